@@ -1,0 +1,1 @@
+"""tirxh's lean core: configuration, plugins, collection, the language, the compiler, reports."""

@@ -1,0 +1,334 @@
+"""Instruction bindings: PTX instructions described as data.
+
+A `Binding` says how one PTX instruction (or a family sharing an opcode and operand shape) is
+spelled, which operands it takes, which targets accept it, what it does to memory and
+synchronization state, and what it is for. Bindings are contributed by plugins through the
+``tirxh_register_instructions`` hook; the language, the PTX emitter, numsim and sync_check all read
+the same entries. Adding a PTX capability means adding bindings, nothing else.
+
+Spelling model: a call ``T.ptx.ld.global_.v4.f32`` becomes the tokens ``ld global v4 f32``. The
+first token is the opcode; the rest fill the binding's ordered modifier `Slot`s, each slot taking
+at most one token from its choices (optional slots may be skipped). A spelling is accepted by the
+first binding of its opcode whose slots consume every token.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Sequence
+
+from .types import DType, dtype as as_dtype
+
+
+class SpellingError(ValueError):
+    """A `T.ptx...` spelling or its operands do not match any binding (message says why)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One modifier position: `name` (used by ``$name`` references), accepted tokens, optional."""
+
+    name: str
+    choices: tuple
+    optional: bool = False
+
+    def accepts(self, token: str) -> bool:
+        return token in self.choices
+
+
+def slot(name: str, choices: "str | Iterable[str]", optional: bool = False) -> Slot:
+    """Build a slot; `choices` may be a space-separated string (``"global shared::cta"``)."""
+    if isinstance(choices, str):
+        choices = choices.split()
+    return Slot(name, tuple(choices), optional)
+
+
+def opt(name: str, choices: "str | Iterable[str]") -> Slot:
+    """An optional slot."""
+    return slot(name, choices, optional=True)
+
+
+# Operand kinds:
+#   d      destination register (omitted by the caller -> a fresh register is returned)
+#   a      source: register, special register or immediate
+#   i      immediate only
+#   inout  register read and written (accumulators, in-place updates)
+#   m      memory operand [addr]
+#   dv/av/inoutv   brace vector of `count` registers (destination / source / both)
+#   dpair  two destinations written ``a|b`` (elect.sync, setp's p|q form); type ``b32|pred``
+#   tref   a tensor-map operand ``[tmap, {c0, ...}]``
+#   sym    a symbol or label name, written as-is
+DEST_KINDS = ("d", "dv", "dpair", "inout", "inoutv")
+_KINDS = DEST_KINDS + ("a", "i", "m", "av", "tref", "sym")
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    name: str
+    kind: str
+    type: "str | None" = None  # PTX type name or "$slot"; None for m/sym
+    count: "int | str | None" = None  # vector length, or "$slot" (v2 -> 2)
+    optional: bool = False  # a trailing operand the caller may leave out
+
+    @property
+    def is_dest(self) -> bool:
+        return self.kind in DEST_KINDS
+
+    @property
+    def is_vector(self) -> bool:
+        return self.kind.endswith("v")
+
+
+def operands(spec: str) -> tuple:
+    """Parse a compact operand list: ``"d:$type a:$type b:$type"``, ``"dv:$type:$vec m"``.
+
+    Each word is ``name=kind:type:count`` or ``kind:type:count`` (the name defaults to the kind and
+    position); a word whose first part is not a kind is a named source (``b:$type`` is
+    ``b=a:$type``); a trailing ``?`` marks an optional operand.
+    """
+    out = []
+    for i, word in enumerate(spec.split()):
+        optional = word.endswith("?")
+        word = word.rstrip("?")
+        name, _, rest = word.rpartition("=")
+        parts = rest.split(":")
+        kind = parts[0]
+        if kind not in _KINDS:  # a bare name (``b:$type``, ``membermask:b32``) is a source
+            name, kind = name or kind, "a"
+        typ = parts[1] if len(parts) > 1 and parts[1] else None
+        count = parts[2] if len(parts) > 2 else None
+        if count is not None and not count.startswith("$"):
+            count = int(count)
+        out.append(OperandSpec(name or f"{kind}{i}", kind, typ, count, optional))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What an instruction does beyond registers (consumed by numsim and sync_check).
+
+    `read`/`write`: the state space touched (``global``, ``shared``, ``shared::cluster``, ``local``,
+    ``param``, ``generic``) or a ``$slot`` reference; `sync`: a synchronization role such as
+    ``bar.sync``, ``mbarrier.arrive``, ``mbarrier.wait``, ``mbarrier.expect_tx``, ``fence``,
+    ``fence.proxy.async``, ``wgmma.commit``, ``wgmma.wait``, ``cp.async.wait``, ``cluster.arrive``;
+    `async_proxy`: the access is made by the async proxy (TMA, wgmma); `atomic`: read-modify-write.
+    """
+
+    read: "str | None" = None
+    write: "str | None" = None
+    sync: "str | None" = None
+    async_proxy: bool = False
+    atomic: bool = False
+
+    def resolve(self, modifiers: dict) -> "Effects":
+        def r(v):
+            if isinstance(v, str) and v.startswith("$"):
+                tok = modifiers.get(v[1:])
+                return tok if tok else "generic"
+            return v
+        return replace(self, read=r(self.read), write=r(self.write), sync=r(self.sync))
+
+
+NO_EFFECTS = Effects()
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One instruction binding.
+
+    name: unique id (``ld``, ``add.int``, ``wgmma.mma_async.ss``); opcode: first spelling token;
+    slots: ordered modifier slots; operands: a tuple of `OperandSpec`, or a callable
+    ``(modifiers) -> tuple`` for instructions whose operand count depends on modifiers (MMA);
+    min_sm: smallest SM the instruction exists on (portable forward); archs: when set, the exact
+    arch-specific targets that accept it (``sm_90a``); ptx_isa: minimum PTX ISA version;
+    iset: the binding set it belongs to (``base``, ``sm80``, ``sm90a``, ``sm100a``); doc: one line;
+    fidelity: numsim's default class for it (numsim may override).
+    """
+
+    name: str
+    opcode: str
+    slots: tuple
+    operands: "tuple | Callable"
+    doc: str
+    min_sm: int = 50
+    archs: "tuple | None" = None
+    ptx_isa: tuple = (6, 0)
+    effects: Effects = NO_EFFECTS
+    iset: str = "base"
+    fidelity: "str | None" = None
+    check: "Callable | None" = None  # (modifiers) -> error message or None, for cross-slot rules
+    example: "str | None" = None  # a spelling that exercises the binding (for generated tests/docs)
+
+    def operand_specs(self, modifiers: dict) -> tuple:
+        ops = self.operands(modifiers) if callable(self.operands) else self.operands
+        return tuple(_resolve_spec(o, modifiers) for o in ops)
+
+    def effects_for(self, modifiers: dict) -> Effects:
+        return self.effects.resolve(modifiers)
+
+    def match(self, tokens: Sequence[str]) -> "dict | None":
+        """Fill slots from tokens (opcode excluded); None when they do not fit."""
+        mods: dict = {}
+        i = 0
+        for s in self.slots:
+            if i < len(tokens) and s.accepts(tokens[i]):
+                mods[s.name] = tokens[i]
+                i += 1
+            elif s.optional:
+                mods[s.name] = None
+            else:
+                return None
+        if i != len(tokens):
+            return None
+        if self.check is not None and self.check(mods) is not None:
+            return None
+        return mods
+
+    def explain_mismatch(self, tokens: Sequence[str]) -> str:
+        """Say where the tokens stop fitting this binding (for error messages)."""
+        i = 0
+        for s in self.slots:
+            if i < len(tokens) and s.accepts(tokens[i]):
+                i += 1
+            elif s.optional:
+                continue
+            else:
+                found = f".{tokens[i]}" if i < len(tokens) else "nothing"
+                return (f"at {s.name!r} expected one of "
+                        f"{', '.join('.' + c for c in s.choices[:12])}"
+                        f"{', ...' if len(s.choices) > 12 else ''}; found {found}")
+        if i != len(tokens):
+            return f"unexpected modifier .{tokens[i]}"
+        if self.check is not None:
+            mods = self.match(tokens[:i]) or {}
+            msg = self.check(dict(zip([s.name for s in self.slots], tokens)))
+            if msg:
+                return msg
+        return "no mismatch"
+
+    def accepts_target(self, target) -> "str | None":
+        """None when `target` accepts this binding, else the reason it does not."""
+        if self.iset not in target.isets:
+            return (f"{self.opcode} ({self.name}) belongs to binding set {self.iset!r}, which "
+                    f"target {target.name} does not accept (it accepts {', '.join(target.isets)})")
+        if self.archs is not None and target.name not in self.archs:
+            return (f"{self.name} exists only on {', '.join(self.archs)}; "
+                    f"target is {target.name}")
+        if target.sm < self.min_sm:
+            return f"{self.name} needs sm_{self.min_sm} or newer; target is {target.name}"
+        if tuple(target.ptx_isa) < tuple(self.ptx_isa):
+            return (f"{self.name} needs PTX ISA {self.ptx_isa[0]}.{self.ptx_isa[1]}; target "
+                    f"{target.name} emits {target.ptx_isa[0]}.{target.ptx_isa[1]}")
+        return None
+
+
+def _resolve_spec(o: OperandSpec, mods: dict) -> OperandSpec:
+    typ, count = o.type, o.count
+    if isinstance(typ, str) and typ.startswith("$"):
+        typ = mods.get(typ[1:])
+    if isinstance(count, str):
+        tok = mods.get(count[1:])
+        count = int(re.sub(r"\D", "", tok)) if tok else 1
+    if typ == o.type and count == o.count:
+        return o
+    return replace(o, type=typ, count=count)
+
+
+@dataclass
+class InstructionSet:
+    """The registry the ``tirxh_register_instructions`` hook fills.
+
+    `add` refuses a second binding with the same name (a plugin conflict must be loud); lookups by
+    opcode keep registration order, so earlier (more specific) bindings win.
+    """
+
+    by_name: dict = field(default_factory=dict)
+    by_opcode: dict = field(default_factory=dict)
+    owners: dict = field(default_factory=dict)
+
+    def add(self, binding: Binding, owner: str = "?") -> None:
+        if binding.name in self.by_name:
+            raise ValueError(f"instruction binding {binding.name!r} registered twice "
+                             f"(by {self.owners[binding.name]!r} and {owner!r})")
+        self.by_name[binding.name] = binding
+        self.by_opcode.setdefault(binding.opcode, []).append(binding)
+        self.owners[binding.name] = owner
+
+    def extend(self, bindings: Iterable[Binding], owner: str = "?") -> None:
+        for b in bindings:
+            self.add(b, owner)
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    def __iter__(self):
+        return iter(self.by_name.values())
+
+    def lookup(self, spelling: str) -> "tuple[Binding, dict]":
+        """Find the binding for a dotted spelling; raise `SpellingError` with a suggestion."""
+        tokens = spelling.split(".")
+        opcode, rest = tokens[0], tokens[1:]
+        cands = self.by_opcode.get(opcode)
+        if not cands:
+            near = difflib.get_close_matches(opcode, list(self.by_opcode), n=3)
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            raise SpellingError(f"unknown PTX instruction {spelling!r}: no binding for opcode "
+                                f"{opcode!r}{hint}")
+        for b in cands:
+            mods = b.match(rest)
+            if mods is not None:
+                return b, mods
+        reasons = [f"  {b.name}: {b.explain_mismatch(rest)}" for b in cands[:6]]
+        near = _near_spellings(spelling, cands)
+        hint = f"\n  did you mean {near}?" if near else ""
+        raise SpellingError(f"no binding accepts {spelling!r}:\n" + "\n".join(reasons) + hint)
+
+
+def _near_spellings(spelling: str, cands: list) -> "str | None":
+    """Suggest a close known spelling by fixing the one token that is off (cheap, bounded)."""
+    tokens = spelling.split(".")
+    best = None
+    for b in cands:
+        choices = [t for s in b.slots for t in s.choices]
+        fixed = []
+        for t in tokens[1:]:
+            if any(t in s.choices for s in b.slots):
+                fixed.append(t)
+            else:
+                m = difflib.get_close_matches(t.rstrip("_"), choices, n=1)
+                if not m:
+                    break
+                fixed.append(m[0])
+        else:
+            cand = ".".join([tokens[0]] + fixed)
+            if cand != spelling and b.match(fixed) is not None:
+                best = cand
+                break
+    return best
+
+
+def type_compatible(reg_type: DType, op_type: DType) -> bool:
+    """PTX's operand type rule, relaxed as the ISA allows (section "Operand Type Information").
+
+    Same type; any type of the same width where either side is a bit type (``.bN``); integer types
+    of the same width regardless of signedness; and narrow (8/16-bit) memory types held in a wider
+    integer register, as ld/st/cvt permit.
+    """
+    if reg_type == op_type:
+        return True
+    if reg_type.kind == "pred" or op_type.kind == "pred":
+        return False
+    if reg_type.bits == op_type.bits and "bits" in (reg_type.kind, op_type.kind):
+        return True
+    ints = ("uint", "sint", "bits")
+    if reg_type.bits == op_type.bits and reg_type.kind in ints and op_type.kind in ints:
+        return True
+    if op_type.bits <= 8 and reg_type.bits <= 32 and reg_type.kind in ints:
+        return True
+    return False
+
+
+def resolve_type(name: "str | None") -> "DType | None":
+    return as_dtype(name) if name else None

@@ -1,0 +1,273 @@
+"""IR -> PTX text.
+
+A compact walk over the IR: each `Instr` prints as its spelling and operands; structured control
+flow lowers to predicates, labels and ``bra``; virtual registers are declared per register class
+(ptxas allocates). ``.loc`` lines point every instruction at the user's Python line, so ptxas
+errors, SASS line tables and profiler source views map back to the kernel source.
+
+Target legality is checked here: an instruction whose binding the target does not accept raises a
+`CompileError` at the instruction's source line.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from . import ir
+from .types import DType
+
+
+class CompileError(Exception):
+    """A kernel that traced fine but cannot be built for a target (message names file:line)."""
+
+    def __init__(self, message: str, loc: "ir.Loc | None" = None, kernel: str = ""):
+        self.message, self.loc, self.kernel = message, loc, kernel
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"{self.loc}: " if self.loc else ""
+        k = f"in kernel {self.kernel!r}: " if self.kernel else ""
+        return f"{where}{k}{self.message}"
+
+
+_PREFIX = {"pred": "p", "b16": "h", "u16": "hu", "s16": "hs", "b32": "r", "u32": "ru",
+           "s32": "rs", "b64": "rd", "u64": "rdu", "s64": "rds", "f32": "f", "f64": "fd",
+           "b128": "q"}
+
+
+def format_imm(imm: ir.Imm) -> str:
+    """Immediates: exact hex for floats (``0f3F800000``), decimal for integers."""
+    dt, v = imm.dtype, imm.value
+    if dt.name in ("f32", "tf32") or (dt.name in ("f16x2", "bf16x2") and isinstance(v, float)):
+        return "0f%08X" % struct.unpack("<I", struct.pack("<f", float(v)))[0]
+    if dt.name == "f64":
+        return "0d%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+    if dt.name in ("f16", "bf16", "e4m3", "e5m2") and isinstance(v, float):
+        import numpy as np
+        bits = np.array([v], dtype=dt.numpy).view(np.uint16 if dt.bits == 16 else np.uint8)[0]
+        return "0x%04X" % int(bits)
+    if isinstance(v, float):
+        v = int(v)
+    if dt.kind == "sint" or v >= 0:
+        return str(int(v))
+    return str(int(v) & ((1 << dt.bits) - 1))
+
+
+class _Names:
+    """Register names per class, numbered in first-use order (stable for golden tests)."""
+
+    def __init__(self):
+        self.names: dict[int, str] = {}
+        self.counts: dict[str, int] = {}
+        self._temps: list = []  # keep emitter temporaries alive: names are keyed by id()
+
+    def of(self, r: ir.Reg) -> str:
+        key = id(r)
+        n = self.names.get(key)
+        if n is None:
+            cls = r.dtype.reg_class
+            self.counts[cls] = self.counts.get(cls, 0) + 1
+            n = self.names[key] = f"%{_PREFIX[cls]}{self.counts[cls]}"
+        return n
+
+    def temp(self, dt: DType) -> str:
+        r = ir.Reg(-1, dt)
+        self._temps.append(r)
+        return self.of(r)
+
+
+class PtxEmitter:
+    """Emit one kernel's PTX module for one target."""
+
+    def __init__(self, kernel: ir.KernelIR, target, line_info: bool = True):
+        self.k, self.target, self.line_info = kernel, target, line_info
+        self.names = _Names()
+        self.lines: list[str] = []
+        self.files: dict[str, int] = {}
+        self.label_n = 0
+        self.last_loc: "ir.Loc | None" = None
+        self.loops: list[str] = []
+
+    # -- operands ------------------------------------------------------------------------------------
+    def op(self, o) -> str:
+        if isinstance(o, ir.Reg):
+            return self.names.of(o)
+        if isinstance(o, ir.Imm):
+            return format_imm(o)
+        if isinstance(o, ir.Sym):
+            return o.name
+        if isinstance(o, ir.SReg):
+            return f"%{o.name}"
+        if isinstance(o, ir.Addr):
+            base = o.base if isinstance(o.base, int) else self.op(o.base)
+            if isinstance(o.base, int):
+                return f"[{o.base + o.offset}]"
+            if o.offset:
+                return f"[{base}{'+' if o.offset > 0 else '-'}{abs(o.offset)}]"
+            return f"[{base}]"
+        if isinstance(o, ir.Vec):
+            if o.sep == "|":
+                return "|".join(self.op(e) for e in o.elems)
+            return "{" + ", ".join(self.op(e) for e in o.elems) + "}"
+        if isinstance(o, ir.TensorRef):
+            return f"[{self.op(o.base)}, {{{', '.join(self.op(c) for c in o.coords)}}}]"
+        if isinstance(o, ir.Sink):
+            return "_"
+        if isinstance(o, str):
+            return o
+        raise CompileError(f"cannot print operand {o!r}", None, self.k.name)
+
+    # -- statements ------------------------------------------------------------------------------------
+    def loc(self, loc: "ir.Loc | None") -> None:
+        if not self.line_info or loc is None or loc.line <= 0 or loc == self.last_loc:
+            return
+        fid = self.files.setdefault(loc.file, len(self.files) + 1)
+        self.lines.append(f"\t.loc\t{fid} {loc.line} 0")
+        self.last_loc = loc
+
+    def emit(self, text: str) -> None:
+        self.lines.append("\t" + text + ";")
+
+    def label(self, kind: str) -> str:
+        self.label_n += 1
+        return f"$L_{kind}{self.label_n}"
+
+    def block(self, b: ir.Block) -> None:
+        for s in b.stmts:
+            self.stmt(s)
+
+    def stmt(self, s) -> None:
+        if isinstance(s, ir.Instr):
+            self.instr(s)
+        elif isinstance(s, ir.If):
+            self.if_(s)
+        elif isinstance(s, ir.For):
+            self.for_(s)
+        elif isinstance(s, ir.Loop):
+            self.loop(s)
+        elif isinstance(s, ir.Break):
+            self.break_(s)
+        else:  # pragma: no cover - the tracer only builds the nodes above
+            raise CompileError(f"unknown IR statement {s!r}", None, self.k.name)
+
+    def instr(self, i: ir.Instr) -> None:
+        why = i.binding.accepts_target(self.target)
+        if why is not None:
+            raise CompileError(why, i.loc, self.k.name)
+        self.loc(i.loc)
+        guard = ""
+        if i.guard is not None:
+            guard = f"@{'!' if i.guard[1] else ''}{self.op(i.guard[0])} "
+        ops = ", ".join(self.op(o) for o in i.operands)
+        self.emit(f"{guard}{i.spelling}" + (f" \t{ops}" if ops else ""))
+
+    def _pred_of(self, cond: ir.Reg, negate: bool) -> str:
+        return f"@{'!' if negate else ''}{self.op(cond)}"
+
+    def if_(self, s: ir.If) -> None:
+        self.loc(s.loc)
+        end = self.label("endif")
+        els = self.label("else") if s.orelse is not None else end
+        bra = "bra.uni" if s.uniform else "bra"
+        # jump over `then` when the condition does not hold
+        self.emit(f"{self._pred_of(s.cond, not s.negate)} {bra} \t{els}")
+        self.block(s.then)
+        if s.orelse is not None:
+            self.emit(f"{bra} \t{end}")
+            self.lines.append(f"{els}:")
+            self.last_loc = None
+            self.block(s.orelse)
+        self.lines.append(f"{end}:")
+        self.last_loc = None
+
+    def for_(self, s: ir.For) -> None:
+        self.loc(s.loc)
+        head, end = self.label("for"), self.label("endfor")
+        dt = s.var.dtype
+        cmp_t = dt.name if dt.kind != "bits" else f"u{dt.bits}"
+        v = self.op(s.var)
+        self.emit(f"mov.{cmp_t} \t{v}, {self.op(s.start)}")
+        self.lines.append(f"{head}:")
+        if s.unroll == 1:
+            self.lines.append('\t.pragma "nounroll";')
+        p = self.names.temp(DType("pred", 1, "pred", "pred"))
+        negative = isinstance(s.step, ir.Imm) and s.step.value < 0
+        self.emit(f"setp.{'le' if negative else 'ge'}.{cmp_t} \t{p}, {v}, {self.op(s.stop)}")
+        self.emit(f"@{p} bra \t{end}")
+        self.loops.append(end)
+        self.last_loc = None
+        self.block(s.body)
+        self.loops.pop()
+        self.emit(f"add.{cmp_t} \t{v}, {v}, {self.op(s.step)}")
+        self.emit(f"bra \t{head}")
+        self.lines.append(f"{end}:")
+        self.last_loc = None
+
+    def loop(self, s: ir.Loop) -> None:
+        self.loc(s.loc)
+        head, end = self.label("loop"), self.label("endloop")
+        self.lines.append(f"{head}:")
+        self.loops.append(end)
+        self.last_loc = None
+        self.block(s.body)
+        self.loops.pop()
+        self.emit(f"bra \t{head}")
+        self.lines.append(f"{end}:")
+        self.last_loc = None
+
+    def break_(self, s: ir.Break) -> None:
+        if not self.loops:
+            raise CompileError("break outside a loop", s.loc, self.k.name)
+        self.loc(s.loc)
+        if s.cond is None:
+            self.emit(f"bra \t{self.loops[-1]}")
+        else:
+            self.emit(f"{self._pred_of(s.cond, s.negate)} bra \t{self.loops[-1]}")
+
+    # -- module ------------------------------------------------------------------------------------------
+    def module(self, version: str = "") -> str:
+        k, t = self.k, self.target
+        self.block(k.body)
+        body = self.lines
+        decls = []
+        for cls in sorted(self.names.counts):
+            decls.append(f"\t.reg .{cls} \t%{_PREFIX[cls]}<{self.names.counts[cls] + 1}>;")
+        shared = [f"\t.shared .align {v.align} .b8 {v.name}[{v.nbytes}];"
+                  for v in k.shared if not v.dynamic]
+        params = []
+        for p in k.params:
+            if p.kind == "ptr":
+                params.append(f"\t.param .u64 {p.name}")
+            elif p.kind == "tensormap":
+                params.append(f"\t.param .align 64 .b8 {p.name}[128]")
+            else:
+                ty = p.dtype.name if p.dtype.bits != 16 or not p.dtype.is_float else "b16"
+                params.append(f"\t.param .{ty} {p.name}")
+        directives = [f".maxntid {', '.join(str(d) for d in k.block)}"]
+        if k.min_blocks:
+            directives.append(f".minnctapersm {k.min_blocks}")
+        if k.cluster is not None:
+            directives.append(f".reqnctapercluster {', '.join(str(d) for d in k.cluster)}")
+        out = [
+            "//",
+            f"// Generated by tirxh {version} for kernel {k.name!r} ({k.loc})",
+            f"// constants: {k.consts}" if k.consts else "// constants: none",
+            "//",
+            f".version {t.ptx_isa[0]}.{t.ptx_isa[1]}",
+            f".target {t.name}",
+            ".address_size 64",
+            "",
+        ]
+        for path, fid in self.files.items():
+            out.append(f'.file {fid} "{path}"')
+        if any(v.dynamic for v in k.shared) or k.dynamic_smem:
+            out.append(f".extern .shared .align {max(16, k.dynamic_align)} .b8 tirx_dsmem[];")
+        out += ["", f".visible .entry {k.name}(", ",\n".join(params), ")"]
+        out += directives
+        out += ["{"] + decls + shared + [""] + body + ["\tret;", "}", ""]
+        return "\n".join(out)
+
+
+def emit_ptx(kernel: ir.KernelIR, target, version: str = "", line_info: bool = True) -> str:
+    """PTX module text for one specialized kernel and one target."""
+    return PtxEmitter(kernel, target, line_info).module(version)

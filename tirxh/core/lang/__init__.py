@@ -1,0 +1,1 @@
+"""The TIRx language implementation (public surface: `tirxh.lang`)."""

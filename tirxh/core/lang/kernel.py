@@ -1,0 +1,225 @@
+"""``@T.kernel``: a decorated Python function traced once per specialization.
+
+The decorator records the launch configuration; tracing runs the body with typed parameter values
+(pointer params are loaded from the param space at entry) and returns a `KernelIR`. Compile-time
+constants (parameters annotated ``T.const``) select the specialization; everything else is a runtime
+kernel parameter in the launch ABI.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .. import ir
+from ..types import DType, dtype as as_dtype
+from . import trace as tr
+from .memory import ConstType, GlobalPtr, PtrType, TensorMapParam, TensorMapType
+
+
+@dataclass(frozen=True)
+class ParamDecl:
+    name: str
+    kind: str  # ptr | scalar | tensormap | const
+    dtype: "DType | None"
+    default: Any = inspect.Parameter.empty
+
+
+def call_with_matching(fn: Callable, values: dict) -> Any:
+    """Call `fn` with the entries of `values` its signature names (or all, for ``**kw``)."""
+    sig = inspect.signature(fn)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return fn(**values)
+    missing = [p.name for p in sig.parameters.values()
+               if p.name not in values and p.default is p.empty
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if missing:
+        raise TypeError(f"{getattr(fn, '__name__', fn)!r} needs {', '.join(missing)}, which the "
+                        f"case does not provide (it has {', '.join(sorted(values))})")
+    return fn(**{k: v for k, v in values.items() if k in sig.parameters})
+
+
+def _dim3(v) -> tuple:
+    if isinstance(v, int):
+        return (v, 1, 1)
+    v = tuple(int(x) for x in v)
+    return v + (1,) * (3 - len(v))
+
+
+class Kernel:
+    """A TIRx kernel. `.specialize(**consts)` traces; `.ir`, `.ptx(target)` show what was built."""
+
+    def __init__(self, fn: Callable, grid=None, block=128, cluster=None, smem: int = 0,
+                 max_threads=None, min_blocks=None, maxnreg=None, targets=None, name=None):
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.grid, self.block, self.cluster = grid, block, cluster
+        self.smem, self.max_threads, self.min_blocks = smem, max_threads, min_blocks
+        self.maxnreg = maxnreg
+        self.targets = tuple(targets) if targets else None
+        self.params = self._signature(fn)
+        self.loc = ir.Loc(inspect.getsourcefile(fn) or "<unknown>",
+                          fn.__code__.co_firstlineno, self.name)
+        self._cache: dict = {}
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    # -- signature ------------------------------------------------------------------------------
+    def _signature(self, fn) -> list:
+        out = []
+        for p in inspect.signature(fn).parameters.values():
+            ann = p.annotation
+            if isinstance(ann, PtrType):
+                out.append(ParamDecl(p.name, "ptr", ann.elem))
+            elif isinstance(ann, TensorMapType):
+                out.append(ParamDecl(p.name, "tensormap", None))
+            elif isinstance(ann, ConstType) or ann is ConstType:
+                out.append(ParamDecl(p.name, "const", None, p.default))
+            elif isinstance(ann, DType):
+                if ann.kind == "pred":
+                    raise tr.TraceError(f"parameter {p.name!r}: a predicate cannot be a kernel "
+                                        "parameter; pass a u32 and compare", self_loc(fn))
+                out.append(ParamDecl(p.name, "scalar", ann))
+            else:
+                raise tr.TraceError(
+                    f"parameter {p.name!r} of kernel {fn.__name__!r} needs a TIRx annotation "
+                    f"(T.gptr[T.f32], T.u32, T.tensormap or T.const); got {ann!r}", self_loc(fn))
+        return out
+
+    @property
+    def runtime_params(self) -> list:
+        return [p for p in self.params if p.kind != "const"]
+
+    @property
+    def const_names(self) -> list:
+        return [p.name for p in self.params if p.kind == "const"]
+
+    def resolve_consts(self, values: dict) -> dict:
+        """The constants of this kernel taken from `values` (or their defaults)."""
+        out = {}
+        for p in self.params:
+            if p.kind != "const":
+                continue
+            if p.name in values:
+                out[p.name] = values[p.name]
+            elif p.default is not inspect.Parameter.empty:
+                out[p.name] = p.default
+            else:
+                raise tr.TraceError(f"kernel {self.name!r} needs a value for constant "
+                                    f"{p.name!r}", self.loc)
+        return out
+
+    # -- launch configuration ----------------------------------------------------------------------
+    def block_dims(self, consts: dict) -> tuple:
+        b = call_with_matching(self.block, consts) if callable(self.block) else self.block
+        return _dim3(b)
+
+    def cluster_dims(self, consts: dict) -> "tuple | None":
+        if self.cluster is None:
+            return None
+        c = call_with_matching(self.cluster, consts) if callable(self.cluster) else self.cluster
+        return _dim3(c)
+
+    def grid_dims(self, values: dict) -> tuple:
+        """Grid for a launch; `values` holds the case's parameters and the constants."""
+        if self.grid is None:
+            return (1, 1, 1)
+        g = call_with_matching(self.grid, values) if callable(self.grid) else self.grid
+        return _dim3(g)
+
+    # -- tracing -------------------------------------------------------------------------------------
+    def specialize(self, isa=None, **consts) -> ir.KernelIR:
+        """Trace the body for these constants (cached per constants and instruction set)."""
+        consts = self.resolve_consts(consts)
+        if isa is None:
+            from ..registry import default_isa
+            isa = default_isa()
+        key = (tuple(sorted(consts.items())), id(isa))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._trace(consts, isa)
+        return hit
+
+    def _trace(self, consts: dict, isa) -> ir.KernelIR:
+        t = tr.Trace(self.name, isa)
+        params: list[ir.ParamInfo] = []
+        args = {}
+        with tr.tracing(t):
+            t.loc_override = self.loc  # parameter loads belong to the `def` line
+            for p in self.params:
+                if p.kind == "const":
+                    args[p.name] = consts[p.name]
+                elif p.kind == "ptr":
+                    params.append(ir.ParamInfo(p.name, "ptr", p.dtype, 8, 8))
+                    raw = tr.emit("ld.param.u64", ir.Addr(ir.Sym(p.name, "param")))
+                    g = tr.emit("cvta.to.global.u64", raw)
+                    args[p.name] = GlobalPtr(p.name, p.dtype, g)
+                elif p.kind == "scalar":
+                    params.append(ir.ParamInfo(p.name, "scalar", p.dtype, p.dtype.nbytes,
+                                               p.dtype.nbytes))
+                    ty = p.dtype.name if p.dtype.reg_class != "b16" else "b16"
+                    if p.dtype.bits == 16 and p.dtype.is_float:
+                        ty = "b16"
+                    r = tr.emit(f"ld.param.{ty}", ir.Addr(ir.Sym(p.name, "param")))
+                    if r.dtype != p.dtype:
+                        r.dtype = p.dtype  # same bits; the register keeps the declared type
+                    args[p.name] = r
+                else:
+                    params.append(ir.ParamInfo(p.name, "tensormap", as_dtype("b8"), 128, 64))
+                    args[p.name] = TensorMapParam(p.name)
+            t.loc_override = None
+            self.fn(**args)
+        block = self.block_dims(consts)
+        return ir.KernelIR(
+            name=self.name, params=params, body=t.blocks[0], shared=t.shared, block=block,
+            cluster=self.cluster_dims(consts),
+            dynamic_smem=t.dynamic_bytes + int(self.smem or 0),
+            max_threads=self.max_threads, min_blocks=self.min_blocks, consts=consts,
+            loc=self.loc, regs=t.regs, dynamic_align=t.dynamic_align)
+
+    # -- views -----------------------------------------------------------------------------------------
+    @property
+    def ir(self) -> str:
+        """Readable text of the default specialization (constants at their defaults)."""
+        from ..irprint import format_kernel
+        return format_kernel(self.specialize())
+
+    def ptx(self, target: str = "sm_90a", **consts) -> str:
+        """PTX text for `target` (``kernel.ptx("sm_90a", BM=128)``)."""
+        from ..compiler import emit_ptx_for
+        return emit_ptx_for(self, target, consts)
+
+    def compile(self, target: str = "sm_90a", **consts):
+        """Compile to a cubin on this machine (nvJitLink); returns a `CompiledKernel`."""
+        from ..compiler import compile_kernel
+        return compile_kernel(self, target, consts)
+
+    def __call__(self, *a, **k):
+        raise TypeError(f"kernel {self.name!r} runs on a device: launch it through numsim, "
+                        "`tirxh bench` or KCoral, or call .ptx()/.compile()")
+
+    def __repr__(self):
+        return f"<T.kernel {self.name} at {self.loc}>"
+
+
+def self_loc(fn) -> ir.Loc:
+    return ir.Loc(inspect.getsourcefile(fn) or "<unknown>", fn.__code__.co_firstlineno,
+                  fn.__name__)
+
+
+def kernel(fn=None, **config):
+    """Decorator: ``@T.kernel(grid=lambda n: T.cdiv(n, 256), block=256)``.
+
+    Options: grid (tuple or callable of case parameters/constants), block, cluster, smem (extra
+    dynamic shared bytes), max_threads / min_blocks (``.maxntid`` / ``.minnctapersm``), maxnreg
+    (``.maxnreg``), targets (restrict which targets the kernel is built for), name.
+    """
+    if fn is not None:
+        return Kernel(fn, **config)
+    return lambda f: Kernel(f, **config)
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division at trace/launch time (Python ints)."""
+    return -(-a // b)

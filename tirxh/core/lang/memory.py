@@ -1,0 +1,370 @@
+"""Parameters, special registers, shared memory, mbarriers and fragments.
+
+Sugar here compresses mechanical boilerplate (parameter loads, address arithmetic, barrier arrays)
+without hiding instructions: each helper's docstring lists exactly what it emits.
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from ..types import DType, dtype as as_dtype
+from . import trace as tr
+from .ptxns import SINK, as_address
+
+
+# --- parameter annotations -----------------------------------------------------------------------
+
+class PtrType:
+    """Annotation ``T.gptr[T.f32]``: a global-memory pointer to elements of a type."""
+
+    def __init__(self, elem: DType):
+        self.elem = as_dtype(elem)
+
+    def __class_getitem__(cls, elem):
+        return cls(elem)
+
+    def __repr__(self):
+        return f"T.gptr[T.{self.elem}]"
+
+
+gptr = PtrType
+
+
+class TensorMapType:
+    """Annotation ``T.tensormap``: a 128-byte CUtensorMap passed by value (``.param .align 64``)."""
+
+    def __repr__(self):
+        return "T.tensormap"
+
+
+tensormap = TensorMapType()
+
+
+class ConstType:
+    """Annotation ``T.const`` (or ``T.const[int]``): a compile-time constant that specializes."""
+
+    def __init__(self, py=None):
+        self.py = py
+
+    def __getitem__(self, py):
+        return ConstType(py)
+
+    def __repr__(self):
+        return "T.const"
+
+
+const = ConstType()
+
+
+class GlobalPtr:
+    """A global pointer parameter inside a kernel body.
+
+    At kernel entry it emits ``ld.param.u64 p, [name]`` and ``cvta.to.global.u64 g, p``;
+    `.at(i)` emits one ``mad.wide.u32``/``mad.wide.s32`` (``mad.lo.u64`` for 64-bit indices) and
+    returns the address ``[g + i*sizeof(elem)]``; a Python-int index emits nothing.
+    """
+
+    def __init__(self, name: str, elem: DType, base: ir.Reg):
+        self.name, self.elem, self.base = name, elem, base
+
+    def at(self, index=0, offset_bytes: int = 0) -> ir.Addr:
+        size = self.elem.nbytes
+        if isinstance(index, int):
+            return ir.Addr(self.base, index * size + offset_bytes)
+        if not isinstance(index, ir.Reg):
+            raise tr.current().error(f"{self.name}.at() expects an int or register index")
+        dt = index.dtype
+        if dt.bits == 32:
+            addr = tr.emit(f"mad.wide.{'s' if dt.is_signed else 'u'}32", index, size, self.base)
+        else:
+            addr = tr.emit(f"mad.lo.{'s' if dt.is_signed else 'u'}64", index, size, self.base)
+        return ir.Addr(addr, offset_bytes)
+
+    def __tirx_addr__(self) -> ir.Addr:
+        return ir.Addr(self.base, 0)
+
+    def __tirx_operand__(self):
+        return self.base
+
+    def __repr__(self):
+        return f"<gptr {self.name}: {self.elem}>"
+
+
+class TensorMapParam:
+    """A tensor-map parameter; ``tmap[c0, c1]`` is the ``[tmap, {c0, c1}]`` operand of TMA.
+
+    The map is addressed through its parameter symbol (generic addressing of the param space), so
+    no instruction is emitted for it.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self.sym = ir.Sym(name, "param")
+
+    def __getitem__(self, coords) -> ir.TensorRef:
+        if not isinstance(coords, tuple):
+            coords = (coords,)
+        coords = tuple(tr.coerce(c, as_dtype("s32")) for c in coords)
+        return ir.TensorRef(self.sym, coords)
+
+    def __tirx_addr__(self) -> ir.Addr:
+        return ir.Addr(self.sym, 0)
+
+    def __repr__(self):
+        return f"<tensormap {self.name}>"
+
+
+# --- special registers ----------------------------------------------------------------------------
+
+_SREG_TYPES = {"clock64": "u64", "globaltimer": "u64", "gridid": "u64",
+               "is_explicit_cluster": "pred", "lanemask_eq": "b32", "lanemask_lt": "b32",
+               "lanemask_le": "b32", "lanemask_gt": "b32", "lanemask_ge": "b32"}
+
+
+def read_sreg(name: str) -> tr.Register:
+    """Read a special register: ``mov.<type> r, %name``."""
+    dt = as_dtype(_SREG_TYPES.get(name, "u32"))
+    return tr.emit(f"mov.{dt.name}", ir.SReg(name, dt))
+
+
+class _Vec3SReg:
+    """``T.tid.x`` -> ``mov.u32 r, %tid.x`` (each access emits one mov; ptxas merges repeats)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    @property
+    def x(self): return read_sreg(f"{self._name}.x")
+
+    @property
+    def y(self): return read_sreg(f"{self._name}.y")
+
+    @property
+    def z(self): return read_sreg(f"{self._name}.z")
+
+
+tid, ntid, ctaid, nctaid = (_Vec3SReg(n) for n in ("tid", "ntid", "ctaid", "nctaid"))
+clusterid, nclusterid = _Vec3SReg("clusterid"), _Vec3SReg("nclusterid")
+cluster_ctaid, cluster_nctaid = _Vec3SReg("cluster_ctaid"), _Vec3SReg("cluster_nctaid")
+
+
+def sreg(name: str) -> tr.Register:
+    """Any scalar special register by PTX name: ``T.sreg("laneid")``, ``T.sreg("clock64")``."""
+    return read_sreg(name)
+
+
+def laneid(): return read_sreg("laneid")
+def warpid(): return read_sreg("warpid")
+def smid(): return read_sreg("smid")
+def clock(): return read_sreg("clock")
+def clock64(): return read_sreg("clock64")
+def globaltimer(): return read_sreg("globaltimer")
+def cluster_ctarank(): return read_sreg("cluster_ctarank")
+
+
+# --- shared memory --------------------------------------------------------------------------------
+
+class SharedBuffer:
+    """A shared-memory allocation made by `T.shared`.
+
+    `.at(*idx)` with Python ints is a static address ``[sym+off]`` (no instruction); with a register
+    index it emits ``mov.u32 base, sym`` once per call site plus one ``mad.lo.u32`` per register
+    index (row-major strides). `.ptr()` emits ``mov.u32 r, sym`` (and ``add.u32`` inside the dynamic
+    window) and returns the 32-bit shared address, for descriptors and TMA destinations.
+    """
+
+    def __init__(self, var: ir.SharedVar, sym: ir.Sym):
+        self.var, self.sym = var, sym
+        self.dtype, self.shape = var.dtype, var.shape
+
+    @property
+    def nbytes(self) -> int:
+        return self.var.nbytes
+
+    def _strides(self):
+        strides, acc = [], self.dtype.nbytes
+        for d in reversed(self.shape):
+            strides.append(acc)
+            acc *= d
+        return list(reversed(strides))
+
+    def ptr(self, offset_bytes: int = 0) -> tr.Register:
+        base = tr.emit("mov.u32", self.sym)
+        off = self.var.offset + offset_bytes
+        return tr.emit("add.u32", base, off) if off else base
+
+    def at(self, *idx) -> ir.Addr:
+        if not idx:
+            idx = (0,)
+        if len(idx) > len(self.shape):
+            raise tr.current().error(f"{self.var.name}.at(): {len(idx)} indices for shape "
+                                     f"{self.shape}")
+        strides = self._strides()[: len(idx)]
+        const = self.var.offset + sum(i * s for i, s in zip(idx, strides) if isinstance(i, int))
+        dyn = [(i, s) for i, s in zip(idx, strides) if not isinstance(i, int)]
+        if not dyn:
+            return ir.Addr(self.sym, const)
+        acc = tr.emit("mov.u32", self.sym)
+        for i, s in dyn:
+            acc = tr.emit("mad.lo.u32", i, s, acc)
+        return ir.Addr(acc, const)
+
+    def __tirx_addr__(self) -> ir.Addr:
+        return ir.Addr(self.sym, self.var.offset)
+
+    def __repr__(self):
+        return f"<shared {self.var.name}: {self.dtype}{list(self.shape)}>"
+
+
+def shared(dtype, shape, align: int = 16, swizzle: int = 0, dynamic: bool = False,
+           name: "str | None" = None) -> SharedBuffer:
+    """Allocate shared memory (no instruction: a ``.shared`` declaration, or a slice of the
+    dynamic window ``extern .shared .align A .b8 tirx_dsmem[]`` when `dynamic`).
+
+    `swizzle` (0, 32, 64, 128 bytes) records the layout the kernel writes and reads it with (TMA and
+    wgmma descriptors must agree); swizzled buffers need an alignment of at least 1024 in practice
+    (the swizzle pattern repeats every 8 rows of 128 bytes).
+    """
+    t = tr.current()
+    dt = as_dtype(dtype)
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    n = dt.nbytes
+    for d in shape:
+        n *= d
+    if swizzle not in (0, 32, 64, 128):
+        raise t.error(f"T.shared(swizzle={swizzle!r}): expected 0, 32, 64 or 128 (bytes)")
+    if align & (align - 1):
+        raise t.error(f"T.shared(align={align!r}): alignment must be a power of two")
+    loc = tr.user_loc()
+    if dynamic:
+        off = -(-t.dynamic_bytes // align) * align
+        t.dynamic_bytes = off + n
+        t.dynamic_align = max(t.dynamic_align, align)
+        var = ir.SharedVar(t.unique(name or "dyn"), n, align, dt, shape, swizzle, True, off, loc)
+        t.shared.append(var)
+        return SharedBuffer(var, ir.Sym("tirx_dsmem", "shared"))
+    var = ir.SharedVar(t.unique(name or "smem"), n, align, dt, shape, swizzle, False, 0, loc)
+    t.shared.append(var)
+    return SharedBuffer(var, ir.Sym(var.name, "shared"))
+
+
+# --- mbarriers ------------------------------------------------------------------------------------
+
+class MBarrierRef:
+    """One mbarrier (an 8-byte shared word). Every method is one instruction, except `wait`."""
+
+    def __init__(self, addr: ir.Addr):
+        self.addr = addr
+
+    def __tirx_addr__(self) -> ir.Addr:
+        return self.addr
+
+    def init(self, count, pred=None) -> None:
+        """``mbarrier.init.shared::cta.b64 [bar], count``"""
+        tr.emit("mbarrier.init.shared::cta.b64", self.addr, count, pred=pred)
+
+    def inval(self, pred=None) -> None:
+        """``mbarrier.inval.shared::cta.b64 [bar]``"""
+        tr.emit("mbarrier.inval.shared::cta.b64", self.addr, pred=pred)
+
+    def arrive(self, pred=None) -> None:
+        """``mbarrier.arrive.shared::cta.b64 _, [bar]``"""
+        tr.emit("mbarrier.arrive.shared::cta.b64", SINK, self.addr, pred=pred)
+
+    def arrive_expect_tx(self, tx_bytes, pred=None) -> None:
+        """``mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], tx_bytes``"""
+        tr.emit("mbarrier.arrive.expect_tx.shared::cta.b64", SINK, self.addr, tx_bytes, pred=pred)
+
+    def expect_tx(self, tx_bytes, pred=None) -> None:
+        """``mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], tx_bytes``"""
+        tr.emit("mbarrier.expect_tx.relaxed.cta.shared::cta.b64", self.addr, tx_bytes, pred=pred)
+
+    def try_wait(self, parity) -> tr.Register:
+        """``mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity`` -> p"""
+        return tr.emit("mbarrier.try_wait.parity.shared::cta.b64", self.addr, parity)
+
+    def wait(self, parity) -> None:
+        """Block until the phase with `parity` completed. Emits a device loop around one
+        ``mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity`` that breaks when p holds."""
+        from .control import break_, loop
+        with loop():
+            done = self.try_wait(parity)
+            break_(done)
+
+
+class MBarrierArray:
+    """`n` mbarriers in one 8-byte-aligned shared array; ``bars[i]`` is one `MBarrierRef`.
+
+    A Python-int index costs nothing; a register index emits ``mov.u32`` + ``mad.lo.u32``.
+    """
+
+    def __init__(self, buf: SharedBuffer, n: int):
+        self.buf, self.n = buf, n
+
+    def __getitem__(self, i) -> MBarrierRef:
+        if isinstance(i, int) and not (0 <= i < self.n):
+            raise tr.current().error(f"mbarrier index {i} out of range 0..{self.n - 1}")
+        return MBarrierRef(self.buf.at(i))
+
+    def __len__(self):
+        return self.n
+
+    # a single barrier is used through its methods directly
+    def __getattr__(self, name):
+        if self.n == 1 and name in ("init", "arrive", "arrive_expect_tx", "expect_tx",
+                                    "try_wait", "wait", "inval"):
+            return getattr(self[0], name)
+        raise AttributeError(name)
+
+    def __tirx_addr__(self) -> ir.Addr:
+        return self.buf.at(0)
+
+
+def mbarrier(n: int = 1, name: "str | None" = None) -> MBarrierArray:
+    """Allocate `n` mbarriers in shared memory (a ``.shared .align 8 .b8 name[8n]``)."""
+    return MBarrierArray(shared("b64", (n,), align=8, name=name or "mbar"), n)
+
+
+# --- registers and fragments ----------------------------------------------------------------------
+
+def reg(dtype, init=None, name: str = "") -> tr.Register:
+    """A fresh mutable register; with `init`, emits ``mov.<type> r, init``."""
+    t = tr.current()
+    r = t.new_reg(dtype, name)
+    if init is not None:
+        r.set(init)
+    return r
+
+
+class Fragment:
+    """`n` registers of one type: an MMA operand or accumulator (``{r0, ..., rN}``)."""
+
+    def __init__(self, regs: list):
+        self.regs = regs
+        self.dtype = regs[0].dtype if regs else None
+
+    def __getitem__(self, i):
+        return self.regs[i]
+
+    def __len__(self):
+        return len(self.regs)
+
+    def __iter__(self):
+        return iter(self.regs)
+
+    def fill(self, value) -> None:
+        """``mov.<type> r, value`` for every register of the fragment."""
+        for r in self.regs:
+            r.set(value)
+
+
+def fragment(dtype, n: int, init=None) -> Fragment:
+    """Allocate `n` registers of `dtype`; with `init`, emits one ``mov`` per register."""
+    t = tr.current()
+    f = Fragment([t.new_reg(dtype, "f") for _ in range(n)])
+    if init is not None:
+        f.fill(init)
+    return f
+
+
+sink = SINK

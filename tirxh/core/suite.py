@@ -1,0 +1,198 @@
+"""What a kernel module declares beside a kernel: cases, inputs, a numpy reference, tolerances.
+
+A `Suite` at module level makes its kernel a set of checkable, benchmarkable items (one per case
+and target). Case parameters flow to the input generator, the reference, the grid function, the
+kernel's compile-time constants (by name) and the FLOP/byte counts.
+
+    def inputs(rng, n):
+        return dict(a=rng.standard_normal(n, np.float32), b=..., out=np.empty(n, np.float32), n=n)
+
+    SUITE = T.suite(vadd, inputs=inputs, reference=lambda a, b, **_: {"out": a + b},
+                    outputs=["out"], cases=[T.case("n4096", n=4096)],
+                    flops=lambda n: n, bytes=lambda n: 12 * n)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .lang.kernel import Kernel, call_with_matching
+
+
+@dataclass(frozen=True)
+class Case:
+    """One named parameter set. `small` cases are what `tirxh check` simulates on the CPU."""
+
+    name: str
+    params: dict
+    small: bool = True
+    tags: tuple = ()
+
+
+def case(name: str, small: bool = True, tags=(), **params) -> Case:
+    return Case(name, dict(params), small, tuple(tags))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Comparison rule: every element within ``atol + rtol*|ref|`` and, when `rms` is set, the
+    normalized RMS error ``||out - ref|| / ||ref||`` at most `rms`. NaN never passes."""
+
+    rtol: float = 0.0
+    atol: float = 0.0
+    rms: "float | None" = None
+
+    def compare(self, actual: np.ndarray, expected: np.ndarray, max_report: int = 5) -> dict:
+        a = np.asarray(actual).astype(np.float64) if np.asarray(actual).dtype.kind in "fcV" or \
+            str(np.asarray(actual).dtype) in ("bfloat16", "float8_e4m3fn", "float8_e5m2") \
+            else np.asarray(actual)
+        e = np.asarray(expected)
+        e = e.astype(np.float64) if e.dtype.kind in "fV" or str(e.dtype) in (
+            "bfloat16", "float8_e4m3fn", "float8_e5m2") else e
+        if a.shape != e.shape:
+            return {"ok": False, "reason": f"shape {a.shape} != expected {e.shape}"}
+        if a.dtype.kind in "iub" and e.dtype.kind in "iub":
+            bad = a != e
+            diff = np.abs(a.astype(np.int64) - e.astype(np.int64)) if a.size else np.zeros(0)
+        else:
+            a, e = a.astype(np.float64), e.astype(np.float64)
+            diff = np.abs(a - e)
+            bad = ~(diff <= self.atol + self.rtol * np.abs(e))
+            bad |= np.isnan(a) & ~np.isnan(e)
+        out: dict[str, Any] = {"ok": not bool(bad.any()), "mismatches": int(bad.sum()),
+                               "total": int(a.size)}
+        if a.size:
+            out["max_abs"] = float(np.nanmax(diff)) if diff.size else 0.0
+            rel = diff / np.maximum(np.abs(e.astype(np.float64)), 1e-30)
+            out["max_rel"] = float(np.nanmax(rel)) if rel.size else 0.0
+            ref_norm = float(np.linalg.norm(e.astype(np.float64).ravel()))
+            err_norm = float(np.linalg.norm((a.astype(np.float64) - e.astype(np.float64)).ravel()))
+            out["rms_ratio"] = err_norm / ref_norm if ref_norm else err_norm
+            if self.rms is not None and not (out["rms_ratio"] <= self.rms):
+                out["ok"] = False
+                out["reason"] = f"normalized RMS error {out['rms_ratio']:.3g} > {self.rms}"
+        if bad.any():
+            idx = np.argwhere(bad)[:max_report]
+            out["first"] = [{"index": [int(x) for x in i], "actual": _py(a[tuple(i)]),
+                             "expected": _py(e[tuple(i)])} for i in idx]
+        return out
+
+
+def _py(x):
+    x = np.asarray(x)
+    return x.item() if x.dtype.kind in "iubf" else float(x.astype(np.float64))
+
+
+def tolerance(rtol: float = 0.0, atol: float = 0.0, rms: "float | None" = None) -> Tolerance:
+    return Tolerance(rtol, atol, rms)
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A TMA tensor map to encode on the host for a ``T.tensormap`` parameter.
+
+    source: the name of the global-pointer parameter (an input array) the map describes;
+    box: the box in elements, numpy order (outermost first), e.g. ``(64, 64)``; swizzle: 0, 32,
+    64 or 128 (bytes); oob_fill: ``zero`` or ``nan`` for out-of-bounds elements;
+    elem_strides: per-dimension traversal strides (default all 1).
+    The global dims and strides come from the source array (row-major); the encoder reverses them
+    into TMA's innermost-first order.
+    """
+
+    source: str
+    box: tuple
+    swizzle: int = 0
+    oob_fill: str = "zero"
+    elem_strides: "tuple | None" = None
+    l2_promotion: int = 0
+
+    def describe(self, array: np.ndarray) -> dict:
+        """The encoding parameters for `array` (JSON-serializable; innermost dimension first)."""
+        from .types import from_numpy
+        dims = list(reversed(array.shape))
+        strides = list(reversed(array.strides))[1:]
+        return {"source": self.source, "dtype": from_numpy(array.dtype).name,
+                "dims": [int(d) for d in dims], "strides": [int(s) for s in strides],
+                "box": [int(b) for b in reversed(self.box)],
+                "elem_strides": [int(s) for s in reversed(self.elem_strides or
+                                                         (1,) * len(self.box))],
+                "swizzle": int(self.swizzle), "oob_fill": self.oob_fill,
+                "l2_promotion": int(self.l2_promotion)}
+
+
+@dataclass
+class Suite:
+    """Cases and checking rules for one kernel (see module docstring)."""
+
+    kernel: Kernel
+    inputs: Callable
+    reference: "Callable | None"
+    outputs: tuple
+    cases: list
+    tolerance: "Tolerance | dict" = field(default_factory=Tolerance)
+    flops: "Callable | None" = None
+    bytes: "Callable | None" = None
+    baselines: tuple = ()
+    launches: "Callable | None" = None  # optional multi-launch plan (grid per launch)
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    def tolerance_for(self, output: str) -> Tolerance:
+        if isinstance(self.tolerance, dict):
+            return self.tolerance.get(output, Tolerance())
+        return self.tolerance
+
+    def consts(self, c: Case) -> dict:
+        return self.kernel.resolve_consts(c.params)
+
+    def grid(self, c: Case) -> tuple:
+        values = dict(self.consts(c))
+        values.update(c.params)
+        return self.kernel.grid_dims(values)
+
+    def make_inputs(self, c: Case, seed: int = 0) -> dict:
+        """Fresh inputs for a case: every runtime parameter of the kernel, by name."""
+        rng = np.random.default_rng(seed)
+        values = call_with_matching(self.inputs, dict(c.params, rng=rng))
+        missing = [p.name for p in self.kernel.runtime_params if p.name not in values]
+        if missing:
+            raise ValueError(f"inputs() for case {c.name!r} of {self.name!r} did not provide "
+                             f"{', '.join(missing)}")
+        return values
+
+    def expected(self, c: Case, inputs: dict) -> dict:
+        if self.reference is None:
+            return {}
+        arrays = {k: v for k, v in inputs.items() if not isinstance(v, TensorMap)}
+        values = dict(c.params)
+        values.update(arrays)
+        return call_with_matching(self.reference, values)
+
+    def work(self, c: Case) -> dict:
+        """Declared FLOPs and bytes of a case (None where not declared)."""
+        vals = dict(self.consts(c))
+        vals.update(c.params)
+        return {"flops": call_with_matching(self.flops, vals) if self.flops else None,
+                "bytes": call_with_matching(self.bytes, vals) if self.bytes else None}
+
+
+def suite(kernel: Kernel, inputs: Callable, reference: "Callable | None" = None,
+          outputs=(), cases=(), tolerance: "Tolerance | dict | None" = None, flops=None,
+          bytes=None, baselines=()) -> Suite:
+    """Declare a kernel's cases; put the result in a module-level variable to be collected."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"T.suite: expected a @T.kernel, got {kernel!r}")
+    if not cases:
+        cases = [Case("default", {})]
+    names = [c.name for c in cases]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"T.suite({kernel.name}): duplicate case names {sorted(dup)}")
+    return Suite(kernel, inputs, reference, tuple(outputs), list(cases),
+                 tolerance if tolerance is not None else Tolerance(), flops, bytes,
+                 tuple(baselines))

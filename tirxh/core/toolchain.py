@@ -1,0 +1,189 @@
+"""PTX -> cubin and cubin -> SASS on a machine without a GPU.
+
+Primary path: nvJitLink in-process through cuda-bindings (the ``nvidia-nvjitlink`` wheel); its
+``-verbose`` log is the ptxas resource report, parsed into `Resources`. Fallback: a ``ptxas``
+binary (CUDA_HOME/bin, PATH, or the optional nvidia-cuda-nvcc wheel). SASS comes from the
+``nvidia-cuda-nvdisasm`` wheel's nvdisasm (or CUDA_HOME/PATH).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+
+
+class ToolchainError(Exception):
+    """ptxas/nvJitLink rejected the PTX, or no tool is available. `log` holds the tool output."""
+
+    def __init__(self, message: str, log: str = ""):
+        self.log = log
+        super().__init__(message + (f"\n{log}" if log else ""))
+
+
+@dataclass
+class Resources:
+    """The ptxas resource report of one entry function."""
+
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack_frame: int = 0
+    smem_static: int = 0
+    barriers: int = 0
+    cmem: int = 0
+    warnings: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+_RES = {
+    "registers": re.compile(r"[Uu]sed (\d+) registers"),
+    "stack_frame": re.compile(r"(\d+) bytes stack frame"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+    "smem_static": re.compile(r"(\d+) bytes smem"),
+    "barriers": re.compile(r"used (\d+) barriers"),
+    "cmem": re.compile(r"(\d+) bytes cmem\[0\]"),
+}
+
+
+def parse_resources(log: str) -> Resources:
+    """Parse a ptxas ``-v`` / nvJitLink ``-verbose`` log (the ``ptxas info`` lines)."""
+    r = Resources()
+    ptxas_lines = "\n".join(ln for ln in log.splitlines() if "ptxas" in ln) or log
+    for name, rx in _RES.items():
+        m = rx.search(ptxas_lines)
+        if m:
+            setattr(r, name, int(m.group(1)))
+    r.warnings = [ln.strip() for ln in log.splitlines() if "warning" in ln.lower()]
+    return r
+
+
+def _nvjitlink():
+    try:
+        from cuda.bindings import nvjitlink
+        nvjitlink.version()
+        return nvjitlink
+    except Exception:  # library missing or not loadable
+        return None
+
+
+def _find_tool(name: str) -> "str | None":
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(env)
+        if root and os.path.exists(os.path.join(root, "bin", name)):
+            return os.path.join(root, "bin", name)
+    try:  # the nvidia-* wheels put binaries under nvidia/cu*/bin
+        import nvidia
+        for base in getattr(nvidia, "__path__", []):
+            for sub in sorted(os.listdir(base)):
+                cand = os.path.join(base, sub, "bin", name)
+                if os.path.exists(cand):
+                    return cand
+    except ImportError:
+        pass
+    found = shutil.which(name)
+    if found:
+        return found
+    if os.path.exists(f"/usr/local/cuda/bin/{name}"):
+        return f"/usr/local/cuda/bin/{name}"
+    return None
+
+
+def toolchain_versions() -> dict:
+    """Versions of the tools in use (recorded in artifacts and bench results)."""
+    out = {}
+    nj = _nvjitlink()
+    if nj is not None:
+        out["nvjitlink"] = "%d.%d" % tuple(nj.version())
+    ptxas = _find_tool("ptxas")
+    if ptxas:
+        out["ptxas_path"] = ptxas
+    return out
+
+
+def ptx_to_cubin(ptx: str, arch: str, line_info: bool = True, extra: tuple = (),
+                 prefer: str = "auto") -> "tuple[bytes, str]":
+    """Assemble PTX for `arch` (``sm_90a``); returns (cubin, verbose log).
+
+    `prefer`: ``auto`` (nvJitLink, else ptxas), ``nvjitlink`` or ``ptxas``.
+    """
+    nj = _nvjitlink() if prefer in ("auto", "nvjitlink") else None
+    if nj is not None:
+        return _via_nvjitlink(nj, ptx, arch, line_info, extra)
+    if prefer == "nvjitlink":
+        raise ToolchainError("nvJitLink is not available (pip install nvidia-nvjitlink "
+                             "cuda-bindings)")
+    return _via_ptxas(ptx, arch, line_info, extra)
+
+
+def _via_nvjitlink(nj, ptx: str, arch: str, line_info: bool, extra: tuple):
+    opts = [f"-arch={arch}", "-verbose"] + (["-lineinfo"] if line_info else []) + list(extra)
+    h = nj.create(len(opts), opts)
+    try:
+        data = ptx.encode()
+        try:
+            nj.add_data(h, nj.InputType.PTX, data, len(data), "kernel.ptx")
+            nj.complete(h)
+        except Exception as e:
+            raise ToolchainError(f"nvJitLink failed for {arch}: {e}", _log(nj, h)) from None
+        n = nj.get_linked_cubin_size(h)
+        buf = bytearray(n)
+        nj.get_linked_cubin(h, buf)
+        return bytes(buf), _log(nj, h)
+    finally:
+        nj.destroy(h)
+
+
+def _log(nj, h) -> str:
+    parts = []
+    for size_fn, get_fn in ((nj.get_error_log_size, nj.get_error_log),
+                            (nj.get_info_log_size, nj.get_info_log)):
+        try:
+            n = size_fn(h)
+            if n > 1:
+                b = bytearray(n)
+                get_fn(h, b)
+                parts.append(b.rstrip(b"\0").decode(errors="replace"))
+        except Exception:
+            pass
+    return "\n".join(p for p in parts if p)
+
+
+def _via_ptxas(ptx: str, arch: str, line_info: bool, extra: tuple):
+    ptxas = _find_tool("ptxas")
+    if ptxas is None:
+        raise ToolchainError("no PTX assembler: install nvidia-nvjitlink + cuda-bindings, or a "
+                             "CUDA toolkit (CUDA_HOME) providing ptxas")
+    with tempfile.TemporaryDirectory(prefix="tirxh-") as d:
+        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        cmd = [ptxas, f"-arch={arch}", "-v", "-o", out, src] + (["-lineinfo"] if line_info else [])
+        p = subprocess.run(cmd + list(extra), capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ToolchainError(f"ptxas failed for {arch}", p.stderr + p.stdout)
+        with open(out, "rb") as f:
+            return f.read(), p.stderr + p.stdout
+
+
+def cubin_to_sass(cubin: bytes) -> str:
+    """Disassemble a cubin with nvdisasm (``-c -g`` for line info where present)."""
+    tool = _find_tool("nvdisasm")
+    if tool is None:
+        raise ToolchainError("nvdisasm not found: pip install nvidia-cuda-nvdisasm")
+    with tempfile.TemporaryDirectory(prefix="tirxh-") as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        p = subprocess.run([tool, "-c", "-g", path], capture_output=True, text=True)
+        if p.returncode != 0:
+            p = subprocess.run([tool, "-c", path], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ToolchainError("nvdisasm failed", p.stderr)
+        return p.stdout
