@@ -88,7 +88,7 @@ def operands(spec: str) -> tuple:
     position); a word whose first part is not a kind is a named source (``b:$type`` is
     ``b=a:$type``); a trailing ``?`` marks an optional operand.
     """
-    out = []
+    out: list = []
     for i, word in enumerate(spec.split()):
         optional = word.endswith("?")
         word = word.rstrip("?")
@@ -101,7 +101,9 @@ def operands(spec: str) -> tuple:
         count = parts[2] if len(parts) > 2 else None
         if count is not None and not count.startswith("$"):
             count = int(count)
-        out.append(OperandSpec(name or f"{kind}{i}", kind, typ, count, optional))
+        if not name:
+            name = kind if all(o.name != kind for o in out) else f"{kind}{i}"
+        out.append(OperandSpec(name, kind, typ, count, optional))
     return tuple(out)
 
 
