@@ -320,9 +320,10 @@ class MBarrierArray:
         return self.buf.at(0)
 
 
-def mbarrier(n: int = 1, name: "str | None" = None) -> MBarrierArray:
-    """Allocate `n` mbarriers in shared memory (a ``.shared .align 8 .b8 name[8n]``)."""
-    return MBarrierArray(shared("b64", (n,), align=8, name=name or "mbar"), n)
+def mbarrier(n: int = 1, name: "str | None" = None, dynamic: bool = False) -> MBarrierArray:
+    """Allocate `n` mbarriers in shared memory (a ``.shared .align 8 .b8 name[8n]``, or 8n bytes of
+    the dynamic window when `dynamic`, which keeps all shared memory in one aligned window)."""
+    return MBarrierArray(shared("b64", (n,), align=8, name=name or "mbar", dynamic=dynamic), n)
 
 
 # --- registers and fragments ----------------------------------------------------------------------

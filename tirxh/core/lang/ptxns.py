@@ -1,8 +1,8 @@
 """`T.ptx`: spell any bound PTX instruction as a Python attribute chain.
 
 ``T.ptx.ld.global_.v4.f32(addr)`` -> ``ld.global.v4.f32``. Spelling rules: a trailing ``_`` on a
-Python keyword is dropped (``global_``), ``__`` stands for ``::`` (``shared__cta``), and
-``T.ptx["exact.spelling::text"]`` takes the PTX text as-is.
+Python keyword is dropped (``global_``), ``__`` stands for ``::`` (``shared__cta``), a leading ``_``
+before a digit is dropped (``_2d``), and ``T.ptx["exact.spelling::text"]`` takes the text as-is.
 
 Calling convention (the same for every instruction): operands in PTX order. When the first PTX
 operand is a destination and the call leaves it out, a fresh register (or tuple of registers for a
@@ -21,6 +21,8 @@ SINK = ir.Sink()
 
 
 def _token(name: str) -> list:
+    if name[:1] == "_" and name[1:2].isdigit():  # `._2d` spells `.2d` (no digit-first names)
+        name = name[1:]
     name = name.replace("__", "::")
     if name.endswith("_") and not name.endswith("::"):
         name = name[:-1]
@@ -56,13 +58,40 @@ ptx = PtxNamespace()
 
 
 def call_instruction(spelling: str, args: tuple, pred=None):
-    """Validate `args` against the binding for `spelling`, append the Instr, return any new dest."""
+    """Validate `args` against the binding for `spelling`, append the Instr, return any new dest.
+
+    When several bindings share the spelling (forms told apart only by their operands, e.g.
+    ``wgmma.mma_async`` ss/rs, ``mov.b64 d, {a, b}``), the first whose operands fit is taken; if
+    none fits, the error lists why each form refused them.
+    """
     t = tr.current()
     loc = tr.user_loc()
     try:
-        binding, mods = t.isa.lookup(spelling)
+        cands = t.isa.candidates(spelling)
     except SpellingError as e:
         raise tr.TraceError(str(e), loc, t.name) from None
+    errors = []
+    for binding, mods in cands:
+        n_regs = len(t.regs)
+        try:
+            operands, fresh = _bind(t, binding, mods, spelling, args, loc)
+        except tr.TraceError as e:
+            if len(cands) == 1:
+                raise
+            del t.regs[n_regs:]  # fresh destinations of a refused form
+            errors.append(f"  {binding.name}: {e.message}")
+            continue
+        guard = tr.as_guard(pred)
+        t.append(ir.Instr(spelling, operands, binding, mods, loc, guard))
+        if isinstance(fresh, list):
+            return tuple(fresh)
+        return fresh
+    raise tr.TraceError(f"no form of {spelling} accepts these operands:\n" + "\n".join(errors),
+                        loc, t.name)
+
+
+def _bind(t: tr.Trace, binding, mods: dict, spelling: str, args: tuple, loc):
+    """Operands for one binding (allocating a left-out destination), or a TraceError."""
     specs = binding.operand_specs(mods)
     required = [s for s in specs if not s.optional]
     args = list(args)
@@ -78,12 +107,7 @@ def call_instruction(spelling: str, args: tuple, pred=None):
             f"{'-' + str(len(specs)) if len(specs) != len(required) else ''} operands ({names}); "
             f"got {len(args) if fresh is None else len(args) - 1}", loc, t.name)
     operands = tuple(_operand(t, spec, a, spelling, loc) for spec, a in zip(specs, args))
-    guard = tr.as_guard(pred)
-    instr = ir.Instr(spelling, operands, binding, mods, loc, guard)
-    t.append(instr)
-    if isinstance(fresh, list):
-        return tuple(fresh)
-    return fresh
+    return operands, fresh
 
 
 def _fresh_dest(t: tr.Trace, spec, spelling: str, loc):
