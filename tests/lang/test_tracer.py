@@ -1,0 +1,165 @@
+"""The tracer: what each language construct records in the IR."""
+
+import pytest
+
+import tirxh.lang as T
+from tirxh.core import ir
+
+
+def _instrs(k, **consts):
+    return [i.spelling for i in k.specialize(**consts).instructions()]
+
+
+def test_operators_are_one_instruction_each():
+    @T.kernel(block=32)
+    def k(x: T.f32, n: T.u32, s: T.s32):
+        a = n * 3 + 1
+        b = a >> 2
+        c = s >> 1
+        d = (n & 7) ^ 1
+        e = x / 2.0
+        f = n % 5
+        g = -s
+        p = (a < n) | (b >= 4)
+
+    body = _instrs(k)[3:]  # after the three ld.param
+    assert body == ["mul.lo.u32", "add.u32", "shr.u32", "shr.s32", "and.b32", "xor.b32",
+                    "div.rn.f32", "rem.u32", "neg.s32", "setp.lt.u32", "setp.ge.u32", "or.pred"]
+
+
+def test_omitted_destination_returns_fresh_register_and_explicit_one_is_used():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        r = T.reg(T.u32)
+        got = T.ptx.add.u32(r, T.tid.x, 1)
+        assert got is None
+        fresh = T.ptx.add.u32(r, 2)
+        assert isinstance(fresh, T.Register) and fresh is not r and fresh.dtype == T.u32
+        v4 = T.ptx.ld.global_.v4.u32(out.at(0))
+        assert len(v4) == 4 and all(x.dtype == T.u32 for x in v4)
+
+    k.specialize()
+
+
+def test_guard_and_negated_guard():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        p = T.tid.x < 4
+        T.ptx.st.global_.u32(out.at(0), 1, pred=p)
+        T.ptx.st.global_.u32(out.at(1), 2, pred=~p)
+
+    stores = [i for i in k.specialize().instructions() if i.opcode == "st"]
+    assert stores[0].guard[1] is False and stores[1].guard[1] is True
+    assert stores[0].guard[0] is stores[1].guard[0]
+    ptx = k.ptx("sm_90a")
+    assert "@%p1 st.global.u32" in ptx and "@!%p1 st.global.u32" in ptx
+
+
+def test_structured_control_flow_is_kept():
+    @T.kernel(block=32)
+    def k(n: T.u32):
+        with T.range(0, n, 2) as i:
+            with T.if_(i == 4):
+                T.break_()
+        with T.while_(lambda: T.tid.x < n):
+            T.break_()
+        with T.loop():
+            T.break_(T.tid.x == 0)
+
+    body = k.specialize().body.stmts
+    loops = [s for s in body if isinstance(s, (ir.For, ir.Loop))]
+    assert isinstance(loops[0], ir.For) and isinstance(loops[0].step, ir.Imm)
+    assert isinstance(loops[0].body.stmts[1], ir.If)
+    assert isinstance(loops[1], ir.Loop) and isinstance(loops[1].body.stmts[-2], ir.Break)
+    assert loops[1].body.stmts[-2].negate  # while: leave when the condition does not hold
+    assert isinstance(loops[2], ir.Loop)
+
+
+def test_python_loops_unroll_at_trace_time():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32], N: T.const = 3):
+        for j in range(N):
+            T.ptx.st.global_.u32(out.at(j), j)
+
+    assert _instrs(k, N=5).count("st.global.u32") == 5
+    assert _instrs(k).count("st.global.u32") == 3
+
+
+def test_specializations_are_cached_per_constants():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32], N: T.const = 3):
+        T.ptx.st.global_.u32(out.at(0), N)
+
+    assert k.specialize(N=1) is k.specialize(N=1)
+    assert k.specialize(N=1) is not k.specialize(N=2)
+
+
+def test_shared_static_and_dynamic_addresses():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        s = T.shared(T.u32, (4, 8), align=16, name="tile")
+        d1 = T.shared(T.f32, (100,), dynamic=True)
+        d2 = T.shared(T.bf16, (64, 64), align=1024, dynamic=True)
+        assert s.at(1, 2) == ir.Addr(ir.Sym("tile", "shared"), 40)
+        assert d2.var.offset == 1024 and d1.var.offset == 0
+        assert d2.at(1, 0).offset == 1024 + 128
+        T.ptx.st.shared.u32(s.at(T.tid.x, 1), 0)
+
+    kir = k.specialize()
+    assert kir.dynamic_smem == 1024 + 64 * 64 * 2 and kir.dynamic_align == 1024
+    ptx = k.ptx("sm_90a")
+    assert ".shared .align 16 .b8 tile[128];" in ptx
+    assert ".extern .shared .align 1024 .b8 tirx_dsmem[];" in ptx
+    assert "mad.lo.u32 \t%ru3, %ru1, 32, %ru2;" in ptx and "[%ru3+4]" in ptx
+
+
+def test_immediates_are_exact():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.f32], x: T.f32):
+        T.ptx.st.global_.f32(out.at(0), x * 0.1)
+        T.ptx.st.global_.f32(out.at(1), x + (-2.5))
+
+    ptx = k.ptx("sm_90a")
+    assert "0f3DCCCCCD" in ptx and "0fC0200000" in ptx
+
+
+def test_pipeline_cursor_emits_documented_instructions():
+    @T.kernel(block=32)
+    def k(n: T.u32):
+        ring = T.pipeline(3)
+        ring.advance()
+
+    assert _instrs(k)[1:] == ["mov.u32", "mov.u32", "add.u32", "setp.eq.u32", "mov.u32",
+                              "xor.b32"]
+    guarded = [i for i in k.specialize().instructions() if i.guard is not None]
+    assert [i.spelling for i in guarded] == ["mov.u32", "xor.b32"]
+
+
+def test_ir_text_names_source_lines():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        T.ptx.st.global_.u32(out.at(0), 7)
+
+    text = k.ir
+    assert text.startswith("kernel k(out: ptr<u32>)")
+    assert "st.global.u32" in text and "test_tracer.py:" in text
+
+
+def test_string_spelling_form():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        v = T.ptx["add.u32"](T.tid.x, 1)
+        T.ptx["st.global.u32"](out.at(0), v)
+
+    assert _instrs(k)[-2:] == ["add.u32", "st.global.u32"]
+
+
+def test_mma_fragment_operands_are_checked_for_length():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        acc = T.fragment(T.f32, 3, init=0.0)
+        T.ptx.mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32(
+            acc, [T.reg(T.b32)] * 4, [T.reg(T.b32)] * 2, acc)
+
+    with pytest.raises(T.TraceError, match="a vector of 4 elements"):
+        k.specialize()
