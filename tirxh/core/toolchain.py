@@ -60,7 +60,8 @@ def parse_resources(log: str) -> Resources:
         m = rx.search(ptxas_lines)
         if m:
             setattr(r, name, int(m.group(1)))
-    r.warnings = [ln.strip() for ln in log.splitlines() if "warning" in ln.lower()]
+    r.warnings = [ln.strip() for ln in log.splitlines()
+                  if "warning" in ln.lower() or "Performance Loss" in ln or ln.startswith("note:")]
     return r
 
 
@@ -115,7 +116,15 @@ def ptx_to_cubin(ptx: str, arch: str, line_info: bool = True, extra: tuple = (),
     """
     nj = _nvjitlink() if prefer in ("auto", "nvjitlink") else None
     if nj is not None:
-        return _via_nvjitlink(nj, ptx, arch, line_info, extra)
+        cubin, log = _via_nvjitlink(nj, ptx, arch, line_info, extra)
+        # nvJitLink assembles as one unit of a link and drops setmaxnreg ("C7504 ... ignored to
+        # maintain compatibility across compilation units"); ptxas in whole-program mode keeps
+        # it, so prefer ptxas for such kernels when one is installed.
+        if "C7504" in log and prefer == "auto" and _find_tool("ptxas") is not None:
+            cubin, plog = _via_ptxas(ptx, arch, line_info, extra)
+            return cubin, ("note: nvJitLink ignored setmaxnreg (C7504); assembled with ptxas "
+                           "(whole-program mode) instead\n" + plog)
+        return cubin, log
     if prefer == "nvjitlink":
         raise ToolchainError("nvJitLink is not available (pip install nvidia-nvjitlink "
                              "cuda-bindings)")

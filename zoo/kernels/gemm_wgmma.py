@@ -65,9 +65,9 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
                 empty[ring.stage].wait(ring.phase ^ 1)  # first pass: a fresh barrier is "released"
                 full[ring.stage].arrive_expect_tx(STAGE_BYTES)
                 k0 = kt * BK
-                T.ptx.cp.async.bulk.tensor._2d.shared__cluster.global_.tile.mbarrier__complete_tx__bytes(
+                T.ptx.cp.async_.bulk.tensor._2d.shared__cluster.global_.tile.mbarrier__complete_tx__bytes(
                     sA.at(ring.stage), a_map[k0, m0], full[ring.stage])
-                T.ptx.cp.async.bulk.tensor._2d.shared__cluster.global_.tile.mbarrier__complete_tx__bytes(
+                T.ptx.cp.async_.bulk.tensor._2d.shared__cluster.global_.tile.mbarrier__complete_tx__bytes(
                     sB.at(ring.stage), b_map[k0, n0], full[ring.stage])
                 ring.advance()
     with T.else_():  # consumer warpgroups

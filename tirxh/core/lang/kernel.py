@@ -167,7 +167,8 @@ class Kernel:
                     args[p.name] = r
                 else:
                     params.append(ir.ParamInfo(p.name, "tensormap", as_dtype("b8"), 128, 64))
-                    args[p.name] = TensorMapParam(p.name)
+                    raw = tr.emit("mov.u64", ir.Sym(p.name, "param"))
+                    args[p.name] = TensorMapParam(p.name, tr.emit("cvta.param.u64", raw))
             t.loc_override = None
             self.fn(**args)
         block = self.block_dims(consts)

@@ -93,13 +93,14 @@ class GlobalPtr:
 class TensorMapParam:
     """A tensor-map parameter; ``tmap[c0, c1]`` is the ``[tmap, {c0, c1}]`` operand of TMA.
 
-    The map is addressed through its parameter symbol (generic addressing of the param space), so
-    no instruction is emitted for it.
+    TMA takes the map by generic address, so at kernel entry the parameter's address is taken
+    with ``mov.u64 r, name`` and ``cvta.param.u64 g, r`` (ptxas rejects the bare param symbol:
+    "state space mismatch").
     """
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, generic: ir.Reg):
         self.name = name
-        self.sym = ir.Sym(name, "param")
+        self.sym = generic
 
     def __getitem__(self, coords) -> ir.TensorRef:
         if not isinstance(coords, tuple):
