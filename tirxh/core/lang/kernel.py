@@ -68,7 +68,12 @@ class Kernel:
     # -- signature ------------------------------------------------------------------------------
     def _signature(self, fn) -> list:
         out = []
-        for p in inspect.signature(fn).parameters.values():
+        try:  # string annotations (``from __future__ import annotations``) are evaluated
+            sig = inspect.signature(fn, eval_str=True)
+        except Exception as e:
+            raise tr.TraceError(f"cannot evaluate the annotations of kernel {fn.__name__!r}: "
+                                f"{e}", self_loc(fn)) from None
+        for p in sig.parameters.values():
             ann = p.annotation
             if isinstance(ann, PtrType):
                 out.append(ParamDecl(p.name, "ptr", ann.elem))
