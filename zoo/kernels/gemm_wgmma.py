@@ -1,14 +1,17 @@
 """Hopper GEMM tile: C[M, N] (f32) = A[M, K] (bf16) @ B[N, K]^T (bf16), sm_90a.
 
-Algorithm: one CTA computes a BM x BN = 128 x 128 tile of C with three warpgroups:
+Algorithm: one CTA computes a BM x BN (128 x 128 or 128 x 256: the constant BN) tile of C with
+three warpgroups:
 - warpgroup 0 is the producer (``setmaxnreg.dec`` to 40 registers): one elected thread streams
   BK = 64 wide K slices of A and B through a STAGES-deep ring of shared-memory buffers with TMA
   (``cp.async.bulk.tensor.2d ... .mbarrier::complete_tx::bytes``), after waiting on the stage's
   `empty` mbarrier and arming its `full` mbarrier with the stage's byte count;
 - warpgroups 1 and 2 are consumers (``setmaxnreg.inc`` to 232): each waits on `full`, issues four
-  ``wgmma.mma_async.m64n128k16.f32.bf16.bf16`` (one per 16-wide K step) on shared-memory matrix
-  descriptors for its 64 rows of A and all 128 rows of B, commits, waits for the group, and
-  releases the stage by arriving on `empty` (one arrival per consumer warpgroup).
+  ``wgmma.mma_async.m64n{BN}k16.f32.bf16.bf16`` (one per 16-wide K step) on shared-memory matrix
+  descriptors for its 64 rows of A and all BN rows of B, commits, and waits until at most one
+  group is in flight (``wgmma.wait_group 1``), which proves the previous K tile's MMAs finished:
+  only then is that tile's stage released by arriving on `empty` (one arrival per consumer
+  warpgroup). So the tensor cores always have the next tile queued while a stage is recycled.
 Both operands are K-major with the 128-byte swizzle that TMA writes and wgmma reads: a
 descriptor holds (address >> 4), LBO = 1, SBO = 1024 >> 4 (8 rows x 128 B) and swizzle mode 1
 (128B) in bits 62-63 (PTX ISA, "Matrix Descriptor Format"); stepping K by 16 elements adds 32 bytes
@@ -24,10 +27,8 @@ import numpy as np
 
 import tirxh.lang as T
 
-BM, BN, BK = 128, 128, 64
-STAGES = 4
+BM, BK = 128, 64
 CONSUMERS = 2
-STAGE_BYTES = (BM + BN) * BK * 2
 # descriptor constant part: LBO = 1 (bits 16-29), SBO = 64 (bits 32-45), 128B swizzle (bits 62-63)
 DESC_HI = (1 << 16) | (64 << 32) | (1 << 62)
 
@@ -38,9 +39,12 @@ def _desc(smem_addr):
     return T.ptx.or_.b64(T.ptx.cvt.u64.u32(enc), DESC_HI)
 
 
-@T.kernel(grid=lambda M, N: (N // BN, M // BM), block=128 * (1 + CONSUMERS), min_blocks=1)
+@T.kernel(grid=lambda M, N, BN: (N // BN, M // BM), block=128 * (1 + CONSUMERS), min_blocks=1)
 def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
-               a: T.gptr[T.bf16], b: T.gptr[T.bf16], M: T.u32, N: T.u32, K: T.u32):
+               a: T.gptr[T.bf16], b: T.gptr[T.bf16], M: T.u32, N: T.u32, K: T.u32,
+               BN: T.const = 128, STAGES: T.const = 4):
+    stage_bytes = (BM + BN) * BK * 2
+    mma = T.ptx[f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16"]
     sA = T.shared(T.bf16, (STAGES, BM, BK), align=1024, swizzle=128, dynamic=True, name="sA")
     sB = T.shared(T.bf16, (STAGES, BN, BK), align=1024, swizzle=128, dynamic=True, name="sB")
     full = T.mbarrier(STAGES, name="full", dynamic=True)
@@ -63,7 +67,7 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
             ring = T.pipeline(STAGES)
             with T.range(k_tiles) as kt:
                 empty[ring.stage].wait(ring.phase ^ 1)  # first pass: a fresh barrier is "released"
-                full[ring.stage].arrive_expect_tx(STAGE_BYTES)
+                full[ring.stage].arrive_expect_tx(stage_bytes)
                 k0 = kt * BK
                 T.ptx.cp.async_.bulk.tensor._2d.shared__cluster.global_.tile.mbarrier__complete_tx__bytes(
                     sA.at(ring.stage), a_map[k0, m0], full[ring.stage])
@@ -75,8 +79,10 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
         cw = wg - 1
         acc = T.fragment(T.f32, BN // 2)
         ring = T.pipeline(STAGES)
+        prev = T.reg(T.u32, init=0)  # the stage of the previous K tile
         a_base = sA.ptr() + cw * (64 * BK * 2)
         b_base = sB.ptr()
+        leader = (tid & 127) == 0
         with T.range(k_tiles) as kt:
             full[ring.stage].wait(ring.phase)
             da = _desc(a_base + ring.stage * (BM * BK * 2))
@@ -84,14 +90,15 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
             accumulate = kt != 0  # scale-d: the first K tile overwrites the accumulators
             T.ptx.wgmma.fence.sync.aligned()
             for kk in range(BK // 16):
-                T.ptx.wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16(
-                    acc, da + 2 * kk, db + 2 * kk, accumulate if kk == 0 else T.ptx.mov.pred(1),
+                mma(acc, da + 2 * kk, db + 2 * kk, accumulate if kk == 0 else T.ptx.mov.pred(1),
                     1, 1, 0, 0)
             T.ptx.wgmma.commit_group.sync.aligned()
-            T.ptx.wgmma.wait_group.sync.aligned(0)
-            with T.if_((tid & 127) == 0):
-                empty[ring.stage].arrive()
+            T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous tile's group has finished
+            with T.if_(leader & accumulate):
+                empty[prev].arrive()
+            prev.set(ring.stage)
             ring.advance()
+        T.ptx.wgmma.wait_group.sync.aligned(0)
         # epilogue: rows m0 + 64*cw + 16*w + g (+8), columns n0 + 8j + 2t
         lane = T.laneid()
         w = (tid >> 5) & 3
@@ -104,7 +111,7 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
             T.ptx.st.global_.v2.f32(bottom + j * 32, [acc[4 * j + 2], acc[4 * j + 3]])
 
 
-def inputs(rng, M, N, K):
+def inputs(rng, M, N, K, BN=128):
     from tirxh.core.types import numpy_dtype
     bf16 = numpy_dtype("bf16")
     return dict(a=rng.standard_normal((M, K), dtype=np.float32).astype(bf16),
@@ -122,8 +129,11 @@ SUITE = T.suite(
     gemm_wgmma, inputs=inputs, reference=reference, outputs=["c"],
     cases=[T.case("m128n128k128", M=128, N=128, K=128),
            T.case("m256n256k256", M=256, N=256, K=256),
+           T.case("m128n256k192_bn256", M=128, N=256, K=192, BN=256, STAGES=3),
            T.case("m4096n4096k4096", M=4096, N=4096, K=4096, small=False),
-           T.case("m8192n8192k8192", M=8192, N=8192, K=8192, small=False)],
+           T.case("m4096n4096k4096_bn256", M=4096, N=4096, K=4096, BN=256, small=False),
+           T.case("m8192n8192k8192", M=8192, N=8192, K=8192, small=False),
+           T.case("m8192n8192k8192_bn256", M=8192, N=8192, K=8192, BN=256, small=False)],
     tolerance=T.tolerance(rtol=1e-3, atol=1e-3, rms=1e-5),
     flops=lambda M, N, K: 2 * M * N * K, bytes=lambda M, N, K: 2 * (M * K + N * K) + 4 * M * N,
     baselines=[{"name": "torch.matmul", "args": {"M": "M", "N": "N", "K": "K",
