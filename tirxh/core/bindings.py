@@ -9,7 +9,14 @@ the same entries. Adding a PTX capability means adding bindings, nothing else.
 Spelling model: a call ``T.ptx.ld.global_.v4.f32`` becomes the tokens ``ld global v4 f32``. The
 first token is the opcode; the rest fill the binding's ordered modifier `Slot`s, each slot taking
 at most one token from its choices (optional slots may be skipped). A spelling is accepted by the
-first binding of its opcode whose slots consume every token.
+bindings of its opcode whose slots consume every token; when several do (forms told apart only by
+their operands: ``wgmma.mma_async`` ss/rs, ``mov.b64 d, {a, b}``), the tracer takes the first, in
+registration order, whose operands fit.
+
+Every binding carries example spellings (`Binding.example`, `Binding.examples`): the generated
+assembly test (`tirxh.core.isa_check`) emits them for every target that accepts the binding and
+lets ptxas judge, and the PTX reference (`tirxh.core.reference`) prints them. `SYNC_ROLES` and
+`FIDELITY_CLASSES` below list the values `Effects.sync` and `Binding.fidelity` may take.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ class OperandSpec:
     type: "str | None" = None  # PTX type name or "$slot"; None for m/sym
     count: "int | str | None" = None  # vector length, or "$slot" (v2 -> 2)
     optional: bool = False  # a trailing operand the caller may leave out
+    space: "str | None" = None  # memory operands: the state space addressed, or "$slot"
 
     @property
     def is_dest(self) -> bool:
@@ -86,13 +94,15 @@ def operands(spec: str) -> tuple:
 
     Each word is ``name=kind:type:count`` or ``kind:type:count`` (the name defaults to the kind and
     position); a word whose first part is not a kind is a named source (``b:$type`` is
-    ``b=a:$type``); a trailing ``?`` marks an optional operand.
+    ``b=a:$type``); a trailing ``?`` marks an optional operand; ``@space`` on a memory operand
+    names the state space it addresses (``dst=m@shared::cta``, ``m@$ss``; absent: generic).
     """
     out: list = []
     for i, word in enumerate(spec.split()):
         optional = word.endswith("?")
         word = word.rstrip("?")
         name, _, rest = word.rpartition("=")
+        rest, _, space = rest.partition("@")  # ``m@shared::cta``: the operand's state space
         parts = rest.split(":")
         kind = parts[0]
         if kind not in _KINDS:  # a bare name (``b:$type``, ``membermask:b32``) is a source
@@ -103,7 +113,7 @@ def operands(spec: str) -> tuple:
             count = int(count)
         if not name:
             name = kind if all(o.name != kind for o in out) else f"{kind}{i}"
-        out.append(OperandSpec(name, kind, typ, count, optional))
+        out.append(OperandSpec(name, kind, typ, count, optional, space or None))
     return tuple(out)
 
 
@@ -111,11 +121,11 @@ def operands(spec: str) -> tuple:
 class Effects:
     """What an instruction does beyond registers (consumed by numsim and sync_check).
 
-    `read`/`write`: the state space touched (``global``, ``shared``, ``shared::cluster``, ``local``,
-    ``param``, ``generic``) or a ``$slot`` reference; `sync`: a synchronization role such as
-    ``bar.sync``, ``mbarrier.arrive``, ``mbarrier.wait``, ``mbarrier.expect_tx``, ``fence``,
-    ``fence.proxy.async``, ``wgmma.commit``, ``wgmma.wait``, ``cp.async.wait``, ``cluster.arrive``;
-    `async_proxy`: the access is made by the async proxy (TMA, wgmma); `atomic`: read-modify-write.
+    `read`/`write`: the state space touched (``global``, ``shared``, ``shared::cta``,
+    ``shared::cluster``, ``local``, ``param``, ``const``, ``generic``; ``tmem`` for Blackwell
+    tensor memory) or a ``$slot`` reference; `sync`: a synchronization role, one of `SYNC_ROLES`
+    (the table below this class); `async_proxy`: the access is made by the async proxy (TMA,
+    wgmma, tcgen05); `atomic`: read-modify-write.
     """
 
     read: "str | None" = None
@@ -134,6 +144,61 @@ class Effects:
 
 
 NO_EFFECTS = Effects()
+
+
+# The synchronization roles bindings declare in `Effects.sync` (sync_check and numsim key on these
+# strings; the PTX reference prints this table). A binding's role says what the instruction does
+# to synchronization state; which barrier/group it acts on comes from its operands.
+SYNC_ROLES = {
+    "bar.sync": "CTA/named barrier: arrive and wait for the participating threads",
+    "bar.arrive": "CTA/named barrier: arrive without waiting",
+    "warp": "warp-collective: every lane in the member mask must execute it convergently",
+    "fence": "memory fence ordering this thread's generic-proxy accesses at a scope",
+    "fence.proxy.async": "orders generic-proxy accesses with later/earlier async-proxy accesses",
+    "fence.mbarrier_init": "makes prior mbarrier.init visible at cluster scope",
+    "fence.proxy.tensormap": "orders generic writes of a tensor map with its use by TMA",
+    "cp.async": "asynchronous copy joining the open cp.async group; its write lands by the "
+                "matching cp.async.wait_* (or cp.async.mbarrier.arrive)",
+    "cp.async.commit": "closes the open cp.async group",
+    "cp.async.wait": "waits until at most N cp.async groups are pending (wait_all: none)",
+    "cp.async.mbarrier.arrive": "arrive-on an mbarrier once this thread's prior cp.async finish",
+    "mbarrier.init": "initializes an mbarrier (expected count, phase 0)",
+    "mbarrier.inval": "invalidates an mbarrier",
+    "mbarrier.arrive": "arrives on an mbarrier (count arrivals, default 1)",
+    "mbarrier.arrive_drop": "arrives and lowers the expected count of later phases",
+    "mbarrier.arrive.expect_tx": "expect_tx(tx) then one arrive, atomically",
+    "mbarrier.expect_tx": "raises the current phase's pending transaction bytes",
+    "mbarrier.complete_tx": "completes transaction bytes on an mbarrier; async copies with this "
+                            "role complete_tx their byte count on their mbarrier operand",
+    "mbarrier.wait": "tests/waits for completion of a phase (returns a predicate)",
+    "bulk.copy": "bulk (TMA) copy tracked by the bulk async-group of the issuing thread",
+    "bulk.commit": "closes the open bulk async-group",
+    "bulk.wait": "waits until at most N bulk async-groups are pending (.read: their reads)",
+    "cluster.arrive": "arrives at the cluster barrier",
+    "cluster.wait": "waits at the cluster barrier",
+    "griddepcontrol": "programmatic dependent launch (launch_dependents / wait)",
+    "setmaxnreg": "warpgroup-wide register budget change (.sync.aligned)",
+    "wgmma.mma": "asynchronous warpgroup MMA joining the open wgmma group",
+    "wgmma.fence": "orders register/shared accesses before following wgmma.mma_async",
+    "wgmma.commit": "closes the open wgmma group",
+    "wgmma.wait": "waits until at most N wgmma groups are pending",
+    "tcgen05.alloc": "TMEM allocation (alloc, relinquish_alloc_permit)",
+    "tcgen05.dealloc": "TMEM deallocation",
+    "tcgen05.mma": "asynchronous tensor-core MMA into TMEM, tracked by tcgen05.commit",
+    "tcgen05.commit": "arrive on an mbarrier when this thread's prior tcgen05 ops complete",
+    "tcgen05.ld": "asynchronous TMEM -> register load, complete at tcgen05.wait::ld",
+    "tcgen05.st": "asynchronous register -> TMEM store, complete at tcgen05.wait::st",
+    "tcgen05.wait": "waits for prior tcgen05.ld (wait::ld) or tcgen05.st (wait::st)",
+    "tcgen05.fence": "orders tcgen05 operations across a thread synchronization",
+}
+
+# numsim fidelity hints (`Binding.fidelity`); None means numsim models the instruction exactly or
+# decides for itself.
+FIDELITY_CLASSES = {
+    "representative": "numerically close but not bit-exact (hardware approximations, clocks)",
+    "ordering_only": "no data effect to model: a fence, cache hint or prefetch that only orders "
+                     "or speeds up memory accesses",
+}
 
 
 @dataclass(frozen=True)
@@ -162,6 +227,19 @@ class Binding:
     fidelity: "str | None" = None
     check: "Callable | None" = None  # (modifiers) -> error message or None, for cross-slot rules
     example: "str | None" = None  # a spelling that exercises the binding (for generated tests/docs)
+    # more spellings exercising other forms; an example may end in ``name=value`` words giving the
+    # immediate for operand `name` (``setmaxnreg.inc.sync.aligned.u32 n=240``)
+    examples: tuple = ()
+    # modifier token -> the smallest SM accepting it, for forms newer than the instruction
+    # (``mbarrier.arrive`` exists on sm_80, its ``.cluster`` scope only from sm_90)
+    modifier_min_sm: dict = field(default_factory=dict, hash=False, compare=False)
+    # modifier token -> the smallest PTX ISA version accepting it (``.b128``: 8.3)
+    modifier_ptx_isa: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def all_examples(self) -> tuple:
+        """Every example spelling: `example` first, then `examples`."""
+        return ((self.example,) if self.example else ()) + tuple(self.examples)
 
     def operand_specs(self, modifiers: dict) -> tuple:
         ops = self.operands(modifiers) if callable(self.operands) else self.operands
@@ -172,6 +250,13 @@ class Binding:
 
     def match(self, tokens: Sequence[str]) -> "dict | None":
         """Fill slots from tokens (opcode excluded); None when they do not fit."""
+        mods = self._fill(tokens)
+        if mods is None or (self.check is not None and self.check(mods) is not None):
+            return None
+        return mods
+
+    def _fill(self, tokens: Sequence[str]) -> "dict | None":
+        """Slots filled from tokens, without the cross-slot `check`."""
         mods: dict = {}
         i = 0
         for s in self.slots:
@@ -184,9 +269,17 @@ class Binding:
                 return None
         if i != len(tokens):
             return None
-        if self.check is not None and self.check(mods) is not None:
-            return None
         return mods
+
+    def progress(self, tokens: Sequence[str]) -> int:
+        """How many tokens fill slots before the first mismatch (ranks error explanations)."""
+        i = 0
+        for s in self.slots:
+            if i < len(tokens) and s.accepts(tokens[i]):
+                i += 1
+            elif not s.optional:
+                break
+        return i + (len(self.slots) if self._fill(tokens) is not None else 0)
 
     def explain_mismatch(self, tokens: Sequence[str]) -> str:
         """Say where the tokens stop fitting this binding (for error messages)."""
@@ -204,14 +297,13 @@ class Binding:
         if i != len(tokens):
             return f"unexpected modifier .{tokens[i]}"
         if self.check is not None:
-            mods = self.match(tokens[:i]) or {}
-            msg = self.check(dict(zip([s.name for s in self.slots], tokens)))
+            msg = self.check(self._fill(tokens) or {})
             if msg:
                 return msg
         return "no mismatch"
 
-    def accepts_target(self, target) -> "str | None":
-        """None when `target` accepts this binding, else the reason it does not."""
+    def accepts_target(self, target, modifiers: "dict | None" = None) -> "str | None":
+        """None when `target` accepts this binding (with these modifiers), else the reason."""
         if self.iset not in target.isets:
             return (f"{self.opcode} ({self.name}) belongs to binding set {self.iset!r}, which "
                     f"target {target.name} does not accept (it accepts {', '.join(target.isets)})")
@@ -223,19 +315,30 @@ class Binding:
         if tuple(target.ptx_isa) < tuple(self.ptx_isa):
             return (f"{self.name} needs PTX ISA {self.ptx_isa[0]}.{self.ptx_isa[1]}; target "
                     f"{target.name} emits {target.ptx_isa[0]}.{target.ptx_isa[1]}")
+        for tok in (modifiers or {}).values():
+            need = self.modifier_min_sm.get(tok)
+            if need is not None and target.sm < need:
+                return (f"{self.name} with .{tok} needs sm_{need} or newer; target is "
+                        f"{target.name}")
+            isa = self.modifier_ptx_isa.get(tok)
+            if isa is not None and tuple(target.ptx_isa) < tuple(isa):
+                return (f"{self.name} with .{tok} needs PTX ISA {isa[0]}.{isa[1]}; target "
+                        f"{target.name} emits {target.ptx_isa[0]}.{target.ptx_isa[1]}")
         return None
 
 
 def _resolve_spec(o: OperandSpec, mods: dict) -> OperandSpec:
-    typ, count = o.type, o.count
+    typ, count, space = o.type, o.count, o.space
     if isinstance(typ, str) and typ.startswith("$"):
         typ = mods.get(typ[1:])
+    if isinstance(space, str) and space.startswith("$"):
+        space = mods.get(space[1:]) or "generic"
     if isinstance(count, str):
         tok = mods.get(count[1:])
         count = int(re.sub(r"\D", "", tok)) if tok else 1
-    if typ == o.type and count == o.count:
+    if typ == o.type and count == o.count and space == o.space:
         return o
-    return replace(o, type=typ, count=count)
+    return replace(o, type=typ, count=count, space=space)
 
 
 @dataclass
@@ -270,6 +373,15 @@ class InstructionSet:
 
     def lookup(self, spelling: str) -> "tuple[Binding, dict]":
         """Find the binding for a dotted spelling; raise `SpellingError` with a suggestion."""
+        return self.candidates(spelling)[0]
+
+    def candidates(self, spelling: str) -> "list[tuple[Binding, dict]]":
+        """Every binding accepting the spelling, in registration order.
+
+        Several bindings share a spelling when only the operands tell the forms apart
+        (``wgmma.mma_async`` with A from shared memory or registers, ``mov.b64 d, {a, b}``); the
+        tracer takes the first whose operands fit. Raises `SpellingError` when none does.
+        """
         tokens = spelling.split(".")
         opcode, rest = tokens[0], tokens[1:]
         cands = self.by_opcode.get(opcode)
@@ -278,11 +390,16 @@ class InstructionSet:
             hint = f"; did you mean {', '.join(near)}?" if near else ""
             raise SpellingError(f"unknown PTX instruction {spelling!r}: no binding for opcode "
                                 f"{opcode!r}{hint}")
+        found = []
         for b in cands:
             mods = b.match(rest)
             if mods is not None:
-                return b, mods
-        reasons = [f"  {b.name}: {b.explain_mismatch(rest)}" for b in cands[:6]]
+                found.append((b, mods))
+        if found:
+            return found
+        # the bindings that got furthest into the spelling explain it best
+        ranked = sorted(cands, key=lambda b: -b.progress(rest))
+        reasons = [f"  {b.name}: {b.explain_mismatch(rest)}" for b in ranked[:6]]
         near = _near_spellings(spelling, cands)
         hint = f"\n  did you mean {near}?" if near else ""
         raise SpellingError(f"no binding accepts {spelling!r}:\n" + "\n".join(reasons) + hint)

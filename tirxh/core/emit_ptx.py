@@ -147,11 +147,13 @@ class PtxEmitter:
             self.loop(s)
         elif isinstance(s, ir.Break):
             self.break_(s)
+        elif isinstance(s, ir.Annotation):
+            pass  # profiling annotations compile to nothing in a normal build (plugins/iket)
         else:  # pragma: no cover - the tracer only builds the nodes above
             raise CompileError(f"unknown IR statement {s!r}", None, self.k.name)
 
     def instr(self, i: ir.Instr) -> None:
-        why = i.binding.accepts_target(self.target)
+        why = i.binding.accepts_target(self.target, i.modifiers)
         if why is not None:
             raise CompileError(why, i.loc, self.k.name)
         self.loc(i.loc)

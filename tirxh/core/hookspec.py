@@ -3,6 +3,13 @@
 Declarations only, grouped by phase. Hooks are always called with keyword arguments. A plugin
 implements a hook by defining a function of the same name decorated with ``@tirxh.hookimpl``; a
 function named ``tirxh_*`` with no matching spec is an error at start-up (``check_pending``).
+
+Order of a run: ``tirxh_addoption`` -> ``tirxh_register_targets`` / ``tirxh_register_instructions``
+-> ``tirxh_configure`` -> ``tirxh_sessionstart`` -> ``tirxh_collect_file`` per kernel file ->
+``tirxh_collection_modifyitems`` -> ``tirxh_collection_finish`` -> per item: ``tirxh_compile``, then
+``tirxh_check_item`` (check) or ``tirxh_bench_item`` (bench) -> ``tirxh_sessionfinish`` ->
+``tirxh_terminal_summary`` -> ``tirxh_unconfigure``. ``tirxh_report`` receives every event of the
+report stream (`tirxh.core.reports`) as it happens.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ hookspec = pluggy.HookspecMarker("tirxh")
 def tirxh_addoption(parser):
     """Register command-line options and ``tirx.toml`` keys.
 
-    Called once per plugin when it is registered (historic: late plugins are called too).
+    Called once at start-up, after the plugins are registered and before the command line is
+    parsed and ``tirx.toml`` is validated (historic: a plugin registered later is called on
+    registration, but by then its options can no longer be parsed).
 
     :param parser: the `tirxh.core.config.Parser`; ``parser.addoption(...)`` adds a CLI option,
         ``parser.addini(section, key, type, default, help)`` declares a key in a plugin-owned
@@ -38,7 +47,24 @@ def tirxh_configure(config):
 
 @hookspec
 def tirxh_unconfigure(config):
-    """Called before the process exits, after the last report."""
+    """Called once at the end of every command, after the last report event (close files here).
+    """
+
+
+@hookspec
+def tirxh_sessionstart(session):
+    """Called after configuration, before collection.
+
+    :param session: the `tirxh.core.nodes.Session` (``session.config``, ``session.command``).
+    """
+
+
+@hookspec
+def tirxh_sessionfinish(session, exitstatus):
+    """Called after the last item ran, before the final report event is sent.
+
+    :param exitstatus: the `tirxh.core.main.ExitCode` the run will return.
+    """
 
 
 @hookspec(historic=True)
@@ -69,6 +95,9 @@ def tirxh_collect_file(path, parent):
 
     :param path: `pathlib.Path` of a file matched by the project's ``kernels`` globs.
     :param parent: the session node.
+    :return: a `tirxh.core.nodes.Module` (or subclass) whose ``collect()`` returns items. The
+        built-in ``collect`` plugin answers for ``*.py`` files (trylast, so a plugin may take over
+        other file types or specific files).
     """
 
 
@@ -77,6 +106,15 @@ def tirxh_collection_modifyitems(session, config, items):
     """Filter or reorder collected items in place, after ``-k`` selection.
 
     :param items: list of `tirxh.core.nodes.KernelItem`.
+    """
+
+
+@hookspec
+def tirxh_collection_finish(session):
+    """Called once collection, ``-k`` selection and ``tirxh_collection_modifyitems`` are done.
+
+    :param session: ``session.items`` (selected), ``session.deselected``,
+        ``session.collect_reports``.
     """
 
 
@@ -102,7 +140,15 @@ def tirxh_check_item(item, compiled, config):
     """Run an analyzer on a compiled item; return an `AnalyzerResult` or None (not applicable).
 
     Every registered analyzer is called (not firstresult); each returns its own verdict
-    (``clean``/``review``/``incomplete``/``error``) and findings.
+    (``clean``/``review``/``incomplete``/``error``) and findings. The runner calls each
+    implementation separately (in pluggy's order) so that an analyzer that raises is reported as
+    that plugin's ``error`` result without losing the others' results; for the same reason
+    wrappers of this hook are not supported.
+
+    :param item: the `tirxh.core.nodes.KernelItem` (``.kernel``, ``.suite``, ``.case``,
+        ``.consts``, ``.target``).
+    :param compiled: the `tirxh.core.compiler.CompiledKernel` from ``tirxh_compile``.
+    :return: a `tirxh.core.findings.AnalyzerResult`, or None when the analyzer does not apply.
     """
 
 
@@ -112,7 +158,36 @@ def tirxh_check_item(item, compiled, config):
 
 @hookspec(firstresult=True)
 def tirxh_bench_item(item, compiled, config):
-    """Time one compiled item (through KCoral); return a `BenchResult` (first non-None wins)."""
+    """Time one compiled item (through KCoral); return a `BenchResult` (first non-None wins).
+
+    Called by ``tirxh bench`` for items that have a `Suite`. The result must have ``to_json()``
+    (a JSON-serializable dict, embedded in the item report's ``bench`` phase) and should have a
+    ``verdict`` attribute (one of `tirxh.core.findings.VERDICTS`): ``error`` fails the item,
+    ``incomplete`` marks it incomplete. No answer at all is reported as an item error.
+    """
+
+
+# -------------------------------------------------------------------------------------------------
+# profile
+# -------------------------------------------------------------------------------------------------
+
+@hookspec
+def tirxh_profile_item(item, compiled, config, request):
+    """Profile one compiled item through KCoral (``tirxh profile NODEID ...``).
+
+    Every implementation is called; each handles the parts of `request` it owns and returns None
+    for the rest (the ncu_profile plugin: ``ncu`` and ``sanitizer``; the iket plugin: ``iket``).
+
+    :param item: the `tirxh.core.nodes.KernelItem` (needs a suite and case, as for bench).
+    :param compiled: the normal build's `tirxh.core.compiler.CompiledKernel`.
+    :param request: a dict from the command line: ``ncu`` (None or ``{"set": "basic"|"full",
+        "metrics": [...]}``), ``sanitizer`` (None or ``"memcheck"|"racecheck"|"synccheck"|
+        "initcheck"``), ``iket`` (None or ``{"capacity": int}``) and ``out`` (a `pathlib.Path`
+        directory where artifacts are written).
+    :return: an object with ``to_json()`` (a JSON-serializable dict), ``text`` (the terminal
+        table) and ``verdict`` (one of `tirxh.core.findings.VERDICTS`, or None for measurements
+        only), or None when nothing in `request` is this plugin's.
+    """
 
 
 # -------------------------------------------------------------------------------------------------
@@ -129,4 +204,8 @@ def tirxh_report(report, config):
 
 @hookspec
 def tirxh_terminal_summary(reporter, exitstatus, config):
-    """Add a section to the terminal summary at the end of a run."""
+    """Add a section to the terminal summary at the end of a run.
+
+    :param reporter: the terminal reporter plugin (``reporter.section(title)``,
+        ``reporter.line(text)``); not called when the terminal reporter is blocked or quiet.
+    """

@@ -158,7 +158,7 @@ class Instr:
     def defs(self) -> list:
         """Registers this instruction writes (destination operands, per its binding)."""
         out = []
-        for op, spec in zip(self.operands, self.binding.operands):
+        for op, spec in zip(self.operands, self.binding.operand_specs(self.modifiers)):
             if spec.is_dest:
                 out.extend(_regs_of(op))
         return out
@@ -166,8 +166,9 @@ class Instr:
     def uses(self) -> list:
         """Registers this instruction reads (sources, address bases, the guard)."""
         out = []
-        for op, spec in zip(self.operands, self.binding.operands):
-            if not spec.is_dest or spec.kind == "inout":
+        # operand_specs: a binding's operands may be a callable of the modifiers (MMA shapes)
+        for op, spec in zip(self.operands, self.binding.operand_specs(self.modifiers)):
+            if not spec.is_dest or spec.kind in ("inout", "inoutv"):
                 out.extend(_regs_of(op))
         if self.guard is not None:
             out.append(self.guard[0])
@@ -248,7 +249,24 @@ class Break:
     loc: Loc
 
 
-Stmt = Union[Instr, If, For, Loop, Break]
+@dataclass(eq=False)
+class Annotation:
+    """A profiling annotation (``T.iket.range`` / ``T.iket.mark``): no instruction of its own.
+
+    A normal build emits nothing for it (the emitter skips it, numsim and the checkers ignore it);
+    a profiling pass (the iket plugin) may replace it with instructions that record a timestamp.
+    kind: ``begin`` / ``end`` (the two sides of a range) or ``mark`` (one instant); `name` is the
+    user's label.
+    """
+
+    kind: str
+    name: str
+    loc: Loc
+
+
+ANNOTATION_KINDS = ("begin", "end", "mark")
+
+Stmt = Union[Instr, If, For, Loop, Break, Annotation]
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,5 @@ def _block(b: ir.Block, depth: int, out: list) -> None:
         elif isinstance(s, ir.Break):
             cond = "" if s.cond is None else f" if {'!' if s.negate else ''}{s.cond!r}"
             out.append(f"{pad}break{cond}{_where(s.loc)}")
+        elif isinstance(s, ir.Annotation):
+            out.append(f"{pad}@iket.{s.kind} {s.name!r}{_where(s.loc)}")

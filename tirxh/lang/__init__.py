@@ -5,6 +5,7 @@ device control flow is structured (``T.if_``, ``T.range``, ``T.while_``, ``T.loo
 flow runs at trace time. See docs/LANGUAGE.md.
 """
 
+from tirxh.core.lang.annotations import iket
 from tirxh.core.lang.control import break_, else_, if_, loop, range_ as range, while_
 from tirxh.core.lang.kernel import Kernel, cdiv, kernel
 from tirxh.core.lang.memory import (
@@ -32,5 +33,5 @@ __all__ = [
     "MBarrierArray", "MBarrierRef", "TensorMapParam", "Fragment", "PipelineCursor", "DType",
     "pred", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32",
     "s64", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "tf32", "f16x2", "bf16x2",
-    "e4m3", "e5m2",
+    "e4m3", "e5m2", "iket",
 ]

@@ -51,7 +51,7 @@ class _Iket:
         t.append(ir.Annotation("end", name, loc))
 
     def mark(self, name: str) -> None:
-        """Mark one instant: an ``ir.Annotation("mark")``. Emits no instruction in a normal build."""
+        """Mark one instant: an ``ir.Annotation("mark")``; no instruction in a normal build."""
         t = tr.current()
         _check_name(name, "T.iket.mark")
         t.append(ir.Annotation("mark", name, tr.user_loc()))

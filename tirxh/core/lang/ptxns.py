@@ -72,13 +72,15 @@ def call_instruction(spelling: str, args: tuple, pred=None):
         raise tr.TraceError(str(e), loc, t.name) from None
     errors = []
     for binding, mods in cands:
-        n_regs = len(t.regs)
+        n_regs, n_stmts = len(t.regs), len(t.block.stmts)
         try:
             operands, fresh = _bind(t, binding, mods, spelling, args, loc)
         except tr.TraceError as e:
             if len(cands) == 1:
                 raise
-            del t.regs[n_regs:]  # fresh destinations of a refused form
+            # undo what a refused form left behind: fresh destinations, a materialized ~p
+            del t.regs[n_regs:]
+            del t.block.stmts[n_stmts:]
             errors.append(f"  {binding.name}: {e.message}")
             continue
         guard = tr.as_guard(pred)
@@ -129,7 +131,8 @@ def _operand(t: tr.Trace, spec, value, spelling: str, loc):
     def fail(expected: str):
         raise tr.TraceError(f"{what} expects {expected}, got {value!r}", loc, t.name)
 
-    want = as_dtype(spec.type) if spec.type else None
+    # a dpair's type names both sides (``b32|pred``); it is checked per side below
+    want = as_dtype(spec.type) if spec.type and kind != "dpair" else None
     if kind in ("d", "inout"):
         if isinstance(value, ir.Sink) and kind == "d":
             return value

@@ -222,8 +222,11 @@ class Register(ir.Reg):
 
     def set(self, value) -> None:
         """Assign: ``mov.<type> self, value`` (for loop-carried and mutable registers)."""
-        emit(f"mov.{self.dtype.name if self.dtype.kind != 'pred' else 'pred'}", self,
-             coerce(value, self.dtype))
+        dt = self.dtype
+        ty = dt.name if dt.kind != "pred" else "pred"
+        if dt.kind == "float" and dt.name not in ("f32", "f64"):
+            ty = f"b{max(16, dt.bits)}"  # mov has no .f16/.bf16/packed types: move the bits
+        emit(f"mov.{ty}", self, coerce(value, dt))
 
 
 class Not:

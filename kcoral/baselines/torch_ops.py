@@ -1,0 +1,129 @@
+"""``torch.matmul`` and ``torch.sdpa`` baselines, registered only when torch imports.
+
+They run on the worker's device through torch tensors that alias the job's buffers (the cuda
+board uses the primary context, which torch shares), on torch's current stream; the cuda device
+times them with the same events and L2 flush as the candidate.
+"""
+
+from __future__ import annotations
+
+from kcoral.errors import JobFailure
+from kcoral.plugins import hookimpl
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+class TorchBaseline:
+    """Common plumbing: map role -> buffer name -> torch tensor over the device buffer."""
+
+    name = ""
+    roles: tuple = ()
+
+    def available(self, device):
+        if getattr(device, "kind", "") != "cuda":
+            return "torch baselines run on cuda boards only"
+        import torch
+        if not torch.cuda.is_available():
+            return "torch reports no CUDA device"
+        return None
+
+    def prepare(self, device, doc, args):
+        import torch
+        from kcoral.job import dtype_of
+        bufs = {b["name"]: b for b in doc["buffers"]}
+        t = {}
+        for role in self.roles:
+            name = args.get(role)
+            if name is None:
+                raise JobFailure("validation.baseline", f"baseline {self.name!r}: args.{role} "
+                                 f"(a buffer name) is missing")
+            b = bufs.get(name) or bufs.get(name[len("__ref_"):])
+            if b is None:
+                raise JobFailure("validation.baseline", f"baseline {self.name!r}: args.{role} "
+                                 f"names unknown buffer {name!r}")
+            t[role] = device.torch_tensor(name, dtype_of(b["dtype"]), tuple(b["shape"]), torch)
+        return self.make(t, args)
+
+    def make(self, t, args):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Matmul(TorchBaseline):
+    """Two forms of args:
+
+    - buffers: ``a`` [M,K], ``b`` [K,N] (or [N,K] with ``"transpose_b": true``), ``out`` [M,N]
+      name job buffers; usable as a correctness reference;
+    - shapes: ``M``, ``N``, ``K`` (ints), ``dtype`` (``bf16``/``f16``/``f32``) and
+      ``transpose_b``: the baseline times ``torch.matmul`` on its own random tensors of those
+      shapes (output in ``dtype``, as cuBLAS would be called for it); timing only.
+    """
+
+    name = "torch.matmul"
+    roles = ("a", "b", "out")
+
+    def prepare(self, device, doc, args):
+        if "a" in args:
+            return super().prepare(device, doc, args)
+        import torch
+        missing = [k for k in ("M", "N", "K") if not isinstance(args.get(k), int)]
+        if missing:
+            raise JobFailure("validation.baseline", f"baseline 'torch.matmul': args needs "
+                             f"buffer roles a/b/out or integer {'/'.join(missing)}; got {args}")
+        dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}.get(
+            args.get("dtype", "bf16"))
+        if dt is None:
+            raise JobFailure("validation.baseline", f"baseline 'torch.matmul': dtype "
+                             f"{args.get('dtype')!r} is not bf16, f16 or f32")
+        dev = f"cuda:{device.info().get('ordinal', 0)}"
+        g = torch.Generator(device=dev).manual_seed(0)
+        M, N, K = args["M"], args["N"], args["K"]
+        a = torch.randn(M, K, device=dev, dtype=dt, generator=g)
+        b = torch.randn(N, K, device=dev, dtype=dt, generator=g) if args.get("transpose_b") \
+            else torch.randn(K, N, device=dev, dtype=dt, generator=g)
+        out = torch.empty(M, N, device=dev, dtype=dt)
+        bb = b.t() if args.get("transpose_b") else b
+
+        def run():
+            torch.matmul(a, bb, out=out)
+        run._keep = (a, b, out)
+        return run
+
+    def make(self, t, args):
+        import torch
+        a, b, out = t["a"], t["b"], t["out"]
+        if args.get("transpose_b") or args.get("b_layout") == "nk":
+            b = b.t()
+
+        def run():
+            torch.matmul(a, b, out=out)
+        return run
+
+
+class Sdpa(TorchBaseline):
+    """args: q, k, v, out ([B, H, S, D]); optional ``causal`` (bool) and ``scale``."""
+
+    name = "torch.sdpa"
+    roles = ("q", "k", "v", "out")
+
+    def make(self, t, args):
+        import torch.nn.functional as F
+        causal = bool(args.get("causal", False))
+        scale = args.get("scale")
+
+        def run():
+            t["out"].copy_(F.scaled_dot_product_attention(t["q"], t["k"], t["v"],
+                                                          is_causal=causal, scale=scale))
+        return run
+
+
+@hookimpl
+def kcoral_register_baselines(registry):
+    if torch_available():
+        registry.add(Matmul(), owner="kcoral.baselines.torch_ops")
+        registry.add(Sdpa(), owner="kcoral.baselines.torch_ops")

@@ -1,0 +1,450 @@
+"""The ``cuda`` board: one local GPU driven through the cuda-bindings driver API.
+
+Everything runs inside the board's worker process on the device's *primary* context (which torch
+shares, so torch baselines can alias the job's buffers) and on the legacy default stream, so the
+events that bracket a launch also bracket a baseline's torch ops. What it does, driver call by
+driver call:
+
+- module: ``cuModuleLoadData`` (cubin, or NUL-terminated PTX JIT-compiled by the driver),
+  ``cuModuleGetFunction`` per entry; > 48 KiB of dynamic shared memory needs
+  ``cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)``; clusters > 8 CTAs need
+  ``NON_PORTABLE_CLUSTER_SIZE_ALLOWED``.
+- launch: ``cuLaunchKernelEx`` with a cluster-dimension attribute when the launch has a cluster;
+  parameters are packed per ``launch_metadata()["params"]`` (`pack_params`): a pointer is the
+  8-byte device address, a scalar its value in its dtype, a tensor map the 128-byte
+  ``CUtensorMap`` from ``cuTensorMapEncodeTiled`` by value.
+- timing: ``cuMemsetD32Async`` over a buffer of 2x the L2 size (flush), then
+  ``cuEventRecord``/launch/``cuEventRecord``; elapsed times read after one sync per batch.
+- faults: a sticky error from ``cuCtxSynchronize`` (illegal address, trap, misaligned address)
+  poisons the context; it is reported as ``runtime.*`` with ``fatal`` so the worker restarts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+
+import numpy as np
+
+from kcoral.boards import H200_PEAK, BoardSpec, Device
+from kcoral.errors import JobFailure
+from kcoral.plugins import hookimpl
+
+# sticky errors: the context is unusable afterwards (CUDA driver API, CUresult)
+_RUNTIME_ERRORS = {
+    700: "runtime.illegal-address", 710: "runtime.assert", 714: "runtime.hardware-stack-error",
+    715: "runtime.illegal-instruction", 716: "runtime.misaligned-address",
+    717: "runtime.invalid-address-space", 718: "runtime.invalid-pc", 719: "runtime.launch-failed",
+    702: "runtime.launch-timeout", 720: "runtime.cooperative-launch-too-large",
+}
+
+# per-device peaks for the floor check (dense bf16 tensor-core FLOP/s, HBM bytes/s)
+PEAKS = {"H200": H200_PEAK, "H100": {"flops_per_s": 989e12, "bytes_per_s": 3.35e12}}
+
+_TMA_DTYPES = {  # PTX type name -> CUtensorMapDataType member suffix
+    "u8": "UINT8", "s8": "UINT8", "b8": "UINT8", "e4m3": "UINT8", "e5m2": "UINT8",
+    "u16": "UINT16", "b16": "UINT16", "s16": "UINT16", "u32": "UINT32", "b32": "UINT32",
+    "s32": "INT32", "u64": "UINT64", "b64": "UINT64", "s64": "INT64",
+    "f16": "FLOAT16", "bf16": "BFLOAT16", "f32": "FLOAT32", "f64": "FLOAT64", "tf32": "TFLOAT32",
+}
+_SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
+_L2PROMO = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}
+
+
+def pack_params(params: list, args: list, pointer_of, tensormap_bytes) -> list:
+    """Pack launch arguments into the bytes of each kernel parameter (pure; tested on the CPU).
+
+    params: ``launch_metadata()["params"]`` (name, kind, dtype, size, align) or None when the job
+    does not carry them (then sizes follow the arguments); args: the launch's args;
+    pointer_of(buffer_name) -> int device address; tensormap_bytes(describe_dict) -> 128 bytes.
+    """
+    from kcoral.job import dtype_of
+    if params is not None and len(params) != len(args):
+        raise JobFailure("launch.args", f"the kernel takes {len(params)} parameters "
+                         f"({', '.join(p['name'] for p in params)}), the launch passes "
+                         f"{len(args)}")
+    out = []
+    for i, a in enumerate(args):
+        p = params[i] if params is not None else None
+        where = f"args[{i}]" + (f" ({p['name']})" if p else "")
+        if "buffer" in a:
+            if p is not None and p["kind"] != "ptr":
+                raise JobFailure("launch.args", f"{where}: the kernel expects a {p['kind']}, "
+                                 f"the launch passes buffer {a['buffer']!r}")
+            out.append(int(pointer_of(a["buffer"])).to_bytes(8, "little"))
+        elif "scalar" in a:
+            dt = dtype_of(a.get("dtype") or (p and p["dtype"]))
+            if p is not None and p["kind"] != "scalar":
+                raise JobFailure("launch.args", f"{where}: the kernel expects a {p['kind']}, "
+                                 f"the launch passes a scalar")
+            v = np.array(a["scalar"]).astype(dt)
+            if dt.kind in "iu" and int(v) != a["scalar"]:
+                raise JobFailure("launch.args", f"{where}: {a['scalar']!r} does not fit in "
+                                 f"{a.get('dtype')}")
+            b = v.tobytes()
+            if p is not None and len(b) != p["size"]:
+                raise JobFailure("launch.args", f"{where}: {len(b)}-byte value for a "
+                                 f"{p['size']}-byte parameter ({p['dtype']})")
+            out.append(b)
+        elif "tensormap" in a:
+            if p is not None and p["kind"] != "tensormap":
+                raise JobFailure("launch.args", f"{where}: the kernel expects a {p['kind']}, "
+                                 f"the launch passes a tensor map")
+            b = tensormap_bytes(a["tensormap"])
+            if len(b) != 128:
+                raise JobFailure("launch.tensormap", f"{where}: CUtensorMap is {len(b)} bytes")
+            out.append(b)
+        else:
+            raise JobFailure("launch.args", f"{where}: unknown argument {a!r}")
+    return out
+
+
+class _ParamBlock:
+    """Keeps packed parameters alive and exposes the ``void**`` array cuLaunchKernelEx reads.
+    Each parameter gets its own 128-byte-aligned buffer (a CUtensorMap must be 64-aligned)."""
+
+    def __init__(self, packed: list):
+        self._bufs = []
+        self.array = (ctypes.c_void_p * max(len(packed), 1))()
+        for i, b in enumerate(packed):
+            raw = ctypes.create_string_buffer(len(b) + 128)
+            addr = (ctypes.addressof(raw) + 127) & ~127
+            ctypes.memmove(addr, b, len(b))
+            self._bufs.append(raw)
+            self.array[i] = addr
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.array)
+
+
+def target_for(major: int, minor: int) -> str:
+    if (major, minor) == (9, 0):
+        return "sm_90a"
+    if major in (10, 11, 12) and minor == 0:
+        return f"sm_{major}{minor}a"
+    return f"sm_{major}{minor}"
+
+
+class CudaDevice(Device):
+    kind = "cuda"
+
+    def __init__(self, spec: BoardSpec):
+        from cuda.bindings import driver as cu
+        self.cu = cu
+        self.spec = spec
+        self._check(cu.cuInit(0), "cuInit")
+        self.dev = self._check(cu.cuDeviceGet(int(spec.options.get("ordinal", 0))),
+                               "cuDeviceGet")
+        self.ctx = self._check(cu.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
+        self._check(cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        self.stream = cu.CUstream(0)
+        self.ptrs: dict[str, int] = {}
+        self.sizes: dict[str, int] = {}
+        self.funcs: dict = {}
+        self.module = None
+        self._info = self._query()
+        self.l2 = self._info["l2_bytes"]
+        n = max(2 * self.l2, 1 << 20)
+        self.flush_words = n // 4
+        self.flush = int(self._check(cu.cuMemAlloc(self.flush_words * 4), "cuMemAlloc"))
+        self._flush_val = 0
+        self._events: list = []
+        self._nvml = _Nvml(int(spec.options.get("ordinal", 0)))
+
+    # --- errors -------------------------------------------------------------------------------
+    def _check(self, res, what: str, kind: str = "launch"):
+        err, *rest = res if isinstance(res, tuple) else (res,)
+        if int(err) != 0:
+            code = int(err)
+            name = self.cu.cuGetErrorName(err)[1]
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            if code in _RUNTIME_ERRORS:
+                raise JobFailure(_RUNTIME_ERRORS[code], f"{what}: {name} ({code}); the "
+                                 f"context is unusable and the worker will be restarted",
+                                 fatal=True)
+            raise JobFailure(f"{kind}.{name.lower().replace('cuda_error_', '')}",
+                             f"{what}: {name} ({code})")
+        if not rest:
+            return None
+        return rest[0] if len(rest) == 1 else tuple(rest)
+
+    def _attr(self, name: str) -> int:
+        a = getattr(self.cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return int(self._check(self.cu.cuDeviceGetAttribute(a, self.dev), name))
+
+    def _query(self) -> dict:
+        cu = self.cu
+        name = self._check(cu.cuDeviceGetName(256, self.dev), "cuDeviceGetName")
+        name = name.split(b"\0")[0].decode() if isinstance(name, bytes) else str(name)
+        major, minor = (self._attr("COMPUTE_CAPABILITY_MAJOR"),
+                        self._attr("COMPUTE_CAPABILITY_MINOR"))
+        peak = next((v for k, v in PEAKS.items() if k in name), H200_PEAK)
+        peak = {"flops_per_s": float(self.spec.options.get("peak_flops_per_s",
+                                                           peak["flops_per_s"])),
+                "bytes_per_s": float(self.spec.options.get("peak_bytes_per_s",
+                                                           peak["bytes_per_s"]))}
+        return {"name": name, "kind": "cuda", "ordinal": int(self.spec.options.get("ordinal", 0)),
+                "compute_capability": f"{major}.{minor}", "target": target_for(major, minor),
+                "driver": int(self._check(cu.cuDriverGetVersion(), "cuDriverGetVersion")),
+                "sm_count": self._attr("MULTIPROCESSOR_COUNT"),
+                "max_clock_mhz": self._attr("CLOCK_RATE") / 1000.0,
+                "l2_bytes": self._attr("L2_CACHE_SIZE"),
+                "memory_bytes": int(self._check(cu.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem")),
+                "max_smem_optin": self._attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+                "peak_flops_per_s": peak["flops_per_s"], "peak_bytes_per_s": peak["bytes_per_s"]}
+
+    def info(self) -> dict:
+        return dict(self._info)
+
+    # --- module -------------------------------------------------------------------------------
+    def load(self, module: bytes, fmt: str, entries: list) -> None:
+        cu = self.cu
+        if self.module is not None:
+            self._check(cu.cuModuleUnload(self.module), "cuModuleUnload")
+            self.module, self.funcs = None, {}
+        if fmt == "ptx":
+            module = module.rstrip(b"\0") + b"\0"
+        elif fmt != "cubin":
+            raise JobFailure("compile.format", f"the cuda board loads 'cubin' or 'ptx', not "
+                             f"{fmt!r}")
+        self.module = self._check(cu.cuModuleLoadData(module), "cuModuleLoadData", "compile")
+        for e in entries:
+            self.funcs[e] = self._check(cu.cuModuleGetFunction(self.module, e.encode()),
+                                        f"cuModuleGetFunction({e!r})", "compile")
+
+    # --- memory -------------------------------------------------------------------------------
+    def alloc(self, name, nbytes):
+        self.ptrs[name] = int(self._check(self.cu.cuMemAlloc(max(nbytes, 1)),
+                                          f"cuMemAlloc({name!r}, {nbytes})", "launch"))
+        self.sizes[name] = nbytes
+
+    def write(self, name, array):
+        a = np.ascontiguousarray(array)
+        if a.nbytes:
+            self._check(self.cu.cuMemcpyHtoD(self.ptrs[name], a.ctypes.data, a.nbytes),
+                        f"cuMemcpyHtoD({name!r})", "runtime")
+
+    def read(self, name, dtype, shape):
+        out = np.empty(shape, dtype)
+        if out.nbytes:
+            self._check(self.cu.cuMemcpyDtoH(out.ctypes.data, self.ptrs[name], out.nbytes),
+                        f"cuMemcpyDtoH({name!r})", "runtime")
+        return out
+
+    def poison(self, name, itemsize, is_float):
+        # all-ones bits: NaN for every float width, -1 / max for integers
+        self._check(self.cu.cuMemsetD8(self.ptrs[name], 0xFF, self.sizes[name]),
+                    f"cuMemsetD8({name!r})", "runtime")
+
+    def buffer_handle(self, name):
+        return self.ptrs[name]
+
+    def torch_tensor(self, name, dtype, shape, torch):
+        """A torch tensor aliasing buffer `name` (primary context, so torch sees the pointer)."""
+        dtype = np.dtype(dtype)
+        special = {"bfloat16": ("<i2", torch.bfloat16), "float8_e4m3fn": ("|u1",
+                   torch.float8_e4m3fn), "float8_e5m2": ("|u1", torch.float8_e5m2)}
+        typestr, view = special.get(dtype.name, (dtype.str, None))
+
+        class _Cai:
+            __cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
+                                        "data": (self.ptrs[name], False), "version": 3,
+                                        "strides": None}
+        t = torch.as_tensor(_Cai(), device=f"cuda:{self._info['ordinal']}")
+        return t.view(view) if view is not None else t
+
+    def free_all(self):
+        for p in self.ptrs.values():
+            self.cu.cuMemFree(p)
+        self.ptrs.clear()
+        self.sizes.clear()
+
+    # --- launch -------------------------------------------------------------------------------
+    def _tensormap(self, desc: dict) -> bytes:
+        cu = self.cu
+        src = desc["source"]
+        if src not in self.ptrs:
+            raise JobFailure("launch.tensormap", f"tensor map source {src!r} is not a buffer")
+        rank = len(desc["dims"])
+        try:
+            dt = getattr(cu.CUtensorMapDataType,
+                         f"CU_TENSOR_MAP_DATA_TYPE_{_TMA_DTYPES[desc['dtype']]}")
+            sw = getattr(cu.CUtensorMapSwizzle,
+                         f"CU_TENSOR_MAP_SWIZZLE_{_SWIZZLE[desc['swizzle']]}")
+            l2 = getattr(cu.CUtensorMapL2promotion,
+                         f"CU_TENSOR_MAP_L2_PROMOTION_{_L2PROMO[desc.get('l2_promotion', 0)]}")
+        except KeyError as e:
+            raise JobFailure("launch.tensormap", f"tensor map of {src!r}: unsupported "
+                             f"{e.args[0]!r}") from None
+        oob = cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE \
+            if desc.get("oob_fill", "zero") == "zero" else \
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+        tm = self._check(cu.cuTensorMapEncodeTiled(
+            dt, rank, self.ptrs[src], [cu.cuuint64_t(d) for d in desc["dims"]],
+            [cu.cuuint64_t(s) for s in desc["strides"]],
+            [cu.cuuint32_t(b) for b in desc["box"]],
+            [cu.cuuint32_t(s) for s in desc["elem_strides"]],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2, oob),
+            f"cuTensorMapEncodeTiled({src!r}, box {desc['box']})")
+        return ctypes.string_at(tm.getPtr(), 128)
+
+    def launcher(self, launch: dict, doc: dict):
+        cu = self.cu
+        f = self.funcs[launch["entry"]]
+        smem = int(launch.get("dynamic_smem", 0))
+        if smem > 48 * 1024:
+            self._check(cu.cuFuncSetAttribute(
+                f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+        packed = pack_params(launch.get("params"), launch["args"], self.ptrs.__getitem__,
+                             self._tensormap)
+        block = _ParamBlock(packed)
+        cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = launch["grid"]
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = launch["block"]
+        cfg.sharedMemBytes = smem
+        cfg.hStream = self.stream
+        cl = launch.get("cluster")
+        if cl and math.prod(cl) > 1:
+            if math.prod(cl) > 8:
+                self._check(cu.cuFuncSetAttribute(
+                    f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1), "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cl
+            cfg.attrs = [attr]
+            cfg.numAttrs = 1
+        else:
+            cfg.numAttrs = 0
+        what = f"cuLaunchKernelEx({launch['entry']!r}, grid {launch['grid']})"
+
+        def run():
+            self._check(cu.cuLaunchKernelEx(cfg, f, block.address, 0), what)
+        run._keep = (block, cfg)
+        return run
+
+    # --- sync and timing ----------------------------------------------------------------------
+    def sync(self):
+        self._check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize", "runtime")
+
+    def _event_pairs(self, n):
+        cu = self.cu
+        while len(self._events) < n:
+            a = self._check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+            b = self._check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+            self._events.append((a, b))
+        return self._events[:n]
+
+    def flush_l2(self):
+        self._flush_val = (self._flush_val + 1) & 0xFFFFFFFF
+        self._check(self.cu.cuMemsetD32Async(self.flush, self._flush_val, self.flush_words,
+                                             self.stream), "cuMemsetD32Async(L2 flush)")
+
+    def timed_batch(self, fns, l2_flush):
+        cu = self.cu
+        evs = self._event_pairs(len(fns))
+        for fn, (a, b) in zip(fns, evs):
+            if l2_flush:
+                self.flush_l2()
+            self._check(cu.cuEventRecord(a, self.stream), "cuEventRecord")
+            fn()
+            self._check(cu.cuEventRecord(b, self.stream), "cuEventRecord")
+        self._check(cu.cuEventSynchronize(evs[-1][1]), "cuEventSynchronize", "runtime")
+        return [float(self._check(cu.cuEventElapsedTime(a, b), "cuEventElapsedTime"))
+                for a, b in evs]
+
+    def sm_clock_mhz(self):
+        return self._nvml.sm_clock()
+
+    def close(self):
+        try:
+            self.free_all()
+            self.cu.cuDevicePrimaryCtxRelease(self.dev)
+        except Exception:
+            pass
+
+
+class _Nvml:
+    """The current SM clock through NVML (libnvidia-ml, ctypes); None where unavailable."""
+
+    def __init__(self, ordinal: int):
+        self.handle = None
+        try:
+            self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if self.lib.nvmlInit_v2() != 0:
+                return
+            h = ctypes.c_void_p()
+            if self.lib.nvmlDeviceGetHandleByIndex_v2(ordinal, ctypes.byref(h)) == 0:
+                self.handle = h
+        except OSError:
+            pass
+
+    def sm_clock(self):
+        if self.handle is None:
+            return None
+        mhz = ctypes.c_uint()
+        if self.lib.nvmlDeviceGetClockInfo(self.handle, 1, ctypes.byref(mhz)) != 0:  # NVML_CLOCK_SM
+            return None
+        return float(mhz.value)
+
+
+def gpu_count() -> "tuple[int, str]":
+    """(number of GPUs, reason when zero); initializes the driver in this process."""
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError as e:
+        return 0, f"cuda-bindings is not importable: {e}"
+    err = cu.cuInit(0)[0]
+    if int(err) != 0:
+        return 0, f"cuInit failed: {cu.cuGetErrorName(err)[1]!r} (no driver or no GPU)"
+    err, n = cu.cuDeviceGetCount()
+    return int(n), "" if n else "the driver reports no GPU"
+
+
+class CudaBoardType:
+    """Boards from the local GPUs: ``[boards.cuda] devices = [0, 1]`` (default: all)."""
+
+    name = "cuda"
+
+    def discover(self, config: dict) -> list:
+        if not config.get("enabled", True):
+            return []
+        n, why = gpu_count()
+        if n == 0:
+            return []
+        from cuda.bindings import driver as cu
+        out = []
+        for i in config.get("devices", range(n)):
+            dev = cu.cuDeviceGet(i)[1]
+            name = cu.cuDeviceGetName(256, dev)[1].split(b"\0")[0].decode()
+            ga = cu.CUdevice_attribute
+            major = int(cu.cuDeviceGetAttribute(ga.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                                dev)[1])
+            minor = int(cu.cuDeviceGetAttribute(ga.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                                dev)[1])
+            smem = int(cu.cuDeviceGetAttribute(
+                ga.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)[1])
+            mem = int(cu.cuDeviceTotalMem(dev)[1])
+            out.append(BoardSpec(
+                name=f"cuda{i}", type="cuda", target=config.get("target",
+                                                                target_for(major, minor)),
+                tags=list(config.get("tags", [])) + [name.replace(" ", "-")],
+                properties={"device": name, "compute_capability": f"{major}.{minor}",
+                            "memory_bytes": mem, "pid": os.getpid()},
+                limits={"memory_bytes": int(mem * 0.9), "max_smem_per_block": smem,
+                        "max_threads_per_block": 1024, "max_cluster_size": 16},
+                options={"ordinal": i, **{k: config[k] for k in ("peak_flops_per_s",
+                                                                 "peak_bytes_per_s")
+                                          if k in config}}))
+        return out
+
+    def open_device(self, spec):
+        return CudaDevice(spec)
+
+
+@hookimpl
+def kcoral_register_board_types(registry):
+    registry.add(CudaBoardType())

@@ -1,0 +1,86 @@
+"""KCoral's plugin manager: built-in board types and baselines, then the ``kcoral`` entry-point
+group (unless ``KCORAL_DISABLE_PLUGIN_AUTOLOAD`` is set), then ``check_pending()``.
+
+`registries()` fills the three registries once per process; the daemon and each worker call it,
+so a board type or baseline installed by a plugin is available on both sides.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from importlib import metadata
+
+import pluggy
+
+from . import hookspec
+
+hookimpl = pluggy.HookimplMarker("kcoral")
+
+ENTRY_POINT_GROUP = "kcoral"
+AUTOLOAD_ENV = "KCORAL_DISABLE_PLUGIN_AUTOLOAD"
+
+BUILTIN_PLUGINS = (
+    "kcoral.boards.fake",
+    "kcoral.boards.cuda",
+    "kcoral.boards.sim",
+    "kcoral.baselines.torch_ops",
+    "kcoral.baselines.fla_ops",
+)
+
+
+class KCoralPluginManager(pluggy.PluginManager):
+    def __init__(self):
+        super().__init__("kcoral")
+        self.add_hookspecs(hookspec)
+
+    def parse_hookimpl_opts(self, plugin, name):
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name.startswith("kcoral_"):
+            if callable(getattr(plugin, name, None)):
+                return {}
+        return opts
+
+
+@dataclass
+class Registries:
+    board_types: object
+    baselines: object
+    tools: object
+    pm: KCoralPluginManager
+
+
+_CACHED: "Registries | None" = None
+
+
+def build(extra_plugins=(), autoload: bool = True) -> Registries:
+    from .baselines import BaselineRegistry
+    from .boards import BoardTypeRegistry
+    from .tools import ToolRegistry
+    pm = KCoralPluginManager()
+    for name in BUILTIN_PLUGINS:
+        pm.register(importlib.import_module(name), name=name)
+    if autoload and not os.environ.get(AUTOLOAD_ENV):
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if not pm.has_plugin(ep.name):
+                pm.register(ep.load(), name=ep.name)
+    for p in extra_plugins:
+        pm.register(importlib.import_module(p) if isinstance(p, str) else p)
+    for p in os.environ.get("KCORAL_PLUGINS", "").split(","):
+        if p.strip() and not pm.has_plugin(p.strip()):
+            pm.register(importlib.import_module(p.strip()), name=p.strip())
+    pm.check_pending()
+    regs = Registries(BoardTypeRegistry(), BaselineRegistry(), ToolRegistry(), pm)
+    pm.hook.kcoral_register_board_types.call_historic(kwargs={"registry": regs.board_types})
+    pm.hook.kcoral_register_baselines.call_historic(kwargs={"registry": regs.baselines})
+    pm.hook.kcoral_register_tools.call_historic(kwargs={"registry": regs.tools})
+    return regs
+
+
+def registries() -> Registries:
+    """The process-wide registries (built on first use)."""
+    global _CACHED
+    if _CACHED is None:
+        _CACHED = build()
+    return _CACHED

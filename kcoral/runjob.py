@@ -1,0 +1,92 @@
+"""``python -m kcoral.runjob JOB.json [--out DIR] [--blobs DIR] [--iterations N] [--check]``
+
+Runs one declarative job's launches on the local GPU without a daemon: the target process for
+``ncu`` and ``compute-sanitizer`` (tools in `kcoral.tools` start it). It loads the module,
+fills the buffers from the timing seed, runs the launches `--iterations` times, synchronizes,
+and writes ``result.json`` (and with ``--save-outputs`` each output buffer as ``NAME.npy``) under
+``--out``. ``--check`` runs the job's correctness runs instead and fails (exit 1) on a mismatch.
+Blobs are read from ``--blobs`` or the ``_blob_root`` the job was written with.
+
+Exit status: 0 ok, 1 correctness mismatch, 2 usage/validation error, 3 device fault.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kcoral.runjob", description=__doc__.split("\n")[2])
+    ap.add_argument("job", help="JOB.json")
+    ap.add_argument("--out", default=None, help="directory for result.json and outputs")
+    ap.add_argument("--blobs", default=None, help="blob store directory")
+    ap.add_argument("--iterations", type=int, default=1)
+    ap.add_argument("--check", action="store_true", help="run the correctness runs")
+    ap.add_argument("--save-outputs", action="store_true")
+    ap.add_argument("--board-type", default="cuda", help="cuda (default) or fake")
+    ap.add_argument("--device", type=int, default=0)
+    a = ap.parse_args(argv)
+
+    from .blobs import BlobStore
+    from .boards import BoardSpec
+    from .errors import JobFailure
+    from .job import Job, JobError
+    from .measure import Session
+    from .plugins import registries
+    try:
+        doc = json.loads(pathlib.Path(a.job).read_text())
+        root = a.blobs or doc.pop("_blob_root", None)
+        doc.pop("_blob_root", None)
+        if not root:
+            raise JobError([("--blobs", "no blob directory given and the job has no _blob_root")])
+        job = Job.from_json(doc)
+    except (OSError, ValueError) as e:
+        print(f"kcoral.runjob: {a.job}: {e}", file=sys.stderr)
+        return 2
+    regs = registries()
+    spec = BoardSpec(name=f"{a.board_type}{a.device}", type=a.board_type, target=job.target,
+                     options={"ordinal": a.device})
+    dev = regs.board_types.get(a.board_type).open_device(spec)
+    out = pathlib.Path(a.out) if a.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    result = {"job": job.name, "iterations": a.iterations, "status": "ok"}
+    code = 0
+    try:
+        if hasattr(dev, "begin_job"):
+            dev.begin_job(job.doc)
+        s = Session(job, dev, BlobStore(root), regs.baselines,
+                    lambda st, m: print(f"[{st}] {m}", file=sys.stderr))
+        s.setup()
+        if a.check:
+            result["correctness"] = s.correctness("before") + s.correctness("after")
+        else:
+            s.fill_inputs(job.doc["timing"]["seed"])
+            for _ in range(a.iterations):
+                s.kernel()
+            dev.sync()
+        if out and a.save_outputs:
+            import numpy as np
+            from .job import dtype_of
+            for b in job.doc["buffers"]:
+                if b.get("output"):
+                    np.save(out / f"{b['name']}.npy",
+                            dev.read(b["name"], dtype_of(b["dtype"]), tuple(b["shape"])))
+    except JobFailure as e:
+        result.update(status="failed", error=e.to_json())
+        if "correctness" in e.data:
+            result["correctness"] = e.data["correctness"]
+        code = 1 if e.type.startswith("correctness") else 3 if e.fatal else 2
+    finally:
+        dev.close()
+    if out:
+        (out / "result.json").write_text(json.dumps(result, indent=1, default=str))
+    print(json.dumps({k: v for k, v in result.items() if k != "correctness"}, default=str))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

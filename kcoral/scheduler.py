@@ -1,0 +1,394 @@
+"""Boards, per-board queues and fair scheduling (no gRPC here).
+
+Each board runs one job at a time on its own thread, which drives the board's executor (a
+`kcoral.worker.WorkerHandle` for local boards, a `kcoral.boards.remote.RemoteLink` for agents).
+A board's queue is round-robin across clients: the next job comes from the client after the one
+served last, so one client's burst of 100 jobs does not starve another's single job. Waiting in
+the queue (``budgets.queue_s``) and executing (``budgets.exec_s``) have separate budgets.
+
+Every state change is written to the `JobStore` before it is published to watchers, so what a
+client saw is never newer than what a restart will find.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import uuid
+
+from .job import Job, JobError
+from .store import TERMINAL
+
+log = logging.getLogger("kcoral")
+
+
+class JobRecord:
+    """In-memory state of a live job: its event log and a condition for watchers."""
+
+    def __init__(self, job_id, client, job: Job, board=None):
+        self.job_id, self.client, self.job = job_id, client, job
+        self.board = board
+        self.state = "queued"
+        self.enqueued = time.monotonic()
+        self.events: list = []
+        self.result: "dict | None" = None
+        self.cancel = threading.Event()
+
+
+class Board:
+    """One device: a spec, an executor, a fair queue, and its state for ``kcoral boards``."""
+
+    def __init__(self, spec, executor):
+        self.spec = spec
+        self.executor = executor
+        self.state = "idle" if not spec.unavailable else "unavailable"
+        self.current: "JobRecord | None" = None
+        self.queues: "collections.OrderedDict[str, collections.deque]" = \
+            collections.OrderedDict()
+        self.thread: "threading.Thread | None" = None
+        self.jobs_run = 0
+
+    @property
+    def name(self):
+        return self.spec.name
+
+    def queue_length(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+    def push(self, rec: JobRecord) -> None:
+        self.queues.setdefault(rec.client, collections.deque()).append(rec)
+
+    def pop_fair(self) -> "JobRecord | None":
+        """Next job, round-robin across clients (the served client moves to the back)."""
+        while self.queues:
+            client, q = next(iter(self.queues.items()))
+            self.queues.move_to_end(client)
+            if q:
+                rec = q.popleft()
+                if not q:
+                    del self.queues[client]
+                return rec
+            del self.queues[client]
+        return None
+
+    def order(self) -> list:
+        """The queue in the order `pop_fair` would serve it (for queue positions)."""
+        qs = [list(q) for q in self.queues.values()]
+        out = []
+        for i in range(max((len(q) for q in qs), default=0)):
+            out.extend(q[i] for q in qs if i < len(q))
+        return out
+
+    def remove(self, rec: JobRecord) -> bool:
+        q = self.queues.get(rec.client)
+        if q and rec in q:
+            q.remove(rec)
+            if not q:
+                del self.queues[rec.client]
+            return True
+        return False
+
+
+class Scheduler:
+    """Accepts jobs, assigns them to boards, runs them, records and publishes their states."""
+
+    def __init__(self, store, blobs, boards=(), version_info: "dict | None" = None):
+        self.store = store
+        self.blobs = blobs
+        self.boards: dict[str, Board] = {}
+        self.records: dict[str, JobRecord] = {}
+        self.cv = threading.Condition()
+        self.accepting = True
+        self.stopping = False
+        self.started = time.time()
+        self.version_info = version_info or {}
+        for b in boards:
+            self.add_board(b)
+
+    # --- boards -------------------------------------------------------------------------------
+    def add_board(self, board: Board) -> None:
+        with self.cv:
+            if board.name in self.boards and self.boards[board.name].state != "offline":
+                raise ValueError(f"board {board.name!r} already exists")
+            old = self.boards.get(board.name)
+            if old is not None:  # a reconnecting agent takes over its queue
+                board.queues = old.queues
+            self.boards[board.name] = board
+        board.thread = threading.Thread(target=self._board_loop, args=(board,), daemon=True,
+                                        name=f"kcoral-board-{board.name}")
+        board.thread.start()
+        log.info("board %s (%s, %s) online%s", board.name, board.spec.type, board.spec.target,
+                 f": unavailable: {board.spec.unavailable}" if board.spec.unavailable else "")
+
+    def set_offline(self, name: str, reason: str) -> None:
+        with self.cv:
+            b = self.boards.get(name)
+            if b is not None:
+                b.state = "offline"
+                b.spec.unavailable = reason
+                self.cv.notify_all()
+
+    def pick_board(self, job: Job) -> Board:
+        target, tags = job.target, set(job.doc.get("tags", []))
+        want = job.doc.get("board")
+        cands = [b for b in self.boards.values()
+                 if b.spec.target == target and tags <= set(b.spec.tags)
+                 and (not want or b.name == want)]
+        if not cands:
+            known = sorted({b.spec.target for b in self.boards.values()})
+            raise JobError([("target" if not want else "board",
+                             f"no board for target {target!r}" + (f" with tags {sorted(tags)}"
+                                                                  if tags else "")
+                             + (f" named {want!r}" if want else "")
+                             + f"; boards here serve {known}")])
+        usable = [b for b in cands if not b.spec.unavailable and b.state != "offline"]
+        if not usable:
+            raise JobError([("target", "; ".join(f"board {b.name!r} is unavailable: "
+                                                 f"{b.spec.unavailable}" for b in cands))])
+        if job.doc["timing"]["enabled"] and not any(b.spec.timing for b in usable):
+            # sim boards check correctness only; a timing request there is a client mistake
+            raise JobError([("timing.enabled", f"boards for {target!r} here do not time "
+                             f"kernels ({', '.join(b.name for b in usable)}); set "
+                             f"timing.enabled=false for a correctness-only run")])
+        return min(usable, key=lambda b: (b.queue_length() + (b.current is not None),
+                                          b.name))
+
+    # --- submission ---------------------------------------------------------------------------
+    def submit(self, job: Job, client: str, idem_key: str = "") -> str:
+        """Validate against a board, check blobs, persist, enqueue; return the job id."""
+        if not self.accepting:
+            raise RuntimeError("the daemon is shutting down and accepts no new jobs")
+        old = self.store.find_idempotent(client, idem_key)
+        if old:
+            return old
+        with self.cv:
+            board = self.pick_board(job)
+        job.validate(board.spec.limits)
+        missing = self.blobs.missing(job.blobs())
+        if missing:
+            raise JobError([("blobs", f"missing blob {m} (upload it first)") for m in missing])
+        job_id = uuid.uuid4().hex[:16]
+        rec = JobRecord(job_id, client, job, board.name)
+        self.store.add(job_id, client, job.name, job.target, job.to_json(), idem_key)
+        self.store.set_state(job_id, "queued", board=board.name)
+        with self.cv:
+            self.records[job_id] = rec
+            board.push(rec)
+            pos = board.order().index(rec) + (board.current is not None)
+            self._publish(rec, "queued", f"queued on {board.name}", position=pos)
+            self._announce_positions(board)
+            self.cv.notify_all()
+        log.info("accepted job %s (%s) from %s for %s", job_id, job.name, client, board.name)
+        return job_id
+
+    def requeue(self, row: dict) -> None:
+        """After a restart: put a stored queued job back (its board may have changed)."""
+        try:
+            job = Job.from_json(row["job_json"])
+            with self.cv:
+                board = self.pick_board(job)
+        except JobError as e:
+            res = {"status": "failed", "error": {"type": "unavailable.board",
+                                                 "message": f"after restart: {e}"}}
+            self.store.set_state(row["job_id"], "failed", result=res)
+            return
+        rec = JobRecord(row["job_id"], row["client"], job, board.name)
+        self.store.set_state(rec.job_id, "queued", board=board.name)
+        with self.cv:
+            self.records[rec.job_id] = rec
+            board.push(rec)
+            pos = board.order().index(rec) + (board.current is not None)
+            self._publish(rec, "queued", f"re-queued on {board.name} after a daemon restart",
+                          position=pos)
+            self.cv.notify_all()
+
+    def _publish(self, rec: JobRecord, state: str, message: str = "", result=None,
+                 position: int = 0) -> None:
+        """Append an event (caller holds `cv`)."""
+        rec.state = state
+        rec.events.append({"job_id": rec.job_id, "state": state, "board": rec.board or "",
+                           "message": message, "result": result, "queue_position": position,
+                           "time": time.time()})
+        self.cv.notify_all()
+
+    def _announce_positions(self, board: Board) -> None:
+        busy = board.current is not None
+        for i, r in enumerate(board.order()):
+            pos = i + busy
+            last = r.events[-1] if r.events else None
+            if last is None or last["state"] != "queued" or last["queue_position"] != pos:
+                self._publish(r, "queued", f"position {pos} on {board.name}", position=pos)
+
+    # --- running ------------------------------------------------------------------------------
+    def _board_loop(self, board: Board) -> None:
+        while True:
+            with self.cv:
+                while not self.stopping and (board.state in ("offline",) or
+                                             not board.queue_length()):
+                    if board.state == "offline" and self.stopping:
+                        return
+                    self.cv.wait(0.5)
+                    if board.state == "offline" and self.boards.get(board.name) is not board:
+                        return  # replaced by a reconnected agent
+                if self.stopping:
+                    return
+                rec = board.pop_fair()
+                if rec is None:
+                    continue
+                waited = time.monotonic() - rec.enqueued
+                qbudget = rec.job.doc["budgets"]["queue_s"]
+                if waited > qbudget:
+                    res = {"status": "failed", "job_id": rec.job_id, "board": board.name,
+                           "error": {"type": "timeout.queue",
+                                     "message": f"waited {waited:.1f} s in the queue of "
+                                                f"{board.name}, past its queue budget of "
+                                                f"{qbudget:g} s; it was not run"}}
+                    self._finish(rec, "failed", res)
+                    continue
+                board.current = rec
+                board.state = "busy"
+                self._announce_positions(board)
+            self.store.set_state(rec.job_id, "running", board=board.name)
+            with self.cv:
+                self._publish(rec, "running", f"running on {board.name}")
+            log.info("running job %s (%s, client %s) on %s after %.3f s in queue", rec.job_id,
+                     rec.job.name, rec.client, board.name, waited)
+
+            def progress(state, message, rec=rec):
+                with self.cv:
+                    self._publish(rec, state, message)
+
+            try:
+                res = board.executor.run(rec.job_id, rec.job.doc, progress,
+                                         rec.job.doc["budgets"]["exec_s"], rec.cancel)
+            except Exception as e:  # the executor itself broke (e.g. a worker cannot start)
+                log.exception("board %s failed to run job %s", board.name, rec.job_id)
+                res = {"status": "failed", "job_id": rec.job_id, "board": board.name,
+                       "error": {"type": "internal.board", "message": f"{type(e).__name__}: {e}"}}
+            res.setdefault("queue_wait_s", waited)
+            res.setdefault("daemon", self.version_info)
+            state = {"ok": "done", "cancelled": "cancelled"}.get(res.get("status"), "failed")
+            if self.stopping and res.get("error", {}).get("type", "").startswith(
+                    ("runtime.worker-crash", "interrupted")):
+                state = "interrupted"
+                res["status"] = "interrupted"
+            with self.cv:
+                board.current = None
+                board.jobs_run += 1
+                if board.state == "busy":
+                    board.state = "idle"
+                self._finish(rec, state, res)
+                self._announce_positions(board)
+            log.info("job %s on %s: %s%s", rec.job_id, board.name, state,
+                     f" ({res['error']['type']})" if res.get("error") else "")
+
+    def _finish(self, rec, state, res) -> None:
+        """Persist then publish a terminal state (caller holds `cv`); the first one wins (a job
+        interrupted at shutdown stays interrupted when its killed worker reports back)."""
+        if rec.state in TERMINAL:
+            return
+        rec.result = res
+        self.store.set_state(rec.job_id, state, result=res)
+        msg = res.get("error", {}).get("message", "") if res.get("error") else ""
+        self._publish(rec, state, msg, result=res)
+
+    # --- queries and control ------------------------------------------------------------------
+    def cancel(self, job_id: str) -> tuple:
+        with self.cv:
+            rec = self.records.get(job_id)
+            if rec is None:
+                row = self.store.get(job_id)
+                if row is None:
+                    raise KeyError(job_id)
+                return False, row["state"]
+            if rec.state in TERMINAL:
+                return False, rec.state
+            board = self.boards.get(rec.board)
+            if board is not None and board.remove(rec):
+                self._finish(rec, "cancelled", {"status": "cancelled", "job_id": job_id,
+                                                "error": {"type": "cancelled.by-client",
+                                                          "message": "cancelled while queued"}})
+                self._announce_positions(board)
+                return True, "cancelled"
+            rec.cancel.set()
+            return True, "cancelling"
+
+    def watch(self, job_id: str, timeout: "float | None" = None, alive=lambda: True):
+        """Yield the job's events from the first, until a terminal one (or `alive()` fails)."""
+        with self.cv:
+            rec = self.records.get(job_id)
+        if rec is None:
+            row = self.store.get(job_id)
+            if row is None:
+                raise KeyError(job_id)
+            import json
+            yield {"job_id": job_id, "state": row["state"], "board": row["board"],
+                   "message": "", "queue_position": 0, "time": row["finished"],
+                   "result": json.loads(row["result_json"]) if row["result_json"] else None}
+            return
+        i = 0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self.cv:
+                while i >= len(rec.events):
+                    if not alive() or (deadline and time.monotonic() > deadline):
+                        return
+                    if self.stopping and rec.state not in TERMINAL and not self._running(rec):
+                        return
+                    self.cv.wait(0.25)
+                batch = rec.events[i:]
+                i = len(rec.events)
+            for ev in batch:
+                yield ev
+                if ev["state"] in TERMINAL:
+                    return
+
+    def _running(self, rec) -> bool:
+        b = self.boards.get(rec.board)
+        return b is not None and b.current is rec
+
+    def board_rows(self) -> list:
+        with self.cv:
+            return [{"name": b.name, "type": b.spec.type, "target": b.spec.target,
+                     "tags": list(b.spec.tags), "state": b.state,
+                     "queue_length": b.queue_length(),
+                     "current_job": b.current.job_id if b.current else "",
+                     "properties": dict(b.spec.properties, jobs_run=b.jobs_run,
+                                        worker_restarts=getattr(b.executor, "restarts", 0)),
+                     "unavailable": b.spec.unavailable} for b in self.boards.values()]
+
+    def status(self) -> dict:
+        with self.cv:
+            queued = sum(b.queue_length() for b in self.boards.values())
+            running = sum(b.current is not None for b in self.boards.values())
+        return {"uptime_s": time.time() - self.started, "queued": queued, "running": running,
+                "jobs_total": sum(self.store.counts().values())}
+
+    def shutdown(self, grace_s: float = 10.0) -> None:
+        """Stop accepting; let running jobs finish within `grace_s`; then kill the workers
+        (jobs still running are recorded as interrupted); queued jobs stay queued on disk."""
+        self.accepting = False
+        deadline = time.monotonic() + grace_s
+        with self.cv:
+            self.stopping = True  # board loops take no new job
+            self.cv.notify_all()
+        while time.monotonic() < deadline:
+            with self.cv:
+                if not any(b.current for b in self.boards.values()):
+                    break
+            time.sleep(0.05)
+        with self.cv:
+            running = [(b, b.current) for b in self.boards.values() if b.current]
+        for b, rec in running:
+            res = {"status": "interrupted", "job_id": rec.job_id, "board": b.name,
+                   "error": {"type": "interrupted.shutdown",
+                             "message": f"the daemon shut down; the job ran past the "
+                                        f"{grace_s:g} s grace period"}}
+            with self.cv:
+                self._finish(rec, "interrupted", res)
+        for b in self.boards.values():
+            close = getattr(b.executor, "close", None)
+            if close:
+                close()

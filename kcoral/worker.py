@@ -1,0 +1,291 @@
+"""The per-board worker process, and the daemon-side handle that supervises it.
+
+Each board has one worker (``python -m kcoral.worker``) that owns the device; the daemon talks to
+it over pipes with JSON lines. A job that faults the device (a sticky CUDA error: illegal
+address, trap), crashes the process or hangs past its execution budget takes down only this
+worker: the handle reports a typed error (``runtime.*`` / ``timeout.exec``) and starts a fresh
+worker before the board's next job.
+
+Child protocol (one JSON object per line): daemon -> worker ``{"spec", "blob_root"}`` then
+``{"op": "run", "job_id", "job"}``; worker -> daemon ``{"event": "ready", "info"}``,
+``{"event": "progress", "state", "message"}``, ``{"event": "result", "result", "fatal"}``.
+The worker's own stdout is redirected to stderr so a library's print cannot corrupt the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import queue
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+from .errors import JobFailure
+
+_ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+
+
+# -------------------------------------------------------------------------------------------------
+# child side
+# -------------------------------------------------------------------------------------------------
+
+def _child_main() -> int:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # stray prints go to the log
+    sys.stdout = sys.stderr
+
+    def send(obj):
+        proto.write(json.dumps(obj) + "\n")
+        proto.flush()
+
+    from .blobs import BlobStore
+    from .boards import BoardSpec
+    from .plugins import registries
+    init = json.loads(sys.stdin.readline())
+    spec = BoardSpec.from_json(init["spec"])
+    blobs = BlobStore(init["blob_root"])
+    regs = registries()
+    try:
+        dev = regs.board_types.get(spec.type).open_device(spec)
+        info = dev.info()
+    except Exception as e:
+        send({"event": "ready", "ok": False, "error": f"{type(e).__name__}: {e}"})
+        return 2
+    send({"event": "ready", "ok": True, "info": info})
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg.get("op") != "run":
+            continue
+        result, fatal = run_one(msg["job_id"], msg["job"], dev, blobs, regs, spec,
+                                lambda st, m: send({"event": "progress", "state": st,
+                                                    "message": m}))
+        send({"event": "result", "result": result, "fatal": fatal})
+        if fatal:
+            return 3
+    return 0
+
+
+def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress) -> tuple:
+    """Run one job on an open device; return ``(result, fatal)``. Used by the worker, the
+    remote agent and ``kcoral.runjob``."""
+    from .job import Job
+    from .measure import PROTOCOL, run_job
+    base = {"job_id": job_id, "board": spec.name, "board_type": spec.type,
+            "device": dev.info(), "protocol": PROTOCOL, "versions": versions()}
+    try:
+        job = Job.from_json(doc)
+        if hasattr(dev, "begin_job"):
+            dev.begin_job(job.doc)
+        res = run_job(job, dev, blobs, regs.baselines, progress)
+        if job.doc["tools"]:
+            progress("tools", ", ".join(t["name"] for t in job.doc["tools"]))
+            res["tools"] = run_tools(job, regs.tools, spec, blobs)
+        base.update(res)
+        return base, False
+    except JobFailure as e:
+        base.update(status="failed", error=e.to_json())
+        if "correctness" in e.data:
+            base["correctness"] = e.data["correctness"]
+        return base, e.fatal
+    except Exception as e:  # an internal error: report it, and do not trust the device
+        base.update(status="failed", error={"type": "internal.worker",
+                                            "message": f"{type(e).__name__}: {e}",
+                                            "traceback": traceback.format_exc()[-4000:]})
+        return base, True
+
+
+def run_tools(job, tools, spec, blobs) -> dict:
+    import tempfile
+    out = {}
+    job.blob_root = str(blobs.root)
+    for t in job.doc["tools"]:
+        name = t["name"]
+        if name not in tools:
+            out[name] = {"status": "unavailable", "reason": f"no tool {name!r} installed "
+                         f"(installed: {tools.names()})"}
+            continue
+        tool = tools.get(name)
+        why = tool.available(spec)
+        if why:
+            out[name] = {"status": "unavailable", "reason": why}
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"kcoral-{name}-") as wd:
+            try:
+                r = tool.run(job, pathlib.Path(wd))
+            except Exception as e:
+                out[name] = {"status": "error", "reason": f"{type(e).__name__}: {e}"}
+                continue
+            d = r.to_json()
+            d["artifacts"] = {k: blobs.put(pathlib.Path(p).read_bytes())
+                              for k, p in r.artifacts.items()}
+            d["status"] = "ok"
+            out[name] = d
+    return out
+
+
+def versions() -> dict:
+    from importlib import metadata
+    v = {"python": sys.version.split()[0]}
+    for dist in ("numpy", "cuda-bindings", "tirxh", "grpcio"):
+        try:
+            v[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    from . import __version__
+    v["kcoral"] = __version__
+    return v
+
+
+# -------------------------------------------------------------------------------------------------
+# daemon side
+# -------------------------------------------------------------------------------------------------
+
+class WorkerHandle:
+    """Starts, feeds and restarts one board's worker process (no gRPC here)."""
+
+    def __init__(self, spec, blob_root, log_dir, start_timeout: float = 120.0):
+        self.spec = spec
+        self.blob_root = str(blob_root)
+        self.log_dir = pathlib.Path(log_dir)
+        self.start_timeout = start_timeout
+        self.proc: "subprocess.Popen | None" = None
+        self.info: dict = {}
+        self.restarts = 0
+        self._q: "queue.Queue | None" = None
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def close(self) -> None:
+        """Kill the worker for good (daemon shutdown): no restart after this."""
+        self.closed = True
+        self.kill()
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([_ROOT] + [p for p in
+                                                       env.get("PYTHONPATH", "").split(os.pathsep)
+                                                       if p])
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"worker-{self.spec.name}.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kcoral.worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                     env=env, cwd=_ROOT)
+        log.close()
+        self._q = queue.Queue()
+        threading.Thread(target=self._reader, args=(self.proc, self._q), daemon=True,
+                         name=f"kcoral-worker-{self.spec.name}").start()
+        self._send({"spec": self.spec.to_json(), "blob_root": self.blob_root})
+        try:
+            msg = self._q.get(timeout=self.start_timeout)
+        except queue.Empty:
+            self.kill()
+            raise RuntimeError(f"worker for board {self.spec.name!r} did not start within "
+                               f"{self.start_timeout} s") from None
+        if msg is None or not msg.get("ok"):
+            self.kill()
+            err = msg.get("error") if msg else "exited during start-up (see its log)"
+            raise RuntimeError(f"worker for board {self.spec.name!r} could not open the "
+                               f"device: {err}")
+        self.info = msg["info"]
+
+    @staticmethod
+    def _reader(proc, q):
+        for line in proc.stdout:
+            try:
+                q.put(json.loads(line))
+            except ValueError:
+                continue
+        q.put(None)  # EOF: the process died or exited
+
+    def _send(self, obj) -> None:
+        self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            except Exception:
+                pass
+            for f in (self.proc.stdin, self.proc.stdout):
+                try:
+                    f.close()
+                except Exception:
+                    pass
+
+    def restart(self) -> None:
+        self.kill()
+        self.restarts += 1
+        self.start()
+
+    def run(self, job_id: str, doc: dict, on_progress, exec_budget_s: float,
+            cancelled: "threading.Event | None" = None) -> dict:
+        """Run one job; always returns a result document (typed error on failure) and leaves a
+        live worker behind (restarted when the job killed it)."""
+        with self._lock:
+            if not self.alive():
+                self.restart()
+            try:
+                self._send({"op": "run", "job_id": job_id, "job": doc})
+            except (BrokenPipeError, OSError):
+                self.restart()
+                self._send({"op": "run", "job_id": job_id, "job": doc})
+            deadline = time.monotonic() + exec_budget_s
+            while True:
+                left = deadline - time.monotonic()
+                if cancelled is not None and cancelled.is_set():
+                    return self._failed(job_id, "cancelled.by-client",
+                                        "cancelled while running; the worker was restarted",
+                                        "cancelled")
+                if left <= 0:
+                    return self._failed(job_id, "timeout.exec",
+                                        f"the job ran past its execution budget of "
+                                        f"{exec_budget_s:g} s; the worker was killed and "
+                                        f"restarted")
+                try:
+                    msg = self._q.get(timeout=min(left, 0.2))
+                except queue.Empty:
+                    continue
+                if msg is None:
+                    code = self.proc.wait()
+                    return self._failed(job_id, "runtime.worker-crash",
+                                        f"the worker process died (exit status {code}) while "
+                                        f"running the job; it was restarted")
+                if msg["event"] == "progress":
+                    on_progress(msg["state"], msg.get("message", ""))
+                elif msg["event"] == "result":
+                    res = msg["result"]
+                    if msg.get("fatal"):
+                        self.proc.wait(timeout=30)
+                        self._restart_quietly(res)
+                    return res
+
+    def _failed(self, job_id, type_, message, status="failed") -> dict:
+        res = {"job_id": job_id, "board": self.spec.name, "board_type": self.spec.type,
+               "device": self.info, "status": status,
+               "error": {"type": type_, "message": message}}
+        self._restart_quietly(res)
+        return res
+
+    def _restart_quietly(self, res: dict) -> None:
+        if self.closed:
+            res["worker_restarted"] = False
+            return
+        try:
+            self.restart()
+            res["worker_restarted"] = True
+        except Exception as e:
+            res["worker_restarted"] = False
+            res["worker_error"] = str(e)
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

@@ -1,0 +1,91 @@
+"""The iket KCoral tool end to end on a CPU: a real ``kcoral.runjob`` child process on the fake
+board, whose kernel copies a synthetic trace into the hidden trace buffer; plus the job wiring."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tracegen
+from tirxh_iket.job import add_trace_buffer
+from tirxh_iket.kcoral_tool import IketTool, ToolError, kcoral_register_tools
+
+kcoral_job = pytest.importorskip("kcoral.job")
+blobs = pytest.importorskip("kcoral.blobs")
+
+
+def _job(tmp_path, layout, trace: bytes, extra_opts=None):
+    store = blobs.BlobStore(tmp_path / "blobs")
+    module = json.dumps({"kernels": {layout.kernel: {"op": "copy"}}}).encode()
+    doc = {"name": "gemm_ws[synthetic]", "target": "sm_90a",
+           "module": {"format": "fake", "blob": store.put(module)},
+           "buffers": [{"name": "src", "dtype": "u8", "shape": [len(trace)],
+                        "init": {"kind": "blob", "blob": store.put(
+                            blobs.array_bytes(np.frombuffer(trace, np.uint8)))}}],
+           "launches": [{"entry": layout.kernel, "grid": [2, 1, 1], "block": [384, 1, 1],
+                         "args": [{"buffer": "src"}]}]}
+    opts = {"runjob_args": ["--board-type", "fake"], **(extra_opts or {})}
+    job = kcoral_job.Job.from_json(add_trace_buffer(doc, layout, options=opts))
+    job.blob_root = str(store.root)
+    return job
+
+
+def test_job_wiring(gemm_layout):
+    doc = {"launches": [{"entry": "gemm_ws", "grid": [4, 2, 1], "args": [{"buffer": "a"}]}],
+           "buffers": [{"name": "a"}]}
+    d = add_trace_buffer(doc, gemm_layout)
+    buf = d["buffers"][-1]
+    assert buf == {"name": "iket_trace", "dtype": "u8", "shape": [8 * 12 * 64 * 32],
+                   "init": {"kind": "zeros"}, "output": True}
+    assert d["launches"][0]["args"][-1] == {"buffer": "iket_trace"}
+    assert d["tools"][0]["name"] == "iket" and d["tools"][0]["options"]["layout"]["capacity"] == 64
+    assert doc["buffers"] == [{"name": "a"}]  # the input document is not modified
+    with pytest.raises(ValueError, match="the layout is for kernel 'gemm_ws'"):
+        add_trace_buffer({"launches": [{"entry": "other", "grid": [1, 1, 1]}]}, gemm_layout)
+    with pytest.raises(ValueError, match="would take .* bytes"):
+        add_trace_buffer({"launches": [{"entry": "gemm_ws", "grid": [1 << 20, 64, 1]}]},
+                         gemm_layout)
+
+
+def test_tool_runs_runjob_and_renders(tmp_path, gemm_layout):
+    trace = tracegen.write(gemm_layout, 2, tracegen.gemm_schedule(nsms=2))
+    job = _job(tmp_path, gemm_layout, trace)
+    work = tmp_path / "work"
+    work.mkdir()
+    r = IketTool().run(job, work)
+    assert r.verdict is None, r.summary["issues"]
+    assert r.summary["warps"] == 6 and r.summary["balance"]["sms"] == 2
+    names = set(r.artifacts)
+    assert {"iket_trace.json", "iket_summary.txt", "iket_summary.json", "iket_trace.bin",
+            "iket_trace.layout.json"} <= names
+    assert np.array_equal(np.fromfile(r.artifacts["iket_trace.bin"], np.uint8),
+                          np.frombuffer(trace, np.uint8))
+    doc = json.loads((work / "iket_trace.json").read_text())
+    assert any(e["ph"] == "X" for e in doc["traceEvents"])
+
+
+def test_tool_reports_runjob_failure(tmp_path, gemm_layout):
+    trace = tracegen.write(gemm_layout, 2, tracegen.gemm_schedule(nsms=2))
+    job = _job(tmp_path, gemm_layout, trace, {"runjob_args": ["--board-type", "nosuch"]})
+    with pytest.raises(ToolError, match="kcoral.runjob failed"):
+        IketTool().run(job, tmp_path)
+
+
+def test_bad_layout_option(tmp_path, gemm_layout):
+    job = _job(tmp_path, gemm_layout, b"\0" * gemm_layout.buffer_bytes((2, 1, 1)))
+    job.doc["tools"][0]["options"]["layout"] = {"kernel": "x"}
+    with pytest.raises(ToolError, match="tools.iket.options: layout.capacity"):
+        IketTool().run(job, tmp_path)
+
+
+def test_registration():
+    from kcoral.tools import ToolRegistry
+    reg = ToolRegistry()
+    kcoral_register_tools(reg)
+    assert reg.names() == ["iket"]
+
+
+def test_loads_into_kcorals_plugin_manager():
+    from kcoral.plugins import build
+    regs = build(extra_plugins=["tirxh_iket.kcoral_tool"], autoload=False)
+    assert "iket" in regs.tools.names()

@@ -1,0 +1,103 @@
+"""The tirxh side of iket: hooks validate, and ``tirxh_profile_item`` builds the profiling job
+(instrumented cubin, trace buffer, iket tool), times the normal build too, and reports the
+overhead. A fake client stands in for KCoral."""
+
+import argparse
+import hashlib
+import types
+
+import numpy as np
+import pytest
+
+import tirxh.lang as T
+from tirxh.core.pluginmanager import TirxhPluginManager
+from tirxh_iket import plugin
+
+
+@T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
+def scale(x: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
+    i = T.ctaid.x * 128 + T.tid.x
+    with T.if_(i < n):
+        with T.iket.range("load"):
+            v = T.ptx.ld.global_.f32(x.at(i))
+        T.ptx.st.global_.f32(out.at(i), v + v)
+
+
+SUITE = T.suite(scale, inputs=lambda rng, n: dict(x=rng.standard_normal(n, dtype=np.float32),
+                                                  out=np.empty(n, np.float32), n=n),
+                reference=lambda x: {"out": x + x}, outputs=["out"],
+                cases=[T.case("n1024", n=1024)])
+
+
+def _config(argv):
+    from tirxh.core.config import Parser
+    parser = Parser()
+    plugin.tirxh_addoption(parser)
+    ap = argparse.ArgumentParser()
+    for names, kw in parser.options:
+        ap.add_argument(*names, **kw)
+    ns = ap.parse_args(argv)
+    return types.SimpleNamespace(getoption=lambda n, d=None: getattr(ns, n, d),
+                                 getini=lambda s, k: None, stash={})
+
+
+class FakeClient:
+    def __init__(self):
+        self.blobs, self.docs = {}, []
+
+    def put_blob(self, data):
+        dg = hashlib.sha256(data).hexdigest()
+        self.blobs[dg] = data
+        return dg
+
+    def submit(self, doc, timeout=None):
+        self.docs.append(doc)
+        tools = {}
+        if doc["tools"]:
+            tools["iket"] = {"status": "ok", "verdict": None,
+                             "summary": {"warps": 32, "verdict": "ok"},
+                             "artifacts": {"iket_summary.txt": self.put_blob(b"iket timeline")}}
+        median = 0.011 if doc["tools"] else 0.010
+        yield {"state": "done", "job_id": str(len(self.docs)), "message": "",
+               "result": {"status": "ok", "tools": tools,
+                          "timing": {"candidate": {"median_ms": median},
+                                     "sm_clock_mhz": {"before": 1755, "after": 1740}}}}
+
+    def download(self, dg):
+        return self.blobs[dg]
+
+
+def test_hooks_match_specs():
+    pm = TirxhPluginManager()
+    pm.register(plugin, name="iket")
+    pm.check_pending()
+
+
+def test_profile_item(monkeypatch, tmp_path):
+    from tirxh.plugins import bench
+    client = FakeClient()
+    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    item = types.SimpleNamespace(name="k.py::scale[n1024]@sm_90a", kernel=scale, suite=SUITE,
+                                 case=SUITE.cases[0])
+    ck = scale.compile("sm_90a")
+    rep = plugin.tirxh_profile_item(item=item, compiled=ck,
+                                    config=_config(["--iket", "--iket-capacity", "16"]),
+                                    request={"out": tmp_path})
+    inst, plain = client.docs
+    assert inst["module"]["blob"] != plain["module"]["blob"]
+    assert b"iket_trace" in client.blobs[inst["module"]["blob"]]  # the instrumented cubin
+    assert inst["buffers"][-1]["name"] == "iket_trace"
+    assert inst["buffers"][-1]["shape"] == [8 * 4 * 16 * 32]  # 8 CTAs x 4 warps x 16 records
+    assert inst["launches"][0]["args"][-1] == {"buffer": "iket_trace"}
+    assert inst["tools"][0]["name"] == "iket" and plain["tools"] == []
+    assert rep.summary["overhead"]["ratio"] == pytest.approx(1.1)
+    assert rep.summary["overhead"]["registers"]["instrumented"] > 0
+    assert "instrumentation overhead" in rep.text and rep.text.startswith("iket timeline")
+    assert rep.to_json()["artifacts"]["iket_summary.txt"].endswith("iket_summary.txt")
+
+
+def test_not_requested():
+    ck = scale.compile("sm_90a")
+    item = types.SimpleNamespace(name="x", kernel=scale, suite=SUITE, case=SUITE.cases[0])
+    assert plugin.tirxh_profile_item(item=item, compiled=ck, config=_config([]),
+                                     request={}) is None

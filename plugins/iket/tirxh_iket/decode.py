@@ -1,0 +1,242 @@
+"""Trace buffer -> events -> spans, on a common time base.
+
+Time base. ``%globaltimer`` is a nanosecond clock shared by all SMs, but on some boards it only
+advances in coarse steps (about a microsecond); ``%clock64`` counts SM cycles exactly but each SM
+has its own origin. The decoder uses both: a warp's first event is placed by its globaltimer, and
+the warp's later events by clock64 deltas converted with the SM clock rate. The rate is estimated
+from the trace itself (median of Δclock/Δglobaltimer over warps that live at least 20 µs), else
+taken from `clock_ghz` (the board's SM clock as KCoral reported it), else the decoder falls back
+to globaltimer alone. `Timeline.timebase` says which was used.
+
+Warp roles. A warp's role is the set of range names it recorded (``load``; ``mma+epilogue``), so
+the producer and consumer warps of a warp-specialized kernel separate without any extra
+annotation; `role_names` (warp index in the CTA -> name) overrides it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .layout import RECORD_DTYPE, VALID_BIT, LayoutError, TraceLayout
+
+MIN_LIFETIME_FOR_RATE_NS = 20_000
+
+
+@dataclass
+class Event:
+    t: float          # ns since the earliest event of the trace
+    kind: str         # begin | end | mark
+    name: str
+    where: str        # file:line of the annotation
+    seq: int
+
+
+@dataclass
+class Span:
+    name: str
+    start: float
+    end: float
+    depth: int
+    where: str
+
+    @property
+    def dur(self) -> float:
+        return self.end - self.start
+
+
+@dataclass
+class WarpTrace:
+    """The events and spans of one warp (identified by CTA and warp index in the CTA)."""
+
+    cta: int
+    warp: int
+    sm: int
+    hwwarp: int
+    role: str = ""
+    events: list = field(default_factory=list)
+    spans: list = field(default_factory=list)
+    marks: list = field(default_factory=list)
+    dropped: int = 0
+
+    @property
+    def start(self) -> float:
+        return self.events[0].t
+
+    @property
+    def end(self) -> float:
+        return self.events[-1].t
+
+
+@dataclass
+class Timeline:
+    """A decoded trace: warps with spans, plus what the decoder could not make sense of."""
+
+    kernel: str
+    warps: list
+    timebase: str
+    clock_ghz: "float | None"
+    issues: list = field(default_factory=list)
+    t0_globaltimer: int = 0
+
+    @property
+    def sms(self) -> list:
+        return sorted({w.sm for w in self.warps})
+
+    @property
+    def roles(self) -> list:
+        return sorted({w.role for w in self.warps})
+
+    @property
+    def duration(self) -> float:
+        if not self.warps:
+            return 0.0
+        return max(w.end for w in self.warps) - min(w.start for w in self.warps)
+
+    @property
+    def dropped(self) -> int:
+        return sum(w.dropped for w in self.warps)
+
+
+def read_buffer(data, layout: TraceLayout) -> np.ndarray:
+    """Records as a ``(warps, capacity)`` structured array; checks the size fits the layout."""
+    raw = np.frombuffer(bytes(data) if not isinstance(data, np.ndarray) else data.tobytes(),
+                        dtype=np.uint8)
+    per_warp = layout.capacity * RECORD_DTYPE.itemsize
+    if raw.size == 0 or raw.size % per_warp:
+        raise LayoutError(f"trace buffer of {raw.size} bytes is not a whole number of warp regions "
+                          f"({layout.capacity} records x {RECORD_DTYPE.itemsize} bytes) for "
+                          f"kernel {layout.kernel!r}")
+    return raw.view(RECORD_DTYPE).reshape(-1, layout.capacity)
+
+
+def decode(data, layout: TraceLayout, clock_ghz: "float | None" = None,
+           timebase: str = "auto", role_names: "dict | None" = None) -> Timeline:
+    """Decode a trace buffer written by the profiling build described by `layout`.
+
+    timebase: ``auto`` (globaltimer anchors + clock64 deltas when a clock rate is known),
+    ``globaltimer`` or ``clock``.
+    """
+    if timebase not in ("auto", "globaltimer", "clock"):
+        raise ValueError(f"timebase {timebase!r} is not 'auto', 'globaltimer' or 'clock'")
+    recs = read_buffer(data, layout)
+    issues: list[str] = []
+    nsites = len(layout.sites)
+    raw_warps = []
+    for gw in np.nonzero((recs["event"] & VALID_BIT).any(axis=1))[0]:
+        r = recs[gw]
+        r = r[(r["event"] & VALID_BIT) != 0]
+        r = r[np.argsort(r["seq"], kind="stable")]
+        dropped = 0
+        last = len(r) - 1
+        if len(r) == layout.capacity and int(r["seq"][last]) > layout.capacity - 1:
+            dropped = int(r["seq"][last]) - (layout.capacity - 1)
+        sites = r["event"] & ~np.uint32(VALID_BIT)
+        if (sites >= nsites).any():
+            issues.append(f"warp {int(gw)}: event site {int(sites.max())} is not in the layout "
+                          f"({nsites} sites): buffer and layout do not match")
+            continue
+        raw_warps.append((int(gw), r, dropped))
+    if not raw_warps:
+        return Timeline(layout.kernel, [], "none", clock_ghz,
+                        issues + ["the trace buffer holds no events (did the kernel run the "
+                                  "profiling build, and do its warps reach an annotation?)"])
+
+    rate, used = _clock_rate(raw_warps, clock_ghz, timebase)
+    t0 = min(int(r["globaltimer"][0]) for _, r, _ in raw_warps)
+    warps = []
+    for gw, r, dropped in raw_warps:
+        gt = r["globaltimer"].astype(np.int64) - t0
+        if used == "globaltimer":
+            ts = gt.astype(float)
+        else:  # anchor on the first globaltimer reading, advance by cycles
+            clk = r["clock"].astype(np.int64)
+            ts = gt[0] + (clk - clk[0]) / rate
+        w = WarpTrace(cta=gw // layout.warps_per_cta, warp=gw % layout.warps_per_cta,
+                      sm=int(r["smid"][0]), hwwarp=int(r["hwwarp"][0]), dropped=dropped)
+        for rec, t in zip(r, ts):
+            site = layout.sites[int(rec["event"]) & ~VALID_BIT]
+            w.events.append(Event(float(t), site.kind, site.name, site.where, int(rec["seq"])))
+        _pair(w, issues)
+        if dropped:
+            issues.append(f"cta {w.cta} warp {w.warp}: {dropped} events lost (capacity "
+                          f"{layout.capacity} per warp; raise it with --iket-capacity)")
+        warps.append(w)
+    _assign_roles(warps, role_names)
+    return Timeline(layout.kernel, warps, used, rate if used != "globaltimer" else clock_ghz,
+                    issues, t0)
+
+
+def _clock_rate(raw_warps, clock_ghz, timebase) -> "tuple[float, str]":
+    if timebase == "globaltimer":
+        return 0.0, "globaltimer"
+    # clock64 is one counter per SM: pool every event of an SM, and fit cycles against
+    # globaltimer by least squares. A coarse globaltimer (1 us steps on some boards) quantizes
+    # each reading; the error averages out over many events and a long span.
+    per_sm: dict = {}
+    for _, r, _ in raw_warps:
+        per_sm.setdefault(int(r["smid"][0]), []).append(r)
+    rates = []
+    for recs in per_sm.values():
+        gt = np.concatenate([r["globaltimer"] for r in recs]).astype(np.float64)
+        clk = np.concatenate([r["clock"] for r in recs]).astype(np.float64)
+        if gt.max() - gt.min() < MIN_LIFETIME_FOR_RATE_NS:
+            continue
+        gt -= gt.mean()
+        clk -= clk.mean()
+        slope = float(np.dot(gt, clk) / np.dot(gt, gt))
+        if slope > 0:
+            rates.append(slope)
+    if rates:
+        return float(np.median(rates)), "globaltimer+clock64 (rate from trace)"
+    if clock_ghz:
+        return float(clock_ghz), "globaltimer+clock64 (board clock)"
+    if timebase == "clock":
+        raise ValueError("timebase 'clock' needs clock_ghz: the trace is too short to estimate "
+                         "the SM clock rate")
+    return 0.0, "globaltimer"
+
+
+def _pair(w: WarpTrace, issues: list) -> None:
+    """Match begin/end events of one warp into spans (ranges nest; names must match)."""
+    stack: list[Event] = []
+    for ev in w.events:
+        if ev.kind == "mark":
+            w.marks.append(ev)
+        elif ev.kind == "begin":
+            stack.append(ev)
+        elif stack and stack[-1].name == ev.name:
+            b = stack.pop()
+            w.spans.append(Span(ev.name, b.t, ev.t, len(stack), b.where))
+        else:
+            top = stack[-1].name if stack else None
+            issues.append(f"cta {w.cta} warp {w.warp}: end of range {ev.name!r} ({ev.where}) "
+                          f"while {'range ' + repr(top) if top else 'no range'} is open "
+                          "(annotations in divergent code, or lost events)")
+    for b in stack:
+        if not w.dropped:
+            issues.append(f"cta {w.cta} warp {w.warp}: range {b.name!r} ({b.where}) never ended "
+                          "(the warp exited inside it)")
+    w.spans.sort(key=lambda s: (s.start, s.depth))
+
+
+def _assign_roles(warps: list, role_names: "dict | None") -> None:
+    for w in warps:
+        if role_names and w.warp in role_names:
+            w.role = str(role_names[w.warp])
+            continue
+        names = sorted({s.name for s in w.spans if s.depth == 0}) or \
+            sorted({m.name for m in w.marks})
+        w.role = "+".join(names) if names else "(none)"
+
+
+def load(buffer_path, layout_path, **kw) -> Timeline:
+    """Decode the files KCoral returns: the raw buffer (``.bin`` or ``.npy``) and its layout."""
+    layout = TraceLayout.load(layout_path)
+    if str(buffer_path).endswith(".npy"):
+        data = np.load(buffer_path)
+    else:
+        with open(buffer_path, "rb") as f:
+            data = f.read()
+    return decode(data, layout, **kw)

@@ -1,0 +1,68 @@
+"""``python -m tirxh_ncu_profile``: offline parsing commands and their exit codes."""
+
+import json
+
+from tirxh_ncu_profile.__main__ import main
+
+
+def test_summarize(fixtures, tmp_path, capsys):
+    out = tmp_path / "s.json"
+    rc = main(["summarize", "--details", str(fixtures / "ncu_vadd_basic_details.csv"),
+               "--source", str(fixtures / "ncu_vadd_source_sass.csv"),
+               "--sass", str(fixtures / "vadd_sm90a.sass"), "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "achieved occupancy" in text and "vadd.py:10" in text
+    assert json.loads(out.read_text())["kernel"] == "vadd"
+
+
+def test_sanitizer_exit_codes(fixtures, capsys):
+    assert main(["sanitizer", str(fixtures / "memcheck_oob.txt"), "--tool", "memcheck",
+                 "--block", "256,1,1"]) == 1
+    assert "memory.out-of-bounds at" in capsys.readouterr().out
+    assert main(["sanitizer", str(fixtures / "memcheck_clean.txt"), "--tool", "memcheck"]) == 0
+
+
+def test_bad_input_is_exit_2(tmp_path, capsys):
+    bad = tmp_path / "d.csv"
+    bad.write_text("nothing\n")
+    assert main(["summarize", "--details", str(bad)]) == 2
+    assert "no CSV table found" in capsys.readouterr().err
+
+
+def test_profile_command_end_to_end(monkeypatch, tmp_path, read, capsys):
+    """``profile NODEID --ncu --sanitizer memcheck`` on the zoo project: configure, collect,
+    compile for real; a fake KCoral client answers with fixture summaries."""
+    import pathlib
+
+    from tirxh.plugins import bench
+    from tirxh_ncu_profile.sanitizer import parse
+    from tirxh_ncu_profile.tools import summarize_exports
+    from test_plugin import FakeClient
+
+    client = FakeClient({})
+    client.tools_result = {
+        "ncu": {"status": "ok", "artifacts": {},
+                "summary": summarize_exports(read("ncu_vadd_basic_details.csv"),
+                                             read("ncu_vadd_source_sass.csv"), entry="vadd")},
+        "compute-sanitizer": {"status": "ok", "verdict": "error", "artifacts": {},
+                              "findings": [f.to_json() for f in
+                                           parse(read("memcheck_oob.txt"), "memcheck").findings],
+                              "summary": {"tool": "memcheck", "summary": "2 findings"}}}
+    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    zoo = pathlib.Path(__file__).resolve().parents[3] / "zoo"
+    monkeypatch.chdir(zoo)
+    out_json = tmp_path / "p.json"
+    rc = main(["profile", "kernels/vadd.py::vadd[n4096]", "--ncu", "--sanitizer", "memcheck",
+               "--out", str(tmp_path / "out"), "--json", str(out_json)])
+    text = capsys.readouterr().out
+    assert rc == 1  # the sanitizer's error verdict fails the command
+    assert "ncu profile of vadd" in text and "memory.out-of-bounds" in text
+    doc = json.loads(out_json.read_text())
+    assert doc["item"].startswith("kernels/vadd.py::vadd[n4096]")
+    assert [r["tool"] for r in doc["reports"]] == ["ncu", "compute-sanitizer"]
+    assert client.docs[0]["launches"][0]["entry"] == "vadd"
+
+
+def test_profile_command_usage(capsys):
+    assert main(["profile", "--ncu"]) == 4 or capsys.readouterr().err.startswith("usage")

@@ -1,0 +1,144 @@
+"""The KCoral tools end to end on a CPU: fake ncu/compute-sanitizer binaries replay fixtures."""
+
+import json
+import stat
+import sys
+import textwrap
+import types
+
+import pytest
+
+from tirxh_ncu_profile import tools
+
+kcoral_job = pytest.importorskip("kcoral.job")
+
+JOB = {
+    "name": "vadd[n4096]", "target": "sm_90a",
+    "module": {"format": "cubin", "blob": "0" * 64},
+    "buffers": [{"name": "a", "dtype": "f32", "shape": [4096]},
+                {"name": "out", "dtype": "f32", "shape": [4096], "output": True}],
+    "launches": [{"entry": "vadd", "grid": [16, 1, 1], "block": [256, 1, 1],
+                  "args": [{"buffer": "a"}, {"buffer": "out"},
+                           {"scalar": 4096, "dtype": "u32"}]}],
+    "runs": [{"seed": 1, "when": "before"}, {"seed": 2, "when": "after"}],
+    "tools": [{"name": "ncu", "options": {"set": "full", "metrics": ["sm__inst_executed.sum"]}},
+              {"name": "compute-sanitizer", "options": {"tool": "memcheck"}}],
+}
+
+
+def _fake(tmp_path, name, body):
+    p = tmp_path / name
+    p.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    return str(p)
+
+
+@pytest.fixture
+def job():
+    return kcoral_job.Job.from_json(JOB)
+
+
+def test_ncu_command_line(tmp_path):
+    cmd = tools.ncu_profile_command("ncu", tmp_path / "rep", "vadd", ["python", "-m", "x"],
+                                    "full", ["sm__inst_executed.sum"])
+    assert cmd[:5] == ["ncu", "--clock-control", "none", "--set", "full"]
+    metrics = cmd[cmd.index("--metrics") + 1].split(",")
+    assert "dram__bytes_read.sum" in metrics and metrics[-1] == "sm__inst_executed.sum"
+    assert cmd[cmd.index("--import-source") + 1] == "yes"
+    assert cmd[cmd.index("--kernel-name") + 1] == "vadd"
+    assert cmd[-3:] == ["python", "-m", "x"]
+    with pytest.raises(ValueError, match="ncu --set 'detailed'"):
+        tools.ncu_profile_command("ncu", tmp_path, "k", [], "detailed")
+
+
+def test_sanitizer_command_line():
+    cmd = tools.sanitizer_command("cs", "racecheck", ["python"])
+    assert cmd == ["cs", "--tool", "racecheck", "--print-limit", "100", "--racecheck-report",
+                   "all", "python"]
+    with pytest.raises(ValueError, match="--sanitizer 'leak'"):
+        tools.sanitizer_command("cs", "leak", [])
+
+
+def test_profiling_job_runs_once():
+    d = tools.profiling_job(JOB)
+    assert d["timing"]["enabled"] is False and len(d["runs"]) == 1 and d["tools"] == []
+    assert JOB["tools"] and len(JOB["runs"]) == 2  # the original is untouched
+
+
+def test_board_without_ncu_answers_clearly(monkeypatch, tmp_path):
+    monkeypatch.delenv("KCORAL_NCU", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(tools, "_SEARCH", ())
+    board = types.SimpleNamespace(name="h200-0", type="cuda")
+    why = tools.NcuTool().available(board)
+    assert why.startswith("ncu (Nsight Compute CLI) not found on this board")
+    assert "KCORAL_NCU" in why
+    fake = types.SimpleNamespace(name="fake-0", type="fake")
+    assert "profilers need a CUDA board" in tools.NcuTool().available(fake)
+    assert "compute-sanitizer not found" in tools.SanitizerTool().available(board)
+
+
+def test_ncu_tool_run_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, job):
+    log = tmp_path / "calls.txt"
+    ncu = _fake(tmp_path, "ncu", f"""
+        import sys, pathlib
+        args = sys.argv[1:]
+        open({str(log)!r}, "a").write(" ".join(args) + "\\n")
+        if "-o" in args:
+            pathlib.Path(args[args.index("-o") + 1] + ".ncu-rep").write_bytes(b"NVRP fake")
+        elif "details" in args:
+            sys.stdout.write(open({str(fixtures / 'ncu_vadd_basic_details.csv')!r}).read())
+        elif "source" in args:
+            sys.stdout.write(open({str(fixtures / 'ncu_vadd_source_sass.csv')!r}).read())
+    """)
+    monkeypatch.setenv("KCORAL_NCU", ncu)
+    work = tmp_path / "work"
+    work.mkdir()
+    res = tools.NcuTool().run(job, work)
+    calls = log.read_text().splitlines()
+    assert "--set full" in calls[0] and "kcoral.runjob" in calls[0]
+    assert set(res.artifacts) >= {"profile.ncu-rep", "ncu_details.csv", "ncu_source.csv",
+                                  "ncu_summary.json"}
+    assert res.summary["duration_ns"] == pytest.approx(56576)
+    assert res.summary["hotspots"][0]["address"] == 0x150  # mapped later, by the client
+    trimmed = json.loads((work / "job.json").read_text())
+    assert trimmed["timing"]["enabled"] is False
+
+
+def test_ncu_tool_reports_failure(monkeypatch, tmp_path, job):
+    ncu = _fake(tmp_path, "ncu", """
+        import sys
+        sys.stderr.write("==ERROR== ERR_NVGPUCTRPERM - no permission to access counters\\n")
+        sys.exit(1)
+    """)
+    monkeypatch.setenv("KCORAL_NCU", ncu)
+    with pytest.raises(tools.ToolError, match=r"(?s)ncu failed \(exit 1\) profiling .vadd.*"
+                       r"ERR_NVGPUCTRPERM"):
+        tools.NcuTool().run(job, tmp_path)
+
+
+def test_sanitizer_tool_run_with_a_fake_binary(monkeypatch, tmp_path, fixtures, job):
+    cs = _fake(tmp_path, "compute-sanitizer", f"""
+        import sys
+        sys.stdout.write(open({str(fixtures / 'memcheck_oob.txt')!r}).read())
+        sys.exit(1)
+    """)
+    monkeypatch.setenv("KCORAL_COMPUTE_SANITIZER", cs)
+    res = tools.SanitizerTool().run(job, tmp_path)
+    assert res.verdict == "error" and res.summary["findings"] == 2
+    assert res.findings[0].kind == "memory.out-of-bounds"
+    assert res.findings[0].warps == [2]  # block shape taken from the job's launch
+    assert "sanitizer_memcheck.log" in res.artifacts
+
+
+def test_registration():
+    from kcoral.tools import ToolRegistry
+    reg = ToolRegistry()
+    tools.kcoral_register_tools(reg)
+    assert reg.names() == ["compute-sanitizer", "ncu"]
+
+
+def test_loads_into_kcorals_plugin_manager():
+    from kcoral.plugins import build
+    regs = build(extra_plugins=["tirxh_ncu_profile.tools"], autoload=False)
+    assert {"ncu", "compute-sanitizer"} <= set(regs.tools.names())

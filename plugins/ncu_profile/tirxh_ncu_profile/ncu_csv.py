@@ -1,0 +1,258 @@
+"""Parse Nsight Compute's CSV exports into a `NcuSummary`.
+
+Two exports are read, both from ``ncu --import REPORT --csv``:
+
+* ``--page details``: one row per (kernel launch, section, metric) with the columns ``ID``,
+  ``Kernel Name``, ``Section Name``, ``Metric Name``, ``Metric Unit``, ``Metric Value`` (plus
+  process, device and, in newer versions, rule columns, which are ignored). Human-named metrics of
+  the sections (``Duration``, ``Compute (SM) Throughput``, ``Achieved Occupancy``) and the raw
+  metrics the tool asks for with ``--metrics`` (under the section ``Command line profiler
+  metrics``) arrive in the same table. Units are taken as printed (``usecond``, ``Kbyte/block``)
+  and converted to base units, so ``--print-units base`` or not both parse.
+* ``--page source --print-source sass``: one row per SASS instruction with its ``Address`` and
+  sampling columns; see `parse_source`.
+
+Columns are found by name, never by position, so columns added by a newer ncu do not break it; a
+missing required column is a `NcuParseError` naming the file and the columns it did find.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import asdict, dataclass, field
+
+# warp stall reasons: the raw ncu metric family the tool requests, and a short reason name
+STALL_REASONS = (
+    "barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
+    "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
+    "not_selected", "selected", "short_scoreboard", "sleeping", "tex_throttle", "wait",
+)
+STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+_STALL_RX = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+
+# raw metrics requested on every profile, so the summary is complete under --set basic too
+RAW_METRICS = (
+    "dram__bytes_read.sum", "dram__bytes_write.sum",
+    "l1tex__t_sector_hit_rate.pct", "lts__t_sector_hit_rate.pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+) + tuple(STALL_METRIC.format(r) for r in STALL_REASONS)
+
+# summary field -> candidate (section, metric name) in order of preference; a section of None
+# matches the metric in any section
+_FIELDS = {
+    "duration_ns": [("GPU Speed Of Light Throughput", "Duration"),
+                    (None, "gpu__time_duration.sum")],
+    "sm_throughput_pct": [("GPU Speed Of Light Throughput", "Compute (SM) Throughput"),
+                          ("GPU Speed Of Light Throughput", "SM [%]")],
+    "memory_throughput_pct": [("GPU Speed Of Light Throughput", "Memory Throughput"),
+                              ("GPU Speed Of Light Throughput", "Memory [%]")],
+    "dram_throughput_pct": [("GPU Speed Of Light Throughput", "DRAM Throughput")],
+    "l1_hit_pct": [(None, "L1/TEX Hit Rate"), (None, "l1tex__t_sector_hit_rate.pct")],
+    "l2_hit_pct": [(None, "L2 Hit Rate"), (None, "lts__t_sector_hit_rate.pct")],
+    "achieved_occupancy_pct": [("Occupancy", "Achieved Occupancy"),
+                               (None, "sm__warps_active.avg.pct_of_peak_sustained_active")],
+    "theoretical_occupancy_pct": [("Occupancy", "Theoretical Occupancy")],
+    "registers_per_thread": [("Launch Statistics", "Registers Per Thread"),
+                             (None, "launch__registers_per_thread")],
+    "static_smem_bytes": [("Launch Statistics", "Static Shared Memory Per Block")],
+    "dynamic_smem_bytes": [("Launch Statistics", "Dynamic Shared Memory Per Block")],
+    "sm_frequency_ghz": [("GPU Speed Of Light Throughput", "SM Frequency")],
+    "elapsed_cycles": [("GPU Speed Of Light Throughput", "Elapsed Cycles")],
+    "waves_per_sm": [("Launch Statistics", "Waves Per SM")],
+}
+_TIME = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
+         "second": 1e9, "s": 1e9}
+_PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_FREQ = {"cycle/nsecond": 1.0, "cycle/ns": 1.0, "cycle/usecond": 1e-3, "cycle/us": 1e-3,
+         "cycle/msecond": 1e-6, "cycle/second": 1e-9, "hz": 1e-9, "khz": 1e-6, "mhz": 1e-3,
+         "ghz": 1.0}
+
+
+class NcuParseError(ValueError):
+    """An ncu export this parser cannot read (names the source and what was found)."""
+
+
+@dataclass
+class HotSpot:
+    """Where the samples are: a SASS address or a source line, with its share of the samples."""
+
+    samples: int
+    share: float
+    address: "int | None" = None
+    sass: str = ""
+    file: str = ""
+    line: int = 0
+    stalls: dict = field(default_factory=dict)
+
+
+@dataclass
+class NcuSummary:
+    """The facts of one profiled kernel launch (base units: ns, bytes, %, GHz)."""
+
+    kernel: str
+    launch_id: int
+    block: str = ""
+    grid: str = ""
+    device: str = ""
+    duration_ns: "float | None" = None
+    sm_throughput_pct: "float | None" = None
+    memory_throughput_pct: "float | None" = None
+    dram_throughput_pct: "float | None" = None
+    dram_bytes: "float | None" = None
+    dram_read_bytes: "float | None" = None
+    dram_write_bytes: "float | None" = None
+    l1_hit_pct: "float | None" = None
+    l2_hit_pct: "float | None" = None
+    achieved_occupancy_pct: "float | None" = None
+    theoretical_occupancy_pct: "float | None" = None
+    registers_per_thread: "float | None" = None
+    static_smem_bytes: "float | None" = None
+    dynamic_smem_bytes: "float | None" = None
+    sm_frequency_ghz: "float | None" = None
+    elapsed_cycles: "float | None" = None
+    waves_per_sm: "float | None" = None
+    stalls: list = field(default_factory=list)       # [(reason, warps per issue cycle)], top first
+    hotspots: list = field(default_factory=list)     # [HotSpot], by source line when mapped
+    missing: list = field(default_factory=list)      # summary fields the export did not have
+    metrics: dict = field(default_factory=dict)      # "section/metric" -> [unit, value] as read
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["stalls"] = [{"reason": r, "ratio": v} for r, v in self.stalls]
+        return d
+
+
+def to_number(text: str) -> "float | None":
+    """``"1,234.5"`` -> 1234.5; ``"n/a"``/empty -> None."""
+    t = (text or "").strip().replace(",", "")
+    if not t or t.lower() in ("n/a", "nan", "-"):
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def to_base(value: "float | None", unit: str) -> "float | None":
+    """Convert an ncu value printed in `unit` to tirxh's base unit for that quantity."""
+    if value is None:
+        return None
+    u = (unit or "").strip()
+    lu = u.lower()
+    if lu in _TIME:
+        return value * _TIME[lu]
+    if lu in _FREQ:
+        return value * _FREQ[lu]
+    m = re.match(r"^(?:([kmgt])(i?))?b(?:yte)?s?(?:/.*)?$", lu)
+    if m:  # byte, Kbyte/block, MiB, Gbyte/second
+        p, binary = m.group(1) or "", m.group(2)
+        return value * ((1024.0 ** " kmgt".index(p)) if p and binary else _PREFIX[p])
+    return value  # %, register/thread, cycle, ratio, warp: already base
+
+
+def _rows(text: str, source: str) -> list:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    # ncu prints "==PROF==" notes before the table when asked to profile and export at once
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"')), None)
+    if start is None:
+        raise NcuParseError(f"{source}: no CSV table found (expected ncu --csv output)")
+    return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+
+
+def _need(rows: list, cols: tuple, source: str) -> None:
+    have = list(rows[0].keys()) if rows else []
+    miss = [c for c in cols if c not in have]
+    if miss:
+        raise NcuParseError(f"{source}: missing column(s) {miss}; found {have}")
+
+
+def parse_details(text: str, source: str = "<details csv>") -> list:
+    """Every kernel launch in a ``--page details --csv`` export, as `NcuSummary` objects."""
+    rows = _rows(text, source)
+    if not rows:
+        raise NcuParseError(f"{source}: the table is empty (was any kernel profiled?)")
+    _need(rows, ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit",
+                 "Metric Value"), source)
+    by_id: dict = {}
+    for r in rows:
+        by_id.setdefault(r["ID"], []).append(r)
+    out = []
+    for lid, rs in by_id.items():
+        first = rs[0]
+        s = NcuSummary(kernel=first["Kernel Name"], launch_id=int(to_number(lid) or 0),
+                       block=first.get("Block Size", ""), grid=first.get("Grid Size", ""),
+                       device=first.get("Device", ""))
+        table = {}
+        for r in rs:
+            table[(r["Section Name"], r["Metric Name"])] = (r["Metric Unit"], r["Metric Value"])
+        s.metrics = {f"{sec}/{name}": [u, v] for (sec, name), (u, v) in table.items()}
+        for fld, cands in _FIELDS.items():
+            val = _lookup(table, cands)
+            setattr(s, fld, val)
+            if val is None:
+                s.missing.append(fld)
+        rd = _lookup(table, [(None, "dram__bytes_read.sum")])
+        wr = _lookup(table, [(None, "dram__bytes_write.sum")])
+        s.dram_read_bytes, s.dram_write_bytes = rd, wr
+        s.dram_bytes = None if rd is None and wr is None else (rd or 0.0) + (wr or 0.0)
+        if s.dram_bytes is None:
+            s.missing.append("dram_bytes")
+        stalls = []
+        for (_, name), (unit, v) in table.items():
+            m = _STALL_RX.match(name)
+            if m and to_number(v) is not None:
+                stalls.append((m.group(1), to_number(v)))
+        s.stalls = sorted(stalls, key=lambda x: -x[1])
+        if not stalls:
+            s.missing.append("stalls")
+        out.append(s)
+    return out
+
+
+def _lookup(table: dict, cands: list) -> "float | None":
+    for sec, name in cands:
+        for (tsec, tname), (unit, v) in table.items():
+            if tname == name and (sec is None or tsec == sec):
+                num = to_base(to_number(v), unit)
+                if num is not None:
+                    return num
+    return None
+
+
+def parse_source(text: str, source: str = "<source csv>") -> list:
+    """SASS rows of a ``--page source --print-source sass --csv`` export.
+
+    Returns ``[{"address": int, "sass": str, "samples": int, "not_issued": int,
+    "executed": int | None}]``. The sample column is ``Warp Stall Sampling (All Samples)`` (named
+    ``Sampling Data (All)`` by older versions); an export without one is a `NcuParseError`.
+    """
+    rows = _rows(text, source)
+    if not rows:
+        return []
+    cols = list(rows[0].keys())
+    addr = next((c for c in cols if c.strip("# ").lower() == "address"), None)
+    src = next((c for c in cols if c.strip("# ").lower() == "source"), None)
+    allc = next((c for c in cols if c.startswith("Warp Stall Sampling (All")
+                 or c.startswith("Sampling Data (All")), None)
+    noti = next((c for c in cols if c.startswith("Warp Stall Sampling (Not")
+                 or c.startswith("Sampling Data (Not")), None)
+    exe = next((c for c in cols if c.strip("# ").startswith("Instructions Executed")), None)
+    if addr is None or allc is None:
+        raise NcuParseError(f"{source}: expected an 'Address' column and a 'Warp Stall Sampling "
+                            f"(All Samples)' column (export with --print-source sass); found "
+                            f"{cols}")
+    out = []
+    for r in rows:
+        a = (r.get(addr) or "").strip()
+        try:
+            address = int(a, 16) if a.lower().startswith("0x") else int(a, 16)
+        except ValueError:
+            continue  # a function header or summary row
+        out.append({"address": address, "sass": (r.get(src) or "").strip(),
+                    "samples": int(to_number(r.get(allc)) or 0),
+                    "not_issued": int(to_number(r.get(noti)) or 0) if noti else 0,
+                    "executed": None if exe is None else to_number(r.get(exe))})
+    return out

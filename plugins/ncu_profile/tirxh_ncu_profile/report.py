@@ -1,0 +1,64 @@
+"""The ncu summary as a terminal table (the JSON form is `NcuSummary.to_json`)."""
+
+from __future__ import annotations
+
+import os
+
+
+def _fmt(v, kind: str) -> str:
+    if v is None:
+        return "n/a"
+    if kind == "ns":
+        return f"{v / 1e3:.2f} us" if v < 1e6 else f"{v / 1e6:.3f} ms"
+    if kind == "pct":
+        return f"{v:.1f} %"
+    if kind == "bytes":
+        for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+            if v >= scale:
+                return f"{v / scale:.2f} {unit}"
+        return f"{v:.0f} B"
+    if kind == "ghz":
+        return f"{v:.3f} GHz"
+    return f"{v:g}"
+
+
+ROWS = (
+    ("duration", "duration_ns", "ns"),
+    ("compute (SM) throughput", "sm_throughput_pct", "pct"),
+    ("memory throughput", "memory_throughput_pct", "pct"),
+    ("DRAM throughput", "dram_throughput_pct", "pct"),
+    ("DRAM bytes (read + write)", "dram_bytes", "bytes"),
+    ("L1/TEX hit rate", "l1_hit_pct", "pct"),
+    ("L2 hit rate", "l2_hit_pct", "pct"),
+    ("achieved occupancy", "achieved_occupancy_pct", "pct"),
+    ("theoretical occupancy", "theoretical_occupancy_pct", "pct"),
+    ("registers per thread", "registers_per_thread", ""),
+    ("static shared memory / block", "static_smem_bytes", "bytes"),
+    ("dynamic shared memory / block", "dynamic_smem_bytes", "bytes"),
+    ("SM frequency", "sm_frequency_ghz", "ghz"),
+)
+
+
+def format_ncu(s: dict, top: int = 5) -> str:
+    """`s`: a summary dict from `tools.summarize_exports`."""
+    dev = f", device {s['device']}" if s.get("device") else ""
+    out = [f"ncu profile of {s['kernel']} (launch {s['launch_id']}, grid {s.get('grid') or '?'}, "
+           f"block {s.get('block') or '?'}{dev})"]
+    for label, key, kind in ROWS:
+        out.append(f"  {label:<32} {_fmt(s.get(key), kind):>14}")
+    if s.get("stalls"):
+        out.append("  top warp stall reasons (warps per issue cycle):")
+        for st in s["stalls"][:top]:
+            out.append(f"    {st['reason']:<28} {st['ratio']:>8.2f}")
+    spots = s.get("hotspots") or []
+    if spots:
+        cov = s.get("hotspot_coverage", {})
+        out.append(f"  hot spots ({cov.get('samples', 0)} samples, {cov.get('mapped', 0)} mapped "
+                   "to source lines):")
+        for h in spots[:top]:
+            where = f"{os.path.basename(h['file'])}:{h['line']}" if h.get("file") else \
+                f"SASS +0x{h['address']:x}"
+            out.append(f"    {h['share']:>6.1%}  {where:<24} {h.get('sass', '')[:60]}")
+    if s.get("missing"):
+        out.append(f"  not in this report: {', '.join(s['missing'])}")
+    return "\n".join(out)

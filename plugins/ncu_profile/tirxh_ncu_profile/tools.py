@@ -1,0 +1,244 @@
+"""The KCoral tools: Nsight Compute (``ncu``) and compute-sanitizer, run around one job.
+
+Both run the job's launch in a child process, ``python -m kcoral.runjob JOB.json --out DIR``,
+under the profiler, on the board that owns the GPU. The job is trimmed first (`profiling_job`):
+one correctness run, no timing loop, no baselines; ``runjob`` then fills the inputs and launches
+the kernel once, so the profiler sees one launch and none of the measurement protocol's L2-flush
+kernels.
+
+ncu::
+
+    ncu --clock-control none --set basic|full --metrics <RAW_METRICS + user's> --import-source yes
+        --kernel-name <entry> --launch-count 1 -o rep -f python -m kcoral.runjob JOB.json ...
+    ncu --import rep.ncu-rep --csv --page details --print-units base
+    ncu --import rep.ncu-rep --csv --page source --print-source sass
+
+compute-sanitizer::
+
+    compute-sanitizer --tool memcheck|racecheck|synccheck|initcheck --print-limit 100
+        python -m kcoral.runjob JOB.json ...
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from . import ncu_csv, sanitizer
+
+try:
+    from kcoral.tools import Tool, ToolResult
+except ImportError:  # pragma: no cover - KCoral ships with tirxh
+    Tool, ToolResult = object, None
+
+SETS = ("basic", "full")
+RUN_TIMEOUT_S = 900
+_SEARCH = ("/usr/local/cuda/bin", "/opt/nvidia/nsight-compute")
+
+
+class ToolError(Exception):
+    """The profiler could not run or its output could not be read (message says which)."""
+
+
+def find_binary(name: str, env: str) -> "str | None":
+    """`env` (e.g. ``KCORAL_NCU``) if set, else PATH, else the CUDA toolkit's usual places."""
+    if os.environ.get(env):
+        return os.environ[env]
+    found = shutil.which(name)
+    if found:
+        return found
+    for base in _SEARCH:
+        if os.path.isdir(base):
+            for root, _, files in os.walk(base):
+                if name in files:
+                    return os.path.join(root, name)
+    return None
+
+
+def _board_gpu_reason(board) -> "str | None":
+    kind = getattr(board, "type", None)
+    if kind is not None and kind not in ("cuda", "agent", "remote"):
+        return f"board {getattr(board, 'name', '?')!r} is of type {kind!r}; profilers need a " \
+               "CUDA board"
+    return None
+
+
+def profiling_job(doc: dict) -> dict:
+    """A copy of job `doc` that launches the kernel once: first correctness run, no timing."""
+    d = copy.deepcopy(doc)
+    d.setdefault("timing", {})["enabled"] = False
+    d["runs"] = d.get("runs", [])[:1]
+    d["baselines"] = []
+    d["tools"] = []
+    return d
+
+
+def runjob_command(job_json: pathlib.Path, out_dir: pathlib.Path, extra=()) -> list:
+    return [sys.executable, "-m", "kcoral.runjob", str(job_json), "--out", str(out_dir),
+            *extra]
+
+
+def _write_job(job, workdir: pathlib.Path) -> "tuple[pathlib.Path, pathlib.Path]":
+    from kcoral.job import Job
+    trimmed = Job(profiling_job(job.doc))
+    trimmed.blob_root = getattr(job, "blob_root", None)  # runjob reads the blobs from there
+    path, out = workdir / "job.json", workdir / "runjob_out"
+    out.mkdir(parents=True, exist_ok=True)
+    trimmed.write_json(path)
+    return path, out
+
+
+def _run(cmd: list, what: str, timeout: int = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ToolError(f"{what} did not finish in {timeout} s: {' '.join(cmd[:6])} ...") from None
+
+
+# -- ncu ------------------------------------------------------------------------------------------
+
+def ncu_profile_command(ncu: str, report: pathlib.Path, entry: str, target: list,
+                        section_set: str = "basic", metrics=()) -> list:
+    if section_set not in SETS:
+        raise ValueError(f"ncu --set {section_set!r}: expected one of {SETS}")
+    wanted = list(dict.fromkeys(list(ncu_csv.RAW_METRICS) + list(metrics)))
+    return [ncu, "--clock-control", "none", "--set", section_set, "--metrics", ",".join(wanted),
+            "--import-source", "yes", "--kernel-name", entry, "--launch-count", "1",
+            "-o", str(report), "-f", *target]
+
+
+def ncu_export_commands(ncu: str, rep: pathlib.Path) -> dict:
+    return {"details": [ncu, "--import", str(rep), "--csv", "--page", "details",
+                        "--print-units", "base"],
+            "source": [ncu, "--import", str(rep), "--csv", "--page", "source",
+                       "--print-source", "sass"]}
+
+
+class NcuTool(Tool):
+    """``ncu``: Nsight Compute around one launch; artifacts: the ``.ncu-rep`` and the CSVs."""
+
+    name = "ncu"
+
+    def available(self, board) -> "str | None":
+        why = _board_gpu_reason(board)
+        if why:
+            return why
+        if find_binary("ncu", "KCORAL_NCU") is None:
+            return "ncu (Nsight Compute CLI) not found on this board: install Nsight Compute " \
+                   "or set KCORAL_NCU to the ncu binary"
+        return None
+
+    def run(self, job, workdir: pathlib.Path):
+        workdir = pathlib.Path(workdir)
+        ncu = find_binary("ncu", "KCORAL_NCU")
+        if ncu is None:
+            raise ToolError(self.available(None) or "ncu not found")
+        opts = job.tool_options(self.name)
+        entry = job.doc["launches"][int(opts.get("launch", 0))]["entry"]
+        job_json, out = _write_job(job, workdir)
+        rep = workdir / "profile"
+        cmd = ncu_profile_command(ncu, rep, entry, runjob_command(job_json, out),
+                                  opts.get("set", "basic"), opts.get("metrics", ()))
+        p = _run(cmd, "ncu")
+        (workdir / "ncu_profile.log").write_text(p.stdout + p.stderr)
+        rep_file = workdir / "profile.ncu-rep"
+        if not rep_file.exists():  # no report at all (a non-zero exit alone may be the job's)
+            raise ToolError(f"ncu failed (exit {p.returncode}) profiling {entry!r}; last "
+                            f"output:\n{(p.stdout + p.stderr)[-3000:]}")
+        arts = {"profile.ncu-rep": rep_file, "ncu_profile.log": workdir / "ncu_profile.log"}
+        texts = {}
+        for page, c in ncu_export_commands(ncu, rep_file).items():
+            q = _run(c, f"ncu --import ({page})", 300)
+            if q.returncode == 0:
+                path = workdir / f"ncu_{page}.csv"
+                path.write_text(q.stdout)
+                arts[path.name] = path
+                texts[page] = q.stdout
+        if "details" not in texts:
+            raise ToolError(f"ncu could not export the details page of {rep_file}")
+        summary = summarize_exports(texts["details"], texts.get("source"), entry=entry)
+        summary["exit_code"] = p.returncode
+        (workdir / "ncu_summary.json").write_text(json.dumps(summary, indent=1))
+        arts["ncu_summary.json"] = workdir / "ncu_summary.json"
+        return ToolResult(artifacts=arts, summary=summary, findings=[], verdict=None)
+
+
+def summarize_exports(details: str, source: "str | None" = None, entry: str = "",
+                      sass: "str | None" = None, top: int = 10) -> dict:
+    """The JSON summary of one profiled launch from the CSV exports (and, for hot spots by
+    Python line, the cubin's ``nvdisasm -c -g`` text; without it, hot spots are SASS addresses
+    that the client maps with `source_map`)."""
+    from .source_map import line_table, map_hotspots
+    launches = ncu_csv.parse_details(details)
+    pick = [s for s in launches if not entry or s.kernel.split("(")[0] == entry] or launches
+    s = pick[0]
+    out = s.to_json()
+    out["launches_in_report"] = len(launches)
+    if source:
+        rows = ncu_csv.parse_source(source)
+        out["sass_samples"] = rows
+        spots, cov = map_hotspots(rows, line_table(sass) if sass else {}, top)
+        out["hotspots"] = [h.__dict__ for h in spots]
+        out["hotspot_coverage"] = cov
+    else:
+        out["missing"].append("hotspots")
+    return out
+
+
+# -- compute-sanitizer ----------------------------------------------------------------------------
+
+def sanitizer_command(binary: str, tool: str, target: list, print_limit: int = 100) -> list:
+    if tool not in sanitizer.TOOLS:
+        raise ValueError(f"--sanitizer {tool!r}: expected one of {sanitizer.TOOLS}")
+    cmd = [binary, "--tool", tool, "--print-limit", str(print_limit)]
+    if tool == "racecheck":
+        cmd += ["--racecheck-report", "all"]
+    return cmd + target
+
+
+class SanitizerTool(Tool):
+    """``compute-sanitizer``: findings in the `tirxh.core.findings` format."""
+
+    name = "compute-sanitizer"
+
+    def available(self, board) -> "str | None":
+        why = _board_gpu_reason(board)
+        if why:
+            return why
+        if find_binary("compute-sanitizer", "KCORAL_COMPUTE_SANITIZER") is None:
+            return "compute-sanitizer not found on this board: install the CUDA toolkit's " \
+                   "sanitizer or set KCORAL_COMPUTE_SANITIZER"
+        return None
+
+    def run(self, job, workdir: pathlib.Path):
+        workdir = pathlib.Path(workdir)
+        binary = find_binary("compute-sanitizer", "KCORAL_COMPUTE_SANITIZER")
+        if binary is None:
+            raise ToolError(self.available(None) or "compute-sanitizer not found")
+        opts = job.tool_options(self.name)
+        tool = opts.get("tool", "memcheck")
+        launch = job.doc["launches"][int(opts.get("launch", 0))]
+        job_json, out = _write_job(job, workdir)
+        p = _run(sanitizer_command(binary, tool, runjob_command(job_json, out),
+                                   int(opts.get("print_limit", 100))), "compute-sanitizer")
+        log = workdir / f"sanitizer_{tool}.log"
+        log.write_text(p.stdout + p.stderr)
+        rep = sanitizer.parse(p.stdout + "\n" + p.stderr, tool, block_dim=launch.get("block"),
+                              source=str(log))
+        res = rep.to_result()
+        summary = {"tool": tool, "verdict": res.verdict, "summary": res.summary,
+                   "error_summary": rep.error_summary, "findings": len(rep.findings),
+                   "exit_code": p.returncode, "notes": rep.notes[:20]}
+        return ToolResult(artifacts={log.name: log}, summary=summary, findings=rep.findings,
+                          verdict=res.verdict)
+
+
+def kcoral_register_tools(registry):
+    """Entry point of the ``kcoral`` group: register ncu and compute-sanitizer."""
+    registry.add(NcuTool(), owner="tirxh-ncu-profile")
+    registry.add(SanitizerTool(), owner="tirxh-ncu-profile")

@@ -1,0 +1,1107 @@
+"""Semantics of the base binding set (`tirxh/plugins/isa_base.py`): integer and float arithmetic,
+comparison, logic, conversion, data movement, memory, barriers, atomics and warp collectives.
+
+Sources: PTX ISA 8.x chapter 9.7. Integer arithmetic wraps; float32 arithmetic rounds to nearest
+even in numpy, directed modes are derived from the exact float64 result; f16/bf16 round through
+ml_dtypes from float64.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from tirxh.core import ir
+
+from .machine import WARP, Fallback, Wait
+from .semtable import rejected, semantic
+from .values import (BF16, E4M3, E5M2, HALF_OF, Unsupported, dtype as T, flush_subnormal,
+                     pack2, round_f32, round_to, saturate01, storage, tf32_round, uint_of,
+                     unpack2)
+
+_SPECS: dict = {}
+
+
+def specs(instr):
+    s = _SPECS.get(instr)
+    if s is None:
+        s = _SPECS[instr] = instr.binding.operand_specs(instr.modifiers)
+    return s
+
+
+def srcs(w, instr, *types):
+    """Read the operands after the destination as the given PTX types."""
+    ops = instr.operands
+    return [w.read(ops[i + 1], T(t)) for i, t in enumerate(types)]
+
+
+# --- integer arithmetic -----------------------------------------------------------------------------
+
+def _int_binop(fn):
+    def run(w, instr, mask):
+        t = instr.modifiers["type"]
+        a, b = srcs(w, instr, t, t)
+        with np.errstate(over="ignore"):
+            if instr.modifiers.get("sat"):
+                r = np.clip(fn(a.astype(np.int64), b.astype(np.int64)), -2 ** 31, 2 ** 31 - 1)
+            else:
+                r = fn(a, b)
+        w.write(instr.operands[0], np.asarray(r).astype(storage(T(t))), mask)
+    return run
+
+
+semantic("add.int", note="Integer add, wrapping; .sat clamps s32.")(_int_binop(np.add))
+semantic("sub.int", note="Integer subtract, wrapping; .sat clamps s32.")(_int_binop(np.subtract))
+
+
+def _wide(t: str) -> str:
+    return {"u16": "u32", "u32": "u64", "s16": "s32", "s32": "s64"}[t]
+
+
+def _mul_parts(a, b, t: str, mode: str):
+    dt = T(t)
+    bits = dt.bits
+    if mode == "lo":
+        with np.errstate(over="ignore"):
+            return (a * b).astype(storage(dt))
+    if bits <= 32:
+        wide = np.int64 if dt.is_signed else np.uint64
+        p = a.astype(wide) * b.astype(wide)
+        if mode == "wide":
+            return p.astype(storage(T(_wide(t))))
+        return (p >> bits).astype(storage(dt))
+    if mode == "wide":
+        raise Unsupported(f"mul.wide.{t}")
+    # 64-bit .hi: exact through Python integers
+    res = [(int(x) * int(y)) >> 64 for x, y in zip(np.broadcast_to(a, np.broadcast(a, b).shape),
+                                                   np.broadcast_to(b, np.broadcast(a, b).shape))]
+    mod = [(v & (2 ** 64 - 1)) for v in res]
+    return np.array(mod, np.uint64).view(storage(dt))
+
+
+@semantic("mul.int")
+def _mul_int(w, instr, mask):
+    """Integer multiply: .lo wraps, .hi the upper half, .wide the double-width product."""
+    t, mode = instr.modifiers["type"], instr.modifiers["mode"]
+    a, b = srcs(w, instr, t, t)
+    w.write(instr.operands[0], _mul_parts(a, b, t, mode), mask)
+
+
+@semantic("mad.int")
+def _mad_int(w, instr, mask):
+    """Integer multiply-add; .wide adds a double-width c; .hi.sat.s32 clamps."""
+    t, mode = instr.modifiers["type"], instr.modifiers["mode"]
+    ct = _wide(t) if mode == "wide" else t
+    a, b, c = srcs(w, instr, t, t, ct)
+    p = _mul_parts(a, b, t, mode)
+    with np.errstate(over="ignore"):
+        if instr.modifiers.get("sat"):
+            r = np.clip(p.astype(np.int64) + c.astype(np.int64), -2 ** 31, 2 ** 31 - 1)
+        else:
+            r = p + c.astype(p.dtype)
+    w.write(instr.operands[0], np.asarray(r).astype(storage(T(ct))), mask)
+
+
+def _divrem(rem: bool):
+    def run(w, instr, mask):
+        t = instr.modifiers["type"]
+        a, b = srcs(w, instr, t, t)
+        a, b = np.broadcast_arrays(a, b)
+        zero = (b == 0) & mask
+        if zero.any():
+            w.m.finding("numsim.div-by-zero", f"integer {'rem' if rem else 'div'}ision by zero "
+                        f"by lane {int(np.flatnonzero(zero)[0]) % WARP} "
+                        f"({w.where_lane(np.flatnonzero(zero)[0])}); the PTX result is "
+                        "unspecified (numsim gives all ones)", instr,
+                        lanes=np.flatnonzero(zero) % WARP, w=w,
+                        at_lane=int(np.flatnonzero(zero)[0]))
+        safe = np.where(b == 0, 1, b)
+        if T(t).is_signed:
+            a64, b64 = a.astype(np.int64), safe.astype(np.int64)
+            q = np.abs(a64) // np.abs(b64) * np.sign(a64) * np.sign(b64)
+            r = a64 - q * b64
+            out = r if rem else q
+        else:
+            out = a % safe if rem else a // safe
+        out = np.where(b == 0, np.array(-1).astype(storage(T(t))), np.asarray(out).astype(
+            storage(T(t))))
+        w.write(instr.operands[0], out.astype(storage(T(t))), mask)
+    return run
+
+
+semantic("div.int", note="Integer divide, truncating; division by zero is diagnosed.")(
+    _divrem(False))
+semantic("rem.int", note="Integer remainder (sign of the dividend); x/0 is diagnosed.")(
+    _divrem(True))
+
+
+@semantic("min.int", "max.int")
+def _minmax_int(w, instr, mask):
+    """Integer minimum / maximum (.relu clamps at 0)."""
+    t = instr.modifiers["type"]
+    a, b = srcs(w, instr, t, t)
+    r = np.minimum(a, b) if instr.binding.name == "min.int" else np.maximum(a, b)
+    if instr.modifiers.get("relu"):
+        r = np.maximum(r, 0)
+    w.write(instr.operands[0], np.asarray(r).astype(storage(T(t))), mask)
+
+
+@semantic("abs.int", "neg.int")
+def _absneg_int(w, instr, mask):
+    """Integer absolute value / negation (wrapping at the most negative value)."""
+    t = instr.modifiers["type"]
+    (a,) = srcs(w, instr, t)
+    with np.errstate(over="ignore"):
+        r = np.abs(a) if instr.binding.name == "abs.int" else -a
+    w.write(instr.operands[0], np.asarray(r).astype(storage(T(t))), mask)
+
+
+def _bits_u(a):
+    return a.view(uint_of(a.dtype.itemsize)).astype(np.uint64)
+
+
+@semantic("popc")
+def _popc(w, instr, mask):
+    """Population count."""
+    t = instr.modifiers["type"]
+    (a,) = srcs(w, instr, t)
+    u = np.asarray(a).view(uint_of(T(t).nbytes))
+    bytes_ = np.ascontiguousarray(u).view(np.uint8).reshape(u.shape + (-1,))
+    r = np.unpackbits(bytes_, axis=-1).sum(axis=-1).astype(np.uint32)
+    w.write(instr.operands[0], r, mask)
+
+
+@semantic("clz")
+def _clz(w, instr, mask):
+    """Count leading zeros."""
+    t = instr.modifiers["type"]
+    bits = T(t).bits
+    (a,) = srcs(w, instr, t)
+    u = np.broadcast_to(_bits_u(np.asarray(a)), (w.L,))
+    r = np.full(u.shape, bits, np.int64)
+    for k in range(bits):
+        hit = ((u >> np.uint64(k)) & np.uint64(1)).astype(bool)
+        r = np.where(hit, bits - 1 - k, r)
+    w.write(instr.operands[0], r.astype(np.uint32), mask)
+
+
+@semantic("brev")
+def _brev(w, instr, mask):
+    """Bit reverse."""
+    t = instr.modifiers["type"]
+    bits = T(t).bits
+    (a,) = srcs(w, instr, t)
+    u = np.broadcast_to(_bits_u(np.asarray(a)), (w.L,))
+    r = np.zeros_like(u)
+    for k in range(bits):
+        r |= ((u >> np.uint64(k)) & np.uint64(1)) << np.uint64(bits - 1 - k)
+    w.write(instr.operands[0], r.astype(uint_of(bits // 8)), mask)
+
+
+@semantic("bfind")
+def _bfind(w, instr, mask):
+    """Most significant non-sign bit (0xFFFFFFFF when none); .shiftamt gives the left shift."""
+    t = instr.modifiers["type"]
+    bits = T(t).bits
+    (a,) = srcs(w, instr, t)
+    a = np.broadcast_to(np.asarray(a), (w.L,))
+    u = _bits_u(np.where(a < 0, ~a, a) if T(t).is_signed else a)
+    r = np.full(u.shape, -1, np.int64)
+    for k in range(bits):
+        r = np.where(((u >> np.uint64(k)) & np.uint64(1)).astype(bool), k, r)
+    if instr.modifiers.get("shiftamt"):
+        r = np.where(r >= 0, bits - 1 - r, r)
+    w.write(instr.operands[0], (r & 0xFFFFFFFF).astype(np.uint32), mask)
+
+
+@semantic("bfe")
+def _bfe(w, instr, mask):
+    """Bit-field extract (sign-extending for .sN)."""
+    t = instr.modifiers["type"]
+    bits = T(t).bits
+    a, b, c = srcs(w, instr, t, "u32", "u32")
+    pos = np.minimum(b.astype(np.int64) & 0xFF, bits)
+    ln = np.minimum(c.astype(np.int64) & 0xFF, bits)
+    a = np.broadcast_to(np.asarray(a), (w.L,))
+    # signed: bits above the msb read as the sign bit (PTX: "sbit" fills beyond msb)
+    u = a.astype(np.int64).view(np.uint64) if T(t).is_signed else _bits_u(a)
+    pos, ln = np.broadcast_to(pos, u.shape), np.broadcast_to(ln, u.shape)
+    field = u >> np.minimum(pos, 63).astype(np.uint64)
+    if not T(t).is_signed:
+        field = np.where(pos >= bits, np.uint64(0), field)
+    m = np.where(ln >= 64, np.uint64(2 ** 64 - 1),
+                 (np.uint64(1) << ln.astype(np.uint64)) - np.uint64(1))
+    field &= m
+    if T(t).is_signed:
+        sbit_pos = np.clip(pos + ln - 1, 0, bits - 1).astype(np.uint64)
+        sign = np.where(ln == 0, 0, (u >> sbit_pos) & np.uint64(1)).astype(bool)
+        field = np.where(sign, field | ~m, field)
+    w.write(instr.operands[0], field.astype(uint_of(bits // 8)).view(storage(T(t))), mask)
+
+
+@semantic("bfi")
+def _bfi(w, instr, mask):
+    """Bit-field insert: a's low bits into b at position c, length d."""
+    t = instr.modifiers["type"]
+    bits = T(t).bits
+    a, b, c, d = srcs(w, instr, t, t, "u32", "u32")
+    pos = np.broadcast_to(c.astype(np.int64) & 0xFF, (w.L,))
+    ln = np.broadcast_to(d.astype(np.int64) & 0xFF, (w.L,))
+    ua, ub = np.broadcast_to(_bits_u(np.asarray(a)), (w.L,)), np.broadcast_to(
+        _bits_u(np.asarray(b)), (w.L,))
+    ln = np.minimum(ln, np.maximum(bits - pos, 0))
+    m = ((np.uint64(1) << ln.astype(np.uint64)) - np.uint64(1)) << np.minimum(
+        pos, 63).astype(np.uint64)
+    r = np.where(pos >= bits, ub, (ub & ~m) | ((ua << np.minimum(pos, 63).astype(np.uint64)) & m))
+    w.write(instr.operands[0], r.astype(uint_of(bits // 8)), mask)
+
+
+# --- floating point ---------------------------------------------------------------------------------
+
+def _nan_origin(w, instr, mask, result, inputs) -> None:
+    if result.dtype.kind != "f" and result.dtype not in (BF16,):
+        return
+    r = np.broadcast_to(np.asarray(result, np.float64), (w.L,))
+    new = np.isnan(r) & mask
+    if not new.any():
+        return
+    for x in inputs:
+        new &= ~np.broadcast_to(np.isnan(np.asarray(x, np.float64)), (w.L,))
+    if new.any():
+        w.m.finding("numsim.nan-origin", f"{instr.spelling} produced NaN from non-NaN operands "
+                    f"(lane {int(np.flatnonzero(new)[0]) % WARP}, "
+                    f"{w.where_lane(np.flatnonzero(new)[0])})", instr, severity="review",
+                    lanes=np.flatnonzero(new) % WARP, w=w, at_lane=int(np.flatnonzero(new)[0]))
+
+
+def _fbin(op):
+    def run(w, instr, mask):
+        t = instr.modifiers["type"]
+        mods = instr.modifiers
+        a, b = srcs(w, instr, t, t)
+        if mods.get("ftz") and t == "f32":
+            a, b = flush_subnormal(a), flush_subnormal(b)
+        with np.errstate(all="ignore"):
+            if t == "f32":
+                r = op(a, b) if mods.get("rnd") in (None, "rn") else \
+                    round_f32(op(a.astype(np.float64), b.astype(np.float64)), mods["rnd"])
+            else:
+                if mods.get("rnd") not in (None, "rn"):
+                    raise Unsupported(f"{instr.spelling}: directed rounding of f64")
+                r = op(a, b)
+        r = np.asarray(r).astype(storage(T(t)))
+        if mods.get("ftz") and t == "f32":
+            r = flush_subnormal(r)
+        if mods.get("sat"):
+            r = saturate01(r)
+        _nan_origin(w, instr, mask, r, (a, b))
+        w.write(instr.operands[0], r, mask)
+    return run
+
+
+semantic("add.f", note="IEEE add; rn in numpy, rz/rm/rp from the exact float64 sum; ftz, sat.")(
+    _fbin(np.add))
+semantic("sub.f", note="IEEE subtract with rounding modes, ftz, sat.")(_fbin(np.subtract))
+semantic("mul.f", note="IEEE multiply with rounding modes, ftz, sat.")(_fbin(np.multiply))
+
+
+@semantic("fma.f", "mad.f", note="Fused multiply-add through float64 for f32 (the product is "
+                                 "exact; a double rounding of the sum is possible in rare ties); "
+                                 "f64 fma is representative (two roundings).")
+def _fma_f(w, instr, mask):
+    t = instr.modifiers["type"]
+    mods = instr.modifiers
+    a, b, c = srcs(w, instr, t, t, t)
+    if mods.get("ftz") and t == "f32":
+        a, b, c = flush_subnormal(a), flush_subnormal(b), flush_subnormal(c)
+    with np.errstate(all="ignore"):
+        if t == "f32":
+            r = round_f32(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64),
+                          mods.get("rnd"))
+        else:
+            r = a * b + c
+    r = np.asarray(r).astype(storage(T(t)))
+    if mods.get("ftz") and t == "f32":
+        r = flush_subnormal(r)
+    if mods.get("sat"):
+        r = saturate01(r)
+    _nan_origin(w, instr, mask, r, (a, b, c))
+    w.write(instr.operands[0], r, mask)
+
+
+@semantic("div.f", note="IEEE divide for .rn (modeled); .approx/.full computed exactly "
+                        "(representative of their 2-ulp results).")
+def _div_f(w, instr, mask):
+    t = instr.modifiers["type"]
+    a, b = srcs(w, instr, t, t)
+    rnd = instr.modifiers["rnd"]
+    with np.errstate(all="ignore"):
+        if t == "f32" and rnd not in ("rn", "approx", "full"):
+            r = round_f32(a.astype(np.float64) / b.astype(np.float64), rnd)
+        else:
+            r = a / b
+    r = np.asarray(r).astype(storage(T(t)))
+    if instr.modifiers.get("ftz") and t == "f32":
+        r = flush_subnormal(r)
+    _nan_origin(w, instr, mask, r, (a, b))
+    w.write(instr.operands[0], r, mask)
+
+
+@semantic("min.f", "max.f", "min.h", "max.h")
+def _minmax_f(w, instr, mask):
+    """IEEE minNum/maxNum: a NaN operand is ignored unless .NaN is given (then NaN results)."""
+    t = instr.modifiers["type"]
+    if instr.modifiers.get("xorsign"):
+        raise Unsupported(f"{instr.spelling}: .xorsign.abs")
+    is_min = instr.binding.name.startswith("min")
+    f = (np.minimum if is_min else np.maximum) if instr.modifiers.get("nan") else \
+        (np.fmin if is_min else np.fmax)
+    _apply_half_or_float(w, instr, mask, t, lambda a, b: f(a, b), 2)
+
+
+@semantic("abs.f", "neg.f")
+def _absneg_f(w, instr, mask):
+    """Float absolute value / negation (sign bit only; NaN payloads kept)."""
+    t = instr.modifiers["type"]
+    (a,) = srcs(w, instr, t)
+    r = np.abs(a) if instr.binding.name == "abs.f" else -a
+    r = np.asarray(r).astype(storage(T(t)))
+    if instr.modifiers.get("ftz") and t == "f32":
+        r = flush_subnormal(r)
+    w.write(instr.operands[0], r, mask)
+
+
+def _unary_f(fn, approx_note=""):
+    def run(w, instr, mask):
+        t = instr.modifiers["type"]
+        if t in ("f16", "bf16", "f16x2", "bf16x2"):
+            _apply_half_or_float(w, instr, mask, t, lambda a: fn(a.astype(np.float64)), 1)
+            return
+        (a,) = srcs(w, instr, t)
+        if instr.modifiers.get("ftz") and t == "f32":
+            a = flush_subnormal(a)
+        with np.errstate(all="ignore"):
+            r64 = fn(a.astype(np.float64))
+        r = round_f32(r64, instr.modifiers.get("rnd") if instr.modifiers.get("rnd") in
+                      ("rn", "rz", "rm", "rp") else "rn") if t == "f32" else r64
+        r = np.asarray(r).astype(storage(T(t)))
+        if instr.modifiers.get("ftz") and t == "f32":
+            r = flush_subnormal(r)
+        _nan_origin(w, instr, mask, r, (a,))
+        w.write(instr.operands[0], r, mask)
+    return run
+
+
+_APPROX = ("representative: computed exactly in float64 and rounded; the hardware's .approx "
+           "result differs by a few ulp")
+semantic("rcp", fidelity="modeled", note="IEEE reciprocal for .rn/.rz/.rm/.rp; .approx is "
+         "computed exactly (within the hardware's 1 ulp).")(_unary_f(lambda x: 1.0 / x))
+semantic("sqrt", note="IEEE square root for IEEE modes; .approx computed exactly.")(
+    _unary_f(np.sqrt))
+semantic("rsqrt", fidelity="representative", note=_APPROX)(_unary_f(lambda x: 1.0 / np.sqrt(x)))
+semantic("ex2", fidelity="representative", note=_APPROX)(_unary_f(np.exp2))
+semantic("lg2", fidelity="representative", note=_APPROX)(_unary_f(np.log2))
+semantic("sin", fidelity="representative", note=_APPROX)(_unary_f(np.sin))
+semantic("cos", fidelity="representative", note=_APPROX)(_unary_f(np.cos))
+semantic("tanh", fidelity="representative", note=_APPROX)(_unary_f(np.tanh))
+
+
+def _apply_half_or_float(w, instr, mask, t, fn, nargs):
+    """Apply `fn` on float64 values for scalar or packed x2 half types (rounded once to the
+    element type), or directly for f32/f64."""
+    ops = instr.operands
+    mods = instr.modifiers
+    if t in HALF_OF:
+        half = HALF_OF[t]
+        parts = [unpack2(w.read(ops[i + 1], T(t)), half) for i in range(nargs)]
+        outs = []
+        for k in range(2):
+            vals = [p[k].astype(np.float64) for p in parts]
+            with np.errstate(all="ignore"):
+                r = fn(*vals)
+            r = np.asarray(r, np.float64)
+            if mods.get("sat") == "sat":
+                r = saturate01(r)
+            if mods.get("sat") == "relu":
+                r = np.where(r < 0, 0.0, r)
+            outs.append(round_to(r, half, "rn"))
+        w.write(ops[0], pack2(outs[0], outs[1], half), mask)
+        return
+    nd = storage(T(t))
+    vals = [w.read(ops[i + 1], T(t)) for i in range(nargs)]
+    with np.errstate(all="ignore"):
+        r = fn(*[v.astype(np.float64) for v in vals]) if nd in (np.float16, BF16) else fn(*vals)
+    r = np.asarray(r, np.float64)
+    if mods.get("sat") == "sat":
+        r = saturate01(r)
+    if mods.get("sat") == "relu":
+        r = np.where(r < 0, 0.0, r)
+    r = round_to(r, nd, "rn") if nd != np.float64 else r
+    _nan_origin(w, instr, mask, r, vals)
+    w.write(ops[0], r, mask)
+
+
+semantic("add.h", note="f16/bf16 add (scalar or x2), one rounding from the exact sum.")(
+    lambda w, i, m: _apply_half_or_float(w, i, m, i.modifiers["type"], np.add, 2))
+semantic("sub.h", note="f16/bf16 subtract (scalar or x2).")(
+    lambda w, i, m: _apply_half_or_float(w, i, m, i.modifiers["type"], np.subtract, 2))
+semantic("mul.h", note="f16/bf16 multiply (scalar or x2).")(
+    lambda w, i, m: _apply_half_or_float(w, i, m, i.modifiers["type"], np.multiply, 2))
+semantic("fma.h", note="f16/bf16 fused multiply-add (exact in float64, one rounding); "
+                       ".sat, .relu.")(
+    lambda w, i, m: _apply_half_or_float(w, i, m, i.modifiers["type"],
+                                         lambda a, b, c: a * b + c, 3))
+
+
+# --- comparison, selection, logic ----------------------------------------------------------------
+
+_CMP = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
+    "hs": np.greater_equal,
+}
+
+
+@semantic("setp")
+def _setp(w, instr, mask):
+    """Compare: ordered comparisons are false on NaN; the u-suffixed ones are true; num/nan."""
+    t, cmp = instr.modifiers["type"], instr.modifiers["cmp"]
+    a, b = srcs(w, instr, t, t)
+    if T(t).kind == "bits":
+        a, b = a.view(uint_of(a.dtype.itemsize)), b.view(uint_of(b.dtype.itemsize))
+    with np.errstate(invalid="ignore"):
+        if cmp == "num":
+            r = ~np.isnan(a) & ~np.isnan(b)
+        elif cmp == "nan":
+            r = np.isnan(a) | np.isnan(b)
+        elif cmp in ("equ", "neu", "ltu", "leu", "gtu", "geu"):
+            base = cmp[:-1]
+            if T(t).is_float:
+                af, bf = a.astype(np.float64), b.astype(np.float64)
+                r = _CMP[base](af, bf) | np.isnan(af) | np.isnan(bf)
+            else:
+                r = _CMP[base](a, b)
+        else:
+            if T(t).is_float:
+                a, b = a.astype(np.float64), b.astype(np.float64)
+            r = _CMP[cmp](a, b)
+            if cmp == "ne" and T(t).is_float:
+                r &= ~np.isnan(a) & ~np.isnan(b)
+    w.write(instr.operands[0], np.asarray(r, bool), mask)
+
+
+@semantic("selp")
+def _selp(w, instr, mask):
+    """d = c ? a : b."""
+    t = instr.modifiers["type"]
+    a, b, c = srcs(w, instr, t, t, "pred")
+    w.write(instr.operands[0], np.where(c, a, b).astype(storage(T(t))), mask)
+
+
+def _logic(fn):
+    def run(w, instr, mask):
+        t = instr.modifiers["type"]
+        vals = [w.read(o, T(t)) for o in instr.operands[1:]]
+        w.write(instr.operands[0], np.asarray(fn(*vals)).astype(storage(T(t))), mask)
+    return run
+
+
+semantic("and", note="Bitwise/predicate AND.")(_logic(np.bitwise_and))
+semantic("or", note="Bitwise/predicate OR.")(_logic(np.bitwise_or))
+semantic("xor", note="Bitwise/predicate XOR.")(_logic(np.bitwise_xor))
+semantic("not", note="Bitwise/predicate NOT.")(_logic(np.invert))
+semantic("cnot", note="C logical not: 1 when a == 0.")(
+    _logic(lambda a: (a == 0).astype(a.dtype)))
+
+
+@semantic("lop3")
+def _lop3(w, instr, mask):
+    """Three-input logic by an 8-bit truth table (bit i of lut for inputs a,b,c = bits of i)."""
+    a, b, c = srcs(w, instr, "b32", "b32", "b32")
+    lut = int(instr.operands[4].value) & 0xFF
+    a, b, c = np.broadcast_arrays(a, b, c)
+    r = np.zeros(a.shape, np.uint32)
+    for i in range(8):
+        if lut >> i & 1:
+            ta = a if i & 4 else ~a
+            tb = b if i & 2 else ~b
+            tc = c if i & 1 else ~c
+            r |= ta & tb & tc
+    w.write(instr.operands[0], r, mask)
+
+
+@semantic("shl", "shr")
+def _shift(w, instr, mask):
+    """Shifts; amounts >= width give 0 (or the sign fill for arithmetic right shifts)."""
+    t = instr.modifiers["type"]
+    dt = T(t)
+    a, b = srcs(w, instr, t, "u32")
+    n = np.minimum(b.astype(np.int64), dt.bits)
+    if instr.binding.name == "shl":
+        u = _bits_u(np.asarray(a))
+        r = np.where(n >= dt.bits, np.uint64(0), u << np.minimum(n, 63).astype(np.uint64))
+        r = r.astype(uint_of(dt.nbytes)).view(storage(dt))
+    elif dt.is_signed:
+        r = (np.asarray(a).astype(np.int64) >> np.minimum(n, 63)).astype(storage(dt))
+    else:
+        u = _bits_u(np.asarray(a))
+        r = np.where(n >= dt.bits, np.uint64(0), u >> np.minimum(n, 63).astype(np.uint64))
+        r = r.astype(uint_of(dt.nbytes)).view(storage(dt))
+    w.write(instr.operands[0], r, mask)
+
+
+@semantic("shf")
+def _shf(w, instr, mask):
+    """Funnel shift of the 64-bit b:a pair (wrap: amount mod 32; clamp: at most 32)."""
+    a, b, c = srcs(w, instr, "b32", "b32", "u32")
+    n = c.astype(np.uint64)
+    n = n & np.uint64(31) if instr.modifiers["mode"] == "wrap" else np.minimum(n, np.uint64(32))
+    pair = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+    if instr.modifiers["dir"] == "l":
+        r = (pair << n) >> np.uint64(32)
+    else:
+        r = pair >> n
+    w.write(instr.operands[0], (r & np.uint64(0xFFFFFFFF)).astype(np.uint32), mask)
+
+
+@semantic("prmt")
+def _prmt(w, instr, mask):
+    """Byte permute (default mode: selector nibbles pick bytes of {b, a}, bit 3 = sign replicate)."""
+    if instr.modifiers.get("mode"):
+        raise Unsupported(f"{instr.spelling}: prmt mode .{instr.modifiers['mode']}")
+    a, b, c = srcs(w, instr, "b32", "b32", "b32")
+    a, b, c = np.broadcast_arrays(a, b, c)
+    pool = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+    r = np.zeros(a.shape, np.uint64)
+    for k in range(4):
+        sel = (c.astype(np.uint64) >> np.uint64(4 * k)) & np.uint64(0xF)
+        byte = (pool >> ((sel & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
+        sign = (byte >> np.uint64(7)) & np.uint64(1)
+        byte = np.where(sel & np.uint64(8), sign * np.uint64(0xFF), byte)
+        r |= byte << np.uint64(8 * k)
+    w.write(instr.operands[0], r.astype(np.uint32), mask)
+
+
+# --- conversion ---------------------------------------------------------------------------------------
+
+_INT_RANGE = {"u8": (0, 255), "u16": (0, 65535), "u32": (0, 2 ** 32 - 1), "u64": (0, 2 ** 64 - 1),
+              "s8": (-128, 127), "s16": (-2 ** 15, 2 ** 15 - 1), "s32": (-2 ** 31, 2 ** 31 - 1),
+              "s64": (-2 ** 63, 2 ** 63 - 1)}
+_FP8 = {"e4m3": E4M3, "e5m2": E5M2}
+
+
+def _to_float_type(x64, dname, rnd, satfinite):
+    nd = storage(T(dname)) if dname != "tf32" else np.float32
+    if dname == "tf32":
+        return tf32_round(x64.astype(np.float32), rnd or "rna")
+    if dname in _FP8:
+        fmax = float(ml_dtypes.finfo(_FP8[dname]).max)
+        if satfinite:
+            with np.errstate(invalid="ignore"):
+                x64 = np.where(np.isnan(x64), x64, np.clip(x64, -fmax, fmax))
+        r = round_to(x64, _FP8[dname], rnd or "rn")
+        return r
+    return round_to(x64, nd, rnd or "rn")
+
+
+@semantic("cvt", note="Conversions with rounding (.rn/.rz/.rm/.rp/.rna, .rni/.rzi/.rmi/.rpi), "
+                      "saturation (.sat, .satfinite), .relu, .ftz and packed bf16x2/f16x2/fp8x2.")
+def _cvt(w, instr, mask):
+    mods = instr.modifiers
+    dn, an = mods["dtype"], mods["atype"]
+    rnd, sat = mods.get("rnd"), mods.get("sat")
+    relu = mods.get("relu") or mods.get("relu2")
+    if rnd == "rs":
+        raise Unsupported("cvt.rs (stochastic rounding)")
+    ops = instr.operands
+    if dn in ("f16x2", "bf16x2", "e4m3x2", "e5m2x2") and an == "f32":
+        hi, lo = srcs(w, instr, "f32", "f32")  # d = {a -> upper half, b -> lower half}
+        half = HALF_OF[dn]
+        outs = []
+        for v in (lo, hi):
+            x = np.asarray(v, np.float64)
+            if relu:
+                x = np.where(x < 0, 0.0, x)
+            if half in (E4M3, E5M2):
+                outs.append(_to_float_type(x, "e4m3" if half == E4M3 else "e5m2", rnd,
+                                           sat == "satfinite"))
+            else:
+                if sat == "satfinite":
+                    fmax = float(ml_dtypes.finfo(half).max)
+                    x = np.where(np.isnan(x), x, np.clip(x, -fmax, fmax))
+                outs.append(round_to(x, half, rnd or "rn"))
+        w.write(ops[0], pack2(outs[0], outs[1], half), mask)
+        return
+    if dn in ("e4m3x2", "e5m2x2") and an == "f16x2":
+        lo, hi = unpack2(w.read(ops[1], T("f16x2")), np.dtype(np.float16))
+        half = HALF_OF[dn]
+        outs = []
+        for v in (lo, hi):
+            x = np.asarray(v, np.float64)
+            if relu:
+                x = np.where(x < 0, 0.0, x)
+            outs.append(_to_float_type(x, dn[:4], rnd, sat == "satfinite"))
+        w.write(ops[0], pack2(outs[0], outs[1], half), mask)
+        return
+    if an in ("e4m3x2", "e5m2x2"):
+        (a,) = [w.read(ops[1], T("b16"))]
+        lo, hi = unpack2(a, HALF_OF[an])
+        w.write(ops[0], pack2(lo.astype(np.float16), hi.astype(np.float16),
+                              np.dtype(np.float16)), mask)
+        return
+    ad, dd = T(an), T(dn)
+    (a,) = srcs(w, instr, an)
+    if ad.is_float or an == "tf32":
+        x = np.asarray(a, np.float64)
+        if mods.get("ftz"):
+            x = flush_subnormal(x.astype(np.float32)).astype(np.float64) if an == "f32" else x
+        if dd.is_float or dn == "tf32":
+            if rnd in ("rni", "rzi", "rmi", "rpi"):
+                f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd]
+                r = np.asarray(f(x)).astype(storage(dd))
+            else:
+                r = _to_float_type(x, dn, rnd, sat == "satfinite")
+            if sat == "sat":
+                r = saturate01(np.asarray(r))
+            if relu:
+                r = np.where(np.asarray(r, np.float64) < 0, 0, r).astype(np.asarray(r).dtype)
+            w.write(ops[0], np.asarray(r).astype(storage(dd)), mask)
+            return
+        # float -> int: round as asked (default rni... PTX requires an integer rounding) and
+        # saturate to the destination range; NaN becomes 0
+        f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil,
+             None: np.trunc}.get(rnd, np.trunc)
+        lo, hi = _INT_RANGE[dn]
+        with np.errstate(invalid="ignore"):
+            y = np.clip(np.nan_to_num(f(x), nan=0.0), lo, hi)
+        if dd.bits == 64:
+            y = np.where(y >= 2.0 ** 63, 2.0 ** 63 - 1024, y) if dd.is_signed else y
+        w.write(ops[0], y.astype(storage(dd)), mask)
+        return
+    if dd.is_float or dn == "tf32":
+        x = np.asarray(a).astype(np.float64)
+        if ad.bits == 64:
+            # exact: go through Python ints for 64-bit sources
+            x = np.array([float(int(v)) for v in np.broadcast_to(a, (w.L,))])
+        r = _to_float_type(x, dn, rnd, sat == "satfinite")
+        w.write(ops[0], np.asarray(r).astype(storage(dd)), mask)
+        return
+    # int -> int: truncate or extend; .sat clamps to the destination range
+    if sat == "sat":
+        lo, hi = _INT_RANGE[dn]
+        v = np.asarray(a).astype(np.float64) if ad.bits == 64 else np.asarray(a).astype(np.int64)
+        r = np.clip(v, lo, hi).astype(storage(dd))
+    else:
+        r = np.asarray(a).astype(storage(dd))
+    w.write(ops[0], r, mask)
+
+
+# --- data movement --------------------------------------------------------------------------------
+
+@semantic("mov")
+def _mov(w, instr, mask):
+    """Copy a register, immediate, special register or shared-symbol address."""
+    t = instr.modifiers["type"]
+    (a,) = srcs(w, instr, t)
+    w.write(instr.operands[0], a, mask)
+
+
+@semantic("cvta")
+def _cvta(w, instr, mask):
+    """Generic <-> state-space addresses (global is identity; shared uses a fixed window)."""
+    from .memory import SHARED_GENERIC
+    ss, size = instr.modifiers["ss"], instr.modifiers["size"]
+    (a,) = srcs(w, instr, size)
+    a = np.asarray(a).astype(np.uint64)
+    if ss in ("global", "param"):
+        r = a
+    elif ss in ("shared", "shared::cta", "shared::cluster"):
+        r = a - np.uint64(SHARED_GENERIC) if instr.modifiers.get("to") else \
+            a + np.uint64(SHARED_GENERIC)
+    else:
+        raise Unsupported(f"cvta for the .{ss} state space")
+    w.write(instr.operands[0], r.astype(storage(T(size))), mask)
+
+
+def _ldst_geometry(instr):
+    t = instr.modifiers["type"]
+    dt = T(t)
+    if t == "b128":
+        raise Unsupported(f"{instr.spelling}: 128-bit loads/stores")
+    vec = instr.modifiers.get("vec")
+    n = int(vec[1:]) if vec else 1
+    return dt, n
+
+
+@semantic("ld", note="Loads from global, shared (::cta and ::cluster), generic and param "
+                     "spaces; bounds-checked per allocation; cache hints are ordering-only.")
+def _ld(w, instr, mask):
+    dt, n = _ldst_geometry(instr)
+    ss = instr.modifiers.get("ss")
+    ops = instr.operands
+    addr_op = ops[1]
+    dests = list(ops[0]) if isinstance(ops[0], ir.Vec) else [ops[0]]
+    if ss == "param":
+        if not isinstance(addr_op.base, ir.Sym):
+            raise Unsupported("ld.param through a register address")
+        for k, d in enumerate(dests):
+            v = w.m.params.read(addr_op.base.name, addr_op.offset + k * dt.nbytes, storage(dt))
+            w.write(d, np.full(w.L, v), mask)
+        return
+    if ss == "const":
+        raise Unsupported("the .const state space (no constant banks in TIRx kernels)")
+    base = w.address(addr_op)
+    for k, d in enumerate(dests):
+        words = w.m.load(w, instr, ss, base + np.uint64(k * dt.nbytes), mask, dt.nbytes)
+        val = words.view(storage(dt)) if dt.kind != "pred" else words.astype(bool)
+        if isinstance(d, ir.Reg):
+            w.write(d, _extend_loaded(val, dt, d.dtype), mask)
+
+
+def _extend_loaded(val, dt, rdt):
+    """Narrow integer loads into wider registers extend by the load type's signedness."""
+    st = storage(rdt)
+    if st.itemsize > val.dtype.itemsize and val.dtype.kind in "iu":
+        return val.astype(st)
+    return val
+
+
+@semantic("st", note="Stores to global, shared (::cta and ::cluster) and generic addresses, "
+                     "bounds-checked per allocation.")
+def _st(w, instr, mask):
+    dt, n = _ldst_geometry(instr)
+    ss = instr.modifiers.get("ss")
+    if ss in ("param", "const"):
+        raise Unsupported(f"st.{ss}")
+    ops = instr.operands
+    base = w.address(ops[0])
+    vals = list(ops[1]) if isinstance(ops[1], ir.Vec) else [ops[1]]
+    for k, v in enumerate(vals):
+        x = np.broadcast_to(w.read(v, dt), (w.L,))
+        words = np.ascontiguousarray(x).view(uint_of(dt.nbytes))
+        w.m.store(w, instr, ss, base + np.uint64(k * dt.nbytes), mask, dt.nbytes, words)
+
+
+semantic("prefetch", fidelity="ordering_only", note="A cache hint; no data effect.")(
+    lambda w, i, m: None)
+semantic("nanosleep", fidelity="ordering_only", note="No timing model; returns at once.")(
+    lambda w, i, m: None)
+
+
+@semantic("ret", "exit")
+def _exit(w, instr, mask):
+    """The executing lanes leave the kernel."""
+    w.exited = w.exited | mask
+
+
+@semantic("trap")
+def _trap(w, instr, mask):
+    """Abort: reported as an error finding and the run stops."""
+    w.m.finding("numsim.trap", f"kernel executed trap ({w.where()})", instr, w=w)
+    raise Unsupported(f"trap executed at {instr.loc}")
+
+
+# --- barriers and fences ---------------------------------------------------------------------------
+
+@semantic("bar.sync", "barrier.sync", "bar.arrive", "barrier.arrive")
+def _bar(w, instr, mask):
+    """CTA barriers: arrivals are counted per warp (32 threads, as the hardware counts);
+    ``sync`` blocks the warp until the barrier's thread count is reached."""
+    from . import events as ev
+    ops = instr.operands
+    bid = w.read(ops[0], T("u32"))
+    bid = np.broadcast_to(bid, (w.L,))[mask]
+    if np.any(bid != bid[0]):
+        raise Unsupported(f"{instr.spelling}: barrier id differs across lanes")
+    bid = int(bid[0])
+    m = w.m
+    nthreads = int(np.prod(m.block))
+    count = None
+    if len(ops) > 1 and ops[1] is not None:
+        c = np.broadcast_to(w.read(ops[1], T("u32")), (w.L,))[mask]
+        count = int(c[0])
+    expected = count if count is not None else -(-nthreads // WARP) * WARP
+    sync = instr.binding.name in ("bar.sync", "barrier.sync")
+    g = w.group
+    warps_active = mask.reshape(w.nwarps, WARP).any(axis=1)
+    per_cta: dict = {}
+    for i in np.flatnonzero(warps_active):
+        per_cta[w.ctas_local[i]] = per_cta.get(w.ctas_local[i], 0) + WARP
+    released = True
+    states = {}
+    for c, arrived in per_cta.items():
+        st = g.bars.setdefault((c, bid), [0, 0])
+        st[0] += arrived
+        states[c] = (st, st[1])
+        if not _bar_try_release(g, c, st, count, expected):
+            released = released and not sync
+    if w.nwarps > 1 and sync and not released:
+        raise Fallback()
+    w.event(ev.BarrierEvent, instr, mask, op="sync" if sync else "arrive", barrier=bid,
+            count=count)
+    if not sync or released:
+        if sync:
+            w.event(ev.BarrierEvent, instr, mask, op="sync", barrier=bid, count=count,
+                    released=True)
+        return None
+    (c,) = per_cta
+    st, gen = states[c]
+
+    def ready():
+        return st[1] != gen or _bar_try_release(g, c, st, count, expected)
+
+    def resume():
+        w.event(ev.BarrierEvent, instr, mask, op="sync", barrier=bid, count=count, released=True)
+    return Wait(ready, f"{instr.spelling} {bid} at {instr.loc}", resume)
+
+
+def _bar_try_release(g, c, st, count, expected) -> bool:
+    """Release barrier state `st` of CTA `c` when enough threads arrived; warps that exited count
+    as arrived for a whole-CTA barrier (as the hardware does for bar.sync without a count)."""
+    need = expected
+    if count is None:
+        need -= WARP * g.exited_warps.get(c, 0)
+    if st[0] >= need:
+        st[0] = 0
+        st[1] += 1
+        return True
+    return False
+
+
+@semantic("bar.warp.sync")
+def _bar_warp(w, instr, mask):
+    """Warps execute in lockstep in numsim, so bar.warp.sync only records an event."""
+    from . import events as ev
+    mm = int(np.broadcast_to(w.read(instr.operands[0], T("b32")), (w.L,))[mask][0])
+    w.event(ev.WarpSync, instr, mask, op="bar.warp.sync", membermask=mm)
+
+
+@semantic("membar", "fence", fidelity="ordering_only",
+          note="Fences order memory; numsim executes sequentially, so only the event is kept.")
+def _fence(w, instr, mask):
+    from . import events as ev
+    w.event(ev.FenceEvent, instr, mask, fence=instr.binding.effects_for(instr.modifiers).sync or
+            "fence", scope=instr.modifiers.get("scope") or instr.modifiers.get("level"),
+            spelling=instr.spelling)
+
+
+# --- atomics --------------------------------------------------------------------------------------
+
+def _atomic_op(op: str, t: str, b, c=None):
+    dt = T(t)
+    nd = storage(dt) if t not in ("f16x2", "bf16x2") else np.uint32
+    nbytes = dt.nbytes
+
+    def as_val(bits):
+        return np.array([bits], uint_of(nbytes)).view(nd)[0]
+
+    def as_bits(v):
+        return np.array([v], nd).view(uint_of(nbytes))[0]
+
+    def f(cur_bits, lane):
+        cur = as_val(cur_bits)
+        bv = b[lane] if np.ndim(b) else b
+        with np.errstate(over="ignore"):
+            if op == "add":
+                if t in ("f16x2", "bf16x2"):
+                    half = HALF_OF[t]
+                    lo, hi = unpack2(np.array([cur_bits], np.uint32), half)
+                    blo, bhi = unpack2(np.array([bv], np.uint32), half)
+                    r = pack2(round_to(lo.astype(np.float64) + blo.astype(np.float64), half,
+                                       "rn"),
+                              round_to(hi.astype(np.float64) + bhi.astype(np.float64), half,
+                                       "rn"), half)[0]
+                    return r
+                return as_bits(nd.type(cur + bv) if nd.kind != "V" else cur + bv)
+            if op == "exch":
+                return as_bits(bv)
+            if op == "cas":
+                cv = c[lane] if np.ndim(c) else c
+                return as_bits(cv) if cur_bits == as_bits(bv) else cur_bits
+            if op in ("min", "max"):
+                return as_bits(min(cur, bv) if op == "min" else max(cur, bv))
+            if op in ("and", "or", "xor"):
+                ub = as_bits(bv)
+                return {"and": cur_bits & ub, "or": cur_bits | ub, "xor": cur_bits ^ ub}[op]
+            if op == "inc":
+                return as_bits(0 if cur >= bv else cur + 1)
+            if op == "dec":
+                return as_bits(bv if (cur == 0 or cur > bv) else cur - 1)
+        raise Unsupported(f"atomic .{op}.{t}")
+    return f, nbytes, nd
+
+
+@semantic("atom", "red", note="Atomics applied lane by lane in lane order (one legal "
+                              "serialization); float adds round to nearest.")
+def _atom(w, instr, mask):
+    mods = instr.modifiers
+    t, op = mods["type"], mods["op"]
+    ops = instr.operands
+    is_red = instr.binding.name == "red"
+    addr_op = ops[0] if is_red else ops[1]
+    bt = t if t not in ("f16x2", "bf16x2") else "b32"
+    b = np.broadcast_to(w.read(ops[1] if is_red else ops[2], T(bt)), (w.L,))
+    c = np.broadcast_to(w.read(ops[3], T(bt)), (w.L,)) if op == "cas" else None
+    f, nbytes, nd = _atomic_op(op, t, b, c)
+    old = w.m.atomic(w, instr, mods.get("ss"), w.address(addr_op), mask, nbytes, f)
+    if not is_red:
+        w.write(ops[0], old.view(nd) if t not in ("f16x2", "bf16x2") else old, mask)
+
+
+# --- warp collectives -------------------------------------------------------------------------------
+
+def _lanes2d(x, w):
+    return np.broadcast_to(x, (w.L,)).reshape(w.nwarps, WARP)
+
+
+@semantic("shfl.sync", note="Warp shuffle (up/down/bfly/idx with the c clamp/segment operand); "
+                            "lanes reading an inactive or out-of-range lane keep their own value.")
+def _shfl(w, instr, mask):
+    ops = instr.operands
+    a = _lanes2d(w.read(ops[1], T("b32")), w)
+    b = _lanes2d(w.read(ops[2], T("u32")), w).astype(np.int64)
+    c = _lanes2d(w.read(ops[3], T("u32")), w).astype(np.int64)
+    lane = np.arange(WARP)[None, :]
+    clamp = c & 0x1F
+    segmask = (c >> 8) & 0x1F
+    max_lane = (lane & segmask) | (clamp & ~segmask)
+    min_lane = lane & segmask
+    mode = instr.modifiers["mode"]
+    if mode == "up":
+        j = lane - b
+        ok = j >= max_lane
+    elif mode == "down":
+        j = lane + b
+        ok = j <= max_lane
+    elif mode == "bfly":
+        j = lane ^ b
+        ok = j <= max_lane
+    else:
+        j = min_lane | (b & ~segmask)
+        ok = j <= max_lane
+    j = np.where(ok, j, lane) & 31
+    act = mask.reshape(w.nwarps, WARP)
+    src_active = np.take_along_axis(act, j, axis=1)
+    r = np.take_along_axis(a, j, axis=1)
+    r = np.where(src_active, r, a)
+    w.write(ops[0], r.reshape(-1), mask)
+    if len(ops) > 5 and not isinstance(ops[5], ir.Sink):
+        pass
+
+
+@semantic("vote.sync", "vote.ballot")
+def _vote(w, instr, mask):
+    """Warp vote over the active lanes of membermask: all/any/uni, or a ballot bit mask."""
+    ops = instr.operands
+    p = _lanes2d(w.read(ops[1], T("pred")), w)
+    act = mask.reshape(w.nwarps, WARP)
+    mode = instr.modifiers["mode"]
+    if mode == "ballot":
+        bits = (1 << np.arange(WARP, dtype=np.uint64))[None, :]
+        r = ((p & act) * bits).sum(axis=1).astype(np.uint32)
+        w.write(ops[0], np.repeat(r, WARP), mask)
+        return
+    if mode == "all":
+        r = (p | ~act).all(axis=1)
+    elif mode == "any":
+        r = (p & act).any(axis=1)
+    else:
+        r = (p | ~act).all(axis=1) | (~p | ~act).all(axis=1)
+    w.write(ops[0], np.repeat(r, WARP), mask)
+
+
+@semantic("match.sync")
+def _match(w, instr, mask):
+    """Lanes (of the active ones) holding the same value: .any gives the mask of equal lanes,
+    .all the full mask when all are equal (else 0)."""
+    t = instr.modifiers["type"]
+    ops = instr.operands
+    a = _lanes2d(w.read(ops[1], T(t)), w)
+    act = mask.reshape(w.nwarps, WARP)
+    eq = (a[:, :, None] == a[:, None, :]) & act[:, None, :]
+    bits = (1 << np.arange(WARP, dtype=np.uint64))[None, None, :]
+    anym = (eq * bits).sum(axis=2).astype(np.uint32)
+    if instr.modifiers["mode"] == "any":
+        w.write(ops[0], anym.reshape(-1), mask)
+    else:
+        full = ((act * bits[0]).sum(axis=1)).astype(np.uint32)
+        alleq = (anym == full[:, None])
+        w.write(ops[0], np.where(alleq, full[:, None], 0).astype(np.uint32).reshape(-1), mask)
+
+
+@semantic("redux.sync")
+def _redux(w, instr, mask):
+    """Warp reduction over the active lanes (add wraps)."""
+    t, op = instr.modifiers["type"], instr.modifiers["op"]
+    ops = instr.operands
+    a = _lanes2d(w.read(ops[1], T(t)), w)
+    act = mask.reshape(w.nwarps, WARP)
+    nd = storage(T(t))
+    with np.errstate(over="ignore"):
+        if op == "add":
+            r = np.where(act, a, 0).astype(np.uint64).sum(axis=1).astype(np.uint32).view(nd)
+        elif op in ("min", "max"):
+            ident = np.iinfo(nd).max if op == "min" else np.iinfo(nd).min
+            f = np.min if op == "min" else np.max
+            r = f(np.where(act, a, ident), axis=1).astype(nd)
+        else:
+            ident = {"and": np.uint32(0xFFFFFFFF), "or": np.uint32(0), "xor": np.uint32(0)}[op]
+            f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+            r = f.reduce(np.where(act, a.view(np.uint32), ident), axis=1).view(nd)
+    w.write(ops[0], np.repeat(r, WARP), mask)
+
+
+@semantic("activemask")
+def _activemask(w, instr, mask):
+    """The mask of currently executing lanes."""
+    act = mask.reshape(w.nwarps, WARP)
+    bits = (1 << np.arange(WARP, dtype=np.uint64))[None, :]
+    r = (act * bits).sum(axis=1).astype(np.uint32)
+    w.write(instr.operands[0], np.repeat(r, WARP), mask)
+
+
+# --- forms split out of the base bindings ------------------------------------------------------------
+
+semantic("div.approx", fidelity="representative", note=_APPROX)(_div_f)
+semantic("rcp.approx", fidelity="representative", note=_APPROX)(_unary_f(lambda x: 1.0 / x))
+semantic("sqrt.approx", fidelity="representative", note=_APPROX)(_unary_f(np.sqrt))
+rejected("bra", "bra is never in the IR (structured control flow is interpreted directly)")
+
+
+@semantic("abs.h", "neg.h")
+def _absneg_h(w, instr, mask):
+    """Half-precision absolute value / negation: the sign bit of each element."""
+    t = instr.modifiers["type"]
+    (a,) = srcs(w, instr, t)
+    bits = np.asarray(a).view(uint_of(T(t).nbytes)).astype(np.uint64)
+    signs = np.uint64(0x80008000 if t.endswith("x2") else 0x8000)
+    r = bits & ~signs if instr.binding.name == "abs.h" else bits ^ signs
+    w.write(instr.operands[0], r.astype(uint_of(T(t).nbytes)).view(storage(T(t))), mask)
+
+
+@semantic("mov.pack", "mov.pack4")
+def _mov_pack(w, instr, mask):
+    """``mov.bN d, {a, b, ...}``: the first element is the least significant part."""
+    t = instr.modifiers["type"]
+    nb = T(t).nbytes
+    parts = list(instr.operands[1])
+    pb = nb // len(parts)
+    acc = np.zeros(w.L, np.uint64)
+    for k, p in enumerate(parts):
+        v = np.broadcast_to(w.read(p, T(f"b{pb * 8}")), (w.L,)).astype(np.uint64)
+        acc |= v << np.uint64(8 * pb * k)
+    w.write(instr.operands[0], acc.astype(uint_of(nb)), mask)
+
+
+@semantic("mov.unpack")
+def _mov_unpack(w, instr, mask):
+    """``mov.bN {lo, hi}, a``: split a register into halves (lo = least significant)."""
+    t = instr.modifiers["type"]
+    nb = T(t).nbytes
+    a = np.broadcast_to(w.read(instr.operands[1], T(t)), (w.L,)).astype(np.uint64)
+    parts = list(instr.operands[0])
+    pb = nb // len(parts)
+    for k, p in enumerate(parts):
+        if isinstance(p, ir.Reg):
+            v = (a >> np.uint64(8 * pb * k)) & np.uint64((1 << (8 * pb)) - 1)
+            w.write(p, v.astype(uint_of(pb)), mask)

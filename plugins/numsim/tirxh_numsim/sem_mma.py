@@ -1,0 +1,439 @@
+"""Matrix instructions: ldmatrix / stmatrix, mma.sync and wgmma (with shared-memory descriptors).
+
+Fragment layouts follow the PTX ISA sections "Matrix Fragments for mma.m16n8k*" and "Register
+Fragments and Shared Memory Matrix Layouts" for wgmma (g = lane / 4, t = lane % 4):
+
+- A (16 x K, row major), e = elements per 32-bit register: r0 (g, e*t..), r1 (g+8, e*t..),
+  r2 (g, e*t + K/2..), r3 (g+8, e*t + K/2..); two-register shapes stop after r1.
+- B (K x 8, column major): b0 (k = e*t.., n = g), b1 (k = e*t + K/2.., n = g).
+- C/D (16 x 8) f32/s32: c_i (g + 8*(i // 2), 2t + i % 2); f16: c_i holds (g + 8i, 2t..2t+1).
+- wgmma D (64 x N over a warpgroup): warp w of the warpgroup owns rows 16w..16w+15; register i
+  of a lane is (16w + g + 8*((i // 2) % 2), 8*(i // 4) + 2t + i % 2) for f32/s32.
+
+Shared-memory matrix descriptors (PTX ISA "Matrix Descriptor Format"): bits 0-13 start address
+>> 4, 16-29 leading-dimension byte offset >> 4, 32-45 stride-dimension byte offset >> 4, 49-51
+base offset, 62-63 swizzle (0 none, 1 128B, 2 64B, 3 32B). Canonical layouts, T = 16 bytes of
+elements, S = swizzle span in bytes (element (mn, k) -> byte address before swizzling):
+
+- K-major, no swizzle: start + (mn//8)*SBO + (mn%8)*16 + (k//T)*LBO + (k%T)*esize
+- K-major, swizzle S:  start + (mn//8)*SBO + (mn%8)*S + k*esize
+- MN-major, no swizzle: start + (mn%T)*esize + (mn//T)*SBO + (k%8)*16 + (k//8)*LBO
+- MN-major, swizzle S: start + (mn%T)*esize + ((mn//T)%(S/16))*16 + (mn//(T*S/16))*LBO
+  + (k%8)*S + (k//8)*SBO
+then the swizzle XORs address bits [4, 4+b) with bits [7, 7+b) (b = log2(S/16)).
+
+Arithmetic: products of bf16/f16/tf32/fp8 inputs are exact in float64 and the K-sum is formed in
+float64, then rounded once to f32 (the hardware adds in at least f32 in an unspecified order: a
+last-bit difference is possible, so compare with a tolerance of a few ulp). tf32 inputs are the
+f32 values truncated to 10 mantissa bits, as the tensor cores read them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tirxh.core import ir
+
+from . import events as ev
+from .machine import WARP
+from .sem_async import _swizzle
+from .semtable import rejected, semantic
+from .values import BF16, E4M3, E5M2, Unsupported, dtype as T, storage, uint_of
+
+_ELEM = {"f16": np.dtype(np.float16), "bf16": BF16, "tf32": np.dtype(np.float32),
+         "e4m3": E4M3, "e5m2": E5M2, "s8": np.dtype(np.int8), "u8": np.dtype(np.uint8)}
+
+
+def _lane_gt():
+    lane = np.arange(WARP)
+    return lane // 4, lane % 4
+
+
+# --- ldmatrix / stmatrix -----------------------------------------------------------------------------
+
+def _mat_rows(w, instr, mask, addr_op, num):
+    """Row addresses: lanes 8i..8i+7 give the rows of matrix i (shape (nwarps, num, 8))."""
+    addrs = w.address(addr_op).reshape(w.nwarps, WARP)
+    return addrs[:, : 8 * num].reshape(w.nwarps, num, 8)
+
+
+@semantic("ldmatrix")
+def _ldmatrix(w, instr, mask):
+    """Warp-collective load of 8x8 b16 matrices (optionally transposed) into fragments."""
+    num = int(instr.modifiers["num"][1:])
+    trans = bool(instr.modifiers.get("trans"))
+    ops = instr.operands
+    rows = _mat_rows(w, instr, mask, ops[1], num)
+    active = mask.reshape(w.nwarps, WARP).any(axis=1)
+    # read every row (8 x b16) through the ordinary shared path: one load per 2-byte column
+    mats = np.zeros((w.nwarps, num, 8, 8), np.uint16)
+    src_mask = np.zeros((w.nwarps, WARP), bool)
+    src_mask[:, : 8 * num] = active[:, None]
+    base = np.zeros((w.nwarps, WARP), np.uint64)
+    base[:, : 8 * num] = rows.reshape(w.nwarps, -1)
+    ss = instr.modifiers.get("ss") or "shared"
+    for c in range(8):
+        words = w.m.load(w, instr, ss, base.reshape(-1) + np.uint64(2 * c), src_mask.reshape(-1),
+                         2).reshape(w.nwarps, WARP)
+        mats[:, :, :, c] = words[:, : 8 * num].reshape(w.nwarps, num, 8)
+    if trans:
+        mats = mats.transpose(0, 1, 3, 2)
+    g, t = _lane_gt()
+    dests = list(ops[0])
+    for i, d in enumerate(dests):
+        lo = mats[:, i, g, 2 * t].astype(np.uint32)
+        hi = mats[:, i, g, 2 * t + 1].astype(np.uint32)
+        w.write(d, (lo | (hi << 16)).reshape(-1), mask)
+
+
+@semantic("stmatrix")
+def _stmatrix(w, instr, mask):
+    """Warp-collective store of 8x8 b16 matrices (optionally transposed) from fragments."""
+    num = int(instr.modifiers["num"][1:])
+    trans = bool(instr.modifiers.get("trans"))
+    ops = instr.operands
+    rows = _mat_rows(w, instr, mask, ops[0], num)
+    active = mask.reshape(w.nwarps, WARP).any(axis=1)
+    g, t = _lane_gt()
+    mats = np.zeros((w.nwarps, num, 8, 8), np.uint16)
+    for i, r in enumerate(list(ops[1])):
+        v = np.broadcast_to(w.read(r, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
+        mats[:, i, g, 2 * t] = (v & 0xFFFF).astype(np.uint16)
+        mats[:, i, g, 2 * t + 1] = (v >> 16).astype(np.uint16)
+    if trans:
+        mats = mats.transpose(0, 1, 3, 2)
+    src_mask = np.zeros((w.nwarps, WARP), bool)
+    src_mask[:, : 8 * num] = active[:, None]
+    base = np.zeros((w.nwarps, WARP), np.uint64)
+    base[:, : 8 * num] = rows.reshape(w.nwarps, -1)
+    ss = instr.modifiers.get("ss") or "shared"
+    for c in range(8):
+        words = np.zeros((w.nwarps, WARP), np.uint16)
+        words[:, : 8 * num] = mats[:, :, :, c].reshape(w.nwarps, -1)
+        w.m.store(w, instr, ss, base.reshape(-1) + np.uint64(2 * c), src_mask.reshape(-1), 2,
+                  words.reshape(-1))
+
+
+# --- fragments -----------------------------------------------------------------------------------
+
+def _unpack(words: np.ndarray, el: np.dtype) -> np.ndarray:
+    """(..., ) uint32 -> (..., 4 // esize) elements, least significant first."""
+    e = 4 // el.itemsize
+    b = np.ascontiguousarray(words.astype(np.uint32)).view(np.uint8).reshape(words.shape + (4,))
+    return b.reshape(words.shape + (e, el.itemsize)).copy().view(el).reshape(words.shape + (e,))
+
+
+def _as_f64(x: np.ndarray, atype: str) -> np.ndarray:
+    if atype == "tf32":
+        u = np.ascontiguousarray(x).view(np.uint32) & np.uint32(0xFFFFE000)
+        return u.view(np.float32).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def _a_fragment(w, regs, atype: str, K: int) -> np.ndarray:
+    """(nwarps, 16, K) float64/int64 from the A registers (4 or 2 b32 per lane)."""
+    el = _ELEM[atype]
+    e = 4 // el.itemsize
+    g, t = _lane_gt()
+    A = np.zeros((w.nwarps, 16, K), np.float64)
+    for i, r in enumerate(regs):
+        v = np.broadcast_to(w.read(r, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
+        vals = _as_f64(_unpack(v, el), atype)  # (nw, 32, e)
+        row = g + 8 * (i % 2)
+        col0 = e * t + (K // 2) * (i // 2)
+        for j in range(e):
+            A[:, row, col0 + j] = vals[:, :, j]
+    return A
+
+
+def _b_fragment(w, regs, atype: str, K: int) -> np.ndarray:
+    """(nwarps, K, 8) from the B registers."""
+    el = _ELEM[atype]
+    e = 4 // el.itemsize
+    g, t = _lane_gt()
+    B = np.zeros((w.nwarps, K, 8), np.float64)
+    for i, r in enumerate(regs):
+        v = np.broadcast_to(w.read(r, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
+        vals = _as_f64(_unpack(v, el), atype)
+        for j in range(e):
+            B[:, e * t + (K // 2) * i + j, g] = vals[:, :, j]
+    return B
+
+
+def _acc_read(w, regs, dtype: str, rows_of, cols_of, shape) -> np.ndarray:
+    """Read accumulator registers into (nwarps,) + shape float64 (f16x2 registers: 2 each)."""
+    out = np.zeros((w.nwarps,) + shape, np.float64)
+    for i, r in enumerate(regs):
+        if dtype == "f16":
+            v = np.broadcast_to(w.read(r, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
+            pair = _unpack(v, np.dtype(np.float16)).astype(np.float64)
+            for j in range(2):
+                out[:, rows_of(i, j), cols_of(i, j)] = pair[:, :, j]
+        else:
+            v = np.broadcast_to(w.read(r, T(dtype)), (w.L,)).reshape(w.nwarps, WARP)
+            out[:, rows_of(i, 0), cols_of(i, 0)] = v
+    return out
+
+
+def _acc_values(D: np.ndarray, regs, dtype: str, rows_of, cols_of, satfinite=False) -> list:
+    """Per register, the lane values (flattened over warps) of result matrix D."""
+    vals = []
+    for i, _ in enumerate(regs):
+        if dtype == "f16":
+            lo = D[:, rows_of(i, 0), cols_of(i, 0)].astype(np.float16)
+            hi = D[:, rows_of(i, 1), cols_of(i, 1)].astype(np.float16)
+            v = lo.view(np.uint16).astype(np.uint32) | (hi.view(np.uint16).astype(np.uint32)
+                                                        << 16)
+            vals.append(v.reshape(-1))
+        elif dtype == "s32":
+            x = D[:, rows_of(i, 0), cols_of(i, 0)]
+            if satfinite:
+                x = np.clip(x, -2 ** 31, 2 ** 31 - 1)
+            vals.append((x.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+                        .reshape(-1))
+        else:
+            vals.append(D[:, rows_of(i, 0), cols_of(i, 0)].astype(np.float32).reshape(-1))
+    return vals
+
+
+# --- mma.sync -----------------------------------------------------------------------------------------
+
+@semantic("mma.sync", note="m16n8k{4,8,16,32} for f16/bf16/tf32/s8/u8; products exact, K-sum in "
+                           "float64 rounded once to the accumulator type.")
+def _mma_sync(w, instr, mask):
+    mods = instr.modifiers
+    shape = mods["shape"]
+    K = int(shape.split("k")[1])
+    atype, btype, dtype = mods["atype"], mods["btype"], mods["dtype"]
+    d, a, b, c = (list(x) for x in instr.operands[:4])
+    if not mask.reshape(w.nwarps, WARP)[mask.reshape(w.nwarps, WARP).any(axis=1)].all():
+        w.m.finding("numsim.partial-warp", "mma.sync executed by a partial warp (.aligned needs "
+                    "all 32 lanes)", instr, w=w)
+    A = _a_fragment(w, a, atype, K)
+    B = _b_fragment(w, b, btype, K)
+    g, t = _lane_gt()
+    if dtype == "f16":
+        def rows(i, j): return g + 8 * i
+
+        def cols(i, j): return 2 * t + j
+    else:
+        def rows(i, j): return g + 8 * (i // 2)
+
+        def cols(i, j): return 2 * t + i % 2
+    C = _acc_read(w, c, mods["ctype"], rows, cols, (16, 8))
+    D = np.einsum("wmk,wkn->wmn", A, B) + C
+    for reg, v in zip(d, _acc_values(D, d, dtype, rows, cols, bool(mods.get("satfinite")))):
+        w.write(reg, v, mask)
+
+
+# --- wgmma ---------------------------------------------------------------------------------------------
+
+_SPAN = {0: 0, 1: 128, 2: 64, 3: 32}
+_DESC_CACHE: dict = {}
+
+
+def decode_desc(desc: int) -> dict:
+    """The fields of a wgmma shared-memory matrix descriptor."""
+    return {"start": (desc & 0x3FFF) << 4, "lbo": ((desc >> 16) & 0x3FFF) << 4,
+            "sbo": ((desc >> 32) & 0x3FFF) << 4, "base_offset": (desc >> 49) & 7,
+            "swizzle": _SPAN[(desc >> 62) & 3]}
+
+
+def desc_addresses(desc: int, rows: int, K: int, esize: int, mn_major: bool) -> np.ndarray:
+    """Byte addresses (rows x K) of the matrix a descriptor describes (swizzle applied)."""
+    key = (desc, rows, K, esize, mn_major)
+    hit = _DESC_CACHE.get(key)
+    if hit is not None:
+        return hit
+    f = decode_desc(desc)
+    if f["base_offset"]:
+        raise Unsupported("wgmma descriptor with a non-zero base offset")
+    S, start, lbo, sbo = f["swizzle"], f["start"], f["lbo"], f["sbo"]
+    Tn = 16 // esize
+    mn = np.arange(rows)[:, None]
+    k = np.arange(K)[None, :]
+    if not mn_major:
+        if S == 0:
+            a = start + (mn // 8) * sbo + (mn % 8) * 16 + (k // Tn) * lbo + (k % Tn) * esize
+        else:
+            if K * esize > S:
+                raise Unsupported(f"wgmma K-major operand of {K * esize} bytes per row wider "
+                                  f"than the {S}B swizzle span")
+            a = start + (mn // 8) * sbo + (mn % 8) * S + k * esize
+    else:
+        if S == 0:
+            a = start + (mn % Tn) * esize + (mn // Tn) * sbo + (k % 8) * 16 + (k // 8) * lbo
+        else:
+            c = S // 16
+            a = (start + (mn % Tn) * esize + ((mn // Tn) % c) * 16 + (mn // (Tn * c)) * lbo
+                 + (k % 8) * S + (k // 8) * sbo)
+    a = _swizzle(a.astype(np.int64), S)
+    if len(_DESC_CACHE) > 4096:
+        _DESC_CACHE.clear()
+    _DESC_CACHE[key] = a
+    return a
+
+
+def _smem_matrix(w, instr, desc: int, rows: int, K: int, atype: str, mn_major: bool,
+                 row0: int = 0, nrows: "int | None" = None) -> np.ndarray:
+    el = _ELEM[atype]
+    esize = el.itemsize
+    addrs = desc_addresses(desc, rows, K, esize, mn_major)
+    if nrows is not None:
+        addrs = addrs[row0: row0 + nrows]
+    sm = w.group.shared
+    cta = int(w.cta_local[0])
+    if addrs.min() < 0 or addrs.max() + esize > sm.size:
+        raise Unsupported(f"wgmma descriptor {hex(desc)} addresses {hex(int(addrs.max()))}, past "
+                          f"the {sm.size}-byte shared window")
+    idx = addrs[..., None] + np.arange(esize)
+    raw = sm.data[cta][idx]
+    init = sm.init[cta][idx]
+    if not init.all():
+        bad = addrs[~init.all(axis=-1)]
+        w.m.finding("numsim.uninitialized-shared", f"wgmma reads uninitialized shared memory at "
+                    f"{sm.layout.name_of(int(bad.reshape(-1)[0]))} (descriptor {hex(desc)})",
+                    instr, severity="review", w=w)
+    vals = np.ascontiguousarray(raw).view(el)[..., 0]
+    w.event(ev.MemAccess, instr, np.ones(w.L, bool), space="shared", access="read",
+            ranges=_merge_ranges(addrs, esize), proxy=ev.ASYNC,
+            space_cta=w.group.ctas[cta].linear)
+    return _as_f64(vals, atype)
+
+
+def _merge_ranges(addrs: np.ndarray, esize: int) -> list:
+    u = np.unique(addrs.reshape(-1))
+    if u.size == 0:
+        return []
+    out = []
+    start = prev = int(u[0])
+    for a in u[1:]:
+        a = int(a)
+        if a != prev + esize:
+            out.append((-1, start, prev + esize))
+            start = a
+        prev = a
+    out.append((-1, start, prev + esize))
+    return out
+
+
+def _wg_rows_cols(dtype: str, wi: int):
+    g, t = _lane_gt()
+    if dtype == "f16":
+        def rows(i, j): return g + 8 * (i % 2)
+
+        def cols(i, j): return 8 * (i // 2) + 2 * t + j
+    else:
+        def rows(i, j): return g + 8 * ((i // 2) % 2)
+
+        def cols(i, j): return 8 * (i // 4) + 2 * t + i % 2
+    return rows, cols
+
+
+@semantic("wgmma.mma_async.ss", "wgmma.mma_async.rs",
+          note="Descriptors with every swizzle, K- and MN-major (imm-trans), register A, "
+               "bf16/f16/tf32/e4m3/e5m2/s8/u8; results land at wgmma.wait_group (reading the "
+               "accumulators earlier sees the old values).")
+def _wgmma(w, instr, mask):
+    if w.nwarps != 1:
+        raise Unsupported("wgmma in batched execution")
+    mods = instr.modifiers
+    n = int(mods["shape"][4:].split("k")[0])
+    K = int(mods["shape"].split("k")[1])
+    atype, btype, dtype = mods["atype"], mods["btype"], mods["dtype"]
+    ops = instr.operands
+    names = [s.name for s in instr.binding.operand_specs(mods)]
+    op = dict(zip(names, ops))
+    wi = w.warp_ids[0] % 4
+    dregs = list(op["d"])
+    # the current accumulator value: the newest pending wgmma result, else the register
+    scale_d = op["scale_d"]
+    sd = bool(np.broadcast_to(w.read(scale_d, T("pred")), (w.L,))[0])
+    rows, cols = _wg_rows_cols(dtype, wi)
+    acc_t = "f16" if dtype == "f16" else dtype
+    shadow = w.wgmma_shadow
+    C = np.zeros((1, 16, n), np.float64)
+    if sd:
+        for i, r in enumerate(dregs):
+            cur = shadow.get(r.id)
+            src = cur if cur is not None else np.broadcast_to(
+                w.read(r, T("b32" if acc_t == "f16" else acc_t)), (w.L,))
+            if acc_t == "f16":
+                pair = _unpack(np.asarray(src).view(np.uint32).reshape(1, WARP),
+                               np.dtype(np.float16)).astype(np.float64)
+                for j in range(2):
+                    C[:, rows(i, j), cols(i, j)] = pair[:, :, j]
+            else:
+                C[:, rows(i, 0), cols(i, 0)] = np.asarray(src).reshape(1, WARP)
+    trans_a = int(op["imm_trans_a"].value) if "imm_trans_a" in op else 0
+    trans_b = int(op["imm_trans_b"].value) if "imm_trans_b" in op else 0
+    if "a_desc" in op:
+        desc_a = int(np.broadcast_to(w.read(op["a_desc"], T("b64")), (w.L,))[0])
+        A = _smem_matrix(w, instr, desc_a, 64, K, atype, bool(trans_a), 16 * wi, 16)[None]
+    else:
+        A = _a_fragment(w, list(op["a"]), atype, K)
+    desc_b = int(np.broadcast_to(w.read(op["b_desc"], T("b64")), (w.L,))[0])
+    Bt = _smem_matrix(w, instr, desc_b, n, K, btype, bool(trans_b))  # (N, K)
+    if "imm_scale_a" in op and int(op["imm_scale_a"].value) == -1:
+        A = -A
+    if "imm_scale_b" in op and int(op["imm_scale_b"].value) == -1:
+        Bt = -Bt
+    D = np.einsum("wmk,nk->wmn", A, Bt) + C
+    vals = _acc_values(D, dregs, acc_t, rows, cols, bool(mods.get("satfinite")))
+    result = []
+    for r, v in zip(dregs, vals):
+        st = storage(r.dtype)
+        v = np.asarray(v).view(st) if np.asarray(v).dtype.itemsize == st.itemsize else v
+        shadow[r.id] = v
+        result.append((r, v))
+    w.wgmma_open.append(result)
+    w.m.async_ids += 1
+    w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="issue", op_id=w.m.async_ids,
+            group=len(w.wgmma_groups), direction="mma",
+            accumulators=tuple(f"%r{r.id}" for r in dregs))
+
+
+@semantic("wgmma.fence", fidelity="ordering_only",
+          note="Orders register/shared accesses before wgmma; recorded for sync_check.")
+def _wgmma_fence(w, instr, mask):
+    w.event(ev.FenceEvent, instr, mask, fence="wgmma.fence", spelling=instr.spelling)
+
+
+@semantic("wgmma.commit_group")
+def _wgmma_commit(w, instr, mask):
+    """Close the open wgmma operations into a group."""
+    w.wgmma_groups.append(w.wgmma_open)
+    w.wgmma_open = []
+    w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="commit",
+            group=len(w.wgmma_groups) - 1, direction="mma")
+
+
+@semantic("wgmma.wait_group")
+def _wgmma_wait(w, instr, mask):
+    """Retire committed groups until at most n are pending: their results land in the
+    accumulator registers now."""
+    n = int(instr.operands[0].value)
+    full = np.ones(w.L, bool)
+    while len(w.wgmma_groups) > n:
+        grp = w.wgmma_groups.pop(0)
+        for ops in grp:
+            for r, v in ops:
+                w.set_reg(r, v, full)
+                if w.wgmma_shadow.get(r.id) is v:
+                    del w.wgmma_shadow[r.id]
+        w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="complete", direction="mma")
+    w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="wait", group=n,
+            pending=len(w.wgmma_groups), direction="mma")
+
+
+__all__ = ["decode_desc", "desc_addresses", "uint_of", "ir"]
+
+
+# --- Blackwell tensor memory (sm_100a) -----------------------------------------------------------
+
+_TCGEN05 = ("tcgen05 (Blackwell tensor memory and the 5th-generation tensor core) is not modeled "
+            "by numsim yet")
+for _name in ("tcgen05.alloc", "tcgen05.dealloc", "tcgen05.relinquish_alloc_permit",
+              "tcgen05.mma", "tcgen05.mma.ts", "tcgen05.commit", "tcgen05.fence", "tcgen05.ld",
+              "tcgen05.st", "tcgen05.wait", "tcgen05.cp", "tcgen05.shift"):
+    rejected(_name, _TCGEN05)

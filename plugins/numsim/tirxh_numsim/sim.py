@@ -1,0 +1,431 @@
+"""One simulated launch: grid iteration, memory access with diagnostics, special registers.
+
+`Machine` owns the launch state (bound buffers, param space, diagnostics, statistics, the event
+trace) and provides the services semantic functions call: `load`/`store` (bounds-checked,
+diagnosed, traced), `sreg`, `finding`. `launch()` runs the grid: batched when the kernel allows,
+else cluster by cluster with cooperatively scheduled warps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+
+from tirxh.core import ir
+from tirxh.core.findings import Finding, SourceRef
+
+from . import events as ev
+from .machine import (CTA, WARP, Deadlock, Fallback, Group, SimLimit, Warps, schedule)
+from .memory import (CLUSTER_SHIFT, PARAM_BASE, SHARED_GENERIC, SHARED_GENERIC_END, GlobalMemory,
+                     ParamSpace, SharedLayout, SharedMemory)
+from .semtable import lookup
+from .values import Unsupported, uint_of
+
+# bindings whose semantics need per-warp scheduling (they block, or are warpgroup/cluster-wide)
+_PER_WARP_PREFIXES = ("mbarrier", "wgmma", "barrier.cluster", "cp.async.bulk", "setmaxnreg",
+                      "mapa", "elect", "griddepcontrol", "fence.proxy", "fence.mbarrier")
+MAX_FINDINGS_PER_SITE = 1
+BATCH_LANES = 1 << 17
+
+
+class Machine:
+    def __init__(self, kir: ir.KernelIR, grid: tuple, *, trace: bool = False,
+                 max_instructions: int = 50_000_000, max_ctas: "int | None" = None):
+        self.kir = kir
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.block = tuple(kir.block)
+        self.cluster = tuple(kir.cluster) if kir.cluster else (1, 1, 1)
+        self.nregs = max([r.id for r in kir.regs], default=-1) + 1
+        self.shared_layout = SharedLayout.of(kir)
+        self.gmem = GlobalMemory()
+        self.params = ParamSpace()
+        self.findings: list = []
+        self._sites: Counter = Counter()
+        self._site_finding: dict = {}
+        self.incomplete: list = []
+        self.trace = ev.Trace(kernel=kir.name, grid=self.grid, block=self.block,
+                              cluster=kir.cluster) if trace else None
+        self.step = 0
+        self.lane_instructions = 0
+        self.warp_instructions = 0
+        self.op_counts: Counter = Counter()
+        self.max_instructions = max_instructions
+        self.max_ctas = max_ctas
+        self._dispatch: dict = {}
+        self.async_ids = 0
+        self.mode = "per-warp"
+        self.ctas_run = 0
+        self.clock = 0
+        self.current_instr = None
+        self.param_addr = {p.name: PARAM_BASE + 256 * i for i, p in enumerate(kir.params)}
+        self.param_at = {a: n for n, a in self.param_addr.items()}
+
+    # -- setup ---------------------------------------------------------------------------------------
+    def bind(self, inputs: dict, tensormaps: dict) -> None:
+        """Bind kernel parameters from `inputs` (arrays for pointers, numbers for scalars)."""
+        for i, p in enumerate(self.kir.params):
+            if p.kind == "tensormap":
+                if p.name not in tensormaps:
+                    raise ValueError(f"kernel {self.kir.name!r}: tensor-map parameter {p.name!r} "
+                                     "has no T.TensorMap in the inputs")
+                self.params.tensormaps[p.name] = tensormaps[p.name]
+                continue
+            if p.name not in inputs:
+                raise ValueError(f"kernel {self.kir.name!r}: no input for parameter {p.name!r} "
+                                 f"(inputs have {', '.join(sorted(inputs)) or 'nothing'})")
+            v = inputs[p.name]
+            if p.kind == "ptr":
+                if not isinstance(v, np.ndarray):
+                    raise ValueError(f"kernel {self.kir.name!r}: parameter {p.name!r} is a "
+                                     f"pointer; expected a numpy array, got {type(v).__name__}")
+                buf = self.gmem.bind(p.name, i, v)
+                self.params.values[p.name] = np.uint64(buf.base)
+            else:
+                nd = p.dtype.numpy
+                if isinstance(v, np.ndarray) and v.ndim > 0:
+                    raise ValueError(f"kernel {self.kir.name!r}: parameter {p.name!r} is a scalar "
+                                     f"{p.dtype}; got an array of shape {v.shape}")
+                self.params.values[p.name] = np.asarray(v).astype(nd) if nd.kind != "V" else v
+
+    # -- services for semantics ------------------------------------------------------------------------
+    def dispatch(self, instr: ir.Instr):
+        fn = self._dispatch.get(instr)
+        if fn is None:
+            sem = lookup(instr.binding.name)
+            if sem is None or sem.fn is None:
+                why = sem.note if sem is not None else "numsim has no semantics for it"
+                raise Unsupported(f"{instr.loc}: {instr.spelling} (binding "
+                                  f"{instr.binding.name!r}): {why}") from None
+            fn = self._dispatch[instr] = sem.fn
+        return fn
+
+    def count(self, instr: ir.Instr, mask: np.ndarray) -> None:
+        n = int(np.count_nonzero(mask))
+        self.lane_instructions += n
+        self.warp_instructions += 1
+        self.op_counts[instr.binding.name] += 1
+        if self.warp_instructions > self.max_instructions:
+            raise SimLimit(f"instruction budget of {self.max_instructions} warp-instructions "
+                           f"exhausted at {instr.loc} ({instr.spelling}); an endless loop?")
+
+    def tick(self, mask) -> None:
+        self.clock += 1
+
+    def finding(self, kind: str, message: str, instr=None, *, severity: str = "error",
+                lanes=(), addresses=(), w: "Warps | None" = None, data=None,
+                at_lane: "int | None" = None) -> None:
+        """Record a diagnostic once per (kind, instruction); later hits are counted in data."""
+        key = (kind, id(instr))
+        self._sites[key] += 1
+        if self._sites[key] > MAX_FINDINGS_PER_SITE:
+            first = self._site_finding.get(key)
+            if first is not None:
+                first.data["occurrences"] = self._sites[key]
+            return
+        where = SourceRef(instr.loc.file, instr.loc.line) if instr is not None else None
+        warps = [w.where() if at_lane is None else w.where_lane(at_lane)] if w is not None \
+            else []
+        d = {"kernel": self.kir.name, "occurrences": 1}
+        if instr is not None:
+            d["instruction"] = instr.spelling
+        d.update(data or {})
+        f = Finding(kind, message, severity, where, [], warps, [int(x) for x in lanes][:8],
+                    [hex(int(a)) for a in addresses][:8], [], d)
+        self._site_finding[key] = f
+        self.findings.append(f)
+
+    def sreg(self, w: Warps, name: str) -> np.ndarray:
+        base, _, comp = name.partition(".")
+        ax = "xyz".index(comp) if comp in ("x", "y", "z") else 0
+        L = w.L
+
+        def per_warp(fn):
+            return np.repeat(np.array([fn(i) for i in range(w.nwarps)], np.uint32), WARP)
+        if base == "tid":
+            return w.tid[ax].astype(np.uint32)
+        if base == "ntid":
+            return np.full(L, self.block[ax], np.uint32)
+        if base == "ctaid":
+            return per_warp(lambda i: w.cta(i).ctaid[ax])
+        if base == "nctaid":
+            return np.full(L, self.grid[ax], np.uint32)
+        if base == "laneid":
+            return w.lane.astype(np.uint32)
+        if base == "warpid":
+            return np.repeat(np.asarray(w.warp_ids, np.uint32), WARP)
+        if base == "nwarpid":
+            return np.full(L, -(-int(np.prod(self.block)) // WARP), np.uint32)
+        if base == "cluster_ctaid":
+            return per_warp(lambda i: w.cta(i).cluster_ctaid[ax])
+        if base == "cluster_nctaid":
+            return np.full(L, self.cluster[ax], np.uint32)
+        if base == "clusterid":
+            return per_warp(lambda i: w.cta(i).clusterid[ax])
+        if base == "nclusterid":
+            return np.full(L, self.grid[ax] // self.cluster[ax], np.uint32)
+        if base == "cluster_ctarank":
+            return per_warp(lambda i: w.cta(i).rank)
+        if base == "cluster_nctarank":
+            return np.full(L, int(np.prod(self.cluster)), np.uint32)
+        if base == "is_explicit_cluster":
+            return np.full(L, self.kir.cluster is not None, bool)
+        if base.startswith("lanemask_"):
+            lane = w.lane.astype(np.uint64)
+            one = np.uint64(1)
+            full = np.uint64(0xFFFFFFFF)
+            v = {"eq": one << lane, "lt": (one << lane) - one, "le": (one << (lane + one)) - one,
+                 "gt": full & ~((one << (lane + one)) - one), "ge": full & ~((one << lane) - one)
+                 }[base.split("_")[1]]
+            return (v & full).astype(np.uint32)
+        if base in ("clock", "clock64", "globaltimer"):
+            # representative: a counter that only increases (numsim has no cycle model)
+            self.clock += 1
+            dt = np.uint32 if base == "clock" else np.uint64
+            return np.full(L, self.clock * 4, dt)
+        if base == "smid":
+            return per_warp(lambda i: w.cta(i).linear % 132)
+        if base == "nsmid":
+            return np.full(L, 132, np.uint32)
+        if base == "dynamic_smem_size":
+            return np.full(L, self.kir.dynamic_smem, np.uint32)
+        if base == "total_smem_size":
+            return np.full(L, self.shared_layout.size, np.uint32)
+        if base == "gridid":
+            return np.zeros(L, np.uint64)
+        raise Unsupported(f"special register %{name}")
+
+    # -- memory ----------------------------------------------------------------------------------------
+    def _space(self, space: "str | None") -> str:
+        if space in (None, "generic"):
+            return "generic"
+        if space in ("shared", "shared::cta"):
+            return "shared"
+        return space
+
+    def load(self, w: Warps, instr, space, addrs: np.ndarray, mask: np.ndarray,
+             nbytes: int) -> np.ndarray:
+        """Read `nbytes`-wide words at per-lane `addrs` for lanes in `mask` (others get 0)."""
+        return self._access(w, instr, space, addrs, mask, nbytes, None)
+
+    def store(self, w: Warps, instr, space, addrs, mask, nbytes: int, words) -> None:
+        self._access(w, instr, space, addrs, mask, nbytes, words)
+
+    def _access(self, w, instr, space, addrs, mask, nbytes, words, *, atomic_rmw=None):
+        space = self._space(space)
+        out = np.zeros(w.L, uint_of(nbytes))
+        lanes = np.flatnonzero(mask)
+        if lanes.size == 0:
+            return out
+        a = np.asarray(addrs, np.uint64)[lanes]
+        if np.any(a % np.uint64(nbytes)):
+            bad = lanes[(a % np.uint64(nbytes)) != 0]
+            self.finding("numsim.misaligned", f"misaligned {nbytes}-byte {space} access by lane "
+                         f"{int(bad[0]) % WARP} ({w.where_lane(bad[0])}) at "
+                         f"{hex(int(np.asarray(addrs)[bad[0]]))} in kernel {self.kir.name!r}",
+                         instr, lanes=bad % WARP, addresses=np.asarray(addrs)[bad], w=w,
+                         at_lane=int(bad[0]))
+        if space == "generic":
+            sh = (a >= np.uint64(SHARED_GENERIC)) & (a < np.uint64(SHARED_GENERIC_END))
+            if sh.any():
+                sub = np.zeros(w.L, bool)
+                sub[lanes[sh]] = True
+                sa = np.asarray(addrs, np.uint64) - np.uint64(SHARED_GENERIC)
+                r = self._access(w, instr, "shared", sa, sub, nbytes,
+                                 words, atomic_rmw=atomic_rmw)
+                out[sub] = r[sub]
+            if (~sh).any():
+                sub = np.zeros(w.L, bool)
+                sub[lanes[~sh]] = True
+                r = self._access(w, instr, "global", addrs, sub, nbytes, words,
+                                 atomic_rmw=atomic_rmw)
+                out[sub] = r[sub]
+            return out
+        if space == "global":
+            bidx, off, ok = self.gmem.locate(a, nbytes)
+            if not ok.all():
+                bad = lanes[~ok]
+                ba = a[~ok]
+                self.finding("numsim.out-of-bounds", f"out-of-bounds global "
+                             f"{'write' if words is not None else 'read'} of {nbytes} bytes by "
+                             f"lane {int(bad[0]) % WARP} ({w.where_lane(bad[0])}) at {hex(int(ba[0]))} "
+                             f"({self.gmem.name_of(int(ba[0]))}) in kernel {self.kir.name!r}",
+                             instr, lanes=bad % WARP, addresses=ba, w=w, at_lane=int(bad[0]),
+                             data={"buffer": self.gmem.name_of(int(ba[0]))})
+            gl, bidx, off = lanes[ok], bidx[ok], off[ok]
+            if atomic_rmw is not None:
+                old = self._serial_rmw(
+                    lambda i: self.gmem.read(bidx[i:i + 1], off[i:i + 1], nbytes)[0],
+                    lambda i, v: self.gmem.write(bidx[i:i + 1], off[i:i + 1], nbytes,
+                                                 np.array([v])), gl, atomic_rmw, nbytes)
+                out[gl] = old
+            elif words is None:
+                out[gl] = self.gmem.read(bidx, off, nbytes)
+            else:
+                self.gmem.write(bidx, off, nbytes, np.asarray(words)[gl] if np.ndim(words)
+                                else np.full(gl.size, words))
+            self._trace_mem(w, instr, "global", lanes, a, nbytes, words is not None,
+                            atomic_rmw is not None, bufname=True)
+            return out
+        if space in ("shared", "shared::cluster"):
+            cta = w.cta_local[lanes].copy()
+            aa = a.astype(np.int64)
+            if space == "shared::cluster":
+                rank = aa >> CLUSTER_SHIFT
+                remote = rank > 0
+                if remote.any():
+                    cta = np.where(remote, self.cta_of_rank(w, rank - 1), cta)
+                aa = np.where(remote, aa & ((1 << CLUSTER_SHIFT) - 1), aa)
+            sm = w.group.shared
+            self._trace_mem(w, instr, "shared", lanes, aa, nbytes, words is not None,
+                            atomic_rmw is not None,
+                            space_cta=w.group.ctas[int(cta[0])].linear if cta.size else None)
+            ok = sm.in_bounds(aa, nbytes)
+            if not ok.all():
+                bad = lanes[~ok]
+                self.finding("numsim.out-of-bounds", f"out-of-bounds shared "
+                             f"{'write' if words is not None else 'read'} of {nbytes} bytes by "
+                             f"lane {int(bad[0]) % WARP} ({w.where_lane(bad[0])}) at "
+                             f"{hex(int(aa[~ok][0]))} (shared window is {sm.size} bytes) in "
+                             f"kernel {self.kir.name!r}", instr, lanes=bad % WARP,
+                             addresses=aa[~ok], w=w, at_lane=int(bad[0]))
+            sl, cta, aa = lanes[ok], cta[ok], aa[ok]
+            if atomic_rmw is not None:
+                def rd(i):
+                    return sm.read(cta[i:i + 1], aa[i:i + 1], nbytes)[0][0]
+
+                def wr(i, v):
+                    sm.write(cta[i:i + 1], aa[i:i + 1], nbytes, np.array([v]))
+                out[sl] = self._serial_rmw(rd, wr, sl, atomic_rmw, nbytes)
+            elif words is None:
+                vals, init = sm.read(cta, aa, nbytes)
+                out[sl] = vals
+                if not init.all():
+                    bad = sl[~init]
+                    self.finding("numsim.uninitialized-shared", f"read of uninitialized shared "
+                                 f"memory {sm.layout.name_of(int(aa[~init][0]))} by lane "
+                                 f"{int(bad[0]) % WARP} ({w.where_lane(bad[0])}) in kernel "
+                                 f"{self.kir.name!r}", instr, severity="review",
+                                 lanes=bad % WARP, addresses=aa[~init], w=w,
+                                 at_lane=int(bad[0]))
+            else:
+                vals = np.asarray(words)[sl] if np.ndim(words) else np.full(sl.size, words)
+                sm.write(cta, aa, nbytes, vals)
+            return out
+        if space == "param":
+            raise Unsupported("ld.param through a register address")
+        raise Unsupported(f"memory accesses to the .{space} state space")
+
+    def _serial_rmw(self, rd, wr, lanes, op, nbytes):
+        """Atomics: apply lane by lane in lane order (one legal serialization)."""
+        old = np.zeros(lanes.size, uint_of(nbytes))
+        for j in range(lanes.size):
+            cur = rd(j)
+            old[j] = cur
+            wr(j, op(cur, int(lanes[j])))
+        return old
+
+    def atomic(self, w, instr, space, addrs, mask, nbytes, op) -> np.ndarray:
+        return self._access(w, instr, space, addrs, mask, nbytes, None, atomic_rmw=op)
+
+    def cta_of_rank(self, w: Warps, rank):
+        """Group-local CTA index of cluster rank(s) `rank` (the group is one cluster)."""
+        rank = np.asarray(rank)
+        n = len(w.group.ctas)
+        if np.any((rank < 0) | (rank >= n)):
+            raise Unsupported(f"shared::cluster address names CTA rank {int(np.max(rank))} "
+                              f"outside a cluster of {n}")
+        return rank
+
+    def _trace_mem(self, w, instr, space, lanes, a, nbytes, write, atomic, bufname=False,
+                   space_cta=None):
+        if self.trace is None:
+            return
+        ranges = [(int(l) % WARP, int(x), int(x) + nbytes) for l, x in zip(lanes, a)]
+        mask = np.zeros(w.L, bool)
+        mask[lanes] = True
+        buf = self.gmem.name_of(int(a[0])) if bufname and len(a) else None
+        w.event(ev.MemAccess, instr, mask, space=space,
+                access="rmw" if atomic else ("write" if write else "read"), ranges=ranges,
+                atomic=atomic, space_cta=w.cta().linear if space_cta is None else space_cta,
+                buffer=buf)
+
+    # -- the launch ----------------------------------------------------------------------------------------
+    def batchable(self) -> bool:
+        if self.trace is not None or np.prod(self.cluster) > 1:
+            return False
+        for s in self.kir.instructions():
+            if s.binding.name.startswith(_PER_WARP_PREFIXES):
+                return False
+        return True
+
+    def ctas(self) -> list:
+        gx, gy, gz = self.grid
+        cx, cy, cz = self.cluster
+        out = []
+        for z in range(gz):
+            for y in range(gy):
+                for x in range(gx):
+                    lin = x + gx * (y + gy * z)
+                    cl = (x // cx, y // cy, z // cz)
+                    cc = (x % cx, y % cy, z % cz)
+                    rank = cc[0] + cx * (cc[1] + cy * cc[2])
+                    clin = cl[0] + (gx // cx) * (cl[1] + (gy // cy) * cl[2])
+                    out.append(CTA(lin, (x, y, z), rank, clin, cc, cl))
+        if self.max_ctas is not None:
+            out = out[: self.max_ctas]
+        return out
+
+    def launch(self) -> None:
+        for d, c in zip(self.grid, self.cluster):
+            if d % c:
+                raise ValueError(f"kernel {self.kir.name!r}: grid {self.grid} is not a multiple "
+                                 f"of cluster {self.cluster}")
+        ctas = self.ctas()
+        nwarps = -(-int(np.prod(self.block)) // WARP)
+        if self.batchable():
+            snapshot = [b.data.copy() for b in self.gmem.buffers]
+            try:
+                self.mode = "batched"
+                per = max(1, BATCH_LANES // (nwarps * WARP))
+                for i in range(0, len(ctas), per):
+                    chunk = ctas[i: i + per]
+                    g = Group(chunk, SharedMemory(self.shared_layout, len(chunk)))
+                    w = Warps(self, g, [j for j in range(len(chunk)) for _ in range(nwarps)],
+                              [k for _ in chunk for k in range(nwarps)])
+                    schedule(self, [w])
+                    self.ctas_run += len(chunk)
+                return
+            except Fallback:
+                for b, s in zip(self.gmem.buffers, snapshot):
+                    b.data[:] = s
+                self.findings.clear()
+                self._sites.clear()
+                self._site_finding.clear()
+                self.ctas_run = 0
+                self.mode = "per-warp"
+        csize = int(np.prod(self.cluster))
+        by_cluster: dict = {}
+        for c in ctas:
+            by_cluster.setdefault(c.cluster, []).append(c)
+        for cl, members in sorted(by_cluster.items()):
+            members.sort(key=lambda c: c.rank)
+            if len(members) != csize and self.max_ctas is None:
+                raise ValueError(f"cluster {cl} has {len(members)} CTAs, expected {csize}")
+            g = Group(members, SharedMemory(self.shared_layout, len(members)))
+            g.nwarps_total = nwarps * len(members)
+            warps = [Warps(self, g, [j], [k]) for j in range(len(members)) for k in range(nwarps)]
+            schedule(self, warps)
+            self.ctas_run += len(members)
+
+    def finish_warps(self, w: Warps) -> None:
+        for c in w.ctas_local:
+            w.group.exited_warps[c] = w.group.exited_warps.get(c, 0) + 1
+        if w.wgmma_open or w.wgmma_groups:
+            self.finding("numsim.wgmma-unwaited", "warp exited with wgmma operations not waited "
+                         "for (wgmma.wait_group missing); their results were dropped", None,
+                         w=w, severity="error")
+
+
+__all__ = ["Machine", "Deadlock", "SimLimit", "Unsupported", "time"]

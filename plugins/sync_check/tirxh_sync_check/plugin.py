@@ -1,0 +1,66 @@
+"""The tirxh plugin (entry point ``sync_check``): `tirxh check` runs synccheck and racecheck.
+
+Both analyses run on each kernel's smallest case only (a simulated launch with an event trace is
+the expensive part, and the synchronization structure rarely depends on the problem size): the
+small case with the fewest elements by its integer parameters. Other items get None (not
+applicable). ``[sync_check]`` keys in ``tirx.toml``: ``enabled``, ``max_states`` (the explorer's
+bound; hitting it gives ``incomplete``), ``all_cases`` (check every small case), ``seed``.
+"""
+
+from __future__ import annotations
+
+from tirxh.core.pluginmanager import hookimpl
+
+SECTION = "sync_check"
+
+
+@hookimpl
+def tirxh_addoption(parser):
+    parser.addini(SECTION, "enabled", "bool", True, "run synccheck and racecheck in `tirxh check`")
+    parser.addini(SECTION, "max_states", "int", 200_000,
+                  "bound on the interleaving explorer's states (beyond it: incomplete)")
+    parser.addini(SECTION, "all_cases", "bool", False,
+                  "check every small case, not only each kernel's smallest")
+    parser.addini(SECTION, "seed", "int", 0, "seed for suite.make_inputs")
+
+
+def _opt(config, key, default):
+    getini = getattr(config, "getini", None)
+    if getini is not None:
+        try:
+            return getini(SECTION, key)
+        except Exception:  # the key was not declared (plugin loaded without addoption)
+            pass
+    return (getattr(config, "inicfg", None) or {}).get(SECTION, {}).get(key, default)
+
+
+def smallest_case(suite):
+    """The small case with the least work by its integer parameters (first on ties)."""
+    small = [c for c in suite.cases if c.small] or list(suite.cases)
+
+    def size(c):
+        n = 1
+        for v in c.params.values():
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                n *= v
+        return n
+    return min(small, key=size) if small else None
+
+
+@hookimpl
+def tirxh_check_item(item, compiled, config):
+    suite, case = getattr(item, "suite", None), getattr(item, "case", None)
+    if suite is None or case is None or not _opt(config, "enabled", True):
+        return None
+    if not case.small:
+        return None
+    if not _opt(config, "all_cases", False) and smallest_case(suite) is not case:
+        return None
+    from .analyze import check_kernel
+    inputs = suite.make_inputs(case, int(_opt(config, "seed", 0)))
+    target = compiled if compiled is not None and getattr(compiled, "ir", None) is not None \
+        else suite.kernel
+    consts = dict(getattr(item, "consts", None) or suite.consts(case))
+    sync, race = check_kernel(target, inputs, consts=consts, grid=suite.grid(case),
+                              max_states=int(_opt(config, "max_states", 200_000)))
+    return [sync, race]

@@ -1,0 +1,68 @@
+"""Vector clocks and the byte-granular shadow memory racecheck keeps per memory region.
+
+Threads of the analysis are warps (a warp's lanes are program-ordered with each other: tirxh
+models a warp as one thread of control, as the trace records one event per warp instruction) and
+asynchronous operations (each TMA copy, bulk copy, cp.async or wgmma is its own thread whose clock
+starts from its issuer's at issue). A vector clock is a numpy int32 array indexed by thread.
+
+A `Region` shadows one allocation (a CTA's shared window, or one global buffer) byte by byte:
+the last write's thread, clock, event and proxy, and the last read clock of every warp (reads by
+asynchronous operations are kept as `AsyncRead` records instead, since there are many such
+threads and each reads large boxes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def new_clock(n: int, owner: "int | None" = None) -> np.ndarray:
+    vc = np.zeros(n, np.int32)
+    if owner is not None:
+        vc[owner] = 1
+    return vc
+
+
+class Region:
+    """Shadow state of one allocation of `size` bytes for `nwarps` warp threads."""
+
+    def __init__(self, name: str, size: int, nwarps: int):
+        self.name = name
+        self.size = size
+        self.wt = np.full(size, -1, np.int32)  # writer thread
+        self.wc = np.zeros(size, np.int32)  # writer clock
+        self.we = np.full(size, -1, np.int32)  # writer event index
+        self.wasync = np.zeros(size, bool)  # written through the async proxy
+        self.watomic = np.zeros(size, bool)
+        self.rc = np.zeros((size, nwarps), np.int32)  # last read clock per warp
+        self.re = np.full((size, nwarps), -1, np.int32)  # last read event per warp
+        self.async_reads: list = []
+
+
+@dataclass
+class AsyncRead:
+    """Bytes an asynchronous operation reads, until its completion is ordered before a write."""
+
+    thread: int
+    clock: int
+    idx: np.ndarray  # sorted unique byte offsets in the region
+    lo: int
+    hi: int
+    event: int
+
+
+def byte_indices(ranges: list, base: int) -> "tuple[np.ndarray, np.ndarray]":
+    """(byte offsets relative to `base`, the lane of each byte) for ``(lane, start, end)`` ranges."""
+    if not ranges:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    arr = np.asarray(ranges, np.int64)
+    lanes, starts, ends = arr[:, 0], arr[:, 1] - base, arr[:, 2] - base
+    lens = np.maximum(ends - starts, 0)
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    idx = offs + np.arange(total)
+    return idx, np.repeat(lanes, lens)

@@ -1,0 +1,115 @@
+"""Per-warp and per-warpgroup protocol rules that need no interleaving, read from the trace.
+
+- aligned barriers (``bar.sync``, ``barrier.sync.aligned``, ``barrier.cluster.*.aligned``) must be
+  executed by every thread of the warp: a partial lane mask means the barrier sits under divergent
+  control flow (PTX ISA "bar, barrier": the .aligned form requires all threads of the warp to
+  execute the same barrier instruction);
+- ``setmaxnreg`` must be executed by all threads of all four warps of a warpgroup, with the same
+  action and count (PTX ISA "setmaxnreg": ".sync.aligned ... all threads in the warpgroup");
+- each thread alternates ``barrier.cluster.arrive`` and ``barrier.cluster.wait``
+  (PTX ISA "barrier.cluster": a wait must follow the thread's own arrive of the same phase).
+"""
+
+from __future__ import annotations
+
+from tirxh_numsim import events as ev
+
+from .model import popcount, warp_mask
+from .report import Issue
+
+
+def _aligned(e) -> bool:
+    spelling = getattr(e.instr, "spelling", "") if e.instr is not None else ""
+    if not spelling:
+        return True
+    first = spelling.split(".")[0]
+    return first == "bar" or ".aligned" in spelling
+
+
+def check(trace) -> list:
+    issues: list = []
+    seen: set = set()
+
+    def add(issue: Issue):
+        e = issue.event
+        key = (issue.kind, (e.loc.file, e.loc.line) if e is not None and e.loc else None)
+        if key not in seen:
+            seen.add(key)
+            issues.append(issue)
+
+    block = tuple(trace.block)
+    by_warp = trace.by_warp()
+    for (cta, warp), evs in sorted(by_warp.items()):
+        full = warp_mask(block, warp)
+        arrived = False
+        last_arrive = None
+        for e in evs:
+            if isinstance(e, ev.BarrierEvent) and e.op in ("sync", "arrive") and not e.released:
+                if _aligned(e) and e.lanes != full:
+                    add(Issue("barrier.divergent",
+                              f"aligned barrier {e.barrier} executed by {popcount(e.lanes)} of "
+                              f"{popcount(full)} threads of warp {warp} (lanes {e.lanes:#010x}): "
+                              "the barrier is under divergent control flow",
+                              event=e, lanes=ev.lanes_of(e.lanes),
+                              witness=[f"warp {warp} reaches the barrier with lanes "
+                                       f"{e.lanes:#010x}; its live lanes are {full:#010x}"]))
+            elif isinstance(e, ev.ClusterBarrierEvent):
+                if e.op == "arrive":
+                    if arrived:
+                        add(Issue("cluster-barrier.mismatch",
+                                  "barrier.cluster.arrive twice without a barrier.cluster.wait "
+                                  "in between", event=e, related=[last_arrive]))
+                    arrived, last_arrive = True, e
+                else:
+                    if not arrived:
+                        add(Issue("cluster-barrier.mismatch",
+                                  "barrier.cluster.wait without a preceding "
+                                  "barrier.cluster.arrive by this warp", event=e))
+                    arrived = False
+                if _aligned(e) and e.lanes != full:
+                    add(Issue("cluster-barrier.mismatch",
+                              f"aligned barrier.cluster.{e.op} executed by part of warp {warp} "
+                              f"(lanes {e.lanes:#010x})", event=e))
+    issues.extend(_setmaxnreg(trace, by_warp, block, add) or [])
+    return issues
+
+
+def _setmaxnreg(trace, by_warp, block, add) -> None:
+    threads = 1
+    for d in block:
+        threads *= d
+    ctas = sorted({c for c, _ in by_warp})
+    for cta in ctas:
+        nwarps = -(-threads // 32)
+        for g in range(-(-nwarps // 4)):
+            members = [w for w in range(4 * g, 4 * g + 4)]
+            seqs = {w: [e for e in by_warp.get((cta, w), []) if isinstance(e, ev.SetMaxNReg)]
+                    for w in members}
+            if not any(seqs.values()):
+                continue
+            longest = max(seqs.values(), key=len)
+            for w in members:
+                s = seqs[w]
+                if w >= nwarps:
+                    add(Issue("setmaxnreg.partial-warpgroup",
+                              f"setmaxnreg in warpgroup {g}, which has only {nwarps - 4 * g} "
+                              "warps in this block", event=longest[0]))
+                    continue
+                for k, ref in enumerate(longest):
+                    mine = s[k] if k < len(s) else None
+                    if mine is None or (mine.action, mine.count) != (ref.action, ref.count):
+                        others = [x for x in members if x < nwarps and len(seqs[x]) > k]
+                        add(Issue("setmaxnreg.partial-warpgroup",
+                                  f"setmaxnreg.{ref.action} {ref.count} executed by warps "
+                                  f"{others} of warpgroup {g} but not by warp {w}"
+                                  + ("" if mine is None else
+                                     f" (it executed setmaxnreg.{mine.action} {mine.count})"),
+                                  event=ref, witness=[
+                                      f"warp {x}: " + ", ".join(
+                                          f"setmaxnreg.{y.action} {y.count}" for y in seqs[x])
+                                      for x in members if x < nwarps]))
+                        break
+                    if mine.lanes != warp_mask(block, w):
+                        add(Issue("setmaxnreg.partial-warpgroup",
+                                  f"setmaxnreg executed by part of warp {w} (lanes "
+                                  f"{mine.lanes:#010x})", event=mine))

@@ -1,0 +1,36 @@
+"""The README's commands, .ci/run and the packaging metadata agree with each other."""
+
+import re
+import subprocess
+from tirxh.core.config import tomllib  # tomli on Python 3.10
+
+from .pytester import REPO
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    readme = (REPO / "README.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "python -m pytest -q" in readme
+    runs = [ln.strip() for ln in ci.splitlines() if "-m pytest" in ln and
+            not ln.strip().startswith(("#", "echo"))]
+    assert runs == ['exec "$PYTHON" -m pytest -q']
+    assert (REPO / ".ci" / "run").stat().st_mode & 0o111
+    subprocess.run(["bash", "-n", str(REPO / ".ci" / "run")], check=True)
+
+
+def test_readme_main_job_uses_the_console_script_and_the_zoo():
+    readme = (REPO / "README.md").read_text()
+    assert re.search(r"pip install -e \. .*plugins/\*/.* && tirxh check --rootdir zoo", readme)
+    assert (REPO / "zoo" / "tirx.toml").is_file()
+
+
+def test_console_scripts_resolve():
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
+    scripts = meta["project"]["scripts"]
+    assert scripts["tirxh"] == "tirxh.core.cli:main"
+    from tirxh.core.cli import main
+    assert callable(main)
+    deps = " ".join(meta["project"]["dependencies"])
+    for needed in ("pluggy", "packaging", "cuda-bindings", "nvidia-nvjitlink",
+                   "nvidia-cuda-nvdisasm", "tomli>=2.0; python_version < '3.11'"):
+        assert needed in deps

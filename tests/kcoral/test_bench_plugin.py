@@ -1,0 +1,121 @@
+"""``tirxh bench`` glue: jobs built from a compiled kernel and its suite; result verdicts."""
+
+import numpy as np
+import pytest
+
+import tirxh.lang as T
+from kcoral.job import Job
+from tirxh.core.compiler import compile_kernel
+from tirxh.plugins.bench import BenchResult, build_job
+
+
+@T.kernel(grid=lambda n: T.cdiv(n, 256), block=256)
+def vadd(a: T.gptr[T.f32], b: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
+    i = T.ctaid.x * 256 + T.tid.x
+    with T.if_(i < n):
+        x = T.ptx.ld.global_.f32(a.at(i))
+        y = T.ptx.ld.global_.f32(b.at(i))
+        T.ptx.st.global_.f32(out.at(i), x + y)
+
+
+@T.kernel(grid=1, block=32)
+def uses_map(m: T.tensormap, src: T.gptr[T.bf16], out: T.gptr[T.f32], n: T.u32):
+    i = T.tid.x
+    with T.if_(i < n):
+        T.ptx.st.global_.f32(out.at(i), T.ptx.ld.global_.f32(out.at(i)))
+
+
+def inputs(rng, n):
+    return dict(a=rng.standard_normal(n, dtype=np.float32),
+                b=rng.standard_normal(n, dtype=np.float32), out=np.empty(n, np.float32), n=n)
+
+
+SUITE = T.suite(vadd, inputs=inputs, reference=lambda a, b: {"out": a + b}, outputs=["out"],
+                cases=[T.case("n1000", n=1000)], tolerance=T.tolerance(rtol=1e-6),
+                flops=lambda n: n, bytes=lambda n: 12 * n,
+                baselines=[{"name": "torch.add", "args": {"n": "n", "x": "y"}}])
+
+
+def test_build_job_from_suite():
+    ck = compile_kernel(vadd, "sm_90a")
+    blobs = {}
+
+    def put(data):
+        import hashlib
+        d = hashlib.sha256(data).hexdigest()
+        blobs[d] = data
+        return d
+    doc = build_job(ck, SUITE, SUITE.cases[0], put=put)
+    job = Job.from_json(doc)  # valid
+    assert job.doc["launches"][0]["grid"] == [4, 1, 1]
+    assert job.doc["launches"][0]["args"][3] == {"scalar": 1000, "dtype": "u32"}
+    assert [b["name"] for b in doc["buffers"] if b["output"]] == ["out"]
+    assert doc["module"] == {"format": "cubin", "blob": put(ck.cubin)}
+    assert [r["when"] for r in doc["runs"]] == ["before", "after"]
+    assert doc["runs"][0]["seed"] != doc["runs"][1]["seed"]
+    assert job.blobs() <= set(blobs)
+    from kcoral.blobs import array_from_bytes
+    r0 = doc["runs"][0]
+    a = array_from_bytes(blobs[r0["inputs"]["a"]])
+    b = array_from_bytes(blobs[r0["inputs"]["b"]])
+    assert np.array_equal(array_from_bytes(blobs[r0["expected"]["out"]]), a + b)
+    assert doc["work"] == {"flops": 1000.0, "bytes": 12000.0}
+    assert doc["checks"] == [{"buffer": "out", "rtol": 1e-6, "atol": 0.0, "rms": None}]
+    # a baseline arg naming a case parameter takes its value
+    assert doc["baselines"] == [{"name": "torch.add", "args": {"n": 1000, "x": "y"}}]
+
+
+def test_tensormap_params_are_described():
+    from tirxh.core.types import numpy_dtype
+    ck = compile_kernel(uses_map, "sm_90a")
+
+    def inp(rng, n):
+        return dict(m=T.TensorMap("src", box=(8, 16), swizzle=32),
+                    src=np.zeros((64, 32), numpy_dtype("bf16")),
+                    out=np.empty(n, np.float32), n=n)
+    s = T.suite(uses_map, inputs=inp, reference=None, outputs=["out"],
+                cases=[T.case("c", n=32)])
+    doc = build_job(ck, s, s.cases[0])
+    tm = doc["launches"][0]["args"][0]["tensormap"]
+    assert tm["source"] == "src" and tm["dims"] == [32, 64] and tm["strides"] == [64]
+    assert tm["box"] == [16, 8] and tm["swizzle"] == 32 and tm["dtype"] == "bf16"
+    Job.from_json(doc)
+
+
+def test_bad_inputs_are_named():
+    ck = compile_kernel(vadd, "sm_90a")
+    s = T.suite(vadd, inputs=lambda rng, n: dict(a=np.zeros(n, np.float32),
+                                                 b=np.zeros(n, np.float32),
+                                                 out=np.zeros(n, np.float32), n=n),
+                outputs=["nope"], cases=[T.case("c", n=8)])
+    with pytest.raises(ValueError, match="output 'nope' is not a pointer parameter"):
+        build_job(ck, s, s.cases[0])
+
+
+def _res(state="done", **r):
+    base = {"status": "ok", "verified": True, "board": "cuda0",
+            "timing": {"candidate": {"median_ms": 0.05, "iqr_ms": 0.001, "n": 40},
+                       "converged": True, "gbps": 3800.0, "floor_fraction": 0.9,
+                       "baselines": {"torch.add": {"speedup": 1.1, "median_ms": 0.055}}}}
+    base.update(r)
+    return BenchResult("vadd[n16M]@sm_90a", state, base)
+
+
+def test_bench_result_verdicts_and_summary():
+    r = _res()
+    assert r.verdict == "clean"
+    s = r.summary
+    assert "50.00 us" in s and "3800 GB/s" in s and "90% of floor" in s
+    assert "1.10x vs torch.add" in s
+    assert r.to_json()["verdict"] == "clean"
+    sus = _res()
+    sus.result["timing"]["suspect"] = True
+    assert sus.verdict == "review" and "SUSPECT" in sus.summary
+    assert _res(verified=False).verdict == "incomplete"
+    fail = BenchResult("x", "failed", {"error": {"type": "runtime.illegal-address",
+                                                 "message": "boom"}})
+    assert fail.verdict == "error" and "runtime.illegal-address" in fail.summary
+    una = BenchResult("x", "failed", {"error": {"type": "unavailable.board", "message": "m"}})
+    assert una.verdict == "incomplete"
+    notime = _res(timing={"skipped": "board kind 'sim' does not time"})
+    assert notime.verdict == "incomplete" and "not timed" in notime.summary

@@ -1,0 +1,70 @@
+"""Job validation: every problem named by its field, all reported together."""
+
+import pytest
+
+from kcoral.job import Job, JobError
+
+D = "a" * 64
+
+
+def base(**kw):
+    d = {"target": "sm_90a", "module": {"format": "cubin", "blob": D},
+         "buffers": [{"name": "x", "dtype": "f32", "shape": [16]}],
+         "launches": [{"entry": "k", "grid": [1], "block": [32], "args": [{"buffer": "x"}]}]}
+    d.update(kw)
+    return d
+
+
+def problems(doc, limits=None):
+    with pytest.raises(JobError) as ei:
+        Job.from_json(doc).validate(limits)
+    return dict(ei.value.problems)
+
+
+def test_valid_job_gets_defaults():
+    j = Job.from_json(base())
+    assert j.doc["launches"][0]["grid"] == [1, 1, 1]
+    assert j.doc["timing"]["rel_noise"] == 0.01
+    assert j.doc["buffers"][0]["init"] == {"kind": "zeros"}
+    assert j.blobs() == {D}
+    assert Job.from_json(j.to_json()).doc == j.doc
+
+
+def test_errors_name_fields_and_are_collected():
+    p = problems(base(target="", module={"format": "elf", "blob": "xyz"},
+                      launches=[{"entry": "k", "grid": [0, 1, 1], "block": [2048, 1, 1],
+                                 "args": [{"buffer": "nope"}, {"scalar": 1, "dtype": "q7"}]}]))
+    assert set(p) >= {"target", "module.format", "module.blob", "launches[0].grid",
+                      "launches[0].block", "launches[0].args[0]", "launches[0].args[1].dtype"}
+    assert "nope" in p["launches[0].args[0]"]
+
+
+def test_board_limits():
+    lim = {"memory_bytes": 1000, "max_smem_per_block": 1024, "max_grid": (10, 10, 10)}
+    doc = base(launches=[{"entry": "k", "grid": [11, 1, 1], "block": [32, 1, 1],
+                          "dynamic_smem": 4096, "args": []}],
+               buffers=[{"name": "x", "dtype": "f32", "shape": [1000]}])
+    p = problems(doc, lim)
+    assert "exceeds the board's limit" in p["launches[0].grid"]
+    assert "4096" in p["launches[0].dynamic_smem"]
+    assert "4000 bytes" in p["buffers[0].shape"]
+
+
+def test_cluster_must_divide_grid():
+    doc = base(launches=[{"entry": "k", "grid": [3, 1, 1], "block": [32, 1, 1],
+                          "cluster": [2, 1, 1], "args": []}])
+    assert "multiple" in problems(doc)["launches[0].cluster"]
+
+
+def test_runs_and_checks_fields():
+    p = problems(base(checks=[{"buffer": "zz", "rtol": -1}],
+                      runs=[{"seed": 1, "when": "later", "inputs": {"x": "bad"}}]))
+    assert "zz" in p["checks[0].buffer"]
+    assert "checks[0].rtol" in p
+    assert "runs[0].when" in p
+    assert "runs[0].inputs.x" in p
+
+
+def test_not_an_object():
+    with pytest.raises(JobError, match="expected a JSON object"):
+        Job.from_json("[1, 2]")

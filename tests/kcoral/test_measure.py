@@ -1,0 +1,107 @@
+"""The measurement protocol against the fake device, in-process (no worker, no daemon)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from kcoral.blobs import BlobStore
+from kcoral.boards import BoardSpec
+from kcoral.boards.fake import FakeDevice
+from kcoral.errors import JobFailure
+from kcoral.job import Job
+from kcoral.measure import _rel_stderr_median, run_job, throughput
+from kcoral.plugins import registries
+
+
+def make(tmp_path, op="add", time_ms=0.05, runs=True, **extra):
+    blobs = BlobStore(tmp_path)
+    mod = blobs.put(json.dumps({"kernels": {"k": {"op": op, "time_ms": time_ms}}}).encode())
+    n = 64
+    rr = []
+    if runs:
+        for seed, when in ((1, "before"), (2, "after")):
+            rng = np.random.default_rng(seed)
+            a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(
+                np.float32)
+            rr.append({"seed": seed, "when": when,
+                       "inputs": {"a": blobs.put_array(a), "b": blobs.put_array(b)},
+                       "expected": {"out": blobs.put_array(a + b)}})
+    doc = {"target": "sm_90a", "module": {"format": "fake", "blob": mod},
+           "buffers": [{"name": "a", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
+                       {"name": "b", "dtype": "f32", "shape": [n], "init": {"kind": "uniform"}},
+                       {"name": "out", "dtype": "f32", "shape": [n], "output": True}],
+           "launches": [{"entry": "k", "grid": [1], "block": [64],
+                         "args": [{"buffer": "a"}, {"buffer": "b"}, {"buffer": "out"}]}],
+           "checks": [{"buffer": "out", "rtol": 1e-6}], "runs": rr,
+           "timing": {"min_iters": 5, "budget_s": 1.0}, "work": {"bytes": 12 * n}}
+    doc.update(extra)
+    job = Job.from_json(doc)
+    dev = FakeDevice(BoardSpec("f", "fake", "sm_90a", options={"noise": 0.001}))
+    dev.begin_job(job.doc)
+    events = []
+    return lambda: run_job(job, dev, blobs, registries().baselines,
+                           lambda s, m: events.append(s)), events
+
+
+def test_ok_result_has_protocol_fields(tmp_path):
+    run, events = make(tmp_path)
+    r = run()
+    assert r["verified"] and [c["when"] for c in r["correctness"]] == ["before", "after"]
+    t = r["timing"]
+    assert t["converged"] and abs(t["candidate"]["median_ms"] - 0.05) < 0.001
+    assert t["candidate"]["n"] == len(t["candidate"]["samples_ms"]) >= 5
+    assert set(t["sm_clock_mhz"]) == {"before", "after"} and t["l2_flush"]
+    assert t["gbps"] == pytest.approx(12 * 64 / (t["candidate"]["median_ms"] / 1e3) / 1e9)
+    assert events.index("loaded") < events.index("correctness") < events.index("timing")
+
+
+def test_wrong_kernel_fails_correctness(tmp_path):
+    run, _ = make(tmp_path, op="add_bug")
+    with pytest.raises(JobFailure) as ei:
+        run()
+    assert ei.value.type == "correctness.mismatch"
+    assert "'out'" in ei.value.message and "seed 1" in ei.value.message
+
+
+def test_poisoned_output_is_caught(tmp_path):
+    # a kernel that writes nothing leaves the NaN poison: it must not pass by leftover contents
+    run, _ = make(tmp_path, op="noop")
+    with pytest.raises(JobFailure, match="correctness.mismatch"):
+        run()
+
+
+def test_baseline_reference_and_interleaving(tmp_path):
+    run, _ = make(tmp_path, runs=False,
+                  checks=[{"buffer": "out", "baseline": "fake.add",
+                           "baseline_args": {"a": "a", "b": "b"}, "rtol": 1e-6}],
+                  baselines=[{"name": "fake.add", "args": {"a": "a", "b": "b", "out": "out",
+                                                           "time_ms": 0.1}}])
+    r = run()
+    assert r["correctness"][0]["checks"][0]["reference"] == "baseline fake.add"
+    t = r["timing"]
+    assert t["interleaved"] == ["candidate", "fake.add"]
+    assert t["baselines"]["fake.add"]["speedup"] == pytest.approx(2.0, rel=0.02)
+
+
+def test_unknown_baseline(tmp_path):
+    run, _ = make(tmp_path, baselines=[{"name": "nope.op"}])
+    with pytest.raises(JobFailure, match="unknown baseline 'nope.op'"):
+        run()
+
+
+def test_floor_flags_suspect_times():
+    info = {"peak_flops_per_s": 790e12, "peak_bytes_per_s": 4.3e12}
+    ok = throughput({"flops": 2 * 4096 ** 3}, 0.25, info)
+    assert not ok["suspect"] and ok["tflops"] == pytest.approx(549.8, rel=1e-3)
+    bad = throughput({"flops": 2 * 4096 ** 3}, 0.1, info)
+    assert bad["suspect"] and "below the physical floor" in bad["suspect_reason"]
+    mem = throughput({"bytes": 4.3e9}, 0.5, info)
+    assert mem["suspect"] and mem["floor_ms"] == pytest.approx(1.0)
+
+
+def test_noise_estimate():
+    assert _rel_stderr_median([1.0, 1.0]) == float("inf")
+    assert _rel_stderr_median([1.0] * 50) == 0.0
+    noisy = list(np.random.default_rng(0).normal(1.0, 0.1, 100))
+    assert 0.005 < _rel_stderr_median(noisy) < 0.03

@@ -1,0 +1,141 @@
+"""The run skeleton: exit codes, the session wrapper, and the run commands.
+
+`wrap_session` owns the mapping from what happened to an `ExitCode` (as pytest's ``main.py``):
+a usage error, an interruption or an internal error never escapes as a traceback from `main`;
+the report stream is always closed with a ``session_finish`` event.
+"""
+
+from __future__ import annotations
+
+import enum
+import platform
+import sys
+import time
+import traceback
+
+from .errors import UsageError
+from .nodes import Session, collect
+from .reports import ItemReport, SessionFinish, SessionStart
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0  # every selected item passed (incomplete items do not fail unless [check] fail_on)
+    FAILED = 1  # an item failed or errored, or a kernel module failed to import
+    INTERRUPTED = 2  # Ctrl-C (a run stopped early by -x is FAILED, not this)
+    INTERNAL_ERROR = 3  # a bug in tirxh or a plugin outside any item
+    USAGE_ERROR = 4  # bad command line, tirx.toml, node id, or plugin set-up
+    NO_ITEMS_COLLECTED = 5  # nothing was collected (or everything was deselected)
+
+
+def _error(msg: str) -> None:
+    sys.stderr.write(f"ERROR: {msg}\n")
+    sys.stderr.flush()
+
+
+def counts(session: Session) -> dict:
+    reports = session.config.stash.get("item_reports", [])
+    out = {o: 0 for o in ("passed", "failed", "error", "incomplete", "skipped")}
+    for r in reports:
+        out[r.outcome] = out.get(r.outcome, 0) + 1
+    out["collected"] = len(session.items) + len(session.deselected)
+    out["selected"] = len(session.items)
+    out["deselected"] = len(session.deselected)
+    out["collection_errors"] = sum(1 for r in session.collect_reports if r.outcome == "failed")
+    return out
+
+
+def wrap_session(config, doit) -> int:
+    """Run ``doit(config, session) -> ExitCode`` between the start and finish events."""
+    from .. import __version__
+    hook = config.pm.hook
+    session = Session(config, config.command)
+    config.stash["session"] = session
+    config.stash.setdefault("item_reports", [])
+    status = ExitCode.OK
+    started = False
+    try:
+        hook.tirxh_sessionstart(session=session)
+        hook.tirxh_report(report=SessionStart(
+            config.command, str(config.rootdir), str(config.inipath) if config.inipath else None,
+            __version__, platform.python_version(), list(config.project_targets),
+            config.pm.plugin_infos(), time.time()), config=config)
+        started = True
+        status = doit(config, session)
+    except UsageError as e:
+        _error(str(e))
+        status = ExitCode.USAGE_ERROR
+    except KeyboardInterrupt:
+        _error("interrupted")
+        status = ExitCode.INTERRUPTED
+    except Exception:
+        sys.stderr.write("INTERNAL ERROR:\n" + traceback.format_exc())
+        status = ExitCode.INTERNAL_ERROR
+    try:
+        hook.tirxh_sessionfinish(session=session, exitstatus=status)
+        if started:
+            hook.tirxh_report(report=SessionFinish(int(status), counts(session),
+                                                   time.time() - session.start), config=config)
+    except Exception:
+        sys.stderr.write("INTERNAL ERROR (while finishing):\n" + traceback.format_exc())
+        status = ExitCode.INTERNAL_ERROR
+    finally:
+        hook.tirxh_unconfigure(config=config)
+    return status
+
+
+def _collect(config, session) -> None:
+    collect(session, config.getoption("paths") or [])
+
+
+def _collection_status(session) -> "ExitCode | None":
+    """The exit code when collection alone decides it (None: go on and run)."""
+    errors = any(r.outcome == "failed" for r in session.collect_reports)
+    if not session.items:
+        return ExitCode.FAILED if errors else ExitCode.NO_ITEMS_COLLECTED
+    return None
+
+
+def run_items(config, session) -> ExitCode:
+    """``check``/``bench``/``build``: collect, then each item through `runner.run_item`."""
+    from .runner import run_item
+    _collect(config, session)
+    early = _collection_status(session)
+    if config.getoption("collect_only"):
+        if early is not None:
+            return early
+        errors = any(r.outcome == "failed" for r in session.collect_reports)
+        return ExitCode.FAILED if errors else ExitCode.OK
+    if early is not None:
+        return early
+    hook = config.pm.hook
+    maxfail = 1 if config.getoption("exitfirst") else 0
+    failures = 0
+    for item in session.items:
+        rep: ItemReport = run_item(item, config.command)
+        config.stash["item_reports"].append(rep)
+        hook.tirxh_report(report=rep, config=config)
+        if rep.outcome in ("failed", "error"):
+            failures += 1
+            if maxfail and failures >= maxfail:
+                session.shouldstop = f"stopping after {failures} failure (-x)"
+                break
+    bad = failures or any(r.outcome == "failed" for r in session.collect_reports)
+    return ExitCode.FAILED if bad else ExitCode.OK
+
+
+def find_item(session, nodeid: str):
+    """The one collected item `nodeid` names (exactly, or as a unique prefix)."""
+    exact = [i for i in session.items if i.nodeid == nodeid]
+    if exact:
+        return exact[0]
+    from .nodes import _nodeid_matches
+    cands = [i for i in session.items if _nodeid_matches(i.nodeid, nodeid)]
+    if len(cands) == 1:
+        return cands[0]
+    if not cands:
+        errs = [r.nodeid for r in session.collect_reports if r.outcome == "failed"]
+        hint = f" (modules that failed to import: {', '.join(errs)})" if errs else ""
+        raise UsageError(f"show {nodeid}: no collected item has this node id{hint}; "
+                         f"list them with `tirxh check --collect-only`")
+    raise UsageError(f"show {nodeid}: node id is ambiguous; it matches "
+                     + ", ".join(i.nodeid for i in cands[:10]))

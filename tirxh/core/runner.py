@@ -1,0 +1,209 @@
+"""The per-item protocol: compile, then check, bench or build; each phase becomes a report.
+
+Who made a mistake decides the outcome (see `tirxh.core.errors`): a trace/compile error in the
+kernel is a ``failed`` item pointing at the user's line; an analyzer's ``error`` verdict fails the
+item (``[check] fail_on`` can make ``incomplete`` or ``review`` fail too); an analyzer, bench
+plugin or host-side function that raises is an ``error`` with its traceback. Nothing here raises
+for an item's sake: the session goes on with the next item.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from pathlib import Path
+
+from .emit_ptx import CompileError
+from .errors import UsageError
+from .findings import AnalyzerResult, VERDICTS, worst
+from .lang.trace import TraceError
+from .reports import ItemReport, PhaseReport, worst_outcome
+
+try:  # spelling errors come out of the tracer as TraceError; guard for a raw one too
+    from .bindings import SpellingError
+except ImportError:  # pragma: no cover
+    SpellingError = ()
+
+USER_ERRORS = (TraceError, CompileError, SpellingError, UsageError)
+
+
+def _tb(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def _loc(exc) -> "list | None":
+    loc = getattr(exc, "loc", None)
+    return [str(loc.file), int(loc.line)] if loc is not None else None
+
+
+def compile_item(item) -> "tuple[object | None, PhaseReport]":
+    """``tirxh_compile`` for one item; (compiled or None, the compile phase report)."""
+    config = item.config
+    t0 = time.perf_counter()
+    try:
+        compiled = config.pm.hook.tirxh_compile(item=item, target=item.target, config=config)
+    except USER_ERRORS as e:
+        return None, PhaseReport("compile", "failed", time.perf_counter() - t0,
+                                 f"{type(e).__name__}: {e}", _loc(e))
+    except Exception as e:
+        return None, PhaseReport("compile", "error", time.perf_counter() - t0, _tb(e))
+    dt = time.perf_counter() - t0
+    if compiled is None:
+        return None, PhaseReport("compile", "error", dt,
+                                 "no plugin answered tirxh_compile (is a compile plugin loaded?)")
+    data = {"cache_hit": bool(getattr(compiled, "cache_hit", False)),
+            "timings": dict(getattr(compiled, "timings", {}) or {})}
+    res = getattr(compiled, "resources", None)
+    if res is not None and hasattr(res, "to_json"):
+        data["resources"] = res.to_json()
+    return compiled, PhaseReport("compile", "passed", dt, data=data)
+
+
+def _verdict_outcome(verdict: str, fail_on: str) -> str:
+    rank = VERDICTS.index
+    if rank(verdict) >= rank(fail_on):
+        return "failed"
+    return "incomplete" if verdict == "incomplete" else "passed"
+
+
+def check_item(item, compiled) -> PhaseReport:
+    """Every ``tirxh_check_item`` implementation, one at a time (so a crash names its plugin)."""
+    config = item.config
+    fail_on = config.getini("check", "fail_on")
+    hc = config.pm.hook.tirxh_check_item
+    kwargs = {"item": item, "compiled": compiled, "config": config}
+    results, errors = [], []
+    t0 = time.perf_counter()
+    for impl in reversed(hc.get_hookimpls()):  # pluggy's call order
+        if impl.hookwrapper or getattr(impl, "wrapper", False):
+            continue
+        try:
+            got = impl.function(*[kwargs[a] for a in impl.argnames])
+        except Exception as e:
+            errors.append(f"analyzer plugin {impl.plugin_name!r} raised:\n{_tb(e)}")
+            continue
+        got = [got] if isinstance(got, AnalyzerResult) else got
+        if got is None:
+            continue
+        if not isinstance(got, (list, tuple)) or \
+                not all(isinstance(r, AnalyzerResult) for r in got):
+            errors.append(f"analyzer plugin {impl.plugin_name!r} returned {got!r}; "
+                          f"tirxh_check_item must return an AnalyzerResult or None")
+            continue
+        results.extend(got)
+    dt = time.perf_counter() - t0
+    verdict = worst(*(r.verdict for r in results))
+    outcome = "error" if errors else _verdict_outcome(verdict, fail_on)
+    lines = list(errors)
+    for r in results:
+        if r.verdict != "clean":
+            lines.append(f"[{r.analyzer}] {r.verdict}: {r.summary}".rstrip(": "))
+            for f in r.findings:
+                where = ""
+                if f.where:
+                    label = f" ({f.where.label})" if f.where.label else ""
+                    where = f"{config.relpath(Path(f.where.file))}:{f.where.line}{label}: "
+                lines.append(f"  {where}{f.severity} {f.kind}: {f.message}")
+    return PhaseReport("check", outcome, dt, "\n".join(lines), None,
+                       [r.to_json() for r in results],
+                       {"analyzers": [r.analyzer for r in results], "verdict": verdict})
+
+
+def bench_item(item, compiled) -> PhaseReport:
+    """``tirxh_bench_item`` (firstresult): the bench plugin times the item through KCoral."""
+    config = item.config
+    if item.suite is None:
+        return PhaseReport("bench", "skipped", 0.0,
+                           "compile-only kernel (no Suite): nothing to time")
+    t0 = time.perf_counter()
+    try:
+        res = config.pm.hook.tirxh_bench_item(item=item, compiled=compiled, config=config)
+    except USER_ERRORS as e:
+        return PhaseReport("bench", "failed", time.perf_counter() - t0,
+                           f"{type(e).__name__}: {e}", _loc(e))
+    except Exception as e:
+        return PhaseReport("bench", "error", time.perf_counter() - t0, _tb(e))
+    dt = time.perf_counter() - t0
+    if res is None:
+        return PhaseReport("bench", "error", dt,
+                           "no plugin answered tirxh_bench_item: the bench plugin is blocked or "
+                           "not installed (see `tirxh plugins`)")
+    try:
+        data = res.to_json()
+        json.dumps(data)
+    except Exception as e:
+        return PhaseReport("bench", "error", dt, f"bench result {res!r} is not serializable "
+                                                 f"with to_json(): {e}")
+    verdict = getattr(res, "verdict", None) or data.get("verdict") or "clean"
+    if verdict not in VERDICTS:
+        return PhaseReport("bench", "error", dt, f"bench result verdict {verdict!r} is not one "
+                                                 f"of {VERDICTS}", data=data)
+    outcome = _verdict_outcome(verdict, "error")
+    text = getattr(res, "summary", None) or data.get("summary") or ""
+    return PhaseReport("bench", outcome, dt, "" if outcome == "passed" else str(text), data=data)
+
+
+def build_dirname(item) -> str:
+    """``kernel[case]@target``: the item's own name (no path separators can occur in it)."""
+    return item.name
+
+
+def build_item(item, compiled) -> PhaseReport:
+    """Write ``kernel.ptx``, ``kernel.cubin``, ``kernel.sass``, ``resources.json`` and
+    ``launch.json`` into ``<builddir>/<kernel>[case]@target/``."""
+    config = item.config
+    t0 = time.perf_counter()
+    out = config.builddir / build_dirname(item)
+    owners = config.stash.setdefault("build_dirs", {})
+    if str(out) in owners:
+        return PhaseReport("build", "failed", 0.0, f"build directory {out} is already used by "
+                           f"{owners[str(out)]}; rename one of the kernels")
+    owners[str(out)] = item.nodeid
+    written, problems = [], []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "kernel.ptx").write_text(compiled.ptx)
+        written.append("kernel.ptx")
+        if compiled.cubin is not None:
+            (out / "kernel.cubin").write_bytes(compiled.cubin)
+            written.append("kernel.cubin")
+            try:
+                (out / "kernel.sass").write_text(compiled.sass)
+                written.append("kernel.sass")
+            except Exception as e:  # nvdisasm missing or failing: say so, keep the rest
+                problems.append(f"kernel.sass not written: {type(e).__name__}: {e}")
+        else:
+            problems.append("kernel.cubin not written: the compile step produced no cubin")
+        res = compiled.resources.to_json() if hasattr(compiled.resources, "to_json") else {}
+        (out / "resources.json").write_text(json.dumps(
+            dict(res, log=compiled.log), indent=2) + "\n")
+        written.append("resources.json")
+        launch = compiled.launch_metadata()
+        if item.suite is not None and item.case is not None:
+            try:
+                launch["grid"] = list(item.suite.grid(item.case))
+            except Exception as e:
+                problems.append(f"grid for case {item.case.name!r}: {type(e).__name__}: {e}")
+        (out / "launch.json").write_text(json.dumps(launch, indent=2, default=str) + "\n")
+        written.append("launch.json")
+    except OSError as e:
+        return PhaseReport("build", "error", time.perf_counter() - t0, f"writing {out}: {e}",
+                           data={"dir": str(out), "files": written})
+    outcome = "incomplete" if problems else "passed"
+    return PhaseReport("build", outcome, time.perf_counter() - t0, "\n".join(problems),
+                       data={"dir": str(out), "files": written})
+
+
+def run_item(item, command: str) -> ItemReport:
+    """One item through its phases for `command` (``check``, ``bench`` or ``build``)."""
+    t0 = time.perf_counter()
+    compiled, phase = compile_item(item)
+    phases = [phase]
+    if compiled is not None:
+        step = {"check": check_item, "bench": bench_item, "build": build_item}[command]
+        phases.append(step(item, compiled))
+    outcome = worst_outcome(p.outcome for p in phases)  # a skipped bench skips the item
+    file, line = item.location
+    return ItemReport(item.nodeid, item.kernel.name, item.case.name if item.case else None,
+                      item.target, [file, line], outcome, time.perf_counter() - t0, phases)
