@@ -13,12 +13,20 @@ tools in-process on board ``cuda0`` (the same code the daemon runs for a job's `
 3. compute-sanitizer memcheck on a vadd with a planted out-of-bounds write (`vadd_oob` below):
    the finding must be ``memory.out-of-bounds`` (a global write) at the planted line.
 
-Writes into ``$OUT`` (default ./profile_gpu_out), at most 8 files, no subfolders:
+``--dry-run`` compiles, annotates and builds every job without running anything (a CPU machine
+is enough: check it before spending GPU time). Writes into ``$OUT`` (default ./profile_gpu_out),
+at most 8 files, no subfolders:
 ``profile_gpu.json`` (all summaries, overheads, checks), ``vadd.ncu-rep``, ``gemm.ncu-rep``,
 ``gemm_timeline.png``, ``vadd_timeline.png``, ``gemm_trace.json.gz`` (Perfetto, first 16 SMs) and
 ``artifacts.tar.gz`` (ncu CSV exports, SASS, raw traces and layouts, the sanitizer log: fixtures
 for the CPU tests of plugins/ncu_profile and plugins/iket). Each section records its own error
 instead of stopping the run; a compact summary is printed at the end.
+
+Missing tools are reported per section, not fatal: without ncu the ncu sections say where they
+looked; ``pip install nvidia-cuda-sanitizer-api`` (a 14 MB wheel; its ``nvidia/cu13/bin``) provides
+compute-sanitizer; without matplotlib the timelines come back as raw traces in
+``artifacts.tar.gz``, and ``python -m tirxh_iket render NAME_trace.bin NAME_trace.layout.json``
+draws them on any machine.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ ANNOTATE = {
     ],
 }
 
+DRY_RUN = False
 RESULTS: dict = {"sections": {}, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
@@ -178,12 +187,13 @@ def ncu_one(ctx: Ctx, label: str, kernel, suite, case, section_set: str) -> dict
     from tirxh_ncu_profile.source_map import line_table, map_hotspots
     from tirxh_ncu_profile.tools import NcuTool
     tool = NcuTool()
+    ck = kernel.compile("sm_90a", **suite.consts(case))
+    job = ctx.job(ck, suite, case, [{"name": "ncu", "options": {"set": section_set}}], False)
+    if DRY_RUN:
+        return {"dry_run": True, "grid": job.doc["launches"][0]["grid"]}
     why = tool.available(ctx.spec)
     if why:
         raise RuntimeError(why)
-    ck = kernel.compile("sm_90a", **{k: case.params[k] for k in kernel.const_names
-                                     if k in case.params})
-    job = ctx.job(ck, suite, case, [{"name": "ncu", "options": {"set": section_set}}], False)
     wd = ctx.work / f"ncu_{label}"
     wd.mkdir()
     r = tool.run(job, wd)
@@ -213,16 +223,21 @@ def iket_one(ctx: Ctx, label: str, mod, kernel_name: str, case, capacity: int) -
     from tirxh_iket.job import add_trace_buffer
     from tirxh_iket.kcoral_tool import IketTool
     kernel, suite = getattr(mod, kernel_name), mod.SUITE
-    consts = {k: case.params[k] for k in kernel.const_names if k in case.params}
+    consts = suite.consts(case)
     plain = kernel.compile("sm_90a", **consts)
     prof, layout = compile_profiling_build(kernel, "sm_90a", consts, capacity=capacity)
     base_job = ctx.job(plain, suite, case)
-    base = ctx.run_protocol(base_job)
     doc = dict(base_job.doc, module=dict(base_job.doc["module"], blob=ctx.blobs.put(prof.cubin)))
     doc = add_trace_buffer(doc, layout)
     from kcoral.job import Job
     job = Job.from_json(doc)
     job.blob_root = str(ctx.blobs.root)
+    if DRY_RUN:
+        return {"dry_run": True, "grid": doc["launches"][0]["grid"], "cost": layout.cost,
+                "trace_bytes": doc["buffers"][-1]["shape"][0],
+                "sites": [f"{x.kind} {x.name} :{x.line}" for x in layout.sites],
+                "registers": [plain.resources.registers, prof.resources.registers]}
+    base = ctx.run_protocol(base_job)
     inst = ctx.run_protocol(job)  # the profiling build must stay correct, and is timed
     wd = ctx.work / f"iket_{label}"
     wd.mkdir()
@@ -279,13 +294,15 @@ def sanitizer_oob(ctx: Ctx) -> dict:
     import inspect
     from tirxh_ncu_profile.tools import SanitizerTool
     tool = SanitizerTool()
-    why = tool.available(ctx.spec)
-    if why:
-        raise RuntimeError(why)
     case = OOB_SUITE.cases[0]
     ck = vadd_oob.compile("sm_90a")
     job = ctx.job(ck, OOB_SUITE, case, [{"name": "compute-sanitizer",
                                          "options": {"tool": "memcheck"}}], False)
+    if DRY_RUN:
+        return {"dry_run": True, "grid": job.doc["launches"][0]["grid"]}
+    why = tool.available(ctx.spec)
+    if why:
+        raise RuntimeError(why)
     wd = ctx.work / "sanitizer"
     wd.mkdir()
     r = tool.run(job, wd)
@@ -307,7 +324,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller cases")
     ap.add_argument("--only", default="ncu,iket,sanitizer")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="compile, annotate and build every job, run nothing (works on a CPU)")
     a = ap.parse_args(argv)
+    global DRY_RUN
+    DRY_RUN = a.dry_run
     out = pathlib.Path(os.environ.get("OUT") or "profile_gpu_out")
     out.mkdir(parents=True, exist_ok=True)
     work = pathlib.Path(tempfile.mkdtemp(prefix="profile_gpu_"))
@@ -340,16 +361,25 @@ def main(argv=None) -> int:
     if "sanitizer" in only:
         section("sanitizer_oob")(sanitizer_oob)(ctx)
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, path in sorted(ctx.files.items()):
-            tar.add(path, arcname=name)
+    files = dict(ctx.files)
+    while True:  # what comes back is limited to 16 MiB a file: drop the largest raw traces first
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for name, path in sorted(files.items()):
+                tar.add(path, arcname=name)
+        bins = sorted((p.stat().st_size, n) for n, p in files.items() if n.endswith(".bin"))
+        if buf.tell() < 15 << 20 or not bins:
+            break
+        RESULTS.setdefault("left_out_of_tar", []).append(bins[-1][1])
+        del files[bins[-1][1]]
     (out / "artifacts.tar.gz").write_bytes(buf.getvalue())
     (out / "profile_gpu.json").write_text(json.dumps(RESULTS, indent=1, default=str))
     print("\n== profile_gpu summary ==")
     for name, s in RESULTS["sections"].items():
         extra = ""
-        if name.startswith("ncu_") and s["status"] == "ok":
+        if s.get("dry_run"):
+            extra = f"dry run: grid {s.get('grid')}"
+        elif name.startswith("ncu_") and s["status"] == "ok":
             sm = s["summary"]
             extra = (f"duration {sm.get('duration_ns')} ns, SM {sm.get('sm_throughput_pct')}%, "
                      f"mem {sm.get('memory_throughput_pct')}%")

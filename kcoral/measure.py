@@ -253,6 +253,11 @@ class Session:
 def _compare(got, exp, c) -> dict:
     import warnings
     from tirxh.core.suite import Tolerance
+    if got.dtype == exp.dtype and got.shape == exp.shape and np.array_equal(got, exp):
+        # bit-for-bit equal (array_equal is False wherever a NaN is): passes any tolerance, and
+        # costs one comparison instead of the float64 statistics below (seconds at 16M elements)
+        return {"ok": True, "mismatches": 0, "total": int(got.size), "max_abs": 0.0,
+                "max_rel": 0.0, "rms_ratio": 0.0, "exact": True}
     with warnings.catch_warnings():  # an all-NaN (still poisoned) output is a plain mismatch
         warnings.simplefilter("ignore", RuntimeWarning)
         return Tolerance(float(c.get("rtol", 0.0)), float(c.get("atol", 0.0)),

@@ -76,6 +76,9 @@ class Daemon:
         require_token_for(self.host, self.token)
         self.max_blob_bytes = int(srv.get("max_blob_mb", 16384)) << 20
         self.grace_s = float(srv.get("grace_s", 10))
+        if int(srv.get("max_message_mb", 8)) < 1:
+            raise ValueError(f"[server] max_message_mb = {srv['max_message_mb']}: must be at "
+                             f"least 1 (blob frames are 512 KiB)")
         self._explicit_boards = boards
         self.server: "grpc.Server | None" = None
         self.address = ""

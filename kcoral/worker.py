@@ -14,6 +14,7 @@ The worker's own stdout is redirected to stderr so a library's print cannot corr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -127,7 +128,17 @@ def run_tools(job, tools, spec, blobs) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _versions() -> tuple:
+    return tuple(sorted(_query_versions().items()))
+
+
 def versions() -> dict:
+    """Package versions that make two results comparable (cached per process)."""
+    return dict(_versions())
+
+
+def _query_versions() -> dict:
     from importlib import metadata
     v = {"python": sys.version.split()[0]}
     for dist in ("numpy", "cuda-bindings", "tirxh", "grpcio"):

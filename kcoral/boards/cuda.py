@@ -397,10 +397,13 @@ def gpu_count() -> "tuple[int, str]":
         from cuda.bindings import driver as cu
     except ImportError as e:
         return 0, f"cuda-bindings is not importable: {e}"
-    err = cu.cuInit(0)[0]
-    if int(err) != 0:
-        return 0, f"cuInit failed: {cu.cuGetErrorName(err)[1]!r} (no driver or no GPU)"
-    err, n = cu.cuDeviceGetCount()
+    try:
+        err = cu.cuInit(0)[0]
+        if int(err) != 0:
+            return 0, f"cuInit failed: {cu.cuGetErrorName(err)[1]!r} (no driver or no GPU)"
+        err, n = cu.cuDeviceGetCount()
+    except Exception as e:  # the driver library itself is missing (a CPU-only machine)
+        return 0, f"no NVIDIA driver ({type(e).__name__}: {str(e)[:120]})"
     return int(n), "" if n else "the driver reports no GPU"
 
 

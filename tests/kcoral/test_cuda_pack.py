@@ -60,6 +60,15 @@ def test_param_block_is_a_void_pointer_array_with_aligned_values():
         assert ctypes.string_at(p, len(b)) == b
 
 
+def test_discovery_never_raises():
+    from kcoral.boards.cuda import CudaBoardType, gpu_count
+    n, why = gpu_count()
+    assert (n > 0) == (why == "")
+    boards = CudaBoardType().discover({})
+    assert len(boards) == n
+    assert all(b.type == "cuda" and b.limits["memory_bytes"] > 0 for b in boards)
+
+
 @pytest.mark.parametrize("cc,target", [((9, 0), "sm_90a"), ((8, 0), "sm_80"),
                                        ((10, 0), "sm_100a"), ((8, 9), "sm_89")])
 def test_target_for(cc, target):

@@ -21,7 +21,7 @@ from .main import ExitCode
 from .pluginmanager import AUTOLOAD_ENV, PluginValidationError
 
 RUN_COMMANDS = ("check", "bench", "build")
-COMMANDS = RUN_COMMANDS + ("show", "plugins", "init")
+COMMANDS = RUN_COMMANDS + ("show", "profile", "plugins", "init")
 SHOW_KINDS = ("ir", "ptx", "sass", "resources")
 
 
@@ -119,6 +119,16 @@ def build_argparser(parser) -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group(required=True)
     for kind in SHOW_KINDS:
         g.add_argument(f"--{kind}", dest="kind", action="store_const", const=kind)
+    p = sub.add_parser("profile", help="profile one item through KCoral (profiler plugins)",
+                       description="run one item under the profilers the options ask for "
+                                   "(--ncu, --sanitizer TOOL, --iket: added by plugins)")
+    _common(p)
+    _run_options(p, parser)
+    p.add_argument("nodeid", metavar="NODEID", help="path::kernel[case]@target (or a unique "
+                                                    "prefix)")
+    p.add_argument("--out", default="profile_out", metavar="DIR",
+                   help="directory for the returned artifacts (default profile_out)")
+    p.add_argument("--json-file", metavar="FILE", help="also write the reports as JSON")
     p = sub.add_parser("plugins", help="list plugins, their distributions and hooks")
     _common(p)
     p = sub.add_parser("init", help="write a starter project that checks clean")
@@ -219,6 +229,10 @@ def _dispatch(config) -> int:
         return _plugins(config)
     if cmd == "show":
         return _show(config)
+    if cmd == "profile":
+        from .profile import profile_session
+        o = config.option
+        return profile_session(config, o.nodeid, Path(o.out), o.json_file, o.json)
     raise UsageError(f"unknown command {cmd!r}")  # argparse rejects it first
 
 

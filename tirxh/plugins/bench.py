@@ -215,24 +215,44 @@ def tirxh_addoption(parser):
 
 @hookimpl
 def tirxh_bench_item(item, compiled, config):
+    from kcoral.client import KCoralError
     client = client_for(config)
     doc = build_job(compiled, item.suite, item.case, put=client.put_blob)
     timeout = float(config.getini("bench", "timeout_s") or 600.0)
     tty = sys.stderr.isatty()
     last = None
-    for ev in client.submit(doc, timeout=timeout):
-        last = ev
+    try:
+        for ev in client.submit(doc, timeout=timeout):
+            last = ev
+            if tty:
+                pos = f" #{ev['queue_position']}" if ev["state"] == "queued" else ""
+                sys.stderr.write(f"\r\x1b[K  {item.name}: {ev['state']}{pos} "
+                                 f"{ev['message'][:60]}")
+                sys.stderr.flush()
+    except KCoralError as e:
+        return BenchResult(item.name, "failed", {"error": _refusal(e)},
+                           config.stash.get("kcoral_address", ""))
+    finally:
         if tty:
-            pos = f" #{ev['queue_position']}" if ev["state"] == "queued" else ""
-            sys.stderr.write(f"\r\x1b[K  {item.name}: {ev['state']}{pos} {ev['message'][:60]}")
-            sys.stderr.flush()
-    if tty:
-        sys.stderr.write("\r\x1b[K")
+            sys.stderr.write("\r\x1b[K")
     if last is None:
         return BenchResult(item.name, "failed", {"error": {"type": "internal.stream",
                                                            "message": "no events"}})
     return BenchResult(item.name, last["state"], last.get("result") or {},
                        config.stash.get("kcoral_address", ""), last["job_id"])
+
+
+def _refusal(e) -> dict:
+    """A daemon's refusal as a typed error: no usable board here is ``unavailable.*`` (the
+    item's verdict is incomplete: nothing could be timed), anything else is an error."""
+    msg = e.message
+    if e.code == "INVALID_ARGUMENT" and any(s in msg for s in (
+            "unavailable", "no board for target", "do not time")):
+        return {"type": "unavailable.board", "message": msg}
+    if e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        return {"type": "unavailable.daemon", "message": f"{e.code}: {msg}"}
+    return {"type": "validation.job" if e.code == "INVALID_ARGUMENT" else "internal.daemon",
+            "message": f"{e.code}: {msg}"}
 
 
 @hookimpl

@@ -17,7 +17,7 @@ def test_decodes_a_warp_specialized_gemm(gemm_layout):
     prod = next(w for w in tl.warps if w.cta == 2 and w.warp == 0)
     assert prod.role == "load" and prod.sm == 2 and len(prod.spans) == 12
     # the long schedule lets the decoder estimate the SM clock: durations are exact
-    assert tl.timebase.startswith("globaltimer+clock64 (rate from trace)")
+    assert tl.timebase == "globaltimer+clock64 (per-SM fit)"
     assert tl.clock_ghz == pytest.approx(1.8, rel=1e-3)
     assert prod.spans[0].dur == pytest.approx(900.0, abs=1.0)
     cons = next(w for w in tl.warps if w.cta == 1 and w.warp == 8)
@@ -42,6 +42,20 @@ def test_coarse_globaltimer_is_refined_by_clock(gemm_layout):
     assert coarse.timebase == "globaltimer"
     assert {round(s.dur) for w in coarse.warps if w.role == "load" for s in w.spans} <= \
         {0, 1000, 2000}
+
+
+def test_warps_of_one_sm_share_one_clock(gemm_layout):
+    # a 1 us global timer: per-warp anchoring would misplace warps by up to 1 us; the per-SM fit
+    # keeps the true distance between events of different warps on the same SM
+    rng = np.random.default_rng(3)
+    sched = {key: (sm, hw, [(k, n, t + rng.uniform(0, 300)) for k, n, t in evs])
+             for key, (sm, hw, evs) in tracegen.gemm_schedule(nsms=1, tiles_per_sm=6).items()}
+    tl = decode(tracegen.write(gemm_layout, 1, sched, gt_step=1000), gemm_layout)
+    prod = next(w for w in tl.warps if w.warp == 0)
+    cons = next(w for w in tl.warps if w.warp == 4)
+    true = sched[(0, 4)][2][0][2] - sched[(0, 0)][2][0][2]
+    assert cons.events[0].t - prod.events[0].t == pytest.approx(true, abs=3.0)
+    assert min(w.start for w in tl.warps) == 0.0
 
 
 def test_short_trace_uses_board_clock_or_globaltimer(gemm_layout):

@@ -42,8 +42,8 @@ def _config(argv):
 
 
 class FakeClient:
-    def __init__(self):
-        self.blobs, self.docs = {}, []
+    def __init__(self, refuse=None):
+        self.blobs, self.docs, self.refuse = {}, [], refuse
 
     def put_blob(self, data):
         dg = hashlib.sha256(data).hexdigest()
@@ -52,6 +52,9 @@ class FakeClient:
 
     def submit(self, doc, timeout=None):
         self.docs.append(doc)
+        if self.refuse:
+            from kcoral.client import KCoralError
+            raise KCoralError("UNAVAILABLE", self.refuse)
         tools = {}
         if doc["tools"]:
             tools["iket"] = {"status": "ok", "verdict": None,
@@ -101,3 +104,31 @@ def test_not_requested():
     item = types.SimpleNamespace(name="x", kernel=scale, suite=SUITE, case=SUITE.cases[0])
     assert plugin.tirxh_profile_item(item=item, compiled=ck, config=_config([]),
                                      request={}) is None
+
+
+def test_kernel_without_annotations_is_an_error_report(monkeypatch, tmp_path):
+    from tirxh.plugins import bench
+
+    @T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
+    def bare(x: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
+        i = T.ctaid.x * 128 + T.tid.x
+        T.ptx.st.global_.f32(out.at(i), T.ptx.ld.global_.f32(x.at(i)))
+
+    def no_daemon(config):
+        raise AssertionError("no daemon may be contacted for a kernel without annotations")
+
+    monkeypatch.setattr(bench, "client_for", no_daemon)
+    item = types.SimpleNamespace(name="bare", kernel=bare, suite=SUITE, case=SUITE.cases[0])
+    rep = plugin.tirxh_profile_item(item=item, compiled=bare.compile("sm_90a"),
+                                    config=_config(["--iket"]), request={"out": tmp_path})
+    assert rep.verdict == "error" and "has no T.iket annotations" in rep.text
+
+
+def test_refused_job_is_an_error_report(monkeypatch, tmp_path):
+    from tirxh.plugins import bench
+    client = FakeClient(refuse="failed to connect to all addresses")
+    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    item = types.SimpleNamespace(name="s", kernel=scale, suite=SUITE, case=SUITE.cases[0])
+    rep = plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
+                                    config=_config(["--iket"]), request={"out": tmp_path})
+    assert rep.verdict == "error" and "UNAVAILABLE: failed to connect" in rep.text

@@ -2,11 +2,12 @@
 
 Time base. ``%globaltimer`` is a nanosecond clock shared by all SMs, but on some boards it only
 advances in coarse steps (about a microsecond); ``%clock64`` counts SM cycles exactly but each SM
-has its own origin. The decoder uses both: a warp's first event is placed by its globaltimer, and
-the warp's later events by clock64 deltas converted with the SM clock rate. The rate is estimated
-from the trace itself (median of Δclock/Δglobaltimer over warps that live at least 20 µs), else
-taken from `clock_ghz` (the board's SM clock as KCoral reported it), else the decoder falls back
-to globaltimer alone. `Timeline.timebase` says which was used.
+has its own origin. The decoder uses both: per SM, a least-squares line maps clock64 to
+globaltimer over all of the SM's events, so the warps of one SM share one exact clock and the SMs
+are placed on the global timer (SMs whose events span less than 20 µs are not fitted: their warps
+start at their own globaltimer reading and advance by clock64 at the median fitted rate, or at
+`clock_ghz`, the SM clock KCoral measured). Without any rate the decoder falls back to globaltimer
+alone. `Timeline.timebase` says which was used.
 
 Warp roles. A warp's role is the set of range names it recorded (``load``; ``mma+epilogue``), so
 the producer and consumer warps of a warp-specialized kernel separate without any extra
@@ -143,21 +144,30 @@ def decode(data, layout: TraceLayout, clock_ghz: "float | None" = None,
                         issues + ["the trace buffer holds no events (did the kernel run the "
                                   "profiling build, and do its warps reach an annotation?)"])
 
-    rate, used = _clock_rate(raw_warps, clock_ghz, timebase)
+    fits, rate, used = _time_base(raw_warps, clock_ghz, timebase)
     t0 = min(int(r["globaltimer"][0]) for _, r, _ in raw_warps)
-    warps = []
+    timed = []
     for gw, r, dropped in raw_warps:
-        gt = r["globaltimer"].astype(np.int64) - t0
+        sm = int(r["smid"][0])
+        gt = (r["globaltimer"].astype(np.int64) - t0).astype(np.float64)
+        clk = r["clock"].astype(np.float64)
         if used == "globaltimer":
-            ts = gt.astype(float)
-        else:  # anchor on the first globaltimer reading, advance by cycles
-            clk = r["clock"].astype(np.int64)
+            ts = gt
+        elif sm in fits:  # the SM's own line: every warp of the SM on one consistent clock
+            a, b = fits[sm]
+            ts = a + b * clk - t0
+        else:  # too few events on this SM to fit: anchor on the warp's first reading
             ts = gt[0] + (clk - clk[0]) / rate
+        timed.append((gw, r, dropped, sm, ts))
+    first = min(float(ts[0]) for *_, ts in timed)  # times are relative to the earliest event
+    warps = []
+    for gw, r, dropped, sm, ts in timed:
         w = WarpTrace(cta=gw // layout.warps_per_cta, warp=gw % layout.warps_per_cta,
-                      sm=int(r["smid"][0]), hwwarp=int(r["hwwarp"][0]), dropped=dropped)
+                      sm=sm, hwwarp=int(r["hwwarp"][0]), dropped=dropped)
         for rec, t in zip(r, ts):
             site = layout.sites[int(rec["event"]) & ~VALID_BIT]
-            w.events.append(Event(float(t), site.kind, site.name, site.where, int(rec["seq"])))
+            w.events.append(Event(float(t) - first, site.kind, site.name, site.where,
+                                  int(rec["seq"])))
         _pair(w, issues)
         if dropped:
             issues.append(f"cta {w.cta} warp {w.warp}: {dropped} events lost (capacity "
@@ -168,34 +178,38 @@ def decode(data, layout: TraceLayout, clock_ghz: "float | None" = None,
                     issues, t0)
 
 
-def _clock_rate(raw_warps, clock_ghz, timebase) -> "tuple[float, str]":
+def _time_base(raw_warps, clock_ghz, timebase) -> "tuple[dict, float, str]":
+    """Per-SM fits ``globaltimer ~ a + b * clock64`` and the clock rate (cycles per ns).
+
+    clock64 is one counter per SM, so all events of an SM are fitted together by least squares:
+    a coarse globaltimer (1 us steps on some boards) quantizes each reading, and the error
+    averages out over many events and a long span. SMs whose events span less than 20 us are
+    not fitted; their warps are anchored on their own first globaltimer reading.
+    """
     if timebase == "globaltimer":
-        return 0.0, "globaltimer"
-    # clock64 is one counter per SM: pool every event of an SM, and fit cycles against
-    # globaltimer by least squares. A coarse globaltimer (1 us steps on some boards) quantizes
-    # each reading; the error averages out over many events and a long span.
+        return {}, 0.0, "globaltimer"
     per_sm: dict = {}
     for _, r, _ in raw_warps:
         per_sm.setdefault(int(r["smid"][0]), []).append(r)
-    rates = []
-    for recs in per_sm.values():
+    fits = {}
+    for sm, recs in per_sm.items():
         gt = np.concatenate([r["globaltimer"] for r in recs]).astype(np.float64)
         clk = np.concatenate([r["clock"] for r in recs]).astype(np.float64)
         if gt.max() - gt.min() < MIN_LIFETIME_FOR_RATE_NS:
             continue
-        gt -= gt.mean()
-        clk -= clk.mean()
-        slope = float(np.dot(gt, clk) / np.dot(gt, gt))
-        if slope > 0:
-            rates.append(slope)
-    if rates:
-        return float(np.median(rates)), "globaltimer+clock64 (rate from trace)"
+        gm, cm = gt.mean(), clk.mean()
+        b = float(np.dot(gt - gm, clk - cm) / np.dot(clk - cm, clk - cm))  # ns per cycle
+        if b > 0:
+            fits[sm] = (gm - b * cm, b)
+    if fits:
+        rate = float(np.median([1.0 / b for _, b in fits.values()]))
+        return fits, rate, "globaltimer+clock64 (per-SM fit)"
     if clock_ghz:
-        return float(clock_ghz), "globaltimer+clock64 (board clock)"
+        return {}, float(clock_ghz), "globaltimer+clock64 (board clock)"
     if timebase == "clock":
         raise ValueError("timebase 'clock' needs clock_ghz: the trace is too short to estimate "
                          "the SM clock rate")
-    return 0.0, "globaltimer"
+    return {}, 0.0, "globaltimer"
 
 
 def _pair(w: WarpTrace, issues: list) -> None:

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 
 from tirxh.core.pluginmanager import hookimpl
 
+from tirxh.core.emit_ptx import CompileError
+
 from .build import compile_profiling_build
-from .instrument import DEFAULT_CAPACITY
+from .instrument import DEFAULT_CAPACITY, InstrumentError
 from .job import add_trace_buffer
 
 
@@ -68,17 +70,25 @@ def tirxh_profile_item(item, compiled, config, request):
         return None
     opt = dict(opt or {})
     capacity = int(opt.get("capacity") or config.getoption("iket_capacity") or DEFAULT_CAPACITY)
+    try:  # before any daemon is contacted: a kernel that cannot be instrumented runs nothing
+        prof, layout = compile_profiling_build(item.kernel, compiled.target, compiled.consts,
+                                               capacity=capacity)
+    except (InstrumentError, CompileError) as e:
+        return IketReport(item.name, "error", {"reason": str(e)}, f"iket: {e}")
     from tirxh.plugins.bench import build_job, client_for
     client = client_for(config)
     timeout = float(config.getini("bench", "timeout_s") or 900.0)
-    prof, layout = compile_profiling_build(item.kernel, compiled.target, compiled.consts,
-                                           capacity=capacity)
     plain = build_job(compiled, item.suite, item.case, put=client.put_blob)
     doc = dict(plain, module=dict(plain["module"], blob=client.put_blob(prof.cubin)))
     doc = add_trace_buffer(doc, layout, options={k: v for k, v in opt.items()
                                                  if k in ("roles", "max_sms")})
-    res = _submit(client, doc, timeout)
-    base = _submit(client, dict(plain, tools=[]), timeout)
+    from kcoral.client import KCoralError
+    try:
+        res = _submit(client, doc, timeout)
+        base = _submit(client, dict(plain, tools=[]), timeout)
+    except KCoralError as e:  # refused (no board for the target, bad job) or daemon gone
+        return IketReport(item.name, "error", {"reason": f"{e.code}: {e.message}"},
+                          f"iket: KCoral refused the job: {e.code}: {e.message}")
     got = (res.get("tools") or {}).get("iket") or {}
     out = pathlib.Path(request.get("out") or ".") / "".join(
         c if c.isalnum() or c in "-_.[]" else "_" for c in item.name)

@@ -5,6 +5,7 @@ import pytest
 
 HERE = pathlib.Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))  # tirxh_ncu_profile without installing the distribution
+sys.path.insert(0, str(HERE))  # ncu_fakes
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ def test_profile_command_end_to_end(monkeypatch, tmp_path, read, capsys):
     from tirxh.plugins import bench
     from tirxh_ncu_profile.sanitizer import parse
     from tirxh_ncu_profile.tools import summarize_exports
-    from test_plugin import FakeClient
+    from ncu_fakes import FakeClient
 
     client = FakeClient({})
     client.tools_result = {
@@ -65,4 +65,6 @@ def test_profile_command_end_to_end(monkeypatch, tmp_path, read, capsys):
 
 
 def test_profile_command_usage(capsys):
-    assert main(["profile", "--ncu"]) == 4 or capsys.readouterr().err.startswith("usage")
+    from tirxh.core.main import ExitCode
+    assert main(["profile", "--ncu"]) == ExitCode.USAGE_ERROR
+    assert capsys.readouterr().err.startswith("usage: python -m tirxh_ncu_profile profile NODEID")

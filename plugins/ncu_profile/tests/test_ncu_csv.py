@@ -52,9 +52,25 @@ def test_two_launches(read):
     assert [s.launch_id for s in got] == [0, 1]
 
 
+def test_metrics_only_export_has_no_section_column():
+    text = ('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n'
+            '"0","k","gpu__time_duration.sum","nsecond","500,000"\n'
+            '"0","k","lts__t_sector_hit_rate.pct","%","73.0"\n')
+    [s] = parse_details(text)
+    assert s.duration_ns == 500_000 and s.l2_hit_pct == 73.0
+
+
+@pytest.mark.parametrize("text,want", [("1,234", 1234.0), ("1,234,567.5", 1234567.5),
+                                       ("9,00", 9.0), ("12.5", 12.5), ("n/a", None),
+                                       ("", None), ("-3", -3.0)])
+def test_numbers(text, want):
+    from tirxh_ncu_profile.ncu_csv import to_number
+    assert to_number(text) == want
+
+
 @pytest.mark.parametrize("text,match", [
     ("==PROF== nothing profiled\n", "no CSV table found"),
-    ('"ID","Kernel Name"\n"0","k"\n', r"missing column\(s\) \['Section Name'"),
+    ('"ID","Kernel Name"\n"0","k"\n', r"missing column\(s\) \['Metric Name'"),
     ('"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n',
      "table is empty"),
 ])
@@ -65,15 +81,37 @@ def test_bad_details(text, match):
 
 def test_source_rows(read):
     rows = parse_source(read("ncu_vadd_source_sass.csv"))
-    assert len(rows) == 25
+    assert len(rows) == 25 and rows[0]["address"] == 0  # loaded addresses -> offsets
     fadd = next(r for r in rows if r["sass"].startswith("FADD"))
     assert fadd == {"address": 0x150, "sass": "FADD R9, R2, R5", "samples": 1187,
-                    "not_issued": 1164, "executed": 65536.0}
+                    "not_issued": 1164, "executed": 65536.0,
+                    "stalls": {"long_sb": 1172, "lg_throttle": 12, "selected": 3}}
+
+
+def test_source_blocks_per_kernel(read):
+    text = read("ncu_vadd_source_sass.csv")
+    other = text.replace('"Kernel Name","vadd"', '"Kernel Name","flush_l2"').replace(
+        '"1187"', '"5"')
+    both = other + text  # the kernel asked for is the second block
+    assert next(r for r in parse_source(both, kernel="vadd")
+                if r["sass"].startswith("FADD"))["samples"] == 1187
+    assert next(r for r in parse_source(both)
+                if r["sass"].startswith("FADD"))["samples"] == 5  # first block by default
+
+
+def test_source_older_column_names(read):
+    text = read("ncu_vadd_source_sass.csv").replace('"Address"', '"# Address"').replace(
+        "Warp Stall Sampling (All Samples)", "# Samples")
+    rows = parse_source(text)
+    assert sum(r["samples"] for r in rows) == 1550
 
 
 def test_source_without_sampling_column():
-    with pytest.raises(NcuParseError, match="Warp Stall Sampling"):
-        parse_source('"# Address","Source"\n"0x0000","EXIT"\n', source="s.csv")
+    with pytest.raises(NcuParseError, match="s.csv: kernel 'k': no sampling column"):
+        parse_source('"Kernel Name","k"\n"Address","Source"\n"0x0000","EXIT"\n',
+                     source="s.csv")
+    with pytest.raises(NcuParseError, match="no SASS table"):
+        parse_source('"ID","Kernel Name"\n', source="s.csv")
 
 
 @pytest.mark.parametrize("value,unit,want", [

@@ -10,6 +10,7 @@ import types
 import pytest
 
 from tirxh.core.pluginmanager import TirxhPluginManager
+from ncu_fakes import FakeClient
 from tirxh_ncu_profile import plugin
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -42,25 +43,6 @@ def test_options():
     assert plugin.request_from_config(_config([])) == {"ncu": None, "sanitizer": None}
     with pytest.raises(SystemExit):
         _config(["--sanitizer", "leakcheck"])
-
-
-class FakeClient:
-    def __init__(self, tools_result):
-        self.blobs, self.docs, self.tools_result = {}, [], tools_result
-
-    def put_blob(self, data):
-        import hashlib
-        dg = hashlib.sha256(data).hexdigest()
-        self.blobs[dg] = data
-        return dg
-
-    def submit(self, doc, timeout=None):
-        self.docs.append(doc)
-        yield {"state": "done", "job_id": "j1", "message": "",
-               "result": {"status": "ok", "tools": self.tools_result}}
-
-    def download(self, dg):
-        return self.blobs[dg]
 
 
 @pytest.fixture
@@ -128,3 +110,13 @@ def test_unavailable_tool_is_an_error_report(monkeypatch, tmp_path, vadd_item):
     rep = plugin.tirxh_profile_item(item=item, compiled=ck, config=_config(["--ncu"]),
                                     request={"out": tmp_path})
     assert rep.verdict == "error" and "not found on this board" in rep.text
+
+
+def test_refused_job_is_an_error_report(monkeypatch, tmp_path, vadd_item):
+    from tirxh.plugins import bench
+    item, ck = vadd_item
+    client = FakeClient({}, refuse="no board for target 'sm_90a'")
+    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    rep = plugin.tirxh_profile_item(item=item, compiled=ck, config=_config(["--ncu"]),
+                                    request={"out": tmp_path})
+    assert rep.verdict == "error" and "no board for target" in rep.text

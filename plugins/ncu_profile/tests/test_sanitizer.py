@@ -16,7 +16,8 @@ def test_memcheck_out_of_bounds(read):
     f = rep.findings[0]
     assert f.kind == "memory.out-of-bounds"
     assert f.where.file.endswith("zoo/kernels/vadd_oob.py") and f.where.line == 21
-    assert f.addresses == ["0x7f3a5e003c00"]
+    assert f.addresses == ["0x7f3a5e003c00"]  # from "Access at 0x.. is out of bounds"
+    assert rep.findings[1].addresses == ["0x7f3a5e003c04"]  # from "Address 0x.. is out of bounds"
     assert f.warps == [2] and f.lanes == [0]   # thread 64 of a 256-thread block
     assert f.data["function"] == "vadd_oob" and f.data["pc"] == "0x1d0"
     assert f.data["block"] == [15, 0, 0] and f.data["size"] == 4
@@ -68,6 +69,18 @@ def test_racecheck_hazard_report(read):
     assert raw.kind == "race.read-write" and raw.severity == "review"
     assert raw.data["hazard"] == "RAW"
     assert (raw.where.line, raw.related[0].line) == (31, 35)
+
+
+def test_racecheck_hazard_report_one_space_indent(read):
+    """The hazard lines of some versions are indented by one space (the manual's sample)."""
+    rep = parse(read("racecheck_hazard_flat.txt"), "racecheck")
+    waw, war = rep.findings
+    assert (waw.kind, waw.severity, waw.where.line) == ("race.write-write", "error", 20)
+    assert waw.data["threads"] == [[0, 0, 0], [1, 0, 0]]
+    assert waw.data["hazard"] == "WAW"
+    assert (war.kind, war.severity, war.data["hazard"]) == ("race.read-write", "review", "WAR")
+    assert (war.where.line, war.where.label, war.related[0].line) == (24, "read", 26)
+    assert rep.error_summary == 1 and rep.verdict == "error"
 
 
 def test_synccheck(read):

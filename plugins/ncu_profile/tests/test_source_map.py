@@ -24,6 +24,7 @@ def test_hotspots_by_python_line(read):
     # line 10 owns 0x0e0 and 0x130..0x170 (its ULDC, address math, FADD, STG and the EXIT)
     assert spots[0].samples == 0 + 2 + 1 + 1187 + 211 + 17
     assert spots[0].share == pytest.approx(spots[0].samples / cov["samples"])
+    assert next(iter(spots[0].stalls)) == "long_sb"  # why line 10 is hot: waiting on the loads
     assert {(s.line) for s in spots} >= {8, 9, 10}
 
 
@@ -41,5 +42,5 @@ def test_summary_table(read):
     assert "duration" in text and "56.58 us" in text
     assert "DRAM bytes (read + write)" in text and "201.36 MB" in text
     assert "long_scoreboard" in text
-    assert "vadd.py:10" in text and "FADD" in text
+    assert "vadd.py:10" in text and "FADD" in text and "[long_sb]" in text
     assert s["hotspot_coverage"]["mapped"] == s["hotspot_coverage"]["samples"]

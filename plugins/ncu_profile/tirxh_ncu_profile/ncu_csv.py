@@ -125,11 +125,21 @@ class NcuSummary:
         return d
 
 
+_GROUPED = re.compile(r"^-?\d{1,3}(,\d{3})+(\.\d+)?$")
+_DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
+
+
 def to_number(text: str) -> "float | None":
-    """``"1,234.5"`` -> 1234.5; ``"n/a"``/empty -> None."""
-    t = (text or "").strip().replace(",", "")
+    """``"1,234.5"`` -> 1234.5; ``"9,00"`` (a decimal comma, from a non-English locale) -> 9.0;
+    ``"n/a"``/empty -> None. Thousands groups have exactly three digits, which tells the two
+    apart; the tool also exports with ``LC_ALL=C`` so the ambiguity does not arise."""
+    t = (text or "").strip()
     if not t or t.lower() in ("n/a", "nan", "-"):
         return None
+    if _GROUPED.match(t):
+        t = t.replace(",", "")
+    elif _DECIMAL_COMMA.match(t):
+        t = t.replace(",", ".")
     try:
         return float(t)
     except ValueError:
@@ -174,8 +184,8 @@ def parse_details(text: str, source: str = "<details csv>") -> list:
     rows = _rows(text, source)
     if not rows:
         raise NcuParseError(f"{source}: the table is empty (was any kernel profiled?)")
-    _need(rows, ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit",
-                 "Metric Value"), source)
+    # "Section Name" is absent when only --metrics were collected (no sections)
+    _need(rows, ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"), source)
     by_id: dict = {}
     for r in rows:
         by_id.setdefault(r["ID"], []).append(r)
@@ -187,7 +197,8 @@ def parse_details(text: str, source: str = "<details csv>") -> list:
                        device=first.get("Device", ""))
         table = {}
         for r in rs:
-            table[(r["Section Name"], r["Metric Name"])] = (r["Metric Unit"], r["Metric Value"])
+            table[(r.get("Section Name") or "", r["Metric Name"])] = (r["Metric Unit"],
+                                                                     r["Metric Value"])
         s.metrics = {f"{sec}/{name}": [u, v] for (sec, name), (u, v) in table.items()}
         for fld, cands in _FIELDS.items():
             val = _lookup(table, cands)
@@ -222,37 +233,65 @@ def _lookup(table: dict, cands: list) -> "float | None":
     return None
 
 
-def parse_source(text: str, source: str = "<source csv>") -> list:
+_SAMPLES = ("Warp Stall Sampling (All Samples)", "# Samples", "Sampling Data (All)")
+_NOT_ISSUED = ("Warp Stall Sampling (Not-issued Samples)", "Sampling Data (Not Issued)")
+_STALL_COL = re.compile(r"^(?:stall_|smsp__pcsamp_warps_issue_stalled_)(\w+)$")
+
+
+def parse_source(text: str, source: str = "<source csv>", kernel: str = "") -> list:
     """SASS rows of a ``--page source --print-source sass --csv`` export.
 
-    Returns ``[{"address": int, "sass": str, "samples": int, "not_issued": int,
-    "executed": int | None}]``. The sample column is ``Warp Stall Sampling (All Samples)`` (named
-    ``Sampling Data (All)`` by older versions); an export without one is a `NcuParseError`.
+    The export is one block per profiled kernel: a ``"Kernel Name","<name>"`` row, a header row
+    starting with ``Address``, then one row per instruction. Returns, for the block of `kernel`
+    (or the first block), ``[{"address": offset, "sass", "samples", "not_issued", "executed",
+    "stalls": {reason: samples}}]``. Addresses become offsets from the function's first
+    instruction (ncu prints loaded virtual addresses), so they match the cubin's line table.
+    The sample column is ``Warp Stall Sampling (All Samples)`` (``# Samples`` or ``Sampling Data
+    (All)`` in other versions); a block without one is a `NcuParseError`.
     """
-    rows = _rows(text, source)
-    if not rows:
-        return []
-    cols = list(rows[0].keys())
-    addr = next((c for c in cols if c.strip("# ").lower() == "address"), None)
-    src = next((c for c in cols if c.strip("# ").lower() == "source"), None)
-    allc = next((c for c in cols if c.startswith("Warp Stall Sampling (All")
-                 or c.startswith("Sampling Data (All")), None)
-    noti = next((c for c in cols if c.startswith("Warp Stall Sampling (Not")
-                 or c.startswith("Sampling Data (Not")), None)
-    exe = next((c for c in cols if c.strip("# ").startswith("Instructions Executed")), None)
-    if addr is None or allc is None:
-        raise NcuParseError(f"{source}: expected an 'Address' column and a 'Warp Stall Sampling "
-                            f"(All Samples)' column (export with --print-source sass); found "
-                            f"{cols}")
+    blocks, name, header = [], "", None
+    for row in csv.reader(io.StringIO(text)):
+        if not row or not any(c.strip() for c in row):
+            continue
+        first = row[0].strip().lstrip("#").strip()
+        if first == "Kernel Name":
+            name, header = (row[1].strip() if len(row) > 1 else ""), None
+            continue
+        if first == "Address":
+            header = [c.strip() for c in row]
+            blocks.append((name, header, []))
+            continue
+        if header is not None and len(row) == len(header):
+            blocks[-1][2].append(row)
+    if not blocks:
+        raise NcuParseError(f"{source}: no SASS table (a header row starting with 'Address'); "
+                            "export with --page source --print-source sass --csv")
+    pick = [b for b in blocks if kernel and b[0].split("(")[0] == kernel] or blocks[:1]
+    name, header, rows = pick[0]
+    col = {h: i for i, h in enumerate(header)}
+    src = next((i for h, i in col.items() if h == "Source"), None)
+    allc = next((col[h] for h in _SAMPLES if h in col), None)
+    noti = next((col[h] for h in _NOT_ISSUED if h in col), None)
+    exe = col.get("Instructions Executed")
+    stall_cols = {m.group(1): i for h, i in col.items()
+                  for m in [_STALL_COL.match(h)] if m and not h.endswith("_not_issued")}
+    if allc is None:
+        raise NcuParseError(f"{source}: kernel {name!r}: no sampling column "
+                            f"({' / '.join(_SAMPLES)}); found {header}")
     out = []
     for r in rows:
-        a = (r.get(addr) or "").strip()
         try:
-            address = int(a, 16) if a.lower().startswith("0x") else int(a, 16)
+            address = int(r[0].strip(), 16)
         except ValueError:
-            continue  # a function header or summary row
-        out.append({"address": address, "sass": (r.get(src) or "").strip(),
-                    "samples": int(to_number(r.get(allc)) or 0),
-                    "not_issued": int(to_number(r.get(noti)) or 0) if noti else 0,
-                    "executed": None if exe is None else to_number(r.get(exe))})
+            continue  # a label or summary row
+        out.append({"address": address, "sass": r[src].strip() if src is not None else "",
+                    "samples": int(to_number(r[allc]) or 0),
+                    "not_issued": int(to_number(r[noti]) or 0) if noti is not None else 0,
+                    "executed": None if exe is None else to_number(r[exe]),
+                    "stalls": {k: int(to_number(r[i]) or 0) for k, i in stall_cols.items()
+                               if to_number(r[i])}})
+    if out:
+        base = min(x["address"] for x in out)
+        for x in out:
+            x["address"] -= base
     return out

@@ -69,6 +69,7 @@ def tirxh_profile_item(item, compiled, config, request):
     req = dict(request_from_config(config), **{k: v for k, v in request.items() if v})
     if not req.get("ncu") and not req.get("sanitizer"):
         return None
+    from kcoral.client import KCoralError
     from tirxh.plugins.bench import build_job, client_for
     client = client_for(config)
     doc = build_job(compiled, item.suite, item.case, put=client.put_blob)
@@ -80,13 +81,20 @@ def tirxh_profile_item(item, compiled, config, request):
         tools.append({"name": "compute-sanitizer", "options": {"tool": req["sanitizer"]}})
     doc["tools"] = tools
     last = None
-    for ev in client.submit(doc, timeout=float(config.getini("bench", "timeout_s") or 900.0)):
-        last = ev
+    try:
+        for ev in client.submit(doc, timeout=float(config.getini("bench", "timeout_s") or 900.0)):
+            last = ev
+    except KCoralError as e:  # refused (no board for the target, bad job) or daemon gone
+        refused = [ProfileReport(item.name, t["name"], "error",
+                                 {"reason": f"{e.code}: {e.message}"},
+                                 f"{t['name']}: KCoral refused the job: {e.code}: {e.message}")
+                   for t in tools]
+        return refused[0] if len(refused) == 1 else refused
     out = pathlib.Path(req.get("out") or ".").joinpath(_safe(item.name))
     out.mkdir(parents=True, exist_ok=True)
     result = (last or {}).get("result") or {}
     reports = []
-    for t in tools:
+    for t in tools:  # one report per tool, in the order asked
         got = (result.get("tools") or {}).get(t["name"])
         reports.append(_report(item, compiled, t, got, result, client, out))
     return reports[0] if len(reports) == 1 else reports

@@ -1,19 +1,12 @@
 """``python -m tirxh_ncu_profile profile NODEID [--ncu ...] [--sanitizer T] [--iket ...]``
 
-The ``tirxh profile`` command, until the core CLI has it: the project is configured exactly as
-for ``tirxh build NODEID`` (tirx.toml, plugins, options; the profilers' options come from their
-``tirxh_addoption``), the one item NODEID names is collected and compiled, and
-``tirxh_profile_item`` is called; every installed profiler plugin answers for its part of the
-request. Reports are printed, and with ``--json`` written as one JSON document; artifacts go to
-``--out`` (default ``profile_out``).
-
-To move this into ``tirxh/core/cli.py``: add ``profile`` to the commands with a ``NODEID`` and
-``--out``, and call `profile_session` from ``_dispatch``.
+An alias of ``tirxh profile`` (`tirxh.core.profile`) that also loads the profiler plugins when
+they are importable but not installed as entry points (a source checkout). ``--json FILE`` writes
+the reports as one JSON document; artifacts go to ``--out`` (default ``profile_out``).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -50,45 +43,6 @@ def _split(argv: list) -> "tuple[list, str | None, str]":
     return rest, json_path, out
 
 
-def profile_session(config, nodeid: str, out: Path, json_path: "str | None") -> int:
-    from tirxh.core.errors import UsageError
-    from tirxh.core.main import ExitCode, find_item, wrap_session
-    from tirxh.core.nodes import collect
-    from tirxh.core.runner import compile_item
-
-    def doit(config, session):
-        collect(session, [nodeid])
-        if not session.items:
-            errs = [f"{r.nodeid}: {r.longrepr}" for r in session.collect_reports
-                    if r.outcome == "failed"]
-            raise UsageError(f"profile {nodeid}: nothing collected" +
-                             (f" ({'; '.join(errs)})" if errs else ""))
-        item = find_item(session, nodeid)
-        if getattr(item, "suite", None) is None or getattr(item, "case", None) is None:
-            raise UsageError(f"profile {item.nodeid}: the kernel has no T.suite case to run")
-        compiled, phase = compile_item(item)
-        if compiled is None:
-            sys.stderr.write(f"{item.nodeid}: compile {phase.outcome}: {phase.longrepr}\n")
-            return ExitCode.FAILED
-        request = {"ncu": None, "sanitizer": None, "iket": None, "out": out}
-        answers = config.pm.hook.tirxh_profile_item(item=item, compiled=compiled, config=config,
-                                                    request=request)
-        reports = [r for a in answers for r in (a if isinstance(a, list) else [a])]
-        if not reports:
-            raise UsageError("profile: nothing to do; give --ncu, --sanitizer TOOL or --iket "
-                             "(and install tirxh-ncu-profile / tirxh-iket)")
-        for r in reports:
-            print(r.text)
-        if json_path:
-            Path(json_path).write_text(json.dumps(
-                {"item": item.nodeid, "reports": [r.to_json() for r in reports]}, indent=1,
-                default=str))
-        bad = any(getattr(r, "verdict", None) == "error" for r in reports)
-        return ExitCode.FAILED if bad else ExitCode.OK
-
-    return wrap_session(config, doit)
-
-
 def main(argv: list) -> int:
     """`argv`: ``NODEID [options]``: the node id first, then the options of ``tirxh build``
     and the profilers'."""
@@ -106,4 +60,5 @@ def main(argv: list) -> int:
     except UsageError as e:
         sys.stderr.write(f"ERROR: {e}\n")
         return ExitCode.USAGE_ERROR
+    from tirxh.core.profile import profile_session
     return profile_session(config, rest[0], Path(out), json_path)

@@ -58,7 +58,9 @@ def format_ncu(s: dict, top: int = 5) -> str:
         for h in spots[:top]:
             where = f"{os.path.basename(h['file'])}:{h['line']}" if h.get("file") else \
                 f"SASS +0x{h['address']:x}"
-            out.append(f"    {h['share']:>6.1%}  {where:<24} {h.get('sass', '')[:60]}")
+            top_stall = next(iter(h.get("stalls") or {}), "")
+            why = f" [{top_stall}]" if top_stall else ""
+            out.append(f"    {h['share']:>6.1%}  {where:<24} {h.get('sass', '')[:52]}{why}")
     if s.get("missing"):
         out.append(f"  not in this report: {', '.join(s['missing'])}")
     return "\n".join(out)

@@ -43,6 +43,8 @@ _BARRIER = re.compile(r"^Barrier error detected\.?\s*(?P<what>.*)$")
 _SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d+) errors?")
 _RACE_SUMMARY = re.compile(r"^RACECHECK SUMMARY: (?P<n>\d+) hazards? displayed "
                            r"\((?P<e>\d+) errors?, (?P<w>\d+) warnings?\)")
+_DETAIL = re.compile(r"^(at |by thread|Address |Access at |and |(Read|Write) Thread|Current Value|"
+                     r"Saved host|Host Frame|Device Frame)")
 _HAZ_KIND = {"RAW": "race.read-write", "WAR": "race.read-write", "WAW": "race.write-write"}
 
 
@@ -88,7 +90,10 @@ def _records(text: str, prefix: str) -> "tuple[list, list]":
             cur = None
             continue
         stripped = body.strip()
-        if body.startswith(" ") and len(body) - len(body.lstrip()) >= 2 and cur is not None:
+        # detail lines are indented, but some versions indent by one space only: known detail
+        # openings count as details whatever their indentation
+        indented = len(body) - len(body.lstrip()) >= 2
+        if cur is not None and (indented or _DETAIL.match(stripped)):
             cur.append(stripped)
         elif _SUMMARY.match(stripped) or _RACE_SUMMARY.match(stripped):
             summaries.append(stripped)
@@ -173,7 +178,8 @@ def _finding(rec: list, tool: str, block_dim) -> "Finding | None":
         what = "uninitialized" if head.startswith("Uninitialized") else "invalid"
         addr = None
         for d in details:
-            am = re.match(r"^Address (0x[0-9a-fA-F]+)(?: is (.*))?$", d)
+            # "Address 0x.. is out of bounds" (older) / "Access at 0x.. is out of bounds" (newer)
+            am = re.match(r"^(?:Address|Access at) (0x[0-9a-fA-F]+)(?: is (.*))?$", d)
             if am:
                 addr = am.group(1)
                 if am.group(2):

@@ -48,8 +48,10 @@ def map_hotspots(rows: list, table: dict, top: int = 10) -> "tuple[list, dict]":
             if r["samples"]:
                 unmapped.append(r)
             continue
-        h = by_line.setdefault(where, {"samples": 0, "sass": []})
+        h = by_line.setdefault(where, {"samples": 0, "sass": [], "stalls": {}})
         h["samples"] += r["samples"]
+        for reason, n in (r.get("stalls") or {}).items():
+            h["stalls"][reason] = h["stalls"].get(reason, 0) + n
         if r["samples"]:
             h["sass"].append((r["samples"], r["sass"]))
     spots = []
@@ -57,11 +59,13 @@ def map_hotspots(rows: list, table: dict, top: int = 10) -> "tuple[list, dict]":
         if not h["samples"]:
             continue
         hottest = max(h["sass"])[1] if h["sass"] else ""
+        stalls = dict(sorted(h["stalls"].items(), key=lambda kv: -kv[1]))
         spots.append(HotSpot(samples=h["samples"], share=h["samples"] / total if total else 0.0,
-                             file=f, line=line, sass=hottest))
+                             file=f, line=line, sass=hottest, stalls=stalls))
     for r in unmapped:
         spots.append(HotSpot(samples=r["samples"], share=r["samples"] / total if total else 0.0,
-                             address=r["address"], sass=r["sass"]))
+                             address=r["address"], sass=r["sass"],
+                             stalls=dict(r.get("stalls") or {})))
     spots.sort(key=lambda h: -h.samples)
     mapped = sum(h["samples"] for h in by_line.values())
     return spots[:top], {"samples": total, "mapped": mapped,

@@ -25,7 +25,6 @@ import copy
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -38,7 +37,7 @@ except ImportError:  # pragma: no cover - KCoral ships with tirxh
 
 SETS = ("basic", "full")
 RUN_TIMEOUT_S = 900
-_SEARCH = ("/usr/local/cuda/bin", "/opt/nvidia/nsight-compute")
+_SEARCH = ("/opt/nvidia/nsight-compute",)
 
 
 class ToolError(Exception):
@@ -46,10 +45,14 @@ class ToolError(Exception):
 
 
 def find_binary(name: str, env: str) -> "str | None":
-    """`env` (e.g. ``KCORAL_NCU``) if set, else PATH, else the CUDA toolkit's usual places."""
+    """`env` (e.g. ``KCORAL_NCU``) if set; else where tirxh finds CUDA tools (CUDA_HOME/bin, the
+    ``nvidia-*`` wheels' bin directories, PATH, /usr/local/cuda/bin; ``pip install
+    nvidia-cuda-sanitizer-api`` provides compute-sanitizer); else an Nsight Compute install
+    under /opt/nvidia/nsight-compute."""
     if os.environ.get(env):
         return os.environ[env]
-    found = shutil.which(name)
+    from tirxh.core.toolchain import _find_tool
+    found = _find_tool(name)
     if found:
         return found
     for base in _SEARCH:
@@ -94,8 +97,10 @@ def _write_job(job, workdir: pathlib.Path) -> "tuple[pathlib.Path, pathlib.Path]
 
 
 def _run(cmd: list, what: str, timeout: int = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+    # the C locale: numbers in the exports use '.' for decimals and ',' for thousands only
+    env = dict(os.environ, LC_ALL="C", LANG="C")
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise ToolError(f"{what} did not finish in {timeout} s: {' '.join(cmd[:6])} ...") from None
 
@@ -180,7 +185,7 @@ def summarize_exports(details: str, source: "str | None" = None, entry: str = ""
     out = s.to_json()
     out["launches_in_report"] = len(launches)
     if source:
-        rows = ncu_csv.parse_source(source)
+        rows = ncu_csv.parse_source(source, kernel=entry)
         out["sass_samples"] = rows
         spots, cov = map_hotspots(rows, line_table(sass) if sass else {}, top)
         out["hotspots"] = [h.__dict__ for h in spots]

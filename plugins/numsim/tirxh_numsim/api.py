@@ -120,8 +120,14 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
             raise ValueError(f"kernel {kir.name!r}: output {o!r} is not among the inputs "
                              f"({', '.join(sorted(arrays))})")
     m.bind(arrays, tmaps)
+    from .sem_async import check_tensormap
     for name, d in tmaps.items():  # TMA addresses the source buffer through the map
         d["base"] = m.gmem.by_name[d["source"]].base
+        for problem in check_tensormap(d):
+            m.findings.append(Finding(
+                "numsim.tensormap-invalid", f"tensor map {name!r} of {d['source']!r}: {problem} "
+                "(cuTensorMapEncodeTiled refuses it)", "error",
+                SourceRef(kir.loc.file, kir.loc.line), data={"tensormap": name}))
     incomplete = []
     try:
         m.launch()

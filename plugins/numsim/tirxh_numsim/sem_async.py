@@ -328,6 +328,14 @@ def _box_geometry(tm: dict, coords: list):
     return off.reshape(-1), ok.reshape(-1), esize
 
 
+def _check_inner_coord(w, instr, tm, c0: int, esize: int) -> None:
+    if (c0 * esize) % 16:
+        w.m.finding("numsim.tma-misaligned", f"TMA box starts at inner coordinate {c0} "
+                    f"({c0 * esize} bytes into the row), not a multiple of 16 bytes: an H200 "
+                    f"faults with an illegal instruction (seen with benchmarks/h200_compare.py)",
+                    instr, w=w, data={"tensormap": tm["source"], "coordinate": c0})
+
+
 def _tmap(w, tref: ir.TensorRef, lane: int = 0) -> dict:
     """The tensor map a TMA operand names: a parameter symbol, or a register holding the
     parameter's (generic) address."""
@@ -346,13 +354,40 @@ def _tmap(w, tref: ir.TensorRef, lane: int = 0) -> dict:
 
 
 def _fill_bytes(tm: dict, esize: int) -> np.ndarray:
+    """Bytes of one out-of-bounds element. The NaN fill is the pattern an H200 writes (read off
+    the hardware with benchmarks/h200_compare.py): 0x7FF7 in every 16-bit half of the element
+    (f32 0x7FF77FF7, bf16/f16 0x7FF7)."""
     from tirxh.core.types import DTYPES
     if tm.get("oob_fill", "zero") == "nan":
         dt = DTYPES[tm["dtype"]]
         if not dt.is_float:
             raise Unsupported("TMA NaN fill of a non-float tensor")
-        return np.asarray(np.nan, dt.numpy).reshape(1).view(np.uint8)
+        if esize < 2:
+            raise Unsupported("TMA NaN fill of 8-bit floats (the hardware pattern is not "
+                              "recorded)")
+        return np.tile(np.array([0xF7, 0x7F], np.uint8), esize // 2)
     return np.zeros(esize, np.uint8)
+
+
+def check_tensormap(tm: dict) -> list:
+    """What ``cuTensorMapEncodeTiled`` would refuse about a tensor map (empty when valid)."""
+    from tirxh.core.types import DTYPES
+    esize = DTYPES[tm["dtype"]].nbytes
+    out = []
+    for i, st in enumerate(tm["strides"]):
+        if st % 16:
+            out.append(f"global stride of dimension {i + 1} is {st} bytes, not a multiple of 16")
+    if tm.get("base", 0) % 16:
+        out.append("global address is not 16-byte aligned")
+    inner = tm["box"][0] * esize
+    if inner % 16:
+        out.append(f"the inner box dimension is {inner} bytes, not a multiple of 16")
+    if any(b > 256 or b < 1 for b in tm["box"]):
+        out.append(f"box {tm['box']} has a dimension outside 1..256")
+    span = int(tm.get("swizzle", 0))
+    if span and inner > span:
+        out.append(f"the inner box dimension ({inner} bytes) exceeds the {span}B swizzle span")
+    return out
 
 
 def _smem_offsets(tm: dict, n: int, esize: int, dst: int) -> np.ndarray:
@@ -397,6 +432,7 @@ def _tma_load(w, instr, mask):
         tm = _tmap(w, tref, lane)
         buf = w.m.gmem.by_name[tm["source"]]
         off, ok, esize = _box_geometry(tm, [int(c[lane]) for c in coords])
+        _check_inner_coord(w, instr, tm, int(coords[0][lane]), esize)
         n = off.size
         raw = np.tile(_fill_bytes(tm, esize), n).reshape(n, esize)
         if ok.any():
@@ -436,6 +472,7 @@ def _tma_store(w, instr, mask):
         tm = _tmap(w, tref, lane)
         buf = w.m.gmem.by_name[tm["source"]]
         off, ok, esize = _box_geometry(tm, [int(c[lane]) for c in coords])
+        _check_inner_coord(w, instr, tm, int(coords[0][lane]), esize)
         n = off.size
         a = int(srcs[lane])
         addrs = _smem_offsets(tm, n, esize, a)

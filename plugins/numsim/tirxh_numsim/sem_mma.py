@@ -22,10 +22,15 @@ elements, S = swizzle span in bytes (element (mn, k) -> byte address before swiz
   + (k%8)*S + (k//8)*SBO
 then the swizzle XORs address bits [4, 4+b) with bits [7, 7+b) (b = log2(S/16)).
 
-Arithmetic: products of bf16/f16/tf32/fp8 inputs are exact in float64 and the K-sum is formed in
-float64, then rounded once to f32 (the hardware adds in at least f32 in an unspecified order: a
-last-bit difference is possible, so compare with a tolerance of a few ulp). tf32 inputs are the
-f32 values truncated to 10 mantissa bits, as the tensor cores read them.
+Arithmetic (the tensor-core dot product, fitted to and checked against an H200 with
+benchmarks/h200_compare.py: every float probe and zoo GEMM bitwise identical): each instruction
+forms its K products exactly, finds the largest exponent among them (a product's exponent is the
+sum of its factors' exponents) and the accumulator's, truncates every term to a multiple of
+2^(emax - 25) (2^(emax - 13) for fp8 inputs), adds them exactly, and truncates the sum to 23
+mantissa bits (13 for fp8: Hopper's fp8 accumulation is narrower) -- round toward zero. tf32
+inputs are the f32 values truncated to 10 mantissa bits. Special values (Inf/NaN inputs,
+overflow) follow float64 arithmetic through the same steps and were not checked on hardware;
+f16 accumulators are rounded to nearest from that result (not checked on hardware).
 """
 
 from __future__ import annotations
@@ -160,6 +165,43 @@ def _b_fragment(w, regs, atype: str, K: int) -> np.ndarray:
     return B
 
 
+_TC_BITS = {"fp8": (13, 13), "other": (25, 23)}
+
+
+def _exponent(x: np.ndarray) -> np.ndarray:
+    """floor(log2 |x|) for nonzero x (frexp's exponent minus one)."""
+    return np.frexp(x)[1].astype(np.int64) - 1
+
+
+def _trunc(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return np.trunc(x / q) * q
+
+
+def tc_dot(A: np.ndarray, Bt: np.ndarray, C: np.ndarray, atype: str) -> np.ndarray:
+    """One tensor-core instruction: D = A @ Bt.T + C with the hardware's alignment and
+    truncation (see the module docstring). A: (W, M, K), Bt: (N, K), or (W, N, K); C: (W, M, N).
+    Integer types are exact."""
+    if atype in ("s8", "u8"):
+        Bk = Bt if Bt.ndim == 3 else Bt[None]
+        return np.einsum("wmk,wnk->wmn", A, np.broadcast_to(Bk, (A.shape[0],) + Bk.shape[1:])) + C
+    in_bits, out_bits = _TC_BITS["fp8" if atype in ("e4m3", "e5m2") else "other"]
+    Bk = Bt if Bt.ndim == 3 else Bt[None]
+    a = A[:, :, None, :]
+    b = Bk[:, None, :, :]
+    prods = a * b  # exact in float64 for every supported input type
+    with np.errstate(invalid="ignore", over="ignore"):
+        ea = np.where(A != 0, _exponent(A), -(1 << 20))[:, :, None, :]
+        eb = np.where(Bk != 0, _exponent(Bk), -(1 << 20))[:, None, :, :]
+        pe = np.where(prods != 0, ea + eb, -(1 << 20)).max(axis=3)
+        ce = np.where(C != 0, _exponent(C), -(1 << 20))
+        emax = np.maximum(pe, ce)
+        q = np.ldexp(1.0, np.clip(emax - in_bits, -1074, 1023))
+        s = _trunc(prods, q[..., None]).sum(axis=3) + _trunc(C, q)
+        e = np.where(s != 0, _exponent(s), 0)
+        qo = np.ldexp(1.0, np.clip(e - out_bits, -1074, 1023))
+        return np.where(np.isfinite(s), _trunc(s, qo), s)
+
+
 def _acc_read(w, regs, dtype: str, rows_of, cols_of, shape) -> np.ndarray:
     """Read accumulator registers into (nwarps,) + shape float64 (f16x2 registers: 2 each)."""
     out = np.zeros((w.nwarps,) + shape, np.float64)
@@ -198,8 +240,9 @@ def _acc_values(D: np.ndarray, regs, dtype: str, rows_of, cols_of, satfinite=Fal
 
 # --- mma.sync -----------------------------------------------------------------------------------------
 
-@semantic("mma.sync", note="m16n8k{4,8,16,32} for f16/bf16/tf32/s8/u8; products exact, K-sum in "
-                           "float64 rounded once to the accumulator type.")
+@semantic("mma.sync", note="m16n8k{4,8,16,32} for f16/bf16/tf32/s8/u8 with the tensor-core "
+                           "dot-product rounding (exponent alignment, truncation): bitwise equal "
+                           "to an H200 for every probed shape and type.")
 def _mma_sync(w, instr, mask):
     mods = instr.modifiers
     shape = mods["shape"]
@@ -221,7 +264,7 @@ def _mma_sync(w, instr, mask):
 
         def cols(i, j): return 2 * t + i % 2
     C = _acc_read(w, c, mods["ctype"], rows, cols, (16, 8))
-    D = np.einsum("wmk,wkn->wmn", A, B) + C
+    D = tc_dot(A, B.transpose(0, 2, 1), C, atype)
     for reg, v in zip(d, _acc_values(D, d, dtype, rows, cols, bool(mods.get("satfinite")))):
         w.write(reg, v, mask)
 
@@ -333,7 +376,9 @@ def _wg_rows_cols(dtype: str, wi: int):
 @semantic("wgmma.mma_async.ss", "wgmma.mma_async.rs",
           note="Descriptors with every swizzle, K- and MN-major (imm-trans), register A, "
                "bf16/f16/tf32/e4m3/e5m2/s8/u8; results land at wgmma.wait_group (reading the "
-               "accumulators earlier sees the old values).")
+               "accumulators earlier sees the old values). Tensor-core rounding (alignment to "
+               "the largest exponent, truncation; 13-bit fp8 accumulation): bitwise equal to "
+               "an H200 on every probed layout, dtype and zoo GEMM.")
 def _wgmma(w, instr, mask):
     if w.nwarps != 1:
         raise Unsupported("wgmma in batched execution")
@@ -378,7 +423,7 @@ def _wgmma(w, instr, mask):
         A = -A
     if "imm_scale_b" in op and int(op["imm_scale_b"].value) == -1:
         Bt = -Bt
-    D = np.einsum("wmk,nk->wmn", A, Bt) + C
+    D = tc_dot(A, Bt, C, atype)
     vals = _acc_values(D, dregs, acc_t, rows, cols, bool(mods.get("satfinite")))
     result = []
     for r, v in zip(dregs, vals):

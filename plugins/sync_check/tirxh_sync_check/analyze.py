@@ -54,6 +54,8 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     where = SourceRef(kloc.file, kloc.line) if kloc is not None else None
     not_run = [Finding("sync_check.incomplete", f"numsim did not run the kernel to its end: {r}",
                        "incomplete", where) for r in incomplete]
+    if trace is not None:
+        not_run += _unknown_engines(trace)
     if trace is None:
         msg = "numsim produced no event trace"
         return (AnalyzerResult("synccheck", "incomplete", not_run, msg),
@@ -65,15 +67,16 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     notes = []
     states = 0
     bounded = False
-    for cm in model.build(trace):
-        r = synccheck.explore(cm, max_states)
+    names = _shared_names(kir)
+    for cm in _distinct(model.build(trace)):
+        r = synccheck.explore(cm, max_states, names)
         issues.extend(r.issues)
         notes.extend(cm.notes + r.notes)
         states += r.states
         bounded |= not r.complete
     issues.extend(warpchecks.check(trace))
     if kir is not None:
-        issues.extend(wgmmacheck.check(kir))
+        issues.extend(_attach_warps(wgmmacheck.check(kir), trace))
     sync_findings = _dedupe([to_finding(i) for i in issues])
     sync_incomplete = list(not_run)
     if bounded:
@@ -97,6 +100,78 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     race = _result("racecheck", race_findings, list(not_run), rstats,
                    f"{len(trace.events)} events checked")
     return sync, race
+
+
+KNOWN_ENGINES = ("tma", "bulk", "cp.async", "wgmma")
+
+
+def _unknown_engines(trace) -> list:
+    """Async engines whose completion rules neither analysis models (e.g. tcgen05)."""
+    from tirxh_numsim import events as ev
+    out, seen = [], set()
+    for e in trace.events:
+        if isinstance(e, ev.AsyncOp) and e.engine not in KNOWN_ENGINES and e.engine not in seen:
+            seen.add(e.engine)
+            out.append(Finding(
+                "sync_check.not-modelled", f"asynchronous engine {e.engine!r} (its completion "
+                "and ordering rules are not modelled by synccheck/racecheck)", "incomplete",
+                SourceRef(e.loc.file, e.loc.line) if e.loc is not None else None))
+    return out
+
+
+def _shared_names(kir) -> dict:
+    """Shared address -> ``var[i]`` for the 8-byte words of every shared variable."""
+    if kir is None:
+        return {}
+    from tirxh_numsim.memory import SharedLayout
+    out = {}
+    for start, end, name in SharedLayout.of(kir).regions:
+        for a in range(start, min(end, start + 8 * 64), 8):
+            out[a] = f"{name}[{(a - start) // 8}]" if end - start > 8 else name
+    return out
+
+
+def _distinct(models: list) -> list:
+    """CTAs (clusters) whose synchronization programs are the same up to their CTA index
+    explore the same interleavings: keep the first of each kind."""
+    out, seen = [], set()
+    for cm in models:
+        ctas = sorted(cm.cta_threads)
+        rel = {c: i for i, c in enumerate(ctas)}
+
+        def norm(obj):
+            return obj[:1] + (rel.get(obj[1], obj[1]),) + obj[2:] if len(obj) > 2 else obj[:1]
+        sig = tuple((w.key[1], tuple((op.kind, norm(op.obj), op.count, op.tx, op.parity,
+                                      op.ref_gen, op.expected) for op in w.ops))
+                    for w in cm.warps)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(cm)
+    return out
+
+
+def _attach_warps(issues: list, trace) -> list:
+    """Static (IR) findings name the warps that issued the wgmma involved in the trace."""
+    from tirxh_numsim import events as ev
+    for issue in issues:
+        lines = {(loc.file, loc.line) for loc, _ in issue.related_locs}
+        if issue.loc is not None:
+            lines.add((issue.loc.file, issue.loc.line))
+        seen, evs = set(), []
+        for e in trace.events:
+            if isinstance(e, ev.AsyncOp) and e.engine == "wgmma" and e.stage == "issue" and \
+                    e.loc is not None and (e.loc.file, e.loc.line) in lines and \
+                    (e.cta, e.warp) not in seen:
+                seen.add((e.cta, e.warp))
+                evs.append(e)
+        if evs:
+            issue.event = None
+            issue.related = evs
+            issue.related_locs = [(loc, label) for loc, label in issue.related_locs
+                                  if (loc.file, loc.line) not in {(e.loc.file, e.loc.line)
+                                                                  for e in evs}]
+            issue.witness = issue.witness + [f"issued by cta {e.cta} warp {e.warp}" for e in evs]
+    return issues
 
 
 def _result(name, findings, incomplete, stats, what) -> AnalyzerResult:

@@ -151,6 +151,7 @@ def _warp_ops(evs: list, cta_threads: int) -> "tuple[list, list]":
     ops: list = []
     notes: list = []
     commits = 0
+    issued: set = set()
     i = 0
     n = len(evs)
     while i < n:
@@ -196,8 +197,18 @@ def _warp_ops(evs: list, cta_threads: int) -> "tuple[list, list]":
                     ops.append(Op("wg_wait", key, count=commits - keep, event=e))
             i += 1
             continue
+        if isinstance(e, ev.MBarrierEvent) and \
+                getattr(getattr(e.instr, "binding", None), "name", "") == "mbarrier.arrive_drop":
+            notes.append((e, "mbarrier.arrive_drop lowers the expected count of later phases; "
+                             "synccheck models it as a plain arrive"))
         op = _op_for(e, cta_threads)
         if op is not None:
+            if op[0].kind == "issue":
+                # a multicast copy records one issue per destination CTA under one op id
+                if op[0].async_id in issued:
+                    i += 1
+                    continue
+                issued.add(op[0].async_id)
             ops.extend(op)
         i += 1
     return ops, notes

@@ -63,4 +63,24 @@ def tirxh_check_item(item, compiled, config):
     consts = dict(getattr(item, "consts", None) or suite.consts(case))
     sync, race = check_kernel(target, inputs, consts=consts, grid=suite.grid(case),
                               max_states=int(_opt(config, "max_states", 200_000)))
+    shown = _SHOWN.setdefault(id(config), [])
+    shown.extend((getattr(item, "nodeid", suite.name), f) for r in (sync, race)
+                 for f in r.findings if f.severity != "incomplete")
     return [sync, race]
+
+
+_SHOWN: dict = {}  # id(config) -> [(item id, Finding)] for the terminal summary
+
+
+@hookimpl
+def tirxh_terminal_summary(reporter, exitstatus, config):
+    """Each synccheck/racecheck finding with the source lines around it and its witness."""
+    shown = _SHOWN.pop(id(config), [])
+    if not shown:
+        return
+    from .report import format_finding
+    reporter.section("sync_check findings")
+    for nodeid, f in shown:
+        reporter.line(nodeid)
+        for text in format_finding(f).splitlines():
+            reporter.line("  " + text)

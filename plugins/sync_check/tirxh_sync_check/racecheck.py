@@ -33,13 +33,14 @@ import os
 import numpy as np
 
 from tirxh_numsim import events as ev
-from tirxh_numsim.memory import GLOBAL_BASE, GLOBAL_STRIDE, SharedLayout
+from tirxh_numsim.memory import CLUSTER_SHIFT, GLOBAL_BASE, GLOBAL_STRIDE, SharedLayout
 
 from . import provenance
 from .report import Issue, describe_event
 from .vclock import AsyncRead, Region, byte_indices, new_clock
 
 MAX_ISSUES = 64
+_STRONG = ("relaxed", "acquire", "release", "acq_rel", "volatile")
 
 
 class RaceChecker:
@@ -77,6 +78,7 @@ class RaceChecker:
                     base = GLOBAL_BASE + i * GLOBAL_STRIDE
                     self.gbufs.append((base, base + int(buffers[p.name]), p.name))
         self.regions: dict = {}
+        self.rank_cta = {(e.cluster, e.cta_rank): e.cta for e in self.events}
         self.issues: dict = {}
         # synchronization objects
         self.mb_acc: dict = {}  # (cta, addr) -> clock accumulating the current phase
@@ -114,10 +116,10 @@ class RaceChecker:
         self.vc[t][t] += 1
         return snap
 
-    def region(self, key, size: int) -> Region:
+    def region(self, key, size: "int | None") -> Region:
         r = self.regions.get(key)
         if r is None:
-            r = self.regions[key] = Region(str(key), size, self.nwarps)
+            r = self.regions[key] = Region(str(key), size or 0, self.nwarps)
         return r
 
     def add(self, issue: Issue) -> None:
@@ -166,8 +168,15 @@ class RaceChecker:
         for key, size, base, ranges in groups:
             reg = self.region(key, size)
             idx, lanes = byte_indices(ranges, base)
+            if size is None:  # no layout known: the region is as large as what was touched
+                reg.grow(int(idx.max()) + 1 if idx.size else 0)
+                size = reg.size
             bad = (idx < 0) | (idx >= size)
             if bad.any():
+                j = int(np.flatnonzero(bad)[0])
+                if key[0] == "shared":  # past the shared window (global ones are reported above)
+                    self._oob(e, "the shared window", int(idx[j]), int(idx[j]) + 1, size,
+                              int(lanes[j]))
                 idx, lanes = idx[~bad], lanes[~bad]
             if idx.size == 0:
                 continue
@@ -197,8 +206,7 @@ class RaceChecker:
         return out
 
     def _shared_groups(self, e) -> list:
-        size = self.layout.size if self.layout is not None else \
-            max(r[2] for r in e.ranges)
+        size = self.layout.size if self.layout is not None else None
         name = self.sources.get(id(e.instr)) if e.instr is not None else None
         if name is not None and self.layout is not None and e.proxy == ev.GENERIC:
             start = self.layout.symbols.get(name)
@@ -213,7 +221,18 @@ class RaceChecker:
                     if a < start or b > end:
                         self._oob(e, name, a - start, b - start, end - start, lane)
                         break
-        return [(("shared", e.space_cta), size, 0, e.ranges)]
+        # a shared::cluster address of another CTA is (rank + 1) << CLUSTER_SHIFT | offset
+        # (numsim's address model): split the ranges by the CTA whose memory they address
+        by_cta: dict = {}
+        for lane, a, b in e.ranges:
+            rank = (a >> CLUSTER_SHIFT) - 1
+            cta = e.space_cta if rank < 0 else self.rank_cta.get((e.cluster, rank))
+            if cta is None:
+                self._oob(e, f"cluster rank {rank}", a, b, 0, lane)
+                continue
+            off = a & ((1 << CLUSTER_SHIFT) - 1)
+            by_cta.setdefault(cta, []).append((lane, off, off + (b - a)))
+        return [(("shared", c), size, 0, r) for c, r in sorted(by_cta.items())]
 
     def _oob(self, e, name, a, b, size, lane) -> None:
         self.add(Issue("memory.out-of-bounds",
@@ -226,7 +245,9 @@ class RaceChecker:
         vc = self.clock(t)
         is_async = e.proxy == ev.ASYNC
         writes = e.access in ("write", "rmw")
-        atomic = e.atomic or e.access == "rmw"
+        # atomics and strong (.relaxed/.acquire/.release/.volatile) ld/st do not race with each
+        # other (PTX memory model: morally strong operations)
+        atomic = e.atomic or e.access == "rmw" or self._sem(e) in _STRONG
         # conflicts with the last write of each byte
         wt = reg.wt[idx]
         has = wt >= 0
@@ -276,7 +297,6 @@ class RaceChecker:
         else:
             u = np.unique(idx)
             reg.async_reads.append(AsyncRead(t, int(vc[t]), u, int(u[0]), int(u[-1]), i))
-        self._ld_st_sync(e, t, reg, idx)
 
     def _async_conflicts(self, e, t, vc, reg, idx, lanes) -> None:
         if not reg.async_reads:
@@ -321,7 +341,7 @@ class RaceChecker:
     # -- atomics and release/acquire ld/st -------------------------------------------------------
     def _sem(self, e) -> "str | None":
         mods = getattr(e.instr, "modifiers", None) or {}
-        return mods.get("sem")
+        return mods.get("sem") if e.proxy == ev.GENERIC else None
 
     def _locs(self, reg: Region, idx):
         return [(reg.name, int(x)) for x in np.unique(idx)[:64]]
@@ -343,20 +363,6 @@ class RaceChecker:
                 cur = self.loc_sync.get(loc)
                 self.loc_sync[loc] = snap if cur is None else np.maximum(cur, snap)
             self.fenced[t] = False
-
-    def _ld_st_sync(self, e, t, reg, idx) -> None:
-        if t >= self.nwarps or e.atomic:
-            return
-        sem = self._sem(e)
-        if sem == "acquire":
-            for loc in self._locs(reg, idx):
-                if loc in self.loc_sync:
-                    np.maximum(self.vc[t], self.loc_sync[loc], out=self.vc[t])
-        elif sem == "release":
-            snap = self.release(t)
-            for loc in self._locs(reg, idx):
-                cur = self.loc_sync.get(loc)
-                self.loc_sync[loc] = snap if cur is None else np.maximum(cur, snap)
 
     # -- races -----------------------------------------------------------------------------------
     def _race(self, kind, first, second, reg, offset, lane, message=None) -> None:
@@ -404,6 +410,11 @@ class RaceChecker:
             else:
                 t = self.widx[(e.cta, e.warp)]
                 snap = self.release(t)
+                if _binding(e) == "cp.async.mbarrier.arrive":
+                    # the arrive fires when the warp's prior cp.async copies complete
+                    for a in self.open_ops.get((t, "cp.async"), []) + \
+                            [a for g in self.groups.get((t, "cp.async"), []) for a in g]:
+                        np.maximum(snap, self.vc[a], out=snap)
             acc = self.mb_acc.setdefault(key, new_clock(self.n))
             np.maximum(acc, snap, out=acc)
             if e.completed_phase:
@@ -473,6 +484,9 @@ class RaceChecker:
             k = (w, family)
             self.groups.setdefault(k, []).append(self.open_ops.pop(k, []))
         elif e.stage == "wait" and family is not None:
+            if _binding(e) == "cp.async.wait_all":  # commits the open group, then waits for all
+                k = (w, family)
+                self.groups.setdefault(k, []).append(self.open_ops.pop(k, []))
             n = _wait_n(e)
             groups = self.groups.get((w, family), [])
             while len(groups) > n:
@@ -517,13 +531,20 @@ def _async_read_owners(events) -> dict:
     same warp issues next from the same instruction."""
     out, pending = {}, {}
     for i, e in enumerate(events):
-        if isinstance(e, ev.MemAccess) and e.proxy == ev.ASYNC and e.async_id is None:
+        if isinstance(e, ev.MemAccess) and e.async_id is None and \
+                (e.proxy == ev.ASYNC or _binding(e) == "cp.async"):
+            # cp.async's copy is recorded as the warp's own load and store before its issue
             pending.setdefault((e.cta, e.warp), []).append((i, e.instr))
         elif isinstance(e, ev.AsyncOp) and e.stage == "issue":
             for j, instr in pending.pop((e.cta, e.warp), []):
                 if instr is e.instr:
                     out[j] = e.op_id
     return out
+
+
+def _binding(e) -> "str | None":
+    b = getattr(e.instr, "binding", None)
+    return getattr(b, "name", None)
 
 
 def _line(e):

@@ -1,4 +1,4 @@
-"""Findings for people and agents: `Issue` (an analysis' raw result) -> `tirxh.core.findings.Finding`.
+"""Findings for people and agents: `Issue` (an analysis' raw result) -> `Finding`.
 
 Both analyses produce `Issue`s that keep the trace events involved. Converting to a `Finding`
 resolves them into what reports carry: the primary source line (`where`), the other line(s)
@@ -99,8 +99,13 @@ def to_finding(issue: Issue) -> Finding:
     evs = [e for e in [issue.event] + list(issue.related) if e is not None]
     warps = sorted({(e.cta, e.warp) for e in evs})
     lanes = issue.lanes or sorted({ln for e in evs[:1] for ln in ev.lanes_of(e.lanes)})
+    uniq, seen = [], {(where.file, where.line) if where else None}
+    for r in related:
+        if r is not None and (r.file, r.line) not in seen:
+            seen.add((r.file, r.line))
+            uniq.append(r)
     return Finding(kind=issue.kind, message=issue.message, severity=severity, where=where,
-                   related=[r for r in related if r is not None],
+                   related=uniq,
                    warps=[{"cta": c, "warp": w} for c, w in warps], lanes=list(lanes),
                    addresses=list(issue.addresses), witness=list(issue.witness),
                    data=dict(issue.data))

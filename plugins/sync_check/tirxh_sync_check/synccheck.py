@@ -121,12 +121,23 @@ class _Explorer:
         # enable it (bar arrive/wait, wgmma commit/wait, an async issue) commutes with every
         # other step and cannot disable one, so taking it alone loses no behaviour (the state
         # graph is acyclic: every step advances a warp or retires an async op)
+        # An arrival or an async complete_tx that leaves its phase incomplete only moves the
+        # pending count / tx-count, which no wait reads and every order sums up the same: it is
+        # taken alone as well. The arrival or completion that completes a phase is interleaved.
         for i, ops in enumerate(self.ops):
             pc = warps[i][0]
-            if pc < len(ops) and ops[pc].kind in _EAGER:
-                r = self.step_warp(s, i, ops[pc], path_fn)
+            if pc >= len(ops):
+                continue
+            op = ops[pc]
+            if op.kind in _EAGER or (op.kind == "marrive" and self._partial(mbs, op.obj,
+                                                                              op.count, -op.tx)):
+                r = self.step_warp(s, i, op, path_fn)
                 if r is not None:
                     return [(r, ("warp", i, pc))]
+        for j, (aid, idx) in enumerate(pend):
+            comp = self.cm.completions[aid][idx]
+            if self._partial(mbs, comp.obj, 0, comp.tx):
+                return [self._complete(s, j)]
         for i, ops in enumerate(self.ops):
             pc, aux = warps[i]
             if pc >= len(ops):
@@ -135,23 +146,36 @@ class _Explorer:
             r = self.step_warp(s, i, op, path_fn)
             if r is not None:
                 out.append((r, ("warp", i, pc)))
-        for j, (aid, idx) in enumerate(pend):
-            comp = self.cm.completions[aid][idx]
-            mb = list(mbs)
-            mi = self.mindex[comp.obj]
-            st, cnt, done, pendc, tx = mb[mi]
-            tx -= comp.tx
-            if st == INIT and pendc == 0 and tx == 0:
-                done, pendc = done + 1, cnt
-            mb[mi] = (st, cnt, done, pendc, tx)
-            rest = list(pend)
-            if idx + 1 < len(self.cm.completions[aid]):
-                rest[j] = (aid, idx + 1)
-            else:
-                del rest[j]
-            out.append(((warps, tuple(mb), bars, cbs, tuple(sorted(rest))),
-                        ("async", aid, idx)))
+        for j in range(len(pend)):
+            out.append(self._complete(s, j))
         return out
+
+    def _partial(self, mbs, obj, count: int, tx_done: int) -> bool:
+        """Whether `count` arrivals and `tx_done` completed bytes leave the phase incomplete
+        (and do not over-arrive) on an initialized barrier."""
+        st, cnt, done, pendc, tx = mbs[self.mindex[obj]]
+        if st != INIT or pendc - count < 0:
+            return False
+        return not (pendc - count == 0 and tx - tx_done == 0)
+
+    def _complete(self, s, j):
+        """The async op `pend[j]` performs its next complete_tx."""
+        warps, mbs, bars, cbs, pend = s
+        aid, idx = pend[j]
+        comp = self.cm.completions[aid][idx]
+        mb = list(mbs)
+        mi = self.mindex[comp.obj]
+        st, cnt, done, pendc, tx = mb[mi]
+        tx -= comp.tx
+        if st == INIT and pendc == 0 and tx == 0:
+            done, pendc = done + 1, cnt
+        mb[mi] = (st, cnt, done, pendc, tx)
+        rest = list(pend)
+        if idx + 1 < len(self.cm.completions[aid]):
+            rest[j] = (aid, idx + 1)
+        else:
+            del rest[j]
+        return ((warps, tuple(mb), bars, cbs, tuple(sorted(rest))), ("async", aid, idx))
 
     def _advance(self, s, i, aux=-1, mbs=None, bars=None, cbs=None, pend=None):
         warps = list(s[0])
@@ -390,21 +414,24 @@ class _Explorer:
                 return "mbarrier.tx-mismatch"
             if pendc != cnt:
                 return "mbarrier.arrival-count"
-            if not self._remaining(s, op.obj, ("marrive",)):
+            if not self._remaining(s, op.obj, ("marrive",), i):
                 return "mbarrier.parity-never"
             return "deadlock"
         if op.kind == "bar_wait":
-            if not self._remaining(s, op.obj, ("bar_arrive",)):
+            if not self._remaining(s, op.obj, ("bar_arrive",), i):
                 return "barrier.count-mismatch"
             return "deadlock"
         if op.kind == "cwait":
-            if not self._remaining(s, op.obj, ("carrive",)):
+            if not self._remaining(s, op.obj, ("carrive",), i):
                 return "cluster-barrier.mismatch"
             return "deadlock"
         return "deadlock"
 
-    def _remaining(self, s, obj, kinds) -> bool:
+    def _remaining(self, s, obj, kinds, blocked: int) -> bool:
+        """Whether a warp other than the blocked one still has an op of `kinds` on `obj`."""
         for j, ops in enumerate(self.ops):
+            if j == blocked:
+                continue
             for op in ops[s[0][j][0]:]:
                 if op.obj == obj and op.kind in kinds:
                     return True
@@ -496,8 +523,13 @@ def _set(t: tuple, i: int, v) -> tuple:
     return t[:i] + (v,) + t[i + 1:]
 
 
+_NAMES: dict = {}
+
+
 def _addr(obj) -> str:
-    return f"0x{obj[2]:x} (cta {obj[1]})"
+    name = _NAMES.get(obj[2]) if obj[0] == "mbar" else None
+    where = f"{name} @ 0x{obj[2]:x}" if name else f"0x{obj[2]:x}"
+    return f"{where} (cta {obj[1]})"
 
 
 def _where(op) -> str:
@@ -542,6 +574,10 @@ def _opname(op) -> str:
     return k
 
 
-def explore(cm: model.ClusterModel, max_states: int = DEFAULT_MAX_STATES) -> ExploreResult:
-    """Explore one cluster's interleavings; see the module docstring."""
+def explore(cm: model.ClusterModel, max_states: int = DEFAULT_MAX_STATES,
+            names: "dict | None" = None) -> ExploreResult:
+    """Explore one cluster's interleavings; see the module docstring. `names` maps shared
+    addresses to variable names for messages."""
+    _NAMES.clear()
+    _NAMES.update(names or {})
     return _Explorer(cm, max_states).run()

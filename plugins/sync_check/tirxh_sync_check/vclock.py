@@ -41,6 +41,21 @@ class Region:
         self.async_reads: list = []
 
 
+    def grow(self, size: int) -> None:
+        """Extend the shadow to `size` bytes (regions of unknown size, in hand-built traces)."""
+        if size <= self.size:
+            return
+        extra = size - self.size
+        self.wt = np.concatenate([self.wt, np.full(extra, -1, np.int32)])
+        self.wc = np.concatenate([self.wc, np.zeros(extra, np.int32)])
+        self.we = np.concatenate([self.we, np.full(extra, -1, np.int32)])
+        self.wasync = np.concatenate([self.wasync, np.zeros(extra, bool)])
+        self.watomic = np.concatenate([self.watomic, np.zeros(extra, bool)])
+        self.rc = np.concatenate([self.rc, np.zeros((extra, self.rc.shape[1]), np.int32)])
+        self.re = np.concatenate([self.re, np.full((extra, self.re.shape[1]), -1, np.int32)])
+        self.size = size
+
+
 @dataclass
 class AsyncRead:
     """Bytes an asynchronous operation reads, until its completion is ordered before a write."""
@@ -54,7 +69,8 @@ class AsyncRead:
 
 
 def byte_indices(ranges: list, base: int) -> "tuple[np.ndarray, np.ndarray]":
-    """(byte offsets relative to `base`, the lane of each byte) for ``(lane, start, end)`` ranges."""
+    """(byte offsets relative to `base`, the lane of each byte) of ``(lane, start, end)``
+    ranges."""
     if not ranges:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     arr = np.asarray(ranges, np.int64)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from tirxh_numsim import events as ev
 
 from .model import popcount, warp_mask
-from .report import Issue
+from .report import Issue, describe_event
 
 
 def _aligned(e) -> bool:
@@ -58,18 +58,22 @@ def check(trace) -> list:
                     if arrived:
                         add(Issue("cluster-barrier.mismatch",
                                   "barrier.cluster.arrive twice without a barrier.cluster.wait "
-                                  "in between", event=e, related=[last_arrive]))
+                                  "in between", event=e, related=[last_arrive],
+                                  witness=[f"1. {describe_event(last_arrive)}",
+                                           f"2. {describe_event(e)} (no wait in between)"]))
                     arrived, last_arrive = True, e
                 else:
                     if not arrived:
                         add(Issue("cluster-barrier.mismatch",
                                   "barrier.cluster.wait without a preceding "
-                                  "barrier.cluster.arrive by this warp", event=e))
+                                  "barrier.cluster.arrive by this warp", event=e,
+                                  witness=[f"{describe_event(e)} (no arrive before it)"]))
                     arrived = False
                 if _aligned(e) and e.lanes != full:
                     add(Issue("cluster-barrier.mismatch",
                               f"aligned barrier.cluster.{e.op} executed by part of warp {warp} "
-                              f"(lanes {e.lanes:#010x})", event=e))
+                              f"(lanes {e.lanes:#010x})", event=e,
+                              witness=[describe_event(e)]))
     issues.extend(_setmaxnreg(trace, by_warp, block, add) or [])
     return issues
 
@@ -93,7 +97,8 @@ def _setmaxnreg(trace, by_warp, block, add) -> None:
                 if w >= nwarps:
                     add(Issue("setmaxnreg.partial-warpgroup",
                               f"setmaxnreg in warpgroup {g}, which has only {nwarps - 4 * g} "
-                              "warps in this block", event=longest[0]))
+                              "warps in this block", event=longest[0],
+                              witness=[describe_event(longest[0])]))
                     continue
                 for k, ref in enumerate(longest):
                     mine = s[k] if k < len(s) else None
@@ -112,4 +117,5 @@ def _setmaxnreg(trace, by_warp, block, add) -> None:
                     if mine.lanes != warp_mask(block, w):
                         add(Issue("setmaxnreg.partial-warpgroup",
                                   f"setmaxnreg executed by part of warp {w} (lanes "
-                                  f"{mine.lanes:#010x})", event=mine))
+                                  f"{mine.lanes:#010x})", event=mine,
+                                  witness=[describe_event(mine)]))

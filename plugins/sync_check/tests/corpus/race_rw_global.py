@@ -12,7 +12,6 @@ GRID = (1,)
 
 @T.kernel(block=64)
 def buggy(scratch: T.gptr[T.u32], out: T.gptr[T.u32]):
-    t = T.tid.x
     w = T.warp_index()
     lane = T.laneid()
     with T.if_(w == 0, uniform=True):
@@ -24,7 +23,6 @@ def buggy(scratch: T.gptr[T.u32], out: T.gptr[T.u32]):
 
 @T.kernel(block=64)
 def fixed(scratch: T.gptr[T.u32], out: T.gptr[T.u32]):
-    t = T.tid.x
     w = T.warp_index()
     lane = T.laneid()
     with T.if_(w == 0, uniform=True):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import corpus_files, expectation, load_module
+from sync_check_testutil import corpus_files, expectation, load_module
 from tirxh_sync_check import KINDS, check_kernel, format_finding
 
 FILES = corpus_files()
