@@ -155,20 +155,26 @@ def direct(addr, daemon, out, s, c, ck, quick):
         doc = job_for(cl, s, c, ck)
         cl.upload()
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(8)
-    q = ctx.Queue()
     iters = 300 if quick else 3000  # long enough that the 8 timing loops overlap
-    ps = [ctx.Process(target=_direct_worker, args=(doc, str(daemon.blobs.root), barrier, q,
-                                                   iters)) for _ in range(8)]
-    for p in ps:
-        p.start()
-    got = [q.get(timeout=600) for _ in ps]
-    for p in ps:
-        p.join(timeout=60)
+
+    def launch(n):
+        barrier = ctx.Barrier(n)
+        q = ctx.Queue()
+        ps = [ctx.Process(target=_direct_worker, args=(doc, str(daemon.blobs.root), barrier, q,
+                                                       iters)) for _ in range(n)]
+        for p in ps:
+            p.start()
+        got = [q.get(timeout=600) for _ in ps]
+        for p in ps:
+            p.join(timeout=60)
+        return got
+    alone = launch(1)[0]  # the same loop with the GPU to itself: the reference wall time
+    got = launch(8)
     meds = [g[1] for g in got if g[0] == "ok"]
     ok = [g for g in got if g[0] == "ok"]
     overlap = (min(g[4] for g in ok) - max(g[3] for g in ok)) if ok else None
     out["direct"] = {"processes": 8, "iterations": iters, "medians_ms": meds,
+                     "alone": {"median_ms": alone[1], "loop_s": alone[4] - alone[3]},
                      "iqrs_ms": [g[2] for g in ok], "overlap_s": overlap,
                      "loop_s": [g[4] - g[3] for g in ok],
                      "median_ms": statistics.median(meds) if meds else None,
@@ -293,7 +299,9 @@ def table(out) -> str:
              f"{f(di.get('vs_solo_pct'), '+.2f') + '%':>10}"
              f"{f(di.get('spread_pct'), '.1f') + '%':>9}"
              f"  {len(di.get('errors', []))} errors; loops overlapped "
-             f"{f(di.get('overlap_s'), '.2f')} s")
+             f"{f(di.get('overlap_s'), '.2f')} s; each loop took "
+             f"{f(max(di.get('loop_s') or [0]), '.2f')} s vs "
+             f"{f((di.get('alone') or {}).get('loop_s'), '.2f')} s alone")
     g = out.get("gemm", {})
     bl = "; ".join(f"{k} {f(v['median_ms'])} ms -> {f(v['speedup'], '.3f')}x"
                    for k, v in (g.get("baselines") or {}).items())

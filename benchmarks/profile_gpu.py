@@ -5,9 +5,8 @@ tools in-process on board ``cuda0`` (the same code the daemon runs for a job's `
 
 1. ncu: the zoo's vadd (memory bound, n = 16M, ``--set basic``) and the zoo's pipelined GEMM
    (wgmma, ``--set full``); summary tables with hot spots mapped to the Python lines.
-2. iket: timelines of the same two kernels. The zoo kernels are used as they are when they carry
-   ``T.iket`` annotations; otherwise an annotated copy is made by wrapping known lines in
-   ``with T.iket.range(...)`` (see `ANNOTATE`), and the run says so. Overhead: the normal and the
+2. iket: timelines of the same two kernels, from the zoo's own ``T.iket`` annotations. Overhead:
+   the normal and the
    profiling build timed with KCoral's measurement protocol (`kcoral.measure.run_job`) on the same
    board, plus registers of both builds.
 3. compute-sanitizer memcheck on a vadd with a planted out-of-bounds write (`vadd_oob` below):
@@ -53,22 +52,6 @@ import numpy as np  # noqa: E402
 
 import tirxh.lang as T  # noqa: E402
 
-# (first line, last line, range name): the lines are wrapped, inclusive, in
-# `with T.iket.range(name):` when a zoo kernel has no annotations of its own
-ANNOTATE = {
-    "vadd.py": [
-        ("x = T.ptx.ld.global_.v4.f32(", "y = T.ptx.ld.global_.v4.f32(", "load"),
-        ("T.ptx.st.global_.v4.f32(", "T.ptx.st.global_.v4.f32(", "store"),
-    ],
-    "gemm_wgmma.py": [
-        ("empty[ring.stage].wait(", "empty[ring.stage].wait(", "wait_empty"),
-        ("full[ring.stage].arrive_expect_tx(", "ring.advance()", "issue_tma"),
-        ("full[ring.stage].wait(", "full[ring.stage].wait(", "wait_full"),
-        ("T.ptx.wgmma.fence.sync.aligned()", "T.ptx.wgmma.wait_group.sync.aligned(", "mma"),
-        ("lane = T.laneid()", "T.ptx.st.global_.v2.f32(bottom", "epilogue"),
-    ],
-}
-
 DRY_RUN = False
 RESULTS: dict = {"sections": {}, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -82,46 +65,11 @@ def load_module(path: pathlib.Path, name: "str | None" = None):
     return mod
 
 
-def annotate_source(src: str, rules, skipped: "list | None" = None) -> str:
-    """Wrap each rule's lines in ``with T.iket.range(name):`` (re-indenting them by 4).
-
-    A rule whose lines are not found (the zoo file changed) is listed in `skipped`; none applied
-    is an error.
-    """
-    lines = src.splitlines()
-    applied = 0
-    for first, last, name in rules:
-        i = next((n for n, ln in enumerate(lines) if ln.strip().startswith(first)), None)
-        j = None if i is None else next(
-            (n for n in range(i, len(lines)) if lines[n].strip().startswith(last)), None)
-        if i is None or j is None:
-            if skipped is not None:
-                skipped.append(f"{name}: no lines {first!r} .. {last!r}")
-            continue
-        # extend over continuation lines (deeper indentation) after the last line
-        ind = len(lines[i]) - len(lines[i].lstrip())
-        while j + 1 < len(lines) and lines[j + 1].strip() and \
-                len(lines[j + 1]) - len(lines[j + 1].lstrip()) > ind:
-            j += 1
-        block = ["    " + ln if ln.strip() else ln for ln in lines[i:j + 1]]
-        lines[i:j + 1] = [" " * ind + f"with T.iket.range({name!r}):"] + block
-        applied += 1
-    if not applied:
-        raise ValueError(f"annotate: no rule applied ({skipped})")
-    return "\n".join(lines) + "\n"
-
-
 def annotated_module(zoo_file: pathlib.Path, workdir: pathlib.Path):
-    """The zoo module itself when it has T.iket annotations, else an annotated copy; returns
-    (module, what was done)."""
-    src = zoo_file.read_text()
-    if "T.iket." in src:
-        return load_module(zoo_file), {"annotated_copy": False}
-    path = workdir / f"iket_{zoo_file.name}"
-    skipped: list = []
-    path.write_text(annotate_source(src, ANNOTATE[zoo_file.name], skipped))
-    return load_module(path, f"iket_{zoo_file.stem}"), {"annotated_copy": True,
-                                                        "skipped_rules": skipped}
+    """The zoo module (its kernels carry ``T.iket`` annotations); returns (module, notes)."""
+    if "T.iket." not in zoo_file.read_text():
+        raise ValueError(f"{zoo_file.name} has no T.iket annotations to time")
+    return load_module(zoo_file), {"annotated_copy": False}
 
 
 def section(name):

@@ -20,7 +20,9 @@ w of the warpgroup owns rows 16w..16w+15; register 4j+{0,1} holds row g, columns
 4j+{2,3} the same columns of row g+8) straight to global memory.
 
 Techniques: TMA + mbarrier producer/consumer pipeline, warp specialization with setmaxnreg,
-128B-swizzled shared-memory tiles, asynchronous warpgroup MMA with f32 accumulation.
+128B-swizzled shared-memory tiles, asynchronous warpgroup MMA with f32 accumulation. The
+``T.iket.range`` annotations cost nothing in a normal build; ``tirxh profile --iket`` turns them
+into a per-warp timeline.
 """
 
 import numpy as np
@@ -45,6 +47,8 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
                BN: T.const = 128, STAGES: T.const = 4):
     stage_bytes = (BM + BN) * BK * 2
     mma = T.ptx[f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16"]
+    tma_load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+                     ".mbarrier::complete_tx::bytes"]
     sA = T.shared(T.bf16, (STAGES, BM, BK), align=1024, swizzle=128, dynamic=True, name="sA")
     sB = T.shared(T.bf16, (STAGES, BN, BK), align=1024, swizzle=128, dynamic=True, name="sB")
     full = T.mbarrier(STAGES, name="full", dynamic=True)
@@ -66,13 +70,13 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
         with T.if_(tid == 0):
             ring = T.pipeline(STAGES)
             with T.range(k_tiles) as kt:
-                empty[ring.stage].wait(ring.phase ^ 1)  # first pass: a fresh barrier is "released"
-                full[ring.stage].arrive_expect_tx(stage_bytes)
-                k0 = kt * BK
-                T.ptx.cp.async_.bulk.tensor._2d.shared__cluster.global_.tile.mbarrier__complete_tx__bytes(
-                    sA.at(ring.stage), a_map[k0, m0], full[ring.stage])
-                T.ptx.cp.async_.bulk.tensor._2d.shared__cluster.global_.tile.mbarrier__complete_tx__bytes(
-                    sB.at(ring.stage), b_map[k0, n0], full[ring.stage])
+                with T.iket.range("wait_empty"):  # first pass: a fresh barrier is "released"
+                    empty[ring.stage].wait(ring.phase ^ 1)
+                with T.iket.range("issue_tma"):
+                    full[ring.stage].arrive_expect_tx(stage_bytes)
+                    k0 = kt * BK
+                    tma_load(sA.at(ring.stage), a_map[k0, m0], full[ring.stage])
+                    tma_load(sB.at(ring.stage), b_map[k0, n0], full[ring.stage])
                 ring.advance()
     with T.else_():  # consumer warpgroups
         T.ptx.setmaxnreg.inc.sync.aligned.u32(232)
@@ -84,31 +88,34 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
         b_base = sB.ptr()
         leader = (tid & 127) == 0
         with T.range(k_tiles) as kt:
-            full[ring.stage].wait(ring.phase)
+            with T.iket.range("wait_full"):
+                full[ring.stage].wait(ring.phase)
             da = _desc(a_base + ring.stage * (BM * BK * 2))
             db = _desc(b_base + ring.stage * (BN * BK * 2))
             accumulate = kt != 0  # scale-d: the first K tile overwrites the accumulators
-            T.ptx.wgmma.fence.sync.aligned()
-            for kk in range(BK // 16):
-                mma(acc, da + 2 * kk, db + 2 * kk, accumulate if kk == 0 else T.ptx.mov.pred(1),
-                    1, 1, 0, 0)
-            T.ptx.wgmma.commit_group.sync.aligned()
-            T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous tile's group has finished
+            with T.iket.range("mma"):
+                T.ptx.wgmma.fence.sync.aligned()
+                for kk in range(BK // 16):
+                    mma(acc, da + 2 * kk, db + 2 * kk,
+                        accumulate if kk == 0 else T.ptx.mov.pred(1), 1, 1, 0, 0)
+                T.ptx.wgmma.commit_group.sync.aligned()
+                T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous tile's group finished
             with T.if_(leader & accumulate):
                 empty[prev].arrive()
             prev.set(ring.stage)
             ring.advance()
         T.ptx.wgmma.wait_group.sync.aligned(0)
         # epilogue: rows m0 + 64*cw + 16*w + g (+8), columns n0 + 8j + 2t
-        lane = T.laneid()
-        w = (tid >> 5) & 3
-        row = m0 + cw * 64 + w * 16 + (lane >> 2)
-        col = n0 + (lane & 3) * 2
-        top = c.at(row * N + col)
-        bottom = c.at((row + 8) * N + col)
-        for j in range(BN // 8):
-            T.ptx.st.global_.v2.f32(top + j * 32, [acc[4 * j], acc[4 * j + 1]])
-            T.ptx.st.global_.v2.f32(bottom + j * 32, [acc[4 * j + 2], acc[4 * j + 3]])
+        with T.iket.range("epilogue"):
+            lane = T.laneid()
+            w = (tid >> 5) & 3
+            row = m0 + cw * 64 + w * 16 + (lane >> 2)
+            col = n0 + (lane & 3) * 2
+            top = c.at(row * N + col)
+            bottom = c.at((row + 8) * N + col)
+            for j in range(BN // 8):
+                T.ptx.st.global_.v2.f32(top + j * 32, [acc[4 * j], acc[4 * j + 1]])
+                T.ptx.st.global_.v2.f32(bottom + j * 32, [acc[4 * j + 2], acc[4 * j + 3]])
 
 
 def inputs(rng, M, N, K, BN=128):

@@ -20,9 +20,11 @@ VEC = 4
 def vadd(a: T.gptr[T.f32], b: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
     i = (T.ctaid.x * BLOCK + T.tid.x) * VEC
     with T.if_(i + VEC <= n):
-        x = T.ptx.ld.global_.v4.f32(a.at(i))
-        y = T.ptx.ld.global_.v4.f32(b.at(i))
-        T.ptx.st.global_.v4.f32(out.at(i), [xi + yi for xi, yi in zip(x, y)])
+        with T.iket.range("load"):
+            x = T.ptx.ld.global_.v4.f32(a.at(i))
+            y = T.ptx.ld.global_.v4.f32(b.at(i))
+        with T.iket.range("store"):
+            T.ptx.st.global_.v4.f32(out.at(i), [xi + yi for xi, yi in zip(x, y)])
     with T.else_():
         with T.range(i, n) as j:  # the tail: at most VEC - 1 elements
             s = T.ptx.ld.global_.f32(a.at(j)) + T.ptx.ld.global_.f32(b.at(j))

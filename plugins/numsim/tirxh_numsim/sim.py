@@ -315,7 +315,8 @@ class Machine:
             return out
         if space == "param":
             raise Unsupported("ld.param through a register address")
-        raise Unsupported(f"memory accesses to the .{space} state space")
+        raise Unsupported(f"memory accesses to the .{space} state space (TIRx declares no local "
+                          "or constant variables, so numsim models no window for them)")
 
     def _serial_rmw(self, rd, wr, lanes, op, nbytes):
         """Atomics: apply lane by lane in lane order (one legal serialization)."""

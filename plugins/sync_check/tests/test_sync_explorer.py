@@ -139,3 +139,11 @@ def test_named_barrier_handshake_is_clean(tb):
         b.add(ev.BarrierEvent, 0, 4, op="sync", barrier=2, count=64, released=True)
     sync, _ = check_trace(b.trace)
     assert sync.verdict == "clean", sync.findings
+
+
+def test_an_async_engine_not_modelled_makes_both_results_incomplete(tb):
+    b = tb(block=(32, 1, 1))
+    b.add(ev.AsyncOp, 0, 7, engine="tcgen05", stage="issue", op_id=1)
+    sync, race = check_trace(b.trace)
+    assert sync.verdict == race.verdict == "incomplete"
+    assert any("tcgen05" in f.message and f.where.line == 7 for f in race.findings)

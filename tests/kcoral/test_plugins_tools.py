@@ -1,0 +1,118 @@
+"""KCoral's plugin manager, tools run by the worker, and ``python -m kcoral.runjob``."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from kcoral.client import KCoralClient
+from kcoral.plugins import build
+from kcoral.server import Daemon
+
+from .conftest import fake_job
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+TOOL = textwrap.dedent('''
+    from kcoral.tools import Tool, ToolResult
+
+    class Echo(Tool):
+        name = "echo"
+        def available(self, board):
+            return None if board.type == "fake" else "echo runs on fake boards only"
+        def run(self, job, workdir):
+            p = workdir / "job.json"
+            job.write_json(p)
+            return ToolResult(artifacts={"job.json": p}, summary={"launches": len(
+                job.doc["launches"]), "opts": job.tool_options("echo")})
+
+    class Never(Tool):
+        name = "never"
+        def available(self, board):
+            return "never available"
+
+    def kcoral_register_tools(registry):
+        registry.add(Echo(), owner="echo_plugin")
+        registry.add(Never(), owner="echo_plugin")
+''')
+
+
+def test_builtins_and_misspelled_hooks(tmp_path, monkeypatch):
+    regs = build(autoload=False)
+    assert {"cuda", "sim", "fake"} <= set(regs.board_types.names())
+    assert "fake.add" in regs.baselines
+    (tmp_path / "typo_plugin.py").write_text("def kcoral_register_boards(registry):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import pluggy
+    with pytest.raises(pluggy.PluginValidationError, match="kcoral_register_boards"):
+        build(["typo_plugin"], autoload=False)
+
+
+def test_tools_run_after_the_job(tmp_path, monkeypatch):
+    (tmp_path / "echo_plugin.py").write_text(TOOL)
+    import kcoral.plugins
+    monkeypatch.setattr(kcoral.plugins, "_CACHED", None)  # restored afterwards
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("KCORAL_PLUGINS", "echo_plugin")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), ROOT]))
+    d = Daemon({"boards": {"fake": {"count": 1}}}, state_dir=tmp_path / "s", port=0).start()
+    try:
+        with KCoralClient(d.address) as c:
+            doc = fake_job(c, tools=[{"name": "echo", "options": {"x": 1}}, {"name": "never"},
+                                     {"name": "missing"}])
+            ev = c.run(doc)
+            assert ev["state"] == "done", ev
+            tools = ev["result"]["tools"]
+            assert tools["echo"]["status"] == "ok"
+            assert tools["echo"]["summary"] == {"launches": 1, "opts": {"x": 1}}
+            written = json.loads(c.download(tools["echo"]["artifacts"]["job.json"]))
+            assert written["_blob_root"]
+            assert written["launches"][0]["args"] == doc["launches"][0]["args"]
+            assert tools["never"] == {"status": "unavailable", "reason": "never available"}
+            assert "no tool 'missing'" in tools["missing"]["reason"]
+    finally:
+        d.stop(1)
+
+
+def test_runjob_without_a_daemon(tmp_path):
+    from kcoral.blobs import BlobStore
+    from kcoral.job import Job
+
+    class Put:
+        def __init__(self):
+            self.store = BlobStore(tmp_path / "blobs")
+
+        def put_blob(self, data):
+            return self.store.put(data)
+
+        def put_array(self, a):
+            return self.store.put_array(a)
+    p = Put()
+    job = Job.from_json(fake_job(p))
+    job.blob_root = str(p.store.root)
+    job.write_json(tmp_path / "job.json")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    cmd = [sys.executable, "-m", "kcoral.runjob", str(tmp_path / "job.json"), "--board-type",
+           "fake", "--out", str(tmp_path / "out"), "--save-outputs"]
+    r = subprocess.run(cmd + ["--iterations", "3"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    out = np.load(tmp_path / "out" / "out.npy")
+    assert out.shape == (1000,) and np.isfinite(out).all()
+    r = subprocess.run(cmd + ["--check"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    res = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert [c["ok"] for c in res["correctness"]] == [True, True]
+    bad = Job.from_json(fake_job(p, op="add_bug"))
+    bad.blob_root = str(p.store.root)
+    bad.write_json(tmp_path / "bad.json")
+    r = subprocess.run([sys.executable, "-m", "kcoral.runjob", str(tmp_path / "bad.json"),
+                        "--board-type", "fake", "--check"], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 1 and "correctness.mismatch" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "kcoral.runjob", str(tmp_path / "nope.json")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "nope.json" in r.stderr
