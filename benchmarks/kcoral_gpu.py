@@ -93,8 +93,12 @@ def solo_and_contended(addr, out, quick):
             if ev["state"] != "done":
                 raise RuntimeError(f"solo job {ev['state']}: {ev['result'].get('error')}")
             solo.append(median_of(ev))
+            example = ev["result"]
+    t = dict(example.get("timing") or {})
+    t["candidate"] = {k: v for k, v in t.get("candidate", {}).items() if k != "samples_ms"}
     out["solo"] = {"kernel": "vadd[n16M]", "medians_ms": solo,
-                   "median_ms": statistics.median(solo)}
+                   "median_ms": statistics.median(solo),
+                   "example_result": dict(example, timing=t)}
     per_client = 2 if quick else 3
     results, errors = {}, []
 

@@ -1,7 +1,7 @@
 """sync_check's corpus bugs on a real GPU: do they misbehave, and does compute-sanitizer see them?
 
     PYTHONPATH=.:plugins/numsim:plugins/sync_check python benchmarks/sanitizer_corpus_gpu.py \
-        [--repeat 200] [--entries race_rw_shared,mbar_phase_overrun,...] [--out DIR]
+        [--repeat 200] [--entries race_rw_shared,mbar_phase_overrun,...|all] [--out DIR]
 
 For each selected corpus entry (``plugins/sync_check/tests/corpus/<entry>.py``):
 
@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,11 +48,13 @@ for p in (REPO, REPO / "plugins" / "numsim", REPO / "plugins" / "sync_check"):
 
 # kernels that finish on a GPU (the deadlock entries hang by design) and use no tensor maps
 DEFAULT_ENTRIES = (
-    "race_rw_shared", "race_ww_shared", "race_rw_global", "race_alias", "race_named_barrier",
-    "race_atomic_plain", "mbar_phase_overrun", "mbar_uninitialized", "mbar_reinit",
-    "mbar_stray_arrive", "bar_divergent", "oob_shared", "oob_global", "wgmma_acc_early",
-    "wgmma_missing_fence", "setmaxnreg_partial", "tma_load_race", "proxy_missing_fence",
-    "stage_reuse", "cp_async_race",
+    "race_rw_shared", "race_ww_shared", "race_named_barrier", "race_alias", "mbar_phase_overrun",
+    "mbar_uninitialized", "bar_divergent", "oob_shared", "oob_global", "wgmma_acc_early",
+    "tma_load_race", "proxy_missing_fence", "stage_reuse", "cp_async_race",
+)
+MORE_ENTRIES = (  # also finish on a GPU: --entries all
+    "race_rw_global", "race_atomic_plain", "mbar_reinit", "mbar_stray_arrive",
+    "wgmma_missing_fence", "setmaxnreg_partial", "dsmem_race",
 )
 TOOLS = ("racecheck", "synccheck", "memcheck")
 
@@ -124,6 +127,13 @@ def _ok(res, what):
 
 
 def run_child(desc_path: str, repeat: int) -> dict:
+    """Launch a built variant `repeat` times; JSON-able digests of each run's outputs."""
+    digests, _ = launch(desc_path, repeat)
+    return {"runs": repeat, "digests": dict(collections.Counter(digests))}
+
+
+def launch(desc_path: str, repeat: int = 1) -> "tuple[list, dict]":
+    """(per-run output digests, the last run's arrays) of a built variant on GPU 0."""
     import numpy as np
     from cuda.bindings import driver as cu
     desc_path = Path(desc_path)
@@ -168,7 +178,7 @@ def run_child(desc_path: str, repeat: int) -> dict:
         cfg.numAttrs = 1
     else:
         cfg.numAttrs = 0
-    digests = []
+    digests, last = [], {}
     for _ in range(repeat):
         for k, a in arrays.items():
             a = np.ascontiguousarray(a)
@@ -180,8 +190,12 @@ def run_child(desc_path: str, repeat: int) -> dict:
             out = np.empty_like(arrays[k])
             _ok(cu.cuMemcpyDtoH(out.ctypes.data, ptrs[k], out.nbytes), "cuMemcpyDtoH")
             h.update(out.tobytes())
+            last[k] = out
         digests.append(h.hexdigest()[:16])
-    return {"runs": repeat, "digests": dict(collections.Counter(digests))}
+    for p in ptrs.values():
+        _ok(cu.cuMemFree(p), "cuMemFree")
+    _ok(cu.cuModuleUnload(module), "cuModuleUnload")
+    return digests, last
 
 
 def _tensormap(cu, d, ptrs) -> bytes:
@@ -249,7 +263,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--entries", default=",".join(DEFAULT_ENTRIES))
     ap.add_argument("--out", default=None)
-    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--timeout", type=float, default=30.0,
+                    help="seconds per child run (a hung kernel is reported as such)")
+    ap.add_argument("--budget", type=float, default=480.0,
+                    help="start no new entry after this many seconds (one GPU call is 10 min)")
     ap.add_argument("--build-only", action="store_true",
                     help="compile and analyze on the CPU only (no GPU needed)")
     args = ap.parse_args(argv)
@@ -263,6 +280,8 @@ def main(argv=None) -> int:
 
     out = Path(args.out or tempfile.mkdtemp(prefix="sync_check_gpu_"))
     entries = [e for e in args.entries.split(",") if e]
+    if entries == ["all"]:
+        entries = list(DEFAULT_ENTRIES + MORE_ENTRIES)
     sanitizer = None if args.build_only else find_sanitizer()
     if not args.build_only:
         try:
@@ -276,7 +295,11 @@ def main(argv=None) -> int:
             return 2
         print(f"compute-sanitizer: {sanitizer or 'NOT FOUND (sanitizer columns skipped)'}")
     rows = []
+    t_start = time.monotonic()
     for entry in entries:
+        if time.monotonic() - t_start > args.budget:
+            print(f"time budget of {args.budget:.0f} s spent; not run: {entry}", flush=True)
+            continue
         info = build(entry, out)
         row = {"entry": entry, "ours": info["ours"]}
         if not args.build_only:
@@ -295,7 +318,7 @@ def main(argv=None) -> int:
                               f"{len(buggy['digests'])} distinct outputs")
             for tool in TOOLS if sanitizer else ():
                 r = _child(["--run", info["variants"]["buggy"], "--repeat", "1"],
-                           args.timeout * 4,
+                           args.timeout,
                            prefix=[sanitizer, "--tool", tool, "--print-limit", "20"])
                 n = None if r.get("hang") else _sanitizer_count(r.get("output", ""))
                 row[tool] = "hang" if r.get("hang") else ("?" if n is None else n)

@@ -225,13 +225,13 @@ class Scheduler:
     def _board_loop(self, board: Board) -> None:
         while True:
             with self.cv:
-                while not self.stopping and (board.state in ("offline",) or
+                while not self.stopping and (board.state == "offline" or
                                              not board.queue_length()):
-                    if board.state == "offline" and self.stopping:
-                        return
                     self.cv.wait(0.5)
-                    if board.state == "offline" and self.boards.get(board.name) is not board:
-                        return  # replaced by a reconnected agent
+                    if board.state == "offline":
+                        if self.boards.get(board.name) is not board:
+                            return  # replaced by a reconnected agent, which took the queue
+                        self._expire(board)  # jobs waiting for an agent that does not return
                 if self.stopping:
                     return
                 rec = board.pop_fair()
@@ -283,6 +283,20 @@ class Scheduler:
                 self._announce_positions(board)
             log.info("job %s on %s: %s%s", rec.job_id, board.name, state,
                      f" ({res['error']['type']})" if res.get("error") else "")
+
+    def _expire(self, board: Board) -> None:
+        """Fail the queued jobs of `board` whose queue budget has run out (caller holds `cv`)."""
+        now = time.monotonic()
+        for rec in board.order():
+            waited = now - rec.enqueued
+            if waited > rec.job.doc["budgets"]["queue_s"]:
+                board.remove(rec)
+                self._finish(rec, "failed", {
+                    "status": "failed", "job_id": rec.job_id, "board": board.name,
+                    "error": {"type": "timeout.queue",
+                              "message": f"waited {waited:.1f} s for board {board.name!r} "
+                                         f"({board.state}: {board.spec.unavailable or '-'}), "
+                                         f"past its queue budget; it was not run"}})
 
     def _finish(self, rec, state, res) -> None:
         """Persist then publish a terminal state (caller holds `cv`); the first one wins (a job

@@ -129,3 +129,28 @@ def test_cancel_queued(sched):
     assert sched.store.get(b)["state"] == "cancelled"
     with pytest.raises(KeyError):
         sched.cancel("nope")
+
+
+def test_an_offline_board_takes_no_new_jobs(sched):
+    add_d(sched)
+    sched.add_board(Board(BoardSpec("agent1", "remote", "sm_90a"), Recorder()))
+    sched.set_offline("agent1", "agent disconnected")
+    with pytest.raises(JobError, match="agent disconnected"):
+        sched.submit(job("x"), "c")
+
+
+def test_queued_jobs_expire_while_their_board_is_offline(sched):
+    add_d(sched)
+    rec = Recorder()
+    sched.add_board(Board(BoardSpec("agent1", "remote", "sm_90a"), rec))
+    first = sched.submit(job("first"), "c")
+    while sched.records[first].state != "running":  # the board is busy (rec blocks)
+        time.sleep(0.01)
+    late = sched.submit(job("late", budgets={"queue_s": 0.3}), "c")
+    sched.set_offline("agent1", "agent disconnected")  # the agent drops mid-job
+    rec.release.set()
+    wait_done(sched, [first, late])
+    r = sched.records[late]
+    assert r.state == "failed" and r.result["error"]["type"] == "timeout.queue"
+    assert "agent disconnected" in r.result["error"]["message"]
+    assert rec.order == ["first"]

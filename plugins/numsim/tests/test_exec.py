@@ -166,7 +166,7 @@ def test_atomics_serialize_in_lane_order():
         g = T.ctaid.x * 64 + T.tid.x
         k = T.ptx.ld.global_.u32(keys.at(g))
         T.ptx.red.global_.add.u32(bins.at(k), 1)
-        old = T.ptx.atom.global_.cas.b32(first.at(k), 0xFFFFFFFF, g)
+        T.ptx.atom.global_.cas.b32(first.at(k), 0xFFFFFFFF, g)
         T.ptx.atom.global_.add.f32(fsum.at(0), 0.5)
         T.ptx.atom.global_.max.u32(first.at(8), g)
     keys = (np.arange(256) * 7 % 8).astype(np.uint32)
@@ -197,3 +197,18 @@ def test_special_registers():
                 for tx in range(8):
                     lin = (by * 2 + bx) * 32 + ty * 8 + tx
                     assert o[lin] == by * 1000000 + bx * 100000 + ty * 1000 + tx * 10
+
+
+def test_run_accepts_a_compiled_kernel_and_an_item():
+    import types
+    ck = smem_reverse.compile("sm_90a")
+    x = np.arange(256, dtype=np.float32)
+    res = ns.run(ck, dict(x=x, out=np.zeros(256, np.float32)), grid=(2,))
+    assert res.verdict == "clean" and res.outputs["out"][0] == 127.0
+    with pytest.raises(ValueError, match="needs grid="):
+        ns.run(ck, dict(x=x, out=np.zeros(256, np.float32)))
+    suite = T.suite(smem_reverse, inputs=lambda rng: dict(x=x, out=np.zeros(256, np.float32)),
+                    reference=lambda x: {"out": x}, outputs=["out"])
+    item = types.SimpleNamespace(suite=suite, case=suite.cases[0], consts=None)
+    res = ns.run(item, suite.make_inputs(suite.cases[0]), grid=(2,))
+    assert res.verdict == "clean" and res.stats["ctas"] == 2

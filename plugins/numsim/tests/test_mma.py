@@ -34,7 +34,7 @@ def _words(elems: np.ndarray) -> np.ndarray:
     return b.reshape(elems.shape[:-1] + (-1,)).view(np.uint32)[..., 0]
 
 
-# --- mma.sync ---------------------------------------------------------------------------------------
+# --- mma.sync -------------------------------------------------------------------------------------
 
 def _a_regs(A, K, e):
     """Per lane, the A registers: (g + 8*(i%2), e*t + K/2*(i//2) + j)."""
@@ -176,7 +176,7 @@ def test_ldmatrix_stmatrix_roundtrip(trans):
     assert np.array_equal(res.outputs["back"], M.reshape(-1))  # stmatrix inverts ldmatrix
 
 
-# --- wgmma -------------------------------------------------------------------------------------------
+# --- wgmma ----------------------------------------------------------------------------------------
 
 MODE = {0: 0, 128: 1, 64: 2, 32: 3}
 

@@ -132,7 +132,7 @@ class Warps:
         wi = int(lane) // WARP
         return f"cta {self.cta(wi).ctaid} warp {self.warp_ids[wi]}"
 
-    # -- registers -----------------------------------------------------------------------------------
+    # -- registers ---------------------------------------------------------------------------------
     def reg(self, r: ir.Reg) -> np.ndarray:
         v = self.regs[r.id]
         if v is None:
@@ -199,7 +199,7 @@ class Warps:
         return np.broadcast_to((base + np.uint64(addr.offset & (2 ** 64 - 1))).astype(np.uint64),
                                (self.L,))
 
-    # -- tracing --------------------------------------------------------------------------------------
+    # -- tracing -----------------------------------------------------------------------------------
     def lanes_int(self, mask: np.ndarray) -> int:
         bits = np.flatnonzero(mask[:WARP])
         return int(sum(1 << int(i) for i in bits))

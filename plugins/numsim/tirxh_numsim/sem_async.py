@@ -17,7 +17,7 @@ from tirxh.core import ir
 from . import events as ev
 from .machine import WARP, MBar, Wait
 from .memory import CLUSTER_SHIFT, SHARED_GENERIC, SHARED_GENERIC_END
-from .sem_base import _lanes2d
+from .sem_sync import _lanes2d
 from .semtable import semantic
 from .values import BF16, E4M3, E5M2, Unsupported, dtype as T, uint_of
 
@@ -25,7 +25,7 @@ _ASYNC_NOTE = ("performed at issue; completion (complete_tx / group wait) is imm
                "but not the only ordering (sync_check explores the others)")
 
 
-# --- mbarrier addressing ---------------------------------------------------------------------------
+# --- mbarrier addressing --------------------------------------------------------------------------
 
 def _space_of(instr, idx: int) -> str:
     from .sem_base import specs
@@ -240,7 +240,7 @@ def _mb_pending(w, instr, mask):
     raise Unsupported("mbarrier.pending_count (numsim state tokens carry the phase only)")
 
 
-# --- cp.async (sm_80) ---------------------------------------------------------------------------------
+# --- cp.async (sm_80) -----------------------------------------------------------------------------
 
 @semantic("cp.async", note="Global -> shared copy of 4/8/16 bytes (src_size zero-fills); "
                            + _ASYNC_NOTE)
@@ -292,7 +292,7 @@ def _cp_async_mbar(w, instr, mask):
             _mb_event(w, instr, m, "arrive", cta, addr, mb, count=0)
 
 
-# --- TMA (sm_90) ------------------------------------------------------------------------------------
+# --- TMA (sm_90) ----------------------------------------------------------------------------------
 
 _FILL = {"zero": 0}
 

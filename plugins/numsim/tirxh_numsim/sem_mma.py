@@ -54,7 +54,7 @@ def _lane_gt():
     return lane // 4, lane % 4
 
 
-# --- ldmatrix / stmatrix -----------------------------------------------------------------------------
+# --- ldmatrix / stmatrix --------------------------------------------------------------------------
 
 def _mat_rows(w, instr, mask, addr_op, num):
     """Row addresses: lanes 8i..8i+7 give the rows of matrix i (shape (nwarps, num, 8))."""
@@ -238,7 +238,7 @@ def _acc_values(D: np.ndarray, regs, dtype: str, rows_of, cols_of, satfinite=Fal
     return vals
 
 
-# --- mma.sync -----------------------------------------------------------------------------------------
+# --- mma.sync -------------------------------------------------------------------------------------
 
 @semantic("mma.sync", note="m16n8k{4,8,16,32} for f16/bf16/tf32/s8/u8 with the tensor-core "
                            "dot-product rounding (exponent alignment, truncation): bitwise equal "
@@ -269,7 +269,7 @@ def _mma_sync(w, instr, mask):
         w.write(reg, v, mask)
 
 
-# --- wgmma ---------------------------------------------------------------------------------------------
+# --- wgmma ----------------------------------------------------------------------------------------
 
 _SPAN = {0: 0, 1: 128, 2: 64, 3: 32}
 _DESC_CACHE: dict = {}

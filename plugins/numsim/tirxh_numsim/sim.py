@@ -62,7 +62,7 @@ class Machine:
         self.param_addr = {p.name: PARAM_BASE + 256 * i for i, p in enumerate(kir.params)}
         self.param_at = {a: n for n, a in self.param_addr.items()}
 
-    # -- setup ---------------------------------------------------------------------------------------
+    # -- setup -------------------------------------------------------------------------------------
     def bind(self, inputs: dict, tensormaps: dict) -> None:
         """Bind kernel parameters from `inputs` (arrays for pointers, numbers for scalars)."""
         for i, p in enumerate(self.kir.params):
@@ -89,7 +89,7 @@ class Machine:
                                      f"{p.dtype}; got an array of shape {v.shape}")
                 self.params.values[p.name] = np.asarray(v).astype(nd) if nd.kind != "V" else v
 
-    # -- services for semantics ------------------------------------------------------------------------
+    # -- services for semantics --------------------------------------------------------------------
     def dispatch(self, instr: ir.Instr):
         fn = self._dispatch.get(instr)
         if fn is None:
@@ -196,7 +196,7 @@ class Machine:
             return np.zeros(L, np.uint64)
         raise Unsupported(f"special register %{name}")
 
-    # -- memory ----------------------------------------------------------------------------------------
+    # -- memory ------------------------------------------------------------------------------------
     def _space(self, space: "str | None") -> str:
         if space in (None, "generic"):
             return "generic"
@@ -249,7 +249,8 @@ class Machine:
                 ba = a[~ok]
                 self.finding("numsim.out-of-bounds", f"out-of-bounds global "
                              f"{'write' if words is not None else 'read'} of {nbytes} bytes by "
-                             f"lane {int(bad[0]) % WARP} ({w.where_lane(bad[0])}) at {hex(int(ba[0]))} "
+                             f"lane {int(bad[0]) % WARP} ({w.where_lane(bad[0])}) at "
+                             f"{hex(int(ba[0]))} "
                              f"({self.gmem.name_of(int(ba[0]))}) in kernel {self.kir.name!r}",
                              instr, lanes=bad % WARP, addresses=ba, w=w, at_lane=int(bad[0]),
                              data={"buffer": self.gmem.name_of(int(ba[0]))})
@@ -352,7 +353,7 @@ class Machine:
                 atomic=atomic, space_cta=w.cta().linear if space_cta is None else space_cta,
                 buffer=buf)
 
-    # -- the launch ----------------------------------------------------------------------------------------
+    # -- the launch --------------------------------------------------------------------------------
     def batchable(self) -> bool:
         if self.trace is not None or np.prod(self.cluster) > 1:
             return False

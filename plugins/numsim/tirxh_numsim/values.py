@@ -78,7 +78,7 @@ def imm_array(value, dt: DType) -> np.ndarray:
     return np.asarray(v, dtype=_UINT[nd.itemsize]).view(nd)
 
 
-# --- floating point helpers ------------------------------------------------------------------------
+# --- floating point helpers -----------------------------------------------------------------------
 
 def round_f32(x64: np.ndarray, rnd: "str | None") -> np.ndarray:
     """Round float64 values to float32 with a PTX rounding mode (rn, rz, rm, rp).

@@ -7,7 +7,9 @@ warp's arrivals and only consumer 1 arrives on it. Whenever consumer 2 keeps up 
 (numsim's schedule, and almost every GPU run) the output is right. If consumer 2 falls behind by
 one step, the producer refills the stage and ``full`` completes its next phase before consumer 2
 waited for the previous one: consumer 2 then waits on the wrong generation of ``full`` (it either
-skips a step or blocks one phase late) and reads overwritten data.
+skips a step or blocks one phase late) and reads overwritten data. The producer sleeps 2 us per
+step (standing in for a slow global load), so on a GPU the consumers are practically always
+waiting already and the output is right; nothing in the synchronization guarantees it.
 
 Fixed twin: ``empty`` counts both consumer warps and both arrive on it.
 """
@@ -33,6 +35,7 @@ def buggy(x: T.gptr[T.u32], out: T.gptr[T.u32]):
     ring = T.pipeline(1)
     with T.if_(w == 0, uniform=True):
         with T.range(K) as k:
+            T.ptx.nanosleep.u32(2000)  # the producer is the slow side (as in a real pipeline)
             empty.wait(ring.phase ^ 1)
             v = T.ptx.ld.global_.u32(x.at(k * 32 + lane))
             T.ptx.st.shared.u32(stage.at(lane), v)
@@ -63,6 +66,7 @@ def fixed(x: T.gptr[T.u32], out: T.gptr[T.u32]):
     ring = T.pipeline(1)
     with T.if_(w == 0, uniform=True):
         with T.range(K) as k:
+            T.ptx.nanosleep.u32(2000)  # the producer is the slow side (as in a real pipeline)
             empty.wait(ring.phase ^ 1)
             v = T.ptx.ld.global_.u32(x.at(k * 32 + lane))
             T.ptx.st.shared.u32(stage.at(lane), v)

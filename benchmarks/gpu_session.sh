@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One call on the lent H200 that produces every GPU figure the issues ask for.
+#
+#   (device) bash benchmarks/gpu_session.sh      # with .whl carried (grpcio-health-checking)
+#
+# Sections run in order, each under its own time limit, each logging to $WORK/logs; a failing
+# section does not stop the others. Everything that touches the GPU goes through KCoral
+# (the daemon, its client, or `python -m kcoral.runjob` for the numsim comparison and tools).
+set -u
+OUT="${OUT:-$PWD/gpu_out}"
+WORK=/tmp/gpu_session      # everything is written here; $OUT gets one archive (8-file limit)
+LOGS="$WORK/logs"
+mkdir -p "$LOGS" "$OUT"
+export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
+START=$(date +%s)
+
+section() {  # section NAME SECONDS CMD...
+    local name=$1 limit=$2
+    shift 2
+    local t0=$(date +%s)
+    echo "=== $name (limit ${limit}s) at +$((t0 - START))s"
+    timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+    local rc=$?
+    echo "=== $name: rc=$rc in $(( $(date +%s) - t0 ))s"
+    tail -n "${TAIL:-25}" "$LOGS/$name.log"
+}
+
+# --- set-up: carried wheels, the project and its plugins (no index reachable there) -----------
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
+    $(for d in plugins/*/; do printf -- '-e %s ' "$d"; done) >"$LOGS/install.log" 2>&1 \
+    || { echo "install failed"; tail -20 "$LOGS/install.log"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
+    --format=csv >"$WORK/nvidia-smi.csv" 2>&1
+cat "$WORK/nvidia-smi.csv"
+python3 -c "import torch, cuda.bindings, grpc, numpy; print('torch', torch.__version__, \
+'grpc', grpc.__version__, 'numpy', numpy.__version__)"
+
+# --- 1. zoo on the GPU vs numsim (issues 3 and 4) ---------------------------------------------
+section numsim_vs_gpu 60 python3 benchmarks/numsim_vs_gpu.py --json "$WORK/numsim_vs_gpu.json"
+
+# --- 2. tirxh bench over the zoo's large cases, side by side with baselines (issues 3 and 6) ---
+(cd zoo && section bench 150 tirxh bench --target sm_90a --report-log "$WORK/bench.jsonl")
+
+# --- 3. KCoral proof: contention, direct sharing, GEMM vs torch, faults, overhead (issue 6) ----
+OUT="$WORK" section kcoral_gpu 110 python3 benchmarks/kcoral_gpu.py --quick
+
+# --- 4. profilers: ncu, iket, compute-sanitizer (issue 7) -------------------------------------
+OUT="$WORK" section profile_gpu 110 python3 benchmarks/profile_gpu.py --quick
+
+# --- 5. sync_check corpus bugs on the GPU and under compute-sanitizer (issue 5) ---------------
+if [ -f benchmarks/sanitizer_corpus_gpu.py ]; then
+    OUT="$WORK" section sanitizer_corpus 50 python3 benchmarks/sanitizer_corpus_gpu.py
+fi
+
+# everything into one archive (the device returns at most 8 files)
+tar -czf "$OUT/gpu_session.tar.gz" -C "$WORK" . 2>/dev/null
+echo "total $(( $(date +%s) - START ))s"
