@@ -3,6 +3,7 @@
 #
 #   (device) bash benchmarks/gpu_session.sh      # with .whl carried (grpcio-health-checking)
 #
+# (numsim against the H200: plugins/numsim/benchmarks/h200_compare.py, run in its own call.)
 # Sections run in order, each under its own time limit, each logging to $WORK/logs; a failing
 # section does not stop the others. Everything that touches the GPU goes through KCoral
 # (the daemon, its client, or `python -m kcoral.runjob` for the numsim comparison and tools).
@@ -39,19 +40,16 @@ cat "$WORK/nvidia-smi.csv"
 python3 -c "import torch, cuda.bindings, grpc, numpy; print('torch', torch.__version__, \
 'grpc', grpc.__version__, 'numpy', numpy.__version__)"
 
-# --- 1. zoo on the GPU vs numsim (issues 3 and 4) ---------------------------------------------
-section numsim_vs_gpu 60 python3 benchmarks/numsim_vs_gpu.py --json "$WORK/numsim_vs_gpu.json"
-
-# --- 2. tirxh bench over the zoo's large cases, side by side with baselines (issues 3 and 6) ---
+# --- 1. tirxh bench over the zoo's large cases, side by side with baselines (issues 3 and 6) ---
 (cd zoo && section bench 150 tirxh bench --target sm_90a --report-log "$WORK/bench.jsonl")
 
-# --- 3. KCoral proof: contention, direct sharing, GEMM vs torch, faults, overhead (issue 6) ----
+# --- 2. KCoral proof: contention, direct sharing, GEMM vs torch, faults, overhead (issue 6) ----
 OUT="$WORK" section kcoral_gpu 110 python3 benchmarks/kcoral_gpu.py --quick
 
-# --- 4. profilers: ncu, iket, compute-sanitizer (issue 7) -------------------------------------
+# --- 3. profilers: ncu, iket, compute-sanitizer (issue 7) -------------------------------------
 OUT="$WORK" section profile_gpu 110 python3 benchmarks/profile_gpu.py --quick
 
-# --- 5. sync_check corpus bugs on the GPU and under compute-sanitizer (issue 5) ---------------
+# --- 4. sync_check corpus bugs on the GPU and under compute-sanitizer (issue 5) ---------------
 if [ -f benchmarks/sanitizer_corpus_gpu.py ]; then
     OUT="$WORK" section sanitizer_corpus 50 python3 benchmarks/sanitizer_corpus_gpu.py
 fi

@@ -257,6 +257,15 @@ def _sanitizer_count(text: str) -> "int | None":
     return max(counts) if counts else None
 
 
+def gpu_ready() -> bool:
+    try:
+        from cuda.bindings import driver as cu
+        return int(cu.cuInit(0)[0]) == 0
+    except Exception as e:  # no driver library at all
+        print(f"cuda driver: {type(e).__name__}: {e}")
+        return False
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", help=argparse.SUPPRESS)
@@ -284,13 +293,7 @@ def main(argv=None) -> int:
         entries = list(DEFAULT_ENTRIES + MORE_ENTRIES)
     sanitizer = None if args.build_only else find_sanitizer()
     if not args.build_only:
-        try:
-            from cuda.bindings import driver as cu
-            ok = int(cu.cuInit(0)[0]) == 0
-        except Exception as e:  # no driver library at all
-            ok = False
-            print(f"cuda driver: {type(e).__name__}: {e}")
-        if not ok:
+        if not gpu_ready():
             print("no usable GPU (cuInit failed); use --build-only on a CPU machine")
             return 2
         print(f"compute-sanitizer: {sanitizer or 'NOT FOUND (sanitizer columns skipped)'}")
@@ -314,8 +317,8 @@ def main(argv=None) -> int:
                 row["gpu"] = "fault: " + (buggy.get("error") or buggy.get("output", "")[-200:])
             else:
                 bad = sum(n for d, n in buggy["digests"].items() if d != ref)
-                row["gpu"] = (f"{bad}/{buggy['runs']} runs differ from the fixed twin, "
-                              f"{len(buggy['digests'])} distinct outputs")
+                row["gpu"] = (f"{bad}/{buggy['runs']} runs differ from fixed, "
+                              f"{len(buggy['digests'])} distinct")
             for tool in TOOLS if sanitizer else ():
                 r = _child(["--run", info["variants"]["buggy"], "--repeat", "1"],
                            args.timeout,

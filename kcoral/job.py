@@ -272,6 +272,36 @@ class Job:
             raise JobError(p)
 
 
+def check_module(fmt: str, data: bytes, entries) -> None:
+    """Cheap checks of a module's bytes before the job is accepted (the board's loader has the
+    last word): a cubin is an ELF image, PTX declares ``.version``/``.target``, and every launch
+    entry is named in it. Raises `JobError` on field ``module.blob``."""
+    p = []
+    if fmt == "cubin":
+        if data[:4] != b"\x7fELF":
+            p.append(("module.blob", f"not a cubin: expected an ELF image, the blob starts "
+                      f"with {data[:8]!r}"))
+        missing = [e for e in entries if e.encode() + b"\0" not in data]
+        if missing and not p:
+            p.append(("module.blob", f"the cubin has no kernel named {missing}"))
+    elif fmt == "ptx":
+        try:
+            text = data.decode()
+        except UnicodeDecodeError as e:
+            raise JobError([("module.blob", f"PTX is not text: {e}")]) from None
+        for d in (".version", ".target"):
+            if d not in text:
+                p.append(("module.blob", f"malformed PTX: no {d} directive"))
+        import re
+        have = set(re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)", text))
+        missing = [e for e in entries if e not in have]
+        if missing:
+            p.append(("module.blob", f"the PTX has no .entry {missing} (it has "
+                      f"{sorted(have)})"))
+    if p:
+        raise JobError(p)
+
+
 def _with_defaults(doc: dict) -> dict:
     d = json.loads(json.dumps(doc))  # deep copy, and proof that it is JSON
     d.setdefault("name", "")

@@ -182,6 +182,12 @@ class Session:
                     exp = self.dev.read(self.shadow[c["buffer"]], dtype_of(b["dtype"]),
                                         tuple(b["shape"]))
                     src = f"baseline {c['baseline']}"
+                    if exp.size and np.all(exp.reshape(-1).view(np.uint8) == 0xFF):
+                        # still the poison: a reference that was never written would match a
+                        # candidate that writes nothing (NaN == NaN counts as equal)
+                        raise JobFailure("launch.baseline", f"baseline {c['baseline']!r} did not "
+                                         f"write the reference for {c['buffer']!r} (check its "
+                                         f"baseline_args/baseline_out)")
                 else:
                     continue
                 cmp = _compare(got, exp, c)

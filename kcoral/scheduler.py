@@ -169,6 +169,10 @@ class Scheduler:
         missing = self.blobs.missing(job.blobs())
         if missing:
             raise JobError([("blobs", f"missing blob {m} (upload it first)") for m in missing])
+        from .job import check_module
+        mod = job.doc["module"]
+        check_module(mod["format"], self.blobs.get(mod["blob"]),
+                     sorted({ln["entry"] for ln in job.doc["launches"]}))
         job_id = uuid.uuid4().hex[:16]
         rec = JobRecord(job_id, client, job, board.name)
         self.store.add(job_id, client, job.name, job.target, job.to_json(), idem_key)

@@ -47,6 +47,9 @@ def test_build_job_from_suite():
         return d
     doc = build_job(ck, SUITE, SUITE.cases[0], put=put)
     job = Job.from_json(doc)  # valid
+    from kcoral.job import check_module
+    check_module("cubin", ck.cubin, ["vadd"])
+    check_module("ptx", ck.ptx.encode(), ["vadd"])
     assert job.doc["launches"][0]["grid"] == [4, 1, 1]
     assert job.doc["launches"][0]["args"][3] == {"scalar": 1000, "dtype": "u32"}
     assert [b["name"] for b in doc["buffers"] if b["output"]] == ["out"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kcoral.job import Job, JobError
+from kcoral.job import Job, JobError, check_module
 
 D = "a" * 64
 
@@ -68,3 +68,27 @@ def test_runs_and_checks_fields():
 def test_not_an_object():
     with pytest.raises(JobError, match="expected a JSON object"):
         Job.from_json("[1, 2]")
+
+
+PTX = b""".version 8.5
+.target sm_90a
+.address_size 64
+.visible .entry vadd(.param .u64 a)
+{
+    ret;
+}
+"""
+
+
+def test_module_checks():
+    check_module("ptx", PTX, ["vadd"])
+    check_module("cubin", b"\x7fELF....vadd\0....", ["vadd"])
+    check_module("fake", b"anything", ["x"])  # the fake board checks its own modules
+    with pytest.raises(JobError, match=r"module.blob: the PTX has no .entry \['gemm'\]"):
+        check_module("ptx", PTX, ["gemm"])
+    with pytest.raises(JobError, match="no .target directive"):
+        check_module("ptx", PTX.replace(b".target sm_90a", b""), ["vadd"])
+    with pytest.raises(JobError, match="expected an ELF image"):
+        check_module("cubin", PTX, ["vadd"])
+    with pytest.raises(JobError, match="no kernel named \\['gemm'\\]"):
+        check_module("cubin", b"\x7fELF....vadd\0", ["gemm"])

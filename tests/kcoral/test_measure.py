@@ -105,3 +105,13 @@ def test_noise_estimate():
     assert _rel_stderr_median([1.0] * 50) == 0.0
     noisy = list(np.random.default_rng(0).normal(1.0, 0.1, 100))
     assert 0.005 < _rel_stderr_median(noisy) < 0.03
+
+
+def test_a_reference_that_was_never_written_is_an_error(tmp_path):
+    # the baseline writes into a buffer other than the shadow: the reference stays poisoned
+    run, _ = make(tmp_path, op="noop", runs=False,
+                  checks=[{"buffer": "out", "baseline": "fake.add", "baseline_out": "unused",
+                           "baseline_args": {"a": "a", "b": "b", "out": "a"}, "rtol": 1e-6}])
+    with pytest.raises(JobFailure) as ei:
+        run()
+    assert ei.value.type == "launch.baseline" and "did not write the reference" in str(ei.value)

@@ -63,6 +63,16 @@ def test_validation_errors_name_the_field(client, mutate, field):
     assert field in ei.value.message
 
 
+def test_malformed_ptx_is_refused_before_work_starts(client):
+    doc = fake_job(client)
+    doc["module"] = {"format": "ptx", "blob": client.put_blob(b"this is not ptx")}
+    with pytest.raises(KCoralError) as ei:
+        client.run(doc)
+    assert ei.value.code == "INVALID_ARGUMENT"
+    assert "module.blob: malformed PTX: no .version directive" in ei.value.message
+    assert client.jobs() == []  # nothing was accepted
+
+
 def test_malformed_module_is_a_compile_error(client):
     doc = fake_job(client)
     doc["module"]["blob"] = client.put_blob(b"{not json")

@@ -89,6 +89,20 @@ def semantic_probes() -> list:
             out.append(dict(name=f"TMA {np.dtype(dt).name} {case[1]} box {case[2]} "
                                  f"sw{case[3]} at {case[4]} {fill}", kernel=k, inputs=inp,
                             outputs=["out"]))
+    pipe = _load(TESTS / "test_pipeline.py")
+    x = np.arange(pipe.NCHUNK * pipe.CHUNK, dtype=np.float32)
+    out.append(dict(name="mbarrier producer/consumer warps", kernel=pipe.prodcons,
+                    inputs=dict(x=x, out=np.zeros(32, np.float32)), outputs=["out"]))
+    out.append(dict(name="cluster DSMEM swap (mapa, barrier.cluster)", kernel=pipe.dsmem_swap,
+                    inputs=dict(out=np.zeros(256, np.uint32)), grid=(4,), outputs=["out"]))
+    misc = _load(TESTS / "test_async_misc.py")
+    out.append(dict(name="cp.async zero-fill + groups + mbarrier arrive",
+                    kernel=misc.cp_async_fill, outputs=["out"],
+                    inputs=dict(src=np.arange(1, 129, dtype=np.uint32),
+                                out=np.zeros(128, np.uint32))))
+    out.append(dict(name="bulk copy in/out with tx bytes", kernel=misc.bulk_roundtrip,
+                    inputs=dict(src=np.arange(64, dtype=np.float32),
+                                dst=np.zeros(64, np.float32)), outputs=["dst"]))
     rng = np.random.default_rng(3)
     f = (rng.standard_normal(32) * 10).astype(np.float32)
     g = (rng.standard_normal(32) * 1e-3).astype(np.float32)

@@ -30,11 +30,18 @@ class Unsupported(Exception):
     """Something numsim does not model; the run's verdict becomes ``incomplete`` naming it."""
 
 
+_STORAGE: dict = {}
+_IMMS: dict = {}
+
+
 def storage(dt: DType) -> np.dtype:
-    """The numpy dtype a register of PTX type `dt` is stored in."""
-    if dt.name == "b128":
-        raise Unsupported("128-bit registers (.b128) are not modeled")
-    return numpy_dtype(dt.name)
+    """The numpy dtype a register of PTX type `dt` is stored in (cached: on the hot path)."""
+    st = _STORAGE.get(dt.name)
+    if st is None:
+        if dt.name == "b128":
+            raise Unsupported("128-bit registers (.b128) are not modeled")
+        st = _STORAGE[dt.name] = numpy_dtype(dt.name)
+    return st
 
 
 def uint_of(nbytes: int):
@@ -59,7 +66,19 @@ def convert_bits(arr: np.ndarray, want: np.dtype) -> np.ndarray:
 
 
 def imm_array(value, dt: DType) -> np.ndarray:
-    """A 0-d array holding an immediate of PTX type `dt` (broadcasts against lane arrays)."""
+    """A 0-d array holding an immediate of PTX type `dt` (broadcasts against lane arrays);
+    cached and read-only."""
+    key = (value, type(value), dt.name)
+    hit = _IMMS.get(key)
+    if hit is None:
+        hit = _imm_array(value, dt)
+        hit.setflags(write=False)
+        if len(_IMMS) < 65536:
+            _IMMS[key] = hit
+    return hit
+
+
+def _imm_array(value, dt: DType) -> np.ndarray:
     nd = storage(dt)
     if dt.kind == "pred":
         return np.asarray(bool(value))

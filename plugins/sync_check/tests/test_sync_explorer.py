@@ -147,3 +147,50 @@ def test_an_async_engine_not_modelled_makes_both_results_incomplete(tb):
     sync, race = check_trace(b.trace)
     assert sync.verdict == race.verdict == "incomplete"
     assert any("tcgen05" in f.message and f.where.line == 7 for f in race.findings)
+
+
+def _explore_both_ways(kernel, inputs, grid, consts=None):
+    """synccheck's issues with waits taken eagerly (when racecheck proves that safe) and
+    without the shortcut."""
+    import tirxh_numsim
+    from tirxh_sync_check import racecheck
+    res = tirxh_numsim.run(kernel, inputs, grid=grid, consts=consts, trace=True)
+    models = model.build(res.trace)
+    _, checker = racecheck.check(res.trace)
+    safe = racecheck.waits_ordered(checker, models)
+    out = []
+    for eager in (safe, False):
+        issues = set()
+        for cm in models:
+            r = synccheck.explore(cm, eager_waits=eager)
+            assert r.complete
+            issues |= {(i.kind, i.event.loc.line if i.event is not None else None)
+                       for i in r.issues}
+        out.append(issues)
+    return safe, out
+
+
+def test_eager_waits_change_no_result_on_the_corpus():
+    from sync_check_testutil import corpus_files, load_module
+    shortcut = 0
+    for path in corpus_files():
+        mod = load_module(path)
+        for name in ("buggy", "fixed"):
+            safe, (fast, full) = _explore_both_ways(getattr(mod, name), mod.inputs(), mod.GRID)
+            assert fast == full, (path.name, name)
+            shortcut += safe
+    assert shortcut > 10  # the shortcut applies to most kernels
+
+
+def test_eager_waits_apply_to_the_zoo_gemm_and_not_to_the_overrun():
+    from pathlib import Path
+    from sync_check_testutil import CORPUS, load_module
+    zoo = Path(__file__).resolve().parents[3] / "zoo" / "kernels" / "gemm_wgmma.py"
+    suite = load_module(zoo).SUITE
+    case = suite.cases[0]
+    safe, (fast, full) = _explore_both_ways(suite.kernel, suite.make_inputs(case, 0),
+                                            suite.grid(case), suite.consts(case))
+    assert safe and fast == full == set()
+    mod = load_module(CORPUS / "mbar_phase_overrun.py")
+    safe, _ = _explore_both_ways(mod.buggy, mod.inputs(), mod.GRID)
+    assert not safe

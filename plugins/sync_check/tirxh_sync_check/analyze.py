@@ -35,7 +35,14 @@ def check_kernel(kernel, inputs: dict, *, consts: "dict | None" = None, grid=Non
     kir = _kir(kernel, consts)
     buffers = {k: np.asarray(v).nbytes for k, v in inputs.items() if isinstance(v, np.ndarray)}
     return check_trace(res.trace, kir, buffers, incomplete=list(res.incomplete),
-                       max_states=max_states, extra_stats={"numsim_s": round(sim_s, 3)})
+                       max_states=max_states, extra_stats={"numsim_s": round(sim_s, 3)},
+                       diagnostics=res.diagnostics)
+
+
+# numsim diagnostics about synchronization misuse that leave no event to analyze (numsim skips
+# the operation): reported as the matching synccheck kind
+_FROM_NUMSIM = {"numsim.cluster-barrier": "cluster-barrier.mismatch",
+                "numsim.mbarrier-uninitialized": "mbarrier.uninitialized"}
 
 
 def _kir(kernel, consts):
@@ -47,8 +54,10 @@ def _kir(kernel, consts):
 
 def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=(),
                 max_states: int = synccheck.DEFAULT_MAX_STATES,
-                extra_stats: "dict | None" = None) -> "tuple[AnalyzerResult, AnalyzerResult]":
-    """Both analyses over a recorded numsim `Trace` (see the module docstring)."""
+                extra_stats: "dict | None" = None,
+                diagnostics=()) -> "tuple[AnalyzerResult, AnalyzerResult]":
+    """Both analyses over a recorded numsim `Trace` (see the module docstring); numsim's
+    `diagnostics` of synchronization misuse it skipped are carried over."""
     stats = dict(extra_stats or {})
     kloc = kir.loc if kir is not None else None
     where = SourceRef(kloc.file, kloc.line) if kloc is not None else None
@@ -61,6 +70,14 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
         return (AnalyzerResult("synccheck", "incomplete", not_run, msg),
                 AnalyzerResult("racecheck", "incomplete", list(not_run), msg))
 
+    # -- racecheck (first: its clocks tell synccheck whether waits can be taken eagerly) -------
+    t0 = time.perf_counter()
+    race_issues, checker = racecheck.check(trace, kir, buffers)
+    race_findings = _dedupe([to_finding(i) for i in race_issues])
+    rstats = {"racecheck_s": round(time.perf_counter() - t0, 3), "events": len(trace.events)}
+    race = _result("racecheck", race_findings, list(not_run), rstats,
+                   f"{len(trace.events)} events checked")
+
     # -- synccheck -------------------------------------------------------------------------------
     t0 = time.perf_counter()
     issues = []
@@ -68,8 +85,10 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     states = 0
     bounded = False
     names = _shared_names(kir)
-    for cm in _distinct(model.build(trace)):
-        r = synccheck.explore(cm, max_states, names)
+    models = _distinct(model.build(trace))
+    eager_waits = racecheck.waits_ordered(checker, models)
+    for cm in models:
+        r = synccheck.explore(cm, max_states, names, eager_waits=eager_waits)
         issues.extend(r.issues)
         notes.extend(cm.notes + r.notes)
         states += r.states
@@ -77,7 +96,13 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     issues.extend(warpchecks.check(trace))
     if kir is not None:
         issues.extend(_attach_warps(wgmmacheck.check(kir), trace))
-    sync_findings = _dedupe([to_finding(i) for i in issues])
+    from_numsim = [Finding(_FROM_NUMSIM[d.kind], d.message + " (reported by numsim, which "
+                           "skipped the operation)", "error", d.where,
+                           warps=[{"where": str(w)} for w in d.warps],
+                           lanes=list(d.lanes), addresses=list(d.addresses),
+                           witness=[f"numsim: {d.message}"], data=dict(d.data))
+                   for d in diagnostics if d.kind in _FROM_NUMSIM]
+    sync_findings = _dedupe([to_finding(i) for i in issues] + from_numsim)
     sync_incomplete = list(not_run)
     if bounded:
         sync_incomplete.append(Finding(
@@ -88,17 +113,9 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
                                        SourceRef(e.loc.file, e.loc.line) if e is not None and
                                        e.loc is not None else where))
     stats.update(states=states, synccheck_s=round(time.perf_counter() - t0, 3),
-                 events=len(trace.events))
+                 events=len(trace.events), eager_waits=eager_waits)
     sync = _result("synccheck", sync_findings, sync_incomplete, stats,
                    f"{states} states explored")
-
-    # -- racecheck -------------------------------------------------------------------------------
-    t0 = time.perf_counter()
-    race_issues = racecheck.check(trace, kir, buffers)
-    race_findings = _dedupe([to_finding(i) for i in race_issues])
-    rstats = {"racecheck_s": round(time.perf_counter() - t0, 3), "events": len(trace.events)}
-    race = _result("racecheck", race_findings, list(not_run), rstats,
-                   f"{len(trace.events)} events checked")
     return sync, race
 
 

@@ -36,6 +36,7 @@ from tirxh_numsim import events as ev
 from tirxh_numsim.memory import CLUSTER_SHIFT, GLOBAL_BASE, GLOBAL_STRIDE, SharedLayout
 
 from . import provenance
+from .order import replay_order
 from .report import Issue, describe_event
 from .vclock import AsyncRead, Region, byte_indices, new_clock
 
@@ -95,6 +96,10 @@ class RaceChecker:
         self.fenced: dict = {}  # warp -> a fence ran since its last atomic
         self.pending_acq: dict = {}  # warp -> locations read by relaxed atomics
         self.notes: list = []
+        # for `waits_ordered`: phase completions, waits, inits
+        self.completions: dict = {}  # (cta, addr, phases after) -> (thread, released clock)
+        self.waits: dict = {}  # id(wait event) -> (warp thread, its clock before the acquire)
+        self.inits: dict = {}  # (cta, addr) -> number of inits
 
     # -- helpers ---------------------------------------------------------------------------------
     def thread_of(self, e, i: int = -1) -> int:
@@ -132,7 +137,10 @@ class RaceChecker:
 
     # -- main loop -------------------------------------------------------------------------------
     def run(self) -> list:
-        for i, e in enumerate(self.events):
+        # numsim's order, re-sequenced so that warpgroup-collective waits come after the
+        # issues they depend on (see `order`)
+        for i in replay_order(self.trace):
+            e = self.events[i]
             if isinstance(e, ev.MemAccess):
                 self.mem(i, e)
             elif isinstance(e, ev.MBarrierEvent):
@@ -397,6 +405,7 @@ class RaceChecker:
     def mbarrier(self, e) -> None:
         key = (e.space_cta, e.addr)
         if e.op == "init":
+            self.inits[key] = self.inits.get(key, 0) + 1
             self.mb_acc[key] = new_clock(self.n)
             for k in [k for k in self.mb_phase if k[:2] == key]:
                 del self.mb_phase[k]
@@ -420,11 +429,13 @@ class RaceChecker:
             if e.completed_phase:
                 self.mb_phase[key + (e.phase - 1,)] = acc.copy()
                 self.mb_acc[key] = new_clock(self.n)
+                self.completions[key + (e.phase,)] = (t, snap)
             return
         if e.op in ("try_wait", "test_wait") and e.success:
             snap = self.mb_phase.get(key + (e.phase - 1,))
+            t = self.widx[(e.cta, e.warp)]
+            self.waits[id(e)] = (t, self.clock(t).copy())
             if snap is not None:
-                t = self.widx[(e.cta, e.warp)]
                 np.maximum(self.clock(t), snap, out=self.vc[t])
 
     def barrier(self, e) -> None:
@@ -553,6 +564,42 @@ def _line(e):
     return (os.path.basename(e.loc.file), e.loc.line)
 
 
-def check(trace, kir=None, buffers: "dict | None" = None) -> list:
-    """Run racecheck over a numsim trace; returns `report.Issue`s."""
-    return RaceChecker(trace, kir, buffers).run()
+def check(trace, kir=None, buffers: "dict | None" = None) -> "tuple[list, RaceChecker]":
+    """Run racecheck over a numsim trace; returns its `report.Issue`s and the checker (whose
+    clocks `waits_ordered` reads)."""
+    rc = RaceChecker(trace, kir, buffers)
+    return rc.run(), rc
+
+
+def waits_ordered(rc: RaceChecker, models: list) -> bool:
+    """Whether no mbarrier wait can consume another generation than in numsim's run.
+
+    For every wait of generation g on barrier B (from `model`): the wait happens-before the
+    completion of B's phase g+1 (so B cannot overrun it), and the completion of phase g-1
+    happens-before the warp reaches the wait (so it cannot pass two phases early). If this holds
+    for every wait, sync pairings are the same in every interleaving (induction on the first wait
+    that would deviate) and synccheck may take enabled waits eagerly. Barriers initialized more
+    than once, waits that never returned and failed try_wait probes disable the shortcut.
+    """
+    if any(n > 1 for n in rc.inits.values()):
+        return False
+    for cm in models:
+        for w in cm.warps:
+            for op in w.ops:
+                if op.kind == "mprobe" or (op.kind == "mwait" and op.ref_gen is None):
+                    return False
+                if op.kind != "mwait":
+                    continue
+                info = rc.waits.get(id(op.event))
+                if info is None:
+                    return False
+                t, pre = info
+                key, g = (op.obj[1], op.obj[2]), op.ref_gen
+                nxt = rc.completions.get(key + (g + 1,))
+                if nxt is not None and nxt[1][t] < pre[t]:
+                    return False
+                if g >= 2:
+                    prev = rc.completions.get(key + (g - 1,))
+                    if prev is None or pre[prev[0]] < prev[1][prev[0]]:
+                        return False
+    return True

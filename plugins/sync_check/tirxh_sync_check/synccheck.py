@@ -9,6 +9,13 @@ a permutation of identical warps is explored once. Breadth first order makes eve
 shortest interleaving. The number of states is bounded (`max_states`); hitting the bound makes the
 result ``incomplete``, never ``clean``.
 
+Partial-order reduction (sound for this acyclic state graph): steps that only enable other steps
+and commute with everything (barrier arrivals and waits, wgmma commit/wait, async issues, mbarrier
+arrivals and transaction completions that leave the phase incomplete) are taken alone when
+enabled. Enabled mbarrier waits are taken alone too when racecheck's clocks prove that no wait can
+consume another generation than in numsim's run (`racecheck.waits_ordered`); otherwise waits are
+interleaved so that a late waiter's overrun is found with its witness.
+
 Hardware rules modelled (PTX ISA 8.x, "Parallel Synchronization and Communication Instructions:
 mbarrier", "bar/barrier", "barrier.cluster"):
 
@@ -83,6 +90,9 @@ class _Explorer:
         # remaining arrivals per (warp, pc) on each mbarrier / barrier, for deadlock reasons
         self.issues: dict = {}
         self.notes: list = []
+        # set by `explore`: waits cannot consume another generation, so an enabled wait (which
+        # changes no shared state) is taken alone, like the other enabling-only steps
+        self.eager_waits = False
 
     # -- state ----------------------------------------------------------------------------------
     def initial(self):
@@ -129,8 +139,8 @@ class _Explorer:
             if pc >= len(ops):
                 continue
             op = ops[pc]
-            if op.kind in _EAGER or (op.kind == "marrive" and self._partial(mbs, op.obj,
-                                                                              op.count, -op.tx)):
+            if op.kind in _EAGER or (op.kind == "marrive" and self._partial(
+                    mbs, op.obj, op.count, -op.tx)) or (op.kind == "mwait" and self.eager_waits):
                 r = self.step_warp(s, i, op, path_fn)
                 if r is not None:
                     return [(r, ("warp", i, pc))]
@@ -575,9 +585,12 @@ def _opname(op) -> str:
 
 
 def explore(cm: model.ClusterModel, max_states: int = DEFAULT_MAX_STATES,
-            names: "dict | None" = None) -> ExploreResult:
+            names: "dict | None" = None, eager_waits: bool = False) -> ExploreResult:
     """Explore one cluster's interleavings; see the module docstring. `names` maps shared
-    addresses to variable names for messages."""
+    addresses to variable names for messages; `eager_waits` (from `racecheck.waits_ordered`:
+    no wait can consume another generation) lets an enabled wait be taken alone."""
     _NAMES.clear()
     _NAMES.update(names or {})
-    return _Explorer(cm, max_states).run()
+    ex = _Explorer(cm, max_states)
+    ex.eager_waits = eager_waits
+    return ex.run()
