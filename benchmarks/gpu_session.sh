@@ -51,7 +51,9 @@ OUT="$WORK" section profile_gpu 110 python3 benchmarks/profile_gpu.py --quick
 
 # --- 4. sync_check corpus bugs on the GPU and under compute-sanitizer (issue 5) ---------------
 if [ -f benchmarks/sanitizer_corpus_gpu.py ]; then
-    OUT="$WORK" section sanitizer_corpus 50 python3 benchmarks/sanitizer_corpus_gpu.py
+    OUT="$WORK" section sanitizer_corpus 80 python3 benchmarks/sanitizer_corpus_gpu.py \
+        --entries race_rw_shared,mbar_phase_overrun,bar_divergent,oob_global,proxy_missing_fence \
+        --repeat 50 --timeout 15 --budget 60 --out "$WORK/sanitizer_corpus"
 fi
 
 # everything into one archive (the device returns at most 8 files)

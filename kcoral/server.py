@@ -128,7 +128,12 @@ class Daemon:
             self.scheduler.requeue(row)
         if queued:
             log.info("re-queued %d job(s) accepted before the restart", len(queued))
-        self._serve()
+        try:
+            self._serve()
+        except Exception:
+            self.scheduler.shutdown(0)  # do not leave the board workers behind
+            self.store.close()
+            raise
         return self
 
     def _serve(self) -> None:

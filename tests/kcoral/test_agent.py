@@ -63,3 +63,31 @@ def test_incompatible_agent_is_refused(bare_daemon, tmp_path):
     assert "incompatible" in msg and "'9.9.0'" in msg and "protocol '7'" in msg
     with KCoralClient(bare_daemon.address) as c:
         assert "old" not in {b["name"] for b in c.boards()}
+
+
+def test_kcoral_agent_command(bare_daemon, tmp_path):
+    import os
+    import pathlib
+    import signal
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    p = subprocess.Popen([sys.executable, "-m", "kcoral.cli", "agent", "--board-type", "fake",
+                          "--name", "edge1", "--daemon", bare_daemon.address, "--cache-dir",
+                          str(tmp_path / "cache")], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    try:
+        with KCoralClient(bare_daemon.address) as c:
+            deadline = time.time() + 30
+            while "edge1" not in {b["name"] for b in c.boards()}:
+                assert p.poll() is None, p.stdout.read().decode()
+                assert time.time() < deadline, "agent did not join"
+                time.sleep(0.1)
+            ev = c.run(fake_job(c), timeout=60)
+            assert ev["state"] == "done" and ev["result"]["remote_agent"] == "edge1"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=20)[0].decode()
+    assert p.returncode == 0, out
+    assert "joined" in out

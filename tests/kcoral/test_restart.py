@@ -19,9 +19,11 @@ def serve(state, port_file):
                                                                                   "")]))
     if port_file.exists():
         port_file.unlink()
-    p = subprocess.Popen([sys.executable, "-m", "kcoral.cli", "serve", "--no-cuda", "--fake", "1",
-                          "--port", "0", "--state-dir", str(state), "--port-file",
-                          str(port_file)], env=env, stdout=subprocess.PIPE,
+    cfg = state.parent / "kcoral.toml"
+    cfg.write_text(f'[server]\nport = 0\nstate_dir = "{state}"\ngrace_s = 2\n'
+                   f'[boards.fake]\ncount = 1\n[boards.sim]\n')
+    p = subprocess.Popen([sys.executable, "-m", "kcoral.cli", "serve", "--config", str(cfg),
+                          "--port-file", str(port_file)], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, cwd=str(ROOT))
     deadline = time.time() + 30
     while not port_file.exists():

@@ -56,3 +56,19 @@ def test_message_size_limit(tmp_path):
             assert c.upload() == [dg]
     finally:
         d.stop(1)
+
+
+def test_a_port_in_use_is_a_clear_error_and_leaves_no_workers(tmp_path):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    port = s.getsockname()[1]
+    d = Daemon({"boards": {"fake": {"count": 1}}}, state_dir=tmp_path / "s", port=port)
+    try:
+        with pytest.raises(Exception, match=f"127.0.0.1:{port}"):
+            d.start()
+        handles = [b.executor for b in d.scheduler.boards.values()]
+        assert handles and all(not h.alive() for h in handles)
+    finally:
+        s.close()

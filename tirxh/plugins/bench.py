@@ -230,16 +230,34 @@ def tirxh_bench_item(item, compiled, config):
                                  f"{ev['message'][:60]}")
                 sys.stderr.flush()
     except KCoralError as e:
-        return BenchResult(item.name, "failed", {"error": _refusal(e)},
-                           config.stash.get("kcoral_address", ""))
+        res = BenchResult(item.name, "failed", {"error": _refusal(e)},
+                          config.stash.get("kcoral_address", ""))
+        config.stash.setdefault("kcoral_results", []).append(res)
+        return res
     finally:
         if tty:
             sys.stderr.write("\r\x1b[K")
     if last is None:
-        return BenchResult(item.name, "failed", {"error": {"type": "internal.stream",
-                                                           "message": "no events"}})
-    return BenchResult(item.name, last["state"], last.get("result") or {},
-                       config.stash.get("kcoral_address", ""), last["job_id"])
+        res = BenchResult(item.name, "failed", {"error": {"type": "internal.stream",
+                                                          "message": "no events"}})
+    else:
+        res = BenchResult(item.name, last["state"], last.get("result") or {},
+                          config.stash.get("kcoral_address", ""), last["job_id"])
+    config.stash.setdefault("kcoral_results", []).append(res)
+    return res
+
+
+@hookimpl
+def tirxh_terminal_summary(reporter, exitstatus, config):
+    """One line per benchmarked item: median and IQR, TFLOP/s or GB/s, fraction of the floor,
+    ratio to each baseline (failures are also listed by the terminal reporter)."""
+    results = config.stash.get("kcoral_results")
+    if not results:
+        return
+    reporter.section(f"KCoral ({config.stash.get('kcoral_address', '?')})")
+    for r in results:
+        reporter.line(r.summary, {"clean": "", "review": "incomplete",
+                                  "incomplete": "incomplete"}.get(r.verdict, "failed"))
 
 
 def _refusal(e) -> dict:

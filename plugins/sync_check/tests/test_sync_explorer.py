@@ -194,3 +194,16 @@ def test_eager_waits_apply_to_the_zoo_gemm_and_not_to_the_overrun():
     mod = load_module(CORPUS / "mbar_phase_overrun.py")
     safe, _ = _explore_both_ways(mod.buggy, mod.inputs(), mod.GRID)
     assert not safe
+
+
+def test_instructions_with_unmodelled_sync_roles_make_results_incomplete(tb):
+    """tcgen05 (sm_100a) synchronizes through rules neither analysis models: incomplete."""
+    from pathlib import Path
+    from sync_check_testutil import load_module
+    import tirxh.lang as T
+    zoo = Path(__file__).resolve().parents[3] / "zoo" / "kernels" / "gemm_tcgen05.py"
+    mod = load_module(zoo)
+    kern = [v for v in vars(mod).values() if isinstance(v, T.Kernel)][0]
+    sync, race = check_trace(tb(block=(128, 1, 1)).trace, kern.specialize())
+    assert sync.verdict == race.verdict == "incomplete"
+    assert any("tcgen05" in f.message for f in sync.findings)

@@ -148,3 +148,35 @@ def test_tma_write_is_visible_after_the_mbarrier_wait(tb):
     _r(b, 1, 3, 0, 4)
     _, race = check_trace(b.trace)
     assert race.verdict == "clean", race.findings
+
+
+def test_fence_and_relaxed_atomic_flag_synchronize(tb):
+    """Message passing: data store; fence; relaxed flag update || relaxed flag read; fence;
+    data load. Without the fences the data accesses race."""
+    def trace(fences: bool):
+        b = tb()
+        relaxed = SimpleNamespace(modifiers={"sem": "relaxed"}, spelling="atom.relaxed.gpu")
+        b.add(ev.MemAccess, 0, 1, space="global", access="write", ranges=[(0, 0, 4)])
+        if fences:
+            b.add(ev.FenceEvent, 0, 2, fence="fence")
+        b.add(ev.MemAccess, 0, 3, space="global", access="rmw", atomic=True,
+              ranges=[(0, 64, 68)], instr=relaxed)
+        b.add(ev.MemAccess, 1, 4, space="global", access="rmw", atomic=True,
+              ranges=[(0, 64, 68)], instr=relaxed)
+        if fences:
+            b.add(ev.FenceEvent, 1, 5, fence="fence")
+        b.add(ev.MemAccess, 1, 6, space="global", access="read", ranges=[(0, 0, 4)])
+        return b.trace
+    _, race = check_trace(trace(True))
+    assert race.verdict == "clean", race.findings
+    _, race = check_trace(trace(False))
+    assert _race_kinds(race) == ["race.read-write"]
+    assert race.findings[0].where.line == 6
+
+
+def test_async_store_without_recorded_reads_is_incomplete(tb):
+    b = tb(block=(32, 1, 1))
+    b.add(ev.AsyncOp, 0, 9, engine="bulk", stage="issue", op_id=4, direction="store", group=0)
+    _, race = check_trace(b.trace)
+    assert race.verdict == "incomplete"
+    assert any(f.kind == "sync_check.not-modelled" and f.where.line == 9 for f in race.findings)

@@ -65,6 +65,8 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
                        "incomplete", where) for r in incomplete]
     if trace is not None:
         not_run += _unknown_engines(trace)
+    if kir is not None:
+        not_run += _unknown_roles(kir)
     if trace is None:
         msg = "numsim produced no event trace"
         return (AnalyzerResult("synccheck", "incomplete", not_run, msg),
@@ -120,13 +122,49 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
 
 
 KNOWN_ENGINES = ("tma", "bulk", "cp.async", "wgmma")
+# binding sync roles (Effects.sync) whose ordering both analyses model; any other role in a
+# kernel makes the results incomplete (fail closed), naming the instruction
+MODELLED_ROLES = {
+    "bar.sync", "bar.arrive", "bar.warp.sync", "warp", "fence", "fence.proxy.async",
+    "fence.mbarrier_init", "fence.proxy.tensormap", "griddepcontrol", "mbarrier.init",
+    "mbarrier.inval", "mbarrier.arrive", "mbarrier.arrive.expect_tx", "mbarrier.arrive_drop",
+    "mbarrier.expect_tx", "mbarrier.complete_tx", "mbarrier.wait", "cluster.arrive",
+    "cluster.wait", "cp.async", "cp.async.commit", "cp.async.wait", "cp.async.mbarrier.arrive",
+    "bulk.copy", "bulk.commit", "bulk.wait", "setmaxnreg", "wgmma.mma", "wgmma.fence",
+    "wgmma.commit", "wgmma.wait",
+}
+
+
+def _unknown_roles(kir) -> list:
+    out, seen = [], set()
+    for i in kir.instructions():
+        try:
+            role = i.binding.effects_for(i.modifiers).sync
+        except Exception:
+            continue
+        if role and role not in MODELLED_ROLES and role not in seen:
+            seen.add(role)
+            out.append(Finding(
+                "sync_check.not-modelled", f"{i.spelling}: synchronization role {role!r} is "
+                "not modelled by synccheck/racecheck", "incomplete",
+                SourceRef(i.loc.file, i.loc.line)))
+    return out
 
 
 def _unknown_engines(trace) -> list:
-    """Async engines whose completion rules neither analysis models (e.g. tcgen05)."""
+    """Async engines whose completion rules neither analysis models (e.g. tcgen05), and async
+    stores whose shared-memory reads the trace does not record (racecheck cannot see them)."""
     from tirxh_numsim import events as ev
     out, seen = [], set()
+    recorded = {e.async_id for e in trace.events if isinstance(e, ev.MemAccess)}
     for e in trace.events:
+        if isinstance(e, ev.AsyncOp) and e.stage == "issue" and e.direction == "store" and \
+                e.op_id not in recorded and ("store", e.loc) not in seen:
+            seen.add(("store", e.loc))
+            out.append(Finding(
+                "sync_check.not-modelled", f"the {e.engine} store's reads of shared memory are "
+                "not in numsim's trace: races and proxy fences on its source are not checked",
+                "incomplete", SourceRef(e.loc.file, e.loc.line) if e.loc is not None else None))
         if isinstance(e, ev.AsyncOp) and e.engine not in KNOWN_ENGINES and e.engine not in seen:
             seen.add(e.engine)
             out.append(Finding(

@@ -191,9 +191,11 @@ class RaceChecker:
             self.access(i, e, t, reg, idx, lanes)
 
     def _global_groups(self, e) -> list:
-        if not self.gbufs:
-            return []
         arr = np.asarray(e.ranges, np.int64)
+        if not self.gbufs:  # buffer sizes unknown: one growing region per numsim allocation slot
+            slots = arr[:, 1] // GLOBAL_STRIDE
+            return [(("global", f"slot{int(k)}"), None, int(k) * GLOBAL_STRIDE,
+                     arr[slots == k].tolist()) for k in np.unique(slots)]
         out = []
         assigned = np.zeros(len(arr), bool)
         for bi, (base, end, name) in enumerate(self.gbufs):

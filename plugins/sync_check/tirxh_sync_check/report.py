@@ -122,6 +122,12 @@ def format_finding(f: Finding, context: int = 1) -> str:
             text = linecache.getline(ref.file, n).rstrip()
             if text or n == ref.line:
                 out.append(f"    {'>' if n == ref.line else ' '} {n:5d} | {text}")
+    if f.warps:
+        out.append("  warps: " + ", ".join(
+            f"cta {w['cta']} warp {w['warp']}" if "warp" in w else str(w.get("where", w))
+            for w in f.warps[:8]) + (f", ... ({len(f.warps)})" if len(f.warps) > 8 else ""))
+    if f.lanes and len(f.lanes) < 32:
+        out.append("  lanes: " + ", ".join(str(x) for x in f.lanes))
     if f.addresses:
         out.append("  addresses: " + ", ".join(str(a) for a in f.addresses[:8]))
     if f.witness:

@@ -26,17 +26,17 @@ _MAX_LOOP_ITERS = 6
 _MAX_GROUPS = 8
 
 
+_ROLES = {"wgmma.mma": "mma", "wgmma.fence": "fence", "wgmma.commit": "commit",
+          "wgmma.wait": "wait"}
+
+
 def _kind(instr) -> str:
-    sp = instr.spelling
-    if sp.startswith("wgmma.mma_async"):
-        return "mma"
-    if sp.startswith("wgmma.fence"):
-        return "fence"
-    if sp.startswith("wgmma.commit_group"):
-        return "commit"
-    if sp.startswith("wgmma.wait_group"):
-        return "wait"
-    return ""
+    """The instruction's wgmma role, from its binding's synchronization effect."""
+    try:
+        role = instr.binding.effects_for(instr.modifiers).sync
+    except Exception:  # a binding without effects data
+        role = None
+    return _ROLES.get(role or "", "")
 
 
 def _regs(op) -> list:

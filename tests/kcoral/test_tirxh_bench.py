@@ -1,0 +1,46 @@
+"""``tirxh bench`` end to end through the CLI: the embedded daemon, and ``--kcoral``."""
+
+import json
+
+import pytest
+
+from tests.core.pytester import VADD, Tirxh
+
+from .conftest import start_daemon
+
+
+@pytest.fixture
+def tirxh(tmp_path, monkeypatch) -> Tirxh:
+    return Tirxh(tmp_path, monkeypatch)
+
+
+def test_embedded_daemon_is_announced(tirxh):
+    from kcoral.boards.cuda import gpu_count
+    tirxh.project(vadd=VADD)
+    r = tirxh.run("bench", "--json")
+    assert "started an embedded KCoral daemon" in r.stderr, r
+    item = json.loads(r.stdout)["items"][0]  # the VADD project has one bench case first
+    bench = next(p for p in item["phases"] if p["phase"] == "bench")
+    if gpu_count()[0]:
+        assert bench["outcome"] == "passed" and bench["data"]["state"] == "done", r
+        assert bench["data"]["result"]["verified"]
+    else:  # no GPU here: nothing can be timed, and the item says why instead of passing
+        assert bench["outcome"] == "incomplete", r
+        assert bench["data"]["result"]["error"]["type"] == "unavailable.board"
+        assert "numsim" in bench["longrepr"]
+    assert (tirxh.path / ".kcoral" / "kcoral.sqlite").exists()  # the embedded daemon's history
+
+
+def test_configured_daemon_and_summary(tirxh, tmp_path):
+    d = start_daemon(tmp_path / "state", fake_boards=1)  # fake boards cannot load cubins
+    try:
+        tirxh.project(vadd=VADD)
+        r = tirxh.run("bench", "--kcoral", d.address)
+        assert "embedded" not in r.stderr
+        # the job reached the daemon and came back typed, with the summary section
+        r.fnmatch_lines([f"*KCoral ({d.address})*", "vadd*failed compile.format*"])
+        jobs = d.store.list()
+        assert len(jobs) >= 1 and jobs[0]["state"] == "failed"
+        assert jobs[0]["name"].startswith("vadd[")
+    finally:
+        d.stop(1)
