@@ -31,25 +31,28 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
+# the sources stay importable even if an editable install fails
+export PYTHONPATH="$PWD:$PWD/plugins/numsim:$PWD/plugins/sync_check:$PWD/plugins/ncu_profile:\
+$PWD/plugins/iket:${PYTHONPATH:-}"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
     $(for d in plugins/*/; do printf -- '-e %s ' "$d"; done) >"$LOGS/install.log" 2>&1 \
     || { echo "install failed"; tail -20 "$LOGS/install.log"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
     --format=csv >"$WORK/nvidia-smi.csv" 2>&1
 cat "$WORK/nvidia-smi.csv"
+(cd zoo && tirxh plugins | grep -E "entrypoint|builtin" | awk '{print $1}' | tr '\n' ' '; echo)
 python3 -c "import torch, cuda.bindings, grpc, numpy; print('torch', torch.__version__, \
 'grpc', grpc.__version__, 'numpy', numpy.__version__)"
 
 # --- 1. tirxh bench over the zoo's large cases, side by side with baselines (issues 3 and 6) ---
 (cd zoo && section bench 150 tirxh bench --target sm_90a --report-log "$WORK/bench.jsonl")
 
-# --- 2. KCoral proof: contention, direct sharing, GEMM vs torch, faults, overhead (issue 6) ----
-OUT="$WORK" section kcoral_gpu 110 python3 benchmarks/kcoral_gpu.py --quick
+# (KCoral's own proof, benchmarks/kcoral_gpu.py, needs its own ~60 s call: docs/KCORAL.md.)
 
-# --- 3. profilers: ncu, iket, compute-sanitizer (issue 7) -------------------------------------
+# --- 2. profilers: ncu, iket, compute-sanitizer (issue 7) -------------------------------------
 OUT="$WORK" section profile_gpu 110 python3 benchmarks/profile_gpu.py --quick
 
-# --- 4. sync_check corpus bugs on the GPU and under compute-sanitizer (issue 5) ---------------
+# --- 3. sync_check corpus bugs on the GPU and under compute-sanitizer (issue 5) ---------------
 if [ -f benchmarks/sanitizer_corpus_gpu.py ]; then
     OUT="$WORK" section sanitizer_corpus 80 python3 benchmarks/sanitizer_corpus_gpu.py \
         --entries race_rw_shared,mbar_phase_overrun,bar_divergent,oob_global,proxy_missing_fence \

@@ -159,7 +159,7 @@ def direct(addr, daemon, out, s, c, ck, quick):
         doc = job_for(cl, s, c, ck)
         cl.upload()
     ctx = mp.get_context("spawn")
-    iters = 300 if quick else 3000  # long enough that the 8 timing loops overlap
+    iters = 1500 if quick else 3000  # long enough that the 8 timing loops overlap
 
     def launch(n):
         barrier = ctx.Barrier(n)
@@ -195,7 +195,7 @@ def gemm(addr, out, quick):
         try:
             m = load_module(ROOT / "zoo" / "kernels" / f"{name}.py")
             big = [c for c in m.SUITE.cases if not c.small]
-            case = big[0] if big and not quick else m.SUITE.cases[-1 if not quick else 0]
+            case = big[0] if big else m.SUITE.cases[-1]  # 4096^3: a GEMM worth comparing
             s, c, ck = zoo_case(name, case)
             break
         except Exception as e:
@@ -323,9 +323,20 @@ def table(out) -> str:
     return "\n".join(L)
 
 
+def save(out) -> "pathlib.Path | None":
+    if not os.environ.get("OUT"):
+        return None
+    p = pathlib.Path(os.environ["OUT"]) / "kcoral_gpu.json"
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1, default=str))
+    os.replace(tmp, p)
+    return p
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer jobs and smaller GEMM")
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer jobs and iterations (about 60 s on an H200)")
     ap.add_argument("--only", default="", help="comma list of sections to run")
     a = ap.parse_args(argv)
     import logging
@@ -363,12 +374,12 @@ def main(argv=None) -> int:
                     vadd = zoo_case("vadd", "n16M")
             out.setdefault("section_s", {})[name] = time.time() - t1
             print(f"[{name}] {time.time() - t1:.1f} s", file=sys.stderr, flush=True)
+            save(out)  # after every section: a run cut short by a time limit keeps its figures
     finally:
         d.stop(5)
     print(table(out))
-    if os.environ.get("OUT"):
-        p = pathlib.Path(os.environ["OUT"]) / "kcoral_gpu.json"
-        p.write_text(json.dumps(out, indent=1, default=str))
+    p = save(out)
+    if p:
         print(f"wrote {p}")
     for k, v in out["errors"].items():
         print(f"--- {k} ---\n{v}", file=sys.stderr)

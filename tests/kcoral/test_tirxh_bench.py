@@ -19,7 +19,7 @@ def test_embedded_daemon_is_announced(tirxh):
     tirxh.project(vadd=VADD)
     r = tirxh.run("bench", "--json")
     assert "started an embedded KCoral daemon" in r.stderr, r
-    item = json.loads(r.stdout)["items"][0]  # the VADD project has one bench case first
+    item = json.loads(r.stdout)["items"][0]  # its first case, "small"
     bench = next(p for p in item["phases"] if p["phase"] == "bench")
     if gpu_count()[0]:
         assert bench["outcome"] == "passed" and bench["data"]["state"] == "done", r
