@@ -141,7 +141,10 @@ SUITE = T.suite(
            T.case("m4096n4096k4096_bn256", M=4096, N=4096, K=4096, BN=256, small=False),
            T.case("m8192n8192k8192", M=8192, N=8192, K=8192, small=False),
            T.case("m8192n8192k8192_bn256", M=8192, N=8192, K=8192, BN=256, small=False)],
-    tolerance=T.tolerance(rtol=1e-3, atol=1e-3, rms=1e-5),
+    # f32 accumulation order differs from numpy's; at K = 8192 small outputs (|c| ~ 0.01 among
+    # values ~ 90) differ by up to 5e-3 (H200, 2026-11-30), so atol is 1e-2 and the RMS rule
+    # (measured 9e-6) guards the whole matrix
+    tolerance=T.tolerance(rtol=1e-3, atol=1e-2, rms=1e-5),
     flops=lambda M, N, K: 2 * M * N * K, bytes=lambda M, N, K: 2 * (M * K + N * K) + 4 * M * N,
     baselines=[{"name": "torch.matmul", "args": {"M": "M", "N": "N", "K": "K",
                                                   "dtype": "bf16", "transpose_b": True}}],
