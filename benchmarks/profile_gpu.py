@@ -3,17 +3,23 @@
 Needs an NVIDIA GPU with ncu and compute-sanitizer (CUDA toolkit) and matplotlib; runs the KCoral
 tools in-process on board ``cuda0`` (the same code the daemon runs for a job's ``tools``):
 
-1. ncu: the zoo's vadd (memory bound, n = 16M, ``--set basic``) and the zoo's pipelined GEMM
-   (wgmma, ``--set full``); summary tables with hot spots mapped to the Python lines.
-2. iket: timelines of the same two kernels, from the zoo's own ``T.iket`` annotations. Overhead:
-   the normal and the
-   profiling build timed with KCoral's measurement protocol (`kcoral.measure.run_job`) on the same
-   board, plus registers of both builds.
+1. ncu: the zoo's vadd (memory bound, n = 16M; 4M with ``--quick``; ``--set basic``, to which
+   the tool adds SourceCounters and WarpStateStats for the warp samples) and the zoo's pipelined
+   GEMM at a realistic size, case ``m4096n4096k4096_bn256`` of zoo/kernels/gemm_wgmma.py
+   (``--set basic`` with ``--quick``, ``--set full`` without); summary tables with hot spots
+   mapped to the Python lines.
+2. iket: timelines of the same two kernels (the GEMM at m1024n1024k512, 2048x2048x1024 without
+   ``--quick``, to keep the trace and its rendering short), from the zoo's own ``T.iket``
+   annotations. The profiling build's job takes its launch metadata from the instrumented kernel
+   (`tirxh_iket.job.profiling_job`). Overhead: the normal and the profiling build timed with
+   KCoral's measurement protocol (`kcoral.measure.run_job`) on the same board, plus registers of
+   both builds.
 3. compute-sanitizer memcheck on a vadd with a planted out-of-bounds write (`vadd_oob` below):
    the finding must be ``memory.out-of-bounds`` (a global write) at the planted line.
 
-``--dry-run`` compiles, annotates and builds every job without running anything (a CPU machine
-is enough: check it before spending GPU time). Writes into ``$OUT`` (default ./profile_gpu_out),
+``--dry-run`` compiles, annotates and builds every job and packs its kernel parameters as the
+CUDA board would (`kcoral.boards.cuda.pack_params`, fake pointers) without running anything (a
+CPU machine is enough: check it before spending GPU time). Writes into ``$OUT`` (default ./profile_gpu_out),
 at most 8 files, no subfolders:
 ``profile_gpu.json`` (all summaries, overheads, checks), ``vadd.ncu-rep``, ``gemm.ncu-rep``,
 ``gemm_timeline.png``, ``vadd_timeline.png``, ``gemm_trace.json.gz`` (Perfetto, first 16 SMs) and
@@ -53,7 +59,9 @@ import numpy as np  # noqa: E402
 import tirxh.lang as T  # noqa: E402
 
 DRY_RUN = False
-RESULTS: dict = {"sections": {}, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+RESULTS: dict = {"sections": {}, "cases": {},
+                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+NCU_GEMM_CASE = "m4096n4096k4096_bn256"  # a case of zoo/kernels/gemm_wgmma.py
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -124,6 +132,17 @@ class Ctx:
             self.files[name] = path
 
 
+def packed_params(job) -> int:
+    """Pack each launch's arguments as the CUDA board does (fake pointers, zero tensor maps):
+    a job whose params and args disagree fails here, on the CPU, not on the board."""
+    from kcoral.boards.cuda import pack_params
+    n = 0
+    for ln in job.doc["launches"]:
+        n += len(pack_params(ln.get("params"), ln["args"], lambda name: 1 << 40,
+                             lambda desc: bytes(128)))
+    return n
+
+
 def median_ms(res: dict):
     return ((res.get("timing") or {}).get("candidate") or {}).get("median_ms")
 
@@ -138,7 +157,8 @@ def ncu_one(ctx: Ctx, label: str, kernel, suite, case, section_set: str) -> dict
     ck = kernel.compile("sm_90a", **suite.consts(case))
     job = ctx.job(ck, suite, case, [{"name": "ncu", "options": {"set": section_set}}], False)
     if DRY_RUN:
-        return {"dry_run": True, "grid": job.doc["launches"][0]["grid"]}
+        return {"dry_run": True, "grid": job.doc["launches"][0]["grid"], "case": case.name,
+                "set": section_set, "params_packed": packed_params(job)}
     why = tool.available(ctx.spec)
     if why:
         raise RuntimeError(why)
@@ -159,7 +179,7 @@ def ncu_one(ctx: Ctx, label: str, kernel, suite, case, section_set: str) -> dict
     print(text)
     s.pop("sass_samples", None)
     s.pop("metrics", None)
-    return {"summary": s, "text": text}
+    return {"summary": s, "text": text, "case": case.name, "set": section_set}
 
 
 # -- 2. iket --------------------------------------------------------------------------------------
@@ -168,20 +188,21 @@ def iket_one(ctx: Ctx, label: str, mod, kernel_name: str, case, capacity: int) -
     from tirxh_iket.build import compile_profiling_build
     from tirxh_iket.chrome import to_chrome
     from tirxh_iket.decode import decode
-    from tirxh_iket.job import add_trace_buffer
+    from tirxh_iket.job import profiling_job
     from tirxh_iket.kcoral_tool import IketTool
     kernel, suite = getattr(mod, kernel_name), mod.SUITE
     consts = suite.consts(case)
     plain = kernel.compile("sm_90a", **consts)
     prof, layout = compile_profiling_build(kernel, "sm_90a", consts, capacity=capacity)
     base_job = ctx.job(plain, suite, case)
-    doc = dict(base_job.doc, module=dict(base_job.doc["module"], blob=ctx.blobs.put(prof.cubin)))
-    doc = add_trace_buffer(doc, layout)
+    # the profiling build's module *and* launch metadata (its params end with the trace buffer)
+    doc = profiling_job(base_job.doc, prof, layout, ctx.blobs.put(prof.cubin))
     from kcoral.job import Job
     job = Job.from_json(doc)
     job.blob_root = str(ctx.blobs.root)
     if DRY_RUN:
         return {"dry_run": True, "grid": doc["launches"][0]["grid"], "cost": layout.cost,
+                "params_packed": [packed_params(base_job), packed_params(job)],
                 "trace_bytes": doc["buffers"][-1]["shape"][0],
                 "sites": [f"{x.kind} {x.name} :{x.line}" for x in layout.sites],
                 "registers": [plain.resources.registers, prof.resources.registers]}
@@ -246,8 +267,11 @@ def sanitizer_oob(ctx: Ctx) -> dict:
     ck = vadd_oob.compile("sm_90a")
     job = ctx.job(ck, OOB_SUITE, case, [{"name": "compute-sanitizer",
                                          "options": {"tool": "memcheck"}}], False)
+    src, first = inspect.getsourcelines(vadd_oob.fn)
+    planted = first + next(n for n, ln in enumerate(src) if "PLANTED" in ln)
     if DRY_RUN:
-        return {"dry_run": True, "grid": job.doc["launches"][0]["grid"]}
+        return {"dry_run": True, "grid": job.doc["launches"][0]["grid"], "planted_line": planted,
+                "params_packed": packed_params(job)}
     why = tool.available(ctx.spec)
     if why:
         raise RuntimeError(why)
@@ -255,15 +279,25 @@ def sanitizer_oob(ctx: Ctx) -> dict:
     wd.mkdir()
     r = tool.run(job, wd)
     ctx.keep("sanitizer_memcheck_oob.log", wd / "sanitizer_memcheck.log")
-    src, first = inspect.getsourcelines(vadd_oob.fn)
-    planted = first + next(n for n, ln in enumerate(src) if "PLANTED" in ln)
+    # the planted bug is a global write past the end of `out`: every finding must be that, at
+    # the planted line of this file (memcheck prints the line table's file:line)
     hits = [f for f in r.findings if f.kind == "memory.out-of-bounds"
-            and f.data.get("access") == "write"]
-    ok = bool(hits) and all(f.where is not None and f.where.line == planted for f in hits)
-    print(f"sanitizer memcheck: verdict {r.verdict}, {len(r.findings)} findings, "
-          f"{len(hits)} OOB writes at line {planted}: {'FOUND' if ok else 'NOT FOUND'}")
+            and f.data.get("access") == "write" and f.data.get("space") == "global"]
+    at = [f for f in hits if f.where is not None and f.where.line == planted
+          and pathlib.Path(f.where.file).name == pathlib.Path(__file__).name]
+    ok = bool(hits) and len(at) == len(r.findings)
+    kinds: dict = {}
+    for f in r.findings:
+        key = f"{f.kind} {f.data.get('space')} {f.data.get('access')} at {f.where}"
+        kinds[key] = kinds.get(key, 0) + 1
+    print(f"sanitizer memcheck: verdict {r.verdict}, {len(r.findings)} findings "
+          f"(tool counted {r.summary.get('error_summary')}), {len(at)} out-of-bounds global "
+          f"writes at {pathlib.Path(__file__).name}:{planted}: {'FOUND' if ok else 'NOT FOUND'}")
+    for key, n in kinds.items():
+        print(f"  {n:>4} x {key}")
     return {"verdict": r.verdict, "findings": [f.to_json() for f in r.findings[:5]],
-            "planted_line": planted, "found_at_planted_line": ok, "summary": r.summary}
+            "finding_kinds": kinds, "planted_line": planted, "found_at_planted_line": ok,
+            "summary": r.summary}
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -288,12 +322,16 @@ def main(argv=None) -> int:
     icase = T.case("n4194304", n=1 << 22)  # iket: 4096 CTAs x 8 warps x 6 records = 6 MB trace
     gcase = T.case("m%dn%dk%d" % gemm_mnk, M=gemm_mnk[0], N=gemm_mnk[1], K=gemm_mnk[2])
     only = set(a.only.split(","))
-    RESULTS["cases"] = {"vadd": vcase.name, "vadd_iket": icase.name, "gemm": gcase.name}
+    gemm_set = "basic" if a.quick else "full"
 
     if "ncu" in only:
         vz, gz = load_module(zoo / "vadd.py"), load_module(zoo / "gemm_wgmma.py")
+        # the figure for docs/PROFILING.md: the pipelined GEMM at a realistic size (BN = 256)
+        ncase = next(c for c in gz.SUITE.cases if c.name == NCU_GEMM_CASE)
+        RESULTS["cases"].update(vadd=vcase.name, ncu_gemm=ncase.name)
         section("ncu_vadd")(ncu_one)(ctx, "vadd", vz.vadd, vz.SUITE, vcase, "basic")
-        section("ncu_gemm")(ncu_one)(ctx, "gemm", gz.gemm_wgmma, gz.SUITE, gcase, "full")
+        section("ncu_gemm")(ncu_one)(ctx, "gemm", gz.gemm_wgmma, gz.SUITE, ncase, gemm_set)
+    RESULTS["cases"].update(vadd_iket=icase.name, gemm_iket=gcase.name)
     if "iket" in only:
         for label, fname, kname, case, cap in (
                 ("vadd", "vadd.py", "vadd", icase, 6),
@@ -329,8 +367,12 @@ def main(argv=None) -> int:
             extra = f"dry run: grid {s.get('grid')}"
         elif name.startswith("ncu_") and s["status"] == "ok":
             sm = s["summary"]
-            extra = (f"duration {sm.get('duration_ns')} ns, SM {sm.get('sm_throughput_pct')}%, "
-                     f"mem {sm.get('memory_throughput_pct')}%")
+            cov = sm.get("hotspot_coverage") or {}
+            spots = f"{cov.get('samples')} samples" if cov else \
+                (sm.get("hotspots_note") or "no hot spots")[:40]
+            extra = (f"{s.get('case')} --set {s.get('set')}: duration {sm.get('duration_ns')} "
+                     f"ns, SM {sm.get('sm_throughput_pct')}%, mem "
+                     f"{sm.get('memory_throughput_pct')}%, {spots}")
         elif name.startswith("iket_") and s["status"] == "ok":
             extra = f"overhead ratio {s['overhead'].get('ratio')}"
         elif name == "sanitizer_oob" and s["status"] == "ok":

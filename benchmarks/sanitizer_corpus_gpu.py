@@ -1,39 +1,47 @@
-"""sync_check's corpus bugs on a real GPU: do they misbehave, and does compute-sanitizer see them?
+"""sync_check's corpus bugs on a real GPU, through KCoral: do they misbehave, and does
+compute-sanitizer see them?
 
-    PYTHONPATH=.:plugins/numsim:plugins/sync_check python benchmarks/sanitizer_corpus_gpu.py \
-        [--repeat 200] [--entries race_rw_shared,mbar_phase_overrun,...|all] [--out DIR]
+    PYTHONPATH=.:plugins/numsim:plugins/sync_check:plugins/ncu_profile \
+        python benchmarks/sanitizer_corpus_gpu.py [--repeat 200] [--timeout 30] [--budget 480] \
+        [--entries race_rw_shared,mbar_phase_overrun,...|all] [--out DIR] [--build-only]
 
-For each selected corpus entry (``plugins/sync_check/tests/corpus/<entry>.py``):
+Everything that touches the GPU goes through KCoral (design rule); this script has no launcher
+of its own. For each selected corpus entry (``plugins/sync_check/tests/corpus/<entry>.py``):
 
 1. on the CPU: both analyses on the buggy kernel (our findings: kind and line);
-2. the buggy and the fixed kernel are compiled for sm_90a (nvJitLink) and written with their
-   inputs to DIR/<entry>/;
-3. on the GPU, each in a child process with a timeout (a hang is a result, not a stall): the
-   kernel is launched --repeat times from fresh inputs and the outputs are compared with the
-   fixed twin's (how many runs differ; whether it hung or faulted);
-4. the buggy kernel once under ``compute-sanitizer --tool racecheck``, ``--tool synccheck`` and
-   ``--tool memcheck``; the tool's error/hazard count is read from its summary.
+2. the buggy and the fixed kernel become KCoral jobs (`entry_job`: `tirxh.plugins.bench.
+   build_job` over a suite built on the fly, every pointer buffer in-out: initialized from the
+   module's ``inputs()``, read back as an output), written as ``DIR/<entry>/<variant>.job.json``
+   with their blobs in ``DIR/blobs``;
+3. on the GPU, each step one ``python -m kcoral.runjob`` child with a timeout (a hang is a
+   result, not a stall): the fixed twin once with ``--save-outputs`` (the reference), then both
+   twins ``--repeat`` times as correctness runs against that reference (``runjob --check``:
+   fresh inputs and poisoned outputs each run). runjob stops at the first mismatch; the
+   remaining runs are resubmitted, so the count of differing runs is exact up to
+   `MAX_RESUBMITS` mismatches;
+4. the buggy job once under ``compute-sanitizer --tool racecheck|synccheck|memcheck``, the
+   command line of KCoral's compute-sanitizer tool (``tirxh_ncu_profile.tools``:
+   ``profiling_job``, ``sanitizer_command``, ``runjob_command``), its output parsed by
+   ``tirxh_ncu_profile.sanitizer.parse`` into findings of sync_check's kinds.
 
 The table at the end says, per entry, what our analyses report, whether the GPU misbehaved, and
-which compute-sanitizer tool (if any) caught the bug. Entries whose buggy kernel hangs by design
-(deadlocks) are not in the default selection: they would only measure the timeout.
+each tool's own error count (``!`` when the job itself did not run to completion under the tool,
+e.g. a host API error, so the count is not about the kernel); then our findings whose kind no
+tool reported. Entries whose buggy kernel hangs by design (deadlocks) are not in the default
+selection: they would only measure the timeout.
 
-The child mode (``--run DIR/<entry>/<variant>.json``) is the small launcher: cuda-bindings driver
-API only (cuModuleLoadData, cuMemAlloc, cuMemcpyHtoD, cuLaunchKernelEx with the cluster attribute,
-cuMemcpyDtoH); it prints one JSON line with a digest of each run's outputs.
+``--board-type fake`` swaps each module for a no-op one on KCoral's fake board: the whole
+pipeline (jobs, blobs, runjob, resubmission, the table) runs on a CPU; its numbers mean nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import ctypes
+import copy
 import hashlib
 import json
-import math
 import os
-import re
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,11 +50,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "plugins" / "sync_check" / "tests" / "corpus"
-for p in (REPO, REPO / "plugins" / "numsim", REPO / "plugins" / "sync_check"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+_PATHS = [REPO] + [REPO / "plugins" / p for p in ("numsim", "sync_check", "ncu_profile")]
+for _p in _PATHS:
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-# kernels that finish on a GPU (the deadlock entries hang by design) and use no tensor maps
+# kernels that finish on a GPU (the deadlock entries hang by design)
 DEFAULT_ENTRIES = (
     "race_rw_shared", "race_ww_shared", "race_named_barrier", "race_alias", "mbar_phase_overrun",
     "mbar_uninitialized", "bar_divergent", "oob_shared", "oob_global", "wgmma_acc_early",
@@ -57,293 +66,439 @@ MORE_ENTRIES = (  # also finish on a GPU: --entries all
     "wgmma_missing_fence", "setmaxnreg_partial", "dsmem_race",
 )
 TOOLS = ("racecheck", "synccheck", "memcheck")
+VARIANTS = ("buggy", "fixed")
+TARGET = "sm_90a"
+PRINT_LIMIT = 100  # compute-sanitizer --print-limit (KCoral's tool default)
+MAX_RESUBMITS = 10  # a kernel that differs on every run is not resubmitted `--repeat` times
 
 
 # --------------------------------------------------------------------------------------------
-# build (CPU)
+# jobs (CPU)
 # --------------------------------------------------------------------------------------------
 
 def _load(entry: str):
     import importlib.util
     path = CORPUS / f"{entry}.py"
+    if not path.exists():
+        known = sorted(p.stem for p in CORPUS.glob("*.py"))
+        raise SystemExit(f"--entries: no corpus entry {entry!r} in {CORPUS} (have "
+                         f"{', '.join(known)})")
     spec = importlib.util.spec_from_file_location(f"corpus_{entry}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod, path
+    return mod
 
 
-def build(entry: str, out: Path) -> dict:
-    """Compile both twins, save inputs and launch descriptions; run our analyses on the CPU."""
-    import numpy as np
-    from tirxh_sync_check import check_kernel
-    mod, path = _load(entry)
-    d = out / entry
-    d.mkdir(parents=True, exist_ok=True)
-    inputs = mod.inputs()
-    arrays = {k: v for k, v in inputs.items() if isinstance(v, np.ndarray)}
-    np.savez(d / "inputs.npz", **arrays)
-    info = {"entry": entry, "variants": {}}
-    for variant in ("buggy", "fixed"):
-        kern = getattr(mod, variant)
-        ck = kern.compile("sm_90a")
-        (d / f"{variant}.cubin").write_bytes(ck.cubin)
-        meta = ck.launch_metadata()
-        args = []
-        for p in meta["params"]:
-            if p["kind"] == "ptr":
-                args.append({"buffer": p["name"]})
-            elif p["kind"] == "scalar":
-                args.append({"scalar": int(inputs[p["name"]]), "dtype": p["dtype"]})
-            else:
-                args.append({"tensormap": p["name"]})
-        launch = {"cubin": f"{variant}.cubin", "inputs": "inputs.npz", "entry": meta["entry"],
-                  "params": meta["params"], "args": args, "grid": list(_dim3(mod.GRID)),
-                  "block": meta["block"], "cluster": meta["cluster"],
-                  "dynamic_smem": meta["dynamic_smem"],
-                  "tensormaps": {k: v.describe(np.asarray(inputs[v.source]))
-                                 for k, v in inputs.items() if hasattr(v, "describe")}}
-        (d / f"{variant}.json").write_text(json.dumps(launch, indent=1))
-        info["variants"][variant] = str(d / f"{variant}.json")
-    sync, race = check_kernel(mod.buggy, inputs, grid=mod.GRID)
-    info["ours"] = sorted({(f.kind, f.where.line if f.where else 0)
-                           for f in sync.findings + race.findings if f.severity == "error"})
+def corpus_suite(mod, variant: str):
+    """A `T.suite` for one twin of a corpus module: the module's ``inputs()`` (deterministic)
+    and its module-level ``GRID`` (corpus kernels declare no grid of their own)."""
+    import tirxh.lang as T
+    from tirxh.core.suite import Suite
+
+    class CorpusSuite(Suite):
+        def grid(self, c):
+            g = (mod.GRID,) if isinstance(mod.GRID, int) else tuple(mod.GRID)
+            return g + (1,) * (3 - len(g))
+
+    s = T.suite(getattr(mod, variant), inputs=lambda: mod.inputs(),
+                cases=[T.case("corpus")])
+    return CorpusSuite(**{k: getattr(s, k) for k in s.__dataclass_fields__})
+
+
+def entry_job(mod, entry: str, variant: str, put) -> dict:
+    """The validated KCoral job of one twin. `put(bytes) -> digest` stores a blob.
+
+    Built by `build_job` (the same path as ``tirxh bench``) and then adjusted: the corpus
+    declares no outputs, so every pointer buffer is made in-out (its ``inputs()`` array is the
+    initial contents, its final contents are read back); no correctness runs or timing yet
+    (`repeat_job` adds the runs once the reference is known)."""
+    from kcoral.job import Job
+    from tirxh.plugins.bench import build_job
+    suite = corpus_suite(mod, variant)
+    compiled = suite.kernel.compile(TARGET)
+    doc = build_job(compiled, suite, suite.cases[0], seeds=(1,), put=put)
+    for b in doc["buffers"]:
+        b["output"] = True  # init stays the uploaded input: an in-out buffer
+    doc.update(name=f"{entry}:{variant}", tags=["sanitizer-corpus", entry, variant],
+               runs=[], checks=[], baselines=[], work={})
+    doc["timing"] = dict(doc["timing"], enabled=False)
+    return Job.from_json(doc).doc
+
+
+def repeat_job(doc: dict, repeat: int, expected: dict, first_seed: int = 1) -> dict:
+    """`doc` with `repeat` correctness runs, each comparing every output with `expected`
+    (buffer -> blob digest) exactly."""
+    d = copy.deepcopy(doc)
+    d["runs"] = [{"seed": s, "when": "before", "inputs": {}, "expected": dict(expected)}
+                 for s in range(first_seed, first_seed + repeat)]
+    d["checks"] = [{"buffer": n, "rtol": 0.0, "atol": 0.0, "rms": None} for n in expected]
+    return d
+
+
+def fake_module_job(doc: dict, put) -> dict:
+    """`doc` on KCoral's fake board: the module becomes a no-op per entry (plumbing only)."""
+    d = copy.deepcopy(doc)
+    kernels = {ln["entry"]: {"op": "noop"} for ln in d["launches"]}
+    d["module"] = {"format": "fake", "blob": put(json.dumps({"kernels": kernels}).encode())}
+    return d
+
+
+def write_job(doc: dict, path: Path, blob_root: Path) -> Path:
+    from kcoral.job import Job
+    job = Job.from_json(doc)
+    job.blob_root = str(blob_root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    job.write_json(path)
+    return path
+
+
+def build(entry: str, out: Path, board_type: str = "cuda", analyze: bool = True) -> dict:
+    """Build both twins' jobs under `out` and run our analyses on the buggy twin (CPU)."""
+    from kcoral.blobs import BlobStore
+    mod = _load(entry)
+    store = BlobStore(out / "blobs")
+    info = {"entry": entry, "variants": {}, "ours": [], "block": None}
+    for variant in VARIANTS:
+        doc = entry_job(mod, entry, variant, store.put)
+        if board_type == "fake":
+            doc = fake_module_job(doc, store.put)
+        info["variants"][variant] = str(write_job(doc, out / entry / f"{variant}.job.json",
+                                                  store.root))
+        info["block"] = doc["launches"][0]["block"]
+    if analyze:
+        from tirxh_sync_check import check_kernel
+        sync, race = check_kernel(mod.buggy, mod.inputs(), grid=mod.GRID)
+        info["ours"] = sorted({(f.kind, f.where.line if f.where else 0)
+                               for f in sync.findings + race.findings
+                               if f.severity == "error"})
     return info
 
 
-def _dim3(g):
-    g = (g,) if isinstance(g, int) else tuple(g)
-    return g + (1,) * (3 - len(g))
-
-
 # --------------------------------------------------------------------------------------------
-# child: launch on the GPU
+# KCoral children: python -m kcoral.runjob, alone or under compute-sanitizer
 # --------------------------------------------------------------------------------------------
 
-def _ok(res, what):
-    err, *rest = res if isinstance(res, tuple) else (res,)
-    if int(err) != 0:
-        raise RuntimeError(f"{what} failed: CUresult {int(err)} ({err})")
-    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+def _env() -> dict:
+    return dict(os.environ, LC_ALL="C", LANG="C", PYTHONPATH=os.pathsep.join(
+        [str(p) for p in _PATHS] + [os.environ.get("PYTHONPATH", "")]))
 
 
-def run_child(desc_path: str, repeat: int) -> dict:
-    """Launch a built variant `repeat` times; JSON-able digests of each run's outputs."""
-    digests, _ = launch(desc_path, repeat)
-    return {"runs": repeat, "digests": dict(collections.Counter(digests))}
-
-
-def launch(desc_path: str, repeat: int = 1) -> "tuple[list, dict]":
-    """(per-run output digests, the last run's arrays) of a built variant on GPU 0."""
-    import numpy as np
-    from cuda.bindings import driver as cu
-    desc_path = Path(desc_path)
-    desc = json.loads(desc_path.read_text())
-    base = desc_path.parent
-    _ok(cu.cuInit(0), "cuInit")
-    dev = _ok(cu.cuDeviceGet(0), "cuDeviceGet")
-    ctx = _ok(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-    _ok(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    module = _ok(cu.cuModuleLoadData((base / desc["cubin"]).read_bytes()), "cuModuleLoadData")
-    func = _ok(cu.cuModuleGetFunction(module, desc["entry"].encode()), "cuModuleGetFunction")
-    arrays = dict(np.load(base / desc["inputs"]))
-    ptrs = {k: int(_ok(cu.cuMemAlloc(max(a.nbytes, 1)), f"cuMemAlloc({k})"))
-            for k, a in arrays.items()}
-    packed = []
-    for a in desc["args"]:
-        if "buffer" in a:
-            packed.append(ptrs[a["buffer"]].to_bytes(8, "little"))
-        elif "scalar" in a:
-            from tirxh.core.types import numpy_dtype
-            packed.append(np.array(a["scalar"]).astype(numpy_dtype(a["dtype"])).tobytes())
-        else:
-            packed.append(_tensormap(cu, desc["tensormaps"][a["tensormap"]], ptrs))
-    keep, array = [], (ctypes.c_void_p * max(len(packed), 1))()
-    for i, b in enumerate(packed):
-        raw = ctypes.create_string_buffer(len(b) + 128)
-        addr = (ctypes.addressof(raw) + 127) & ~127
-        ctypes.memmove(addr, b, len(b))
-        keep.append(raw)
-        array[i] = addr
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = desc["grid"]
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = desc["block"]
-    cfg.sharedMemBytes = int(desc["dynamic_smem"])
-    cfg.hStream = cu.CUstream(0)
-    cl = desc.get("cluster")
-    if cl and math.prod(cl) > 1:
-        attr = cu.CUlaunchAttribute()
-        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cl
-        cfg.attrs = [attr]
-        cfg.numAttrs = 1
-    else:
-        cfg.numAttrs = 0
-    digests, last = [], {}
-    for _ in range(repeat):
-        for k, a in arrays.items():
-            a = np.ascontiguousarray(a)
-            _ok(cu.cuMemcpyHtoD(ptrs[k], a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
-        _ok(cu.cuLaunchKernelEx(cfg, func, ctypes.addressof(array), 0), "cuLaunchKernelEx")
-        _ok(cu.cuCtxSynchronize(), "cuCtxSynchronize")
-        h = hashlib.sha256()
-        for k in sorted(arrays):
-            out = np.empty_like(arrays[k])
-            _ok(cu.cuMemcpyDtoH(out.ctypes.data, ptrs[k], out.nbytes), "cuMemcpyDtoH")
-            h.update(out.tobytes())
-            last[k] = out
-        digests.append(h.hexdigest()[:16])
-    for p in ptrs.values():
-        _ok(cu.cuMemFree(p), "cuMemFree")
-    _ok(cu.cuModuleUnload(module), "cuModuleUnload")
-    return digests, last
-
-
-def _tensormap(cu, d, ptrs) -> bytes:
-    names = {"u32": "UINT32", "s32": "INT32", "f32": "FLOAT32", "bf16": "BFLOAT16",
-             "f16": "FLOAT16", "u16": "UINT16", "u8": "UINT8"}
-    dt = getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{names[d['dtype']]}")
-    sw = getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" +
-                 {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[d["swizzle"]])
-    tm = _ok(cu.cuTensorMapEncodeTiled(
-        dt, len(d["dims"]), ptrs[d["source"]], [cu.cuuint64_t(x) for x in d["dims"]],
-        [cu.cuuint64_t(x) for x in d["strides"]], [cu.cuuint32_t(x) for x in d["box"]],
-        [cu.cuuint32_t(x) for x in d["elem_strides"]],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
-    return ctypes.string_at(tm.getPtr(), 128)
-
-
-# --------------------------------------------------------------------------------------------
-# parent: repeated runs and compute-sanitizer
-# --------------------------------------------------------------------------------------------
-
-def _child(args: list, timeout: float, prefix=()) -> dict:
-    cmd = list(prefix) + [sys.executable, os.path.abspath(__file__)] + args
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO), str(REPO / "plugins" / "numsim"), str(REPO / "plugins" / "sync_check"),
-         os.environ.get("PYTHONPATH", "")]))
+def run_child(cmd: list, timeout: float) -> dict:
+    """Run `cmd` in its own session; on timeout kill that session (compute-sanitizer's target
+    is a grandchild, which would otherwise keep the pipes open) and report a hang."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=_env(), start_new_session=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        return {"hang": True, "output": (e.stdout or b"")[-2000:] if isinstance(e.stdout, bytes)
-                else (e.stdout or "")[-2000:]}
-    out = {"rc": p.returncode, "output": (p.stdout + p.stderr)[-6000:]}
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                out.update(json.loads(line))
-            except ValueError:
-                pass
+        so, se = p.communicate(timeout=timeout)
+        return {"rc": p.returncode, "hang": False, "stdout": so, "stderr": se}
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            so, se = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            so, se = "", ""
+        return {"rc": None, "hang": True, "stdout": so or "", "stderr": se or ""}
+
+
+def runjob(job_path: Path, out_dir: Path, timeout: float, extra=(), board_type="cuda",
+           prefix=()) -> dict:
+    """One ``python -m kcoral.runjob`` (optionally behind `prefix`, e.g. compute-sanitizer);
+    the child's result.json is under ``result`` (None when it wrote none)."""
+    from tirxh_ncu_profile.tools import runjob_command
+    out_dir.mkdir(parents=True, exist_ok=True)
+    res_file = out_dir / "result.json"
+    if res_file.exists():
+        res_file.unlink()
+    cmd = list(prefix) + runjob_command(job_path, out_dir,
+                                        ["--board-type", board_type, *extra])
+    r = run_child(cmd, timeout)
+    r["cmd"] = cmd
+    r["result"] = json.loads(res_file.read_text()) if res_file.exists() else None
+    return r
+
+
+def _failure(r: dict) -> str:
+    """A one-line reason for a runjob that did not finish ok ('' when it did)."""
+    if r["hang"]:
+        return "hang"
+    res = r["result"]
+    if res is None:
+        tail = (r["stderr"] or r["stdout"]).strip().splitlines()[-1:] or [f"exit {r['rc']}"]
+        return f"no result (exit {r['rc']}): {tail[0][:160]}"
+    if res.get("status") != "ok":
+        e = res.get("error") or {}
+        return f"{e.get('type', 'failed')}: {e.get('message', '')}"[:200]
+    return ""
+
+
+def reference_outputs(job_path: Path, work: Path, timeout: float, board_type: str) -> dict:
+    """Run a job once with ``--save-outputs``: {"outputs": {buffer: array}} or {"error": ...}."""
+    import numpy as np
+    r = runjob(job_path, work, timeout, ["--save-outputs"], board_type)
+    why = _failure(r)
+    if why:
+        return {"error": why, "hang": r["hang"]}
+    doc = json.loads(Path(job_path).read_text())
+    return {"outputs": {b["name"]: np.load(work / f"{b['name']}.npy")
+                        for b in doc["buffers"] if b.get("output")}}
+
+
+def repeated_runs(doc: dict, expected: dict, repeat: int, work: Path, blob_root: Path,
+                  timeout: float, board_type: str) -> dict:
+    """`repeat` correctness runs of `doc` against `expected` through ``runjob --check``.
+
+    Returns {"runs", "differ", "first_differ", "max_elements", "stopped", "hang", "error"}:
+    ``runs`` is how many runs completed. runjob stops at a mismatch; the rest are resubmitted
+    (at most `MAX_RESUBMITS` times, then ``stopped``)."""
+    out = {"runs": 0, "differ": 0, "first_differ": None, "max_elements": 0, "stopped": False,
+           "hang": False, "error": ""}
+    seed, left, part = 1, repeat, 0
+    while left > 0:
+        path = write_job(repeat_job(doc, left, expected, seed), work / f"check{part}.job.json",
+                         blob_root)
+        r = runjob(path, work / f"check{part}", timeout, ["--check"], board_type)
+        part += 1
+        res = r["result"] or {}
+        runs = res.get("correctness") or []
+        done = [x for x in runs if x.get("ok")]
+        out["runs"] += len(done)
+        if r["hang"]:
+            out["hang"] = True
+            return out
+        err = (res.get("error") or {})
+        if res.get("status") == "ok":
+            return out
+        if not err.get("type", "").startswith("correctness") or not runs:
+            out["error"] = _failure(r)
+            return out
+        bad = runs[-1]
+        out["runs"] += 1
+        out["differ"] += 1
+        out["first_differ"] = out["first_differ"] or bad["seed"]
+        out["max_elements"] = max([out["max_elements"]] + [c.get("mismatches", 0)
+                                                             for c in bad.get("checks", [])])
+        left -= len(runs)
+        seed = bad["seed"] + 1
+        if out["differ"] > MAX_RESUBMITS and left > 0:
+            out["stopped"] = True
+            return out
     return out
 
 
-def find_sanitizer() -> "str | None":
-    for c in [shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer",
-              *sorted(Path("/usr/local").glob("cuda*/bin/compute-sanitizer"), reverse=True),
-              *sorted(Path("/opt").glob("**/compute-sanitizer/compute-sanitizer"))]:
-        if c and Path(c).exists():
-            return str(c)
-    return None
+def gpu_cell(buggy: dict, fixed: dict, timeout: float) -> str:
+    """The GPU column: how the buggy twin's repeated runs compare with the fixed twin's."""
+    if fixed.get("hang"):
+        return f"fixed twin hung (> {timeout:.0f} s)"
+    if fixed.get("error"):
+        return f"fixed twin: {fixed['error']}"
+    if fixed.get("differ"):
+        return (f"fixed twin not deterministic: {fixed['differ']}/{fixed['runs']} runs differ "
+                f"from its first")
+    if buggy.get("hang"):  # runs of earlier (resubmitted) children finished before it
+        return f"hung (> {timeout:.0f} s)" + (f" after {buggy['runs']} finished runs"
+                                              if buggy["runs"] else "")
+    if buggy.get("error"):
+        return f"fault: {buggy['error']}"
+    s = f"{buggy['differ']}/{buggy['runs']} runs differ from fixed"
+    if buggy["differ"]:
+        s += f" (first: run {buggy['first_differ']}, up to {buggy['max_elements']} elements)"
+    if buggy["stopped"]:
+        s = ">=" + s + ", stopped"
+    return s
 
 
-def _sanitizer_count(text: str) -> "int | None":
-    """Errors/hazards from a compute-sanitizer summary (None when no summary was printed)."""
-    counts = [int(m.group(1)) for m in re.finditer(
-        r"(?:ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY):\s*(\d+)", text)]
-    hazards = re.findall(r"(\d+)\s+hazards? displayed", text)
-    if hazards:
-        counts.append(sum(int(h) for h in hazards))
-    return max(counts) if counts else None
+def sanitize(info: dict, tool: str, binary: str, work: Path, timeout: float,
+             board_type: str) -> dict:
+    """The buggy job once under ``compute-sanitizer --tool TOOL`` (KCoral's tool command line);
+    the log is kept as ``<work>/<tool>.log``."""
+    from tirxh_ncu_profile.tools import profiling_job, sanitizer_command
+    doc = json.loads(Path(info["variants"]["buggy"]).read_text())
+    blob_root = Path(doc.pop("_blob_root"))
+    job = write_job(profiling_job(doc), work / f"{tool}.job.json", blob_root)
+    r = runjob(job, work / f"{tool}_run", timeout, (), board_type,
+               prefix=sanitizer_command(binary, tool, [], PRINT_LIMIT))
+    text = r["stdout"] + "\n" + r["stderr"]
+    log = work / f"{tool}.log"
+    log.write_text(text)
+    return sanitizer_cell(text, tool, info["block"], log, _failure(r), r["hang"])
 
 
-def gpu_ready() -> bool:
+def sanitizer_cell(text: str, tool: str, block, log, job_failure: str = "",
+                   hang: bool = False) -> dict:
+    """One tool's column from its output, parsed by ``tirxh_ncu_profile.sanitizer``: the tool's
+    own error count (None when it printed no summary), our-kind findings as (kind, line), and
+    why the job itself did not complete under the tool ('' when it did)."""
+    from tirxh_ncu_profile import sanitizer
+    cell = {"tool": tool, "log": str(log), "hang": hang, "count": None, "findings": [],
+            "job": job_failure}
+    if hang:
+        return cell
     try:
-        from cuda.bindings import driver as cu
-        return int(cu.cuInit(0)[0]) == 0
-    except Exception as e:  # no driver library at all
-        print(f"cuda driver: {type(e).__name__}: {e}")
-        return False
+        rep = sanitizer.parse(text, tool, block_dim=block, source=str(log))
+    except sanitizer.SanitizerParseError as e:
+        cell["job"] = cell["job"] or str(e)
+        return cell
+    cell["count"] = rep.error_summary
+    cell["findings"] = sorted({(f.kind, f.where.line if f.where else 0) for f in rep.findings})
+    return cell
+
+
+def tool_cell(c: "dict | None") -> str:
+    if not c:
+        return "-"
+    if c["hang"]:
+        return "hang"
+    n = "?" if c["count"] is None else str(c["count"])
+    return n + ("!" if c["job"] else "")
+
+
+def missed_findings(row: dict) -> "list | None":
+    """Our findings whose kind no tool reported (None when a tool did not finish)."""
+    cells = [row.get(t) for t in TOOLS]
+    if any(c is None or c["hang"] or c["count"] is None for c in cells):
+        return None
+    seen = {k for c in cells for k, _ in c["findings"]}
+    return [f"{k}@{ln}" for k, ln in row["ours"] if k not in seen]
+
+
+# --------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------
+
+def launch(job_path, repeat: int = 1, timeout: float = 120.0, board_type: str = "cuda"):
+    """(per-run output digests, the last run's outputs) of a built job, each run one
+    ``kcoral.runjob --save-outputs`` child (used by the GPU tests)."""
+    job_path = Path(job_path)
+    digests, last = [], {}
+    for i in range(repeat):
+        ref = reference_outputs(job_path, job_path.parent / "launch" / str(i), timeout,
+                                board_type)
+        if "error" in ref:
+            raise RuntimeError(f"{job_path}: {ref['error']}")
+        last = ref["outputs"]
+        h = hashlib.sha256()
+        for k in sorted(last):
+            h.update(last[k].tobytes())
+        digests.append(h.hexdigest()[:16])
+    return digests, last
+
+
+def find_sanitizer() -> "str | None":
+    from tirxh_ncu_profile.tools import find_binary
+    return find_binary("compute-sanitizer", "KCORAL_COMPUTE_SANITIZER")
+
+
+def run_entry(info: dict, out: Path, args) -> dict:
+    """Steps 3 and 4 of the module docstring for one built entry."""
+    from kcoral.blobs import BlobStore, array_bytes
+    entry = info["entry"]
+    work = out / entry / "runs"
+    store = BlobStore(out / "blobs")
+    row = {"entry": entry, "ours": info["ours"]}
+    ref = reference_outputs(Path(info["variants"]["fixed"]), work / "fixed_ref", args.timeout,
+                            args.board_type)
+    if "error" in ref:
+        fixed = {"error": ref["error"] if not ref["hang"] else "", "hang": ref["hang"]}
+        row["gpu"] = gpu_cell({}, fixed, args.timeout)
+    else:
+        expected = {k: store.put(array_bytes(a)) for k, a in ref["outputs"].items()}
+        res = {}
+        for variant in ("fixed", "buggy"):
+            doc = json.loads(Path(info["variants"][variant]).read_text())
+            doc.pop("_blob_root", None)
+            res[variant] = repeated_runs(doc, expected, args.repeat, work / variant,
+                                         store.root, args.timeout, args.board_type)
+        row["gpu"] = gpu_cell(res["buggy"], res["fixed"], args.timeout)
+        row["gpu_runs"] = res
+    if args.sanitizer:
+        for tool in TOOLS:
+            row[tool] = sanitize(info, tool, args.sanitizer, out / entry, args.timeout,
+                                 args.board_type)
+    return row
+
+
+def print_table(rows: list, sanitizer: bool) -> None:
+    print()
+    print(f"{'entry':22} {'our findings':44} {'GPU (repeated runs)':46} " +
+          " ".join(f"{t:>9}" for t in TOOLS))
+    for row in rows:
+        ours = ", ".join(f"{k}@{ln}" for k, ln in row["ours"]) or "-"
+        print(f"{row['entry']:22} {ours[:44]:44} {row.get('gpu', '-')[:46]:46} " +
+              " ".join(f"{tool_cell(row.get(t)):>9}" for t in TOOLS))
+    flagged = [(row["entry"], t, row[t]["job"]) for row in rows for t in TOOLS
+               if row.get(t) and row[t]["job"]]
+    for entry, t, why in flagged:
+        print(f"  ! {entry} under {t}: the job did not complete ({why[:120]})")
+    if not sanitizer:
+        return
+    missed, unknown = [], []
+    for row in rows:
+        m = missed_findings(row)
+        if m is None:
+            unknown.append(row["entry"])
+        else:
+            missed += [f"{row['entry']}: {x}" for x in m]
+    print("\nour findings that no compute-sanitizer tool reports (same kind): " +
+          ("; ".join(missed) or "none"))
+    if unknown:
+        print("not determined (a tool hung or printed no summary): " + ", ".join(unknown))
+
+
+def _row_json(row: dict) -> str:
+    slim = {k: v for k, v in row.items() if k != "gpu_runs"}
+    for t in TOOLS:
+        if isinstance(slim.get(t), dict):
+            slim[t] = {k: v for k, v in slim[t].items() if k not in ("tool", "log")}
+    return json.dumps(slim, default=str)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--entries", default=",".join(DEFAULT_ENTRIES))
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=float, default=30.0,
-                    help="seconds per child run (a hung kernel is reported as such)")
+                    help="seconds per kcoral.runjob child (a hung kernel is reported as such)")
     ap.add_argument("--budget", type=float, default=480.0,
                     help="start no new entry after this many seconds (one GPU call is 10 min)")
     ap.add_argument("--build-only", action="store_true",
-                    help="compile and analyze on the CPU only (no GPU needed)")
+                    help="build and validate the jobs, run our analyses; no GPU needed")
+    ap.add_argument("--board-type", default="cuda", choices=("cuda", "fake"),
+                    help="fake: no-op modules on KCoral's fake board (plumbing test on a CPU)")
     args = ap.parse_args(argv)
-    if args.run:
-        try:
-            print(json.dumps(run_child(args.run, args.repeat)))
-        except RuntimeError as e:
-            print(json.dumps({"error": str(e)}))
-            return 3
-        return 0
+    if args.repeat < 1:
+        ap.error(f"--repeat must be at least 1, got {args.repeat}")
 
     out = Path(args.out or tempfile.mkdtemp(prefix="sync_check_gpu_"))
     entries = [e for e in args.entries.split(",") if e]
     if entries == ["all"]:
         entries = list(DEFAULT_ENTRIES + MORE_ENTRIES)
-    sanitizer = None if args.build_only else find_sanitizer()
-    if not args.build_only:
-        if not gpu_ready():
-            print("no usable GPU (cuInit failed); use --build-only on a CPU machine")
+    args.sanitizer = None
+    if not args.build_only and args.board_type == "cuda":
+        from kcoral.boards.cuda import gpu_count
+        n, why = gpu_count()
+        if n == 0:
+            print(f"no usable GPU ({why}); use --build-only or --board-type fake on a CPU")
             return 2
-        print(f"compute-sanitizer: {sanitizer or 'NOT FOUND (sanitizer columns skipped)'}")
+        args.sanitizer = find_sanitizer()
+        print(f"compute-sanitizer: {args.sanitizer or 'NOT FOUND (sanitizer columns skipped)'}")
     rows = []
     t_start = time.monotonic()
     for entry in entries:
         if time.monotonic() - t_start > args.budget:
             print(f"time budget of {args.budget:.0f} s spent; not run: {entry}", flush=True)
             continue
-        info = build(entry, out)
-        row = {"entry": entry, "ours": info["ours"]}
+        info = build(entry, out, args.board_type)
+        row = {"entry": entry, "ours": info["ours"], "jobs": info["variants"]}
         if not args.build_only:
-            fixed = _child(["--run", info["variants"]["fixed"], "--repeat", str(args.repeat)],
-                           args.timeout)
-            buggy = _child(["--run", info["variants"]["buggy"], "--repeat", str(args.repeat)],
-                           args.timeout)
-            ref = max(fixed.get("digests", {"?": 0}).items(), key=lambda kv: kv[1])[0]
-            if buggy.get("hang"):
-                row["gpu"] = f"hung (> {args.timeout:.0f} s)"
-            elif "digests" not in buggy:
-                row["gpu"] = "fault: " + (buggy.get("error") or buggy.get("output", "")[-200:])
-            else:
-                bad = sum(n for d, n in buggy["digests"].items() if d != ref)
-                row["gpu"] = (f"{bad}/{buggy['runs']} runs differ from fixed, "
-                              f"{len(buggy['digests'])} distinct")
-            for tool in TOOLS if sanitizer else ():
-                r = _child(["--run", info["variants"]["buggy"], "--repeat", "1"],
-                           args.timeout,
-                           prefix=[sanitizer, "--tool", tool, "--print-limit", "20"])
-                n = None if r.get("hang") else _sanitizer_count(r.get("output", ""))
-                row[tool] = "hang" if r.get("hang") else ("?" if n is None else n)
-                (out / entry / f"{tool}.log").write_text(r.get("output", ""))
+            row.update(run_entry(info, out, args))
         rows.append(row)
-        print(json.dumps(row), flush=True)
-
-    print()
-    print(f"{'entry':22} {'our findings':44} {'GPU (repeated runs)':46} " +
-          " ".join(f"{t:>9}" for t in TOOLS))
-    missed = []
-    for row in rows:
-        ours = ", ".join(f"{k}@{ln}" for k, ln in row["ours"]) or "-"
-        cells = [str(row.get(t, "-")) for t in TOOLS]
-        print(f"{row['entry']:22} {ours[:44]:44} {row.get('gpu', '-')[:46]:46} " +
-              " ".join(f"{c:>9}" for c in cells))
-        if sanitizer and not any(isinstance(row.get(t), int) and row[t] > 0 for t in TOOLS):
-            missed.append(row["entry"])
-    if sanitizer:
-        print("\nfound by sync_check but by no compute-sanitizer tool: " +
-              (", ".join(missed) or "none"))
-    print(f"artifacts and sanitizer logs: {out}")
+        print(_row_json(row), flush=True)
+    print_table(rows, bool(args.sanitizer))
+    print(f"jobs, blobs, runjob results and sanitizer logs: {out}")
     return 0
 
 

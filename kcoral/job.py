@@ -5,7 +5,8 @@ SQLite, and is the ``JOB.json`` that ``python -m kcoral.runjob`` and the tools e
 
     {
       "name": "vadd[n4096]", "target": "sm_90a", "tags": [],
-      "module": {"format": "cubin" | "ptx" | "fake", "blob": "<sha256>"},
+      "module": {"format": "cubin" | "ptx" | "fake", "blob": "<sha256>",
+                 "ir": "<sha256>"},                              # optional: the IR (below)
       "buffers": [
         {"name": "a", "dtype": "f32", "shape": [4096],
          "init": {"kind": "normal", "mean": 0, "std": 1}},      # normal | uniform | integers |
@@ -27,6 +28,12 @@ SQLite, and is the ``JOB.json`` that ``python -m kcoral.runjob`` and the tools e
       "budgets": {"queue_s": 600, "exec_s": 60},
       "fake": {}                                                  # test-only board directives
     }
+
+``module.ir`` (optional) is the digest of the kernel's IR in its JSON form
+(`tirxh.core.irjson`, ``CompiledKernel.ir_json()``): plain data, re-validated against the
+server's instruction bindings. GPU boards ignore it; the ``sim`` board runs it through numsim and
+refuses a job without it (field ``module.ir``). ``tirxh bench`` always attaches it; when the IR
+cannot be serialized, ``module.ir_error`` says why instead.
 
 ``runs`` are the correctness runs: each gets fresh inputs (the generators reseeded with its seed,
 or uploaded arrays for that seed) and compares the checked buffers with ``expected`` (uploaded
@@ -112,6 +119,8 @@ class Job:
     def blobs(self) -> set:
         """Every blob digest the job refers to (module, inputs, expected arrays)."""
         out = {self.doc["module"]["blob"]}
+        if self.doc["module"].get("ir"):
+            out.add(self.doc["module"]["ir"])
         for b in self.doc["buffers"]:
             if b["init"]["kind"] == "blob":
                 out.add(b["init"]["blob"])
@@ -146,6 +155,11 @@ class Job:
                 p.append(("module.format", f"{mod.get('format')!r} is not one of {FORMATS}"))
             if not _is_digest(mod.get("blob")):
                 p.append(("module.blob", f"{mod.get('blob')!r} is not a sha256 hex digest"))
+            if mod.get("ir") is not None and not _is_digest(mod.get("ir")):
+                p.append(("module.ir", f"{mod.get('ir')!r} is not a sha256 hex digest (of the "
+                          f"IR JSON blob)"))
+            if mod.get("ir") is not None and mod.get("format") == "fake":
+                p.append(("module.ir", "a 'fake' module has no IR"))
         names = set()
         total = 0
         for i, b in enumerate(d.get("buffers", [])):

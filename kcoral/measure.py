@@ -88,6 +88,9 @@ class Session:
         module = self.blobs.get(self.doc["module"]["blob"])
         entries = sorted({ln["entry"] for ln in self.doc["launches"]})
         self.dev.load(module, self.doc["module"]["format"], entries)
+        if getattr(self.dev, "runs_ir", False):  # the sim board runs module.ir, not the module
+            dg = self.doc["module"].get("ir")
+            self.dev.load_ir(self.blobs.get(dg) if dg else None, dg or "")
         for b in self.doc["buffers"]:
             self.dev.alloc(b["name"], self._nbytes(b))
         for c in self.doc["checks"]:
@@ -327,12 +330,16 @@ def run_job(job: Job, dev, blobs, baselines, progress) -> dict:
             if dev.can_time:
                 timing = s.timing()
             else:
-                timing = {"skipped": f"board kind {dev.kind!r} does not time (correctness only)"}
+                timing = {"skipped": getattr(dev, "timing_note", "") or
+                          f"board kind {dev.kind!r} does not time (correctness only)"}
         after = s.correctness("after")
         checked = any(c["checks"] for c in before + after)
-        return {"status": "ok", "correctness": before + after,
-                "verified": checked,
-                "timing": timing, "protocol": PROTOCOL}
+        res = {"status": "ok", "correctness": before + after,
+               "verified": checked,
+               "timing": timing, "protocol": PROTOCOL}
+        if hasattr(dev, "job_notes"):  # what a simulating board ran (kcoral/boards/sim.py)
+            res["sim"] = dev.job_notes()
+        return res
     finally:
         try:
             dev.free_all()

@@ -147,11 +147,17 @@ class Scheduler:
         if not usable:
             raise JobError([("target", "; ".join(f"board {b.name!r} is unavailable: "
                                                  f"{b.spec.unavailable}" for b in cands))])
-        if job.doc["timing"]["enabled"] and not any(b.spec.timing for b in usable):
-            # sim boards check correctness only; a timing request there is a client mistake
-            raise JobError([("timing.enabled", f"boards for {target!r} here do not time "
-                             f"kernels ({', '.join(b.name for b in usable)}); set "
-                             f"timing.enabled=false for a correctness-only run")])
+        # a board may need job fields others do without (the sim board runs ``module.ir``) or
+        # take only jobs small enough for it (numsim's size caps)
+        unfit = {b.name: _unfit(job.doc, b.spec) for b in usable}
+        if all(unfit.values()):
+            raise JobError([(unfit[b.name][0], f"board {b.name!r} ({b.spec.type}) is "
+                             f"unavailable for this job: {unfit[b.name][1]}") for b in usable])
+        usable = [b for b in usable if not unfit[b.name]]
+        if job.doc["timing"]["enabled"] and any(b.spec.timing for b in usable):
+            # a timing request goes to a board that times; only when none here does it run
+            # on a correctness-only (sim) board, whose result says the timing was skipped
+            usable = [b for b in usable if b.spec.timing]
         return min(usable, key=lambda b: (b.queue_length() + (b.current is not None),
                                           b.name))
 
@@ -410,3 +416,41 @@ class Scheduler:
             close = getattr(b.executor, "close", None)
             if close:
                 close()
+
+
+def _unfit(doc: dict, spec) -> "tuple[str, str] | None":
+    """``(field, why)`` when the board's properties rule the job out, else None: a field named in
+    ``requires`` is empty (``module.ir`` for the sim board), or the buffers / declared FLOPs
+    exceed ``max_buffer_bytes`` / ``max_work_flops`` (what the sim board can simulate in time)."""
+    import math
+
+    from .job import dtype_of
+    props = spec.properties
+    for path in props.get("requires", ()):
+        v = doc
+        for key in path.split("."):
+            v = v.get(key) if isinstance(v, dict) else None
+        if not v:
+            if path != "module.ir":
+                return path, f"{path} is missing"
+            why = doc.get("module", {}).get("ir_error")
+            return path, ("module.ir is missing; this board runs the kernel's IR "
+                          "(CompiledKernel.ir_json(), uploaded as a blob)"
+                          + (f"; the client could not serialize it: {why}" if why else ""))
+    cap = props.get("max_buffer_bytes")
+    if cap:
+        total = 0
+        for b in doc.get("buffers", []):
+            try:
+                total += int(math.prod(b["shape"])) * dtype_of(b["dtype"]).itemsize
+            except (KeyError, TypeError):
+                continue  # validation names the malformed buffer
+        if total > cap:
+            return "buffers", (f"{total} bytes of buffers exceed the {int(cap)} this board "
+                               f"takes (max_buffer_bytes)")
+    cap = props.get("max_work_flops")
+    flops = (doc.get("work") or {}).get("flops")
+    if cap and isinstance(flops, (int, float)) and flops > cap:
+        return "work.flops", (f"{flops:.3g} declared FLOPs exceed the {cap:.3g} this board takes "
+                              f"(max_work_flops)")
+    return None

@@ -100,6 +100,61 @@ def pack_params(params: list, args: list, pointer_of, tensormap_bytes) -> list:
     return out
 
 
+def tensormap_args(desc: dict) -> dict:
+    """The arguments of ``cuTensorMapEncodeTiled`` for a ``TensorMap.describe()`` dict, as plain
+    ints and enum-member suffixes (pure, so it is tested on the CPU).
+
+    The driver API wants ``globalStrides`` for the ``tensorRank - 1`` outer dimensions (bytes,
+    each a multiple of 16 and below 2**40). For rank 1 that is no stride at all, and
+    ``describe()`` gives ``[]``; but cuda-bindings hands an empty list to the driver as no array
+    at all, which it rejects with CUDA_ERROR_INVALID_VALUE (seen on an H200 on 2026-11-30: a
+    rank-1 u32 map of 32 elements). A rank-1 map therefore gets one well-formed stride that
+    addresses nothing: the row's bytes rounded up to a multiple of 16. Everything else is
+    checked against the documented requirements, so that a bad map names its field here
+    instead of coming back from the driver as error 1.
+    """
+    from kcoral.job import dtype_of
+    src = desc.get("source")
+    where = f"tensor map of {src!r}"
+    try:
+        dims = [int(d) for d in desc["dims"]]
+        strides = [int(s) for s in desc["strides"]]
+        box = [int(b) for b in desc["box"]]
+        elem = [int(e) for e in desc.get("elem_strides") or [1] * len(dims)]
+        dt = _TMA_DTYPES[desc["dtype"]]
+        sw = _SWIZZLE[int(desc.get("swizzle", 0))]
+        l2 = _L2PROMO[int(desc.get("l2_promotion", 0))]
+    except KeyError as e:
+        raise JobFailure("launch.tensormap", f"{where}: missing or unsupported "
+                         f"{e.args[0]!r}") from None
+    except (TypeError, ValueError) as e:
+        raise JobFailure("launch.tensormap", f"{where}: {e}") from None
+    oob = {"zero": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}.get(desc.get("oob_fill", "zero"))
+    if oob is None:
+        raise JobFailure("launch.tensormap", f"{where}: oob_fill {desc.get('oob_fill')!r} is "
+                         f"not 'zero' or 'nan'")
+    rank = len(dims)
+    problems = []
+    if not 1 <= rank <= 5:
+        problems.append(f"rank {rank} (dims {dims}) is not 1..5")
+    if len(strides) != max(rank - 1, 0):
+        problems.append(f"strides {strides} should have rank - 1 = {rank - 1} entries")
+    if len(box) != rank:
+        problems.append(f"box {box} should have {rank} entries")
+    if len(elem) != rank:
+        problems.append(f"elem_strides {elem} should have {rank} entries")
+    bad = [s for s in strides if s % 16 or not 0 < s < 1 << 40]
+    if bad:
+        problems.append(f"strides {bad} are not positive multiples of 16 below 2**40")
+    if problems:
+        raise JobFailure("launch.tensormap", f"{where}: " + "; ".join(problems))
+    if rank == 1:
+        row = dims[0] * dtype_of(desc["dtype"]).itemsize
+        strides = [max(16, -(-row // 16) * 16)]
+    return {"dtype": dt, "rank": rank, "dims": dims, "strides": strides, "box": box,
+            "elem_strides": elem, "swizzle": sw, "l2_promotion": l2, "oob_fill": oob}
+
+
 class _ParamBlock:
     """Keeps packed parameters alive and exposes the ``void**`` array cuLaunchKernelEx reads.
     Each parameter gets its own 128-byte-aligned buffer (a CUtensorMap must be 64-aligned)."""
@@ -264,30 +319,28 @@ class CudaDevice(Device):
     # --- launch -------------------------------------------------------------------------------
     def _tensormap(self, desc: dict) -> bytes:
         cu = self.cu
-        src = desc["source"]
+        src = desc.get("source")
         if src not in self.ptrs:
             raise JobFailure("launch.tensormap", f"tensor map source {src!r} is not a buffer")
-        rank = len(desc["dims"])
+        a = tensormap_args(desc)
         try:
-            dt = getattr(cu.CUtensorMapDataType,
-                         f"CU_TENSOR_MAP_DATA_TYPE_{_TMA_DTYPES[desc['dtype']]}")
-            sw = getattr(cu.CUtensorMapSwizzle,
-                         f"CU_TENSOR_MAP_SWIZZLE_{_SWIZZLE[desc['swizzle']]}")
+            dt = getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{a['dtype']}")
+            sw = getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{a['swizzle']}")
             l2 = getattr(cu.CUtensorMapL2promotion,
-                         f"CU_TENSOR_MAP_L2_PROMOTION_{_L2PROMO[desc.get('l2_promotion', 0)]}")
-        except KeyError as e:
-            raise JobFailure("launch.tensormap", f"tensor map of {src!r}: unsupported "
-                             f"{e.args[0]!r}") from None
-        oob = cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE \
-            if desc.get("oob_fill", "zero") == "zero" else \
-            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                         f"CU_TENSOR_MAP_L2_PROMOTION_{a['l2_promotion']}")
+            oob = getattr(cu.CUtensorMapFloatOOBfill,
+                          f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{a['oob_fill']}")
+        except AttributeError as e:
+            raise JobFailure("launch.tensormap", f"tensor map of {src!r}: this cuda-bindings has "
+                             f"no {e.args[0]}") from None
         tm = self._check(cu.cuTensorMapEncodeTiled(
-            dt, rank, self.ptrs[src], [cu.cuuint64_t(d) for d in desc["dims"]],
-            [cu.cuuint64_t(s) for s in desc["strides"]],
-            [cu.cuuint32_t(b) for b in desc["box"]],
-            [cu.cuuint32_t(s) for s in desc["elem_strides"]],
+            dt, a["rank"], self.ptrs[src], [cu.cuuint64_t(d) for d in a["dims"]],
+            [cu.cuuint64_t(s) for s in a["strides"]],
+            [cu.cuuint32_t(b) for b in a["box"]],
+            [cu.cuuint32_t(s) for s in a["elem_strides"]],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2, oob),
-            f"cuTensorMapEncodeTiled({src!r}, box {desc['box']})")
+            f"cuTensorMapEncodeTiled({src!r}, dims {a['dims']}, strides {a['strides']}, "
+            f"box {a['box']})")
         return ctypes.string_at(tm.getPtr(), 128)
 
     def launcher(self, launch: dict, doc: dict):

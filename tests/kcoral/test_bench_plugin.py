@@ -53,7 +53,8 @@ def test_build_job_from_suite():
     assert job.doc["launches"][0]["grid"] == [4, 1, 1]
     assert job.doc["launches"][0]["args"][3] == {"scalar": 1000, "dtype": "u32"}
     assert [b["name"] for b in doc["buffers"] if b["output"]] == ["out"]
-    assert doc["module"] == {"format": "cubin", "blob": put(ck.cubin)}
+    assert doc["module"] == {"format": "cubin", "blob": put(ck.cubin),
+                             "ir": put(ck.ir_json().encode())}  # the IR for the sim board
     assert [r["when"] for r in doc["runs"]] == ["before", "after"]
     assert doc["runs"][0]["seed"] != doc["runs"][1]["seed"]
     assert job.blobs() <= set(blobs)

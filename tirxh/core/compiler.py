@@ -51,6 +51,11 @@ class CompiledKernel:
             self._sass = cubin_to_sass(self.cubin)
         return self._sass
 
+    def ir_json(self) -> str:
+        """The traced IR as JSON (`tirxh.core.irjson`): what KCoral's ``sim`` board runs."""
+        from .irjson import dumps
+        return dumps(self.ir)
+
     def launch_metadata(self) -> dict:
         """The host-side ABI and launch facts (JSON-serializable; grid is per case)."""
         k = self.ir

@@ -32,7 +32,8 @@ CORRECTNESS_SEEDS = (1, 2)  # run 1 before timing (its inputs are also timed), r
 def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | None" = None,
               baselines=(), put=None) -> dict:
     """The job document for one item. `put(bytes) -> digest` registers a blob to upload
-    (``KCoralClient.put_blob``); the module travels as the cubin."""
+    (``KCoralClient.put_blob``); the module travels as the cubin, with the IR as JSON beside it
+    (``module.ir``, for the sim board)."""
     from kcoral.blobs import array_bytes
     from tirxh.core.suite import TensorMap
     from tirxh.core.types import from_numpy
@@ -100,7 +101,7 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
                      for k, v in b.get("args", {}).items()}
         bl.append(b)
     return {"name": f"{suite.name}[{case.name}]", "target": compiled.target,
-            "module": {"format": "cubin", "blob": put(compiled.cubin)},
+            "module": _module(compiled, put),
             "buffers": buffers,
             "launches": [{"entry": md["entry"], "grid": grid + [1] * (3 - len(grid)),
                           "block": list(md["block"]), "cluster": md["cluster"],
@@ -109,6 +110,16 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
             "checks": checks, "runs": runs, "baselines": bl,
             "timing": dict({"seed": int(seeds[0])}, **(timing or {})),
             "work": {k: (float(v) if v is not None else None) for k, v in work.items()}}
+
+
+def _module(compiled, put) -> dict:
+    """The cubin, and the IR as JSON (what KCoral's ``sim`` board runs through numsim)."""
+    mod = {"format": "cubin", "blob": put(compiled.cubin)}
+    try:
+        mod["ir"] = put(compiled.ir_json().encode())
+    except TypeError as e:  # a constant with no JSON form: GPU boards still run the cubin
+        mod["ir_error"] = str(e)
+    return mod
 
 
 # -------------------------------------------------------------------------------------------------

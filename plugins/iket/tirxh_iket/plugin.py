@@ -19,7 +19,7 @@ from tirxh.core.emit_ptx import CompileError
 
 from .build import compile_profiling_build
 from .instrument import DEFAULT_CAPACITY, InstrumentError
-from .job import add_trace_buffer
+from .job import profiling_job
 
 
 @dataclass
@@ -79,9 +79,8 @@ def tirxh_profile_item(item, compiled, config, request):
     client = client_for(config)
     timeout = float(config.getini("bench", "timeout_s") or 900.0)
     plain = build_job(compiled, item.suite, item.case, put=client.put_blob)
-    doc = dict(plain, module=dict(plain["module"], blob=client.put_blob(prof.cubin)))
-    doc = add_trace_buffer(doc, layout, options={k: v for k, v in opt.items()
-                                                 if k in ("roles", "max_sms")})
+    doc = profiling_job(plain, prof, layout, client.put_blob(prof.cubin),
+                        options={k: v for k, v in opt.items() if k in ("roles", "max_sms")})
     from kcoral.client import KCoralError
     try:
         res = _submit(client, doc, timeout)

@@ -106,10 +106,18 @@ def test_source_older_column_names(read):
     assert sum(r["samples"] for r in rows) == 1550
 
 
-def test_source_without_sampling_column():
-    with pytest.raises(NcuParseError, match="s.csv: kernel 'k': no sampling column"):
-        parse_source('"Kernel Name","k"\n"Address","Source"\n"0x0000","EXIT"\n',
-                     source="s.csv")
+def test_source_without_sampling_column_is_not_sampled():
+    """A report collected without SourceCounters has SASS rows but no samples: the rows say
+    "unknown" (None), not zero, and the reason names the columns found."""
+    from tirxh_ncu_profile.ncu_csv import not_sampled_reason, source_sampled
+    text = '"Kernel Name","k"\n"Address","Source"\n"0x0000","EXIT"\n'
+    rows = parse_source(text, source="s.csv")
+    assert rows == [{"address": 0, "sass": "EXIT", "samples": None, "not_issued": 0,
+                     "executed": None, "stalls": {}}]
+    assert not source_sampled(rows)
+    why = not_sampled_reason(text, "k")
+    assert why.startswith("not sampled: the source page of k has no sampling column")
+    assert "['Address', 'Source']" in why and "SourceCounters" in why
     with pytest.raises(NcuParseError, match="no SASS table"):
         parse_source('"ID","Kernel Name"\n', source="s.csv")
 

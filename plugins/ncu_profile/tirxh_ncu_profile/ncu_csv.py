@@ -247,7 +247,10 @@ def parse_source(text: str, source: str = "<source csv>", kernel: str = "") -> l
     "stalls": {reason: samples}}]``. Addresses become offsets from the function's first
     instruction (ncu prints loaded virtual addresses), so they match the cubin's line table.
     The sample column is ``Warp Stall Sampling (All Samples)`` (``# Samples`` or ``Sampling Data
-    (All)`` in other versions); a block without one is a `NcuParseError`.
+    (All)`` in other versions). A block without one is *not sampled*, which is not an error:
+    the report was collected without the SourceCounters section (seen on the H200, 2026-11-30:
+    ``--set basic`` exported only ``Address, Source, launch__registers_per_thread``). Its rows
+    then carry ``"samples": None`` (unknown, not zero); `source_sampled` tells the two apart.
     """
     blocks, name, header = [], "", None
     for row in csv.reader(io.StringIO(text)):
@@ -275,9 +278,6 @@ def parse_source(text: str, source: str = "<source csv>", kernel: str = "") -> l
     exe = col.get("Instructions Executed")
     stall_cols = {m.group(1): i for h, i in col.items()
                   for m in [_STALL_COL.match(h)] if m and not h.endswith("_not_issued")}
-    if allc is None:
-        raise NcuParseError(f"{source}: kernel {name!r}: no sampling column "
-                            f"({' / '.join(_SAMPLES)}); found {header}")
     out = []
     for r in rows:
         try:
@@ -285,7 +285,7 @@ def parse_source(text: str, source: str = "<source csv>", kernel: str = "") -> l
         except ValueError:
             continue  # a label or summary row
         out.append({"address": address, "sass": r[src].strip() if src is not None else "",
-                    "samples": int(to_number(r[allc]) or 0),
+                    "samples": None if allc is None else int(to_number(r[allc]) or 0),
                     "not_issued": int(to_number(r[noti]) or 0) if noti is not None else 0,
                     "executed": None if exe is None else to_number(r[exe]),
                     "stalls": {k: int(to_number(r[i]) or 0) for k, i in stall_cols.items()
@@ -295,3 +295,26 @@ def parse_source(text: str, source: str = "<source csv>", kernel: str = "") -> l
         for x in out:
             x["address"] -= base
     return out
+
+
+def source_sampled(rows: list) -> bool:
+    """Whether `parse_source` rows carry warp samples (a sampling column was exported)."""
+    return any(r["samples"] is not None for r in rows)
+
+
+def not_sampled_reason(text: str, kernel: str = "") -> str:
+    """Why a source export has no samples, naming the columns it did have (for the summary)."""
+    headers, name = [], ""
+    for row in csv.reader(io.StringIO(text)):
+        first = row[0].strip().lstrip("#").strip() if row else ""
+        if first == "Kernel Name":
+            name = row[1].strip() if len(row) > 1 else ""
+        elif first == "Address":
+            headers.append((name, [c.strip() for c in row]))
+    pick = [h for n, h in headers if kernel and n.split("(")[0] == kernel] or \
+        [h for _, h in headers[:1]]
+    if not pick:
+        return "not sampled: no SASS table in the source export"
+    return (f"not sampled: the source page of {kernel or 'the kernel'} has no sampling column "
+            f"({' / '.join(_SAMPLES)}); it has {pick[0]}. Collect the SourceCounters section "
+            "(the ncu tool adds it to --set basic) or use --set full")

@@ -51,6 +51,11 @@ def format_ncu(s: dict, top: int = 5) -> str:
         for st in s["stalls"][:top]:
             out.append(f"    {st['reason']:<28} {st['ratio']:>8.2f}")
     spots = s.get("hotspots") or []
+    if s.get("hotspots_note"):
+        out.append(f"  hot spots: {s['hotspots_note']}")
+    elif "hotspot_coverage" in s and not s["hotspot_coverage"].get("samples"):
+        out.append("  hot spots: the sampler took no samples (a kernel shorter than the "
+                   "sampling interval?)")
     if spots:
         cov = s.get("hotspot_coverage", {})
         out.append(f"  hot spots ({cov.get('samples', 0)} samples, {cov.get('mapped', 0)} mapped "

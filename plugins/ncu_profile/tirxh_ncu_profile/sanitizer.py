@@ -43,8 +43,12 @@ _BARRIER = re.compile(r"^Barrier error detected\.?\s*(?P<what>.*)$")
 _SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d+) errors?")
 _RACE_SUMMARY = re.compile(r"^RACECHECK SUMMARY: (?P<n>\d+) hazards? displayed "
                            r"\((?P<e>\d+) errors?, (?P<w>\d+) warnings?\)")
-_DETAIL = re.compile(r"^(at |by thread|Address |Access at |and |(Read|Write) Thread|Current Value|"
-                     r"Saved host|Host Frame|Device Frame)")
+_DETAIL = re.compile(r"^(at |by thread|Address |Access (?:at|to) |and |(Read|Write) Thread|"
+                     r"Current Value|Saved host|Host Frame|Device Frame)")
+# the line that says what was wrong with the address, in the three spellings seen:
+# "Address 0x.. is out of bounds" (older), "Access at 0x.. is ..." and, recorded on the H200
+# with compute-sanitizer 2025 (2026-11-30), "Access to 0x.. is out of bounds"
+_ACCESS = re.compile(r"^(?:Address|Access at|Access to) (0x[0-9a-fA-F]+)(?: is (.*))?$")
 _HAZ_KIND = {"RAW": "race.read-write", "WAR": "race.read-write", "WAW": "race.write-write"}
 
 
@@ -169,6 +173,16 @@ def parse(text: str, tool: str, block_dim=None, prefix: str = "=========",
     return rep
 
 
+def _access_kind(why: str) -> str:
+    """``out of bounds`` -> ``out-of-bounds`` (sync_check's kind), ``misaligned``; anything else
+    becomes a slug of what the sanitizer said, so a new wording is visible, not misfiled."""
+    w = why.strip().rstrip(".").lower()
+    for known in ("out of bounds", "misaligned"):
+        if w.startswith(known):
+            return known.replace(" ", "-")
+    return re.sub(r"[^a-z0-9]+", "-", w).strip("-")[:40] or "invalid"
+
+
 def _finding(rec: list, tool: str, block_dim) -> "Finding | None":
     head, details = rec[0], rec[1:]
     at = next((d for d in details if d.startswith("at ")), "")
@@ -178,12 +192,11 @@ def _finding(rec: list, tool: str, block_dim) -> "Finding | None":
         what = "uninitialized" if head.startswith("Uninitialized") else "invalid"
         addr = None
         for d in details:
-            # "Address 0x.. is out of bounds" (older) / "Access at 0x.. is out of bounds" (newer)
-            am = re.match(r"^(?:Address|Access at) (0x[0-9a-fA-F]+)(?: is (.*))?$", d)
+            am = _ACCESS.match(d)
             if am:
                 addr = am.group(1)
                 if am.group(2):
-                    what = am.group(2).strip().replace(" ", "-")
+                    what = _access_kind(am.group(2))
         where, info = _where(at, m.group("rw"))
         who = _threads(details, block_dim)
         return Finding(

@@ -39,6 +39,7 @@ def map_hotspots(rows: list, table: dict, top: int = 10) -> "tuple[list, dict]":
     maps (a cubin built without line info, or a table of another build) the hot spots are the raw
     SASS addresses and coverage says so.
     """
+    rows = [dict(r, samples=r["samples"] or 0) for r in rows]  # None: not sampled, counts 0
     total = sum(r["samples"] for r in rows)
     by_line: dict = {}
     unmapped = []

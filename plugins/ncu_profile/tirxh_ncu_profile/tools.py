@@ -8,7 +8,8 @@ kernels.
 
 ncu::
 
-    ncu --clock-control none --set basic|full --metrics <RAW_METRICS + user's> --import-source yes
+    ncu --clock-control none --set basic|full [--section SourceCounters --section WarpStateStats]
+        --metrics <RAW_METRICS + user's> --import-source yes
         --kernel-name <entry> --launch-count 1 -o rep -f python -m kcoral.runjob JOB.json ...
     ncu --import rep.ncu-rep --csv --page details --print-units base
     ncu --import rep.ncu-rep --csv --page source --print-source sass
@@ -36,6 +37,11 @@ except ImportError:  # pragma: no cover - KCoral ships with tirxh
     Tool, ToolResult = object, None
 
 SETS = ("basic", "full")
+# Added to --set basic so the source page has per-instruction warp samples (hot spots): on the
+# H200 (2026-11-30) a basic-set report exported only "Address, Source, launch__registers_per_
+# thread" for the source page. SourceCounters carries the warp-stall sampling, WarpStateStats
+# the per-reason stall breakdown; --set full includes both already.
+SAMPLING_SECTIONS = ("SourceCounters", "WarpStateStats")
 RUN_TIMEOUT_S = 900
 _SEARCH = ("/opt/nvidia/nsight-compute",)
 
@@ -112,9 +118,11 @@ def ncu_profile_command(ncu: str, report: pathlib.Path, entry: str, target: list
     if section_set not in SETS:
         raise ValueError(f"ncu --set {section_set!r}: expected one of {SETS}")
     wanted = list(dict.fromkeys(list(ncu_csv.RAW_METRICS) + list(metrics)))
-    return [ncu, "--clock-control", "none", "--set", section_set, "--metrics", ",".join(wanted),
-            "--import-source", "yes", "--kernel-name", entry, "--launch-count", "1",
-            "-o", str(report), "-f", *target]
+    sections = [] if section_set == "full" else \
+        [a for sec in SAMPLING_SECTIONS for a in ("--section", sec)]
+    return [ncu, "--clock-control", "none", "--set", section_set, *sections,
+            "--metrics", ",".join(wanted), "--import-source", "yes", "--kernel-name", entry,
+            "--launch-count", "1", "-o", str(report), "-f", *target]
 
 
 def ncu_export_commands(ncu: str, rep: pathlib.Path) -> dict:
@@ -186,12 +194,17 @@ def summarize_exports(details: str, source: "str | None" = None, entry: str = ""
     out["launches_in_report"] = len(launches)
     if source:
         rows = ncu_csv.parse_source(source, kernel=entry)
-        out["sass_samples"] = rows
-        spots, cov = map_hotspots(rows, line_table(sass) if sass else {}, top)
-        out["hotspots"] = [h.__dict__ for h in spots]
-        out["hotspot_coverage"] = cov
+        if ncu_csv.source_sampled(rows):
+            out["sass_samples"] = rows
+            spots, cov = map_hotspots(rows, line_table(sass) if sass else {}, top)
+            out["hotspots"] = [h.__dict__ for h in spots]
+            out["hotspot_coverage"] = cov
+        else:  # a report without sampling: say so, keep the rest of the summary
+            out["missing"].append("hotspots")
+            out["hotspots_note"] = ncu_csv.not_sampled_reason(source, entry)
     else:
         out["missing"].append("hotspots")
+        out["hotspots_note"] = "not sampled: ncu could not export the source page"
     return out
 
 
