@@ -3,6 +3,9 @@
 #
 #   (device) bash benchmarks/gpu_session.sh      # with .whl carried (grpcio-health-checking)
 #
+# Environment: SECTIONS (default "bench profile corpus"), BENCH_K (a `tirxh bench -k` expression,
+# default all items), CORPUS_ENTRIES (sync_check corpus entries for compute-sanitizer).
+#
 # (numsim against the H200: plugins/numsim/benchmarks/h200_compare.py, run in its own call.)
 # Sections run in order, each under its own time limit, each logging to $WORK/logs; a failing
 # section does not stop the others. Everything that touches the GPU goes through KCoral
@@ -14,6 +17,9 @@ LOGS="$WORK/logs"
 mkdir -p "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
 START=$(date +%s)
+SECTIONS="${SECTIONS:-bench profile corpus}"
+CORPUS_ENTRIES="${CORPUS_ENTRIES:-race_rw_shared,mbar_phase_overrun,bar_divergent,oob_global,proxy_missing_fence}"
+want() { case " $SECTIONS " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 section() {  # section NAME SECONDS CMD...
     local name=$1 limit=$2
@@ -45,18 +51,23 @@ python3 -c "import torch, cuda.bindings, grpc, numpy; print('torch', torch.__ver
 'grpc', grpc.__version__, 'numpy', numpy.__version__)"
 
 # --- 1. tirxh bench over the zoo's large cases, side by side with baselines (issues 3 and 6) ---
-(cd zoo && section bench 150 tirxh bench --target sm_90a --report-log "$WORK/bench.jsonl")
+if want bench; then
+    (cd zoo && section bench 150 tirxh bench --target sm_90a ${BENCH_K:+-k "$BENCH_K"} \
+        --report-log "$WORK/bench.jsonl")
+fi
 
 # (KCoral's own proof, benchmarks/kcoral_gpu.py, needs its own ~60 s call: docs/KCORAL.md.)
 
 # --- 2. profilers: ncu, iket, compute-sanitizer (issue 7) -------------------------------------
-OUT="$WORK" section profile_gpu 110 python3 benchmarks/profile_gpu.py --quick
+if want profile; then
+    OUT="$WORK" section profile_gpu 110 python3 benchmarks/profile_gpu.py --quick
+fi
 
 # --- 3. sync_check corpus bugs on the GPU and under compute-sanitizer (issue 5) ---------------
-if [ -f benchmarks/sanitizer_corpus_gpu.py ]; then
-    OUT="$WORK" section sanitizer_corpus 80 python3 benchmarks/sanitizer_corpus_gpu.py \
-        --entries race_rw_shared,mbar_phase_overrun,bar_divergent,oob_global,proxy_missing_fence \
-        --repeat 50 --timeout 15 --budget 60 --out "$WORK/sanitizer_corpus"
+if want corpus; then
+    OUT="$WORK" section sanitizer_corpus 200 python3 benchmarks/sanitizer_corpus_gpu.py \
+        --entries "$CORPUS_ENTRIES" --repeat 50 --timeout 30 --budget 170 \
+        --out "$WORK/sanitizer_corpus"
 fi
 
 # everything into one archive (the device returns at most 8 files)

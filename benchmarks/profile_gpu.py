@@ -19,8 +19,8 @@ tools in-process on board ``cuda0`` (the same code the daemon runs for a job's `
 
 ``--dry-run`` compiles, annotates and builds every job and packs its kernel parameters as the
 CUDA board would (`kcoral.boards.cuda.pack_params`, fake pointers) without running anything (a
-CPU machine is enough: check it before spending GPU time). Writes into ``$OUT`` (default ./profile_gpu_out),
-at most 8 files, no subfolders:
+CPU machine is enough: check it before spending GPU time). Writes into ``$OUT`` (default
+./profile_gpu_out), at most 8 files, no subfolders:
 ``profile_gpu.json`` (all summaries, overheads, checks), ``vadd.ncu-rep``, ``gemm.ncu-rep``,
 ``gemm_timeline.png``, ``vadd_timeline.png``, ``gemm_trace.json.gz`` (Perfetto, first 16 SMs) and
 ``artifacts.tar.gz`` (ncu CSV exports, SASS, raw traces and layouts, the sanitizer log: fixtures

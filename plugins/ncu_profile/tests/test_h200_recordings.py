@@ -80,8 +80,8 @@ def test_unsampled_source_page_degrades(read, h200):
 
 
 def test_memcheck_planted_oob_is_out_of_bounds(h200):
-    """compute-sanitizer 2025 on the H200 says "Access to 0x.. is out of bounds": the finding
-    is memory.out-of-bounds (it was misfiled as memory.invalid) at the planted line."""
+    """compute-sanitizer on the H200 (2026-11-30) says "Access to 0x.. is out of bounds": the
+    finding is memory.out-of-bounds (it was misfiled as memory.invalid) at the planted line."""
     rep = parse(h200("memcheck_oob.log"), "memcheck", block_dim=[256, 1, 1])
     assert rep.error_summary == 67 and rep.verdict == "error"  # the log is trimmed to 3 of 64
     assert [f.kind for f in rep.findings] == ["memory.out-of-bounds"] * 3

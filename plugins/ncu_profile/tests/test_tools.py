@@ -120,16 +120,18 @@ def test_ncu_tool_reports_failure(monkeypatch, tmp_path, job):
 
 
 def test_sanitizer_tool_run_with_a_fake_binary(monkeypatch, tmp_path, fixtures, job):
+    """Replays the memcheck log recorded on the H200 (fixtures/h200/memcheck_oob.log)."""
     cs = _fake(tmp_path, "compute-sanitizer", f"""
         import sys
-        sys.stdout.write(open({str(fixtures / 'memcheck_oob.txt')!r}).read())
+        sys.stdout.write(open({str(fixtures / 'h200' / 'memcheck_oob.log')!r}).read())
         sys.exit(1)
     """)
     monkeypatch.setenv("KCORAL_COMPUTE_SANITIZER", cs)
     res = tools.SanitizerTool().run(job, tmp_path)
-    assert res.verdict == "error" and res.summary["findings"] == 2
+    assert res.verdict == "error" and res.summary["findings"] == 3
+    assert res.summary["error_summary"] == 67
     assert res.findings[0].kind == "memory.out-of-bounds"
-    assert res.findings[0].warps == [2]  # block shape taken from the job's launch
+    assert res.findings[0].warps == [5]  # thread 160: block shape taken from the job's launch
     assert "sanitizer_memcheck.log" in res.artifacts
 
 

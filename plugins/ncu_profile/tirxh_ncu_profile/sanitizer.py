@@ -4,7 +4,8 @@ compute-sanitizer prints every report behind a prefix (``=========`` unless ``--
 header line (``Invalid __global__ write of size 4 bytes``, ``Error: Race reported between ...``,
 ``Barrier error detected. Divergent thread(s) in warp``, ``Uninitialized __global__ memory read
 ...``) followed by indented detail lines: ``at <pc/function> in <file>:<line>[:<function>]``,
-``by thread (x,y,z) in block (x,y,z)``, ``Address 0x... is out of bounds``. Both location styles
+``by thread (x,y,z) in block (x,y,z)``, ``Access to 0x... is out of bounds`` (as recorded on an
+H200, 2026-11-30; ``Address 0x...`` and ``Access at 0x...`` in other versions). Both location styles
 of recent versions are read (``at 0x70 in k.py:6:vadd`` and ``at vadd+0x70 in k.py:6``). When
 the kernel has line info (tirxh always assembles with ``-lineinfo``) the file and line are the
 kernel's Python source.
@@ -40,14 +41,17 @@ _HAZARD = re.compile(r"^(?P<sev>Error|Warning|WARN|ERROR)\s*:?(?:\([^)]*\))?\s*P
                      r"(?P<kind>RAW|WAR|WAW) hazard detected at (?P<space>__\w+__) "
                      r"(?P<addr>0x[0-9a-fA-F]+)")
 _BARRIER = re.compile(r"^Barrier error detected\.?\s*(?P<what>.*)$")
-_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d+) errors?")
+# anchored: with --print-limit the tool also prints "ERROR SUMMARY: 28 errors were not printed"
+# (seen on the H200), which is not the total
+_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d+) errors?\s*$")
+_NOT_PRINTED = re.compile(r"^ERROR SUMMARY: \d+ errors? (were|was) not printed")
 _RACE_SUMMARY = re.compile(r"^RACECHECK SUMMARY: (?P<n>\d+) hazards? displayed "
                            r"\((?P<e>\d+) errors?, (?P<w>\d+) warnings?\)")
 _DETAIL = re.compile(r"^(at |by thread|Address |Access (?:at|to) |and |(Read|Write) Thread|"
                      r"Current Value|Saved host|Host Frame|Device Frame)")
 # the line that says what was wrong with the address, in the three spellings seen:
 # "Address 0x.. is out of bounds" (older), "Access at 0x.. is ..." and, recorded on the H200
-# with compute-sanitizer 2025 (2026-11-30), "Access to 0x.. is out of bounds"
+# with the CUDA toolkit there (2026-11-30), "Access to 0x.. is out of bounds"
 _ACCESS = re.compile(r"^(?:Address|Access at|Access to) (0x[0-9a-fA-F]+)(?: is (.*))?$")
 _HAZ_KIND = {"RAW": "race.read-write", "WAR": "race.read-write", "WAW": "race.write-write"}
 
@@ -99,7 +103,8 @@ def _records(text: str, prefix: str) -> "tuple[list, list]":
         indented = len(body) - len(body.lstrip()) >= 2
         if cur is not None and (indented or _DETAIL.match(stripped)):
             cur.append(stripped)
-        elif _SUMMARY.match(stripped) or _RACE_SUMMARY.match(stripped):
+        elif _SUMMARY.match(stripped) or _RACE_SUMMARY.match(stripped) or \
+                _NOT_PRINTED.match(stripped):
             summaries.append(stripped)
             cur = None
         else:
