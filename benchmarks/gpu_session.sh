@@ -4,7 +4,8 @@
 #   (device) bash benchmarks/gpu_session.sh      # with .whl carried (grpcio-health-checking)
 #
 # Environment: SECTIONS (default "bench profile corpus"), BENCH_K (a `tirxh bench -k` expression,
-# default all items), CORPUS_ENTRIES (sync_check corpus entries for compute-sanitizer).
+# default all items), CORPUS_ENTRIES (sync_check corpus entries for compute-sanitizer),
+# CORPUS_BUDGET (seconds after which no new corpus entry starts, default 170).
 #
 # (numsim against the H200: plugins/numsim/benchmarks/h200_compare.py, run in its own call.)
 # Sections run in order, each under its own time limit, each logging to $WORK/logs; a failing
@@ -52,7 +53,7 @@ python3 -c "import torch, cuda.bindings, grpc, numpy; print('torch', torch.__ver
 
 # --- 1. tirxh bench over the zoo's large cases, side by side with baselines (issues 3 and 6) ---
 if want bench; then
-    (cd zoo && section bench 150 tirxh bench --target sm_90a ${BENCH_K:+-k "$BENCH_K"} \
+    (cd zoo && section bench "${BENCH_LIMIT:-150}" tirxh bench --target sm_90a ${BENCH_K:+-k "$BENCH_K"} \
         --report-log "$WORK/bench.jsonl")
 fi
 
@@ -65,8 +66,9 @@ fi
 
 # --- 3. sync_check corpus bugs on the GPU and under compute-sanitizer (issue 5) ---------------
 if want corpus; then
-    OUT="$WORK" section sanitizer_corpus 200 python3 benchmarks/sanitizer_corpus_gpu.py \
-        --entries "$CORPUS_ENTRIES" --repeat 50 --timeout 30 --budget 170 \
+    budget="${CORPUS_BUDGET:-170}"
+    OUT="$WORK" section sanitizer_corpus $((budget + 30)) python3 benchmarks/sanitizer_corpus_gpu.py \
+        --entries "$CORPUS_ENTRIES" --repeat 50 --timeout 30 --budget "$budget" \
         --out "$WORK/sanitizer_corpus"
 fi
 
