@@ -163,3 +163,21 @@ def test_mma_fragment_operands_are_checked_for_length():
 
     with pytest.raises(T.TraceError, match="a vector of 4 elements"):
         k.specialize()
+
+
+def test_launch_bound_directives():
+    @T.kernel(block=128, max_threads=256, min_blocks=2, maxnreg=64)
+    def k(out: T.gptr[T.u32]):
+        T.ptx.st.global_.u32(out.at(0), 1)
+
+    ptx = k.ptx("sm_90a")
+    assert ".maxntid 256, 1, 1" in ptx and ".minnctapersm 2" in ptx and ".maxnreg 64" in ptx
+    assert k.compile("sm_90a").resources.registers <= 64
+
+    @T.kernel(block=256, max_threads=128)
+    def bad(out: T.gptr[T.u32]):
+        pass
+
+    from tirxh.core.emit_ptx import CompileError
+    with pytest.raises(CompileError, match="max_threads=128 is below the block's 256 threads"):
+        bad.ptx("sm_90a")

@@ -86,6 +86,9 @@ def _validate_limits(k: ir.KernelIR, target) -> None:
     if threads > lim.get("max_threads_per_block", 1 << 30):
         raise CompileError(f"block {k.block} has {threads} threads; {target.name} allows "
                            f"{lim['max_threads_per_block']}", k.loc, k.name)
+    if k.max_threads is not None and k.max_threads < threads:
+        raise CompileError(f"max_threads={k.max_threads} is below the block's {threads} threads",
+                           k.loc, k.name)
     smem = sum(v.nbytes for v in k.shared if not v.dynamic) + k.dynamic_smem
     if smem > lim.get("max_smem_per_block", 1 << 40):
         raise CompileError(f"{smem} bytes of shared memory per block; {target.name} allows "

@@ -245,7 +245,12 @@ class PtxEmitter:
             else:
                 ty = p.dtype.name if p.dtype.bits != 16 or not p.dtype.is_float else "b16"
                 params.append(f"\t.param .{ty} {p.name}")
-        directives = [f".maxntid {', '.join(str(d) for d in k.block)}"]
+        # .maxntid: the declared bound when given (a kernel launched with smaller blocks),
+        # else the block itself; with .minnctapersm it caps registers at entry (setmaxnreg)
+        directives = [f".maxntid {k.max_threads}, 1, 1" if k.max_threads else
+                      f".maxntid {', '.join(str(d) for d in k.block)}"]
+        if k.maxnreg:
+            directives.append(f".maxnreg {k.maxnreg}")
         if k.min_blocks:
             directives.append(f".minnctapersm {k.min_blocks}")
         if k.cluster is not None:

@@ -320,6 +320,7 @@ class KernelIR:
     loc: Loc
     regs: list = field(default_factory=list)
     dynamic_align: int = 16
+    maxnreg: "int | None" = None
 
     @property
     def threads_per_block(self) -> int:

@@ -103,7 +103,7 @@ class _Dumper:
             "schema": SCHEMA, "name": k.name, "loc": self.loc(k.loc),
             "block": list(k.block), "cluster": list(k.cluster) if k.cluster else None,
             "dynamic_smem": k.dynamic_smem, "dynamic_align": k.dynamic_align,
-            "max_threads": k.max_threads, "min_blocks": k.min_blocks,
+            "max_threads": k.max_threads, "min_blocks": k.min_blocks, "maxnreg": k.maxnreg,
             "consts": {str(n): _value(v, f"consts.{n}", k.name) for n, v in k.consts.items()},
             "params": [p.to_json() for p in k.params],
             "shared": [{"name": v.name, "nbytes": v.nbytes, "align": v.align,
@@ -268,7 +268,8 @@ class _Loader:
             consts=self.consts(d.get("consts", {})),
             loc=self._try(lambda: self.loc(d.get("loc"), "loc")) or ir.Loc("<unknown>", 0),
             regs=[r for i, r in enumerate(self.regs) if i not in unlisted],
-            dynamic_align=self.int_(d.get("dynamic_align", 16), "dynamic_align"))
+            dynamic_align=self.int_(d.get("dynamic_align", 16), "dynamic_align"),
+            maxnreg=self.opt_int(d.get("maxnreg"), "maxnreg"))
         if self.problems:
             raise IRJSONError(self.problems, name)
         return k
