@@ -90,10 +90,16 @@ def test_png_written(gemm_timeline, tmp_path):
     assert info == {"rows": 6, "sms_shown": 2, "sms_total": 4}
 
 
-@pytest.mark.parametrize("buf", sorted(FIXTURES.glob("*.bin")), ids=lambda p: p.name)
+def fixture_layout(buf: pathlib.Path) -> pathlib.Path:
+    """NAME.bin or NAME.bin.gz -> NAME.layout.json."""
+    return buf.with_name(buf.name.split(".bin")[0] + ".layout.json")
+
+
+@pytest.mark.parametrize("buf", sorted([*FIXTURES.glob("*.bin"), *FIXTURES.glob("*.bin.gz")]),
+                         ids=lambda p: p.name)
 def test_fixture_traces(buf, tmp_path):
     """Every recorded (or hand-made) trace in fixtures/ decodes cleanly into all outputs."""
-    tl = load(buf, buf.with_suffix(".layout.json"))
+    tl = load(buf, fixture_layout(buf))
     assert tl.warps and not tl.issues, tl.issues[:3]
     _check_chrome(to_chrome(tl))
     s = summarize(tl)

@@ -1,4 +1,4 @@
-"""``python -m tirxh_iket render TRACE.bin|.npy LAYOUT.json [--out DIR] [--clock-ghz G]``
+"""``python -m tirxh_iket render TRACE.bin|.npy[.gz] LAYOUT.json [--out DIR] [--clock-ghz G]``
 
 Decode a trace buffer (as KCoral returns it) and write ``iket_trace.json`` (open it in
 https://ui.perfetto.dev), ``iket_timeline.png`` and ``iket_summary.txt/.json`` into DIR; prints the
@@ -12,8 +12,7 @@ import argparse
 import pathlib
 import sys
 
-import numpy as np
-
+from .decode import read_trace_file
 from .layout import LayoutError, TraceLayout
 
 
@@ -30,8 +29,7 @@ def main(argv=None) -> int:
     from .kcoral_tool import render
     try:
         layout = TraceLayout.load(a.layout)
-        path = pathlib.Path(a.trace)
-        data = np.load(path) if path.suffix == ".npy" else np.fromfile(path, dtype=np.uint8)
+        data = read_trace_file(a.trace)
         out = pathlib.Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
         arts, s = render(data, layout, out, clock_ghz=a.clock_ghz, max_sms=a.max_sms)

@@ -16,6 +16,8 @@ annotation; `role_names` (warp index in the CTA -> name) overrides it.
 
 from __future__ import annotations
 
+import gzip
+import io
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -245,12 +247,21 @@ def _assign_roles(warps: list, role_names: "dict | None") -> None:
         w.role = "+".join(names) if names else "(none)"
 
 
+def read_trace_file(path):
+    """The raw buffer of a trace file: ``.npy``, or ``.bin`` as KCoral returns it, or either
+    gzip-compressed (``.bin.gz``: the records a warp never wrote are zero, so a recording kept as
+    a test fixture compresses several times). Returns a uint8 array (``.npy``: as saved)."""
+    path = str(path)
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if path.endswith((".npy", ".npy.gz")):
+        return np.load(io.BytesIO(raw))
+    return np.frombuffer(raw, dtype=np.uint8)
+
+
 def load(buffer_path, layout_path, **kw) -> Timeline:
-    """Decode the files KCoral returns: the raw buffer (``.bin`` or ``.npy``) and its layout."""
+    """Decode the files KCoral returns: the raw buffer (``.bin``/``.npy``, optionally ``.gz``)
+    and its layout."""
     layout = TraceLayout.load(layout_path)
-    if str(buffer_path).endswith(".npy"):
-        data = np.load(buffer_path)
-    else:
-        with open(buffer_path, "rb") as f:
-            data = f.read()
-    return decode(data, layout, **kw)
+    return decode(read_trace_file(buffer_path), layout, **kw)
