@@ -236,6 +236,9 @@ class PtxEmitter:
             decls.append(f"\t.reg .{cls} \t%{_PREFIX[cls]}<{self.names.counts[cls] + 1}>;")
         shared = [f"\t.shared .align {v.align} .b8 {v.name}[{v.nbytes}];"
                   for v in k.shared if not v.dynamic]
+        # function-scope .local arrays: one copy per thread, in the stack frame (T.local)
+        shared += [f"\t.local .align {v.align} .b8 {v.name}[{v.nbytes}];"
+                   for v in getattr(k, "local", ())]
         params = []
         for p in k.params:
             if p.kind == "ptr":

@@ -7,7 +7,7 @@ numsim can run warps with active masks and sync_check can reason about loops; on
 lowers it to labels and `bra`.
 
 Operands are small immutable values: `Reg` (a typed virtual register), `Imm` (a typed immediate),
-`Sym` (a named PTX symbol: a kernel parameter or a shared-memory variable), `SReg` (a special
+`Sym` (a named PTX symbol: a kernel parameter, a shared or a local variable), `SReg` (a special
 register such as ``%tid.x``), `Addr` (``[base+offset]``) and `Vec` (``{a, b, c}``).
 """
 
@@ -56,10 +56,10 @@ class Imm:
 
 @dataclass(frozen=True)
 class Sym:
-    """A named PTX symbol: a kernel parameter (`space="param"`) or a shared variable."""
+    """A named PTX symbol: a kernel parameter (`space="param"`), a shared or a local variable."""
 
     name: str
-    space: str  # "param" | "shared"
+    space: str  # "param" | "shared" | "local"
 
     def __repr__(self) -> str:
         return self.name
@@ -304,8 +304,23 @@ class SharedVar:
 
 
 @dataclass(eq=False)
+class LocalVar:
+    """A local-memory variable: ``.local .align A .b8 name[N]`` in the entry body, one private
+    copy per thread (PTX ISA 5.1.5). Addressed like shared memory: ``[name+off]``, or a 32-bit
+    register from ``mov.u32 r, name`` (the local window of the thread)."""
+
+    name: str
+    nbytes: int
+    align: int
+    dtype: DType
+    shape: tuple
+    loc: "Loc | None" = None
+
+
+@dataclass(eq=False)
 class KernelIR:
-    """A traced, specialized kernel: parameters, shared memory, launch facts and the body."""
+    """A traced, specialized kernel: parameters, shared and local memory, launch facts and the
+    body."""
 
     name: str
     params: list
@@ -321,6 +336,7 @@ class KernelIR:
     regs: list = field(default_factory=list)
     dynamic_align: int = 16
     maxnreg: "int | None" = None
+    local: list = field(default_factory=list)  # LocalVar, in declaration order
 
     @property
     def threads_per_block(self) -> int:

@@ -17,6 +17,8 @@ Shape (``schema: "tirxh-ir/1"``)::
      "shared": [{"name": "sA", "nbytes": 65536, "align": 1024, "dtype": "bf16",
                  "shape": [4, 128, 64], "swizzle": 128, "dynamic": true, "offset": 0,
                  "loc": [0, 40, "gemm"]}],
+     "local": [{"name": "arr", "nbytes": 64, "align": 16, "dtype": "f32", "shape": [16],
+                "loc": [0, 21, "vadd"]}],      # optional (absent: no local variables)
      "regs": [[0, "u64", ""], ...],            # [id, dtype, hint]; operands refer by index
      "unlisted_regs": [],                       # indices not in KernelIR.regs (rare)
      "body": [{"op": "instr", "spelling": "ld.param.u64", "binding": "ld.param",
@@ -31,9 +33,9 @@ Shape (``schema: "tirxh-ir/1"``)::
               {"op": "annotation", "kind": "begin", "name": "load", "loc": [...]}]}
 
 Operands are one-key objects: ``{"r": i}`` (register index), ``{"imm": v, "t": "f32"}``,
-``{"sym": n, "space": s}``, ``{"sreg": n, "t": "u32"}``, ``{"addr": base, "off": k}`` (base a
-register/symbol operand or an int), ``{"vec": [...], "sep": ","}``, ``{"tref": base, "coords":
-[...]}``, ``{"sink": true}``, ``{"str": text}``. Constants and immediates keep their Python
+``{"sym": n, "space": s}`` (s: param, shared or local), ``{"sreg": n, "t": "u32"}``,
+``{"addr": base, "off": k}`` (base a register/symbol operand or an int), ``{"vec": [...], "sep":
+","}``, ``{"tref": base, "coords": [...]}``, ``{"sink": true}``, ``{"str": text}``. Constants and immediates keep their Python
 type: tuples, lists and non-finite floats are tagged (``{"$tuple": [...]}``, ``{"$float":
 "nan"}``) so the PTX emitted from a loaded IR is byte-identical to the original's.
 
@@ -111,6 +113,10 @@ class _Dumper:
                         "swizzle": v.swizzle, "dynamic": v.dynamic, "offset": v.offset,
                         "loc": self.loc(v.loc) if v.loc is not None else None}
                        for v in k.shared],
+            "local": [{"name": v.name, "nbytes": v.nbytes, "align": v.align,
+                       "dtype": v.dtype.name, "shape": _value(v.shape, "local.shape", k.name),
+                       "loc": self.loc(v.loc) if v.loc is not None else None}
+                      for v in k.local],
             "regs": self.regs, "unlisted_regs": list(range(self.listed, len(self.regs))),
             "files": list(self.files),
             "body": body,
@@ -269,7 +275,8 @@ class _Loader:
             loc=self._try(lambda: self.loc(d.get("loc"), "loc")) or ir.Loc("<unknown>", 0),
             regs=[r for i, r in enumerate(self.regs) if i not in unlisted],
             dynamic_align=self.int_(d.get("dynamic_align", 16), "dynamic_align"),
-            maxnreg=self.opt_int(d.get("maxnreg"), "maxnreg"))
+            maxnreg=self.opt_int(d.get("maxnreg"), "maxnreg"),
+            local=self._list(d, "local", self.local_var) if "local" in d else [])
         if self.problems:
             raise IRJSONError(self.problems, name)
         return k
@@ -368,6 +375,19 @@ class _Loader:
             swizzle=self.int_(v.get("swizzle", 0), f"{field}.swizzle"),
             dynamic=bool(v.get("dynamic", False)),
             offset=self.int_(v.get("offset", 0), f"{field}.offset"),
+            loc=self.loc(v["loc"], f"{field}.loc") if v.get("loc") is not None else None)
+
+    def local_var(self, v, field: str) -> ir.LocalVar:
+        if not isinstance(v, dict) or not isinstance(v.get("name"), str):
+            raise self.bad(field, f"expected a local variable object with a name, got {v!r}")
+        shape = self.value(v.get("shape"), f"{field}.shape")
+        if not (isinstance(shape, tuple) and shape and all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in shape)):
+            raise self.bad(f"{field}.shape", f"expected a tuple of positive ints, got {shape!r}")
+        return ir.LocalVar(
+            v["name"], self.int_(v.get("nbytes"), f"{field}.nbytes", 1),
+            self.int_(v.get("align"), f"{field}.align", 1),
+            self.dtype(v.get("dtype"), f"{field}.dtype"), shape,
             loc=self.loc(v["loc"], f"{field}.loc") if v.get("loc") is not None else None)
 
     # -- statements ---------------------------------------------------------------------------
@@ -479,8 +499,10 @@ class _Loader:
                 raise self.bad(f"{field}.imm", f"expected a number, got {v['imm']!r}")
             return ir.Imm(val, self.dtype(v.get("t"), f"{field}.t"))
         if "sym" in v:
-            if not isinstance(v["sym"], str) or v.get("space") not in ("param", "shared"):
-                raise self.bad(field, f"expected a symbol name and space param|shared, got {v!r}")
+            if not isinstance(v["sym"], str) or v.get("space") not in ("param", "shared",
+                                                                        "local"):
+                raise self.bad(field, f"expected a symbol name and space param|shared|local, got "
+                               f"{v!r}")
             return ir.Sym(v["sym"], v["space"])
         if "sreg" in v:
             if not isinstance(v["sreg"], str):

@@ -20,6 +20,9 @@ def format_kernel(k: ir.KernelIR) -> str:
         sw = f" swizzle={v.swizzle}" if v.swizzle else ""
         lines.append(f"  shared {v.name}: {v.dtype}{list(v.shape)} ({v.nbytes} B, align "
                      f"{v.align}, {where}{sw})")
+    for v in k.local:
+        lines.append(f"  local {v.name}: {v.dtype}{list(v.shape)} ({v.nbytes} B per thread, align "
+                     f"{v.align})")
     _block(k.body, 1, lines)
     return "\n".join(lines)
 

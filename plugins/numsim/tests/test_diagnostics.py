@@ -77,11 +77,11 @@ def test_unsupported_instruction_is_incomplete_with_line():
     @T.kernel(grid=1, block=32)
     def k(out: T.gptr[T.u32]):
         i = T.tid.x
-        T.ptx.st.local.u32(out.at(i), i)
+        T.ptx.st.global_.u32(out.at(i), T.ptx.ld.const.u32(out.at(i)))  # no .const banks
         T.ptx.st.global_.u32(out.at(i), i)
     res = ns.run(k, dict(out=np.zeros(32, np.uint32)), grid=(1,))
     assert res.verdict == "incomplete"
-    assert "local" in res.incomplete[0]
+    assert ".const state space" in res.incomplete[0]
     assert f"{k.fn.__code__.co_filename}:{k.fn.__code__.co_firstlineno + 3}" in res.incomplete[0]
 
 

@@ -64,7 +64,9 @@ class MemAccess(Event):
     space: ``global``, ``shared`` (CTA or cluster window), ``local``, ``param``;
     access: ``read``, ``write`` or ``rmw`` (atomics and reductions);
     ranges: per lane ``(lane, start, end)`` byte ranges (lane -1 for engine accesses such as a TMA
-    box, which may list many ranges); atomic: read-modify-write by ``atom``/``red``;
+    box, which may list many ranges: a TMA load's global reads are one range per run of
+    contiguous in-bounds bytes, out-of-bounds box elements read nothing); atomic:
+    read-modify-write by ``atom``/``red``;
     proxy: ``generic`` or ``async``; space_cta: the CTA whose shared memory is addressed (the
     executing CTA unless ``shared::cluster`` mapped it elsewhere); buffer: the global buffer
     (kernel parameter name) or shared variable name, when known; async_id: the `AsyncOp.op_id` of
@@ -162,11 +164,13 @@ class AsyncOp(Event):
 class FenceEvent(Event):
     """A fence: kind is the sync role (``fence``, ``fence.proxy.async``, ``fence.mbarrier_init``,
     ``wgmma.fence``, ``membar``); scope the scope token (``cta``, ``cluster``, ``gpu``, ``sys``)
-    when given; spelling the full opcode."""
+    when given; spelling the full opcode; space the state space a proxy fence is restricted to
+    (``global``, ``shared::cta``, ``shared::cluster``; None: every space)."""
 
     fence: str = "fence"
     scope: Optional[str] = None
     spelling: str = ""
+    space: Optional[str] = None
 
 
 @dataclass

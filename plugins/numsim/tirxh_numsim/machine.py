@@ -117,6 +117,7 @@ class Warps:
         self.bulk_groups = 0
         self.cpasync_groups = 0
         self.maxnreg: "int | None" = None
+        self.local = None  # memory.LocalMemory of these lanes, made at the first local access
 
     # -- identity ----------------------------------------------------------------------------------
     def cta(self, w: int = 0) -> CTA:
@@ -167,6 +168,8 @@ class Warps:
         if isinstance(op, ir.Sym):
             if op.space == "shared":
                 return imm_array(self.m.shared_layout.symbols[op.name], dt)
+            if op.space == "local":
+                return imm_array(self.m.local_layout.symbols[op.name], dt)
             addr = self.m.param_addr.get(op.name)
             if addr is None:
                 raise Unsupported(f"taking the address of unknown parameter {op.name!r}")
@@ -192,6 +195,8 @@ class Warps:
         elif isinstance(b, ir.Sym):
             if b.space == "shared":
                 base = np.uint64(self.m.shared_layout.symbols[b.name])
+            elif b.space == "local":
+                base = np.uint64(self.m.local_layout.symbols[b.name])
             else:
                 raise Unsupported(f"address of parameter symbol {b.name!r} outside ld.param")
         else:

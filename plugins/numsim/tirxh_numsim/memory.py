@@ -1,4 +1,5 @@
-"""State spaces: global buffers, per-CTA shared memory, the param space, and the address map.
+"""State spaces: global buffers, per-CTA shared memory, per-thread local memory, the param space,
+and the address map.
 
 Address model (documented because diagnostics print these numbers):
 
@@ -10,6 +11,9 @@ Address model (documented because diagnostics print these numbers):
   A ``shared::cluster`` address of another CTA (from ``mapa``) is
   ``(rank + 1) << CLUSTER_SHIFT | offset``; a generic address of shared memory (``cvta.shared``)
   is ``SHARED_GENERIC + offset``.
+- Local memory addresses are offsets in the thread's own local window starting at 0: the
+  kernel's ``.local`` variables (`T.local`) in declaration order, each at its alignment. Every
+  thread has its own copy; generic addresses of local memory (``cvta.local``) are not modelled.
 - A parameter's address (``mov.u64 r, param``; ``cvta.param`` is the identity) is
   ``PARAM_BASE + 256 * i``; TMA finds its tensor map from that address.
 """
@@ -213,6 +217,64 @@ class SharedMemory:
         a = addr.astype(np.int64)
         self.data[cta, a] = raw
         self.init[cta, a] = True
+
+
+@dataclass
+class LocalLayout:
+    """Where each local variable lives in a thread's local window (`T.local`)."""
+
+    size: int
+    symbols: dict = field(default_factory=dict)  # symbol name -> offset
+    regions: list = field(default_factory=list)  # (start, end, name) for diagnostics
+
+    @classmethod
+    def of(cls, kir) -> "LocalLayout":
+        off, syms, regions = 0, {}, []
+        for v in getattr(kir, "local", ()):
+            off = -(-off // v.align) * v.align
+            syms[v.name] = off
+            regions.append((off, off + v.nbytes, v.name))
+            off += v.nbytes
+        return cls(off, syms, regions)
+
+    def name_of(self, addr: int) -> str:
+        for s, e, n in self.regions:
+            if s <= addr < e:
+                return f"{n}+{addr - s}"
+        return f"local+{addr}"
+
+
+class LocalMemory:
+    """The local windows of the lanes of one `Warps` (one row per lane), with an
+    initialized-byte map: a thread's local memory starts undefined, like shared memory."""
+
+    def __init__(self, layout: LocalLayout, lanes: int):
+        self.layout = layout
+        size = max(layout.size, 1)
+        self.data = np.zeros((lanes, size), np.uint8)
+        self.init = np.zeros((lanes, size), bool)
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    def in_bounds(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
+        a = addr.astype(np.int64)
+        return (a >= 0) & (a + nbytes <= self.layout.size)
+
+    def read(self, lanes: np.ndarray, addr: np.ndarray, nbytes: int):
+        """(words, all-bytes-initialized mask) for in-bounds addresses of `lanes`."""
+        idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)
+        raw = self.data[lanes[:, None], idx]
+        init = self.init[lanes[:, None], idx].all(axis=1)
+        return np.ascontiguousarray(raw).reshape(-1).view(uint_of(nbytes)), init
+
+    def write(self, lanes: np.ndarray, addr: np.ndarray, nbytes: int, words) -> None:
+        raw = np.ascontiguousarray(np.asarray(words).astype(uint_of(nbytes))).view(
+            np.uint8).reshape(-1, nbytes)
+        idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)
+        self.data[lanes[:, None], idx] = raw
+        self.init[lanes[:, None], idx] = True
 
 
 class ParamSpace:

@@ -2,6 +2,12 @@
 complete_tx, try_wait/test_wait with parity or state), cp.async (sm_80), TMA bulk and tensor copies
 (sm_90), cluster barriers, distributed shared memory (mapa), elect.sync and setmaxnreg.
 
+Event trace: every copy records its memory accesses as async-proxy `events.MemAccess`es tagged
+with the copy's op id, after the copy's ``issue`` event (racecheck starts the copy's clock
+there): loads read global memory (one range per run of contiguous in-bounds bytes; box elements
+out of bounds read nothing) and write shared memory; stores read shared memory and write global
+memory (the in-bounds bytes).
+
 Timing model: an asynchronous copy is performed when it is issued and completes its transaction
 bytes on the mbarrier at once; waits (try_wait, cp.async.wait_group, bulk wait_group) therefore
 never observe stale data in numsim. That ordering is a legal execution, not the only one: the
@@ -262,6 +268,27 @@ def _cp_async(w, instr, mask):
             group=w.cpasync_groups, direction="load", nbytes=size)
 
 
+def _global_runs(base: int, offsets: np.ndarray, width: int) -> list:
+    """Engine byte ranges ``(-1, start, end)`` covering the `width`-byte items at `offsets`
+    (relative to `base`), adjacent items merged: a box row is one range, not one per element."""
+    s = np.unique(np.asarray(offsets, np.int64))
+    if s.size == 0:
+        return []
+    brk = np.flatnonzero(s[1:] != s[:-1] + width) + 1
+    first = np.concatenate(([0], brk))
+    last = np.concatenate((brk - 1, [s.size - 1]))
+    return [(-1, base + int(s[a]), base + int(s[b]) + width) for a, b in zip(first, last)]
+
+
+def _trace_global(w, instr, lm, buf, ranges, aid, access: str = "read") -> None:
+    """The async-proxy global read of a TMA/bulk load, or write of a store (see the module
+    docstring)."""
+    if ranges:
+        w.event(ev.MemAccess, instr, lm, space="global", access=access, ranges=ranges,
+                proxy=ev.ASYNC, space_cta=w.cta().linear,
+                buffer=buf.name, async_id=aid)
+
+
 def _new_id(w) -> int:
     w.m.async_ids += 1
     return w.m.async_ids
@@ -441,6 +468,7 @@ def _tma_load(w, instr, mask):
         aid = _new_id(w)
         lm = np.zeros(w.L, bool)
         lm[lane] = True
+        read_traced = False
         for cta, a in _dst_ctas(w, instr, lane, dsts[lane], cta_mask_op):
             sm = w.group.shared
             addrs = _smem_offsets(tm, n, esize, a)
@@ -452,6 +480,10 @@ def _tma_load(w, instr, mask):
             w.event(ev.AsyncOp, instr, lm, engine="tma", stage="issue", op_id=aid,
                     direction="load", mbarrier=int(mbars[lane]),
                     space_cta=w.group.ctas[cta].linear, nbytes=n * esize)
+            if not read_traced:  # one global read, however many CTAs a multicast fills
+                _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize),
+                                   aid)
+                read_traced = True
             w.event(ev.MemAccess, instr, lm, space="shared", access="write",
                     ranges=[(-1, int(addrs.min()), int(addrs.max()) + 1)], proxy=ev.ASYNC,
                     space_cta=w.group.ctas[cta].linear, async_id=aid)
@@ -495,6 +527,7 @@ def _tma_store(w, instr, mask):
         w.event(ev.MemAccess, instr, lm, space="shared", access="read",
                 ranges=[(-1, int(addrs.min()), int(addrs.max()) + 1)], proxy=ev.ASYNC,
                 space_cta=w.group.ctas[cta].linear, async_id=aid)
+        _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize), aid, "write")
 
 
 @semantic("cp.async.bulk", note="Bulk copy global -> shared::cluster completing tx bytes on "
@@ -518,13 +551,19 @@ def _bulk_load(w, instr, mask):
                         f"{hex(int(srcs[lane]))} ({w.m.gmem.name_of(int(srcs[lane]))}) past "
                         "its allocation", instr, w=w)
             continue
-        data = w.m.gmem.buffers[gb[0]].data[goff[0]: goff[0] + size]
+        gbuf = w.m.gmem.buffers[gb[0]]
+        data = gbuf.data[goff[0]: goff[0] + size]
         aid = _new_id(w)
+        read_traced = False
         for cta, a in _dst_ctas(w, instr, lane, dsts[lane], cta_mask_op):
             w.group.shared.write_bytes(cta, np.arange(a, a + size), data)
             w.event(ev.AsyncOp, instr, lm, engine="bulk", stage="issue", op_id=aid,
                     direction="load", mbarrier=int(mbars[lane]),
                     space_cta=w.group.ctas[cta].linear, nbytes=size)
+            if not read_traced:
+                _trace_global(w, instr, lm, gbuf,
+                                   [(-1, int(srcs[lane]), int(srcs[lane]) + size)], aid)
+                read_traced = True
             w.event(ev.MemAccess, instr, lm, space="shared", access="write",
                     ranges=[(-1, a, a + size)], proxy=ev.ASYNC,
                     space_cta=w.group.ctas[cta].linear, async_id=aid)
@@ -544,13 +583,28 @@ def _bulk_store(w, instr, mask):
                         f"{hex(int(dsts[lane]))} past its allocation", instr, w=w)
             continue
         a = int(srcs[lane])
-        raw, init = w.group.shared.read_bytes(int(w.cta_local[lane]), np.arange(a, a + size))
+        cta = int(w.cta_local[lane])
+        sm = w.group.shared
+        if a < 0 or a + size > sm.size:
+            w.m.finding("numsim.out-of-bounds", f"cp.async.bulk store reads {size} bytes at "
+                        f"shared {hex(a)}, past the {sm.size}-byte shared window", instr, w=w)
+            continue
+        raw, init = sm.read_bytes(cta, np.arange(a, a + size))
+        if not init.all():
+            w.m.finding("numsim.uninitialized-shared", f"bulk store reads uninitialized shared "
+                        f"memory at {sm.layout.name_of(a + int(np.argmin(init)))}", instr,
+                        severity="review", w=w)
         w.m.gmem.buffers[gb[0]].data[goff[0]: goff[0] + size] = raw
         w.m.gmem.buffers[gb[0]].written[goff[0]: goff[0] + size] = True
         lm = np.zeros(w.L, bool)
         lm[lane] = True
-        w.event(ev.AsyncOp, instr, lm, engine="bulk", stage="issue", op_id=_new_id(w),
+        aid = _new_id(w)
+        w.event(ev.AsyncOp, instr, lm, engine="bulk", stage="issue", op_id=aid,
                 direction="store", group=w.bulk_groups, nbytes=size)
+        w.event(ev.MemAccess, instr, lm, space="shared", access="read", ranges=[(-1, a, a + size)],
+                proxy=ev.ASYNC, space_cta=w.group.ctas[cta].linear, async_id=aid)
+        _trace_global(w, instr, lm, w.m.gmem.buffers[gb[0]],
+                      [(-1, int(dsts[lane]), int(dsts[lane]) + size)], aid, "write")
 
 
 @semantic("cp.async.bulk.commit_group", "cp.async.bulk.wait_group",
@@ -567,7 +621,9 @@ def _bulk_group(w, instr, mask):
 def _fence_event(w, instr, mask):
     w.event(ev.FenceEvent, instr, mask,
             fence=instr.binding.effects_for(instr.modifiers).sync or instr.binding.name,
-            scope=instr.modifiers.get("scope"), spelling=instr.spelling)
+            scope=instr.modifiers.get("scope"), spelling=instr.spelling,
+            space=instr.modifiers.get("ss") if instr.binding.name == "fence.proxy.async"
+            else None)
 
 
 semantic("fence.proxy.async", "fence.mbarrier_init", "fence.proxy.tensormap",

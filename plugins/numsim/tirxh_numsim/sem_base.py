@@ -734,8 +734,9 @@ def _ldst_geometry(instr):
     return dt, n
 
 
-@semantic("ld", note="Loads from global, shared (::cta and ::cluster), generic and param "
-                     "spaces; bounds-checked per allocation; cache hints are ordering-only.")
+@semantic("ld", note="Loads from global, shared (::cta and ::cluster), local (per thread), "
+                     "generic and param spaces; bounds-checked per allocation; cache hints are "
+                     "ordering-only.")
 def _ld(w, instr, mask):
     dt, n = _ldst_geometry(instr)
     ss = instr.modifiers.get("ss")
@@ -767,8 +768,8 @@ def _extend_loaded(val, dt, rdt):
     return val
 
 
-@semantic("st", note="Stores to global, shared (::cta and ::cluster) and generic addresses, "
-                     "bounds-checked per allocation.")
+@semantic("st", note="Stores to global, shared (::cta and ::cluster), local (per thread) and "
+                     "generic addresses, bounds-checked per allocation.")
 def _st(w, instr, mask):
     dt, n = _ldst_geometry(instr)
     ss = instr.modifiers.get("ss")

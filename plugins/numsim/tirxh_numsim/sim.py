@@ -19,7 +19,7 @@ from tirxh.core.findings import Finding, SourceRef
 from . import events as ev
 from .machine import (CTA, WARP, Deadlock, Fallback, Group, SimLimit, Warps, schedule)
 from .memory import (CLUSTER_SHIFT, PARAM_BASE, SHARED_GENERIC, SHARED_GENERIC_END, GlobalMemory,
-                     ParamSpace, SharedLayout, SharedMemory)
+                     LocalLayout, LocalMemory, ParamSpace, SharedLayout, SharedMemory)
 from .semtable import lookup
 from .values import Unsupported, uint_of
 
@@ -28,6 +28,7 @@ _PER_WARP_PREFIXES = ("mbarrier", "wgmma", "barrier.cluster", "cp.async.bulk", "
                       "mapa", "elect", "griddepcontrol", "fence.proxy", "fence.mbarrier")
 MAX_FINDINGS_PER_SITE = 1
 BATCH_LANES = 1 << 17
+BATCH_LOCAL_BYTES = 1 << 26  # local memory of one batch beyond this: run per warp instead
 
 
 class Machine:
@@ -39,6 +40,7 @@ class Machine:
         self.cluster = tuple(kir.cluster) if kir.cluster else (1, 1, 1)
         self.nregs = max([r.id for r in kir.regs], default=-1) + 1
         self.shared_layout = SharedLayout.of(kir)
+        self.local_layout = LocalLayout.of(kir)
         self.gmem = GlobalMemory()
         self.params = ParamSpace()
         self.findings: list = []
@@ -314,10 +316,47 @@ class Machine:
                 vals = np.asarray(words)[sl] if np.ndim(words) else np.full(sl.size, words)
                 sm.write(cta, aa, nbytes, vals)
             return out
+        if space == "local":
+            return self._local_access(w, instr, lanes, a, nbytes, words, out, atomic_rmw)
         if space == "param":
             raise Unsupported("ld.param through a register address")
-        raise Unsupported(f"memory accesses to the .{space} state space (TIRx declares no local "
-                          "or constant variables, so numsim models no window for them)")
+        raise Unsupported(f"memory accesses to the .{space} state space (TIRx declares no "
+                          "constant variables, so numsim models no window for it)")
+
+    def _local_access(self, w, instr, lanes, a, nbytes, words, out, atomic_rmw):
+        """Per-thread local memory (`T.local`): each lane reads and writes its own window."""
+        if atomic_rmw is not None:
+            raise Unsupported("atomics on local memory (PTX atom/red take global or shared "
+                              "addresses)")
+        if w.local is None:
+            w.local = LocalMemory(self.local_layout, w.L)
+        lm = w.local
+        aa = a.astype(np.int64)
+        self._trace_mem(w, instr, "local", lanes, aa, nbytes, words is not None, False)
+        ok = lm.in_bounds(aa, nbytes)
+        if not ok.all():
+            bad = lanes[~ok]
+            self.finding("numsim.out-of-bounds", f"out-of-bounds local "
+                         f"{'write' if words is not None else 'read'} of {nbytes} bytes by lane "
+                         f"{int(bad[0]) % WARP} ({w.where_lane(bad[0])}) at "
+                         f"{hex(int(aa[~ok][0]))} (the local window is {lm.size} bytes per "
+                         f"thread) in kernel {self.kir.name!r}", instr, lanes=bad % WARP,
+                         addresses=aa[~ok], w=w, at_lane=int(bad[0]))
+        sl, aa = lanes[ok], aa[ok]
+        if words is None:
+            vals, init = lm.read(sl, aa, nbytes)
+            out[sl] = vals
+            if not init.all():
+                bad = sl[~init]
+                self.finding("numsim.uninitialized-local", f"read of uninitialized local "
+                             f"memory {lm.layout.name_of(int(aa[~init][0]))} by lane "
+                             f"{int(bad[0]) % WARP} ({w.where_lane(bad[0])}) in kernel "
+                             f"{self.kir.name!r}", instr, severity="review", lanes=bad % WARP,
+                             addresses=aa[~init], w=w, at_lane=int(bad[0]))
+        else:
+            vals = np.asarray(words)[sl] if np.ndim(words) else np.full(sl.size, words)
+            lm.write(sl, aa, nbytes, vals)
+        return out
 
     def _serial_rmw(self, rd, wr, lanes, op, nbytes):
         """Atomics: apply lane by lane in lane order (one legal serialization)."""
@@ -356,6 +395,8 @@ class Machine:
     # -- the launch --------------------------------------------------------------------------------
     def batchable(self) -> bool:
         if self.trace is not None or np.prod(self.cluster) > 1:
+            return False
+        if self.local_layout.size * BATCH_LANES > BATCH_LOCAL_BYTES:
             return False
         for s in self.kir.instructions():
             if s.binding.name.startswith(_PER_WARP_PREFIXES):

@@ -13,7 +13,9 @@ step order:
   their location; relaxed atomics synchronize when a ``fence``/``membar`` precedes (release) or
   follows (acquire) them in the same warp;
 - asynchronous completion: an async op starts from its issuer's clock; ``wgmma.wait_group``,
-  ``cp.async.bulk.wait_group`` and ``cp.async.wait_group`` acquire the ops of the retired groups.
+  ``cp.async.bulk.wait_group`` and ``cp.async.wait_group`` acquire the ops of the retired groups
+  (a TMA/bulk store's global writes are a second thread of the op, which
+  ``cp.async.bulk.wait_group.read`` does not acquire).
 
 Holding paths fixed, the sync edges do not depend on the interleaving numsim chose for a program
 whose waits always consume the same phase (synccheck reports the ones that do not), so two
@@ -21,8 +23,10 @@ conflicting accesses that are unordered here are unordered in some execution.
 
 Reported: read/write and write/write conflicts without happens-before (``race.*``; through any
 alias: the shadow is per byte); a write to bytes an async operation may still be reading
-(``race.stage-reuse``); a generic-proxy write read by the async proxy (TMA, wgmma) without a
-``fence.proxy.async`` ordered between them (``proxy.missing-fence``); accesses outside their
+(``race.stage-reuse``, in shared memory and in global memory a TMA/bulk load reads); a
+generic-proxy write read by the async proxy (TMA, bulk copies, wgmma; shared or global memory)
+without a ``fence.proxy.async`` covering that state space ordered between them
+(``proxy.missing-fence``); accesses outside their
 buffer (``memory.out-of-bounds``).
 """
 
@@ -68,7 +72,15 @@ class RaceChecker:
         self.aidx = {a: self.nwarps + i for i, a in enumerate(aids)}
         for a, c in canon.items():
             self.aidx[a] = self.aidx[c]
-        self.n = self.nwarps + len(aids)
+        # an async store (TMA/bulk) has a second thread for its global writes: the group waits
+        # of ``cp.async.bulk.wait_group.read`` retire only its shared reads (PTX ISA 9.7.9.27)
+        stores = sorted({e.op_id for e in self.events if isinstance(e, ev.AsyncOp)
+                         and e.stage == "issue" and e.direction == "store"
+                         and e.engine in ("tma", "bulk")})
+        base = self.nwarps + len(aids)
+        self.store_writer = {a: base + i for i, a in enumerate(stores)}  # op id -> thread
+        self.writer_of = {self.aidx[a]: t for a, t in self.store_writer.items()}
+        self.n = base + len(stores)
         self.vc = {t: new_clock(self.n, t) for t in range(self.nwarps)}
         self.layout = SharedLayout.of(kir) if kir is not None else None
         self.sources = provenance.shared_sources(kir) if kir is not None else {}
@@ -91,7 +103,8 @@ class RaceChecker:
         self.cbar_gen: dict = {}  # warp -> cluster-barrier arrivals so far
         self.open_ops: dict = {}  # (warp thread, group family) -> async ops not yet committed
         self.groups: dict = {}  # (warp thread, group family) -> committed groups, oldest first
-        self.fences: list = []  # proxy fences: (thread, clock, clock vector)
+        self.write_groups: dict = {}  # the same for async stores' global-write threads
+        self.fences: list = []  # proxy fences: (thread, clock, clock vector, space or None)
         self.loc_sync: dict = {}  # (region, offset) -> clock (atomics / release-acquire)
         self.fenced: dict = {}  # warp -> a fence ran since its last atomic
         self.pending_acq: dict = {}  # warp -> locations read by relaxed atomics
@@ -105,6 +118,8 @@ class RaceChecker:
     def thread_of(self, e, i: int = -1) -> int:
         if isinstance(e, ev.MemAccess):
             aid = e.async_id if e.async_id is not None else self.read_owner.get(i)
+            if aid is not None and e.access == "write" and aid in self.store_writer:
+                return self.store_writer[aid]
             if aid is not None:
                 return self.aidx[aid]
         return self.widx[(e.cta, e.warp)]
@@ -336,16 +351,19 @@ class RaceChecker:
         for w, c in sorted(pairs):
             if vc[w] < c:
                 continue  # unordered: already reported as a race
-            ok = any(f_vc[w] >= c and vc[ft] >= fc for ft, fc, f_vc in self.fences)
+            ok = any(f_vc[w] >= c and vc[ft] >= fc and _fence_covers(sp, e.space)
+                     for ft, fc, f_vc, sp in self.fences)
             if not ok:
                 sel = np.flatnonzero(gen & (wt == w) & (reg.wc[idx] == c))
                 j = int(sel[0])
                 first = self.events[reg.we[idx[j]]]
+                fence = _FENCE_FOR.get(e.space, "fence.proxy.async")
                 self._race("proxy.missing-fence", first, e, reg, int(idx[j]), -1,
                            message=(f"{describe_event(first)} writes through the generic proxy "
                                     f"and {describe_event(e)} reads the same bytes through the "
-                                    "async proxy with no fence.proxy.async ordered between "
-                                    "them (the async proxy may read stale data)"))
+                                    f"async proxy with no {fence} (or fence.proxy.async) "
+                                    "ordered between them (the async proxy may read stale "
+                                    "data)"))
                 return
 
     # -- atomics and release/acquire ld/st -------------------------------------------------------
@@ -490,21 +508,31 @@ class RaceChecker:
                 np.maximum(vc, self.vc[a], out=vc)
             vc[a] = max(int(vc[a]), 1)
             self.vc[a] = vc
+            tw = self.store_writer.get(e.op_id)
+            if tw is not None:  # the store's global writes start from the same clock
+                self.vc[tw] = vc.copy()
+                self.vc[tw][tw] = 1
             self.vc[w][w] += 1
             if family is not None:  # retired by commit_group / wait_group of its family
                 self.open_ops.setdefault((w, family), []).append(a)
         elif e.stage == "commit" and family is not None:
             k = (w, family)
-            self.groups.setdefault(k, []).append(self.open_ops.pop(k, []))
+            ops = self.open_ops.pop(k, [])
+            self.groups.setdefault(k, []).append(ops)
+            self.write_groups.setdefault(k, []).append(
+                [self.writer_of[a] for a in ops if a in self.writer_of])
         elif e.stage == "wait" and family is not None:
             if _binding(e) == "cp.async.wait_all":  # commits the open group, then waits for all
                 k = (w, family)
                 self.groups.setdefault(k, []).append(self.open_ops.pop(k, []))
             n = _wait_n(e)
-            groups = self.groups.get((w, family), [])
-            while len(groups) > n:
-                for a in groups.pop(0):
-                    np.maximum(self.vc[w], self.vc[a], out=self.vc[w])
+            queues = [self.groups.get((w, family), [])]
+            if not (getattr(e.instr, "modifiers", None) or {}).get("read"):
+                queues.append(self.write_groups.get((w, family), []))  # not only the reads
+            for groups in queues:
+                while len(groups) > n:
+                    for a in groups.pop(0):
+                        np.maximum(self.vc[w], self.vc[a], out=self.vc[w])
 
     def fence(self, e) -> None:
         t = self.widx.get((e.cta, e.warp))
@@ -512,12 +540,27 @@ class RaceChecker:
             return
         if e.fence == "fence.proxy.async":
             snap = self.release(t)
-            self.fences.append((t, int(snap[t]), snap))
+            self.fences.append((t, int(snap[t]), snap, getattr(e, "space", None)))
         elif e.fence in ("fence", "membar"):
             self.fenced[t] = True
             for loc in self.pending_acq.pop(t, ()):
                 if loc in self.loc_sync:
                     np.maximum(self.vc[t], self.loc_sync[loc], out=self.vc[t])
+
+
+# the proxy fence a generic write needs before an async-proxy read of its bytes, by space
+_FENCE_FOR = {"global": "fence.proxy.async.global", "shared": "fence.proxy.async.shared::cta",
+              "shared::cluster": "fence.proxy.async.shared::cluster"}
+
+
+def _fence_covers(fence_space: "str | None", space: str) -> bool:
+    """Whether a ``fence.proxy.async[.space]`` orders accesses to `space` (PTX ISA 9.7.13.4:
+    without a state space the fence covers all of them)."""
+    if fence_space is None:
+        return True
+    if space == "global":
+        return fence_space == "global"
+    return fence_space.startswith("shared")
 
 
 def _family(e) -> "str | None":

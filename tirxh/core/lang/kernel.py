@@ -182,7 +182,8 @@ class Kernel:
             cluster=self.cluster_dims(consts),
             dynamic_smem=t.dynamic_bytes + int(self.smem or 0),
             max_threads=self.max_threads, min_blocks=self.min_blocks, consts=consts,
-            loc=self.loc, regs=t.regs, dynamic_align=t.dynamic_align, maxnreg=self.maxnreg)
+            loc=self.loc, regs=t.regs, dynamic_align=t.dynamic_align, maxnreg=self.maxnreg,
+            local=t.local)
 
     # -- views -----------------------------------------------------------------------------------------
     @property

@@ -1,4 +1,4 @@
-"""Parameters, special registers, shared memory, mbarriers and fragments.
+"""Parameters, special registers, shared and local memory, mbarriers and fragments.
 
 Sugar here compresses mechanical boilerplate (parameter loads, address arithmetic, barrier arrays)
 without hiding instructions: each helper's docstring lists exactly what it emits.
@@ -182,39 +182,49 @@ class SharedBuffer:
     def nbytes(self) -> int:
         return self.var.nbytes
 
-    def _strides(self):
-        strides, acc = [], self.dtype.nbytes
-        for d in reversed(self.shape):
-            strides.append(acc)
-            acc *= d
-        return list(reversed(strides))
-
     def ptr(self, offset_bytes: int = 0) -> tr.Register:
         base = tr.emit("mov.u32", self.sym)
         off = self.var.offset + offset_bytes
         return tr.emit("add.u32", base, off) if off else base
 
     def at(self, *idx) -> ir.Addr:
-        if not idx:
-            idx = (0,)
-        if len(idx) > len(self.shape):
-            raise tr.current().error(f"{self.var.name}.at(): {len(idx)} indices for shape "
-                                     f"{self.shape}")
-        strides = self._strides()[: len(idx)]
-        const = self.var.offset + sum(i * s for i, s in zip(idx, strides) if isinstance(i, int))
-        dyn = [(i, s) for i, s in zip(idx, strides) if not isinstance(i, int)]
-        if not dyn:
-            return ir.Addr(self.sym, const)
-        acc = tr.emit("mov.u32", self.sym)
-        for i, s in dyn:
-            acc = tr.emit("mad.lo.u32", i, s, acc)
-        return ir.Addr(acc, const)
+        return _element_addr(self.var, self.sym, self.var.offset, idx)
 
     def __tirx_addr__(self) -> ir.Addr:
         return ir.Addr(self.sym, self.var.offset)
 
     def __repr__(self):
         return f"<shared {self.var.name}: {self.dtype}{list(self.shape)}>"
+
+
+def _element_addr(var, sym: ir.Sym, base_off: int, idx: tuple) -> ir.Addr:
+    """``[sym + base_off + row-major offset of idx]``: Python-int indices fold into the offset;
+    register indices emit ``mov.u32 base, sym`` and one ``mad.lo.u32`` each (shared and local
+    windows are 32-bit)."""
+    if not idx:
+        idx = (0,)
+    if len(idx) > len(var.shape):
+        raise tr.current().error(f"{var.name}.at(): {len(idx)} indices for shape {var.shape}")
+    strides, acc = [], var.dtype.nbytes
+    for d in reversed(var.shape):
+        strides.append(acc)
+        acc *= d
+    strides = list(reversed(strides))[: len(idx)]
+    const = base_off + sum(i * s for i, s in zip(idx, strides) if isinstance(i, int))
+    dyn = [(i, s) for i, s in zip(idx, strides) if not isinstance(i, int)]
+    if not dyn:
+        return ir.Addr(sym, const)
+    addr = tr.emit("mov.u32", sym)
+    for i, s in dyn:
+        addr = tr.emit("mad.lo.u32", i, s, addr)
+    return ir.Addr(addr, const)
+
+
+def _nbytes(dt: DType, shape: tuple) -> int:
+    n = dt.nbytes
+    for d in shape:
+        n *= d
+    return n
 
 
 def shared(dtype, shape, align: int = 16, swizzle: int = 0, dynamic: bool = False,
@@ -247,6 +257,59 @@ def shared(dtype, shape, align: int = 16, swizzle: int = 0, dynamic: bool = Fals
     var = ir.SharedVar(t.unique(name or "smem"), n, align, dt, shape, swizzle, False, 0, loc)
     t.shared.append(var)
     return SharedBuffer(var, ir.Sym(var.name, "shared"))
+
+
+# --- local memory ---------------------------------------------------------------------------------
+
+class LocalBuffer:
+    """A per-thread local-memory array made by `T.local` (``.local .align A .b8 name[N]``).
+
+    Each thread has its own copy. `.at(*idx)` with Python ints is the static address
+    ``[name+off]`` (no instruction); with a register index it emits ``mov.u32 base, name`` once per
+    call site plus one ``mad.lo.u32`` per register index (row-major strides), for
+    ``ld.local``/``st.local``. `.ptr()` emits ``mov.u32 r, name`` (+ ``add.u32``): the 32-bit
+    address in the thread's local window.
+    """
+
+    def __init__(self, var: ir.LocalVar, sym: ir.Sym):
+        self.var, self.sym = var, sym
+        self.dtype, self.shape = var.dtype, var.shape
+
+    @property
+    def nbytes(self) -> int:
+        return self.var.nbytes
+
+    def ptr(self, offset_bytes: int = 0) -> tr.Register:
+        base = tr.emit("mov.u32", self.sym)
+        return tr.emit("add.u32", base, offset_bytes) if offset_bytes else base
+
+    def at(self, *idx) -> ir.Addr:
+        return _element_addr(self.var, self.sym, 0, idx)
+
+    def __tirx_addr__(self) -> ir.Addr:
+        return ir.Addr(self.sym, 0)
+
+    def __repr__(self):
+        return f"<local {self.var.name}: {self.dtype}{list(self.shape)}>"
+
+
+def local(dtype, shape, align: int = 16, name: "str | None" = None) -> LocalBuffer:
+    """Declare a per-thread local-memory array (no instruction: a function-scope
+    ``.local .align A .b8 name[N]``). Use it for arrays indexed by registers, which registers
+    cannot hold; ptxas places it in the stack frame (STL/LDL in SASS)."""
+    t = tr.current()
+    dt = as_dtype(dtype)
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if not shape or not all(isinstance(d, int) and d >= 1 for d in shape):
+        raise t.error(f"T.local(shape={shape!r}): expected positive int dimensions")
+    if not isinstance(align, int) or align < 1 or align & (align - 1):
+        raise t.error(f"T.local(align={align!r}): alignment must be a power of two")
+    if align < dt.nbytes:
+        raise t.error(f"T.local(align={align!r}): below the {dt.nbytes}-byte size of .{dt}")
+    var = ir.LocalVar(t.unique(name or "lmem"), _nbytes(dt, shape), align, dt, shape,
+                      tr.user_loc())
+    t.local.append(var)
+    return LocalBuffer(var, ir.Sym(var.name, "local"))
 
 
 # --- mbarriers ------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ class Trace:
         self.blocks: list[ir.Block] = [ir.Block()]
         self.regs: list[ir.Reg] = []
         self.shared: list[ir.SharedVar] = []
+        self.local: list[ir.LocalVar] = []
         self.dynamic_bytes = 0
         self.dynamic_align = 16
         self.last_if: "ir.If | None" = None
