@@ -163,9 +163,8 @@ class Kernel:
                 elif p.kind == "scalar":
                     params.append(ir.ParamInfo(p.name, "scalar", p.dtype, p.dtype.nbytes,
                                                p.dtype.nbytes))
-                    ty = p.dtype.name if p.dtype.reg_class != "b16" else "b16"
-                    if p.dtype.bits == 16 and p.dtype.is_float:
-                        ty = "b16"
+                    # ld.param has no .f16/.bf16 forms: half types load as their bits
+                    ty = "b16" if p.dtype.reg_class == "b16" else p.dtype.name
                     r = tr.emit(f"ld.param.{ty}", ir.Addr(ir.Sym(p.name, "param")))
                     if r.dtype != p.dtype:
                         r.dtype = p.dtype  # same bits; the register keeps the declared type
