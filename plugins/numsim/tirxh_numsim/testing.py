@@ -74,15 +74,7 @@ def one_case(spelling: str, out_t: str, ins=(), imms=(), lanes: int = LANES):
     return k, inputs
 
 
-def _gpu_available() -> bool:
-    try:
-        from cuda.bindings import driver
-        err, = driver.cuInit(0)
-        return int(err) == 0
-    except Exception:
-        return False
-
-
 def gpu_available() -> bool:
-    """True when the CUDA driver initializes (a GPU is present)."""
-    return _gpu_available()
+    """True when the CUDA driver initializes and reports a device (`tirxh.testing`)."""
+    from tirxh.testing import gpu_unavailable_reason
+    return gpu_unavailable_reason() is None

@@ -1,0 +1,45 @@
+"""Test support for tirxh and its plugins: the ``gpu`` marker (a pytest plugin).
+
+Loaded for the project's own suite with ``-p tirxh.testing`` (pyproject ``addopts``); a plugin
+distribution's tests may load it the same way. Tests marked ``@pytest.mark.gpu`` are skipped,
+with the reason, when no CUDA driver and device answer; `gpu_unavailable_reason()` is the same
+check for code that decides at run time.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_unavailable_reason() -> "str | None":
+    """None when a CUDA driver and at least one device answer, else why not."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:
+        return f"cuda-bindings is not importable ({e}); pip install cuda-bindings"
+    try:
+        err, = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return f"cuInit(0) failed with {err.name}: no NVIDIA driver or GPU on this machine"
+        err, n = driver.cuDeviceGetCount()
+        if err != driver.CUresult.CUDA_SUCCESS or n == 0:
+            return "the CUDA driver reports no device"
+    except Exception as e:  # the driver library itself is missing
+        return f"the CUDA driver could not be loaded ({type(e).__name__}: {e})"
+    return None
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU with the CUDA driver "
+                                       "(skipped otherwise, with the reason)")
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if i.get_closest_marker("gpu") is not None]
+    reason = gpu_unavailable_reason() if gpu_items else None
+    for item in gpu_items if reason else ():
+        item.add_marker(pytest.mark.skip(reason=f"needs a GPU: {reason}; run on a machine with "
+                                                "an NVIDIA GPU and driver"))
