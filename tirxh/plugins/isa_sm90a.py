@@ -123,7 +123,7 @@ _WG_SS_EXAMPLES = tuple(
     f"wgmma.mma_async.sync.aligned.m64n96k32.f16.e5m2.e4m3 {_SCALES}",
     "wgmma.mma_async.sync.aligned.m64n24k32.s32.s8.s8",
     "wgmma.mma_async.sync.aligned.m64n128k32.satfinite.s32.u8.s8",
-    f"wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 imm_scale_a=-1 imm_scale_b=1",
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 imm_scale_a=-1 imm_scale_b=1",
 )
 _WG_RS_EXAMPLES = (
     f"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {_SCALES}",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import ir
 from ..types import DType, dtype as as_dtype
 from . import trace as tr
-from .ptxns import SINK, as_address
+from .ptxns import SINK
 
 
 # --- parameter annotations -----------------------------------------------------------------------
