@@ -17,7 +17,8 @@ def test_check_passes_and_summarizes(tirxh):
     tirxh.project(vadd=VADD)
     r = tirxh.run("check")
     assert r.ret == 0, r
-    r.fnmatch_lines(["*tirxh check session starts*", "rootdir: *, configfile: tirx.toml",
+    r.fnmatch_lines(["*tirxh check session starts*",
+                     "project: demo, rootdir: *, configfile: tirx.toml",
                      "targets: sm_90a", "collected 2 items", "kernels/vadd.py .. [[]100%]",
                      "*2 passed in *"])
     assert "\x1b[" not in r.stdout  # not a TTY: no colour

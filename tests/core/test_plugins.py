@@ -291,3 +291,18 @@ def test_modifyitems_and_terminal_summary_hooks(tirxh):
                      "kernels/vadd.py::vadd[[]small]@sm_90a PASSED*",
                      "*from tirxconf*", "exit status was 0", "*2 passed*"])
     assert "scale" not in r.stdout
+
+
+def test_trace_config_with_quiet_and_json(tirxh):
+    tirxh.project(vadd=VADD)
+    r = tirxh.run("check", "-q", "--trace-config")
+    r.fnmatch_lines(["*plugins*", "compile * (builtin)"])
+    r = tirxh.run("check", "--json", "--trace-config")
+    assert json.loads(r.stdout)["command"] == "check"
+    assert "compile" in r.stderr and "(builtin)" in r.stderr
+
+
+def test_p_naming_a_module_that_is_already_loaded_is_harmless(tirxh):
+    tirxh.project(vadd=VADD)
+    r = tirxh.run("check", "-p", "tirxh.plugins.sarif")  # the built-in `sarif` plugin's module
+    assert r.ret == 0, r.stderr

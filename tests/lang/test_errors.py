@@ -185,3 +185,21 @@ def test_kernel_is_not_callable_on_host():
 def test_language_call_outside_a_kernel():
     with pytest.raises(TraceError, match="only valid inside a @T.kernel body"):
         T.ptx.add.u32(1, 2)
+
+
+def test_unroll_other_than_one_is_refused():
+    @T.kernel(block=32)
+    def k(n: T.u32):
+        with T.range(n, unroll=4):  # MARK
+            pass
+
+    e = _trace_error(k)
+    assert e.loc.line == _line_of(k.__wrapped__, "# MARK")
+    assert "only unroll=1" in str(e)
+
+    @T.kernel(block=32)
+    def ok(n: T.u32):
+        with T.range(n, unroll=1):
+            pass
+
+    assert '.pragma "nounroll";' in ok.ptx("sm_90a")

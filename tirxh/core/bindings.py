@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
-from .types import DType, dtype as as_dtype
+from .types import DType
 
 
 class SpellingError(ValueError):
@@ -448,6 +448,3 @@ def type_compatible(reg_type: DType, op_type: DType) -> bool:
         return True
     return False
 
-
-def resolve_type(name: "str | None") -> "DType | None":
-    return as_dtype(name) if name else None

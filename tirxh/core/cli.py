@@ -170,6 +170,10 @@ def configure(argv: list):
     if getattr(ns, "keyword", None):
         compile_expression(ns.keyword)  # a syntax error is a usage error before any work
     pm.hook.tirxh_configure.call_historic(kwargs={"config": config})
+    if getattr(ns, "trace_config", False) and getattr(ns, "json", False):
+        # stdout carries the JSON document, so the plugin table goes to stderr
+        sys.stderr.write("\n".join(format_plugin_table(pm.plugin_infos(), pm.blocked_names))
+                         + "\n")
     return config
 
 

@@ -8,13 +8,15 @@ can run it without the Python source.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 
 from . import ir
 from .cache import ArtifactCache, cache_key
 from .emit_ptx import CompileError, emit_ptx
-from .toolchain import Resources, cubin_to_sass, parse_resources, ptx_to_cubin
+from .toolchain import (Resources, cubin_to_sass, parse_resources, ptx_to_cubin,
+                        toolchain_versions)
 
 _DEFAULT_CACHE: "ArtifactCache | None" = None
 
@@ -67,6 +69,7 @@ class CompiledKernel:
             "cluster": list(k.cluster) if k.cluster else None,
             "dynamic_smem": k.dynamic_smem,
             "consts": {n: v for n, v in self.consts.items()},
+            "toolchain": toolchain_versions(),
         }
 
 
@@ -124,7 +127,8 @@ def compile_kernel(kernel, target, consts: "dict | None" = None, isa=None,
     cubin, log, hit = None, "", False
     if assemble:
         cache = cache or default_cache()
-        key = cache_key(ptx, t.name, "lineinfo" if line_info else "")
+        key = cache_key(ptx, t.name, "lineinfo" if line_info else "",
+                        json.dumps(toolchain_versions(), sort_keys=True))
         got = cache.get(key)
         if got is not None:
             cubin, log = got

@@ -180,10 +180,12 @@ def tirxh_profile_item(item, compiled, config, request):
 
     :param item: the `tirxh.core.nodes.KernelItem` (needs a suite and case, as for bench).
     :param compiled: the normal build's `tirxh.core.compiler.CompiledKernel`.
-    :param request: a dict from the command line: ``ncu`` (None or ``{"set": "basic"|"full",
-        "metrics": [...]}``), ``sanitizer`` (None or ``"memcheck"|"racecheck"|"synccheck"|
-        "initcheck"``), ``iket`` (None or ``{"capacity": int}``) and ``out`` (a `pathlib.Path`
-        directory where artifacts are written).
+    :param request: a dict: ``out`` (a `pathlib.Path` directory where artifacts are written),
+        and ``ncu`` (None or ``{"set": "basic"|"full", "metrics": [...]}``), ``sanitizer`` (None
+        or ``"memcheck"|"racecheck"|"synccheck"|"initcheck"``), ``iket`` (None or
+        ``{"capacity": int}``), which a caller may set to ask programmatically. ``tirxh profile``
+        leaves those three None: each profiler reads its own command-line options (``--ncu``,
+        ``--sanitizer``, ``--iket``) from `config`, and a non-None request entry overrides them.
     :return: an object with ``to_json()`` (a JSON-serializable dict), ``text`` (the terminal
         table) and ``verdict`` (one of `tirxh.core.findings.VERDICTS`, or None for measurements
         only), or None when nothing in `request` is this plugin's.

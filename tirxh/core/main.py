@@ -123,8 +123,9 @@ def run_items(config, session) -> ExitCode:
     return ExitCode.FAILED if bad else ExitCode.OK
 
 
-def find_item(session, nodeid: str):
-    """The one collected item `nodeid` names (exactly, or as a unique prefix)."""
+def find_item(session, nodeid: str, command: str = "show"):
+    """The one collected item `nodeid` names (exactly, or as a unique prefix); errors name
+    `command`."""
     exact = [i for i in session.items if i.nodeid == nodeid]
     if exact:
         return exact[0]
@@ -135,7 +136,7 @@ def find_item(session, nodeid: str):
     if not cands:
         errs = [r.nodeid for r in session.collect_reports if r.outcome == "failed"]
         hint = f" (modules that failed to import: {', '.join(errs)})" if errs else ""
-        raise UsageError(f"show {nodeid}: no collected item has this node id{hint}; "
+        raise UsageError(f"{command} {nodeid}: no collected item has this node id{hint}; "
                          f"list them with `tirxh check --collect-only`")
-    raise UsageError(f"show {nodeid}: node id is ambiguous; it matches "
+    raise UsageError(f"{command} {nodeid}: node id is ambiguous; it matches "
                      + ", ".join(i.nodeid for i in cands[:10]))

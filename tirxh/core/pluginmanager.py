@@ -152,6 +152,8 @@ class TirxhPluginManager(pluggy.PluginManager):
         except ImportError as e:
             raise UsageError(f"-p {spec}: no plugin, entry point or module named {spec!r} "
                              f"({type(e).__name__}: {e})") from None
+        if self.is_registered(mod):  # already loaded (an installed plugin's module): nothing to do
+            return
         self.register(mod, name=spec)
         dist = _dist_of_module(spec)
         self._record(spec, *(dist or ("(module)", "")), "-p")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .errors import UsageError
 from .main import ExitCode, find_item, wrap_session
+from .reports import SCHEMA
 from .nodes import collect
 from .runner import compile_item
 
@@ -28,13 +29,15 @@ def profile_session(config, nodeid: str, out: Path, json_path: "str | None" = No
                     if r.outcome == "failed"]
             raise UsageError(f"profile {nodeid}: nothing collected" +
                              (f" ({'; '.join(errs)})" if errs else ""))
-        item = find_item(session, nodeid)
+        item = find_item(session, nodeid, "profile")
         if getattr(item, "suite", None) is None or getattr(item, "case", None) is None:
             raise UsageError(f"profile {item.nodeid}: the kernel has no T.suite case to run")
         compiled, phase = compile_item(item)
         if compiled is None:
             sys.stderr.write(f"{item.nodeid}: compile {phase.outcome}: {phase.longrepr}\n")
             return ExitCode.FAILED
+        # each profiler reads its own options from `config`; the request carries what the
+        # command itself decides (the artifact directory) and lets a script ask programmatically
         request = {"ncu": None, "sanitizer": None, "iket": None, "out": out}
         answers = config.pm.hook.tirxh_profile_item(item=item, compiled=compiled, config=config,
                                                     request=request)
@@ -42,7 +45,8 @@ def profile_session(config, nodeid: str, out: Path, json_path: "str | None" = No
         if not reports:
             raise UsageError("profile: nothing to do; give --ncu, --sanitizer TOOL or --iket "
                              "(installed by tirxh-ncu-profile / tirxh-iket)")
-        doc = {"item": item.nodeid, "reports": [r.to_json() for r in reports]}
+        doc = {"schema": SCHEMA, "command": "profile", "item": item.nodeid,
+               "reports": [r.to_json() for r in reports]}
         if json_stdout:
             sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
         else:

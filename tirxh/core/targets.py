@@ -21,10 +21,6 @@ class Target:
     limits: dict = field(default_factory=dict, hash=False, compare=False)
     description: str = ""
 
-    @property
-    def arch_specific(self) -> bool:
-        return self.name.endswith("a")
-
 
 class TargetRegistry:
     """Targets by name; registering the same name twice is a plugin conflict."""

@@ -8,6 +8,7 @@ binary (CUDA_HOME/bin, PATH, or the optional nvidia-cuda-nvcc wheel). SASS comes
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -96,8 +97,8 @@ def _find_tool(name: str) -> "str | None":
     return None
 
 
-def toolchain_versions() -> dict:
-    """Versions of the tools in use (recorded in artifacts and bench results)."""
+@functools.lru_cache(maxsize=None)
+def _toolchain_versions() -> tuple:
     out = {}
     nj = _nvjitlink()
     if nj is not None:
@@ -105,7 +106,19 @@ def toolchain_versions() -> dict:
     ptxas = _find_tool("ptxas")
     if ptxas:
         out["ptxas_path"] = ptxas
-    return out
+        try:
+            p = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30)
+            lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+            out["ptxas"] = lines[-1] if lines else "?"
+        except (OSError, subprocess.SubprocessError):
+            out["ptxas"] = "?"
+    return tuple(sorted(out.items()))
+
+
+def toolchain_versions() -> dict:
+    """Versions of the assemblers in use: part of the artifact cache key (a new nvJitLink or
+    ptxas rebuilds every cubin) and recorded in each compiled kernel's launch metadata."""
+    return dict(_toolchain_versions())
 
 
 def ptx_to_cubin(ptx: str, arch: str, line_info: bool = True, extra: tuple = (),

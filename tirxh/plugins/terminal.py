@@ -1,7 +1,8 @@
 """The terminal reporter: a readable summary of the report stream (as pytest's ``terminal.py``).
 
 It is only a plugin: `TerminalReporter` consumes ``tirxh_report`` events like every other
-reporter. Colour is used only on a TTY (or ``--color yes``) and never when ``NO_COLOR`` is set;
+reporter. With ``--color auto`` (the default) colour is used only on a TTY and never when
+``NO_COLOR`` is set; an explicit ``--color yes`` wins over ``NO_COLOR``;
 progress is shown as a percentage at the end of each module's line (``-v``: one line per item).
 With ``--json`` it stays silent, because stdout carries the JSON document.
 """
@@ -80,21 +81,27 @@ class TerminalReporter:
 
     def _on_session_start(self, rep):
         if self.verbosity < 0:
+            if self.config.getoption("trace_config"):  # asked for explicitly: shown even with -q
+                self._trace_config(rep)
             return
         self.section(f"tirxh {rep.command} session starts", what="bold")
         self.line(f"tirxh {rep.tirxh_version}, python {rep.python}")
         cfg = os.path.basename(rep.configfile) if rep.configfile else "none"
-        self.line(f"rootdir: {rep.rootdir}, configfile: {cfg}")
+        self.line(f"project: {self.config.project_name}, rootdir: {rep.rootdir}, "
+                  f"configfile: {cfg}")
         self.line(f"targets: {', '.join(rep.targets)}")
         extra = [f"{p['name']}-{p['version']}" if p["version"] else p["name"]
                  for p in rep.plugins if p["origin"] != "builtin"]
         if extra:
             self.line(f"plugins: {', '.join(extra)}")
         if self.config.getoption("trace_config"):
-            from tirxh.core.cli import format_plugin_table
-            self.section("plugins", "-")
-            for ln in format_plugin_table(rep.plugins, self.config.pm.blocked_names):
-                self.line(ln)
+            self._trace_config(rep)
+
+    def _trace_config(self, rep):
+        from tirxh.core.cli import format_plugin_table
+        self.section("plugins", "-")
+        for ln in format_plugin_table(rep.plugins, self.config.pm.blocked_names):
+            self.line(ln)
 
     def _on_collect_report(self, rep):
         if rep.outcome == "failed":

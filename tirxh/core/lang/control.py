@@ -60,9 +60,13 @@ def range_(start, stop=None, step=1, dtype=None, unroll: "int | None" = None):
 
     ``T.range(n)`` / ``T.range(start, stop, step)``. The induction variable has the type of the
     first register bound (default u32). Lowers to ``mov i, start; HEAD: setp.ge p, i, stop; @p bra
-    END; body; add i, i, step; bra HEAD; END:`` (``unroll`` adds ``.pragma "nounroll"`` for 1).
+    END; body; add i, i, step; bra HEAD; END:``. ``unroll=1`` adds ``.pragma "nounroll"`` (PTX has
+    no other unroll pragma; unroll by N with a Python loop in the body instead).
     """
     t = tr.current()
+    if unroll not in (None, 1):
+        raise t.error(f"T.range(unroll={unroll!r}): only unroll=1 (.pragma \"nounroll\") exists "
+                      "in PTX; unroll by N at trace time with a Python loop in the body")
     if stop is None:
         start, stop = 0, start
     if dtype is None:

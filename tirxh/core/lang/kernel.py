@@ -96,10 +96,6 @@ class Kernel:
     def runtime_params(self) -> list:
         return [p for p in self.params if p.kind != "const"]
 
-    @property
-    def const_names(self) -> list:
-        return [p.name for p in self.params if p.kind == "const"]
-
     def resolve_consts(self, values: dict) -> dict:
         """The constants of this kernel taken from `values` (or their defaults)."""
         out = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
-from typing import Any
+
 
 from .. import ir
 from ..types import DType, dtype as as_dtype
@@ -268,6 +268,3 @@ def as_guard(pred) -> "tuple[ir.Reg, bool] | None":
         return (pred, False)
     raise current().error(f"pred= expects a predicate register or ~predicate, got {pred!r}")
 
-
-def cast_param_dtype(x: Any) -> DType:
-    return as_dtype(x)
