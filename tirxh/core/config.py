@@ -263,6 +263,7 @@ class Config:
 
     # -- values ----------------------------------------------------------------------------------
     def getini(self, section: str, key: str) -> Any:
+        """The validated value of a declared ``tirx.toml`` key (its default when absent)."""
         try:
             return self.ini[section][key]
         except KeyError:
@@ -336,3 +337,16 @@ class Config:
             return Path(path).resolve().relative_to(self.rootdir).as_posix()
         except ValueError:
             return Path(path).resolve().as_posix()
+
+
+def ini_value(config, section: str, key: str, default: Any = None) -> Any:
+    """A plugin's ``tirx.toml`` value that tolerates a plugin loaded without its
+    ``tirxh_addoption`` having declared the key, and config-like test doubles: the declared
+    value, else the raw ``[section] key``, else `default`."""
+    getini = getattr(config, "getini", None)
+    if getini is not None:
+        try:
+            return getini(section, key)
+        except Exception:  # the key was not declared (plugin loaded without addoption)
+            pass
+    return (getattr(config, "inicfg", None) or {}).get(section, {}).get(key, default)

@@ -117,21 +117,6 @@ class Module(Node):
         return [t for t in kernel.targets if not cli or t in cli]
 
 
-def _consts(kernel: Kernel, values: dict) -> dict:
-    """The constants `values` and the defaults give; a missing one is left out so that compiling
-    raises the tracer's error naming it (at the kernel's line)."""
-    import inspect
-    out = {}
-    for p in kernel.params:
-        if p.kind != "const":
-            continue
-        if p.name in values:
-            out[p.name] = values[p.name]
-        elif p.default is not inspect.Parameter.empty:
-            out[p.name] = p.default
-    return out
-
-
 class KernelItem(Node):
     """One kernel x case x target. `suite` and `case` are None for compile-only items."""
 
@@ -142,7 +127,8 @@ class KernelItem(Node):
         self.case = case
         self.target = target
         self.variable = variable
-        self.consts = _consts(kernel, case.params if case is not None else {})
+        self.consts = kernel.resolve_consts(case.params if case is not None else {},
+                                            strict=False)
         name = kernel.name + (f"[{case.name}]" if case is not None else "") + f"@{target}"
         super().__init__(name, parent, f"{parent.nodeid}::{name}")
         self.module = parent

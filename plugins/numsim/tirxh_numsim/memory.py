@@ -143,23 +143,41 @@ def _scatter(data: np.ndarray, off: np.ndarray, nbytes: int, words: np.ndarray) 
 
 
 @dataclass
-class SharedLayout:
-    """Where each shared variable lives in a CTA's shared window."""
+class _Layout:
+    """Where each variable lives in a window (a CTA's shared window, a thread's local window)."""
 
     size: int
     symbols: dict = field(default_factory=dict)  # symbol name -> offset
     regions: list = field(default_factory=list)  # (start, end, name) for diagnostics
+    space = "?"
 
-    @classmethod
-    def of(cls, kir) -> "SharedLayout":
-        off, syms, regions = 0, {}, []
-        for v in kir.shared:
-            if v.dynamic:
-                continue
+    @staticmethod
+    def _place(variables, syms: dict, regions: list) -> int:
+        """Lay `variables` out in order at their alignments; returns the end offset."""
+        off = 0
+        for v in variables:
             off = -(-off // v.align) * v.align
             syms[v.name] = off
             regions.append((off, off + v.nbytes, v.name))
             off += v.nbytes
+        return off
+
+    def name_of(self, addr: int) -> str:
+        for s, e, n in self.regions:
+            if s <= addr < e:
+                return f"{n}+{addr - s}"
+        return f"{self.space}+{addr}"
+
+
+class SharedLayout(_Layout):
+    """Static shared variables, then the dynamic window ``tirx_dsmem`` at its alignment."""
+
+    space = "shared"
+
+    @classmethod
+    def of(cls, kir) -> "SharedLayout":
+        syms, regions = {}, []
+        off = cls._place([v for v in kir.shared if not v.dynamic], syms, regions)
         dyn_align = max(kir.dynamic_align, 16)
         dyn = -(-off // dyn_align) * dyn_align
         syms["tirx_dsmem"] = dyn
@@ -169,90 +187,28 @@ class SharedLayout:
         size = dyn + kir.dynamic_smem
         return cls(max(size, 0), syms, sorted(regions))
 
-    def name_of(self, addr: int) -> str:
-        for s, e, n in self.regions:
-            if s <= addr < e:
-                return f"{n}+{addr - s}"
-        return f"shared+{addr}"
 
+class LocalLayout(_Layout):
+    """The local variables of a thread (`T.local`)."""
 
-class SharedMemory:
-    """Shared memory of the CTAs of one group, one row per CTA, with an initialized-byte map."""
-
-    def __init__(self, layout: SharedLayout, nctas: int):
-        self.layout = layout
-        size = max(layout.size, 1)
-        self.data = np.zeros((nctas, size), np.uint8)
-        self.init = np.zeros((nctas, size), bool)
-
-    @property
-    def size(self) -> int:
-        return self.layout.size
-
-    def in_bounds(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
-        a = addr.astype(np.int64)
-        return (a >= 0) & (a + nbytes <= self.layout.size)
-
-    def read(self, cta: np.ndarray, addr: np.ndarray, nbytes: int):
-        """(words, all-bytes-initialized mask) for in-bounds addresses."""
-        a = addr.astype(np.int64)
-        idx = a[:, None] + np.arange(nbytes)
-        raw = self.data[cta[:, None], idx]
-        init = self.init[cta[:, None], idx].all(axis=1)
-        return np.ascontiguousarray(raw).reshape(-1).view(uint_of(nbytes)), init
-
-    def write(self, cta: np.ndarray, addr: np.ndarray, nbytes: int, words: np.ndarray) -> None:
-        a = addr.astype(np.int64)
-        raw = np.ascontiguousarray(np.asarray(words).astype(uint_of(nbytes))).view(
-            np.uint8).reshape(-1, nbytes)
-        idx = a[:, None] + np.arange(nbytes)
-        self.data[cta[:, None], idx] = raw
-        self.init[cta[:, None], idx] = True
-
-    def read_bytes(self, cta: int, addr: np.ndarray) -> "tuple[np.ndarray, np.ndarray]":
-        a = addr.astype(np.int64)
-        return self.data[cta, a], self.init[cta, a]
-
-    def write_bytes(self, cta: int, addr: np.ndarray, raw: np.ndarray) -> None:
-        a = addr.astype(np.int64)
-        self.data[cta, a] = raw
-        self.init[cta, a] = True
-
-
-@dataclass
-class LocalLayout:
-    """Where each local variable lives in a thread's local window (`T.local`)."""
-
-    size: int
-    symbols: dict = field(default_factory=dict)  # symbol name -> offset
-    regions: list = field(default_factory=list)  # (start, end, name) for diagnostics
+    space = "local"
 
     @classmethod
     def of(cls, kir) -> "LocalLayout":
-        off, syms, regions = 0, {}, []
-        for v in getattr(kir, "local", ()):
-            off = -(-off // v.align) * v.align
-            syms[v.name] = off
-            regions.append((off, off + v.nbytes, v.name))
-            off += v.nbytes
-        return cls(off, syms, regions)
-
-    def name_of(self, addr: int) -> str:
-        for s, e, n in self.regions:
-            if s <= addr < e:
-                return f"{n}+{addr - s}"
-        return f"local+{addr}"
+        syms, regions = {}, []
+        size = cls._place(getattr(kir, "local", ()), syms, regions)
+        return cls(size, syms, regions)
 
 
-class LocalMemory:
-    """The local windows of the lanes of one `Warps` (one row per lane), with an
-    initialized-byte map: a thread's local memory starts undefined, like shared memory."""
+class ByteRows:
+    """One byte window per row (a CTA for shared memory, a lane for local memory) with an
+    initialized-byte map: the memory starts undefined and reads of unwritten bytes are flagged."""
 
-    def __init__(self, layout: LocalLayout, lanes: int):
+    def __init__(self, layout: _Layout, rows: int):
         self.layout = layout
         size = max(layout.size, 1)
-        self.data = np.zeros((lanes, size), np.uint8)
-        self.init = np.zeros((lanes, size), bool)
+        self.data = np.zeros((rows, size), np.uint8)
+        self.init = np.zeros((rows, size), bool)
 
     @property
     def size(self) -> int:
@@ -262,19 +218,36 @@ class LocalMemory:
         a = addr.astype(np.int64)
         return (a >= 0) & (a + nbytes <= self.layout.size)
 
-    def read(self, lanes: np.ndarray, addr: np.ndarray, nbytes: int):
-        """(words, all-bytes-initialized mask) for in-bounds addresses of `lanes`."""
+    def read(self, rows: np.ndarray, addr: np.ndarray, nbytes: int):
+        """(words, all-bytes-initialized mask) for in-bounds addresses of `rows`."""
         idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)
-        raw = self.data[lanes[:, None], idx]
-        init = self.init[lanes[:, None], idx].all(axis=1)
+        raw = self.data[rows[:, None], idx]
+        init = self.init[rows[:, None], idx].all(axis=1)
         return np.ascontiguousarray(raw).reshape(-1).view(uint_of(nbytes)), init
 
-    def write(self, lanes: np.ndarray, addr: np.ndarray, nbytes: int, words) -> None:
+    def write(self, rows: np.ndarray, addr: np.ndarray, nbytes: int, words) -> None:
         raw = np.ascontiguousarray(np.asarray(words).astype(uint_of(nbytes))).view(
             np.uint8).reshape(-1, nbytes)
         idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)
-        self.data[lanes[:, None], idx] = raw
-        self.init[lanes[:, None], idx] = True
+        self.data[rows[:, None], idx] = raw
+        self.init[rows[:, None], idx] = True
+
+    def read_bytes(self, row: int, addr: np.ndarray) -> "tuple[np.ndarray, np.ndarray]":
+        a = addr.astype(np.int64)
+        return self.data[row, a], self.init[row, a]
+
+    def write_bytes(self, row: int, addr: np.ndarray, raw: np.ndarray) -> None:
+        a = addr.astype(np.int64)
+        self.data[row, a] = raw
+        self.init[row, a] = True
+
+
+class SharedMemory(ByteRows):
+    """Shared memory of the CTAs of one group, one row per CTA."""
+
+
+class LocalMemory(ByteRows):
+    """The local windows of the lanes of one `Warps`, one row per lane."""
 
 
 class ParamSpace:

@@ -12,6 +12,7 @@ run. ``[numsim]`` keys in ``tirx.toml``: ``seed``, ``max_ctas``, ``max_instructi
 
 from __future__ import annotations
 
+from tirxh.core.config import ini_value
 from tirxh.core.findings import AnalyzerResult, Finding, SourceRef, worst
 from tirxh.core.pluginmanager import hookimpl
 
@@ -30,13 +31,7 @@ def tirxh_addoption(parser):
 
 
 def _opt(config, key, default):
-    getini = getattr(config, "getini", None)
-    if getini is not None:
-        try:
-            return getini(SECTION, key)
-        except Exception:  # the key was not declared (plugin loaded without addoption)
-            pass
-    return (getattr(config, "inicfg", None) or {}).get(SECTION, {}).get(key, default)
+    return ini_value(config, SECTION, key, default)
 
 
 @hookimpl

@@ -9,6 +9,7 @@ bound; hitting it gives ``incomplete``), ``all_cases`` (check every small case),
 
 from __future__ import annotations
 
+from tirxh.core.config import ini_value
 from tirxh.core.pluginmanager import hookimpl
 
 SECTION = "sync_check"
@@ -25,13 +26,7 @@ def tirxh_addoption(parser):
 
 
 def _opt(config, key, default):
-    getini = getattr(config, "getini", None)
-    if getini is not None:
-        try:
-            return getini(SECTION, key)
-        except Exception:  # the key was not declared (plugin loaded without addoption)
-            pass
-    return (getattr(config, "inicfg", None) or {}).get(SECTION, {}).get(key, default)
+    return ini_value(config, SECTION, key, default)
 
 
 def smallest_case(suite):

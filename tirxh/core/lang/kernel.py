@@ -96,8 +96,10 @@ class Kernel:
     def runtime_params(self) -> list:
         return [p for p in self.params if p.kind != "const"]
 
-    def resolve_consts(self, values: dict) -> dict:
-        """The constants of this kernel taken from `values` (or their defaults)."""
+    def resolve_consts(self, values: dict, strict: bool = True) -> dict:
+        """The constants of this kernel taken from `values` (or their defaults). A constant with
+        neither is an error, or, with ``strict=False``, left out (so that tracing later reports
+        it at the kernel's line)."""
         out = {}
         for p in self.params:
             if p.kind != "const":
@@ -106,7 +108,7 @@ class Kernel:
                 out[p.name] = values[p.name]
             elif p.default is not inspect.Parameter.empty:
                 out[p.name] = p.default
-            else:
+            elif strict:
                 raise tr.TraceError(f"kernel {self.name!r} needs a value for constant "
                                     f"{p.name!r}", self.loc)
         return out

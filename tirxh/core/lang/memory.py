@@ -165,7 +165,36 @@ def cluster_ctarank(): return read_sreg("cluster_ctarank")
 
 # --- shared memory --------------------------------------------------------------------------------
 
-class SharedBuffer:
+class _SymbolBuffer:
+    """An array addressed through a PTX symbol (shared or local memory); see the subclasses."""
+
+    space = "?"
+
+    def __init__(self, var, sym: ir.Sym):
+        self.var, self.sym = var, sym
+        self.dtype, self.shape = var.dtype, var.shape
+        self.offset = getattr(var, "offset", 0)  # inside the dynamic shared window
+
+    @property
+    def nbytes(self) -> int:
+        return self.var.nbytes
+
+    def ptr(self, offset_bytes: int = 0) -> tr.Register:
+        base = tr.emit("mov.u32", self.sym)
+        off = self.offset + offset_bytes
+        return tr.emit("add.u32", base, off) if off else base
+
+    def at(self, *idx) -> ir.Addr:
+        return _element_addr(self.var, self.sym, self.offset, idx)
+
+    def __tirx_addr__(self) -> ir.Addr:
+        return ir.Addr(self.sym, self.offset)
+
+    def __repr__(self):
+        return f"<{self.space} {self.var.name}: {self.dtype}{list(self.shape)}>"
+
+
+class SharedBuffer(_SymbolBuffer):
     """A shared-memory allocation made by `T.shared`.
 
     `.at(*idx)` with Python ints is a static address ``[sym+off]`` (no instruction); with a register
@@ -174,27 +203,7 @@ class SharedBuffer:
     window) and returns the 32-bit shared address, for descriptors and TMA destinations.
     """
 
-    def __init__(self, var: ir.SharedVar, sym: ir.Sym):
-        self.var, self.sym = var, sym
-        self.dtype, self.shape = var.dtype, var.shape
-
-    @property
-    def nbytes(self) -> int:
-        return self.var.nbytes
-
-    def ptr(self, offset_bytes: int = 0) -> tr.Register:
-        base = tr.emit("mov.u32", self.sym)
-        off = self.var.offset + offset_bytes
-        return tr.emit("add.u32", base, off) if off else base
-
-    def at(self, *idx) -> ir.Addr:
-        return _element_addr(self.var, self.sym, self.var.offset, idx)
-
-    def __tirx_addr__(self) -> ir.Addr:
-        return ir.Addr(self.sym, self.var.offset)
-
-    def __repr__(self):
-        return f"<shared {self.var.name}: {self.dtype}{list(self.shape)}>"
+    space = "shared"
 
 
 def _element_addr(var, sym: ir.Sym, base_off: int, idx: tuple) -> ir.Addr:
@@ -261,7 +270,7 @@ def shared(dtype, shape, align: int = 16, swizzle: int = 0, dynamic: bool = Fals
 
 # --- local memory ---------------------------------------------------------------------------------
 
-class LocalBuffer:
+class LocalBuffer(_SymbolBuffer):
     """A per-thread local-memory array made by `T.local` (``.local .align A .b8 name[N]``).
 
     Each thread has its own copy. `.at(*idx)` with Python ints is the static address
@@ -271,26 +280,7 @@ class LocalBuffer:
     address in the thread's local window.
     """
 
-    def __init__(self, var: ir.LocalVar, sym: ir.Sym):
-        self.var, self.sym = var, sym
-        self.dtype, self.shape = var.dtype, var.shape
-
-    @property
-    def nbytes(self) -> int:
-        return self.var.nbytes
-
-    def ptr(self, offset_bytes: int = 0) -> tr.Register:
-        base = tr.emit("mov.u32", self.sym)
-        return tr.emit("add.u32", base, offset_bytes) if offset_bytes else base
-
-    def at(self, *idx) -> ir.Addr:
-        return _element_addr(self.var, self.sym, 0, idx)
-
-    def __tirx_addr__(self) -> ir.Addr:
-        return ir.Addr(self.sym, 0)
-
-    def __repr__(self):
-        return f"<local {self.var.name}: {self.dtype}{list(self.shape)}>"
+    space = "local"
 
 
 def local(dtype, shape, align: int = 16, name: "str | None" = None) -> LocalBuffer:
