@@ -68,7 +68,7 @@ class JobError(ValueError):
 
 def dtype_of(name: str) -> np.dtype:
     """numpy dtype for a PTX type name (bf16/fp8 through ml_dtypes)."""
-    from tirxh.core.types import numpy_dtype
+    from tirxh.api import numpy_dtype
     return numpy_dtype(name)
 
 

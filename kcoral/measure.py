@@ -261,7 +261,7 @@ class Session:
 
 def _compare(got, exp, c) -> dict:
     import warnings
-    from tirxh.core.suite import Tolerance
+    from tirxh.api import Tolerance
     if got.dtype == exp.dtype and got.shape == exp.shape and np.array_equal(got, exp):
         # bit-for-bit equal (array_equal is False wherever a NaN is): passes any tolerance, and
         # costs one comparison instead of the float64 statistics below (seconds at 16M elements)

@@ -63,7 +63,7 @@ class SimDevice(Device):
     def __init__(self, spec: BoardSpec):
         import numpy as np
         import tirxh_numsim
-        from tirxh.core.registry import default_isa, default_targets
+        from tirxh.api import default_isa, default_targets
         self._np = np
         self._numsim = tirxh_numsim
         self.spec = spec
@@ -97,8 +97,8 @@ class SimDevice(Device):
 
     def load_ir(self, data: "bytes | None", digest: str = "") -> None:
         """Load the job's IR blob (re-resolved against this worker's instruction set)."""
-        from tirxh.core.emit_ptx import CompileError, emit_ptx
-        from tirxh.core.irjson import IRJSONError, loads
+        from tirxh.api import CompileError, emit_ptx
+        from tirxh.api import IRJSONError, ir_loads as loads
         if not data:
             raise JobFailure("validation.module.ir", "module.ir: the sim board runs the kernel's "
                              "IR; this job's module carries none (CompiledKernel.ir_json())")
@@ -229,7 +229,7 @@ class SimDevice(Device):
 
     def _tensormap(self, d, bufs, param_of, field):
         from kcoral.job import dtype_of
-        from tirxh.core.suite import TensorMap
+        from tirxh.api import TensorMap
         try:
             src = d["source"]
             tm = TensorMap(src, tuple(reversed(d["box"])), swizzle=int(d.get("swizzle", 0)),

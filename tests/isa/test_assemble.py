@@ -11,7 +11,7 @@ from tirxh.core.bindings import Binding, Effects, InstructionSet, operands, slot
 from tirxh.core.isa_check import check_iset, examples_for, parse_example
 from tirxh.core.reference import builtin_toolset
 from tirxh.core.targets import Target
-from tirxh.core.toolchain import _find_tool, _nvjitlink
+from tirxh.core.toolchain import find_tool, _nvjitlink
 from tirxh.plugins import isa_base
 
 ISA, TARGETS = builtin_toolset()
@@ -30,7 +30,7 @@ def _isa(*bindings) -> InstructionSet:
 
 
 needs_assembler = pytest.mark.skipif(
-    _nvjitlink() is None and _find_tool("ptxas") is None,
+    _nvjitlink() is None and find_tool("ptxas") is None,
     reason="no PTX assembler: pip install nvidia-nvjitlink cuda-bindings (or put ptxas on PATH)")
 
 

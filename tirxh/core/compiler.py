@@ -73,7 +73,8 @@ class CompiledKernel:
         }
 
 
-def _target(name_or_target):
+def get_target(name_or_target):
+    """The `Target` named `name_or_target` (a `Target` is returned as is); unknown: CompileError."""
     from .registry import default_targets
     if isinstance(name_or_target, str):
         try:
@@ -105,7 +106,7 @@ def _validate_limits(k: ir.KernelIR, target) -> None:
 
 def emit_ptx_for(kernel, target, consts: dict, isa=None) -> str:
     from .. import __version__
-    t = _target(target)
+    t = get_target(target)
     k = kernel.specialize(isa=isa, **consts)
     _validate_limits(k, t)
     return emit_ptx(k, t, __version__)
@@ -117,7 +118,7 @@ def compile_kernel(kernel, target, consts: "dict | None" = None, isa=None,
     """Trace (cached per constants), emit PTX, and assemble it to a cubin (cached by content)."""
     from .. import __version__
     consts = kernel.resolve_consts(consts or {})
-    t = _target(target)
+    t = get_target(target)
     t0 = time.perf_counter()
     k = kernel.specialize(isa=isa, **consts)
     t1 = time.perf_counter()

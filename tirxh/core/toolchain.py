@@ -75,7 +75,7 @@ def _nvjitlink():
         return None
 
 
-def _find_tool(name: str) -> "str | None":
+def find_tool(name: str) -> "str | None":
     for env in ("CUDA_HOME", "CUDA_PATH"):
         root = os.environ.get(env)
         if root and os.path.exists(os.path.join(root, "bin", name)):
@@ -103,7 +103,7 @@ def _toolchain_versions() -> tuple:
     nj = _nvjitlink()
     if nj is not None:
         out["nvjitlink"] = "%d.%d" % tuple(nj.version())
-    ptxas = _find_tool("ptxas")
+    ptxas = find_tool("ptxas")
     if ptxas:
         out["ptxas_path"] = ptxas
         try:
@@ -133,7 +133,7 @@ def ptx_to_cubin(ptx: str, arch: str, line_info: bool = True, extra: tuple = (),
         # nvJitLink assembles as one unit of a link and drops setmaxnreg ("C7504 ... ignored to
         # maintain compatibility across compilation units"); ptxas in whole-program mode keeps
         # it, so prefer ptxas for such kernels when one is installed.
-        if "C7504" in log and prefer == "auto" and _find_tool("ptxas") is not None:
+        if "C7504" in log and prefer == "auto" and find_tool("ptxas") is not None:
             cubin, plog = _via_ptxas(ptx, arch, line_info, extra)
             return cubin, ("note: nvJitLink ignored setmaxnreg (C7504); assembled with ptxas "
                            "(whole-program mode) instead\n" + plog)
@@ -178,7 +178,7 @@ def _log(nj, h) -> str:
 
 
 def _via_ptxas(ptx: str, arch: str, line_info: bool, extra: tuple):
-    ptxas = _find_tool("ptxas")
+    ptxas = find_tool("ptxas")
     if ptxas is None:
         raise ToolchainError("no PTX assembler: install nvidia-nvjitlink + cuda-bindings, or a "
                              "CUDA toolkit (CUDA_HOME) providing ptxas")
@@ -196,7 +196,7 @@ def _via_ptxas(ptx: str, arch: str, line_info: bool, extra: tuple):
 
 def cubin_to_sass(cubin: bytes) -> str:
     """Disassemble a cubin with nvdisasm (``-c -g`` for line info where present)."""
-    tool = _find_tool("nvdisasm")
+    tool = find_tool("nvdisasm")
     if tool is None:
         raise ToolchainError("nvdisasm not found: pip install nvidia-cuda-nvdisasm")
     with tempfile.TemporaryDirectory(prefix="tirxh-") as d:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tirxh import hookimpl
-from tirxh.core import ir
-from tirxh.core.bindings import Binding, Effects, operands, opt
-from tirxh.core.findings import AnalyzerResult, Finding, SourceRef
+from tirxh.api import (
+    AnalyzerResult, Binding, Effects, Finding, hookimpl, ir, operands, opt, SourceRef,
+)
 
 __version__ = "0.1.0"
 

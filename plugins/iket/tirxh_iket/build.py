@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from tirxh.core.compiler import CompiledKernel, _target, _validate_limits, default_cache
+from tirxh.core.compiler import CompiledKernel, get_target, _validate_limits, default_cache
 from tirxh.core.cache import cache_key
 from tirxh.core.emit_ptx import CompileError, emit_ptx
 from tirxh.core.toolchain import parse_resources, ptx_to_cubin
@@ -24,7 +24,7 @@ def compile_profiling_build(kernel, target, consts: "dict | None" = None,
     """The instrumented `CompiledKernel` for `target` and the layout of its trace buffer."""
     from tirxh import __version__
     consts = kernel.resolve_consts(consts or {})
-    t = _target(target)
+    t = get_target(target)
     t0 = time.perf_counter()
     base = kernel.specialize(isa=isa, **consts)
     k, layout = instrument(base, capacity=capacity, isa=isa)

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tirxh.core import ir
-from tirxh.core.lang import trace as tr
-from tirxh.core.types import dtype as as_dtype
+from tirxh.api import dtype as as_dtype, emit, ir, Trace, TraceError, tracing
 
 from .layout import PARAM_NAME, RECORD_BYTES, VALID_BIT, Site, TraceLayout
 
@@ -61,7 +59,7 @@ def instrument(k: ir.KernelIR, capacity: int = DEFAULT_CAPACITY, isa=None,
         raise InstrumentError(f"kernel {k.name!r}: a parameter is already named {param!r}, the "
                               "name of iket's hidden trace-buffer parameter; rename it")
     if isa is None:
-        from tirxh.core.registry import default_isa
+        from tirxh.api import default_isa
         isa = default_isa()
     return _Pass(k, capacity, isa, param).run()
 
@@ -69,7 +67,7 @@ def instrument(k: ir.KernelIR, capacity: int = DEFAULT_CAPACITY, isa=None,
 class _Pass:
     def __init__(self, k: ir.KernelIR, capacity: int, isa, param: str):
         self.k, self.capacity, self.param = k, capacity, param
-        self.trace = tr.Trace(k.name, isa)
+        self.trace = Trace(k.name, isa)
         self.trace.regs = list(k.regs)  # new registers are numbered after the kernel's own
         self.sites: list[Site] = []
         self.site_ids: dict = {}
@@ -83,9 +81,9 @@ class _Pass:
         saved_blocks, saved_loc = t.blocks, t.loc_override
         t.blocks, t.loc_override = [ir.Block()], loc
         try:
-            with tr.tracing(t):
+            with tracing(t):
                 fn()
-        except tr.TraceError as e:  # a binding this pass relies on is missing: a plugin bug
+        except TraceError as e:  # a binding this pass relies on is missing: a plugin bug
             raise InstrumentError(f"kernel {self.k.name!r}: iket instrumentation failed: "
                                   f"{e.message}") from None
         finally:
@@ -94,7 +92,7 @@ class _Pass:
         return stmts
 
     def _prologue(self) -> None:
-        e, k = tr.emit, self.k
+        e, k = emit, self.k
         u32 = as_dtype("u32")
 
         def sreg(name):
@@ -121,7 +119,7 @@ class _Pass:
         self.seq.set(0)
 
     def _record(self, site_id: int) -> None:
-        e = tr.emit
+        e = emit
         u64, b32 = as_dtype("u64"), as_dtype("b32")
         t = e("mov.u64", ir.SReg("globaltimer", u64))
         c = e("mov.u64", ir.SReg("clock64", u64))

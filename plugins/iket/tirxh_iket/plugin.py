@@ -13,9 +13,8 @@ import json
 import pathlib
 from dataclasses import dataclass, field
 
-from tirxh.core.pluginmanager import hookimpl
+from tirxh.api import CompileError, hookimpl
 
-from tirxh.core.emit_ptx import CompileError
 
 from .build import compile_profiling_build
 from .instrument import DEFAULT_CAPACITY, InstrumentError

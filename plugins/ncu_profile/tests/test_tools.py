@@ -70,7 +70,7 @@ def test_board_without_ncu_answers_clearly(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(tools, "_SEARCH", ())
     import tirxh.core.toolchain as tc
-    monkeypatch.setattr(tc, "_find_tool", lambda name: None)  # as on a board without CUDA tools
+    monkeypatch.setattr(tc, "find_tool", lambda name: None)  # as on a board without CUDA tools
     board = types.SimpleNamespace(name="h200-0", type="cuda")
     why = tools.NcuTool().available(board)
     assert why.startswith("ncu (Nsight Compute CLI) not found on this board")

@@ -28,7 +28,7 @@ def _summarize(a) -> int:
     if a.sass:
         sass = pathlib.Path(a.sass).read_text()
     elif a.cubin:
-        from tirxh.core.toolchain import cubin_to_sass
+        from tirxh.api import cubin_to_sass
         sass = cubin_to_sass(pathlib.Path(a.cubin).read_bytes())
     src = pathlib.Path(a.source).read_text() if a.source else None
     s = summarize_exports(pathlib.Path(a.details).read_text(), src, entry=a.entry or "",

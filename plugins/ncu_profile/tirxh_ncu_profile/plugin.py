@@ -13,8 +13,7 @@ import json
 import pathlib
 from dataclasses import dataclass, field
 
-from tirxh.core.findings import AnalyzerResult, Finding, worst
-from tirxh.core.pluginmanager import hookimpl
+from tirxh.api import AnalyzerResult, Finding, hookimpl, worst
 
 from .ncu_csv import HotSpot
 from .report import format_ncu

@@ -47,8 +47,8 @@ def main(argv: list) -> int:
     """`argv`: ``NODEID [options]``: the node id first, then the options of ``tirxh build``
     and the profilers'."""
     from tirxh.core.cli import configure
-    from tirxh.core.errors import UsageError
-    from tirxh.core.main import ExitCode
+    from tirxh.api import UsageError
+    from tirxh.api import ExitCode
     rest, json_path, out = _split(list(argv))
     if not rest or rest[0].startswith("-"):
         sys.stderr.write("usage: python -m tirxh_ncu_profile profile NODEID [--ncu [--ncu-set "

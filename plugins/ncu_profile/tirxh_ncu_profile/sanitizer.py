@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tirxh.core.findings import AnalyzerResult, Finding, SourceRef, worst
+from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 

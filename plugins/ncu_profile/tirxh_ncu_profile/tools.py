@@ -57,8 +57,8 @@ def find_binary(name: str, env: str) -> "str | None":
     under /opt/nvidia/nsight-compute."""
     if os.environ.get(env):
         return os.environ[env]
-    from tirxh.core.toolchain import _find_tool
-    found = _find_tool(name)
+    from tirxh.api import find_tool
+    found = find_tool(name)
     if found:
         return found
     for base in _SEARCH:

@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tirxh.core.findings import Finding, SourceRef, worst
-from tirxh.core.suite import TensorMap
+from tirxh.api import Finding, SourceRef, TensorMap, worst
 
 from .events import Trace
 from .machine import Deadlock
@@ -61,7 +60,7 @@ class SimResult:
 
 def _resolve(target, consts, grid, case, outputs):
     """(kernel IR, grid, consts, output names) from a kernel, compiled kernel or item."""
-    from tirxh.core.lang.kernel import Kernel
+    from tirxh.api import Kernel
     suite = getattr(target, "suite", None)
     if suite is not None and hasattr(target, "case"):
         case = target.case if case is None else case

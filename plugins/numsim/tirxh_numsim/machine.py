@@ -20,8 +20,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from tirxh.core import ir
-from tirxh.core.types import DTYPES
+from tirxh.api import DTYPES, ir
 
 from . import events as ev
 from .values import Unsupported, convert_bits, imm_array, storage

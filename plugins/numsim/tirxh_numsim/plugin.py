@@ -12,9 +12,7 @@ run. ``[numsim]`` keys in ``tirx.toml``: ``seed``, ``max_ctas``, ``max_instructi
 
 from __future__ import annotations
 
-from tirxh.core.config import ini_value
-from tirxh.core.findings import AnalyzerResult, Finding, SourceRef, worst
-from tirxh.core.pluginmanager import hookimpl
+from tirxh.api import AnalyzerResult, Finding, hookimpl, ini_value, SourceRef, worst
 
 SECTION = "numsim"
 

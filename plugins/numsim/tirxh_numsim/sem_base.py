@@ -11,7 +11,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from tirxh.core import ir
+from tirxh.api import ir
 
 from .machine import WARP
 from .semtable import rejected, semantic

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tirxh.core import ir
+from tirxh.api import ir
 
 from . import events as ev
 from .machine import WARP

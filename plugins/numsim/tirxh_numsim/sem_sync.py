@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tirxh.core import ir
+from tirxh.api import ir
 
 from .machine import WARP, Fallback, Wait
 from .semtable import semantic

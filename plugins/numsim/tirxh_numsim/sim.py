@@ -13,8 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from tirxh.core import ir
-from tirxh.core.findings import Finding, SourceRef
+from tirxh.api import Finding, ir, SourceRef
 
 from . import events as ev
 from .machine import (CTA, WARP, Deadlock, Fallback, Group, SimLimit, Warps, schedule)

@@ -11,7 +11,7 @@ def supported_ops(isa=None) -> list:
     """[(binding name, iset, fidelity, note)] for every binding of `isa` (default: installed)."""
     from .semtable import lookup
     if isa is None:
-        from tirxh.core.registry import default_isa
+        from tirxh.api import default_isa
         isa = default_isa()
     rows = []
     for b in sorted(isa, key=lambda b: (b.iset, b.name)):

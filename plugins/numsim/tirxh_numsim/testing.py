@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tirxh.lang as T
 import tirxh_numsim as ns
-from tirxh.core.types import dtype as as_dtype
+from tirxh.api import dtype as as_dtype
 
 LANES = 32
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tirxh.core.types import DType, DTYPES, numpy_dtype
+from tirxh.api import DType, DTYPES, numpy_dtype
 
 try:
     import ml_dtypes

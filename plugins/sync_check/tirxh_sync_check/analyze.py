@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from tirxh.core.findings import AnalyzerResult, Finding, SourceRef, worst
+from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
 
 from . import model, racecheck, synccheck, warpchecks, wgmmacheck
 from .report import KINDS, to_finding

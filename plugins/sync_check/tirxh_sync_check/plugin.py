@@ -9,8 +9,7 @@ bound; hitting it gives ``incomplete``), ``all_cases`` (check every small case),
 
 from __future__ import annotations
 
-from tirxh.core.config import ini_value
-from tirxh.core.pluginmanager import hookimpl
+from tirxh.api import hookimpl, ini_value
 
 SECTION = "sync_check"
 

@@ -10,7 +10,7 @@ touched against that variable's range in numsim's `SharedLayout`. Addresses of t
 
 from __future__ import annotations
 
-from tirxh.core import ir
+from tirxh.api import ir
 
 _ARITH = ("add", "sub", "mad", "cvta", "mov", "mul")
 

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from tirxh.core.findings import Finding, SourceRef
+from tirxh.api import Finding, SourceRef
 from tirxh_numsim import events as ev
 
 # finding kinds (stable ids) and whether each is a bug (error) or advisory (review)

@@ -18,7 +18,7 @@ the message says which access and which wgmma.
 
 from __future__ import annotations
 
-from tirxh.core import ir
+from tirxh.api import ir
 
 from .report import Issue
 
