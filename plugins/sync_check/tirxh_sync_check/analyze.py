@@ -121,7 +121,7 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     return sync, race
 
 
-KNOWN_ENGINES = ("tma", "bulk", "cp.async", "wgmma")
+KNOWN_ENGINES = ("tma", "bulk", "cp.async", "wgmma", "st.async", "red.async")
 # binding sync roles (Effects.sync) whose ordering both analyses model; any other role in a
 # kernel makes the results incomplete (fail closed), naming the instruction
 MODELLED_ROLES = {

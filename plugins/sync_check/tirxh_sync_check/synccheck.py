@@ -147,7 +147,7 @@ class _Explorer:
         for j, (aid, idx) in enumerate(pend):
             comp = self.cm.completions[aid][idx]
             if self._partial(mbs, comp.obj, 0, comp.tx):
-                return [self._complete(s, j)]
+                return [self._complete(s, j, path_fn)]
         for i, ops in enumerate(self.ops):
             pc, aux = warps[i]
             if pc >= len(ops):
@@ -157,7 +157,7 @@ class _Explorer:
             if r is not None:
                 out.append((r, ("warp", i, pc)))
         for j in range(len(pend)):
-            out.append(self._complete(s, j))
+            out.append(self._complete(s, j, path_fn))
         return out
 
     def _partial(self, mbs, obj, count: int, tx_done: int) -> bool:
@@ -168,7 +168,7 @@ class _Explorer:
             return False
         return not (pendc - count == 0 and tx - tx_done == 0)
 
-    def _complete(self, s, j):
+    def _complete(self, s, j, path_fn):
         """The async op `pend[j]` performs its next complete_tx."""
         warps, mbs, bars, cbs, pend = s
         aid, idx = pend[j]
@@ -176,6 +176,14 @@ class _Explorer:
         mb = list(mbs)
         mi = self.mindex[comp.obj]
         st, cnt, done, pendc, tx = mb[mi]
+        if st != INIT:
+            issue = self._issue_op(aid)
+            self.report("mbarrier.uninitialized", issue,
+                        f"an asynchronous operation completes {comp.tx} bytes on mbarrier at "
+                        f"{_addr(comp.obj)} before an initialization ordered before it (the init "
+                        "needs fence.mbarrier_init and a barrier that orders it before the "
+                        "operation's issue; for a peer CTA's mbarrier, a cluster barrier)",
+                        path_fn(("async", aid, idx)), related=[self._init_event(comp.obj)])
         tx -= comp.tx
         if st == INIT and pendc == 0 and tx == 0:
             done, pendc = done + 1, cnt
@@ -328,6 +336,13 @@ class _Explorer:
                     ops[pc].kind in ("mwait", "marrive", "mexpect"):
                 return True
         return False
+
+    def _issue_op(self, aid):
+        for ops in self.ops:
+            for op in ops:
+                if op.kind == "issue" and op.async_id == aid:
+                    return op
+        return None
 
     def _init_event(self, obj):
         for ops in self.ops:
