@@ -23,7 +23,7 @@ from tirxh.api import ir
 from . import events as ev
 from .machine import WARP, MBar, Wait
 from .memory import CLUSTER_SHIFT, SHARED_GENERIC, SHARED_GENERIC_END
-from .sem_sync import _lanes2d
+from .sem_sync import _lanes2d, collective_event
 from .semtable import semantic
 from .values import BF16, E4M3, E5M2, Unsupported, dtype as T, uint_of
 
@@ -689,7 +689,7 @@ def _elect(w, instr, mask):
     if isinstance(p, ir.Reg):
         isl = (np.arange(WARP)[None, :] == leader[:, None]) & act
         w.write(p, isl.reshape(-1), mask)
-    w.event(ev.WarpSync, instr, mask, op="elect.sync", membermask=int(mm[0, 0]))
+    collective_event(w, instr, mask)
 
 
 @semantic("mapa")

@@ -95,7 +95,7 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
         notes.extend(cm.notes + r.notes)
         states += r.states
         bounded |= not r.complete
-    issues.extend(warpchecks.check(trace))
+    issues.extend(warpchecks.check(trace, kir))
     if kir is not None:
         issues.extend(_attach_warps(wgmmacheck.check(kir), trace))
     from_numsim = [Finding(_FROM_NUMSIM[d.kind], d.message + " (reported by numsim, which "

@@ -31,6 +31,8 @@ KINDS = {
     "wgmma.accumulator-early": "error",
     "wgmma.missing-fence": "error",
     "setmaxnreg.partial-warpgroup": "error",
+    "warp.membermask": "error",
+    "warp.aligned-divergent": "error",
     "cluster-barrier.mismatch": "error",
     "deadlock": "error",
     # racecheck
