@@ -19,7 +19,7 @@ import numpy as np
 
 from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
 
-from . import model, racecheck, synccheck, warpchecks, wgmmacheck
+from . import model, racecheck, synccheck, waituse, warpchecks, wgmmacheck
 from .report import KINDS, to_finding
 
 
@@ -74,7 +74,8 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
 
     # -- racecheck (first: its clocks tell synccheck whether waits can be taken eagerly) -------
     t0 = time.perf_counter()
-    race_issues, checker = racecheck.check(trace, kir, buffers)
+    probes, ignored = waituse.classify(kir)
+    race_issues, checker = racecheck.check(trace, kir, buffers, ignored)
     race_findings = _dedupe([to_finding(i) for i in race_issues])
     rstats = {"racecheck_s": round(time.perf_counter() - t0, 3), "events": len(trace.events)}
     race = _result("racecheck", race_findings, list(not_run), rstats,
@@ -87,7 +88,7 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     states = 0
     bounded = False
     names = _shared_names(kir)
-    models = _distinct(model.build(trace))
+    models = _distinct(model.build(trace, ignored, probes))
     eager_waits = racecheck.waits_ordered(checker, models)
     for cm in models:
         r = synccheck.explore(cm, max_states, names, eager_waits=eager_waits)

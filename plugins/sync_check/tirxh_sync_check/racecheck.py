@@ -49,7 +49,8 @@ _STRONG = ("relaxed", "acquire", "release", "acq_rel", "volatile")
 
 
 class RaceChecker:
-    def __init__(self, trace, kir=None, buffers: "dict | None" = None):
+    def __init__(self, trace, kir=None, buffers: "dict | None" = None,
+                 ignored_waits=frozenset()):
         """`kir`: the traced kernel (shared layout, address provenance); `buffers`: global buffer
         sizes ``{param name: nbytes}`` (numsim binds parameter i at GLOBAL_BASE + i*STRIDE)."""
         self.trace = trace
@@ -113,6 +114,10 @@ class RaceChecker:
         self.completions: dict = {}  # (cta, addr, phases after) -> (thread, released clock)
         self.waits: dict = {}  # id(wait event) -> (warp thread, its clock before the acquire)
         self.inits: dict = {}  # (cta, addr) -> number of inits
+        # try_waits whose result no control flow depends on (`waituse`): not waits, no acquire;
+        # the last one each warp executed is named in its races
+        self.ignored_waits = ignored_waits
+        self.ignored_seen: dict = {}  # warp thread -> last ignored try_wait event
 
     # -- helpers ---------------------------------------------------------------------------------
     def thread_of(self, e, i: int = -1) -> int:
@@ -417,7 +422,13 @@ class RaceChecker:
             primary, other = first, second
         elif kind == "proxy.missing-fence":
             primary, other = first, second
-        self.add(Issue(kind, msg, event=primary, related=[other], witness=witness,
+        related = [other]
+        probe = self.ignored_seen.get(self.widx.get((primary.cta, primary.warp)))
+        if probe is not None and probe.seq < primary.seq:
+            related.append(probe)
+            witness.append(f"{describe_event(probe)}: its result decides nothing, so it is not a "
+                           "wait (a wait loops or branches on the try_wait's predicate)")
+        self.add(Issue(kind, msg, event=primary, related=related, witness=witness,
                        addresses=[where], lanes=[lane] if lane >= 0 else [],
                        data={"space": second.space}))
 
@@ -450,6 +461,9 @@ class RaceChecker:
                 self.mb_phase[key + (e.phase - 1,)] = acc.copy()
                 self.mb_acc[key] = new_clock(self.n)
                 self.completions[key + (e.phase,)] = (t, snap)
+            return
+        if e.op in ("try_wait", "test_wait") and id(e.instr) in self.ignored_waits:
+            self.ignored_seen[self.widx[(e.cta, e.warp)]] = e
             return
         if e.op in ("try_wait", "test_wait") and e.success:
             snap = self.mb_phase.get(key + (e.phase - 1,))
@@ -609,10 +623,12 @@ def _line(e):
     return (os.path.basename(e.loc.file), e.loc.line)
 
 
-def check(trace, kir=None, buffers: "dict | None" = None) -> "tuple[list, RaceChecker]":
+def check(trace, kir=None, buffers: "dict | None" = None,
+          ignored_waits=frozenset()) -> "tuple[list, RaceChecker]":
     """Run racecheck over a numsim trace; returns its `report.Issue`s and the checker (whose
-    clocks `waits_ordered` reads)."""
-    rc = RaceChecker(trace, kir, buffers)
+    clocks `waits_ordered` reads). `ignored_waits`: ids of try_wait instructions that are not
+    waits (`waituse.classify`)."""
+    rc = RaceChecker(trace, kir, buffers, ignored_waits)
     return rc.run(), rc
 
 
