@@ -48,3 +48,28 @@ def test_aligned_collectives_record_the_lanes_that_executed_them():
                  grid=(1,), trace=True)
     (e,) = [e for e in res.trace.of_kind(ev.WarpSync)]
     assert (e.op, e.lanes, e.exited) == ("ldmatrix", 0xFF, 0)
+
+
+@T.kernel(block=32)
+def diverging(out: T.gptr[T.u32]):
+    lane = T.laneid()
+    with T.if_(lane < 4):                       # if: lanes 0-3 / 4-31
+        T.ptx.st.global_.u32(out.at(lane), 1)
+    with T.if_(T.ctaid.x == 0):                 # uniform: no divergence recorded
+        T.ptx.st.global_.u32(out.at(lane), 2)
+    i = T.reg(T.u32, init=0)
+    with T.loop():                              # break: lane 0 leaves after one iteration, ...
+        T.break_(i > lane)
+        i.set(i + 1)
+    with T.range(lane & 1) as _:                # for: even lanes run no iteration
+        T.ptx.st.global_.u32(out.at(lane), 3)
+
+
+def test_divergence_is_recorded_where_the_lanes_split():
+    res = ns.run(diverging, dict(out=np.zeros(32, np.uint32)), grid=(1,), trace=True)
+    d = [(e.construct, e.lanes, e.other) for e in res.trace.of_kind(ev.Divergence)]
+    assert d[0] == ("if", 0xF, 0xFFFFFFF0)
+    breaks = [x for x in d if x[0] == "break"]
+    assert len(breaks) == 31 and breaks[0] == ("break", 0x1, 0xFFFFFFFE)
+    assert ("for", 0x55555555, 0xAAAAAAAA) in d
+    assert len(d) == 1 + 31 + 1  # the odd lanes later leave the for together: no split

@@ -92,7 +92,8 @@ def test_st_async_vector_stores_two_words_per_lane():
 @pytest.mark.parametrize("op,want", [("add.u32", lambda a: a + sum(range(1, 33))),
                                      ("max.u32", lambda a: max(a, 32)),
                                      ("min.u32", lambda a: min(a, 1)),
-                                     ("inc.u32", lambda a: 31),  # 1000 >= 1 wraps to 0, then +1 a lane
+                                     # 1000 >= 1 wraps to 0, then +1 a lane
+                                     ("inc.u32", lambda a: 31),
                                      ("xor.b32", lambda a: a ^ np.bitwise_xor.reduce(
                                          np.arange(1, 33)))])
 def test_red_async_reduces_lane_by_lane_into_the_peer(op, want):

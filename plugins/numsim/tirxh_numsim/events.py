@@ -196,6 +196,16 @@ class WarpSync(Event):
 
 
 @dataclass
+class Divergence(Event):
+    """The warp's lanes split at a branch (construct ``if``: `lanes` take the then-side, `other`
+    the else-side or nothing), a loop exit (``break``/``for``: `lanes` leave the loop, `other` go
+    on); instr is None, loc the construct's line. Recorded only when both sides are non-empty."""
+
+    other: int = 0
+    construct: str = "if"
+
+
+@dataclass
 class SetMaxNReg(Event):
     """``setmaxnreg.inc/dec``: action and the register count requested."""
 

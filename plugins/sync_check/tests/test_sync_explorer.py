@@ -153,11 +153,11 @@ def _explore_both_ways(kernel, inputs, grid, consts=None):
     """synccheck's issues with waits taken eagerly (when racecheck proves that safe) and
     without the shortcut."""
     import tirxh_numsim
-    from tirxh_sync_check import racecheck
+    from tirxh_sync_check import hbquery, racecheck
     res = tirxh_numsim.run(kernel, inputs, grid=grid, consts=consts, trace=True)
     models = model.build(res.trace)
     _, checker = racecheck.check(res.trace)
-    safe = racecheck.waits_ordered(checker, models)
+    safe = hbquery.waits_ordered(checker, models)
     out = []
     for eager in (safe, False):
         issues = set()

@@ -19,7 +19,7 @@ import numpy as np
 
 from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
 
-from . import model, racecheck, synccheck, waituse, warpchecks, wgmmacheck
+from . import hbquery, model, racecheck, synccheck, waituse, warpchecks, wgmmacheck
 from .report import KINDS, to_finding
 
 
@@ -89,7 +89,7 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     bounded = False
     names = _shared_names(kir)
     models = _distinct(model.build(trace, ignored, probes))
-    eager_waits = racecheck.waits_ordered(checker, models)
+    eager_waits = hbquery.waits_ordered(checker, models)
     for cm in models:
         r = synccheck.explore(cm, max_states, names, eager_waits=eager_waits)
         issues.extend(r.issues)

@@ -39,6 +39,7 @@ KINDS = {
     "race.read-write": "error",
     "race.write-write": "error",
     "race.stage-reuse": "error",
+    "race.divergent-lanes": "error",
     "proxy.missing-fence": "error",
     "memory.out-of-bounds": "error",
 }

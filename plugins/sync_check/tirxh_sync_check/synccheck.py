@@ -13,7 +13,7 @@ Partial-order reduction (sound for this acyclic state graph): steps that only en
 and commute with everything (barrier arrivals and waits, wgmma commit/wait, async issues, mbarrier
 arrivals and transaction completions that leave the phase incomplete) are taken alone when
 enabled. Enabled mbarrier waits are taken alone too when racecheck's clocks prove that no wait can
-consume another generation than in numsim's run (`racecheck.waits_ordered`); otherwise waits are
+consume another generation than in numsim's run (`hbquery.waits_ordered`); otherwise waits are
 interleaved so that a late waiter's overrun is found with its witness.
 
 Hardware rules modelled (PTX ISA 8.x, "Parallel Synchronization and Communication Instructions:
@@ -602,7 +602,7 @@ def _opname(op) -> str:
 def explore(cm: model.ClusterModel, max_states: int = DEFAULT_MAX_STATES,
             names: "dict | None" = None, eager_waits: bool = False) -> ExploreResult:
     """Explore one cluster's interleavings; see the module docstring. `names` maps shared
-    addresses to variable names for messages; `eager_waits` (from `racecheck.waits_ordered`:
+    addresses to variable names for messages; `eager_waits` (from `hbquery.waits_ordered`:
     no wait can consume another generation) lets an enabled wait be taken alone."""
     _NAMES.clear()
     _NAMES.update(names or {})
