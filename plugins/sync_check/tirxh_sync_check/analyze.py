@@ -19,7 +19,8 @@ import numpy as np
 
 from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
 
-from . import hbquery, model, racecheck, synccheck, waituse, warpchecks, wgmmacheck
+from . import (groupings, hbquery, model, racecheck, synccheck, waituse, warpchecks,
+               wgmmacheck)
 from .report import KINDS, to_finding
 
 
@@ -90,12 +91,18 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     names = _shared_names(kir)
     models = _distinct(model.build(trace, ignored, probes))
     eager_waits = hbquery.waits_ordered(checker, models)
+    results = []
     for cm in models:
         r = synccheck.explore(cm, max_states, names, eager_waits=eager_waits)
+        results.append(r)
         issues.extend(r.issues)
         notes.extend(cm.notes + r.notes)
         states += r.states
         bounded |= not r.complete
+    # named-barrier generations formed otherwise than in numsim's run: racecheck again
+    shared_id, skipped = groupings.check(trace, kir, buffers, ignored, results, race_issues)
+    issues.extend(shared_id)
+    notes.extend(skipped)
     issues.extend(warpchecks.check(trace, kir))
     if kir is not None:
         issues.extend(_attach_warps(wgmmacheck.check(kir), trace))

@@ -53,10 +53,12 @@ _STRONG = ("relaxed", "acquire", "release", "acq_rel", "volatile")
 
 class RaceChecker(SyncEdges, RaceReports):
     def __init__(self, trace, kir=None, buffers: "dict | None" = None,
-                 ignored_waits=frozenset()):
+                 ignored_waits=frozenset(), bar_groups: "dict | None" = None):
         """`kir`: the traced kernel (shared layout, address provenance); `buffers`: global buffer
         sizes ``{param name: nbytes}`` (numsim binds parameter i at GLOBAL_BASE + i*STRIDE);
-        `ignored_waits`: ids of try_wait instructions that are not waits (`waituse`)."""
+        `ignored_waits`: ids of try_wait instructions that are not waits (`waituse`);
+        `bar_groups`: another grouping of named-barrier arrivals into generations
+        (``{id(arrival event): generation key}``, `groupings`) than numsim's."""
         self.trace = trace
         self.events = trace.events
         self.kir = kir
@@ -133,6 +135,11 @@ class RaceChecker(SyncEdges, RaceReports):
         self.ignored_waits = ignored_waits
         self.ignored_seen: dict = {}  # warp -> last ignored try_wait event
         self.rel_log: dict = {}  # thread -> [(clock value released, event)] (`racereport`)
+        self.bar_groups = bar_groups or {}
+        self.bar_group_size: dict = {}
+        for g in self.bar_groups.values():
+            self.bar_group_size[g] = self.bar_group_size.get(g, 0) + 1
+        self.bar_alt: dict = {}  # generation key -> [arrivals so far, joined clock]
 
     # -- threads and clocks ----------------------------------------------------------------------
     def threads(self, i: int, e) -> list:
@@ -205,7 +212,7 @@ class RaceChecker(SyncEdges, RaceReports):
         # numsim's order, re-sequenced so that warpgroup-collective waits come after the
         # issues they depend on (see `order`)
         forks, joins = self.lanes.forks, self.lanes.joins
-        for i in replay_order(self.trace):
+        for i in replay_order(self.trace, self.bar_groups):
             for p, c in forks.get(i, ()):
                 self._fork(p, c)
             e = self.events[i]
@@ -459,10 +466,10 @@ def _async_read_owners(events) -> dict:
     return out
 
 
-def check(trace, kir=None, buffers: "dict | None" = None,
-          ignored_waits=frozenset()) -> "tuple[list, RaceChecker]":
+def check(trace, kir=None, buffers: "dict | None" = None, ignored_waits=frozenset(),
+          bar_groups: "dict | None" = None) -> "tuple[list, RaceChecker]":
     """Run racecheck over a numsim trace; returns its `report.Issue`s and the checker (whose
     clocks `hbquery` reads). `ignored_waits`: ids of try_wait instructions that are not waits
-    (`waituse.classify`)."""
-    rc = RaceChecker(trace, kir, buffers, ignored_waits)
+    (`waituse.classify`); `bar_groups`: see `RaceChecker`."""
+    rc = RaceChecker(trace, kir, buffers, ignored_waits, bar_groups)
     return rc.run(), rc

@@ -80,6 +80,16 @@ class SyncEdges:
                 if snap is not None:
                     np.maximum(self.clock(t), snap, out=self.vc[t])
             return
+        g = self.bar_groups.get(id(e))
+        if g is not None:  # an alternative grouping of this barrier's generations (`groupings`)
+            for t in ts:
+                self.bar_gen.setdefault(t, {})[key] = g
+            acc = self.bar_alt.setdefault(g, [0, new_clock(self.n)])
+            np.maximum(acc[1], self.release_all(ts, e), out=acc[1])
+            acc[0] += 1
+            if acc[0] == self.bar_group_size[g]:
+                self.bar_snap[key + (g,)] = acc[1].copy()
+            return
         st = self.bar_acc.setdefault(key, [0, 0, new_clock(self.n)])
         expected = e.count if e.count is not None else \
             -(-int(np.prod(self.trace.block)) // 32) * 32

@@ -28,6 +28,7 @@ KINDS = {
     "mbarrier.phase-overrun": "error",
     "barrier.count-mismatch": "error",
     "barrier.divergent": "error",
+    "barrier.shared-id": "error",
     "wgmma.accumulator-early": "error",
     "wgmma.missing-fence": "error",
     "setmaxnreg.partial-warpgroup": "error",

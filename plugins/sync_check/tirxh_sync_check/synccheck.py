@@ -47,6 +47,7 @@ class ExploreResult:
     states: int = 0
     complete: bool = True
     notes: list = field(default_factory=list)
+    explorer: object = None  # the `_Explorer` (its `formed` groupings and `path_through`)
 
 
 class _Explorer:
@@ -93,12 +94,20 @@ class _Explorer:
         # set by `explore`: waits cannot consume another generation, so an enabled wait (which
         # changes no shared state) is taken alone, like the other enabling-only steps
         self.eager_waits = False
+        # named barriers whose generations can be formed by different sets of warps (issue 13
+        # class 1): their arrivals are interleaved, the open generation's arrivals are part of
+        # the state, and every generation formed is recorded with the step that formed it
+        self.sensitive = _grouping_sensitive(self.ops)
+        self.formed: dict = {}  # frozenset(arrival events' ids) -> (state key, step)
+        self.parent: dict = {}
+        self._cur_key = None
+        self._quiet = False
 
     # -- state ----------------------------------------------------------------------------------
     def initial(self):
         warps = tuple((0, -1) for _ in self.ops)
         mbs = tuple((UNINIT, 0, 0, 0, 0) for _ in self.mkeys)
-        bars = tuple((0, 0, 0) for _ in self.bkeys)
+        bars = tuple((0, 0, 0, ()) if k in self.sensitive else (0, 0, 0) for k in self.bkeys)
         cbs = tuple((0, 0) for _ in self.cindex)
         return (warps, mbs, bars, cbs, ())
 
@@ -114,6 +123,8 @@ class _Explorer:
 
     # -- findings --------------------------------------------------------------------------------
     def report(self, kind, op, message, path, related=(), extra=None):
+        if self._quiet:
+            return
         ev = op.event if op is not None else None
         line = (ev.loc.file, ev.loc.line) if ev is not None and ev.loc is not None else None
         k = (kind, line)
@@ -139,7 +150,8 @@ class _Explorer:
             if pc >= len(ops):
                 continue
             op = ops[pc]
-            if op.kind in _EAGER or (op.kind == "marrive" and self._partial(
+            if (op.kind in _EAGER and op.obj not in self.sensitive) or (
+                    op.kind == "marrive" and self._partial(
                     mbs, op.obj, op.count, -op.tx)) or (op.kind == "mwait" and self.eager_waits):
                 r = self.step_warp(s, i, op, path_fn)
                 if r is not None:
@@ -268,7 +280,7 @@ class _Explorer:
             return self._advance(s, i)
         if k == "bar_arrive":
             bi = self.bindex[op.obj]
-            arrived, gen, exp = bars[bi]
+            arrived, gen, exp = bars[bi][:3]
             if arrived and exp != op.expected:
                 self.report("barrier.count-mismatch", op,
                             f"barrier {op.obj[2]} reached with thread count {op.expected} while "
@@ -284,8 +296,14 @@ class _Explorer:
                                 "uses it arrived", path_fn(("warp", i, warps[i][0])))
                     return None
                 arrived, gen = 0, gen + 1
-            return self._advance(s, i, aux=my_gen,
-                                 bars=_set(bars, bi, (arrived, gen, op.expected if arrived else 0)))
+            st = (arrived, gen, op.expected if arrived else 0)
+            if op.obj in self.sensitive:
+                members = bars[bi][3] + ((i, warps[i][0]),)
+                if not arrived and not self._quiet:  # this arrival formed a generation
+                    ids = frozenset(id(self.ops[j][pc].event) for j, pc in members)
+                    self.formed.setdefault(ids, (self._cur_key, ("warp", i, warps[i][0])))
+                st += (tuple(sorted(members)) if arrived else (),)
+            return self._advance(s, i, aux=my_gen, bars=_set(bars, bi, st))
         if k == "bar_wait":
             bi = self.bindex[op.obj]
             if bars[bi][1] > warps[i][1]:
@@ -421,7 +439,7 @@ class _Explorer:
                             f"{done} with {cnt - pendc} of {cnt} arrivals: the arrivals do not "
                             "match the count the barrier was initialized with",
                             path_fn(None), related=[init.event if init else None])
-        for bi, (arrived, gen, exp) in enumerate(bars):
+        for bi, (arrived, gen, exp, *_) in enumerate(bars):
             if arrived:
                 obj = self.bkeys[bi]
                 op = self._last_bar(obj)
@@ -491,7 +509,7 @@ class _Explorer:
     def run(self) -> ExploreResult:
         s0 = self.initial()
         k0 = self.key(s0)
-        parent = {k0: (None, None, s0)}
+        parent = self.parent = {k0: (None, None, s0)}
         queue = deque([k0])
         complete = True
 
@@ -511,6 +529,7 @@ class _Explorer:
         while queue:
             key = queue.popleft()
             s = parent[key][2]
+            self._cur_key = key
             if self.check_waiters(s, lambda last=None, key=key: path_to(key, last)):
                 continue
             succ = self.successors(s, lambda last, key=key: path_to(key, last))
@@ -527,7 +546,29 @@ class _Explorer:
                     break
                 parent[nk] = (key, step, ns)
                 queue.append(nk)
-        return ExploreResult(list(self.issues.values()), len(parent), complete, self.notes)
+        return ExploreResult(list(self.issues.values()), len(parent), complete, self.notes, self)
+
+    def path_through(self, key, step) -> list:
+        """One whole interleaving (its steps, in order) that takes `step` from the state `key`:
+        the explored prefix to `key`, then the first successor of each state to the end."""
+        steps, k = [], key
+        while k is not None:
+            pk, st, _ = self.parent[k]
+            if st is not None:
+                steps.append(st)
+            k = pk
+        steps.reverse()
+        s = self.parent[key][2]
+        self._quiet = True
+        try:
+            nxt = [x for x in self.successors(s, lambda last: []) if x[1] == step]
+            while nxt:
+                s, st = nxt[0]
+                steps.append(st)
+                nxt = self.successors(s, lambda last: [])
+        finally:
+            self._quiet = False
+        return steps
 
     def _step_text(self, step, st) -> str:
         if step[0] == "warp":
@@ -542,6 +583,25 @@ class _Explorer:
 
 
 _EAGER = ("bar_arrive", "bar_wait", "wg_commit", "wg_wait", "issue")
+
+
+def _grouping_sensitive(ops: list) -> set:
+    """Named barriers whose generations can be formed by different sets of warps: used by more
+    warps than one generation holds, or arrived on without waiting (``bar.arrive``, which lets a
+    warp arrive twice in one generation)."""
+    users: dict = {}
+    out = set()
+    for i, wops in enumerate(ops):
+        for pc, op in enumerate(wops):
+            if op.kind != "bar_arrive":
+                continue
+            users.setdefault(op.obj, (set(), op.expected))[0].add(i)
+            blocking = pc + 1 < len(wops) and wops[pc + 1].kind == "bar_wait" and \
+                wops[pc + 1].event is op.event
+            if not blocking:
+                out.add(op.obj)
+    out |= {obj for obj, (warps, expected) in users.items() if len(warps) > expected // 32}
+    return out
 
 
 def _set(t: tuple, i: int, v) -> tuple:
