@@ -84,10 +84,7 @@ def test_an_elected_lane_publishing_for_lanes_it_never_joined(tb):
     finding points at the arrive (where the join is missing)."""
     b = tb(block=(64, 1, 1))
     b.add(ev.MBarrierEvent, 0, 1, op="init", addr=128, count=1)
-    for w in (0, 1):
-        b.add(ev.BarrierEvent, w, 2, op="sync")
-    for w in (0, 1):
-        b.add(ev.BarrierEvent, w, 2, op="sync", released=True)
+    b.bar_sync((0, 1), 2)
     _diverge(b, 3, LO, HI)
     _w(b, 4, LO, 0)
     _w(b, 5, HI, 0)

@@ -19,8 +19,8 @@ import numpy as np
 
 from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
 
-from . import (groupings, hbquery, model, racecheck, synccheck, waituse, warpchecks,
-               wgmmacheck)
+from . import (groupings, hbquery, model, racecheck, rootcause, synccheck, waituse,
+               warpchecks, wgmmacheck)
 from .report import KINDS, to_finding
 
 
@@ -103,6 +103,8 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     shared_id, skipped = groupings.check(trace, kir, buffers, ignored, results, race_issues)
     issues.extend(shared_id)
     notes.extend(skipped)
+    issues.extend(hbquery.reinit_races(checker))
+    issues = rootcause.relocate(issues, trace, kir)
     issues.extend(warpchecks.check(trace, kir))
     if kir is not None:
         issues.extend(_attach_warps(wgmmacheck.check(kir), trace))

@@ -130,6 +130,11 @@ class RaceChecker(SyncEdges, RaceReports):
         self.waits: dict = {}  # id(wait event) -> [(thread, its clock before the acquire)]
         self.inits: dict = {}  # (cta, addr) -> number of inits
         self.mbar_uses: dict = {}  # (cta, addr) -> [(event, [(thread, clock)])]
+        inits: dict = {}
+        for e in self.events:
+            if isinstance(e, ev.MBarrierEvent) and e.op == "init":
+                inits[(e.space_cta, e.addr)] = inits.get((e.space_cta, e.addr), 0) + 1
+        self.reinit_keys = {k for k, n in inits.items() if n > 1}
         # try_waits whose result no control flow depends on (`waituse`): not waits, no acquire;
         # the last one each warp executed is named in its races
         self.ignored_waits = ignored_waits
@@ -199,8 +204,11 @@ class RaceChecker(SyncEdges, RaceReports):
         return r
 
     def note_mbar_use(self, i: int, e) -> None:
-        """Clocks at every operation on an mbarrier (for `hbquery.reinit_races`)."""
+        """The clocks (the operation's epoch, before its own release) at every operation on an
+        mbarrier initialized more than once (for `hbquery.reinit_races`)."""
         key = (e.space_cta, e.addr)
+        if key not in self.reinit_keys:
+            return
         if e.by_async is not None and e.by_async in self.aidx:
             ts = [self.aidx[e.by_async]]
         else:

@@ -25,17 +25,16 @@ class SyncEdges:
 
     def mbarrier(self, i: int, e) -> None:
         key = (e.space_cta, e.addr)
+        self.note_mbar_use(i, e)
         if e.op == "init":
             self.inits[key] = self.inits.get(key, 0) + 1
             self.mb_acc[key] = new_clock(self.n)
             for k in [k for k in self.mb_phase if k[:2] == key]:
                 del self.mb_phase[k]
-            self.note_mbar_use(i, e)
             return
         if e.op in ("arrive", "complete_tx"):
             if e.op == "complete_tx":
                 if e.by_async is None or e.by_async not in self.aidx:
-                    self.note_mbar_use(i, e)
                     return
                 ts = [self.aidx[e.by_async]]
                 snap = self.clock(ts[0]).copy()
@@ -54,7 +53,6 @@ class SyncEdges:
                 self.mb_phase[key + (e.phase - 1,)] = acc.copy()
                 self.mb_acc[key] = new_clock(self.n)
                 self.completions[key + (e.phase,)] = (ts, snap)
-            self.note_mbar_use(i, e)
             return
         if e.op in ("try_wait", "test_wait") and id(e.instr) in self.ignored_waits:
             self.ignored_seen[self.widx[(e.cta, e.warp)]] = e
@@ -66,7 +64,6 @@ class SyncEdges:
             for t in ts:
                 if snap is not None:
                     np.maximum(self.clock(t), snap, out=self.vc[t])
-        self.note_mbar_use(i, e)
 
     def barrier(self, i: int, e) -> None:
         if e.op == "warp":

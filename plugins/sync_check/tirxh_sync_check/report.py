@@ -64,6 +64,7 @@ class Issue:
     related_locs: list = field(default_factory=list)
     addresses: list = field(default_factory=list)
     lanes: list = field(default_factory=list)
+    label: str = ""  # what the primary location is, when it is `loc` rather than an event
 
 
 def _ref(loc, label: str = "") -> "SourceRef | None":
@@ -97,7 +98,7 @@ def describe_event(e) -> str:
 def to_finding(issue: Issue) -> Finding:
     severity = KINDS.get(issue.kind, "error")
     loc = issue.loc or (issue.event.loc if issue.event is not None else None)
-    where = _ref(loc, _label(issue.event))
+    where = _ref(loc, issue.label or _label(issue.event))
     related = [_ref(e.loc, _label(e)) for e in issue.related if e is not None and e.loc]
     related += [_ref(loc_, label) for loc_, label in issue.related_locs]
     evs = [e for e in [issue.event] + list(issue.related) if e is not None]

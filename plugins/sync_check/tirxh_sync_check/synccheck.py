@@ -396,12 +396,14 @@ class _Explorer:
                    if warps[i][0] < len(self.ops[i])]
         if blocked:
             kinds = [self._blocked_reason(s, i, op) for i, op in blocked]
-            if len({op.obj for _, op in blocked}) > 1:
+            if len({op.obj for _, op in blocked}) > 1 and \
+                    "mbarrier.phase-overrun" not in kinds:
                 # warps blocked on different objects wait for each other (a cycle); a trace cut
                 # short by numsim's own deadlock does not show their later arrivals
                 kinds = ["deadlock"] * len(blocked)
-            order = ["mbarrier.tx-mismatch", "mbarrier.arrival-count", "mbarrier.parity-never",
-                     "barrier.count-mismatch", "cluster-barrier.mismatch", "deadlock"]
+            order = ["mbarrier.phase-overrun", "mbarrier.tx-mismatch", "mbarrier.arrival-count",
+                     "mbarrier.parity-never", "barrier.count-mismatch",
+                     "cluster-barrier.mismatch", "deadlock"]
             kind = min(kinds, key=order.index)
             i, op = blocked[kinds.index(kind)]
             # the line to fix: the count (init) for a wrong arrival count, the expect_tx for a
@@ -452,6 +454,11 @@ class _Explorer:
         warps, mbs, bars, cbs, pend = s
         if op.kind == "mwait":
             st, cnt, done, pendc, tx = mbs[self.mindex[op.obj]]
+            reached = self._done_when_reached(i, op)
+            if reached is not None and done > reached:
+                # phases completed while this warp waited and it saw none of them: it was
+                # overrun (issue 13 class 6: not a parity that can never complete)
+                return "mbarrier.phase-overrun"
             if tx != 0 and not any(c.obj == op.obj for a, idx in pend
                                    for c in self.cm.completions[a][idx:]):
                 return "mbarrier.tx-mismatch"
@@ -469,6 +476,23 @@ class _Explorer:
                 return "cluster-barrier.mismatch"
             return "deadlock"
         return "deadlock"
+
+    def _done_when_reached(self, i: int, op):
+        """The phases op's mbarrier had completed when warp `i` reached `op` on the path to the
+        current state (None when unknown)."""
+        key = self._cur_key
+        if key not in self.parent:
+            return None
+        pc = self.parent[key][2][0][i][0]
+        mi = self.mindex[op.obj]
+        done = None
+        while key is not None:
+            pk, _, st = self.parent[key]
+            if st[0][i][0] != pc or st[1][mi][0] != INIT:
+                break
+            done = st[1][mi][2]
+            key = pk
+        return done
 
     def _remaining(self, s, obj, kinds, blocked: int) -> bool:
         """Whether a warp other than the blocked one still has an op of `kinds` on `obj`."""
