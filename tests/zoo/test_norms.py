@@ -5,7 +5,7 @@ import pytest
 
 import tirxh.lang as T
 
-from ._zoo import check, load, simulate, small_cases
+from ._zoo import check, load, simulate, small_cases, sync_race
 
 norms = load("norms")
 SUITES = (norms.RMSNORM, norms.LAYERNORM, norms.ADD_RMSNORM, norms.QUANT_FP8)
@@ -71,3 +71,10 @@ def test_tails_and_layouts():
     assert norms.threads(520, 256) == 96 and norms.threads(8192, 256) == 256
     assert norms.threads(8, 1024) == 32
     assert norms.rmsnorm.specialize(cols=520, BLOCK=256).block == (96, 1, 1)
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+def test_the_cross_warp_reduction_is_race_free(suite):
+    case = next(c for c in suite.cases if c.name == "r3_c4096")  # 8 warps, one bar.sync
+    sync, race = sync_race(suite, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings

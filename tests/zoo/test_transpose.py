@@ -7,7 +7,7 @@ import pytest
 
 import tirxh.lang as T
 
-from ._zoo import check, load, small_cases
+from ._zoo import check, load, small_cases, sync_race
 
 tp = load("transpose")
 
@@ -80,3 +80,9 @@ def test_shapes_the_kernel_cannot_run_are_refused_when_declared():
     with pytest.raises(ValueError, match=r"case 'tile': TR=32 must be 64 or 128"):
         T.suite(tp.transpose, inputs=tp.inputs, constraints=tp.constraints,
                 cases=[T.case("tile", R=64, C=64, TR=32)])
+
+
+def test_the_tile_barrier_orders_writes_before_reads():
+    case = next(c for c in tp.SUITE.cases if c.name == "r200_c96_tr128")
+    sync, race = sync_race(tp.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
