@@ -32,6 +32,7 @@ from tirxh.core.types import numpy_dtype
 TAGS = ("vectorized", "in-place", "elementwise", "table-reuse", "bf16")
 
 BF16 = numpy_dtype("bf16")
+BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
 
 
 def unpack(word):
@@ -125,9 +126,8 @@ SUITE = T.suite(
     cases=[T.case("t1_h1_d64", tokens=1, H=1, D=64, HG=8),
            T.case("t5_h7_d128", tokens=5, H=7, D=128, HG=4),
            T.case("t3_h32_d128", tokens=3, H=32, D=128),
-           T.case("t16384_h32_d128", tokens=16384, H=32, D=128, small=False),
-           T.case("t16384_h32_d128_hg32", tokens=16384, H=32, D=128, HG=32, small=False),
-           T.case("t16384_h32_d128_hg8", tokens=16384, H=32, D=128, HG=8, small=False)],
+           T.case("t16384_h32_d128", tokens=16384, H=32, D=128, **BENCH),
+           T.case("t16384_h32_d128_hg8", tokens=16384, H=32, D=128, HG=8, **BENCH)],
     # f32 fma: the product terms carry ~2^-24 relative error and may cancel, so the error is
     # absolute (~1e-6 for |x| ~ 4); then one bf16 rounding: one ulp, 2^-7 of the magnitude
     tolerance=T.tolerance(rtol=2 ** -7, atol=1e-6), constraints=constraints,

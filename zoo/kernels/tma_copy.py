@@ -32,6 +32,7 @@ from tirxh.core.types import numpy_dtype
 TAGS = ("tma", "mbarrier-pipeline", "persistent", "bulk-async-group", "data-movement", "bf16")
 
 BF16 = numpy_dtype("bf16")
+BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
 
 
 def tiles(R, C, BR, BC):
@@ -112,11 +113,11 @@ SUITE = T.suite(
     cases=[T.case("r8_c8", R=8, C=8, BR=8, BC=8, STAGES=2),
            T.case("r100_c200_s2", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3),
            T.case("r130_c264", R=130, C=264, BR=64, BC=128, STAGES=3, CTAS=2),
-           T.case("r16384_c8192", R=16384, C=8192, small=False),
+           T.case("r16384_c8192", R=16384, C=8192, **BENCH),
            T.case("r16384_c8192_b128x128_s3", R=16384, C=8192, BR=128, BC=128, STAGES=3,
-                  CTAS=264, small=False),
+                  CTAS=264, **BENCH),
            T.case("r16384_c8192_b32x256_s6", R=16384, C=8192, BR=32, BC=256, STAGES=6,
-                  small=False)],
+                  **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}

@@ -35,6 +35,7 @@ from tirxh.core.types import numpy_dtype
 TAGS = ("vectorized", "smem-tiling", "swizzle", "bank-conflict-free", "prmt", "bf16")
 
 BF16 = numpy_dtype("bf16")
+BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
 TC = 64  # tile columns (input)
 THREADS = 256
 
@@ -99,8 +100,8 @@ SUITE = T.suite(
     outputs=["out"],
     cases=[T.case("r8_c8", R=8, C=8), T.case("r72_c136", R=72, C=136),
            T.case("r200_c96_tr128", R=200, C=96, TR=128),
-           T.case("r16384_c8192", R=16384, C=8192, small=False),
-           T.case("r16384_c8192_tr128", R=16384, C=8192, TR=128, small=False)],
+           T.case("r16384_c8192", R=16384, C=8192, **BENCH),
+           T.case("r16384_c8192_tr128", R=16384, C=8192, TR=128, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # data movement: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.transpose", "args": {"x": "x", "out": "out"}}
