@@ -48,8 +48,5 @@ def simulate(suite, case, seed: int = 0):
 def sync_race(suite, case, seed: int = 0):
     """sync_check's (synccheck, racecheck) results on one case (every interleaving it explores)."""
     analyze = pytest.importorskip("tirxh_sync_check.analyze")
-    # the compiled kernel, as the plugin passes it: check_kernel reads `.ir` from its argument,
-    # which on a T.kernel is the default specialization (none without every constant's default)
-    compiled = suite.kernel.compile("sm_90a", **suite.consts(case))
-    return analyze.check_kernel(compiled, suite.make_inputs(case, seed),
+    return analyze.check_kernel(suite.kernel, suite.make_inputs(case, seed),
                                 consts=suite.consts(case), grid=suite.grid(case))
