@@ -355,19 +355,16 @@ class _Explorer:
                 return True
         return False
 
+    def _first_op(self, pred):
+        """The first op, warp by warp in program order, for which `pred` holds (or None)."""
+        return next((op for ops in self.ops for op in ops if pred(op)), None)
+
     def _issue_op(self, aid):
-        for ops in self.ops:
-            for op in ops:
-                if op.kind == "issue" and op.async_id == aid:
-                    return op
-        return None
+        return self._first_op(lambda op: op.kind == "issue" and op.async_id == aid)
 
     def _init_event(self, obj):
-        for ops in self.ops:
-            for op in ops:
-                if op.kind == "minit" and op.obj == obj:
-                    return op.event
-        return None
+        op = self._init_op(obj)
+        return op.event if op is not None else None
 
     # -- terminal and blocked states -----------------------------------------------------------
     def check_waiters(self, s, path_fn) -> bool:
@@ -505,18 +502,11 @@ class _Explorer:
         return False
 
     def _init_op(self, obj):
-        for ops in self.ops:
-            for op in ops:
-                if op.kind == "minit" and op.obj == obj:
-                    return op
-        return None
+        return self._first_op(lambda op: op.kind == "minit" and op.obj == obj)
 
     def _tx_op(self, obj):
-        for ops in self.ops:
-            for op in ops:
-                if op.obj == obj and op.kind in ("marrive", "mexpect", "mcomplete") and op.tx:
-                    return op
-        return None
+        return self._first_op(lambda op: op.obj == obj and op.tx and
+                              op.kind in ("marrive", "mexpect", "mcomplete"))
 
     def _last_arrive_op(self, obj):
         arrives = [op for ops in self.ops for op in ops if op.kind == "marrive" and op.obj == obj]
