@@ -26,6 +26,7 @@ BUILTIN_PLUGINS = (
     "kcoral.boards.cuda",
     "kcoral.boards.sim",
     "kcoral.baselines.torch_ops",
+    "kcoral.baselines.torch_zoo2",
     "kcoral.baselines.fla_ops",
 )
 

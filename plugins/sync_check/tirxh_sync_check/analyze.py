@@ -46,6 +46,8 @@ _FROM_NUMSIM = {"numsim.cluster-barrier": "cluster-barrier.mismatch",
 
 
 def _kir(kernel, consts):
+    if hasattr(kernel, "specialize"):  # a @T.kernel: its `.ir` property traces the defaults,
+        return kernel.specialize(**(consts or {}))  # which fails for a constant without one
     kir = getattr(kernel, "ir", None)
     if kir is not None and hasattr(kir, "body"):
         return kir

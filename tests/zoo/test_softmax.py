@@ -1,0 +1,49 @@
+"""zoo/kernels/softmax.py: every small case in numsim against the float64 reference; shapes the
+kernel cannot run are refused when the case is declared."""
+
+import numpy as np
+import pytest
+
+from tests.zoo.zoo_modules import assert_matches, load, simulate, small_cases
+
+MOD = load("softmax")
+
+
+@pytest.mark.parametrize("case", small_cases("softmax"), ids=lambda c: c.name)
+def test_small_case_matches_reference(case):
+    res, inputs = simulate(MOD.SUITE, case)
+    assert_matches(MOD.SUITE, case, res, inputs)
+
+
+def test_rows_sum_to_one_and_order_is_kept():
+    case = MOD.make_case("probe", rows=2, cols=1000, BLOCK=128)
+    res, inputs = simulate(MOD.SUITE, case)
+    out = res.outputs["out"].astype(np.float64)
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=2e-2)
+    x = inputs["x"].astype(np.float64)
+    assert (np.argmax(out, axis=1) == np.argmax(x, axis=1)).all()
+
+
+def test_a_wrong_kernel_is_caught():
+    """The tolerance is tight enough to fail a softmax that forgets one element of the sum."""
+    case = MOD.make_case("probe", rows=1, cols=64, BLOCK=32)
+    res, inputs = simulate(MOD.SUITE, case)
+    x = inputs["x"].astype(np.float64)[:, 1:]
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    wrong = np.concatenate([[[0.0]], e / e.sum(axis=1, keepdims=True)], axis=1)
+    rep = MOD.SUITE.tolerance_for("out").compare(res.outputs["out"], wrong)
+    assert not rep["ok"]
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(rows=4, cols=256 * 64 + 8), r"softmax case 'bad': cols=16392 .* fit in one CTA's "
+                                        r"registers"),
+    (dict(rows=4, cols=1000, BLOCK=100), r"softmax case 'bad': BLOCK=100 must be a multiple "
+                                          r"of 32"),
+    (dict(rows=0, cols=1000), r"softmax case 'bad': rows=0 and cols=1000 must be positive"),
+    (dict(rows=1 << 20, cols=1 << 12), r"softmax case 'bad': rows\*cols=4294967296 must be "
+                                        r"below 2\^32"),
+])
+def test_refused_shapes_name_the_case_and_the_constraint(params, match):
+    with pytest.raises(ValueError, match=match):
+        MOD.make_case("bad", **params)

@@ -1,0 +1,241 @@
+"""Row softmax, single pass, online: out[r, c] = exp(x[r, c] - max_r) / sum_c' exp(x[r, c'] - max_r).
+
+bf16 in, bf16 out, f32 math. One CTA per row; the row stays in registers between the read and the
+write, so global memory sees exactly one read and one write of the data.
+
+Algorithm:
+1. each thread loads its slice of the row with 16-byte vector loads (``ld.global.nc.v4.b32``:
+   8 bf16 per load, every load issued before any is used, so a CTA has the whole row in flight);
+   lanes of a warp read 512 contiguous bytes per load; the last chunk is predicated and masked
+   lanes hold -inf;
+2. bf16 -> f32 by bit moves (``shl.b32`` / ``and.b32``: a bf16 is the high half of an f32);
+3. each thread reduces its values to an online-softmax pair (m, s): m its maximum, s = sum
+   2^((x - m) log2 e) with log2 e folded into one ``fma.rn.f32`` before ``ex2.approx.ftz.f32``
+   (the exponentials p are kept in registers for step 5);
+4. the pairs are merged -- (m1, s1) + (m2, s2) = (M, s1 2^((m1-M) log2 e) + s2 2^((m2-M) log2 e)),
+   M = max(m1, m2) -- by a ``shfl.sync.bfly`` butterfly within each warp, then each warp's pair goes
+   to shared memory and, after one ``bar.sync``, every warp merges all of them with a second
+   butterfly: one CTA barrier per row, where a max-then-sum softmax needs two;
+5. out = p * 2^((m - M) log2 e) / S, packed two at a time with ``cvt.rn.bf16x2.f32`` and stored
+   with 16-byte vector stores.
+
+The vector width follows the row width (a constant of the kernel): 8 bf16 per access when cols is a
+multiple of 8, else 4, 2 or 1, so that every access is aligned. Rows wider than one CTA's registers
+(``cols > BLOCK * 8 * MAX_CHUNKS``) are refused when a case is declared.
+
+Tags: online-softmax, vectorized, warp-shuffle, row-in-registers
+Work: 5 FLOPs per element (max, fma, exp, add, scale); 4 bytes per element (bf16 read + write).
+"""
+
+import numpy as np
+
+import tirxh.lang as T
+from tirxh.core.types import numpy_dtype
+
+TAGS = ("online-softmax", "vectorized", "warp-shuffle", "row-in-registers")
+
+LOG2E = 1.4426950408889634
+NEG_BIG = -1.0e38  # a finite floor for a thread's running max: keeps every exponent argument
+#                    finite when all of a thread's elements are masked (-inf) -- its -max*log2(e)
+#                    is still finite (-3.4e38 * log2(e) would overflow to -inf, giving NaN)
+MAX_CHUNKS = 8  # 16-byte loads per thread: at most 64 bf16 (32 + 64 registers) per thread
+BF16_NEG_INF2 = 0xFF80FF80  # two bf16 -inf: what a masked 32-bit load slot holds
+
+
+def vector_width(cols: int) -> int:
+    """bf16 elements per access: the widest of 8/4/2/1 that keeps every row start aligned."""
+    return next(v for v in (8, 4, 2, 1) if cols % v == 0)
+
+
+def _merge(m, s, m_o, s_o):
+    """Merge two online-softmax pairs; emits max, 2x (sub, mul, ex2), mul, fma."""
+    big = T.ptx.max.f32(m, m_o)
+    a = T.ptx.ex2.approx.ftz.f32(T.ptx.mul.f32(T.ptx.sub.f32(m, big), LOG2E))
+    b = T.ptx.ex2.approx.ftz.f32(T.ptx.mul.f32(T.ptx.sub.f32(m_o, big), LOG2E))
+    return big, T.ptx.fma.rn.f32(s, a, T.ptx.mul.f32(s_o, b))
+
+
+def _warp_merge(m, s):
+    """Butterfly merge of (m, s) over the 32 lanes: 5 x (2 shfl.sync.bfly + `_merge`)."""
+    for off in (16, 8, 4, 2, 1):
+        m_o = T.ptx.shfl.sync.bfly.b32(m, off, 0x1F, 0xFFFFFFFF)
+        s_o = T.ptx.shfl.sync.bfly.b32(s, off, 0x1F, 0xFFFFFFFF)
+        m, s = _merge(m, s, m_o, s_o)
+    return m, s
+
+
+def _load_word(x, idx, vec, pred):
+    """The 32-bit words of one access (`vec` bf16 at element `idx`), -inf where `pred` fails."""
+    nw = max(vec // 2, 1)
+    words = [T.reg(T.b32, init=BF16_NEG_INF2) for _ in range(nw)] if pred is not None else None
+    if vec == 8:
+        spelling = T.ptx.ld.global_.nc.v4.b32
+    elif vec == 4:
+        spelling = T.ptx.ld.global_.nc.v2.b32
+    elif vec == 2:
+        spelling = T.ptx.ld.global_.nc.b32
+    else:
+        spelling = T.ptx.ld.global_.nc.b16
+    if vec == 1:  # one bf16: widen its bits into the high half of a b32 word
+        h = T.reg(T.b16, init=0xFF80) if pred is not None else None
+        if h is None:
+            h = spelling(x.at(idx))
+        else:
+            spelling(h, x.at(idx), pred=pred)
+        return [T.ptx.shl.b32(T.ptx.cvt.u32.u16(h), 16)], True
+    if words is None:
+        got = spelling(x.at(idx))
+        return list(got) if isinstance(got, tuple) else [got], False
+    spelling(words if len(words) > 1 else words[0], x.at(idx), pred=pred)
+    return words, False
+
+
+def _unpack(words, high_only):
+    """f32 values of packed bf16 words: low half ``shl.b32 16``, high half ``and.b32``."""
+    out = []
+    for w in words:
+        if high_only:
+            out.append(w)
+            continue
+        out.append(T.ptx.shl.b32(w, 16))
+        out.append(T.ptx.and_.b32(w, 0xFFFF0000))
+    return out
+
+
+def _store(out, idx, vals, vec, pred):
+    """Round to bf16 pairs (``cvt.rn.bf16x2.f32``) and store one access."""
+    if vec == 1:
+        T.ptx.st.global_.b16(out.at(idx), T.ptx.cvt.rn.bf16.f32(vals[0]), pred=pred)
+        return
+    words = [T.ptx.cvt.rn.bf16x2.f32(vals[2 * i + 1], vals[2 * i]) for i in range(vec // 2)]
+    if vec == 8:
+        T.ptx.st.global_.v4.b32(out.at(idx), words, pred=pred)
+    elif vec == 4:
+        T.ptx.st.global_.v2.b32(out.at(idx), words, pred=pred)
+    else:
+        T.ptx.st.global_.b32(out.at(idx), words[0], pred=pred)
+
+
+@T.kernel(grid=lambda rows: rows, block=lambda BLOCK: BLOCK)
+def softmax(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
+            cols: T.const, BLOCK: T.const = 256):
+    vec = vector_width(cols)
+    nvec = cols // vec  # accesses per row
+    chunks = T.cdiv(nvec, BLOCK)
+    full = nvec // BLOCK  # chunks where every thread's access is in the row
+    nwarps = BLOCK // 32
+    part = T.shared(T.f32, (2, nwarps), name="part")
+    tid = T.tid.x
+    lane = T.laneid()
+    warp = tid >> 5
+    base = T.ctaid.x * cols
+
+    # 1-2. the thread's slice of the row, all loads issued first
+    vals, preds = [], []
+    for c in range(chunks):
+        idx = base + (tid + c * BLOCK) * vec
+        p = None if c < full else (tid + c * BLOCK) < nvec
+        words, high = _load_word(x, idx, vec, p)
+        preds.append(p)
+        vals.append((idx, words, high))
+    vals = [(idx, _unpack(words, high)) for idx, words, high in vals]
+
+    # 3. the thread's (m, s); p = 2^((x - m) log2 e) kept for the output
+    m = T.reg(T.f32, init=NEG_BIG)
+    for _, v in vals:
+        for e in v:
+            T.ptx.max.f32(m, m, e)
+    neg_m = T.ptx.mul.f32(m, -LOG2E)
+    s = T.reg(T.f32, init=0.0)
+    exps = []
+    for _, v in vals:
+        row = [T.ptx.ex2.approx.ftz.f32(T.ptx.fma.rn.f32(e, LOG2E, neg_m)) for e in v]
+        for e in row:
+            T.ptx.add.f32(s, s, e)
+        exps.append(row)
+
+    # 4. merge the pairs: warp butterfly, one bar.sync, butterfly over the warps' pairs
+    wm, ws = _warp_merge(m, s)
+    with T.if_(lane == 0):
+        T.ptx.st.shared.f32(part.at(0, warp), wm)
+        T.ptx.st.shared.f32(part.at(1, warp), ws)
+    T.ptx.bar.sync(0)
+    if nwarps > 1:
+        cm = T.reg(T.f32, init=NEG_BIG)
+        cs = T.reg(T.f32, init=0.0)
+        have = lane < nwarps
+        T.ptx.ld.shared.f32(cm, part.at(0, lane), pred=have)
+        T.ptx.ld.shared.f32(cs, part.at(1, lane), pred=have)
+        big, total = _warp_merge(cm, cs)
+    else:
+        big, total = wm, ws
+
+    # 5. out = p * 2^((m - M) log2 e) / S
+    scale = T.ptx.mul.f32(T.ptx.ex2.approx.ftz.f32(T.ptx.mul.f32(T.ptx.sub.f32(m, big), LOG2E)),
+                          T.ptx.rcp.rn.f32(total))
+    for (idx, _), row, p in zip(vals, exps, preds):
+        _store(out, idx, [T.ptx.mul.f32(e, scale) for e in row], vec, p)
+
+
+# -- cases ------------------------------------------------------------------------------------------
+
+def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, small: bool = True,
+              spread: float = 4.0) -> T.Case:
+    """A softmax case, validated: refused (ValueError naming the case) when the kernel cannot run
+    it. `spread` scales the inputs (larger: peakier rows)."""
+    why = []
+    if BLOCK % 32 or not 32 <= BLOCK <= 1024:
+        why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, 1024]")
+    if rows < 1 or cols < 1:
+        why.append(f"rows={rows} and cols={cols} must be positive")
+    elif T.cdiv(cols // vector_width(cols), BLOCK) * vector_width(cols) > MAX_CHUNKS * 8:
+        why.append(f"cols={cols} needs {T.cdiv(cols, BLOCK)} elements per thread at "
+                   f"BLOCK={BLOCK}; a row must fit in one CTA's registers (at most "
+                   f"{MAX_CHUNKS * 8} per thread: cols <= {BLOCK * MAX_CHUNKS * 8} for 16-byte "
+                   f"accesses)")
+    if rows * cols >= 1 << 32:
+        why.append(f"rows*cols={rows * cols} must be below 2^32 (32-bit element index)")
+    if why:
+        raise ValueError(f"softmax case {name!r}: " + "; ".join(why))
+    return T.case(name, small=small, rows=rows, cols=cols, BLOCK=BLOCK, spread=spread)
+
+
+def inputs(rng, rows, cols, spread=4.0):
+    bf16 = numpy_dtype("bf16")
+    x = rng.standard_normal((rows, cols), dtype=np.float32) * spread
+    # per-row offsets up to +-200: a kernel that forgets to subtract the row max overflows exp
+    x += rng.uniform(-200, 200, (rows, 1)).astype(np.float32)
+    return dict(x=x.astype(bf16), out=np.empty((rows, cols), bf16), rows=rows)
+
+
+def reference(x):
+    """Exact softmax in float64 of the bf16 inputs."""
+    v = x.astype(np.float64)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    return {"out": (e / e.sum(axis=1, keepdims=True)).astype(np.float32)}
+
+
+SUITE = T.suite(
+    softmax, inputs=inputs, reference=reference, outputs=["out"],
+    cases=[
+        make_case("r1_c1000", rows=1, cols=1000, BLOCK=128),          # one row, partial chunk
+        make_case("r3_c2056_b128", rows=3, cols=2056, BLOCK=128),     # 3 chunks, 1 lane in last
+        make_case("r2_c1030_b64", rows=2, cols=1030, BLOCK=64),       # 2-element accesses
+        make_case("r4_c333_b32", rows=4, cols=333, BLOCK=32),         # odd width: scalar accesses
+        make_case("r2_c4100_b512", rows=2, cols=4100, BLOCK=512, spread=30.0),  # 4-wide, peaky
+        make_case("r16384_c8192", rows=16384, cols=8192, small=False),
+        make_case("r16384_c8192_b512", rows=16384, cols=8192, BLOCK=512, small=False),
+        make_case("r16384_c8192_b1024", rows=16384, cols=8192, BLOCK=1024, small=False),
+        make_case("r4096_c32768_b1024", rows=4096, cols=32768, BLOCK=1024, small=False),
+        make_case("r65536_c2048_b128", rows=65536, cols=2048, BLOCK=128, small=False),
+    ],
+    # the output is rounded to bf16 (8-bit significand: relative error <= 2^-8 against the exact
+    # value, as numsim compares; KCoral compares with the bf16-rounded reference, where the two
+    # roundings can differ by one ulp, <= 2^-7 relative); ex2.approx and the f32 sums add ~1e-6.
+    # So rtol is one bf16 ulp plus a hair; the absolute floor covers results below f32's normal
+    # range, which ex2.approx.ftz flushes to 0
+    tolerance=T.tolerance(rtol=8e-3, atol=1e-30),
+    flops=lambda rows, cols: 5 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols,
+    baselines=[{"name": "torch.softmax", "args": {"x": "x", "out": "out"}},
+               {"name": "torch.softmax.compiled", "args": {"x": "x", "out": "out"}}],
+)
