@@ -4,15 +4,18 @@ kernel cannot run are refused when the case is declared."""
 import numpy as np
 import pytest
 
-from tests.zoo.zoo_modules import assert_matches, load, simulate, small_cases
+from tests.zoo.zoo_modules import assert_matches, load, simulate
 
 MOD = load("softmax")
 
 
-@pytest.mark.parametrize("case", small_cases("softmax"), ids=lambda c: c.name)
-def test_small_case_matches_reference(case):
-    res, inputs = simulate(MOD.SUITE, case)
-    assert_matches(MOD.SUITE, case, res, inputs)
+CASES = [(s, c) for s in (MOD.SUITE, MOD.SUITE_TMA) for c in s.cases if c.small]
+
+
+@pytest.mark.parametrize("suite,case", CASES, ids=[f"{s.name}-{c.name}" for s, c in CASES])
+def test_small_case_matches_reference(suite, case):
+    res, inputs = simulate(suite, case)
+    assert_matches(suite, case, res, inputs)
 
 
 def test_rows_sum_to_one_and_order_is_kept():
@@ -47,3 +50,14 @@ def test_a_wrong_kernel_is_caught():
 def test_refused_shapes_name_the_case_and_the_constraint(params, match):
     with pytest.raises(ValueError, match=match):
         MOD.make_case("bad", **params)
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(rows=4, cols=1004), r"softmax_tma case 'bad': cols=1004 must be a multiple of 8"),
+    (dict(rows=4, cols=32768, STAGES=4), r"STAGES=4 rows of 32768 bf16 need 262144 bytes of "
+                                         r"shared memory"),
+    (dict(rows=4, cols=1024, BLOCK=100), r"softmax_tma case 'bad': BLOCK=100 must be a multiple"),
+])
+def test_tma_variant_refuses_what_it_cannot_run(params, match):
+    with pytest.raises(ValueError, match=match):
+        MOD.make_tma_case("bad", **params)

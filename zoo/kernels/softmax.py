@@ -23,7 +23,13 @@ The vector width follows the row width (a constant of the kernel): 8 bf16 per ac
 multiple of 8, else 4, 2 or 1, so that every access is aligned. Rows wider than one CTA's registers
 (``cols > BLOCK * 8 * MAX_CHUNKS``) are refused when a case is declared.
 
-Tags: online-softmax, vectorized, warp-shuffle, row-in-registers
+`softmax_tma` is the persistent variant (CTAS CTAs, chosen to fill the SMs, each taking every
+CTAS-th row): one thread keeps STAGES rows in flight with 1-D TMA bulk copies into a shared-memory
+ring completed on mbarriers, so the next rows load while the CTA reduces and stores the current
+one; each row then goes shared memory -> registers and through the same steps 2-5.
+
+Tags: online-softmax, vectorized, warp-shuffle, row-in-registers, persistent, tma,
+mbarrier-pipeline
 Work: 5 FLOPs per element (max, fma, exp, add, scale); 4 bytes per element (bf16 read + write).
 """
 
@@ -32,7 +38,8 @@ import numpy as np
 import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
-TAGS = ("online-softmax", "vectorized", "warp-shuffle", "row-in-registers")
+TAGS = ("online-softmax", "vectorized", "warp-shuffle", "row-in-registers", "persistent", "tma",
+        "mbarrier-pipeline")
 
 LOG2E = 1.4426950408889634
 NEG_BIG = -1.0e38  # a finite floor for a thread's running max: keeps every exponent argument
@@ -116,6 +123,51 @@ def _store(out, idx, vals, vec, pred):
         T.ptx.st.global_.b32(out.at(idx), words[0], pred=pred)
 
 
+def _row_stats(vals):
+    """The thread's online-softmax pair (m, s) and its exponentials p = 2^((x - m) log2 e), kept
+    for the output: max.f32 per value, then fma.rn + ex2.approx.ftz + add.f32 per value."""
+    m = T.reg(T.f32, init=NEG_BIG)
+    for v in vals:
+        for e in v:
+            T.ptx.max.f32(m, m, e)
+    neg_m = T.ptx.mul.f32(m, -LOG2E)
+    s = T.reg(T.f32, init=0.0)
+    exps = []
+    for v in vals:
+        row = [T.ptx.ex2.approx.ftz.f32(T.ptx.fma.rn.f32(e, LOG2E, neg_m)) for e in v]
+        for e in row:
+            T.ptx.add.f32(s, s, e)
+        exps.append(row)
+    return m, s, exps
+
+
+def _cta_merge(m, s, at, nwarps):
+    """Warp butterfly, lane 0 of each warp to shared memory (``at(0 or 1, warp)``: the address
+    of a warp's m or s), one bar.sync, butterfly over the warps' pairs: every thread gets the
+    row's (M, S)."""
+    lane = T.laneid()
+    warp = T.tid.x >> 5
+    wm, ws = _warp_merge(m, s)
+    with T.if_(lane == 0):
+        T.ptx.st.shared.f32(at(0, warp), wm)
+        T.ptx.st.shared.f32(at(1, warp), ws)
+    T.ptx.bar.sync(0)
+    if nwarps == 1:
+        return wm, ws
+    cm = T.reg(T.f32, init=NEG_BIG)
+    cs = T.reg(T.f32, init=0.0)
+    have = lane < nwarps
+    T.ptx.ld.shared.f32(cm, at(0, lane), pred=have)
+    T.ptx.ld.shared.f32(cs, at(1, lane), pred=have)
+    return _warp_merge(cm, cs)
+
+
+def _scale(m, big, total):
+    """2^((m - M) log2 e) / S: the factor from this thread's p to the output."""
+    return T.ptx.mul.f32(T.ptx.ex2.approx.ftz.f32(T.ptx.mul.f32(T.ptx.sub.f32(m, big), LOG2E)),
+                         T.ptx.rcp.rn.f32(total))
+
+
 @T.kernel(grid=lambda rows: rows, block=lambda BLOCK: BLOCK)
 def softmax(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
             cols: T.const, BLOCK: T.const = 256):
@@ -126,8 +178,6 @@ def softmax(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
     nwarps = BLOCK // 32
     part = T.shared(T.f32, (2, nwarps), name="part")
     tid = T.tid.x
-    lane = T.laneid()
-    warp = tid >> 5
     base = T.ctaid.x * cols
 
     # 1-2. the thread's slice of the row, all loads issued first
@@ -140,44 +190,100 @@ def softmax(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
         vals.append((idx, words, high))
     vals = [(idx, _unpack(words, high)) for idx, words, high in vals]
 
-    # 3. the thread's (m, s); p = 2^((x - m) log2 e) kept for the output
-    m = T.reg(T.f32, init=NEG_BIG)
-    for _, v in vals:
-        for e in v:
-            T.ptx.max.f32(m, m, e)
-    neg_m = T.ptx.mul.f32(m, -LOG2E)
-    s = T.reg(T.f32, init=0.0)
-    exps = []
-    for _, v in vals:
-        row = [T.ptx.ex2.approx.ftz.f32(T.ptx.fma.rn.f32(e, LOG2E, neg_m)) for e in v]
-        for e in row:
-            T.ptx.add.f32(s, s, e)
-        exps.append(row)
-
-    # 4. merge the pairs: warp butterfly, one bar.sync, butterfly over the warps' pairs
-    wm, ws = _warp_merge(m, s)
-    with T.if_(lane == 0):
-        T.ptx.st.shared.f32(part.at(0, warp), wm)
-        T.ptx.st.shared.f32(part.at(1, warp), ws)
-    T.ptx.bar.sync(0)
-    if nwarps > 1:
-        cm = T.reg(T.f32, init=NEG_BIG)
-        cs = T.reg(T.f32, init=0.0)
-        have = lane < nwarps
-        T.ptx.ld.shared.f32(cm, part.at(0, lane), pred=have)
-        T.ptx.ld.shared.f32(cs, part.at(1, lane), pred=have)
-        big, total = _warp_merge(cm, cs)
-    else:
-        big, total = wm, ws
+    # 3. the thread's (m, s); 4. merged over the CTA with one barrier
+    m, s, exps = _row_stats([v for _, v in vals])
+    big, total = _cta_merge(m, s, part.at, nwarps)
 
     # 5. out = p * 2^((m - M) log2 e) / S
-    scale = T.ptx.mul.f32(T.ptx.ex2.approx.ftz.f32(T.ptx.mul.f32(T.ptx.sub.f32(m, big), LOG2E)),
-                          T.ptx.rcp.rn.f32(total))
+    scale = _scale(m, big, total)
     for (idx, _), row, p in zip(vals, exps, preds):
         _store(out, idx, [T.ptx.mul.f32(e, scale) for e in row], vec, p)
 
 
+@T.kernel(grid=lambda rows, CTAS: min(rows, CTAS), block=lambda BLOCK: BLOCK)
+def softmax_tma(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, cols: T.const,
+                BLOCK: T.const = 512, STAGES: T.const = 3, CTAS: T.const = 264):
+    """Persistent variant: CTA c takes rows c, c + CTAS, ...; one thread keeps STAGES rows in
+    flight with 1-D bulk copies (``cp.async.bulk ... mbarrier::complete_tx::bytes``) into a
+    shared-memory ring, so loads continue while the CTA computes and stores; each row then goes
+    shared -> registers (``ld.shared.v4``) and through the same math as `softmax`. The row's
+    stage is refilled right after the merge barrier, which every thread passes only after reading
+    it."""
+    nvec = cols // 8
+    chunks = T.cdiv(nvec, BLOCK)
+    full_chunks = nvec // BLOCK
+    nwarps = BLOCK // 32
+    row_bytes = cols * 2
+    ring_buf = T.shared(T.bf16, (STAGES, cols), align=128, dynamic=True, name="rows")
+    full = T.mbarrier(STAGES, name="full", dynamic=True)
+    part = T.shared(T.f32, (2, 2, nwarps), name="part")  # [row parity][m, s][warp]
+    bulk = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    tid = T.tid.x
+    cta, ncta = T.ctaid.x, T.nctaid.x
+    mine = (rows - cta + ncta - 1) / ncta  # rows of this CTA (the grid has at most `rows` CTAs)
+
+    def issue(i, stage):
+        """Thread 0: arm `full[stage]` and copy this CTA's i-th row into it."""
+        full[stage].arrive_expect_tx(row_bytes)
+        bulk(ring_buf.at(stage), x.at((cta + i * ncta) * cols), row_bytes, full[stage])
+
+    with T.if_(tid == 0):
+        for st in range(STAGES):
+            full[st].init(1)
+        T.ptx.fence.mbarrier_init.release.cluster()
+        for st in range(STAGES):
+            with T.if_(mine > st):
+                issue(st, st)
+    T.ptx.bar.sync(0)
+
+    ring = T.pipeline(STAGES)
+    with T.range(mine) as i:
+        full[ring.stage].wait(ring.phase)
+        vals, preds = [], []
+        for c in range(chunks):
+            p = None if c < full_chunks else (tid + c * BLOCK) < nvec
+            words = [T.reg(T.b32, init=BF16_NEG_INF2) for _ in range(4)]
+            T.ptx.ld.shared.v4.b32(words, ring_buf.at(ring.stage, (tid + c * BLOCK) * 8),
+                                   pred=p)
+            preds.append(p)
+            vals.append(_unpack(words, False))
+        m, s, exps = _row_stats(vals)
+        parity = i & 1  # alternate halves: a fast warp's next row cannot overwrite this one's
+        big, total = _cta_merge(m, s, lambda k, w: part.at(parity, k, w), nwarps)
+        with T.if_(tid == 0):  # every thread has read this stage: refill it with row i + STAGES
+            with T.if_(i + STAGES < mine):
+                issue(i + STAGES, ring.stage)
+        scale = _scale(m, big, total)
+        base = (cta + i * ncta) * cols
+        for c, (row, p) in enumerate(zip(exps, preds)):
+            _store(out, base + (tid + c * BLOCK) * 8, [T.ptx.mul.f32(e, scale) for e in row], 8,
+                   p)
+        ring.advance()
+
+
 # -- cases ------------------------------------------------------------------------------------------
+
+def make_tma_case(name: str, rows: int, cols: int, BLOCK: int = 512, STAGES: int = 3,
+                  CTAS: int = 264, small: bool = True) -> T.Case:
+    """A case of the persistent `softmax_tma`, validated like `make_case`, plus: rows start
+    16-byte aligned for the bulk copies, and STAGES rows fit in shared memory."""
+    why = []
+    if cols % 8:
+        why.append(f"cols={cols} must be a multiple of 8 (bulk copies move 16-byte units)")
+    if STAGES * cols * 2 > 200 * 1024:
+        why.append(f"STAGES={STAGES} rows of {cols} bf16 need {STAGES * cols * 2} bytes of "
+                   "shared memory (at most 204800)")
+    if not 2 <= STAGES <= 8 or CTAS < 1:
+        why.append(f"STAGES={STAGES} must be in [2, 8] and CTAS={CTAS} positive")
+    try:
+        make_case(name, rows, cols, BLOCK)
+    except ValueError as e:
+        why.append(str(e).split(": ", 1)[1])
+    if why:
+        raise ValueError(f"softmax_tma case {name!r}: " + "; ".join(why))
+    return T.case(name, small=small, rows=rows, cols=cols, BLOCK=BLOCK, STAGES=STAGES, CTAS=CTAS,
+                  spread=4.0)
+
 
 def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, small: bool = True,
               spread: float = 4.0) -> T.Case:
@@ -215,6 +321,15 @@ def reference(x):
     return {"out": (e / e.sum(axis=1, keepdims=True)).astype(np.float32)}
 
 
+# the output is rounded to bf16 (8-bit significand: relative error <= 2^-8 against the exact
+# value, as numsim compares; KCoral compares with the bf16-rounded reference, where the two
+# roundings can differ by one ulp, <= 2^-7 relative); ex2.approx and the f32 sums add ~1e-6.
+# So rtol is one bf16 ulp plus a hair; the absolute floor covers results below f32's normal
+# range, which ex2.approx.ftz flushes to 0
+TOLERANCE = T.tolerance(rtol=8e-3, atol=1e-30)
+BASELINES = [{"name": "torch.softmax", "args": {"x": "x"}},
+             {"name": "torch.softmax.compiled", "args": {"x": "x"}}]
+
 SUITE = T.suite(
     softmax, inputs=inputs, reference=reference, outputs=["out"],
     cases=[
@@ -229,13 +344,22 @@ SUITE = T.suite(
         make_case("r4096_c32768_b1024", rows=4096, cols=32768, BLOCK=1024, small=False),
         make_case("r65536_c2048_b128", rows=65536, cols=2048, BLOCK=128, small=False),
     ],
-    # the output is rounded to bf16 (8-bit significand: relative error <= 2^-8 against the exact
-    # value, as numsim compares; KCoral compares with the bf16-rounded reference, where the two
-    # roundings can differ by one ulp, <= 2^-7 relative); ex2.approx and the f32 sums add ~1e-6.
-    # So rtol is one bf16 ulp plus a hair; the absolute floor covers results below f32's normal
-    # range, which ex2.approx.ftz flushes to 0
-    tolerance=T.tolerance(rtol=8e-3, atol=1e-30),
+    tolerance=TOLERANCE,
     flops=lambda rows, cols: 5 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols,
-    baselines=[{"name": "torch.softmax", "args": {"x": "x", "out": "out"}},
-               {"name": "torch.softmax.compiled", "args": {"x": "x", "out": "out"}}],
+    baselines=BASELINES,
+)
+
+SUITE_TMA = T.suite(
+    softmax_tma, inputs=inputs, reference=reference, outputs=["out"],
+    cases=[
+        make_tma_case("r7_c1024_cta3", rows=7, cols=1024, BLOCK=64, STAGES=2, CTAS=3),
+        make_tma_case("r5_c2056_cta2", rows=5, cols=2056, BLOCK=128, STAGES=3, CTAS=2),
+        make_tma_case("r16384_c8192", rows=16384, cols=8192, small=False),
+        make_tma_case("r16384_c8192_s4_b256", rows=16384, cols=8192, BLOCK=256, STAGES=4,
+                      CTAS=396, small=False),  # 3 CTAs per SM (64 KB of ring each)
+        make_tma_case("r65536_c2048", rows=65536, cols=2048, BLOCK=128, STAGES=6, CTAS=528,
+                      small=False),
+    ],
+    tolerance=TOLERANCE, flops=lambda rows, cols: 5 * rows * cols,
+    bytes=lambda rows, cols: 4 * rows * cols, baselines=BASELINES,
 )
