@@ -11,7 +11,8 @@ coalesced loads), then a radix select over an order-preserving key:
    an unsigned integer the way the floats compare (bf16: the top 16 bits of the same transform);
 2. radix select, 8 bits per pass from the top (4 passes for f32, 2 for bf16): every thread adds its
    elements whose higher digits match the prefix found so far to a 256-bin shared histogram
-   (``red.shared.add.u32``); warp 0 scans the bins from the top (8 per lane, a ``shfl.sync.up``
+   (``red.shared.add.u32``; with AGG=1 lanes holding the same digit are first counted together
+   by ``match.any.sync`` + ``popc``, since a value pass's bins are few and hot); warp 0 scans the bins from the top (8 per lane, a ``shfl.sync.up``
    ladder across lanes), finds the bin holding the k-th largest, and leaves the digit and the
    count still needed; two ``bar.sync`` per pass;
 3. the threshold key T may be shared by more elements than are still needed: two more passes over
@@ -91,7 +92,7 @@ def _select_digit(hist, sel, need, lane):
         above.set(nxt)
 
 
-def _topk(x, values, indices, cols, k, BLOCK, dt):
+def _topk(x, values, indices, cols, k, BLOCK, AGG, dt):
     vec = VEC[dt]
     keybits = 32 if dt == "f32" else 16
     chunks = T.cdiv(cols, BLOCK * vec)
@@ -116,7 +117,23 @@ def _topk(x, values, indices, cols, k, BLOCK, dt):
         T.ptx.st.shared.u32(slot.at(0), 0)
     T.ptx.bar.sync(0)
 
-    def radix(value_of, match_of, nbits, need):
+    lanes_below = T.sreg("lanemask_lt")
+
+    def count(digit, m, agg):
+        """Add one to bin `digit` where `m` (every lane when m is None). With `agg`, lanes of a
+        warp holding the same digit are counted together first (``match.any.sync``, ``popc``) and
+        only the lowest of them adds: the bins of a value pass are few and hot (exponent bits),
+        and same-address shared atomics within a warp serialize."""
+        if not agg:
+            T.ptx.red.shared.add.u32(hist.at(digit), 1, pred=m)
+            return
+        key = digit if m is None else T.ptx.selp.b32(digit, 0xFFFF, m)
+        peers = T.ptx.match.any.sync.b32(key, FULL)
+        first = T.ptx.and_.b32(peers, lanes_below) == 0
+        T.ptx.red.shared.add.u32(hist.at(digit), T.ptx.popc.b32(peers),
+                                 pred=first if m is None else first & m)
+
+    def radix(value_of, match_of, nbits, need, agg):
         """Passes from the top digit of `value_of(elem)` over elements where `match_of(elem)`;
         returns (threshold, need) after the last pass."""
         prefix = T.reg(T.u32, init=0)
@@ -127,8 +144,7 @@ def _topk(x, values, indices, cols, k, BLOCK, dt):
                 if shift + 8 < nbits:
                     hi = T.ptx.shr.u32(v, shift + 8) == prefix
                     m = hi if m is None else (m & hi)
-                digit = T.ptx.bfe.u32(v, shift, 8)
-                T.ptx.red.shared.add.u32(hist.at(digit), 1, pred=m)
+                count(T.ptx.bfe.u32(v, shift, 8), m, agg)
             T.ptx.bar.sync(0)
             with T.if_(warp0, uniform=True):
                 _select_digit(hist, sel, need, lane)
@@ -143,8 +159,8 @@ def _topk(x, values, indices, cols, k, BLOCK, dt):
         return T.ptx.sub.u32(0xFFFF - j, col)
 
     # 2. the threshold key; 3. among elements equal to it, the lowest indices
-    thr, need = radix(lambda e: e[0], lambda e: None, keybits, T.reg(T.u32, init=k))
-    ithr, _ = radix(inv_index, lambda e: e[0] == thr, 16, need)
+    thr, need = radix(lambda e: e[0], lambda e: None, keybits, T.reg(T.u32, init=k), AGG)
+    ithr, _ = radix(inv_index, lambda e: e[0] == thr, 16, need, False)  # distinct indices
 
     # 4. collect the k selected (any order), then rank them
     for e in elems:
@@ -177,14 +193,14 @@ def _topk(x, values, indices, cols, k, BLOCK, dt):
 
 @T.kernel(grid=lambda rows: rows, block=lambda BLOCK: BLOCK)
 def topk_f32(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64], rows: T.u32,
-             cols: T.const, k: T.const, BLOCK: T.const = 256):
-    _topk(x, values, indices, cols, k, BLOCK, "f32")
+             cols: T.const, k: T.const, BLOCK: T.const = 256, AGG: T.const = 1):
+    _topk(x, values, indices, cols, k, BLOCK, AGG, "f32")
 
 
 @T.kernel(grid=lambda rows: rows, block=lambda BLOCK: BLOCK)
 def topk_bf16(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64], rows: T.u32,
-              cols: T.const, k: T.const, BLOCK: T.const = 256):
-    _topk(x, values, indices, cols, k, BLOCK, "bf16")
+              cols: T.const, k: T.const, BLOCK: T.const = 256, AGG: T.const = 1):
+    _topk(x, values, indices, cols, k, BLOCK, AGG, "bf16")
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -195,7 +211,7 @@ def per_thread_limit(BLOCK: int) -> int:
     return max(0, min(MAX_PER_THREAD, 65536 // BLOCK - 24))
 
 
-def make_case(name: str, dt: str, rows: int, cols: int, k: int, BLOCK: int = 256,
+def make_case(name: str, dt: str, rows: int, cols: int, k: int, BLOCK: int = 256, AGG: int = 1,
               small: bool = True) -> T.Case:
     """A top-k case, validated (ValueError naming the case and the constraint)."""
     why = []
@@ -216,7 +232,7 @@ def make_case(name: str, dt: str, rows: int, cols: int, k: int, BLOCK: int = 256
         why.append(f"rows={rows} must be positive")
     if why:
         raise ValueError(f"topk case {name!r}: " + "; ".join(why))
-    return T.case(name, small=small, rows=rows, cols=cols, k=k, BLOCK=BLOCK)
+    return T.case(name, small=small, rows=rows, cols=cols, k=k, BLOCK=BLOCK, AGG=AGG)
 
 
 def _inputs(dt):
@@ -231,10 +247,16 @@ def _inputs(dt):
 
 
 def reference(x, k):
-    """Sort by value descending, then index ascending (a stable sort of -x), first k."""
-    v = x.astype(np.float64)
-    order = np.argsort(-v, axis=1, kind="stable")[:, :k]
-    return {"values": np.take_along_axis(x, order, axis=1), "indices": order.astype(np.int64)}
+    """Sort by value descending, then index ascending, first k: the k-th largest value by
+    ``np.partition`` (linear time: the benchmark rows are 4096 x 32768), then a stable sort of the
+    few elements at or above it (in index order, so ties keep the lowest indices first)."""
+    v = x.astype(np.float32)
+    kth = -np.partition(-v, k - 1, axis=1)[:, k - 1]
+    order = np.empty((v.shape[0], k), np.int64)
+    for r in range(v.shape[0]):
+        cand = np.flatnonzero(v[r] >= kth[r])
+        order[r] = cand[np.argsort(-v[r, cand], kind="stable")[:k]]
+    return {"values": np.take_along_axis(x, order, axis=1), "indices": order}
 
 
 _BASELINES = [{"name": "torch.topk", "args": {"x": "x", "k": "k"}},
@@ -248,10 +270,13 @@ SUITE_F32 = T.suite(
         make_case("r1_c1000_k7", "f32", rows=1, cols=1000, k=7, BLOCK=128),
         make_case("r3_c2052_k64", "f32", rows=3, cols=2052, k=64, BLOCK=128),
         make_case("r2_c256_k1", "f32", rows=2, cols=256, k=1, BLOCK=64),
+        make_case("r3_c1000_k20_plain", "f32", rows=3, cols=1000, k=20, BLOCK=64, AGG=0),
         make_case("r4096_c32768_k64", "f32", rows=4096, cols=32768, k=64, BLOCK=1024,
                   small=False),
         make_case("r4096_c32768_k64_b512", "f32", rows=4096, cols=32768, k=64, BLOCK=512,
                   small=False),
+        make_case("r4096_c32768_k64_plain", "f32", rows=4096, cols=32768, k=64, BLOCK=1024,
+                  AGG=0, small=False),
         make_case("r4096_c32768_k8", "f32", rows=4096, cols=32768, k=8, BLOCK=1024, small=False),
         make_case("r16384_c8192_k50", "f32", rows=16384, cols=8192, k=50, BLOCK=256,
                   small=False),
