@@ -15,7 +15,8 @@ KV is read once however many query heads share it.
   wait the stage's `empty` mbarrier, arm `full` with the stage's bytes, and issue TMA loads
   (``cp.async.bulk.tensor.2d``, 128-byte swizzle) of each page's K and V rows (64 columns per box);
   the page of a token comes from the block table (past the last page it repeats the last one, so
-  no table entry beyond the sequence is used);
+  no table entry beyond the sequence is used), loaded one block ahead so its latency hides behind
+  the wait for a free stage;
 - warps 0-3 are consumers, 16 tokens each per block: S = Q K^T with ``mma.sync.m16n8k16`` (bf16,
   f32 accumulate; the G query heads are the M rows, padded to 16), K fragments by
   ``ldmatrix.x4`` from the swizzled tiles; online softmax per query head (running max m and
@@ -72,17 +73,28 @@ def _producer(k_map, v_map, sK, sV, full, empty, block_table, b, kvh, blk0, nblk
               max_pages, KVH, PAGE, STAGES):
     box = min(PAGE, BN)
     tma = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"]
-    ring = T.pipeline(STAGES)
-    with T.range(nblk) as i:
-        empty[ring.stage].wait(ring.phase ^ 1)  # a fresh barrier counts as released
-        full[ring.stage].arrive_expect_tx(BN * D * 2 * 2)
-        tok0 = (blk0 + i) * BN
+
+    def rows_of(blk):
+        """The cache rows of block `blk`'s page boxes: one block-table load per box (past the
+        last page the last page again, so every load is of the sequence's own entries)."""
+        out = []
         for pc in range(BN // box):
-            t = tok0 + pc * box
+            t = blk * BN + pc * box
             pidx = T.ptx.min.u32(t // PAGE, last_page)
             page = T.ptx.ld.global_.nc.s32(block_table.at(b * max_pages + pidx))
-            row = T.ptx.mad.lo.s32(T.ptx.mad.lo.s32(page, KVH, kvh), PAGE,
-                                   T.ptx.rem.u32(t, PAGE) if PAGE > BN else 0)
+            out.append(T.ptx.mad.lo.s32(T.ptx.mad.lo.s32(page, KVH, kvh), PAGE,
+                                        T.ptx.rem.u32(t, PAGE) if PAGE > BN else 0))
+        return out
+
+    ring = T.pipeline(STAGES)
+    nxt = [T.reg(T.s32, init=r) for r in rows_of(blk0)]
+    with T.range(nblk) as i:
+        cur = [T.reg(T.s32, init=r) for r in nxt]
+        for r, v in zip(nxt, rows_of(blk0 + i + 1)):  # the next block's table entries load
+            r.set(v)                                   # while this one waits for its stage
+        empty[ring.stage].wait(ring.phase ^ 1)  # a fresh barrier counts as released
+        full[ring.stage].arrive_expect_tx(BN * D * 2 * 2)
+        for pc, row in enumerate(cur):
             for half in range(2):
                 tma(sK.at(ring.stage, half, pc * box), k_map[64 * half, row], full[ring.stage])
                 tma(sV.at(ring.stage, half, pc * box), v_map[64 * half, row], full[ring.stage])
