@@ -1,8 +1,9 @@
 """torch baselines for the zoo's reductions, scans and decode attention, eager and compiled.
 
-``torch.softmax``, ``torch.topk``, ``torch.cumsum`` and ``torch.decode_sdpa`` (SDPA over the KV
-gathered from a paged cache), each also as ``<name>.compiled`` (``torch.compile`` of the same
-function, compiled in ``prepare()`` by one call, outside the timed region). Registered only when
+``torch.softmax``, ``torch.topk``, ``torch.cumsum``, ``torch.cross_entropy`` (per row, no
+reduction) and ``torch.decode_sdpa`` (SDPA over the KV gathered from a paged cache), each also as
+``<name>.compiled`` (``torch.compile`` of the same function, compiled in ``prepare()`` by one
+call, outside the timed region). Registered only when
 torch imports; like `torch_ops`, they run on torch tensors that alias the job's device buffers.
 
 Each times the operation as a user would call it: it returns a new tensor from torch's caching
@@ -64,27 +65,31 @@ class _Zoo2Baseline(TorchBaseline):
 
 
 class RowOp(_Zoo2Baseline):
-    """args: ``x`` (rows x cols), a buffer name, and the integers in `int_args`; the run is
-    ``op(torch, x, args)`` over the last dimension."""
+    """args: the role buffers (``x``, rows x cols, and e.g. ``target``) and the integers in
+    `int_args`; the run is ``op(torch, args, *tensors)`` over the last dimension."""
 
-    roles = ("x",)
-
-    def __init__(self, name: str, op, int_args=(), compiled: bool = False):
-        self.name, self.op, self.int_args = name, op, tuple(int_args)
+    def __init__(self, name: str, op, int_args=(), roles=("x",), compiled: bool = False):
+        self.name, self.op, self.int_args, self.roles = name, op, tuple(int_args), tuple(roles)
         super().__init__(compiled)
 
     def function(self, args, tensors):
         import torch  # optional dependency (the module registers only when it imports)
         for key in self.int_args:
             _int_arg(self.name, args, key)
-        return lambda x: self.op(torch, x, args)
+        return lambda *t: self.op(torch, args, *t)
 
 
-ROW_OPS = (
-    ("torch.softmax", lambda torch, x, a: torch.softmax(x, dim=-1), ()),
-    ("torch.topk", lambda torch, x, a: torch.topk(x, a["k"], dim=-1, largest=True, sorted=True),
-     ("k",)),
-    ("torch.cumsum", lambda torch, x, a: torch.cumsum(x, dim=-1), ()),
+def _cross_entropy(torch, a, x, target):
+    import torch.nn.functional as F  # optional dependency, as above
+    return F.cross_entropy(x, target, reduction="none")
+
+
+ROW_OPS = (  # name, op(torch, args, *tensors), integer args, roles
+    ("torch.softmax", lambda torch, a, x: torch.softmax(x, dim=-1), (), ("x",)),
+    ("torch.topk", lambda torch, a, x: torch.topk(x, a["k"], dim=-1, largest=True, sorted=True),
+     ("k",), ("x",)),
+    ("torch.cumsum", lambda torch, a, x: torch.cumsum(x, dim=-1), (), ("x",)),
+    ("torch.cross_entropy", _cross_entropy, (), ("x", "target")),
 )
 
 
@@ -133,7 +138,7 @@ def baselines() -> list:
     """Every baseline of this module, eager and compiled."""
     out = []
     for compiled in (False, True):
-        out += [RowOp(name, op, ints, compiled) for name, op, ints in ROW_OPS]
+        out += [RowOp(name, op, ints, roles, compiled) for name, op, ints, roles in ROW_OPS]
         out.append(DecodeSdpa(compiled))
     return out
 

@@ -57,7 +57,7 @@ def test_registers_eager_and_compiled_only_when_torch_imports(monkeypatch):
     monkeypatch.setattr(tz, "torch_available", lambda: True)
     tz.kcoral_register_baselines(reg)
     assert reg.names() == sorted(f"torch.{op}{suffix}" for op in ("softmax", "topk", "cumsum",
-                                                                    "decode_sdpa")
+                                                                    "cross_entropy", "decode_sdpa")
                                  for suffix in ("", ".compiled"))
 
 

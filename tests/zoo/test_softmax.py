@@ -9,7 +9,7 @@ from tests.zoo.zoo_modules import assert_matches, load, simulate
 MOD = load("softmax")
 
 
-CASES = [(s, c) for s in (MOD.SUITE, MOD.SUITE_TMA) for c in s.cases if c.small]
+CASES = [(s, c) for s in (MOD.SUITE, MOD.SUITE_TMA, MOD.SUITE_CE) for c in s.cases if c.small]
 
 
 @pytest.mark.parametrize("suite,case", CASES, ids=[f"{s.name}-{c.name}" for s, c in CASES])
@@ -61,3 +61,24 @@ def test_refused_shapes_name_the_case_and_the_constraint(params, match):
 def test_tma_variant_refuses_what_it_cannot_run(params, match):
     with pytest.raises(ValueError, match=match):
         MOD.make_tma_case("bad", **params)
+
+
+def test_cross_entropy_target_outside_the_row_is_nan_not_a_stray_read():
+    case = MOD.make_ce_case("targets", rows=3, cols=500, BLOCK=64, UNROLL=1)
+    inputs = MOD.SUITE_CE.make_inputs(case, 0)
+    inputs["target"] = np.array([499, 500, -100], np.int64)
+    res, _ = simulate(MOD.SUITE_CE, case, inputs=inputs)
+    assert res.verdict == "clean"
+    loss = res.outputs["loss"]
+    assert np.isfinite(loss[0]) and np.isnan(loss[1]) and np.isnan(loss[2])
+    np.testing.assert_allclose(res.outputs["lse"], MOD.ce_reference(inputs["x"], [0, 0, 0])["lse"],
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(rows=4, cols=1000, UNROLL=0), r"cross_entropy case 'bad': UNROLL=0 must be in \[1, 16\]"),
+    (dict(rows=1 << 16, cols=1 << 16), r"cross_entropy case 'bad': rows\*cols=4294967296 must be"),
+])
+def test_cross_entropy_refusals(params, match):
+    with pytest.raises(ValueError, match=match):
+        MOD.make_ce_case("bad", **params)

@@ -28,8 +28,12 @@ CTAS-th row): one thread keeps STAGES rows in flight with 1-D TMA bulk copies in
 ring completed on mbarriers, so the next rows load while the CTA reduces and stores the current
 one; each row then goes shared memory -> registers and through the same steps 2-5.
 
+`cross_entropy` is the streaming form for rows of any width (LLM vocabularies): per row the
+log-sum-exp lse = M + ln S and the loss lse - x[target], reading the row once in chunks with the
+per-thread (m, s) rescaled online as the max grows (nothing per element stays in registers).
+
 Tags: online-softmax, vectorized, warp-shuffle, row-in-registers, persistent, tma,
-mbarrier-pipeline
+mbarrier-pipeline, cross-entropy, logsumexp
 Work: 5 FLOPs per element (max, fma, exp, add, scale); 4 bytes per element (bf16 read + write).
 """
 
@@ -39,9 +43,10 @@ import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
 TAGS = ("online-softmax", "vectorized", "warp-shuffle", "row-in-registers", "persistent", "tma",
-        "mbarrier-pipeline")
+        "mbarrier-pipeline", "cross-entropy", "logsumexp")
 
 LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
 NEG_BIG = -1.0e38  # a finite floor for a thread's running max: keeps every exponent argument
 #                    finite when all of a thread's elements are masked (-inf) -- its -max*log2(e)
 #                    is still finite (-3.4e38 * log2(e) would overflow to -inf, giving NaN)
@@ -261,6 +266,51 @@ def softmax_tma(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, cols: T.con
         ring.advance()
 
 
+@T.kernel(grid=lambda rows: rows, block=lambda BLOCK: BLOCK)
+def cross_entropy(x: T.gptr[T.bf16], target: T.gptr[T.s64], loss: T.gptr[T.f32],
+                  lse: T.gptr[T.f32], cols: T.u32, VEC: T.const = 8, BLOCK: T.const = 256,
+                  UNROLL: T.const = 4):
+    """Cross-entropy per row: lse[r] = log sum_c exp(x[r, c]), loss[r] = lse[r] - x[r, target[r]]
+    (NaN for a target outside [0, cols)). The streaming form of the online softmax: the row is
+    read in chunks of BLOCK * UNROLL accesses (all loads of a chunk in flight before use), each
+    thread keeping a running (m, s) that is rescaled when its max grows, so rows of any width
+    (LLM vocabularies) take one pass and no registers per element; then the same CTA merge."""
+    nwarps = BLOCK // 32
+    part = T.shared(T.f32, (2, nwarps), name="part")
+    tid = T.tid.x
+    row = T.ctaid.x
+    base = row * cols
+    nvec = cols / VEC
+    m = T.reg(T.f32, init=NEG_BIG)
+    s = T.reg(T.f32, init=0.0)
+    with T.range(0, nvec, BLOCK * UNROLL) as v0:
+        vals = []
+        for u in range(UNROLL):
+            vi = v0 + (u * BLOCK) + tid
+            words, high = _load_word(x, base + vi * VEC, VEC, vi < nvec)
+            vals.append(_unpack(words, high))
+        big = m
+        for v in vals:
+            for e in v:
+                big = T.ptx.max.f32(big, e)
+        neg = T.ptx.mul.f32(big, -LOG2E)
+        T.ptx.mul.f32(s, s, T.ptx.ex2.approx.ftz.f32(T.ptx.fma.rn.f32(m, LOG2E, neg)))
+        for v in vals:
+            for e in v:
+                T.ptx.add.f32(s, s, T.ptx.ex2.approx.ftz.f32(T.ptx.fma.rn.f32(e, LOG2E, neg)))
+        m.set(big)
+    big, total = _cta_merge(m, s, part.at, nwarps)
+    with T.if_(tid == 0):
+        out = T.ptx.fma.rn.f32(T.ptx.lg2.approx.f32(total), LN2, big)  # ln S + M
+        t = T.ptx.ld.global_.s64(target.at(row))
+        ok = (t >= 0) & (t < T.ptx.cvt.s64.u32(cols))
+        picked = T.reg(T.b16, init=0x7FC0)  # a bf16 NaN unless the target is in the row
+        T.ptx.ld.global_.b16(picked, x.at(base + T.ptx.cvt.u32.s64(t)), pred=ok)
+        T.ptx.st.global_.f32(lse.at(row), out)
+        T.ptx.st.global_.f32(loss.at(row), T.ptx.sub.f32(
+            out, T.ptx.shl.b32(T.ptx.cvt.u32.u16(picked), 16)))
+
+
 # -- cases ------------------------------------------------------------------------------------------
 
 def make_tma_case(name: str, rows: int, cols: int, BLOCK: int = 512, STAGES: int = 3,
@@ -285,22 +335,29 @@ def make_tma_case(name: str, rows: int, cols: int, BLOCK: int = 512, STAGES: int
                   spread=4.0)
 
 
-def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, small: bool = True,
-              spread: float = 4.0) -> T.Case:
-    """A softmax case, validated: refused (ValueError naming the case) when the kernel cannot run
-    it. `spread` scales the inputs (larger: peakier rows)."""
+def _problems(rows: int, cols: int, BLOCK: int) -> list:
+    """What every kernel here refuses: the block shape, empty rows, 32-bit element indices."""
     why = []
     if BLOCK % 32 or not 32 <= BLOCK <= 1024:
         why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, 1024]")
     if rows < 1 or cols < 1:
         why.append(f"rows={rows} and cols={cols} must be positive")
-    elif T.cdiv(cols // vector_width(cols), BLOCK) * vector_width(cols) > MAX_CHUNKS * 8:
+    if rows * cols >= 1 << 32:
+        why.append(f"rows*cols={rows * cols} must be below 2^32 (32-bit element index)")
+    return why
+
+
+def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, small: bool = True,
+              spread: float = 4.0) -> T.Case:
+    """A softmax case, validated: refused (ValueError naming the case) when the kernel cannot run
+    it. `spread` scales the inputs (larger: peakier rows)."""
+    why = _problems(rows, cols, BLOCK)
+    if not why and T.cdiv(cols // vector_width(cols), BLOCK) * vector_width(cols) > \
+            MAX_CHUNKS * 8:
         why.append(f"cols={cols} needs {T.cdiv(cols, BLOCK)} elements per thread at "
                    f"BLOCK={BLOCK}; a row must fit in one CTA's registers (at most "
                    f"{MAX_CHUNKS * 8} per thread: cols <= {BLOCK * MAX_CHUNKS * 8} for 16-byte "
                    f"accesses)")
-    if rows * cols >= 1 << 32:
-        why.append(f"rows*cols={rows * cols} must be below 2^32 (32-bit element index)")
     if why:
         raise ValueError(f"softmax case {name!r}: " + "; ".join(why))
     return T.case(name, small=small, rows=rows, cols=cols, BLOCK=BLOCK, spread=spread)
@@ -362,4 +419,54 @@ SUITE_TMA = T.suite(
     ],
     tolerance=TOLERANCE, flops=lambda rows, cols: 5 * rows * cols,
     bytes=lambda rows, cols: 4 * rows * cols, baselines=BASELINES,
+)
+
+
+def make_ce_case(name: str, rows: int, cols: int, BLOCK: int = 256, UNROLL: int = 4,
+                 small: bool = True) -> T.Case:
+    """A cross-entropy case, validated (ValueError naming the case and the constraint); any row
+    width streams, the access width follows cols (8/4/2/1 bf16)."""
+    why = _problems(rows, cols, BLOCK)
+    if not 1 <= UNROLL <= 16:
+        why.append(f"UNROLL={UNROLL} must be in [1, 16]")
+    if why:
+        raise ValueError(f"cross_entropy case {name!r}: " + "; ".join(why))
+    return T.case(name, small=small, rows=rows, cols=cols, VEC=vector_width(cols), BLOCK=BLOCK,
+                  UNROLL=UNROLL)
+
+
+def ce_inputs(rng, rows, cols):
+    bf16 = numpy_dtype("bf16")
+    x = rng.standard_normal((rows, cols), dtype=np.float32) * 3
+    x += rng.uniform(-100, 100, (rows, 1)).astype(np.float32)
+    return dict(x=x.astype(bf16), target=rng.integers(0, cols, rows).astype(np.int64),
+                loss=np.empty(rows, np.float32), lse=np.empty(rows, np.float32), cols=cols)
+
+
+def ce_reference(x, target):
+    v = x.astype(np.float64)
+    big = v.max(axis=1)
+    lse = big + np.log(np.exp(v - big[:, None]).sum(axis=1))
+    return {"lse": lse.astype(np.float32),
+            "loss": (lse - v[np.arange(v.shape[0]), target]).astype(np.float32)}
+
+
+SUITE_CE = T.suite(
+    cross_entropy, inputs=ce_inputs, reference=ce_reference, outputs=["loss", "lse"],
+    cases=[
+        make_ce_case("r3_c1000", rows=3, cols=1000, BLOCK=64, UNROLL=2),
+        make_ce_case("r2_c3001", rows=2, cols=3001, BLOCK=128, UNROLL=3),   # scalar accesses
+        make_ce_case("r1_c70000", rows=1, cols=70000, BLOCK=256, UNROLL=4),  # 5 chunks
+        make_ce_case("r8192_c32768", rows=8192, cols=32768, small=False),
+        make_ce_case("r4096_c128256", rows=4096, cols=128256, small=False),
+        make_ce_case("r4096_c128256_b512_u8", rows=4096, cols=128256, BLOCK=512, UNROLL=8,
+                     small=False),
+    ],
+    # f32 results of f32 math (ex2/lg2.approx ~2 ulp, sums in a different order than numpy's):
+    # the loss is a difference of values ~100, so the absolute floor is set at a few f32 ulps of
+    # 100 plus the approximations; any wrong element, max or target is off by far more
+    tolerance=T.tolerance(rtol=1e-5, atol=1e-4),
+    flops=lambda rows, cols: 4 * rows * cols, bytes=lambda rows, cols: 2 * rows * cols + 16 * rows,
+    baselines=[{"name": "torch.cross_entropy", "args": {"x": "x", "target": "target"}},
+               {"name": "torch.cross_entropy.compiled", "args": {"x": "x", "target": "target"}}],
 )
