@@ -27,6 +27,7 @@ BUILTIN_PLUGINS = (
     "kcoral.boards.sim",
     "kcoral.baselines.torch_ops",
     "kcoral.baselines.torch_zoo",
+    "kcoral.baselines.torch_zoo2",
     "kcoral.baselines.fla_ops",
 )
 

@@ -34,8 +34,7 @@ def _zoo_specializations() -> list:
         for kern in [v for v in vars(mod).values() if isinstance(v, T.Kernel)]:
             target = (kern.targets or ("sm_90a",))[0]
             seen = set()
-            suite = next((s for s in suites if s.kernel is kern), None)  # a module may hold several
-            params = [c.params for c in suite.cases] if suite else [{}]
+            params = [c.params for s in suites if s.kernel is kern for c in s.cases] or [{}]
             for p in params:
                 consts = kern.resolve_consts(p)
                 key = tuple(sorted(consts.items()))
