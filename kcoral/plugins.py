@@ -27,6 +27,7 @@ BUILTIN_PLUGINS = (
     "kcoral.boards.sim",
     "kcoral.baselines.torch_ops",
     "kcoral.baselines.fla_ops",
+    "kcoral.baselines.gemm_peers",
 )
 
 
