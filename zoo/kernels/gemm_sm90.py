@@ -29,6 +29,10 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   ``.multicast::cluster`` into both CTAs, halving B's L2-to-SM traffic. A stage is refilled only
   when the consumers of both CTAs released it (each consumer arrives on its own and on the peer's
   `empty` mbarrier through ``mapa``), and a cluster barrier brackets the kernel.
+- **Split-K** (SPLITK = S > 1, for shapes with few tiles): a unit is one of S K-ranges of a
+  tile; every split stores its f32 partial in its own workspace slot and counts itself in with
+  an acq_rel atomic; the split that arrives last sums the S slots in split order (bitwise the
+  same whichever arrives last), resets the counter and runs the epilogue. No CTA waits.
 - Tails: TMA fills out-of-bounds box elements with zeros (K not a multiple of BK adds nothing;
   rows/columns past M/N compute zeros) and clips stores. TMA needs 16-byte row strides:
   K % 8 == 0 (bf16) or K % 16 == 0 (fp8), and N % 8 == 0 for an N-major B or EPI="tma".
@@ -66,7 +70,7 @@ WG = 128                 # threads per warpgroup
 H200_SMS = 132           # the persistent grid: one CTA per SM of the H200
 CHUNK = 64               # columns of one C staging chunk (128 bytes of bf16 = the swizzle span)
 CHUNK_BYTES = 64 * 64 * 2
-PRODUCER_REGS, CONSUMER_REGS = 40, 232   # 128 * 40 + 256 * 232 <= 64K registers
+PRODUCER_REGS, CONSUMER_REGS = 48, 232   # 128 * 48 + 256 * 232 = 64K registers
 
 
 # --- descriptors and the tile schedule --------------------------------------------------------
@@ -84,44 +88,61 @@ def _desc(addr, lbo: int, sbo: int):
     return T.ptx.or_.b64(T.ptx.cvt.u64.u32(enc), ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | 1 << 62)
 
 
-class _Schedule:
-    """The static persistent schedule: work unit p covers tiles (um * CM + rank, tn); clusters
-    take units cluster, cluster + clusters, ... in a grouped raster.
+class _Unit:
+    """One work unit: the tile's first row `m0` and column `n0`, its index `tile` (row-major over
+    the tile grid), the split `split` and its K slices [kb, ke)."""
 
-    RASTER "m": GROUP consecutive unit rows are swept along N together (unit p -> row
-    first + r % rows, column r / rows); "n": the same with the roles of M and N swapped. Emits
-    the tile counts once (shr/add/mul) and per unit one div.u32, one rem.u32, one min.u32.
+    def __init__(self, m0, n0, tile, split, kb, ke):
+        self.m0, self.n0, self.tile, self.split, self.kb, self.ke = m0, n0, tile, split, kb, ke
+
+
+class _Schedule:
+    """The static persistent schedule: unit p covers split p % SPLITK of the tile pair
+    q = p / SPLITK, tiles (um * CM + rank, tn); clusters take units cluster, cluster + clusters,
+    ... in a grouped raster.
+
+    RASTER "m": GROUP consecutive unit rows are swept along N together (q -> row
+    first + r % rows, column r / rows); "n": the same with the roles of M and N swapped. A split
+    s of S takes K slices [s * k_tiles / S, (s + 1) * k_tiles / S). Emits the counts once
+    (shr/add/mul) and per unit a few div.u32/rem.u32/min.u32.
     """
 
-    def __init__(self, M, N, BN: int, CM: int, GROUP: int, RASTER: str):
+    def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int):
         self.tiles_n = (N + (BN - 1)) >> _log2(BN)
         tiles_m = (M + (BM - 1)) >> _log2(BM)
         self.units_m = (tiles_m + (CM - 1)) >> _log2(CM) if CM > 1 else tiles_m
-        self.units = self.units_m * self.tiles_n
+        self.units = self.units_m * self.tiles_n * S if S > 1 else self.units_m * self.tiles_n
         self.major = self.units_m if RASTER == "m" else self.tiles_n
         self.span = (self.tiles_n if RASTER == "m" else self.units_m) * GROUP
-        self.GROUP, self.RASTER, self.CM, self.BN = GROUP, RASTER, CM, BN
+        self.GROUP, self.RASTER, self.CM, self.BN, self.S = GROUP, RASTER, CM, BN, S
+        self.k_tiles = k_tiles
         self.rank = T.cluster_ctarank() if CM > 1 else 0
         self.first_unit = T.ctaid.x >> _log2(CM) if CM > 1 else T.ctaid.x
         self.unit_step = T.nctaid.x >> _log2(CM) if CM > 1 else T.nctaid.x
 
-    def tile(self, p):
-        """(m0, n0): the first row and column of this CTA's tile of unit `p`."""
-        g = p / self.span
+    def unit(self, p) -> _Unit:
+        S = self.S
+        q, split = (p / S, p % S) if S > 1 else (p, 0)
+        g = q / self.span
         first = g * self.GROUP
-        r = p - g * self.span
+        r = q - g * self.span
         width = T.ptx.min.u32(self.major - first, self.GROUP)
         a, b = first + r % width, r / width
         um, tn = (a, b) if self.RASTER == "m" else (b, a)
-        mt = um * self.CM + self.rank if self.CM > 1 else um
-        return mt * BM, tn * self.BN
+        tm = um * self.CM + self.rank if self.CM > 1 else um
+        if S == 1:
+            return _Unit(tm * BM, tn * self.BN, None, 0, 0, self.k_tiles)
+        kb = (split * self.k_tiles) / S
+        ke = ((split + 1) * self.k_tiles) / S
+        return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, split, kb, ke)
 
 
 # --- the kernel body ---------------------------------------------------------------------------
 
-def _gemm(cfg: dict, a_map, b_map, c_map, c, M, N, K, scales=None):
+def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     """The body shared by every GEMM kernel here; `cfg` holds the constants (see the kernel
-    factories below); `scales` are the fp8 kernels' (scale_a, scale_b) pointers."""
+    factories below); `ws`/`cnt` the split-K workspace and counters; `scales` the fp8 kernels'
+    (scale_a, scale_b) pointers."""
     BN, STAGES, CM = cfg["BN"], cfg["STAGES"], cfg["CM"]
     kmajor, esize, epi = cfg["B_KMAJOR"], cfg["ESIZE"], cfg["EPI"]
     BK = 128 // esize                       # K elements in one 128-byte row
@@ -136,8 +157,10 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, M, N, K, scales=None):
     empty = T.mbarrier(STAGES, name="empty", dynamic=True)
     tid = T.tid.x
     wg = tid >> 7
-    k_tiles = (K + (BK - 1)) >> (6 if esize == 2 else 7)
-    sched = _Schedule(M, N, BN, CM, cfg["GROUP"], cfg["RASTER"])
+
+    def sched():  # built inside each role: no value lives across setmaxnreg (ptxas would spill)
+        k_tiles = (K + (BK - 1)) >> (6 if esize == 2 else 7)
+        return _Schedule(M, N, k_tiles, BN, CM, cfg["GROUP"], cfg["RASTER"], cfg["SPLITK"])
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -148,10 +171,11 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, M, N, K, scales=None):
 
     with T.role(wg == 0, dec=PRODUCER_REGS):
         with T.if_(tid == 0):
-            _producer(cfg, sched, k_tiles, a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes)
+            _producer(cfg, sched(), a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes)
     with T.else_():
         T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
-        _consumer(cfg, sched, k_tiles, sA, sB, sC, full, empty, c_map, c, M, N, scales, tid, wg)
+        _consumer(cfg, sched(), sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scales,
+                  T.tid.x)
     if CM > 1:  # no CTA may exit while its peer can still arrive on its barriers
         _cta_or_cluster_sync(CM)
 
@@ -166,7 +190,7 @@ def _cta_or_cluster_sync(CM: int):
         T.ptx.barrier.cluster.wait.acquire()
 
 
-def _producer(cfg, sched, k_tiles, a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes):
+def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes):
     """One thread: for every unit and K slice, wait until the stage is free in every CTA that
     reads it, arm `full` with the stage's bytes and issue the TMA loads (B multicast with CM=2)."""
     BN, CM, STAGES, kmajor = cfg["BN"], cfg["CM"], cfg["STAGES"], cfg["B_KMAJOR"]
@@ -179,8 +203,9 @@ def _producer(cfg, sched, k_tiles, a_map, b_map, sA, sB, full, empty, a_bytes, b
     ring = T.pipeline(STAGES)
     a_base, b_base = sA.ptr(), sB.ptr()
     with T.range(sched.first_unit, sched.units, sched.unit_step) as p:
-        m0, n0 = sched.tile(p)
-        with T.range(k_tiles) as kt:
+        u = sched.unit(p)
+        m0, n0 = u.m0, u.n0
+        with T.range(u.kb, u.ke) as kt:
             with T.iket.range("wait_empty"):  # first pass: a fresh barrier counts as released
                 empty[ring.stage].wait(ring.phase ^ 1)
             st = ring.stage
@@ -205,9 +230,10 @@ def _producer(cfg, sched, k_tiles, a_map, b_map, sA, sB, full, empty, a_bytes, b
             ring.advance()
 
 
-def _consumer(cfg, sched, k_tiles, sA, sB, sC, full, empty, c_map, c, M, N, scales, tid, wg):
-    """One warpgroup: 64 rows of every tile; wgmma with one group in flight, stage release, then
-    the epilogue (fp8: scaled by scale_a * scale_b, loaded once)."""
+def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scales, tid):
+    """One warpgroup: 64 rows of every unit; wgmma with one group in flight, stage release, then
+    (split-K: the reduction, by the split that finishes a tile last) the epilogue (fp8: scaled
+    by scale_a * scale_b, loaded once)."""
     BN, STAGES, CM, esize = cfg["BN"], cfg["STAGES"], cfg["CM"], cfg["ESIZE"]
     kmajor = cfg["B_KMAJOR"]
     BK = 128 // esize
@@ -219,11 +245,12 @@ def _consumer(cfg, sched, k_tiles, sA, sB, sC, full, empty, c_map, c, M, N, scal
     if scales is not None:
         scale = T.ptx.mul.rn.f32(T.ptx.ld.global_.f32(scales[0].at(0)),
                                  T.ptx.ld.global_.f32(scales[1].at(0)))
-    cw = wg - 1
+    cw = (tid >> 7) - 1
     acc = T.fragment(T.f32, BN // 2)
     ring = T.pipeline(STAGES)
     prev = T.reg(T.u32, init=0)               # the stage of the previous K slice
     leader = (tid & (WG - 1)) == 0
+    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if cfg["SPLITK"] > 1 else None
     da0 = _desc(sA.ptr() + cw * (64 * 128), 16, 1024)
     db0 = _desc(sB.ptr(), 16, 1024) if kmajor else _desc(sB.ptr(), BK * 128, 1024)
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
@@ -236,14 +263,14 @@ def _consumer(cfg, sched, k_tiles, sA, sB, sC, full, empty, c_map, c, M, N, scal
                 T.sink, peer_empty + (stage << 3))
 
     with T.range(sched.first_unit, sched.units, sched.unit_step) as p:
-        m0, n0 = sched.tile(p)
-        with T.range(k_tiles) as kt:
+        u = sched.unit(p)
+        with T.range(u.kb, u.ke) as kt:
             st = ring.stage
             with T.iket.range("wait_full"):
                 full[st].wait(ring.phase)
             da = da0 + T.ptx.cvt.u64.u32(st * (a_bytes >> 4))
             db = db0 + T.ptx.cvt.u64.u32(st * (b_bytes >> 4))
-            accumulate = kt != 0     # scale-d: a tile's first K slice overwrites the accumulators
+            accumulate = kt != u.kb  # scale-d: a unit's first K slice overwrites the accumulators
             with T.iket.range("mma"):
                 T.ptx.wgmma.fence.sync.aligned()
                 for kk in range(BK // kstep):
@@ -261,14 +288,63 @@ def _consumer(cfg, sched, k_tiles, sA, sB, sC, full, empty, c_map, c, M, N, scal
         T.ptx.wgmma.wait_group.sync.aligned(0)
         with T.if_(leader):
             release(prev)
-        with T.iket.range("epilogue"):
-            if cfg["EPI"] == "tma":
-                _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale)
-            else:
-                _epilogue_direct(cfg, acc, c, M, N, m0, n0, cw, tid, scale)
+        if cfg["SPLITK"] == 1:
+            _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
+        else:
+            with T.if_(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader),
+                       uniform=True):
+                _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
     if cfg["EPI"] == "tma":
         with T.if_(leader):
             T.ptx.cp.async_.bulk.wait_group(0)  # the last stores completed before the CTA exits
+
+
+def _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale):
+    with T.iket.range("epilogue"):
+        if cfg["EPI"] == "tma":
+            _epilogue_tma(cfg, acc, sC, c_map, u.m0, u.n0, cw, tid, leader, scale)
+        else:
+            _epilogue_direct(cfg, acc, c, M, N, u.m0, u.n0, cw, tid, scale)
+
+
+def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
+    """Split-K through global memory, deterministic: every split stores its f32 partial in its
+    own slot (``st.global.v4.f32``, lane-contiguous: coalesced), then one thread of the
+    warpgroup counts it in (``fence.acq_rel.gpu`` + ``atom.acq_rel.gpu.global.add.u32`` on the
+    tile's counter, after a named barrier). The split that arrives last sums all slots in split
+    order (``ld.global.cg.v4.f32``: L2, never a stale L1 line) into the accumulators, resets the
+    counter for the next launch and returns true: it runs the epilogue. No CTA ever waits for
+    another. Slot layout: [tile][split][warpgroup][BN / 8 float4][128 threads]."""
+    BN, S = cfg["BN"], cfg["SPLITK"]
+    nvec = BN // 8                        # float4s per thread
+    slot = nvec * WG * 4                  # one warpgroup's partial, in f32 elements
+    t = tid & (WG - 1)
+    base = (u.tile * (2 * S) + cw) * slot + (t << 2)
+    own = ws.at(base + u.split * (2 * slot))
+    for j in range(nvec):
+        T.ptx.st.global_.v4.f32(own + j * WG * 16, [acc[4 * j + i] for i in range(4)])
+    bar_id = 1 + cw
+    T.ptx.bar.sync(bar_id, WG)
+    counter = cnt.at(u.tile * 2 + cw)
+    with T.if_(leader):
+        T.ptx.fence.acq_rel.gpu()         # the warpgroup's stores (ordered by the barrier) ...
+        old = T.ptx.atom.acq_rel.gpu.global_.add.u32(counter, 1)   # ... before the count
+        T.ptx.st.shared.u32(flag.at(cw), old)
+    T.ptx.bar.sync(bar_id, WG)
+    last = T.ptx.ld.shared.u32(flag.at(cw)) == S - 1
+    with T.if_(last, uniform=True):
+        first = ws.at(base)
+        for j in range(nvec):
+            T.ptx.ld.global_.cg.v4.f32([acc[4 * j + i] for i in range(4)], first + j * WG * 16)
+        with T.range(1, S) as s2:  # a device loop: one split's loads in flight at a time
+            addr = ws.at(base + s2 * (2 * slot))
+            for j in range(nvec):
+                v = T.ptx.ld.global_.cg.v4.f32(addr + j * WG * 16)
+                for i in range(4):
+                    acc[4 * j + i].set(T.ptx.add.rn.f32(acc[4 * j + i], v[i]))
+        with T.if_(leader):
+            T.ptx.st.relaxed.gpu.global_.u32(counter, 0)   # ready for the next launch
+    return last
 
 
 def _ptr(bars):
@@ -347,8 +423,8 @@ def _epilogue_direct(cfg, acc, c, M, N, m0, n0, cw, tid, scale):
 
 def _grid(CM: int):
     """The persistent grid: one CTA per SM (SMS), never more CTAs than work units."""
-    def grid(M, N, BN, SMS):
-        units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN)
+    def grid(M, N, BN, SPLITK, SMS):
+        units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * SPLITK
         return (CM * min(SMS // CM, units),)
     return grid
 
@@ -362,25 +438,27 @@ def _launch(name: str, CM: int):
 
 def _bf16_kernel(name: str, CM: int):
     def kernel(a_map: T.tensormap, b_map: T.tensormap, c_map: T.tensormap, c: T.gptr[T.bf16],
-               a: T.gptr[T.bf16], b: T.gptr[T.bf16], M: T.u32, N: T.u32, K: T.u32,
-               BN: T.const = 256, STAGES: T.const = 4, B_KMAJOR: T.const = True,
-               EPI: T.const = "tma", EPI_BUFS: T.const = 2, GROUP: T.const = 8,
-               RASTER: T.const = "m", SMS: T.const = H200_SMS):
+               a: T.gptr[T.bf16], b: T.gptr[T.bf16], ws: T.gptr[T.f32], cnt: T.gptr[T.u32],
+               M: T.u32, N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
+               B_KMAJOR: T.const = True, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
+               GROUP: T.const = 16 // CM, RASTER: T.const = "m", SPLITK: T.const = 1,
+               SMS: T.const = H200_SMS):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
-                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER)
-        _gemm(cfg, a_map, b_map, c_map, c, M, N, K)
+                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK)
+        _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM)(kernel)
 
 
 def _fp8_kernel(name: str, CM: int):
     def kernel(a_map: T.tensormap, b_map: T.tensormap, c_map: T.tensormap, c: T.gptr[T.bf16],
                a: T.gptr[T.e4m3], b: T.gptr[T.e4m3], scale_a: T.gptr[T.f32],
-               scale_b: T.gptr[T.f32], M: T.u32, N: T.u32, K: T.u32, BN: T.const = 256,
-               STAGES: T.const = 4, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
-               GROUP: T.const = 8, RASTER: T.const = "m", SMS: T.const = H200_SMS):
+               scale_b: T.gptr[T.f32], ws: T.gptr[T.f32], cnt: T.gptr[T.u32], M: T.u32,
+               N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
+               EPI: T.const = "tma", EPI_BUFS: T.const = 2, GROUP: T.const = 16 // CM,
+               RASTER: T.const = "m", SPLITK: T.const = 1, SMS: T.const = H200_SMS):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
-                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER)
-        _gemm(cfg, a_map, b_map, c_map, c, M, N, K, scales=(scale_a, scale_b))
+                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK)
+        _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 
 
@@ -423,11 +501,16 @@ def _reference_for(arrays: dict, compute):
     return compute()
 
 
-def _check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int) -> None:
-    """What TMA cannot describe, refused with the rule (global strides are multiples of 16)."""
+def _check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int,
+                 splitk: int = 1) -> None:
+    """What TMA cannot describe, refused with the rule (global strides are multiples of 16),
+    and split-K with an empty split."""
     problems = []
     if min(M, N, K) < 1:
         problems.append(f"M, N, K must be positive (got {M}, {N}, {K})")
+    elif splitk > -(-K * esize // 128):
+        problems.append(f"SPLITK = {splitk} needs at least {splitk} K slices of "
+                        f"{128 // esize} (K = {K})")
     if (K * esize) % 16:
         problems.append(f"K = {K}: rows of A (and of a K-major B) are {K * esize} bytes, not a "
                         f"multiple of 16 (K % {16 // esize} != 0)")
@@ -445,6 +528,16 @@ def _key(rng, *shape) -> tuple:
     return shape + (st["state"], st["inc"])
 
 
+def _splitk_buffers(M, N, BN: int, CM: int, S: int) -> dict:
+    """Split-K workspace (one f32 tile per split: slots [tile][split][warpgroup]...) and one
+    counter per tile and warpgroup, zero at launch; the kernel leaves them zero again. With
+    SPLITK = 1 neither is touched (one element each)."""
+    if S == 1:
+        return {"ws": np.zeros(1, np.float32), "cnt": np.zeros(1, np.uint32)}
+    tiles = -(-(-(-M // BM)) // CM) * CM * -(-N // BN)
+    return {"ws": np.zeros(tiles * S * BM * BN, np.float32), "cnt": np.zeros(2 * tiles, np.uint32)}
+
+
 def _c_map(epi: str):
     """The tensor map of C for TMA stores (64 x 64 boxes, 128B swizzle). The direct epilogue
     never reads its map: with N % 8 != 0 no map over C exists, so it gets a valid one over A."""
@@ -454,8 +547,8 @@ def _c_map(epi: str):
 def _bf16_inputs(CM: int):
     bf16 = numpy_dtype("bf16")
 
-    def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma"):
-        _check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2)
+    def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1):
+        _check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2, SPLITK)
 
         def make():
             a = rng.standard_normal((M, K), dtype=np.float32).astype(bf16)
@@ -465,6 +558,7 @@ def _bf16_inputs(CM: int):
         ab = _cached(key, make) if M * N * K > _LARGE else make()
         bbox = (BN // CM, 64) if B_KMAJOR else (64, CHUNK)
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
+                    **_splitk_buffers(M, N, BN, CM, SPLITK),
                     a_map=T.TensorMap("a", box=(BM, 64), swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=bbox, swizzle=128, l2_promotion=256),
                     c_map=_c_map(EPI))
@@ -485,10 +579,10 @@ BF16_TOLERANCE = T.tolerance(rtol=2.0 ** -7, atol=1e-2, rms=2e-3)
 def _fp8_inputs(CM: int):
     e4m3, bf16 = numpy_dtype("e4m3"), numpy_dtype("bf16")
 
-    def inputs(rng, M, N, K, BN=256, EPI="tma"):
+    def inputs(rng, M, N, K, BN=256, EPI="tma", SPLITK=1):
         """Unit-variance outputs: x ~ N(0, 1) / K^(1/4) for both operands, quantized per tensor
         with scale = amax / 448 (e4m3's largest finite value), as fp8 training recipes do."""
-        _check_shape("gemm_fp8", M, N, K, True, EPI, 1)
+        _check_shape("gemm_fp8", M, N, K, True, EPI, 1, SPLITK)
 
         def make():
             out = {}
@@ -501,6 +595,7 @@ def _fp8_inputs(CM: int):
         key = _key(rng, "e4m3", M, N, K)
         ab = _cached(key, make) if M * N * K > _LARGE else make()
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
+                    **_splitk_buffers(M, N, BN, CM, SPLITK),
                     a_map=T.TensorMap("a", box=(BM, 128), swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=(BN // CM, 128), swizzle=128, l2_promotion=256),
                     c_map=_c_map(EPI))
@@ -535,7 +630,14 @@ VARIANTS = {
     "t256": dict(BN=256, STAGES=4, EPI_BUFS=2),     # 4 stages; C staged in two rounds
     "t256s3": dict(BN=256, STAGES=3, EPI_BUFS=4),   # 3 stages; the whole C tile at once
     "t128": dict(BN=128, STAGES=6, EPI_BUFS=2),     # 128 x 128 tiles: twice as many (small M)
+    # split-K: S units per tile, so that a few tiles still occupy every SM
+    "t128k4": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=4),
+    "t128k16": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=16),
+    "t256k2": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=2),
 }
+# the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles)
+SPLITS = {(128, 4096, 4096): "t128k4", (128, 14336, 4096): "t256k2",
+          (128, 4096, 14336): "t128k4", (128, 1024, 7168): "t128k16", (512, 1024, 7168): "t128k4"}
 
 
 def _large(variants_of, shapes=SHAPES, **extra) -> list:
@@ -587,21 +689,24 @@ def _bf16_suites(kernel, small: list, large: list):
 KN_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 14336), (2048, 14336, 4096)]
 
 
-def _few_tiles(M, N, K) -> bool:
+def _few_tiles(M, N, K) -> list:
     """Where 128 x 256 tiles leave SMs idle (M <= 512, or N = 1024: 64 tiles at M = 2048), the
-    128 x 128 variant is benchmarked too."""
-    return M <= 512 or N == 1024
+    128 x 128 variant is benchmarked too, and split-K where even those are few."""
+    return (["t128"] if M <= 512 or N == 1024 else []) + ([SPLITS[M, N, K]]
+                                                          if (M, N, K) in SPLITS else [])
 
 
 SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     T.case("m200n136k72", M=200, N=136, K=72),                       # tails in M, N and K
     T.case("m200n136k72_kn", M=200, N=136, K=72, B_KMAJOR=False),    # N-major B
-    T.case("m256n256k128_persistent", M=256, N=256, K=128, BN=128, STAGES=2, EPI_BUFS=1,
+    T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, EPI_BUFS=1,
            SMS=1),                        # one CTA: four tiles, the ring wraps, two C rounds
     T.case("m130n135k40_direct", M=130, N=135, K=40, BN=128, EPI="direct"),
     T.case("m192n320k128_rn", M=192, N=320, K=128, BN=128, STAGES=3, RASTER="n", GROUP=2,
            SMS=3),                        # raster along N: six units on three CTAs
-], _large(lambda M, N, K: ["t256"] + ["t128"] * _few_tiles(M, N, K))
+    T.case("m128n128k256_splitk", M=128, N=128, K=256, BN=128, STAGES=2, SPLITK=2,
+           SMS=2),                        # two CTAs, one tile: the later one reduces
+], _large(lambda M, N, K: ["t256"] + _few_tiles(M, N, K))
     + _large(lambda M, N, K: ["t128"], [(512, 4096, 4096)], B_KMAJOR=False))
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
@@ -609,7 +714,7 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
     T.case("m100n256k128_kn", M=100, N=256, K=128, B_KMAJOR=False),  # the peer's tile is empty
     T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2),
 ], _large(lambda M, N, K: ["t256", "t256s3"] * (M >= 2048) + ["t256"] * (M < 2048)
-          + ["t128"] * _few_tiles(M, N, K))
+          + ["t128"] * (M <= 512 or N == 1024))
     + _large(lambda M, N, K: ["t256"], KN_SHAPES, B_KMAJOR=False))
 
 
@@ -628,7 +733,8 @@ FP8_SHAPES = [s for s in SHAPES if s[2] % 16 == 0]   # TMA and _scaled_mm: K % 1
 SUITE_FP8 = _fp8_suite(gemm_fp8, [
     T.case("m200n136k160", M=200, N=136, K=160),
     T.case("m256n384k128_persistent", M=256, N=384, K=128, BN=128, STAGES=3, SMS=2),
-], _large(lambda M, N, K: ["t256"] + ["t128"] * _few_tiles(M, N, K), FP8_SHAPES))
+    T.case("m128n128k512_splitk", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2, SMS=2),
+], _large(lambda M, N, K: ["t256"] + _few_tiles(M, N, K), FP8_SHAPES))
 SUITE_FP8_C2 = _fp8_suite(gemm_fp8_c2, [
     T.case("m200n136k160", M=200, N=136, K=160),
 ], _large(lambda M, N, K: ["t256"], FP8_SHAPES))
