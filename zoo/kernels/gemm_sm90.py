@@ -638,20 +638,51 @@ VARIANTS = {
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles)
 SPLITS = {(128, 4096, 4096): "t128k4", (128, 14336, 4096): "t256k2",
           (128, 4096, 14336): "t128k4", (128, 1024, 7168): "t128k16", (512, 1024, 7168): "t128k4"}
+# where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
+SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
 
-def _large(variants_of, shapes=SHAPES, **extra) -> list:
-    """Benchmark cases, shape-major: `variants_of(M, N, K)` names the VARIANTS of a shape, which
-    run back to back (they share its cached inputs and reference). N % 8 != 0 takes the direct
-    epilogue."""
+def plan(M, N, K) -> list:
+    """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
+    2-CTA cluster), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
+    other techniques, for docs/TUNING.md). The prediction counts tiles against 132 SMs."""
+    if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
+        out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
+    elif M >= 2048 and N == 1024:               # 64 x 4 tiles of 128 x 256: two waves
+        out = [("c2", "t256", "main"), ("c2", "t128", "alt")]
+    elif M >= 2048:
+        out = [("c2", "t256", "main"), ("c1", "t256", "alt")]
+    elif M == 512 and N == 14336:               # 224 tiles of 128 x 256 or 448 of 128 x 128
+        out = [("c1", "t256", "main"), ("c2", "t128", "alt"), ("c1", "t128", "sweep")]
+    elif M == 512 and N == 1024:
+        out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128", "alt"), ("c2", "t128", "sweep")]
+    elif M == 512:                              # 4 x 32 tiles of 128 x 128
+        out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c1", "t256", "sweep")]
+    else:                                       # M = 128: one tile row; split K
+        out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128", "alt"), ("c1", "t256", "sweep")]
+    if (M, N, K) in SWEEP_SHAPES:
+        out.append(("c2", "t256s3", "sweep"))
+    return out
+
+
+def _large(kernel: str, fp8: bool) -> list:
+    """The benchmark cases of one kernel ("c1" or "c2"), shape-major, tagged with their roles
+    (``tirxh bench -k "main"``); N % 8 != 0 takes the direct epilogue; the bf16 kernels add an
+    N-major B at SWEEP_SHAPES (role "kn")."""
     out = []
-    for M, N, K in shapes:
-        for v in variants_of(M, N, K):
-            p = dict(VARIANTS[v], M=M, N=N, K=K, **extra)
-            if N % 8:
-                p["EPI"] = "direct"
-            tag = "" if extra.get("B_KMAJOR", True) else "_kn"
-            out.append(T.case(f"m{M}n{N}k{K}_{v}{tag}", small=False, **p))
+    for M, N, K in SHAPES:
+        if fp8 and K % 16:       # TMA and _scaled_mm need 16-byte fp8 rows
+            continue
+        for kern, v, role in plan(M, N, K):
+            if kern == kernel:
+                p = dict(VARIANTS[v], M=M, N=N, K=K)
+                if N % 8:
+                    p["EPI"] = "direct"
+                out.append(T.case(f"m{M}n{N}k{K}_{v}", small=False, tags=(role,), **p))
+    if kernel == "c2" and not fp8:
+        out += [T.case(f"m{M}n{N}k{K}_t256_kn", small=False, tags=("kn",),
+                       **dict(VARIANTS["t256"], M=M, N=N, K=K, B_KMAJOR=False))
+                for M, N, K in SWEEP_SHAPES]
     return out
 
 
@@ -670,10 +701,11 @@ def _bf16_baselines(peers: bool) -> list:
     return out
 
 
-def _bf16_suites(kernel, small: list, large: list):
+def _bf16_suites(kernel, small: list):
     """Two suites of one kernel: the shapes pyptx takes get it as a second baseline. Each has
     small cases (the smallest is what sync_check runs)."""
     CM = 2 if kernel.name.endswith("_c2") else 1
+    large = _large(f"c{CM}", fp8=False)
     common = dict(inputs=_bf16_inputs(CM), reference=bf16_reference, outputs=["c"],
                   tolerance=BF16_TOLERANCE, flops=lambda M, N, K: 2 * M * N * K,
                   bytes=lambda M, N, K: 2 * (M * K + N * K + M * N))
@@ -686,16 +718,6 @@ def _bf16_suites(kernel, small: list, large: list):
             T.suite(kernel, cases=peer_small + peers, baselines=_bf16_baselines(True), **common))
 
 
-KN_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 14336), (2048, 14336, 4096)]
-
-
-def _few_tiles(M, N, K) -> list:
-    """Where 128 x 256 tiles leave SMs idle (M <= 512, or N = 1024: 64 tiles at M = 2048), the
-    128 x 128 variant is benchmarked too, and split-K where even those are few."""
-    return (["t128"] if M <= 512 or N == 1024 else []) + ([SPLITS[M, N, K]]
-                                                          if (M, N, K) in SPLITS else [])
-
-
 SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     T.case("m200n136k72", M=200, N=136, K=72),                       # tails in M, N and K
     T.case("m200n136k72_kn", M=200, N=136, K=72, B_KMAJOR=False),    # N-major B
@@ -706,35 +728,29 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            SMS=3),                        # raster along N: six units on three CTAs
     T.case("m128n128k256_splitk", M=128, N=128, K=256, BN=128, STAGES=2, SPLITK=2,
            SMS=2),                        # two CTAs, one tile: the later one reduces
-], _large(lambda M, N, K: ["t256"] + _few_tiles(M, N, K))
-    + _large(lambda M, N, K: ["t128"], [(512, 4096, 4096)], B_KMAJOR=False))
+])
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
     T.case("m200n136k72", M=200, N=136, K=72),
     T.case("m100n256k128_kn", M=100, N=256, K=128, B_KMAJOR=False),  # the peer's tile is empty
     T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2),
-], _large(lambda M, N, K: ["t256", "t256s3"] * (M >= 2048) + ["t256"] * (M < 2048)
-          + ["t128"] * (M <= 512 or N == 1024))
-    + _large(lambda M, N, K: ["t256"], KN_SHAPES, B_KMAJOR=False))
+])
 
 
-def _fp8_suite(kernel, small: list, large: list):
+def _fp8_suite(kernel, small: list):
     CM = 2 if kernel.name.endswith("_c2") else 1
     args = {"M": "M", "N": "N", "K": "K"}
     return T.suite(kernel, inputs=_fp8_inputs(CM), reference=fp8_reference, outputs=["c"],
-                   cases=small + large, tolerance=FP8_TOLERANCE,
+                   cases=small + _large(f"c{CM}", fp8=True), tolerance=FP8_TOLERANCE,
                    flops=lambda M, N, K: 2 * M * N * K,
                    bytes=lambda M, N, K: M * K + N * K + 2 * M * N,
                    baselines=[{"name": "torch._scaled_mm", "args": args},
                               {"name": "torch._scaled_mm.fast_accum", "args": args}])
 
 
-FP8_SHAPES = [s for s in SHAPES if s[2] % 16 == 0]   # TMA and _scaled_mm: K % 16 == 0
 SUITE_FP8 = _fp8_suite(gemm_fp8, [
     T.case("m200n136k160", M=200, N=136, K=160),
     T.case("m256n384k128_persistent", M=256, N=384, K=128, BN=128, STAGES=3, SMS=2),
     T.case("m128n128k512_splitk", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2, SMS=2),
-], _large(lambda M, N, K: ["t256"] + _few_tiles(M, N, K), FP8_SHAPES))
-SUITE_FP8_C2 = _fp8_suite(gemm_fp8_c2, [
-    T.case("m200n136k160", M=200, N=136, K=160),
-], _large(lambda M, N, K: ["t256"], FP8_SHAPES))
+])
+SUITE_FP8_C2 = _fp8_suite(gemm_fp8_c2, [T.case("m200n136k160", M=200, N=136, K=160)])
