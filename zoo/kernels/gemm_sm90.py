@@ -48,13 +48,14 @@ register 4j + {0, 1} at columns 8j + 2t + {0, 1} (t = lane % 4), 4j + {2, 3} the
 rows down: exactly ``stmatrix``'s fragment of the 8 x 8 matrices (rows 16w..+7 | +8..+15) x
 (columns 8j..8j+7).
 
-Tolerance (bf16 C): the reference is numpy's f32 product rounded to bf16. The kernel's f32 sums
-differ from numpy's in the last bits (tensor-core alignment and truncation, another order), so
-the bf16 roundings of the two can differ by one bf16 ulp (<= 2^-7 of |c|): rtol = 2^-7. Near
-zero (cancellation) the f32 difference itself shows: up to 5e-3 at K = 8192 on unit-normal data
-(measured on the H200 for the f32 zoo GEMM), so atol = 1e-2, and the normalized RMS error of the
-whole matrix must stay below 2e-3 (a handful of one-ulp flips; a wrong tile is ~1).
-fp8: see `_fp8_tolerance`.
+Tolerance (bf16 C): inputs are N(0, 1) / K^(1/4), so C ~ N(0, 1) at every K, and the reference
+is numpy's f32 product rounded to bf16. The kernel's f32 sums differ from numpy's in the last bits
+(tensor-core alignment and truncation, another order), so the bf16 roundings of the two can
+differ by one bf16 ulp (<= 2^-7 of |c|): rtol = 2^-7. Near zero (cancellation) the f32
+difference itself shows: numsim's H200 tensor-core model against numpy gives at most 5.8e-5 of
+the output RMS at K = 14336, so atol = 1e-3 (15x margin for the tails of 117M elements); the
+normalized RMS error of the whole matrix must stay below 2e-3 (one-ulp flips; a wrong tile is
+~1). fp8: see FP8_TOLERANCE.
 """
 
 from __future__ import annotations
@@ -550,10 +551,11 @@ def _bf16_inputs(CM: int):
     def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1):
         _check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2, SPLITK)
 
-        def make():
-            a = rng.standard_normal((M, K), dtype=np.float32).astype(bf16)
-            b = rng.standard_normal((N, K) if B_KMAJOR else (K, N), dtype=np.float32)
-            return {"a": a, "b": b.astype(bf16)}
+        def make():  # N(0, 1) / K^(1/4): unit-variance outputs at every K
+            s = np.float32(K ** -0.25)
+            a = rng.standard_normal((M, K), dtype=np.float32) * s
+            b = rng.standard_normal((N, K) if B_KMAJOR else (K, N), dtype=np.float32) * s
+            return {"a": a.astype(bf16), "b": b.astype(bf16)}
         key = _key(rng, "bf16", M, N, K, B_KMAJOR)
         ab = _cached(key, make) if M * N * K > _LARGE else make()
         bbox = (BN // CM, 64) if B_KMAJOR else (64, CHUNK)
@@ -573,7 +575,7 @@ def bf16_reference(a, b, B_KMAJOR=True):
     return {"c": _reference_for({"a": a, "b": b}, compute)}
 
 
-BF16_TOLERANCE = T.tolerance(rtol=2.0 ** -7, atol=1e-2, rms=2e-3)
+BF16_TOLERANCE = T.tolerance(rtol=2.0 ** -7, atol=1e-3, rms=2e-3)
 
 
 def _fp8_inputs(CM: int):
@@ -634,6 +636,10 @@ VARIANTS = {
     "t128k4": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=4),
     "t128k16": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=16),
     "t256k2": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=2),
+    # the sweep's questions: are 66 clusters of 2 co-resident on 132 SMs (pyptx launches 64)?
+    # does a raster along N (B panels reused, A streamed) beat the one along M?
+    "t256g128": dict(BN=256, STAGES=4, EPI_BUFS=2, SMS=128),
+    "t256rn": dict(BN=256, STAGES=4, EPI_BUFS=2, RASTER="n"),
 }
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles)
 SPLITS = {(128, 4096, 4096): "t128k4", (128, 14336, 4096): "t256k2",
@@ -662,6 +668,8 @@ def plan(M, N, K) -> list:
         out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128", "alt"), ("c1", "t256", "sweep")]
     if (M, N, K) in SWEEP_SHAPES:
         out.append(("c2", "t256s3", "sweep"))
+    if (M, N, K) in SWEEP_SHAPES[1:3]:
+        out += [("c2", "t256g128", "sweep"), ("c2", "t256rn", "sweep")]
     return out
 
 
@@ -674,7 +682,7 @@ def _large(kernel: str, fp8: bool) -> list:
         if fp8 and K % 16:       # TMA and _scaled_mm need 16-byte fp8 rows
             continue
         for kern, v, role in plan(M, N, K):
-            if kern == kernel:
+            if kern == kernel and not (fp8 and role == "sweep"):   # the sweep is bf16's
                 p = dict(VARIANTS[v], M=M, N=N, K=K)
                 if N % 8:
                     p["EPI"] = "direct"
