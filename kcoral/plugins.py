@@ -29,6 +29,7 @@ BUILTIN_PLUGINS = (
     "kcoral.baselines.torch_zoo",
     "kcoral.baselines.torch_zoo2",
     "kcoral.baselines.fla_ops",
+    "kcoral.baselines.gemm_peers",
 )
 
 
