@@ -15,9 +15,13 @@ import os
 import pathlib
 import tempfile
 
+import ml_dtypes
 import numpy as np
 
+from .errors import BlobError
+
 CHUNK = 512 << 10  # 512 KiB per frame: below even a 1 MiB message limit
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")  # stored through their uint view
 
 
 def digest(data: bytes) -> str:
@@ -29,7 +33,7 @@ def array_bytes(a: np.ndarray) -> bytes:
     ml_dtypes arrays are saved through their uint view and the dtype name in the header)."""
     a = np.ascontiguousarray(a)
     buf = io.BytesIO()
-    if a.dtype.kind == "V" or a.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+    if a.dtype.kind == "V" or a.dtype.name in _ML_DTYPES:
         np.save(buf, a.view(f"u{a.dtype.itemsize}"), allow_pickle=False)
         return b"MLDT" + a.dtype.name.encode().ljust(28) + buf.getvalue()
     np.save(buf, a, allow_pickle=False)
@@ -38,15 +42,13 @@ def array_bytes(a: np.ndarray) -> bytes:
 
 def array_from_bytes(data: bytes) -> np.ndarray:
     if data[:4] == b"MLDT":
-        import ml_dtypes
-        name = data[4:32].decode().strip()
+        name = data[4:32].decode(errors="replace").strip()
+        if name not in _ML_DTYPES:
+            raise ValueError(f"array blob names element type {name!r}; expected one of "
+                             f"{_ML_DTYPES}")
         raw = np.load(io.BytesIO(data[32:]), allow_pickle=False)
         return raw.view(np.dtype(getattr(ml_dtypes, name)))
     return np.load(io.BytesIO(data), allow_pickle=False)
-
-
-class BlobError(ValueError):
-    """A blob failed verification or is missing; names the digest."""
 
 
 class BlobStore:

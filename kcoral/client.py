@@ -5,8 +5,12 @@
         a = c.put_array(np.ones(4096, np.float32))
         result = c.run(job_doc, on_event=print)       # blocks until done/failed
 
-Errors from the daemon are raised as `KCoralError` carrying the gRPC status code name and the
-daemon's message (which names the offending field for a rejected job).
+Errors from the daemon are raised as `KCoralError` carrying the gRPC status code name, the
+daemon's message (which names the offending field for a rejected job), and the typed refusal
+(`kcoral.errors.Refusal`) and field the daemon sent beside it: switch on ``e.refusal``.
+
+The client library depends on the protocol (`kcoral._proto`, `kcoral.wire`), the job model
+(`kcoral.job`) and the blob helpers only, never on the daemon's modules.
 """
 
 from __future__ import annotations
@@ -20,20 +24,12 @@ from ._proto import kcoral_pb2 as pb
 from ._proto import kcoral_pb2_grpc as pbg
 from .auth import channel
 from .blobs import CHUNK, array_bytes, chunks, digest
+from .errors import KCoralError
+from .job import TERMINAL, Job
+from .wire import error_from_rpc as _wrap
+from .wire import state_name as _state
 
-TERMINAL = ("done", "failed", "cancelled", "interrupted")
-
-
-class KCoralError(Exception):
-    def __init__(self, code: str, message: str):
-        self.code = code
-        self.message = message
-        super().__init__(f"{code}: {message}")
-
-
-def _wrap(e: grpc.RpcError) -> KCoralError:
-    code = e.code().name if hasattr(e, "code") and e.code() else "UNKNOWN"
-    return KCoralError(code, e.details() if hasattr(e, "details") else str(e))
+__all__ = ["KCoralClient", "KCoralError", "TERMINAL"]
 
 
 class KCoralClient:
@@ -102,10 +98,12 @@ class KCoralClient:
         return data
 
     # --- jobs ---------------------------------------------------------------------------------
-    def submit(self, job_doc: dict, idempotency_key: str = "", timeout: "float | None" = None):
-        """Upload pending blobs, submit, and yield progress events as dicts until terminal."""
+    def submit(self, job, idempotency_key: str = "", timeout: "float | None" = None):
+        """Upload pending blobs, submit `job` (a `kcoral.job.Job` or its JSON document), and
+        yield progress events as dicts until terminal."""
         self.upload()
-        req = pb.SubmitRequest(job_json=json.dumps(job_doc), client=self.client_name,
+        doc = job.to_doc() if isinstance(job, Job) else job
+        req = pb.SubmitRequest(job_json=json.dumps(doc), client=self.client_name,
                                idempotency_key=idempotency_key or uuid.uuid4().hex)
         try:
             for ev in self.stub.Submit(req, timeout=timeout):
@@ -113,10 +111,10 @@ class KCoralClient:
         except grpc.RpcError as e:
             raise _wrap(e) from None
 
-    def run(self, job_doc: dict, on_event=None, timeout: "float | None" = None) -> dict:
+    def run(self, job, on_event=None, timeout: "float | None" = None) -> dict:
         """Submit and block until the job ends; return the final event (``result`` inside)."""
         last = None
-        for ev in self.submit(job_doc, timeout=timeout):
+        for ev in self.submit(job, timeout=timeout):
             last = ev
             if on_event:
                 on_event(ev)
@@ -163,11 +161,6 @@ class KCoralClient:
             return fn(req, timeout=self.timeout)
         except grpc.RpcError as e:
             raise _wrap(e) from None
-
-
-def _state(v) -> str:
-    from .service import STATE_NAME
-    return STATE_NAME.get(v, "unknown")
 
 
 def _ev(ev) -> dict:

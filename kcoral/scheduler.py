@@ -13,13 +13,14 @@ client saw is never newer than what a restart will find.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import threading
 import time
 import uuid
 
-from .job import Job, JobError
-from .store import TERMINAL
+from .errors import JobError, Refusal
+from .job import TERMINAL, UNCHECKED, Job, check_module
 
 log = logging.getLogger("kcoral")
 
@@ -94,8 +95,13 @@ class Board:
 class Scheduler:
     """Accepts jobs, assigns them to boards, runs them, records and publishes their states."""
 
-    def __init__(self, store, blobs, boards=(), version_info: "dict | None" = None):
+    def __init__(self, store, blobs, boards=(), version_info: "dict | None" = None,
+                 missing_types: "dict | None" = None, registries=None):
         self.store = store
+        # the daemon's plugins: a job naming a baseline or tool not installed here is refused
+        self.registries = registries
+        # board types the configuration names but no plugin provides: type -> where it comes from
+        self.missing_types = dict(missing_types or {})
         self.blobs = blobs
         self.boards: dict[str, Board] = {}
         self.records: dict[str, JobRecord] = {}
@@ -131,35 +137,53 @@ class Scheduler:
                 self.cv.notify_all()
 
     def pick_board(self, job: Job) -> Board:
-        target, tags = job.target, set(job.doc.get("tags", []))
-        want = job.doc.get("board")
+        """The board for `job`, or `JobError` (refusal ``unavailable.board``) naming why none
+        here fits."""
+        target, tags, want = job.target, set(job.tags), job.board
         cands = [b for b in self.boards.values()
                  if b.spec.target == target and tags <= set(b.spec.tags)
                  and (not want or b.name == want)]
         if not cands:
             known = sorted({b.spec.target for b in self.boards.values()})
+            missing = "".join(f"; board type {t!r} is configured but not installed: it comes "
+                              f"from {where}" for t, where in sorted(self.missing_types.items()))
             raise JobError([("target" if not want else "board",
                              f"no board for target {target!r}" + (f" with tags {sorted(tags)}"
                                                                   if tags else "")
                              + (f" named {want!r}" if want else "")
-                             + f"; boards here serve {known}")])
+                             + f"; boards here serve {known}" + missing)], Refusal.NO_BOARD)
         usable = [b for b in cands if not b.spec.unavailable and b.state != "offline"]
         if not usable:
             raise JobError([("target", "; ".join(f"board {b.name!r} is unavailable: "
-                                                 f"{b.spec.unavailable}" for b in cands))])
+                                                 f"{b.spec.unavailable}" for b in cands))],
+                           Refusal.NO_BOARD)
         # a board may need job fields others do without (the sim board runs ``module.ir``) or
         # take only jobs small enough for it (numsim's size caps)
-        unfit = {b.name: _unfit(job.doc, b.spec) for b in usable}
+        unfit = {b.name: _unfit(job, b.spec) for b in usable}
         if all(unfit.values()):
             raise JobError([(unfit[b.name][0], f"board {b.name!r} ({b.spec.type}) is "
-                             f"unavailable for this job: {unfit[b.name][1]}") for b in usable])
+                             f"unavailable for this job: {unfit[b.name][1]}") for b in usable],
+                           Refusal.NO_BOARD)
         usable = [b for b in usable if not unfit[b.name]]
-        if job.doc["timing"]["enabled"] and any(b.spec.timing for b in usable):
+        if job.timing.enabled and any(b.spec.timing for b in usable):
             # a timing request goes to a board that times; only when none here does it run
             # on a correctness-only (sim) board, whose result says the timing was skipped
             usable = [b for b in usable if b.spec.timing]
         return min(usable, key=lambda b: (b.queue_length() + (b.current is not None),
                                           b.name))
+
+    def check_plugins(self, job: Job, board: Board) -> None:
+        """The baselines and tools `job` names exist where it will run: a remote board's own
+        (announced in its properties), else this daemon's (`JobError` otherwise)."""
+        props = board.spec.properties
+        timed = job.timing.enabled and board.spec.timing
+        if board.spec.type == "remote" and "baselines" in props:
+            tools = self.registries.tools if self.registries is not None else {}
+            own = {n: tools.get(n) for n in props.get("tools", ()) if n in tools}
+            job.validate_plugins(set(props["baselines"]),
+                                 _Announced(props.get("tools", ()), own), timed)
+        elif self.registries is not None:
+            job.validate_plugins(self.registries.baselines, self.registries.tools, timed)
 
     # --- submission ---------------------------------------------------------------------------
     def submit(self, job: Job, client: str, idem_key: str = "") -> str:
@@ -171,17 +195,15 @@ class Scheduler:
             return old
         with self.cv:
             board = self.pick_board(job)
-        job.validate(board.spec.limits)
+        job.check_limits(board.spec.limits)
+        self.check_plugins(job, board)
         missing = self.blobs.missing(job.blobs())
         if missing:
             raise JobError([("blobs", f"missing blob {m} (upload it first)") for m in missing])
-        from .job import check_module
-        mod = job.doc["module"]
-        check_module(mod["format"], self.blobs.get(mod["blob"]),
-                     sorted({ln["entry"] for ln in job.doc["launches"]}))
+        check_module(job.module.format, self.blobs.get(job.module.blob), job.entries())
         job_id = uuid.uuid4().hex[:16]
         rec = JobRecord(job_id, client, job, board.name)
-        self.store.add(job_id, client, job.name, job.target, job.to_json(), idem_key)
+        self.store.add(job_id, client, job.display_name, job.target, job.to_json(), idem_key)
         self.store.set_state(job_id, "queued", board=board.name)
         with self.cv:
             self.records[job_id] = rec
@@ -190,7 +212,8 @@ class Scheduler:
             self._publish(rec, "queued", f"queued on {board.name}", position=pos)
             self._announce_positions(board)
             self.cv.notify_all()
-        log.info("accepted job %s (%s) from %s for %s", job_id, job.name, client, board.name)
+        log.info("accepted job %s (%s) from %s for %s", job_id, job.display_name, client,
+                 board.name)
         return job_id
 
     def requeue(self, row: dict) -> None:
@@ -248,7 +271,7 @@ class Scheduler:
                 if rec is None:
                     continue
                 waited = time.monotonic() - rec.enqueued
-                qbudget = rec.job.doc["budgets"]["queue_s"]
+                qbudget = rec.job.budgets.queue_s
                 if waited > qbudget:
                     res = {"status": "failed", "job_id": rec.job_id, "board": board.name,
                            "error": {"type": "timeout.queue",
@@ -264,7 +287,7 @@ class Scheduler:
             with self.cv:
                 self._publish(rec, "running", f"running on {board.name}")
             log.info("running job %s (%s, client %s) on %s after %.3f s in queue", rec.job_id,
-                     rec.job.name, rec.client, board.name, waited)
+                     rec.job.display_name, rec.client, board.name, waited)
 
             def progress(state, message, rec=rec):
                 with self.cv:
@@ -272,7 +295,7 @@ class Scheduler:
 
             try:
                 res = board.executor.run(rec.job_id, rec.job.doc, progress,
-                                         rec.job.doc["budgets"]["exec_s"], rec.cancel)
+                                         rec.job.budgets.exec_s, rec.cancel)
             except Exception as e:  # the executor itself broke (e.g. a worker cannot start)
                 log.exception("board %s failed to run job %s", board.name, rec.job_id)
                 res = {"status": "failed", "job_id": rec.job_id, "board": board.name,
@@ -299,7 +322,7 @@ class Scheduler:
         now = time.monotonic()
         for rec in board.order():
             waited = now - rec.enqueued
-            if waited > rec.job.doc["budgets"]["queue_s"]:
+            if waited > rec.job.budgets.queue_s:
                 board.remove(rec)
                 self._finish(rec, "failed", {
                     "status": "failed", "job_id": rec.job_id, "board": board.name,
@@ -347,7 +370,6 @@ class Scheduler:
             row = self.store.get(job_id)
             if row is None:
                 raise KeyError(job_id)
-            import json
             yield {"job_id": job_id, "state": row["state"], "board": row["board"],
                    "message": "", "queue_position": 0, "time": row["finished"],
                    "result": json.loads(row["result_json"]) if row["result_json"] else None}
@@ -418,14 +440,33 @@ class Scheduler:
                 close()
 
 
-def _unfit(doc: dict, spec) -> "tuple[str, str] | None":
+class _Announced:
+    """A remote board's tools: their names, and this daemon's option models where it has the
+    same tool installed (the rest are checked where they run)."""
+
+    def __init__(self, names, models: dict):
+        self._names, self._models = sorted(names), models
+
+    def names(self) -> list:
+        return self._names
+
+    def __contains__(self, name) -> bool:
+        return name in self._names
+
+    def get(self, name):
+        return self._models.get(name) or _NoModel
+
+
+class _NoModel:
+    options = UNCHECKED  # a tool this daemon lacks: its options are checked where it runs
+
+
+def _unfit(job: Job, spec) -> "tuple[str, str] | None":
     """``(field, why)`` when the board's properties rule the job out, else None: a field named in
     ``requires`` is empty (``module.ir`` for the sim board), or the buffers / declared FLOPs
     exceed ``max_buffer_bytes`` / ``max_work_flops`` (what the sim board can simulate in time)."""
-    import math
-
-    from .job import dtype_of
     props = spec.properties
+    doc = job.doc
     for path in props.get("requires", ()):
         v = doc
         for key in path.split("."):
@@ -433,24 +474,18 @@ def _unfit(doc: dict, spec) -> "tuple[str, str] | None":
         if not v:
             if path != "module.ir":
                 return path, f"{path} is missing"
-            why = doc.get("module", {}).get("ir_error")
+            why = job.module.ir_error
             return path, ("module.ir is missing; this board runs the kernel's IR "
                           "(CompiledKernel.ir_json(), uploaded as a blob)"
                           + (f"; the client could not serialize it: {why}" if why else ""))
     cap = props.get("max_buffer_bytes")
-    if cap:
-        total = 0
-        for b in doc.get("buffers", []):
-            try:
-                total += int(math.prod(b["shape"])) * dtype_of(b["dtype"]).itemsize
-            except (KeyError, TypeError):
-                continue  # validation names the malformed buffer
-        if total > cap:
-            return "buffers", (f"{total} bytes of buffers exceed the {int(cap)} this board "
-                               f"takes (max_buffer_bytes)")
+    total = sum(b.nbytes for b in job.buffers)
+    if cap and total > cap:
+        return "buffers", (f"{total} bytes of buffers exceed the {int(cap)} this board "
+                           f"takes (max_buffer_bytes)")
     cap = props.get("max_work_flops")
-    flops = (doc.get("work") or {}).get("flops")
-    if cap and isinstance(flops, (int, float)) and flops > cap:
+    flops = job.work.flops
+    if cap and flops is not None and flops > cap:
         return "work.flops", (f"{flops:.3g} declared FLOPs exceed the {cap:.3g} this board takes "
                               f"(max_work_flops)")
     return None

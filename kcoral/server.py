@@ -33,22 +33,27 @@ import threading
 from concurrent import futures
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from . import __version__
+from ._proto import kcoral_pb2_grpc as pbg
 from .auth import TokenInterceptor, require_token_for, server_credentials
 from .blobs import BlobStore
+from .plugins import PROVIDERS, registries
 from .scheduler import Board, Scheduler
+from .service import KCoralServicer
 from .store import JobStore
 from .worker import WorkerHandle, versions
+
+try:
+    import tomllib
+except ImportError:  # pragma: no cover - Python 3.10: the tomli backport (a declared dependency)
+    import tomli as tomllib
 
 log = logging.getLogger("kcoral")
 
 
 def load_config(path) -> dict:
-    try:
-        import tomllib
-    except ImportError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
     p = pathlib.Path(path)
     try:
         with open(p, "rb") as f:
@@ -85,19 +90,29 @@ class Daemon:
         self._stopped = threading.Event()
 
     def start(self) -> "Daemon":
-        from .plugins import registries
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = JobStore(self.state_dir / "kcoral.sqlite")
         self.blobs = BlobStore(self.state_dir / "blobs")
-        regs = registries()
+        self.registries = regs = registries()
         specs = self._explicit_boards
+        missing = {}
         if specs is None:
             specs = []
             bcfg = self.config.get("boards", {"cuda": {}, "sim": {}})
             for tname, tcfg in bcfg.items():
+                if tname not in regs.board_types.names():
+                    # e.g. [boards.sim] without the numsim distribution: no such boards, and
+                    # a job that asks for one is told where the type comes from
+                    missing[tname] = PROVIDERS.get(tname, "a kcoral plugin that is not "
+                                                          "installed")
+                    log.warning("board type %r is configured but not installed (%s); "
+                                "installed: %s", tname, missing[tname],
+                                regs.board_types.names())
+                    continue
                 specs.extend(regs.board_types.get(tname).discover(tcfg or {}))
         self.scheduler = Scheduler(self.store, self.blobs,
-                                   version_info={"kcoral": __version__, **versions()})
+                                   version_info={"kcoral": __version__, **versions()},
+                                   missing_types=missing, registries=regs)
         handles = []
         for spec in specs:
             h = WorkerHandle(spec, self.blobs.root, self.state_dir / "logs")
@@ -137,8 +152,6 @@ class Daemon:
         return self
 
     def _serve(self) -> None:
-        from ._proto import kcoral_pb2_grpc as pbg
-        from .service import KCoralServicer
         srv = self.config.get("server", {})
         mb = int(srv.get("max_message_mb", 8))
         interceptors = [TokenInterceptor(self.token)] if self.token else []
@@ -150,15 +163,10 @@ class Daemon:
                      ("grpc.max_send_message_length", mb << 20)],
             maximum_concurrent_rpcs=int(srv.get("max_concurrent_rpcs", 512)))
         pbg.add_KCoralServicer_to_server(KCoralServicer(self), self.server)
-        self.health = None
-        try:
-            from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-            self.health = health.HealthServicer()
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-            for svc in ("", "kcoral.v1.KCoral"):
-                self.health.set(svc, health_pb2.HealthCheckResponse.SERVING)
-        except ImportError:
-            log.warning("grpcio-health-checking is not installed: no grpc.health.v1 service")
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        for svc in ("", "kcoral.v1.KCoral"):
+            self.health.set(svc, health_pb2.HealthCheckResponse.SERVING)
         bind = f"{self.host}:{self.port}"
         if srv.get("tls_cert") and srv.get("tls_key"):
             got = self.server.add_secure_port(bind, server_credentials(srv["tls_cert"],

@@ -1,31 +1,51 @@
 """The gRPC servicer: translates between the wire (kcoral.proto) and the domain objects.
 
 No scheduling, measurement or storage logic lives here. Errors become status codes with
-``context.abort(code, details)``: a job that fails validation is INVALID_ARGUMENT naming the
-field, an unknown job NOT_FOUND, a daemon that is shutting down UNAVAILABLE, an incompatible agent
-FAILED_PRECONDITION.
+``context.abort(code, details)`` and a typed refusal in the trailing metadata
+(`kcoral.errors.Refusal`, with the first offending field): a job that fails validation is
+INVALID_ARGUMENT naming the field, an unknown job NOT_FOUND, a daemon that is shutting down
+UNAVAILABLE, an incompatible agent FAILED_PRECONDITION.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 
 import grpc
 
+from . import PROTOCOL_VERSION, __version__
 from ._proto import kcoral_pb2 as pb
 from ._proto import kcoral_pb2_grpc as pbg
-from .blobs import CHUNK, BlobError, ChunkAssembler
-from .job import Job, JobError
+from .blobs import CHUNK, ChunkAssembler, chunks
+from .boards.remote import AgentHello, join, leave
+from .errors import FIELD_KEY, REFUSAL_KEY, AgentRefused, BlobError, JobError, Refusal
+from .job import Job, parse_json
+from .wire import STATE_ENUM, STATE_NAME
 
 log = logging.getLogger("kcoral")
 
-STATE_ENUM = {"queued": pb.QUEUED, "running": pb.RUNNING, "loaded": pb.LOADED,
-              "correctness": pb.CORRECTNESS, "timing": pb.TIMING, "tools": pb.TOOLS,
-              "done": pb.DONE, "failed": pb.FAILED, "cancelled": pb.CANCELLED,
-              "interrupted": pb.INTERRUPTED}
-STATE_NAME = {v: k for k, v in STATE_ENUM.items()}
+# the status code each refusal travels with
+CODES = {Refusal.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+         Refusal.INVALID_JOB: grpc.StatusCode.INVALID_ARGUMENT,
+         Refusal.NO_BOARD: grpc.StatusCode.INVALID_ARGUMENT,
+         Refusal.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
+         Refusal.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+         Refusal.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+         Refusal.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+         Refusal.QUOTA: grpc.StatusCode.RESOURCE_EXHAUSTED,
+         Refusal.IDEMPOTENCY_CONFLICT: grpc.StatusCode.FAILED_PRECONDITION,
+         Refusal.AGENT_INCOMPATIBLE: grpc.StatusCode.FAILED_PRECONDITION,
+         Refusal.AGENT_CONFLICT: grpc.StatusCode.ALREADY_EXISTS}
+
+
+def refuse(context, refusal: Refusal, message: str, field: str = ""):
+    """Abort the RPC with `refusal`'s status code, `message`, and the typed trailers."""
+    md = [(REFUSAL_KEY, str(refusal))] + ([(FIELD_KEY, field)] if field else [])
+    context.set_trailing_metadata(md)
+    context.abort(CODES[Refusal(refusal)], message)
 
 
 def _event(ev: dict) -> pb.JobEvent:
@@ -53,7 +73,7 @@ class KCoralServicer(pbg.KCoralServicer):
         try:
             return pb.FindMissingBlobsResponse(missing=self.d.blobs.missing(request.digests))
         except BlobError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"digests: {e}")
+            refuse(context, Refusal.INVALID_REQUEST, f"digests: {e}", "digests")
 
     def UploadBlobs(self, request_iterator, context):
         asm = ChunkAssembler(self.d.blobs, self.d.max_blob_bytes)
@@ -62,27 +82,26 @@ class KCoralServicer(pbg.KCoralServicer):
                 asm.feed(ch.digest, ch.size, ch.offset, ch.data, ch.last)
             return pb.UploadBlobsResponse(stored=asm.finish())
         except BlobError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"blob: {e}")
+            refuse(context, Refusal.INVALID_REQUEST, f"blob: {e}", "blob")
 
     def DownloadBlob(self, request, context):
         try:
             data = self.d.blobs.get(request.digest)
         except BlobError as e:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
-        from .blobs import chunks
+            refuse(context, Refusal.NOT_FOUND, str(e), "digest")
         for dg, size, off, part, last in chunks(data, request.digest, CHUNK):
             yield pb.BlobChunk(digest=dg, size=size, offset=off, data=part, last=last)
 
     # --- jobs ---------------------------------------------------------------------------------
     def Submit(self, request, context):
         try:
-            job = Job.from_json(request.job_json)
+            job = Job.from_json(parse_json(request.job_json, "job_json"))
             job_id = self.d.scheduler.submit(job, request.client or context.peer(),
                                              request.idempotency_key)
         except JobError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid job: {e}")
+            refuse(context, e.refusal, f"invalid job: {e}", e.field)
         except RuntimeError as e:
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+            refuse(context, Refusal.SHUTTING_DOWN, str(e))
         yield from self._stream(job_id, context)
 
     def Watch(self, request, context):
@@ -93,19 +112,19 @@ class KCoralServicer(pbg.KCoralServicer):
             for ev in self.d.scheduler.watch(job_id, alive=context.is_active):
                 yield _event(ev)
         except KeyError:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}")
+            refuse(context, Refusal.NOT_FOUND, f"no job {job_id!r}", "job_id")
 
     def Cancel(self, request, context):
         try:
             ok, state = self.d.scheduler.cancel(request.job_id)
         except KeyError:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+            refuse(context, Refusal.NOT_FOUND, f"no job {request.job_id!r}", "job_id")
         return pb.CancelResponse(cancelled=ok, state=state)
 
     def GetJob(self, request, context):
         row = self.d.store.get(request.job_id)
         if row is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+            refuse(context, Refusal.NOT_FOUND, f"no job {request.job_id!r}", "job_id")
         return _info(row)
 
     def ListJobs(self, request, context):
@@ -124,7 +143,6 @@ class KCoralServicer(pbg.KCoralServicer):
         return pb.ListBoardsResponse(boards=out)
 
     def Status(self, request, context):
-        from . import __version__
         s = self.d.scheduler.status()
         return pb.StatusResponse(version=__version__, uptime_s=s["uptime_s"],
                                  queued=s["queued"], running=s["running"],
@@ -132,34 +150,28 @@ class KCoralServicer(pbg.KCoralServicer):
 
     # --- agents -------------------------------------------------------------------------------
     def AgentConnect(self, request_iterator, context):
-        from .boards import BoardSpec
-        from .boards.remote import RemoteLink, check_versions
-        from .scheduler import Board
         try:
             first = next(request_iterator)
         except StopIteration:
             return
         if first.WhichOneof("kind") != "hello":
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first agent message must be "
-                          "AgentHello")
+            refuse(context, Refusal.INVALID_REQUEST, "the first agent message must be "
+                   "AgentHello", "hello")
         h = first.hello
-        why = check_versions(dict(h.versions))
-        if why:
-            log.warning("refused agent %s: %s", h.name, why)
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, why)
-        if not h.name or not h.target:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "AgentHello.name and .target are "
-                          "required")
-        props = json.loads(h.properties_json or "{}")
-        spec = BoardSpec(name=h.name, type="remote", target=h.target, tags=list(h.tags),
-                         properties=dict(props, versions=dict(h.versions),
-                                         agent_board_type=h.board_type, peer=context.peer()),
-                         limits=props.get("limits", {}))
-        link = RemoteLink(h.name, props)
         try:
-            self.d.scheduler.add_board(Board(spec, link))
-        except ValueError as e:
-            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(e))
+            props = json.loads(h.properties_json or "{}")
+            if not isinstance(props, dict):
+                raise ValueError(f"expected a JSON object, got {type(props).__name__}")
+        except (ValueError, RecursionError) as e:
+            refuse(context, Refusal.INVALID_REQUEST, f"AgentHello.properties_json: {e}",
+                   "AgentHello.properties_json")
+        hello = AgentHello(h.name, h.target, list(h.tags), props, dict(h.versions),
+                           h.board_type, context.peer())
+        try:
+            link = join(self.d.scheduler, hello)
+        except AgentRefused as e:
+            log.warning("refused agent %r: %s", h.name, e)
+            refuse(context, Refusal(e.refusal), str(e))
         log.info("agent %s joined from %s as a %s board", h.name, context.peer(), h.target)
 
         def pump():
@@ -168,9 +180,13 @@ class KCoralServicer(pbg.KCoralServicer):
                     kind = m.WhichOneof("kind")
                     if kind in ("progress", "result"):
                         r = getattr(m, kind)
+                        try:
+                            res = json.loads(r.result_json) if r.result_json else None
+                        except ValueError as e:
+                            res = {"status": "failed", "error": {
+                                "type": "internal.agent", "message": f"result_json: {e}"}}
                         link.deliver(kind, r.job_id, STATE_NAME.get(r.state, "running"),
-                                     r.message,
-                                     json.loads(r.result_json) if r.result_json else None)
+                                     r.message, res)
             except grpc.RpcError:
                 pass
             finally:
@@ -178,12 +194,12 @@ class KCoralServicer(pbg.KCoralServicer):
 
         threading.Thread(target=pump, daemon=True, name=f"kcoral-agent-{h.name}").start()
         context.add_callback(link.disconnect)
-        yield pb.DaemonMessage(welcome=pb.AgentWelcome(board=h.name, protocol="1"))
+        yield pb.DaemonMessage(welcome=pb.AgentWelcome(board=h.name, protocol=PROTOCOL_VERSION))
         try:
             while link.connected and context.is_active():
                 try:
                     item = link.outbox.get(timeout=0.5)
-                except Exception:
+                except queue.Empty:
                     continue
                 if item is None:
                     break
@@ -191,6 +207,5 @@ class KCoralServicer(pbg.KCoralServicer):
                 yield pb.DaemonMessage(work=pb.AgentWork(job_id=job_id,
                                                          job_json=json.dumps(doc)))
         finally:
-            link.disconnect()
-            self.d.scheduler.set_offline(h.name, "agent disconnected")
+            leave(self.d.scheduler, link)
             log.info("agent %s left", h.name)

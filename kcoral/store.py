@@ -12,8 +12,7 @@ import sqlite3
 import threading
 import time
 
-TERMINAL = ("done", "failed", "cancelled", "interrupted")
-STATES = ("queued", "running", "loaded", "correctness", "timing", "tools") + TERMINAL
+from .job import STATES, TERMINAL
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
