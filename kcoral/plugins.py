@@ -34,6 +34,7 @@ BUILTIN_PLUGINS = (
     "kcoral.boards.fake",
     "kcoral.boards.cuda",
     "kcoral.baselines.torch_ops",
+    "kcoral.baselines.torch_zoo",
     "kcoral.baselines.fla_ops",
 )
 # where a board type, tool or baseline that is not built in comes from (for messages only)

@@ -1,6 +1,8 @@
 """``tirxh bench`` glue: jobs built from a compiled kernel and its suite (`tirxh.api.build_job`,
 in tirxh/core/benchjob.py); refusals typed by code; result verdicts."""
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -151,3 +153,22 @@ def test_refusals_are_typed_by_code_not_text(refusal, code, etype):
     # the message says "unavailable" in every case: only the code decides
     e = KCoralError(code, "board 'x' is unavailable", refusal=str(refusal))
     assert bench_error(e)["type"] == etype
+
+
+def test_inplace_outputs_are_uploaded_not_poisoned():
+    """An in-place output starts from its input values (in every run) and is still checked."""
+    ck = compile_kernel(vadd, "sm_90a")
+    s = T.suite(vadd, inputs=inputs, reference=lambda a, b: {"out": a + b}, outputs=["out"],
+                inplace=["out"], cases=[T.case("n64", n=64)])
+
+    def put(data):
+        return hashlib.sha256(data).hexdigest()
+    doc = build_job(ck, s, s.cases[0], put=put).to_doc()
+    Job.from_json(doc)  # valid
+    out = next(b for b in doc["buffers"] if b["name"] == "out")
+    assert out["output"] and out["init"]["kind"] == "blob"
+    for r in doc["runs"]:
+        assert set(r["inputs"]) == {"a", "b", "out"} and set(r["expected"]) == {"out"}
+    plain = build_job(ck, SUITE, SUITE.cases[0], put=put).to_doc()
+    assert next(b for b in plain["buffers"] if b["name"] == "out")["init"] == {"kind": "empty"}
+    assert "out" not in plain["runs"][0]["inputs"]

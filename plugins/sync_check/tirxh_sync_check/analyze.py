@@ -46,10 +46,9 @@ _FROM_NUMSIM = {"numsim.cluster-barrier": "cluster-barrier.mismatch",
 
 
 def _kir(kernel, consts):
-    kir = getattr(kernel, "ir", None)
-    if kir is not None and hasattr(kir, "body"):
-        return kir
-    return kernel.specialize(**(consts or {}))
+    if hasattr(kernel, "specialize"):  # a T.kernel: its `.ir` is the text of the default
+        return kernel.specialize(**(consts or {}))  # specialization, not these constants' IR
+    return kernel.ir
 
 
 def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=(),
