@@ -16,6 +16,7 @@ The client library depends on the protocol (`kcoral._proto`, `kcoral.wire`), the
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import grpc
@@ -30,6 +31,8 @@ from .wire import error_from_rpc as _wrap
 from .wire import state_name as _state
 
 __all__ = ["KCoralClient", "KCoralError", "TERMINAL"]
+
+RETRIES = 3  # a Submit refused UNAVAILABLE (no refusal code: the daemon never answered) retries
 
 
 class KCoralClient:
@@ -98,18 +101,40 @@ class KCoralClient:
         return data
 
     # --- jobs ---------------------------------------------------------------------------------
-    def submit(self, job, idempotency_key: str = "", timeout: "float | None" = None):
+    def submit(self, job, idempotency_key: str = "", timeout: "float | None" = None,
+               retries: int = RETRIES):
         """Upload pending blobs, submit `job` (a `kcoral.job.Job` or its JSON document), and
-        yield progress events as dicts until terminal."""
+        yield progress events as dicts until terminal.
+
+        Every submission carries an idempotency key (a fresh one unless given), and a Submit
+        that fails with UNAVAILABLE before its first event is retried with the same key: the
+        daemon returns the job it already accepted, never a duplicate. A stream that breaks
+        after the job was accepted is resumed with Watch."""
         self.upload()
         doc = job.to_doc() if isinstance(job, Job) else job
+        key = idempotency_key or uuid.uuid4().hex
         req = pb.SubmitRequest(job_json=json.dumps(doc), client=self.client_name,
-                               idempotency_key=idempotency_key or uuid.uuid4().hex)
-        try:
-            for ev in self.stub.Submit(req, timeout=timeout):
-                yield _ev(ev)
-        except grpc.RpcError as e:
-            raise _wrap(e) from None
+                               idempotency_key=key)
+        job_id, attempt = None, 0
+        while True:
+            try:
+                call = self.stub.Submit(req, timeout=timeout) if job_id is None else \
+                    self.stub.Watch(pb.JobRef(job_id=job_id), timeout=timeout)
+                for ev in call:
+                    e = _ev(ev)
+                    if job_id is not None and e["state"] == "queued" and attempt:
+                        continue  # resumed: the client saw the queue already
+                    job_id = e["job_id"]
+                    yield e
+                    if e["state"] in TERMINAL:
+                        return
+                return
+            except grpc.RpcError as e:
+                err = _wrap(e)
+                if err.code != "UNAVAILABLE" or err.refusal or attempt >= retries:
+                    raise err from None
+                attempt += 1
+                time.sleep(min(0.2 * 2 ** attempt, 2.0))
 
     def run(self, job, on_event=None, timeout: "float | None" = None) -> dict:
         """Submit and block until the job ends; return the final event (``result`` inside)."""
@@ -164,8 +189,11 @@ class KCoralClient:
 
 
 def _ev(ev) -> dict:
+    p = ev.provenance
     return {"job_id": ev.job_id, "state": _state(ev.state), "queue_position": ev.queue_position,
             "board": ev.board, "message": ev.message, "time": ev.time,
+            "provenance": {"kind": p.kind, "board": p.board, "agent": p.agent} if p.kind
+            else None,
             "result": json.loads(ev.result_json) if ev.result_json else None}
 
 

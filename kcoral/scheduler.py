@@ -15,14 +15,19 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import queue
 import threading
 import time
 import uuid
 
 from .errors import JobError, Refusal
 from .job import TERMINAL, UNCHECKED, Job, check_module
+from .store import DuplicateKey
 
 log = logging.getLogger("kcoral")
+
+HEALTH_MARGIN_S = 15.0    # past a job's exec budget: time to kill and restart a worker
+NETWORK_MARGIN_S = 30.0   # and for a remote board, the round trip to its agent
 
 
 class JobRecord:
@@ -36,6 +41,7 @@ class JobRecord:
         self.events: list = []
         self.result: "dict | None" = None
         self.cancel = threading.Event()
+        self.listeners: list = []  # callables told of each new event (the async servicer)
 
 
 class Board:
@@ -50,6 +56,8 @@ class Board:
             collections.OrderedDict()
         self.thread: "threading.Thread | None" = None
         self.jobs_run = 0
+        self.busy_since = 0.0  # monotonic start of the current job (board health)
+        self.owner = ""        # a remote board: the identity of the agent that registered it
 
     @property
     def name(self):
@@ -96,15 +104,17 @@ class Scheduler:
     """Accepts jobs, assigns them to boards, runs them, records and publishes their states."""
 
     def __init__(self, store, blobs, boards=(), version_info: "dict | None" = None,
-                 missing_types: "dict | None" = None, registries=None):
+                 missing_types: "dict | None" = None, registries=None, on_finish=None):
         self.store = store
+        self.on_finish = on_finish  # (record, result) after a job's terminal state is stored
         # the daemon's plugins: a job naming a baseline or tool not installed here is refused
         self.registries = registries
         # board types the configuration names but no plugin provides: type -> where it comes from
         self.missing_types = dict(missing_types or {})
         self.blobs = blobs
         self.boards: dict[str, Board] = {}
-        self.records: dict[str, JobRecord] = {}
+        self.records: dict[str, JobRecord] = {}  # live jobs only (finished ones: the store)
+        self.finished_total = 0
         self.cv = threading.Condition()
         self.accepting = True
         self.stopping = False
@@ -140,9 +150,12 @@ class Scheduler:
         """The board for `job`, or `JobError` (refusal ``unavailable.board``) naming why none
         here fits."""
         target, tags, want = job.target, set(job.tags), job.board
+        # a remote board (an agent) runs only jobs that ask for it by name or by its tags: a
+        # board someone registered never receives other clients' ordinary jobs
         cands = [b for b in self.boards.values()
                  if b.spec.target == target and tags <= set(b.spec.tags)
-                 and (not want or b.name == want)]
+                 and (not want or b.name == want)
+                 and (b.spec.type != "remote" or want == b.name or tags)]
         if not cands:
             known = sorted({b.spec.target for b in self.boards.values()})
             missing = "".join(f"; board type {t!r} is configured but not installed: it comes "
@@ -187,12 +200,15 @@ class Scheduler:
 
     # --- submission ---------------------------------------------------------------------------
     def submit(self, job: Job, client: str, idem_key: str = "") -> str:
-        """Validate against a board, check blobs, persist, enqueue; return the job id."""
+        """Validate against a board, check blobs, persist, enqueue; return the job id. A
+        retried submission (same client and `idem_key`, same job) returns the first one's id;
+        the same key for a different job is refused (`JobError`, ``idempotency-conflict``)."""
         if not self.accepting:
             raise RuntimeError("the daemon is shutting down and accepts no new jobs")
+        text = job.to_json()
         old = self.store.find_idempotent(client, idem_key)
         if old:
-            return old
+            return self._same_job(old[0], old[1] == text, idem_key)
         with self.cv:
             board = self.pick_board(job)
         job.check_limits(board.spec.limits)
@@ -203,7 +219,10 @@ class Scheduler:
         check_module(job.module.format, self.blobs.get(job.module.blob), job.entries())
         job_id = uuid.uuid4().hex[:16]
         rec = JobRecord(job_id, client, job, board.name)
-        self.store.add(job_id, client, job.display_name, job.target, job.to_json(), idem_key)
+        try:
+            self.store.add(job_id, client, job.display_name, job.target, text, idem_key)
+        except DuplicateKey as e:  # a concurrent retry won the race: the same job, once
+            return self._same_job(e.job_id, e.same, idem_key)
         self.store.set_state(job_id, "queued", board=board.name)
         with self.cv:
             self.records[job_id] = rec
@@ -214,6 +233,14 @@ class Scheduler:
             self.cv.notify_all()
         log.info("accepted job %s (%s) from %s for %s", job_id, job.display_name, client,
                  board.name)
+        return job_id
+
+    @staticmethod
+    def _same_job(job_id: str, same: bool, key: str) -> str:
+        if not same:
+            raise JobError([("idempotency_key", f"{key!r} already names job {job_id}, a "
+                                                f"different job; use a new key")],
+                           Refusal.IDEMPOTENCY_CONFLICT)
         return job_id
 
     def requeue(self, row: dict) -> None:
@@ -241,9 +268,12 @@ class Scheduler:
                  position: int = 0) -> None:
         """Append an event (caller holds `cv`)."""
         rec.state = state
-        rec.events.append({"job_id": rec.job_id, "state": state, "board": rec.board or "",
-                           "message": message, "result": result, "queue_position": position,
-                           "time": time.time()})
+        ev = {"job_id": rec.job_id, "state": state, "board": rec.board or "",
+              "message": message, "result": result, "queue_position": position,
+              "time": time.time(), "provenance": (result or {}).get("provenance")}
+        rec.events.append(ev)
+        for fn in list(rec.listeners):
+            fn(ev)
         self.cv.notify_all()
 
     def _announce_positions(self, board: Board) -> None:
@@ -282,6 +312,7 @@ class Scheduler:
                     continue
                 board.current = rec
                 board.state = "busy"
+                board.busy_since = time.monotonic()
                 self._announce_positions(board)
             self.store.set_state(rec.job_id, "running", board=board.name)
             with self.cv:
@@ -300,6 +331,13 @@ class Scheduler:
                 log.exception("board %s failed to run job %s", board.name, rec.job_id)
                 res = {"status": "failed", "job_id": rec.job_id, "board": board.name,
                        "error": {"type": "internal.board", "message": f"{type(e).__name__}: {e}"}}
+            res = dict(res) if isinstance(res, dict) else {"status": "failed", "error": {
+                "type": "internal.board", "message": "the board returned no result document"}}
+            # provenance is the daemon's word, whatever a (remote) board wrote into its result
+            res["board"] = board.name
+            res["provenance"] = self.provenance(board)
+            if res.get("error") is not None and not isinstance(res["error"], dict):
+                res["error"] = {"type": "internal.board", "message": str(res["error"])[:2000]}
             res.setdefault("queue_wait_s", waited)
             res.setdefault("daemon", self.version_info)
             state = {"ok": "done", "cancelled": "cancelled"}.get(res.get("status"), "failed")
@@ -333,13 +371,26 @@ class Scheduler:
 
     def _finish(self, rec, state, res) -> None:
         """Persist then publish a terminal state (caller holds `cv`); the first one wins (a job
-        interrupted at shutdown stays interrupted when its killed worker reports back)."""
+        interrupted at shutdown stays interrupted when its killed worker reports back). The
+        record then leaves memory: a finished job lives in the store only."""
         if rec.state in TERMINAL:
             return
         rec.result = res
         self.store.set_state(rec.job_id, state, result=res)
+        if self.on_finish is not None:
+            self.on_finish(rec, res)
         msg = res.get("error", {}).get("message", "") if res.get("error") else ""
         self._publish(rec, state, msg, result=res)
+        self.records.pop(rec.job_id, None)
+        self.finished_total += 1
+
+    def provenance(self, board: Board) -> dict:
+        """Where a result comes from: a local board, or a remote one and the agent identity
+        that registered it (clients read this before trusting a verdict)."""
+        if board.spec.type == "remote":
+            return {"kind": "remote", "board": board.name, "agent": board.owner or "?",
+                    "agent_board_type": board.spec.properties.get("agent_board_type", "")}
+        return {"kind": "local", "board": board.name, "board_type": board.spec.type}
 
     # --- queries and control ------------------------------------------------------------------
     def cancel(self, job_id: str) -> tuple:
@@ -362,34 +413,83 @@ class Scheduler:
             rec.cancel.set()
             return True, "cancelling"
 
-    def watch(self, job_id: str, timeout: "float | None" = None, alive=lambda: True):
-        """Yield the job's events from the first, until a terminal one (or `alive()` fails)."""
+    def follow(self, job_id: str, listener) -> tuple:
+        """``(events so far, unsubscribe)``: `listener(event)` is then called for each new
+        event of the job, under the scheduler's lock (keep it cheap: hand the event over). A
+        finished job gives its final state from the store and no subscription; KeyError when
+        there is no such job."""
         with self.cv:
             rec = self.records.get(job_id)
-        if rec is None:
-            row = self.store.get(job_id)
-            if row is None:
-                raise KeyError(job_id)
-            yield {"job_id": job_id, "state": row["state"], "board": row["board"],
-                   "message": "", "queue_position": 0, "time": row["finished"],
-                   "result": json.loads(row["result_json"]) if row["result_json"] else None}
-            return
-        i = 0
+            if rec is not None:
+                rec.listeners.append(listener)
+
+                def unsubscribe():
+                    with self.cv:
+                        if listener in rec.listeners:
+                            rec.listeners.remove(listener)
+                return list(rec.events), unsubscribe
+        row = self.store.get(job_id)  # finished (its record left memory after the store)
+        if row is None:
+            raise KeyError(job_id)
+        return [{"job_id": job_id, "state": row["state"], "board": row["board"], "message": "",
+                 "queue_position": 0, "time": row["finished"],
+                 "result": json.loads(row["result_json"]) if row["result_json"] else None,
+                 "provenance": (json.loads(row["result_json"]) if row["result_json"]
+                                else {}).get("provenance")}], lambda: None
+
+    def watch(self, job_id: str, timeout: "float | None" = None):
+        """Yield the job's events from the first until a terminal one (blocking; for tests and
+        tools in-process; the servicer uses `follow`)."""
+        q: "queue.Queue" = queue.Queue()
+        events, unsubscribe = self.follow(job_id, q.put)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with self.cv:
-                while i >= len(rec.events):
-                    if not alive() or (deadline and time.monotonic() > deadline):
-                        return
-                    if self.stopping and rec.state not in TERMINAL and not self._running(rec):
-                        return
-                    self.cv.wait(0.25)
-                batch = rec.events[i:]
-                i = len(rec.events)
-            for ev in batch:
+        try:
+            for ev in events:
                 yield ev
                 if ev["state"] in TERMINAL:
                     return
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                try:
+                    ev = q.get(timeout=left)
+                except queue.Empty:
+                    return
+                yield ev
+                if ev["state"] in TERMINAL:
+                    return
+        finally:
+            unsubscribe()
+
+    def job_row(self, job_id: str, who) -> "dict | None":
+        """The stored job if `who` (an `kcoral.identity.Identity`) may see it: its own, or
+        any for an operator; None otherwise (a client cannot tell another's job exists)."""
+        row = self.store.get(job_id)
+        if row is None or (not who.operator and row["client"] != who.name):
+            return None
+        return row
+
+    def board_health(self) -> dict:
+        """Board name -> None when it serves, else why not: offline, unavailable, or busy with
+        one job past that job's execution budget (plus a margin for killing and restarting
+        its worker) -- a board that is stuck."""
+        now = time.monotonic()
+        out = {}
+        with self.cv:
+            for b in self.boards.values():
+                why = None
+                if b.state == "offline" or b.spec.unavailable:
+                    why = b.spec.unavailable or b.state
+                elif b.current is not None:
+                    budget = b.current.job.budgets.exec_s + HEALTH_MARGIN_S
+                    if b.spec.type == "remote":
+                        budget += NETWORK_MARGIN_S
+                    if now - b.busy_since > budget:
+                        why = (f"stuck: job {b.current.job_id} has run {now - b.busy_since:.0f} "
+                               f"s, past its budget of {b.current.job.budgets.exec_s:g} s")
+                out[b.name] = why
+        return out
 
     def _running(self, rec) -> bool:
         b = self.boards.get(rec.board)
@@ -410,7 +510,7 @@ class Scheduler:
             queued = sum(b.queue_length() for b in self.boards.values())
             running = sum(b.current is not None for b in self.boards.values())
         return {"uptime_s": time.time() - self.started, "queued": queued, "running": running,
-                "jobs_total": sum(self.store.counts().values())}
+                "jobs_total": self.store.total()}
 
     def shutdown(self, grace_s: float = 10.0) -> None:
         """Stop accepting; let running jobs finish within `grace_s`; then kill the workers

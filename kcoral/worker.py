@@ -25,6 +25,7 @@ import pathlib
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -43,13 +44,31 @@ from .tools import inside
 
 _ROOT = str(pathlib.Path(__file__).resolve().parents[1])
 JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+LIFELINE_ENV = "KCORAL_LIFELINE_FD"
 
 
 # -------------------------------------------------------------------------------------------------
 # child side
 # -------------------------------------------------------------------------------------------------
 
+def _watch_lifeline(fd: int) -> None:
+    """Die with the daemon: `fd` is the read end of a pipe whose only write end the daemon
+    holds, so a read returns EOF the moment the daemon exits -- kill -9 included -- even while a
+    job hangs in a driver call. The worker then kills its whole process group (itself and any
+    tool it started)."""
+    def watch():
+        try:
+            while os.read(fd, 64):
+                pass
+        except OSError:
+            pass
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    threading.Thread(target=watch, daemon=True, name="kcoral-lifeline").start()
+
+
 def _child_main() -> int:
+    if os.environ.get(LIFELINE_ENV):
+        _watch_lifeline(int(os.environ[LIFELINE_ENV]))
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints go to the log
     sys.stdout = sys.stderr
@@ -198,10 +217,18 @@ class WorkerHandle:
                                                        if p])
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"worker-{self.spec.name}.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kcoral.worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                     env=env, cwd=_ROOT)
-        log.close()
+        # the lifeline: the worker holds the read end, only this process the write end
+        r, self._lifeline = os.pipe()
+        env[LIFELINE_ENV] = str(r)
+        try:
+            # its own process group, so that killing it takes the tools it started too
+            self.proc = subprocess.Popen([sys.executable, "-m", "kcoral.worker"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log, env=env, cwd=_ROOT, pass_fds=(r,),
+                                         start_new_session=True)
+        finally:
+            os.close(r)
+            log.close()
         self._q = queue.Queue()
         threading.Thread(target=self._reader, args=(self.proc, self._q), daemon=True,
                          name=f"kcoral-worker-{self.spec.name}").start()
@@ -238,10 +265,16 @@ class WorkerHandle:
     def kill(self) -> None:
         if self.proc is not None:
             try:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            except Exception:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and its tools
+            except (ProcessLookupError, PermissionError):
                 pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not wait long
+                pass
+            if getattr(self, "_lifeline", None) is not None:
+                os.close(self._lifeline)
+                self._lifeline = None
             for f in (self.proc.stdin, self.proc.stdout):
                 try:
                     f.close()

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 import kcoral
 
 from ..errors import AgentRefused, Refusal
-from ..scheduler import Board
+from ..job import Job
+from ..scheduler import NETWORK_MARGIN_S, Board
 from . import BoardSpec
 
-NETWORK_MARGIN_S = 30.0
+
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,63}")  # as kcoral.schema.TAG
 TARGET = re.compile(r"sm_[0-9]{2,3}[a-z]?")
 
@@ -40,10 +41,11 @@ class AgentHello:
     peer: str = ""
 
 
-def join(scheduler, hello: AgentHello) -> "RemoteLink":
-    """Check `hello` and add the agent's board to `scheduler`; return the link the servicer
-    pumps. Raises `AgentRefused` with a `Refusal` (``agent.incompatible`` for versions,
-    ``invalid.request`` for a malformed hello, ``agent.conflict`` for a name in use)."""
+def join(scheduler, hello: AgentHello, owner: str = "") -> "RemoteLink":
+    """Check `hello` and add the agent's board to `scheduler` as `owner`'s (the agent's
+    identity); return the link the servicer pumps. Raises `AgentRefused` with a `Refusal`
+    (``agent.incompatible`` for versions, ``invalid.request`` for a malformed hello,
+    ``agent.conflict`` for a name in use or last registered by another identity)."""
     why = check_versions(hello.versions)
     if why:
         raise AgentRefused(why, Refusal.AGENT_INCOMPATIBLE)
@@ -66,9 +68,19 @@ def join(scheduler, hello: AgentHello) -> "RemoteLink":
                      properties=dict(props, versions=dict(hello.versions),
                                      agent_board_type=hello.board_type, peer=hello.peer),
                      limits=limits if isinstance(limits, dict) else {})
+    spec.tags.append("remote")
     link = RemoteLink(hello.name, props)
+    board = Board(spec, link)
+    board.owner = owner
+    old = scheduler.boards.get(hello.name)
+    if old is not None and old.spec.type == "remote" and old.owner != owner:
+        raise AgentRefused(f"board {hello.name!r} was registered by agent {old.owner!r}; "
+                           f"{owner!r} may not take it over", Refusal.AGENT_CONFLICT)
+    if old is not None and old.spec.type != "remote":
+        raise AgentRefused(f"board {hello.name!r} is a local board of this daemon",
+                           Refusal.AGENT_CONFLICT)
     try:
-        scheduler.add_board(Board(spec, link))
+        scheduler.add_board(board)
     except ValueError as e:
         raise AgentRefused(str(e), Refusal.AGENT_CONFLICT) from None
     return link
@@ -105,6 +117,7 @@ class RemoteLink:
         self.inbox: dict[str, queue.Queue] = {}
         self.connected = True
         self.restarts = 0
+        self.allowed: set = set()  # blobs of the jobs sent to the agent (it may download them)
         self._lock = threading.Lock()
 
     # called by the scheduler's board thread
@@ -112,6 +125,7 @@ class RemoteLink:
         q = queue.Queue()
         with self._lock:
             self.inbox[job_id] = q
+            self.allowed = set(Job.from_json(doc).blobs())
         self.outbox.put((job_id, doc))
         deadline = time.monotonic() + exec_budget_s + NETWORK_MARGIN_S
         try:
@@ -135,7 +149,7 @@ class RemoteLink:
                     on_progress(state, msg)
                 else:
                     res = dict(res or {})
-                    res.setdefault("remote_agent", self.name)
+                    res["remote_agent"] = self.name  # the daemon's word, not the agent's
                     return res
         finally:
             with self._lock:
