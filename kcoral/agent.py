@@ -113,7 +113,8 @@ class Agent:
                     break
         except grpc.RpcError as e:
             if e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED,
-                            grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.INVALID_ARGUMENT):
+                            grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.INVALID_ARGUMENT,
+                            grpc.StatusCode.PERMISSION_DENIED):
                 raise AgentRefused(e.details()) from None
             if not self.stop_event.is_set() and e.code() != grpc.StatusCode.CANCELLED:
                 raise

@@ -40,12 +40,11 @@ class BlobAccess:
         """For `ChunkAssembler(admit=...)`: refuse a blob past `who`'s quota or past the cap on
         bytes in flight (`QuotaError`); return the release of its bytes in flight."""
         def admit(digest: str, size: int):
-            if not self._sees_all(who):
-                used = self.store.owned_bytes(who.name)
-                if used + size > self.quota_bytes:
-                    raise QuotaError(f"blob {digest}: {size} bytes would take client "
-                                     f"{who.name!r} past its quota ({used} of "
-                                     f"{self.quota_bytes} bytes used)")
+            used = self.store.owned_bytes(who.name)  # every identity, operators included
+            if used + size > self.quota_bytes:
+                raise QuotaError(f"blob {digest}: {size} bytes would take client "
+                                 f"{who.name!r} past its quota ({used} of "
+                                 f"{self.quota_bytes} bytes used)")
             with self._lock:
                 if self.inflight + size > self.inflight_cap:
                     raise QuotaError(f"blob {digest}: {size} bytes would pass the daemon's cap "

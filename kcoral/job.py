@@ -468,8 +468,9 @@ class Job(Model):
 
 
 def parse_json(text, what: str = "job"):
-    """`json.loads` for a client's document: NaN and Infinity refused, nesting bounded, every
-    failure a `JobError` naming `what` (never a raw Python exception)."""
+    """`json.loads` for a client's document: nesting bounded, every failure a `JobError`
+    naming `what` (never a raw Python exception). NaN and Infinity literals are read as floats
+    so that the model refuses them naming their field (every number in a job is finite)."""
     if isinstance(text, bytes):
         try:
             text = text.decode()
@@ -478,11 +479,8 @@ def parse_json(text, what: str = "job"):
     depth = _max_depth(text)
     if depth > MAX_JSON_DEPTH:
         raise JobError([(what, f"JSON nested {depth} levels deep (at most {MAX_JSON_DEPTH})")])
-
-    def refuse(name):
-        raise ValueError(f"{name} is not a finite number")
     try:
-        return json.loads(text, parse_constant=refuse)
+        return json.loads(text)
     except (ValueError, RecursionError) as e:
         raise JobError([(what, f"not valid JSON: {e}")]) from None
 

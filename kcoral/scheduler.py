@@ -502,7 +502,9 @@ class Scheduler:
                      "queue_length": b.queue_length(),
                      "current_job": b.current.job_id if b.current else "",
                      "properties": dict(b.spec.properties, jobs_run=b.jobs_run,
-                                        worker_restarts=getattr(b.executor, "restarts", 0)),
+                                        worker_restarts=getattr(b.executor, "restarts", 0),
+                                        worker_pid=getattr(getattr(b.executor, "proc", None),
+                                                           "pid", None)),
                      "unavailable": b.spec.unavailable} for b in self.boards.values()]
 
     def status(self) -> dict:

@@ -200,10 +200,12 @@ class MapOf(Kind):
             return _BAD
         out, bad = {}, False
         for k, x in v.items():
-            sub = f"{path}.{k}" if isinstance(k, str) and len(k) < 80 else f"{path}[key]"
-            if self.key.parse(k, f"{sub}(key)", p) is _BAD:
+            kp = Problems()
+            if self.key.parse(k, path, kp) is _BAD:  # a bad key is named on the map itself
+                p.add(path, f"key {_show(k)}: {kp[0][1]}")
                 bad = True
                 continue
+            sub = f"{path}.{k}"
             out[k] = self.value.parse(x, sub, p)
             bad = bad or out[k] is _BAD
         return _BAD if bad else out

@@ -85,7 +85,7 @@ def test_bad_layout_option(tmp_path, gemm_layout):
 @pytest.mark.parametrize("options,field", [
     ({"runjob_args": ["--out", "/tmp"]}, "runjob_args"),   # no command line from a client
     ({"max_sms": 0}, "max_sms"),
-    ({"roles": {"x": "load"}}, "roles.x(key)"),
+    ({"roles": {"x": "load"}}, "roles"),
     ({"clock_ghz": float("nan")}, "clock_ghz"),
 ])
 def test_options_are_a_typed_set(gemm_layout, options, field):
