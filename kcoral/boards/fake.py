@@ -10,6 +10,10 @@ for correctness tests. Timings are ``time_ms`` with seeded relative noise (board
 ``{"crash": true}`` (SIGKILL itself mid-launch, like a segfaulting driver), ``{"hang": true}``
 (sleep forever in a launch), ``{"fault": true}`` (a sticky device fault at the next sync),
 ``{"sleep_s": x}`` (take x seconds of wall time while loading, to make queues build up).
+
+With the board option ``run_log`` (``[boards.fake] run_log = "PATH"``) the device appends each
+job's name to PATH when it starts the job, one line each (O_APPEND, written before the job runs):
+how a load test proves that no job ran twice across a daemon's kill -9 and restart.
 """
 
 from __future__ import annotations
@@ -75,6 +79,13 @@ class FakeDevice(Device):
 
     def begin_job(self, job_doc: dict) -> None:
         self.directives = dict(job_doc.get("fake", {}))
+        log = self.spec.options.get("run_log")
+        if log:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (job_doc.get("name", "") + "\n").encode())
+            finally:
+                os.close(fd)
         self._rng = np.random.default_rng(int(job_doc["timing"].get("seed", 0)) + 99)
 
     def load(self, module: bytes, fmt: str, entries: list) -> None:
@@ -198,7 +209,9 @@ class FakeBoardType:
                           tags=list(config.get("tags", ["fake"])),
                           properties={"device": "fake numpy device"},
                           limits=dict(config.get("limits", {"memory_bytes": 1 << 30})),
-                          options={"noise": config.get("noise", 0.002)})
+                          options={"noise": config.get("noise", 0.002),
+                                   **({"run_log": str(config["run_log"])}
+                                      if config.get("run_log") else {})})
                 for i in range(n)]
 
     def open_device(self, spec: BoardSpec) -> Device:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +16,7 @@ from kcoral.client import KCoralClient
 from kcoral.server import Daemon
 
 N = 1000
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def fake_module(op="add", time_ms=0.05, entry="vadd") -> bytes:
@@ -70,3 +76,27 @@ def client(daemon):
         yield c
     finally:
         c.close()
+
+
+def serve(state, port_file, fake_boards=1, fake_extra="", timeout_s=30.0):
+    """``kcoral serve`` in a subprocess on port 0 with `fake_boards` fake boards (and the extra
+    ``[boards.fake]`` TOML lines `fake_extra`); returns ``(process, address)`` once the port file
+    appears. The caller stops it (kill -9 or SIGTERM) in ``finally``."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
+                                                                                  "")]))
+    if port_file.exists():
+        port_file.unlink()
+    cfg = state.parent / "kcoral.toml"
+    cfg.write_text(f'[server]\nport = 0\nstate_dir = "{state}"\ngrace_s = 2\n'
+                   f'[boards.fake]\ncount = {fake_boards}\n{fake_extra}\n[boards.sim]\n')
+    p = subprocess.Popen([sys.executable, "-m", "kcoral.cli", "serve", "--config", str(cfg),
+                          "--port-file", str(port_file)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, cwd=str(ROOT))
+    deadline = time.time() + timeout_s
+    while not port_file.exists():
+        if p.poll() is not None or time.time() > deadline:
+            p.kill()
+            out = p.communicate(timeout=10)[0].decode()
+            raise AssertionError(f"daemon did not start within {timeout_s} s:\n{out}")
+        time.sleep(0.05)
+    return p, f"127.0.0.1:{port_file.read_text()}"

@@ -3,8 +3,6 @@ retries, and workers that outlive their daemon."""
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -15,8 +13,7 @@ from kcoral._proto import kcoral_pb2 as pb
 from kcoral.client import KCoralClient
 from kcoral.errors import KCoralError
 
-from .conftest import fake_job, start_daemon
-from .test_restart import serve
+from .conftest import fake_job, serve, start_daemon
 
 
 def _rss_mb() -> float:
