@@ -30,7 +30,7 @@ canonical JSON form (defaults filled in) is `Job.doc`; boards and baselines read
       "baselines": [{"name": "torch.matmul", "args": {"a": "A", "b": "B", "out": "C"}}],
       "tools": [{"name": "ncu", "options": {"set": "basic"}}],
       "work": {"flops": 8192, "bytes": 49152},
-      "budgets": {"queue_s": 600, "exec_s": 60},
+      "budgets": {"queue_s": 600, "exec_s": 60, "launch_s": 10},
       "fake": {}                                                  # test-only board directives
     }
 
@@ -232,8 +232,14 @@ class Timing(Model):
 
 @dataclass
 class Budgets(Model):
+    """``queue_s``: how long the job may wait for its board; ``exec_s``: how long it may run in
+    all; ``launch_s``: the limit of one guarded launch or sync before anything was measured
+    (after that, 50x the longest one seen; `kcoral.watchdog`), so a hung kernel frees its board
+    in seconds instead of holding it for ``exec_s``."""
+
     queue_s: float = spec(Num(0, 7 * DAY, lo_open=True), 3600.0)
     exec_s: float = spec(Num(0, DAY, lo_open=True), 120.0)
+    launch_s: float = spec(Num(0, DAY, lo_open=True), 10.0)
 
 
 @dataclass
@@ -263,6 +269,7 @@ class FakeDirectives(Model):
 
     crash: bool = spec(Bool(), False)
     hang: bool = spec(Bool(), False)
+    hang_after: int = spec(Int(0, 10 ** 6), 0)  # with hang: launches that succeed first
     fault: bool = spec(Bool(), False)
     sleep_s: float = spec(Num(0, 3600), 0.0)
 

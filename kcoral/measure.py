@@ -31,6 +31,7 @@ from .dtypes import dtype_of, is_float
 from .errors import JobFailure
 from .job import Buffer, Job
 from .tolerance import compare
+from .watchdog import NoWatchdog
 
 PROTOCOL = "kcoral-measure/1"
 
@@ -80,9 +81,12 @@ def _blob_array(blobs, dg: str, buf: Buffer, field_: str) -> np.ndarray:
 class Session:
     """One job on one device: buffers, launchers, baselines."""
 
-    def __init__(self, job: Job, dev, blobs, baselines, progress):
+    def __init__(self, job: Job, dev, blobs, baselines, progress, watchdog=None):
         self.job, self.dev, self.blobs, self.baselines = job, dev, blobs, baselines
         self.progress = progress
+        # every launch of the candidate and the sync that waits for it is a guarded section: a
+        # hung kernel is a typed timeout.launch in seconds, not after the whole exec budget
+        self.wd = watchdog or NoWatchdog()
         self.doc = job.doc  # the canonical JSON form that devices and baselines read
         self.shadow: dict = {}  # checked buffer -> shadow buffer for baseline references
 
@@ -161,8 +165,9 @@ class Session:
             self.fill_inputs(seed, inputs)
             for buf, sname in self.shadow.items():
                 self._poison(sname, job.buffer(buf))
-            self.kernel()
-            self.dev.sync()
+            with self.wd.guard(f"the candidate's launch ({when} timing, seed {seed})"):
+                self.kernel()
+                self.dev.sync()
             for c in job.checks:
                 if c.baseline:
                     run = self._baseline(c.baseline, c.baseline_args,
@@ -211,8 +216,12 @@ class Session:
         self.fill_inputs(t.seed)
         names = ["candidate"] + [b.name for b in self.job.baselines]
         fns = [self.kernel] + [self._baseline(b.name, b.args) for b in self.job.baselines]
-        for _ in range(t.warmup):
-            for f in fns:
+        with self.wd.guard("the candidate's warm-up launches"):
+            for _ in range(t.warmup):
+                self.kernel()
+            self.dev.sync()
+        for f in fns[1:]:  # baselines (operator plugins, which may compile now): not guarded
+            for _ in range(t.warmup):
                 f()
         self.dev.sync()
         clock_before = self.dev.sm_clock_mhz()
@@ -223,7 +232,8 @@ class Session:
         last_report = t0
         while True:
             for _ in range(batch):
-                ms = self.dev.timed_batch(fns, t.l2_flush)
+                with self.wd.guard(f"timed round {len(samples[0]) + 1}"):
+                    ms = self.dev.timed_batch(fns, t.l2_flush)
                 for s, v in zip(samples, ms):
                     s.append(v)
             n = len(samples[0])
@@ -301,9 +311,10 @@ def throughput(work, median_ms: float, info: dict) -> dict:
     return out
 
 
-def run_job(job: Job, dev, blobs, baselines, progress) -> dict:
-    """Run the whole protocol; return the result document (raises `JobFailure`)."""
-    s = Session(job, dev, blobs, baselines, progress)
+def run_job(job: Job, dev, blobs, baselines, progress, watchdog=None) -> dict:
+    """Run the whole protocol; return the result document (raises `JobFailure`). `watchdog`
+    (`kcoral.watchdog.Watchdog`) guards the candidate's launches; None guards nothing."""
+    s = Session(job, dev, blobs, baselines, progress, watchdog)
     try:
         s.setup()
         before = s.correctness("before")

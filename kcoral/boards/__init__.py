@@ -74,6 +74,13 @@ class Device:
     kind = "?"
     can_time = True
 
+    @property
+    def watchdog(self) -> bool:
+        """Whether the candidate's launches are guarded by the per-launch watchdog
+        (`kcoral.watchdog`): on boards that launch on a device (those that time). A board
+        that simulates on the CPU (sim) is bounded by the execution budget and its size caps."""
+        return self.can_time
+
     def info(self) -> dict:
         raise NotImplementedError
 

@@ -8,7 +8,8 @@ Ops act on the launch's arguments in order (`OPS`); ``add_bug`` is a deliberatel
 for correctness tests. Timings are ``time_ms`` with seeded relative noise (board option
 ``noise``), so tests can assert on medians. A job's ``fake`` object tells the worker to misbehave:
 ``{"crash": true}`` (SIGKILL itself mid-launch, like a segfaulting driver), ``{"hang": true}``
-(sleep forever in a launch), ``{"fault": true}`` (a sticky device fault at the next sync),
+(sleep forever in a launch; with ``"hang_after": n`` only after n launches succeeded),
+``{"fault": true}`` (a sticky device fault at the next sync),
 ``{"sleep_s": x}`` (take x seconds of wall time while loading, to make queues build up).
 
 With the board option ``run_log`` (``[boards.fake] run_log = "PATH"``) the device appends each
@@ -71,6 +72,7 @@ class FakeDevice(Device):
         self._rng = np.random.default_rng(1234)
         self._noise = float(spec.options.get("noise", 0.002))
         self._pending_fault = False
+        self.launches = 0  # of the candidate's kernels in this job (``hang_after``)
 
     def info(self) -> dict:
         return {"name": "fake numpy device", "kind": "fake", "driver": "none",
@@ -79,6 +81,7 @@ class FakeDevice(Device):
 
     def begin_job(self, job_doc: dict) -> None:
         self.directives = dict(job_doc.get("fake", {}))
+        self.launches = 0
         log = self.spec.options.get("run_log")
         if log:
             fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -145,7 +148,9 @@ class FakeDevice(Device):
         def run():
             if self.directives.get("crash"):
                 os.kill(os.getpid(), signal.SIGKILL)
-            if self.directives.get("hang"):
+            self.launches += 1
+            if self.directives.get("hang") and self.launches > self.directives.get(
+                    "hang_after", 0):
                 time.sleep(1e6)
             if self.directives.get("fault"):
                 self._pending_fault = True

@@ -39,10 +39,11 @@ def _sha256(data: bytes) -> str:
 
 
 def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | None" = None,
-              baselines=(), put=None) -> Job:
+              baselines=(), put=None, budgets: "dict | None" = None) -> Job:
     """The job for one item. `put(bytes) -> digest` registers a blob to upload
     (``KCoralClient.put_blob``); the module travels as the cubin, with the IR as JSON beside it
-    (``module.ir``, for the sim board). ValueError names what in the suite does not fit."""
+    (``module.ir``, for the sim board). `budgets` (``exec_s``, ``queue_s``, ``launch_s``)
+    override the daemon's defaults. ValueError names what in the suite does not fit."""
     if compiled.cubin is None:
         raise ValueError(f"{compiled.name}: no cubin to benchmark (compiled with assemble=False)")
     md = compiled.launch_metadata()
@@ -114,6 +115,8 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
            "checks": checks, "runs": runs, "baselines": bl,
            "timing": dict({"seed": int(seeds[0])}, **(timing or {})),
            "work": work}
+    if budgets:
+        doc["budgets"] = {k: float(v) for k, v in budgets.items() if v is not None}
     try:
         return Job.parse(doc)
     except ValueError as e:  # kcoral.errors.JobError: each problem names its field

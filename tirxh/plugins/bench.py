@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from kcoral.errors import KCoralError
 
 from tirxh.core.benchjob import bench_error, build_job, client_for, close_clients
+from tirxh.core.errors import UsageError
 from tirxh.core.pluginmanager import hookimpl
 
 __all__ = ["BenchResult"]
@@ -87,12 +88,40 @@ def tirxh_addoption(parser):
     parser.addoption("--kcoral", default=None, metavar="HOST:PORT",
                      help="KCoral daemon for `tirxh bench` (default: [bench] kcoral, else an "
                           "embedded daemon with the local boards)")
+    parser.addoption("--exec-budget", type=float, default=None, metavar="SECONDS",
+                     help="execution budget of each bench job on its board (default: [bench] "
+                          "exec_s, else the daemon's 120 s)")
+    parser.addini("bench", "exec_s", "float", None,
+                  "execution budget of each bench job on its board, seconds (a hung kernel is "
+                  "stopped sooner by the per-launch watchdog)", check=_positive)
+
+
+def _positive(v) -> "str | None":
+    return None if v is None or v > 0 else f"expected a positive number of seconds, got {v!r}"
+
+
+def exec_budget(config) -> "float | None":
+    """``--exec-budget``, else ``[bench] exec_s``, else None (the daemon's default)."""
+    v = config.getoption("exec_budget")
+    if v is None:
+        v = config.getini("bench", "exec_s")
+    if v is not None and not v > 0:
+        raise UsageError(f"--exec-budget {v!r}: expected a positive number of seconds")
+    return v
+
+
+@hookimpl
+def tirxh_configure(config):
+    if config.command == "bench":
+        exec_budget(config)  # a bad --exec-budget is a usage error before anything runs
 
 
 @hookimpl
 def tirxh_bench_item(item, compiled, config):
+    budget = exec_budget(config)
     client = client_for(config)
-    job = build_job(compiled, item.suite, item.case, put=client.put_blob)
+    job = build_job(compiled, item.suite, item.case, put=client.put_blob,
+                    budgets={"exec_s": budget} if budget else None)
     timeout = float(config.getini("bench", "timeout_s") or 600.0)
     tty = sys.stderr.isatty()
     last = None
