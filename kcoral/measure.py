@@ -284,8 +284,9 @@ def _stats(s: list) -> dict:
 
 
 def throughput(work, median_ms: float, info: dict) -> dict:
-    """TFLOP/s, GB/s and the physical floor from declared work (`kcoral.job.Work`);
-    ``suspect`` when beaten."""
+    """TFLOP/s, GB/s and the physical floor from declared work (`kcoral.job.Work`) and the
+    board's peaks (`kcoral.peaks`); ``suspect`` when beaten. A board without peak figures (a
+    device not in the table) gets no floor, and ``floor_note`` says why."""
     flops, nbytes = work.flops, work.bytes
     sec = median_ms / 1e3
     out: dict = {"tflops": None, "gbps": None, "floor_ms": None, "floor_fraction": None,
@@ -295,10 +296,17 @@ def throughput(work, median_ms: float, info: dict) -> dict:
     floors = []
     if flops:
         out["tflops"] = flops / sec / 1e12
-        floors.append(flops / info.get("peak_flops_per_s", 790e12))
+        if info.get("peak_flops_per_s"):
+            floors.append(flops / info["peak_flops_per_s"])
     if nbytes:
         out["gbps"] = nbytes / sec / 1e9
-        floors.append(nbytes / info.get("peak_bytes_per_s", 4.3e12))
+        if info.get("peak_bytes_per_s"):
+            floors.append(nbytes / info["peak_bytes_per_s"])
+    if (flops or nbytes) and not floors:
+        out["floor_note"] = info.get("peak_unknown") or (
+            f"no floor: board {info.get('name', '?')!r} declares no peak figures")
+    if info.get("peak_source"):
+        out["peak_source"] = info["peak_source"]
     if floors:
         floor = max(floors)
         out["floor_ms"] = floor * 1e3

@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Physical floors of an H200 SXM (the brief's figures: dense bf16 tensor-core peak and HBM3e
-# bandwidth); a time below max(flops/peak, bytes/bandwidth) is flagged as suspect.
-H200_PEAK = {"flops_per_s": 790e12, "bytes_per_s": 4.3e12}
-
 
 @dataclass
 class BoardSpec:

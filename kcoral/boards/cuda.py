@@ -27,9 +27,10 @@ import os
 
 import numpy as np
 
-from kcoral.boards import H200_PEAK, BoardSpec, Device
+from kcoral.boards import BoardSpec, Device
 from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
+from kcoral.peaks import peak_info
 from kcoral.plugins import hookimpl
 
 # sticky errors: the context is unusable afterwards (CUDA driver API, CUresult)
@@ -39,9 +40,6 @@ _RUNTIME_ERRORS = {
     717: "runtime.invalid-address-space", 718: "runtime.invalid-pc", 719: "runtime.launch-failed",
     702: "runtime.launch-timeout", 720: "runtime.cooperative-launch-too-large",
 }
-
-# per-device peaks for the floor check (dense bf16 tensor-core FLOP/s, HBM bytes/s)
-PEAKS = {"H200": H200_PEAK, "H100": {"flops_per_s": 989e12, "bytes_per_s": 3.35e12}}
 
 _TMA_DTYPES = {  # PTX type name -> CUtensorMapDataType member suffix
     "u8": "UINT8", "s8": "UINT8", "b8": "UINT8", "e4m3": "UINT8", "e5m2": "UINT8",
@@ -234,11 +232,6 @@ class CudaDevice(Device):
         name = name.split(b"\0")[0].decode() if isinstance(name, bytes) else str(name)
         major, minor = (self._attr("COMPUTE_CAPABILITY_MAJOR"),
                         self._attr("COMPUTE_CAPABILITY_MINOR"))
-        peak = next((v for k, v in PEAKS.items() if k in name), H200_PEAK)
-        peak = {"flops_per_s": float(self.spec.options.get("peak_flops_per_s",
-                                                           peak["flops_per_s"])),
-                "bytes_per_s": float(self.spec.options.get("peak_bytes_per_s",
-                                                           peak["bytes_per_s"]))}
         return {"name": name, "kind": "cuda", "ordinal": int(self.spec.options.get("ordinal", 0)),
                 "compute_capability": f"{major}.{minor}", "target": target_for(major, minor),
                 "driver": int(self._check(cu.cuDriverGetVersion(), "cuDriverGetVersion")),
@@ -247,7 +240,8 @@ class CudaDevice(Device):
                 "l2_bytes": self._attr("L2_CACHE_SIZE"),
                 "memory_bytes": int(self._check(cu.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem")),
                 "max_smem_optin": self._attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
-                "peak_flops_per_s": peak["flops_per_s"], "peak_bytes_per_s": peak["bytes_per_s"]}
+                # the floor's figures from kcoral's per-device table (or none, said so)
+                **peak_info(name, self.spec.options)}
 
     def info(self) -> dict:
         return dict(self._info)

@@ -77,6 +77,7 @@ class FakeDevice(Device):
     def info(self) -> dict:
         return {"name": "fake numpy device", "kind": "fake", "driver": "none",
                 "peak_flops_per_s": 790e12, "peak_bytes_per_s": 4.3e12,
+                "peak_source": "fake board (test figures)",
                 "l2_bytes": 0, "versions": {"numpy": np.__version__}}
 
     def begin_job(self, job_doc: dict) -> None:
