@@ -146,8 +146,9 @@ def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress,
         return base, False
     except JobFailure as e:
         base.update(status="failed", error=e.to_json())
-        if "correctness" in e.data:
-            base["correctness"] = e.data["correctness"]
+        for k in ("correctness", "guards"):  # what was checked before it failed
+            if k in e.data:
+                base[k] = e.data[k]
         return base, e.fatal
     except Exception as e:  # an internal error: report it, and do not trust the device
         base.update(status="failed", error={"type": "internal.worker",

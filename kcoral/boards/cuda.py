@@ -28,6 +28,7 @@ import os
 import numpy as np
 
 from kcoral.boards import BoardSpec, Device
+from kcoral.clocks import NvmlClock
 from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
 from kcoral.peaks import peak_info
@@ -203,7 +204,16 @@ class CudaDevice(Device):
         self.flush = int(self._check(cu.cuMemAlloc(self.flush_words * 4), "cuMemAlloc"))
         self._flush_val = 0
         self._events: list = []
-        self._nvml = _Nvml(int(spec.options.get("ordinal", 0)))
+        try:  # NVML finds the device by its PCI bus id (its order is not CUDA's)
+            bus = self._check(cu.cuDeviceGetPCIBusId(32, self.dev), "cuDeviceGetPCIBusId")
+            bus = bus.split(b"\0")[0].decode() if isinstance(bus, bytes) else str(bus)
+        except JobFailure:
+            bus = None
+        self.clock = NvmlClock(bus, int(spec.options.get("ordinal", 0)))
+        self.clock_note = self.clock.note  # why there are no clock readings ("" when there are)
+        full = self.clock.max_sm()
+        if full:  # NVML's maximum SM clock is the full clock of the regime split
+            self._info["max_clock_mhz"] = full
 
     # --- errors -------------------------------------------------------------------------------
     def _check(self, res, what: str, kind: str = "launch"):
@@ -403,7 +413,10 @@ class CudaDevice(Device):
                 for a, b in evs]
 
     def sm_clock_mhz(self):
-        return self._nvml.sm_clock()
+        return self.clock.sm()
+
+    def clock_reasons(self):
+        return self.clock.reasons()
 
     def close(self):
         try:
@@ -411,30 +424,6 @@ class CudaDevice(Device):
             self.cu.cuDevicePrimaryCtxRelease(self.dev)
         except Exception:
             pass
-
-
-class _Nvml:
-    """The current SM clock through NVML (libnvidia-ml, ctypes); None where unavailable."""
-
-    def __init__(self, ordinal: int):
-        self.handle = None
-        try:
-            self.lib = ctypes.CDLL("libnvidia-ml.so.1")
-            if self.lib.nvmlInit_v2() != 0:
-                return
-            h = ctypes.c_void_p()
-            if self.lib.nvmlDeviceGetHandleByIndex_v2(ordinal, ctypes.byref(h)) == 0:
-                self.handle = h
-        except OSError:
-            pass
-
-    def sm_clock(self):
-        if self.handle is None:
-            return None
-        mhz = ctypes.c_uint()
-        if self.lib.nvmlDeviceGetClockInfo(self.handle, 1, ctypes.byref(mhz)) != 0:  # NVML_CLOCK_SM
-            return None
-        return float(mhz.value)
 
 
 def gpu_count() -> "tuple[int, str]":

@@ -24,7 +24,7 @@ def fake_module(op="add", time_ms=0.05, entry="vadd") -> bytes:
 
 
 def fake_job(client, op="add", n=N, fake=None, uploaded=True, timing=None, budgets=None,
-             **extra) -> dict:
+             time_ms=0.05, **extra) -> dict:
     """A vadd job for the fake board; with `uploaded`, correctness runs carry uploaded inputs
     and expected outputs computed here (so a wrong kernel fails)."""
     runs = []
@@ -37,7 +37,7 @@ def fake_job(client, op="add", n=N, fake=None, uploaded=True, timing=None, budge
                          "inputs": {"a": client.put_array(a), "b": client.put_array(b)},
                          "expected": {"out": client.put_array(a + b)}})
     doc = {"name": f"vadd-{op}", "target": "sm_90a",
-           "module": {"format": "fake", "blob": client.put_blob(fake_module(op))},
+           "module": {"format": "fake", "blob": client.put_blob(fake_module(op, time_ms))},
            "buffers": [{"name": "a", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
                        {"name": "b", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
                        {"name": "out", "dtype": "f32", "shape": [n], "output": True}],
@@ -78,17 +78,20 @@ def client(daemon):
         c.close()
 
 
-def serve(state, port_file, fake_boards=1, fake_extra="", timeout_s=30.0):
+def serve(state, port_file, fake_boards=1, fake_extra="", timeout_s=30.0, tables=""):
     """``kcoral serve`` in a subprocess on port 0 with `fake_boards` fake boards (and the extra
-    ``[boards.fake]`` TOML lines `fake_extra`); returns ``(process, address)`` once the port file
-    appears. The caller stops it (kill -9 or SIGTERM) in ``finally``."""
+    ``[boards.fake]`` TOML lines `fake_extra`, and whole tables `tables`, e.g. ``[store]``);
+    returns ``(process, address)`` once the port file appears. The caller stops it (kill -9 or
+    SIGTERM) in ``finally``."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
                                                                                   "")]))
     if port_file.exists():
         port_file.unlink()
     cfg = state.parent / "kcoral.toml"
+    state.parent.mkdir(parents=True, exist_ok=True)
     cfg.write_text(f'[server]\nport = 0\nstate_dir = "{state}"\ngrace_s = 2\n'
-                   f'[boards.fake]\ncount = {fake_boards}\n{fake_extra}\n[boards.sim]\n')
+                   f'[boards.fake]\ncount = {fake_boards}\n{fake_extra}\n[boards.sim]\n'
+                   f'{tables}\n')
     p = subprocess.Popen([sys.executable, "-m", "kcoral.cli", "serve", "--config", str(cfg),
                           "--port-file", str(port_file)], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, cwd=str(ROOT))

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from kcoral.errors import KCoralError
+from kcoral.stats import regimes_differ
 
 from tirxh.core.benchjob import bench_error, build_job, client_for, close_clients
 from tirxh.core.errors import UsageError
@@ -43,11 +44,18 @@ class BenchResult:
             return "incomplete" if err.startswith(("unavailable", "interrupted", "timeout")) \
                 else "error"
         t = r.get("timing") or {}
-        if not t or "skipped" in t or not r.get("verified"):
+        if not t or "skipped" in t or not r.get("verified") or self.guards_incomplete:
             return "incomplete"
         if t.get("suspect"):
             return "review"
         return "clean" if t.get("converged") else "incomplete"
+
+    @property
+    def guards_incomplete(self) -> dict:
+        """The daemon's guards (`kcoral.guards`) that could not be applied: name -> why. A result
+        a guard could not check is never clean (fail closed)."""
+        return {k: g.get("why", "") for k, g in (self.result.get("guards") or {}).items()
+                if isinstance(g, dict) and g.get("status") == "incomplete"}
 
     @property
     def summary(self) -> str:
@@ -68,19 +76,34 @@ class BenchResult:
         if t.get("floor_fraction") is not None:
             parts.append(f"{t['floor_fraction']:.0%} of floor")
         for name, b in t.get("baselines", {}).items():
-            parts.append(f"{b['speedup']:.2f}x vs {name}")
+            parts.append(f"{b['speedup']:.2f}x vs {name}" + _regime_ratios(t, name))
         if not t.get("converged"):
             parts.append(f"noise {t.get('rel_noise', 0):.1%} > {t.get('rel_noise_target'):.0%}")
         if t.get("suspect"):
             parts.append("SUSPECT: below the physical floor")
         if not r.get("verified"):
             parts.append("unverified (no reference)")
+        for name, why in self.guards_incomplete.items():
+            parts.append(f"guard {name} incomplete ({why})")
         return ", ".join(parts) + f" [{r.get('board', '?')}]"
 
     def to_json(self) -> dict:
         return {"item": self.item, "state": self.state, "verdict": self.verdict,
                 "summary": self.summary, "daemon": self.daemon, "job_id": self.job_id,
                 "result": self.result}
+
+
+def _regime_ratios(t: dict, baseline: str) -> str:
+    """`` (full clock 0.87x, sustained 1.02x; throttled 1980->1680 MHz)`` when the paired
+    ratios of the two clock regimes differ by more than 2% (issue 17), else ``""``."""
+    if not regimes_differ(t.get("regimes") or {}, baseline):
+        return ""
+    r = t["regimes"]
+    c = t.get("sm_clock_mhz") or {}
+    return (f" (full clock {r['full']['baselines'][baseline]['speedup']:.2f}x, sustained "
+            f"{r['sustained']['baselines'][baseline]['speedup']:.2f}x"
+            + (f"; throttled {c['max']:.0f}->{c['min']:.0f} MHz" if t.get("throttled") else "")
+            + ")")
 
 
 @hookimpl
