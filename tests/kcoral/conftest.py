@@ -7,6 +7,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -103,3 +104,44 @@ def serve(state, port_file, fake_boards=1, fake_extra="", timeout_s=30.0, tables
             raise AssertionError(f"daemon did not start within {timeout_s} s:\n{out}")
         time.sleep(0.05)
     return p, f"127.0.0.1:{port_file.read_text()}"
+
+
+def wait_for(cond, timeout, what):
+    """Poll `cond()` until it returns something truthy (returned); fail naming `what` past
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.05)
+
+
+def submit_load(addresses, clients, jobs, timeout=120) -> dict:
+    """`clients` threads each submit `jobs` uniquely named fake jobs (``c<i>-j<j>``), job j of
+    client i to ``addresses[(i + j) % len(addresses)]``, reading only the acknowledgement;
+    returns name -> job id. Fails naming every client that could not submit or hung."""
+    acked: dict = {}
+    errors: list = []
+
+    def client_main(i):
+        try:
+            for j in range(jobs):
+                addr = addresses[(i + j) % len(addresses)]
+                with KCoralClient(addr, client_name=f"c{i}", timeout=10) as c:
+                    name = f"c{i}-j{j}"
+                    doc = fake_job(c, n=256, uploaded=(i % 2 == 0), name=name,
+                                   timing={"min_iters": 3, "warmup": 1, "budget_s": 0.1})
+                    acked[name] = next(c.submit(doc, timeout=30))["job_id"]
+        except Exception as e:  # reported below
+            errors.append(f"client {i}: {e!r}")
+    ts = [threading.Thread(target=client_main, args=(i,)) for i in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in ts), "a client hung while submitting"
+    assert not errors, errors
+    assert len(acked) == clients * jobs
+    return acked

@@ -10,7 +10,7 @@ import pytest
 
 from kcoral.client import KCoralClient
 
-from .conftest import fake_job, serve, start_daemon
+from .conftest import fake_job, serve, start_daemon, submit_load, wait_for
 
 CLIENTS, JOBS = 16, 25
 
@@ -53,17 +53,6 @@ def test_load_every_job_accounted_for(tmp_path):
         d.stop(2)
 
 
-def _wait(cond, timeout, what):
-    """Poll `cond()` until it returns something truthy; fail naming `what` past `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_load_then_kill_9_and_restart_accounts_for_every_job(tmp_path):
     """16 clients submit 25 jobs each to a daemon subprocess (two fake boards); a long job holds
@@ -74,7 +63,6 @@ def test_load_then_kill_9_and_restart_accounts_for_every_job(tmp_path):
     state, pf, log = tmp_path / "state", tmp_path / "port", tmp_path / "runs.log"
     fake = f'run_log = "{log}"'
     acked: dict = {}  # job name -> job id, once the daemon acknowledged (stored) it
-    errors = []
     p, addr = serve(state, pf, fake_boards=2, fake_extra=fake)
     p2 = None
     try:
@@ -83,26 +71,9 @@ def test_load_then_kill_9_and_restart_accounts_for_every_job(tmp_path):
                                                      fake={"sleep_s": 600}),
                                             timeout=30))["job_id"]
 
-        def client_main(i):
-            try:
-                with KCoralClient(addr, client_name=f"c{i}", timeout=10) as c:
-                    for j in range(JOBS):
-                        name = f"c{i}-j{j}"
-                        doc = fake_job(c, n=256, uploaded=(i % 2 == 0), name=name,
-                                       timing={"min_iters": 3, "warmup": 1, "budget_s": 0.1})
-                        acked[name] = next(c.submit(doc, timeout=30))["job_id"]
-            except Exception as e:  # asserted below
-                errors.append(f"client {i}: {e!r}")
-        threads = [threading.Thread(target=client_main, args=(i,)) for i in range(CLIENTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not any(t.is_alive() for t in threads), "a client hung while submitting"
-        assert not errors, errors
-        assert len(acked) == CLIENTS * JOBS + 1
+        acked.update(submit_load([addr], CLIENTS, JOBS))
         with KCoralClient(addr, timeout=10) as c:
-            _wait(lambda: len(c.jobs(limit=1000, state="done")) >= 100, 60, "100 jobs done")
+            wait_for(lambda: len(c.jobs(limit=1000, state="done")) >= 100, 60, "100 jobs done")
             busy = {b["name"]: b["current_job"] for b in c.boards() if b["type"] == "fake"}
         assert acked["victim"] in busy.values(), busy  # the long job is running: interrupted
     finally:
@@ -115,7 +86,7 @@ def test_load_then_kill_9_and_restart_accounts_for_every_job(tmp_path):
                 rows = c.jobs(limit=1000)
                 return rows if all(r["state"] in ("done", "interrupted", "failed")
                                    for r in rows) else None
-            rows = {r["job_id"]: r for r in _wait(settled, 60, "every job to finish")}
+            rows = {r["job_id"]: r for r in wait_for(settled, 60, "every job to finish")}
     finally:
         if p2 is not None:
             p2.send_signal(signal.SIGTERM)
