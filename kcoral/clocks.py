@@ -39,16 +39,19 @@ class NvmlClock:
         except Exception as e:  # pynvml.NVMLError: no driver
             self.note = f"NVML did not start ({type(e).__name__}: {e}): no SM clock readings"
             return
-        try:
-            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
-        except Exception:  # no bus id, or one NVML spells otherwise: fall back on the index
-            try:
-                self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-                if pci_bus_id:
-                    self.note = (f"NVML did not find PCI bus id {pci_bus_id!r}; the clock is "
-                                 f"read from NVML device {index} (orders assumed equal)")
-            except Exception as e:
-                self.note = f"NVML could not open the device ({type(e).__name__}: {e})"
+        for bus in ((pci_bus_id, pci_bus_id.encode()) if pci_bus_id else ()):
+            try:  # nvidia-ml-py takes str; older pynvml wants bytes
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+                return
+            except Exception:
+                continue
+        try:  # no bus id, or one NVML spells otherwise: the index
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            if pci_bus_id:
+                self.note = (f"NVML did not find PCI bus id {pci_bus_id!r}; the clock is read "
+                             f"from NVML device {index} (orders assumed equal)")
+        except Exception as e:
+            self.note = f"NVML could not open the device ({type(e).__name__}: {e})"
 
     def sm(self) -> "float | None":
         """The current SM clock, MHz."""

@@ -207,8 +207,8 @@ class CudaDevice(Device):
         try:  # NVML finds the device by its PCI bus id (its order is not CUDA's)
             bus = self._check(cu.cuDeviceGetPCIBusId(32, self.dev), "cuDeviceGetPCIBusId")
             bus = bus.split(b"\0")[0].decode() if isinstance(bus, bytes) else str(bus)
-        except JobFailure:
-            bus = None
+        except Exception:  # JobFailure, or a cuda-bindings that spells the call otherwise:
+            bus = None     # NVML's index is used (kcoral/clocks.py says so)
         self.clock = NvmlClock(bus, int(spec.options.get("ordinal", 0)))
         self.clock_note = self.clock.note  # why there are no clock readings ("" when there are)
         full = self.clock.max_sm()

@@ -117,6 +117,17 @@ def tirxh_addoption(parser):
     parser.addini("bench", "exec_s", "float", None,
                   "execution budget of each bench job on its board, seconds (a hung kernel is "
                   "stopped sooner by the per-launch watchdog)", check=_positive)
+    parser.addini("bench", "seeds_before", "int", 2,
+                  "correctness runs on fresh seeds before timing (KCoral's seeds guard)",
+                  check=_seed_count(1))
+    parser.addini("bench", "seeds_after", "int", 2,
+                  "correctness runs on fresh seeds after timing", check=_seed_count(0))
+
+
+def _seed_count(least: int):
+    def check(v) -> "str | None":
+        return None if least <= v <= 8 else f"expected {least} to 8 runs, got {v!r}"
+    return check
 
 
 def _positive(v) -> "str | None":
@@ -143,7 +154,9 @@ def tirxh_configure(config):
 def tirxh_bench_item(item, compiled, config):
     budget = exec_budget(config)
     client = client_for(config)
+    before, after = config.getini("bench", "seeds_before"), config.getini("bench", "seeds_after")
     job = build_job(compiled, item.suite, item.case, put=client.put_blob,
+                    seeds=range(1, before + after + 1), before=before,
                     budgets={"exec_s": budget} if budget else None)
     timeout = float(config.getini("bench", "timeout_s") or 600.0)
     tty = sys.stderr.isatty()
