@@ -20,7 +20,7 @@ from tirxh.core.bindings import (
 from tirxh.core.compiler import CompiledKernel, compile_kernel, emit_ptx_for, get_target
 from tirxh.core.config import Config, ini_value
 from tirxh.core.emit_ptx import CompileError, emit_ptx
-from tirxh.core.errors import ConfigError, UsageError
+from tirxh.core.errors import ConfigError, TirxhError, UsageError
 from tirxh.core.findings import VERDICTS, AnalyzerResult, Finding, SourceRef, worst
 from tirxh.core.irjson import IRJSONError, dumps as ir_dumps, loads as ir_loads
 from tirxh.core.lang.kernel import Kernel
@@ -58,7 +58,7 @@ __all__ = [
     # analyzer results
     "Finding", "SourceRef", "AnalyzerResult", "VERDICTS", "worst",
     # errors
-    "UsageError", "ConfigError", "CompileError", "TraceError", "ToolchainError", "IRJSONError",
+    "TirxhError", "UsageError", "ConfigError", "CompileError", "TraceError", "ToolchainError", "IRJSONError",
     "SpellingError",
     # configuration and commands
     "Config", "ini_value", "ExitCode",

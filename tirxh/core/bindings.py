@@ -26,11 +26,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
+from .errors import SpellingError
 from .types import DType
-
-
-class SpellingError(ValueError):
-    """A `T.ptx...` spelling or its operands do not match any binding (message says why)."""
 
 
 @dataclass(frozen=True)

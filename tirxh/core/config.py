@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ConfigError, UsageError
+from .errors import ConfigError, PluginValidationError, UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -288,7 +288,6 @@ class Config:
         try:
             self.isa, self.targets = collect_toolset(self.pm)
         except ValueError as e:  # two plugins registered the same binding or target
-            from .pluginmanager import PluginValidationError
             raise PluginValidationError(None, str(e)) from None
         activate(self.isa, self.targets)
         chosen = getattr(self.option, "target", None) or self.getini("project", "targets")

@@ -14,20 +14,8 @@ from __future__ import annotations
 import struct
 
 from . import ir
+from .errors import CompileError
 from .types import DType
-
-
-class CompileError(Exception):
-    """A kernel that traced fine but cannot be built for a target (message names file:line)."""
-
-    def __init__(self, message: str, loc: "ir.Loc | None" = None, kernel: str = ""):
-        self.message, self.loc, self.kernel = message, loc, kernel
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = f"{self.loc}: " if self.loc else ""
-        k = f"in kernel {self.kernel!r}: " if self.kernel else ""
-        return f"{where}{k}{self.message}"
 
 
 _PREFIX = {"pred": "p", "b16": "h", "u16": "hu", "s16": "hs", "b32": "r", "u32": "ru",

@@ -22,7 +22,7 @@ from pathlib import Path
 import pluggy
 
 from . import hookspec
-from .errors import UsageError
+from .errors import PluginValidationError, UsageError
 
 hookimpl = pluggy.HookimplMarker("tirxh")
 
@@ -49,14 +49,6 @@ DEFAULT_PLUGINS = (
     "sarif",
     "bench",
 )
-
-
-class PluginValidationError(Exception):
-    """A plugin author's mistake (a hook with no spec, a bad signature); carries the plugin."""
-
-    def __init__(self, plugin, message: str):
-        self.plugin = plugin
-        super().__init__(message)
 
 
 class TirxhPluginManager(pluggy.PluginManager):

@@ -14,17 +14,11 @@ import time
 import traceback
 from pathlib import Path
 
-from .emit_ptx import CompileError
-from .errors import UsageError
+from .errors import CompileError, SpellingError, TraceError, UsageError
 from .findings import AnalyzerResult, VERDICTS, worst
-from .lang.trace import TraceError
 from .reports import ItemReport, PhaseReport, worst_outcome
 
-try:  # spelling errors come out of the tracer as TraceError; guard for a raw one too
-    from .bindings import SpellingError
-except ImportError:  # pragma: no cover
-    SpellingError = ()
-
+# spelling errors come out of the tracer as TraceError; a raw one is the user's mistake too
 USER_ERRORS = (TraceError, CompileError, SpellingError, UsageError)
 
 

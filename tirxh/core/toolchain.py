@@ -16,13 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 
-
-class ToolchainError(Exception):
-    """ptxas/nvJitLink rejected the PTX, or no tool is available. `log` holds the tool output."""
-
-    def __init__(self, message: str, log: str = ""):
-        self.log = log
-        super().__init__(message + (f"\n{log}" if log else ""))
+from .errors import ToolchainError
 
 
 @dataclass

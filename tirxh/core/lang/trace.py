@@ -15,25 +15,11 @@ from contextlib import contextmanager
 
 
 from .. import ir
+from ..errors import TraceError
 from ..types import DType, dtype as as_dtype
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _SKIP_FILES = ("contextlib.py",)
-
-
-class TraceError(Exception):
-    """A mistake in a kernel's body, reported at the user's file:line."""
-
-    def __init__(self, message: str, loc: "ir.Loc | None" = None, kernel: str = ""):
-        self.message = message
-        self.loc = loc
-        self.kernel = kernel
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = f"{self.loc}: " if self.loc else ""
-        k = f"in kernel {self.kernel!r}: " if self.kernel else ""
-        return f"{where}{k}{self.message}"
 
 
 def user_loc() -> ir.Loc:
