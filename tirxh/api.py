@@ -17,7 +17,8 @@ from tirxh.core import ir
 from tirxh.core.bindings import (
     Binding, Effects, InstructionSet, SpellingError, operands, opt, slot,
 )
-from tirxh.core.compiler import CompiledKernel, compile_kernel, emit_ptx_for, get_target
+from tirxh.core.compiler import (STAGES, CompiledKernel, Pipeline, compile_kernel, emit_ptx_for,
+                                 get_target)
 from tirxh.core.config import Config, ini_value
 from tirxh.core.emit_ptx import CompileError, emit_ptx
 from tirxh.core.errors import ConfigError, TirxhError, UsageError
@@ -27,10 +28,11 @@ from tirxh.core.lang.kernel import Kernel
 from tirxh.core.lang.trace import Trace, TraceError, emit, tracing
 from tirxh.core.main import ExitCode
 from tirxh.core.pluginmanager import PluginValidationError, hookimpl
-from tirxh.core.registry import default_isa, default_targets
+from tirxh.core.registry import default_isa, default_targets, default_transforms
 from tirxh.core.suite import Case, Suite, TensorMap, Tolerance
 from tirxh.core.targets import Target
 from tirxh.core.toolchain import Resources, ToolchainError, cubin_to_sass, find_tool
+from tirxh.core.transforms import Transform, TransformContext, TransformRegistry
 from tirxh.core.types import DTYPES, DType, dtype, from_numpy, numpy_dtype
 
 STABLE = (
@@ -48,7 +50,8 @@ __all__ = [
     "ir", "Kernel", "Trace", "tracing", "emit", "ir_dumps", "ir_loads",
     # the compile pipeline
     "CompiledKernel", "compile_kernel", "emit_ptx", "emit_ptx_for", "get_target", "Resources",
-    "cubin_to_sass", "find_tool", "default_isa", "default_targets", "Target",
+    "cubin_to_sass", "find_tool", "default_isa", "default_targets", "Target", "STAGES", "Pipeline",
+    "Transform", "TransformContext", "TransformRegistry", "default_transforms",
     # instruction bindings
     "Binding", "Effects", "InstructionSet", "operands", "opt", "slot",
     # types

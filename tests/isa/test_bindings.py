@@ -13,6 +13,7 @@ from tirxh.core.bindings import (
     FIDELITY_CLASSES, SYNC_ROLES, Binding, InstructionSet, SpellingError, operands, opt, slot,
 )
 from tirxh.core.emit_ptx import CompileError, emit_ptx
+from tirxh.core.legalize import legalize
 from tirxh.core.lang.trace import TraceError
 from tirxh.core.reference import builtin_toolset
 
@@ -39,7 +40,7 @@ def _trace_error(kernel) -> TraceError:
 def _compile_error(kernel, target: str) -> CompileError:
     k = kernel.specialize(isa=ISA)
     with pytest.raises(CompileError) as ei:
-        emit_ptx(k, TARGETS.get(target))
+        legalize(k, TARGETS.get(target))  # the pipeline's legalize stage, before emission
     assert ei.value.loc.file == HERE
     assert ei.value.loc.line == _line_of(kernel.__wrapped__)
     return ei.value

@@ -239,9 +239,9 @@ class Config:
 
     option: the parsed command line (argparse namespace); pm: the plugin manager; rootdir and
     inipath: the project; ini: validated ``tirx.toml`` values (``getini(section, key)``);
-    isa / targets: the instruction set and target registry the plugins contributed (activated
-    for the language); project_targets: the targets items are built for; cache: the artifact
-    cache (disabled by ``--no-cache``).
+    isa / targets / transforms: the instruction set, target registry and IR transform registry
+    the plugins contributed (activated for the language and the compiler); project_targets: the
+    targets items are built for; cache: the artifact cache (disabled by ``--no-cache``).
     """
 
     def __init__(self, option, pm, rootdir: Path, inipath: "Path | None", ini: dict,
@@ -258,6 +258,7 @@ class Config:
         self.assemble = True
         self.isa = None
         self.targets = None
+        self.transforms = None
         self.project_targets: list = []
         self.stash: dict = {}  # for plugins: keep per-run state here, not in module globals
 
@@ -284,12 +285,13 @@ class Config:
     # -- set-up ----------------------------------------------------------------------------------
     def setup_toolset(self) -> None:
         """Collect targets and bindings from the plugins and make them the active set."""
-        from .registry import activate, collect_toolset
+        from .registry import activate, collect_toolset, collect_transforms
         try:
             self.isa, self.targets = collect_toolset(self.pm)
-        except ValueError as e:  # two plugins registered the same binding or target
+            self.transforms = collect_transforms(self.pm)
+        except ValueError as e:  # two plugins registered the same binding, target or transform
             raise PluginValidationError(None, str(e)) from None
-        activate(self.isa, self.targets)
+        activate(self.isa, self.targets, self.transforms)
         chosen = getattr(self.option, "target", None) or self.getini("project", "targets")
         unknown = [t for t in chosen if t not in self.targets]
         if unknown:

@@ -5,8 +5,8 @@ flow lowers to predicates, labels and ``bra``; virtual registers are declared pe
 (ptxas allocates). ``.loc`` lines point every instruction at the user's Python line, so ptxas
 errors, SASS line tables and profiler source views map back to the kernel source.
 
-Target legality is checked here: an instruction whose binding the target does not accept raises a
-`CompileError` at the instruction's source line.
+Target legality is not checked here: the ``legalize`` stage (`tirxh.core.legalize`) runs first in
+the compile pipeline (`tirxh.core.compiler`), so the emitter only prints.
 """
 
 from __future__ import annotations
@@ -141,9 +141,6 @@ class PtxEmitter:
             raise CompileError(f"unknown IR statement {s!r}", None, self.k.name)
 
     def instr(self, i: ir.Instr) -> None:
-        why = i.binding.accepts_target(self.target, i.modifiers)
-        if why is not None:
-            raise CompileError(why, i.loc, self.k.name)
         self.loc(i.loc)
         guard = ""
         if i.guard is not None:
@@ -267,5 +264,6 @@ class PtxEmitter:
 
 
 def emit_ptx(kernel: ir.KernelIR, target, version: str = "", line_info: bool = True) -> str:
-    """PTX module text for one specialized kernel and one target."""
+    """PTX module text for one specialized, legalized kernel and one target (the ``emit``
+    stage; `tirxh.core.legalize.legalize` must have accepted `kernel` for `target`)."""
     return PtxEmitter(kernel, target, line_info).module(version)

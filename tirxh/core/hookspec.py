@@ -85,6 +85,16 @@ def tirxh_register_instructions(isa):
     """
 
 
+@hookspec(historic=True)
+def tirxh_register_transforms(registry):
+    """Add IR transforms to the compile pipeline's ``transform`` stage.
+
+    :param registry: a `tirxh.core.transforms.TransformRegistry`; call
+        ``registry.add(Transform(name, apply, doc=..., default=False), owner=name)``. A name
+        registered twice is an error naming both plugins. Historic.
+    """
+
+
 # -------------------------------------------------------------------------------------------------
 # collection
 # -------------------------------------------------------------------------------------------------

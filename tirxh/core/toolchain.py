@@ -91,27 +91,34 @@ def find_tool(name: str) -> "str | None":
     return None
 
 
+def _tool_version(path: str) -> str:
+    """The last line of ``TOOL --version`` (``Build cuda_13.0.r13.0/compiler.36424714_0``)."""
+    try:
+        p = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    return lines[-1] if lines else "?"
+
+
 @functools.lru_cache(maxsize=None)
 def _toolchain_versions() -> tuple:
     out = {}
     nj = _nvjitlink()
     if nj is not None:
         out["nvjitlink"] = "%d.%d" % tuple(nj.version())
-    ptxas = find_tool("ptxas")
-    if ptxas:
-        out["ptxas_path"] = ptxas
-        try:
-            p = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30)
-            lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
-            out["ptxas"] = lines[-1] if lines else "?"
-        except (OSError, subprocess.SubprocessError):
-            out["ptxas"] = "?"
+    for tool in ("ptxas", "nvdisasm"):
+        path = find_tool(tool)
+        if path:
+            out[f"{tool}_path"] = path
+            out[tool] = _tool_version(path)
     return tuple(sorted(out.items()))
 
 
 def toolchain_versions() -> dict:
-    """Versions of the assemblers in use: part of the artifact cache key (a new nvJitLink or
-    ptxas rebuilds every cubin) and recorded in each compiled kernel's launch metadata."""
+    """Versions of the assemblers and the disassembler in use: part of the artifact cache key
+    (a new nvJitLink, ptxas or nvdisasm rebuilds every cubin and its SASS) and recorded in each
+    compiled kernel's launch metadata."""
     return dict(_toolchain_versions())
 
 
