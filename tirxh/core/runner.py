@@ -61,28 +61,41 @@ def _verdict_outcome(verdict: str, fail_on: str) -> str:
     return "incomplete" if verdict == "incomplete" else "passed"
 
 
-def check_item(item, compiled) -> PhaseReport:
-    """Every ``tirxh_check_item`` implementation, one at a time (so a crash names its plugin)."""
-    config = item.config
-    fail_on = config.getini("check", "fail_on")
-    hc = config.pm.hook.tirxh_check_item
-    kwargs = {"item": item, "compiled": compiled, "config": config}
-    results, errors = [], []
-    t0 = time.perf_counter()
-    for impl in reversed(hc.get_hookimpls()):  # pluggy's call order
+def call_each(hookcaller, kwargs: dict, role: str) -> "tuple[list, list]":
+    """Call every implementation of a hook separately, in pluggy's order, so that one that
+    raises is reported by its plugin's name and the others still answer.
+
+    Returns ``([(plugin name, result)], [error text])``; None results are left out; wrappers
+    are not called (this is why ``tirxh_check_item`` and ``tirxh_build_item`` do not support
+    them).
+    """
+    answers, errors = [], []
+    for impl in reversed(hookcaller.get_hookimpls()):  # pluggy's call order
         if impl.hookwrapper or getattr(impl, "wrapper", False):
             continue
         try:
             got = impl.function(*[kwargs[a] for a in impl.argnames])
         except Exception as e:
-            errors.append(f"analyzer plugin {impl.plugin_name!r} raised:\n{_tb(e)}")
+            errors.append(f"{role} plugin {impl.plugin_name!r} raised:\n{_tb(e)}")
             continue
+        if got is not None:
+            answers.append((impl.plugin_name, got))
+    return answers, errors
+
+
+def check_item(item, compiled) -> PhaseReport:
+    """Every ``tirxh_check_item`` implementation, one at a time (so a crash names its plugin)."""
+    config = item.config
+    fail_on = config.getini("check", "fail_on")
+    kwargs = {"item": item, "compiled": compiled, "config": config}
+    results = []
+    t0 = time.perf_counter()
+    answers, errors = call_each(config.pm.hook.tirxh_check_item, kwargs, "analyzer")
+    for plugin_name, got in answers:
         got = [got] if isinstance(got, AnalyzerResult) else got
-        if got is None:
-            continue
         if not isinstance(got, (list, tuple)) or \
                 not all(isinstance(r, AnalyzerResult) for r in got):
-            errors.append(f"analyzer plugin {impl.plugin_name!r} returned {got!r}; "
+            errors.append(f"analyzer plugin {plugin_name!r} returned {got!r}; "
                           f"tirxh_check_item must return an AnalyzerResult or None")
             continue
         results.extend(got)
@@ -145,7 +158,8 @@ def build_dirname(item) -> str:
 
 def build_item(item, compiled) -> PhaseReport:
     """Write ``kernel.ptx``, ``kernel.cubin``, ``kernel.sass``, ``resources.json`` and
-    ``launch.json`` into ``<builddir>/<kernel>[case]@target/``."""
+    ``launch.json`` into ``<builddir>/<kernel>[case]@target/``, then let ``tirxh_build_item``
+    plugins add theirs."""
     config = item.config
     t0 = time.perf_counter()
     out = config.builddir / build_dirname(item)
@@ -184,8 +198,17 @@ def build_item(item, compiled) -> PhaseReport:
     except OSError as e:
         return PhaseReport("build", "error", time.perf_counter() - t0, f"writing {out}: {e}",
                            data={"dir": str(out), "files": written})
-    outcome = "incomplete" if problems else "passed"
-    return PhaseReport("build", outcome, time.perf_counter() - t0, "\n".join(problems),
+    answers, errors = call_each(config.pm.hook.tirxh_build_item,
+                                {"item": item, "compiled": compiled, "config": config,
+                                 "outdir": out}, "build")
+    for plugin_name, files in answers:
+        if isinstance(files, (str, Path)) or not all(isinstance(f, (str, Path)) for f in files):
+            errors.append(f"build plugin {plugin_name!r} returned {files!r}; tirxh_build_item "
+                          "must return a list of file names or None")
+            continue
+        written.extend(str(f) for f in files)
+    outcome = "error" if errors else "incomplete" if problems else "passed"
+    return PhaseReport("build", outcome, time.perf_counter() - t0, "\n".join(errors + problems),
                        data={"dir": str(out), "files": written})
 
 
