@@ -10,7 +10,7 @@ import pytest
 import tirxh.lang as T
 from tirxh.core import ir
 from tirxh.core.bindings import (
-    FIDELITY_CLASSES, SYNC_ROLES, Binding, InstructionSet, SpellingError, operands, opt, slot,
+    SYNC_ROLES, Binding, InstructionSet, SpellingError, operands, opt, slot,
 )
 from tirxh.core.emit_ptx import CompileError, emit_ptx
 from tirxh.core.legalize import legalize
@@ -325,10 +325,9 @@ def test_language_helper_spellings_stay_valid():
 
 # --- the tables themselves ------------------------------------------------------------------------
 
-def test_effects_use_documented_roles_and_fidelity_classes():
+def test_effects_use_documented_roles():
     for b in ISA:
         assert b.effects.sync is None or b.effects.sync in SYNC_ROLES, (b.name, b.effects.sync)
-        assert b.fidelity is None or b.fidelity in FIDELITY_CLASSES, (b.name, b.fidelity)
         assert b.doc and len(b.doc) < 400, b.name
 
 

@@ -97,6 +97,17 @@ class TirxhPluginManager(pluggy.PluginManager):
                 continue
             self._register_ep(ep)
 
+    def load_entrypoint(self, name: str) -> bool:
+        """Register the installed entry-point plugin `name` (even with autoload off); False
+        when no distribution installs one by that name."""
+        if self.has_plugin(name) or self.is_blocked(name):
+            return self.has_plugin(name)
+        for ep in _entry_points():
+            if ep.name == name:
+                self._register_ep(ep)
+                return True
+        return False
+
     def _register_ep(self, ep) -> None:
         try:
             plugin = ep.load()
@@ -129,12 +140,8 @@ class TirxhPluginManager(pluggy.PluginManager):
 
     def import_plugin(self, spec: str) -> None:
         """``-p NAME``: an entry-point name, a built-in name, or an importable module path."""
-        if self.has_plugin(spec) or self.is_blocked(spec):
+        if self.has_plugin(spec) or self.is_blocked(spec) or self.load_entrypoint(spec):
             return
-        for ep in _entry_points():
-            if ep.name == spec:
-                self._register_ep(ep)
-                return
         if spec in ESSENTIAL_PLUGINS + DEFAULT_PLUGINS:
             self.load_builtin((spec,))
             if self.has_plugin(spec):
