@@ -17,7 +17,7 @@ import pytest
 def gpu_unavailable_reason() -> "str | None":
     """None when a CUDA driver and at least one device answer, else why not."""
     try:
-        from cuda.bindings import driver
+        from cuda.bindings import driver  # optional dependency: a test run needs no GPU stack
     except ImportError as e:
         return f"cuda-bindings is not importable ({e}); pip install cuda-bindings"
     try:

@@ -16,9 +16,19 @@ import sys
 import traceback
 from pathlib import Path
 
+from .. import __version__
+from .config import (CONFTEST_FILE, Config, Parser, declare_core_ini, find_rootdir, load_toml,
+                     validate)
 from .errors import UsageError
-from .main import ExitCode
-from .pluginmanager import AUTOLOAD_ENV, PluginValidationError
+from .irprint import format_kernel
+from .keywords import compile_expression
+from .main import ExitCode, find_item, run_items, wrap_session
+from .nodes import Session, collect
+from .pluginmanager import AUTOLOAD_ENV, PluginValidationError, build_plugin_manager
+from .profile import profile_session
+from .reports import SCHEMA
+from .runner import compile_item
+from .scaffold import init_project
 
 RUN_COMMANDS = ("check", "bench", "build")
 COMMANDS = RUN_COMMANDS + ("show", "profile", "plugins", "init")
@@ -89,7 +99,6 @@ def _run_options(p: argparse.ArgumentParser, parser) -> None:
 
 def build_argparser(parser) -> argparse.ArgumentParser:
     """The full command line; `parser` carries the options plugins added."""
-    from .. import __version__
     ap = _ArgumentParser(prog="tirxh", description="A compiler harness for TIRx GPU kernels.")
     ap.add_argument("--version", action="version", version=f"tirxh {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
@@ -144,10 +153,6 @@ def build_argparser(parser) -> argparse.ArgumentParser:
 
 def configure(argv: list):
     """Everything up to ``tirxh_configure``; returns the `Config` (see module docstring)."""
-    from .config import CONFTEST_FILE, Config, Parser, declare_core_ini, find_rootdir, \
-        load_toml, validate
-    from .keywords import compile_expression
-    from .pluginmanager import build_plugin_manager
     pre = _prescan(argv)
     rootdir, inipath = find_rootdir(rootdir=pre["rootdir"])
     data = load_toml(inipath) if inipath else {}
@@ -204,17 +209,14 @@ def main(argv: "list | None" = None) -> int:
 
 def _no_project(argv: list) -> int:
     """``init``, ``--help``, ``--version``: no project, no plugins needed."""
-    from .config import Parser
     ap = build_argparser(Parser())
     if not argv:
         ap.print_help(sys.stderr)
         sys.stderr.write("ERROR: no command given; try `tirxh check`\n")
         return ExitCode.USAGE_ERROR
     ns = ap.parse_args(argv)
-    from .scaffold import init_project
     written = init_project(Path(ns.dir), force=ns.force)
     if ns.json:
-        from .reports import SCHEMA
         _print_json({"schema": SCHEMA, "command": "init", "dir": str(Path(ns.dir).resolve()),
                      "files": [str(p) for p in written]})
     else:
@@ -225,7 +227,6 @@ def _no_project(argv: list) -> int:
 
 
 def _dispatch(config) -> int:
-    from .main import run_items, wrap_session
     cmd = config.command
     if cmd in RUN_COMMANDS:
         return wrap_session(config, run_items)
@@ -234,7 +235,6 @@ def _dispatch(config) -> int:
     if cmd == "show":
         return _show(config)
     if cmd == "profile":
-        from .profile import profile_session
         o = config.option
         return profile_session(config, o.nodeid, Path(o.out), o.json_file, o.json)
     raise UsageError(f"unknown command {cmd!r}")  # argparse rejects it first
@@ -263,7 +263,6 @@ def format_plugin_table(infos: list, blocked=()) -> list:
 
 
 def _plugins(config) -> int:
-    from .reports import SCHEMA
     infos = config.pm.plugin_infos()
     if config.option.json:
         _print_json({"schema": SCHEMA, "command": "plugins", "rootdir": str(config.rootdir),
@@ -277,11 +276,6 @@ def _plugins(config) -> int:
 
 def _show(config) -> int:
     """Compile one item (no analyzers) and print the chosen artifact."""
-    from .irprint import format_kernel
-    from .main import find_item
-    from .nodes import Session, collect
-    from .reports import SCHEMA
-    from .runner import compile_item
     opt = config.option
     session = Session(config, "show")
     collect(session, [opt.nodeid.split("::")[0]])

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from .. import __version__
+from .cache import ArtifactCache
 from .errors import ConfigError, PluginValidationError, UsageError
+from .registry import activate, collect_toolset, collect_transforms
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -88,7 +94,6 @@ def _check_hostport(value: str) -> "str | None":
 
 
 def _check_requires(values: list) -> "str | None":
-    from packaging.requirements import InvalidRequirement, Requirement
     bad = []
     for v in values:
         try:
@@ -246,7 +251,6 @@ class Config:
 
     def __init__(self, option, pm, rootdir: Path, inipath: "Path | None", ini: dict,
                  parser: Parser, command: str = "check"):
-        from .cache import ArtifactCache
         self.option = option
         self.pm = pm
         self.rootdir = Path(rootdir)
@@ -285,7 +289,6 @@ class Config:
     # -- set-up ----------------------------------------------------------------------------------
     def setup_toolset(self) -> None:
         """Collect targets and bindings from the plugins and make them the active set."""
-        from .registry import activate, collect_toolset, collect_transforms
         try:
             self.isa, self.targets = collect_toolset(self.pm)
             self.transforms = collect_transforms(self.pm)
@@ -305,9 +308,6 @@ class Config:
     def check_requires(self) -> None:
         """``[project] requires``: each distribution must be loaded as a plugin (or be tirxh
         itself) at a version the specifier accepts."""
-        from packaging.requirements import Requirement
-        from packaging.utils import canonicalize_name
-        from .. import __version__
         loaded = {canonicalize_name("tirxh"): __version__}
         for dist, version in self.pm.dists.values():
             loaded.setdefault(canonicalize_name(dist), version)

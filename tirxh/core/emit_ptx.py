@@ -12,6 +12,8 @@ the compile pipeline (`tirxh.core.compiler`), so the emitter only prints.
 from __future__ import annotations
 
 import struct
+import numpy as np
+
 
 from . import ir
 from .errors import CompileError
@@ -31,7 +33,6 @@ def format_imm(imm: ir.Imm) -> str:
     if dt.name == "f64":
         return "0d%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
     if dt.name in ("f16", "bf16", "e4m3", "e5m2") and isinstance(v, float):
-        import numpy as np
         bits = np.array([v], dtype=dt.numpy).view(np.uint16 if dt.bits == 16 else np.uint8)[0]
         return "0x%04X" % int(bits)
     if isinstance(v, float):

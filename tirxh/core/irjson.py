@@ -52,6 +52,7 @@ from typing import Any
 from . import ir
 from .bindings import type_compatible
 from .errors import IRJSONError, SpellingError
+from .registry import default_isa
 from .types import DTYPES
 
 SCHEMA = "tirxh-ir/1"
@@ -197,7 +198,6 @@ def loads(text: "str | bytes", isa=None) -> ir.KernelIR:
 
 def from_doc(doc: Any, isa=None) -> ir.KernelIR:
     if isa is None:
-        from .registry import default_isa
         isa = default_isa()
     return _Loader(isa).kernel(doc)
 

@@ -13,9 +13,12 @@ import sys
 import time
 import traceback
 
+from .. import __version__
+
 from .errors import UsageError
-from .nodes import Session, collect
+from .nodes import Session, collect, nodeid_matches
 from .reports import ItemReport, SessionFinish, SessionStart
+from .runner import run_item
 
 
 class ExitCode(enum.IntEnum):
@@ -46,7 +49,6 @@ def counts(session: Session) -> dict:
 
 def wrap_session(config, doit) -> int:
     """Run ``doit(config, session) -> ExitCode`` between the start and finish events."""
-    from .. import __version__
     hook = config.pm.hook
     session = Session(config, config.command)
     config.stash["session"] = session
@@ -97,7 +99,6 @@ def _collection_status(session) -> "ExitCode | None":
 
 def run_items(config, session) -> ExitCode:
     """``check``/``bench``/``build``: collect, then each item through `runner.run_item`."""
-    from .runner import run_item
     _collect(config, session)
     early = _collection_status(session)
     if config.getoption("collect_only"):
@@ -129,8 +130,7 @@ def find_item(session, nodeid: str, command: str = "show"):
     exact = [i for i in session.items if i.nodeid == nodeid]
     if exact:
         return exact[0]
-    from .nodes import _nodeid_matches
-    cands = [i for i in session.items if _nodeid_matches(i.nodeid, nodeid)]
+    cands = [i for i in session.items if nodeid_matches(i.nodeid, nodeid)]
     if len(cands) == 1:
         return cands[0]
     if not cands:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .errors import UsageError
 from .keywords import compile_expression
+from .reports import CollectReport
 from .lang.kernel import Kernel
 from .suite import Suite
 
@@ -189,7 +190,7 @@ def _select_files(config, args: list) -> "tuple[list, list]":
     return chosen, filters if node_ids else []
 
 
-def _nodeid_matches(nodeid: str, flt: str) -> bool:
+def nodeid_matches(nodeid: str, flt: str) -> bool:
     return nodeid == flt or any(nodeid.startswith(flt + s) for s in ("::", "[", "@"))
 
 
@@ -197,7 +198,6 @@ def collect(session: Session, args: "list | None" = None) -> None:
     """Fill ``session.items`` and ``session.collect_reports``; apply node ids, ``-k``, and
     ``tirxh_collection_modifyitems``. A module that fails to import becomes a failed collect
     report with its traceback, and collection goes on."""
-    from .reports import CollectReport
     config = session.config
     hook = config.pm.hook
     files, filters = _select_files(config, list(args or []))
@@ -221,7 +221,7 @@ def collect(session: Session, args: "list | None" = None) -> None:
         session.collect_reports.append(rep)
         hook.tirxh_report(report=rep, config=config)
     if filters:
-        items = [i for i in items if any(_nodeid_matches(i.nodeid, f) for f in filters)]
+        items = [i for i in items if any(nodeid_matches(i.nodeid, f) for f in filters)]
     kexpr = config.getoption("keyword")
     if kexpr:
         match = compile_expression(kexpr)

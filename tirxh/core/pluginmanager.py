@@ -16,11 +16,13 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from importlib import metadata
 from pathlib import Path
 
 import pluggy
 
+from .. import __version__
 from . import hookspec
 from .errors import PluginValidationError, UsageError
 
@@ -85,7 +87,7 @@ class TirxhPluginManager(pluggy.PluginManager):
                     continue  # a built-in not present in this build
                 raise
             self.register(mod, name=name)
-            self._record(name, "tirxh", _version(), "builtin")
+            self._record(name, "tirxh", __version__, "builtin")
 
     def load_entrypoints(self, blocked=()) -> None:
         if os.environ.get(AUTOLOAD_ENV):
@@ -132,7 +134,6 @@ class TirxhPluginManager(pluggy.PluginManager):
             spec.loader.exec_module(mod)
         except Exception as e:
             del sys.modules[modname]
-            import traceback
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
             raise UsageError(f"{path}: importing tirxconf.py failed:\n{tb}") from None
         self.register(mod, name=CONFTEST_NAME)
@@ -182,7 +183,7 @@ class TirxhPluginManager(pluggy.PluginManager):
             type(plugin).__module__
         modname = modname or ""
         if modname == "tirxh" or modname.startswith("tirxh."):
-            self._record(name, "tirxh", _version(), "builtin")
+            self._record(name, "tirxh", __version__, "builtin")
         else:
             dist = _dist_of_module(modname) if modname else None
             self._record(name, *(dist or ("?", "")), "runtime")
@@ -224,11 +225,6 @@ def _dist_of_module(modname: str) -> "tuple[str, str] | None":
     except Exception:  # metadata is best effort; the plugin itself is loaded
         pass
     return None
-
-
-def _version() -> str:
-    from .. import __version__
-    return __version__
 
 
 def build_plugin_manager(plugins=(), blocked=(), autoload: bool = True,

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .lang.kernel import Kernel, call_with_matching
+from .types import from_numpy
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,6 @@ class TensorMap:
 
     def describe(self, array: np.ndarray) -> dict:
         """The encoding parameters for `array` (JSON-serializable; innermost dimension first)."""
-        from .types import from_numpy
         dims = list(reversed(array.shape))
         strides = list(reversed(array.strides))[1:]
         return {"source": self.source, "dtype": from_numpy(array.dtype).name,

@@ -62,6 +62,8 @@ def parse_resources(log: str) -> Resources:
 
 def _nvjitlink():
     try:
+        # optional dependency at run time: the nvJitLink library may be missing or not
+        # loadable; then ptxas assembles
         from cuda.bindings import nvjitlink
         nvjitlink.version()
         return nvjitlink
@@ -75,7 +77,7 @@ def find_tool(name: str) -> "str | None":
         if root and os.path.exists(os.path.join(root, "bin", name)):
             return os.path.join(root, "bin", name)
     try:  # the nvidia-* wheels put binaries under nvidia/cu*/bin
-        import nvidia
+        import nvidia  # optional dependency: the namespace package exists only with those wheels
         for base in getattr(nvidia, "__path__", []):
             for sub in sorted(os.listdir(base)):
                 cand = os.path.join(base, sub, "bin", name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+from tirxh.core.cli import format_plugin_table
 from tirxh.core.pluginmanager import hookimpl
 
 _CHARS = {"passed": ".", "failed": "F", "error": "E", "incomplete": "I", "skipped": "s"}
@@ -98,7 +99,6 @@ class TerminalReporter:
             self._trace_config(rep)
 
     def _trace_config(self, rep):
-        from tirxh.core.cli import format_plugin_table
         self.section("plugins", "-")
         for ln in format_plugin_table(rep.plugins, self.config.pm.blocked_names):
             self.line(ln)

@@ -14,6 +14,7 @@ import json
 import pathlib
 from dataclasses import dataclass, field
 
+from kcoral.client import KCoralError
 from tirxh.api import CompileError, hookimpl
 
 from .instrument import DEFAULT_CAPACITY
@@ -86,7 +87,6 @@ def tirxh_profile_item(item, compiled, config, request):
     plain = build_job(compiled, item.suite, item.case, put=client.put_blob)
     doc = profiling_job(plain, prof, layout, client.put_blob(prof.cubin),
                         options={k: v for k, v in opt.items() if k in ("roles", "max_sms")})
-    from kcoral.client import KCoralError
     try:
         res = _submit(client, doc, timeout)
         base = _submit(client, dict(plain, tools=[]), timeout)

@@ -13,6 +13,7 @@ import json
 import pathlib
 from dataclasses import dataclass, field
 
+from kcoral.client import KCoralError
 from tirxh.api import AnalyzerResult, Finding, hookimpl, worst
 
 from .ncu_csv import HotSpot
@@ -68,7 +69,6 @@ def tirxh_profile_item(item, compiled, config, request):
     req = dict(request_from_config(config), **{k: v for k, v in request.items() if v})
     if not req.get("ncu") and not req.get("sanitizer"):
         return None
-    from kcoral.client import KCoralError
     from tirxh.plugins.bench import build_job, client_for
     client = client_for(config)
     doc = build_job(compiled, item.suite, item.case, put=client.put_blob)

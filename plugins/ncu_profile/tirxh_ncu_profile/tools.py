@@ -29,7 +29,10 @@ import pathlib
 import subprocess
 import sys
 
+from kcoral.job import Job
+
 from . import ncu_csv, sanitizer
+from .source_map import line_table, map_hotspots
 
 try:
     from kcoral.tools import Tool, ToolResult
@@ -57,6 +60,8 @@ def find_binary(name: str, env: str) -> "str | None":
     under /opt/nvidia/nsight-compute."""
     if os.environ.get(env):
         return os.environ[env]
+    # start-up cost: KCoral's daemon and workers load this module as a tool plugin and import
+    # nothing from tirxh; tirxh.api (numpy, ml_dtypes, the compiler) costs 0.3-0.5 s there
     from tirxh.api import find_tool
     found = find_tool(name)
     if found:
@@ -93,7 +98,6 @@ def runjob_command(job_json: pathlib.Path, out_dir: pathlib.Path, extra=()) -> l
 
 
 def _write_job(job, workdir: pathlib.Path) -> "tuple[pathlib.Path, pathlib.Path]":
-    from kcoral.job import Job
     trimmed = Job(profiling_job(job.doc))
     trimmed.blob_root = getattr(job, "blob_root", None)  # runjob reads the blobs from there
     path, out = workdir / "job.json", workdir / "runjob_out"
@@ -186,7 +190,6 @@ def summarize_exports(details: str, source: "str | None" = None, entry: str = ""
     """The JSON summary of one profiled launch from the CSV exports (and, for hot spots by
     Python line, the cubin's ``nvdisasm -c -g`` text; without it, hot spots are SASS addresses
     that the client maps with `source_map`)."""
-    from .source_map import line_table, map_hotspots
     launches = ncu_csv.parse_details(details)
     pick = [s for s in launches if not entry or s.kernel.split("(")[0] == entry] or launches
     s = pick[0]

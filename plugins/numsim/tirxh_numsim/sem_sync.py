@@ -11,6 +11,7 @@ import numpy as np
 
 from tirxh.api import ir
 
+from . import events as ev
 from .machine import WARP, Fallback, Wait
 from .semtable import semantic
 from .values import HALF_OF, Unsupported, dtype as T, pack2, round_to, storage, uint_of, unpack2
@@ -21,7 +22,6 @@ from .values import HALF_OF, Unsupported, dtype as T, pack2, round_to, storage, 
 def _bar(w, instr, mask):
     """CTA barriers: arrivals are counted per warp (32 threads, as the hardware counts);
     ``sync`` blocks the warp until the barrier's thread count is reached."""
-    from . import events as ev
     ops = instr.operands
     bid = w.read(ops[0], T("u32"))
     bid = np.broadcast_to(bid, (w.L,))[mask]
@@ -85,7 +85,6 @@ def _bar_try_release(g, c, st, count, expected) -> bool:
 @semantic("bar.warp.sync")
 def _bar_warp(w, instr, mask):
     """Warps execute in lockstep in numsim, so bar.warp.sync only records an event."""
-    from . import events as ev
     mm = int(np.broadcast_to(w.read(instr.operands[0], T("b32")), (w.L,))[mask][0])
     w.event(ev.WarpSync, instr, mask, op="bar.warp.sync", membermask=mm)
 
@@ -93,7 +92,6 @@ def _bar_warp(w, instr, mask):
 @semantic("membar", "fence", fidelity="ordering_only",
           note="Fences order memory; numsim executes sequentially, so only the event is kept.")
 def _fence(w, instr, mask):
-    from . import events as ev
     w.event(ev.FenceEvent, instr, mask, fence=instr.binding.effects_for(instr.modifiers).sync or
             "fence", scope=instr.modifiers.get("scope") or instr.modifiers.get("level"),
             spelling=instr.spelling)

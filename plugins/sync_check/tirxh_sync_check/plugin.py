@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from tirxh.api import hookimpl, ini_value
 
+from .analyze import check_kernel
+from .report import format_finding
+
 SECTION = "sync_check"
 
 
@@ -50,7 +53,6 @@ def tirxh_check_item(item, compiled, config):
         return None
     if not _opt(config, "all_cases", False) and smallest_case(suite) is not case:
         return None
-    from .analyze import check_kernel
     inputs = suite.make_inputs(case, int(_opt(config, "seed", 0)))
     target = compiled if compiled is not None and getattr(compiled, "ir", None) is not None \
         else suite.kernel
@@ -72,7 +74,6 @@ def tirxh_terminal_summary(reporter, exitstatus, config):
     shown = _SHOWN.pop(id(config), [])
     if not shown:
         return
-    from .report import format_finding
     reporter.section("sync_check findings")
     for nodeid, f in shown:
         reporter.line(nodeid)

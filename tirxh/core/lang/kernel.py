@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import ir
+from ..compiler import compile_kernel, emit_ptx_for
+from ..irprint import format_kernel
+from ..registry import default_isa
 from ..types import DType, dtype as as_dtype
 from . import trace as tr
 from .memory import ConstType, GlobalPtr, PtrType, TensorMapParam, TensorMapType
@@ -136,7 +139,6 @@ class Kernel:
         """Trace the body for these constants (cached per constants and instruction set)."""
         consts = self.resolve_consts(consts)
         if isa is None:
-            from ..registry import default_isa
             isa = default_isa()
         key = (tuple(sorted(consts.items())), id(isa))
         hit = self._cache.get(key)
@@ -186,17 +188,14 @@ class Kernel:
     @property
     def ir(self) -> str:
         """Readable text of the default specialization (constants at their defaults)."""
-        from ..irprint import format_kernel
         return format_kernel(self.specialize())
 
     def ptx(self, target: str = "sm_90a", **consts) -> str:
         """PTX text for `target` (``kernel.ptx("sm_90a", BM=128)``)."""
-        from ..compiler import emit_ptx_for
         return emit_ptx_for(self, target, consts)
 
     def compile(self, target: str = "sm_90a", **consts):
         """Compile to a cubin on this machine (nvJitLink); returns a `CompiledKernel`."""
-        from ..compiler import compile_kernel
         return compile_kernel(self, target, consts)
 
     def __call__(self, *a, **k):

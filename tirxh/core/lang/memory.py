@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import ir
 from ..types import DType, dtype as as_dtype
 from . import trace as tr
+from .control import break_, loop
 from .ptxns import SINK
 
 
@@ -340,7 +341,6 @@ class MBarrierRef:
     def wait(self, parity) -> None:
         """Block until the phase with `parity` completed. Emits a device loop around one
         ``mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity`` that breaks when p holds."""
-        from .control import break_, loop
         with loop():
             done = self.try_wait(parity)
             break_(done)
