@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
-from tirxh.core.pluginmanager import TirxhPluginManager
-from tirxh.api import TransformRegistry, compile_kernel
+from tirxh.api import Parser, TransformRegistry, compile_kernel
+from tirxh.testing import check_plugin
 from tirxh_iket import plugin
 from tirxh_iket.transform import TRANSFORM
 
@@ -32,7 +32,6 @@ SUITE = T.suite(scale, inputs=lambda rng, n: dict(x=rng.standard_normal(n, dtype
 
 
 def _config(argv):
-    from tirxh.core.config import Parser
     parser = Parser()
     plugin.tirxh_addoption(parser)
     ap = argparse.ArgumentParser()
@@ -73,9 +72,7 @@ class FakeClient:
 
 
 def test_hooks_match_specs():
-    pm = TirxhPluginManager()
-    pm.register(plugin, name="iket")
-    pm.check_pending()
+    check_plugin(plugin, "iket")
 
 
 def test_the_profiling_build_is_the_pipeline_plus_the_registered_transform():

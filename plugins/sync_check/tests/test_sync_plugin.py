@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from tirxh.core.cli import main
-from tirxh.core.findings import Finding
+from tirxh import main
+from tirxh.api import Finding
 from tirxh_sync_check.plugin import smallest_case
 
 import tirxh.lang as T
