@@ -2,6 +2,8 @@
 
 import json
 
+from tirxh.core import compiler
+
 from .pytester import SCALE
 
 BUILD_PLUGIN = '''
@@ -55,3 +57,20 @@ def test_a_build_plugin_must_return_file_names(tirxh):
     assert r.ret == 1 and phase["outcome"] == "error"
     assert ("build plugin 'tirxconf' returned 'one.txt'; tirxh_build_item must return a list "
             "of file names or None") in phase["longrepr"]
+
+
+def test_a_warm_build_takes_the_sass_from_the_cache(tirxh, monkeypatch):
+    tirxh.project(scale=SCALE)
+    r, phase = _build(tirxh)
+    assert r.ret == 0 and "kernel.sass" in phase["data"]["files"], r
+    sass = (tirxh.path / "tirx-build" / "scale@sm_90a" / "kernel.sass").read_text()
+
+    def no_nvdisasm(cubin):
+        raise AssertionError("nvdisasm ran although the cubin's SASS is cached")
+    monkeypatch.setattr(compiler, "cubin_to_sass", no_nvdisasm)
+    r, phase = _build(tirxh)
+    assert r.ret == 0 and phase["outcome"] == "passed", r
+    assert (tirxh.path / "tirx-build" / "scale@sm_90a" / "kernel.sass").read_text() == sass
+    r, phase = _build(tirxh, "--no-cache")  # without the cache, nvdisasm runs (and is missed)
+    assert phase["outcome"] == "incomplete"
+    assert "kernel.sass not written: AssertionError" in phase["longrepr"]
