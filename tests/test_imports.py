@@ -59,7 +59,8 @@ def hidden_imports(path: Path) -> list:
 KCORAL_PENDING = {
     "tirxh/plugins/bench.py", "plugins/iket/tirxh_iket/plugin.py",
     "plugins/ncu_profile/tirxh_ncu_profile/plugin.py", "kcoral/agent.py", "kcoral/baselines/fla_ops.py",
-    "kcoral/baselines/torch_ops.py", "kcoral/blobs.py", "kcoral/boards/cuda.py",
+    "kcoral/baselines/torch_ops.py", "kcoral/baselines/torch_zoo.py",
+    "kcoral/baselines/torch_zoo2.py", "kcoral/blobs.py", "kcoral/boards/cuda.py",
     "kcoral/boards/fake.py", "kcoral/boards/sim.py", "kcoral/cli.py", "kcoral/client.py",
     "kcoral/job.py", "kcoral/measure.py", "kcoral/plugins.py", "kcoral/runjob.py",
     "kcoral/scheduler.py", "kcoral/server.py", "kcoral/service.py", "kcoral/worker.py",

@@ -6,7 +6,7 @@ beside the imports that fill the table, so a lookup can never see a half-filled 
 
 from __future__ import annotations
 
-from . import sem_async, sem_base, sem_mma, sem_sync  # noqa: F401  (they register on import)
+from . import sem_async, sem_base, sem_mma, sem_remote, sem_sync  # noqa: F401  (register on import)
 from .semtable import TABLE, Semantic
 
 
