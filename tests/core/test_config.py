@@ -49,8 +49,8 @@ def test_all_problems_are_collected_with_lines(tmp_path):
     assert "line 3: [project] targets: expected a list of strings, got str 'sm_90a'" in msg
     assert "line 4: [project] unknown key 'colour' (known keys: kernels, name, requires, " \
            "targets)" in msg
-    assert "line 7: [check] fail_on: expected one of 'error', 'incomplete', 'review', " \
-           "got 'sometimes'" in msg
+    assert "line 7: [check] fail_on: expected one of 'error', 'compiled', 'incomplete', " \
+           "'review', got 'sometimes'" in msg
     assert "line 10: [bench] kcoral: expected 'host:port' (port 1-65535), got 'localhost'" in msg
     assert "line 12: unknown section [mystery]" in msg
     assert len(ei.value.problems) == 6

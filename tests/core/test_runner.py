@@ -4,7 +4,7 @@ import json
 
 from tirxh.core import compiler
 
-from .pytester import SCALE
+from .pytester import SCALE, VADD
 
 BUILD_PLUGIN = '''
 import json
@@ -74,3 +74,50 @@ def test_a_warm_build_takes_the_sass_from_the_cache(tirxh, monkeypatch):
     r, phase = _build(tirxh, "--no-cache")  # without the cache, nvdisasm runs (and is missed)
     assert phase["outcome"] == "incomplete"
     assert "kernel.sass not written: AssertionError" in phase["longrepr"]
+
+
+# -- outcomes: an item nothing checked is "compiled", never "passed" ---------------------------
+
+ONE_ANALYZER = '''
+from tirxh.api import AnalyzerResult
+
+
+def tirxh_check_item(item):
+    if item.case is not None and item.case.name == "small":
+        return AnalyzerResult("small-only", "clean")
+    return None
+'''
+
+
+def test_an_item_no_analyzer_checked_is_compiled_not_passed(tirxh):
+    tirxh.project(vadd=VADD)
+    tirxh.write("tirxconf.py", ONE_ANALYZER)
+    r = tirxh.run("check", "--json")
+    assert r.ret == 0, r
+    doc = json.loads(r.stdout)
+    by = {i["case"]: i for i in doc["items"]}
+    assert by["small"]["outcome"] == "passed" and by["big"]["outcome"] == "compiled"
+    assert doc["summary"]["passed"] == 1 and doc["summary"]["compiled"] == 1
+    assert "no analyzer checked this item (installed analyzers: tirxconf;" in \
+        by["big"]["phases"][1]["longrepr"]
+    r = tirxh.run("check")
+    r.fnmatch_lines(["kernels/vadd.py .C [[]100%]", "*COMPILED, NOT CHECKED*",
+                     "kernels/vadd.py::vadd[[]big]@sm_90a", "*1 passed, 1 compiled in *"])
+
+
+def test_fail_on_compiled_fails_unchecked_items(tirxh):
+    tirxh.project('[project]\ntargets = ["sm_90a"]\n[check]\nfail_on = "compiled"\n', vadd=VADD)
+    tirxh.write("tirxconf.py", ONE_ANALYZER)
+    r = tirxh.run("check", "--json")
+    assert r.ret == 1
+    big = next(i for i in json.loads(r.stdout)["items"] if i["case"] == "big")
+    assert big["outcome"] == "failed"
+    assert "[check] fail_on = 'compiled' fails it" in big["phases"][1]["longrepr"]
+
+
+def test_without_analyzer_plugins_the_note_says_so(tirxh):
+    tirxh.project(vadd=VADD)
+    r = tirxh.run("check")
+    assert r.ret == 0
+    assert "note: no analyzer plugin is installed (items were compiled only)" in r.stdout
+    assert "2 compiled" in r.stdout and "passed" not in r.stdout

@@ -30,6 +30,8 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 CONFIG_NAME = "tirx.toml"
+# ``[check] fail_on``, from the least strict: each value also fails what the ones before it fail
+FAIL_ON = ("error", "compiled", "incomplete", "review")
 CONFTEST_FILE = "tirxconf.py"
 
 _TYPES = ("str", "int", "float", "bool", "list[str]", "table", "any")
@@ -112,8 +114,10 @@ def declare_core_ini(parser: Parser) -> None:
     a("project", "requires", "list[str]", [],
       "plugin distributions with version specifiers, e.g. ['tirxh-numsim>=0.1']",
       check=_check_requires)
-    a("check", "fail_on", "str", "error", "the analyzer verdict from which an item fails",
-      choices=("error", "incomplete", "review"))
+    a("check", "fail_on", "str", "error",
+      "what fails an item, from the least strict: error (an error verdict), compiled (also an "
+      "item no analyzer checked), incomplete (also an incomplete verdict), review (anything "
+      "but clean)", choices=FAIL_ON)
     a("build", "builddir", "str", "tirx-build", "where `tirxh build` writes artifacts")
     a("bench", "kcoral", "str", "", "KCoral daemon address 'host:port' (empty: embedded daemon)",
       check=_check_hostport)

@@ -17,12 +17,12 @@ from .. import __version__
 
 from .errors import UsageError
 from .nodes import Session, collect, nodeid_matches
-from .reports import ItemReport, SessionFinish, SessionStart
+from .reports import OUTCOMES, ItemReport, SessionFinish, SessionStart
 from .runner import run_item
 
 
 class ExitCode(enum.IntEnum):
-    OK = 0  # every selected item passed (incomplete items do not fail unless [check] fail_on)
+    OK = 0  # every item passed (compiled/incomplete ones do not fail unless [check] fail_on)
     FAILED = 1  # an item failed or errored, or a kernel module failed to import
     INTERRUPTED = 2  # Ctrl-C (a run stopped early by -x is FAILED, not this)
     INTERNAL_ERROR = 3  # a bug in tirxh or a plugin outside any item
@@ -37,7 +37,7 @@ def _error(msg: str) -> None:
 
 def counts(session: Session) -> dict:
     reports = session.config.stash.get("item_reports", [])
-    out = {o: 0 for o in ("passed", "failed", "error", "incomplete", "skipped")}
+    out = {o: 0 for o in OUTCOMES}
     for r in reports:
         out[r.outcome] = out.get(r.outcome, 0) + 1
     out["collected"] = len(session.items) + len(session.deselected)

@@ -55,10 +55,25 @@ def compile_item(item) -> "tuple[object | None, PhaseReport]":
 
 
 def _verdict_outcome(verdict: str, fail_on: str) -> str:
-    rank = VERDICTS.index
-    if rank(verdict) >= rank(fail_on):
+    """The outcome of a verdict under ``[check] fail_on`` (`config.FAIL_ON`)."""
+    fails = {"error": ("error",), "compiled": ("error",), "incomplete": ("error", "incomplete"),
+             "review": ("error", "incomplete", "review")}[fail_on]
+    if verdict in fails:
         return "failed"
     return "incomplete" if verdict == "incomplete" else "passed"
+
+
+def _unchecked(config, fail_on: str) -> "tuple[str, str]":
+    """(outcome, text) of an item no analyzer returned a result for: ``compiled``, never
+    ``passed``; it fails under ``fail_on`` ``compiled`` or stricter."""
+    names = [i.plugin_name for i in config.pm.hook.tirxh_check_item.get_hookimpls()]
+    why = ("no analyzer checked this item (installed analyzers: "
+           f"{', '.join(names)}; numsim and sync_check simulate small cases only)" if names else
+           "no analyzer checked this item: no analyzer plugin is installed (tirxh-numsim, "
+           "tirxh-sync-check)")
+    if fail_on == "error":
+        return "compiled", why
+    return "failed", f"{why}; [check] fail_on = {fail_on!r} fails it"
 
 
 def call_each(hookcaller, kwargs: dict, role: str) -> "tuple[list, list]":
@@ -101,8 +116,14 @@ def check_item(item, compiled) -> PhaseReport:
         results.extend(got)
     dt = time.perf_counter() - t0
     verdict = worst(*(r.verdict for r in results))
-    outcome = "error" if errors else _verdict_outcome(verdict, fail_on)
     lines = list(errors)
+    if errors:
+        outcome = "error"
+    elif not results:
+        outcome, why = _unchecked(config, fail_on)
+        lines.append(why)
+    else:
+        outcome = _verdict_outcome(verdict, fail_on)
     for r in results:
         if r.verdict != "clean":
             lines.append(f"[{r.analyzer}] {r.verdict}: {r.summary}".rstrip(": "))
