@@ -134,7 +134,8 @@ def test_operand_count_error_lists_the_operands():
         T.ptx.mbarrier.try_wait.parity.shared__cta.b64(bar[0])  # MARK
 
     e = _trace_error(k)
-    assert "takes 3-4 operands (d, m, parity, suspend_hint?); got 1" in str(e)
+    assert ("takes 2-3 operands (m, parity, suspend_hint?) with the destination 'd' left out, "
+            "or 3-4 operands (d, m, parity, suspend_hint?) with it; got 1") in str(e)
 
 
 def test_operand_type_error_names_operand_and_types():
