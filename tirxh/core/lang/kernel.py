@@ -150,6 +150,8 @@ class Kernel:
         t = tr.Trace(self.name, isa)
         params: list[ir.ParamInfo] = []
         args = {}
+        for p in self.params:  # a shared/local variable named like a parameter gets a suffix
+            t.unique(p.name)
         with tr.tracing(t):
             t.loc_override = self.loc  # parameter loads belong to the `def` line
             for p in self.params:
