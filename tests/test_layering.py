@@ -15,6 +15,7 @@ merges its assertions are strict xfails, so the lead sees when to drop the marke
 """
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -47,9 +48,11 @@ def _py_files(*globs: str) -> list:
     return out
 
 
-def imports(path: Path) -> list:
+@functools.lru_cache(maxsize=None)
+def imports(path: Path) -> tuple:
     """Every absolute import in a file, anywhere in it, as ``(line, module)``; ``from tirxh
-    import N`` gives ``tirxh.N`` (N may be a submodule); relative imports are left out."""
+    import N`` gives ``tirxh.N`` (N may be a submodule); relative imports are left out.
+    (Cached: several tests walk the same files.)"""
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -59,7 +62,7 @@ def imports(path: Path) -> list:
                 out += [(node.lineno, f"tirxh.{a.name}") for a in node.names]
             else:
                 out.append((node.lineno, node.module))
-    return out
+    return tuple(out)
 
 
 def _tirxh_violation(module: str) -> bool:
