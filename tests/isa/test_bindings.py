@@ -8,7 +8,6 @@ import inspect
 import pytest
 
 import tirxh.lang as T
-from tirxh.core import ir
 from tirxh.core.bindings import (
     SYNC_ROLES, Binding, InstructionSet, SpellingError, operands, opt, slot,
 )

@@ -22,8 +22,8 @@ from .config import (CONFTEST_FILE, Config, Parser, declare_core_ini, find_rootd
 from .errors import UsageError
 from .irprint import format_kernel
 from .keywords import compile_expression
-from .main import ExitCode, find_item, run_items, wrap_session
-from .nodes import Session, collect
+from .main import ExitCode, run_items, select_one, wrap_session
+from .nodes import Session
 from .pluginmanager import AUTOLOAD_ENV, PluginValidationError, build_plugin_manager
 from .profile import profile_session
 from .reports import SCHEMA
@@ -277,10 +277,7 @@ def _plugins(config) -> int:
 def _show(config) -> int:
     """Compile one item (no analyzers) and print the chosen artifact."""
     opt = config.option
-    session = Session(config, "show")
-    collect(session, [opt.nodeid.split("::")[0]])
-    item = find_item(session, opt.nodeid if "::" in opt.nodeid else
-                     config.relpath(Path(opt.nodeid).resolve()))
+    item = select_one(Session(config, "show"), opt.nodeid, "show")
     if opt.trace_config:
         sys.stderr.write("\n".join(format_plugin_table(config.pm.plugin_infos(),
                                                         config.pm.blocked_names)) + "\n")

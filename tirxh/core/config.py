@@ -269,6 +269,7 @@ class Config:
         self.transforms = None
         self.project_targets: list = []
         self.stash: dict = {}  # for plugins: keep per-run state here, not in module globals
+        self.warnings: list = []  # what `warn` said, in order
 
     # -- values ----------------------------------------------------------------------------------
     def getini(self, section: str, key: str) -> Any:
@@ -328,14 +329,27 @@ class Config:
             raise ConfigError(self.inipath or "tirx.toml", problems)
 
     def kernel_files(self) -> list:
-        """Files matched by ``[project] kernels`` globs, sorted, relative to rootdir."""
+        """Files matched by ``[project] kernels`` globs, sorted, relative to rootdir; a glob that
+        matches no file is a warning (a typo would otherwise collect nothing, silently)."""
         seen, out = set(), []
         for pattern in self.getini("project", "kernels"):
-            for p in sorted(self.rootdir.glob(pattern)):
-                if p.is_file() and p.suffix == ".py" and p not in seen:
+            got = [p for p in sorted(self.rootdir.glob(pattern))
+                   if p.is_file() and p.suffix == ".py"]
+            if not got:
+                self.warn(f"{self.inipath or 'tirx.toml'}: [project] kernels: {pattern!r} "
+                          f"matches no .py file under {self.rootdir}")
+            for p in got:
+                if p not in seen:
                     seen.add(p)
                     out.append(p)
         return out
+
+    def warn(self, message: str) -> None:
+        """Say `message` on stderr once per run (``WARNING: ...``), and keep it in `warnings`."""
+        if message in self.warnings:
+            return
+        self.warnings.append(message)
+        sys.stderr.write(f"WARNING: {message}\n")
 
     def relpath(self, path: Path) -> str:
         try:

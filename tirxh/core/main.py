@@ -12,11 +12,13 @@ import platform
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from .. import __version__
 
 from .errors import UsageError
-from .nodes import Session, collect, nodeid_matches
+from .nodeids import find_item
+from .nodes import Session, collect
 from .reports import OUTCOMES, ItemReport, SessionFinish, SessionStart
 from .runner import run_item
 
@@ -124,19 +126,19 @@ def run_items(config, session) -> ExitCode:
     return ExitCode.FAILED if bad else ExitCode.OK
 
 
-def find_item(session, nodeid: str, command: str = "show"):
-    """The one collected item `nodeid` names (exactly, or as a unique prefix); errors name
-    `command`."""
-    exact = [i for i in session.items if i.nodeid == nodeid]
-    if exact:
-        return exact[0]
-    cands = [i for i in session.items if nodeid_matches(i.nodeid, nodeid)]
-    if len(cands) == 1:
-        return cands[0]
-    if not cands:
-        errs = [r.nodeid for r in session.collect_reports if r.outcome == "failed"]
-        hint = f" (modules that failed to import: {', '.join(errs)})" if errs else ""
-        raise UsageError(f"{command} {nodeid}: no collected item has this node id{hint}; "
-                         f"list them with `tirxh check --collect-only`")
-    raise UsageError(f"{command} {nodeid}: node id is ambiguous; it matches "
-                     + ", ".join(i.nodeid for i in cands[:10]))
+def select_one(session, arg: str, command: str = "show"):
+    """Collect what `arg` may name and return the one item it names (``show``, ``profile``):
+    a node id, a unique prefix of one, or a bare kernel or item name (`nodeids.find_item`)."""
+    config = session.config
+    path_part, sep, rest = arg.partition("::")
+    p = Path(path_part)
+    if not p.is_absolute():
+        cand = (Path.cwd() / p).resolve()
+        p = cand if cand.exists() else (config.rootdir / p).resolve()
+    if p.is_file():
+        collect(session, [str(p)])
+        arg = config.relpath(p) + sep + rest
+    else:  # a bare name: look in every kernel file of the project
+        collect(session, [])
+    errs = [r.nodeid for r in session.collect_reports if r.outcome == "failed"]
+    return find_item(session.items, arg, config, command, errs)
