@@ -17,14 +17,15 @@ import traceback
 from pathlib import Path
 
 from .. import __version__
-from .config import (CONFTEST_FILE, Config, Parser, declare_core_ini, find_rootdir, load_toml,
-                     validate)
+from .config import (CONFTEST_FILE, Config, Parser, collect_plugin_toolset, declare_core_ini,
+                     find_rootdir, load_toml, loaded_distributions, validate)
 from .errors import UsageError
 from .irprint import format_kernel
 from .keywords import compile_expression
 from .main import ExitCode, run_items, select_one, wrap_session
 from .nodes import Session
-from .pluginmanager import AUTOLOAD_ENV, PluginValidationError, build_plugin_manager
+from .pluginmanager import (AUTOLOAD_ENV, PluginValidationError, build_plugin_manager,
+                            installed_plugins)
 from .profile import profile_session
 from .reports import SCHEMA
 from .runner import compile_item
@@ -168,10 +169,11 @@ def configure(argv: list):
     if getattr(ns, "target", None):
         ns.target = [t for arg in ns.target for t in arg.split(",") if t]
     pm.check_pending()
-    ini = validate(data, parser, inipath, ignore_sections=pm.blocked_names)
+    toolset = collect_plugin_toolset(pm)
+    ini = validate(data, parser, inipath, ignore_sections=pm.blocked_names | _unloaded(pm, data),
+                   targets=toolset[1], loaded=loaded_distributions(pm))
     config = Config(ns, pm, rootdir, inipath, ini, parser, ns.command)
-    config.setup_toolset()
-    config.check_requires()
+    config.setup_toolset(toolset)
     if getattr(ns, "keyword", None):
         compile_expression(ns.keyword)  # a syntax error is a usage error before any work
     pm.hook.tirxh_configure.call_historic(kwargs={"config": config})
@@ -180,6 +182,23 @@ def configure(argv: list):
         sys.stderr.write("\n".join(format_plugin_table(pm.plugin_infos(), pm.blocked_names))
                          + "\n")
     return config
+
+
+def _unloaded(pm, data: dict) -> set:
+    """``tirx.toml`` sections of installed plugins that autoload did not load
+    (``TIRXH_DISABLE_PLUGIN_AUTOLOAD``): ignored with a warning naming the plugin, as a blocked
+    plugin's section is, instead of an "unknown section" error."""
+    if not os.environ.get(AUTOLOAD_ENV):
+        return set()
+    installed = installed_plugins()
+    out = set()
+    for section in data:
+        if section in installed and not pm.has_plugin(section):
+            sys.stderr.write(f"WARNING: tirx.toml: [{section}] belongs to plugin {section!r} "
+                             f"({installed[section]}), which is not loaded ({AUTOLOAD_ENV} is "
+                             f"set; load it with -p {section}): the section is ignored\n")
+            out.add(section)
+    return out
 
 
 def main(argv: "list | None" = None) -> int:

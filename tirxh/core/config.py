@@ -193,11 +193,15 @@ def _type_problem(decl: IniKey, value: Any) -> "str | None":
     return None
 
 
-def validate(data: dict, parser: Parser, path: "Path | None", ignore_sections=()) -> dict:
+def validate(data: dict, parser: Parser, path: "Path | None", ignore_sections=(),
+             targets=None, loaded: "dict | None" = None) -> dict:
     """Check `data` against the declared keys; return ``{section: {key: value}}`` with defaults.
 
-    Every problem is collected and raised together. Sections in `ignore_sections` (those of
-    blocked plugins) are skipped rather than reported as unknown.
+    Every problem is collected and raised together: the schema's, and, when given, the
+    ``[project] targets`` that `targets` (a `TargetRegistry`) does not know and the
+    ``[project] requires`` that `loaded` (distribution -> version of the loaded plugins) does not
+    satisfy. Sections in `ignore_sections` (those of blocked or not-loaded plugins) are skipped
+    rather than reported as unknown.
     """
     text = Path(path).read_text() if path else ""
     problems = []
@@ -232,6 +236,16 @@ def validate(data: dict, parser: Parser, path: "Path | None", ignore_sections=()
                 problems.append(f"{where(section, key)}[{section}] {key}: {p}")
             else:
                 out[section][key] = value
+    project = out.get("project", {})
+    if targets is not None and "targets" in project:
+        unknown = [t for t in project["targets"] if t not in targets]
+        if unknown:
+            known = ", ".join(sorted(t.name for t in targets))
+            problems.append(f"{where('project', 'targets')}[project] targets: unknown target(s) "
+                            f"{', '.join(map(repr, unknown))}; known targets: {known}")
+    if loaded is not None and "requires" in project:
+        problems += [f"{where('project', 'requires')}{p}"
+                     for p in requires_problems(project["requires"], loaded)]
     if problems:
         raise ConfigError(path or "tirx.toml", problems)
     for (section, key), decl in parser.ini.items():
@@ -292,13 +306,11 @@ class Config:
         return (self.rootdir / out).resolve()
 
     # -- set-up ----------------------------------------------------------------------------------
-    def setup_toolset(self) -> None:
-        """Collect targets and bindings from the plugins and make them the active set."""
-        try:
-            self.isa, self.targets = collect_toolset(self.pm)
-            self.transforms = collect_transforms(self.pm)
-        except ValueError as e:  # two plugins registered the same binding, target or transform
-            raise PluginValidationError(None, str(e)) from None
+    def setup_toolset(self, toolset: "tuple | None" = None) -> None:
+        """Make the plugins' instruction set, targets and transforms (`toolset`, else collected
+        now) the active set, and choose the run's targets (``--target`` over ``[project]
+        targets``, whose names `validate` checked)."""
+        self.isa, self.targets, self.transforms = toolset or collect_plugin_toolset(self.pm)
         activate(self.isa, self.targets, self.transforms)
         chosen = getattr(self.option, "target", None) or self.getini("project", "targets")
         unknown = [t for t in chosen if t not in self.targets]
@@ -310,23 +322,6 @@ class Config:
                              f"known targets: {known}")
         self.project_targets = list(chosen)
 
-    def check_requires(self) -> None:
-        """``[project] requires``: each distribution must be loaded as a plugin (or be tirxh
-        itself) at a version the specifier accepts."""
-        loaded = {canonicalize_name("tirxh"): __version__}
-        for dist, version in self.pm.dists.values():
-            loaded.setdefault(canonicalize_name(dist), version)
-        problems = []
-        for spec in self.getini("project", "requires"):
-            req = Requirement(spec)
-            have = loaded.get(canonicalize_name(req.name))
-            if have is None:
-                problems.append(f"[project] requires: {spec!r}: no loaded plugin comes from "
-                                f"distribution {req.name!r} (install it, or unblock it)")
-            elif req.specifier and not req.specifier.contains(have, prereleases=True):
-                problems.append(f"[project] requires: {spec!r}: {req.name} {have} is installed")
-        if problems:
-            raise ConfigError(self.inipath or "tirx.toml", problems)
 
     def kernel_files(self) -> list:
         """Files matched by ``[project] kernels`` globs, sorted, relative to rootdir; a glob that
@@ -356,6 +351,38 @@ class Config:
             return Path(path).resolve().relative_to(self.rootdir).as_posix()
         except ValueError:
             return Path(path).resolve().as_posix()
+
+
+def collect_plugin_toolset(pm) -> tuple:
+    """(instruction set, targets, transforms) from the plugins of `pm`; two plugins registering
+    one name is a `PluginValidationError`."""
+    try:
+        return (*collect_toolset(pm), collect_transforms(pm))
+    except ValueError as e:  # two plugins registered the same binding, target or transform
+        raise PluginValidationError(None, str(e)) from None
+
+
+def loaded_distributions(pm) -> dict:
+    """Canonical distribution name -> version of tirxh and every loaded plugin's distribution."""
+    loaded = {canonicalize_name("tirxh"): __version__}
+    for dist, version in pm.dists.values():
+        loaded.setdefault(canonicalize_name(dist), version)
+    return loaded
+
+
+def requires_problems(specs: list, loaded: dict) -> list:
+    """``[project] requires``: each distribution must be loaded as a plugin (or be tirxh itself)
+    at a version the specifier accepts; the problems found."""
+    problems = []
+    for spec in specs:
+        req = Requirement(spec)
+        have = loaded.get(canonicalize_name(req.name))
+        if have is None:
+            problems.append(f"[project] requires: {spec!r}: no loaded plugin comes from "
+                            f"distribution {req.name!r} (install it, or unblock it)")
+        elif req.specifier and not req.specifier.contains(have, prereleases=True):
+            problems.append(f"[project] requires: {spec!r}: {req.name} {have} is installed")
+    return problems
 
 
 def ini_value(config, section: str, key: str, default: Any = None) -> Any:

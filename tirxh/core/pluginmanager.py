@@ -208,6 +208,12 @@ def _entry_points():
     return metadata.entry_points(group=ENTRY_POINT_GROUP)
 
 
+def installed_plugins() -> dict:
+    """Entry-point plugin name -> its distribution, for every installed plugin (loaded or not)."""
+    return {ep.name: (ep.dist.name if getattr(ep, "dist", None) else "?")
+            for ep in _entry_points()}
+
+
 def _plugin_file(plugin) -> str:
     f = getattr(plugin, "__file__", None)
     if f is None:
