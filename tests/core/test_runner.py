@@ -121,3 +121,96 @@ def test_without_analyzer_plugins_the_note_says_so(tirxh):
     assert r.ret == 0
     assert "note: no analyzer plugin is installed (items were compiled only)" in r.stdout
     assert "2 compiled" in r.stdout and "passed" not in r.stdout
+
+
+# -- errors in the user's kernels and suites read like trace errors ------------------------------
+
+NAME_ERROR = '''
+import tirxh.lang as T
+
+
+@T.kernel(block=32)
+def k(out: T.gptr[T.f32]):
+    T.ptx.st.global_.f32(out.at(T.tid.x), undefined_value)
+'''
+
+# an analyzer that uses the suite as numsim does (inputs, then the reference)
+SUITE_USER = '''
+from tirxh.api import AnalyzerResult
+
+
+def tirxh_check_item(item):
+    if item.suite is None:
+        return None
+    item.suite.expected(item.case, item.suite.make_inputs(item.case))
+    return AnalyzerResult("suite-user", "clean")
+'''
+
+BAD_SUITE = '''
+import numpy as np
+import tirxh.lang as T
+
+
+@T.kernel(block=32)
+def k(out: T.gptr[T.f32], n: T.u32):
+    T.ptx.st.global_.f32(out.at(T.tid.x), 1.0)
+
+
+def inputs(n):
+    return dict(out=np.zeros(n, np.float32), n=n)
+
+
+def reference(out):
+    return {"outt": out + 1.0}
+
+
+SUITE = T.suite(k, inputs=inputs, reference=reference, outputs=["out"],
+                cases=[T.case("c", n=32)])
+'''
+
+
+def _line_of(text: str, marker: str) -> int:
+    """The line of `marker` in a kernel file written by ``tirxh.write`` (leading newline cut)."""
+    return next(n for n, ln in enumerate(text.lstrip("\n").splitlines(), 1) if marker in ln)
+
+
+def test_a_name_error_in_a_kernel_body_is_the_users_line_in_one_line(tirxh):
+    tirxh.project(k=NAME_ERROR)
+    r = tirxh.run("check")
+    assert r.ret == 1, r
+    line = _line_of(NAME_ERROR, "undefined_value")
+    assert f"kernels/k.py:{line}: in kernel 'k': NameError: name 'undefined_value' is not " \
+           "defined" in r.stdout
+    assert "Traceback" not in r.stdout and "pluggy" not in r.stdout
+    r = tirxh.run("check", "--tb=long")
+    assert "Traceback (most recent call last)" in r.stdout and "undefined_value" in r.stdout
+    assert "Traceback" in tirxh.run("check", "-v").stdout
+
+
+def test_a_reference_missing_an_output_fails_the_item_at_the_users_line(tirxh):
+    tirxh.project(k=BAD_SUITE)
+    tirxh.write("tirxconf.py", SUITE_USER)
+    r = tirxh.run("check", "--json")
+    assert r.ret == 1, r
+    item = json.loads(r.stdout)["items"][0]
+    assert item["outcome"] == "failed"
+    check = item["phases"][1]
+    assert check["longrepr"].startswith("SuiteError: ")
+    assert "in kernel 'k': reference() for case 'c' gives no value for declared output(s) " \
+           "'out' (it gives 'outt')" in check["longrepr"]
+    assert check["location"][1] == _line_of(BAD_SUITE, "def reference")
+    assert "raised:" not in check["longrepr"]
+    r = tirxh.run("check")
+    assert "no analyzer" not in r.stdout  # an analyzer ran and met the user's mistake
+
+
+def test_an_exception_in_inputs_is_one_line_with_the_users_frame(tirxh):
+    tirxh.project(k=BAD_SUITE.replace("return dict(out=np.zeros(n, np.float32), n=n)",
+                                      "return dict(out=np.zeros(n, np.flaot32), n=n)"))
+    tirxh.write("tirxconf.py", SUITE_USER)
+    r = tirxh.run("check")
+    assert r.ret == 1
+    line = _line_of(BAD_SUITE, "return dict(out=")
+    assert f"kernels/k.py:{line}: in kernel 'k': inputs() for case 'c' raised AttributeError: " \
+           "module 'numpy' has no attribute 'flaot32'" in r.stdout
+    assert "Traceback" not in r.stdout

@@ -88,6 +88,9 @@ def _run_options(p: argparse.ArgumentParser, parser) -> None:
     p.add_argument("--no-cache", action="store_true", help="ignore the artifact cache")
     p.add_argument("-q", "--quiet", action="count", default=0, help="less output")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more output")
+    p.add_argument("--tb", choices=("short", "long"), default="short",
+                   help="errors in your kernels and suites: short (your line and the cause, the "
+                        "default) or long (the full traceback; -v implies it)")
     p.add_argument("--color", choices=("auto", "yes", "no"), default="auto",
                    help="colour terminal output (auto: only on a TTY without NO_COLOR)")
     group = p.add_argument_group("options added by plugins") if parser.options else None
@@ -191,11 +194,15 @@ def _unloaded(pm, data: dict) -> set:
     if not os.environ.get(AUTOLOAD_ENV):
         return set()
     installed = installed_plugins()
+    modules = {getattr(p, "__name__", None) for p in pm.get_plugins()}
     out = set()
     for section in data:
-        if section in installed and not pm.has_plugin(section):
+        if section not in installed or pm.has_plugin(section):
+            continue
+        dist, module = installed[section]
+        if module not in modules:  # not loaded under another name either (-p MODULE)
             sys.stderr.write(f"WARNING: tirx.toml: [{section}] belongs to plugin {section!r} "
-                             f"({installed[section]}), which is not loaded ({AUTOLOAD_ENV} is "
+                             f"({dist}), which is not loaded ({AUTOLOAD_ENV} is "
                              f"set; load it with -p {section}): the section is ignored\n")
             out.add(section)
     return out

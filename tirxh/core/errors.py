@@ -13,6 +13,7 @@ not). The classes are re-exported where they were first defined (``tirxh.core.em
 | `TraceError` | ``trace`` | the kernel body, at the user's file:line | the item fails |
 | `SpellingError` | ``spelling`` | a ``T.ptx`` spelling or its operands | the item fails |
 | `CompileError` | ``compile`` | a kernel that cannot be built for a target | the item fails |
+| `SuiteError` | ``suite`` | a suite's ``inputs()``/``reference()``/grid, at the user's line | the item fails |
 | `ToolchainError` | ``toolchain`` | ptxas/nvJitLink/nvdisasm refused or missing | the item fails |
 | `IRJSONError` | ``ir-json`` | malformed IR JSON (KCoral's sim board input) | the job is refused |
 
@@ -86,6 +87,15 @@ class CompileError(SourceError):
     code = "compile"
 
 
+class SuiteError(SourceError, ValueError):
+    """A mistake in a kernel's suite: ``inputs()``/``reference()``/the grid raised, or gave what
+    the kernel or the suite does not declare (a missing output, a dtype that does not fit a
+    parameter). `loc` is the user's line; the user's own exception is chained (``__cause__``),
+    for ``--tb=long``. Also a `ValueError`, as these errors were before."""
+
+    code = "suite"
+
+
 class SpellingError(TirxhError, ValueError):
     """A `T.ptx...` spelling or its operands do not match any binding (message says why)."""
 
@@ -123,4 +133,7 @@ class IRJSONError(TirxhError, ValueError):
 
 #: every class above, for documentation and tests
 ALL = (TirxhError, UsageError, ConfigError, PluginValidationError, SourceError, TraceError,
-       CompileError, SpellingError, ToolchainError, IRJSONError)
+       CompileError, SuiteError, SpellingError, ToolchainError, IRJSONError)
+
+#: the user's mistakes in an item: the item fails (at their line), it is not a plugin's crash
+USER_ERRORS = (TraceError, CompileError, SuiteError, SpellingError, UsageError)

@@ -209,8 +209,9 @@ def _entry_points():
 
 
 def installed_plugins() -> dict:
-    """Entry-point plugin name -> its distribution, for every installed plugin (loaded or not)."""
-    return {ep.name: (ep.dist.name if getattr(ep, "dist", None) else "?")
+    """Entry-point plugin name -> (distribution, module), for every installed plugin (loaded or
+    not)."""
+    return {ep.name: (ep.dist.name if getattr(ep, "dist", None) else "?", ep.module)
             for ep in _entry_points()}
 
 

@@ -14,16 +14,23 @@ import time
 import traceback
 from pathlib import Path
 
-from .errors import CompileError, SpellingError, TraceError, UsageError
+from .errors import USER_ERRORS
 from .findings import AnalyzerResult, VERDICTS, worst
 from .reports import ItemReport, PhaseReport, worst_outcome
-
-# spelling errors come out of the tracer as TraceError; a raw one is the user's mistake too
-USER_ERRORS = (TraceError, CompileError, SpellingError, UsageError)
 
 
 def _tb(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def user_error_text(exc: BaseException, config) -> str:
+    """A user's mistake as the other trace errors read: ``Kind: file:line: in kernel 'k': ...``
+    in one line; the full traceback (with the user's own exception chained) with ``-v`` or
+    ``--tb=long``."""
+    text = f"{type(exc).__name__}: {exc}"
+    long = getattr(config, "getoption", lambda *a: None)("tb") == "long" or \
+        (getattr(config, "getoption", lambda *a: 0)("verbose") or 0) > 0
+    return text + ("\n" + _tb(exc) if long else "")
 
 
 def _loc(exc) -> "list | None":
@@ -39,7 +46,7 @@ def compile_item(item) -> "tuple[object | None, PhaseReport]":
         compiled = config.pm.hook.tirxh_compile(item=item, target=item.target, config=config)
     except USER_ERRORS as e:
         return None, PhaseReport("compile", "failed", time.perf_counter() - t0,
-                                 f"{type(e).__name__}: {e}", _loc(e))
+                                 user_error_text(e, config), _loc(e))
     except Exception as e:
         return None, PhaseReport("compile", "error", time.perf_counter() - t0, _tb(e))
     dt = time.perf_counter() - t0
@@ -76,26 +83,31 @@ def _unchecked(config, fail_on: str) -> "tuple[str, str]":
     return "failed", f"{why}; [check] fail_on = {fail_on!r} fails it"
 
 
-def call_each(hookcaller, kwargs: dict, role: str) -> "tuple[list, list]":
+def call_each(hookcaller, kwargs: dict, role: str) -> "tuple[list, list, list]":
     """Call every implementation of a hook separately, in pluggy's order, so that one that
     raises is reported by its plugin's name and the others still answer.
 
-    Returns ``([(plugin name, result)], [error text])``; None results are left out; wrappers
-    are not called (this is why ``tirxh_check_item`` and ``tirxh_build_item`` do not support
-    them).
+    Returns ``([(plugin name, result)], [error text], [user error])``: a plugin that raised one
+    of `USER_ERRORS` (the user's suite or kernel is wrong, e.g. ``reference()`` raised) is not a
+    plugin crash; those exceptions are returned as they are. None results are left out;
+    wrappers are not called (this is why ``tirxh_check_item`` and ``tirxh_build_item`` do not
+    support them).
     """
-    answers, errors = [], []
+    answers, errors, user = [], [], []
     for impl in reversed(hookcaller.get_hookimpls()):  # pluggy's call order
         if impl.hookwrapper or getattr(impl, "wrapper", False):
             continue
         try:
             got = impl.function(*[kwargs[a] for a in impl.argnames])
+        except USER_ERRORS as e:
+            user.append(e)
+            continue
         except Exception as e:
             errors.append(f"{role} plugin {impl.plugin_name!r} raised:\n{_tb(e)}")
             continue
         if got is not None:
             answers.append((impl.plugin_name, got))
-    return answers, errors
+    return answers, errors, user
 
 
 def check_item(item, compiled) -> PhaseReport:
@@ -105,7 +117,7 @@ def check_item(item, compiled) -> PhaseReport:
     kwargs = {"item": item, "compiled": compiled, "config": config}
     results = []
     t0 = time.perf_counter()
-    answers, errors = call_each(config.pm.hook.tirxh_check_item, kwargs, "analyzer")
+    answers, errors, user = call_each(config.pm.hook.tirxh_check_item, kwargs, "analyzer")
     for plugin_name, got in answers:
         got = [got] if isinstance(got, AnalyzerResult) else got
         if not isinstance(got, (list, tuple)) or \
@@ -116,9 +128,12 @@ def check_item(item, compiled) -> PhaseReport:
         results.extend(got)
     dt = time.perf_counter() - t0
     verdict = worst(*(r.verdict for r in results))
-    lines = list(errors)
+    lines = list(dict.fromkeys(user_error_text(e, config) for e in user))  # once per mistake
+    lines += errors
     if errors:
         outcome = "error"
+    elif user:  # the user's suite or kernel is wrong: the item fails at their line
+        outcome = "failed"
     elif not results:
         outcome, why = _unchecked(config, fail_on)
         lines.append(why)
@@ -133,7 +148,8 @@ def check_item(item, compiled) -> PhaseReport:
                     label = f" ({f.where.label})" if f.where.label else ""
                     where = f"{config.relpath(Path(f.where.file))}:{f.where.line}{label}: "
                 lines.append(f"  {where}{f.severity} {f.kind}: {f.message}")
-    return PhaseReport("check", outcome, dt, "\n".join(lines), None,
+    where = _loc(user[0]) if user else None
+    return PhaseReport("check", outcome, dt, "\n".join(lines), where,
                        [r.to_json() for r in results],
                        {"analyzers": [r.analyzer for r in results], "verdict": verdict})
 
@@ -149,7 +165,7 @@ def bench_item(item, compiled) -> PhaseReport:
         res = config.pm.hook.tirxh_bench_item(item=item, compiled=compiled, config=config)
     except USER_ERRORS as e:
         return PhaseReport("bench", "failed", time.perf_counter() - t0,
-                           f"{type(e).__name__}: {e}", _loc(e))
+                           user_error_text(e, config), _loc(e))
     except Exception as e:
         return PhaseReport("bench", "error", time.perf_counter() - t0, _tb(e))
     dt = time.perf_counter() - t0
@@ -219,7 +235,7 @@ def build_item(item, compiled) -> PhaseReport:
     except OSError as e:
         return PhaseReport("build", "error", time.perf_counter() - t0, f"writing {out}: {e}",
                            data={"dir": str(out), "files": written})
-    answers, errors = call_each(config.pm.hook.tirxh_build_item,
+    answers, errors, user = call_each(config.pm.hook.tirxh_build_item,
                                 {"item": item, "compiled": compiled, "config": config,
                                  "outdir": out}, "build")
     for plugin_name, files in answers:
@@ -228,6 +244,7 @@ def build_item(item, compiled) -> PhaseReport:
                           "must return a list of file names or None")
             continue
         written.extend(str(f) for f in files)
+    errors += [user_error_text(e, config) for e in user]
     outcome = "error" if errors else "incomplete" if problems else "passed"
     return PhaseReport("build", outcome, time.perf_counter() - t0, "\n".join(errors + problems),
                        data={"dir": str(out), "files": written})

@@ -14,8 +14,10 @@ from typing import Any, Callable
 
 from .. import ir
 from ..compiler import compile_kernel, emit_ptx_for
+from ..errors import TirxhError
 from ..irprint import format_kernel
 from ..registry import default_isa
+from ..usercode import cause, user_frame
 from ..types import DType, dtype as as_dtype
 from . import trace as tr
 from .memory import ConstType, GlobalPtr, PtrType, TensorMapParam, TensorMapType
@@ -176,7 +178,12 @@ class Kernel:
                     raw = tr.emit("mov.u64", ir.Sym(p.name, "param"))
                     args[p.name] = TensorMapParam(p.name, tr.emit("cvta.param.u64", raw))
             t.loc_override = None
-            self.fn(**args)
+            try:
+                self.fn(**args)
+            except TirxhError:
+                raise
+            except Exception as e:  # a NameError, a bad index...: the user's line, one line
+                raise tr.TraceError(cause(e), user_frame(e) or self.loc, self.name) from e
         block = self.block_dims(consts)
         return ir.KernelIR(
             name=self.name, params=params, body=t.blocks[0], shared=t.shared, block=block,
