@@ -25,8 +25,8 @@ from tirxh.core.compiler import (
 from tirxh.core.config import Config, Parser, ini_value
 from tirxh.core.emit_ptx import emit_ptx
 from tirxh.core.errors import (
-    CompileError, ConfigError, IRJSONError, PluginValidationError, SpellingError, ToolchainError,
-    TirxhError, TraceError, UsageError,
+    CompileError, ConfigError, IRJSONError, PluginValidationError, SpellingError, SuiteError,
+    ToolchainError, TirxhError, TraceError, UsageError,
 )
 from tirxh.core.findings import VERDICTS, AnalyzerResult, Finding, SourceRef, worst
 from tirxh.core.irjson import dumps as ir_dumps, loads as ir_loads
@@ -71,7 +71,7 @@ __all__ = [
     "hookimpl", "main", "ExitCode",
     # errors
     "TirxhError", "UsageError", "ConfigError", "PluginValidationError", "TraceError",
-    "CompileError", "SpellingError", "ToolchainError", "IRJSONError",
+    "CompileError", "SuiteError", "SpellingError", "ToolchainError", "IRJSONError",
     # configuration
     "Config", "Parser", "ini_value",
     # collection nodes
