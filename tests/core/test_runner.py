@@ -214,3 +214,51 @@ def test_an_exception_in_inputs_is_one_line_with_the_users_frame(tirxh):
     assert f"kernels/k.py:{line}: in kernel 'k': inputs() for case 'c' raised AttributeError: " \
            "module 'numpy' has no attribute 'flaot32'" in r.stdout
     assert "Traceback" not in r.stdout
+
+
+# -- tirxh bench: an item not timed says why; timing nothing it was asked to is a failure ---------
+
+FAKE_BENCH = '''
+from dataclasses import dataclass
+
+
+@dataclass
+class Result:
+    verdict: str
+    timed: bool
+    not_timed: str = ""
+    summary: str = ""
+
+    def to_json(self):
+        return {"verdict": self.verdict, "timed": self.timed}
+
+
+def tirxh_bench_item(item):
+    if item.case.name in TIMED:
+        return Result("clean", True, summary="1.0 us")
+    return Result("incomplete", False, "sim board: the sim board does not time")
+
+
+TIMED = {timed}
+'''
+
+
+def _bench(tirxh, timed):
+    tirxh.project(vadd=VADD)
+    tirxh.write("tirxconf.py", FAKE_BENCH.replace("{timed}", repr(set(timed))))
+    return tirxh.run("bench", "-p", "no:bench")
+
+
+def test_an_untimed_item_says_not_timed_and_why(tirxh):
+    r = _bench(tirxh, {"small"})
+    assert r.ret == 0, r  # one item was timed
+    r.fnmatch_lines(["*NOT TIMED*", "kernels/vadd.py::vadd[[]big]@sm_90a: not timed (sim board:*",
+                     "*1 passed, 1 skipped*"])
+    assert "INCOMPLETE" not in r.stdout
+
+
+def test_a_bench_that_timed_nothing_exits_1_with_the_reason(tirxh):
+    r = _bench(tirxh, set())
+    assert r.ret == 1, r
+    assert ("ERROR: tirxh bench timed none of the 2 item(s) it was asked to time: sim board: the "
+            "sim board does not time") in r.stderr

@@ -20,7 +20,7 @@ from .errors import UsageError
 from .nodeids import find_item
 from .nodes import Session, collect
 from .reports import OUTCOMES, ItemReport, SessionFinish, SessionStart
-from .runner import run_item
+from .runner import run_item, untimed_status
 
 
 class ExitCode(enum.IntEnum):
@@ -123,6 +123,11 @@ def run_items(config, session) -> ExitCode:
                 session.shouldstop = f"stopping after {failures} failure (-x)"
                 break
     bad = failures or any(r.outcome == "failed" for r in session.collect_reports)
+    if config.command == "bench" and not session.shouldstop:
+        why = untimed_status(config.stash["item_reports"])
+        if why:  # an agent believes exit codes: a bench that timed nothing did not succeed
+            _error(why)
+            return ExitCode.FAILED
     return ExitCode.FAILED if bad else ExitCode.OK
 
 

@@ -183,9 +183,26 @@ def bench_item(item, compiled) -> PhaseReport:
     if verdict not in VERDICTS:
         return PhaseReport("bench", "error", dt, f"bench result verdict {verdict!r} is not one "
                                                  f"of {VERDICTS}", data=data)
+    timed = getattr(res, "timed", data.get("timed", True))
+    if timed is False and verdict != "error":  # not timed: its own reason, not "incomplete"
+        why = getattr(res, "not_timed", None) or data.get("not_timed") or "no reason given"
+        return PhaseReport("bench", "skipped", dt, f"not timed ({why})",
+                           data=dict(data, timed=False, not_timed=why))
     outcome = _verdict_outcome(verdict, "error")
     text = getattr(res, "summary", None) or data.get("summary") or ""
     return PhaseReport("bench", outcome, dt, "" if outcome == "passed" else str(text), data=data)
+
+
+def untimed_status(reports: list) -> "str | None":
+    """Why ``tirxh bench`` failed when it timed none of the items it was asked to time (an
+    item with a Suite), or None when it timed one, or had none to time."""
+    phases = [p for r in reports for p in r.phases if p.phase == "bench"
+              and not p.longrepr.startswith("compile-only kernel")]
+    if not phases or any(p.outcome != "skipped" for p in phases):
+        return None
+    reasons = sorted({p.data.get("not_timed") or p.longrepr for p in phases})
+    return (f"tirxh bench timed none of the {len(phases)} item(s) it was asked to time: "
+            + "; ".join(reasons))
 
 
 def build_dirname(item) -> str:

@@ -156,6 +156,12 @@ class TerminalReporter:
             for r in incomplete:
                 self.line(f"{r.nodeid}:")
                 self.line("  " + r.longrepr.rstrip().replace("\n", "\n  "))
+        untimed = [(r, p) for r in self.items for p in r.phases
+                   if p.phase == "bench" and p.data.get("timed") is False]
+        if untimed and self.verbosity >= 0:
+            self.section("NOT TIMED", what="incomplete")
+            for r, p in untimed:
+                self.line(f"{r.nodeid}: {p.longrepr}")
         compiled = [r for r in self.items if r.outcome == "compiled"]
         if compiled and self.verbosity >= 0:
             self.section("COMPILED, NOT CHECKED (no analyzer applied)", what="incomplete")
