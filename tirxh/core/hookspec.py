@@ -14,7 +14,8 @@ implementation and collect the non-None results in a list (pluggy's order: later
 plugins first, ``tryfirst``/``trylast`` aside).
 
 Order of a run: ``tirxh_addoption`` -> ``tirxh_register_targets`` / ``tirxh_register_instructions``
-/ ``tirxh_register_transforms`` -> ``tirxh_configure`` -> ``tirxh_sessionstart`` ->
+/ ``tirxh_register_transforms`` -> ``tirxh_configure`` -> ``tirxh_sessionstart`` (then the
+terminal's header: ``tirxh_report_header``) ->
 ``tirxh_collect_file`` per kernel file -> ``tirxh_collection_modifyitems`` ->
 ``tirxh_collection_finish`` -> per item: ``tirxh_compile``, then ``tirxh_check_item`` (check),
 ``tirxh_build_item`` (build) or ``tirxh_bench_item`` (bench) -> ``tirxh_sessionfinish`` ->
@@ -306,6 +307,19 @@ def tirxh_report(report, config):
         ``report.to_json()`` gives the ``tirxh.report/1`` object.
     :param config: the run's `tirxh.core.config.Config`.
     :return: ignored.
+    """
+
+
+@hookspec
+def tirxh_report_header(config, start_path):
+    """Add lines to the terminal's session header (as ``pytest_report_header``); called once,
+    after tirxh's own header lines, when the terminal reporter writes the header (not with
+    ``-q`` or ``--json``).
+
+    :param config: the run's `tirxh.core.config.Config`.
+    :param start_path: the project's root directory (a `pathlib.Path`).
+    :return: a string or a list of strings, one line each (earlier-registered plugins' lines
+        come last, as pytest orders them), or None.
     """
 
 

@@ -96,6 +96,10 @@ class TerminalReporter:
                  for p in rep.plugins if p["origin"] != "builtin"]
         if extra:
             self.line(f"plugins: {', '.join(extra)}")
+        for lines in self.config.pm.hook.tirxh_report_header(config=self.config,
+                                                             start_path=self.config.rootdir):
+            for ln in [lines] if isinstance(lines, str) else lines:
+                self.line(str(ln))
         if self.config.getoption("trace_config"):
             self._trace_config(rep)
 
