@@ -133,20 +133,29 @@ def test_persistent_and_cluster_kernels_are_sync_clean(suite, case):
     assert not findings, "\n".join(sc.format_finding(f) for f in findings)
 
 
+_RELEASE = r"T\.ptx\.mbarrier\.arrive\.release\.cluster\.shared__cluster\.b64\(\n\s+T\.sink, peer_empty \+ \(stage << 3\)\)"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("edits,case,kind", [
-    ([(r"T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", "pass")], "m256n256k64_persistent",
-     "proxy.missing-fence"),
-    ([(r"T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)", "pass")], "m256n256k64_persistent",
-     "race.stage-reuse"),
+@pytest.mark.parametrize("edits,suite,case,kind", [
+    ([(r"T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", "pass")], "SUITE",
+     "m256n256k64_persistent", "proxy.missing-fence"),
+    ([(r"T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)", "pass")], "SUITE",
+     "m256n256k64_persistent", "race.stage-reuse"),
     ([(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
-      (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "m128n128k256_splitk",
-     "race.read-write"),
-], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count"])
-def test_synchronization_mutations_are_caught(tmp_path, edits, case, kind):
+      (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
+     "m128n128k256_splitk", "race.read-write"),
+    ([(r"wgmma\.wait_group\.sync\.aligned\(1\)", "wgmma.wait_group.sync.aligned(2)")], "SUITE",
+     dict(M=128, N=128, K=512, BN=128, STAGES=2), "race.stage-reuse"),
+    ([(_RELEASE, "pass")], "SUITE_C2", "m256n256k64_persistent", "mbarrier.arrival-count"),
+], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "release-a-group-early",
+        "no-remote-release"])
+def test_synchronization_mutations_are_caught(tmp_path, edits, suite, case, kind):
     """Without the proxy fence the TMA store may read C before stmatrix's writes reach the async
     proxy; without the read wait the next round overwrites chunks a store still reads; with a
-    relaxed split-K count the last split may read a partial before it is stored."""
+    relaxed split-K count the last split may read a partial before it is stored; releasing a
+    stage after `wait_group 2` lets TMA refill it under a running wgmma; without the remote
+    arrival the peer CTA's producer never sees the stage free."""
     sc = pytest.importorskip("tirxh_sync_check")
     src = (ZOO / "gemm_sm90.py").read_text()
     for pattern, repl in edits:
@@ -154,8 +163,8 @@ def test_synchronization_mutations_are_caught(tmp_path, edits, case, kind):
         assert n == 1, f"gemm_sm90.py no longer has the one {pattern!r} this test edits"
     path = tmp_path / "gemm_mut.py"
     path.write_text(src)
-    s = _load(path, "zoo_gemm_sm90_mut").SUITE
-    c = _case(s, case)
+    s = getattr(_load(path, "zoo_gemm_sm90_mut"), suite)
+    c = _case(s, case) if isinstance(case, str) else T.case("mutation", **case)
     sync, race = sc.check_kernel(s.kernel, s.make_inputs(c, 0), consts=s.consts(c),
                                  grid=s.grid(c))
     assert kind in {f.kind for f in sync.findings + race.findings}
