@@ -195,7 +195,11 @@ def test_sass_has_warpgroup_mma_tma_stores_and_no_spills(kernel, consts, mma):
     assert ops.get("STSM") == 16 * consts.get("BN", 256) // 256   # stmatrix.x4: 64 x BN bf16
     assert ops.get("UTMASTG") == consts.get("BN", 256) // 64      # one TMA store per chunk
     assert ops.get("USETMAXREG") == 2         # producer down, consumers up
+    assert f"USETMAXREG.DEALLOC.CTAPOOL {G.PRODUCER_REGS:#x}" in ck.sass
+    assert re.search(rf"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, {G.CONSUMER_REGS:#x}", ck.sass)
     assert "LDL" not in ops and "STL" not in ops
+    if kernel.endswith("_c2"):                # B multicast; releases reach the peer's barrier
+        assert "UTMALDG.2D.MULTICAST" in ck.sass and "SYNCS.ARRIVE.TRANS64.RED" in ck.sass
 
 
 def _variants() -> list:
