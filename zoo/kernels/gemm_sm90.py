@@ -259,9 +259,10 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
 
     def release(stage):
         empty[stage].arrive()
-        if CM > 1:
-            T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(
-                T.sink, peer_empty + (stage << 3))
+        if CM > 1:  # the default (.release.cta) arrive: what must be ordered are this CTA's wgmma
+            # reads (retired by wait_group) before the peer's TMA writes into this CTA; nothing
+            # generic is published to the peer. `.release.cluster` costs a MEMBAR.ALL.GPU per slice
+            T.ptx.mbarrier.arrive.shared__cluster.b64(T.sink, peer_empty + (stage << 3))
 
     with T.range(sched.first_unit, sched.units, sched.unit_step) as p:
         u = sched.unit(p)
