@@ -9,7 +9,7 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
 - **Persistent, warp-specialized CTAs**: the grid is the number of SMs (132 on the H200), each CTA
   walks work units ``p = cluster, cluster + clusters, ...`` in a grouped raster (GROUP units
   along M, or N, share one sweep of the other dimension) so that the A and B panels the running
-  CTAs need stay in L2. Warpgroup 0 is the producer (``setmaxnreg.dec`` to 40); one thread
+  CTAs need stay in L2. Warpgroup 0 is the producer (``setmaxnreg.dec`` to 48); one thread
   streams BK-wide K slices (128 bytes of each row) of A and B through a STAGES-deep ring with TMA
   (128B swizzle, OOB zero fill, ``mbarrier::complete_tx``), already loading the next tile while
   the consumers finish the current one. Warpgroups 1 and 2 are consumers (``setmaxnreg.inc`` to
