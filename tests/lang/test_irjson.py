@@ -30,11 +30,11 @@ def _zoo_specializations() -> list:
     out = []
     for path in sorted(ZOO.glob("*.py")):
         mod = _zoo_module(path)
-        suite = getattr(mod, "SUITE", None)
+        suites = [v for v in vars(mod).values() if isinstance(v, T.Suite)]
         for kern in [v for v in vars(mod).values() if isinstance(v, T.Kernel)]:
             target = (kern.targets or ("sm_90a",))[0]
             seen = set()
-            params = [c.params for c in suite.cases] if suite and suite.kernel is kern else [{}]
+            params = [c.params for s in suites if s.kernel is kern for c in s.cases] or [{}]
             for p in params:
                 consts = kern.resolve_consts(p)
                 key = tuple(sorted(consts.items()))
