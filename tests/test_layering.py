@@ -10,30 +10,15 @@
   tirxh's public modules and kcoral's plugin API.
 
 Every import counts, at module level or inside a function (an AST walk), because a hidden import
-is still a dependency. The kcoral direction is being made true on branch ``kcoral``; until that
-merges its assertions are strict xfails, so the lead sees when to drop the markers.
+is still a dependency.
 """
 
 import ast
 import functools
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = {"tirxh", "tirxh.api", "tirxh.lang", "tirxh.testing"}
-KCORAL_SIDE = "kcoral side of issue 10 on branch kcoral"
-
-# plugin-side imports of the bench plugin's job builder, which the kcoral engineer moves into a
-# core module exported from tirxh.api (and updates these call sites): (file, module)
-KCORAL_PENDING = {
-    ("plugins/iket/tirxh_iket/plugin.py", "tirxh.plugins.bench"),
-    ("plugins/iket/tests/test_plugin.py", "tirxh.plugins"),
-    ("plugins/iket/tests/test_job.py", "tirxh.plugins.bench"),
-    ("plugins/ncu_profile/tirxh_ncu_profile/plugin.py", "tirxh.plugins.bench"),
-    ("plugins/ncu_profile/tests/test_plugin.py", "tirxh.plugins"),
-    ("plugins/ncu_profile/tests/test_main.py", "tirxh.plugins"),
-}
 
 
 def _rel(path: Path) -> str:
@@ -108,15 +93,9 @@ def test_the_walk_sees_nested_imports(tmp_path):
 
 
 def test_plugins_and_examples_import_only_public_tirxh_modules():
-    bad = [v for v in _violations() if (v[0], v[2]) not in KCORAL_PENDING]
+    bad = _violations()
     assert not bad, ("import tirxh through tirxh.api / tirxh.lang / tirxh.testing only:\n" +
                      "\n".join(f"  {f}:{n}: {m}" for f, n, m in bad))
-
-
-@pytest.mark.xfail(strict=True, reason=KCORAL_SIDE)
-def test_the_bench_job_builder_is_reached_through_the_api():
-    left = {(f, m) for f, _, m in _violations()} & KCORAL_PENDING
-    assert not left, sorted(left)
 
 
 def test_the_core_imports_no_plugin_distribution():
@@ -178,7 +157,6 @@ def test_no_import_cycle_between_tirxh_and_the_plugin_distributions():
     assert _cycle(graph) is None, f"import cycle between packages: {_cycle(graph)}"
 
 
-@pytest.mark.xfail(strict=True, reason=KCORAL_SIDE)
 def test_kcoral_imports_nothing_from_tirxh_or_a_plugin():
     graph = _graph()
     assert graph["kcoral"] == [], f"kcoral imports {graph['kcoral']}"

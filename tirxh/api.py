@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from tirxh import __version__, main
 from tirxh.core import ir
+from tirxh.core.benchjob import bench_error, build_job, client_for
 from tirxh.core.bindings import (
     SYNC_ROLES, Binding, Effects, InstructionSet, OperandSpec, Slot, operands, opt, slot,
 )
@@ -95,4 +96,6 @@ __all__ = [
     # reports
     "SCHEMA", "OUTCOMES", "SessionStart", "CollectReport", "PhaseReport", "ItemReport",
     "SessionFinish", "report_from_json",
+    # KCoral jobs from compiled items, and the run's client
+    "build_job", "client_for", "bench_error",
 ]
