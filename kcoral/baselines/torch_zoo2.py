@@ -40,7 +40,7 @@ class _Zoo2Baseline(TorchBaseline):
         if why or not self.compiled:
             return why
         try:
-            import triton  # noqa: F401  (optional: inductor's GPU code generator)
+            import triton  # noqa: F401  (optional dependency: inductor's GPU code generator)
         except Exception as e:
             return f"torch.compile needs triton on CUDA, which does not import: {e}"
         return None
@@ -111,7 +111,7 @@ class DecodeSdpa(_Zoo2Baseline):
         hkv = _int_arg(self.name, args, "kv_heads")
         page = _int_arg(self.name, args, "page_size")
         import torch  # optional dependency (the module registers only when it imports)
-        import torch.nn.functional as F
+        import torch.nn.functional as F  # optional dependency: torch
         q, _, _, block_table, seq_lens = tensors
         full = block_table.shape[1] * page
         lens = seq_lens.long()

@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from tirxh.api import Finding, SourceRef, TensorMap, worst
+from tirxh.api import Finding, Kernel, SourceRef, TensorMap, worst
 
 from .events import Trace
 from .machine import Deadlock
+from .sem_async import check_tensormap
 from .sim import Machine, SimLimit
 from .values import Unsupported
 
@@ -60,7 +61,6 @@ class SimResult:
 
 def _resolve(target, consts, grid, case, outputs):
     """(kernel IR, grid, consts, output names) from a kernel, compiled kernel or item."""
-    from tirxh.api import Kernel
     suite = getattr(target, "suite", None)
     if suite is not None and hasattr(target, "case"):
         case = target.case if case is None else case
@@ -119,7 +119,6 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
             raise ValueError(f"kernel {kir.name!r}: output {o!r} is not among the inputs "
                              f"({', '.join(sorted(arrays))})")
     m.bind(arrays, tmaps)
-    from .sem_async import check_tensormap
     for name, d in tmaps.items():  # TMA addresses the source buffer through the map
         d["base"] = m.gmem.by_name[d["source"]].base
         for problem in check_tensormap(d):

@@ -149,6 +149,7 @@ class _Layout:
     size: int
     symbols: dict = field(default_factory=dict)  # symbol name -> offset
     regions: list = field(default_factory=list)  # (start, end, name) for diagnostics
+    rows: dict = field(default_factory=dict)  # name -> bytes per leading index (rank >= 2)
     space = "?"
 
     @staticmethod
@@ -162,9 +163,21 @@ class _Layout:
             off += v.nbytes
         return off
 
+    @staticmethod
+    def _rows(variables) -> dict:
+        return {v.name: v.nbytes // v.shape[0] for v in variables
+                if len(getattr(v, "shape", ())) >= 2 and v.shape[0] > 0}
+
     def name_of(self, addr: int) -> str:
+        """Memory named as the kernel declared it: ``red+4`` (bytes into a 1-D variable),
+        ``sA[2]+0x40`` (leading index, then hex bytes into that slice: a pipeline stage of a
+        ``(STAGES, ...)`` buffer)."""
         for s, e, n in self.regions:
             if s <= addr < e:
+                row = self.rows.get(n)
+                if row:
+                    i, off = divmod(addr - s, row)
+                    return f"{n}[{i}]+{off:#x}"
                 return f"{n}+{addr - s}"
         return f"{self.space}+{addr}"
 
@@ -185,7 +198,7 @@ class SharedLayout(_Layout):
             if v.dynamic:
                 regions.append((dyn + v.offset, dyn + v.offset + v.nbytes, v.name))
         size = dyn + kir.dynamic_smem
-        return cls(max(size, 0), syms, sorted(regions))
+        return cls(max(size, 0), syms, sorted(regions), cls._rows(kir.shared))
 
 
 class LocalLayout(_Layout):
@@ -197,7 +210,7 @@ class LocalLayout(_Layout):
     def of(cls, kir) -> "LocalLayout":
         syms, regions = {}, []
         size = cls._place(getattr(kir, "local", ()), syms, regions)
-        return cls(size, syms, regions)
+        return cls(size, syms, regions, cls._rows(getattr(kir, "local", ())))
 
 
 class ByteRows:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tirxh.api import ir
+from tirxh.api import DTYPES, ir
 
 from . import events as ev
 from .machine import WARP, MBar, Wait
 from .memory import CLUSTER_SHIFT, SHARED_GENERIC, SHARED_GENERIC_END
+from .sem_base import specs
 from .sem_sync import _lanes2d, collective_event
 from .semtable import semantic
 from .values import BF16, E4M3, E5M2, Unsupported, dtype as T, uint_of
@@ -34,7 +35,6 @@ _ASYNC_NOTE = ("performed at issue; completion (complete_tx / group wait) is imm
 # --- mbarrier addressing --------------------------------------------------------------------------
 
 def _space_of(instr, idx: int) -> str:
-    from .sem_base import specs
     sp = specs(instr)[idx].space if idx < len(specs(instr)) else None
     return sp or "generic"
 
@@ -337,7 +337,6 @@ def _swizzle(addr: np.ndarray, span: int) -> np.ndarray:
 def _box_geometry(tm: dict, coords: list):
     """Global byte offsets, in-bounds mask and element size of a box at `coords` (innermost
     first), elements in shared-memory order (row-major, innermost contiguous)."""
-    from tirxh.api import DTYPES
     esize = DTYPES[tm["dtype"]].nbytes
     box, dims = tm["box"], tm["dims"]
     strides = [esize] + list(tm["strides"])
@@ -384,7 +383,6 @@ def _fill_bytes(tm: dict, esize: int) -> np.ndarray:
     """Bytes of one out-of-bounds element. The NaN fill is the pattern an H200 writes (read off
     the hardware with benchmarks/h200_compare.py): 0x7FF7 in every 16-bit half of the element
     (f32 0x7FF77FF7, bf16/f16 0x7FF7)."""
-    from tirxh.api import DTYPES
     if tm.get("oob_fill", "zero") == "nan":
         dt = DTYPES[tm["dtype"]]
         if not dt.is_float:
@@ -398,7 +396,6 @@ def _fill_bytes(tm: dict, esize: int) -> np.ndarray:
 
 def check_tensormap(tm: dict) -> list:
     """What ``cuTensorMapEncodeTiled`` would refuse about a tensor map (empty when valid)."""
-    from tirxh.api import DTYPES
     esize = DTYPES[tm["dtype"]].nbytes
     out = []
     for i, st in enumerate(tm["strides"]):

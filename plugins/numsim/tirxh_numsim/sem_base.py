@@ -14,6 +14,7 @@ import numpy as np
 from tirxh.api import ir
 
 from .machine import WARP
+from .memory import SHARED_GENERIC
 from .semtable import rejected, semantic
 from .values import (BF16, E4M3, E5M2, HALF_OF, Unsupported, dtype as T, flush_subnormal,
                      pack2, round_f32, round_to, saturate01, storage, tf32_round, uint_of,
@@ -710,7 +711,6 @@ def _mov(w, instr, mask):
 @semantic("cvta")
 def _cvta(w, instr, mask):
     """Generic <-> state-space addresses (global is identity; shared uses a fixed window)."""
-    from .memory import SHARED_GENERIC
     ss, size = instr.modifiers["ss"], instr.modifiers["size"]
     (a,) = srcs(w, instr, size)
     a = np.asarray(a).astype(np.uint64)

@@ -22,7 +22,6 @@ from .values import HALF_OF, Unsupported, dtype as T, pack2, round_to, storage, 
 def _bar(w, instr, mask):
     """CTA barriers: arrivals are counted per warp (32 threads, as the hardware counts);
     ``sync`` blocks the warp until the barrier's thread count is reached."""
-    from . import events as ev
     ops = instr.operands
     bid = w.read(ops[0], T("u32"))
     bid = np.broadcast_to(bid, (w.L,))[mask]
@@ -111,7 +110,6 @@ def collective_event(w, instr, mask) -> None:
 @semantic("membar", "fence", fidelity="ordering_only",
           note="Fences order memory; numsim executes sequentially, so only the event is kept.")
 def _fence(w, instr, mask):
-    from . import events as ev
     w.event(ev.FenceEvent, instr, mask, fence=instr.binding.effects_for(instr.modifiers).sync or
             "fence", scope=instr.modifiers.get("scope") or instr.modifiers.get("level"),
             spelling=instr.spelling)

@@ -19,7 +19,7 @@ from . import events as ev
 from .machine import (CTA, WARP, Deadlock, Fallback, Group, SimLimit, Warps, schedule)
 from .memory import (CLUSTER_SHIFT, PARAM_BASE, SHARED_GENERIC, SHARED_GENERIC_END, GlobalMemory,
                      LocalLayout, LocalMemory, ParamSpace, SharedLayout, SharedMemory)
-from .semtable import lookup
+from .semantics import lookup
 from .values import Unsupported, uint_of
 
 # bindings whose semantics need per-warp scheduling (they block, or are warpgroup/cluster-wide)

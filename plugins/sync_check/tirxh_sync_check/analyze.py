@@ -18,7 +18,9 @@ import time
 import numpy as np
 
 from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
+import tirxh_numsim
 from tirxh_numsim import events as ev
+from tirxh_numsim.memory import SharedLayout
 
 from . import (groupings, hbquery, model, racecheck, rootcause, synccheck, waituse,
                warpchecks, wgmmacheck)
@@ -29,7 +31,6 @@ def check_kernel(kernel, inputs: dict, *, consts: "dict | None" = None, grid=Non
                  max_states: int = synccheck.DEFAULT_MAX_STATES,
                  max_instructions: int = 5_000_000) -> "tuple[AnalyzerResult, AnalyzerResult]":
     """Simulate `kernel` once on `inputs` (numsim, with a trace) and run both analyses."""
-    import tirxh_numsim
     t0 = time.perf_counter()
     res = tirxh_numsim.run(kernel, inputs, consts=consts, grid=grid, trace=True,
                            max_instructions=max_instructions)
@@ -186,7 +187,6 @@ def _unknown_roles(kir) -> list:
 def _unknown_engines(trace) -> list:
     """Async engines whose completion rules neither analysis models (e.g. tcgen05), and async
     stores whose shared-memory reads the trace does not record (racecheck cannot see them)."""
-    from tirxh_numsim import events as ev
     out, seen = [], set()
     recorded = {e.async_id for e in trace.events if isinstance(e, ev.MemAccess)}
     for e in trace.events:
@@ -210,7 +210,6 @@ def _shared_names(kir) -> dict:
     """Shared address -> ``var[i]`` for the 8-byte words of every shared variable."""
     if kir is None:
         return {}
-    from tirxh_numsim.memory import SharedLayout
     out = {}
     for start, end, name in SharedLayout.of(kir).regions:
         for a in range(start, min(end, start + 8 * 64), 8):
@@ -239,7 +238,6 @@ def _distinct(models: list) -> list:
 
 def _attach_warps(issues: list, trace) -> list:
     """Static (IR) findings name the warps that issued the wgmma involved in the trace."""
-    from tirxh_numsim import events as ev
     for issue in issues:
         lines = {(loc.file, loc.line) for loc, _ in issue.related_locs}
         if issue.loc is not None:
