@@ -24,7 +24,7 @@ echo "=== 1. tirxh check -k \"$K\""
 tirxh check -k "$K" --junitxml "$OUT/check.xml" | tail -n 25
 
 echo "=== 2. resources of every case"
-tirxh check -k "$K" --collect-only -q 2>/dev/null | grep '::' | while read -r node; do
+tirxh check -k "$K" --collect-only -q 2>/dev/null | grep '::.*\[' | while read -r node; do
     res=$(tirxh show "$node" --resources --json 2>/dev/null | python3 -c '
 import json, sys
 try:
