@@ -4,7 +4,8 @@ reusable across launches (epochs), the error bound on real-valued data, refused 
 import numpy as np
 import pytest
 
-from tests.zoo.zoo_modules import assert_matches, load, simulate, small_cases
+from tests.zoo.zoo_modules import (assert_matches, load, load_mutant, mismatches, simulate,
+                                  small_cases)
 
 MOD = load("cumsum")
 EPS = np.finfo(np.float32).eps
@@ -58,3 +59,11 @@ def test_error_on_real_valued_data_is_within_the_stated_bound():
 def test_refused_shapes_name_the_case_and_the_constraint(params, match):
     with pytest.raises(ValueError, match=match):
         MOD.make_case("bad", **params)
+
+
+def test_the_check_catches_a_missing_look_back(tmp_path):
+    mut = load_mutant("cumsum", "prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, "
+                      "lane))", "pass", tmp_path)
+    case = next(c for c in mut.SUITE.cases if c.name == "r1_c5000")
+    res, inputs = simulate(mut.SUITE, case)
+    assert mismatches(mut.SUITE, case, res, inputs)

@@ -4,7 +4,7 @@ kernel cannot run are refused when the case is declared."""
 import numpy as np
 import pytest
 
-from tests.zoo.zoo_modules import assert_matches, load, simulate
+from tests.zoo.zoo_modules import assert_matches, load, load_mutant, mismatches, simulate
 
 MOD = load("softmax")
 
@@ -82,3 +82,11 @@ def test_cross_entropy_target_outside_the_row_is_nan_not_a_stray_read():
 def test_cross_entropy_refusals(params, match):
     with pytest.raises(ValueError, match=match):
         MOD.make_ce_case("bad", **params)
+
+
+def test_the_check_catches_a_missing_cta_merge(tmp_path):
+    mut = load_mutant("softmax", "    big, total = _cta_merge(m, s, part.at, nwarps)\n\n    # 5.",
+                      "    big, total = m, s\n\n    # 5.", tmp_path)
+    case = next(c for c in mut.SUITE.cases if c.name == "r3_c2056_b128")
+    res, inputs = simulate(mut.SUITE, case)
+    assert mismatches(mut.SUITE, case, res, inputs)

@@ -4,7 +4,7 @@ refused shapes."""
 import numpy as np
 import pytest
 
-from tests.zoo.zoo_modules import assert_matches, load, simulate
+from tests.zoo.zoo_modules import assert_matches, load, load_mutant, mismatches, simulate
 
 MOD = load("topk")
 CASES = [(s, c) for s in (MOD.SUITE_F32, MOD.SUITE_BF16) for c in s.cases if c.small]
@@ -51,3 +51,12 @@ def test_negative_values_and_infinities_order_as_floats():
 def test_refused_shapes_name_the_case_and_the_constraint(params, match):
     with pytest.raises(ValueError, match=match):
         MOD.make_case("bad", **params)
+
+
+def test_the_check_catches_ties_taken_past_k(tmp_path):
+    """Without the index threshold every element equal to the k-th value is taken (row 0 of the
+    case is mostly ties): more than k winners, a wrong selection or a slot past the end."""
+    mut = load_mutant("topk", "(inv_index(e) >= ithr)", "(inv_index(e) >= 0)", tmp_path)
+    case = next(c for c in mut.SUITE_F32.cases if c.name == "r3_c2052_k64")
+    res, inputs = simulate(mut.SUITE_F32, case)
+    assert res.verdict != "clean" or mismatches(mut.SUITE_F32, case, res, inputs)
