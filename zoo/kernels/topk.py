@@ -12,7 +12,9 @@ coalesced loads), then a radix select over an order-preserving key:
 2. radix select, 8 bits per pass from the top (4 passes for f32, 2 for bf16): every thread adds its
    elements whose higher digits match the prefix found so far to a 256-bin shared histogram
    (``red.shared.add.u32``; with AGG=1 lanes holding the same digit are first counted together
-   by ``match.any.sync`` + ``popc``, since a value pass's bins are few and hot); warp 0 scans the bins from the top (8 per lane, a ``shfl.sync.up``
+   by ``match.any.sync`` + ``popc``, since a value pass's bins are few and hot; after the first
+   pass, a warp none of whose lanes still matches the prefix skips an element's counting after
+   one ``vote.any.sync``); warp 0 scans the bins from the top (8 per lane, a ``shfl.sync.up``
    ladder across lanes), finds the bin holding the k-th largest, and leaves the digit and the
    count still needed; two ``bar.sync`` per pass;
 3. the threshold key T may be shared by more elements than are still needed: two more passes over
@@ -144,7 +146,13 @@ def _topk(x, values, indices, cols, k, BLOCK, AGG, dt):
                 if shift + 8 < nbits:
                     hi = T.ptx.shr.u32(v, shift + 8) == prefix
                     m = hi if m is None else (m & hi)
-                count(T.ptx.bfe.u32(v, shift, 8), m, agg)
+                if m is None:
+                    count(T.ptx.bfe.u32(v, shift, 8), m, agg)
+                    continue
+                # after the first pass few elements still match the prefix: a warp where none
+                # does skips the counting (vote.any.sync + a uniform branch)
+                with T.if_(T.ptx.vote.any.sync.pred(m, FULL), uniform=True):
+                    count(T.ptx.bfe.u32(v, shift, 8), m, agg)
             T.ptx.bar.sync(0)
             with T.if_(warp0, uniform=True):
                 _select_digit(hist, sel, need, lane)
