@@ -26,8 +26,10 @@ BUILTIN_PLUGINS = (
     "kcoral.boards.cuda",
     "kcoral.boards.sim",
     "kcoral.baselines.torch_ops",
+    "kcoral.baselines.torch_zoo",
     "kcoral.baselines.torch_zoo2",
     "kcoral.baselines.fla_ops",
+    "kcoral.baselines.gemm_peers",
 )
 
 

@@ -1,5 +1,7 @@
 """``tirxh bench`` glue: jobs built from a compiled kernel and its suite; result verdicts."""
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -123,3 +125,22 @@ def test_bench_result_verdicts_and_summary():
     assert una.verdict == "incomplete"
     notime = _res(timing={"skipped": "board kind 'sim' does not time"})
     assert notime.verdict == "incomplete" and "not timed" in notime.summary
+
+
+def test_inplace_outputs_are_uploaded_not_poisoned():
+    """An in-place output starts from its input values (in every run) and is still checked."""
+    ck = compile_kernel(vadd, "sm_90a")
+    s = T.suite(vadd, inputs=inputs, reference=lambda a, b: {"out": a + b}, outputs=["out"],
+                inplace=["out"], cases=[T.case("n64", n=64)])
+
+    def put(data):
+        return hashlib.sha256(data).hexdigest()
+    doc = build_job(ck, s, s.cases[0], put=put)
+    Job.from_json(doc)  # valid
+    out = next(b for b in doc["buffers"] if b["name"] == "out")
+    assert out["output"] and out["init"]["kind"] == "blob"
+    for r in doc["runs"]:
+        assert set(r["inputs"]) == {"a", "b", "out"} and set(r["expected"]) == {"out"}
+    plain = build_job(ck, SUITE, SUITE.cases[0], put=put)
+    assert next(b for b in plain["buffers"] if b["name"] == "out")["init"] == {"kind": "empty"}
+    assert "out" not in plain["runs"][0]["inputs"]

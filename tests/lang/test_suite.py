@@ -85,3 +85,35 @@ def test_suite_case_passes_in_numsim():
     res = numsim.run(scale, inp, consts=SUITE.consts(small), grid=SUITE.grid(small))
     assert SUITE.tolerance_for("out").compare(res.outputs["out"],
                                               SUITE.expected(small, inp)["out"])["ok"]
+
+
+def _even(n):
+    return [f"n={n} must be even (two elements per thread)"] if n % 2 else []
+
+
+def test_constraints_refuse_every_bad_case_when_the_suite_is_declared():
+    ok = T.suite(scale, inputs=_inputs, cases=[T.case("n4", n=4)], constraints=_even)
+    assert [c.name for c in ok.cases] == ["n4"]
+    with pytest.raises(ValueError, match=r"(?s)case 'n3': n=3 must be even.*case 'n5': n=5 must"):
+        T.suite(scale, inputs=_inputs, constraints=_even,
+                cases=[T.case("n3", n=3), T.case("n4", n=4), T.case("n5", n=5)])
+
+
+def test_constraints_see_constants_with_their_defaults():
+    seen = []
+
+    def rule(n, BLOCK):
+        seen.append((n, BLOCK))
+        return [] if n % BLOCK == 0 else [f"n={n} is not a multiple of BLOCK={BLOCK}"]
+    T.suite(scale, inputs=_inputs, constraints=rule,
+            cases=[T.case("a", n=256), T.case("b", n=512, BLOCK=256)])
+    assert seen == [(256, 128), (512, 256)]
+    with pytest.raises(ValueError, match=r"case 'c': n=100 is not a multiple of BLOCK=128"):
+        T.suite(scale, inputs=_inputs, constraints=rule, cases=[T.case("c", n=100)])
+
+
+def test_inplace_must_name_outputs():
+    s = T.suite(scale, inputs=_inputs, outputs=["out"], inplace=["out"], cases=[T.case("c", n=4)])
+    assert s.inplace == ("out",)
+    with pytest.raises(ValueError, match=r"inplace names \['x'\], which are not among the outputs"):
+        T.suite(scale, inputs=_inputs, outputs=["out"], inplace=["x"])

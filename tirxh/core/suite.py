@@ -131,6 +131,7 @@ class Suite:
     bytes: "Callable | None" = None
     baselines: tuple = ()
     launches: "Callable | None" = None  # optional multi-launch plan (grid per launch)
+    inplace: tuple = ()  # outputs whose initial contents are inputs (read, then overwritten)
 
     @property
     def name(self) -> str:
@@ -177,8 +178,17 @@ class Suite:
 
 def suite(kernel: Kernel, inputs: Callable, reference: "Callable | None" = None,
           outputs=(), cases=(), tolerance: "Tolerance | dict | None" = None, flops=None,
-          bytes=None, baselines=()) -> Suite:
-    """Declare a kernel's cases; put the result in a module-level variable to be collected."""
+          bytes=None, baselines=(), constraints: "Callable | None" = None,
+          inplace=()) -> Suite:
+    """Declare a kernel's cases; put the result in a module-level variable to be collected.
+
+    `constraints(**params)` (optional) states the shapes the kernel accepts: called with each
+    case's parameters and constants (by name, as `inputs` is), it returns the rules the case
+    breaks as strings (empty when it is accepted). Every broken rule of every case is reported
+    together here, when the suite is declared, so a shape the kernel cannot run is refused
+    instead of simulated or timed into a wrong answer. `inplace` names outputs that are also
+    inputs (an in-place kernel): KCoral uploads their initial contents instead of poisoning them.
+    """
     if not isinstance(kernel, Kernel):
         raise TypeError(f"T.suite: expected a @T.kernel, got {kernel!r}")
     if not cases:
@@ -187,6 +197,20 @@ def suite(kernel: Kernel, inputs: Callable, reference: "Callable | None" = None,
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise ValueError(f"T.suite({kernel.name}): duplicate case names {sorted(dup)}")
+    stray = [o for o in inplace if o not in outputs]
+    if stray:
+        raise ValueError(f"T.suite({kernel.name}): inplace names {stray}, which are not among "
+                         f"the outputs {list(outputs)}")
+    if constraints is not None:
+        problems = []
+        for c in cases:
+            values = dict(kernel.resolve_consts(c.params, strict=False))
+            values.update(c.params)
+            problems += [f"case {c.name!r}: {p}" for p in
+                         call_with_matching(constraints, values) or ()]
+        if problems:
+            raise ValueError(f"T.suite({kernel.name}): shapes the kernel does not accept:\n  "
+                             + "\n  ".join(problems))
     return Suite(kernel, inputs, reference, tuple(outputs), list(cases),
                  tolerance if tolerance is not None else Tolerance(), flops, bytes,
-                 tuple(baselines))
+                 tuple(baselines), inplace=tuple(inplace))

@@ -42,6 +42,7 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
     md = compiled.launch_metadata()
     put = put or (lambda data: __import__("hashlib").sha256(data).hexdigest())
     outputs = list(suite.outputs)
+    inplace = set(getattr(suite, "inplace", ()))  # read, then overwritten: uploaded, not poisoned
     runs_inputs = [suite.make_inputs(case, s) for s in seeds]
     first = runs_inputs[0]
     buffers, args = [], []
@@ -55,8 +56,8 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
             a = np.asarray(v)
             buffers.append({"name": name, "dtype": from_numpy(a.dtype).name,
                             "shape": [int(x) for x in a.shape], "output": name in outputs,
-                            "init": {"kind": "empty"} if name in outputs else
-                            {"kind": "blob", "blob": put(array_bytes(a))}})
+                            "init": {"kind": "empty"} if name in outputs and name not in inplace
+                            else {"kind": "blob", "blob": put(array_bytes(a))}})
             args.append({"buffer": name})
         elif p["kind"] == "scalar":
             if isinstance(v, np.ndarray) and v.size != 1:
@@ -78,9 +79,9 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
         exp = suite.expected(case, inputs) or {}
         run = {"seed": int(s), "when": when, "inputs": {}, "expected": {}}
         for b in buffers:
-            if not b["output"]:
+            if not b["output"] or b["name"] in inplace:
                 run["inputs"][b["name"]] = put(array_bytes(np.asarray(inputs[b["name"]])))
-            elif b["name"] in exp:
+            if b["output"] and b["name"] in exp:
                 want = np.asarray(exp[b["name"]])
                 from kcoral.job import dtype_of
                 run["expected"][b["name"]] = put(array_bytes(

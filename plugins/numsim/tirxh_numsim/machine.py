@@ -208,14 +208,14 @@ class Warps:
         bits = np.flatnonzero(mask[:WARP])
         return int(sum(1 << int(i) for i in bits))
 
-    def event(self, cls, instr, mask, **fields) -> None:
+    def event(self, cls, instr, mask, loc=None, **fields) -> None:
         m = self.m
         if m.trace is None:
             return
         c = self.cta()
         e = cls(cta=c.linear, warp=self.warp_ids[0], lanes=self.lanes_int(mask), seq=self.seq,
-                step=m.step, instr=instr, loc=getattr(instr, "loc", None), cluster=c.cluster,
-                cta_rank=c.rank, **fields)
+                step=m.step, instr=instr, loc=loc or getattr(instr, "loc", None),
+                cluster=c.cluster, cta_rank=c.rank, **fields)
         self.seq += 1
         m.trace.events.append(e)
 
@@ -259,6 +259,7 @@ class Interpreter:
                 c = w.reg(s.cond)
                 c = ~c if s.negate else c
                 tm, fm = mask & c, mask & ~c
+                _diverge(w, s, tm, fm, "if")
                 out = np.zeros_like(mask)
                 if tm.any():
                     out |= yield from self.block(w, s.then, tm)
@@ -284,6 +285,7 @@ class Interpreter:
                     return np.zeros_like(mask)
                 c = w.reg(s.cond)
                 c = ~c if s.negate else c
+                _diverge(w, s, mask & c, mask & ~c, "break")
                 mask = mask & ~c
             else:
                 raise Unsupported(f"IR statement {type(s).__name__}")
@@ -298,6 +300,7 @@ class Interpreter:
             v = w.reg(s.var)
             stop = w.read(s.stop, dt)
             cont = (v > stop) if negative else (v < stop)
+            _diverge(w, s, live & ~cont & ~w.exited, live & cont & ~w.exited, "for")
             live = live & cont & ~w.exited
             if not live.any():
                 return
@@ -307,6 +310,13 @@ class Interpreter:
             with np.errstate(over="ignore"):
                 w.set_reg(s.var, (w.reg(s.var) + step).astype(w.reg(s.var).dtype), live)
             self.m.tick(live)
+
+
+def _diverge(w: Warps, stmt, taken: np.ndarray, rest: np.ndarray, how: str) -> None:
+    """Record that the warp's lanes split at `stmt` (a branch, a loop exit): sync_check models
+    the two sides as separate threads from here on (issue 13 class 4)."""
+    if w.m.trace is not None and taken.any() and rest.any():
+        w.event(ev.Divergence, None, taken, loc=stmt.loc, other=w.lanes_int(rest), construct=how)
 
 
 def schedule(machine, warps: list) -> None:

@@ -23,7 +23,7 @@ from tirxh.api import ir
 from . import events as ev
 from .machine import WARP, MBar, Wait
 from .memory import CLUSTER_SHIFT, SHARED_GENERIC, SHARED_GENERIC_END
-from .sem_sync import _lanes2d
+from .sem_sync import _lanes2d, collective_event
 from .semtable import semantic
 from .values import BF16, E4M3, E5M2, Unsupported, dtype as T, uint_of
 
@@ -264,7 +264,7 @@ def _cp_async(w, instr, mask):
         words = w.m.load(w, instr, "global", src + np.uint64(k), live, unit)
         words = np.where(live, words, 0)
         w.m.store(w, instr, "shared", dst + np.uint64(k), mask, unit, words)
-    w.event(ev.AsyncOp, instr, mask, engine="cp.async", stage="issue", op_id=_new_id(w),
+    w.event(ev.AsyncOp, instr, mask, engine="cp.async", stage="issue", op_id=new_async_id(w),
             group=w.cpasync_groups, direction="load", nbytes=size)
 
 
@@ -289,7 +289,7 @@ def _trace_global(w, instr, lm, buf, ranges, aid, access: str = "read") -> None:
                 buffer=buf.name, async_id=aid)
 
 
-def _new_id(w) -> int:
+def new_async_id(w) -> int:
     w.m.async_ids += 1
     return w.m.async_ids
 
@@ -465,7 +465,7 @@ def _tma_load(w, instr, mask):
         if ok.any():
             idx = off[ok][:, None] + np.arange(esize)
             raw[ok] = buf.data[idx]
-        aid = _new_id(w)
+        aid = new_async_id(w)
         lm = np.zeros(w.L, bool)
         lm[lane] = True
         read_traced = False
@@ -521,7 +521,7 @@ def _tma_store(w, instr, mask):
             buf.written[idx] = True
         lm = np.zeros(w.L, bool)
         lm[lane] = True
-        aid = _new_id(w)
+        aid = new_async_id(w)
         w.event(ev.AsyncOp, instr, lm, engine="tma", stage="issue", op_id=aid,
                 direction="store", group=w.bulk_groups, nbytes=n * esize)
         w.event(ev.MemAccess, instr, lm, space="shared", access="read",
@@ -553,7 +553,7 @@ def _bulk_load(w, instr, mask):
             continue
         gbuf = w.m.gmem.buffers[gb[0]]
         data = gbuf.data[goff[0]: goff[0] + size]
-        aid = _new_id(w)
+        aid = new_async_id(w)
         read_traced = False
         for cta, a in _dst_ctas(w, instr, lane, dsts[lane], cta_mask_op):
             w.group.shared.write_bytes(cta, np.arange(a, a + size), data)
@@ -598,7 +598,7 @@ def _bulk_store(w, instr, mask):
         w.m.gmem.buffers[gb[0]].written[goff[0]: goff[0] + size] = True
         lm = np.zeros(w.L, bool)
         lm[lane] = True
-        aid = _new_id(w)
+        aid = new_async_id(w)
         w.event(ev.AsyncOp, instr, lm, engine="bulk", stage="issue", op_id=aid,
                 direction="store", group=w.bulk_groups, nbytes=size)
         w.event(ev.MemAccess, instr, lm, space="shared", access="read", ranges=[(-1, a, a + size)],
@@ -689,7 +689,7 @@ def _elect(w, instr, mask):
     if isinstance(p, ir.Reg):
         isl = (np.arange(WARP)[None, :] == leader[:, None]) & act
         w.write(p, isl.reshape(-1), mask)
-    w.event(ev.WarpSync, instr, mask, op="elect.sync", membermask=int(mm[0, 0]))
+    collective_event(w, instr, mask)
 
 
 @semantic("mapa")
@@ -723,4 +723,4 @@ def _setmaxnreg(w, instr, mask):
     w.event(ev.SetMaxNReg, instr, mask, action=instr.modifiers["action"], count=n)
 
 
-__all__ = ["complete_tx", "_swizzle", "BF16", "E4M3", "E5M2"]
+__all__ = ["complete_tx", "new_async_id", "_swizzle", "BF16", "E4M3", "E5M2"]

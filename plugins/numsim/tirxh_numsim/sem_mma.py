@@ -42,6 +42,7 @@ from tirxh.api import ir
 from . import events as ev
 from .machine import WARP
 from .sem_async import _swizzle
+from .sem_sync import aligned_event
 from .semtable import rejected, semantic
 from .values import BF16, E4M3, E5M2, Unsupported, dtype as T, storage, uint_of
 
@@ -65,6 +66,7 @@ def _mat_rows(w, instr, mask, addr_op, num):
 @semantic("ldmatrix")
 def _ldmatrix(w, instr, mask):
     """Warp-collective load of 8x8 b16 matrices (optionally transposed) into fragments."""
+    aligned_event(w, instr, mask)
     num = int(instr.modifiers["num"][1:])
     trans = bool(instr.modifiers.get("trans"))
     ops = instr.operands
@@ -94,6 +96,7 @@ def _ldmatrix(w, instr, mask):
 @semantic("stmatrix")
 def _stmatrix(w, instr, mask):
     """Warp-collective store of 8x8 b16 matrices (optionally transposed) from fragments."""
+    aligned_event(w, instr, mask)
     num = int(instr.modifiers["num"][1:])
     trans = bool(instr.modifiers.get("trans"))
     ops = instr.operands
@@ -252,6 +255,7 @@ def _mma_sync(w, instr, mask):
     if not mask.reshape(w.nwarps, WARP)[mask.reshape(w.nwarps, WARP).any(axis=1)].all():
         w.m.finding("numsim.partial-warp", "mma.sync executed by a partial warp (.aligned needs "
                     "all 32 lanes)", instr, w=w)
+    aligned_event(w, instr, mask)
     A = _a_fragment(w, a, atype, K)
     B = _b_fragment(w, b, btype, K)
     g, t = _lane_gt()

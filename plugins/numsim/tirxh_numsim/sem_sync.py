@@ -11,6 +11,7 @@ import numpy as np
 
 from tirxh.api import ir
 
+from . import events as ev
 from .machine import WARP, Fallback, Wait
 from .semtable import semantic
 from .values import HALF_OF, Unsupported, dtype as T, pack2, round_to, storage, uint_of, unpack2
@@ -85,9 +86,26 @@ def _bar_try_release(g, c, st, count, expected) -> bool:
 @semantic("bar.warp.sync")
 def _bar_warp(w, instr, mask):
     """Warps execute in lockstep in numsim, so bar.warp.sync only records an event."""
-    from . import events as ev
-    mm = int(np.broadcast_to(w.read(instr.operands[0], T("b32")), (w.L,))[mask][0])
-    w.event(ev.WarpSync, instr, mask, op="bar.warp.sync", membermask=mm)
+    collective_event(w, instr, mask)
+
+
+def aligned_event(w, instr, mask) -> None:
+    """Record an ``.aligned`` warp-collective instruction without a member mask (mma.sync,
+    ldmatrix, stmatrix) as a `WarpSync` event with the lanes that executed it: its memory events
+    name only the lanes whose addresses it used, and sync_check needs the executing ones."""
+    w.event(ev.WarpSync, instr, mask, op=instr.binding.name, exited=w.lanes_int(w.exited))
+
+
+def collective_event(w, instr, mask) -> None:
+    """Record a warp collective whose last operand is its member mask (shfl/vote/match/redux/
+    bar.warp.sync/elect.sync) as a `WarpSync` event: sync_check checks the lanes that executed it
+    against the member mask and the lanes that exited (issue 13 class 3). The first executing
+    lane's member mask is recorded."""
+    if w.m.trace is None:
+        return
+    mm = int(np.broadcast_to(w.read(instr.operands[-1], T("b32")), (w.L,))[mask][0])
+    w.event(ev.WarpSync, instr, mask, op=instr.binding.name, membermask=mm,
+            exited=w.lanes_int(w.exited))
 
 
 @semantic("membar", "fence", fidelity="ordering_only",
@@ -171,6 +189,7 @@ def _lanes2d(x, w):
 @semantic("shfl.sync", note="Warp shuffle (up/down/bfly/idx with the c clamp/segment operand); "
                             "lanes reading an inactive or out-of-range lane keep their own value.")
 def _shfl(w, instr, mask):
+    collective_event(w, instr, mask)
     ops = instr.operands
     a = _lanes2d(w.read(ops[1], T("b32")), w)
     b = _lanes2d(w.read(ops[2], T("u32")), w).astype(np.int64)
@@ -206,6 +225,7 @@ def _shfl(w, instr, mask):
 @semantic("vote.sync", "vote.ballot")
 def _vote(w, instr, mask):
     """Warp vote over the active lanes of membermask: all/any/uni, or a ballot bit mask."""
+    collective_event(w, instr, mask)
     ops = instr.operands
     p = _lanes2d(w.read(ops[1], T("pred")), w)
     act = mask.reshape(w.nwarps, WARP)
@@ -228,6 +248,7 @@ def _vote(w, instr, mask):
 def _match(w, instr, mask):
     """Lanes (of the active ones) holding the same value: .any gives the mask of equal lanes,
     .all the full mask when all are equal (else 0)."""
+    collective_event(w, instr, mask)
     t = instr.modifiers["type"]
     ops = instr.operands
     a = _lanes2d(w.read(ops[1], T(t)), w)
@@ -246,6 +267,7 @@ def _match(w, instr, mask):
 @semantic("redux.sync")
 def _redux(w, instr, mask):
     """Warp reduction over the active lanes (add wraps)."""
+    collective_event(w, instr, mask)
     t, op = instr.modifiers["type"], instr.modifiers["op"]
     ops = instr.operands
     a = _lanes2d(w.read(ops[1], T(t)), w)

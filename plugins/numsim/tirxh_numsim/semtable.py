@@ -73,4 +73,4 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import sem_async, sem_base, sem_mma, sem_sync  # noqa: F401
+    from . import sem_async, sem_base, sem_mma, sem_remote, sem_sync  # noqa: F401

@@ -19,7 +19,8 @@ import numpy as np
 
 from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
 
-from . import model, racecheck, synccheck, warpchecks, wgmmacheck
+from . import (groupings, hbquery, model, racecheck, rootcause, synccheck, waituse,
+               warpchecks, wgmmacheck)
 from .report import KINDS, to_finding
 
 
@@ -46,12 +47,9 @@ _FROM_NUMSIM = {"numsim.cluster-barrier": "cluster-barrier.mismatch",
 
 
 def _kir(kernel, consts):
-    if hasattr(kernel, "specialize"):  # a @T.kernel: its `.ir` property traces the defaults,
-        return kernel.specialize(**(consts or {}))  # which fails for a constant without one
-    kir = getattr(kernel, "ir", None)
-    if kir is not None and hasattr(kir, "body"):
-        return kir
-    return kernel.specialize(**(consts or {}))
+    if hasattr(kernel, "specialize"):  # a T.kernel: its `.ir` is the text of the default
+        return kernel.specialize(**(consts or {}))  # specialization, not these constants' IR
+    return kernel.ir
 
 
 def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=(),
@@ -76,7 +74,8 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
 
     # -- racecheck (first: its clocks tell synccheck whether waits can be taken eagerly) -------
     t0 = time.perf_counter()
-    race_issues, checker = racecheck.check(trace, kir, buffers)
+    probes, ignored = waituse.classify(kir)
+    race_issues, checker = racecheck.check(trace, kir, buffers, ignored)
     race_findings = _dedupe([to_finding(i) for i in race_issues])
     rstats = {"racecheck_s": round(time.perf_counter() - t0, 3), "events": len(trace.events)}
     race = _result("racecheck", race_findings, list(not_run), rstats,
@@ -89,15 +88,23 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     states = 0
     bounded = False
     names = _shared_names(kir)
-    models = _distinct(model.build(trace))
-    eager_waits = racecheck.waits_ordered(checker, models)
+    models = _distinct(model.build(trace, ignored, probes))
+    eager_waits = hbquery.waits_ordered(checker, models)
+    results = []
     for cm in models:
         r = synccheck.explore(cm, max_states, names, eager_waits=eager_waits)
+        results.append(r)
         issues.extend(r.issues)
         notes.extend(cm.notes + r.notes)
         states += r.states
         bounded |= not r.complete
-    issues.extend(warpchecks.check(trace))
+    # named-barrier generations formed otherwise than in numsim's run: racecheck again
+    shared_id, skipped = groupings.check(trace, kir, buffers, ignored, results, race_issues)
+    issues.extend(shared_id)
+    notes.extend(skipped)
+    issues.extend(hbquery.reinit_races(checker))
+    issues = rootcause.relocate(issues, trace, kir)
+    issues.extend(warpchecks.check(trace, kir))
     if kir is not None:
         issues.extend(_attach_warps(wgmmacheck.check(kir), trace))
     from_numsim = [Finding(_FROM_NUMSIM[d.kind], d.message + " (reported by numsim, which "
@@ -123,7 +130,7 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     return sync, race
 
 
-KNOWN_ENGINES = ("tma", "bulk", "cp.async", "wgmma")
+KNOWN_ENGINES = ("tma", "bulk", "cp.async", "wgmma", "st.async", "red.async")
 # binding sync roles (Effects.sync) whose ordering both analyses model; any other role in a
 # kernel makes the results incomplete (fail closed), naming the instruction
 MODELLED_ROLES = {

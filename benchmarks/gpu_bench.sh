@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `tirxh bench` over chosen zoo items on the lent H200, as several concurrent clients of ONE
+# KCoral daemon, so that building jobs on the host's CPU (inputs, numpy references, uploads:
+# ~10-50 s per large case) overlaps with timing on the GPU. KCoral serializes jobs per board,
+# so the figures are those of a single client (docs/KCORAL.md: 8 concurrent clients stayed
+# within 2% of solo).
+#
+#   (device) SHARDS='norms|activations|gemm_bf16 and m4096' bash benchmarks/gpu_bench.sh
+#
+# SHARDS: `tirxh bench -k` expressions separated by '|', one client process each (default: the
+# whole zoo's large cases in one client). BENCH_LIMIT: seconds for all shards (default 420).
+# Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
+# Output: $OUT/gpu_bench.tar.gz (logs/shard_N.log, bench_N.jsonl, daemon.log, nvidia-smi).
+set -u
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu_out}"
+WORK=/tmp/gpu_bench
+LOGS="$WORK/logs"
+mkdir -p "$LOGS" "$OUT"
+export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
+START=$(date +%s)
+if [ -z "${GPU_BENCH_DRY:-}" ] && ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu_bench: SKIPPED: no NVIDIA GPU here (nvidia-smi -L failed)"
+    exit 0
+fi
+
+# --- set-up: carried wheels, the project and its plugins (no index reachable there) ----------
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD:$PWD/plugins/numsim:$PWD/plugins/sync_check:$PWD/plugins/ncu_profile:\
+$PWD/plugins/iket:${PYTHONPATH:-}"
+[ -n "${GPU_BENCH_DRY:-}" ] || python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
+    $(for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && printf -- '-e %s ' "$d"; done) \
+    >"$LOGS/install.log" 2>&1 || { echo "install failed"; tail -20 "$LOGS/install.log"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+    --format=csv | tee "$WORK/nvidia-smi-before.csv"
+echo "set-up done at +$(( $(date +%s) - START ))s"
+
+# --- one daemon, several clients ---------------------------------------------------------------
+rm -f "$WORK/port"
+python3 -m kcoral.cli serve --host 127.0.0.1 --port 0 --port-file "$WORK/port" \
+    --state-dir "$WORK/kcoral" >"$LOGS/daemon.log" 2>&1 &
+DAEMON=$!
+for _ in $(seq 120); do [ -s "$WORK/port" ] && break; sleep 0.5; done
+if [ ! -s "$WORK/port" ]; then echo "daemon did not start"; tail -30 "$LOGS/daemon.log"; exit 1; fi
+ADDR="127.0.0.1:$(cat "$WORK/port")"
+python3 -m kcoral.cli boards --daemon "$ADDR" 2>&1 | tee "$WORK/boards.txt" || true
+
+IFS='|' read -r -a shards <<<"${SHARDS:-h200}"
+pids=()
+i=0
+for k in "${shards[@]}"; do
+    (cd zoo && timeout --kill-after=10 "${BENCH_LIMIT:-420}" tirxh bench --target sm_90a \
+        --kcoral "$ADDR" -k "$k" --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
+     echo "shard $i ($k): rc=$? at +$(( $(date +%s) - START ))s" >>"$LOGS/shard_$i.log") &
+    pids+=($!)
+    i=$((i + 1))
+done
+wait "${pids[@]}"
+kill "$DAEMON" 2>/dev/null
+nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv \
+    >"$WORK/nvidia-smi-after.csv" 2>&1
+for f in "$LOGS"/shard_*.log; do
+    echo "=== $f"
+    sed -n '/= KCoral/,$p' "$f" | tail -n "${TAIL:-40}"
+done
+tar -czf "$OUT/gpu_bench.tar.gz" -C "$WORK" --exclude=kcoral . 2>/dev/null
+echo "total $(( $(date +%s) - START ))s"

@@ -1,0 +1,52 @@
+"""Helpers for the zoo kernel tests: import a zoo module by path, and run one of its cases
+through numsim exactly as ``tirxh check`` does (the numsim plugin's `check_case`)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ZOO = Path(__file__).resolve().parents[2] / "zoo" / "kernels"
+_CACHE: dict = {}
+
+
+def load(stem: str):
+    """The zoo module ``zoo/kernels/<stem>.py`` (imported once)."""
+    if stem not in _CACHE:
+        spec = importlib.util.spec_from_file_location(f"zoo_test_{stem}", ZOO / f"{stem}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _CACHE[stem] = mod
+    return _CACHE[stem]
+
+
+def small_cases(*suites) -> list:
+    """pytest params (suite, case) for every small case of the suites, with readable ids."""
+    return [pytest.param(s, c, id=f"{s.name}[{c.name}]") for s in suites for c in s.cases
+            if c.small]
+
+
+def check(suite, case, seed: int = 0):
+    """numsim's verdict on one case, as `tirxh check` computes it (an AnalyzerResult)."""
+    plugin = pytest.importorskip("tirxh_numsim.plugin")
+    return plugin.check_case(SimpleNamespace(suite=suite, case=case), seed=seed)
+
+
+def simulate(suite, case, seed: int = 0):
+    """(inputs, numsim outputs, expected) for one case."""
+    numsim = pytest.importorskip("tirxh_numsim")
+    inputs = suite.make_inputs(case, seed)
+    res = numsim.run(suite.kernel, inputs, consts=suite.consts(case), grid=suite.grid(case),
+                     outputs=list(suite.outputs))
+    assert res.verdict == "clean", res.summary()
+    return inputs, res.outputs, suite.expected(case, inputs)
+
+
+def sync_race(suite, case, seed: int = 0):
+    """sync_check's (synccheck, racecheck) results on one case (every interleaving it explores)."""
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    return analyze.check_kernel(suite.kernel, suite.make_inputs(case, seed),
+                                consts=suite.consts(case), grid=suite.grid(case))

@@ -1,0 +1,46 @@
+"""zoo/kernels/activations.py: SwiGLU and GELU(tanh) on bf16 vectors."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tirxh.lang as T
+
+from ._zoo import check, load, simulate, small_cases
+
+act = load("activations")
+SUITES = (act.SWIGLU, act.GELU_TANH)
+
+
+@pytest.mark.parametrize("suite,case", small_cases(*SUITES))
+def test_small_cases_match_the_reference_in_numsim(suite, case):
+    res = check(suite, case)
+    assert res.verdict == "clean", [f.message for f in res.findings]
+
+
+def test_the_tail_cta_writes_exactly_n_elements():
+    """n = 4099: full vectors, then 3 single elements; numsim flags any element outside or
+    unwritten (numsim.out-of-bounds / numsim.unwritten-output), so a clean run proves it."""
+    case = next(c for c in act.SWIGLU.cases if c.name == "n4099")
+    assert act.SWIGLU.grid(case) == (2, 1, 1)  # 4096 elements per CTA
+    _, out, exp = simulate(act.SWIGLU, case)
+    assert act.ONE_BF16_ULP.compare(out["out"][-3:], exp["out"][-3:])["ok"]
+
+
+def test_gelu_reference_is_the_tanh_formula_where_float64_can_evaluate_it():
+    x = np.linspace(-6, 6, 1001).astype(act.BF16)
+    u = math.sqrt(2 / math.pi) * (x.astype(np.float64) + 0.044715 * x.astype(np.float64) ** 3)
+    tanh_form = (0.5 * x.astype(np.float64) * (1 + np.tanh(u))).astype(act.BF16)
+    np.testing.assert_array_equal(act._gelu_ref(x)["out"], tanh_form)
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+def test_shapes_the_kernels_cannot_run_are_refused_when_declared(suite):
+    with pytest.raises(ValueError, match=r"case 'empty': n=0 must be in 1..2\^31"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=act.constraints,
+                cases=[T.case("empty", n=0)])
+    with pytest.raises(ValueError, match=r"(?s)case 'odd': BLOCK=100 must be a multiple of 32.*"
+                                         r"UNROLL=9 must be in 1..8"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=act.constraints,
+                cases=[T.case("odd", n=64, BLOCK=100, UNROLL=9)])

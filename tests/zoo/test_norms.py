@@ -1,0 +1,80 @@
+"""zoo/kernels/norms.py: RMSNorm, LayerNorm, residual-add + RMSNorm and fp8 quantization."""
+
+import numpy as np
+import pytest
+
+import tirxh.lang as T
+
+from ._zoo import check, load, simulate, small_cases, sync_race
+
+norms = load("norms")
+SUITES = (norms.RMSNORM, norms.LAYERNORM, norms.ADD_RMSNORM, norms.QUANT_FP8)
+
+
+@pytest.mark.parametrize("suite,case", small_cases(*SUITES))
+def test_small_cases_match_the_reference_in_numsim(suite, case):
+    res = check(suite, case)
+    assert res.verdict == "clean", [f.message for f in res.findings]
+
+
+def test_a_two_ulp_error_is_caught():
+    """The tolerance is one bf16 ulp: an output two ulps off fails it."""
+    suite = norms.RMSNORM
+    case = next(c for c in suite.cases if c.name == "r5_c1000_b64")
+    _, out, exp = simulate(suite, case)
+    tol = suite.tolerance_for("out")
+    assert tol.compare(out["out"], exp["out"])["ok"]
+    bad = out["out"].copy()
+    bad[2, 999] = (exp["out"][2, 999].astype(np.float64) * (1 + 2 ** -6)).astype(norms.BF16)
+    r = tol.compare(bad, exp["out"])
+    assert not r["ok"] and r["first"][0]["index"] == [2, 999]
+
+
+def test_fp8_quantization_is_bitwise_and_an_all_zero_row_gets_the_floor_scale():
+    suite = norms.QUANT_FP8
+    case = next(c for c in suite.cases if c.name == "r5_c1000_b64")
+    inputs, out, exp = simulate(suite, case)
+    assert not inputs["x"][0].astype(np.float32).any()
+    np.testing.assert_array_equal(out["q"].view(np.uint8), exp["q"].view(np.uint8))
+    np.testing.assert_array_equal(out["scale"], exp["scale"])
+    assert out["scale"][0] == np.float32(1e-12) / np.float32(448) and not out["q"][0].any()
+    # the largest |x| of every other row maps to +-448 exactly
+    assert np.all(np.abs(out["q"][1:].astype(np.float32)).max(axis=1) == 448)
+
+
+def test_residual_add_is_the_exact_sum_rounded_once():
+    suite = norms.ADD_RMSNORM
+    case = next(c for c in suite.cases if c.name == "r3_c4096")
+    inputs, out, _ = simulate(suite, case)
+    want = (inputs["x"].astype(np.float64) + inputs["residual"].astype(np.float64))
+    np.testing.assert_array_equal(out["h"], want.astype(norms.BF16))
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+def test_shapes_the_kernels_cannot_run_are_refused_when_declared(suite):
+    with pytest.raises(ValueError, match=r"case 'odd': cols=1001 must be a positive multiple "
+                                         r"of 8"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
+                cases=[T.case("odd", rows=4, cols=1001)])
+    with pytest.raises(ValueError, match=r"case 'wide': cols=40960 is more than 8 \* BLOCK \* "
+                                         r"16 = 32768"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
+                cases=[T.case("wide", rows=4, cols=40960)])
+    with pytest.raises(ValueError, match=r"case 'huge': rows=1048576: need 1 <= rows and "
+                                         r"rows \* cols < 2\^32"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
+                cases=[T.case("huge", rows=1 << 20, cols=4096)])
+
+
+def test_tails_and_layouts():
+    """A row whose vectors do not fill the threads predicates only the last vector."""
+    assert norms.threads(520, 256) == 96 and norms.threads(8192, 256) == 256
+    assert norms.threads(8, 1024) == 32
+    assert norms.rmsnorm.specialize(cols=520, BLOCK=256).block == (96, 1, 1)
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+def test_the_cross_warp_reduction_is_race_free(suite):
+    case = next(c for c in suite.cases if c.name == "r3_c4096")  # 8 warps, one bar.sync
+    sync, race = sync_race(suite, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings

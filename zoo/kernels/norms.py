@@ -1,0 +1,383 @@
+"""Row norms with the row held in registers (bf16 in, f32 math, one pass over memory), sm_90a:
+
+- ``rmsnorm``:      out = x * rsqrt(mean(x^2) + eps) * w
+- ``layernorm``:    out = (x - mean(x)) * rsqrt(var(x) + eps) * w + b   (biased variance)
+- ``add_rmsnorm``:  h = x + residual (rounded to bf16, written: the new residual);
+                    out = rmsnorm(h) * w
+- ``quant_fp8``:    amax = max(|x|, 1e-12); scale = amax / 448 (f32, written);
+                    q = e4m3(x * (448 / amax)) with round-to-nearest and saturation
+
+x, residual, out, h: [rows, cols] bf16 row-major; w, b: [cols] bf16; q: [rows, cols] e4m3.
+
+Algorithm: one CTA per row. Thread t of NT threads owns the 16-byte vectors t, t + NT, t + 2NT,
+... of the row (8 bf16 each; NT = min(BLOCK, cols/8 rounded up to a warp)), so each warp-wide
+``ld.global.v4.b32`` reads 512 contiguous bytes and every thread has V = cols/(8 NT) independent
+16-byte loads in flight before its first use. The row stays in registers: the reduction (sum,
+sum of squares around the mean, max |x|) runs over registers, a ``shfl.sync.bfly`` butterfly
+combines the 32 lanes, one shared-memory word per warp and one ``bar.sync`` combine the warps
+(every thread sums the NW words in the same order, so all agree bit for bit), and the
+normalized values are written from the same registers: each element is read from HBM once and
+written once. bf16 pairs unpack to f32 with a shift / mask (bf16 is the top half of an f32) and
+pack back with ``cvt.rn.bf16x2.f32``; fp8 pairs with ``cvt.rn.satfinite.e4m3x2.f32``. The last
+vector of a thread is predicated when cols is not a multiple of 8 NT (a tail within the row);
+the grid covers any number of rows. LayerNorm takes the variance around the mean from the
+registers (two reductions, no E[x^2] - mean^2 cancellation); add_rmsnorm adds with
+``add.rn.bf16x2`` (the exact sum rounded once, as torch's bf16 add); quant_fp8 reduces the
+maximum on packed ``abs/max.bf16x2`` (exact: amax is one of the inputs) and takes
+448 / amax and scale with IEEE ``div.rn``, so it is bitwise equal to its numpy reference.
+
+Shapes: cols must be a multiple of 8 (rows are read as 16-byte vectors) and at most
+8 * BLOCK * 16 (16 vectors per thread); rows * cols < 2^32 (u32 element offsets).
+
+Techniques: vectorized 16-byte coalesced access, one CTA per row, row in registers (single pass),
+warp-shuffle butterfly + shared-memory cross-warp reduction, packed bf16x2 arithmetic, fp8
+conversion with saturation.
+
+Tags: vectorized, warp-shuffle, block-reduction, row-in-registers, single-pass, bf16, fp8
+"""
+
+import numpy as np
+
+import tirxh.lang as T
+from tirxh.core.types import numpy_dtype
+
+TAGS = ("vectorized", "warp-shuffle", "block-reduction", "row-in-registers", "single-pass",
+        "bf16", "fp8")
+
+BF16 = numpy_dtype("bf16")
+BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
+E4M3 = numpy_dtype("e4m3")
+FULL = 0xFFFFFFFF
+MAX_VECS = 16  # 16-byte vectors per thread (64 registers of row data)
+E4M3_MAX = 448.0
+AMAX_MIN = 1e-12  # an all-zero row gets a tiny scale instead of 0/0
+
+
+# --- the row layout (trace-time arithmetic) ----------------------------------------------------
+
+def threads(cols, BLOCK):
+    """Threads per CTA: BLOCK, or fewer when the row has fewer vectors (whole warps)."""
+    return min(BLOCK, -(-(cols // 8) // 32) * 32)
+
+
+class Row:
+    """Which 16-byte vectors of its row a thread owns: vector j is at column 8 (j NT + tid).
+
+    `load` emits one ``mad.wide.u32`` per pointer and one ``ld.global.v4.b32`` per vector (the
+    last one predicated with ``@p`` when the row's vectors do not fill every thread); `store`
+    the matching ``st.global.v4.b32`` (or ``.v2.b32`` for 8-byte fp8 vectors).
+    """
+
+    def __init__(self, cols, BLOCK):
+        self.cols, self.nt = cols, threads(cols, BLOCK)
+        self.nvec = cols // 8
+        self.v = -(-self.nvec // self.nt)
+        self.nw = self.nt // 32
+        self.tid = T.tid.x
+        self.col = self.tid * 8  # first column of the thread's vector 0
+        left = self.nvec - (self.v - 1) * self.nt  # vectors in the last round
+        self.tail = (self.tid < left) if left < self.nt else None
+
+    def pred(self, j):
+        return self.tail if j == self.v - 1 else None
+
+    def load(self, ptr, base=None):
+        """The thread's vectors of a bf16 row at element offset `base`: V lists of 4 b32 words
+        (zeros where predicated off)."""
+        addr = ptr.at(self.col if base is None else base + self.col)
+        out = []
+        for j in range(self.v):
+            p = self.pred(j)
+            if p is None:
+                words = T.ptx.ld.global_.v4.b32(addr + j * self.nt * 16)
+            else:
+                words = [T.reg(T.b32, init=0) for _ in range(4)]
+                T.ptx.ld.global_.v4.b32(words, addr + j * self.nt * 16, pred=p)
+            out.append(list(words))
+        return out
+
+    def store(self, ptr, base, vectors, vec_bytes=16):
+        addr = ptr.at(base + self.col)
+        op = T.ptx.st.global_.v4.b32 if vec_bytes == 16 else T.ptx.st.global_.v2.b32
+        for j, words in enumerate(vectors):
+            op(addr + j * self.nt * vec_bytes, words, pred=self.pred(j))
+
+
+def unpack(word):
+    """bf16x2 -> (lo, hi) f32: ``shl.b32`` / ``and.b32`` (bf16 is the top half of an f32) and
+    ``mov.f32`` to retype."""
+    lo = T.ptx.mov.f32(T.ptx.shl.b32(word, 16))
+    hi = T.ptx.mov.f32(T.ptx.and_.b32(word, 0xFFFF0000))
+    return lo, hi
+
+
+def unpack_row(vectors):
+    """Every vector's 8 f32 values, in memory order."""
+    return [[v for w in words for v in unpack(w)] for words in vectors]
+
+
+def pack_row(values):
+    """f32 values (8 per vector) -> bf16x2 words: ``cvt.rn.bf16x2.f32 d, hi, lo``."""
+    return [[T.ptx.cvt.rn.bf16x2.f32(vals[2 * i + 1], vals[2 * i]) for i in range(4)]
+            for vals in values]
+
+
+def block_reduce(value, op, red, nw):
+    """Reduce an f32 (or b32) over the CTA; every thread gets the result.
+
+    ``shfl.sync.bfly.b32`` + `op` over offsets 16..1, then (more than one warp) lane 0 stores its
+    warp's value to ``red[warp]`` (``st.shared.b32``), ``bar.sync 0``, and every thread combines
+    the NW words in order (``ld.shared.b32``)."""
+    is_f32 = value.dtype.name == "f32"
+    retype = T.ptx.mov.f32 if is_f32 else T.ptx.mov.b32
+    for off in (16, 8, 4, 2, 1):
+        value = op(value, retype(T.ptx.shfl.sync.bfly.b32(value, off, 0x1F, FULL)))
+    if nw == 1:
+        return value
+    with T.if_(T.laneid() == 0):
+        T.ptx.st.shared.b32(red.at(T.tid.x >> 5), value)
+    T.ptx.bar.sync(0)
+    load = T.ptx.ld.shared.f32 if is_f32 else T.ptx.ld.shared.b32
+    total = load(red.at(0))
+    for i in range(1, nw):
+        total = op(total, load(red.at(i)))
+    return total
+
+
+def add(a, b):
+    return a + b
+
+
+def sum_of(values, f=None):
+    """f32 sum over the thread's values (optionally of f(v)): one add or fma each."""
+    acc = None
+    for vals in values:
+        for v in vals:
+            if f == "square":
+                acc = v * v if acc is None else T.ptx.fma.rn.f32(v, v, acc)
+            else:
+                acc = v if acc is None else acc + v
+    return acc
+
+
+# --- kernels -----------------------------------------------------------------------------------
+
+def _block(cols, BLOCK):
+    return threads(cols, BLOCK)
+
+
+@T.kernel(grid=lambda rows: rows, block=_block)
+def rmsnorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
+            eps: T.f32, cols: T.const, BLOCK: T.const = 256):
+    row = Row(cols, BLOCK)
+    red = T.shared(T.f32, (max(row.nw, 1),), name="red")
+    base = T.ctaid.x * cols
+    xs = unpack_row(row.load(x, base))
+    ws = unpack_row(row.load(w))
+    total = block_reduce(sum_of(xs, "square"), add, red, row.nw)
+    r = T.ptx.rsqrt.approx.f32(T.ptx.fma.rn.f32(total, 1.0 / cols, eps))
+    row.store(out, base, pack_row([[a * r * b for a, b in zip(xv, wv)]
+                                   for xv, wv in zip(xs, ws)]))
+
+
+@T.kernel(grid=lambda rows: rows, block=_block)
+def layernorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gptr[T.bf16],
+              rows: T.u32, eps: T.f32, cols: T.const, BLOCK: T.const = 256):
+    row = Row(cols, BLOCK)
+    red = T.shared(T.f32, (max(row.nw, 1),), name="red")
+    red2 = T.shared(T.f32, (max(row.nw, 1),), name="red2")  # no barrier between the two uses
+    base = T.ctaid.x * cols
+    xs = unpack_row(row.load(x, base))
+    ws = unpack_row(row.load(w))
+    bs = unpack_row(row.load(b))
+    mean = block_reduce(sum_of(xs), add, red, row.nw) * (1.0 / cols)
+    ds = [[v - mean for v in vals] for vals in xs]
+    if row.tail is None:
+        sq = sum_of(ds, "square")
+    else:  # a predicated-off vector holds zeros: its (0 - mean)^2 must not enter the variance
+        sq = T.ptx.selp.f32(sum_of(ds[-1:], "square"), 0.0, row.tail)
+        if len(ds) > 1:
+            sq = sq + sum_of(ds[:-1], "square")
+    var = block_reduce(sq, add, red2, row.nw)
+    r = T.ptx.rsqrt.approx.f32(T.ptx.fma.rn.f32(var, 1.0 / cols, eps))
+    row.store(out, base, pack_row([[T.ptx.fma.rn.f32(d * r, wv, bv) for d, wv, bv in
+                                    zip(dv, wvs, bvs)] for dv, wvs, bvs in zip(ds, ws, bs)]))
+
+
+@T.kernel(grid=lambda rows: rows, block=_block)
+def add_rmsnorm(x: T.gptr[T.bf16], residual: T.gptr[T.bf16], w: T.gptr[T.bf16],
+                h: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, eps: T.f32,
+                cols: T.const, BLOCK: T.const = 256):
+    row = Row(cols, BLOCK)
+    red = T.shared(T.f32, (max(row.nw, 1),), name="red")
+    base = T.ctaid.x * cols
+    xv, rv = row.load(x, base), row.load(residual, base)
+    hv = [[T.ptx.add.rn.bf16x2(a, c) for a, c in zip(xw, rw)] for xw, rw in zip(xv, rv)]
+    row.store(h, base, hv)
+    hs = unpack_row(hv)
+    ws = unpack_row(row.load(w))
+    total = block_reduce(sum_of(hs, "square"), add, red, row.nw)
+    r = T.ptx.rsqrt.approx.f32(T.ptx.fma.rn.f32(total, 1.0 / cols, eps))
+    row.store(out, base, pack_row([[a * r * c for a, c in zip(hvals, wvals)]
+                                   for hvals, wvals in zip(hs, ws)]))
+
+
+def _bmax(a, b):
+    return T.ptx.max.bf16x2(a, b)
+
+
+@T.kernel(grid=lambda rows: rows, block=_block)
+def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: T.u32,
+              cols: T.const, BLOCK: T.const = 256):
+    row = Row(cols, BLOCK)
+    red = T.shared(T.b32, (max(row.nw, 1),), name="red")
+    base = T.ctaid.x * cols
+    xv = row.load(x, base)
+    m = None
+    for words in xv:  # packed |x| maximum: exact, two elements per instruction
+        for word in words:
+            a = T.ptx.abs.bf16x2(word)
+            m = a if m is None else T.ptx.max.bf16x2(m, a)
+    m = block_reduce(T.ptx.mov.b32(m), _bmax, red, row.nw)
+    lo, hi = unpack(m)
+    amax = T.ptx.max.f32(T.ptx.max.f32(lo, hi), AMAX_MIN)
+    inv = T.ptx.div.rn.f32(T.ptx.mov.f32(E4M3_MAX), amax)
+    with T.if_(row.tid == 0):
+        T.ptx.st.global_.f32(scale.at(T.ctaid.x), T.ptx.div.rn.f32(amax, E4M3_MAX))
+    packed = []
+    for vals in unpack_row(xv):
+        s = [T.ptx.mul.rn.f32(v, inv) for v in vals]
+        pairs = [T.ptx.cvt.rn.satfinite.e4m3x2.f32(s[2 * i + 1], s[2 * i]) for i in range(4)]
+        packed.append([T.ptx.mov.b32([pairs[0], pairs[1]]), T.ptx.mov.b32([pairs[2], pairs[3]])])
+    row.store(q, base, packed, vec_bytes=8)
+
+
+# --- cases, references, rules ------------------------------------------------------------------
+
+EPS_RMS, EPS_LN = 1e-6, 1e-5
+
+
+def constraints(rows, cols, BLOCK):
+    """The shapes these kernels accept (checked when the suite is declared)."""
+    out = []
+    if cols % 8 or cols <= 0:
+        out.append(f"cols={cols} must be a positive multiple of 8 (rows are read as 16-byte "
+                   "vectors of 8 bf16)")
+    if BLOCK % 32 or not 32 <= BLOCK <= 1024:
+        out.append(f"BLOCK={BLOCK} must be a multiple of 32 in 32..1024")
+    elif cols > 8 * BLOCK * MAX_VECS:
+        out.append(f"cols={cols} is more than 8 * BLOCK * {MAX_VECS} = {8 * BLOCK * MAX_VECS} "
+                   f"(the row must fit in {MAX_VECS} vectors per thread: raise BLOCK)")
+    if rows < 1 or rows * cols >= 1 << 32:
+        out.append(f"rows={rows}: need 1 <= rows and rows * cols < 2^32 (u32 element offsets)")
+    return out
+
+
+def _normal(rng, *shape):
+    return rng.standard_normal(shape, dtype=np.float32).astype(BF16)
+
+
+def _f64(a):
+    return np.asarray(a).astype(np.float64)
+
+
+# Tolerance of every bf16 output computed in f32: the f32 result is within a few f32 ulps of the
+# exact value (rsqrt.approx: 2^-22.9 relative), so rounding it to bf16 lands on the reference's
+# bf16 neighbour at worst: one bf16 ulp, at most 2^-7 of the reference's magnitude. LayerNorm's
+# final fma adds the bias, which can cancel x*r*w: the f32 error of the larger term (~1e-6 for
+# |terms| ~ 10) then stays absolute, hence its atol.
+ONE_BF16_ULP = T.tolerance(rtol=2 ** -7, atol=0)
+EXACT = T.tolerance(rtol=0, atol=0)
+
+
+def _rms_inputs(rng, rows, cols):
+    return dict(x=_normal(rng, rows, cols), w=_normal(rng, cols),
+                out=np.empty((rows, cols), BF16), rows=rows, eps=EPS_RMS)
+
+
+def _rms(x, w, eps):
+    x = _f64(x)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * _f64(w)
+
+
+def _norm_cases(blocks=(512,)):
+    """Small cases (numsim in CI: a single row, a tail inside the row, several warps) and the
+    large H200 cases (16384 x 8192 bf16, 256 MiB per tensor, four times the L2; BLOCK variants
+    trade registers per thread against threads per row)."""
+    return [T.case("r1_c520", rows=1, cols=520),
+            T.case("r5_c1000_b64", rows=5, cols=1000, BLOCK=64),
+            T.case("r3_c4096", rows=3, cols=4096),
+            T.case("r16384_c8192", rows=16384, cols=8192, **BENCH)] + [
+            T.case(f"r16384_c8192_b{b}", rows=16384, cols=8192, BLOCK=b, **BENCH)
+            for b in blocks]
+
+
+def _torch(op, **args):
+    """The eager and torch.compile baselines of `op` (kcoral/baselines/torch_zoo.py)."""
+    return [{"name": f"torch.{op}", "args": args}, {"name": f"torch.compile.{op}", "args": args}]
+
+
+RMSNORM = T.suite(
+    rmsnorm, inputs=_rms_inputs,
+    reference=lambda x, w, eps: {"out": _rms(x, w, eps).astype(BF16)},
+    outputs=["out"], cases=_norm_cases((512, 128)), tolerance=ONE_BF16_ULP,
+    constraints=constraints, flops=lambda rows, cols: 4 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 2 * cols,
+    baselines=_torch("rms_norm", x="x", w="w", eps=EPS_RMS))
+
+
+def _ln_inputs(rng, rows, cols):
+    return dict(x=_normal(rng, rows, cols), w=_normal(rng, cols), b=_normal(rng, cols),
+                out=np.empty((rows, cols), BF16), rows=rows, eps=EPS_LN)
+
+
+def _ln(x, w, b, eps):
+    x = _f64(x)
+    d = x - x.mean(axis=-1, keepdims=True)
+    return {"out": (d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + eps) * _f64(w)
+                    + _f64(b)).astype(BF16)}
+
+
+LAYERNORM = T.suite(
+    layernorm, inputs=_ln_inputs, reference=_ln, outputs=["out"], cases=_norm_cases(),
+    tolerance=T.tolerance(rtol=2 ** -7, atol=1e-5), constraints=constraints,
+    flops=lambda rows, cols: 7 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 4 * cols,
+    baselines=_torch("layer_norm", x="x", w="w", b="b", eps=EPS_LN))
+
+
+def _add_inputs(rng, rows, cols):
+    return dict(x=_normal(rng, rows, cols), residual=_normal(rng, rows, cols),
+                w=_normal(rng, cols), h=np.empty((rows, cols), BF16),
+                out=np.empty((rows, cols), BF16), rows=rows, eps=EPS_RMS)
+
+
+def _add_rms(x, residual, w, eps):
+    h = (_f64(x) + _f64(residual)).astype(BF16)  # the exact sum rounded once, as add.rn.bf16x2
+    return {"h": h, "out": _rms(h, w, eps).astype(BF16)}
+
+
+ADD_RMSNORM = T.suite(
+    add_rmsnorm, inputs=_add_inputs, reference=_add_rms, outputs=["h", "out"],
+    cases=_norm_cases(), tolerance={"h": EXACT, "out": ONE_BF16_ULP}, constraints=constraints,
+    flops=lambda rows, cols: 5 * rows * cols, bytes=lambda rows, cols: 8 * rows * cols + 2 * cols,
+    baselines=_torch("add_rms_norm", x="x", residual="residual", w="w", eps=EPS_RMS))
+
+
+def _quant_inputs(rng, rows, cols):
+    x = _normal(rng, rows, cols)
+    x[0, :] = 0  # an all-zero row: the scale floor, not 0/0
+    return dict(x=x, q=np.empty((rows, cols), E4M3), scale=np.empty(rows, np.float32), rows=rows)
+
+
+def _quant(x):
+    """The kernel's f32 arithmetic, step by step (every step is IEEE-rounded, so bitwise)."""
+    xf = np.asarray(x).astype(np.float32)
+    amax = np.maximum(np.abs(xf).max(axis=-1), np.float32(AMAX_MIN)).astype(np.float32)
+    inv = np.float32(E4M3_MAX) / amax
+    return {"scale": amax / np.float32(E4M3_MAX), "q": (xf * inv[:, None]).astype(E4M3)}
+
+
+QUANT_FP8 = T.suite(
+    quant_fp8, inputs=_quant_inputs, reference=_quant, outputs=["q", "scale"],
+    cases=_norm_cases(), tolerance=EXACT, constraints=constraints,
+    flops=lambda rows, cols: 3 * rows * cols, bytes=lambda rows, cols: 3 * rows * cols + 4 * rows,
+    baselines=_torch("fp8_quant", x="x", amax_min=AMAX_MIN))

@@ -1,0 +1,124 @@
+"""A 2-D tiled copy with TMA through shared memory, sm_90a: out[r, c] = x[r, c].
+
+x, out: [R, C] bf16 (C a multiple of 8: TMA needs 16-byte row strides).
+
+Algorithm: a persistent grid of G CTAs (G = min(tiles, CTAS)) walks the BR x BC tiles of the
+matrix, CTA i taking tiles i, i + G, i + 2G, ... One thread per CTA drives the copy engine:
+- prologue: for each of the first STAGES tiles, ``mbarrier.arrive.expect_tx`` on the stage's
+  `full` barrier with the tile's byte count, then ``cp.async.bulk.tensor.2d.shared::cluster.
+  global.tile.mbarrier::complete_tx::bytes`` (TMA load of the box at (col, row) into the stage);
+- loop over the CTA's tiles: wait for the stage's `full` phase (``mbarrier.try_wait.parity``),
+  store the stage with ``cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group`` and
+  ``cp.async.bulk.commit_group``; then ``cp.async.bulk.wait_group.read 1`` (every store but the
+  newest has finished *reading* shared memory) frees the previous tile's stage, which is refilled
+  with the tile STAGES - 1 ahead. So STAGES - 1 loads and one store are in flight at all times,
+  and no register ever holds the data;
+- ``cp.async.bulk.wait_group 0`` before the CTA exits.
+Tiles at the edges are handled by TMA itself: a load fills the box's out-of-bounds elements with
+zeros, a store writes only the in-bounds ones, so any R and C (multiple of 8) is exact.
+
+Techniques: TMA (tensor maps, bulk tensor copies), mbarrier transaction-count completion, a
+STAGES-deep shared-memory ring, bulk async-groups (wait_group.read to recycle a stage early),
+persistent CTAs, single-thread issue.
+
+Tags: tma, mbarrier-pipeline, persistent, bulk-async-group, data-movement, bf16
+"""
+
+import numpy as np
+
+import tirxh.lang as T
+from tirxh.core.types import numpy_dtype
+
+TAGS = ("tma", "mbarrier-pipeline", "persistent", "bulk-async-group", "data-movement", "bf16")
+
+BF16 = numpy_dtype("bf16")
+BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
+
+
+def tiles(R, C, BR, BC):
+    return T.cdiv(R, BR) * T.cdiv(C, BC)
+
+
+@T.kernel(grid=lambda R, C, BR, BC, CTAS: min(tiles(R, C, BR, BC), CTAS), block=32)
+def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
+             out: T.gptr[T.bf16], R: T.u32, C: T.u32, BR: T.const = 64, BC: T.const = 128,
+             STAGES: T.const = 4, CTAS: T.const = 396):
+    tma_load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+                     ".mbarrier::complete_tx::bytes"]
+    tma_store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"]
+    buf = T.shared(T.bf16, (STAGES, BR, BC), align=1024, dynamic=True, name="buf")
+    full = T.mbarrier(STAGES, name="full", dynamic=True)
+    box_bytes = BR * BC * 2
+    with T.if_(T.tid.x == 0):
+        col_tiles = (C + (BC - 1)) / BC
+        ntiles = ((R + (BR - 1)) / BR) * col_tiles
+        grid = T.nctaid.x
+        cta = T.ctaid.x
+        mine = (ntiles - 1 - cta) / grid + 1  # tiles cta, cta + grid, ... below ntiles
+
+        def coords(k):
+            """(col, row) of the CTA's k-th tile: ``mad``, ``div``, ``mul``, ``sub``."""
+            t = cta + k * grid
+            tr = t / col_tiles
+            return T.ptx.mov.s32((t - tr * col_tiles) * BC), T.ptx.mov.s32(tr * BR)
+
+        def load(k, stage):
+            full[stage].arrive_expect_tx(box_bytes)
+            tma_load(buf.at(stage), x_map[coords(k)], full[stage])
+
+        for s in range(STAGES):
+            full[s].init(1)
+        T.ptx.fence.mbarrier_init.release.cluster()
+        for s in range(STAGES):
+            with T.if_(mine > s):
+                load(s, s)
+        ring = T.pipeline(STAGES)
+        prev = T.reg(T.u32, init=0)  # the stage of the previous tile
+        with T.range(mine) as k:
+            full[ring.stage].wait(ring.phase)
+            tma_store(out_map[coords(k)], buf.at(ring.stage))
+            T.ptx.cp.async_.bulk.commit_group()
+            with T.if_((k > 0) & (k + (STAGES - 1) < mine)):
+                T.ptx.cp.async_.bulk.wait_group.read(1)  # the previous tile's store has read
+                load(k + (STAGES - 1), prev)
+            prev.set(ring.stage)
+            ring.advance()
+        T.ptx.cp.async_.bulk.wait_group(0)
+
+
+def constraints(R, C, BR, BC, STAGES, CTAS):
+    out = []
+    if R < 1 or C < 8 or C % 8:
+        out.append(f"R={R} must be >= 1 and C={C} a positive multiple of 8 (TMA needs 16-byte "
+                   "row strides)")
+    if not (1 <= BR <= 256 and 8 <= BC <= 256 and BC % 8 == 0):
+        out.append(f"box BR x BC = {BR} x {BC}: each side at most 256 elements, BC a multiple "
+                   "of 8 (16-byte box rows)")
+    if STAGES < 2 or STAGES * BR * BC * 2 + 8 * STAGES > 227 * 1024:
+        out.append(f"STAGES={STAGES}: need at least 2 stages and STAGES * BR * BC * 2 bytes "
+                   "within 227 KiB of shared memory")
+    if CTAS < 1 or R * C >= 1 << 32:
+        out.append(f"CTAS={CTAS} must be >= 1 and R*C below 2^32")
+    return out
+
+
+def inputs(rng, R, C, BR=64, BC=128):
+    return dict(x=rng.standard_normal((R, C), dtype=np.float32).astype(BF16),
+                out=np.empty((R, C), BF16), R=R, C=C,
+                x_map=T.TensorMap("x", box=(BR, BC)), out_map=T.TensorMap("out", box=(BR, BC)))
+
+
+SUITE = T.suite(
+    tma_copy, inputs=inputs, reference=lambda x: {"out": x.copy()}, outputs=["out"],
+    cases=[T.case("r8_c8", R=8, C=8, BR=8, BC=8, STAGES=2),
+           T.case("r100_c200_s2", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3),
+           T.case("r130_c264", R=130, C=264, BR=64, BC=128, STAGES=3, CTAS=2),
+           T.case("r16384_c8192", R=16384, C=8192, **BENCH),
+           T.case("r16384_c8192_b128x128_s3", R=16384, C=8192, BR=128, BC=128, STAGES=3,
+                  CTAS=264, **BENCH),
+           T.case("r16384_c8192_b32x256_s6", R=16384, C=8192, BR=32, BC=256, STAGES=6,
+                  CTAS=264, **BENCH)],  # 96 KiB of stages: 2 CTAs per SM
+    tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
+    constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
+    baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
+               for c in ("", ".compile")])
