@@ -5,8 +5,8 @@ split counters reset themselves), refused shapes."""
 import numpy as np
 import pytest
 
-from tests.zoo.zoo_modules import (assert_matches, load, load_mutant, mismatches, simulate,
-                                  small_cases)
+from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
+                                  simulate, small_cases)
 
 MOD = load("decode_attention")
 
@@ -30,8 +30,7 @@ def test_split_counters_reset_for_the_next_launch():
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(G=17), r"decode_attention case 'bad': G=17 query heads per KV head must be in "
-                 r"\[1, 16\]"),
+    (dict(G=17), r"case 'bad': G=17 query heads per KV head must be in \[1, 16\]"),
     (dict(PAGE=24), r"PAGE=24 must be 16, 32, 64, 128 or 256 tokens"),
     (dict(SPLITS=0), r"SPLITS=0 must be in \[1, 64\]"),
     (dict(lens=(5, 200)), r"lens=\(5, 200\) must hold B=2 lengths in \[1, L=100\]"),
@@ -40,7 +39,7 @@ def test_split_counters_reset_for_the_next_launch():
 def test_refused_shapes_name_the_case_and_the_constraint(params, match):
     base = dict(B=2, KVH=1, G=4, PAGE=16, L=100)
     with pytest.raises(ValueError, match=match):
-        MOD.make_case("bad", **dict(base, **params))
+        declare(MOD.SUITE, MOD.make_case("bad", **dict(base, **params)), MOD.constraints)
 
 
 @pytest.mark.parametrize("old,new,case_name,why", [
