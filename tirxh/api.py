@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from tirxh import __version__
 from tirxh.core import ir
+from tirxh.core.benchjob import bench_error, build_job, client_for
 from tirxh.core.bindings import (
     Binding, Effects, InstructionSet, SpellingError, operands, opt, slot,
 )
@@ -62,4 +63,6 @@ __all__ = [
     "SpellingError",
     # configuration and commands
     "Config", "ini_value", "ExitCode",
+    # KCoral jobs from compiled items, and the run's client
+    "build_job", "client_for", "bench_error",
 ]

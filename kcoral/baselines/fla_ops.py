@@ -15,7 +15,7 @@ class ChunkKda(TorchBaseline):
     roles = ("q", "k", "v", "g", "beta", "out")
 
     def make(self, t, args):
-        from fla.ops.kda import chunk_kda
+        from fla.ops.kda import chunk_kda  # optional dependency (operator-installed)
         scale = args.get("scale")
 
         def run():

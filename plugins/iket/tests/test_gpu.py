@@ -41,7 +41,8 @@ def test_profiling_build_on_the_gpu(tmp_path):
                                   {"scalar": n, "dtype": "u32"}]}]}
     job = Job.from_json(add_trace_buffer(doc, layout))
     job.blob_root = str(store.root)
-    r = IketTool().run(job, tmp_path)
+    from kcoral.boards import BoardSpec
+    r = IketTool().run(job, tmp_path, BoardSpec("cuda0", "cuda", "sm_90a"))
     s = r.summary
     assert s["verdict"] == "ok", s["issues"]
     assert s["warps"] == 6 * 4

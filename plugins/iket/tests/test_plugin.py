@@ -51,6 +51,7 @@ class FakeClient:
         return dg
 
     def submit(self, doc, timeout=None):
+        doc = doc.to_doc() if hasattr(doc, "to_doc") else doc  # a kcoral.job.Job or its JSON
         self.docs.append(doc)
         if self.refuse:
             from kcoral.client import KCoralError
@@ -77,9 +78,8 @@ def test_hooks_match_specs():
 
 
 def test_profile_item(monkeypatch, tmp_path):
-    from tirxh.plugins import bench
     client = FakeClient()
-    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
     item = types.SimpleNamespace(name="k.py::scale[n1024]@sm_90a", kernel=scale, suite=SUITE,
                                  case=SUITE.cases[0])
     ck = scale.compile("sm_90a")
@@ -107,7 +107,6 @@ def test_not_requested():
 
 
 def test_kernel_without_annotations_is_an_error_report(monkeypatch, tmp_path):
-    from tirxh.plugins import bench
 
     @T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
     def bare(x: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
@@ -117,7 +116,7 @@ def test_kernel_without_annotations_is_an_error_report(monkeypatch, tmp_path):
     def no_daemon(config):
         raise AssertionError("no daemon may be contacted for a kernel without annotations")
 
-    monkeypatch.setattr(bench, "client_for", no_daemon)
+    monkeypatch.setattr(plugin, "client_for", no_daemon)
     item = types.SimpleNamespace(name="bare", kernel=bare, suite=SUITE, case=SUITE.cases[0])
     rep = plugin.tirxh_profile_item(item=item, compiled=bare.compile("sm_90a"),
                                     config=_config(["--iket"]), request={"out": tmp_path})
@@ -125,9 +124,8 @@ def test_kernel_without_annotations_is_an_error_report(monkeypatch, tmp_path):
 
 
 def test_refused_job_is_an_error_report(monkeypatch, tmp_path):
-    from tirxh.plugins import bench
     client = FakeClient(refuse="failed to connect to all addresses")
-    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
     item = types.SimpleNamespace(name="s", kernel=scale, suite=SUITE, case=SUITE.cases[0])
     rep = plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
                                     config=_config(["--iket"]), request={"out": tmp_path})

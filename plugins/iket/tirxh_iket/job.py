@@ -1,7 +1,7 @@
 """Wire a profiling build into a KCoral job: the hidden trace buffer and the ``iket`` tool entry.
 
 A client (``tirxh profile --iket``, or `benchmarks/profile_gpu.py`) builds the normal build's job
-(``tirxh.plugins.bench.build_job``: buffers, inputs, checks) and turns it into the profiling
+(``tirxh.api.build_job(...).to_doc()``: buffers, inputs, checks) and turns it into the profiling
 build's job with `profiling_job`: the module becomes the instrumented cubin, the launch metadata
 (``params``, block, shared memory) comes from the instrumented kernel's ``launch_metadata()``, and
 `add_trace_buffer` appends a zero-filled ``u8`` output buffer sized for the launch grid, passes it

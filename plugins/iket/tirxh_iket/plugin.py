@@ -13,8 +13,8 @@ import json
 import pathlib
 from dataclasses import dataclass, field
 
-from tirxh.api import CompileError, hookimpl
-
+from kcoral.errors import KCoralError
+from tirxh.api import CompileError, build_job, client_for, hookimpl
 
 from .build import compile_profiling_build
 from .instrument import DEFAULT_CAPACITY, InstrumentError
@@ -74,13 +74,11 @@ def tirxh_profile_item(item, compiled, config, request):
                                                capacity=capacity)
     except (InstrumentError, CompileError) as e:
         return IketReport(item.name, "error", {"reason": str(e)}, f"iket: {e}")
-    from tirxh.plugins.bench import build_job, client_for
     client = client_for(config)
     timeout = float(config.getini("bench", "timeout_s") or 900.0)
-    plain = build_job(compiled, item.suite, item.case, put=client.put_blob)
+    plain = build_job(compiled, item.suite, item.case, put=client.put_blob).to_doc()
     doc = profiling_job(plain, prof, layout, client.put_blob(prof.cubin),
                         options={k: v for k, v in opt.items() if k in ("roles", "max_sms")})
-    from kcoral.client import KCoralError
     try:
         res = _submit(client, doc, timeout)
         base = _submit(client, dict(plain, tools=[]), timeout)
