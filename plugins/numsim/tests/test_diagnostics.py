@@ -98,7 +98,10 @@ def test_deadlock_is_reported_with_the_blocked_warps():
     res = ns.run(k, dict(out=np.zeros(64, np.uint32)), grid=(1,))
     dl = [f for f in res.diagnostics if f.kind == "numsim.deadlock"]
     assert dl and res.verdict == "error"
-    assert "mbarrier.try_wait" in dl[0].message and "warp 1" in dl[0].message
+    assert "cta (0, 0, 0) warps 0, 1: blocked on mbarrier.try_wait" in dl[0].message
+    assert dl[0].where.line == k.fn.__code__.co_firstlineno + 7  # bar.wait(0)
+    assert {(p["warp"], p["state"].split(" ")[0]) for p in dl[0].data["positions"]} == \
+        {(0, "blocked"), (1, "blocked")}
 
 
 def test_bad_inputs_are_clear_errors():

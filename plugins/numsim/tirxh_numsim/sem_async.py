@@ -21,7 +21,7 @@ import numpy as np
 from tirxh.api import ir
 
 from . import events as ev
-from .machine import WARP, MBar, Wait
+from .machine import SPLIT, WARP, MBar, Wait
 from .memory import CLUSTER_SHIFT, SHARED_GENERIC, SHARED_GENERIC_END
 from .sem_sync import _lanes2d, collective_event
 from .semtable import semantic
@@ -222,6 +222,8 @@ def _mb_wait(w, instr, mask):
                       success=bool(res[m].all()))
 
     res = check()
+    if w.nwarps > 1 and not (res | ~mask).all():
+        return SPLIT  # warps that pass go on, the others wait (or poll) one by one
     record(res)
     if (res | ~mask).all() or instr.binding.name == "mbarrier.test_wait":
         w.write(ops[0], res, mask)
@@ -638,6 +640,8 @@ semantic("fence.proxy.async", "fence.mbarrier_init", "fence.proxy.tensormap",
 def _cluster_bar(w, instr, mask):
     """Cluster barrier: every non-exited warp of the cluster arrives; wait blocks until the phase
     this warp arrived in completes."""
+    if w.nwarps > 1:
+        return SPLIT  # arrivals and waits are per warp
     g = w.group
     key = (w.ctas_local[0], w.warp_ids[0])
     if instr.binding.name.endswith("arrive"):
@@ -716,7 +720,7 @@ def _setmaxnreg(w, instr, mask):
     if not (24 <= n <= 256 and n % 8 == 0):
         w.m.finding("numsim.setmaxnreg", f"setmaxnreg {n}: the count must be in 24..256 and a "
                     "multiple of 8", instr, w=w)
-    if not mask[:WARP].all():
+    if not mask.reshape(w.nwarps, WARP)[w.warps_of(mask)].all():
         w.m.finding("numsim.setmaxnreg", "setmaxnreg executed by a partial warp (.sync.aligned "
                     "needs every thread of the warpgroup)", instr, w=w)
     w.maxnreg = n

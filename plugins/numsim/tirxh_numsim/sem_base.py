@@ -793,7 +793,7 @@ semantic("nanosleep", fidelity="ordering_only", note="No timing model; returns a
 @semantic("ret", "exit")
 def _exit(w, instr, mask):
     """The executing lanes leave the kernel."""
-    w.exited = w.exited | mask
+    w.exit_lanes(mask)
 
 
 @semantic("trap")

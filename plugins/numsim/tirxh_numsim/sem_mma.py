@@ -40,7 +40,7 @@ import numpy as np
 from tirxh.api import ir
 
 from . import events as ev
-from .machine import WARP
+from .machine import SPLIT, WARP
 from .sem_async import _swizzle
 from .sem_sync import aligned_event
 from .semtable import rejected, semantic
@@ -322,14 +322,14 @@ def desc_addresses(desc: int, rows: int, K: int, esize: int, mn_major: bool) -> 
 
 
 def _smem_matrix(w, instr, desc: int, rows: int, K: int, atype: str, mn_major: bool,
-                 row0: int = 0, nrows: "int | None" = None) -> np.ndarray:
+                 cta: int, row0: int = 0, nrows: "int | None" = None) -> np.ndarray:
+    """The (rows x K) matrix a descriptor describes in CTA `cta`'s shared memory, as float64."""
     el = _ELEM[atype]
     esize = el.itemsize
     addrs = desc_addresses(desc, rows, K, esize, mn_major)
     if nrows is not None:
         addrs = addrs[row0: row0 + nrows]
     sm = w.group.shared
-    cta = int(w.cta_local[0])
     if addrs.min() < 0 or addrs.max() + esize > sm.size:
         raise Unsupported(f"wgmma descriptor {hex(desc)} addresses {hex(int(addrs.max()))}, past "
                           f"the {sm.size}-byte shared window")
@@ -342,26 +342,42 @@ def _smem_matrix(w, instr, desc: int, rows: int, K: int, atype: str, mn_major: b
                     f"{sm.layout.name_of(int(bad.reshape(-1)[0]))} (descriptor {hex(desc)})",
                     instr, severity="review", w=w)
     vals = np.ascontiguousarray(raw).view(el)[..., 0]
-    w.event(ev.MemAccess, instr, np.ones(w.L, bool), space="shared", access="read",
-            ranges=_merge_ranges(addrs, esize), proxy=ev.ASYNC,
-            space_cta=w.group.ctas[cta].linear)
+    if w.m.trace is not None:
+        w.event(ev.MemAccess, instr, np.ones(w.L, bool), space="shared", access="read",
+                ranges=_merge_ranges(addrs, esize), proxy=ev.ASYNC,
+                space_cta=w.group.ctas[cta].linear)
     return _as_f64(vals, atype)
 
 
 def _merge_ranges(addrs: np.ndarray, esize: int) -> list:
+    """Half-open byte ranges ``(-1, start, end)`` covering the `esize`-byte items at `addrs`,
+    adjacent items merged."""
     u = np.unique(addrs.reshape(-1))
     if u.size == 0:
         return []
-    out = []
-    start = prev = int(u[0])
-    for a in u[1:]:
-        a = int(a)
-        if a != prev + esize:
-            out.append((-1, start, prev + esize))
-            start = a
-        prev = a
-    out.append((-1, start, prev + esize))
-    return out
+    brk = np.flatnonzero(np.diff(u) != esize) + 1
+    first = np.concatenate(([0], brk))
+    last = np.concatenate((brk - 1, [u.size - 1]))
+    return [(-1, int(u[a]), int(u[b]) + esize) for a, b in zip(first, last)]
+
+
+_ACC_MAPS: dict = {}
+
+
+def _acc_maps(dtype: str, nregs: int):
+    """(rows, cols) index arrays, shape (nregs, pieces, 32), of wgmma accumulator registers in a
+    warp's 16 x N slice (pieces: 2 halves of an f16x2 register, else 1)."""
+    key = (dtype, nregs)
+    hit = _ACC_MAPS.get(key)
+    if hit is None:
+        rows_of, cols_of = _wg_rows_cols(dtype, 0)
+        pieces = 2 if dtype == "f16" else 1
+        r = np.array([[np.broadcast_to(rows_of(i, j), (WARP,)) for j in range(pieces)]
+                      for i in range(nregs)])
+        c = np.array([[np.broadcast_to(cols_of(i, j), (WARP,)) for j in range(pieces)]
+                      for i in range(nregs)])
+        hit = _ACC_MAPS[key] = (r, c)
+    return hit
 
 
 def _wg_rows_cols(dtype: str, wi: int):
@@ -377,6 +393,26 @@ def _wg_rows_cols(dtype: str, wi: int):
     return rows, cols
 
 
+def _wg_state(w, active: np.ndarray) -> bool:
+    """Whether the warps in `active` may run a wgmma-family instruction together: the group's
+    pending wgmma state (open operations, committed groups) belongs to exactly these warps."""
+    if w.wgmma_warps is None:
+        return True
+    return bool(np.array_equal(w.wgmma_warps, active))
+
+
+def _wg_claim(w, active: np.ndarray) -> None:
+    if w.wgmma_warps is None:
+        w.wgmma_warps = active.copy()
+
+
+def _per_warp_first(w, mask, active):
+    """Index of each active warp's first active lane (in group lanes)."""
+    act = mask.reshape(w.nwarps, WARP)
+    idx = np.flatnonzero(active)
+    return idx * WARP + act[idx].argmax(axis=1)
+
+
 @semantic("wgmma.mma_async.ss", "wgmma.mma_async.rs",
           note="Descriptors with every swizzle, K- and MN-major (imm-trans), register A, "
                "bf16/f16/tf32/e4m3/e5m2/s8/u8; results land at wgmma.wait_group (reading the "
@@ -384,8 +420,9 @@ def _wg_rows_cols(dtype: str, wi: int):
                "the largest exponent, truncation; 13-bit fp8 accumulation): bitwise equal to "
                "an H200 on every probed layout, dtype and zoo GEMM.")
 def _wgmma(w, instr, mask):
-    if w.nwarps != 1:
-        raise Unsupported("wgmma in batched execution")
+    active = w.warps_of(mask)
+    if not _wg_state(w, active):
+        return SPLIT
     mods = instr.modifiers
     n = int(mods["shape"][4:].split("k")[0])
     K = int(mods["shape"].split("k")[1])
@@ -393,48 +430,90 @@ def _wgmma(w, instr, mask):
     ops = instr.operands
     names = [s.name for s in instr.binding.operand_specs(mods)]
     op = dict(zip(names, ops))
-    wi = w.warp_ids[0] % 4
     dregs = list(op["d"])
-    # the current accumulator value: the newest pending wgmma result, else the register
-    scale_d = op["scale_d"]
-    sd = bool(np.broadcast_to(w.read(scale_d, T("pred")), (w.L,))[0])
-    rows, cols = _wg_rows_cols(dtype, wi)
     acc_t = "f16" if dtype == "f16" else dtype
-    shadow = w.wgmma_shadow
-    C = np.zeros((1, 16, n), np.float64)
-    if sd:
+    widx = np.flatnonzero(active)  # the warps that issue, each a 16-row slice of the tile
+    W = widx.size
+    lead = _per_warp_first(w, mask, active)
+    ctas = [w.ctas_local[i] for i in widx]
+    wis = [w.warp_ids[i] % 4 for i in widx]
+    sd = np.broadcast_to(w.read(op["scale_d"], T("pred")), (w.L,))[lead]
+    rmap, cmap = _acc_maps(acc_t, len(dregs))
+    C = np.zeros((W, 16, n), np.float64)
+    if sd.any():
+        # the current accumulator value: the newest pending wgmma result, else the register
+        shadow = w.wgmma_shadow
         for i, r in enumerate(dregs):
             cur = shadow.get(r.id)
             src = cur if cur is not None else np.broadcast_to(
                 w.read(r, T("b32" if acc_t == "f16" else acc_t)), (w.L,))
+            v = np.asarray(src).reshape(w.nwarps, WARP)[widx]
             if acc_t == "f16":
-                pair = _unpack(np.asarray(src).view(np.uint32).reshape(1, WARP),
-                               np.dtype(np.float16)).astype(np.float64)
+                pair = _unpack(v.view(np.uint32), np.dtype(np.float16)).astype(np.float64)
                 for j in range(2):
-                    C[:, rows(i, j), cols(i, j)] = pair[:, :, j]
+                    C[:, rmap[i, j], cmap[i, j]] = pair[:, :, j]
             else:
-                C[:, rows(i, 0), cols(i, 0)] = np.asarray(src).reshape(1, WARP)
+                C[:, rmap[i, 0], cmap[i, 0]] = v
+        C[~sd] = 0.0
     trans_a = int(op["imm_trans_a"].value) if "imm_trans_a" in op else 0
     trans_b = int(op["imm_trans_b"].value) if "imm_trans_b" in op else 0
     if "a_desc" in op:
-        desc_a = int(np.broadcast_to(w.read(op["a_desc"], T("b64")), (w.L,))[0])
-        A = _smem_matrix(w, instr, desc_a, 64, K, atype, bool(trans_a), 16 * wi, 16)[None]
+        descs = np.broadcast_to(w.read(op["a_desc"], T("b64")), (w.L,))[lead]
+        mats: dict = {}
+        A = np.empty((W, 16, K), np.float64)
+        for j in range(W):
+            key = (ctas[j], int(descs[j]))
+            if key not in mats:
+                mats[key] = _smem_matrix(w, instr, key[1], 64, K, atype, bool(trans_a),
+                                         ctas[j])
+            A[j] = mats[key][16 * wis[j]: 16 * wis[j] + 16]
     else:
-        A = _a_fragment(w, list(op["a"]), atype, K)
-    desc_b = int(np.broadcast_to(w.read(op["b_desc"], T("b64")), (w.L,))[0])
-    Bt = _smem_matrix(w, instr, desc_b, n, K, btype, bool(trans_b))  # (N, K)
+        A = _a_fragment(w, list(op["a"]), atype, K)[widx]
+    descs = np.broadcast_to(w.read(op["b_desc"], T("b64")), (w.L,))[lead]
+    mats = {}
+    pick = np.empty(W, np.int64)
+    for j in range(W):
+        key = (ctas[j], int(descs[j]))
+        if key not in mats:
+            mats[key] = (len(mats), _smem_matrix(w, instr, key[1], n, K, btype, bool(trans_b),
+                                                 ctas[j]))
+        pick[j] = mats[key][0]
+    Bs = np.stack([m for _, m in mats.values()])  # (unique, N, K)
+    Bt = Bs[0] if len(mats) == 1 else Bs[pick]
     if "imm_scale_a" in op and int(op["imm_scale_a"].value) == -1:
         A = -A
     if "imm_scale_b" in op and int(op["imm_scale_b"].value) == -1:
         Bt = -Bt
     D = tc_dot(A, Bt, C, atype)
-    vals = _acc_values(D, dregs, acc_t, rows, cols, bool(mods.get("satfinite")))
+    lanes = np.zeros((w.nwarps, WARP), bool)
+    lanes[widx] = True
+    lanes = lanes.reshape(-1)
     result = []
-    for r, v in zip(dregs, vals):
+    shadow = w.wgmma_shadow
+    for i, r in enumerate(dregs):
         st = storage(r.dtype)
-        v = np.asarray(v).view(st) if np.asarray(v).dtype.itemsize == st.itemsize else v
-        shadow[r.id] = v
-        result.append((r, v))
+        full = np.zeros((w.nwarps, WARP), st)
+        if acc_t == "f16":
+            lo = D[:, rmap[i, 0], cmap[i, 0]].astype(np.float16).view(np.uint16)
+            hi = D[:, rmap[i, 1], cmap[i, 1]].astype(np.float16).view(np.uint16)
+            v = lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
+        elif acc_t == "s32":
+            x = D[:, rmap[i, 0], cmap[i, 0]]
+            if mods.get("satfinite"):
+                x = np.clip(x, -2 ** 31, 2 ** 31 - 1)
+            v = (x.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+        else:
+            v = D[:, rmap[i, 0], cmap[i, 0]].astype(np.float32)
+        full[widx] = v.view(st) if v.dtype.itemsize == st.itemsize else v
+        if r.id in shadow:  # warps not issuing keep their pending value
+            prev = shadow[r.id].reshape(w.nwarps, WARP)
+            keep = np.ones(w.nwarps, bool)
+            keep[widx] = False
+            full[keep] = prev[keep]
+        full = full.reshape(-1)
+        shadow[r.id] = full
+        result.append((r, full, lanes))
+    _wg_claim(w, active)
     w.wgmma_open.append(result)
     w.m.async_ids += 1
     w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="issue", op_id=w.m.async_ids,
@@ -451,6 +530,10 @@ def _wgmma_fence(w, instr, mask):
 @semantic("wgmma.commit_group")
 def _wgmma_commit(w, instr, mask):
     """Close the open wgmma operations into a group."""
+    active = w.warps_of(mask)
+    if not _wg_state(w, active):
+        return SPLIT
+    _wg_claim(w, active)
     w.wgmma_groups.append(w.wgmma_open)
     w.wgmma_open = []
     w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="commit",
@@ -462,15 +545,20 @@ def _wgmma_wait(w, instr, mask):
     """Retire committed groups until at most n are pending: their results land in the
     accumulator registers now."""
     n = int(instr.operands[0].value)
-    full = np.ones(w.L, bool)
+    active = w.warps_of(mask)
+    if not _wg_state(w, active):
+        return SPLIT
     while len(w.wgmma_groups) > n:
         grp = w.wgmma_groups.pop(0)
         for ops in grp:
-            for r, v in ops:
-                w.set_reg(r, v, full)
+            for r, v, lanes in ops:
+                w.set_reg(r, v, lanes)
                 if w.wgmma_shadow.get(r.id) is v:
                     del w.wgmma_shadow[r.id]
         w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="complete", direction="mma")
+    if not w.wgmma_groups and not w.wgmma_open:
+        w.wgmma_warps = None
+        w.wgmma_shadow.clear()
     w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="wait", group=n,
             pending=len(w.wgmma_groups), direction="mma")
 
