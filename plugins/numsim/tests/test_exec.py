@@ -127,6 +127,77 @@ def test_bar_sync_in_divergent_code_splits_the_warps():
     assert list(res.outputs["out"]) == want
 
 
+def _shfl_model(mode: str, v: list, b: int, c: int):
+    """(d, p) per lane by the PTX ISA pseudo-code of shfl.sync (all lanes active)."""
+    seg, clamp = (c >> 8) & 0x1F, c & 0x1F
+    out = []
+    for lane in range(32):
+        max_lane = (lane & seg) | (clamp & ~seg)
+        min_lane = lane & seg
+        j = {"up": lane - b, "down": lane + b, "bfly": lane ^ b,
+             "idx": min_lane | (b & ~seg)}[mode]
+        p = j >= max_lane if mode == "up" else j <= max_lane
+        out.append((v[j] if p else v[lane], p))
+    return out
+
+
+@pytest.mark.parametrize("mode,b,c", [("down", 3, (24 << 8) | 31), ("up", 2, 24 << 8),
+                                      ("bfly", 5, 31), ("idx", 9, (16 << 8) | 31),
+                                      ("down", 1, 15)])
+def test_shfl_sync_pred_says_whether_the_source_lane_was_in_range(mode, b, c):
+    @T.kernel(grid=1, block=32)
+    def k(out: T.gptr[T.u32], inrange: T.gptr[T.u32]):
+        lane = T.laneid()
+        d, p = T.reg(T.b32), T.reg(T.pred)
+        T.ptx.shfl.sync[mode].b32((d, p), lane * 10 + 1, b, c, 0xFFFFFFFF)
+        T.ptx.st.global_.u32(out.at(lane), d)
+        T.ptx.st.global_.u32(inrange.at(lane), T.ptx.selp.u32(1, 0, p))
+    res = ns.run(k, dict(out=np.zeros(32, np.uint32), inrange=np.zeros(32, np.uint32)),
+                 grid=(1,), outputs=["out", "inrange"])
+    assert res.verdict == "clean", res.summary()
+    want = _shfl_model(mode, [10 * i + 1 for i in range(32)], b, c)
+    assert list(res.outputs["out"]) == [d for d, _ in want]
+    assert list(res.outputs["inrange"]) == [int(p) for _, p in want]
+    assert "shfl.sync.pred" in res.stats["ops"]
+
+
+@pytest.mark.parametrize("trace", [False, True], ids=["batched", "per-warp"])
+def test_barrier_id_in_a_register_may_differ_between_warps(trace):
+    """Each warpgroup syncs on its own named barrier (id 1 + warpgroup, a register): the id is
+    uniform in each warp, so the warps run together and each barrier counts its own 128."""
+    @T.kernel(grid=2, block=256)
+    def k(out: T.gptr[T.u32]):
+        buf = T.shared(T.u32, (256,))
+        tid = T.tid.x
+        wg = tid >> 7
+        T.ptx.st.shared.u32(buf.at(tid), tid * 3 + T.ctaid.x)
+        T.ptx.bar.sync(wg + 1, 128)
+        mate = (tid & 128) | (127 - (tid & 127))  # a thread of the same warpgroup
+        T.ptx.st.global_.u32(out.at(T.ctaid.x * 256 + tid), T.ptx.ld.shared.u32(buf.at(mate)))
+    res = ns.run(k, dict(out=np.zeros(512, np.uint32)), grid=(2,), trace=trace,
+                 outputs=["out"])
+    assert res.verdict == "clean", res.summary()
+    t = np.arange(256)
+    mate = (t & 128) | (127 - (t & 127))
+    assert np.array_equal(res.outputs["out"], np.concatenate([mate * 3, mate * 3 + 1]))
+    if not trace:
+        assert res.stats["splits"] == 0  # both barriers complete at once
+
+
+def test_barrier_id_that_differs_inside_a_warp_is_an_error():
+    @T.kernel(grid=1, block=64)
+    def k(out: T.gptr[T.u32]):
+        tid = T.tid.x
+        T.ptx.bar.sync(tid & 1)  # BUG: lanes of one warp name different barriers
+        T.ptx.st.global_.u32(out.at(tid), tid)
+    res = ns.run(k, dict(out=np.zeros(64, np.uint32)), grid=(1,))
+    f = [f for f in res.diagnostics if f.kind == "numsim.barrier-nonuniform"]
+    assert f and res.verdict == "error", res.summary()
+    assert "the barrier id differs across the active lanes of warp 0" in f[0].message
+    assert f[0].data["values"] == [0, 1]
+    assert f[0].where.line == k.fn.__code__.co_firstlineno + 3
+
+
 def test_shuffles_votes_redux_match():
     v = np.arange(32, dtype=np.uint32) * 3
     off = np.full(32, 1, np.uint32)

@@ -225,8 +225,10 @@ def _lanes2d(x, w):
     return np.broadcast_to(x, (w.L,)).reshape(w.nwarps, WARP)
 
 
-@semantic("shfl.sync", note="Warp shuffle (up/down/bfly/idx with the c clamp/segment operand); "
-                            "lanes reading an inactive or out-of-range lane keep their own value.")
+@semantic("shfl.sync", "shfl.sync.pred",
+          note="Warp shuffle (up/down/bfly/idx with the c clamp/segment operand); the ``d|p`` form "
+               "also writes p: whether the source lane was in range. Lanes reading an inactive "
+               "or out-of-range lane keep their own value.")
 def _shfl(w, instr, mask):
     collective_event(w, instr, mask)
     ops = instr.operands
@@ -256,9 +258,12 @@ def _shfl(w, instr, mask):
     src_active = np.take_along_axis(act, j, axis=1)
     r = np.take_along_axis(a, j, axis=1)
     r = np.where(src_active, r, a)
-    w.write(ops[0], r.reshape(-1), mask)
-    if len(ops) > 5 and not isinstance(ops[5], ir.Sink):
-        pass
+    if isinstance(ops[0], ir.Vec):  # shfl.sync.pred: d|p
+        d, p = ops[0].elems
+        w.write(d, r.reshape(-1), mask)
+        w.write(p, ok.reshape(-1), mask)
+    else:
+        w.write(ops[0], r.reshape(-1), mask)
 
 
 @semantic("vote.sync", "vote.ballot")
