@@ -86,6 +86,46 @@ def test_endless_loop_hits_the_budget_and_is_incomplete():
     assert "instruction budget" in res.incomplete[0]
 
 
+def test_budget_message_says_how_much_ran_and_which_loop_used_it():
+    @T.kernel(grid=2, block=64)
+    def k(out: T.gptr[T.u32]):
+        acc = T.reg(T.u32, 0)
+        with T.range(4):
+            acc.set(acc + 1)
+        x = T.reg(T.u32, 1)
+        with T.while_(lambda: x != 0):  # x stays odd: never 0, and never the same twice
+            x.set(x + 2)
+        T.ptx.st.global_.u32(out.at(T.ctaid.x * 64 + T.tid.x), acc)
+    res = ns.run(k, dict(out=np.zeros(128, np.uint32)), grid=(2,), max_instructions=3000)
+    assert res.verdict == "incomplete"
+    msg = res.incomplete[0]
+    first = k.fn.__code__.co_firstlineno
+    where = f"{k.fn.__code__.co_filename}:{first + 6}"
+    assert msg.startswith("instruction budget of 3000 warp-instructions exhausted: ")
+    assert f"{res.stats['warp_instructions']} warp-instructions " \
+        f"({res.stats['lane_instructions']} lane-instructions) ran" in msg
+    assert f"in the loop at {where}" in msg
+    assert f"running the loop at {where} when it ran out" in msg
+    assert res.stats["loops"][0]["loop"] == f"loop at {where}"
+    assert res.stats["loops"][0]["warp_instructions"] > 2900
+
+
+def test_a_loop_that_can_never_change_is_a_deadlock_not_a_budget():
+    @T.kernel(grid=1, block=32)
+    def k(out: T.gptr[T.u32]):
+        with T.loop():
+            T.ptx.nanosleep.u32(100)  # waits for nothing: nothing can ever end this loop
+        T.ptx.st.global_.u32(out.at(T.tid.x), 1)
+    res = ns.run(k, dict(out=np.zeros(32, np.uint32)), grid=(1,))
+    f = [f for f in res.diagnostics if f.kind == "numsim.deadlock"]
+    assert f and not res.incomplete, res.summary()
+    assert (f"cta (0, 0, 0) warp 0: spinning in the loop at {k.fn.__code__.co_filename}:"
+            f"{k.fn.__code__.co_firstlineno + 2}: an iteration that reads no memory repeats "
+            "exactly") in f[0].message
+    # two parameter instructions, two iterations (the second repeats the first) and one probe
+    assert res.stats["warp_instructions"] == 5
+
+
 @T.kernel(grid=2, block=128)
 def smem_reverse(x: T.gptr[T.f32], out: T.gptr[T.f32]):
     buf = T.shared(T.f32, (128,))
