@@ -159,6 +159,7 @@ class Warps:
         self.wgmma_open: list = []  # uncommitted wgmma results
         self.wgmma_shadow: dict = {}  # reg id -> newest pending value (chained accumulation)
         self.wgmma_warps = None  # bool per warp: the warps the pending wgmma state belongs to
+        self.wgmma_last = None  # the last wgmma's result matrix (sem_mma: chained accumulation)
         self.bulk_groups = 0
         self.cpasync_groups = 0
         self.maxnreg: "int | None" = None
@@ -313,6 +314,7 @@ class Warps:
         else:
             n.wgmma_warps, n.wgmma_open, n.wgmma_groups, n.wgmma_shadow = None, [], [], {}
         n.wait = None
+        n.wgmma_last = None
         return n
 
     def mergeable(self, o: "Warps") -> bool:
@@ -393,6 +395,7 @@ class Warps:
             n.wgmma_shadow = {k: cat([w.wgmma_shadow[k] for w in ws])
                               for k in first.wgmma_shadow}
         n.wait = None
+        n.wgmma_last = None
         return n
 
     # -- tracing -----------------------------------------------------------------------------------

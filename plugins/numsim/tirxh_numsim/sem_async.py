@@ -482,7 +482,7 @@ def _tma_load(w, instr, mask):
             w.event(ev.AsyncOp, instr, lm, engine="tma", stage="issue", op_id=aid,
                     direction="load", mbarrier=int(mbars[lane]),
                     space_cta=w.group.ctas[cta].linear, nbytes=n * esize)
-            if not read_traced:  # one global read, however many CTAs a multicast fills
+            if not read_traced and w.m.trace is not None:  # one read, however many CTAs
                 _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize),
                                    aid)
                 read_traced = True
@@ -529,7 +529,9 @@ def _tma_store(w, instr, mask):
         w.event(ev.MemAccess, instr, lm, space="shared", access="read",
                 ranges=[(-1, int(addrs.min()), int(addrs.max()) + 1)], proxy=ev.ASYNC,
                 space_cta=w.group.ctas[cta].linear, async_id=aid)
-        _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize), aid, "write")
+        if w.m.trace is not None:
+            _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize), aid,
+                          "write")
 
 
 @semantic("cp.async.bulk", note="Bulk copy global -> shared::cluster completing tx bytes on "

@@ -180,13 +180,117 @@ def _trunc(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.trunc(x / q) * q
 
 
-def tc_dot(A: np.ndarray, Bt: np.ndarray, C: np.ndarray, atype: str) -> np.ndarray:
+def tc_dot(A: np.ndarray, Bt: np.ndarray, C: np.ndarray, atype: str,
+           b_of: "np.ndarray | None" = None) -> np.ndarray:
     """One tensor-core instruction: D = A @ Bt.T + C with the hardware's alignment and
     truncation (see the module docstring). A: (W, M, K), Bt: (N, K), or (W, N, K); C: (W, M, N).
-    Integer types are exact."""
+    With `b_of` (W,), Bt is (U, N, K) and warp w multiplies by Bt[b_of[w]]. Integer types are
+    exact.
+
+    Finite float inputs whose products and scaled terms stay in float32's normal range take
+    `_tc_dot_f32` (the same arithmetic, K step by K step over float32 slabs: several times
+    faster); anything else (Inf/NaN, subnormal or extreme exponents) takes the float64
+    `tc_dot_reference`."""
+    if b_of is None:
+        Bu = Bt if Bt.ndim == 3 else Bt[None]
+        b_of = np.zeros(A.shape[0], np.int64) if Bu.shape[0] == 1 else np.arange(A.shape[0])
+    else:
+        Bu = Bt
     if atype in ("s8", "u8"):
-        Bk = Bt if Bt.ndim == 3 else Bt[None]
-        return np.einsum("wmk,wnk->wmn", A, np.broadcast_to(Bk, (A.shape[0],) + Bk.shape[1:])) + C
+        return np.einsum("wmk,wnk->wmn", A, Bu[b_of]) + C
+    fast = _tc_dot_f32(A, Bu, b_of, C, atype)
+    return fast if fast is not None else tc_dot_reference(A, Bu[b_of], C, atype)
+
+
+_ZERO_EXP = -(1 << 12)  # the exponent of 0: below any real one, and sums of two fit in int16
+
+
+def _f32_exponents(x: np.ndarray) -> "np.ndarray | None":
+    """floor(log2 |x|) (int16; `_ZERO_EXP` for zeros) of float32-representable values, or None
+    when one is not a normal float32 number (Inf, NaN, subnormal)."""
+    f = x.astype(np.float32)
+    field = (f.view(np.uint32) >> np.uint32(23)) & np.uint32(0xFF)
+    zero = f == 0
+    if (field == 0xFF).any() or ((field == 0) & ~zero).any():
+        return None
+    return np.where(zero, np.int16(_ZERO_EXP), field.astype(np.int16) - np.int16(127))
+
+
+def _pow2_f32(e: np.ndarray) -> np.ndarray:
+    """2.0**e as float32, for integer e in float32's normal range (built from the bits)."""
+    return ((e.astype(np.int32) + 127) << 23).astype(np.uint32).view(np.float32)
+
+
+def _tc_dot_f32(A, Bu, b_of, C, atype):
+    """`tc_dot` for normal float inputs in range, or None. Per output element: emax = the
+    largest product exponent (sum of the factors' exponents) or C's; every product p is scaled
+    by 2^(in_bits - emax) (exact: a power of two; the float32 product is exact because the
+    inputs have at most 11 significand bits) and truncated to an integer below 2^(in_bits + 2);
+    the integers are summed exactly (int32 in chunks that cannot overflow, then int64) with C's
+    truncated term, the sum truncated to out_bits + 1 significant bits and scaled back (a
+    zero sum is +0, as in `tc_dot_reference`). Warps sharing a B matrix are
+    grouped so that B broadcasts over them; one K step at a time over slabs that stay in
+    cache."""
+    in_bits, out_bits = _TC_BITS["fp8" if atype in ("e4m3", "e5m2") else "other"]
+    W, M, K = A.shape
+    U, N, _ = Bu.shape
+    ea, eb, ec = _f32_exponents(A), _f32_exponents(Bu), _f32_exponents(C)
+    if ea is None or eb is None or ec is None:
+        return None
+    nz_a, nz_b = ea[ea > _ZERO_EXP], eb[eb > _ZERO_EXP]
+    if nz_a.size and nz_b.size and (int(nz_a.max()) + int(nz_b.max()) > 125 or
+                                    int(nz_a.min()) + int(nz_b.min()) < -110):
+        return None  # a product would leave float32's normal range
+    # warps in runs that share a B: (U, Wu) blocks broadcast B; otherwise one B per warp
+    Wu = W // U if W % U == 0 else 0
+    grouped = Wu > 0 and np.array_equal(b_of, np.repeat(np.arange(U), Wu))
+    Bw, ebw = (Bu, eb) if grouped else (Bu[b_of], eb[b_of])
+    Ug, Wu = (U, Wu) if grouped else (W, 1)
+    a32 = np.ascontiguousarray(A.astype(np.float32).reshape(Ug, Wu, M, K).transpose(3, 0, 1, 2))
+    b32 = np.ascontiguousarray(Bw.astype(np.float32).transpose(2, 0, 1))[:, :, None, None, :]
+    ea16 = np.ascontiguousarray(ea.reshape(Ug, Wu, M, K).transpose(3, 0, 1, 2))[..., None]
+    eb16 = np.ascontiguousarray(ebw.transpose(2, 0, 1))[:, :, None, None, :]
+    shape = (Ug, Wu, M, N)
+    pe = np.full(shape, 2 * _ZERO_EXP, np.int16)
+    tmp = np.empty(shape, np.int16)
+    for k in range(K):
+        np.add(ea16[k], eb16[k], out=tmp)
+        np.maximum(pe, tmp, out=pe)
+    emax = np.maximum(pe.reshape(W, M, N), ec)
+    live = emax > _ZERO_EXP
+    if live.any():
+        lo, hi = int(emax[live].min()), int(emax[live].max())
+        if lo < -100 or hi > 100:
+            return None  # the scale factors would leave float32's normal range
+    emax = np.where(live, emax, np.int16(0)).astype(np.int32)
+    scale = _pow2_f32(in_bits - emax).reshape(shape)
+    t = np.empty(shape, np.float32)
+    ti = np.empty(shape, np.int32)
+    chunk = (2 ** 31 - 1) // (2 ** (in_bits + 2) - 1)  # |terms| < 2^(in_bits + 2)
+    total = np.zeros(shape, np.int64)
+    for k0 in range(0, K, chunk):
+        acc = np.zeros(shape, np.int32)
+        for k in range(k0, min(K, k0 + chunk)):
+            np.multiply(a32[k][..., None], b32[k], out=t)  # exact
+            t *= scale  # exact: a power of two; the result is normal or truncates to 0
+            np.copyto(ti, t, casting="unsafe")  # truncation toward zero
+            acc += ti
+        total += acc
+    np.multiply(C.astype(np.float32).reshape(shape), scale, out=t)
+    np.copyto(ti, t, casting="unsafe")
+    total += ti
+    # |S| < 2^36 is exact in float64; clearing the low mantissa bits truncates it to
+    # out_bits + 1 significant bits (toward zero: the sign is apart); dividing by the scale
+    # (a power of two) is exact
+    s = total.reshape(W, M, N).astype(np.float64)
+    s.view(np.uint64)[...] &= np.uint64(~((1 << (52 - out_bits)) - 1) & (2 ** 64 - 1))
+    s /= scale.reshape(W, M, N)
+    return s
+
+
+def tc_dot_reference(A: np.ndarray, Bt: np.ndarray, C: np.ndarray, atype: str) -> np.ndarray:
+    """`tc_dot` in float64 throughout (every product at once), for any input (special values
+    follow float64 arithmetic through the same steps)."""
     in_bits, out_bits = _TC_BITS["fp8" if atype in ("e4m3", "e5m2") else "other"]
     Bk = Bt if Bt.ndim == 3 else Bt[None]
     a = A[:, :, None, :]
@@ -440,20 +544,26 @@ def _wgmma(w, instr, mask):
     sd = np.broadcast_to(w.read(op["scale_d"], T("pred")), (w.L,))[lead]
     rmap, cmap = _acc_maps(acc_t, len(dregs))
     C = np.zeros((W, 16, n), np.float64)
-    if sd.any():
+    chain = (tuple(r.id for r in dregs), widx.tobytes(), acc_t)
+    last = w.wgmma_last
+    if acc_t == "f32" and sd.all() and last is not None and last[0] == chain and \
+            all(w.wgmma_shadow.get(r.id) is v for r, v in zip(dregs, last[2])):
+        # accumulating on the previous wgmma's pending result: its matrix, as the f32
+        # registers will hold it
+        C = last[1].astype(np.float32).astype(np.float64)
+    elif sd.any():
         # the current accumulator value: the newest pending wgmma result, else the register
         shadow = w.wgmma_shadow
-        for i, r in enumerate(dregs):
-            cur = shadow.get(r.id)
-            src = cur if cur is not None else np.broadcast_to(
-                w.read(r, T("b32" if acc_t == "f16" else acc_t)), (w.L,))
-            v = np.asarray(src).reshape(w.nwarps, WARP)[widx]
-            if acc_t == "f16":
-                pair = _unpack(v.view(np.uint32), np.dtype(np.float16)).astype(np.float64)
-                for j in range(2):
-                    C[:, rmap[i, j], cmap[i, j]] = pair[:, :, j]
-            else:
-                C[:, rmap[i, 0], cmap[i, 0]] = v
+        rt = T("b32" if acc_t == "f16" else acc_t)
+        V = np.stack([np.asarray(shadow[r.id] if r.id in shadow else
+                                 np.broadcast_to(w.read(r, rt), (w.L,))).reshape(
+                                     w.nwarps, WARP)[widx] for r in dregs], axis=1)  # (W, R, 32)
+        if acc_t == "f16":
+            pair = _unpack(V.view(np.uint32), np.dtype(np.float16)).astype(np.float64)
+            for j in range(2):
+                C[:, rmap[:, j], cmap[:, j]] = pair[..., j]
+        else:
+            C[:, rmap[:, 0], cmap[:, 0]] = V
         C[~sd] = 0.0
     trans_a = int(op["imm_trans_a"].value) if "imm_trans_a" in op else 0
     trans_b = int(op["imm_trans_b"].value) if "imm_trans_b" in op else 0
@@ -479,40 +589,36 @@ def _wgmma(w, instr, mask):
                                                  ctas[j]))
         pick[j] = mats[key][0]
     Bs = np.stack([m for _, m in mats.values()])  # (unique, N, K)
-    Bt = Bs[0] if len(mats) == 1 else Bs[pick]
     if "imm_scale_a" in op and int(op["imm_scale_a"].value) == -1:
         A = -A
     if "imm_scale_b" in op and int(op["imm_scale_b"].value) == -1:
-        Bt = -Bt
-    D = tc_dot(A, Bt, C, atype)
+        Bs = -Bs
+    D = tc_dot(A, Bs, C, atype, pick)
     lanes = np.zeros((w.nwarps, WARP), bool)
     lanes[widx] = True
     lanes = lanes.reshape(-1)
+    if acc_t == "f16":
+        lo = D[:, rmap[:, 0], cmap[:, 0]].astype(np.float16).view(np.uint16)
+        hi = D[:, rmap[:, 1], cmap[:, 1]].astype(np.float16).view(np.uint16)
+        vals = lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
+    elif acc_t == "s32":
+        x = D[:, rmap[:, 0], cmap[:, 0]]
+        if mods.get("satfinite"):
+            x = np.clip(x, -2 ** 31, 2 ** 31 - 1)
+        vals = (x.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    else:
+        vals = D[:, rmap[:, 0], cmap[:, 0]].astype(np.float32)  # (W, R, 32)
+    st = storage(dregs[0].dtype)
+    full = np.zeros((len(dregs), w.nwarps, WARP), st)
+    full[:, widx] = (vals.view(st) if vals.dtype.itemsize == st.itemsize else vals) \
+        .transpose(1, 0, 2)
+    shadow = w.wgmma_shadow  # (warps not issuing have no pending wgmma state: _wg_state)
+    full = full.reshape(len(dregs), w.L)
     result = []
-    shadow = w.wgmma_shadow
     for i, r in enumerate(dregs):
-        st = storage(r.dtype)
-        full = np.zeros((w.nwarps, WARP), st)
-        if acc_t == "f16":
-            lo = D[:, rmap[i, 0], cmap[i, 0]].astype(np.float16).view(np.uint16)
-            hi = D[:, rmap[i, 1], cmap[i, 1]].astype(np.float16).view(np.uint16)
-            v = lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
-        elif acc_t == "s32":
-            x = D[:, rmap[i, 0], cmap[i, 0]]
-            if mods.get("satfinite"):
-                x = np.clip(x, -2 ** 31, 2 ** 31 - 1)
-            v = (x.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-        else:
-            v = D[:, rmap[i, 0], cmap[i, 0]].astype(np.float32)
-        full[widx] = v.view(st) if v.dtype.itemsize == st.itemsize else v
-        if r.id in shadow:  # warps not issuing keep their pending value
-            prev = shadow[r.id].reshape(w.nwarps, WARP)
-            keep = np.ones(w.nwarps, bool)
-            keep[widx] = False
-            full[keep] = prev[keep]
-        full = full.reshape(-1)
-        shadow[r.id] = full
-        result.append((r, full, lanes))
+        shadow[r.id] = full[i]
+        result.append((r, full[i], lanes))
+    w.wgmma_last = (chain, D, [full[i] for i in range(len(dregs))])
     _wg_claim(w, active)
     w.wgmma_open.append(result)
     w.m.async_ids += 1
