@@ -136,6 +136,7 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
         incomplete.append(str(e))
     except Deadlock as e:
         m.findings.append(_deadlock_finding(kir, e))
+    m.flush_counts()
     outs = {b.name: b.array() for b in m.gmem.buffers}
     for o in outputs:
         left = m.gmem.by_name[o].unwritten_elements() if o in m.gmem.by_name else None

@@ -205,6 +205,8 @@ class Interpreter:
         mask = w.mask & w.alive
         epoch = w.exit_epoch
         cmask, clanes, cwarps = None, 0, 0
+        pcl, pce = m.pc_lanes, m.pc_execs
+        budget = m.budget_left  # warp-instructions left (written back when the group stops)
         if not mask.any():
             pc = blockend[pc]
         while True:
@@ -236,20 +238,22 @@ class Interpreter:
                 if fn is None:
                     fn = fns[pc] = m.dispatch(instr)
                 m.current_instr = instr
-                m.current_pc = pc
                 res = fn(w, instr, em)
                 if res is SPLIT:
                     w.pc, w.mask = pc, mask
+                    m.budget_left = budget
                     return SPLIT
-                m.lane_instructions += lanes
-                m.warp_instructions += warps
-                m.group_instructions += 1
                 pcw[pc] += warps
-                if m.warp_instructions > m.max_instructions:
+                pcl[pc] += lanes
+                pce[pc] += 1
+                budget -= warps
+                if budget < 0:
+                    m.flush_counts()
                     raise SimLimit(m.budget_message(pc))
                 if res is not None:
                     m.step += 1
                     w.pc, w.mask = pc + 1, mask
+                    m.budget_left = budget
                     return res
                 if w.exit_epoch != epoch:
                     epoch = w.exit_epoch
@@ -347,6 +351,7 @@ class Interpreter:
                         spin = self._spin_check(w, fr, op[3], mask)
                         if spin is not None:
                             w.pc, w.mask = op[1], mask
+                            m.budget_left = budget
                             return spin
                     else:
                         fr[3] = None
@@ -373,6 +378,7 @@ class Interpreter:
                 pc = pc + 1 if mask.any() else blockend[pc]
             elif k == END:
                 w.pc, w.mask = pc, mask
+                m.budget_left = budget
                 return DONE
             else:  # pragma: no cover - Code emits nothing else
                 raise AssertionError(f"unknown op {op!r}")

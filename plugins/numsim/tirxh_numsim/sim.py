@@ -59,9 +59,11 @@ class Machine:
         self.max_instructions = max_instructions
         self.code = Code(kir)
         self.pc_warps = [0] * len(self.code.ops)  # warp-instructions executed per op
+        self.pc_lanes = [0] * len(self.code.ops)  # lane-instructions executed per op
+        self.pc_execs = [0] * len(self.code.ops)  # executions per op (once per group)
+        self.budget_left = max_instructions  # kept by the interpreter (interp.py)
         self.wclock = 0  # bumped by every memory write (spin-loop detection)
         self.region_clock: dict = {}  # memory region key -> wclock of its last write
-        self.current_pc = 0
         self.max_ctas = max_ctas
         self._dispatch: dict = {}
         self.async_ids = 0
@@ -110,6 +112,12 @@ class Machine:
                                   f"{instr.binding.name!r}): {why}") from None
             fn = self._dispatch[instr] = sem.fn
         return fn
+
+    def flush_counts(self) -> None:
+        """Instruction totals from the per-op counters the interpreter keeps."""
+        self.warp_instructions = sum(self.pc_warps)
+        self.lane_instructions = sum(self.pc_lanes)
+        self.group_instructions = sum(self.pc_execs)
 
     @property
     def op_counts(self) -> Counter:
@@ -541,7 +549,10 @@ class Machine:
                            for k in range(nwarps)]
             return g, [Warps(self, g, [j for j in range(len(unit)) for _ in range(nwarps)],
                              [k for _ in unit for k in range(nwarps)])]
-        Scheduler(self, self.units(self.ctas(), nwarps), admit, merge=not traced).run()
+        # numpy's floating-point warnings say nothing numsim does not model explicitly (NaN
+        # origins, division by zero are findings): off for the whole launch, once
+        with np.errstate(all="ignore"):
+            Scheduler(self, self.units(self.ctas(), nwarps), admit, merge=not traced).run()
 
     def finish_warps(self, w: Warps) -> None:
         """`w` reached the end of the kernel: its warps count as exited for barriers."""
