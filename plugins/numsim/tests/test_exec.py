@@ -122,8 +122,9 @@ def test_a_loop_that_can_never_change_is_a_deadlock_not_a_budget():
     assert (f"cta (0, 0, 0) warp 0: spinning in the loop at {k.fn.__code__.co_filename}:"
             f"{k.fn.__code__.co_firstlineno + 2}: an iteration that reads no memory repeats "
             "exactly") in f[0].message
-    # two parameter instructions, two iterations (the second repeats the first) and one probe
-    assert res.stats["warp_instructions"] == 5
+    # two parameter instructions and two iterations (the second repeats the first); nothing
+    # was written since, so running it again could not change anything
+    assert res.stats["warp_instructions"] == 4
 
 
 @T.kernel(grid=2, block=128)

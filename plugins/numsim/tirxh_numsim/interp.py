@@ -400,7 +400,8 @@ class Interpreter:
         what = describe_regions(regions, self.m)
         return SpinWait(regions, self.m.wclock, info,
                         f"spinning in the loop at {info.loc}: an iteration {what} repeats "
-                        "exactly (nothing it reads was written since)")
+                        "exactly (nothing it reads was written since)",
+                        self.m.wclock + MBar.changes)
 
 
 def _diverge(w, stmt, taken: np.ndarray, rest: np.ndarray, how: str) -> None:

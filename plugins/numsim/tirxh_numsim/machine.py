@@ -68,18 +68,25 @@ class Wait:
 class SpinWait:
     """A group whose loop iteration repeated exactly (nothing written, same registers): it waits
     until a memory region its loop reads is written again. `regions`: the region keys read in
-    the last iteration; `since`: the write clock when it blocked; `loop`: the loop's `LoopInfo`."""
+    the last iteration; `since`: the write clock when it blocked; `state`: every write and
+    mbarrier change counted when it blocked; `loop`: the loop's `LoopInfo`."""
 
     regions: frozenset
     since: int
     loop: object
     what: str
+    state: int = 0
     soft: bool = True  # probed when no other warp can run (the wake-up is an optimization)
     resume: Optional[Callable[[], None]] = None
 
     def ready_in(self, m) -> bool:
         rc = m.region_clock
         return any(rc.get(k, 0) > self.since for k in self.regions)
+
+    def worth_probing(self, m) -> bool:
+        """Whether running it once more could end the spin: only if some memory or mbarrier
+        changed since it stopped (its iteration is deterministic; every write counts)."""
+        return m.wclock + MBar.changes != self.state
 
 
 @dataclass

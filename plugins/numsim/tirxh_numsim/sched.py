@@ -157,8 +157,10 @@ class Scheduler:
                                                     for g in self.groups))
 
     def _probe(self) -> bool:
-        """Run each softly waiting group once more; True if that changed anything."""
-        soft = [g for g in self.groups if g.wait is not None and g.wait.soft]
+        """Run each softly waiting group once more (a spin only if anything was written since
+        it stopped); True if that changed anything."""
+        soft = [g for g in self.groups if g.wait is not None and g.wait.soft and
+                (not isinstance(g.wait, SpinWait) or g.wait.worth_probing(self.m))]
         if not soft:
             return False
         before = self._state()

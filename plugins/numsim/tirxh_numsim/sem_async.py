@@ -521,6 +521,7 @@ def _tma_store(w, instr, mask):
             idx = off[ok][:, None] + np.arange(esize)
             buf.data[idx] = raw[ok]
             buf.written[idx] = True
+            w.m.wrote("global")
         lm = np.zeros(w.L, bool)
         lm[lane] = True
         aid = new_async_id(w)
@@ -600,6 +601,7 @@ def _bulk_store(w, instr, mask):
                         severity="review", w=w)
         w.m.gmem.buffers[gb[0]].data[goff[0]: goff[0] + size] = raw
         w.m.gmem.buffers[gb[0]].written[goff[0]: goff[0] + size] = True
+        w.m.wrote("global")
         lm = np.zeros(w.L, bool)
         lm[lane] = True
         aid = new_async_id(w)

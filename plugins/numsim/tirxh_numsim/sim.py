@@ -29,7 +29,7 @@ MAX_FINDINGS_PER_SITE = 1
 BATCH_LANES = 1 << 17  # lanes of the CTAs admitted together without a trace
 BATCH_LOCAL_BYTES = 1 << 26  # ... and at most this much local memory
 BATCH_SHARED_BYTES = 1 << 28  # ... and shared memory (with its initialized-byte map)
-GLOBAL = "global"  # the memory-region key of global memory (spin-loop wake-ups)
+GLOBAL = "global"  # the memory-region key of global memory (spin-loop wake-ups; sem_async too)
 
 
 class Machine:
