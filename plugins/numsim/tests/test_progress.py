@@ -246,6 +246,13 @@ def test_spin_first_consumer_whose_flag_is_never_raised_deadlocks(mode, monkeypa
     assert res.stats["warp_instructions"] < 400
 
 
+def test_a_spin_on_a_cta_cut_by_max_ctas_says_so():
+    res = ns.run(spin_first, _spin_inputs(), grid=(2,), max_ctas=1)
+    f = deadlock(res)
+    assert "cta (0, 0, 0) warp 0: spinning in the loop" in f.message
+    assert "only the first 1 CTAs of the grid run: [numsim] max_ctas" in f.message
+
+
 # --- a persistent kernel with a grid-wide barrier ---------------------------------------------------
 
 ITERS = 3

@@ -57,7 +57,6 @@ class Code:
         self.blockend: list = []
         self.loop_of: list = []
         self.loops: list = []
-        self.instrs = 0
         top = self._block(kir.body, -1)
         end = self._emit((END,), -1)
         self._close(top, end)
@@ -85,7 +84,6 @@ class Code:
                 g = s.guard
                 pcs.append(self._emit((INSTR, s, g[0].id if g is not None else -1,
                                        bool(g[1]) if g is not None else False), loop))
-                self.instrs += 1
             elif t is ir.If:
                 pcs.append(self._if(s, loop))
             elif t is ir.For:
@@ -397,7 +395,7 @@ class Interpreter:
             if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
                 return None
         regions = frozenset(k for k, t in w.reads.items() if t > fr[2])
-        what = describe_regions(regions, self.m)
+        what = describe_regions(regions)
         return SpinWait(regions, self.m.wclock, info,
                         f"spinning in the loop at {info.loc}: an iteration {what} repeats "
                         "exactly (nothing it reads was written since)",
@@ -411,17 +409,16 @@ def _diverge(w, stmt, taken: np.ndarray, rest: np.ndarray, how: str) -> None:
         w.event(ev.Divergence, None, taken, loc=stmt.loc, other=w.lanes_int(rest), construct=how)
 
 
-def describe_regions(regions, m) -> str:
+def describe_regions(regions) -> str:
+    """What a spinning loop reads, for reports (region keys: see `sim.Machine.wrote`)."""
     if not regions:
         return "that reads no memory"
     names = []
     for k in sorted(regions, key=str):
         if k == "global":
             names.append("global memory")
-        elif k[0] == "shared":
-            names.append("shared memory")
         else:
-            names.append(str(k))
+            names.append("shared memory")
     return "reading " + " and ".join(dict.fromkeys(names))
 
 

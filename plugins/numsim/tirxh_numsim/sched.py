@@ -202,6 +202,9 @@ class Scheduler:
             text = text[:MAX_REPORT_LINES] + [f"... and {len(text) - MAX_REPORT_LINES} more"]
         never = sum(len(u) for u in self.pending)
         tail = f"\n  ({never} CTAs of the grid never started)" if never else ""
+        if m.max_ctas is not None:
+            tail += (f"\n  (only the first {m.max_ctas} CTAs of the grid run: [numsim] "
+                     "max_ctas; a wait for a later CTA cannot end)")
         where = self._loc(self.groups[0]) if self.groups else None
         msg = (f"kernel {m.kir.name!r}: no warp can make progress (deadlock); where every "
                f"warp of the {sum(len(g.ctas) for g in self.admitted)} started CTAs is:\n  " +
