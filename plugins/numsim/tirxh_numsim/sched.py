@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
+
 from .interp import DONE, Interpreter
 from .machine import SPLIT, WARP, Deadlock, MBar, SpinWait
 
@@ -28,6 +30,10 @@ MAX_REPORT_LINES = 40
 
 
 class Scheduler:
+    """Runs one launch: `units` (lists of CTAs) are admitted in order through `make_unit`
+    (unit -> (Group, [Warps])); `merge` joins groups that meet (off when tracing, where a group
+    is one warp)."""
+
     def __init__(self, machine, units: list, make_unit, *, merge: bool):
         self.m = machine
         self.interp = Interpreter(machine, machine.code)
@@ -116,8 +122,8 @@ class Scheduler:
         if isinstance(res, SpinWait) and g.nwarps > 1:
             live = g.warps_of(g.mask)
             if not live.all():  # warps whose lanes all left the loop go on
-                spin, free = g.split([list(map(int, (live).nonzero()[0])),
-                                      list(map(int, (~live).nonzero()[0]))])
+                spin, free = g.split([np.flatnonzero(live).tolist(),
+                                      np.flatnonzero(~live).tolist()])
                 self.m.splits += 1
                 spin.wait = res
                 self.groups[i:i + 1] = [spin, free]
@@ -127,12 +133,11 @@ class Scheduler:
     def _gather(self, g):
         """Merge the groups that are at `g`'s point and can run now into `g` (resuming their
         waits); returns the group to run."""
-        if getattr(g, "split_at", None) == g.pc:
+        if g.split_at == g.pc:
             return g
         found = []
         for h in self.groups:
-            if h is g or h.pc != g.pc or h.group is not g.group or \
-                    getattr(h, "split_at", None) == h.pc:
+            if h is g or h.pc != g.pc or h.group is not g.group or h.split_at == h.pc:
                 continue
             if not self._ready(h) or not g.mergeable(h):
                 continue

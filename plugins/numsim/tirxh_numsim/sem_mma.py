@@ -572,6 +572,10 @@ def _wgmma(w, instr, mask):
         mats: dict = {}
         A = np.empty((W, 16, K), np.float64)
         for j in range(W):
+            if w.m.trace is not None:  # the trace records each warp's own 16 rows
+                A[j] = _smem_matrix(w, instr, int(descs[j]), 64, K, atype, bool(trans_a),
+                                    ctas[j], 16 * wis[j], 16)
+                continue
             key = (ctas[j], int(descs[j]))
             if key not in mats:
                 mats[key] = _smem_matrix(w, instr, key[1], 64, K, atype, bool(trans_a),
