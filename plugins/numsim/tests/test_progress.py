@@ -8,6 +8,8 @@ trace, one CTA admitted at a time: spins must wait for CTAs not started yet) and
 (``trace=True``: one warp per group, one CTA admitted at a time).
 """
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -32,9 +34,13 @@ def deadlock(res):
 
 def line_of(kernel, text: str) -> int:
     """The source line of `kernel` that contains `text`."""
-    import inspect
     lines, first = inspect.getsourcelines(kernel.fn)
     return first + next(i for i, s in enumerate(lines) if text in s)
+
+
+def spinning_at(kernel) -> str:
+    """How a deadlock report names a warp spinning in `kernel`'s ``T.while_`` loop."""
+    return f"spinning in the loop at {kernel.fn.__code__.co_filename}:{line_of(kernel, 'T.while_')}"
 
 
 # --- a last-block reduction whose total every block waits for -------------------------------------
@@ -100,11 +106,9 @@ def test_last_block_reduction_broadcast(mode, monkeypatch):
 def test_last_block_reduction_without_a_last_block_deadlocks(mode, monkeypatch):
     res = run(no_last_block, _sum_inputs(), mode, monkeypatch, grid=(4,), outputs=["out"])
     f = deadlock(res)
-    spin = line_of(no_last_block, "T.while_")
-    assert f.where.line == spin
+    assert f.where.line == line_of(no_last_block, "T.while_")
     # every CTA: warp 0 spins on the flag, warp 1 waits at the barrier after the if
-    assert (f"ctas (0, 0, 0)..(3, 0, 0) (4 CTAs) warp 0: spinning in the loop at "
-            f"{no_last_block.fn.__code__.co_filename}:{spin}") in f.message
+    assert f"ctas (0, 0, 0)..(3, 0, 0) (4 CTAs) warp 0: {spinning_at(no_last_block)}" in f.message
     assert "ctas (0, 0, 0)..(3, 0, 0) (4 CTAs) warp 1: blocked on bar.sync 0" in f.message
     assert len(f.data["positions"]) == 8 and f.data["stuck_warps"] == 8
     assert res.stats["warp_instructions"] < 5000  # the spins were not executed for long
@@ -179,8 +183,7 @@ def test_split_k_turnstile(mode, monkeypatch):
 def test_split_k_turnstile_that_skips_a_turn_deadlocks(mode, monkeypatch):
     res = run(splitk_skips_a_turn, _splitk_inputs(), mode, monkeypatch, grid=(SPLITS, 2))
     f = deadlock(res)
-    spin = line_of(splitk_skips_a_turn, "T.while_")
-    at = f"spinning in the loop at {splitk_skips_a_turn.fn.__code__.co_filename}:{spin}"
+    at = spinning_at(splitk_skips_a_turn)
     # splits 0 and 1 of each tile finished; split 2 waits for turn 3 and split 3 for turn 4
     for tile in range(2):
         assert f"ctas (0, {tile}, 0)..(1, {tile}, 0) (2 CTAs) warps 0, 1: finished" in f.message
@@ -237,9 +240,7 @@ def test_spin_first_consumer(mode, monkeypatch):
 def test_spin_first_consumer_whose_flag_is_never_raised_deadlocks(mode, monkeypatch):
     res = run(spin_first_wrong_flag, _spin_inputs(), mode, monkeypatch, grid=(2,))
     f = deadlock(res)
-    spin = line_of(spin_first_wrong_flag, "T.while_")
-    assert (f"cta (0, 0, 0) warp 0: spinning in the loop at "
-            f"{spin_first_wrong_flag.fn.__code__.co_filename}:{spin}: an iteration reading "
+    assert (f"cta (0, 0, 0) warp 0: {spinning_at(spin_first_wrong_flag)}: an iteration reading "
             "global memory repeats exactly") in f.message
     assert "cta (0, 0, 0) warp 1: blocked on bar.sync 0" in f.message
     assert "cta (1, 0, 0) warps 0, 1: finished" in f.message
@@ -308,8 +309,7 @@ def test_persistent_kernel_with_a_grid_barrier(mode, monkeypatch):
 def test_grid_barrier_expecting_one_arrival_too_many_deadlocks(mode, monkeypatch):
     res = run(persistent_overcounts, _persistent_inputs(), mode, monkeypatch, grid=(4,))
     f = deadlock(res)
-    spin = line_of(persistent_overcounts, "T.while_")
-    assert (f"ctas (0, 0, 0)..(3, 0, 0) (4 CTAs) warp 0: spinning in the loop at "
-            f"{persistent_overcounts.fn.__code__.co_filename}:{spin}") in f.message
+    assert f"ctas (0, 0, 0)..(3, 0, 0) (4 CTAs) warp 0: {spinning_at(persistent_overcounts)}" \
+        in f.message
     assert "ctas (0, 0, 0)..(3, 0, 0) (4 CTAs) warp 1: blocked on bar.sync 0" in f.message
     assert res.outputs["count"][0] == 4  # every CTA arrived once, then waited forever
