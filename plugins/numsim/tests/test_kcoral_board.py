@@ -64,8 +64,8 @@ def test_bench_job_passes_on_the_sim_board(sim_client, stem, case):
     assert res["timing"] == {"skipped": "the sim board never times"}
     assert res["sim"]["simulated"] == "ir" and res["sim"]["ir"] == doc["module"]["ir"]
     assert res["sim"]["launches"] == 2 and res["sim"]["lane_instructions"] > 0
-    # what `tirxh bench` makes of it ("not timed (sim0: the sim board never times)") is the
-    # bench plugin's: tests/plugins/test_bench.py
+    # checked, never a number: the bench plugin reports it as not timed (tests/kcoral)
+    assert "the sim board never times" in res["timing"]["skipped"]
 
 
 def test_wrong_expected_array_is_a_mismatch(sim_client):

@@ -134,7 +134,8 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
     except SimLimit as e:
         incomplete.append(str(e))
     except Deadlock as e:
-        m.finding("numsim.deadlock", str(e), None)
+        m.findings.append(_deadlock_finding(kir, e))
+    m.flush_counts()
     outs = {b.name: b.array() for b in m.gmem.buffers}
     for o in outputs:
         left = m.gmem.by_name[o].unwritten_elements() if o in m.gmem.by_name else None
@@ -152,9 +153,23 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
     if incomplete:
         verdict = worst(verdict, "incomplete")
     stats = {"lane_instructions": m.lane_instructions, "warp_instructions": m.warp_instructions,
+             "group_instructions": m.group_instructions, "splits": m.splits,
+             "merges": m.merges,
              "wall_s": time.perf_counter() - t0, "ops": dict(m.op_counts), "mode": m.mode,
-             "ctas": m.ctas_run, "grid": list(m.grid), "block": list(m.block)}
+             "ctas": m.ctas_run, "grid": list(m.grid), "block": list(m.block),
+             "loops": [{"loop": f"{info.kind} at {info.loc}", "warp_instructions": n}
+                       for n, info in m.loop_counts()[:8]]}
     return SimResult(kir.name, outs, m.findings, stats, verdict, incomplete, m.trace)
+
+
+def _deadlock_finding(kir, e: Deadlock) -> Finding:
+    """`numsim.deadlock` at the first stuck warp's line, every warp's position in its data."""
+    loc = e.where or kir.loc
+    stuck = [p for p in e.positions if p["state"] != "finished"]
+    return Finding("numsim.deadlock", str(e), "error", SourceRef(loc.file, loc.line),
+                   warps=[f"cta {tuple(p['cta'])} warp {p['warp']}" for p in stuck][:16],
+                   data={"kernel": kir.name, "positions": e.positions[:256],
+                         "stuck_warps": len(stuck)})
 
 
 def _where(m: Machine, e: Exception) -> str:

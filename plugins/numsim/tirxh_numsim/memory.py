@@ -101,6 +101,9 @@ class GlobalMemory:
 
     def read(self, bidx: np.ndarray, off: np.ndarray, nbytes: int) -> np.ndarray:
         """Read `nbytes`-wide words (returned as uint) at in-bounds (buffer, offset) pairs."""
+        one = _single(bidx)
+        if one is not None:
+            return _gather(self.buffers[one].data, off, nbytes)
         out = np.zeros(off.shape[0], uint_of(nbytes))
         for b in np.unique(bidx):
             sel = bidx == b
@@ -108,6 +111,12 @@ class GlobalMemory:
         return out
 
     def write(self, bidx: np.ndarray, off: np.ndarray, nbytes: int, words: np.ndarray) -> None:
+        one = _single(bidx)
+        if one is not None:
+            buf = self.buffers[one]
+            _scatter(buf.data, off, nbytes, words)
+            buf.mark_written(off, nbytes)
+            return
         for b in np.unique(bidx):
             sel = bidx == b
             buf = self.buffers[b]
@@ -122,6 +131,13 @@ class GlobalMemory:
         if i >= 0:
             return f"{self.buffers[i].name}+{addr - self.buffers[i].base} (past its end)"
         return "no buffer"
+
+
+def _single(bidx: np.ndarray) -> "int | None":
+    """The buffer index when every access is to the same buffer (the common case)."""
+    if bidx.size and bidx[0] == bidx[-1] and not (bidx != bidx[0]).any():
+        return int(bidx[0])
+    return None
 
 
 def _gather(data: np.ndarray, off: np.ndarray, nbytes: int) -> np.ndarray:
@@ -222,6 +238,7 @@ class ByteRows:
         size = max(layout.size, 1)
         self.data = np.zeros((rows, size), np.uint8)
         self.init = np.zeros((rows, size), bool)
+        self.on_write = None  # called after every write (spinning warps wake up on it)
 
     @property
     def size(self) -> int:
@@ -244,6 +261,8 @@ class ByteRows:
         idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)
         self.data[rows[:, None], idx] = raw
         self.init[rows[:, None], idx] = True
+        if self.on_write is not None:
+            self.on_write()
 
     def read_bytes(self, row: int, addr: np.ndarray) -> "tuple[np.ndarray, np.ndarray]":
         a = addr.astype(np.int64)
@@ -253,6 +272,8 @@ class ByteRows:
         a = addr.astype(np.int64)
         self.data[row, a] = raw
         self.init[row, a] = True
+        if self.on_write is not None:
+            self.on_write()
 
 
 class SharedMemory(ByteRows):
@@ -261,6 +282,19 @@ class SharedMemory(ByteRows):
 
 class LocalMemory(ByteRows):
     """The local windows of the lanes of one `Warps`, one row per lane."""
+
+    def take(self, lanes: np.ndarray) -> "LocalMemory":
+        """The windows of `lanes` (a group split off)."""
+        out = LocalMemory(self.layout, 0)
+        out.data, out.init = self.data[lanes], self.init[lanes]
+        return out
+
+    def join(self, parts: list, perm: np.ndarray) -> "LocalMemory":
+        """The windows of merged groups (`parts` in order, then lanes permuted by `perm`)."""
+        out = LocalMemory(self.layout, 0)
+        out.data = np.concatenate([p.data for p in parts])[perm]
+        out.init = np.concatenate([p.init for p in parts])[perm]
+        return out
 
 
 class ParamSpace:

@@ -21,7 +21,7 @@ import numpy as np
 from tirxh.api import DTYPES, ir
 
 from . import events as ev
-from .machine import WARP, MBar, Wait
+from .machine import SPLIT, WARP, MBar, Wait
 from .memory import CLUSTER_SHIFT, SHARED_GENERIC, SHARED_GENERIC_END
 from .sem_base import specs
 from .sem_sync import _lanes2d, collective_event
@@ -222,6 +222,8 @@ def _mb_wait(w, instr, mask):
                       success=bool(res[m].all()))
 
     res = check()
+    if w.nwarps > 1 and not (res | ~mask).all():
+        return SPLIT  # warps that pass go on, the others wait (or poll) one by one
     record(res)
     if (res | ~mask).all() or instr.binding.name == "mbarrier.test_wait":
         w.write(ops[0], res, mask)
@@ -477,7 +479,7 @@ def _tma_load(w, instr, mask):
             w.event(ev.AsyncOp, instr, lm, engine="tma", stage="issue", op_id=aid,
                     direction="load", mbarrier=int(mbars[lane]),
                     space_cta=w.group.ctas[cta].linear, nbytes=n * esize)
-            if not read_traced:  # one global read, however many CTAs a multicast fills
+            if not read_traced and w.m.trace is not None:  # one read, however many CTAs
                 _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize),
                                    aid)
                 read_traced = True
@@ -516,6 +518,7 @@ def _tma_store(w, instr, mask):
             idx = off[ok][:, None] + np.arange(esize)
             buf.data[idx] = raw[ok]
             buf.written[idx] = True
+            w.m.wrote("global")
         lm = np.zeros(w.L, bool)
         lm[lane] = True
         aid = new_async_id(w)
@@ -524,7 +527,9 @@ def _tma_store(w, instr, mask):
         w.event(ev.MemAccess, instr, lm, space="shared", access="read",
                 ranges=[(-1, int(addrs.min()), int(addrs.max()) + 1)], proxy=ev.ASYNC,
                 space_cta=w.group.ctas[cta].linear, async_id=aid)
-        _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize), aid, "write")
+        if w.m.trace is not None:
+            _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize), aid,
+                          "write")
 
 
 @semantic("cp.async.bulk", note="Bulk copy global -> shared::cluster completing tx bytes on "
@@ -593,6 +598,7 @@ def _bulk_store(w, instr, mask):
                         severity="review", w=w)
         w.m.gmem.buffers[gb[0]].data[goff[0]: goff[0] + size] = raw
         w.m.gmem.buffers[gb[0]].written[goff[0]: goff[0] + size] = True
+        w.m.wrote("global")
         lm = np.zeros(w.L, bool)
         lm[lane] = True
         aid = new_async_id(w)
@@ -635,6 +641,8 @@ semantic("fence.proxy.async", "fence.mbarrier_init", "fence.proxy.tensormap",
 def _cluster_bar(w, instr, mask):
     """Cluster barrier: every non-exited warp of the cluster arrives; wait blocks until the phase
     this warp arrived in completes."""
+    if w.nwarps > 1:
+        return SPLIT  # arrivals and waits are per warp
     g = w.group
     key = (w.ctas_local[0], w.warp_ids[0])
     if instr.binding.name.endswith("arrive"):
@@ -713,7 +721,7 @@ def _setmaxnreg(w, instr, mask):
     if not (24 <= n <= 256 and n % 8 == 0):
         w.m.finding("numsim.setmaxnreg", f"setmaxnreg {n}: the count must be in 24..256 and a "
                     "multiple of 8", instr, w=w)
-    if not mask[:WARP].all():
+    if not mask.reshape(w.nwarps, WARP)[w.warps_of(mask)].all():
         w.m.finding("numsim.setmaxnreg", "setmaxnreg executed by a partial warp (.sync.aligned "
                     "needs every thread of the warpgroup)", instr, w=w)
     w.maxnreg = n
