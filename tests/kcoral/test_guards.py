@@ -341,7 +341,7 @@ def test_tirx_kernel_right_on_two_seeds_is_caught_by_the_next_two(sim):
 
 
 @T.kernel(grid=lambda n: T.cdiv(n, BLOCK), block=BLOCK)
-def positive_lazy(a: T.gptr[T.f32], mask: T.gptr[T.u8], n: T.u32):
+def positive_lazy(a: T.gptr[T.f32], mask: T.gptr[T.b8], n: T.u32):
     """mask = a > 0, but it writes only the False elements (the True ones stay poisoned)."""
     i = T.ctaid.x * BLOCK + T.tid.x
     with T.if_(i < n):
