@@ -1,4 +1,7 @@
-"""KCoral past one GPU, in one command: ``python benchmarks/kcoral_multi_gpu.py [--jobs 3]``.
+"""KCoral past one GPU, in one command: ``python benchmarks/kcoral_multi_gpu.py [--smoke] [--jobs 3]``.
+
+(on the lent ``nvidia-h200-x2``, set-up and a smoke pass first:
+``bash benchmarks/kcoral_issue17_gpu.sh multi``)
 
 Needs a host with two GPUs (the ``nvidia-h200-x2`` machine kind); with fewer it says so and exits
 0 (CI proves the same scheduling on two fake boards: tests/kcoral/test_multi_board.py).
@@ -35,6 +38,9 @@ sys.path.insert(0, str(HERE.parent))
 import kcoral_gpu  # noqa: E402  (zoo_case, job_for, median_of: the same jobs as the one-GPU run)
 
 KERNELS = (("vadd", "n16M", None), ("gemm_wgmma", "m4096n4096k4096_bn256", "torch.matmul"))
+# --smoke: the same path (both boards, together, the agent) on small cases, in seconds
+SMOKE_KERNELS = (("vadd", "n4096", None), ("gemm_wgmma", "m128n256k192_bn256", "torch.matmul"))
+EXEC_S = 120.0  # each job's execution budget on its board (a hung launch stops sooner)
 
 
 def jobs_for(cl, which, board: str) -> dict:
@@ -43,6 +49,7 @@ def jobs_for(cl, which, board: str) -> dict:
     for name, case, baseline in which:
         s, c, ck = kcoral_gpu.zoo_case(name, case)
         doc = kcoral_gpu.job_for(cl, s, c, ck, min_iters=50, budget_s=3.0)
+        doc["budgets"] = {"exec_s": EXEC_S}
         if baseline and not doc["baselines"]:
             M, N, K = (c.params.get(k) for k in ("M", "N", "K"))
             doc["baselines"] = [{"name": baseline, "args": {
@@ -58,7 +65,7 @@ def run_jobs(addr, board, n, which, client_name, record: list) -> None:
         docs = jobs_for(cl, which, board)
         for _ in range(n):
             for kernel, doc in docs.items():
-                ev = cl.run(doc, timeout=900)
+                ev = cl.run(doc, timeout=EXEC_S + 120)
                 r = ev["result"] or {}
                 t = r.get("timing") or {}
                 info = cl.get_job(ev["job_id"])
@@ -141,11 +148,11 @@ def remote_section(out, n, which) -> None:
     t.start()
     try:
         with KCoralClient(d.address, client_name="remote-probe") as cl:
-            deadline = time.time() + 300
+            deadline = time.time() + 90
             while not any(b["name"] == "gpu1-agent" and b["state"] != "offline"
                           for b in cl.boards()):
                 if time.time() > deadline:
-                    raise RuntimeError("the agent did not join within 300 s")
+                    raise RuntimeError("the agent did not join within 90 s")
                 time.sleep(0.5)
         rows = []
         run_jobs(d.address, "gpu1-agent", n, which, "remote", rows)
@@ -204,7 +211,13 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=3, help="jobs per kernel and board")
     ap.add_argument("--only", default="", help="comma list: local, remote")
     ap.add_argument("--kernels", default="vadd,gemm_wgmma")
+    ap.add_argument("--smoke", action="store_true",
+                    help="small cases, one job each, a 30 s execution budget (exit 1 unless "
+                         "every job is done)")
     a = ap.parse_args(argv)
+    global EXEC_S
+    if a.smoke:
+        a.jobs, EXEC_S = 1, 30.0
     from kcoral.boards.cuda import gpu_count
     n, why = gpu_count()
     out: dict = {"gpus": n, "errors": {}, "started": time.time()}
@@ -214,7 +227,7 @@ def main(argv=None) -> int:
               f"on two fake boards: tests/kcoral/test_multi_board.py)")
         save(out)
         return 0
-    which = [k for k in KERNELS if k[0] in a.kernels.split(",")]
+    which = [k for k in (SMOKE_KERNELS if a.smoke else KERNELS) if k[0] in a.kernels.split(",")]
     only = set(filter(None, a.only.split(",")))
     for name, fn in (("local", local_sections), ("remote", remote_section)):
         if only and name not in only:
@@ -231,7 +244,26 @@ def main(argv=None) -> int:
     p = save(out)
     if p:
         print(f"wrote {p}")
+    bad = failures(out)
+    if bad:
+        print("kcoral_multi_gpu: NOT all done: " + "; ".join(bad), file=sys.stderr)
+        return 1
     return 0
+
+
+def failures(out: dict) -> list:
+    """What makes a run with two GPUs a failure (exit 1; the wrapper then skips the full run
+    after a smoke pass): a job not done, a section or client that raised, a job through the
+    agent not marked remote, or no job at all."""
+    rows = [r for sec in ("solo", "together", "remote") for r in out.get(sec, {}).get("rows", [])]
+    bad = [f"{r['kernel']} on {r['board']}: {r['state']} {r['error']}" for r in rows
+           if r["state"] != "done"]
+    bad += [f"{where}: {e.strip().splitlines()[-1]}" for where, e in
+            list(out.get("errors", {}).items())
+            + [("together", e) for e in out.get("together", {}).get("errors", [])]]
+    if out.get("remote") and not out["remote"]["all_remote"]:
+        bad.append("a job through the agent came back without provenance.kind == 'remote'")
+    return bad or ([] if rows else ["no job ran"])
 
 
 if __name__ == "__main__":
