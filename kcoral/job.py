@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from .dtypes import NAMES as DTYPE_NAMES
 from .dtypes import dtype_of, scalar_problem
 from .errors import JobError, Refusal
+from .peaks import FLOPS_DTYPES
 from .schema import (
     DIGEST, DISPLAY, ENTRY, IDENT, PLUGIN, TAG, TARGET, Bool, Dim3, Int, Json, ListOf, MapOf,
     Model, Num, Number, Obj, Optional, Problems, Scalar, Str, Text, spec,
@@ -272,8 +273,13 @@ class Budgets(Model):
 
 @dataclass
 class Work(Model):
+    """Declared work of one launch plan. `flops_dtype` names the tensor-core input type the FLOPs
+    run at (`kcoral.peaks.FLOPS_DTYPES`): the floor divides by that type's peak, so an fp8 GEMM
+    is not held against the bf16 peak it legitimately beats; None means bf16-class."""
+
     flops: "float | None" = spec(Optional(Num(0, 1e24)), None)
     bytes: "float | None" = spec(Optional(Num(0, 1e21)), None)
+    flops_dtype: "str | None" = spec(Optional(Str(choices=FLOPS_DTYPES)), None)
 
 
 @dataclass

@@ -39,6 +39,7 @@ from .dtypes import dtype_of, is_float
 from .errors import JobFailure
 from .guards import GuardRun
 from .job import Buffer, Job
+from .peaks import flops_peak
 from .stats import clock_summary, paired_ratio, regime_of, regimes, rel_stderr_median, summary
 from .tolerance import compare
 from .watchdog import NoWatchdog
@@ -394,8 +395,9 @@ def throughput(work, median_ms: float, info: dict) -> dict:
     floors = []
     if flops:
         out["tflops"] = flops / sec / 1e12
-        if info.get("peak_flops_per_s"):
-            floors.append(flops / info["peak_flops_per_s"])
+        peak = flops_peak(info, getattr(work, "flops_dtype", None))
+        if peak:
+            floors.append(flops / peak)
     if nbytes:
         out["gbps"] = nbytes / sec / 1e9
         if info.get("peak_bytes_per_s"):

@@ -475,7 +475,8 @@ class CudaBoardType:
                 limits={"memory_bytes": int(mem * 0.9), "max_smem_per_block": smem,
                         "max_threads_per_block": 1024, "max_cluster_size": 16},
                 options={"ordinal": i, **{k: config[k] for k in ("peak_flops_per_s",
-                                                                 "peak_bytes_per_s")
+                                                                 "peak_bytes_per_s",
+                                                                 "peak_fp8_flops_per_s")
                                           if k in config}}))
         return out
 

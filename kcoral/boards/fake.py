@@ -111,6 +111,7 @@ class FakeDevice(Device):
         return {"name": "fake numpy device", "kind": "fake", "driver": "none",
                 "max_clock_mhz": FULL_MHZ,
                 "peak_flops_per_s": 790e12, "peak_bytes_per_s": 4.3e12,
+                "peak_fp8_flops_per_s": 1580e12,
                 "peak_source": "fake board (test figures)",
                 "l2_bytes": 0, "versions": {"numpy": np.__version__}}
 

@@ -3,6 +3,7 @@ device that is not in the table gets no floor and says so (it used to get the H2
 
 import pytest
 
+from kcoral.errors import JobError
 from kcoral.job import Work
 from kcoral.measure import throughput
 from kcoral.peaks import TABLE, peak_for, peak_info
@@ -61,3 +62,27 @@ def test_the_h200_floor_uses_datasheet_figures():
     assert not honest["suspect"] and honest["floor_fraction"] == pytest.approx(0.805, abs=0.01)
     assert "H200 SXM" in honest["peak_source"]
     assert throughput(gemm, 1.0, info)["suspect"]  # 1,100 TFLOP/s is past the peak
+
+
+def test_fp8_work_is_held_against_the_fp8_peak():
+    """2026-12-01: the zoo's fp8 GEMM at 1555 TFLOP/s was flagged `suspect` because its FLOPs
+    were divided by the bf16 peak; declared as fp8 they meet the 1979 TFLOP/s FP8 peak."""
+    info = dict(peak_info("NVIDIA H200"), name="NVIDIA H200")
+    assert info["peak_fp8_flops_per_s"] == pytest.approx(1979e12)
+    fp8 = throughput(Work(flops=2 * 8192 ** 3, flops_dtype="fp8"), 0.7183, info)
+    assert not fp8["suspect"] and fp8["floor_fraction"] == pytest.approx(0.773, abs=0.01)
+    assert throughput(Work(flops=2 * 8192 ** 3), 0.7183, info)["suspect"]  # as bf16: impossible
+    assert throughput(Work(flops=2 * 8192 ** 3, flops_dtype="fp8"), 0.5, info)["suspect"]
+
+
+def test_an_8bit_claim_without_an_8bit_peak_gets_only_the_bytes_floor():
+    info = dict(peak_info("NVIDIA A100-SXM4-80GB"), name="A100")
+    assert "peak_fp8_flops_per_s" not in info
+    out = throughput(Work(flops=1e12, bytes=2e9, flops_dtype="int8"), 0.001, info)
+    assert out["floor_ms"] == pytest.approx(2e9 / 2039e9 * 1e3)
+
+
+def test_flops_dtype_is_validated_in_the_job_model():
+    with pytest.raises(JobError, match="flops_dtype.*'fp4' is not one of"):
+        Work.parse({"flops": 1.0, "flops_dtype": "fp4"}, "work")
+    assert Work.parse({"flops": 1.0, "flops_dtype": "fp8"}).flops_dtype == "fp8"

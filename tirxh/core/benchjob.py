@@ -118,7 +118,8 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
         b["args"] = {k: (case.params[v] if isinstance(v, str) and v in case.params else v)
                      for k, v in b.get("args", {}).items()}
         bl.append(b)
-    work = {k: (float(v) if v is not None else None) for k, v in suite.work(case).items()}
+    work = {k: (v if k == "flops_dtype" or v is None else float(v))
+            for k, v in suite.work(case).items()}
     doc = {"name": where, "target": compiled.target,
            "module": _module(compiled, put),
            "buffers": buffers,
