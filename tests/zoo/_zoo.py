@@ -72,3 +72,17 @@ def resident_ctas_per_sm(suite, case, target: str = "sm_90a") -> int:
     per_warp = -(-ck.resources.registers * 32 // WARP_REG_UNIT) * WARP_REG_UNIT
     smem = ck.resources.smem_static + int(md["dynamic_smem"]) + CTA_SMEM_RESERVED
     return min(SM_REGS // (warps * per_warp), SM_THREADS // threads, SM_CTAS, SM_SMEM // smem)
+
+
+def spills(suite, target: str = "sm_90a") -> dict:
+    """Every large (benchmarked) case whose compiled kernel spills or keeps a stack frame, with
+    its resources: under a register cap (``MAXREG``) ptxas spills before it fails, and a spill
+    in a memory-bound kernel is extra traffic the timing would blame on the algorithm."""
+    out = {}
+    for case in suite.cases:
+        if case.small:
+            continue
+        r = suite.kernel.compile(target, **suite.consts(case)).resources
+        if r.spill_stores or r.spill_loads or r.stack_frame:
+            out[case.name] = r
+    return out

@@ -7,7 +7,7 @@ import pytest
 
 import tirxh.lang as T
 
-from ._zoo import SMS, check, load, resident_ctas_per_sm, simulate, small_cases
+from ._zoo import SMS, check, load, resident_ctas_per_sm, simulate, small_cases, spills
 
 act = load("activations")
 SUITES = (act.SWIGLU, act.GELU_TANH)
@@ -48,6 +48,10 @@ def test_shapes_the_kernels_cannot_run_are_refused_when_declared(suite):
                                          r"per CTA\) and EF=2 0 or 1"):
         T.suite(suite.kernel, inputs=suite.inputs, constraints=act.constraints,
                 cases=[T.case("grid", n=64, CTAS=-1, EF=2)])
+    with pytest.raises(ValueError, match=r"case 'cap': MAXREG=16 must be 0 \(no cap\) or in "
+                                         r"32..255"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=act.constraints,
+                cases=[T.case("cap", n=64, MAXREG=16)])
 
 
 @pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
@@ -59,6 +63,11 @@ def test_persistent_grids_are_exactly_one_wave_of_resident_ctas(suite):
     assert cases
     for case in cases:
         assert suite.grid(case)[0] == SMS * resident_ctas_per_sm(suite, case), case.name
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+def test_no_benchmarked_variant_spills(suite):
+    assert spills(suite) == {}
 
 
 def test_the_persistent_loop_covers_every_vector_once():
