@@ -13,6 +13,8 @@
 # a kernel that deadlocks on hardware is found in seconds. EXEC_S: the execution budget of each
 # timed job (default 60; KCoral's own default is 120 s). SEEDS: correctness seeds per timed job
 # (default: the protocol's two; 1 halves the worker's comparison time on huge outputs).
+# TOTAL_LIMIT: seconds for the whole run (set-up and smoke included): the timed shards get what
+# is left of it (less 15 s for the archive) when that is less than BENCH_LIMIT.
 # Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
 # Output: $OUT/gpu_bench.tar.gz (logs/shard_N.log, bench_N.jsonl, daemon.log, nvidia-smi).
 set -u
@@ -61,6 +63,11 @@ if [ -n "${SMOKE:-}" ]; then
     grep -E "^(FAILED|ERROR)|failed|passed|incomplete" "$LOGS/smoke.log" | tail -n 30
 fi
 
+if [ -n "${TOTAL_LIMIT:-}" ]; then  # the whole run's cap: the shards get what is left of it
+    left=$(( TOTAL_LIMIT - ($(date +%s) - START) - 15 ))
+    [ "$left" -lt "${BENCH_LIMIT:-420}" ] && BENCH_LIMIT=$(( left > 10 ? left : 10 ))
+    echo "timed shards: ${BENCH_LIMIT:-420}s left of TOTAL_LIMIT=${TOTAL_LIMIT}s"
+fi
 IFS='|' read -r -a shards <<<"${SHARDS:-h200}"
 pids=()
 i=0
