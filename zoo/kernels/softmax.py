@@ -32,6 +32,9 @@ one; each row then goes shared memory -> registers and through the same steps 2-
 log-sum-exp lse = M + ln S and the loss lse - x[target], reading the row once in chunks with the
 per-thread (m, s) rescaled online as the max grows (nothing per element stays in registers).
 
+EF=1 (softmax, cross_entropy) reads with ``ld.global.cs.nc`` (evict-first: every element is read
+once, so the L2 keeps the lines being written instead); docs/TUNING.md states its predicted effect.
+
 Tags: online-softmax, vectorized, warp-shuffle, row-in-registers, persistent, tma,
 mbarrier-pipeline, cross-entropy, logsumexp
 Work: 5 FLOPs per element (max, fma, exp, add, scale); 4 bytes per element (bf16 read + write).
