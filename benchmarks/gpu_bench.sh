@@ -13,6 +13,7 @@
 # a kernel that deadlocks on hardware is found in seconds. EXEC_S: the execution budget of each
 # timed job (default 60; KCoral's own default is 120 s). SEEDS: correctness seeds per timed job
 # (default: the protocol's two; 1 halves the worker's comparison time on huge outputs).
+# SHARE_INPUTS=1: a shard's variants of one suite share its inputs and reference (bench_with.py).
 # TOTAL_LIMIT: seconds for the whole run (set-up and smoke included): the timed shards get what
 # is left of it (less 15 s for the archive) when that is less than BENCH_LIMIT.
 # Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
@@ -73,7 +74,8 @@ pids=()
 i=0
 for k in "${shards[@]}"; do
     (timeout --kill-after=10 "${BENCH_LIMIT:-420}" python3 benchmarks/bench_with.py \
-        --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} -k "$k" \
+        --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} \
+        ${SHARE_INPUTS:+--share-inputs} -k "$k" \
         --target sm_90a --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
      echo "shard $i ($k): rc=$? at +$(( $(date +%s) - START ))s" >>"$LOGS/shard_$i.log") &
     pids+=($!)

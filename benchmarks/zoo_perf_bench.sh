@@ -4,7 +4,8 @@
 # over the small cases that run each variant's code (persistent grids, evict-first loads, cumsum
 # tiles and look-back rounds; 15 s budget per job, so a hang costs seconds), then five concurrent
 # `tirxh bench` clients of one KCoral daemon time each variant beside its kernel's plain case,
-# interleaved with the eager and torch.compile baselines (one correctness seed before timing).
+# interleaved with the eager and torch.compile baselines (one correctness seed before timing;
+# a shard's variants of one kernel share its inputs and numpy reference: bench_with.py).
 # Predicted effects: docs/TUNING.md. Set-up, daemon and archive: benchmarks/gpu_bench.sh.
 #
 #   (device, carry .whl) bash benchmarks/zoo_perf_bench.sh
@@ -51,7 +52,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     exit 0
 fi
 SMOKE="$SMOKE_K" SMOKE_EXEC_S=15 SMOKE_LIMIT="${SMOKE_LIMIT:-60}" SHARDS="$SHARDS_ALL" \
-    SEEDS="${SEEDS:-1}" EXEC_S="${EXEC_S:-45}" TOTAL_LIMIT="${TOTAL_LIMIT:-285}" \
+    SEEDS="${SEEDS:-1}" SHARE_INPUTS=1 EXEC_S="${EXEC_S:-45}" TOTAL_LIMIT="${TOTAL_LIMIT:-285}" \
     TAIL="${TAIL:-12}" bash benchmarks/gpu_bench.sh
 OUT="${OUT:-$PWD/gpu_out}"
 python3 benchmarks/zoo_perf_summary.py /tmp/gpu_bench/bench_*.jsonl | tee "$OUT/zoo_perf_summary.md"
