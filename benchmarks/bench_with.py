@@ -14,7 +14,7 @@ that deadlocks (2026-12-01: a split-K GEMM that numsim passed hung on the H200).
 get the same inputs and reference outputs, yet each job builds them again: 20-100 s of numpy per
 large case on the host. With it, a suite's inputs are made once per (the parameters its inputs()
 takes, seed) and its reference once per (those inputs, the parameters reference() takes); the
-latest two entries per suite are kept (consecutive items of one suite share them).
+latest four entries per suite are kept (consecutive items of one suite share them).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ def _taken(fn, params: dict) -> tuple:
 
 class SharedData:
     """A suite whose make_inputs and expected are memoized in `memo`: per suite name and kind
-    the last KEEP entries (the protocol's two seeds); everything else is the suite's own. An
+    the last KEEP entries (the protocol's four seeds); everything else is the suite's own. An
     expected entry holds the inputs it was computed from and matches only those (by identity)."""
 
-    KEEP = 2
+    KEEP = 4
 
     def __init__(self, suite, memo: dict):
         self._suite, self._memo = suite, memo
@@ -71,6 +71,26 @@ class SharedData:
                          (inputs, taken), lambda: self._suite.expected(case, inputs))
 
 
+def with_overrides(a, build):
+    """`build` (benchjob.build_job) with the command line's overrides: --seeds N runs seeds
+    1..N, the first half (rounded up) before timing (the bench plugin's ``before`` is for its
+    own seed count); --share-inputs, --no-timing, --exec-s."""
+    memo: dict = {}
+
+    def job_with_overrides(compiled, suite, case, **kw):
+        if a.share_inputs:
+            suite = SharedData(suite, memo)
+        if a.seeds is not None:
+            kw["seeds"], kw["before"] = range(1, a.seeds + 1), None
+        job = build(compiled, suite, case, **kw)
+        if a.no_timing:
+            job.timing.enabled = False
+        if a.exec_s is not None:
+            job.budgets.exec_s = a.exec_s
+        return job
+    return job_with_overrides
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kcoral", required=True, help="the daemon's HOST:PORT")
@@ -83,22 +103,7 @@ def main(argv=None) -> int:
     p.add_argument("-k", dest="keyword", required=True, help="tirxh -k selection")
     p.add_argument("--rootdir", default="zoo", help="the tirx.toml project (default: zoo)")
     a, rest = p.parse_known_args(argv)
-    build = benchjob.build_job
-    memo: dict = {}
-
-    def job_with_overrides(compiled, suite, case, **kw):
-        if a.share_inputs:
-            suite = SharedData(suite, memo)
-        if a.seeds is not None:
-            kw["seeds"] = benchjob.CORRECTNESS_SEEDS[:a.seeds]
-        job = build(compiled, suite, case, **kw)
-        if a.no_timing:
-            job.timing.enabled = False
-        if a.exec_s is not None:
-            job.budgets.exec_s = a.exec_s
-        return job
-
-    bench_plugin.build_job = job_with_overrides  # the name the bench plugin calls
+    bench_plugin.build_job = with_overrides(a, benchjob.build_job)  # the name it calls
     os.chdir(a.rootdir)
     return tirxh.main(["bench", "--kcoral", a.kcoral, "-k", a.keyword, *rest])
 

@@ -1,13 +1,16 @@
-"""benchmarks/bench_with.py --share-inputs: variants of one suite that differ only in constants
+"""benchmarks/bench_with.py: --share-inputs (variants of one suite that differ only in constants
 share inputs and reference outputs; a parameter that inputs() or reference() takes, another
-seed or other inputs are computed afresh."""
+seed or other inputs are computed afresh) and --seeds with the bench plugin's own seed count."""
 
 from __future__ import annotations
+
+import argparse
 
 import numpy as np
 
 import bench_with as B  # benchmarks/ is on sys.path (tests/benchmarks/conftest.py)
 import tirxh.lang as T
+from tirxh.core import benchjob
 
 CALLS = {"inputs": 0, "reference": 0}
 
@@ -53,11 +56,28 @@ def test_variants_share_inputs_and_reference_per_seed():
     assert shared.grid(b) == SUITE.grid(b) and shared.name == SUITE.name
 
 
-def test_only_the_last_two_entries_per_suite_are_kept():
+def test_only_the_last_four_entries_per_suite_are_kept():
     memo: dict = {}
     shared = B.SharedData(SUITE, memo)
     a = SUITE.cases[0]
     first = shared.make_inputs(a, 1)
-    shared.make_inputs(a, 2), shared.make_inputs(a, 3)
-    assert len(memo["inputs", SUITE.name]) == 2
+    assert [shared.make_inputs(a, s) for s in (2, 3, 4, 1)][-1] is first
+    shared.make_inputs(a, 5)
+    assert len(memo["inputs", SUITE.name]) == 4
     assert shared.make_inputs(a, 1) is not first
+
+
+def test_seeds_override_the_plugins_seed_count_and_before():
+    """The bench plugin passes its own seeds (1..4) and before=2; --seeds 1 must give one run
+    before timing and guards asking for exactly that (seeds [1] with before=2 is refused)."""
+    a = argparse.Namespace(seeds=1, share_inputs=True, no_timing=True, exec_s=5.0)
+    build = B.with_overrides(a, benchjob.build_job)
+    compiled = scale.compile("sm_90a", **SUITE.consts(SUITE.cases[0]))
+    job = build(compiled, SUITE, SUITE.cases[0], seeds=range(1, 5), before=2)
+    assert [(r.seed, r.when) for r in job.runs] == [(1, "before")]
+    assert (job.guards.seeds_before, job.guards.seeds_after) == (1, 0)
+    assert job.timing.enabled is False and job.budgets.exec_s == 5.0
+    two = B.with_overrides(argparse.Namespace(seeds=2, share_inputs=False, no_timing=False,
+                                              exec_s=None), benchjob.build_job)
+    job = two(compiled, SUITE, SUITE.cases[0], seeds=range(1, 5), before=2)
+    assert [(r.seed, r.when) for r in job.runs] == [(1, "before"), (2, "after")]
