@@ -9,7 +9,9 @@ Order of a run: ``tirxh_addoption`` -> ``tirxh_register_targets`` / ``tirxh_regi
 ``tirxh_collection_modifyitems`` -> ``tirxh_collection_finish`` -> per item: ``tirxh_compile``, then
 ``tirxh_check_item`` (check) or ``tirxh_bench_item`` (bench) -> ``tirxh_sessionfinish`` ->
 ``tirxh_terminal_summary`` -> ``tirxh_unconfigure``. ``tirxh_report`` receives every event of the
-report stream (`tirxh.core.reports`) as it happens.
+report stream (`tirxh.core.reports`) as it happens. A command a plugin adds
+(``tirxh_add_commands``, collected after ``tirxh_addoption``) runs after ``tirxh_configure`` in
+place of the session, then ``tirxh_unconfigure``.
 """
 
 from __future__ import annotations
@@ -82,6 +84,23 @@ def tirxh_register_instructions(isa):
 
     :param isa: the `tirxh.core.bindings.InstructionSet`; call ``isa.extend([...], owner=name)``.
     A binding name registered twice is an error naming both plugins. Historic.
+    """
+
+
+@hookspec(historic=True)
+def tirxh_add_commands(commands):
+    """Contribute whole commands (``tirxh zoo``, ``tirxh mcp``, ...).
+
+    Called once at start-up, after ``tirxh_addoption`` and before the command line is parsed
+    (historic, like ``tirxh_addoption``: a plugin registered after parsing is too late for its
+    commands to be parsed).
+
+    :param commands: the `tirxh.core.commands.CommandRegistry`; call ``commands.add(name, help,
+        run, configure=None, description="")``. ``configure(parser)`` adds the command's own
+        arguments to its `argparse.ArgumentParser` (every command also gets ``-p``,
+        ``--rootdir``, ``--json`` and ``--trace-config``); ``run(config)`` runs it after
+        ``tirxh_configure`` and returns an exit code. A name that is a built-in command or is
+        registered twice is a plugin validation error naming both owners.
     """
 
 
@@ -211,3 +230,4 @@ def tirxh_terminal_summary(reporter, exitstatus, config):
     :param reporter: the terminal reporter plugin (``reporter.section(title)``,
         ``reporter.line(text)``); not called when the terminal reporter is blocked or quiet.
     """
+
