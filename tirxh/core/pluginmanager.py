@@ -49,6 +49,7 @@ DEFAULT_PLUGINS = (
     "junitxml",
     "sarif",
     "bench",
+    "kb_zoo",
 )
 
 
