@@ -231,3 +231,22 @@ def tirxh_terminal_summary(reporter, exitstatus, config):
         ``reporter.line(text)``); not called when the terminal reporter is blocked or quiet.
     """
 
+
+# -------------------------------------------------------------------------------------------------
+# documentation
+# -------------------------------------------------------------------------------------------------
+
+@hookspec(firstresult=True)
+def tirxh_binding_fidelity(binding):
+    """How faithfully a simulator models one instruction binding, for the PTX reference
+    (firstresult: the first non-None answer is used).
+
+    Asked by ``python -m tirxh.core.reference`` for every binding while it writes
+    docs/PTX_REFERENCE.md; the numsim plugin answers from its semantics table (the one source
+    of truth for numsim's fidelity).
+
+    :param binding: a `tirxh.core.bindings.Binding`.
+    :return: ``(fidelity_class, note)`` (``"modeled"``, ``"representative"``,
+        ``"ordering_only"`` or ``"rejected"``, and a short text), or None when this plugin has
+        no opinion.
+    """

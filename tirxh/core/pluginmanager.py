@@ -50,6 +50,7 @@ DEFAULT_PLUGINS = (
     "sarif",
     "bench",
     "kb_zoo",
+    "kb_ptx",
 )
 
 
