@@ -150,8 +150,8 @@ def test_new_into_another_directory(tirxh):
 
 @pytest.mark.slow
 def test_installed_tirxh_finds_its_zoo_outside_a_checkout(tmp_path):
-    """A regular (non-editable) install into a directory, run from elsewhere: the zoo comes from
-    the installed package data, not from this checkout."""
+    """A regular (non-editable) install into a directory, run from elsewhere: the zoo and the
+    skills come from the installed package data, not from this checkout."""
     site, src = tmp_path / "site", tmp_path / "src"
     # a copy of the source, so that setuptools' build/ and egg-info stay out of this checkout
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
@@ -161,6 +161,7 @@ def test_installed_tirxh_finds_its_zoo_outside_a_checkout(tmp_path):
                    check=True, capture_output=True, cwd=tmp_path,
                    env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
     assert (site / "tirxh" / "zoo" / "kernels" / "vadd.py").is_file()
+    assert (site / "tirxh" / "skills" / "tirxh-write-kernel" / "SKILL.md").is_file()
     env = dict(os.environ, PYTHONPATH=str(site), TIRXH_DISABLE_PLUGIN_AUTOLOAD="1",
                TIRXH_CACHE_DIR=str(tmp_path / "cache"))
     work = tmp_path / "elsewhere"
@@ -180,3 +181,5 @@ def test_installed_tirxh_finds_its_zoo_outside_a_checkout(tmp_path):
     assert p.returncode == 0, p.stderr
     p = tirxh("check", "kernels/my_rows.py")
     assert p.returncode == 0 and "passed" in p.stdout, p.stdout + p.stderr
+    assert tirxh("skills", "install").returncode == 0
+    assert (work / ".claude" / "skills" / "tirxh-debug-kernel" / "SKILL.md").is_file()

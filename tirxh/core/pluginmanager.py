@@ -51,6 +51,7 @@ DEFAULT_PLUGINS = (
     "bench",
     "kb_zoo",
     "kb_ptx",
+    "skills",
 )
 
 
