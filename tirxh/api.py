@@ -28,6 +28,7 @@ from tirxh.core.lang.trace import Trace, TraceError, emit, tracing
 from tirxh.core.main import ExitCode
 from tirxh.core.pluginmanager import PluginValidationError, hookimpl
 from tirxh.core.registry import default_isa, default_targets
+from tirxh.core.reports import SCHEMA as REPORT_SCHEMA
 from tirxh.core.suite import Case, Suite, TensorMap, Tolerance
 from tirxh.core.targets import Target
 from tirxh.core.toolchain import Resources, ToolchainError, cubin_to_sass, find_tool
@@ -61,5 +62,5 @@ __all__ = [
     "UsageError", "ConfigError", "CompileError", "TraceError", "ToolchainError", "IRJSONError",
     "SpellingError",
     # configuration and commands
-    "Config", "ini_value", "ExitCode",
+    "Config", "ini_value", "ExitCode", "REPORT_SCHEMA",
 ]
