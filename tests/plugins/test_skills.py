@@ -18,7 +18,7 @@ from tirxh.plugins.skills import front_matter, install, packaged_skills, validat
 from ..core.pytester import REPO
 
 SKILLS = ("tirxh-debug-kernel", "tirxh-profile-kernel", "tirxh-write-kernel")
-DOCS = [REPO / "tirxh" / "skills" / s / "SKILL.md" for s in SKILLS]
+DOCS = [REPO / "AGENTS.md"] + [REPO / "tirxh" / "skills" / s / "SKILL.md" for s in SKILLS]
 # placeholders in the documents and a value each parses with
 PLACEHOLDERS = {"N": "8", "S": "60"}
 # commands safe to run here: no GPU, no files written outside the test's project
