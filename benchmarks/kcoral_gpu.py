@@ -56,7 +56,7 @@ _JOBS: dict = {}
 def job_for(client, suite, case, compiled, **timing):
     """The job for a case, built once per (case, timing) and reused: building uploads nothing
     but hashes every input, which for 16M-element inputs costs more than running the job."""
-    from tirxh.plugins.bench import build_job
+    from tirxh.api import build_job
     key = (suite.name, case.name, tuple(sorted(timing.items())))
     if key not in _JOBS:
         blobs = {}
@@ -66,7 +66,8 @@ def job_for(client, suite, case, compiled, **timing):
             dg = hashlib.sha256(data).hexdigest()
             blobs[dg] = data
             return dg
-        _JOBS[key] = (build_job(compiled, suite, case, put=put, timing=timing or None), blobs)
+        _JOBS[key] = (build_job(compiled, suite, case, put=put, timing=timing or None).to_doc(),
+                      blobs)
     doc, blobs = _JOBS[key]
     client.put_blobs(blobs)
     return json.loads(json.dumps(doc))
@@ -140,7 +141,8 @@ def _direct_worker(job_doc, blob_root, barrier, q, iters):
         from kcoral.measure import Session
         from kcoral.plugins import registries
         job = Job.from_json(job_doc)
-        job.doc["timing"].update(min_iters=iters, max_iters=iters, budget_s=600)
+        job.timing.min_iters = job.timing.max_iters = iters
+        job.timing.budget_s = 600
         dev = CudaDevice(BoardSpec("direct", "cuda", job.target))
         s = Session(job, dev, BlobStore(blob_root), registries().baselines, lambda *a: None)
         s.setup()

@@ -115,8 +115,8 @@ class Ctx:
 
     def job(self, compiled, suite, case, tools=(), timing=True):
         from kcoral.job import Job
-        from tirxh.plugins.bench import build_job
-        doc = build_job(compiled, suite, case, put=lambda data: self.blobs.put(data))
+        from tirxh.api import build_job
+        doc = build_job(compiled, suite, case, put=lambda data: self.blobs.put(data)).to_doc()
         doc["timing"]["enabled"] = timing
         doc["tools"] = list(tools)
         job = Job.from_json(doc)
@@ -164,7 +164,7 @@ def ncu_one(ctx: Ctx, label: str, kernel, suite, case, section_set: str) -> dict
         raise RuntimeError(why)
     wd = ctx.work / f"ncu_{label}"
     wd.mkdir()
-    r = tool.run(job, wd)
+    r = tool.run(job, wd, ctx.spec)
     s = r.summary
     if s.get("sass_samples"):
         spots, cov = map_hotspots(s["sass_samples"], line_table(ck.sass))
@@ -185,7 +185,7 @@ def ncu_one(ctx: Ctx, label: str, kernel, suite, case, section_set: str) -> dict
 # -- 2. iket --------------------------------------------------------------------------------------
 
 def iket_one(ctx: Ctx, label: str, mod, kernel_name: str, case, capacity: int) -> dict:
-    from tirxh_iket.build import compile_profiling_build
+    from tirxh_iket.transform import compile_profiling_build
     from tirxh_iket.chrome import to_chrome
     from tirxh_iket.decode import decode
     from tirxh_iket.job import profiling_job
@@ -210,7 +210,7 @@ def iket_one(ctx: Ctx, label: str, mod, kernel_name: str, case, capacity: int) -
     inst = ctx.run_protocol(job)  # the profiling build must stay correct, and is timed
     wd = ctx.work / f"iket_{label}"
     wd.mkdir()
-    r = IketTool().run(job, wd)
+    r = IketTool().run(job, wd, ctx.spec)
     clock = ((inst.get("timing") or {}).get("sm_clock_mhz") or {}).get("before")
     s = r.summary
     if "iket_timeline.png" in r.artifacts:
@@ -277,7 +277,7 @@ def sanitizer_oob(ctx: Ctx) -> dict:
         raise RuntimeError(why)
     wd = ctx.work / "sanitizer"
     wd.mkdir()
-    r = tool.run(job, wd)
+    r = tool.run(job, wd, ctx.spec)
     ctx.keep("sanitizer_memcheck_oob.log", wd / "sanitizer_memcheck.log")
     # the planted bug is a global write past the end of `out`: every finding must be that, at
     # the planted line of this file (memcheck prints the line table's file:line)

@@ -9,7 +9,7 @@ Everything that touches the GPU goes through KCoral (design rule); this script h
 of its own. For each selected corpus entry (``plugins/sync_check/tests/corpus/<entry>.py``):
 
 1. on the CPU: both analyses on the buggy kernel (our findings: kind and line);
-2. the buggy and the fixed kernel become KCoral jobs (`entry_job`: `tirxh.plugins.bench.
+2. the buggy and the fixed kernel become KCoral jobs (`entry_job`: `tirxh.api.
    build_job` over a suite built on the fly, every pointer buffer in-out: initialized from the
    module's ``inputs()``, read back as an output), written as ``DIR/<entry>/<variant>.job.json``
    with their blobs in ``DIR/blobs``;
@@ -113,10 +113,10 @@ def entry_job(mod, entry: str, variant: str, put) -> dict:
     initial contents, its final contents are read back); no correctness runs or timing yet
     (`repeat_job` adds the runs once the reference is known)."""
     from kcoral.job import Job
-    from tirxh.plugins.bench import build_job
+    from tirxh.api import build_job
     suite = corpus_suite(mod, variant)
     compiled = suite.kernel.compile(TARGET)
-    doc = build_job(compiled, suite, suite.cases[0], seeds=(1,), put=put)
+    doc = build_job(compiled, suite, suite.cases[0], seeds=(1,), put=put).to_doc()
     for b in doc["buffers"]:
         b["output"] = True  # init stays the uploaded input: an in-out buffer
     doc.update(name=f"{entry}:{variant}", tags=["sanitizer-corpus", entry, variant],
@@ -207,13 +207,14 @@ def runjob(job_path: Path, out_dir: Path, timeout: float, extra=(), board_type="
            prefix=()) -> dict:
     """One ``python -m kcoral.runjob`` (optionally behind `prefix`, e.g. compute-sanitizer);
     the child's result.json is under ``result`` (None when it wrote none)."""
-    from tirxh_ncu_profile.tools import runjob_command
+    from kcoral.boards import BoardSpec
+    from kcoral.tools import runjob_command
     out_dir.mkdir(parents=True, exist_ok=True)
     res_file = out_dir / "result.json"
     if res_file.exists():
         res_file.unlink()
-    cmd = list(prefix) + runjob_command(job_path, out_dir,
-                                        ["--board-type", board_type, *extra])
+    board = BoardSpec(f"{board_type}0", board_type, TARGET)
+    cmd = list(prefix) + runjob_command(job_path, out_dir, board) + list(extra)
     r = run_child(cmd, timeout)
     r["cmd"] = cmd
     r["result"] = json.loads(res_file.read_text()) if res_file.exists() else None

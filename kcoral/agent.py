@@ -14,6 +14,7 @@ import json
 import logging
 import pathlib
 import queue
+import socket
 import tempfile
 import threading
 
@@ -24,16 +25,18 @@ from ._proto import kcoral_pb2 as pb
 from ._proto import kcoral_pb2_grpc as pbg
 from .auth import channel
 from .blobs import BlobStore, digest
+from .errors import AgentRefused, JobError
+from .job import Job
+from .plugins import registries
+from .wire import STATE_ENUM
+from .worker import WorkerHandle, versions
 
 log = logging.getLogger("kcoral.agent")
 
-
-class AgentRefused(Exception):
-    """The daemon refused this agent (incompatible versions, a name already in use, auth)."""
+__all__ = ["Agent", "AgentRefused", "agent_versions"]
 
 
 def agent_versions() -> dict:
-    from .worker import versions
     v = {k: str(x) for k, x in versions().items()}
     v.update(kcoral=__version__, protocol=PROTOCOL_VERSION)
     return v
@@ -44,8 +47,6 @@ class Agent:
                  token: "str | None" = None, device: int = 0, tags=(), cache_dir=None,
                  board_config: "dict | None" = None, versions: "dict | None" = None,
                  ca_file: "str | None" = None):
-        from .plugins import registries
-        from .worker import WorkerHandle
         self.address = address
         self.token = token
         self.ca_file = ca_file
@@ -69,7 +70,9 @@ class Agent:
         self.jobs_run = 0
 
     def _messages(self):
-        props = dict(self.spec.properties, limits=self.spec.limits, device_info=self.worker.info)
+        regs = registries()  # what this host can run: the daemon checks jobs against it
+        props = dict(self.spec.properties, limits=self.spec.limits, device_info=self.worker.info,
+                     baselines=regs.baselines.names(), tools=regs.tools.names())
         yield pb.AgentMessage(hello=pb.AgentHello(
             name=self.spec.name, target=self.spec.target, tags=self.spec.tags,
             properties_json=json.dumps(props, default=str), versions=self.versions,
@@ -83,9 +86,8 @@ class Agent:
                 return
             yield m
 
-    def _fetch_blobs(self, stub, doc) -> None:
-        from .job import Job
-        for dg in Job(doc).blobs() if doc else ():
+    def _fetch_blobs(self, stub, job: Job) -> None:
+        for dg in job.blobs():
             if not self.blobs.has(dg):
                 data = b"".join(c.data for c in stub.DownloadBlob(
                     pb.DownloadBlobRequest(digest=dg), timeout=600))
@@ -111,7 +113,8 @@ class Agent:
                     break
         except grpc.RpcError as e:
             if e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED,
-                            grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.INVALID_ARGUMENT):
+                            grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.INVALID_ARGUMENT,
+                            grpc.StatusCode.PERMISSION_DENIED):
                 raise AgentRefused(e.details()) from None
             if not self.stop_event.is_set() and e.code() != grpc.StatusCode.CANCELLED:
                 raise
@@ -121,15 +124,17 @@ class Agent:
             ch.close()
 
     def _run_job(self, stub, job_id, doc) -> None:
-        from .service import STATE_ENUM
-
         def progress(state, message):
             self.out.put(pb.AgentMessage(progress=pb.AgentResult(
                 job_id=job_id, state=STATE_ENUM.get(state, pb.RUNNING), message=message)))
         try:
-            self._fetch_blobs(stub, doc)
-            res = self.worker.run(job_id, doc, progress, float(doc["budgets"]["exec_s"]))
-        except Exception as e:
+            job = Job.from_json(doc)
+            self._fetch_blobs(stub, job)
+            res = self.worker.run(job_id, job.doc, progress, job.budgets.exec_s)
+        except JobError as e:  # the daemon validated it; an agent of another version may not
+            res = {"job_id": job_id, "status": "failed", "board": self.spec.name,
+                   "error": {"type": "validation.job", "message": str(e)}}
+        except Exception as e:  # a blob that would not download, a worker that would not start
             res = {"job_id": job_id, "status": "failed", "board": self.spec.name,
                    "error": {"type": "internal.agent", "message": f"{type(e).__name__}: {e}"}}
         res["agent"] = {"name": self.spec.name, "versions": self.versions}
@@ -147,5 +152,4 @@ class Agent:
 
 
 def _hostname() -> str:
-    import socket
     return socket.gethostname()

@@ -1,19 +1,16 @@
-"""Token authentication (metadata ``authorization: Bearer <token>``) and TLS credentials.
+"""The transport side of authentication: TLS credentials, and client channels that carry the
+token (metadata ``authorization: Bearer <token>``).
 
-A daemon bound beyond loopback must have a token (`require_token_for`); the standard health
-service stays open so load balancers and `grpc_health_probe` can probe it. The interceptor rejects
-a missing or wrong token with UNAUTHENTICATED before any handler runs.
+Who a token names, and what it may do, is `kcoral.identity`; the servicer checks it on every
+call (the standard health service stays open so load balancers and `grpc_health_probe` can
+probe it). A daemon bound beyond loopback must have a token or a credentials file.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 
 import grpc
-
-HEALTH_PREFIX = "/grpc.health.v1.Health/"
-
 
 def is_loopback(host: str) -> bool:
     h = host.strip("[]")
@@ -23,45 +20,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(h).is_loopback
     except ValueError:
         return False
-
-
-def require_token_for(host: str, token: "str | None") -> None:
-    """Raise ValueError when `host` is not loopback and no token is configured."""
-    if not token and not is_loopback(host):
-        raise ValueError(f"binding to {host!r} (beyond loopback) requires a token: set "
-                         f"[server] token_file in kcoral.toml or KCORAL_TOKEN")
-
-
-class TokenInterceptor(grpc.ServerInterceptor):
-    def __init__(self, token: str):
-        self._token = token.encode()
-
-    def intercept_service(self, continuation, details):
-        if details.method.startswith(HEALTH_PREFIX):
-            return continuation(details)
-        got = dict(details.invocation_metadata).get("authorization", "")
-        scheme, _, value = got.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(value.encode(), self._token):
-            return continuation(details)
-        reason = "missing token (metadata 'authorization: Bearer <token>')" if not got \
-            else "wrong token"
-        handler = continuation(details)
-        return _deny(handler, reason)
-
-
-def _deny(handler, reason):
-    def abort(request_or_iterator, context):
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, f"kcoral: {reason}")
-
-    if handler is None:
-        return None
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(abort)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(abort)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(abort)
-    return grpc.unary_unary_rpc_method_handler(abort)
 
 
 class TokenAuth(grpc.AuthMetadataPlugin):

@@ -15,9 +15,13 @@ import os
 import pathlib
 import tempfile
 
+import ml_dtypes
 import numpy as np
 
+from .errors import BlobError
+
 CHUNK = 512 << 10  # 512 KiB per frame: below even a 1 MiB message limit
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")  # stored through their uint view
 
 
 def digest(data: bytes) -> str:
@@ -29,7 +33,7 @@ def array_bytes(a: np.ndarray) -> bytes:
     ml_dtypes arrays are saved through their uint view and the dtype name in the header)."""
     a = np.ascontiguousarray(a)
     buf = io.BytesIO()
-    if a.dtype.kind == "V" or a.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+    if a.dtype.kind == "V" or a.dtype.name in _ML_DTYPES:
         np.save(buf, a.view(f"u{a.dtype.itemsize}"), allow_pickle=False)
         return b"MLDT" + a.dtype.name.encode().ljust(28) + buf.getvalue()
     np.save(buf, a, allow_pickle=False)
@@ -38,31 +42,44 @@ def array_bytes(a: np.ndarray) -> bytes:
 
 def array_from_bytes(data: bytes) -> np.ndarray:
     if data[:4] == b"MLDT":
-        import ml_dtypes
-        name = data[4:32].decode().strip()
+        name = data[4:32].decode(errors="replace").strip()
+        if name not in _ML_DTYPES:
+            raise ValueError(f"array blob names element type {name!r}; expected one of "
+                             f"{_ML_DTYPES}")
         raw = np.load(io.BytesIO(data[32:]), allow_pickle=False)
         return raw.view(np.dtype(getattr(ml_dtypes, name)))
     return np.load(io.BytesIO(data), allow_pickle=False)
 
 
-class BlobError(ValueError):
-    """A blob failed verification or is missing; names the digest."""
-
-
 class BlobStore:
-    """sha256-addressed files under `root` (``ab/abcdef...``), written atomically."""
+    """sha256-addressed files under `root` (``ab/abcdef...``), written atomically.
+
+    Uploads stream to a temporary file under ``root/tmp`` (`begin`), hashed as they arrive, and
+    are moved into place only when complete and verified; whatever an interrupted upload left
+    there is removed when the store opens."""
 
     def __init__(self, root):
         self.root = pathlib.Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.root / "tmp"
+        self.leftovers = 0  # temporary files of interrupted uploads removed at open
+        if self.tmp.exists():
+            for p in self.tmp.iterdir():
+                self.leftovers += 1
+                p.unlink(missing_ok=True)
+        self.tmp.mkdir(exist_ok=True)
 
     def path(self, dg: str) -> pathlib.Path:
-        if len(dg) != 64 or any(c not in "0123456789abcdef" for c in dg):
-            raise BlobError(f"{dg!r} is not a sha256 hex digest")
+        if not isinstance(dg, str) or len(dg) != 64 or any(c not in "0123456789abcdef"
+                                                           for c in dg):
+            raise BlobError(f"{str(dg)[:80]!r} is not a sha256 hex digest")
         return self.root / dg[:2] / dg
 
     def has(self, dg: str) -> bool:
         return self.path(dg).exists()
+
+    def size(self, dg: str) -> int:
+        return self.path(dg).stat().st_size
 
     def missing(self, digests) -> list:
         return [d for d in dict.fromkeys(digests) if not self.has(d)]
@@ -73,12 +90,15 @@ class BlobStore:
             raise BlobError(f"blob announced as {expect} has sha256 {dg}")
         p = self.path(dg)
         if not p.exists():
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=p.parent)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, p)
+            w = self.begin(dg, len(data))
+            w.write(data)
+            w.commit()
         return dg
+
+    def begin(self, dg: str, size: int) -> "BlobWriter":
+        """A writer for one incoming blob (to a temporary file; nothing in memory)."""
+        self.path(dg)  # validates the digest text
+        return BlobWriter(self, dg, size)
 
     def get(self, dg: str) -> bytes:
         p = self.path(dg)
@@ -94,46 +114,100 @@ class BlobStore:
         return array_from_bytes(self.get(dg))
 
 
-class ChunkAssembler:
-    """Reassembles a stream of `BlobChunk`-like frames (digest/size/offset/data/last) into blobs,
-    verifying order, size and digest; used by the server's UploadBlobs."""
+class BlobWriter:
+    """One blob arriving in frames: appended to a temporary file and hashed as it comes;
+    `commit` verifies size and digest and moves it into place; `abort` removes it."""
 
-    def __init__(self, store: BlobStore, max_blob: int = 1 << 34):
+    def __init__(self, store: BlobStore, dg: str, size: int):
+        self.store, self.digest, self.size = store, dg, size
+        fd, self.tmp = tempfile.mkstemp(dir=store.tmp, prefix=dg[:12] + ".")
+        self.f = os.fdopen(fd, "wb")
+        self.h = hashlib.sha256()
+        self.got = 0
+
+    def write(self, data: bytes) -> None:
+        self.got += len(data)
+        if self.got > self.size:
+            raise BlobError(f"blob {self.digest}: {self.got} bytes received, announced "
+                            f"{self.size}")
+        self.h.update(data)
+        self.f.write(data)
+
+    def commit(self) -> None:
+        self.f.close()
+        try:
+            if self.got != self.size:
+                raise BlobError(f"blob {self.digest}: {self.got} bytes received, announced "
+                                f"{self.size}")
+            if self.h.hexdigest() != self.digest:
+                raise BlobError(f"blob announced as {self.digest} has sha256 "
+                                f"{self.h.hexdigest()}")
+            p = self.store.path(self.digest)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self.tmp, p)
+        finally:
+            pathlib.Path(self.tmp).unlink(missing_ok=True)
+
+    def abort(self) -> None:
+        if not self.f.closed:
+            self.f.close()
+        pathlib.Path(self.tmp).unlink(missing_ok=True)
+
+
+class ChunkAssembler:
+    """Reassembles a stream of `BlobChunk`-like frames (digest/size/offset/data/last) into blobs
+    on disk, verifying order, size and digest; used by the server's UploadBlobs. `admit(digest,
+    size)` (optional) is asked before each blob starts: it raises to refuse (a quota) and
+    returns a release callable (bytes in flight)."""
+
+    def __init__(self, store: BlobStore, max_blob: int = 1 << 34, admit=None):
         self.store = store
         self.max_blob = max_blob
-        self._cur: "str | None" = None
-        self._size = 0
-        self._parts: list = []
-        self._got = 0
-        self.stored: list = []
+        self.admit = admit
+        self._w: "BlobWriter | None" = None
+        self._release = None
+        self.stored: list = []  # (digest, size)
 
     def feed(self, digest_: str, size: int, offset: int, data: bytes, last: bool) -> None:
-        if self._cur is None:
+        if self._w is None:
             if size > self.max_blob:
-                raise BlobError(f"blob {digest_}: size {size} exceeds the limit {self.max_blob}")
+                raise BlobError(f"blob {digest_[:80]}: size {size} exceeds the limit "
+                                f"{self.max_blob}")
             self.store.path(digest_)  # validates the digest text
-            self._cur, self._size, self._parts, self._got = digest_, size, [], 0
-        elif digest_ and digest_ != self._cur:
-            raise BlobError(f"blob {self._cur}: frame for {digest_} before the last frame")
-        if offset != self._got:
-            raise BlobError(f"blob {self._cur}: frame at offset {offset}, expected {self._got}")
-        self._parts.append(data)
-        self._got += len(data)
-        if self._got > self._size:
-            raise BlobError(f"blob {self._cur}: {self._got} bytes received, announced {self._size}")
+            self._release = self.admit(digest_, size) if self.admit else None
+            self._w = self.store.begin(digest_, size)
+        elif digest_ and digest_ != self._w.digest:
+            raise BlobError(f"blob {self._w.digest}: frame for {digest_[:80]} before the last "
+                            f"frame")
+        if offset != self._w.got:
+            raise BlobError(f"blob {self._w.digest}: frame at offset {offset}, expected "
+                            f"{self._w.got}")
+        self._w.write(data)
         if last:
-            if self._got != self._size:
-                raise BlobError(f"blob {self._cur}: {self._got} bytes received, "
-                                f"announced {self._size}")
-            self.store.put(b"".join(self._parts), expect=self._cur)
-            self.stored.append(self._cur)
-            self._cur = None
+            w, self._w = self._w, None
+            try:
+                w.commit()
+            finally:
+                self._done()
+            self.stored.append((w.digest, w.size))
+
+    def _done(self) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
 
     def finish(self) -> list:
-        if self._cur is not None:
-            raise BlobError(f"blob {self._cur}: stream ended after {self._got} of "
-                            f"{self._size} bytes")
-        return self.stored
+        if self._w is not None:
+            raise BlobError(f"blob {self._w.digest}: stream ended after {self._w.got} of "
+                            f"{self._w.size} bytes")
+        return [d for d, _ in self.stored]
+
+    def abort(self) -> None:
+        """The stream broke: remove the partial blob, release its bytes in flight."""
+        if self._w is not None:
+            self._w.abort()
+            self._w = None
+        self._done()
 
 
 def chunks(data: bytes, dg: "str | None" = None, size: int = CHUNK):

@@ -16,6 +16,11 @@ import sys
 import threading
 import time
 
+from .agent import Agent
+from .client import KCoralClient
+from .errors import AgentRefused, KCoralError
+from .server import Daemon, load_config
+
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 
 
@@ -75,7 +80,6 @@ def main(argv=None) -> int:
         return _serve(ns)
     if ns.cmd == "agent":
         return _agent(ns)
-    from .client import KCoralClient, KCoralError
     try:
         with KCoralClient(ns.daemon, token=_token(ns), ca_file=ns.ca_file,
                           timeout=10.0) as c:
@@ -148,7 +152,6 @@ def _json(obj) -> int:
 
 
 def _serve(ns) -> int:
-    from .server import Daemon, load_config
     logging.basicConfig(level=logging.DEBUG if ns.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -184,7 +187,6 @@ def _serve(ns) -> int:
 
 
 def _agent(ns) -> int:
-    from .agent import Agent, AgentRefused
     logging.basicConfig(level=logging.DEBUG if ns.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

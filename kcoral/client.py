@@ -5,13 +5,18 @@
         a = c.put_array(np.ones(4096, np.float32))
         result = c.run(job_doc, on_event=print)       # blocks until done/failed
 
-Errors from the daemon are raised as `KCoralError` carrying the gRPC status code name and the
-daemon's message (which names the offending field for a rejected job).
+Errors from the daemon are raised as `KCoralError` carrying the gRPC status code name, the
+daemon's message (which names the offending field for a rejected job), and the typed refusal
+(`kcoral.errors.Refusal`) and field the daemon sent beside it: switch on ``e.refusal``.
+
+The client library depends on the protocol (`kcoral._proto`, `kcoral.wire`), the job model
+(`kcoral.job`) and the blob helpers only, never on the daemon's modules.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import grpc
@@ -20,20 +25,14 @@ from ._proto import kcoral_pb2 as pb
 from ._proto import kcoral_pb2_grpc as pbg
 from .auth import channel
 from .blobs import CHUNK, array_bytes, chunks, digest
+from .errors import KCoralError
+from .job import TERMINAL, Job
+from .wire import error_from_rpc as _wrap
+from .wire import state_name as _state
 
-TERMINAL = ("done", "failed", "cancelled", "interrupted")
+__all__ = ["KCoralClient", "KCoralError", "TERMINAL"]
 
-
-class KCoralError(Exception):
-    def __init__(self, code: str, message: str):
-        self.code = code
-        self.message = message
-        super().__init__(f"{code}: {message}")
-
-
-def _wrap(e: grpc.RpcError) -> KCoralError:
-    code = e.code().name if hasattr(e, "code") and e.code() else "UNKNOWN"
-    return KCoralError(code, e.details() if hasattr(e, "details") else str(e))
+RETRIES = 3  # a Submit refused UNAVAILABLE (no refusal code: the daemon never answered) retries
 
 
 class KCoralClient:
@@ -102,21 +101,45 @@ class KCoralClient:
         return data
 
     # --- jobs ---------------------------------------------------------------------------------
-    def submit(self, job_doc: dict, idempotency_key: str = "", timeout: "float | None" = None):
-        """Upload pending blobs, submit, and yield progress events as dicts until terminal."""
-        self.upload()
-        req = pb.SubmitRequest(job_json=json.dumps(job_doc), client=self.client_name,
-                               idempotency_key=idempotency_key or uuid.uuid4().hex)
-        try:
-            for ev in self.stub.Submit(req, timeout=timeout):
-                yield _ev(ev)
-        except grpc.RpcError as e:
-            raise _wrap(e) from None
+    def submit(self, job, idempotency_key: str = "", timeout: "float | None" = None,
+               retries: int = RETRIES):
+        """Upload pending blobs, submit `job` (a `kcoral.job.Job` or its JSON document), and
+        yield progress events as dicts until terminal.
 
-    def run(self, job_doc: dict, on_event=None, timeout: "float | None" = None) -> dict:
+        Every submission carries an idempotency key (a fresh one unless given), and a Submit
+        that fails with UNAVAILABLE before its first event is retried with the same key: the
+        daemon returns the job it already accepted, never a duplicate. A stream that breaks
+        after the job was accepted is resumed with Watch."""
+        self.upload()
+        doc = job.to_doc() if isinstance(job, Job) else job
+        key = idempotency_key or uuid.uuid4().hex
+        req = pb.SubmitRequest(job_json=json.dumps(doc), client=self.client_name,
+                               idempotency_key=key)
+        job_id, attempt = None, 0
+        while True:
+            try:
+                call = self.stub.Submit(req, timeout=timeout) if job_id is None else \
+                    self.stub.Watch(pb.JobRef(job_id=job_id), timeout=timeout)
+                for ev in call:
+                    e = _ev(ev)
+                    if job_id is not None and e["state"] == "queued" and attempt:
+                        continue  # resumed: the client saw the queue already
+                    job_id = e["job_id"]
+                    yield e
+                    if e["state"] in TERMINAL:
+                        return
+                return
+            except grpc.RpcError as e:
+                err = _wrap(e)
+                if err.code != "UNAVAILABLE" or err.refusal or attempt >= retries:
+                    raise err from None
+                attempt += 1
+                time.sleep(min(0.2 * 2 ** attempt, 2.0))
+
+    def run(self, job, on_event=None, timeout: "float | None" = None) -> dict:
         """Submit and block until the job ends; return the final event (``result`` inside)."""
         last = None
-        for ev in self.submit(job_doc, timeout=timeout):
+        for ev in self.submit(job, timeout=timeout):
             last = ev
             if on_event:
                 on_event(ev)
@@ -165,14 +188,12 @@ class KCoralClient:
             raise _wrap(e) from None
 
 
-def _state(v) -> str:
-    from .service import STATE_NAME
-    return STATE_NAME.get(v, "unknown")
-
-
 def _ev(ev) -> dict:
+    p = ev.provenance
     return {"job_id": ev.job_id, "state": _state(ev.state), "queue_position": ev.queue_position,
             "board": ev.board, "message": ev.message, "time": ev.time,
+            "provenance": {"kind": p.kind, "board": p.board, "agent": p.agent} if p.kind
+            else None,
             "result": json.loads(ev.result_json) if ev.result_json else None}
 
 

@@ -1,10 +1,15 @@
-"""The declarative job: what a client asks a board to do. No client Python runs on the server.
+"""The job model: what a client asks a board to do, typed, in one place. No client Python runs on
+the server.
 
-A job is plain JSON (the same document travels in the gRPC request as ``job_json``, is stored in
-SQLite, and is the ``JOB.json`` that ``python -m kcoral.runjob`` and the tools execute)::
+A job travels as JSON (``SubmitRequest.job_json``; stored in SQLite; the ``JOB.json`` that
+``python -m kcoral.runjob`` and the tools execute). `Job.from_json` parses it into the typed
+model below and validates it on the way (`kcoral.schema`): every value is checked against its
+declared kind -- names against strict patterns, numbers finite and within bounds, collections
+bounded -- unknown keys are refused, and every problem is reported with its field. The
+canonical JSON form (defaults filled in) is `Job.doc`; boards and baselines read that.
 
     {
-      "name": "vadd[n4096]", "target": "sm_90a", "tags": [],
+      "name": "vadd[n4096]", "target": "sm_90a", "tags": [], "board": null,
       "module": {"format": "cubin" | "ptx" | "fake", "blob": "<sha256>",
                  "ir": "<sha256>"},                              # optional: the IR (below)
       "buffers": [
@@ -13,277 +18,484 @@ SQLite, and is the ``JOB.json`` that ``python -m kcoral.runjob`` and the tools e
         {"name": "out", "dtype": "f32", "shape": [4096],          #   zeros | blob | empty
          "init": {"kind": "empty"}, "output": true}],
       "launches": [{"entry": "vadd", "grid": [16,1,1], "block": [256,1,1], "cluster": null,
-                    "dynamic_smem": 0,
+                    "dynamic_smem": 0, "params": [...launch_metadata()["params"]...],
                     "args": [{"buffer": "a"}, {"scalar": 4096, "dtype": "u32"},
                              {"tensormap": {...TensorMap.describe()...}}]}],
       "checks": [{"buffer": "out", "rtol": 1e-6, "atol": 0, "rms": null}],
       "runs": [{"seed": 1, "when": "before", "inputs": {"a": "<sha>"},
                 "expected": {"out": "<sha>"}},
                {"seed": 2, "when": "after", ...}],
-      "timing": {"enabled": true, "warmup": 3, "min_iters": 10, "max_iters": 1000,
+      "timing": {"enabled": true, "warmup": 3, "min_iters": 10, "max_iters": 2000,
                  "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "seed": 0},
       "baselines": [{"name": "torch.matmul", "args": {"a": "A", "b": "B", "out": "C"}}],
-      "tools": [{"name": "ncu", "options": {}}],
+      "tools": [{"name": "ncu", "options": {"set": "basic"}}],
       "work": {"flops": 8192, "bytes": 49152},
       "budgets": {"queue_s": 600, "exec_s": 60},
       "fake": {}                                                  # test-only board directives
     }
 
 ``module.ir`` (optional) is the digest of the kernel's IR in its JSON form
-(`tirxh.core.irjson`, ``CompiledKernel.ir_json()``): plain data, re-validated against the
-server's instruction bindings. GPU boards ignore it; the ``sim`` board runs it through numsim and
-refuses a job without it (field ``module.ir``). ``tirxh bench`` always attaches it; when the IR
-cannot be serialized, ``module.ir_error`` says why instead.
+(``CompiledKernel.ir_json()``): plain data, re-validated against the server's instruction
+bindings. GPU boards ignore it; the ``sim`` board (numsim distribution) runs it and refuses a job
+without it (field ``module.ir``). When the IR cannot be serialized, ``module.ir_error`` says why.
 
 ``runs`` are the correctness runs: each gets fresh inputs (the generators reseeded with its seed,
 or uploaded arrays for that seed) and compares the checked buffers with ``expected`` (uploaded
 arrays) or with a server-side baseline's output (``checks[i].baseline``). A run with no expected
 values and no baseline reference is a smoke run (the kernel must not fault).
+
+Tool options are typed by each tool (`kcoral.tools`): the daemon parses ``tools[i].options``
+with the option model the tool declares, so a client names options, never a command line.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import pathlib
+import re
 from dataclasses import dataclass, field
 
-import numpy as np
+from .dtypes import NAMES as DTYPE_NAMES
+from .dtypes import dtype_of, scalar_problem
+from .errors import JobError, Refusal
+from .schema import (
+    DIGEST, DISPLAY, ENTRY, IDENT, PLUGIN, TAG, TARGET, Bool, Dim3, Int, Json, ListOf, MapOf,
+    Model, Num, Number, Obj, Optional, Problems, Scalar, Str, Text, spec,
+)
+
+__all__ = ["Job", "JobError", "dtype_of", "check_module", "parse_json", "Buffer", "Launch",
+           "Arg", "Check", "Run", "Timing", "Budgets", "ToolRequest", "BaselineRequest"]
+
+# a job's states, in order; the last four are terminal (kcoral.proto's JobState mirrors these)
+TERMINAL = ("done", "failed", "cancelled", "interrupted")
+STATES = ("queued", "running", "loaded", "correctness", "timing", "tools") + TERMINAL
 
 MAX_BUFFER_BYTES = 1 << 36       # 64 GiB: beyond any board; the board narrows it further
+MAX_JSON_DEPTH = 64              # deeper job JSON is refused before it is parsed
 INIT_KINDS = ("normal", "uniform", "integers", "zeros", "blob", "empty")
 FORMATS = ("cubin", "ptx", "fake")
+SEED = Int(0, 2 ** 32 - 1)
+DAY = 86400.0
+UNCHECKED = object()  # a tool's options model known only where it runs (a remote board)
+
+Name = Str(IDENT, what="identifier")
+Dtype = Str(choices=DTYPE_NAMES)
+Digest = Str(DIGEST, max_len=64, what="sha256 hex digest")
 
 
-class JobError(ValueError):
-    """A job failed validation; `problems` lists every ``(field, message)`` found."""
+# -------------------------------------------------------------------------------------------------
+# the parts
+# -------------------------------------------------------------------------------------------------
 
-    def __init__(self, problems):
-        self.problems = list(problems)
-        super().__init__("; ".join(f"{f}: {m}" for f, m in self.problems))
+@dataclass
+class Module(Model):
+    format: str = spec(Str(choices=FORMATS))
+    blob: str = spec(Digest)
+    ir: "str | None" = spec(Optional(Digest), None)
+    ir_error: "str | None" = spec(Optional(Text()), None)
 
-    @property
-    def field(self) -> str:
-        return self.problems[0][0] if self.problems else ""
-
-
-def dtype_of(name: str) -> np.dtype:
-    """numpy dtype for a PTX type name (bf16/fp8 through ml_dtypes)."""
-    from tirxh.api import numpy_dtype
-    return numpy_dtype(name)
+    def check(self, path, p):
+        if self.ir is not None and self.format == "fake":
+            p.add(f"{path}.ir", "a 'fake' module has no IR")
 
 
 @dataclass
-class Job:
-    """A validated job document with helpers; `doc` is the JSON form and the source of truth."""
+class Init(Model):
+    kind: str = spec(Str(choices=INIT_KINDS))
+    mean: "float | None" = spec(Optional(Num(-1e30, 1e30)), None)
+    std: "float | None" = spec(Optional(Num(0, 1e30)), None)
+    low: "float | None" = spec(Optional(Num(-1e30, 1e30)), None)
+    high: "float | None" = spec(Optional(Num(-1e30, 1e30)), None)
+    blob: "str | None" = spec(Optional(Digest), None)
 
-    doc: dict = field(default_factory=dict)
-    blob_root: "str | None" = None  # where the job's blobs live (set by the worker for tools)
+    def check(self, path, p):
+        if (self.kind == "blob") != (self.blob is not None):
+            p.add(f"{path}.blob", "required with kind 'blob' (a sha256 digest), and only then")
+        if None not in (self.low, self.high) and self.low >= self.high:
+            p.add(f"{path}.high", f"{self.high:g} is not above low {self.low:g}")
+
+
+@dataclass
+class Buffer(Model):
+    name: str = spec(Name)
+    dtype: str = spec(Dtype)
+    shape: list = spec(ListOf(Int(0, 2 ** 40), 8))
+    output: bool = spec(Bool(), False)
+    init: "Init | None" = spec(Optional(Obj(Init)), None)
+
+    def __post_init__(self):
+        if self.init is None:
+            self.init = Init("empty" if self.output else "zeros")
+
+    @property
+    def nbytes(self) -> int:
+        return int(math.prod(self.shape)) * dtype_of(self.dtype).itemsize
+
+
+@dataclass
+class TensorMapDesc(Model):
+    """``TensorMap.describe()``: what the board encodes into a CUtensorMap."""
+
+    source: str = spec(Name)
+    dtype: str = spec(Dtype)
+    dims: list = spec(ListOf(Int(1, 2 ** 40), 5, 1))
+    strides: list = spec(ListOf(Int(0, 2 ** 40), 4))
+    box: list = spec(ListOf(Int(1, 256), 5, 1))
+    elem_strides: "list | None" = spec(Optional(ListOf(Int(1, 8), 5, 1)), None)
+    swizzle: int = spec(Int(0, 128, choices=(0, 32, 64, 128)), 0)
+    oob_fill: str = spec(Str(choices=("zero", "nan")), "zero")
+    l2_promotion: int = spec(Int(0, 256, choices=(0, 64, 128, 256)), 0)
+
+
+@dataclass
+class Arg(Model):
+    """Exactly one of ``buffer``, ``scalar`` (with ``dtype``), ``tensormap``."""
+
+    buffer: "str | None" = spec(Optional(Name), None)
+    scalar: "object" = spec(Optional(Number()), None)  # range-checked against dtype
+    dtype: "str | None" = spec(Optional(Dtype), None)
+    tensormap: "TensorMapDesc | None" = spec(Optional(Obj(TensorMapDesc)), None)
+
+    def check(self, path, p):
+        given = [k for k in ("buffer", "scalar", "tensormap") if getattr(self, k) is not None]
+        if len(given) != 1:
+            p.add(path, f"expected exactly one of 'buffer', 'scalar', 'tensormap', got "
+                        f"{given or 'none'}")
+        elif self.scalar is not None:
+            if self.dtype is None:
+                p.add(f"{path}.dtype", "required with 'scalar' (e.g. 'u32')")
+            else:
+                why = scalar_problem(self.dtype, self.scalar)
+                if why:
+                    p.add(f"{path}.scalar", why)
+        elif self.dtype is not None:
+            p.add(f"{path}.dtype", "only a scalar argument has a dtype")
+
+
+@dataclass
+class Param(Model):
+    """One kernel parameter as ``launch_metadata()["params"]`` describes it."""
+
+    name: str = spec(Name)
+    kind: str = spec(Str(choices=("ptr", "scalar", "tensormap")))
+    dtype: str = spec(Dtype)
+    size: int = spec(Int(0, 4096))
+    align: int = spec(Int(1, 256))
+
+
+@dataclass
+class Launch(Model):
+    entry: str = spec(Str(ENTRY, what="kernel entry name"))
+    grid: list = spec(Dim3())
+    block: list = spec(Dim3(1024))
+    cluster: "list | None" = spec(Optional(Dim3(16)), None)
+    dynamic_smem: int = spec(Int(0, 1 << 24), 0)
+    args: list = spec(ListOf(Obj(Arg), 256), [])
+    params: "list | None" = spec(Optional(ListOf(Obj(Param), 256)), None)
+
+    def check(self, path, p):
+        if self.cluster is not None and any(g % c for g, c in zip(self.grid, self.cluster)):
+            p.add(f"{path}.cluster", f"grid {self.grid} is not a multiple of {self.cluster}")
+
+
+@dataclass
+class Check(Model):
+    buffer: str = spec(Name)
+    rtol: float = spec(Num(0, 1e30), 0.0)
+    atol: float = spec(Num(0, 1e30), 0.0)
+    rms: "float | None" = spec(Optional(Num(0, 1e30)), None)
+    baseline: "str | None" = spec(Optional(Str(PLUGIN, what="baseline name")), None)
+    baseline_args: dict = spec(MapOf(Scalar(), max_len=32), {})
+    baseline_out: str = spec(Name, "out")
+
+
+@dataclass
+class Run(Model):
+    seed: int = spec(SEED)
+    when: str = spec(Str(choices=("before", "after")))
+    inputs: dict = spec(MapOf(Digest), {})
+    expected: dict = spec(MapOf(Digest), {})
+
+
+@dataclass
+class Timing(Model):
+    enabled: bool = spec(Bool(), True)
+    warmup: int = spec(Int(0, 10000), 3)
+    min_iters: int = spec(Int(0, 10 ** 6), 10)
+    max_iters: int = spec(Int(1, 10 ** 6), 2000)
+    budget_s: float = spec(Num(0, 600, lo_open=True), 2.0)
+    rel_noise: float = spec(Num(0, 1, lo_open=True), 0.01)
+    l2_flush: bool = spec(Bool(), True)
+    seed: int = spec(SEED, 0)
+
+
+@dataclass
+class Budgets(Model):
+    queue_s: float = spec(Num(0, 7 * DAY, lo_open=True), 3600.0)
+    exec_s: float = spec(Num(0, DAY, lo_open=True), 120.0)
+
+
+@dataclass
+class Work(Model):
+    flops: "float | None" = spec(Optional(Num(0, 1e24)), None)
+    bytes: "float | None" = spec(Optional(Num(0, 1e21)), None)
+
+
+@dataclass
+class BaselineRequest(Model):
+    name: str = spec(Str(PLUGIN, what="baseline name"))
+    args: dict = spec(MapOf(Scalar(), max_len=32), {})
+
+
+@dataclass
+class ToolRequest(Model):
+    """A tool to run around the job; `options` are checked against the tool's own option model
+    when the daemon accepts the job (`Job.validate_plugins`)."""
+
+    name: str = spec(Str(PLUGIN, what="tool name"))
+    options: dict = spec(MapOf(Json(), max_len=64), {})
+
+
+@dataclass
+class FakeDirectives(Model):
+    """Test-only: how a ``fake`` board misbehaves (other boards ignore these)."""
+
+    crash: bool = spec(Bool(), False)
+    hang: bool = spec(Bool(), False)
+    fault: bool = spec(Bool(), False)
+    sleep_s: float = spec(Num(0, 3600), 0.0)
+
+
+# -------------------------------------------------------------------------------------------------
+# the job
+# -------------------------------------------------------------------------------------------------
+
+@dataclass
+class Job(Model):
+    """A validated job. Build one with `Job.from_json` (or the constructor, then `validate`);
+    `doc` is its canonical JSON form."""
+
+    target: str = spec(Str(TARGET, what="target (e.g. 'sm_90a')"))
+    module: Module = spec(Obj(Module))
+    launches: list = spec(ListOf(Obj(Launch), 64, 1))
+    name: str = spec(Str(DISPLAY, what="job name"), "")
+    tags: list = spec(ListOf(Str(TAG, what="tag"), 16), [])
+    board: "str | None" = spec(Optional(Str(TAG, what="board name")), None)
+    buffers: list = spec(ListOf(Obj(Buffer), 256), [])
+    checks: list = spec(ListOf(Obj(Check), 256), [])
+    runs: list = spec(ListOf(Obj(Run), 16), [])
+    timing: Timing = spec(Obj(Timing), Timing())
+    baselines: list = spec(ListOf(Obj(BaselineRequest), 16), [])
+    tools: list = spec(ListOf(Obj(ToolRequest), 8), [])
+    work: Work = spec(Obj(Work), Work())
+    budgets: Budgets = spec(Obj(Budgets), Budgets())
+    fake: FakeDirectives = spec(Obj(FakeDirectives), FakeDirectives())
+
+    blob_root: "str | None" = field(default=None, compare=False)  # set by the worker for tools
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
     def from_json(cls, text_or_doc) -> "Job":
-        doc = json.loads(text_or_doc) if isinstance(text_or_doc, (str, bytes)) else text_or_doc
+        """Parse and validate a job (a JSON string or an already-decoded object)."""
+        doc = parse_json(text_or_doc, "job") if isinstance(text_or_doc, (str, bytes)) \
+            else text_or_doc
         if not isinstance(doc, dict):
             raise JobError([("job", f"expected a JSON object, got {type(doc).__name__}")])
-        job = cls(_with_defaults(doc))
-        job.validate()
-        return job
+        return cls.parse(doc)
+
+    def validate(self, limits: "dict | None" = None) -> None:
+        """Re-check the whole job (after building it in code), narrowed to a board's `limits`
+        (``memory_bytes``, ``max_grid``, ``max_block``, ``max_threads_per_block``,
+        ``max_smem_per_block``, ``max_cluster_size``); `JobError` lists every problem."""
+        Job.parse(self.to_doc()).check_limits(limits or {})
+
+    def check_limits(self, limits: dict) -> None:
+        """`JobError` naming every field past a board's `limits` (see `validate`)."""
+        p = Problems()
+        self._board_limits(limits, p)
+        if p:
+            raise JobError(p)
+
+    def check(self, path, p):
+        names = set()
+        for i, b in enumerate(self.buffers):
+            if b.name in names:
+                p.add(f"buffers[{i}].name", f"duplicate buffer name {b.name!r}")
+            names.add(b.name)
+            if b.name.startswith("__"):
+                p.add(f"buffers[{i}].name", "names starting with '__' are the daemon's")
+        for i, ln in enumerate(self.launches):
+            for j, a in enumerate(ln.args):
+                if a.buffer is not None and a.buffer not in names:
+                    p.add(f"launches[{i}].args[{j}]", f"unknown buffer {a.buffer!r}")
+                if a.tensormap is not None and a.tensormap.source not in names:
+                    p.add(f"launches[{i}].args[{j}].tensormap.source",
+                          f"unknown buffer {a.tensormap.source!r}")
+            if ln.params is not None and len(ln.params) != len(ln.args):
+                p.add(f"launches[{i}].params", f"{len(ln.params)} parameters for "
+                                               f"{len(ln.args)} arguments")
+        for i, c in enumerate(self.checks):
+            if c.buffer not in names:
+                p.add(f"checks[{i}].buffer", f"unknown buffer {c.buffer!r}")
+        for i, r in enumerate(self.runs):
+            for k in ("inputs", "expected"):
+                for bn in getattr(r, k):
+                    if bn not in names:
+                        p.add(f"runs[{i}].{k}.{bn}", f"unknown buffer {bn!r}")
+        self._board_limits({}, p)
+
+    def _board_limits(self, lim: dict, p: Problems) -> None:
+        total = 0
+        mem = lim.get("memory_bytes", MAX_BUFFER_BYTES)
+        for i, b in enumerate(self.buffers):
+            total += b.nbytes
+            if b.nbytes > mem:
+                p.add(f"buffers[{i}].shape", f"{b.nbytes} bytes exceeds the board's memory "
+                                             f"({mem} bytes)")
+        if total > mem:
+            p.add("buffers", f"{total} bytes in all exceeds the board's memory ({mem} bytes)")
+        for i, ln in enumerate(self.launches):
+            f = f"launches[{i}]"
+            for key, maxkey, default in (("grid", "max_grid", (2 ** 31 - 1, 65535, 65535)),
+                                         ("block", "max_block", (1024, 1024, 64))):
+                v, mx = getattr(ln, key), lim.get(maxkey, default)
+                if any(a > m for a, m in zip(v, mx)):
+                    p.add(f"{f}.{key}", f"{v} exceeds the board's limit {list(mx)}")
+            threads = lim.get("max_threads_per_block", 1024)
+            if math.prod(ln.block) > threads:
+                p.add(f"{f}.block", f"{math.prod(ln.block)} threads exceeds {threads}")
+            csize = lim.get("max_cluster_size", 16)
+            if ln.cluster is not None and math.prod(ln.cluster) > csize:
+                p.add(f"{f}.cluster", f"{math.prod(ln.cluster)} CTAs exceeds {csize}")
+            smem = lim.get("max_smem_per_block", 227 * 1024)
+            if ln.dynamic_smem > smem:
+                p.add(f"{f}.dynamic_smem", f"{ln.dynamic_smem} bytes exceeds the board's "
+                                           f"{smem}")
+
+    def validate_plugins(self, baselines, tools, timed: bool = True) -> None:
+        """Every baseline and tool the job needs is installed, and each tool's options parse
+        with the option model it declares (`kcoral.tools.Tool.options`); `JobError` otherwise
+        (refusal ``unavailable.board`` for a plugin that is not installed here, ``invalid.job``
+        for options the model refuses). `baselines`/`tools` are registries (``names()``, ``in``,
+        ``get``) or plain collections of names (a remote board's announced plugins: its options
+        are then checked where it runs). Baselines timed beside the candidate are needed only
+        when the board will time the job (`timed`); a check's reference baseline always."""
+        missing, bad = Problems(), Problems()
+        names = sorted(baselines.names() if hasattr(baselines, "names") else baselines)
+        if timed:
+            for i, b in enumerate(self.baselines):
+                if b.name not in baselines:
+                    missing.add(f"baselines[{i}].name", f"unknown baseline {b.name!r}; "
+                                                        f"installed: {names}")
+        for i, c in enumerate(self.checks):
+            if c.baseline is not None and c.baseline not in baselines:
+                missing.add(f"checks[{i}].baseline", f"unknown baseline {c.baseline!r}; "
+                                                     f"installed: {names}")
+        tnames = sorted(tools.names() if hasattr(tools, "names") else tools)
+        seen = set()
+        for i, t in enumerate(self.tools):
+            if t.name in seen:
+                bad.add(f"tools[{i}].name", f"tool {t.name!r} named twice")
+            seen.add(t.name)
+            if t.name not in tools:
+                missing.add(f"tools[{i}].name", f"unknown tool {t.name!r}; installed: {tnames}")
+                continue
+            model = getattr(tools.get(t.name), "options", None) if hasattr(tools, "get") \
+                else UNCHECKED
+            if model is None:
+                if t.options:
+                    bad.add(f"tools[{i}].options", f"tool {t.name!r} takes no options")
+            elif model is not UNCHECKED:
+                model._parse(t.options, f"tools[{i}].options", bad)
+        if bad:
+            raise JobError(bad + missing)
+        if missing:
+            raise JobError(missing, Refusal.NO_BOARD)
+
+    # --- serialization ------------------------------------------------------------------------
+    @property
+    def doc(self) -> dict:
+        """The canonical JSON form (what boards, baselines and runjob read)."""
+        return self.to_doc()
 
     def to_json(self) -> str:
-        return json.dumps(self.doc, sort_keys=True)
+        return json.dumps(self.to_doc(), sort_keys=True)
 
     def write_json(self, path) -> None:
         """Write the JOB.json that ``python -m kcoral.runjob`` runs (blobs stay as digests;
-        ``runjob --blobs DIR`` resolves them)."""
-        import pathlib
-        doc = dict(self.doc)
+        ``runjob --blobs DIR`` resolves them, or the ``_blob_root`` written here)."""
+        doc = self.to_doc()
         if self.blob_root:
             doc["_blob_root"] = str(self.blob_root)
         pathlib.Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True))
 
     # --- accessors ----------------------------------------------------------------------------
     @property
-    def name(self) -> str:
-        return self.doc.get("name") or self.doc["launches"][0]["entry"]
+    def display_name(self) -> str:
+        return self.name or self.launches[0].entry
 
-    @property
-    def target(self) -> str:
-        return self.doc["target"]
-
-    def buffer(self, name: str) -> dict:
-        for b in self.doc["buffers"]:
-            if b["name"] == name:
+    def buffer(self, name: str) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
                 return b
         raise KeyError(name)
 
     def blobs(self) -> set:
-        """Every blob digest the job refers to (module, inputs, expected arrays)."""
-        out = {self.doc["module"]["blob"]}
-        if self.doc["module"].get("ir"):
-            out.add(self.doc["module"]["ir"])
-        for b in self.doc["buffers"]:
-            if b["init"]["kind"] == "blob":
-                out.add(b["init"]["blob"])
-        for r in self.doc["runs"]:
-            out.update(r.get("inputs", {}).values())
-            out.update(r.get("expected", {}).values())
+        """Every blob digest the job refers to (module, IR, inputs, expected arrays)."""
+        out = {self.module.blob}
+        if self.module.ir:
+            out.add(self.module.ir)
+        for b in self.buffers:
+            if b.init.kind == "blob":
+                out.add(b.init.blob)
+        for r in self.runs:
+            out.update(r.inputs.values())
+            out.update(r.expected.values())
         return out
 
-    def tool_options(self, name: str) -> dict:
-        for t in self.doc["tools"]:
-            if t["name"] == name:
-                return dict(t.get("options", {}))
-        return {}
+    def tool_options(self, name: str, model: "type | None" = None):
+        """The options the job gives tool `name`: parsed with `model` (the tool's option model)
+        when given, else the plain dict ({} when the job does not name the tool)."""
+        for t in self.tools:
+            if t.name == name:
+                return model.parse(t.options, f"tools.{name}.options") if model else \
+                    dict(t.options)
+        return model.parse({}, f"tools.{name}.options") if model else {}
 
-    # --- validation ---------------------------------------------------------------------------
-    def validate(self, limits: "dict | None" = None) -> None:
-        """Raise `JobError` listing every problem, each naming its field (``launches[0].grid``).
+    def entries(self) -> list:
+        return sorted({ln.entry for ln in self.launches})
 
-        `limits` (from the board: ``max_grid``, ``max_threads_per_block``, ``max_smem_per_block``,
-        ``max_cluster_size``, ``memory_bytes``) narrows the checks to one board.
-        """
-        p = []
-        d = self.doc
-        lim = limits or {}
-        if not isinstance(d.get("target"), str) or not d.get("target"):
-            p.append(("target", "missing (e.g. 'sm_90a')"))
-        mod = d.get("module")
-        if not isinstance(mod, dict):
-            p.append(("module", "missing"))
-        else:
-            if mod.get("format") not in FORMATS:
-                p.append(("module.format", f"{mod.get('format')!r} is not one of {FORMATS}"))
-            if not _is_digest(mod.get("blob")):
-                p.append(("module.blob", f"{mod.get('blob')!r} is not a sha256 hex digest"))
-            if mod.get("ir") is not None and not _is_digest(mod.get("ir")):
-                p.append(("module.ir", f"{mod.get('ir')!r} is not a sha256 hex digest (of the "
-                          f"IR JSON blob)"))
-            if mod.get("ir") is not None and mod.get("format") == "fake":
-                p.append(("module.ir", "a 'fake' module has no IR"))
-        names = set()
-        total = 0
-        for i, b in enumerate(d.get("buffers", [])):
-            f = f"buffers[{i}]"
-            nm = b.get("name")
-            if not isinstance(nm, str) or not nm:
-                p.append((f"{f}.name", "missing"))
-                continue
-            if nm in names:
-                p.append((f"{f}.name", f"duplicate buffer name {nm!r}"))
-            names.add(nm)
-            try:
-                dt = dtype_of(b.get("dtype", ""))
-            except TypeError as e:
-                p.append((f"{f}.dtype", str(e)))
-                continue
-            shape = b.get("shape")
-            if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0
-                                                      for s in shape):
-                p.append((f"{f}.shape", f"expected a list of non-negative ints, got {shape!r}"))
-                continue
-            nbytes = int(math.prod(shape)) * dt.itemsize
-            total += nbytes
-            if nbytes > lim.get("memory_bytes", MAX_BUFFER_BYTES):
-                p.append((f"{f}.shape", f"{nbytes} bytes exceeds the board's memory "
-                          f"({lim.get('memory_bytes', MAX_BUFFER_BYTES)} bytes)"))
-            init = b.get("init", {})
-            kind = init.get("kind")
-            if kind not in INIT_KINDS:
-                p.append((f"{f}.init.kind", f"{kind!r} is not one of {INIT_KINDS}"))
-            elif kind == "blob" and not _is_digest(init.get("blob")):
-                p.append((f"{f}.init.blob", f"{init.get('blob')!r} is not a sha256 digest"))
-        if total > lim.get("memory_bytes", MAX_BUFFER_BYTES):
-            p.append(("buffers", f"{total} bytes in all exceeds the board's memory"))
-        launches = d.get("launches")
-        if not launches:
-            p.append(("launches", "at least one launch is required"))
-        for i, ln in enumerate(launches or []):
-            f = f"launches[{i}]"
-            if not isinstance(ln.get("entry"), str) or not ln.get("entry"):
-                p.append((f"{f}.entry", "missing kernel entry name"))
-            for key, maxkey, default in (("grid", "max_grid", (2**31 - 1, 65535, 65535)),
-                                         ("block", "max_block", (1024, 1024, 64))):
-                v = ln.get(key)
-                if not _dim3(v):
-                    p.append((f"{f}.{key}", f"expected 3 positive ints, got {v!r}"))
-                    continue
-                mx = lim.get(maxkey, default)
-                if any(a > m for a, m in zip(v, mx)):
-                    p.append((f"{f}.{key}", f"{v} exceeds the board's limit {list(mx)}"))
-            blk = ln.get("block")
-            if _dim3(blk) and math.prod(blk) > lim.get("max_threads_per_block", 1024):
-                p.append((f"{f}.block", f"{math.prod(blk)} threads exceeds "
-                          f"{lim.get('max_threads_per_block', 1024)}"))
-            cl = ln.get("cluster")
-            if cl is not None:
-                if not _dim3(cl):
-                    p.append((f"{f}.cluster", f"expected 3 positive ints or null, got {cl!r}"))
-                elif math.prod(cl) > lim.get("max_cluster_size", 16):
-                    p.append((f"{f}.cluster", f"{math.prod(cl)} CTAs exceeds "
-                              f"{lim.get('max_cluster_size', 16)}"))
-                elif _dim3(ln.get("grid")) and any(g % c for g, c in zip(ln["grid"], cl)):
-                    p.append((f"{f}.cluster", f"grid {ln['grid']} is not a multiple of {cl}"))
-            sm = ln.get("dynamic_smem", 0)
-            if not isinstance(sm, int) or sm < 0:
-                p.append((f"{f}.dynamic_smem", f"expected a non-negative int, got {sm!r}"))
-            elif sm > lim.get("max_smem_per_block", 227 * 1024):
-                p.append((f"{f}.dynamic_smem", f"{sm} bytes exceeds the board's "
-                          f"{lim.get('max_smem_per_block', 227 * 1024)}"))
-            for j, a in enumerate(ln.get("args", [])):
-                fa = f"{f}.args[{j}]"
-                if "buffer" in a:
-                    if a["buffer"] not in names:
-                        p.append((fa, f"unknown buffer {a['buffer']!r}"))
-                elif "scalar" in a:
-                    try:
-                        dtype_of(a.get("dtype", ""))
-                    except TypeError as e:
-                        p.append((f"{fa}.dtype", str(e)))
-                elif "tensormap" in a:
-                    tm = a["tensormap"]
-                    if tm.get("source") not in names:
-                        p.append((f"{fa}.tensormap.source",
-                                  f"unknown buffer {tm.get('source')!r}"))
-                    for k in ("dims", "strides", "box"):
-                        if not isinstance(tm.get(k), list):
-                            p.append((f"{fa}.tensormap.{k}", "missing"))
-                else:
-                    p.append((fa, "expected one of 'buffer', 'scalar', 'tensormap'"))
-        for i, c in enumerate(d.get("checks", [])):
-            if c.get("buffer") not in names:
-                p.append((f"checks[{i}].buffer", f"unknown buffer {c.get('buffer')!r}"))
-            for k in ("rtol", "atol"):
-                if not isinstance(c.get(k, 0.0), (int, float)) or c.get(k, 0.0) < 0:
-                    p.append((f"checks[{i}].{k}", f"expected a non-negative number, "
-                              f"got {c.get(k)!r}"))
-        for i, r in enumerate(d.get("runs", [])):
-            if r.get("when") not in ("before", "after"):
-                p.append((f"runs[{i}].when", f"{r.get('when')!r} is not 'before' or 'after'"))
-            for k in ("inputs", "expected"):
-                for bn, dg in r.get(k, {}).items():
-                    if bn not in names:
-                        p.append((f"runs[{i}].{k}.{bn}", f"unknown buffer {bn!r}"))
-                    if not _is_digest(dg):
-                        p.append((f"runs[{i}].{k}.{bn}", f"{dg!r} is not a sha256 digest"))
-        t = d.get("timing", {})
-        for k in ("warmup", "min_iters", "max_iters"):
-            if not isinstance(t.get(k), int) or t.get(k) < 0:
-                p.append((f"timing.{k}", f"expected a non-negative int, got {t.get(k)!r}"))
-        if not isinstance(t.get("budget_s"), (int, float)) or not 0 < t["budget_s"] <= 600:
-            p.append(("timing.budget_s", f"expected 0 < budget_s <= 600, got "
-                      f"{t.get('budget_s')!r}"))
-        bud = d.get("budgets", {})
-        for k in ("queue_s", "exec_s"):
-            if not isinstance(bud.get(k), (int, float)) or bud.get(k) <= 0:
-                p.append((f"budgets.{k}", f"expected a positive number, got {bud.get(k)!r}"))
-        for i, b in enumerate(d.get("baselines", [])):
-            if not isinstance(b.get("name"), str):
-                p.append((f"baselines[{i}].name", "missing"))
-        for i, tl in enumerate(d.get("tools", [])):
-            if not isinstance(tl.get("name"), str):
-                p.append((f"tools[{i}].name", "missing"))
-        if p:
-            raise JobError(p)
+
+def parse_json(text, what: str = "job"):
+    """`json.loads` for a client's document: nesting bounded, every failure a `JobError`
+    naming `what` (never a raw Python exception). NaN and Infinity literals are read as floats
+    so that the model refuses them naming their field (every number in a job is finite)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode()
+        except UnicodeDecodeError as e:
+            raise JobError([(what, f"not UTF-8 text: {e}")]) from None
+    depth = _max_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise JobError([(what, f"JSON nested {depth} levels deep (at most {MAX_JSON_DEPTH})")])
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise JobError([(what, f"not valid JSON: {e}")]) from None
+
+
+def _max_depth(text: str) -> int:
+    """Bracket depth of JSON text, ignoring strings (a cheap bound before json.loads)."""
+    depth = best = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif c in "]}":
+            depth -= 1
+    return best
 
 
 def check_module(fmt: str, data: bytes, entries) -> None:
@@ -306,7 +518,6 @@ def check_module(fmt: str, data: bytes, entries) -> None:
         for d in (".version", ".target"):
             if d not in text:
                 p.append(("module.blob", f"malformed PTX: no {d} directive"))
-        import re
         have = set(re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)", text))
         missing = [e for e in entries if e not in have]
         if missing:
@@ -314,50 +525,3 @@ def check_module(fmt: str, data: bytes, entries) -> None:
                       f"{sorted(have)})"))
     if p:
         raise JobError(p)
-
-
-def _with_defaults(doc: dict) -> dict:
-    d = json.loads(json.dumps(doc))  # deep copy, and proof that it is JSON
-    d.setdefault("name", "")
-    d.setdefault("tags", [])
-    d.setdefault("buffers", [])
-    d.setdefault("launches", [])
-    d.setdefault("checks", [])
-    d.setdefault("runs", [])
-    d.setdefault("baselines", [])
-    d.setdefault("tools", [])
-    d.setdefault("work", {})
-    d.setdefault("fake", {})
-    for b in d["buffers"]:
-        b.setdefault("output", False)
-        b.setdefault("init", {"kind": "empty" if b["output"] else "zeros"})
-    for ln in d["launches"]:
-        ln.setdefault("cluster", None)
-        ln.setdefault("dynamic_smem", 0)
-        ln.setdefault("args", [])
-        if isinstance(ln.get("grid"), list) and len(ln["grid"]) < 3:
-            ln["grid"] = ln["grid"] + [1] * (3 - len(ln["grid"]))
-        if isinstance(ln.get("block"), list) and len(ln["block"]) < 3:
-            ln["block"] = ln["block"] + [1] * (3 - len(ln["block"]))
-    t = d.setdefault("timing", {})
-    t.setdefault("enabled", True)
-    t.setdefault("warmup", 3)
-    t.setdefault("min_iters", 10)
-    t.setdefault("max_iters", 2000)
-    t.setdefault("budget_s", 2.0)
-    t.setdefault("rel_noise", 0.01)
-    t.setdefault("l2_flush", True)
-    t.setdefault("seed", 0)
-    bud = d.setdefault("budgets", {})
-    bud.setdefault("queue_s", 3600.0)
-    bud.setdefault("exec_s", 120.0)
-    return d
-
-
-def _is_digest(x) -> bool:
-    return isinstance(x, str) and len(x) == 64 and all(c in "0123456789abcdef" for c in x)
-
-
-def _dim3(v) -> bool:
-    return (isinstance(v, list) and len(v) == 3
-            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v))

@@ -27,8 +27,10 @@ import time
 
 import numpy as np
 
+from .dtypes import dtype_of, is_float
 from .errors import JobFailure
-from .job import Job, dtype_of
+from .job import Buffer, Job
+from .tolerance import compare
 
 PROTOCOL = "kcoral-measure/1"
 
@@ -37,40 +39,41 @@ def _rng(seed: int, index: int) -> np.random.Generator:
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, index])
 
 
-def generate(buf: dict, index: int, seed: int, blobs) -> "np.ndarray | None":
+def generate(buf: Buffer, index: int, seed: int, blobs) -> "np.ndarray | None":
     """The initial contents of one buffer for `seed` (None for ``empty``: left poisoned)."""
-    dt = dtype_of(buf["dtype"])
-    shape = tuple(buf["shape"])
-    init = buf["init"]
-    kind = init["kind"]
-    if kind == "empty":
+    dt = dtype_of(buf.dtype)
+    shape = tuple(buf.shape)
+    init = buf.init
+    if init.kind == "empty":
         return None
-    if kind == "zeros":
+    if init.kind == "zeros":
         return np.zeros(shape, dt)
-    if kind == "blob":
-        return _blob_array(blobs, init["blob"], buf, f"buffers[{index}].init.blob")
+    if init.kind == "blob":
+        return _blob_array(blobs, init.blob, buf, f"buffers[{index}].init.blob")
     rng = _rng(seed, index)
-    if kind == "normal":
-        a = rng.standard_normal(shape, dtype=np.float32) * init.get("std", 1.0) \
-            + init.get("mean", 0.0)
-    elif kind == "uniform":
-        a = rng.uniform(init.get("low", 0.0), init.get("high", 1.0), shape)
-    elif kind == "integers":
-        a = rng.integers(init.get("low", 0), init.get("high", 100), shape)
-    else:  # pragma: no cover - validated
-        raise JobFailure("validation.init", f"unknown init kind {kind!r}")
+    if init.kind == "normal":
+        a = rng.standard_normal(shape, dtype=np.float32) * _or(init.std, 1.0) \
+            + _or(init.mean, 0.0)
+    elif init.kind == "uniform":
+        a = rng.uniform(_or(init.low, 0.0), _or(init.high, 1.0), shape)
+    else:  # integers (the kinds are validated by the job model)
+        a = rng.integers(int(_or(init.low, 0)), int(_or(init.high, 100)), shape)
     return a.astype(dt)
 
 
-def _blob_array(blobs, dg: str, buf: dict, field_: str) -> np.ndarray:
+def _or(v, default):
+    return default if v is None else v
+
+
+def _blob_array(blobs, dg: str, buf: Buffer, field_: str) -> np.ndarray:
     try:
         a = blobs.get_array(dg)
-    except Exception as e:
+    except Exception as e:  # a blob that is not an array is the client's mistake, typed
         raise JobFailure("validation.blob", f"{field_}: {e}") from None
-    want = (tuple(buf["shape"]), dtype_of(buf["dtype"]))
+    want = (tuple(buf.shape), dtype_of(buf.dtype))
     if (a.shape, a.dtype) != want:
         raise JobFailure("validation.blob", f"{field_}: blob {dg[:12]} is {a.dtype}{list(a.shape)}"
-                         f", buffer {buf['name']!r} is {want[1]}{list(want[0])}")
+                         f", buffer {buf.name!r} is {want[1]}{list(want[0])}")
     return a
 
 
@@ -80,31 +83,26 @@ class Session:
     def __init__(self, job: Job, dev, blobs, baselines, progress):
         self.job, self.dev, self.blobs, self.baselines = job, dev, blobs, baselines
         self.progress = progress
-        self.doc = job.doc
+        self.doc = job.doc  # the canonical JSON form that devices and baselines read
         self.shadow: dict = {}  # checked buffer -> shadow buffer for baseline references
 
     # --- setup --------------------------------------------------------------------------------
     def setup(self) -> None:
-        module = self.blobs.get(self.doc["module"]["blob"])
-        entries = sorted({ln["entry"] for ln in self.doc["launches"]})
-        self.dev.load(module, self.doc["module"]["format"], entries)
+        job = self.job
+        self.dev.load(self.blobs.get(job.module.blob), job.module.format, job.entries())
         if getattr(self.dev, "runs_ir", False):  # the sim board runs module.ir, not the module
-            dg = self.doc["module"].get("ir")
+            dg = job.module.ir
             self.dev.load_ir(self.blobs.get(dg) if dg else None, dg or "")
-        for b in self.doc["buffers"]:
-            self.dev.alloc(b["name"], self._nbytes(b))
-        for c in self.doc["checks"]:
-            if c.get("baseline"):
-                b = self.job.buffer(c["buffer"])
-                sname = f"__ref_{c['buffer']}"
-                self.dev.alloc(sname, self._nbytes(b))
-                self.shadow[c["buffer"]] = sname
+        for b in job.buffers:
+            self.dev.alloc(b.name, b.nbytes)
+        for c in job.checks:
+            if c.baseline:
+                sname = f"__ref_{c.buffer}"  # job buffer names never start with '__'
+                self.dev.alloc(sname, job.buffer(c.buffer).nbytes)
+                self.shadow[c.buffer] = sname
         self.kernel = self._kernel_launcher()
-        self.progress("loaded", f"module {self.doc['module']['format']} loaded; "
-                      f"{len(self.doc['buffers'])} buffers")
-
-    def _nbytes(self, b: dict) -> int:
-        return int(math.prod(b["shape"])) * dtype_of(b["dtype"]).itemsize
+        self.progress("loaded", f"module {job.module.format} loaded; "
+                      f"{len(job.buffers)} buffers")
 
     def _kernel_launcher(self):
         fns = [self.dev.launcher(ln, self.doc) for ln in self.doc["launches"]]
@@ -116,94 +114,91 @@ class Session:
                 f()
         return all_launches
 
-    def _baseline(self, spec: dict, out_override: "dict | None" = None):
+    def _baseline(self, name: str, args: dict, out_override: "dict | None" = None):
         try:
-            bl = self.baselines.get(spec["name"])
+            bl = self.baselines.get(name)
         except KeyError as e:
             raise JobFailure("unavailable.baseline", str(e.args[0])) from None
         why = bl.available(self.dev) if hasattr(bl, "available") else None
         if why:
-            raise JobFailure("unavailable.baseline", f"baseline {spec['name']!r}: {why}")
-        args = dict(spec.get("args", {}))
+            raise JobFailure("unavailable.baseline", f"baseline {name!r}: {why}")
+        args = dict(args)
         if out_override:
             args.update(out_override)
         try:
             return bl.prepare(self.dev, self.doc, args)
         except JobFailure:
             raise
-        except Exception as e:
-            raise JobFailure("launch.baseline", f"baseline {spec['name']!r} could not be "
+        except Exception as e:  # an operator's baseline plugin failed: typed, not a crash
+            raise JobFailure("launch.baseline", f"baseline {name!r} could not be "
                              f"prepared: {type(e).__name__}: {e}") from None
+
+    def _poison(self, name: str, b: Buffer) -> None:
+        self.dev.poison(name, dtype_of(b.dtype).itemsize, is_float(b.dtype))
 
     # --- inputs -------------------------------------------------------------------------------
     def fill_inputs(self, seed: int, overrides: "dict | None" = None) -> None:
         overrides = overrides or {}
-        for i, b in enumerate(self.doc["buffers"]):
-            if b["name"] in overrides:
-                a = _blob_array(self.blobs, overrides[b["name"]], b,
-                                f"runs.inputs.{b['name']}")
+        for i, b in enumerate(self.job.buffers):
+            if b.name in overrides:
+                a = _blob_array(self.blobs, overrides[b.name], b, f"runs.inputs.{b.name}")
             else:
                 a = generate(b, i, seed, self.blobs)
             if a is None:  # "empty" (outputs by default): poisoned, so a kernel that skips
-                dt = dtype_of(b["dtype"])  # an element cannot pass by leftover contents
-                self.dev.poison(b["name"], dt.itemsize, dt.kind == "f" or "float" in dt.name)
+                self._poison(b.name, b)  # an element cannot pass by leftover contents
             else:  # an input, or an in-out buffer whose initial contents are an input
-                self.dev.write(b["name"], a)
+                self.dev.write(b.name, a)
 
     # --- correctness --------------------------------------------------------------------------
     def correctness(self, when: str) -> list:
-        runs = [r for r in self.doc["runs"] if r["when"] == when]
+        job = self.job
+        runs = [(r.seed, r.inputs, r.expected) for r in job.runs if r.when == when]
         if not runs and when == "before":
-            runs = [{"seed": self.doc["timing"]["seed"] + 1, "when": "before", "inputs": {},
-                     "expected": {}}]
+            runs = [(job.timing.seed + 1, {}, {})]
         out = []
-        for r in runs:
-            self.progress("correctness", f"{when} timing, seed {r['seed']}")
-            self.fill_inputs(r["seed"], r.get("inputs"))
-            for sname in self.shadow.values():
-                b = self.job.buffer(sname[len("__ref_"):])
-                dt = dtype_of(b["dtype"])
-                self.dev.poison(sname, dt.itemsize, dt.kind == "f" or "float" in dt.name)
+        for seed, inputs, expected in runs:
+            self.progress("correctness", f"{when} timing, seed {seed}")
+            self.fill_inputs(seed, inputs)
+            for buf, sname in self.shadow.items():
+                self._poison(sname, job.buffer(buf))
             self.kernel()
             self.dev.sync()
-            for c in self.doc["checks"]:
-                if c.get("baseline"):
-                    run = self._baseline({"name": c["baseline"],
-                                          "args": c.get("baseline_args", {})},
-                                         {c.get("baseline_out", "out"): self.shadow[c["buffer"]]})
+            for c in job.checks:
+                if c.baseline:
+                    run = self._baseline(c.baseline, c.baseline_args,
+                                         {c.baseline_out: self.shadow[c.buffer]})
                     run()
                     self.dev.sync()
             checks = []
-            for c in self.doc["checks"]:
-                b = self.job.buffer(c["buffer"])
-                got = self.dev.read(b["name"], dtype_of(b["dtype"]), tuple(b["shape"]))
-                if c["buffer"] in r.get("expected", {}):
-                    exp = _blob_array(self.blobs, r["expected"][c["buffer"]], b,
-                                      f"runs.expected.{c['buffer']}")
+            for c in job.checks:
+                b = job.buffer(c.buffer)
+                got = self.dev.read(b.name, dtype_of(b.dtype), tuple(b.shape))
+                if c.buffer in expected:
+                    exp = _blob_array(self.blobs, expected[c.buffer], b,
+                                      f"runs.expected.{c.buffer}")
                     src = "uploaded"
-                elif c.get("baseline"):
-                    exp = self.dev.read(self.shadow[c["buffer"]], dtype_of(b["dtype"]),
-                                        tuple(b["shape"]))
-                    src = f"baseline {c['baseline']}"
+                elif c.baseline:
+                    exp = self.dev.read(self.shadow[c.buffer], dtype_of(b.dtype), tuple(b.shape))
+                    src = f"baseline {c.baseline}"
                     if exp.size and np.all(exp.reshape(-1).view(np.uint8) == 0xFF):
                         # still the poison: a reference that was never written would match a
                         # candidate that writes nothing (NaN == NaN counts as equal)
-                        raise JobFailure("launch.baseline", f"baseline {c['baseline']!r} did not "
-                                         f"write the reference for {c['buffer']!r} (check its "
+                        raise JobFailure("launch.baseline", f"baseline {c.baseline!r} did not "
+                                         f"write the reference for {c.buffer!r} (check its "
                                          f"baseline_args/baseline_out)")
                 else:
                     continue
-                cmp = _compare(got, exp, c)
-                cmp.update({"buffer": c["buffer"], "reference": src})
+                cmp = compare(got, exp, c.rtol, c.atol, c.rms)
+                cmp.update({"buffer": c.buffer, "reference": src})
                 checks.append(cmp)
             ok = all(c["ok"] for c in checks)
-            out.append({"seed": r["seed"], "when": when, "ok": ok, "checks": checks})
+            out.append({"seed": seed, "when": when, "ok": ok, "checks": checks})
             if not ok:
                 bad = next(c for c in checks if not c["ok"])
                 raise JobFailure(
                     "correctness.mismatch",
                     f"{bad['buffer']!r} differs from the {bad['reference']} reference "
-                    f"({when} timing, seed {r['seed']}): {bad.get('mismatches', '?')} of "
+                    f"({when} timing, seed {seed}): {bad.get('mismatches', '?')} of "
                     f"{bad.get('total', '?')} elements, max abs err {bad.get('max_abs')}"
                     + (f"; {bad['reason']}" if bad.get("reason") else ""),
                     data={"correctness": out})
@@ -211,12 +206,12 @@ class Session:
 
     # --- timing -------------------------------------------------------------------------------
     def timing(self) -> dict:
-        t = self.doc["timing"]
+        t = self.job.timing
         self.progress("timing", "warm-up")
-        self.fill_inputs(t["seed"])
-        names = ["candidate"] + [b["name"] for b in self.doc["baselines"]]
-        fns = [self.kernel] + [self._baseline(b) for b in self.doc["baselines"]]
-        for _ in range(max(t["warmup"], 0)):
+        self.fill_inputs(t.seed)
+        names = ["candidate"] + [b.name for b in self.job.baselines]
+        fns = [self.kernel] + [self._baseline(b.name, b.args) for b in self.job.baselines]
+        for _ in range(t.warmup):
             for f in fns:
                 f()
         self.dev.sync()
@@ -228,15 +223,15 @@ class Session:
         last_report = t0
         while True:
             for _ in range(batch):
-                ms = self.dev.timed_batch(fns, t["l2_flush"])
+                ms = self.dev.timed_batch(fns, t.l2_flush)
                 for s, v in zip(samples, ms):
                     s.append(v)
             n = len(samples[0])
             noise = max(_rel_stderr_median(s) for s in samples)
-            if n >= t["min_iters"] and noise < t["rel_noise"]:
+            if n >= t.min_iters and noise < t.rel_noise:
                 converged = True
                 break
-            if n >= t["max_iters"] or time.monotonic() - t0 > t["budget_s"]:
+            if n >= t.max_iters or time.monotonic() - t0 > t.budget_s:
                 break
             if time.monotonic() - last_report > 0.5:
                 self.progress("timing", f"{n} samples, relative noise {noise:.2%}")
@@ -244,33 +239,19 @@ class Session:
         clock_after = self.dev.sm_clock_mhz()
         stats = {nm: _stats(s) for nm, s in zip(names, samples)}
         res = {"candidate": stats["candidate"], "converged": converged,
-               "rel_noise": noise, "rel_noise_target": t["rel_noise"],
+               "rel_noise": noise if math.isfinite(noise) else None,
+               "rel_noise_target": t.rel_noise,
                "elapsed_s": time.monotonic() - t0, "interleaved": names,
-               "l2_flush": bool(t["l2_flush"]),
+               "l2_flush": t.l2_flush,
                "sm_clock_mhz": {"before": clock_before, "after": clock_after},
                "baselines": {}}
-        for b in self.doc["baselines"]:
-            st = stats[b["name"]]
-            res["baselines"][b["name"]] = dict(
+        for b in self.job.baselines:
+            st = stats[b.name]
+            res["baselines"][b.name] = dict(
                 st, speedup=st["median_ms"] / stats["candidate"]["median_ms"]
                 if stats["candidate"]["median_ms"] > 0 else None)
-        res.update(throughput(self.doc.get("work", {}), stats["candidate"]["median_ms"],
-                              self.dev.info()))
+        res.update(throughput(self.job.work, stats["candidate"]["median_ms"], self.dev.info()))
         return res
-
-
-def _compare(got, exp, c) -> dict:
-    import warnings
-    from tirxh.api import Tolerance
-    if got.dtype == exp.dtype and got.shape == exp.shape and np.array_equal(got, exp):
-        # bit-for-bit equal (array_equal is False wherever a NaN is): passes any tolerance, and
-        # costs one comparison instead of the float64 statistics below (seconds at 16M elements)
-        return {"ok": True, "mismatches": 0, "total": int(got.size), "max_abs": 0.0,
-                "max_rel": 0.0, "rms_ratio": 0.0, "exact": True}
-    with warnings.catch_warnings():  # an all-NaN (still poisoned) output is a plain mismatch
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return Tolerance(float(c.get("rtol", 0.0)), float(c.get("atol", 0.0)),
-                         c.get("rms")).compare(got, exp)
 
 
 def _rel_stderr_median(s: list) -> float:
@@ -292,9 +273,10 @@ def _stats(s: list) -> dict:
             "n": int(a.size), "samples_ms": [round(float(x), 6) for x in a]}
 
 
-def throughput(work: dict, median_ms: float, info: dict) -> dict:
-    """TFLOP/s, GB/s and the physical floor from declared work; ``suspect`` when beaten."""
-    flops, nbytes = work.get("flops"), work.get("bytes")
+def throughput(work, median_ms: float, info: dict) -> dict:
+    """TFLOP/s, GB/s and the physical floor from declared work (`kcoral.job.Work`);
+    ``suspect`` when beaten."""
+    flops, nbytes = work.flops, work.bytes
     sec = median_ms / 1e3
     out: dict = {"tflops": None, "gbps": None, "floor_ms": None, "floor_fraction": None,
                  "suspect": False}
@@ -326,7 +308,7 @@ def run_job(job: Job, dev, blobs, baselines, progress) -> dict:
         s.setup()
         before = s.correctness("before")
         timing = None
-        if job.doc["timing"]["enabled"]:
+        if job.timing.enabled:
             if dev.can_time:
                 timing = s.timing()
             else:
@@ -337,7 +319,7 @@ def run_job(job: Job, dev, blobs, baselines, progress) -> dict:
         res = {"status": "ok", "correctness": before + after,
                "verified": checked,
                "timing": timing, "protocol": PROTOCOL}
-        if hasattr(dev, "job_notes"):  # what a simulating board ran (kcoral/boards/sim.py)
+        if hasattr(dev, "job_notes"):  # what a simulating board ran (numsim's sim board)
             res["sim"] = dev.job_notes()
         return res
     finally:

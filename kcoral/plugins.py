@@ -3,6 +3,12 @@ group (unless ``KCORAL_DISABLE_PLUGIN_AUTOLOAD`` is set), then ``check_pending()
 
 `registries()` fills the three registries once per process; the daemon and each worker call it,
 so a board type or baseline installed by a plugin is available on both sides.
+
+Built in: the ``cuda`` and ``fake`` board types and the torch/FLA baselines (operator-installed:
+each registers only when its package imports). Everything else arrives through the entry-point
+group: the ``sim`` board from the numsim distribution (``tirxh-numsim``), the ``ncu`` and
+``compute-sanitizer`` tools from ``tirxh-ncu-profile``, the ``iket`` tool from ``tirxh-iket``.
+The daemon imports none of them by name; `PROVIDERS` only says where a missing one comes from.
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ from importlib import metadata
 import pluggy
 
 from . import hookspec
+from .baselines import BaselineRegistry
+from .boards import BoardTypeRegistry
+from .tools import ToolRegistry
 
 hookimpl = pluggy.HookimplMarker("kcoral")
 
@@ -24,11 +33,16 @@ AUTOLOAD_ENV = "KCORAL_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PLUGINS = (
     "kcoral.boards.fake",
     "kcoral.boards.cuda",
-    "kcoral.boards.sim",
     "kcoral.baselines.torch_ops",
     "kcoral.baselines.torch_zoo",
+    "kcoral.baselines.torch_zoo2",
     "kcoral.baselines.fla_ops",
+    "kcoral.baselines.gemm_peers",
 )
+# where a board type, tool or baseline that is not built in comes from (for messages only)
+PROVIDERS = {"sim": "the numsim distribution (pip install tirxh-numsim, or -e plugins/numsim)",
+             "ncu": "tirxh-ncu-profile", "compute-sanitizer": "tirxh-ncu-profile",
+             "iket": "tirxh-iket"}
 
 
 class KCoralPluginManager(pluggy.PluginManager):
@@ -56,9 +70,6 @@ _CACHED: "Registries | None" = None
 
 
 def build(extra_plugins=(), autoload: bool = True) -> Registries:
-    from .baselines import BaselineRegistry
-    from .boards import BoardTypeRegistry
-    from .tools import ToolRegistry
     pm = KCoralPluginManager()
     for name in BUILTIN_PLUGINS:
         pm.register(importlib.import_module(name), name=name)

@@ -17,6 +17,16 @@ import json
 import pathlib
 import sys
 
+import numpy as np
+
+from .blobs import BlobStore
+from .boards import BoardSpec
+from .dtypes import dtype_of
+from .errors import JobError, JobFailure
+from .job import Job
+from .measure import Session
+from .plugins import registries
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kcoral.runjob", description=__doc__.split("\n")[2])
@@ -30,12 +40,6 @@ def main(argv=None) -> int:
     ap.add_argument("--device", type=int, default=0)
     a = ap.parse_args(argv)
 
-    from .blobs import BlobStore
-    from .boards import BoardSpec
-    from .errors import JobFailure
-    from .job import Job, JobError
-    from .measure import Session
-    from .plugins import registries
     try:
         doc = json.loads(pathlib.Path(a.job).read_text())
         root = a.blobs or doc.pop("_blob_root", None)
@@ -49,11 +53,15 @@ def main(argv=None) -> int:
     regs = registries()
     spec = BoardSpec(name=f"{a.board_type}{a.device}", type=a.board_type, target=job.target,
                      options={"ordinal": a.device})
-    dev = regs.board_types.get(a.board_type).open_device(spec)
+    try:
+        dev = regs.board_types.get(a.board_type).open_device(spec)
+    except KeyError as e:
+        print(f"kcoral.runjob: --board-type: {e.args[0]}", file=sys.stderr)
+        return 2
     out = pathlib.Path(a.out) if a.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    result = {"job": job.name, "iterations": a.iterations, "status": "ok"}
+    result = {"job": job.display_name, "iterations": a.iterations, "status": "ok"}
     code = 0
     try:
         if hasattr(dev, "begin_job"):
@@ -64,17 +72,15 @@ def main(argv=None) -> int:
         if a.check:
             result["correctness"] = s.correctness("before") + s.correctness("after")
         else:
-            s.fill_inputs(job.doc["timing"]["seed"])
+            s.fill_inputs(job.timing.seed)
             for _ in range(a.iterations):
                 s.kernel()
             dev.sync()
         if out and a.save_outputs:
-            import numpy as np
-            from .job import dtype_of
-            for b in job.doc["buffers"]:
-                if b.get("output"):
-                    np.save(out / f"{b['name']}.npy",
-                            dev.read(b["name"], dtype_of(b["dtype"]), tuple(b["shape"])))
+            for b in job.buffers:  # names are identifiers (kcoral.job): the files stay in out
+                if b.output:
+                    np.save(out / f"{b.name}.npy", dev.read(b.name, dtype_of(b.dtype),
+                                                            tuple(b.shape)))
     except JobFailure as e:
         result.update(status="failed", error=e.to_json())
         if "correctness" in e.data:

@@ -13,15 +13,21 @@ client saw is never newer than what a restart will find.
 from __future__ import annotations
 
 import collections
+import json
 import logging
+import queue
 import threading
 import time
 import uuid
 
-from .job import Job, JobError
-from .store import TERMINAL
+from .errors import JobError, Refusal
+from .job import TERMINAL, UNCHECKED, Job, check_module
+from .store import DuplicateKey
 
 log = logging.getLogger("kcoral")
+
+HEALTH_MARGIN_S = 15.0    # past a job's exec budget: time to kill and restart a worker
+NETWORK_MARGIN_S = 30.0   # and for a remote board, the round trip to its agent
 
 
 class JobRecord:
@@ -35,6 +41,7 @@ class JobRecord:
         self.events: list = []
         self.result: "dict | None" = None
         self.cancel = threading.Event()
+        self.listeners: list = []  # callables told of each new event (the async servicer)
 
 
 class Board:
@@ -49,6 +56,8 @@ class Board:
             collections.OrderedDict()
         self.thread: "threading.Thread | None" = None
         self.jobs_run = 0
+        self.busy_since = 0.0  # monotonic start of the current job (board health)
+        self.owner = ""        # a remote board: the identity of the agent that registered it
 
     @property
     def name(self):
@@ -94,11 +103,18 @@ class Board:
 class Scheduler:
     """Accepts jobs, assigns them to boards, runs them, records and publishes their states."""
 
-    def __init__(self, store, blobs, boards=(), version_info: "dict | None" = None):
+    def __init__(self, store, blobs, boards=(), version_info: "dict | None" = None,
+                 missing_types: "dict | None" = None, registries=None, on_finish=None):
         self.store = store
+        self.on_finish = on_finish  # (record, result) after a job's terminal state is stored
+        # the daemon's plugins: a job naming a baseline or tool not installed here is refused
+        self.registries = registries
+        # board types the configuration names but no plugin provides: type -> where it comes from
+        self.missing_types = dict(missing_types or {})
         self.blobs = blobs
         self.boards: dict[str, Board] = {}
-        self.records: dict[str, JobRecord] = {}
+        self.records: dict[str, JobRecord] = {}  # live jobs only (finished ones: the store)
+        self.finished_total = 0
         self.cv = threading.Condition()
         self.accepting = True
         self.stopping = False
@@ -131,57 +147,82 @@ class Scheduler:
                 self.cv.notify_all()
 
     def pick_board(self, job: Job) -> Board:
-        target, tags = job.target, set(job.doc.get("tags", []))
-        want = job.doc.get("board")
+        """The board for `job`, or `JobError` (refusal ``unavailable.board``) naming why none
+        here fits."""
+        target, tags, want = job.target, set(job.tags), job.board
+        # a remote board (an agent) runs only jobs that ask for it by name or by its tags: a
+        # board someone registered never receives other clients' ordinary jobs
         cands = [b for b in self.boards.values()
                  if b.spec.target == target and tags <= set(b.spec.tags)
-                 and (not want or b.name == want)]
+                 and (not want or b.name == want)
+                 and (b.spec.type != "remote" or want == b.name or tags)]
         if not cands:
             known = sorted({b.spec.target for b in self.boards.values()})
+            missing = "".join(f"; board type {t!r} is configured but not installed: it comes "
+                              f"from {where}" for t, where in sorted(self.missing_types.items()))
             raise JobError([("target" if not want else "board",
                              f"no board for target {target!r}" + (f" with tags {sorted(tags)}"
                                                                   if tags else "")
                              + (f" named {want!r}" if want else "")
-                             + f"; boards here serve {known}")])
+                             + f"; boards here serve {known}" + missing)], Refusal.NO_BOARD)
         usable = [b for b in cands if not b.spec.unavailable and b.state != "offline"]
         if not usable:
             raise JobError([("target", "; ".join(f"board {b.name!r} is unavailable: "
-                                                 f"{b.spec.unavailable}" for b in cands))])
+                                                 f"{b.spec.unavailable}" for b in cands))],
+                           Refusal.NO_BOARD)
         # a board may need job fields others do without (the sim board runs ``module.ir``) or
         # take only jobs small enough for it (numsim's size caps)
-        unfit = {b.name: _unfit(job.doc, b.spec) for b in usable}
+        unfit = {b.name: _unfit(job, b.spec) for b in usable}
         if all(unfit.values()):
             raise JobError([(unfit[b.name][0], f"board {b.name!r} ({b.spec.type}) is "
-                             f"unavailable for this job: {unfit[b.name][1]}") for b in usable])
+                             f"unavailable for this job: {unfit[b.name][1]}") for b in usable],
+                           Refusal.NO_BOARD)
         usable = [b for b in usable if not unfit[b.name]]
-        if job.doc["timing"]["enabled"] and any(b.spec.timing for b in usable):
+        if job.timing.enabled and any(b.spec.timing for b in usable):
             # a timing request goes to a board that times; only when none here does it run
             # on a correctness-only (sim) board, whose result says the timing was skipped
             usable = [b for b in usable if b.spec.timing]
         return min(usable, key=lambda b: (b.queue_length() + (b.current is not None),
                                           b.name))
 
+    def check_plugins(self, job: Job, board: Board) -> None:
+        """The baselines and tools `job` names exist where it will run: a remote board's own
+        (announced in its properties), else this daemon's (`JobError` otherwise)."""
+        props = board.spec.properties
+        timed = job.timing.enabled and board.spec.timing
+        if board.spec.type == "remote" and "baselines" in props:
+            tools = self.registries.tools if self.registries is not None else {}
+            own = {n: tools.get(n) for n in props.get("tools", ()) if n in tools}
+            job.validate_plugins(set(props["baselines"]),
+                                 _Announced(props.get("tools", ()), own), timed)
+        elif self.registries is not None:
+            job.validate_plugins(self.registries.baselines, self.registries.tools, timed)
+
     # --- submission ---------------------------------------------------------------------------
     def submit(self, job: Job, client: str, idem_key: str = "") -> str:
-        """Validate against a board, check blobs, persist, enqueue; return the job id."""
+        """Validate against a board, check blobs, persist, enqueue; return the job id. A
+        retried submission (same client and `idem_key`, same job) returns the first one's id;
+        the same key for a different job is refused (`JobError`, ``idempotency-conflict``)."""
         if not self.accepting:
             raise RuntimeError("the daemon is shutting down and accepts no new jobs")
+        text = job.to_json()
         old = self.store.find_idempotent(client, idem_key)
         if old:
-            return old
+            return self._same_job(old[0], old[1] == text, idem_key)
         with self.cv:
             board = self.pick_board(job)
-        job.validate(board.spec.limits)
+        job.check_limits(board.spec.limits)
+        self.check_plugins(job, board)
         missing = self.blobs.missing(job.blobs())
         if missing:
             raise JobError([("blobs", f"missing blob {m} (upload it first)") for m in missing])
-        from .job import check_module
-        mod = job.doc["module"]
-        check_module(mod["format"], self.blobs.get(mod["blob"]),
-                     sorted({ln["entry"] for ln in job.doc["launches"]}))
+        check_module(job.module.format, self.blobs.get(job.module.blob), job.entries())
         job_id = uuid.uuid4().hex[:16]
         rec = JobRecord(job_id, client, job, board.name)
-        self.store.add(job_id, client, job.name, job.target, job.to_json(), idem_key)
+        try:
+            self.store.add(job_id, client, job.display_name, job.target, text, idem_key)
+        except DuplicateKey as e:  # a concurrent retry won the race: the same job, once
+            return self._same_job(e.job_id, e.same, idem_key)
         self.store.set_state(job_id, "queued", board=board.name)
         with self.cv:
             self.records[job_id] = rec
@@ -190,7 +231,16 @@ class Scheduler:
             self._publish(rec, "queued", f"queued on {board.name}", position=pos)
             self._announce_positions(board)
             self.cv.notify_all()
-        log.info("accepted job %s (%s) from %s for %s", job_id, job.name, client, board.name)
+        log.info("accepted job %s (%s) from %s for %s", job_id, job.display_name, client,
+                 board.name)
+        return job_id
+
+    @staticmethod
+    def _same_job(job_id: str, same: bool, key: str) -> str:
+        if not same:
+            raise JobError([("idempotency_key", f"{key!r} already names job {job_id}, a "
+                                                f"different job; use a new key")],
+                           Refusal.IDEMPOTENCY_CONFLICT)
         return job_id
 
     def requeue(self, row: dict) -> None:
@@ -218,9 +268,12 @@ class Scheduler:
                  position: int = 0) -> None:
         """Append an event (caller holds `cv`)."""
         rec.state = state
-        rec.events.append({"job_id": rec.job_id, "state": state, "board": rec.board or "",
-                           "message": message, "result": result, "queue_position": position,
-                           "time": time.time()})
+        ev = {"job_id": rec.job_id, "state": state, "board": rec.board or "",
+              "message": message, "result": result, "queue_position": position,
+              "time": time.time(), "provenance": (result or {}).get("provenance")}
+        rec.events.append(ev)
+        for fn in list(rec.listeners):
+            fn(ev)
         self.cv.notify_all()
 
     def _announce_positions(self, board: Board) -> None:
@@ -248,7 +301,7 @@ class Scheduler:
                 if rec is None:
                     continue
                 waited = time.monotonic() - rec.enqueued
-                qbudget = rec.job.doc["budgets"]["queue_s"]
+                qbudget = rec.job.budgets.queue_s
                 if waited > qbudget:
                     res = {"status": "failed", "job_id": rec.job_id, "board": board.name,
                            "error": {"type": "timeout.queue",
@@ -259,12 +312,13 @@ class Scheduler:
                     continue
                 board.current = rec
                 board.state = "busy"
+                board.busy_since = time.monotonic()
                 self._announce_positions(board)
             self.store.set_state(rec.job_id, "running", board=board.name)
             with self.cv:
                 self._publish(rec, "running", f"running on {board.name}")
             log.info("running job %s (%s, client %s) on %s after %.3f s in queue", rec.job_id,
-                     rec.job.name, rec.client, board.name, waited)
+                     rec.job.display_name, rec.client, board.name, waited)
 
             def progress(state, message, rec=rec):
                 with self.cv:
@@ -272,11 +326,18 @@ class Scheduler:
 
             try:
                 res = board.executor.run(rec.job_id, rec.job.doc, progress,
-                                         rec.job.doc["budgets"]["exec_s"], rec.cancel)
+                                         rec.job.budgets.exec_s, rec.cancel)
             except Exception as e:  # the executor itself broke (e.g. a worker cannot start)
                 log.exception("board %s failed to run job %s", board.name, rec.job_id)
                 res = {"status": "failed", "job_id": rec.job_id, "board": board.name,
                        "error": {"type": "internal.board", "message": f"{type(e).__name__}: {e}"}}
+            res = dict(res) if isinstance(res, dict) else {"status": "failed", "error": {
+                "type": "internal.board", "message": "the board returned no result document"}}
+            # provenance is the daemon's word, whatever a (remote) board wrote into its result
+            res["board"] = board.name
+            res["provenance"] = self.provenance(board)
+            if res.get("error") is not None and not isinstance(res["error"], dict):
+                res["error"] = {"type": "internal.board", "message": str(res["error"])[:2000]}
             res.setdefault("queue_wait_s", waited)
             res.setdefault("daemon", self.version_info)
             state = {"ok": "done", "cancelled": "cancelled"}.get(res.get("status"), "failed")
@@ -299,7 +360,7 @@ class Scheduler:
         now = time.monotonic()
         for rec in board.order():
             waited = now - rec.enqueued
-            if waited > rec.job.doc["budgets"]["queue_s"]:
+            if waited > rec.job.budgets.queue_s:
                 board.remove(rec)
                 self._finish(rec, "failed", {
                     "status": "failed", "job_id": rec.job_id, "board": board.name,
@@ -310,13 +371,26 @@ class Scheduler:
 
     def _finish(self, rec, state, res) -> None:
         """Persist then publish a terminal state (caller holds `cv`); the first one wins (a job
-        interrupted at shutdown stays interrupted when its killed worker reports back)."""
+        interrupted at shutdown stays interrupted when its killed worker reports back). The
+        record then leaves memory: a finished job lives in the store only."""
         if rec.state in TERMINAL:
             return
         rec.result = res
         self.store.set_state(rec.job_id, state, result=res)
+        if self.on_finish is not None:
+            self.on_finish(rec, res)
         msg = res.get("error", {}).get("message", "") if res.get("error") else ""
         self._publish(rec, state, msg, result=res)
+        self.records.pop(rec.job_id, None)
+        self.finished_total += 1
+
+    def provenance(self, board: Board) -> dict:
+        """Where a result comes from: a local board, or a remote one and the agent identity
+        that registered it (clients read this before trusting a verdict)."""
+        if board.spec.type == "remote":
+            return {"kind": "remote", "board": board.name, "agent": board.owner or "?",
+                    "agent_board_type": board.spec.properties.get("agent_board_type", "")}
+        return {"kind": "local", "board": board.name, "board_type": board.spec.type}
 
     # --- queries and control ------------------------------------------------------------------
     def cancel(self, job_id: str) -> tuple:
@@ -339,35 +413,83 @@ class Scheduler:
             rec.cancel.set()
             return True, "cancelling"
 
-    def watch(self, job_id: str, timeout: "float | None" = None, alive=lambda: True):
-        """Yield the job's events from the first, until a terminal one (or `alive()` fails)."""
+    def follow(self, job_id: str, listener) -> tuple:
+        """``(events so far, unsubscribe)``: `listener(event)` is then called for each new
+        event of the job, under the scheduler's lock (keep it cheap: hand the event over). A
+        finished job gives its final state from the store and no subscription; KeyError when
+        there is no such job."""
         with self.cv:
             rec = self.records.get(job_id)
-        if rec is None:
-            row = self.store.get(job_id)
-            if row is None:
-                raise KeyError(job_id)
-            import json
-            yield {"job_id": job_id, "state": row["state"], "board": row["board"],
-                   "message": "", "queue_position": 0, "time": row["finished"],
-                   "result": json.loads(row["result_json"]) if row["result_json"] else None}
-            return
-        i = 0
+            if rec is not None:
+                rec.listeners.append(listener)
+
+                def unsubscribe():
+                    with self.cv:
+                        if listener in rec.listeners:
+                            rec.listeners.remove(listener)
+                return list(rec.events), unsubscribe
+        row = self.store.get(job_id)  # finished (its record left memory after the store)
+        if row is None:
+            raise KeyError(job_id)
+        return [{"job_id": job_id, "state": row["state"], "board": row["board"], "message": "",
+                 "queue_position": 0, "time": row["finished"],
+                 "result": json.loads(row["result_json"]) if row["result_json"] else None,
+                 "provenance": (json.loads(row["result_json"]) if row["result_json"]
+                                else {}).get("provenance")}], lambda: None
+
+    def watch(self, job_id: str, timeout: "float | None" = None):
+        """Yield the job's events from the first until a terminal one (blocking; for tests and
+        tools in-process; the servicer uses `follow`)."""
+        q: "queue.Queue" = queue.Queue()
+        events, unsubscribe = self.follow(job_id, q.put)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with self.cv:
-                while i >= len(rec.events):
-                    if not alive() or (deadline and time.monotonic() > deadline):
-                        return
-                    if self.stopping and rec.state not in TERMINAL and not self._running(rec):
-                        return
-                    self.cv.wait(0.25)
-                batch = rec.events[i:]
-                i = len(rec.events)
-            for ev in batch:
+        try:
+            for ev in events:
                 yield ev
                 if ev["state"] in TERMINAL:
                     return
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                try:
+                    ev = q.get(timeout=left)
+                except queue.Empty:
+                    return
+                yield ev
+                if ev["state"] in TERMINAL:
+                    return
+        finally:
+            unsubscribe()
+
+    def job_row(self, job_id: str, who) -> "dict | None":
+        """The stored job if `who` (an `kcoral.identity.Identity`) may see it: its own, or
+        any for an operator; None otherwise (a client cannot tell another's job exists)."""
+        row = self.store.get(job_id)
+        if row is None or (not who.operator and row["client"] != who.name):
+            return None
+        return row
+
+    def board_health(self) -> dict:
+        """Board name -> None when it serves, else why not: offline, unavailable, or busy with
+        one job past that job's execution budget (plus a margin for killing and restarting
+        its worker) -- a board that is stuck."""
+        now = time.monotonic()
+        out = {}
+        with self.cv:
+            for b in self.boards.values():
+                why = None
+                if b.state == "offline" or b.spec.unavailable:
+                    why = b.spec.unavailable or b.state
+                elif b.current is not None:
+                    budget = b.current.job.budgets.exec_s + HEALTH_MARGIN_S
+                    if b.spec.type == "remote":
+                        budget += NETWORK_MARGIN_S
+                    if now - b.busy_since > budget:
+                        why = (f"stuck: job {b.current.job_id} has run {now - b.busy_since:.0f} "
+                               f"s, past its budget of {b.current.job.budgets.exec_s:g} s")
+                out[b.name] = why
+        return out
 
     def _running(self, rec) -> bool:
         b = self.boards.get(rec.board)
@@ -380,7 +502,9 @@ class Scheduler:
                      "queue_length": b.queue_length(),
                      "current_job": b.current.job_id if b.current else "",
                      "properties": dict(b.spec.properties, jobs_run=b.jobs_run,
-                                        worker_restarts=getattr(b.executor, "restarts", 0)),
+                                        worker_restarts=getattr(b.executor, "restarts", 0),
+                                        worker_pid=getattr(getattr(b.executor, "proc", None),
+                                                           "pid", None)),
                      "unavailable": b.spec.unavailable} for b in self.boards.values()]
 
     def status(self) -> dict:
@@ -388,7 +512,7 @@ class Scheduler:
             queued = sum(b.queue_length() for b in self.boards.values())
             running = sum(b.current is not None for b in self.boards.values())
         return {"uptime_s": time.time() - self.started, "queued": queued, "running": running,
-                "jobs_total": sum(self.store.counts().values())}
+                "jobs_total": self.store.total()}
 
     def shutdown(self, grace_s: float = 10.0) -> None:
         """Stop accepting; let running jobs finish within `grace_s`; then kill the workers
@@ -418,14 +542,33 @@ class Scheduler:
                 close()
 
 
-def _unfit(doc: dict, spec) -> "tuple[str, str] | None":
+class _Announced:
+    """A remote board's tools: their names, and this daemon's option models where it has the
+    same tool installed (the rest are checked where they run)."""
+
+    def __init__(self, names, models: dict):
+        self._names, self._models = sorted(names), models
+
+    def names(self) -> list:
+        return self._names
+
+    def __contains__(self, name) -> bool:
+        return name in self._names
+
+    def get(self, name):
+        return self._models.get(name) or _NoModel
+
+
+class _NoModel:
+    options = UNCHECKED  # a tool this daemon lacks: its options are checked where it runs
+
+
+def _unfit(job: Job, spec) -> "tuple[str, str] | None":
     """``(field, why)`` when the board's properties rule the job out, else None: a field named in
     ``requires`` is empty (``module.ir`` for the sim board), or the buffers / declared FLOPs
     exceed ``max_buffer_bytes`` / ``max_work_flops`` (what the sim board can simulate in time)."""
-    import math
-
-    from .job import dtype_of
     props = spec.properties
+    doc = job.doc
     for path in props.get("requires", ()):
         v = doc
         for key in path.split("."):
@@ -433,24 +576,18 @@ def _unfit(doc: dict, spec) -> "tuple[str, str] | None":
         if not v:
             if path != "module.ir":
                 return path, f"{path} is missing"
-            why = doc.get("module", {}).get("ir_error")
+            why = job.module.ir_error
             return path, ("module.ir is missing; this board runs the kernel's IR "
                           "(CompiledKernel.ir_json(), uploaded as a blob)"
                           + (f"; the client could not serialize it: {why}" if why else ""))
     cap = props.get("max_buffer_bytes")
-    if cap:
-        total = 0
-        for b in doc.get("buffers", []):
-            try:
-                total += int(math.prod(b["shape"])) * dtype_of(b["dtype"]).itemsize
-            except (KeyError, TypeError):
-                continue  # validation names the malformed buffer
-        if total > cap:
-            return "buffers", (f"{total} bytes of buffers exceed the {int(cap)} this board "
-                               f"takes (max_buffer_bytes)")
+    total = sum(b.nbytes for b in job.buffers)
+    if cap and total > cap:
+        return "buffers", (f"{total} bytes of buffers exceed the {int(cap)} this board "
+                           f"takes (max_buffer_bytes)")
     cap = props.get("max_work_flops")
-    flops = (doc.get("work") or {}).get("flops")
-    if cap and isinstance(flops, (int, float)) and flops > cap:
+    flops = job.work.flops
+    if cap and flops is not None and flops > cap:
         return "work.flops", (f"{flops:.3g} declared FLOPs exceed the {cap:.3g} this board takes "
                               f"(max_work_flops)")
     return None

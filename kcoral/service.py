@@ -1,39 +1,90 @@
-"""The gRPC servicer: translates between the wire (kcoral.proto) and the domain objects.
+"""The gRPC servicer (grpc.aio): translates between the wire (kcoral.proto) and the domain.
 
-No scheduling, measurement or storage logic lives here. Errors become status codes with
-``context.abort(code, details)``: a job that fails validation is INVALID_ARGUMENT naming the
-field, an unknown job NOT_FOUND, a daemon that is shutting down UNAVAILABLE, an incompatible agent
-FAILED_PRECONDITION.
+No scheduling, measurement or storage logic lives here. Every call is authenticated first
+(`kcoral.identity`: the caller's name and role come from its credential), every request message
+is decoded defensively (garbage is INVALID_ARGUMENT, never INTERNAL), and every refusal is a
+status code plus the typed trailers (`kcoral.errors.Refusal` and the first offending field).
+
+Why asyncio: an open Submit or Watch stream is a coroutine waiting on a queue, not a thread, so
+hundreds of idle streams cost no thread and cannot starve Status, health or other RPCs. Domain
+calls that block (SQLite, files, the scheduler's lock) run on a small thread pool.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import functools
 import json
 import logging
-import threading
+import queue
 
 import grpc
+from google.protobuf.message import DecodeError
 
+from . import PROTOCOL_VERSION, __version__
 from ._proto import kcoral_pb2 as pb
-from ._proto import kcoral_pb2_grpc as pbg
-from .blobs import CHUNK, BlobError, ChunkAssembler
-from .job import Job, JobError
+from .blobs import CHUNK
+from .boards.remote import AgentHello, join, leave
+from .errors import (
+    FIELD_KEY, REFUSAL_KEY, AgentRefused, BlobError, JobError, QuotaError, Refusal,
+)
+from .identity import AuthError
+from .job import STATES, TERMINAL, Job, parse_json
+from .wire import STATE_ENUM, STATE_NAME
 
 log = logging.getLogger("kcoral")
 
-STATE_ENUM = {"queued": pb.QUEUED, "running": pb.RUNNING, "loaded": pb.LOADED,
-              "correctness": pb.CORRECTNESS, "timing": pb.TIMING, "tools": pb.TOOLS,
-              "done": pb.DONE, "failed": pb.FAILED, "cancelled": pb.CANCELLED,
-              "interrupted": pb.INTERRUPTED}
-STATE_NAME = {v: k for k, v in STATE_ENUM.items()}
+SERVICE = "kcoral.v1.KCoral"
+MAX_DIGESTS = 10000  # per FindMissingBlobs
+
+# the status code each refusal travels with
+CODES = {Refusal.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+         Refusal.INVALID_JOB: grpc.StatusCode.INVALID_ARGUMENT,
+         Refusal.NO_BOARD: grpc.StatusCode.INVALID_ARGUMENT,
+         Refusal.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
+         Refusal.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+         Refusal.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+         Refusal.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+         Refusal.QUOTA: grpc.StatusCode.RESOURCE_EXHAUSTED,
+         Refusal.IDEMPOTENCY_CONFLICT: grpc.StatusCode.FAILED_PRECONDITION,
+         Refusal.AGENT_INCOMPATIBLE: grpc.StatusCode.FAILED_PRECONDITION,
+         Refusal.AGENT_CONFLICT: grpc.StatusCode.ALREADY_EXISTS}
+
+
+async def refuse(context, refusal, message: str, field: str = ""):
+    """Abort the RPC with `refusal`'s status code, `message`, and the typed trailers."""
+    refusal = Refusal(refusal)
+    md = ((REFUSAL_KEY, refusal.value),) + (((FIELD_KEY, field),) if field else ())
+    await context.abort(CODES[refusal], message, trailing_metadata=md)
+
+
+class Malformed:
+    """A request message that would not decode (what the handler sees instead)."""
+
+    def __init__(self, type_name: str, error: str):
+        self.type_name, self.error = type_name, error
+
+
+def _decoder(cls):
+    def decode(data: bytes):
+        try:
+            return cls.FromString(data)
+        except (DecodeError, ValueError, RecursionError) as e:
+            return Malformed(cls.DESCRIPTOR.full_name, str(e)[:200])
+    return decode
 
 
 def _event(ev: dict) -> pb.JobEvent:
+    prov = ev.get("provenance") or {}
     return pb.JobEvent(job_id=ev["job_id"], state=STATE_ENUM[ev["state"]],
                        queue_position=ev.get("queue_position", 0), board=ev.get("board", ""),
                        message=ev.get("message", ""),
                        result_json=json.dumps(ev["result"]) if ev.get("result") else "",
-                       time=ev.get("time", 0.0))
+                       time=ev.get("time", 0.0) or 0.0,
+                       provenance=pb.Provenance(kind=prov.get("kind", ""),
+                                                board=prov.get("board", ""),
+                                                agent=prov.get("agent", "")))
 
 
 def _info(row: dict) -> pb.JobInfo:
@@ -44,77 +95,168 @@ def _info(row: dict) -> pb.JobInfo:
                       finished=row["finished"], name=row["name"], target=row["target"])
 
 
-class KCoralServicer(pbg.KCoralServicer):
+class KCoralServicer:
+    """The KCoral service's handlers; `generic_handler()` wires them with authentication and
+    defensive decoding. Each handler gets ``(request, context, who)``."""
+
     def __init__(self, daemon):
         self.d = daemon
+        self.open_streams: "collections.Counter[str]" = collections.Counter()
+
+    async def _run(self, fn, *args):
+        """A blocking domain call, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self.d.pool, functools.partial(fn, *args))
 
     # --- blobs --------------------------------------------------------------------------------
-    def FindMissingBlobs(self, request, context):
+    async def FindMissingBlobs(self, request, context, who):
+        await self._need(context, who, "blobs")
+        if len(request.digests) > MAX_DIGESTS:
+            await refuse(context, Refusal.INVALID_REQUEST, f"digests: more than {MAX_DIGESTS}",
+                         "digests")
         try:
-            return pb.FindMissingBlobsResponse(missing=self.d.blobs.missing(request.digests))
+            missing = await self._run(self.d.access.missing_for, who, list(request.digests))
         except BlobError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"digests: {e}")
+            await refuse(context, Refusal.INVALID_REQUEST, f"digests: {e}", "digests")
+        return pb.FindMissingBlobsResponse(missing=missing)
 
-    def UploadBlobs(self, request_iterator, context):
-        asm = ChunkAssembler(self.d.blobs, self.d.max_blob_bytes)
+    async def UploadBlobs(self, request_iterator, context, who):
+        await self._need(context, who, "blobs")
+        asm = self.d.assembler(who)
         try:
-            for ch in request_iterator:
-                asm.feed(ch.digest, ch.size, ch.offset, ch.data, ch.last)
-            return pb.UploadBlobsResponse(stored=asm.finish())
+            async for ch in request_iterator:
+                if isinstance(ch, Malformed):
+                    await refuse(context, Refusal.INVALID_REQUEST, f"BlobChunk: not a valid "
+                                 f"{ch.type_name}: {ch.error}", "BlobChunk")
+                await self._run(asm.feed, ch.digest, ch.size, ch.offset, ch.data, ch.last)
+            stored = asm.finish()
+        except QuotaError as e:
+            asm.abort()
+            await refuse(context, Refusal.QUOTA, f"blob: {e}", "blob")
         except BlobError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"blob: {e}")
+            asm.abort()
+            await refuse(context, Refusal.INVALID_REQUEST, f"blob: {e}", "blob")
+        except BaseException:  # cancelled or broken stream: nothing half-written stays
+            asm.abort()
+            raise
+        await self._run(self.d.access.record, who, asm.stored)
+        return pb.UploadBlobsResponse(stored=stored)
 
-    def DownloadBlob(self, request, context):
+    async def DownloadBlob(self, request, context, who):
+        dg = request.digest
+        ok = await self._run(self._may_download, who, dg)
+        if not ok:
+            await refuse(context, Refusal.NOT_FOUND, f"blob {dg[:80]!r} is not in the store",
+                         "digest")
+        size = await self._run(self.d.blobs.size, dg)
+        with open(self.d.blobs.path(dg), "rb") as f:
+            off = 0
+            while True:
+                part = await self._run(f.read, CHUNK)
+                last = off + len(part) >= size
+                yield pb.BlobChunk(digest=dg, size=size, offset=off, data=part, last=last)
+                off += len(part)
+                if last or not part:
+                    return
+
+    def _may_download(self, who, dg) -> bool:
         try:
-            data = self.d.blobs.get(request.digest)
-        except BlobError as e:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
-        from .blobs import chunks
-        for dg, size, off, part, last in chunks(data, request.digest, CHUNK):
-            yield pb.BlobChunk(digest=dg, size=size, offset=off, data=part, last=last)
+            if not self.d.blobs.has(dg):
+                return False
+        except BlobError:
+            return False
+        return self.d.access.may_download(who, dg, list(self.d.scheduler.boards.values()))
 
     # --- jobs ---------------------------------------------------------------------------------
-    def Submit(self, request, context):
-        try:
-            job = Job.from_json(request.job_json)
-            job_id = self.d.scheduler.submit(job, request.client or context.peer(),
-                                             request.idempotency_key)
-        except JobError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid job: {e}")
-        except RuntimeError as e:
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
-        yield from self._stream(job_id, context)
+    async def Submit(self, request, context, who):
+        await self._need(context, who, "jobs")
+        if len(request.idempotency_key) > 128:
+            await refuse(context, Refusal.INVALID_REQUEST, "idempotency_key: longer than 128 "
+                         "characters", "idempotency_key")
+        if not request.job_json:
+            await refuse(context, Refusal.INVALID_REQUEST, "job_json: empty (a SubmitRequest "
+                         "carries the job as JSON)", "job_json")
+        async with self._stream_slot(context, who):
+            try:
+                job = await self._run(_parse_job, request.job_json)
+                await self._run(self.d.access.check_job, who, job)
+                job_id = await self._run(self.d.scheduler.submit, job, who.name,
+                                         request.idempotency_key)
+            except JobError as e:
+                await refuse(context, e.refusal, f"invalid job: {e}", e.field)
+            except RuntimeError as e:
+                await refuse(context, Refusal.SHUTTING_DOWN, str(e))
+            async for ev in self._stream(job_id, context):
+                yield ev
 
-    def Watch(self, request, context):
-        yield from self._stream(request.job_id, context)
+    async def Watch(self, request, context, who):
+        await self._need(context, who, "jobs")
+        row = await self._run(self.d.scheduler.job_row, request.job_id, who)
+        if row is None:
+            await refuse(context, Refusal.NOT_FOUND, f"no job {request.job_id[:80]!r}",
+                         "job_id")
+        async with self._stream_slot(context, who):
+            async for ev in self._stream(request.job_id, context):
+                yield ev
 
-    def _stream(self, job_id, context):
+    async def _stream(self, job_id, context):
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue = asyncio.Queue()
         try:
-            for ev in self.d.scheduler.watch(job_id, alive=context.is_active):
+            events, unsubscribe = await self._run(
+                self.d.scheduler.follow, job_id,
+                lambda ev: loop.call_soon_threadsafe(q.put_nowait, ev))
+        except KeyError:
+            await refuse(context, Refusal.NOT_FOUND, f"no job {job_id!r}", "job_id")
+        try:
+            for ev in events:
                 yield _event(ev)
-        except KeyError:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}")
+                if ev["state"] in TERMINAL:
+                    return
+            while True:
+                ev = await q.get()
+                yield _event(ev)
+                if ev["state"] in TERMINAL:
+                    return
+        finally:
+            await self._run(unsubscribe)
 
-    def Cancel(self, request, context):
-        try:
-            ok, state = self.d.scheduler.cancel(request.job_id)
-        except KeyError:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+    def _stream_slot(self, context, who):
+        return _StreamSlot(self, context, who)
+
+    async def Cancel(self, request, context, who):
+        await self._need(context, who, "jobs")
+        row = await self._run(self.d.scheduler.job_row, request.job_id, who)
+        if row is None:
+            await refuse(context, Refusal.NOT_FOUND, f"no job {request.job_id[:80]!r}",
+                         "job_id")
+        ok, state = await self._run(self.d.scheduler.cancel, request.job_id)
         return pb.CancelResponse(cancelled=ok, state=state)
 
-    def GetJob(self, request, context):
-        row = self.d.store.get(request.job_id)
+    async def GetJob(self, request, context, who):
+        await self._need(context, who, "jobs")
+        row = await self._run(self.d.scheduler.job_row, request.job_id, who)
         if row is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+            await refuse(context, Refusal.NOT_FOUND, f"no job {request.job_id[:80]!r}",
+                         "job_id")
         return _info(row)
 
-    def ListJobs(self, request, context):
-        rows = self.d.store.list(request.limit or 50, request.client, request.state)
+    async def ListJobs(self, request, context, who):
+        await self._need(context, who, "jobs")
+        if request.state and request.state not in STATES:
+            await refuse(context, Refusal.INVALID_REQUEST, f"state: {request.state[:40]!r} is "
+                         f"not one of {list(STATES)}", "state")
+        if request.limit < 0 or request.limit > 1000:
+            await refuse(context, Refusal.INVALID_REQUEST, f"limit: {request.limit} is outside "
+                         f"0..1000", "limit")
+        client = request.client if who.operator else who.name  # a client sees its own only
+        rows = await self._run(self.d.store.list, request.limit or 50, client, request.state)
         return pb.ListJobsResponse(jobs=[_info(r) for r in rows])
 
-    def ListBoards(self, request, context):
+    async def ListBoards(self, request, context, who):
+        await self._need(context, who, "read")
         out = []
-        for b in self.d.scheduler.board_rows():
+        for b in await self._run(self.d.scheduler.board_rows):
             out.append(pb.BoardInfo(name=b["name"], type=b["type"], target=b["target"],
                                     tags=b["tags"], state=b["state"],
                                     queue_length=b["queue_length"],
@@ -123,67 +265,70 @@ class KCoralServicer(pbg.KCoralServicer):
                                     unavailable_reason=b["unavailable"]))
         return pb.ListBoardsResponse(boards=out)
 
-    def Status(self, request, context):
-        from . import __version__
-        s = self.d.scheduler.status()
+    async def Status(self, request, context, who):
+        await self._need(context, who, "read")
+        s = await self._run(self.d.scheduler.status)
         return pb.StatusResponse(version=__version__, uptime_s=s["uptime_s"],
                                  queued=s["queued"], running=s["running"],
                                  jobs_total=s["jobs_total"], address=self.d.address)
 
     # --- agents -------------------------------------------------------------------------------
-    def AgentConnect(self, request_iterator, context):
-        from .boards import BoardSpec
-        from .boards.remote import RemoteLink, check_versions
-        from .scheduler import Board
+    async def AgentConnect(self, request_iterator, context, who):
+        if not who.may("boards"):
+            await refuse(context, Refusal.PERMISSION_DENIED, f"{who.name!r} ({who.role}) may not "
+                         f"register boards: that needs an agent or operator credential")
+        it = request_iterator.__aiter__()
         try:
-            first = next(request_iterator)
-        except StopIteration:
+            first = await it.__anext__()
+        except StopAsyncIteration:
             return
-        if first.WhichOneof("kind") != "hello":
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first agent message must be "
-                          "AgentHello")
+        if isinstance(first, Malformed) or first.WhichOneof("kind") != "hello":
+            await refuse(context, Refusal.INVALID_REQUEST, "the first agent message must be "
+                         "AgentHello", "hello")
         h = first.hello
-        why = check_versions(dict(h.versions))
-        if why:
-            log.warning("refused agent %s: %s", h.name, why)
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, why)
-        if not h.name or not h.target:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "AgentHello.name and .target are "
-                          "required")
-        props = json.loads(h.properties_json or "{}")
-        spec = BoardSpec(name=h.name, type="remote", target=h.target, tags=list(h.tags),
-                         properties=dict(props, versions=dict(h.versions),
-                                         agent_board_type=h.board_type, peer=context.peer()),
-                         limits=props.get("limits", {}))
-        link = RemoteLink(h.name, props)
         try:
-            self.d.scheduler.add_board(Board(spec, link))
-        except ValueError as e:
-            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(e))
-        log.info("agent %s joined from %s as a %s board", h.name, context.peer(), h.target)
+            props = parse_json(h.properties_json or "{}", "AgentHello.properties_json")
+            if not isinstance(props, dict):
+                raise JobError([("AgentHello.properties_json", "expected a JSON object")])
+        except JobError as e:
+            await refuse(context, Refusal.INVALID_REQUEST, str(e), "AgentHello.properties_json")
+        hello = AgentHello(h.name, h.target, list(h.tags), props, dict(h.versions),
+                           h.board_type, context.peer())
+        try:
+            link = await self._run(join, self.d.scheduler, hello, who.name)
+        except AgentRefused as e:
+            log.warning("refused agent %r (%s): %s", h.name[:64], who.name, e)
+            await refuse(context, e.refusal, str(e))
+        log.info("agent %s (%s) joined from %s as a %s board", h.name, who.name, context.peer(),
+                 h.target)
 
-        def pump():
+        async def pump():
             try:
-                for m in request_iterator:
-                    kind = m.WhichOneof("kind")
+                async for m in it:
+                    kind = None if isinstance(m, Malformed) else m.WhichOneof("kind")
                     if kind in ("progress", "result"):
                         r = getattr(m, kind)
+                        try:
+                            res = parse_json(r.result_json, "result_json") if r.result_json \
+                                else None
+                        except JobError as e:
+                            res = {"status": "failed", "error": {
+                                "type": "internal.agent", "message": str(e)}}
                         link.deliver(kind, r.job_id, STATE_NAME.get(r.state, "running"),
-                                     r.message,
-                                     json.loads(r.result_json) if r.result_json else None)
-            except grpc.RpcError:
+                                     r.message[:2000], res)
+            except (grpc.RpcError, asyncio.CancelledError):
                 pass
             finally:
                 link.disconnect()
 
-        threading.Thread(target=pump, daemon=True, name=f"kcoral-agent-{h.name}").start()
-        context.add_callback(link.disconnect)
-        yield pb.DaemonMessage(welcome=pb.AgentWelcome(board=h.name, protocol="1"))
+        reader = asyncio.ensure_future(pump())
         try:
-            while link.connected and context.is_active():
+            yield pb.DaemonMessage(welcome=pb.AgentWelcome(board=h.name,
+                                                           protocol=PROTOCOL_VERSION))
+            while link.connected:
                 try:
-                    item = link.outbox.get(timeout=0.5)
-                except Exception:
+                    item = await self._run(link.outbox.get, True, 0.5)
+                except queue.Empty:
                     continue
                 if item is None:
                     break
@@ -191,6 +336,88 @@ class KCoralServicer(pbg.KCoralServicer):
                 yield pb.DaemonMessage(work=pb.AgentWork(job_id=job_id,
                                                          job_json=json.dumps(doc)))
         finally:
-            link.disconnect()
-            self.d.scheduler.set_offline(h.name, "agent disconnected")
+            reader.cancel()
+            await self._run(leave, self.d.scheduler, link)
             log.info("agent %s left", h.name)
+
+    # --- plumbing -----------------------------------------------------------------------------
+    async def _need(self, context, who, what: str) -> None:
+        if not who.may(what):
+            await refuse(context, Refusal.PERMISSION_DENIED, f"{who.name!r} ({who.role}) may not "
+                         f"do this (needs the {what!r} permission)")
+
+    def generic_handler(self) -> grpc.GenericRpcHandler:
+        """Every method of the KCoral service, authenticated and decoded defensively."""
+        handlers = {}
+        for m in pb.DESCRIPTOR.services_by_name["KCoral"].methods:
+            req, resp = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
+            fn = getattr(self, m.name)
+            kw = dict(request_deserializer=_decoder(req),
+                      response_serializer=resp.SerializeToString)
+            if m.client_streaming and m.server_streaming:
+                h = grpc.stream_stream_rpc_method_handler(self._wrap_gen(fn), **kw)
+            elif m.client_streaming:
+                h = grpc.stream_unary_rpc_method_handler(self._wrap(fn), **kw)
+            elif m.server_streaming:
+                h = grpc.unary_stream_rpc_method_handler(self._wrap_gen(fn), **kw)
+            else:
+                h = grpc.unary_unary_rpc_method_handler(self._wrap(fn), **kw)
+            handlers[m.name] = h
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    async def _identify(self, request, context):
+        label = getattr(request, "client", "") if isinstance(request, pb.SubmitRequest) else ""
+        try:
+            return self.d.credentials.identify(context.invocation_metadata(), label)
+        except AuthError as e:
+            await refuse(context, e.refusal, str(e))
+
+    async def _check_request(self, request, context) -> None:
+        if isinstance(request, Malformed):
+            await refuse(context, Refusal.INVALID_REQUEST, f"request: not a valid "
+                         f"{request.type_name}: {request.error}", "request")
+
+    def _wrap(self, fn):
+        async def behavior(request, context):
+            who = await self._identify(request, context)
+            await self._check_request(request, context)
+            return await fn(request, context, who)
+        return behavior
+
+    def _wrap_gen(self, fn):
+        async def behavior(request, context):
+            who = await self._identify(request, context)
+            await self._check_request(request, context)
+            async for x in fn(request, context, who):
+                yield x
+        return behavior
+
+
+class _StreamSlot:
+    """One open Submit/Watch stream of `who`: refused past the per-client or total limit, so no
+    client can hold an unbounded number (RESOURCE_EXHAUSTED, ``quota``)."""
+
+    def __init__(self, svc, context, who):
+        self.svc, self.context, self.who = svc, context, who
+
+    async def __aenter__(self):
+        n = self.svc.open_streams
+        if n[self.who.name] >= self.svc.d.max_streams_per_client or \
+                sum(n.values()) >= self.svc.d.max_streams:
+            await refuse(self.context, Refusal.QUOTA, f"too many open streams (client "
+                         f"{self.who.name!r} has {n[self.who.name]}, at most "
+                         f"{self.svc.d.max_streams_per_client}; {sum(n.values())} in all, at "
+                         f"most {self.svc.d.max_streams})")
+        n[self.who.name] += 1
+        return self
+
+    async def __aexit__(self, *exc):
+        n = self.svc.open_streams
+        n[self.who.name] -= 1
+        if n[self.who.name] <= 0:
+            del n[self.who.name]
+        return False
+
+
+def _parse_job(text: str) -> Job:
+    return Job.from_json(parse_json(text, "job_json"))

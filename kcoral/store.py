@@ -12,8 +12,7 @@ import sqlite3
 import threading
 import time
 
-TERMINAL = ("done", "failed", "cancelled", "interrupted")
-STATES = ("queued", "running", "loaded", "correctness", "timing", "tools") + TERMINAL
+from .job import STATES, TERMINAL
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -32,8 +31,27 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
-CREATE INDEX IF NOT EXISTS jobs_idem ON jobs(client, idem_key);
+CREATE INDEX IF NOT EXISTS jobs_client ON jobs(client, seq);
+-- a retried Submit with the same key returns the same job: one row per (client, key)
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem_unique ON jobs(client, idem_key) WHERE idem_key != '';
+-- who uploaded (or was given, as a job's artifact) each blob: clients see only their own
+CREATE TABLE IF NOT EXISTS blob_owners (
+    digest TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    PRIMARY KEY (digest, owner)
+);
+CREATE INDEX IF NOT EXISTS blob_owner ON blob_owners(owner);
 """
+
+
+class DuplicateKey(Exception):
+    """An idempotency key already names a job of this client (`job_id`, and whether the stored
+    request is the same job: `same`)."""
+
+    def __init__(self, job_id: str, same: bool):
+        self.job_id, self.same = job_id, same
+        super().__init__(job_id)
 
 
 class JobStore:
@@ -55,19 +73,54 @@ class JobStore:
 
     def add(self, job_id: str, client: str, name: str, target: str, job_json: str,
             idem_key: str = "") -> None:
+        """Insert a queued job; `DuplicateKey` when (client, idem_key) already names one (the
+        check and the insert are one statement, so concurrent retries cannot both insert)."""
         with self._lock:
-            self._db.execute(
-                "INSERT INTO jobs(job_id, client, name, target, state, job_json, idem_key, "
-                "submitted) VALUES (?,?,?,?,?,?,?,?)",
-                (job_id, client, name, target, "queued", job_json, idem_key, time.time()))
+            try:
+                self._db.execute(
+                    "INSERT INTO jobs(job_id, client, name, target, state, job_json, idem_key, "
+                    "submitted) VALUES (?,?,?,?,?,?,?,?)",
+                    (job_id, client, name, target, "queued", job_json, idem_key, time.time()))
+            except sqlite3.IntegrityError:
+                r = self._db.execute("SELECT job_id, job_json FROM jobs WHERE client=? AND "
+                                     "idem_key=?", (client, idem_key)).fetchone()
+                if r is None:
+                    raise
+                raise DuplicateKey(r["job_id"], r["job_json"] == job_json) from None
 
-    def find_idempotent(self, client: str, key: str) -> "str | None":
+    def find_idempotent(self, client: str, key: str) -> "tuple[str, str] | None":
+        """``(job_id, job_json)`` of the job `client` submitted with `key`, if any."""
         if not key:
             return None
         with self._lock:
-            r = self._db.execute("SELECT job_id FROM jobs WHERE client=? AND idem_key=?",
-                                 (client, key)).fetchone()
-        return r["job_id"] if r else None
+            r = self._db.execute("SELECT job_id, job_json FROM jobs WHERE client=? AND "
+                                 "idem_key=?", (client, key)).fetchone()
+        return (r["job_id"], r["job_json"]) if r else None
+
+    # --- blob ownership -----------------------------------------------------------------------
+    def own_blob(self, digest: str, owner: str, size: int) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO blob_owners(digest, owner, size) "
+                             "VALUES (?,?,?)", (digest, owner, int(size)))
+
+    def owned(self, owner: str, digests) -> set:
+        """The subset of `digests` that `owner` uploaded or was given."""
+        digests = list(dict.fromkeys(digests))
+        out = set()
+        with self._lock:
+            for i in range(0, len(digests), 500):
+                part = digests[i:i + 500]
+                rows = self._db.execute(
+                    f"SELECT digest FROM blob_owners WHERE owner=? AND digest IN "
+                    f"({','.join('?' * len(part))})", (owner, *part)).fetchall()
+                out.update(r["digest"] for r in rows)
+        return out
+
+    def owned_bytes(self, owner: str) -> int:
+        with self._lock:
+            r = self._db.execute("SELECT COALESCE(SUM(size), 0) n FROM blob_owners WHERE "
+                                 "owner=?", (owner,)).fetchone()
+        return int(r["n"])
 
     def set_state(self, job_id: str, state: str, board: "str | None" = None,
                   result: "dict | None" = None) -> None:
@@ -96,6 +149,8 @@ class JobStore:
         return dict(r) if r else None
 
     def list(self, limit: int = 50, client: str = "", state: str = "") -> list:
+        """The newest jobs, at most `limit` (1..1000), of `client` and in `state` when given."""
+        limit = min(max(int(limit), 1), 1000) if limit and limit > 0 else 50
         q, args = "SELECT * FROM jobs", []
         conds = []
         if client:
@@ -107,9 +162,13 @@ class JobStore:
         if conds:
             q += " WHERE " + " AND ".join(conds)
         q += " ORDER BY seq DESC LIMIT ?"
-        args.append(limit if limit > 0 else 50)
+        args.append(limit)
         with self._lock:
             return [dict(r) for r in self._db.execute(q, args).fetchall()]
+
+    def total(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) n FROM jobs").fetchone()["n"])
 
     def counts(self) -> dict:
         with self._lock:

@@ -7,9 +7,13 @@ worker: the handle reports a typed error (``runtime.*`` / ``timeout.exec``) and 
 worker before the board's next job.
 
 Child protocol (one JSON object per line): daemon -> worker ``{"spec", "blob_root"}`` then
-``{"op": "run", "job_id", "job"}``; worker -> daemon ``{"event": "ready", "info"}``,
+``{"op": "run", "job_id", "job", "workdir"}``; worker -> daemon ``{"event": "ready", "info"}``,
 ``{"event": "progress", "state", "message"}``, ``{"event": "result", "result", "fatal"}``.
 The worker's own stdout is redirected to stderr so a library's print cannot corrupt the protocol.
+
+Every file a job produces (tool reports, runjob outputs) is written under its ``workdir``, a
+directory the daemon side creates for that job (``<state_dir>/jobs/<job_id>``) and removes once
+the result is in; job names are strict identifiers (`kcoral.job`), so nothing escapes it.
 """
 
 from __future__ import annotations
@@ -19,22 +23,52 @@ import json
 import os
 import pathlib
 import queue
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 import traceback
+from importlib import metadata
 
-from .errors import JobFailure
+from . import __version__
+from .blobs import BlobStore
+from .boards import BoardSpec
+from .errors import JobError, JobFailure
+from .job import Job
+from .measure import PROTOCOL, run_job
+from .plugins import registries
+from .tools import inside
 
 _ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+LIFELINE_ENV = "KCORAL_LIFELINE_FD"
 
 
 # -------------------------------------------------------------------------------------------------
 # child side
 # -------------------------------------------------------------------------------------------------
 
+def _watch_lifeline(fd: int) -> None:
+    """Die with the daemon: `fd` is the read end of a pipe whose only write end the daemon
+    holds, so a read returns EOF the moment the daemon exits -- kill -9 included -- even while a
+    job hangs in a driver call. The worker then kills its whole process group (itself and any
+    tool it started)."""
+    def watch():
+        try:
+            while os.read(fd, 64):
+                pass
+        except OSError:
+            pass
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    threading.Thread(target=watch, daemon=True, name="kcoral-lifeline").start()
+
+
 def _child_main() -> int:
+    if os.environ.get(LIFELINE_ENV):
+        _watch_lifeline(int(os.environ[LIFELINE_ENV]))
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints go to the log
     sys.stdout = sys.stderr
@@ -43,9 +77,6 @@ def _child_main() -> int:
         proto.write(json.dumps(obj) + "\n")
         proto.flush()
 
-    from .blobs import BlobStore
-    from .boards import BoardSpec
-    from .plugins import registries
     init = json.loads(sys.stdin.readline())
     spec = BoardSpec.from_json(init["spec"])
     blobs = BlobStore(init["blob_root"])
@@ -63,18 +94,18 @@ def _child_main() -> int:
             continue
         result, fatal = run_one(msg["job_id"], msg["job"], dev, blobs, regs, spec,
                                 lambda st, m: send({"event": "progress", "state": st,
-                                                    "message": m}))
+                                                    "message": m}),
+                                pathlib.Path(msg["workdir"]))
         send({"event": "result", "result": result, "fatal": fatal})
         if fatal:
             return 3
     return 0
 
 
-def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress) -> tuple:
-    """Run one job on an open device; return ``(result, fatal)``. Used by the worker, the
-    remote agent and ``kcoral.runjob``."""
-    from .job import Job
-    from .measure import PROTOCOL, run_job
+def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress,
+            workdir: pathlib.Path) -> tuple:
+    """Run one job on an open device; return ``(result, fatal)``. Files go under `workdir`.
+    Used by the worker (the remote agent runs one too)."""
     base = {"job_id": job_id, "board": spec.name, "board_type": spec.type,
             "device": dev.info(), "protocol": PROTOCOL, "versions": versions()}
     try:
@@ -82,10 +113,13 @@ def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress) -> tuple:
         if hasattr(dev, "begin_job"):
             dev.begin_job(job.doc)
         res = run_job(job, dev, blobs, regs.baselines, progress)
-        if job.doc["tools"]:
-            progress("tools", ", ".join(t["name"] for t in job.doc["tools"]))
-            res["tools"] = run_tools(job, regs.tools, spec, blobs)
+        if job.tools:
+            progress("tools", ", ".join(t.name for t in job.tools))
+            res["tools"] = run_tools(job, regs.tools, spec, blobs, workdir)
         base.update(res)
+        return base, False
+    except JobError as e:  # the daemon validated it; a worker of another version may not agree
+        base.update(status="failed", error={"type": "validation.job", "message": str(e)})
         return base, False
     except JobFailure as e:
         base.update(status="failed", error=e.to_json())
@@ -99,32 +133,33 @@ def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress) -> tuple:
         return base, True
 
 
-def run_tools(job, tools, spec, blobs) -> dict:
-    import tempfile
+def run_tools(job: Job, tools, spec, blobs, workdir: pathlib.Path) -> dict:
+    """Run the job's tools, each in ``workdir/<tool>``; store their artifacts as blobs."""
     out = {}
     job.blob_root = str(blobs.root)
-    for t in job.doc["tools"]:
-        name = t["name"]
+    for t in job.tools:
+        name = t.name
         if name not in tools:
-            out[name] = {"status": "unavailable", "reason": f"no tool {name!r} installed "
-                         f"(installed: {tools.names()})"}
+            out[name] = {"status": "unavailable", "reason": f"no tool {name!r} installed on "
+                         f"board {spec.name!r} (installed: {tools.names()})"}
             continue
         tool = tools.get(name)
         why = tool.available(spec)
         if why:
             out[name] = {"status": "unavailable", "reason": why}
             continue
-        with tempfile.TemporaryDirectory(prefix=f"kcoral-{name}-") as wd:
-            try:
-                r = tool.run(job, pathlib.Path(wd))
-            except Exception as e:
-                out[name] = {"status": "error", "reason": f"{type(e).__name__}: {e}"}
-                continue
+        wd = pathlib.Path(workdir) / name  # tool names are strict (kcoral.schema.PLUGIN)
+        wd.mkdir(parents=True, exist_ok=True)
+        try:
+            r = tool.run(job, wd, spec)
             d = r.to_json()
-            d["artifacts"] = {k: blobs.put(pathlib.Path(p).read_bytes())
+            d["artifacts"] = {k: blobs.put(inside(wd, p).read_bytes())
                               for k, p in r.artifacts.items()}
-            d["status"] = "ok"
-            out[name] = d
+        except Exception as e:  # a tool plugin failed: typed in the result, the job stands
+            out[name] = {"status": "error", "reason": f"{type(e).__name__}: {e}"}
+            continue
+        d["status"] = "ok"
+        out[name] = d
     return out
 
 
@@ -139,14 +174,12 @@ def versions() -> dict:
 
 
 def _query_versions() -> dict:
-    from importlib import metadata
     v = {"python": sys.version.split()[0]}
     for dist in ("numpy", "cuda-bindings", "tirxh", "grpcio"):
         try:
             v[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             pass
-    from . import __version__
     v["kcoral"] = __version__
     return v
 
@@ -158,10 +191,12 @@ def _query_versions() -> dict:
 class WorkerHandle:
     """Starts, feeds and restarts one board's worker process (no gRPC here)."""
 
-    def __init__(self, spec, blob_root, log_dir, start_timeout: float = 120.0):
+    def __init__(self, spec, blob_root, log_dir, start_timeout: float = 120.0,
+                 work_root=None):
         self.spec = spec
         self.blob_root = str(blob_root)
         self.log_dir = pathlib.Path(log_dir)
+        self.work_root = pathlib.Path(work_root or self.log_dir.parent / "jobs")
         self.start_timeout = start_timeout
         self.proc: "subprocess.Popen | None" = None
         self.info: dict = {}
@@ -182,10 +217,18 @@ class WorkerHandle:
                                                        if p])
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"worker-{self.spec.name}.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kcoral.worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                     env=env, cwd=_ROOT)
-        log.close()
+        # the lifeline: the worker holds the read end, only this process the write end
+        r, self._lifeline = os.pipe()
+        env[LIFELINE_ENV] = str(r)
+        try:
+            # its own process group, so that killing it takes the tools it started too
+            self.proc = subprocess.Popen([sys.executable, "-m", "kcoral.worker"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log, env=env, cwd=_ROOT, pass_fds=(r,),
+                                         start_new_session=True)
+        finally:
+            os.close(r)
+            log.close()
         self._q = queue.Queue()
         threading.Thread(target=self._reader, args=(self.proc, self._q), daemon=True,
                          name=f"kcoral-worker-{self.spec.name}").start()
@@ -222,10 +265,16 @@ class WorkerHandle:
     def kill(self) -> None:
         if self.proc is not None:
             try:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            except Exception:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and its tools
+            except (ProcessLookupError, PermissionError):
                 pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not wait long
+                pass
+            if getattr(self, "_lifeline", None) is not None:
+                os.close(self._lifeline)
+                self._lifeline = None
             for f in (self.proc.stdin, self.proc.stdout):
                 try:
                     f.close()
@@ -241,43 +290,55 @@ class WorkerHandle:
             cancelled: "threading.Event | None" = None) -> dict:
         """Run one job; always returns a result document (typed error on failure) and leaves a
         live worker behind (restarted when the job killed it)."""
+        if not JOB_ID.fullmatch(job_id):  # it names the job's directory
+            raise ValueError(f"job id {job_id!r} is not {JOB_ID.pattern}")
+        workdir = self.work_root / job_id
         with self._lock:
-            if not self.alive():
-                self.restart()
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir(parents=True)
             try:
-                self._send({"op": "run", "job_id": job_id, "job": doc})
-            except (BrokenPipeError, OSError):
-                self.restart()
-                self._send({"op": "run", "job_id": job_id, "job": doc})
-            deadline = time.monotonic() + exec_budget_s
-            while True:
-                left = deadline - time.monotonic()
-                if cancelled is not None and cancelled.is_set():
-                    return self._failed(job_id, "cancelled.by-client",
-                                        "cancelled while running; the worker was restarted",
-                                        "cancelled")
-                if left <= 0:
-                    return self._failed(job_id, "timeout.exec",
-                                        f"the job ran past its execution budget of "
-                                        f"{exec_budget_s:g} s; the worker was killed and "
-                                        f"restarted")
-                try:
-                    msg = self._q.get(timeout=min(left, 0.2))
-                except queue.Empty:
-                    continue
-                if msg is None:
-                    code = self.proc.wait()
-                    return self._failed(job_id, "runtime.worker-crash",
-                                        f"the worker process died (exit status {code}) while "
-                                        f"running the job; it was restarted")
-                if msg["event"] == "progress":
-                    on_progress(msg["state"], msg.get("message", ""))
-                elif msg["event"] == "result":
-                    res = msg["result"]
-                    if msg.get("fatal"):
-                        self.proc.wait(timeout=30)
-                        self._restart_quietly(res)
-                    return res
+                return self._run(job_id, doc, on_progress, exec_budget_s, cancelled, workdir)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def _run(self, job_id, doc, on_progress, exec_budget_s, cancelled, workdir) -> dict:
+        msg = {"op": "run", "job_id": job_id, "job": doc, "workdir": str(workdir)}
+        if not self.alive():
+            self.restart()
+        try:
+            self._send(msg)
+        except (BrokenPipeError, OSError):
+            self.restart()
+            self._send(msg)
+        deadline = time.monotonic() + exec_budget_s
+        while True:
+            left = deadline - time.monotonic()
+            if cancelled is not None and cancelled.is_set():
+                return self._failed(job_id, "cancelled.by-client",
+                                    "cancelled while running; the worker was restarted",
+                                    "cancelled")
+            if left <= 0:
+                return self._failed(job_id, "timeout.exec",
+                                    f"the job ran past its execution budget of "
+                                    f"{exec_budget_s:g} s; the worker was killed and "
+                                    f"restarted")
+            try:
+                msg = self._q.get(timeout=min(left, 0.2))
+            except queue.Empty:
+                continue
+            if msg is None:
+                code = self.proc.wait()
+                return self._failed(job_id, "runtime.worker-crash",
+                                    f"the worker process died (exit status {code}) while "
+                                    f"running the job; it was restarted")
+            if msg["event"] == "progress":
+                on_progress(msg["state"], msg.get("message", ""))
+            elif msg["event"] == "result":
+                res = msg["result"]
+                if msg.get("fatal"):
+                    self.proc.wait(timeout=30)
+                    self._restart_quietly(res)
+                return res
 
     def _failed(self, job_id, type_, message, status="failed") -> dict:
         res = {"job_id": job_id, "board": self.spec.name, "board_type": self.spec.type,

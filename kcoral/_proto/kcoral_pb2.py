@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ckcoral.proto\x12\tkcoral.v1\"*\n\x17\x46indMissingBlobsRequest\x12\x0f\n\x07\x64igests\x18\x01 \x03(\t\"+\n\x18\x46indMissingBlobsResponse\x12\x0f\n\x07missing\x18\x01 \x03(\t\"U\n\tBlobChunk\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0c\n\x04last\x18\x05 \x01(\x08\"%\n\x13UploadBlobsResponse\x12\x0e\n\x06stored\x18\x01 \x03(\t\"%\n\x13\x44ownloadBlobRequest\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\"J\n\rSubmitRequest\x12\x10\n\x08job_json\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"\x18\n\x06JobRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x99\x01\n\x08JobEvent\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.kcoral.v1.JobState\x12\x16\n\x0equeue_position\x18\x03 \x01(\x05\x12\r\n\x05\x62oard\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x13\n\x0bresult_json\x18\x06 \x01(\t\x12\x0c\n\x04time\x18\x07 \x01(\x01\"2\n\x0e\x43\x61ncelResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x08\x12\r\n\x05state\x18\x02 \x01(\t\"\xd7\x01\n\x07JobInfo\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.kcoral.v1.JobState\x12\r\n\x05\x62oard\x18\x04 \x01(\t\x12\x10\n\x08job_json\x18\x05 \x01(\t\x12\x13\n\x0bresult_json\x18\x06 \x01(\t\x12\x11\n\tsubmitted\x18\x07 \x01(\x01\x12\x0f\n\x07started\x18\x08 \x01(\x01\x12\x10\n\x08\x66inished\x18\t \x01(\x01\x12\x0c\n\x04name\x18\n \x01(\t\x12\x0e\n\x06target\x18\x0b \x01(\t\"?\n\x0fListJobsRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\"4\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.kcoral.v1.JobInfo\"\xb4\x01\n\tBoardInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0e\n\x06target\x18\x03 \x01(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x14\n\x0cqueue_length\x18\x06 \x01(\x05\x12\x13\n\x0b\x63urrent_job\x18\x07 \x01(\t\x12\x17\n\x0fproperties_json\x18\x08 \x01(\t\x12\x1a\n\x12unavailable_reason\x18\t \x01(\t\"\x13\n\x11ListBoardsRequest\":\n\x12ListBoardsResponse\x12$\n\x06\x62oards\x18\x01 \x03(\x0b\x32\x14.kcoral.v1.BoardInfo\"\x0f\n\rStatusRequest\"y\n\x0eStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x10\n\x08uptime_s\x18\x02 \x01(\x01\x12\x0e\n\x06queued\x18\x03 \x01(\x05\x12\x0f\n\x07running\x18\x04 \x01(\x05\x12\x12\n\njobs_total\x18\x05 \x01(\x03\x12\x0f\n\x07\x61\x64\x64ress\x18\x06 \x01(\t\"\xcd\x01\n\nAgentHello\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12\x17\n\x0fproperties_json\x18\x04 \x01(\t\x12\x35\n\x08versions\x18\x05 \x03(\x0b\x32#.kcoral.v1.AgentHello.VersionsEntry\x12\x12\n\nboard_type\x18\x06 \x01(\t\x1a/\n\rVersionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"g\n\x0b\x41gentResult\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.kcoral.v1.JobState\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\"\x94\x01\n\x0c\x41gentMessage\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.kcoral.v1.AgentHelloH\x00\x12*\n\x08progress\x18\x02 \x01(\x0b\x32\x16.kcoral.v1.AgentResultH\x00\x12(\n\x06result\x18\x03 \x01(\x0b\x32\x16.kcoral.v1.AgentResultH\x00\x42\x06\n\x04kind\"/\n\x0c\x41gentWelcome\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\"-\n\tAgentWork\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_json\x18\x02 \x01(\t\"i\n\rDaemonMessage\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.kcoral.v1.AgentWelcomeH\x00\x12$\n\x04work\x18\x02 \x01(\x0b\x32\x14.kcoral.v1.AgentWorkH\x00\x42\x06\n\x04kind*\xa8\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\n\n\x06LOADED\x10\x03\x12\x0f\n\x0b\x43ORRECTNESS\x10\x04\x12\n\n\x06TIMING\x10\x05\x12\t\n\x05TOOLS\x10\x06\x12\x08\n\x04\x44ONE\x10\x07\x12\n\n\x06\x46\x41ILED\x10\x08\x12\r\n\tCANCELLED\x10\t\x12\x0f\n\x0bINTERRUPTED\x10\n2\xe1\x05\n\x06KCoral\x12[\n\x10\x46indMissingBlobs\x12\".kcoral.v1.FindMissingBlobsRequest\x1a#.kcoral.v1.FindMissingBlobsResponse\x12\x45\n\x0bUploadBlobs\x12\x14.kcoral.v1.BlobChunk\x1a\x1e.kcoral.v1.UploadBlobsResponse(\x01\x12\x46\n\x0c\x44ownloadBlob\x12\x1e.kcoral.v1.DownloadBlobRequest\x1a\x14.kcoral.v1.BlobChunk0\x01\x12\x39\n\x06Submit\x12\x18.kcoral.v1.SubmitRequest\x1a\x13.kcoral.v1.JobEvent0\x01\x12\x31\n\x05Watch\x12\x11.kcoral.v1.JobRef\x1a\x13.kcoral.v1.JobEvent0\x01\x12\x36\n\x06\x43\x61ncel\x12\x11.kcoral.v1.JobRef\x1a\x19.kcoral.v1.CancelResponse\x12/\n\x06GetJob\x12\x11.kcoral.v1.JobRef\x1a\x12.kcoral.v1.JobInfo\x12\x43\n\x08ListJobs\x12\x1a.kcoral.v1.ListJobsRequest\x1a\x1b.kcoral.v1.ListJobsResponse\x12I\n\nListBoards\x12\x1c.kcoral.v1.ListBoardsRequest\x1a\x1d.kcoral.v1.ListBoardsResponse\x12=\n\x06Status\x12\x18.kcoral.v1.StatusRequest\x1a\x19.kcoral.v1.StatusResponse\x12\x45\n\x0c\x41gentConnect\x12\x17.kcoral.v1.AgentMessage\x1a\x18.kcoral.v1.DaemonMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ckcoral.proto\x12\tkcoral.v1\"*\n\x17\x46indMissingBlobsRequest\x12\x0f\n\x07\x64igests\x18\x01 \x03(\t\"+\n\x18\x46indMissingBlobsResponse\x12\x0f\n\x07missing\x18\x01 \x03(\t\"U\n\tBlobChunk\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0c\n\x04last\x18\x05 \x01(\x08\"%\n\x13UploadBlobsResponse\x12\x0e\n\x06stored\x18\x01 \x03(\t\"%\n\x13\x44ownloadBlobRequest\x12\x0e\n\x06\x64igest\x18\x01 \x01(\t\"J\n\rSubmitRequest\x12\x10\n\x08job_json\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"\x18\n\x06JobRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"8\n\nProvenance\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05\x62oard\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\"\xc4\x01\n\x08JobEvent\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.kcoral.v1.JobState\x12\x16\n\x0equeue_position\x18\x03 \x01(\x05\x12\r\n\x05\x62oard\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x13\n\x0bresult_json\x18\x06 \x01(\t\x12\x0c\n\x04time\x18\x07 \x01(\x01\x12)\n\nprovenance\x18\x08 \x01(\x0b\x32\x15.kcoral.v1.Provenance\"2\n\x0e\x43\x61ncelResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x08\x12\r\n\x05state\x18\x02 \x01(\t\"\xd7\x01\n\x07JobInfo\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.kcoral.v1.JobState\x12\r\n\x05\x62oard\x18\x04 \x01(\t\x12\x10\n\x08job_json\x18\x05 \x01(\t\x12\x13\n\x0bresult_json\x18\x06 \x01(\t\x12\x11\n\tsubmitted\x18\x07 \x01(\x01\x12\x0f\n\x07started\x18\x08 \x01(\x01\x12\x10\n\x08\x66inished\x18\t \x01(\x01\x12\x0c\n\x04name\x18\n \x01(\t\x12\x0e\n\x06target\x18\x0b \x01(\t\"?\n\x0fListJobsRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\"4\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.kcoral.v1.JobInfo\"\xb4\x01\n\tBoardInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0e\n\x06target\x18\x03 \x01(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x14\n\x0cqueue_length\x18\x06 \x01(\x05\x12\x13\n\x0b\x63urrent_job\x18\x07 \x01(\t\x12\x17\n\x0fproperties_json\x18\x08 \x01(\t\x12\x1a\n\x12unavailable_reason\x18\t \x01(\t\"\x13\n\x11ListBoardsRequest\":\n\x12ListBoardsResponse\x12$\n\x06\x62oards\x18\x01 \x03(\x0b\x32\x14.kcoral.v1.BoardInfo\"\x0f\n\rStatusRequest\"y\n\x0eStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x10\n\x08uptime_s\x18\x02 \x01(\x01\x12\x0e\n\x06queued\x18\x03 \x01(\x05\x12\x0f\n\x07running\x18\x04 \x01(\x05\x12\x12\n\njobs_total\x18\x05 \x01(\x03\x12\x0f\n\x07\x61\x64\x64ress\x18\x06 \x01(\t\"\xcd\x01\n\nAgentHello\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12\x17\n\x0fproperties_json\x18\x04 \x01(\t\x12\x35\n\x08versions\x18\x05 \x03(\x0b\x32#.kcoral.v1.AgentHello.VersionsEntry\x12\x12\n\nboard_type\x18\x06 \x01(\t\x1a/\n\rVersionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"g\n\x0b\x41gentResult\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\"\n\x05state\x18\x02 \x01(\x0e\x32\x13.kcoral.v1.JobState\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\"\x94\x01\n\x0c\x41gentMessage\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.kcoral.v1.AgentHelloH\x00\x12*\n\x08progress\x18\x02 \x01(\x0b\x32\x16.kcoral.v1.AgentResultH\x00\x12(\n\x06result\x18\x03 \x01(\x0b\x32\x16.kcoral.v1.AgentResultH\x00\x42\x06\n\x04kind\"/\n\x0c\x41gentWelcome\x12\r\n\x05\x62oard\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\"-\n\tAgentWork\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_json\x18\x02 \x01(\t\"i\n\rDaemonMessage\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.kcoral.v1.AgentWelcomeH\x00\x12$\n\x04work\x18\x02 \x01(\x0b\x32\x14.kcoral.v1.AgentWorkH\x00\x42\x06\n\x04kind*\xa8\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\n\n\x06LOADED\x10\x03\x12\x0f\n\x0b\x43ORRECTNESS\x10\x04\x12\n\n\x06TIMING\x10\x05\x12\t\n\x05TOOLS\x10\x06\x12\x08\n\x04\x44ONE\x10\x07\x12\n\n\x06\x46\x41ILED\x10\x08\x12\r\n\tCANCELLED\x10\t\x12\x0f\n\x0bINTERRUPTED\x10\n2\xe1\x05\n\x06KCoral\x12[\n\x10\x46indMissingBlobs\x12\".kcoral.v1.FindMissingBlobsRequest\x1a#.kcoral.v1.FindMissingBlobsResponse\x12\x45\n\x0bUploadBlobs\x12\x14.kcoral.v1.BlobChunk\x1a\x1e.kcoral.v1.UploadBlobsResponse(\x01\x12\x46\n\x0c\x44ownloadBlob\x12\x1e.kcoral.v1.DownloadBlobRequest\x1a\x14.kcoral.v1.BlobChunk0\x01\x12\x39\n\x06Submit\x12\x18.kcoral.v1.SubmitRequest\x1a\x13.kcoral.v1.JobEvent0\x01\x12\x31\n\x05Watch\x12\x11.kcoral.v1.JobRef\x1a\x13.kcoral.v1.JobEvent0\x01\x12\x36\n\x06\x43\x61ncel\x12\x11.kcoral.v1.JobRef\x1a\x19.kcoral.v1.CancelResponse\x12/\n\x06GetJob\x12\x11.kcoral.v1.JobRef\x1a\x12.kcoral.v1.JobInfo\x12\x43\n\x08ListJobs\x12\x1a.kcoral.v1.ListJobsRequest\x1a\x1b.kcoral.v1.ListJobsResponse\x12I\n\nListBoards\x12\x1c.kcoral.v1.ListBoardsRequest\x1a\x1d.kcoral.v1.ListBoardsResponse\x12=\n\x06Status\x12\x18.kcoral.v1.StatusRequest\x1a\x19.kcoral.v1.StatusResponse\x12\x45\n\x0c\x41gentConnect\x12\x17.kcoral.v1.AgentMessage\x1a\x18.kcoral.v1.DaemonMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_AGENTHELLO_VERSIONSENTRY']._loaded_options = None
   _globals['_AGENTHELLO_VERSIONSENTRY']._serialized_options = b'8\001'
-  _globals['_JOBSTATE']._serialized_start=2000
-  _globals['_JOBSTATE']._serialized_end=2168
+  _globals['_JOBSTATE']._serialized_start=2101
+  _globals['_JOBSTATE']._serialized_end=2269
   _globals['_FINDMISSINGBLOBSREQUEST']._serialized_start=27
   _globals['_FINDMISSINGBLOBSREQUEST']._serialized_end=69
   _globals['_FINDMISSINGBLOBSRESPONSE']._serialized_start=71
@@ -49,40 +49,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUBMITREQUEST']._serialized_end=355
   _globals['_JOBREF']._serialized_start=357
   _globals['_JOBREF']._serialized_end=381
-  _globals['_JOBEVENT']._serialized_start=384
-  _globals['_JOBEVENT']._serialized_end=537
-  _globals['_CANCELRESPONSE']._serialized_start=539
-  _globals['_CANCELRESPONSE']._serialized_end=589
-  _globals['_JOBINFO']._serialized_start=592
-  _globals['_JOBINFO']._serialized_end=807
-  _globals['_LISTJOBSREQUEST']._serialized_start=809
-  _globals['_LISTJOBSREQUEST']._serialized_end=872
-  _globals['_LISTJOBSRESPONSE']._serialized_start=874
-  _globals['_LISTJOBSRESPONSE']._serialized_end=926
-  _globals['_BOARDINFO']._serialized_start=929
-  _globals['_BOARDINFO']._serialized_end=1109
-  _globals['_LISTBOARDSREQUEST']._serialized_start=1111
-  _globals['_LISTBOARDSREQUEST']._serialized_end=1130
-  _globals['_LISTBOARDSRESPONSE']._serialized_start=1132
-  _globals['_LISTBOARDSRESPONSE']._serialized_end=1190
-  _globals['_STATUSREQUEST']._serialized_start=1192
-  _globals['_STATUSREQUEST']._serialized_end=1207
-  _globals['_STATUSRESPONSE']._serialized_start=1209
-  _globals['_STATUSRESPONSE']._serialized_end=1330
-  _globals['_AGENTHELLO']._serialized_start=1333
-  _globals['_AGENTHELLO']._serialized_end=1538
-  _globals['_AGENTHELLO_VERSIONSENTRY']._serialized_start=1491
-  _globals['_AGENTHELLO_VERSIONSENTRY']._serialized_end=1538
-  _globals['_AGENTRESULT']._serialized_start=1540
-  _globals['_AGENTRESULT']._serialized_end=1643
-  _globals['_AGENTMESSAGE']._serialized_start=1646
-  _globals['_AGENTMESSAGE']._serialized_end=1794
-  _globals['_AGENTWELCOME']._serialized_start=1796
-  _globals['_AGENTWELCOME']._serialized_end=1843
-  _globals['_AGENTWORK']._serialized_start=1845
-  _globals['_AGENTWORK']._serialized_end=1890
-  _globals['_DAEMONMESSAGE']._serialized_start=1892
-  _globals['_DAEMONMESSAGE']._serialized_end=1997
-  _globals['_KCORAL']._serialized_start=2171
-  _globals['_KCORAL']._serialized_end=2908
+  _globals['_PROVENANCE']._serialized_start=383
+  _globals['_PROVENANCE']._serialized_end=439
+  _globals['_JOBEVENT']._serialized_start=442
+  _globals['_JOBEVENT']._serialized_end=638
+  _globals['_CANCELRESPONSE']._serialized_start=640
+  _globals['_CANCELRESPONSE']._serialized_end=690
+  _globals['_JOBINFO']._serialized_start=693
+  _globals['_JOBINFO']._serialized_end=908
+  _globals['_LISTJOBSREQUEST']._serialized_start=910
+  _globals['_LISTJOBSREQUEST']._serialized_end=973
+  _globals['_LISTJOBSRESPONSE']._serialized_start=975
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1027
+  _globals['_BOARDINFO']._serialized_start=1030
+  _globals['_BOARDINFO']._serialized_end=1210
+  _globals['_LISTBOARDSREQUEST']._serialized_start=1212
+  _globals['_LISTBOARDSREQUEST']._serialized_end=1231
+  _globals['_LISTBOARDSRESPONSE']._serialized_start=1233
+  _globals['_LISTBOARDSRESPONSE']._serialized_end=1291
+  _globals['_STATUSREQUEST']._serialized_start=1293
+  _globals['_STATUSREQUEST']._serialized_end=1308
+  _globals['_STATUSRESPONSE']._serialized_start=1310
+  _globals['_STATUSRESPONSE']._serialized_end=1431
+  _globals['_AGENTHELLO']._serialized_start=1434
+  _globals['_AGENTHELLO']._serialized_end=1639
+  _globals['_AGENTHELLO_VERSIONSENTRY']._serialized_start=1592
+  _globals['_AGENTHELLO_VERSIONSENTRY']._serialized_end=1639
+  _globals['_AGENTRESULT']._serialized_start=1641
+  _globals['_AGENTRESULT']._serialized_end=1744
+  _globals['_AGENTMESSAGE']._serialized_start=1747
+  _globals['_AGENTMESSAGE']._serialized_end=1895
+  _globals['_AGENTWELCOME']._serialized_start=1897
+  _globals['_AGENTWELCOME']._serialized_end=1944
+  _globals['_AGENTWORK']._serialized_start=1946
+  _globals['_AGENTWORK']._serialized_end=1991
+  _globals['_DAEMONMESSAGE']._serialized_start=1993
+  _globals['_DAEMONMESSAGE']._serialized_end=2098
+  _globals['_KCORAL']._serialized_start=2272
+  _globals['_KCORAL']._serialized_end=3009
 # @@protoc_insertion_point(module_scope)

@@ -7,13 +7,14 @@ times them with the same events and L2 flush as the candidate.
 
 from __future__ import annotations
 
+from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
 from kcoral.plugins import hookimpl
 
 
 def torch_available() -> bool:
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - optional dependency: the import is the availability test
         return True
     except Exception:
         return False
@@ -28,14 +29,13 @@ class TorchBaseline:
     def available(self, device):
         if getattr(device, "kind", "") != "cuda":
             return "torch baselines run on cuda boards only"
-        import torch
+        import torch  # optional dependency (operator-installed); registered only when it imports
         if not torch.cuda.is_available():
             return "torch reports no CUDA device"
         return None
 
     def prepare(self, device, doc, args):
-        import torch
-        from kcoral.job import dtype_of
+        import torch  # optional dependency (operator-installed); registered only when it imports
         bufs = {b["name"]: b for b in doc["buffers"]}
         t = {}
         for role in self.roles:
@@ -70,7 +70,7 @@ class Matmul(TorchBaseline):
     def prepare(self, device, doc, args):
         if "a" in args:
             return super().prepare(device, doc, args)
-        import torch
+        import torch  # optional dependency (operator-installed); registered only when it imports
         missing = [k for k in ("M", "N", "K") if not isinstance(args.get(k), int)]
         if missing:
             raise JobFailure("validation.baseline", f"baseline 'torch.matmul': args needs "
@@ -95,7 +95,7 @@ class Matmul(TorchBaseline):
         return run
 
     def make(self, t, args):
-        import torch
+        import torch  # optional dependency (operator-installed); registered only when it imports
         a, b, out = t["a"], t["b"], t["out"]
         if args.get("transpose_b") or args.get("b_layout") == "nk":
             b = b.t()
@@ -118,7 +118,7 @@ class Sdpa(TorchBaseline):
     roles = ("q", "k", "v", "out")
 
     def make(self, t, args):
-        import torch.nn.functional as F
+        import torch.nn.functional as F  # optional dependency (operator-installed)
         causal = bool(args.get("causal", False))
         scale = args.get("scale")
 

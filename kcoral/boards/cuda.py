@@ -28,6 +28,7 @@ import os
 import numpy as np
 
 from kcoral.boards import H200_PEAK, BoardSpec, Device
+from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
 from kcoral.plugins import hookimpl
 
@@ -59,7 +60,6 @@ def pack_params(params: list, args: list, pointer_of, tensormap_bytes) -> list:
     does not carry them (then sizes follow the arguments); args: the launch's args;
     pointer_of(buffer_name) -> int device address; tensormap_bytes(describe_dict) -> 128 bytes.
     """
-    from kcoral.job import dtype_of
     if params is not None and len(params) != len(args):
         raise JobFailure("launch.args", f"the kernel takes {len(params)} parameters "
                          f"({', '.join(p['name'] for p in params)}), the launch passes "
@@ -113,7 +113,6 @@ def tensormap_args(desc: dict) -> dict:
     checked against the documented requirements, so that a bad map names its field here
     instead of coming back from the driver as error 1.
     """
-    from kcoral.job import dtype_of
     src = desc.get("source")
     where = f"tensor map of {src!r}"
     try:
@@ -186,7 +185,7 @@ class CudaDevice(Device):
     kind = "cuda"
 
     def __init__(self, spec: BoardSpec):
-        from cuda.bindings import driver as cu
+        from cuda.bindings import driver as cu  # optional dependency: only a GPU host needs it
         self.cu = cu
         self.spec = spec
         self._check(cu.cuInit(0), "cuInit")
@@ -447,7 +446,7 @@ class _Nvml:
 def gpu_count() -> "tuple[int, str]":
     """(number of GPUs, reason when zero); initializes the driver in this process."""
     try:
-        from cuda.bindings import driver as cu
+        from cuda.bindings import driver as cu  # optional dependency: absent -> no cuda boards
     except ImportError as e:
         return 0, f"cuda-bindings is not importable: {e}"
     try:
@@ -471,7 +470,7 @@ class CudaBoardType:
         n, why = gpu_count()
         if n == 0:
             return []
-        from cuda.bindings import driver as cu
+        from cuda.bindings import driver as cu  # optional dependency (gpu_count found it)
         out = []
         for i in config.get("devices", range(n)):
             dev = cu.cuDeviceGet(i)[1]

@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from kcoral.boards import BoardSpec, Device
+from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
 from kcoral.plugins import hookimpl
 
@@ -117,7 +118,6 @@ class FakeDevice(Device):
         k = self.kernels[launch["entry"]]
         op = OPS[k["op"]]
         bufs = {b["name"]: b for b in doc["buffers"]}
-        from kcoral.job import dtype_of
 
         def args():
             out = []
@@ -174,7 +174,6 @@ class FakeBaseline:
         return None if getattr(device, "kind", "") == "fake" else "runs only on fake boards"
 
     def prepare(self, device, doc, args):
-        from kcoral.job import dtype_of
         bufs = {b["name"]: b for b in doc["buffers"]}
 
         def view(role):

@@ -4,18 +4,92 @@
 the agent's stream (outbox) and waits for its progress and result (inbox). The agent enforces the
 execution budget with its own worker; the link adds a margin for the network and reports
 ``timeout.exec`` if nothing comes back, ``runtime.agent-disconnected`` if the stream drops.
-`check_versions` decides whether an agent may join.
+`join` decides whether an agent may join (versions, names) and registers its board; the
+servicer only translates the wire's AgentHello into `AgentHello` and the refusal back.
 """
 
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import time
+from dataclasses import dataclass, field
 
 import kcoral
 
-NETWORK_MARGIN_S = 30.0
+from ..errors import AgentRefused, Refusal
+from ..job import Job
+from ..scheduler import NETWORK_MARGIN_S, Board
+from . import BoardSpec
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,63}")  # as kcoral.schema.TAG
+TARGET = re.compile(r"sm_[0-9]{2,3}[a-z]?")
+
+
+@dataclass
+class AgentHello:
+    """What an agent announces (the domain form of the wire's AgentHello)."""
+
+    name: str
+    target: str
+    tags: list = field(default_factory=list)
+    properties: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)
+    board_type: str = ""
+    peer: str = ""
+
+
+def join(scheduler, hello: AgentHello, owner: str = "") -> "RemoteLink":
+    """Check `hello` and add the agent's board to `scheduler` as `owner`'s (the agent's
+    identity); return the link the servicer pumps. Raises `AgentRefused` with a `Refusal`
+    (``agent.incompatible`` for versions, ``invalid.request`` for a malformed hello,
+    ``agent.conflict`` for a name in use or last registered by another identity)."""
+    why = check_versions(hello.versions)
+    if why:
+        raise AgentRefused(why, Refusal.AGENT_INCOMPATIBLE)
+    problems = []
+    if not NAME.fullmatch(hello.name or "") or ".." in hello.name:
+        problems.append(f"AgentHello.name: {hello.name!r} is not a board name "
+                        f"({NAME.pattern})")
+    if not TARGET.fullmatch(hello.target or ""):
+        problems.append(f"AgentHello.target: {hello.target!r} is not a target (e.g. 'sm_90a')")
+    bad_tags = [t for t in hello.tags if not NAME.fullmatch(t) or ".." in t]
+    if bad_tags or len(hello.tags) > 16:
+        problems.append(f"AgentHello.tags: {bad_tags[:3] or len(hello.tags)} not valid tags "
+                        f"(at most 16, each {NAME.pattern})")
+    if problems:
+        raise AgentRefused("; ".join(problems), Refusal.INVALID_REQUEST)
+    props = hello.properties
+    limits = props.get("limits", {})
+    spec = BoardSpec(name=hello.name, type="remote", target=hello.target,
+                     tags=list(hello.tags),
+                     properties=dict(props, versions=dict(hello.versions),
+                                     agent_board_type=hello.board_type, peer=hello.peer),
+                     limits=limits if isinstance(limits, dict) else {})
+    spec.tags.append("remote")
+    link = RemoteLink(hello.name, props)
+    board = Board(spec, link)
+    board.owner = owner
+    old = scheduler.boards.get(hello.name)
+    if old is not None and old.spec.type == "remote" and old.owner != owner:
+        raise AgentRefused(f"board {hello.name!r} was registered by agent {old.owner!r}; "
+                           f"{owner!r} may not take it over", Refusal.AGENT_CONFLICT)
+    if old is not None and old.spec.type != "remote":
+        raise AgentRefused(f"board {hello.name!r} is a local board of this daemon",
+                           Refusal.AGENT_CONFLICT)
+    try:
+        scheduler.add_board(board)
+    except ValueError as e:
+        raise AgentRefused(str(e), Refusal.AGENT_CONFLICT) from None
+    return link
+
+
+def leave(scheduler, link: "RemoteLink") -> None:
+    """The agent's stream ended: its board goes offline (its queue waits for it to return)."""
+    link.disconnect()
+    scheduler.set_offline(link.name, "agent disconnected")
 
 
 def check_versions(versions: dict) -> "str | None":
@@ -43,6 +117,7 @@ class RemoteLink:
         self.inbox: dict[str, queue.Queue] = {}
         self.connected = True
         self.restarts = 0
+        self.allowed: set = set()  # blobs of the jobs sent to the agent (it may download them)
         self._lock = threading.Lock()
 
     # called by the scheduler's board thread
@@ -50,6 +125,7 @@ class RemoteLink:
         q = queue.Queue()
         with self._lock:
             self.inbox[job_id] = q
+            self.allowed = set(Job.from_json(doc).blobs())
         self.outbox.put((job_id, doc))
         deadline = time.monotonic() + exec_budget_s + NETWORK_MARGIN_S
         try:
@@ -73,7 +149,7 @@ class RemoteLink:
                     on_progress(state, msg)
                 else:
                     res = dict(res or {})
-                    res.setdefault("remote_agent", self.name)
+                    res["remote_agent"] = self.name  # the daemon's word, not the agent's
                     return res
         finally:
             with self._lock:

@@ -76,6 +76,43 @@ def broken(out: T.gptr[T.f32]):
     T.ptx.st.globl.f32(out.at(T.tid.x), 1.0)
 '''
 
+# kernels made by a factory (a `name=` on the decorator, bound to module variables)
+FACTORY = '''
+"""Scaled copies made by a factory: out = k * x (f32)."""
+
+import numpy as np
+
+import tirxh.lang as T
+
+
+def _make(name: str, k: float):
+    @T.kernel(grid=lambda n: T.cdiv(n, 32), block=32, name=name)
+    def kernel(x: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
+        i = T.ctaid.x * 32 + T.tid.x
+        with T.if_(i < n):
+            T.ptx.st.global_.f32(out.at(i), T.ptx.ld.global_.f32(x.at(i)) * k)
+    return kernel
+
+
+double = _make("double", 2.0)
+triple = _make("triple", 3.0)
+
+
+def inputs(rng, n):
+    return dict(x=rng.standard_normal(n, dtype=np.float32), out=np.zeros(n, np.float32), n=n)
+
+
+def _suites(k, factor):
+    """A small and a large suite for `k` (two suites from one call, as gemm_sm90 makes them)."""
+    return tuple(T.suite(k, inputs=inputs, reference=lambda x, **_: {"out": factor * x},
+                         outputs=["out"], cases=[T.case(name, n=n, small=small)])
+                 for name, n, small in (("n50", 50, True), ("n1M", 1 << 20, False)))
+
+
+DOUBLE, DOUBLE_LARGE = _suites(double, 2)
+TRIPLE, TRIPLE_LARGE = _suites(triple, 3)
+'''
+
 README = '''
 # A test zoo
 

@@ -32,7 +32,7 @@ def test_module_header_tags_cases_and_work(make_zoo):
     zoo = load_zoo(make_zoo(pair=PAIR))
     relu, square = zoo.find("relu"), zoo.find("square")
     assert relu.module is square.module
-    assert relu.module.tags == ("elementwise", "tail-handling") and relu.module.problems == []
+    assert relu.module.tags == ("elementwise", "tail-handling") and relu.module.warnings == []
     assert relu.summary == "out = max(x, 0)"  # the kernel's own docstring first
     assert square.summary == "Two activations: relu and square (f32)."
     cases = relu.cases()
@@ -58,15 +58,24 @@ def test_instructions_are_traced_per_distinct_specialization(make_zoo, isa):
     assert broken.to_json()["complete"] is False
 
 
-def test_tags_problems_are_recorded(make_zoo):
+def test_a_tags_line_may_wrap(make_zoo):
+    wrapped = PAIR.replace("Tags: elementwise, tail-handling\n",
+                           "Tags: elementwise,\n  tail-handling\nWork: n bytes\n")
+    zoo = load_zoo(make_zoo(pair=wrapped.replace('TAGS = ("elementwise", "tail-handling")',
+                                                 "")))
+    assert zoo.find("relu").module.tags == ("elementwise", "tail-handling")
+
+
+def test_tags_warnings_are_recorded(make_zoo):
     bad = PAIR.replace('TAGS = ("elementwise", "tail-handling")', 'TAGS = "elementwise"')
     zoo = load_zoo(make_zoo(pair=bad))
     assert zoo.find("relu").module.tags == ("elementwise", "tail-handling")  # the docstring's
-    assert zoo.problems == ["kernels/pair.py: TAGS must be a tuple of strings, got 'elementwise'"]
+    assert zoo.warnings == ["kernels/pair.py: TAGS must be a tuple of strings, got 'elementwise'"]
+    assert zoo.problems == []
     differ = PAIR.replace('TAGS = ("elementwise", "tail-handling")', 'TAGS = ("vectorized",)')
     zoo = load_zoo(make_zoo(pair=differ))
     assert zoo.find("relu").module.tags == ("vectorized",)
-    assert "and the docstring's Tags: line" in zoo.problems[0]
+    assert "and the docstring's Tags: line" in zoo.warnings[0]
 
 
 def test_a_module_that_fails_to_import_is_a_problem_not_a_gap(make_zoo):

@@ -8,7 +8,7 @@ from tirxh.core.errors import UsageError
 from tirxh.kb.zoo import load_zoo
 from tirxh.kb.zoocopy import copy_kernel, kernels_dir, prune, rename_identifiers
 
-from .conftest import ODD, PAIR
+from .conftest import FACTORY, ODD, PAIR
 
 
 @pytest.mark.parametrize("globs, expect", [
@@ -97,11 +97,20 @@ def test_copy_refuses_zoo_local_imports(make_zoo, tmp_path):
         _copy(root, "fill", "f2", tmp_path / "k")
 
 
-def test_copy_refuses_a_renamed_decorator(make_zoo, tmp_path):
-    root = make_zoo(odd=ODD.replace("@T.kernel(block=32)\ndef fill",
-                                    "@T.kernel(block=32, name='filler')\ndef fill"))
-    with pytest.raises(UsageError, match=r"sets name='filler' on its decorator"):
-        _copy(root, "filler", "f2", tmp_path / "k")
+def test_copy_of_a_factory_kernel_renames_its_variable_and_name(make_zoo, tmp_path):
+    c = _copy(make_zoo(factory=FACTORY), "triple", "times3", tmp_path / "k")
+    assert c.renamed == {"triple": "times3", "TRIPLE": "TIMES3", "TRIPLE_LARGE": "TIMES3_LARGE"}
+    assert c.removed == ["DOUBLE", "DOUBLE_LARGE", "double"]  # _make stays: triple uses it
+    text = c.path.read_text()
+    assert 'times3 = _make("times3", 3.0)' in text
+    assert "TIMES3, TIMES3_LARGE = _suites(times3, 3)" in text
+    assert "double" not in text.replace("# From", "")
+
+
+def test_rename_of_string_literals_is_exact():
+    src = 'a = ("k", "k2", f"{k}", \'k\', b"k")\n'
+    assert rename_identifiers(src, {}, {"k": "new"}) == \
+        'a = ("new", "k2", f"{k}", \'new\', b"k")\n'
 
 
 def test_a_copy_that_would_not_be_collected_is_removed(make_zoo, tmp_path):

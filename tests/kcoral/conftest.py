@@ -48,8 +48,9 @@ def fake_job(client, op="add", n=N, fake=None, uploaded=True, timing=None, budge
     return doc
 
 
-def start_daemon(tmp_path, fake_boards=1, **kw) -> Daemon:
-    return Daemon({"boards": {"fake": {"count": fake_boards}, "sim": {}}}, state_dir=tmp_path,
+def start_daemon(tmp_path, fake_boards=1, config_server=None, **kw) -> Daemon:
+    return Daemon({"server": dict(config_server or {}),
+                   "boards": {"fake": {"count": fake_boards}, "sim": {}}}, state_dir=tmp_path,
                   port=0, **kw).start()
 
 

@@ -41,9 +41,11 @@ def test_agent_runs_jobs(bare_daemon, tmp_path):
             assert ev["result"]["remote_agent"] == "thor" and ev["result"]["verified"]
             states = [e["state"] for e in c.watch(ev["job_id"])]
             assert states[-1] == "done"
-            crash = c.run(fake_job(c, fake={"crash": True}), timeout=60)
+            assert ev["provenance"] == {"kind": "remote", "board": "thor", "agent": "local"}
+            assert ev["result"]["provenance"]["kind"] == "remote"
+            crash = c.run(fake_job(c, fake={"crash": True}, board="thor"), timeout=60)
             assert crash["result"]["error"]["type"] == "runtime.worker-crash"
-            assert c.run(fake_job(c), timeout=60)["state"] == "done"
+            assert c.run(fake_job(c, board="thor"), timeout=60)["state"] == "done"
     finally:
         ag.stop()
         t.join(10)
@@ -84,7 +86,7 @@ def test_kcoral_agent_command(bare_daemon, tmp_path):
                 assert p.poll() is None, p.stdout.read().decode()
                 assert time.time() < deadline, "agent did not join"
                 time.sleep(0.1)
-            ev = c.run(fake_job(c), timeout=60)
+            ev = c.run(fake_job(c, tags=["remote"]), timeout=60)
             assert ev["state"] == "done" and ev["result"]["remote_agent"] == "edge1"
     finally:
         p.send_signal(signal.SIGTERM)

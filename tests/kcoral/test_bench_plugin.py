@@ -1,4 +1,5 @@
-"""``tirxh bench`` glue: jobs built from a compiled kernel and its suite; result verdicts."""
+"""``tirxh bench`` glue: jobs built from a compiled kernel and its suite (`tirxh.api.build_job`,
+in tirxh/core/benchjob.py); refusals typed by code; result verdicts."""
 
 import hashlib
 
@@ -6,9 +7,11 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
+from kcoral.errors import KCoralError, Refusal
 from kcoral.job import Job
+from tirxh.api import bench_error, build_job
 from tirxh.core.compiler import compile_kernel
-from tirxh.plugins.bench import BenchResult, build_job
+from tirxh.plugins.bench import BenchResult
 
 
 @T.kernel(grid=lambda n: T.cdiv(n, 256), block=256)
@@ -47,13 +50,16 @@ def test_build_job_from_suite():
         d = hashlib.sha256(data).hexdigest()
         blobs[d] = data
         return d
-    doc = build_job(ck, SUITE, SUITE.cases[0], put=put)
-    job = Job.from_json(doc)  # valid
+    built = build_job(ck, SUITE, SUITE.cases[0], put=put)
+    assert isinstance(built, Job)  # the typed model, validated on the client
+    doc = built.to_doc()
+    job = Job.from_json(doc)  # and its JSON form is valid
     from kcoral.job import check_module
     check_module("cubin", ck.cubin, ["vadd"])
     check_module("ptx", ck.ptx.encode(), ["vadd"])
     assert job.doc["launches"][0]["grid"] == [4, 1, 1]
-    assert job.doc["launches"][0]["args"][3] == {"scalar": 1000, "dtype": "u32"}
+    assert job.launches[0].args[3].scalar == 1000 and job.launches[0].args[3].dtype == "u32"
+    assert doc["launches"][0]["args"][3] == {"scalar": 1000, "dtype": "u32"}
     assert [b["name"] for b in doc["buffers"] if b["output"]] == ["out"]
     assert doc["module"] == {"format": "cubin", "blob": put(ck.cubin),
                              "ir": put(ck.ir_json().encode())}  # the IR for the sim board
@@ -66,7 +72,7 @@ def test_build_job_from_suite():
     b = array_from_bytes(blobs[r0["inputs"]["b"]])
     assert np.array_equal(array_from_bytes(blobs[r0["expected"]["out"]]), a + b)
     assert doc["work"] == {"flops": 1000.0, "bytes": 12000.0}
-    assert doc["checks"] == [{"buffer": "out", "rtol": 1e-6, "atol": 0.0, "rms": None}]
+    assert [(c.buffer, c.rtol, c.atol, c.rms) for c in job.checks] == [("out", 1e-6, 0.0, None)]
     # a baseline arg naming a case parameter takes its value
     assert doc["baselines"] == [{"name": "torch.add", "args": {"n": 1000, "x": "y"}}]
 
@@ -81,7 +87,7 @@ def test_tensormap_params_are_described():
                     out=np.empty(n, np.float32), n=n)
     s = T.suite(uses_map, inputs=inp, reference=None, outputs=["out"],
                 cases=[T.case("c", n=32)])
-    doc = build_job(ck, s, s.cases[0])
+    doc = build_job(ck, s, s.cases[0]).to_doc()
     tm = doc["launches"][0]["args"][0]["tensormap"]
     assert tm["source"] == "src" and tm["dims"] == [32, 64] and tm["strides"] == [64]
     assert tm["box"] == [16, 8] and tm["swizzle"] == 32 and tm["dtype"] == "bf16"
@@ -127,6 +133,28 @@ def test_bench_result_verdicts_and_summary():
     assert notime.verdict == "incomplete" and "not timed" in notime.summary
 
 
+def test_a_job_the_model_refuses_names_the_item_and_field():
+    ck = compile_kernel(vadd, "sm_90a")
+    s = T.suite(vadd, inputs=inputs, outputs=["out"], cases=[T.case("n8", n=8)],
+                tolerance=T.tolerance(rtol=-1.0))
+    with pytest.raises(ValueError, match=r"vadd\[n8\]: the KCoral job is invalid: "
+                                         r"checks\[0\]\.rtol: -1 is outside"):
+        build_job(ck, s, s.cases[0])
+
+
+@pytest.mark.parametrize("refusal,code,etype", [
+    (Refusal.NO_BOARD, "INVALID_ARGUMENT", "unavailable.board"),
+    (Refusal.INVALID_JOB, "INVALID_ARGUMENT", "validation.job"),
+    (Refusal.SHUTTING_DOWN, "UNAVAILABLE", "unavailable.daemon"),
+    ("", "UNAVAILABLE", "unavailable.daemon"),           # no daemon at all: no refusal code
+    (Refusal.PERMISSION_DENIED, "PERMISSION_DENIED", "internal.daemon"),
+])
+def test_refusals_are_typed_by_code_not_text(refusal, code, etype):
+    # the message says "unavailable" in every case: only the code decides
+    e = KCoralError(code, "board 'x' is unavailable", refusal=str(refusal))
+    assert bench_error(e)["type"] == etype
+
+
 def test_inplace_outputs_are_uploaded_not_poisoned():
     """An in-place output starts from its input values (in every run) and is still checked."""
     ck = compile_kernel(vadd, "sm_90a")
@@ -135,12 +163,12 @@ def test_inplace_outputs_are_uploaded_not_poisoned():
 
     def put(data):
         return hashlib.sha256(data).hexdigest()
-    doc = build_job(ck, s, s.cases[0], put=put)
+    doc = build_job(ck, s, s.cases[0], put=put).to_doc()
     Job.from_json(doc)  # valid
     out = next(b for b in doc["buffers"] if b["name"] == "out")
     assert out["output"] and out["init"]["kind"] == "blob"
     for r in doc["runs"]:
         assert set(r["inputs"]) == {"a", "b", "out"} and set(r["expected"]) == {"out"}
-    plain = build_job(ck, SUITE, SUITE.cases[0], put=put)
+    plain = build_job(ck, SUITE, SUITE.cases[0], put=put).to_doc()
     assert next(b for b in plain["buffers"] if b["name"] == "out")["init"] == {"kind": "empty"}
     assert "out" not in plain["runs"][0]["inputs"]

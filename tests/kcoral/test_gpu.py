@@ -8,7 +8,7 @@ import tirxh.lang as T
 from kcoral.client import KCoralClient
 from kcoral.server import Daemon
 from tirxh.core.compiler import compile_kernel
-from tirxh.plugins.bench import build_job
+from tirxh.api import build_job
 
 pytestmark = pytest.mark.gpu
 

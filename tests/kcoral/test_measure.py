@@ -9,7 +9,7 @@ from kcoral.blobs import BlobStore
 from kcoral.boards import BoardSpec
 from kcoral.boards.fake import FakeDevice
 from kcoral.errors import JobFailure
-from kcoral.job import Job
+from kcoral.job import Job, Work
 from kcoral.measure import _rel_stderr_median, run_job, throughput
 from kcoral.plugins import registries
 
@@ -92,11 +92,11 @@ def test_unknown_baseline(tmp_path):
 
 def test_floor_flags_suspect_times():
     info = {"peak_flops_per_s": 790e12, "peak_bytes_per_s": 4.3e12}
-    ok = throughput({"flops": 2 * 4096 ** 3}, 0.25, info)
+    ok = throughput(Work(flops=2 * 4096 ** 3), 0.25, info)
     assert not ok["suspect"] and ok["tflops"] == pytest.approx(549.8, rel=1e-3)
-    bad = throughput({"flops": 2 * 4096 ** 3}, 0.1, info)
+    bad = throughput(Work(flops=2 * 4096 ** 3), 0.1, info)
     assert bad["suspect"] and "below the physical floor" in bad["suspect_reason"]
-    mem = throughput({"bytes": 4.3e9}, 0.5, info)
+    mem = throughput(Work(bytes=4.3e9), 0.5, info)
     assert mem["suspect"] and mem["floor_ms"] == pytest.approx(1.0)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kcoral.client import KCoralClient
+from kcoral.errors import KCoralError
 from kcoral.plugins import build
 from kcoral.server import Daemon
 
@@ -18,17 +19,30 @@ from .conftest import fake_job
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TOOL = textwrap.dedent('''
+    from dataclasses import dataclass
+    from kcoral.schema import Int, Model, spec
     from kcoral.tools import Tool, ToolResult
+
+    @dataclass
+    class EchoOptions(Model):
+        x: int = spec(Int(0, 10), 0)
 
     class Echo(Tool):
         name = "echo"
+        options = EchoOptions
         def available(self, board):
             return None if board.type == "fake" else "echo runs on fake boards only"
-        def run(self, job, workdir):
+        def run(self, job, workdir, board):
             p = workdir / "job.json"
             job.write_json(p)
+            opts = job.tool_options("echo", EchoOptions)
             return ToolResult(artifacts={"job.json": p}, summary={"launches": len(
-                job.doc["launches"]), "opts": job.tool_options("echo")})
+                job.launches), "x": opts.x, "workdir": str(workdir), "board": board.name})
+
+    class Escape(Tool):
+        name = "escape"
+        def run(self, job, workdir, board):
+            return ToolResult(artifacts={"passwd": "/etc/passwd"})
 
     class Never(Tool):
         name = "never"
@@ -38,12 +52,14 @@ TOOL = textwrap.dedent('''
     def kcoral_register_tools(registry):
         registry.add(Echo(), owner="echo_plugin")
         registry.add(Never(), owner="echo_plugin")
+        registry.add(Escape(), owner="echo_plugin")
 ''')
 
 
 def test_builtins_and_misspelled_hooks(tmp_path, monkeypatch):
     regs = build(autoload=False)
-    assert {"cuda", "sim", "fake"} <= set(regs.board_types.names())
+    assert set(regs.board_types.names()) == {"cuda", "fake"}  # sim comes from numsim
+    assert "sim" in build().board_types.names()  # through the kcoral entry point
     assert "fake.add" in regs.baselines
     (tmp_path / "typo_plugin.py").write_text("def kcoral_register_boards(registry):\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -63,17 +79,57 @@ def test_tools_run_after_the_job(tmp_path, monkeypatch):
     try:
         with KCoralClient(d.address) as c:
             doc = fake_job(c, tools=[{"name": "echo", "options": {"x": 1}}, {"name": "never"},
-                                     {"name": "missing"}])
+                                     {"name": "escape"}])
             ev = c.run(doc)
             assert ev["state"] == "done", ev
             tools = ev["result"]["tools"]
             assert tools["echo"]["status"] == "ok"
-            assert tools["echo"]["summary"] == {"launches": 1, "opts": {"x": 1}}
+            summary = tools["echo"]["summary"]
+            assert summary["launches"] == 1 and summary["x"] == 1 and summary["board"] == "fake0"
+            # the tool's directory: under the job's, created by the daemon, gone afterwards
+            wd = summary["workdir"]
+            assert wd == str(tmp_path / "s" / "jobs" / ev["job_id"] / "echo")
+            assert not os.path.exists(os.path.dirname(wd))
             written = json.loads(c.download(tools["echo"]["artifacts"]["job.json"]))
             assert written["_blob_root"]
             assert written["launches"][0]["args"] == doc["launches"][0]["args"]
             assert tools["never"] == {"status": "unavailable", "reason": "never available"}
-            assert "no tool 'missing'" in tools["missing"]["reason"]
+            # an artifact outside the tool's directory is never read back
+            assert tools["escape"]["status"] == "error"
+            assert "outside the tool's directory" in tools["escape"]["reason"]
+            # tools and options are checked when the job is submitted
+            for tl, field, why in ((
+                    [{"name": "missing"}], "tools[0].name", "unknown tool 'missing'"),
+                    ([{"name": "echo", "options": {"x": 99}}], "tools[0].options.x",
+                     "99 is outside 0..10"),
+                    ([{"name": "echo", "options": {"runjob_args": ["--out", "/tmp"]}}],
+                     "tools[0].options.runjob_args", "unknown field"),
+                    ([{"name": "never", "options": {"a": 1}}], "tools[0].options",
+                     "takes no options")):
+                with pytest.raises(KCoralError) as ei:
+                    c.run(fake_job(c, tools=tl))
+                assert ei.value.code == "INVALID_ARGUMENT" and ei.value.field == field
+                assert why in ei.value.message
+    finally:
+        d.stop(1)
+
+
+def test_a_daemon_without_numsim_has_no_sim_board_and_says_so(tmp_path, monkeypatch):
+    import kcoral.plugins
+    monkeypatch.setattr(kcoral.plugins, "_CACHED", None)  # restored afterwards
+    monkeypatch.setenv("KCORAL_DISABLE_PLUGIN_AUTOLOAD", "1")  # as if numsim were not installed
+    d = Daemon({"boards": {"fake": {"count": 1}, "sim": {}}}, state_dir=tmp_path / "s",
+               port=0).start()
+    try:
+        assert "sim" not in kcoral.plugins.registries().board_types.names()
+        with KCoralClient(d.address) as c:
+            assert [b["name"] for b in c.boards()] == ["fake0"]
+            with pytest.raises(KCoralError) as ei:
+                c.run(fake_job(c, board="sim0"))
+            assert ei.value.refusal == "unavailable.board" and ei.value.field == "board"
+            assert "board type 'sim' is configured but not installed: it comes from the " \
+                   "numsim distribution" in ei.value.message
+            assert c.run(fake_job(c))["state"] == "done"  # the rest works as before
     finally:
         d.stop(1)
 

@@ -1,5 +1,6 @@
 """Fair queueing and budgets, with an in-memory executor (no worker processes, no gRPC)."""
 
+import json
 import threading
 import time
 
@@ -51,12 +52,19 @@ def add_d(sched):
 
 
 def wait_done(sched, ids, timeout=10):
+    """Finished jobs leave memory (only the store keeps them)."""
     t0 = time.time()
     while time.time() - t0 < timeout:
-        if all(sched.records[i].state in ("done", "failed", "cancelled") for i in ids):
+        if all(i not in sched.records for i in ids):
+            assert all(sched.store.get(i)["state"] in ("done", "failed", "cancelled")
+                       for i in ids)
             return
         time.sleep(0.01)
     raise AssertionError("jobs did not finish")
+
+
+def result(sched, job_id) -> dict:
+    return json.loads(sched.store.get(job_id)["result_json"])
 
 
 def test_round_robin_across_clients(sched):
@@ -79,8 +87,8 @@ def test_queue_positions_published(sched):
     sched.add_board(Board(BoardSpec("b0", "fake", "sm_90a"), rec))
     ids = [sched.submit(job(f"A{i}"), "alice") for i in range(3)]
     time.sleep(0.1)
-    positions = [[e["queue_position"] for e in sched.records[i].events if e["state"] == "queued"]
-                 for i in ids]
+    recs = [sched.records[i] for i in ids]
+    positions = [[e["queue_position"] for e in r.events if e["state"] == "queued"] for r in recs]
     assert positions[2][-1] == 2  # one running, one ahead
     rec.release.set()
     wait_done(sched, ids)
@@ -96,7 +104,7 @@ def test_queue_budget(sched):
     time.sleep(0.2)
     rec.release.set()
     wait_done(sched, [first, late])
-    r = sched.records[late].result
+    r = result(sched, late)
     assert r["error"]["type"] == "timeout.queue" and "queue budget" in r["error"]["message"]
     assert rec.order == ["slow"]
 
@@ -136,21 +144,60 @@ def test_an_offline_board_takes_no_new_jobs(sched):
     sched.add_board(Board(BoardSpec("agent1", "remote", "sm_90a"), Recorder()))
     sched.set_offline("agent1", "agent disconnected")
     with pytest.raises(JobError, match="agent disconnected"):
-        sched.submit(job("x"), "c")
+        sched.submit(job("x", board="agent1"), "c")
+
+
+def test_a_remote_board_runs_only_jobs_that_ask_for_it(sched):
+    """Issue 11: a registered board never receives other clients' ordinary jobs."""
+    add_d(sched)
+    rec = Recorder()
+    rec.release.set()
+    sched.add_board(Board(BoardSpec("aaa-agent", "remote", "sm_90a", tags=["edge", "remote"]),
+                          rec))
+    with pytest.raises(JobError, match="no board for target 'sm_90a'"):
+        sched.pick_board(job("plain"))  # the only board is remote: not chosen unasked
+    local = Recorder()
+    local.release.set()
+    sched.add_board(Board(BoardSpec("zzz-local", "fake", "sm_90a"), local))
+    assert sched.pick_board(job("plain")).name == "zzz-local"  # despite the name order
+    assert sched.pick_board(job("tagged", tags=["edge"])).name == "aaa-agent"
+    assert sched.pick_board(job("named", board="aaa-agent")).name == "aaa-agent"
+    jid = sched.submit(job("named", board="aaa-agent"), "c")
+    wait_done(sched, [jid])
+    r = result(sched, jid)
+    assert r["provenance"] == {"kind": "remote", "board": "aaa-agent", "agent": "?",
+                               "agent_board_type": ""}
+
+
+def test_a_stuck_board_is_reported_not_serving(sched, monkeypatch):
+    import kcoral.scheduler as ks
+    monkeypatch.setattr(ks, "HEALTH_MARGIN_S", 0.0)
+    add_d(sched)
+    rec = Recorder()  # blocks until released: a board that ignores its budget
+    sched.add_board(Board(BoardSpec("b0", "fake", "sm_90a"), rec))
+    assert sched.board_health() == {"b0": None}
+    jid = sched.submit(job("hang", budgets={"exec_s": 0.2}), "c")
+    deadline = time.time() + 5
+    while not sched.board_health()["b0"] and time.time() < deadline:
+        time.sleep(0.05)
+    assert sched.board_health()["b0"].startswith(f"stuck: job {jid} has run")
+    rec.release.set()
+    wait_done(sched, [jid])
+    assert sched.board_health() == {"b0": None}
 
 
 def test_queued_jobs_expire_while_their_board_is_offline(sched):
     add_d(sched)
     rec = Recorder()
     sched.add_board(Board(BoardSpec("agent1", "remote", "sm_90a"), rec))
-    first = sched.submit(job("first"), "c")
+    first = sched.submit(job("first", board="agent1"), "c")
     while sched.records[first].state != "running":  # the board is busy (rec blocks)
         time.sleep(0.01)
-    late = sched.submit(job("late", budgets={"queue_s": 0.3}), "c")
+    late = sched.submit(job("late", board="agent1", budgets={"queue_s": 0.3}), "c")
     sched.set_offline("agent1", "agent disconnected")  # the agent drops mid-job
     rec.release.set()
     wait_done(sched, [first, late])
-    r = sched.records[late]
-    assert r.state == "failed" and r.result["error"]["type"] == "timeout.queue"
-    assert "agent disconnected" in r.result["error"]["message"]
+    r = result(sched, late)
+    assert sched.store.get(late)["state"] == "failed" and r["error"]["type"] == "timeout.queue"
+    assert "agent disconnected" in r["error"]["message"]
     assert rec.order == ["first"]

@@ -30,8 +30,15 @@ def test_list_filters_and_idempotency(tmp_path):
     s = JobStore(tmp_path / "k.sqlite")
     s.add("a", "alice", "x", "sm_90a", "{}", idem_key="k1")
     s.add("b", "bob", "y", "sm_90a", "{}")
-    assert s.find_idempotent("alice", "k1") == "a"
+    assert s.find_idempotent("alice", "k1") == ("a", "{}")
     assert s.find_idempotent("bob", "k1") is None
+    from kcoral.store import DuplicateKey
+    with pytest.raises(DuplicateKey) as ei:  # one row per (client, key), atomically
+        s.add("c", "alice", "x", "sm_90a", "{}", idem_key="k1")
+    assert ei.value.job_id == "a" and ei.value.same
+    with pytest.raises(DuplicateKey) as ei:
+        s.add("d", "alice", "x", "sm_90a", '{"other": 1}', idem_key="k1")
+    assert not ei.value.same
     assert [r["job_id"] for r in s.list(client="bob")] == ["b"]
     assert [r["job_id"] for r in s.list()] == ["b", "a"]
     with pytest.raises(ValueError, match="unknown job state"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..core.pytester import REPO
-from ..kb.conftest import ODD, PAIR, README, TOML
+from ..kb.conftest import FACTORY, ODD, PAIR, README, TOML
 
 CHECKERS = ("-p", "tirxh_numsim.plugin", "-p", "tirxh_sync_check.plugin")
 
@@ -23,6 +23,7 @@ def testzoo(tmp_path):
     (root / "README.md").write_text(README)
     (root / "kernels" / "pair.py").write_text(PAIR.lstrip("\n"))
     (root / "kernels" / "odd.py").write_text(ODD.lstrip("\n"))
+    (root / "kernels" / "factory.py").write_text(FACTORY.lstrip("\n"))
     return root
 
 
@@ -75,12 +76,20 @@ def test_search_without_hits(tirxh):
 
 def test_another_zoo_and_its_problems(tirxh, testzoo):
     (testzoo / "kernels" / "sick.py").write_text("raise ImportError('cannot')\n")
+    pair = testzoo / "kernels" / "pair.py"
+    pair.write_text(pair.read_text().replace('TAGS = ("elementwise", "tail-handling")',
+                                             'TAGS = ("elementwise",)'))
     r = tirxh.run("zoo", "list", "--zoo", str(testzoo))
     assert r.ret == 1  # listed, but a module that does not import fails the listing
-    r.fnmatch_lines(["4 kernels in the zoo*", "*broken*kernels/odd.py*"])
+    r.fnmatch_lines(["6 kernels in the zoo*", "*broken*kernels/odd.py*"])
     assert "ERROR: zoo kernels/sick.py: failed to import:" in r.stderr
+    assert "WARNING: zoo kernels/pair.py: TAGS ('elementwise',) and the docstring's" in r.stderr
     doc = json.loads(tirxh.run("zoo", "list", "--zoo", str(testzoo), "--json").stdout)
     assert doc["problems"] == ["kernels/sick.py: failed to import:\nImportError: cannot"]
+    assert len(doc["warnings"]) == 1
+    (testzoo / "kernels" / "sick.py").unlink()
+    r = tirxh.run("zoo", "list", "--zoo", str(testzoo))
+    assert r.ret == 0 and "WARNING: zoo kernels/pair.py" in r.stderr  # a warning does not fail
     r = tirxh.run("zoo", "show", "broken", "--zoo", str(testzoo))
     assert r.ret == 0  # showing a kernel is not failed by another module
     r.fnmatch_lines(["PTX instructions (0 specializations traced, INCOMPLETE):",
@@ -131,12 +140,16 @@ def test_new_of_a_two_kernel_module_checks_clean(tirxh, testzoo):
     r.fnmatch_lines(["wrote kernels/act.py (zoo kernels/pair.py::relu, renamed to act)",
                      "removed the module's other definitions: SQUARE, square, square_of",
                      "next: tirxh check kernels/act.py"])
-    r = tirxh.run("check", "kernels/act.py", *CHECKERS, "--json")
+    r = tirxh.run("zoo", "new", "times3", "--from", "triple", "--zoo", str(testzoo))
+    assert r.ret == 0, r  # a kernel made by a factory, name= on its decorator
+    r = tirxh.run("check", *CHECKERS, "--json")
     doc = json.loads(r.stdout)
     assert r.ret == 0 and [i["nodeid"] for i in doc["items"]] == [
-        "kernels/act.py::act[n100]@sm_90a", "kernels/act.py::act[n1M]@sm_90a"]
-    verdicts = {x["analyzer"]: x["verdict"] for x in doc["items"][0]["phases"][1]["results"]}
-    assert verdicts == {"numsim": "clean", "synccheck": "clean", "racecheck": "clean"}
+        "kernels/act.py::act[n100]@sm_90a", "kernels/act.py::act[n1M]@sm_90a",
+        "kernels/times3.py::times3[n50]@sm_90a", "kernels/times3.py::times3[n1M]@sm_90a"]
+    for i in (0, 2):
+        verdicts = {x["analyzer"]: x["verdict"] for x in doc["items"][i]["phases"][1]["results"]}
+        assert verdicts == {"numsim": "clean", "synccheck": "clean", "racecheck": "clean"}
 
 
 def test_new_into_another_directory(tirxh):
@@ -179,7 +192,7 @@ def test_installed_tirxh_finds_its_zoo_outside_a_checkout(tmp_path):
     work = work / "proj"
     p = tirxh("zoo", "new", "my_rows", "--from", "reduce_rows")
     assert p.returncode == 0, p.stderr
-    p = tirxh("check", "kernels/my_rows.py")
-    assert p.returncode == 0 and "passed" in p.stdout, p.stdout + p.stderr
+    p = tirxh("check", "kernels/my_rows.py", "-p", "tirxh_numsim.plugin")
+    assert p.returncode == 0 and "2 passed" in p.stdout, p.stdout + p.stderr
     assert tirxh("skills", "install").returncode == 0
     assert (work / ".claude" / "skills" / "tirxh-debug-kernel" / "SKILL.md").is_file()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
-from tirxh.plugins.bench import build_job
+from tirxh.api import build_job
 
 from ._zoo import check, load, simulate, small_cases
 
@@ -31,7 +31,7 @@ def test_heads_beyond_h_are_left_alone_and_the_rotation_keeps_norms():
 def test_the_bench_job_uploads_x_instead_of_poisoning_it():
     case = next(c for c in rope.SUITE.cases if c.name == "t3_h32_d128")
     ck = rope.rope.compile("sm_90a", **rope.SUITE.consts(case))
-    doc = build_job(ck, rope.SUITE, case)
+    doc = build_job(ck, rope.SUITE, case).to_doc()
     x = next(b for b in doc["buffers"] if b["name"] == "x")
     assert x["output"] and x["init"]["kind"] == "blob"
     assert all("x" in r["inputs"] and "x" in r["expected"] for r in doc["runs"])

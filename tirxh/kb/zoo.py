@@ -14,7 +14,8 @@ and describes each ``@T.kernel`` defined there as a `ZooKernel`:
   says it is incomplete rather than pretending to be whole);
 - measured figures: the rows of the zoo README's tables that name its module.
 
-A module that fails to import or declares malformed tags is recorded with its file, never skipped.
+A module that fails to import is a problem (``tirxh zoo list`` fails on it); malformed or
+inconsistent tags are warnings. Both are recorded with their file, never skipped.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from ..core.suite import Suite, Tolerance
 from .textsearch import match, terms_of
 
 ZOO_PACKAGE = "tirxh.zoo"
-_TAGS_LINE = re.compile(r"^\s*Tags:\s*(.+?)\s*$", re.M)
+# ``Tags: a, b,`` and its continuation lines, up to a blank line or the next ``Field:`` line
+_TAGS_LINE = re.compile(r"^[ \t]*Tags:[ \t]*(.+(?:\n(?![ \t]*(?:\n|[A-Z][\w ]*:)).+)*)", re.M)
 _MODULE_CELL = re.compile(r"`([^`]+\.py)`")
 
 # weights of the fields a search term can match (a name says more than a word in the header)
@@ -90,26 +92,29 @@ class InstructionUse:
 
 @dataclass
 class ZooModule:
-    """One kernel module of the zoo; `error` holds the traceback of a failed import."""
+    """One kernel module of the zoo; `error` holds the traceback of a failed import, `warnings`
+    what is inconsistent in its declarations (tags)."""
 
     path: Path
     relpath: str
     header: str = ""
     tags: tuple = ()
-    problems: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
     error: str = ""
     kernels: list = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class ZooKernel:
-    """One ``@T.kernel`` of a zoo module, with the suites (``(variable, Suite)``) that cover it."""
+    """One ``@T.kernel`` of a zoo module, with the suites (``(variable, Suite)``) that cover it
+    and the module variables bound to it (the ``def``'s name, or ``k = make_kernel("k")``)."""
 
     name: str
     module: ZooModule
     kernel: Kernel
     suites: list
     figures: list = field(default_factory=list)
+    variables: tuple = ()
     _uses: "InstructionUse | None" = None
 
     @property
@@ -200,7 +205,7 @@ class ZooKernel:
                            for p in self.kernel.params],
                    cases=self.cases(), checking=self.checking(),
                    instructions=self.instructions(isa).to_json(), figures=self.figures,
-                   problems=list(self.module.problems))
+                   warnings=list(self.module.warnings))
         return doc
 
 
@@ -261,13 +266,14 @@ class Zoo:
 
     @property
     def problems(self) -> list:
-        """Import failures and malformed declarations, one text each, naming the file."""
-        out = []
-        for m in self.modules:
-            if m.error:
-                out.append(f"{m.relpath}: failed to import:\n{m.error}")
-            out.extend(f"{m.relpath}: {p}" for p in m.problems)
-        return out
+        """Modules that failed to import, one text each naming the file: their kernels are
+        missing from the zoo."""
+        return [f"{m.relpath}: failed to import:\n{m.error}" for m in self.modules if m.error]
+
+    @property
+    def warnings(self) -> list:
+        """Inconsistent declarations (tags), one text each naming the file."""
+        return [f"{m.relpath}: {w}" for m in self.modules for w in m.warnings]
 
     def find(self, name: str) -> ZooKernel:
         """A kernel by name, by ``module::kernel``, or by module (file name, stem or path) when
@@ -358,10 +364,14 @@ def _load_module(root: Path, path: Path) -> ZooModule:
     mod.tags = _tags(module, mod)
     namespace = vars(module)
     suites = [(var, v) for var, v in namespace.items() if isinstance(v, Suite)]
+    variables: dict = {}  # a kernel -> the module variables bound to it (a def, or a factory's)
     for var, value in namespace.items():
         if isinstance(value, Kernel) and getattr(value.fn, "__module__", None) == name:
-            mod.kernels.append(ZooKernel(value.name, mod, value,
-                                         [(sv, s) for sv, s in suites if s.kernel is value]))
+            variables.setdefault(id(value), (value, []))[1].append(var)
+    for value, names in variables.values():
+        mod.kernels.append(ZooKernel(value.name, mod, value,
+                                     [(sv, s) for sv, s in suites if s.kernel is value],
+                                     variables=tuple(names)))
     return mod
 
 
@@ -381,17 +391,18 @@ def import_path(path: Path, modname: str):
 
 def _tags(module, mod: ZooModule) -> tuple:
     """The module's ``TAGS`` tuple, else its docstring's ``Tags:`` line; a disagreement between
-    the two or a malformed ``TAGS`` is recorded as a problem."""
+    the two or a malformed ``TAGS`` is recorded as a warning."""
     line = _TAGS_LINE.search(mod.header)
-    from_doc = tuple(t.strip() for t in line.group(1).split(",") if t.strip()) if line else ()
+    from_doc = tuple(t.strip() for t in line.group(1).replace("\n", " ").split(",")
+                     if t.strip()) if line else ()
     declared = getattr(module, "TAGS", None)
     if declared is None:
         return from_doc
     if not isinstance(declared, (tuple, list)) or not all(isinstance(t, str) for t in declared):
-        mod.problems.append(f"TAGS must be a tuple of strings, got {declared!r}")
+        mod.warnings.append(f"TAGS must be a tuple of strings, got {declared!r}")
         return from_doc
     if from_doc and set(from_doc) != set(declared):
-        mod.problems.append(f"TAGS {tuple(declared)!r} and the docstring's Tags: line "
+        mod.warnings.append(f"TAGS {tuple(declared)!r} and the docstring's Tags: line "
                             f"{from_doc!r} differ")
     return tuple(declared)
 

@@ -5,9 +5,10 @@ The copy is the zoo module's source, changed in three ways and otherwise byte fo
 - the module's other kernels are removed, with the suites that cover them and the top-level
   helpers nothing else uses (a leading comment block goes with what it annotates), so the new file
   holds one kernel;
-- the kernel is renamed: the identifier of its function everywhere it appears (not attributes,
-  strings or comments), and each suite variable covering it whose name contains the old name
-  (``SWIGLU`` -> ``MY_SWIGLU``, case kept); a generic ``SUITE`` stays;
+- the kernel is renamed: the module variable bound to it (its ``def``, or ``k = factory("k")``)
+  everywhere it appears as a name (not attributes or comments), a string literal that is exactly
+  the kernel's name (``name="k"``), and each suite variable covering it whose name contains the
+  old name (``SWIGLU`` -> ``MY_SWIGLU``, case kept); a generic ``SUITE`` stays;
 - a first-line comment says where it came from.
 
 The file is ``NAME.py`` in the project's kernels directory (the directory part of the first
@@ -73,9 +74,6 @@ def copy_kernel(source: ZooKernel, name: str, dest_dir: Path, kernel_files, forc
     if not name.isidentifier() or keyword.iskeyword(name):
         raise UsageError(f"zoo new {name!r}: the name must be a Python identifier (it becomes the "
                          f"kernel function and the file name)")
-    if source.kernel.name != source.kernel.fn.__name__:
-        raise UsageError(f"zoo kernel {source.ident} sets name={source.kernel.name!r} on its "
-                         f"decorator; copy it by hand")
     text = source.module.path.read_text(encoding="utf-8")
     _refuse_local_imports(source, text)
     pruned, removed = prune(text, source)
@@ -85,7 +83,7 @@ def copy_kernel(source: ZooKernel, name: str, dest_dir: Path, kernel_files, forc
     if clash:
         raise UsageError(f"zoo new {name!r}: {', '.join(map(repr, clash))} already names "
                          f"something else in {source.module.relpath}; choose another name")
-    body = rename_identifiers(pruned, renames)
+    body = rename_identifiers(pruned, renames, {source.kernel.name: name})
     header = (f"# From the tirxh zoo: {source.ident}, renamed to {name} by `tirxh zoo new`"
               f"{' (' + stamp + ')' if stamp else ''}.\n")
     dest = Path(dest_dir) / f"{name}.py"
@@ -109,7 +107,7 @@ def prune(text: str, keep: ZooKernel) -> "tuple[str, list]":
     """`text` without the module's other kernels, their suites and the top-level definitions
     only they used; returns the text and the removed names."""
     module = keep.module
-    others = {k.kernel.fn.__name__ for k in module.kernels if k is not keep}
+    others = {v for k in module.kernels if k is not keep for v in k.variables}
     if not others:
         return text, []
     other_suites = {var for k in module.kernels if k is not keep for var, _ in k.suites}
@@ -144,13 +142,16 @@ def prune(text: str, keep: ZooKernel) -> "tuple[str, list]":
 
 
 def _defines(node) -> set:
-    """Names a top-level statement binds (functions, classes, simple assignments)."""
+    """Names a top-level statement binds (functions, classes, assignments to names or tuples of
+    names: ``SUITE, SUITE_PEERS = make_suites(k)``); empty for anything else."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
     targets = node.targets if isinstance(node, ast.Assign) else \
         [node.target] if isinstance(node, ast.AnnAssign) else []
-    names = {t.id for t in targets if isinstance(t, ast.Name)}
-    return names if names and len(names) == len(targets) else set()
+    flat = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+    if not flat or not all(isinstance(e, ast.Name) for e in flat):
+        return set()
+    return {e.id for e in flat}
 
 
 def _loads(node) -> set:
@@ -163,10 +164,9 @@ def _loads(node) -> set:
 # -------------------------------------------------------------------------------------------------
 
 def _renames(source: ZooKernel, name: str) -> dict:
-    old = source.kernel.fn.__name__
-    out = {old: name}
+    out = {v: name for v in source.variables}
     for var, _ in source.suites:
-        new = _substitute(var, old, name)
+        new = _substitute(var, source.kernel.name, name)
         if new != var:
             out[var] = new
     return out
@@ -196,14 +196,24 @@ def _names(text: str):
             prev = tok
 
 
-def rename_identifiers(text: str, renames: dict) -> str:
-    """Replace the module's own names (`_names`) found in `renames`; layout is untouched."""
+def rename_identifiers(text: str, renames: dict, strings: "dict | None" = None) -> str:
+    """Replace the module's own names (`_names`) found in `renames`, and string literals whose
+    whole value is a key of `strings` (quotes kept); layout is untouched."""
     lines = text.splitlines(keepends=True)
     edits: dict = {}
     for tok in _names(text):
         if tok.string in renames:
             edits.setdefault(tok.start[0], []).append((tok.start[1], tok.end[1],
                                                        renames[tok.string]))
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.STRING and strings and tok.start[0] == tok.end[0]:
+            try:
+                value = ast.literal_eval(tok.string)
+            except (ValueError, SyntaxError):  # an f-string (one STRING token before 3.12)
+                continue
+            if isinstance(value, str) and value in strings:
+                new = tok.string.replace(value, strings[value], 1)
+                edits.setdefault(tok.start[0], []).append((tok.start[1], tok.end[1], new))
     for row, spans in edits.items():
         line = lines[row - 1]
         for start, end, new in sorted(spans, reverse=True):

@@ -48,6 +48,26 @@ def _tensor_load_ops(m):
     return _hint(words + (" cta_mask=a:u16" if m.get("multicast") else ""), m)
 
 
+# --- st.async / red.async ------------------------------------------------------------------------
+
+_RED_ASYNC_TYPES = {"inc": ("u32",), "dec": ("u32",), "min": ("u32", "s32"),
+                    "max": ("u32", "s32"), "add": ("u32", "s32", "u64"), "and": ("b32",),
+                    "or": ("b32",), "xor": ("b32",)}
+
+
+def _check_st_async(m):
+    if m.get("vec") == "v4" and m["type"] not in ("b32", "u32", "s32", "f32"):
+        return f"st.async .v4 takes 32-bit types only; found .{m['type']}"
+    return None
+
+
+def _check_red_async(m):
+    ok = _RED_ASYNC_TYPES[m["op"]]
+    if m["type"] not in ok:
+        return f"red.async .{m['op']} takes {' '.join('.' + t for t in ok)}; found .{m['type']}"
+    return None
+
+
 # --- wgmma ----------------------------------------------------------------------------------------
 
 _WG_K = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
@@ -239,7 +259,6 @@ BINDINGS = [
                                               opt("mode", "tile"), opt("hint", "L2::cache_hint")),
       lambda m: _hint("tmap=tref::$dim", m),
       "Prefetch a tensor tile (1d-5d) into L2 (a hint; no architectural effect).",
-      fidelity="ordering_only",
       example="cp.async.bulk.prefetch.tensor.2d.L2.global.tile",
       examples=("cp.async.bulk.prefetch.tensor.4d.L2.global.L2::cache_hint",), **SM90),
     B("cp.reduce.async.bulk.tensor", "cp", (slot("reduce", "reduce"), slot("async", "async"),
@@ -257,16 +276,39 @@ BINDINGS = [
       example="cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group",
       examples=("cp.reduce.async.bulk.tensor.3d.global.shared::cta.max.bulk_group.L2::cache_hint",),
       **SM90),
+    # 9.7.9.12 st.async, 9.7.13.x red.async (PTX ISA 8.1): into a peer CTA's shared memory --------
     B("st.async", "st", (slot("async", "async"), opt("sem", "weak"), slot("ss", "shared::cluster"),
                          slot("completion", "mbarrier::complete_tx::bytes"), opt("vec", "v2 v4"),
-                         slot("type", "b32 b64 u32 s32 f32 f64")),
+                         slot("type", "b32 b64 u32 s32 u64 s64 f32 f64")),
       lambda m: ops("m@shared::cluster " + ("av:$type:$vec" if m.get("vec") else "a:$type") +
                     " mbar=m@shared::cluster"),
-      "Asynchronous store into another CTA's shared memory (distributed shared memory) that "
-      "completes as complete_tx of its size on the mbarrier in that CTA.",
+      "Asynchronous weak store (generic proxy) into a peer CTA's shared memory that completes as "
+      "complete_tx of its size on the mbarrier in that CTA (release at cluster scope).",
       effects=Effects(write="shared::cluster", sync="mbarrier.complete_tx"),
+      check=_check_st_async,
       example="st.async.shared::cluster.mbarrier::complete_tx::bytes.u32",
-      examples=("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32",), **SM90),
+      examples=("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32",
+                "st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.v2.b64",
+                "st.async.shared::cluster.mbarrier::complete_tx::bytes.s64"),
+      iset="sm90", min_sm=90, ptx_isa=(8, 1)),
+    B("red.async", "red", (slot("async", "async"), slot("sem", "relaxed"), slot("scope", "cluster"),
+                           slot("ss", "shared::cluster"),
+                           slot("completion", "mbarrier::complete_tx::bytes"),
+                           slot("op", "inc dec min max add and or xor"),
+                           slot("type", "u32 s32 u64 b32")),
+      ops("m@shared::cluster b=a:$type mbar=m@shared::cluster"),
+      "Asynchronous relaxed reduction (generic proxy) on a peer CTA's shared memory that completes "
+      "as complete_tx of its size on the mbarrier in that CTA (release at cluster scope).",
+      effects=Effects(read="shared::cluster", write="shared::cluster",
+                      sync="mbarrier.complete_tx", atomic=True),
+      check=_check_red_async,
+      example="red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32",
+      examples=tuple(
+          f"red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.{o}.{t}"
+          for o, t in (("inc", "u32"), ("dec", "u32"), ("min", "u32"), ("max", "s32"),
+                       ("add", "s32"), ("add", "u64"), ("and", "b32"), ("or", "b32"),
+                       ("xor", "b32"))),
+      iset="sm90", min_sm=90, ptx_isa=(8, 1)),
     B("cp.async.bulk.commit_group", "cp", (slot("async", "async"), slot("bulk", "bulk"),
                                            slot("op", "commit_group")), (),
       "Close the current bulk async-group (bulk stores issued by this thread).",
@@ -279,21 +321,21 @@ BINDINGS = [
       examples=("cp.async.bulk.wait_group.read n=1",), **SM90),
     B("prefetch.tensormap", "prefetch", (opt("ss", "const param"), slot("tensormap", "tensormap")),
       ops("tmap=m@$ss"), "Prefetch a tensor map (a hint; no architectural effect).",
-      fidelity="ordering_only", example="prefetch.tensormap",
+      example="prefetch.tensormap",
       examples=("prefetch.param.tensormap",), **SM90),
     # 9.7.13.4 proxy fences ------------------------------------------------------------------------
     B("fence.proxy.async", "fence", (slot("proxy", "proxy"), slot("kind", "async"),
                                      opt("ss", "global shared::cta shared::cluster")), (),
       "Order this thread's generic-proxy accesses with async-proxy accesses (TMA, wgmma) to the "
       "state space (all spaces when none is given).",
-      effects=Effects(sync="fence.proxy.async"), fidelity="ordering_only",
+      effects=Effects(sync="fence.proxy.async"),
       example="fence.proxy.async.shared::cta",
       examples=("fence.proxy.async", "fence.proxy.async.global",
                 "fence.proxy.async.shared::cluster"), **SM90),
     B("fence.mbarrier_init", "fence", (slot("op", "mbarrier_init"), slot("sem", "release"),
                                        slot("scope", "cluster")), (),
       "Make prior mbarrier.init visible to the cluster (before other CTAs or TMA use them).",
-      effects=Effects(sync="fence.mbarrier_init"), fidelity="ordering_only",
+      effects=Effects(sync="fence.mbarrier_init"),
       example="fence.mbarrier_init.release.cluster", **SM90),
     B("fence.proxy.tensormap", "fence", (slot("proxy", "proxy"),
                                          slot("kind", "tensormap::generic"),
@@ -302,7 +344,7 @@ BINDINGS = [
       lambda m: ops("m size=i:u32") if m["sem"] == "acquire" else (),
       "Order generic-proxy writes of a tensor map (release) with its use by TMA (acquire of the "
       "128-byte map at [addr]).",
-      effects=Effects(sync="fence.proxy.tensormap"), fidelity="ordering_only",
+      effects=Effects(sync="fence.proxy.tensormap"),
       example="fence.proxy.tensormap::generic.release.gpu",
       examples=("fence.proxy.tensormap::generic.acquire.gpu size=128",),
       iset="sm90", min_sm=90, ptx_isa=(8, 3)),
@@ -366,7 +408,7 @@ BINDINGS = [
     B("wgmma.fence", "wgmma", (slot("op", "fence"), slot("sync", "sync"),
                                slot("aligned", "aligned")), (),
       "Order prior register/shared accesses of the accumulators and A before wgmma.mma_async.",
-      effects=Effects(sync="wgmma.fence"), fidelity="ordering_only",
+      effects=Effects(sync="wgmma.fence"),
       example="wgmma.fence.sync.aligned", **SM90A),
     B("wgmma.commit_group", "wgmma", (slot("op", "commit_group"), slot("sync", "sync"),
                                       slot("aligned", "aligned")), (),

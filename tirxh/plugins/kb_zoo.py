@@ -81,14 +81,15 @@ def _emit(config, doc: dict, lines: list) -> None:
 
 
 def _problems(config, zoo, doc) -> int:
-    """Broken zoo modules fail `list`/`search` (exit 1) after the listing: never silent."""
-    doc["problems"] = zoo.problems
-    if not doc["problems"]:
-        return ExitCode.OK
+    """Zoo modules that do not import fail `list`/`search` (exit 1) after the listing, and
+    inconsistent declarations are warned about: never silent."""
+    doc["problems"], doc["warnings"] = zoo.problems, zoo.warnings
     if not config.option.json:
         for p in doc["problems"]:
             sys.stderr.write(f"ERROR: zoo {p}\n")
-    return ExitCode.FAILED
+        for w in doc["warnings"]:
+            sys.stderr.write(f"WARNING: zoo {w}\n")
+    return ExitCode.FAILED if doc["problems"] else ExitCode.OK
 
 
 def _tags(tags) -> str:
@@ -168,7 +169,7 @@ def _show(config, zoo, name: str, doc) -> int:
     for row in data["figures"]:
         lines.append("measured (zoo README):")
         lines += [f"  {col}: {val}" for col, val in row.items()]
-    lines += [f"problem: {p}" for p in data["problems"]]
+    lines += [f"warning: {w}" for w in data["warnings"]]
     lines.append(f"copy it: tirxh zoo new my_{k.name} --from {k.name}")
     _emit(config, doc, lines)
     return ExitCode.OK

@@ -17,7 +17,14 @@ descriptor holds (address >> 4), LBO = 1, SBO = 1024 >> 4 (8 rows x 128 B) and s
 (128B) in bits 62-63 (PTX ISA, "Matrix Descriptor Format"); stepping K by 16 elements adds 32 bytes
 (2 in the encoded address). The epilogue stores the accumulator fragments (wgmma's D layout: warp
 w of the warpgroup owns rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1};
-4j+{2,3} the same columns of row g+8) straight to global memory.
+4j+{2,3} the same columns of row g+8) straight to global memory, predicated on row < M and
+column < N.
+
+Tails: the grid covers cdiv(M, BM) x cdiv(N, BN) tiles and the K loop cdiv(K, 64) slices; TMA
+fills the out-of-bounds part of a box with zeros (adding nothing), and the stores skip rows and
+columns past M and N. TMA needs 16-byte row strides (K % 8 == 0), and the paired f32 stores
+need N % 8 == 0; `inputs` refuses other shapes. (Until 2026-12-01 rows past the last multiple of
+128 were never written: a 200 x 128 x 64 GEMM came back wrong; issue 15.)
 
 Techniques: TMA + mbarrier producer/consumer pipeline, warp specialization with setmaxnreg,
 128B-swizzled shared-memory tiles, asynchronous warpgroup MMA with f32 accumulation. The
@@ -41,7 +48,8 @@ def _desc(smem_addr):
     return T.ptx.or_.b64(T.ptx.cvt.u64.u32(enc), DESC_HI)
 
 
-@T.kernel(grid=lambda M, N, BN: (N // BN, M // BM), block=128 * (1 + CONSUMERS), min_blocks=1)
+@T.kernel(grid=lambda M, N, BN: (T.cdiv(N, BN), T.cdiv(M, BM)), block=128 * (1 + CONSUMERS),
+          min_blocks=1)
 def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
                a: T.gptr[T.bf16], b: T.gptr[T.bf16], M: T.u32, N: T.u32, K: T.u32,
                BN: T.const = 128, STAGES: T.const = 4):
@@ -55,7 +63,7 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
     empty = T.mbarrier(STAGES, name="empty", dynamic=True)
     tid = T.tid.x
     wg = tid >> 7
-    k_tiles = K >> 6
+    k_tiles = (K + (BK - 1)) >> 6
     m0 = T.ctaid.y * BM
     n0 = T.ctaid.x * BN
 
@@ -113,13 +121,20 @@ def gemm_wgmma(a_map: T.tensormap, b_map: T.tensormap, c: T.gptr[T.f32],
             col = n0 + (lane & 3) * 2
             top = c.at(row * N + col)
             bottom = c.at((row + 8) * N + col)
+            top_ok, bottom_ok = row < M, (row + 8) < M
             for j in range(BN // 8):
-                T.ptx.st.global_.v2.f32(top + j * 32, [acc[4 * j], acc[4 * j + 1]])
-                T.ptx.st.global_.v2.f32(bottom + j * 32, [acc[4 * j + 2], acc[4 * j + 3]])
+                col_ok = (col + 8 * j) < N  # N % 8 == 0: the pair's second column too
+                T.ptx.st.global_.v2.f32(top + j * 32, [acc[4 * j], acc[4 * j + 1]],
+                                        pred=top_ok & col_ok)
+                T.ptx.st.global_.v2.f32(bottom + j * 32, [acc[4 * j + 2], acc[4 * j + 3]],
+                                        pred=bottom_ok & col_ok)
 
 
 def inputs(rng, M, N, K, BN=128):
     from tirxh.core.types import numpy_dtype
+    if K % 8 or N % 8:
+        raise ValueError(f"gemm_wgmma: K = {K} and N = {N} must be multiples of 8 (TMA needs "
+                         "16-byte row strides; the epilogue stores column pairs)")
     bf16 = numpy_dtype("bf16")
     return dict(a=rng.standard_normal((M, K), dtype=np.float32).astype(bf16),
                 b=rng.standard_normal((N, K), dtype=np.float32).astype(bf16),
@@ -137,6 +152,7 @@ SUITE = T.suite(
     cases=[T.case("m128n128k128", M=128, N=128, K=128),
            T.case("m256n256k256", M=256, N=256, K=256),
            T.case("m128n256k192_bn256", M=128, N=256, K=192, BN=256, STAGES=3),
+           T.case("m200n136k72_tails", M=200, N=136, K=72),  # M, N, K not tile multiples
            T.case("m4096n4096k4096", M=4096, N=4096, K=4096, small=False),
            T.case("m4096n4096k4096_bn256", M=4096, N=4096, K=4096, BN=256, small=False),
            T.case("m8192n8192k8192", M=8192, N=8192, K=8192, small=False),

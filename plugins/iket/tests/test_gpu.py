@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
-from tirxh_iket.build import compile_profiling_build
+from tirxh_iket.transform import compile_profiling_build
 from tirxh_iket.job import add_trace_buffer
 from tirxh_iket.kcoral_tool import IketTool
 
@@ -41,7 +41,8 @@ def test_profiling_build_on_the_gpu(tmp_path):
                                   {"scalar": n, "dtype": "u32"}]}]}
     job = Job.from_json(add_trace_buffer(doc, layout))
     job.blob_root = str(store.root)
-    r = IketTool().run(job, tmp_path)
+    from kcoral.boards import BoardSpec
+    r = IketTool().run(job, tmp_path, BoardSpec("cuda0", "cuda", "sm_90a"))
     s = r.summary
     assert s["verdict"] == "ok", s["issues"]
     assert s["warps"] == 6 * 4

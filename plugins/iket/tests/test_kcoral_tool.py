@@ -12,6 +12,10 @@ from tirxh_iket.kcoral_tool import IketTool, ToolError, kcoral_register_tools
 
 kcoral_job = pytest.importorskip("kcoral.job")
 blobs = pytest.importorskip("kcoral.blobs")
+from kcoral.boards import BoardSpec  # noqa: E402
+from kcoral.errors import JobError  # noqa: E402
+
+FAKE = BoardSpec("fake0", "fake", "sm_90a")  # runjob opens the board the tool runs on
 
 
 def _job(tmp_path, layout, trace: bytes, extra_opts=None):
@@ -24,7 +28,7 @@ def _job(tmp_path, layout, trace: bytes, extra_opts=None):
                             blobs.array_bytes(np.frombuffer(trace, np.uint8)))}}],
            "launches": [{"entry": layout.kernel, "grid": [2, 1, 1], "block": [384, 1, 1],
                          "args": [{"buffer": "src"}]}]}
-    opts = {"runjob_args": ["--board-type", "fake"], **(extra_opts or {})}
+    opts = dict(extra_opts or {})
     job = kcoral_job.Job.from_json(add_trace_buffer(doc, layout, options=opts))
     job.blob_root = str(store.root)
     return job
@@ -52,7 +56,7 @@ def test_tool_runs_runjob_and_renders(tmp_path, gemm_layout):
     job = _job(tmp_path, gemm_layout, trace)
     work = tmp_path / "work"
     work.mkdir()
-    r = IketTool().run(job, work)
+    r = IketTool().run(job, work, FAKE)
     assert r.verdict is None, r.summary["issues"]
     assert r.summary["warps"] == 6 and r.summary["balance"]["sms"] == 2
     names = set(r.artifacts)
@@ -66,16 +70,36 @@ def test_tool_runs_runjob_and_renders(tmp_path, gemm_layout):
 
 def test_tool_reports_runjob_failure(tmp_path, gemm_layout):
     trace = tracegen.write(gemm_layout, 2, tracegen.gemm_schedule(nsms=2))
-    job = _job(tmp_path, gemm_layout, trace, {"runjob_args": ["--board-type", "nosuch"]})
+    job = _job(tmp_path, gemm_layout, trace)
     with pytest.raises(ToolError, match="kcoral.runjob failed"):
-        IketTool().run(job, tmp_path)
+        IketTool().run(job, tmp_path, BoardSpec("x0", "nosuch", "sm_90a"))
 
 
 def test_bad_layout_option(tmp_path, gemm_layout):
     job = _job(tmp_path, gemm_layout, b"\0" * gemm_layout.buffer_bytes((2, 1, 1)))
-    job.doc["tools"][0]["options"]["layout"] = {"kernel": "x"}
-    with pytest.raises(ToolError, match="tools.iket.options: layout.capacity"):
-        IketTool().run(job, tmp_path)
+    job.tools[0].options["layout"] = {"kernel": "x"}
+    with pytest.raises(JobError, match=r"tools\.iket\.options\.layout: layout\.capacity"):
+        IketTool().run(job, tmp_path, FAKE)
+
+
+@pytest.mark.parametrize("options,field", [
+    ({"runjob_args": ["--out", "/tmp"]}, "runjob_args"),   # no command line from a client
+    ({"max_sms": 0}, "max_sms"),
+    ({"roles": {"x": "load"}}, "roles"),
+    ({"clock_ghz": float("nan")}, "clock_ghz"),
+])
+def test_options_are_a_typed_set(gemm_layout, options, field):
+    from tirxh_iket.kcoral_tool import IketOptions
+    with pytest.raises(JobError) as ei:
+        IketOptions.parse(dict(layout=gemm_layout.to_json(), **options), "tools[0].options")
+    assert ei.value.field == f"tools[0].options.{field}"
+
+
+def test_trace_parameter_must_be_an_identifier(gemm_layout):
+    from tirxh_iket.kcoral_tool import IketOptions
+    lay = dict(gemm_layout.to_json(), param="../../etc/x")
+    with pytest.raises(JobError, match=r"tools\[0\]\.options\.layout\.param: "):
+        IketOptions.parse({"layout": lay}, "tools[0].options")
 
 
 def test_registration():

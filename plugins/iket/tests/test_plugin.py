@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
-from tirxh.core.pluginmanager import TirxhPluginManager
+from tirxh.api import Parser, TransformRegistry, compile_kernel
+from tirxh.testing import check_plugin
 from tirxh_iket import plugin
+from tirxh_iket.transform import TRANSFORM
 
 
 @T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
@@ -30,7 +32,6 @@ SUITE = T.suite(scale, inputs=lambda rng, n: dict(x=rng.standard_normal(n, dtype
 
 
 def _config(argv):
-    from tirxh.core.config import Parser
     parser = Parser()
     plugin.tirxh_addoption(parser)
     ap = argparse.ArgumentParser()
@@ -51,6 +52,7 @@ class FakeClient:
         return dg
 
     def submit(self, doc, timeout=None):
+        doc = doc.to_doc() if hasattr(doc, "to_doc") else doc  # a kcoral.job.Job or its JSON
         self.docs.append(doc)
         if self.refuse:
             from kcoral.client import KCoralError
@@ -71,15 +73,22 @@ class FakeClient:
 
 
 def test_hooks_match_specs():
-    pm = TirxhPluginManager()
-    pm.register(plugin, name="iket")
-    pm.check_pending()
+    check_plugin(plugin, "iket")
+
+
+def test_the_profiling_build_is_the_pipeline_plus_the_registered_transform():
+    reg = TransformRegistry()
+    plugin.tirxh_register_transforms(registry=reg)
+    assert reg.get("iket") is TRANSFORM and not TRANSFORM.default  # only when asked for
+    prof = compile_kernel(scale, "sm_90a", transforms=[("iket", {"capacity": 4})], registry=reg)
+    plain = compile_kernel(scale, "sm_90a")
+    assert prof.key != plain.key and prof.ir.params[-1].name == "iket_trace"
+    assert prof.transforms["iket"].capacity == 4
 
 
 def test_profile_item(monkeypatch, tmp_path):
-    from tirxh.plugins import bench
     client = FakeClient()
-    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
     item = types.SimpleNamespace(name="k.py::scale[n1024]@sm_90a", kernel=scale, suite=SUITE,
                                  case=SUITE.cases[0])
     ck = scale.compile("sm_90a")
@@ -107,7 +116,6 @@ def test_not_requested():
 
 
 def test_kernel_without_annotations_is_an_error_report(monkeypatch, tmp_path):
-    from tirxh.plugins import bench
 
     @T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
     def bare(x: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
@@ -117,7 +125,7 @@ def test_kernel_without_annotations_is_an_error_report(monkeypatch, tmp_path):
     def no_daemon(config):
         raise AssertionError("no daemon may be contacted for a kernel without annotations")
 
-    monkeypatch.setattr(bench, "client_for", no_daemon)
+    monkeypatch.setattr(plugin, "client_for", no_daemon)
     item = types.SimpleNamespace(name="bare", kernel=bare, suite=SUITE, case=SUITE.cases[0])
     rep = plugin.tirxh_profile_item(item=item, compiled=bare.compile("sm_90a"),
                                     config=_config(["--iket"]), request={"out": tmp_path})
@@ -125,9 +133,8 @@ def test_kernel_without_annotations_is_an_error_report(monkeypatch, tmp_path):
 
 
 def test_refused_job_is_an_error_report(monkeypatch, tmp_path):
-    from tirxh.plugins import bench
     client = FakeClient(refuse="failed to connect to all addresses")
-    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
     item = types.SimpleNamespace(name="s", kernel=scale, suite=SUITE, case=SUITE.cases[0])
     rep = plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
                                     config=_config(["--iket"]), request={"out": tmp_path})

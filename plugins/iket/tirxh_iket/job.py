@@ -1,7 +1,7 @@
 """Wire a profiling build into a KCoral job: the hidden trace buffer and the ``iket`` tool entry.
 
 A client (``tirxh profile --iket``, or `benchmarks/profile_gpu.py`) builds the normal build's job
-(``tirxh.plugins.bench.build_job``: buffers, inputs, checks) and turns it into the profiling
+(``tirxh.api.build_job(...).to_doc()``: buffers, inputs, checks) and turns it into the profiling
 build's job with `profiling_job`: the module becomes the instrumented cubin, the launch metadata
 (``params``, block, shared memory) comes from the instrumented kernel's ``launch_metadata()``, and
 `add_trace_buffer` appends a zero-filled ``u8`` output buffer sized for the launch grid, passes it
@@ -64,7 +64,7 @@ def profiling_job(plain_doc: dict, profiling_build, layout: TraceLayout, cubin_b
                   launch: int = 0, options: "dict | None" = None) -> dict:
     """The profiling build's job from the normal build's job document `plain_doc`.
 
-    `profiling_build` is the instrumented `CompiledKernel` (`build.compile_profiling_build`),
+    `profiling_build` is the instrumented `CompiledKernel` (`transform.compile_profiling_build`),
     `cubin_blob` the digest its cubin was uploaded under. Buffers, inputs, runs and checks stay
     the normal build's (the profiling build must compute the same result); the module and the
     launch's entry, params, block, cluster and dynamic shared memory become the profiling

@@ -2,8 +2,11 @@
 the timeline artifacts (Chrome JSON, PNG, text and JSON summaries).
 
 Registered through the ``kcoral`` entry-point group (``kcoral_register_tools``). The tool starts
-``python -m kcoral.runjob JOB.json --out DIR --save-outputs`` (one launch) and reads the trace
-buffer that runjob saves as an output (``DIR/iket_trace.npy``; ``.bin`` is accepted too).
+``python -m kcoral.runjob JOB.json --out DIR --save-outputs`` (`kcoral.tools.runjob_command`: one
+launch, on the board the tool runs on) in its directory under the job's, and reads the trace
+buffer that runjob saves as an output (``DIR/iket_trace.npy``; ``.bin`` is accepted too). A
+client chooses only the typed `IketOptions`, which the daemon validates before it accepts the
+job (the layout included: its trace parameter is an identifier, so no file name escapes).
 """
 
 from __future__ import annotations
@@ -11,19 +14,18 @@ from __future__ import annotations
 import json
 import pathlib
 import subprocess
-import sys
+from dataclasses import dataclass
 
 import numpy as np
+
+from kcoral.schema import IDENT, Int, Json, MapOf, Model, Num, Optional, Str, spec
+from kcoral.tools import Tool, ToolResult, runjob_command
 
 from .chrome import write_chrome
 from .decode import decode
 from .layout import LayoutError, TraceLayout
+from .png import write_png
 from .summary import format_summary, summarize
-
-try:
-    from kcoral.tools import Tool, ToolResult
-except ImportError:  # pragma: no cover - KCoral is part of the tirxh distribution
-    Tool, ToolResult = object, None
 
 RUN_TIMEOUT_S = 600
 
@@ -32,9 +34,26 @@ class ToolError(Exception):
     """The tool could not produce a timeline (message says why and where)."""
 
 
-def runjob_command(job_json: pathlib.Path, out_dir: pathlib.Path, extra=()) -> list:
-    return [sys.executable, "-m", "kcoral.runjob", str(job_json), "--out", str(out_dir),
-            "--save-outputs", *extra]
+@dataclass
+class IketOptions(Model):
+    """``tools: [{"name": "iket", "options": {...}}]``: the trace layout of the profiling build
+    (`TraceLayout.to_json()`), which launch carries the trace, names for warp roles, how many
+    SMs the PNG shows, and the SM clock to convert cycles with (default: the board's)."""
+
+    layout: dict = spec(Json(max_depth=6))
+    launch: int = spec(Int(0, 63), 0)
+    roles: dict = spec(MapOf(Str(r"[A-Za-z0-9_.:+ -]{1,64}", what="role name"),
+                             key=Str(r"[0-9]{1,4}", what="warp index"), max_len=1024), {})
+    max_sms: int = spec(Int(1, 1024), 12)
+    clock_ghz: "float | None" = spec(Optional(Num(0.01, 10.0)), None)
+
+    def check(self, path, p):
+        try:
+            lay = TraceLayout.from_json(self.layout)
+        except LayoutError as e:
+            p.add(f"{path}.layout", str(e))
+            return
+        Str(IDENT, what="buffer name").parse(lay.param, f"{path}.layout.param", p)
 
 
 def find_trace(out_dir: pathlib.Path, param: str) -> np.ndarray:
@@ -67,7 +86,6 @@ def render(data, layout: TraceLayout, workdir: pathlib.Path, clock_ghz=None,
     arts["iket_summary.json"] = workdir / "iket_summary.json"
     if tl.warps:
         try:
-            from .png import write_png
             write_png(tl, workdir / "iket_timeline.png", max_sms=max_sms)
             arts["iket_timeline.png"] = workdir / "iket_timeline.png"
         except RuntimeError as e:  # matplotlib missing on the board: say so, keep the rest
@@ -77,28 +95,27 @@ def render(data, layout: TraceLayout, workdir: pathlib.Path, clock_ghz=None,
 
 class IketTool(Tool):
     name = "iket"
+    options = IketOptions
 
     def available(self, board) -> "str | None":
         return None  # needs only the board's GPU and kcoral.runjob
 
-    def run(self, job, workdir: pathlib.Path):
+    def run(self, job, workdir: pathlib.Path, board):
         workdir = pathlib.Path(workdir)
-        opts = job.tool_options(self.name)
-        try:
-            layout = TraceLayout.from_json(opts.get("layout") or {})
-        except LayoutError as e:
-            raise ToolError(f"job {job.name!r}: tools.iket.options: {e}") from None
+        opts = job.tool_options(self.name, IketOptions)  # validated, layout included
+        layout = TraceLayout.from_json(opts.layout)
         job_json, out = workdir / "job.json", workdir / "runjob_out"
         out.mkdir(parents=True, exist_ok=True)
         job.write_json(job_json)
-        cmd = runjob_command(job_json, out, opts.get("runjob_args", ()))
+        cmd = runjob_command(job_json, out, board, save_outputs=True)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         if p.returncode != 0:
             raise ToolError(f"kcoral.runjob failed (exit {p.returncode}) running the profiling "
                             f"build of {layout.kernel!r}:\n{(p.stdout + p.stderr)[-4000:]}")
         data = find_trace(out, layout.param)
-        arts, s = render(data, layout, workdir, clock_ghz=opts.get("clock_ghz"),
-                         role_names={int(k): v for k, v in (opts.get("roles") or {}).items()})
+        arts, s = render(data, layout, workdir, clock_ghz=opts.clock_ghz,
+                         role_names={int(k): v for k, v in opts.roles.items()},
+                         max_sms=opts.max_sms)
         verdict = "incomplete" if s["verdict"] == "incomplete" else None
         return ToolResult(artifacts=arts, summary=s, findings=[], verdict=verdict)
 

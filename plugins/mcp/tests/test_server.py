@@ -102,7 +102,8 @@ def test_a_command_without_json_is_a_tool_error(project):
     text = got.content[0].text
     assert "names no instruction binding" in text and "exited with status 4" in text
     got = _call(server, "show", {"nodeid": "kernels/nosuch.py::k", "kind": "ir"})
-    assert got.is_error and "no such file" in got.content[0].text
+    assert got.is_error and "exited with status 4" in got.content[0].text
+    assert "kernels/nosuch.py::k" in got.content[0].text
 
 
 def test_bad_arguments_are_refused_by_the_schema(project):

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from tirxh.api import REPORT_SCHEMA, ExitCode, UsageError, hookimpl
+from tirxh.api import SCHEMA, ExitCode, UsageError, hookimpl
 
 from .runner import TirxhRunner
 
@@ -64,7 +64,7 @@ def run(config) -> int:
     if opt.list_tools:
         tools = server.tool_listing(srv)
         if opt.json:
-            sys.stdout.write(json.dumps({"schema": REPORT_SCHEMA, "command": "mcp",
+            sys.stdout.write(json.dumps({"schema": SCHEMA, "command": "mcp",
                                          "tools": tools}, indent=2) + "\n")
         else:
             for t in tools:

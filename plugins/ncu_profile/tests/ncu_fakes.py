@@ -13,6 +13,7 @@ class FakeClient:
         return dg
 
     def submit(self, doc, timeout=None):
+        doc = doc.to_doc() if hasattr(doc, "to_doc") else doc  # a kcoral.job.Job or its JSON
         self.docs.append(doc)
         if self.refuse is not None:
             from kcoral.client import KCoralError

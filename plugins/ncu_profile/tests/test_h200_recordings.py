@@ -168,7 +168,8 @@ def test_ncu_tool_asks_for_samples_under_basic(monkeypatch, tmp_path, h200):
                       "args": [{"buffer": "c"}]}],
         "runs": [{"seed": 1, "when": "before"}],
         "tools": [{"name": "ncu", "options": {"set": "basic"}}]})
-    res = tools.NcuTool().run(job, tmp_path)
+    from kcoral.boards import BoardSpec
+    res = tools.NcuTool().run(job, tmp_path, BoardSpec("cuda0", "cuda", "sm_90a"))
     first = log.read_text().splitlines()[0].split()
     assert first[first.index("--set") + 1] == "basic"
     assert [first[i + 1] for i, a in enumerate(first) if a == "--section"] == \

@@ -35,7 +35,7 @@ def test_profile_command_end_to_end(monkeypatch, tmp_path, read, capsys):
     compile for real; a fake KCoral client answers with fixture summaries."""
     import pathlib
 
-    from tirxh.plugins import bench
+    from tirxh_ncu_profile import plugin
     from tirxh_ncu_profile.sanitizer import parse
     from tirxh_ncu_profile.tools import summarize_exports
     from ncu_fakes import FakeClient
@@ -49,7 +49,7 @@ def test_profile_command_end_to_end(monkeypatch, tmp_path, read, capsys):
                               "findings": [f.to_json() for f in
                                            parse(read("memcheck_oob.txt"), "memcheck").findings],
                               "summary": {"tool": "memcheck", "summary": "2 findings"}}}
-    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
     zoo = pathlib.Path(__file__).resolve().parents[3] / "zoo"
     monkeypatch.chdir(zoo)
     out_json = tmp_path / "p.json"
@@ -65,6 +65,6 @@ def test_profile_command_end_to_end(monkeypatch, tmp_path, read, capsys):
 
 
 def test_profile_command_usage(capsys):
-    from tirxh.core.main import ExitCode
+    from tirxh.api import ExitCode
     assert main(["profile", "--ncu"]) == ExitCode.USAGE_ERROR
     assert capsys.readouterr().err.startswith("usage: python -m tirxh_ncu_profile profile NODEID")

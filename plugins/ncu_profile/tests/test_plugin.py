@@ -9,22 +9,20 @@ import types
 
 import pytest
 
-from tirxh.core.pluginmanager import TirxhPluginManager
 from ncu_fakes import FakeClient
+from tirxh.api import Parser
+from tirxh.testing import check_plugin
 from tirxh_ncu_profile import plugin
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_hooks_match_specs():
-    pm = TirxhPluginManager()
-    pm.register(plugin, name="ncu_profile")
-    pm.check_pending()
+    pm = check_plugin(plugin, "ncu_profile")
     assert pm.hook.tirxh_profile_item.get_hookimpls()
 
 
 def _config(argv, ini=None):
-    from tirxh.core.config import Parser
     parser = Parser()
     plugin.tirxh_addoption(parser)
     ap = argparse.ArgumentParser()
@@ -57,7 +55,6 @@ def vadd_item():
 
 
 def test_profile_item_ncu_and_sanitizer(monkeypatch, tmp_path, vadd_item, read):
-    from tirxh.plugins import bench
     from tirxh_ncu_profile.sanitizer import parse
     from tirxh_ncu_profile.tools import summarize_exports
     item, ck = vadd_item
@@ -72,7 +69,7 @@ def test_profile_item_ncu_and_sanitizer(monkeypatch, tmp_path, vadd_item, read):
         "compute-sanitizer": {"status": "ok", "verdict": "error", "findings": findings,
                               "summary": {"tool": "memcheck", "summary": "2 findings",
                                           "error_summary": 3}, "artifacts": {}}}
-    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
     config = _config(["--ncu", "--sanitizer", "memcheck"])
     reps = plugin.tirxh_profile_item(item=item, compiled=ck, config=config,
                                      request={"out": tmp_path})
@@ -102,21 +99,19 @@ def test_profile_item_not_requested(vadd_item):
 
 
 def test_unavailable_tool_is_an_error_report(monkeypatch, tmp_path, vadd_item):
-    from tirxh.plugins import bench
     item, ck = vadd_item
     client = FakeClient({"ncu": {"status": "unavailable",
                                  "reason": "ncu (Nsight Compute CLI) not found on this board"}})
-    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
     rep = plugin.tirxh_profile_item(item=item, compiled=ck, config=_config(["--ncu"]),
                                     request={"out": tmp_path})
     assert rep.verdict == "error" and "not found on this board" in rep.text
 
 
 def test_refused_job_is_an_error_report(monkeypatch, tmp_path, vadd_item):
-    from tirxh.plugins import bench
     item, ck = vadd_item
     client = FakeClient({}, refuse="no board for target 'sm_90a'")
-    monkeypatch.setattr(bench, "client_for", lambda config: client)
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
     rep = plugin.tirxh_profile_item(item=item, compiled=ck, config=_config(["--ncu"]),
                                     request={"out": tmp_path})
     assert rep.verdict == "error" and "no board for target" in rep.text

@@ -8,9 +8,13 @@ import types
 
 import pytest
 
+from kcoral.boards import BoardSpec
+from kcoral.errors import JobError
+import tirxh.api
 from tirxh_ncu_profile import tools
 
 kcoral_job = pytest.importorskip("kcoral.job")
+BOARD = BoardSpec("cuda1", "cuda", "sm_90a", options={"ordinal": 1})
 
 JOB = {
     "name": "vadd[n4096]", "target": "sm_90a",
@@ -69,8 +73,8 @@ def test_board_without_ncu_answers_clearly(monkeypatch, tmp_path):
     monkeypatch.delenv("KCORAL_NCU", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(tools, "_SEARCH", ())
-    import tirxh.core.toolchain as tc
-    monkeypatch.setattr(tc, "find_tool", lambda name: None)  # as on a board without CUDA tools
+    # as on a board without CUDA tools (the tool looks find_tool up in tirxh.api when called)
+    monkeypatch.setattr(tirxh.api, "find_tool", lambda name: None)
     board = types.SimpleNamespace(name="h200-0", type="cuda")
     why = tools.NcuTool().available(board)
     assert why.startswith("ncu (Nsight Compute CLI) not found on this board")
@@ -96,9 +100,10 @@ def test_ncu_tool_run_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, job):
     monkeypatch.setenv("KCORAL_NCU", ncu)
     work = tmp_path / "work"
     work.mkdir()
-    res = tools.NcuTool().run(job, work)
+    res = tools.NcuTool().run(job, work, BOARD)
     calls = log.read_text().splitlines()
     assert "--set full" in calls[0] and "kcoral.runjob" in calls[0]
+    assert "--board-type cuda --device 1" in calls[0]  # the board the tool runs on
     assert set(res.artifacts) >= {"profile.ncu-rep", "ncu_details.csv", "ncu_source.csv",
                                   "ncu_summary.json"}
     assert res.summary["duration_ns"] == pytest.approx(56576)
@@ -116,7 +121,7 @@ def test_ncu_tool_reports_failure(monkeypatch, tmp_path, job):
     monkeypatch.setenv("KCORAL_NCU", ncu)
     with pytest.raises(tools.ToolError, match=r"(?s)ncu failed \(exit 1\) profiling .vadd.*"
                        r"ERR_NVGPUCTRPERM"):
-        tools.NcuTool().run(job, tmp_path)
+        tools.NcuTool().run(job, tmp_path, BOARD)
 
 
 def test_sanitizer_tool_run_with_a_fake_binary(monkeypatch, tmp_path, fixtures, job):
@@ -127,12 +132,29 @@ def test_sanitizer_tool_run_with_a_fake_binary(monkeypatch, tmp_path, fixtures, 
         sys.exit(1)
     """)
     monkeypatch.setenv("KCORAL_COMPUTE_SANITIZER", cs)
-    res = tools.SanitizerTool().run(job, tmp_path)
+    res = tools.SanitizerTool().run(job, tmp_path, BOARD)
     assert res.verdict == "error" and res.summary["findings"] == 3
     assert res.summary["error_summary"] == 67
     assert res.findings[0].kind == "memory.out-of-bounds"
     assert res.findings[0].warps == [5]  # thread 160: block shape taken from the job's launch
     assert "sanitizer_memcheck.log" in res.artifacts
+
+
+@pytest.mark.parametrize("tool,options,field", [
+    ("ncu", {"set": "detailed"}, "set"),
+    ("ncu", {"metrics": ["a,b"]}, "metrics[0]"),
+    ("ncu", {"metrics": ["--export=/tmp/x"]}, "metrics[0]"),
+    ("ncu", {"launch": -1}, "launch"),
+    ("ncu", {"args": ["--foo"]}, "args"),
+    ("compute-sanitizer", {"tool": "leak"}, "tool"),
+    ("compute-sanitizer", {"print_limit": 1e9}, "print_limit"),
+])
+def test_options_are_a_typed_set(tool, options, field):
+    model = tools.NcuOptions if tool == "ncu" else tools.SanitizerOptions
+    with pytest.raises(JobError) as ei:
+        model.parse(options, f"tools[0].options")
+    assert ei.value.field == f"tools[0].options.{field}"
+    assert model.parse({}).to_doc()  # every option has a default
 
 
 def test_registration():

@@ -1,8 +1,8 @@
 """The tirxh side of ncu_profile: ``tirxh profile NODEID --ncu [--set basic|full] [--metrics ...]``
 and ``--sanitizer memcheck|racecheck|synccheck|initcheck``.
 
-The item's job is built exactly as for ``tirxh bench`` (`tirxh.plugins.bench.build_job`), with
-timing off and the tools named; KCoral runs them on a board and returns their summaries and
+The item's job is built exactly as for ``tirxh bench`` (`tirxh.api.build_job`), with timing off
+and the tools named with their typed options (`NcuOptions`, `SanitizerOptions`); KCoral runs them on a board and returns their summaries and
 artifacts, which are downloaded into ``request["out"]``. Hot spots come back as SASS addresses and
 are mapped here to the kernel's Python lines through the cubin's line table.
 """
@@ -13,13 +13,15 @@ import json
 import pathlib
 from dataclasses import dataclass, field
 
-from tirxh.api import AnalyzerResult, Finding, hookimpl, worst
+from kcoral.errors import KCoralError
+from kcoral.job import ToolRequest
+from tirxh.api import AnalyzerResult, Finding, build_job, client_for, hookimpl, worst
 
 from .ncu_csv import HotSpot
 from .report import format_ncu
 from .sanitizer import TOOLS
 from .source_map import line_table, map_hotspots
-from .tools import SETS
+from .tools import SETS, NcuOptions, SanitizerOptions
 
 
 @dataclass
@@ -68,20 +70,24 @@ def tirxh_profile_item(item, compiled, config, request):
     req = dict(request_from_config(config), **{k: v for k, v in request.items() if v})
     if not req.get("ncu") and not req.get("sanitizer"):
         return None
-    from kcoral.client import KCoralError
-    from tirxh.plugins.bench import build_job, client_for
     client = client_for(config)
-    doc = build_job(compiled, item.suite, item.case, put=client.put_blob)
-    doc["timing"]["enabled"] = False
+    job = build_job(compiled, item.suite, item.case, put=client.put_blob)
+    job.timing.enabled = False
     tools = []
-    if req.get("ncu"):
-        tools.append({"name": "ncu", "options": dict(req["ncu"])})
-    if req.get("sanitizer"):
-        tools.append({"name": "compute-sanitizer", "options": {"tool": req["sanitizer"]}})
-    doc["tools"] = tools
+    try:  # the typed option sets the daemon will check, checked here first
+        if req.get("ncu"):
+            tools.append({"name": "ncu", "options": NcuOptions.parse(
+                dict(req["ncu"]), "--ncu options").to_doc()})
+        if req.get("sanitizer"):
+            tools.append({"name": "compute-sanitizer", "options": SanitizerOptions.parse(
+                {"tool": req["sanitizer"]}, "--sanitizer").to_doc()})
+    except ValueError as e:  # kcoral.errors.JobError, naming the option
+        return ProfileReport(item.name, "ncu" if req.get("ncu") else "compute-sanitizer",
+                             "error", {"reason": str(e)}, f"profile: {e}")
+    job.tools = [ToolRequest(**t) for t in tools]
     last = None
     try:
-        for ev in client.submit(doc, timeout=float(config.getini("bench", "timeout_s") or 900.0)):
+        for ev in client.submit(job, timeout=float(config.getini("bench", "timeout_s") or 900.0)):
             last = ev
     except KCoralError as e:  # refused (no board for the target, bad job) or daemon gone
         refused = [ProfileReport(item.name, t["name"], "error",

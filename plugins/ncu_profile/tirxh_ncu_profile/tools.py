@@ -1,7 +1,10 @@
 """The KCoral tools: Nsight Compute (``ncu``) and compute-sanitizer, run around one job.
 
-Both run the job's launch in a child process, ``python -m kcoral.runjob JOB.json --out DIR``,
-under the profiler, on the board that owns the GPU. The job is trimmed first (`profiling_job`):
+Registered through the ``kcoral`` entry-point group. Both run the job's launch in a child
+process, ``python -m kcoral.runjob JOB.json --out DIR`` (`kcoral.tools.runjob_command`, for the
+board the tool runs on), under the profiler, in the tool's directory under the job's. A client
+chooses only the typed options (`NcuOptions`, `SanitizerOptions`), which the daemon validates
+before it accepts the job; the command lines are built here. The job is trimmed first (`profiling_job`):
 one correctness run, no timing loop, no baselines; ``runjob`` then fills the inputs and launches
 the kernel once, so the profiler sees one launch and none of the measurement protocol's L2-flush
 kernels.
@@ -27,16 +30,19 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
+from dataclasses import dataclass
+
+from kcoral.job import Job
+from kcoral.schema import Int, ListOf, Model, Str, spec
+from kcoral.tools import Tool, ToolResult, runjob_command
 
 from . import ncu_csv, sanitizer
-
-try:
-    from kcoral.tools import Tool, ToolResult
-except ImportError:  # pragma: no cover - KCoral ships with tirxh
-    Tool, ToolResult = object, None
+from .source_map import line_table, map_hotspots
 
 SETS = ("basic", "full")
+# a raw ncu metric name (sm__inst_executed.sum): no commas (they are joined with ','), no
+# leading '-' (it could not pass as an option), nothing a shell would read
+METRIC = r"[A-Za-z][A-Za-z0-9_.:]{0,127}"
 # Added to --set basic so the source page has per-instruction warp samples (hot spots): on the
 # H200 (2026-11-30) a basic-set report exported only "Address, Source, launch__registers_per_
 # thread" for the source page. SourceCounters carries the warp-stall sampling, WarpStateStats
@@ -57,6 +63,8 @@ def find_binary(name: str, env: str) -> "str | None":
     under /opt/nvidia/nsight-compute."""
     if os.environ.get(env):
         return os.environ[env]
+    # start-up cost: KCoral's daemon and workers load this module as a tool plugin and import
+    # nothing from tirxh; tirxh.api (numpy, ml_dtypes, the compiler) costs 0.3-0.5 s there
     from tirxh.api import find_tool
     found = find_tool(name)
     if found:
@@ -87,14 +95,27 @@ def profiling_job(doc: dict) -> dict:
     return d
 
 
-def runjob_command(job_json: pathlib.Path, out_dir: pathlib.Path, extra=()) -> list:
-    return [sys.executable, "-m", "kcoral.runjob", str(job_json), "--out", str(out_dir),
-            *extra]
+@dataclass
+class NcuOptions(Model):
+    """``tools: [{"name": "ncu", "options": {...}}]``: the section set, extra raw metrics, and
+    which launch to profile."""
+
+    set: str = spec(Str(choices=SETS), "basic")
+    metrics: list = spec(ListOf(Str(METRIC, what="ncu metric name"), 64), [])
+    launch: int = spec(Int(0, 63), 0)
+
+
+@dataclass
+class SanitizerOptions(Model):
+    """``tools: [{"name": "compute-sanitizer", "options": {...}}]``."""
+
+    tool: str = spec(Str(choices=sanitizer.TOOLS), "memcheck")
+    launch: int = spec(Int(0, 63), 0)
+    print_limit: int = spec(Int(1, 10000), 100)
 
 
 def _write_job(job, workdir: pathlib.Path) -> "tuple[pathlib.Path, pathlib.Path]":
-    from kcoral.job import Job
-    trimmed = Job(profiling_job(job.doc))
+    trimmed = Job.from_json(profiling_job(job.doc))
     trimmed.blob_root = getattr(job, "blob_root", None)  # runjob reads the blobs from there
     path, out = workdir / "job.json", workdir / "runjob_out"
     out.mkdir(parents=True, exist_ok=True)
@@ -136,6 +157,7 @@ class NcuTool(Tool):
     """``ncu``: Nsight Compute around one launch; artifacts: the ``.ncu-rep`` and the CSVs."""
 
     name = "ncu"
+    options = NcuOptions
 
     def available(self, board) -> "str | None":
         why = _board_gpu_reason(board)
@@ -146,17 +168,17 @@ class NcuTool(Tool):
                    "or set KCORAL_NCU to the ncu binary"
         return None
 
-    def run(self, job, workdir: pathlib.Path):
+    def run(self, job, workdir: pathlib.Path, board):
         workdir = pathlib.Path(workdir)
         ncu = find_binary("ncu", "KCORAL_NCU")
         if ncu is None:
-            raise ToolError(self.available(None) or "ncu not found")
-        opts = job.tool_options(self.name)
-        entry = job.doc["launches"][int(opts.get("launch", 0))]["entry"]
+            raise ToolError(self.available(board) or "ncu not found")
+        opts = job.tool_options(self.name, NcuOptions)
+        entry = _launch(job, opts.launch).entry
         job_json, out = _write_job(job, workdir)
         rep = workdir / "profile"
-        cmd = ncu_profile_command(ncu, rep, entry, runjob_command(job_json, out),
-                                  opts.get("set", "basic"), opts.get("metrics", ()))
+        cmd = ncu_profile_command(ncu, rep, entry, runjob_command(job_json, out, board),
+                                  opts.set, opts.metrics)
         p = _run(cmd, "ncu")
         (workdir / "ncu_profile.log").write_text(p.stdout + p.stderr)
         rep_file = workdir / "profile.ncu-rep"
@@ -186,7 +208,6 @@ def summarize_exports(details: str, source: "str | None" = None, entry: str = ""
     """The JSON summary of one profiled launch from the CSV exports (and, for hot spots by
     Python line, the cubin's ``nvdisasm -c -g`` text; without it, hot spots are SASS addresses
     that the client maps with `source_map`)."""
-    from .source_map import line_table, map_hotspots
     launches = ncu_csv.parse_details(details)
     pick = [s for s in launches if not entry or s.kernel.split("(")[0] == entry] or launches
     s = pick[0]
@@ -223,6 +244,7 @@ class SanitizerTool(Tool):
     """``compute-sanitizer``: findings in the `tirxh.core.findings` format."""
 
     name = "compute-sanitizer"
+    options = SanitizerOptions
 
     def available(self, board) -> "str | None":
         why = _board_gpu_reason(board)
@@ -233,20 +255,20 @@ class SanitizerTool(Tool):
                    "sanitizer or set KCORAL_COMPUTE_SANITIZER"
         return None
 
-    def run(self, job, workdir: pathlib.Path):
+    def run(self, job, workdir: pathlib.Path, board):
         workdir = pathlib.Path(workdir)
         binary = find_binary("compute-sanitizer", "KCORAL_COMPUTE_SANITIZER")
         if binary is None:
-            raise ToolError(self.available(None) or "compute-sanitizer not found")
-        opts = job.tool_options(self.name)
-        tool = opts.get("tool", "memcheck")
-        launch = job.doc["launches"][int(opts.get("launch", 0))]
+            raise ToolError(self.available(board) or "compute-sanitizer not found")
+        opts = job.tool_options(self.name, SanitizerOptions)
+        tool = opts.tool
+        launch = _launch(job, opts.launch)
         job_json, out = _write_job(job, workdir)
-        p = _run(sanitizer_command(binary, tool, runjob_command(job_json, out),
-                                   int(opts.get("print_limit", 100))), "compute-sanitizer")
+        p = _run(sanitizer_command(binary, tool, runjob_command(job_json, out, board),
+                                   opts.print_limit), "compute-sanitizer")
         log = workdir / f"sanitizer_{tool}.log"
         log.write_text(p.stdout + p.stderr)
-        rep = sanitizer.parse(p.stdout + "\n" + p.stderr, tool, block_dim=launch.get("block"),
+        rep = sanitizer.parse(p.stdout + "\n" + p.stderr, tool, block_dim=launch.block,
                               source=str(log))
         res = rep.to_result()
         summary = {"tool": tool, "verdict": res.verdict, "summary": res.summary,
@@ -254,6 +276,13 @@ class SanitizerTool(Tool):
                    "exit_code": p.returncode, "notes": rep.notes[:20]}
         return ToolResult(artifacts={log.name: log}, summary=summary, findings=rep.findings,
                           verdict=res.verdict)
+
+
+def _launch(job, index: int):
+    if index >= len(job.launches):
+        raise ToolError(f"tools options: launch {index} does not exist (the job has "
+                        f"{len(job.launches)} launch(es))")
+    return job.launches[index]
 
 
 def kcoral_register_tools(registry):

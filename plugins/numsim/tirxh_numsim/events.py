@@ -186,10 +186,23 @@ class ClusterBarrierEvent(Event):
 @dataclass
 class WarpSync(Event):
     """A warp-collective instruction (shfl.sync, vote.sync, redux.sync, match.sync,
-    bar.warp.sync): membermask is the operand; lanes those that executed it."""
+    bar.warp.sync, elect.sync; also mma.sync, which is .aligned and has no member mask): op the
+    binding name; membermask the operand (the first executing lane's); lanes those that executed
+    it; exited the lanes of the warp that had exited (they need not take part)."""
 
     op: str = ""
     membermask: int = 0xFFFFFFFF
+    exited: int = 0
+
+
+@dataclass
+class Divergence(Event):
+    """The warp's lanes split at a branch (construct ``if``: `lanes` take the then-side, `other`
+    the else-side or nothing), a loop exit (``break``/``for``: `lanes` leave the loop, `other` go
+    on); instr is None, loc the construct's line. Recorded only when both sides are non-empty."""
+
+    other: int = 0
+    construct: str = "if"
 
 
 @dataclass

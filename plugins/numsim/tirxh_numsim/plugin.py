@@ -16,6 +16,7 @@ from __future__ import annotations
 from tirxh.api import AnalyzerResult, Finding, hookimpl, ini_value, SourceRef, worst
 
 from .support import fidelity_of
+from .api import run
 
 SECTION = "numsim"
 
@@ -55,7 +56,6 @@ def tirxh_check_item(item, compiled, config):
 def check_case(item, compiled=None, *, seed: int = 0, max_ctas=None,
                max_instructions: int = 50_000_000) -> AnalyzerResult:
     """Simulate one item's case and compare with its reference (usable without a session)."""
-    from .api import run
     suite, case = item.suite, item.case
     inputs = suite.make_inputs(case, seed)
     target = compiled if compiled is not None and getattr(compiled, "ir", None) is not None \

@@ -10,7 +10,7 @@ import sys
 
 from tirxh.api import default_isa
 
-from .semtable import lookup
+from .semantics import lookup
 
 
 def fidelity_of(name: str) -> "tuple[str, str]":

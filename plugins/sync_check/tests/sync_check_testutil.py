@@ -11,6 +11,7 @@ from pathlib import Path
 
 CORPUS = Path(__file__).parent / "corpus"
 _EXPECT = re.compile(r"#\s*EXPECT:\s*([\w.\-]+)")
+_CLASS = re.compile(r"^#\s*ISSUE13:\s*class\s+(\d+)\s*$", re.M)
 
 
 def load_module(path: Path):
@@ -31,6 +32,12 @@ def expectation(path: Path) -> dict:
     return {"kind": kind, "line": line}
 
 
+def issue13_class(path: Path) -> "int | None":
+    """The ``# ISSUE13: class N`` marker of a corpus file (the bug classes of issue 13), if any."""
+    m = _CLASS.search(path.read_text())
+    return int(m.group(1)) if m else None
+
+
 def corpus_files() -> list:
     return sorted(CORPUS.glob("*.py"))
 
@@ -45,12 +52,19 @@ class TraceBuilder:
         self.trace = ev.Trace(kernel="k", grid=grid, block=block, cluster=cluster)
         self.seq: dict = {}
 
+    def bar_sync(self, warps, line, cta=0):
+        """``bar.sync 0`` by `warps`: every arrival, then every release (a CTA barrier)."""
+        for w in warps:
+            self.add(self.ev.BarrierEvent, w, line, cta=cta, op="sync")
+        for w in warps:
+            self.add(self.ev.BarrierEvent, w, line, cta=cta, op="sync", released=True)
+
     def add(self, cls, warp, line, cta=0, lanes=0xFFFFFFFF, instr=None, **fields):
-        from tirxh.core.ir import Loc
+        from tirxh.api import ir
         key = (cta, warp)
         s = self.seq.get(key, 0)
         self.seq[key] = s + 1
         e = cls(cta=cta, warp=warp, lanes=lanes, seq=s, step=len(self.trace.events),
-                instr=instr, loc=Loc("k.py", line), **fields)
+                instr=instr, loc=ir.Loc("k.py", line), **fields)
         self.trace.events.append(e)
         return e

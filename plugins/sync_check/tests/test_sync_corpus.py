@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sync_check_testutil import corpus_files, expectation, load_module
+from sync_check_testutil import corpus_files, expectation, issue13_class, load_module
 from tirxh_sync_check import KINDS, check_kernel, format_finding
 
 FILES = corpus_files()
@@ -58,6 +58,17 @@ def test_corpus_covers_every_finding_kind():
     kinds = {expectation(p)["kind"] for p in FILES}
     assert len(FILES) >= 24
     assert kinds == set(KINDS), f"kinds without a corpus kernel: {sorted(set(KINDS) - kinds)}"
+
+
+def test_every_issue13_class_has_three_labelled_pairs():
+    """Issue 13's six bug classes: at least three buggy/twin pairs each (`# ISSUE13: class N`)."""
+    per: dict = {}
+    for p in FILES:
+        c = issue13_class(p)
+        if c is not None:
+            per.setdefault(c, []).append(p.stem)
+    short = {c: per.get(c, []) for c in range(1, 7) if len(per.get(c, [])) < 3}
+    assert not short, f"classes with fewer than three pairs: {short}"
 
 
 def test_phase_overrun_pipeline_is_correct_in_numsim():

@@ -17,10 +17,7 @@ def _pipeline(tb, empty_count: int, consumer2_arrives: bool):
     M = ev.MBarrierEvent
     b.add(M, 0, 1, op="init", addr=0, count=1)
     b.add(M, 0, 2, op="init", addr=8, count=empty_count)
-    for w in range(3):
-        b.add(ev.BarrierEvent, w, 3, op="sync")
-    for w in range(3):
-        b.add(ev.BarrierEvent, w, 3, op="sync", released=True)
+    b.bar_sync(range(3), 3)
     full_done = empty_done = 0
     for k in range(2):
         b.add(M, 0, 10, op="try_wait", addr=8, parity=(k & 1) ^ 1, success=True,
@@ -60,10 +57,7 @@ def test_identical_warps_are_explored_once(tb):
     """Eight interchangeable waiters: symmetry keeps the state count linear in their number."""
     b = tb(block=(288, 1, 1))
     b.add(ev.MBarrierEvent, 0, 1, op="init", addr=0, count=1)
-    for w in range(9):
-        b.add(ev.BarrierEvent, w, 2, op="sync")
-    for w in range(9):
-        b.add(ev.BarrierEvent, w, 2, op="sync", released=True)
+    b.bar_sync(range(9), 2)
     b.add(ev.MBarrierEvent, 0, 3, op="arrive", addr=0, count=1, phase=1, completed_phase=True)
     for w in range(1, 9):
         b.add(ev.MBarrierEvent, w, 4, op="try_wait", addr=0, parity=0, success=True, phase=1)
@@ -89,10 +83,7 @@ def test_failed_probe_followed_by_other_work_is_reported_incomplete(tb):
     """A try_wait whose failure the path depended on: the other outcome was not explored."""
     b = tb(block=(64, 1, 1))
     b.add(ev.MBarrierEvent, 0, 1, op="init", addr=0, count=1)
-    for w in (0, 1):
-        b.add(ev.BarrierEvent, w, 2, op="sync")
-    for w in (0, 1):
-        b.add(ev.BarrierEvent, w, 2, op="sync", released=True)
+    b.bar_sync((0, 1), 2)
     b.add(ev.MBarrierEvent, 0, 3, op="try_wait", addr=0, parity=0, success=False, phase=0)
     b.add(ev.MemAccess, 0, 4, space="shared", access="write", ranges=[(0, 64, 68)])
     b.add(ev.MBarrierEvent, 1, 5, op="arrive", addr=0, count=1, phase=1, completed_phase=True)
@@ -153,11 +144,11 @@ def _explore_both_ways(kernel, inputs, grid, consts=None):
     """synccheck's issues with waits taken eagerly (when racecheck proves that safe) and
     without the shortcut."""
     import tirxh_numsim
-    from tirxh_sync_check import racecheck
+    from tirxh_sync_check import hbquery, racecheck
     res = tirxh_numsim.run(kernel, inputs, grid=grid, consts=consts, trace=True)
     models = model.build(res.trace)
     _, checker = racecheck.check(res.trace)
-    safe = racecheck.waits_ordered(checker, models)
+    safe = hbquery.waits_ordered(checker, models)
     out = []
     for eager in (safe, False):
         issues = set()

@@ -45,10 +45,7 @@ def test_disjoint_bytes_do_not_race(tb):
 def test_bar_sync_orders_the_accesses(tb):
     b = tb()
     _w(b, 0, 1, 0, 4)
-    for w in (0, 1):
-        b.add(ev.BarrierEvent, w, 2, op="sync")
-    for w in (0, 1):
-        b.add(ev.BarrierEvent, w, 2, op="sync", released=True)
+    b.bar_sync((0, 1), 2)
     _r(b, 1, 3, 0, 4)
     _, race = check_trace(b.trace)
     assert race.verdict == "clean", race.findings

@@ -115,8 +115,11 @@ def mbar_key(e) -> tuple:
     return ("mbar", e.space_cta, e.addr)
 
 
-def build(trace) -> list:
-    """Split a numsim `Trace` into `ClusterModel`s (one per cluster, or per CTA)."""
+def build(trace, ignored=frozenset(), probes=frozenset()) -> list:
+    """Split a numsim `Trace` into `ClusterModel`s (one per cluster, or per CTA).
+
+    `ignored` / `probes`: ids of try_wait instructions whose result no control flow depends on
+    (not waits: dropped) and of those whose result only picks a branch (`waituse.classify`)."""
     block = tuple(trace.block)
     cta_threads_n = 1
     for d in block:
@@ -132,7 +135,7 @@ def build(trace) -> list:
         cluster = evs[0].cluster if trace.cluster else cta
         m = clusters.setdefault(cluster, ClusterModel(cluster, [], {}, {}))
         m.cta_threads[cta] = cta_threads_n
-        ops, notes = _warp_ops(evs, cta_threads_n)
+        ops, notes = _warp_ops(evs, cta_threads_n, ignored, probes)
         m.notes.extend(notes)
         m.warps.append(WarpProgram((cta, warp), cluster, ops, warp_mask(block, warp), evs))
     order = {id(e): i for i, e in enumerate(trace.events)}
@@ -147,15 +150,30 @@ def _is_wait(e) -> bool:
     return isinstance(e, ev.MBarrierEvent) and e.op in ("try_wait", "test_wait")
 
 
-def _warp_ops(evs: list, cta_threads: int) -> "tuple[list, list]":
+def _warp_ops(evs: list, cta_threads: int, ignored=frozenset(),
+              probes=frozenset()) -> "tuple[list, list]":
     ops: list = []
     notes: list = []
     commits = 0
     issued: set = set()
+    evs = [e for e in evs if not (_is_wait(e) and id(e.instr) in ignored)]
     i = 0
     n = len(evs)
     while i < n:
         e = evs[i]
+        if _is_wait(e) and id(e.instr) in probes:
+            # one probe whose outcome picks a branch: taken as a wait where it succeeded (the
+            # path numsim followed); the other outcome's path is not in the trace
+            if e.success:
+                ops.append(Op("mwait", mbar_key(e), parity=e.parity or 0, ref_gen=e.phase,
+                              event=e))
+                notes.append((e, "a try_wait whose result only picks a branch succeeded in "
+                                 "numsim's run; the path it takes when it fails was not "
+                                 "explored"))
+            else:
+                ops.append(Op("mprobe", mbar_key(e), parity=e.parity or 0, event=e))
+            i += 1
+            continue
         if _is_wait(e):
             # collapse a spin loop: same line, barrier and parity, up to the first success
             j = i

@@ -13,6 +13,10 @@ order, holding back each event until what it waits for has been replayed:
 
 Happens-before computed along this order includes the collective edges. When nothing is ready
 (a deadlocked reference run) the remaining events follow numsim's order.
+
+`bar_groups` replaces numsim's grouping of named-barrier arrivals into generations by another
+one the hardware may form (``{id(arrival event): generation key}``, from `groupings`): a released
+``bar.sync`` is then held until every arrival of its generation in that grouping was replayed.
 """
 
 from __future__ import annotations
@@ -20,8 +24,13 @@ from __future__ import annotations
 from tirxh_numsim import events as ev
 
 
-def replay_order(trace) -> list:
+def replay_order(trace, bar_groups: "dict | None" = None) -> list:
     events = trace.events
+    bar_groups = bar_groups or {}
+    group_size: dict = {}
+    for g in bar_groups.values():
+        group_size[g] = group_size.get(g, 0) + 1
+    alt_replayed: dict = {}  # generation key -> its arrivals replayed so far
     by_warp: dict = {}
     for i, e in enumerate(events):
         by_warp.setdefault((e.cta, e.warp), []).append(i)
@@ -49,7 +58,10 @@ def replay_order(trace) -> list:
             return done.get((e.space_cta, e.addr), 0) >= e.phase
         if isinstance(e, ev.BarrierEvent) and e.op == "sync" and e.released:
             key = (e.cta, e.barrier)
-            return bar_arrived.get(key, [0, 0])[1] > bar_gen.get((w, key), -1)
+            g = bar_gen.get((w, key), -1)
+            if g in group_size:
+                return alt_replayed.get(g, 0) >= group_size[g]
+            return bar_arrived.get(key, [0, 0])[1] > g
         if isinstance(e, ev.ClusterBarrierEvent) and e.op == "wait":
             k = cwaits.get(w, 0) + 1
             return all(carrivals.get(x, 0) >= k for x in cluster_warps[cluster_of[w]])
@@ -65,6 +77,9 @@ def replay_order(trace) -> list:
             elif e.completed_phase:
                 key = (e.space_cta, e.addr)
                 done[key] = done.get(key, 0) + 1
+        elif isinstance(e, ev.BarrierEvent) and id(e) in bar_groups:
+            g = bar_gen[(w, (e.cta, e.barrier))] = bar_groups[id(e)]
+            alt_replayed[g] = alt_replayed.get(g, 0) + 1
         elif isinstance(e, ev.BarrierEvent) and e.op in ("sync", "arrive") and not e.released:
             key = (e.cta, e.barrier)
             st = bar_arrived.setdefault(key, [0, 0])

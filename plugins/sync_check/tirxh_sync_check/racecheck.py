@@ -3,7 +3,9 @@
 Happens-before is built with vector clocks (`vclock`) while replaying numsim's event trace in its
 step order:
 
-- program order within a warp;
+- program order within a lane class of a warp (`lanes`: a converged warp is one thread; after
+  it diverges, its lanes are separate threads until ``bar.warp.sync`` or a CTA barrier joins
+  them);
 - ``bar.sync``/``barrier.sync`` (every participant's clock joins the barrier's generation; the
   release joins it back), ``bar.arrive`` (release only);
 - mbarrier: ``arrive`` releases into the current phase, an async op's ``complete_tx`` releases the
@@ -27,12 +29,11 @@ alias: the shadow is per byte); a write to bytes an async operation may still be
 generic-proxy write read by the async proxy (TMA, bulk copies, wgmma; shared or global memory)
 without a ``fence.proxy.async`` covering that state space ordered between them
 (``proxy.missing-fence``); accesses outside their
-buffer (``memory.out-of-bounds``).
+buffer (``memory.out-of-bounds``). A conflict that exists only because lanes of one warp are
+separate threads after divergence is ``race.divergent-lanes`` (`racereport`).
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
@@ -40,24 +41,32 @@ from tirxh_numsim import events as ev
 from tirxh_numsim.memory import CLUSTER_SHIFT, GLOBAL_BASE, GLOBAL_STRIDE, SharedLayout
 
 from . import provenance
+from .lanes import LaneClasses
 from .order import replay_order
+from .racereport import RaceReports
+from .racesync import FENCE_FOR, SyncEdges, binding, fence_covers
 from .report import Issue, describe_event
 from .vclock import AsyncRead, Region, byte_indices, new_clock
 
-MAX_ISSUES = 64
 _STRONG = ("relaxed", "acquire", "release", "acq_rel", "volatile")
 
 
-class RaceChecker:
-    def __init__(self, trace, kir=None, buffers: "dict | None" = None):
+class RaceChecker(SyncEdges, RaceReports):
+    def __init__(self, trace, kir=None, buffers: "dict | None" = None,
+                 ignored_waits=frozenset(), bar_groups: "dict | None" = None):
         """`kir`: the traced kernel (shared layout, address provenance); `buffers`: global buffer
-        sizes ``{param name: nbytes}`` (numsim binds parameter i at GLOBAL_BASE + i*STRIDE)."""
+        sizes ``{param name: nbytes}`` (numsim binds parameter i at GLOBAL_BASE + i*STRIDE);
+        `ignored_waits`: ids of try_wait instructions that are not waits (`waituse`);
+        `bar_groups`: another grouping of named-barrier arrivals into generations
+        (``{id(arrival event): generation key}``, `groupings`) than numsim's."""
         self.trace = trace
         self.events = trace.events
         self.kir = kir
         warps = sorted({(e.cta, e.warp) for e in self.events if e.warp >= 0})
         self.widx = {w: i for i, w in enumerate(warps)}
         self.nwarps = len(warps)
+        self.lanes = LaneClasses(trace, self.widx)
+        self.nthreads = self.lanes.n  # lane-class threads; async threads come after
         aids = sorted({e.op_id for e in self.events if isinstance(e, ev.AsyncOp)} |
                       {e.async_id for e in self.events if isinstance(e, ev.MemAccess)
                        and e.async_id is not None})
@@ -69,7 +78,7 @@ class RaceChecker:
             if isinstance(e, ev.AsyncOp) and e.stage == "issue" and e.engine == "wgmma":
                 k = count[(e.cta, e.warp)] = count.get((e.cta, e.warp), 0) + 1
                 canon[e.op_id] = canon.setdefault(("wg", e.cta, e.warp // 4, k), e.op_id)
-        self.aidx = {a: self.nwarps + i for i, a in enumerate(aids)}
+        self.aidx = {a: self.nthreads + i for i, a in enumerate(aids)}
         for a, c in canon.items():
             self.aidx[a] = self.aidx[c]
         # an async store (TMA/bulk) has a second thread for its global writes: the group waits
@@ -77,11 +86,12 @@ class RaceChecker:
         stores = sorted({e.op_id for e in self.events if isinstance(e, ev.AsyncOp)
                          and e.stage == "issue" and e.direction == "store"
                          and e.engine in ("tma", "bulk")})
-        base = self.nwarps + len(aids)
+        base = self.nthreads + len(aids)
         self.store_writer = {a: base + i for i, a in enumerate(stores)}  # op id -> thread
         self.writer_of = {self.aidx[a]: t for a, t in self.store_writer.items()}
         self.n = base + len(stores)
         self.vc = {t: new_clock(self.n, t) for t in range(self.nwarps)}
+        self.dead: set = set()  # lane classes merged into another (their clocks are stale)
         self.layout = SharedLayout.of(kir) if kir is not None else None
         self.sources = provenance.shared_sources(kir) if kir is not None else {}
         self.gbufs: list = []  # (base, end, name)
@@ -92,37 +102,57 @@ class RaceChecker:
                     self.gbufs.append((base, base + int(buffers[p.name]), p.name))
         self.regions: dict = {}
         self.rank_cta = {(e.cluster, e.cta_rank): e.cta for e in self.events}
+        cluster_of = {e.cta: e.cluster for e in self.events}
+        self.cluster_threads: dict = {}  # cluster -> lane-class threads of its warps
+        for t in range(self.nthreads):
+            cta = warps[self.lanes.warp_of[t]][0]
+            self.cluster_threads.setdefault(cluster_of[cta], []).append(t)
+        self.cluster_of = cluster_of
         self.issues: dict = {}
         # synchronization objects
         self.mb_acc: dict = {}  # (cta, addr) -> clock accumulating the current phase
         self.mb_phase: dict = {}  # (cta, addr, phase index) -> clock of that completed phase
         self.bar_acc: dict = {}  # (cta, id) -> [arrived threads, gen, clock]
         self.bar_snap: dict = {}  # (cta, id, gen) -> clock
-        self.bar_gen: dict = {}  # warp -> {(cta, id): gen it arrived in}
+        self.bar_gen: dict = {}  # thread -> {(cta, id): gen it arrived in}
         self.cbar_snap: dict = {}  # (cluster, phase) -> join of that phase's arrivals
-        self.cbar_gen: dict = {}  # warp -> cluster-barrier arrivals so far
-        self.open_ops: dict = {}  # (warp thread, group family) -> async ops not yet committed
-        self.groups: dict = {}  # (warp thread, group family) -> committed groups, oldest first
+        self.cbar_gen: dict = {}  # thread -> cluster-barrier arrivals so far
+        self.open_ops: dict = {}  # (warp, group family) -> async ops not yet committed
+        self.groups: dict = {}  # (warp, group family) -> committed groups, oldest first
         self.write_groups: dict = {}  # the same for async stores' global-write threads
         self.fences: list = []  # proxy fences: (thread, clock, clock vector, space or None)
         self.loc_sync: dict = {}  # (region, offset) -> clock (atomics / release-acquire)
-        self.fenced: dict = {}  # warp -> a fence ran since its last atomic
-        self.pending_acq: dict = {}  # warp -> locations read by relaxed atomics
+        self.fenced: dict = {}  # thread -> a fence ran since its last atomic
+        self.pending_acq: dict = {}  # thread -> locations read by relaxed atomics
         self.notes: list = []
-        # for `waits_ordered`: phase completions, waits, inits
-        self.completions: dict = {}  # (cta, addr, phases after) -> (thread, released clock)
-        self.waits: dict = {}  # id(wait event) -> (warp thread, its clock before the acquire)
+        # for `hbquery`: phase completions, waits, inits, and each mbarrier op's clocks
+        self.completions: dict = {}  # (cta, addr, phases after) -> ([threads], released clock)
+        self.waits: dict = {}  # id(wait event) -> [(thread, its clock before the acquire)]
         self.inits: dict = {}  # (cta, addr) -> number of inits
+        self.mbar_uses: dict = {}  # (cta, addr) -> [(event, [(thread, clock)])]
+        inits: dict = {}
+        for e in self.events:
+            if isinstance(e, ev.MBarrierEvent) and e.op == "init":
+                inits[(e.space_cta, e.addr)] = inits.get((e.space_cta, e.addr), 0) + 1
+        self.reinit_keys = {k for k, n in inits.items() if n > 1}
+        # try_waits whose result no control flow depends on (`waituse`): not waits, no acquire;
+        # the last one each warp executed is named in its races
+        self.ignored_waits = ignored_waits
+        self.ignored_seen: dict = {}  # warp -> last ignored try_wait event
+        self.rel_log: dict = {}  # thread -> [(clock value released, event)] (`racereport`)
+        self.bar_groups = bar_groups or {}
+        self.bar_group_size: dict = {}
+        for g in self.bar_groups.values():
+            self.bar_group_size[g] = self.bar_group_size.get(g, 0) + 1
+        self.bar_alt: dict = {}  # generation key -> [arrivals so far, joined clock]
 
-    # -- helpers ---------------------------------------------------------------------------------
-    def thread_of(self, e, i: int = -1) -> int:
-        if isinstance(e, ev.MemAccess):
-            aid = e.async_id if e.async_id is not None else self.read_owner.get(i)
-            if aid is not None and e.access == "write" and aid in self.store_writer:
-                return self.store_writer[aid]
-            if aid is not None:
-                return self.aidx[aid]
-        return self.widx[(e.cta, e.warp)]
+    # -- threads and clocks ----------------------------------------------------------------------
+    def threads(self, i: int, e) -> list:
+        """The lane-class threads that executed event `i`."""
+        parts = self.lanes.parts.get(i)
+        if parts is None:
+            return [self.widx[(e.cta, e.warp)]]
+        return [t for t, _ in parts]
 
     def clock(self, t: int) -> np.ndarray:
         vc = self.vc.get(t)
@@ -130,44 +160,84 @@ class RaceChecker:
             vc = self.vc[t] = new_clock(self.n, t)
         return vc
 
-    def release(self, t: int) -> np.ndarray:
-        """Snapshot `t`'s clock for a release, then tick so later accesses are after it."""
+    def release(self, t: int, e=None) -> np.ndarray:
+        """Snapshot `t`'s clock for a release (by event `e`), then tick so later accesses are
+        after it."""
         snap = self.clock(t).copy()
         self.vc[t][t] += 1
+        if e is not None and t < self.nthreads:
+            self.rel_log.setdefault(t, []).append((int(snap[t]), e))
         return snap
+
+    def release_all(self, ts: list, e) -> np.ndarray:
+        """The join of releases by every thread of `ts`."""
+        snap = self.release(ts[0], e)
+        for t in ts[1:]:
+            np.maximum(snap, self.release(t, e), out=snap)
+        return snap
+
+    def _fork(self, parent: int, child: int) -> None:
+        """A lane class splits off `parent`: it starts from the parent's clock and bookkeeping."""
+        vc = self.clock(parent).copy()
+        vc[child] += 1
+        self.vc[child] = vc
+        self.dead.discard(child)
+        self.bar_gen[child] = dict(self.bar_gen.get(parent, {}))
+        self.cbar_gen[child] = self.cbar_gen.get(parent, 0)
+        self.fenced[child] = self.fenced.get(parent, False)
+        self.pending_acq[child] = set(self.pending_acq.get(parent, ()))
+
+    def _join(self, into: int, rest: list) -> None:
+        """Lane classes join (bar.warp.sync, a CTA barrier): the merged class knows them all."""
+        for t in rest:
+            np.maximum(self.clock(into), self.clock(t), out=self.vc[into])
+            self.dead.add(t)
 
     def region(self, key, size: "int | None") -> Region:
         r = self.regions.get(key)
         if r is None:
-            r = self.regions[key] = Region(str(key), size or 0, self.nwarps)
+            if key[0] == "shared":  # a CTA's window: its cluster's threads reach it
+                cols = self.cluster_threads.get(self.cluster_of.get(key[1]), [])
+            else:
+                cols = range(self.nthreads)
+            r = self.regions[key] = Region(str(key), size or 0, list(cols), self.nthreads)
         return r
 
-    def add(self, issue: Issue) -> None:
-        if len(self.issues) >= MAX_ISSUES:
+    def note_mbar_use(self, i: int, e) -> None:
+        """The clocks (the operation's epoch, before its own release) at every operation on an
+        mbarrier initialized more than once (for `hbquery.reinit_races`)."""
+        key = (e.space_cta, e.addr)
+        if key not in self.reinit_keys:
             return
-        e = issue.event
-        rel = issue.related[0] if issue.related else None
-        key = (issue.kind, frozenset((_line(e), _line(rel))))
-        self.issues.setdefault(key, issue)
+        if e.by_async is not None and e.by_async in self.aidx:
+            ts = [self.aidx[e.by_async]]
+        else:
+            ts = self.threads(i, e)
+        self.mbar_uses.setdefault(key, []).append((e, [(t, self.clock(t).copy()) for t in ts]))
 
     # -- main loop -------------------------------------------------------------------------------
     def run(self) -> list:
         # numsim's order, re-sequenced so that warpgroup-collective waits come after the
         # issues they depend on (see `order`)
-        for i in replay_order(self.trace):
+        forks, joins = self.lanes.forks, self.lanes.joins
+        for i in replay_order(self.trace, self.bar_groups):
+            for p, c in forks.get(i, ()):
+                self._fork(p, c)
             e = self.events[i]
             if isinstance(e, ev.MemAccess):
                 self.mem(i, e)
             elif isinstance(e, ev.MBarrierEvent):
-                self.mbarrier(e)
+                self.mbarrier(i, e)
             elif isinstance(e, ev.BarrierEvent):
-                self.barrier(e)
+                self.barrier(i, e)
             elif isinstance(e, ev.ClusterBarrierEvent):
-                self.cluster_barrier(e)
+                self.cluster_barrier(i, e)
             elif isinstance(e, ev.AsyncOp):
-                self.async_op(e)
+                self.async_op(i, e)
             elif isinstance(e, ev.FenceEvent):
-                self.fence(e)
+                self.fence(i, e)
+            for into, rest in joins.get(i, ()):
+                self._join(into, rest)
         return list(self.issues.values())
 
     # -- memory ------------------------------------------------------------------------------------
@@ -176,21 +246,37 @@ class RaceChecker:
             return
         if not e.ranges:
             return
-        t = self.thread_of(e, i)
-        if t >= self.nwarps and e.async_id is None:
-            # an operand read recorded just before its op's issue event: the op starts from the
-            # issuing warp's clock (the issue event repeats this join)
-            w = self.widx[(e.cta, e.warp)]
-            vc = self.vc.get(t)
-            self.vc[t] = self.clock(w).copy() if vc is None else np.maximum(vc, self.clock(w))
-            self.vc[t][t] = max(int(self.vc[t][t]), 1)
+        aid = e.async_id if e.async_id is not None else self.read_owner.get(i)
+        if aid is not None:
+            t = self.store_writer[aid] if e.access == "write" and aid in self.store_writer \
+                else self.aidx[aid]
+            if e.async_id is None:
+                # an operand read recorded just before its op's issue event: the op starts from
+                # the issuing warp's clock (the issue event repeats this join)
+                vc = self.vc.get(t)
+                for w in self.threads(i, e):
+                    vc = self.clock(w).copy() if vc is None else np.maximum(vc, self.clock(w))
+                self.vc[t] = vc
+                self.vc[t][t] = max(int(self.vc[t][t]), 1)
+            self._mem_thread(i, e, t, e.ranges)
+            return
+        parts = self.lanes.parts.get(i)
+        if parts is None or len(parts) == 1:
+            self._mem_thread(i, e, self.threads(i, e)[0], e.ranges)
+            return
+        for t, lanes in parts:  # a diverged warp: each lane class accesses its lanes' bytes
+            sub = [r for r in e.ranges if r[0] >= 0 and lanes >> r[0] & 1]
+            if sub:
+                self._mem_thread(i, e, t, sub)
+
+    def _mem_thread(self, i: int, e, t: int, ranges: list) -> None:
         if e.space == "global":
-            groups = self._global_groups(e)
+            groups = self._global_groups(e, ranges)
         else:
-            groups = self._shared_groups(e)
-        for key, size, base, ranges in groups:
+            groups = self._shared_groups(e, ranges)
+        for key, size, base, rs in groups:
             reg = self.region(key, size)
-            idx, lanes = byte_indices(ranges, base)
+            idx, lanes = byte_indices(rs, base)
             if size is None:  # no layout known: the region is as large as what was touched
                 reg.grow(int(idx.max()) + 1 if idx.size else 0)
                 size = reg.size
@@ -205,8 +291,8 @@ class RaceChecker:
                 continue
             self.access(i, e, t, reg, idx, lanes)
 
-    def _global_groups(self, e) -> list:
-        arr = np.asarray(e.ranges, np.int64)
+    def _global_groups(self, e, ranges) -> list:
+        arr = np.asarray(ranges, np.int64)
         if not self.gbufs:  # buffer sizes unknown: one growing region per numsim allocation slot
             slots = arr[:, 1] // GLOBAL_STRIDE
             return [(("global", f"slot{int(k)}"), None, int(k) * GLOBAL_STRIDE,
@@ -230,7 +316,7 @@ class RaceChecker:
             self._oob(e, "no buffer", int(arr[j, 1]), int(arr[j, 2]), 0, int(arr[j, 0]))
         return out
 
-    def _shared_groups(self, e) -> list:
+    def _shared_groups(self, e, ranges) -> list:
         size = self.layout.size if self.layout is not None else None
         name = self.sources.get(id(e.instr)) if e.instr is not None else None
         if name is not None and self.layout is not None and e.proxy == ev.GENERIC:
@@ -249,7 +335,7 @@ class RaceChecker:
         # a shared::cluster address of another CTA is (rank + 1) << CLUSTER_SHIFT | offset
         # (numsim's address model): split the ranges by the CTA whose memory they address
         by_cta: dict = {}
-        for lane, a, b in e.ranges:
+        for lane, a, b in ranges:
             rank = (a >> CLUSTER_SHIFT) - 1
             cta = e.space_cta if rank < 0 else self.rank_cta.get((e.cluster, rank))
             if cta is None:
@@ -272,7 +358,7 @@ class RaceChecker:
         writes = e.access in ("write", "rmw")
         # atomics and strong (.relaxed/.acquire/.release/.volatile) ld/st do not race with each
         # other (PTX memory model: morally strong operations)
-        atomic = e.atomic or e.access == "rmw" or self._sem(e) in _STRONG
+        atomic = e.atomic or e.access == "rmw" or self.sem(e) in _STRONG
         # conflicts with the last write of each byte
         wt = reg.wt[idx]
         has = wt >= 0
@@ -286,19 +372,21 @@ class RaceChecker:
                 j = int(np.flatnonzero(unordered)[0])
                 first = self.events[reg.we[idx[j]]]
                 kind = "race.write-write" if writes else "race.read-write"
-                self._race(kind, first, e, reg, int(idx[j]), int(lanes[j]))
+                self._race(kind, first, e, reg, int(idx[j]), int(lanes[j]),
+                           t1=int(reg.wt[idx[j]]), t2=t)
         if writes:
-            # earlier reads by other warps
-            if self.nwarps:
+            # earlier reads by other threads
+            if len(reg.cols):
                 rc = reg.rc[idx]
-                late = rc > vc[: self.nwarps][None, :]
-                if t < self.nwarps:
-                    late[:, t] = False
+                late = rc > vc[reg.cols][None, :]
+                if t < self.nthreads and reg.colidx[t] >= 0:
+                    late[:, reg.colidx[t]] = False
                 if late.any():
                     j, u = (int(x[0]) for x in np.nonzero(late))
                     first = self.events[reg.re[idx[j], u]]
                     if not (atomic and first.atomic):
-                        self._race("race.read-write", first, e, reg, int(idx[j]), int(lanes[j]))
+                        self._race("race.read-write", first, e, reg, int(idx[j]), int(lanes[j]),
+                                   t1=int(reg.cols[u]), t2=t)
             # asynchronous reads still in flight
             self._async_conflicts(e, t, vc, reg, idx, lanes)
         elif is_async:
@@ -312,13 +400,14 @@ class RaceChecker:
             reg.watomic[idx] = atomic
             reg.rc[idx] = 0
             if atomic:
-                self._atomic_sync(e, t, reg, idx)
-        elif t < self.nwarps:
+                self.atomic_sync(e, t, reg, idx)
+        elif t < self.nthreads:
             if not atomic:
-                reg.rc[idx, t] = vc[t]
-                reg.re[idx, t] = i
+                c = reg.colidx[t]
+                reg.rc[idx, c] = vc[t]
+                reg.re[idx, c] = i
             else:
-                self._atomic_sync(e, t, reg, idx)
+                self.atomic_sync(e, t, reg, idx)
         else:
             u = np.unique(idx)
             reg.async_reads.append(AsyncRead(t, int(vc[t]), u, int(u[0]), int(u[-1]), i))
@@ -337,27 +426,28 @@ class RaceChecker:
                     first = self.events[rec.event]
                     self._race("race.stage-reuse", first, e, reg, int(idx[j]), int(lanes[j]))
             keep.append(rec)
-        # records every warp has seen complete can go
+        # records every live thread has seen complete can go
         if len(keep) > 256:
+            live = [w for w in range(self.nthreads) if w not in self.dead]
             keep = [r for r in keep if not all(self.clock(w)[r.thread] >= r.clock
-                                               for w in range(self.nwarps))]
+                                               for w in live)]
         reg.async_reads = keep
 
     def _proxy_fence(self, e, t, vc, reg, idx, has, wt) -> None:
-        gen = has & ~reg.wasync[idx] & (wt < self.nwarps)
+        gen = has & ~reg.wasync[idx] & (wt < self.nthreads)
         if not gen.any():
             return
         pairs = set(zip(wt[gen].tolist(), reg.wc[idx][gen].tolist()))
         for w, c in sorted(pairs):
             if vc[w] < c:
                 continue  # unordered: already reported as a race
-            ok = any(f_vc[w] >= c and vc[ft] >= fc and _fence_covers(sp, e.space)
+            ok = any(f_vc[w] >= c and vc[ft] >= fc and fence_covers(sp, e.space)
                      for ft, fc, f_vc, sp in self.fences)
             if not ok:
                 sel = np.flatnonzero(gen & (wt == w) & (reg.wc[idx] == c))
                 j = int(sel[0])
                 first = self.events[reg.we[idx[j]]]
-                fence = _FENCE_FOR.get(e.space, "fence.proxy.async")
+                fence = FENCE_FOR.get(e.space, "fence.proxy.async")
                 self._race("proxy.missing-fence", first, e, reg, int(idx[j]), -1,
                            message=(f"{describe_event(first)} writes through the generic proxy "
                                     f"and {describe_event(e)} reads the same bytes through the "
@@ -366,220 +456,6 @@ class RaceChecker:
                                     "data)"))
                 return
 
-    # -- atomics and release/acquire ld/st -------------------------------------------------------
-    def _sem(self, e) -> "str | None":
-        mods = getattr(e.instr, "modifiers", None) or {}
-        return mods.get("sem") if e.proxy == ev.GENERIC else None
-
-    def _locs(self, reg: Region, idx):
-        return [(reg.name, int(x)) for x in np.unique(idx)[:64]]
-
-    def _atomic_sync(self, e, t, reg, idx) -> None:
-        if t >= self.nwarps:
-            return
-        sem = self._sem(e)
-        locs = self._locs(reg, idx)
-        if sem in ("acquire", "acq_rel"):
-            for loc in locs:
-                if loc in self.loc_sync:
-                    np.maximum(self.vc[t], self.loc_sync[loc], out=self.vc[t])
-        elif sem in (None, "relaxed"):
-            self.pending_acq.setdefault(t, set()).update(locs)
-        if sem in ("release", "acq_rel") or self.fenced.get(t):
-            snap = self.release(t)
-            for loc in locs:
-                cur = self.loc_sync.get(loc)
-                self.loc_sync[loc] = snap if cur is None else np.maximum(cur, snap)
-            self.fenced[t] = False
-
-    # -- races -----------------------------------------------------------------------------------
-    def _race(self, kind, first, second, reg, offset, lane, message=None) -> None:
-        where = reg.name
-        if reg.name.startswith("('shared'") and self.layout is not None:
-            where = f"shared {self.layout.name_of(offset)} (cta {second.space_cta})"
-        elif reg.name.startswith("('global'"):
-            where = f"global {reg.name.split(',')[1].strip(' )')!s}+{offset}"
-        what = {"race.write-write": "write/write conflict",
-                "race.read-write": "read/write conflict",
-                "race.stage-reuse": "buffer overwritten while an asynchronous operation may "
-                                    "still read it"}.get(kind, kind)
-        msg = message or (f"{what} on {where}: {describe_event(first)} and "
-                          f"{describe_event(second)} are not ordered by happens-before")
-        witness = [f"1. {describe_event(first)} (step {first.step})",
-                   f"2. {describe_event(second)} (step {second.step})",
-                   "no synchronization orders 1 before 2 in every execution"
-                   if kind != "proxy.missing-fence" else
-                   "ordered, but no fence.proxy.async between the proxies"]
-        # the primary line: the read of a read/write race (it consumed unordered data), the
-        # overwriting write of a stage reuse, the generic write that lacks its proxy fence
-        primary, other = second, first
-        if kind == "race.read-write" and second.access != "read":
-            primary, other = first, second
-        elif kind == "proxy.missing-fence":
-            primary, other = first, second
-        self.add(Issue(kind, msg, event=primary, related=[other], witness=witness,
-                       addresses=[where], lanes=[lane] if lane >= 0 else [],
-                       data={"space": second.space}))
-
-    # -- synchronization -----------------------------------------------------------------------
-    def mbarrier(self, e) -> None:
-        key = (e.space_cta, e.addr)
-        if e.op == "init":
-            self.inits[key] = self.inits.get(key, 0) + 1
-            self.mb_acc[key] = new_clock(self.n)
-            for k in [k for k in self.mb_phase if k[:2] == key]:
-                del self.mb_phase[k]
-            return
-        if e.op in ("arrive", "complete_tx"):
-            if e.op == "complete_tx":
-                if e.by_async is None or e.by_async not in self.aidx:
-                    return
-                t = self.aidx[e.by_async]
-                snap = self.clock(t).copy()
-            else:
-                t = self.widx[(e.cta, e.warp)]
-                snap = self.release(t)
-                if _binding(e) == "cp.async.mbarrier.arrive":
-                    # the arrive fires when the warp's prior cp.async copies complete
-                    for a in self.open_ops.get((t, "cp.async"), []) + \
-                            [a for g in self.groups.get((t, "cp.async"), []) for a in g]:
-                        np.maximum(snap, self.vc[a], out=snap)
-            acc = self.mb_acc.setdefault(key, new_clock(self.n))
-            np.maximum(acc, snap, out=acc)
-            if e.completed_phase:
-                self.mb_phase[key + (e.phase - 1,)] = acc.copy()
-                self.mb_acc[key] = new_clock(self.n)
-                self.completions[key + (e.phase,)] = (t, snap)
-            return
-        if e.op in ("try_wait", "test_wait") and e.success:
-            snap = self.mb_phase.get(key + (e.phase - 1,))
-            t = self.widx[(e.cta, e.warp)]
-            self.waits[id(e)] = (t, self.clock(t).copy())
-            if snap is not None:
-                np.maximum(self.clock(t), snap, out=self.vc[t])
-
-    def barrier(self, e) -> None:
-        if e.op == "warp":
-            return
-        t = self.widx[(e.cta, e.warp)]
-        key = (e.cta, e.barrier)
-        if e.op == "sync" and e.released:
-            gen = self.bar_gen.get(t, {}).get(key)
-            snap = self.bar_snap.get(key + (gen,))
-            if snap is not None:
-                np.maximum(self.clock(t), snap, out=self.vc[t])
-            return
-        st = self.bar_acc.setdefault(key, [0, 0, new_clock(self.n)])
-        expected = e.count if e.count is not None else \
-            -(-int(np.prod(self.trace.block)) // 32) * 32
-        self.bar_gen.setdefault(t, {})[key] = st[1]
-        np.maximum(st[2], self.release(t), out=st[2])
-        st[0] += 32  # every thread of an arriving warp counts
-        if st[0] >= expected:
-            self.bar_snap[key + (st[1],)] = st[2].copy()
-            st[0], st[1], st[2] = 0, st[1] + 1, new_clock(self.n)
-
-    def cluster_barrier(self, e) -> None:
-        # phase k of the cluster barrier is every warp's k-th arrival: a wait (which returns only
-        # once all of them arrived) acquires the join of the k-th arrivals
-        t = self.widx[(e.cta, e.warp)]
-        key = e.cluster
-        if e.op == "wait":
-            gen = self.cbar_gen.get(t, 0) - 1
-            snap = self.cbar_snap.get((key, gen))
-            if snap is not None:
-                np.maximum(self.clock(t), snap, out=self.vc[t])
-            return
-        gen = self.cbar_gen.get(t, 0)
-        self.cbar_gen[t] = gen + 1
-        acc = self.cbar_snap.setdefault((key, gen), new_clock(self.n))
-        if not e.relaxed:
-            np.maximum(acc, self.release(t), out=acc)
-
-    def async_op(self, e) -> None:
-        w = self.widx.get((e.cta, e.warp))
-        if w is None:
-            return
-        family = _family(e)
-        if e.stage == "issue":
-            a = self.aidx[e.op_id]
-            vc = self.clock(w).copy()
-            if a in self.vc:  # another warp of the warpgroup issued the same wgmma
-                np.maximum(vc, self.vc[a], out=vc)
-            vc[a] = max(int(vc[a]), 1)
-            self.vc[a] = vc
-            tw = self.store_writer.get(e.op_id)
-            if tw is not None:  # the store's global writes start from the same clock
-                self.vc[tw] = vc.copy()
-                self.vc[tw][tw] = 1
-            self.vc[w][w] += 1
-            if family is not None:  # retired by commit_group / wait_group of its family
-                self.open_ops.setdefault((w, family), []).append(a)
-        elif e.stage == "commit" and family is not None:
-            k = (w, family)
-            ops = self.open_ops.pop(k, [])
-            self.groups.setdefault(k, []).append(ops)
-            self.write_groups.setdefault(k, []).append(
-                [self.writer_of[a] for a in ops if a in self.writer_of])
-        elif e.stage == "wait" and family is not None:
-            if _binding(e) == "cp.async.wait_all":  # commits the open group, then waits for all
-                k = (w, family)
-                self.groups.setdefault(k, []).append(self.open_ops.pop(k, []))
-            n = _wait_n(e)
-            queues = [self.groups.get((w, family), [])]
-            if not (getattr(e.instr, "modifiers", None) or {}).get("read"):
-                queues.append(self.write_groups.get((w, family), []))  # not only the reads
-            for groups in queues:
-                while len(groups) > n:
-                    for a in groups.pop(0):
-                        np.maximum(self.vc[w], self.vc[a], out=self.vc[w])
-
-    def fence(self, e) -> None:
-        t = self.widx.get((e.cta, e.warp))
-        if t is None:
-            return
-        if e.fence == "fence.proxy.async":
-            snap = self.release(t)
-            self.fences.append((t, int(snap[t]), snap, getattr(e, "space", None)))
-        elif e.fence in ("fence", "membar"):
-            self.fenced[t] = True
-            for loc in self.pending_acq.pop(t, ()):
-                if loc in self.loc_sync:
-                    np.maximum(self.vc[t], self.loc_sync[loc], out=self.vc[t])
-
-
-# the proxy fence a generic write needs before an async-proxy read of its bytes, by space
-_FENCE_FOR = {"global": "fence.proxy.async.global", "shared": "fence.proxy.async.shared::cta",
-              "shared::cluster": "fence.proxy.async.shared::cluster"}
-
-
-def _fence_covers(fence_space: "str | None", space: str) -> bool:
-    """Whether a ``fence.proxy.async[.space]`` orders accesses to `space` (PTX ISA 9.7.13.4:
-    without a state space the fence covers all of them)."""
-    if fence_space is None:
-        return True
-    if space == "global":
-        return fence_space == "global"
-    return fence_space.startswith("shared")
-
-
-def _family(e) -> "str | None":
-    """Which commit_group/wait_group family retires an async op (None: an mbarrier does)."""
-    if e.engine == "wgmma":
-        return "wgmma"
-    if e.engine == "cp.async":
-        return "cp.async"
-    if e.engine in ("bulk", "tma") and (e.stage != "issue" or e.direction == "store"):
-        return "bulk"
-    return None
-
-
-def _wait_n(e) -> int:
-    ops = getattr(e.instr, "operands", None) or ()
-    for o in ops:
-        if hasattr(o, "value"):
-            return int(o.value)
-    return 0
 
 
 def _async_read_owners(events) -> dict:
@@ -588,7 +464,7 @@ def _async_read_owners(events) -> dict:
     out, pending = {}, {}
     for i, e in enumerate(events):
         if isinstance(e, ev.MemAccess) and e.async_id is None and \
-                (e.proxy == ev.ASYNC or _binding(e) == "cp.async"):
+                (e.proxy == ev.ASYNC or binding(e) == "cp.async"):
             # cp.async's copy is recorded as the warp's own load and store before its issue
             pending.setdefault((e.cta, e.warp), []).append((i, e.instr))
         elif isinstance(e, ev.AsyncOp) and e.stage == "issue":
@@ -598,53 +474,10 @@ def _async_read_owners(events) -> dict:
     return out
 
 
-def _binding(e) -> "str | None":
-    b = getattr(e.instr, "binding", None)
-    return getattr(b, "name", None)
-
-
-def _line(e):
-    if e is None or e.loc is None:
-        return None
-    return (os.path.basename(e.loc.file), e.loc.line)
-
-
-def check(trace, kir=None, buffers: "dict | None" = None) -> "tuple[list, RaceChecker]":
+def check(trace, kir=None, buffers: "dict | None" = None, ignored_waits=frozenset(),
+          bar_groups: "dict | None" = None) -> "tuple[list, RaceChecker]":
     """Run racecheck over a numsim trace; returns its `report.Issue`s and the checker (whose
-    clocks `waits_ordered` reads)."""
-    rc = RaceChecker(trace, kir, buffers)
+    clocks `hbquery` reads). `ignored_waits`: ids of try_wait instructions that are not waits
+    (`waituse.classify`); `bar_groups`: see `RaceChecker`."""
+    rc = RaceChecker(trace, kir, buffers, ignored_waits, bar_groups)
     return rc.run(), rc
-
-
-def waits_ordered(rc: RaceChecker, models: list) -> bool:
-    """Whether no mbarrier wait can consume another generation than in numsim's run.
-
-    For every wait of generation g on barrier B (from `model`): the wait happens-before the
-    completion of B's phase g+1 (so B cannot overrun it), and the completion of phase g-1
-    happens-before the warp reaches the wait (so it cannot pass two phases early). If this holds
-    for every wait, sync pairings are the same in every interleaving (induction on the first wait
-    that would deviate) and synccheck may take enabled waits eagerly. Barriers initialized more
-    than once, waits that never returned and failed try_wait probes disable the shortcut.
-    """
-    if any(n > 1 for n in rc.inits.values()):
-        return False
-    for cm in models:
-        for w in cm.warps:
-            for op in w.ops:
-                if op.kind == "mprobe" or (op.kind == "mwait" and op.ref_gen is None):
-                    return False
-                if op.kind != "mwait":
-                    continue
-                info = rc.waits.get(id(op.event))
-                if info is None:
-                    return False
-                t, pre = info
-                key, g = (op.obj[1], op.obj[2]), op.ref_gen
-                nxt = rc.completions.get(key + (g + 1,))
-                if nxt is not None and nxt[1][t] < pre[t]:
-                    return False
-                if g >= 2:
-                    prev = rc.completions.get(key + (g - 1,))
-                    if prev is None or pre[prev[0]] < prev[1][prev[0]]:
-                        return False
-    return True

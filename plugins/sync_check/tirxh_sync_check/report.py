@@ -28,15 +28,20 @@ KINDS = {
     "mbarrier.phase-overrun": "error",
     "barrier.count-mismatch": "error",
     "barrier.divergent": "error",
+    "barrier.shared-id": "error",
     "wgmma.accumulator-early": "error",
     "wgmma.missing-fence": "error",
     "setmaxnreg.partial-warpgroup": "error",
+    "setmaxnreg.pool-exhausted": "error",
+    "warp.membermask": "error",
+    "warp.aligned-divergent": "error",
     "cluster-barrier.mismatch": "error",
     "deadlock": "error",
     # racecheck
     "race.read-write": "error",
     "race.write-write": "error",
     "race.stage-reuse": "error",
+    "race.divergent-lanes": "error",
     "proxy.missing-fence": "error",
     "memory.out-of-bounds": "error",
 }
@@ -60,6 +65,7 @@ class Issue:
     related_locs: list = field(default_factory=list)
     addresses: list = field(default_factory=list)
     lanes: list = field(default_factory=list)
+    label: str = ""  # what the primary location is, when it is `loc` rather than an event
 
 
 def _ref(loc, label: str = "") -> "SourceRef | None":
@@ -93,7 +99,7 @@ def describe_event(e) -> str:
 def to_finding(issue: Issue) -> Finding:
     severity = KINDS.get(issue.kind, "error")
     loc = issue.loc or (issue.event.loc if issue.event is not None else None)
-    where = _ref(loc, _label(issue.event))
+    where = _ref(loc, issue.label or _label(issue.event))
     related = [_ref(e.loc, _label(e)) for e in issue.related if e is not None and e.loc]
     related += [_ref(loc_, label) for loc_, label in issue.related_locs]
     evs = [e for e in [issue.event] + list(issue.related) if e is not None]

@@ -13,7 +13,7 @@ Partial-order reduction (sound for this acyclic state graph): steps that only en
 and commute with everything (barrier arrivals and waits, wgmma commit/wait, async issues, mbarrier
 arrivals and transaction completions that leave the phase incomplete) are taken alone when
 enabled. Enabled mbarrier waits are taken alone too when racecheck's clocks prove that no wait can
-consume another generation than in numsim's run (`racecheck.waits_ordered`); otherwise waits are
+consume another generation than in numsim's run (`hbquery.waits_ordered`); otherwise waits are
 interleaved so that a late waiter's overrun is found with its witness.
 
 Hardware rules modelled (PTX ISA 8.x, "Parallel Synchronization and Communication Instructions:
@@ -29,6 +29,7 @@ mbarrier", "bar/barrier", "barrier.cluster"):
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -47,6 +48,7 @@ class ExploreResult:
     states: int = 0
     complete: bool = True
     notes: list = field(default_factory=list)
+    explorer: object = None  # the `_Explorer` (its `formed` groupings and `path_through`)
 
 
 class _Explorer:
@@ -93,12 +95,20 @@ class _Explorer:
         # set by `explore`: waits cannot consume another generation, so an enabled wait (which
         # changes no shared state) is taken alone, like the other enabling-only steps
         self.eager_waits = False
+        # named barriers whose generations can be formed by different sets of warps (issue 13
+        # class 1): their arrivals are interleaved, the open generation's arrivals are part of
+        # the state, and every generation formed is recorded with the step that formed it
+        self.sensitive = _grouping_sensitive(self.ops)
+        self.formed: dict = {}  # frozenset(arrival events' ids) -> (state key, step)
+        self.parent: dict = {}
+        self._cur_key = None
+        self._quiet = False
 
     # -- state ----------------------------------------------------------------------------------
     def initial(self):
         warps = tuple((0, -1) for _ in self.ops)
         mbs = tuple((UNINIT, 0, 0, 0, 0) for _ in self.mkeys)
-        bars = tuple((0, 0, 0) for _ in self.bkeys)
+        bars = tuple((0, 0, 0, ()) if k in self.sensitive else (0, 0, 0) for k in self.bkeys)
         cbs = tuple((0, 0) for _ in self.cindex)
         return (warps, mbs, bars, cbs, ())
 
@@ -114,6 +124,8 @@ class _Explorer:
 
     # -- findings --------------------------------------------------------------------------------
     def report(self, kind, op, message, path, related=(), extra=None):
+        if self._quiet:
+            return
         ev = op.event if op is not None else None
         line = (ev.loc.file, ev.loc.line) if ev is not None and ev.loc is not None else None
         k = (kind, line)
@@ -139,7 +151,8 @@ class _Explorer:
             if pc >= len(ops):
                 continue
             op = ops[pc]
-            if op.kind in _EAGER or (op.kind == "marrive" and self._partial(
+            if (op.kind in _EAGER and op.obj not in self.sensitive) or (
+                    op.kind == "marrive" and self._partial(
                     mbs, op.obj, op.count, -op.tx)) or (op.kind == "mwait" and self.eager_waits):
                 r = self.step_warp(s, i, op, path_fn)
                 if r is not None:
@@ -147,7 +160,7 @@ class _Explorer:
         for j, (aid, idx) in enumerate(pend):
             comp = self.cm.completions[aid][idx]
             if self._partial(mbs, comp.obj, 0, comp.tx):
-                return [self._complete(s, j)]
+                return [self._complete(s, j, path_fn)]
         for i, ops in enumerate(self.ops):
             pc, aux = warps[i]
             if pc >= len(ops):
@@ -157,7 +170,7 @@ class _Explorer:
             if r is not None:
                 out.append((r, ("warp", i, pc)))
         for j in range(len(pend)):
-            out.append(self._complete(s, j))
+            out.append(self._complete(s, j, path_fn))
         return out
 
     def _partial(self, mbs, obj, count: int, tx_done: int) -> bool:
@@ -168,7 +181,7 @@ class _Explorer:
             return False
         return not (pendc - count == 0 and tx - tx_done == 0)
 
-    def _complete(self, s, j):
+    def _complete(self, s, j, path_fn):
         """The async op `pend[j]` performs its next complete_tx."""
         warps, mbs, bars, cbs, pend = s
         aid, idx = pend[j]
@@ -176,6 +189,14 @@ class _Explorer:
         mb = list(mbs)
         mi = self.mindex[comp.obj]
         st, cnt, done, pendc, tx = mb[mi]
+        if st != INIT:
+            issue = self._issue_op(aid)
+            self.report("mbarrier.uninitialized", issue,
+                        f"an asynchronous operation completes {comp.tx} bytes on mbarrier at "
+                        f"{_addr(comp.obj)} before an initialization ordered before it (the init "
+                        "needs fence.mbarrier_init and a barrier that orders it before the "
+                        "operation's issue; for a peer CTA's mbarrier, a cluster barrier)",
+                        path_fn(("async", aid, idx)), related=[self._init_event(comp.obj)])
         tx -= comp.tx
         if st == INIT and pendc == 0 and tx == 0:
             done, pendc = done + 1, cnt
@@ -260,7 +281,7 @@ class _Explorer:
             return self._advance(s, i)
         if k == "bar_arrive":
             bi = self.bindex[op.obj]
-            arrived, gen, exp = bars[bi]
+            arrived, gen, exp = bars[bi][:3]
             if arrived and exp != op.expected:
                 self.report("barrier.count-mismatch", op,
                             f"barrier {op.obj[2]} reached with thread count {op.expected} while "
@@ -276,8 +297,14 @@ class _Explorer:
                                 "uses it arrived", path_fn(("warp", i, warps[i][0])))
                     return None
                 arrived, gen = 0, gen + 1
-            return self._advance(s, i, aux=my_gen,
-                                 bars=_set(bars, bi, (arrived, gen, op.expected if arrived else 0)))
+            st = (arrived, gen, op.expected if arrived else 0)
+            if op.obj in self.sensitive:
+                members = bars[bi][3] + ((i, warps[i][0]),)
+                if not arrived and not self._quiet:  # this arrival formed a generation
+                    ids = frozenset(id(self.ops[j][pc].event) for j, pc in members)
+                    self.formed.setdefault(ids, (self._cur_key, ("warp", i, warps[i][0])))
+                st += (tuple(sorted(members)) if arrived else (),)
+            return self._advance(s, i, aux=my_gen, bars=_set(bars, bi, st))
         if k == "bar_wait":
             bi = self.bindex[op.obj]
             if bars[bi][1] > warps[i][1]:
@@ -329,12 +356,16 @@ class _Explorer:
                 return True
         return False
 
+    def _first_op(self, pred):
+        """The first op, warp by warp in program order, for which `pred` holds (or None)."""
+        return next((op for ops in self.ops for op in ops if pred(op)), None)
+
+    def _issue_op(self, aid):
+        return self._first_op(lambda op: op.kind == "issue" and op.async_id == aid)
+
     def _init_event(self, obj):
-        for ops in self.ops:
-            for op in ops:
-                if op.kind == "minit" and op.obj == obj:
-                    return op.event
-        return None
+        op = self._init_op(obj)
+        return op.event if op is not None else None
 
     # -- terminal and blocked states -----------------------------------------------------------
     def check_waiters(self, s, path_fn) -> bool:
@@ -363,12 +394,14 @@ class _Explorer:
                    if warps[i][0] < len(self.ops[i])]
         if blocked:
             kinds = [self._blocked_reason(s, i, op) for i, op in blocked]
-            if len({op.obj for _, op in blocked}) > 1:
+            if len({op.obj for _, op in blocked}) > 1 and \
+                    "mbarrier.phase-overrun" not in kinds:
                 # warps blocked on different objects wait for each other (a cycle); a trace cut
                 # short by numsim's own deadlock does not show their later arrivals
                 kinds = ["deadlock"] * len(blocked)
-            order = ["mbarrier.tx-mismatch", "mbarrier.arrival-count", "mbarrier.parity-never",
-                     "barrier.count-mismatch", "cluster-barrier.mismatch", "deadlock"]
+            order = ["mbarrier.phase-overrun", "mbarrier.tx-mismatch", "mbarrier.arrival-count",
+                     "mbarrier.parity-never", "barrier.count-mismatch",
+                     "cluster-barrier.mismatch", "deadlock"]
             kind = min(kinds, key=order.index)
             i, op = blocked[kinds.index(kind)]
             # the line to fix: the count (init) for a wrong arrival count, the expect_tx for a
@@ -406,7 +439,7 @@ class _Explorer:
                             f"{done} with {cnt - pendc} of {cnt} arrivals: the arrivals do not "
                             "match the count the barrier was initialized with",
                             path_fn(None), related=[init.event if init else None])
-        for bi, (arrived, gen, exp) in enumerate(bars):
+        for bi, (arrived, gen, exp, *_) in enumerate(bars):
             if arrived:
                 obj = self.bkeys[bi]
                 op = self._last_bar(obj)
@@ -419,6 +452,11 @@ class _Explorer:
         warps, mbs, bars, cbs, pend = s
         if op.kind == "mwait":
             st, cnt, done, pendc, tx = mbs[self.mindex[op.obj]]
+            reached = self._done_when_reached(i, op)
+            if reached is not None and done > reached:
+                # phases completed while this warp waited and it saw none of them: it was
+                # overrun (issue 13 class 6: not a parity that can never complete)
+                return "mbarrier.phase-overrun"
             if tx != 0 and not any(c.obj == op.obj for a, idx in pend
                                    for c in self.cm.completions[a][idx:]):
                 return "mbarrier.tx-mismatch"
@@ -437,6 +475,23 @@ class _Explorer:
             return "deadlock"
         return "deadlock"
 
+    def _done_when_reached(self, i: int, op):
+        """The phases op's mbarrier had completed when warp `i` reached `op` on the path to the
+        current state (None when unknown)."""
+        key = self._cur_key
+        if key not in self.parent:
+            return None
+        pc = self.parent[key][2][0][i][0]
+        mi = self.mindex[op.obj]
+        done = None
+        while key is not None:
+            pk, _, st = self.parent[key]
+            if st[0][i][0] != pc or st[1][mi][0] != INIT:
+                break
+            done = st[1][mi][2]
+            key = pk
+        return done
+
     def _remaining(self, s, obj, kinds, blocked: int) -> bool:
         """Whether a warp other than the blocked one still has an op of `kinds` on `obj`."""
         for j, ops in enumerate(self.ops):
@@ -448,18 +503,11 @@ class _Explorer:
         return False
 
     def _init_op(self, obj):
-        for ops in self.ops:
-            for op in ops:
-                if op.kind == "minit" and op.obj == obj:
-                    return op
-        return None
+        return self._first_op(lambda op: op.kind == "minit" and op.obj == obj)
 
     def _tx_op(self, obj):
-        for ops in self.ops:
-            for op in ops:
-                if op.obj == obj and op.kind in ("marrive", "mexpect", "mcomplete") and op.tx:
-                    return op
-        return None
+        return self._first_op(lambda op: op.obj == obj and op.tx and
+                              op.kind in ("marrive", "mexpect", "mcomplete"))
 
     def _last_arrive_op(self, obj):
         arrives = [op for ops in self.ops for op in ops if op.kind == "marrive" and op.obj == obj]
@@ -476,7 +524,7 @@ class _Explorer:
     def run(self) -> ExploreResult:
         s0 = self.initial()
         k0 = self.key(s0)
-        parent = {k0: (None, None, s0)}
+        parent = self.parent = {k0: (None, None, s0)}
         queue = deque([k0])
         complete = True
 
@@ -496,6 +544,7 @@ class _Explorer:
         while queue:
             key = queue.popleft()
             s = parent[key][2]
+            self._cur_key = key
             if self.check_waiters(s, lambda last=None, key=key: path_to(key, last)):
                 continue
             succ = self.successors(s, lambda last, key=key: path_to(key, last))
@@ -512,7 +561,29 @@ class _Explorer:
                     break
                 parent[nk] = (key, step, ns)
                 queue.append(nk)
-        return ExploreResult(list(self.issues.values()), len(parent), complete, self.notes)
+        return ExploreResult(list(self.issues.values()), len(parent), complete, self.notes, self)
+
+    def path_through(self, key, step) -> list:
+        """One whole interleaving (its steps, in order) that takes `step` from the state `key`:
+        the explored prefix to `key`, then the first successor of each state to the end."""
+        steps, k = [], key
+        while k is not None:
+            pk, st, _ = self.parent[k]
+            if st is not None:
+                steps.append(st)
+            k = pk
+        steps.reverse()
+        s = self.parent[key][2]
+        self._quiet = True
+        try:
+            nxt = [x for x in self.successors(s, lambda last: []) if x[1] == step]
+            while nxt:
+                s, st = nxt[0]
+                steps.append(st)
+                nxt = self.successors(s, lambda last: [])
+        finally:
+            self._quiet = False
+        return steps
 
     def _step_text(self, step, st) -> str:
         if step[0] == "warp":
@@ -526,7 +597,29 @@ class _Explorer:
                 f" (issued @ {_evwhere(c.event)})")
 
 
-_EAGER = ("bar_arrive", "bar_wait", "wg_commit", "wg_wait", "issue")
+# barrier.cluster arrive/wait commute like bar.sync's halves (an arrival only counts, a wait only
+# advances its warp); interleaving them made a 2-CTA cluster GEMM (zoo gemm_sm90.py, 24 warps)
+# exceed 200000 states instead of ~900 (issue 15)
+_EAGER = ("bar_arrive", "bar_wait", "wg_commit", "wg_wait", "issue", "carrive", "cwait")
+
+
+def _grouping_sensitive(ops: list) -> set:
+    """Named barriers whose generations can be formed by different sets of warps: used by more
+    warps than one generation holds, or arrived on without waiting (``bar.arrive``, which lets a
+    warp arrive twice in one generation)."""
+    users: dict = {}
+    out = set()
+    for i, wops in enumerate(ops):
+        for pc, op in enumerate(wops):
+            if op.kind != "bar_arrive":
+                continue
+            users.setdefault(op.obj, (set(), op.expected))[0].add(i)
+            blocking = pc + 1 < len(wops) and wops[pc + 1].kind == "bar_wait" and \
+                wops[pc + 1].event is op.event
+            if not blocking:
+                out.add(op.obj)
+    out |= {obj for obj, (warps, expected) in users.items() if len(warps) > expected // 32}
+    return out
 
 
 def _set(t: tuple, i: int, v) -> tuple:
@@ -549,7 +642,6 @@ def _where(op) -> str:
 def _evwhere(e) -> str:
     if e is None or e.loc is None:
         return "?"
-    import os
     return f"{os.path.basename(e.loc.file)}:{e.loc.line}"
 
 
@@ -587,7 +679,7 @@ def _opname(op) -> str:
 def explore(cm: model.ClusterModel, max_states: int = DEFAULT_MAX_STATES,
             names: "dict | None" = None, eager_waits: bool = False) -> ExploreResult:
     """Explore one cluster's interleavings; see the module docstring. `names` maps shared
-    addresses to variable names for messages; `eager_waits` (from `racecheck.waits_ordered`:
+    addresses to variable names for messages; `eager_waits` (from `hbquery.waits_ordered`:
     no wait can consume another generation) lets an enabled wait be taken alone."""
     _NAMES.clear()
     _NAMES.update(names or {})

@@ -1,14 +1,15 @@
 """Vector clocks and the byte-granular shadow memory racecheck keeps per memory region.
 
-Threads of the analysis are warps (a warp's lanes are program-ordered with each other: tirxh
-models a warp as one thread of control, as the trace records one event per warp instruction) and
-asynchronous operations (each TMA copy, bulk copy, cp.async or wgmma is its own thread whose clock
-starts from its issuer's at issue). A vector clock is a numpy int32 array indexed by thread.
+Threads of the analysis are lane classes of warps (`lanes`: a converged warp is one thread; the
+lanes of a diverged warp are split into classes until a join) and asynchronous operations (each
+TMA copy, bulk copy, cp.async, st.async or wgmma is its own thread whose clock starts from its
+issuer's at issue). A vector clock is a numpy int32 array indexed by thread.
 
 A `Region` shadows one allocation (a CTA's shared window, or one global buffer) byte by byte:
-the last write's thread, clock, event and proxy, and the last read clock of every warp (reads by
-asynchronous operations are kept as `AsyncRead` records instead, since there are many such
-threads and each reads large boxes).
+the last write's thread, clock, event and proxy, and the last read clock of every lane-class
+thread that can reach it (`cols`: a CTA's shared window is reachable from its cluster's threads
+only); reads by asynchronous operations are kept as `AsyncRead` records instead, since there are
+many such threads and each reads large boxes.
 """
 
 from __future__ import annotations
@@ -26,18 +27,23 @@ def new_clock(n: int, owner: "int | None" = None) -> np.ndarray:
 
 
 class Region:
-    """Shadow state of one allocation of `size` bytes for `nwarps` warp threads."""
+    """Shadow state of one allocation of `size` bytes read by the threads `cols` (thread ids; a
+    thread's column is ``colidx[thread]``, -1 for threads that cannot reach it)."""
 
-    def __init__(self, name: str, size: int, nwarps: int):
+    def __init__(self, name: str, size: int, cols, nthreads: int):
         self.name = name
         self.size = size
+        self.cols = np.asarray(cols, np.int64)
+        self.colidx = np.full(max(nthreads, 1), -1, np.int64)
+        self.colidx[self.cols] = np.arange(len(self.cols))
+        n = len(self.cols)
         self.wt = np.full(size, -1, np.int32)  # writer thread
         self.wc = np.zeros(size, np.int32)  # writer clock
         self.we = np.full(size, -1, np.int32)  # writer event index
         self.wasync = np.zeros(size, bool)  # written through the async proxy
         self.watomic = np.zeros(size, bool)
-        self.rc = np.zeros((size, nwarps), np.int32)  # last read clock per warp
-        self.re = np.full((size, nwarps), -1, np.int32)  # last read event per warp
+        self.rc = np.zeros((size, n), np.int32)  # last read clock per column
+        self.re = np.full((size, n), -1, np.int32)  # last read event per column
         self.async_reads: list = []
 
 

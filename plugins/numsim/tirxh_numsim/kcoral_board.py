@@ -1,9 +1,13 @@
-"""The ``sim`` board: correctness on the CPU through numsim, never a timing.
+"""KCoral's ``sim`` board: correctness on the CPU through numsim, never a timing.
 
-numsim (``plugins/numsim``, ``tirxh_numsim.run``) simulates TIRx *IR*, not PTX or SASS. So a job
-for this board must carry the kernel's IR beside its module: ``module.ir`` is the sha256 of the
-IR's JSON form (`tirxh.core.irjson`, what ``CompiledKernel.ir_json()`` returns; ``tirxh bench``
-attaches it). The board loads that blob with the worker's own instruction set -- every
+A plugin of KCoral, shipped by the numsim distribution and registered through the ``kcoral``
+entry-point group (``sim = "tirxh_numsim.kcoral_board"``), so the daemon imports no numsim: a
+daemon without this distribution has no sim board and says so when a job asks for one. It reaches
+tirxh only through `tirxh.api`.
+
+numsim (``tirxh_numsim.run``) simulates TIRx *IR*, not PTX or SASS. So a job for this board must
+carry the kernel's IR beside its module: ``module.ir`` is the sha256 of the IR's JSON form (what
+``CompiledKernel.ir_json()`` returns; ``tirxh bench`` attaches it). The board loads that blob with the worker's own instruction set -- every
 instruction's binding is re-resolved from its spelling and its operands re-checked, so no client
 code runs here -- and runs each correctness run's launches through numsim on the run's inputs;
 `kcoral.measure` then compares the outputs with the expected arrays exactly as on a GPU board.
@@ -23,26 +27,29 @@ cluster or arguments disagree with the IR -> ``launch.*``; something numsim does
 
 from __future__ import annotations
 
+from importlib import metadata
+
+import numpy as np
+
 from kcoral.boards import BoardSpec, Device
+from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
 from kcoral.plugins import hookimpl
+from tirxh.api import (
+    CompileError, IRJSONError, TensorMap, default_isa, default_targets, emit_ptx, ir_loads,
+)
+
+from . import __version__
+from .api import run as numsim_run
 
 TIMING_NOTE = "the sim board never times"
 REQUIRES = ["module.ir"]  # job fields this board cannot run without (checked at submission)
 # Jobs bigger than this are refused at submission as unavailable here (a GPU board, if any, takes
-# them): numsim runs ~1e7 lane-instructions/s batched but only ~3e7 FLOP/s through per-warp wgmma
-# (zoo gemm_wgmma m256n256k256: 1.2 s), so these keep one correctness run under ~30 s on a laptop.
+# them): numsim runs ~1e8 lane-instructions/s batched and ~4e8 FLOP/s through wgmma (zoo
+# gemm_wgmma m256n256k256: 0.08 s on 2 cores, docs/PERFORMANCE.md; 1.2 s before issue 19), so
+# these keep one correctness run to seconds on a laptop.
 MAX_BUFFER_BYTES = 64 << 20
 MAX_WORK_FLOPS = 1e9
-
-
-def numsim_unavailable() -> str:
-    """Why the sim board cannot run jobs here ('' when it can)."""
-    try:
-        import tirxh_numsim  # noqa: F401
-    except ImportError as e:
-        return f"numsim is not installed (pip install -e plugins/numsim): {e}"
-    return ""
 
 
 class _IRKernel:
@@ -61,11 +68,6 @@ class SimDevice(Device):
     timing_note = TIMING_NOTE
 
     def __init__(self, spec: BoardSpec):
-        import numpy as np
-        import tirxh_numsim
-        from tirxh.api import default_isa, default_targets
-        self._np = np
-        self._numsim = tirxh_numsim
         self.spec = spec
         self.isa = default_isa()
         self.target = default_targets().get(spec.target)
@@ -76,11 +78,10 @@ class SimDevice(Device):
         self.notes: dict = {}
 
     def info(self):
-        from importlib import metadata
         try:
             version = metadata.version("tirxh-numsim")
-        except metadata.PackageNotFoundError:
-            version = getattr(self._numsim, "__version__", "?")
+        except metadata.PackageNotFoundError:  # run from a source tree without an install
+            version = __version__
         return {"name": "numsim (CPU)", "kind": "sim", "driver": "none",
                 "peak_flops_per_s": 0, "peak_bytes_per_s": 0,
                 "versions": {"tirxh-numsim": version}}
@@ -97,13 +98,11 @@ class SimDevice(Device):
 
     def load_ir(self, data: "bytes | None", digest: str = "") -> None:
         """Load the job's IR blob (re-resolved against this worker's instruction set)."""
-        from tirxh.api import CompileError, emit_ptx
-        from tirxh.api import IRJSONError, ir_loads as loads
         if not data:
             raise JobFailure("validation.module.ir", "module.ir: the sim board runs the kernel's "
                              "IR; this job's module carries none (CompiledKernel.ir_json())")
         try:
-            kir = loads(data, self.isa)
+            kir = ir_loads(data, self.isa)
         except IRJSONError as e:
             raise JobFailure("validation.module.ir", f"module.ir: {e}") from None
         if any(e != kir.name for e in self.entries):
@@ -126,10 +125,10 @@ class SimDevice(Device):
 
     # --- buffers ------------------------------------------------------------------------------
     def alloc(self, name, nbytes):
-        self.buffers[name] = self._np.zeros(nbytes, self._np.uint8)
+        self.buffers[name] = np.zeros(nbytes, np.uint8)
 
     def write(self, name, array):
-        raw = self._np.ascontiguousarray(array).reshape(-1).view(self._np.uint8)
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         self.buffers[name][:raw.size] = raw
 
     def read(self, name, dtype, shape):
@@ -188,7 +187,7 @@ class SimDevice(Device):
         def run():
             inputs = self._inputs(kir, args, bufs, field)
             try:
-                res = self._numsim.run(_IRKernel(kir), inputs, grid=grid)
+                res = numsim_run(_IRKernel(kir), inputs, grid=grid)
             except ValueError as e:  # numsim refuses the bound arguments (names the parameter)
                 raise JobFailure("launch.args", f"{field}: numsim: {e}") from None
             self.notes["launches"] += 1
@@ -211,8 +210,6 @@ class SimDevice(Device):
         return run
 
     def _inputs(self, kir, args, bufs, field) -> dict:
-        from kcoral.job import dtype_of
-        np = self._np
         # numsim names a tensor map's source by parameter: the one the buffer is bound to
         param_of = {a["buffer"]: p.name for a, p in zip(args, kir.params) if p.kind == "ptr"}
         out = {}
@@ -228,8 +225,6 @@ class SimDevice(Device):
         return out
 
     def _tensormap(self, d, bufs, param_of, field):
-        from kcoral.job import dtype_of
-        from tirxh.api import TensorMap
         try:
             src = d["source"]
             tm = TensorMap(src, tuple(reversed(d["box"])), swizzle=int(d.get("swizzle", 0)),
@@ -249,7 +244,7 @@ class SimDevice(Device):
         # numsim encodes a map over a whole source array; the job's description must be exactly
         # that (dims and strides of the buffer), or it is not modelled here
         b = bufs[src]
-        whole = tm.describe(self._np.zeros(tuple(b["shape"]), dtype_of(b["dtype"])))
+        whole = tm.describe(np.zeros(tuple(b["shape"]), dtype_of(b["dtype"])))
         diff = [k for k in whole if k != "source" and k in d and whole[k] != d[k]]
         if diff:
             raise JobFailure("unavailable.numsim", f"{field}: {', '.join(diff)} differ from a "
@@ -290,13 +285,10 @@ class SimBoardType:
                                           "max_buffer_bytes", MAX_BUFFER_BYTES)),
                                       "max_work_flops": float(config.get(
                                           "max_work_flops", MAX_WORK_FLOPS))},
-                          timing=False, unavailable=numsim_unavailable())
+                          timing=False)
                 for i, t in enumerate(config.get("targets", ["sm_90a"]))]
 
     def open_device(self, spec):
-        why = numsim_unavailable()
-        if why:
-            raise RuntimeError(why)
         return SimDevice(spec)
 
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The zoo's Hopper GEMMs (zoo/kernels/gemm_sm90.py, issue 15) against cuBLAS (torch.matmul),
+# pyptx's Hopper GEMM and torch._scaled_mm, on the H200, in one command:
+#
+#   (device) bash benchmarks/gemm_bench.sh [GROUP ...]        carry: .whl (the pyptx wheel)
+#
+# GROUPS (default: main) select cases by their role tags (`plan` in gemm_sm90.py):
+#   main   bf16 and fp8, the predicted fastest variant of every shape (the headline table)
+#   bf16 / fp8   the same for one input type
+#   alt    bf16 and fp8, the runner-up variant of every shape
+#   sweep  the remaining techniques (no cluster, 3-stage whole-tile epilogue, other tile widths,
+#          split-K on/off, 128 CTAs, raster along N) and the N-major B (docs/TUNING.md)
+#   all    every benchmark case
+# The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
+# one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy
+# reference, uploads) overlaps the GPU's timing of another, and a shape's variants stay in one
+# client, where they share its cached inputs and reference. Each job checks correctness on the
+# GPU (two seeds, before and after timing) and times the candidate interleaved with its baselines.
+#
+# Env: BUDGET seconds for the clients (default 480: one device call with the set-up), SHAPES
+# (e.g. "m8192n8192k8192 m128n4096k4096" to restrict), OUT (default ./gpu_out: gpu_bench.tar.gz
+# with every log and report, summary.md, summary.json). Exits 0 without a GPU, saying so.
+set -u
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu_out}"
+mkdir -p "$OUT"
+if [ -z "${GPU_BENCH_DRY:-}" ] && ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gemm_bench: SKIPPED: no NVIDIA GPU here (nvidia-smi -L failed); on the CPU the same"
+    echo "kernels are checked with: cd zoo && tirxh check -k gemm_sm90"
+    exit 0
+fi
+
+role() {  # role GROUP -> a -k expression over the role tags
+    case "$1" in
+        main) echo "main";; bf16) echo "gemm_bf16 and main";; fp8) echo "gemm_fp8 and main";;
+        alt) echo "alt";; sweep) echo "sweep or kn";; all) echo "gemm_sm90";;
+        *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all)" >&2; return 1;;
+    esac
+}
+roles=""
+for g in ${*:-main}; do
+    r=$(role "$g") || exit 2
+    roles="${roles:+$roles or }($r)"
+done
+# every shape once, largest M x N first, dealt round-robin so the shards carry similar work
+shapes=${SHAPES:-$(cd zoo/kernels && python3 -c "import gemm_sm90 as g; \
+print(' '.join(f'm{M}n{N}k{K}' for M, N, K in sorted(g.SHAPES, key=lambda s: -s[0] * s[1])))")}
+n=${NSHARDS:-4}
+declare -a part
+i=0
+for s in $shapes; do
+    part[$((i % n))]="${part[$((i % n))]:+${part[$((i % n))]} or }${s}_"
+    i=$((i + 1))
+done
+SHARDS=""
+for p in "${part[@]}"; do
+    SHARDS="${SHARDS:+$SHARDS|}gemm_sm90 and ($p) and ($roles)"
+done
+echo "gemm_bench: $n clients over: ${shapes}"
+
+SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-480}" OUT="$OUT" bash benchmarks/gpu_bench.sh
+
+python3 benchmarks/gemm_summary.py /tmp/gpu_bench/bench_*.jsonl --json "$OUT/summary.json" \
+    | tee "$OUT/summary.md"

@@ -1,0 +1,153 @@
+"""Tables from `tirxh bench` report logs of the zoo's Hopper GEMMs (zoo/kernels/gemm_sm90.py).
+
+    python benchmarks/gemm_summary.py REPORT.jsonl [...] [--json OUT.json]
+
+Prints markdown: every timed item (median, TFLOP/s, ratio to each baseline timed in the same
+job, SM clock before/after), then the fastest variant of each shape with the issue 15 goals
+(bf16: >= 1.00x torch.matmul at M >= 2048, >= 0.95x at M = 128 and 512, faster than pyptx;
+fp8: >= 1.00x torch._scaled_mm at M >= 2048). A ratio is baseline median / candidate median
+(> 1: the zoo kernel is faster). Items that failed or were not timed are listed with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+_SHAPE = re.compile(r"^m(\d+)n(\d+)k(\d+)_")
+BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
+             "torch._scaled_mm": "_scaled_mm", "torch._scaled_mm.fast_accum": "fast_accum"}
+
+
+def read_items(paths) -> list:
+    """One dict per benchmarked GEMM item in the report logs (later lines win for an item)."""
+    items: dict = {}
+    for path in paths:
+        for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n}: not a JSON line ({e.msg})") from None
+            if rec.get("event") != "item_report" or not _SHAPE.match(rec.get("case") or ""):
+                continue
+            items[rec["nodeid"]] = _item(rec)
+    return list(items.values())
+
+
+def _item(rec: dict) -> dict:
+    M, N, K = (int(x) for x in _SHAPE.match(rec["case"]).groups())
+    bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
+    out = {"kernel": rec["kernel"], "case": rec["case"], "shape": (M, N, K),
+           "dtype": "fp8" if "fp8" in rec["kernel"] else "bf16", "outcome": rec["outcome"],
+           "median_us": None, "tflops": None, "ratios": {}, "clock": None, "note": ""}
+    if bench is None:
+        out["note"] = "not benchmarked"
+        return out
+    result = (bench.get("data") or {}).get("result") or {}
+    timing = result.get("timing") or {}
+    if "candidate" not in timing:
+        out["note"] = (bench.get("longrepr") or timing.get("skipped") or
+                       (result.get("error") or {}).get("message") or "not timed")[:160]
+        return out
+    out["median_us"] = timing["candidate"]["median_ms"] * 1e3
+    out["tflops"] = timing.get("tflops")
+    out["ratios"] = {name: b.get("speedup") for name, b in timing.get("baselines", {}).items()}
+    clk = timing.get("sm_clock_mhz") or {}
+    out["clock"] = (clk.get("before"), clk.get("after"))
+    if not timing.get("converged", True):
+        out["note"] = f"noise {timing.get('rel_noise', 0):.1%}"
+    return out
+
+
+def _ratio(x) -> str:
+    return f"{x:.3f}x" if isinstance(x, (int, float)) else "-"
+
+
+def _shape(s) -> str:
+    return "x".join(str(v) for v in s)
+
+
+def goal(dtype: str, M: int) -> "tuple[str, float]":
+    """(the baseline a goal is stated against, the ratio it must reach), per issue 15."""
+    if dtype == "fp8":
+        return "torch._scaled_mm", 1.00 if M >= 2048 else 0.0
+    return "torch.matmul", 1.00 if M >= 2048 else 0.95
+
+
+def best_per_shape(items: list) -> list:
+    """The fastest timed item of each (dtype, shape), with its goal verdict."""
+    best: dict = {}
+    for it in items:
+        if it["median_us"] is None:
+            continue
+        key = (it["dtype"], it["shape"])
+        if key not in best or it["median_us"] < best[key]["median_us"]:
+            best[key] = it
+    rows = []
+    for (dtype, shape), it in sorted(best.items()):
+        base, need = goal(dtype, shape[0])
+        r = it["ratios"].get(base)
+        met = None if r is None or not need else r >= need
+        peer = it["ratios"].get("pyptx.gemm_hopper")
+        rows.append(dict(it, goal=need, goal_baseline=base, goal_met=met,
+                         beats_pyptx=None if peer is None else peer > 1.0))
+    return rows
+
+
+def markdown(items: list) -> str:
+    lines = ["## Every item", "",
+             "| item | median | TFLOP/s | " + " | ".join(BASELINES.values())
+             + " | SM MHz before/after | note |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in BASELINES) + " | --- | --- |"]
+    for it in sorted(items, key=lambda i: (i["dtype"], i["shape"], i["kernel"], i["case"])):
+        med = f"{it['median_us']:.1f} us" if it["median_us"] is not None else it["outcome"]
+        tf = f"{it['tflops']:.0f}" if it["tflops"] else "-"
+        clk = "/".join(f"{c:.0f}" if c else "?" for c in it["clock"]) if it["clock"] else "-"
+        lines.append(f"| {it['kernel']}[{it['case']}] | {med} | {tf} | "
+                     + " | ".join(_ratio(it["ratios"].get(b)) for b in BASELINES)
+                     + f" | {clk} | {it['note']} |")
+    lines += ["", "## Fastest variant per shape (goal: issue 15)", "",
+              "| dtype | shape | variant | TFLOP/s | vs goal baseline | goal | met | vs pyptx |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in best_per_shape(items):
+        met = {True: "yes", False: "NO", None: "-"}[r["goal_met"]]
+        tf = f"{r['tflops']:.0f}" if r["tflops"] else "-"
+        lines.append(f"| {r['dtype']} | {_shape(r['shape'])} | {r['kernel']}[{r['case']}] | "
+                     f"{tf} | {_ratio(r['ratios'].get(r['goal_baseline']))} "
+                     f"{BASELINES[r['goal_baseline']]} | "
+                     f"{r['goal']:.2f}x | {met} | "
+                     f"{_ratio(r['ratios'].get('pyptx.gemm_hopper'))} |")
+    untimed = [i for i in items if i["median_us"] is None]
+    if untimed:
+        lines += ["", "## Not timed", ""]
+        lines += [f"- {i['kernel']}[{i['case']}]: {i['outcome']}: {i['note']}" for i in untimed]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("logs", nargs="+", help="tirxh bench --report-log files")
+    ap.add_argument("--json", help="also write the items and the per-shape table here")
+    args = ap.parse_args(argv)
+    try:
+        items = read_items(args.logs)
+    except (OSError, ValueError) as e:
+        print(f"gemm_summary: {e}", file=sys.stderr)
+        return 2
+    if not items:
+        print("gemm_summary: no gemm_sm90 items in " + ", ".join(args.logs), file=sys.stderr)
+        return 1
+    sys.stdout.write(markdown(items))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"items": items, "best": best_per_shape(items)},
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""zoo/kernels/gemm_sm90.py (issue 15), on the CPU: every small case through numsim, compared
+bit by bit with numpy; the shapes TMA cannot describe refused with the rule; sync_check clean
+on the persistent and cluster kernels and a planted missing proxy fence caught; SASS with
+HGMMA/QGMMA, stmatrix and TMA stores, both setmaxnreg honoured, no spills."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tirxh.lang as T
+
+ZOO = Path(__file__).resolve().parents[2] / "zoo" / "kernels"
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+G = _load(ZOO / "gemm_sm90.py", "zoo_gemm_sm90_test")
+SUITES = {name: s for name, s in vars(G).items() if isinstance(s, T.Suite)}
+SMALL = [(name, c.name) for name, s in SUITES.items() for c in s.cases if c.small]
+
+
+def _case(suite, name):
+    return next(c for c in suite.cases if c.name == name)
+
+
+def _ordered(x: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns as integers ordered like the values (adjacent values differ by 1)."""
+    b = x.view(np.uint16).astype(np.int32)
+    return np.where(b & 0x8000, -(b & 0x7FFF), b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite,case", SMALL, ids=[f"{s}:{c}" for s, c in SMALL])
+def test_small_case_in_numsim_matches_numpy(suite, case):
+    ns = pytest.importorskip("tirxh_numsim")
+    s = SUITES[suite]
+    c = _case(s, case)
+    inputs = s.make_inputs(c, 0)
+    res = ns.run(s.kernel, inputs, consts=s.consts(c), grid=s.grid(c), outputs=["c"])
+    assert res.verdict == "clean", res.summary
+    out, ref = res.outputs["c"], s.expected(c, inputs)["c"]
+    cmp = s.tolerance.compare(out, ref)
+    assert cmp["ok"], cmp
+    ulps = np.abs(_ordered(out) - _ordered(ref))
+    if "fp8" in s.kernel.name:
+        # 13-bit tensor-core accumulation (numsim's H200 model) against exact f32 sums
+        assert cmp["rms_ratio"] < 3e-3
+        return
+    # bf16: the same value but where the two f32 sums round to neighbouring bf16 values, or
+    # where cancellation leaves a result smaller than the f32 sums' own rounding
+    diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+    assert (ulps > 0).mean() < 1e-3, int((ulps > 0).sum())
+    assert np.all((ulps <= 1) | (diff < 1e-3)), diff[ulps > 1]
+
+
+@pytest.mark.parametrize("kernel,shape,kw,rule", [
+    ("bf16", (128, 128, 100), {}, r"K = 100: rows of A .* 200 bytes, not a multiple of 16"),
+    ("bf16", (128, 100, 64), {"B_KMAJOR": False}, r"N = 100: rows of an N-major B"),
+    ("bf16", (128, 100, 64), {}, r"N = 100: rows of C .*use EPI='direct'"),
+    ("bf16", (0, 128, 64), {}, r"M, N, K must be positive"),
+    ("fp8", (128, 128, 4104), {}, r"gemm_fp8: K = 4104: rows of A .*\(K % 16 != 0\)"),
+    ("bf16", (128, 128, 192), {"SPLITK": 4}, r"SPLITK = 4 needs at least 4 K slices of 64"),
+])
+def test_shapes_tma_cannot_describe_are_refused(kernel, shape, kw, rule):
+    M, N, K = shape
+    inputs = (G._bf16_inputs if kernel == "bf16" else G._fp8_inputs)(1)
+    with pytest.raises(ValueError, match=rule):
+        inputs(np.random.default_rng(0), M, N, K, **kw)
+
+
+def test_odd_n_takes_the_direct_epilogue_and_a_placeholder_map():
+    c = _case(G.SUITE, "m4095n4097k4104_t256")
+    assert c.params["EPI"] == "direct"
+    inputs = G._bf16_inputs(1)(np.random.default_rng(0), 130, 135, 40, BN=128, EPI="direct")
+    assert inputs["c_map"].source == "a"   # the direct epilogue never reads it
+
+
+def test_large_inputs_and_reference_are_computed_once_per_seed():
+    inputs = G._bf16_inputs(1)
+    x = inputs(np.random.default_rng(5), 1024, 512, 512)
+    y = inputs(np.random.default_rng(5), 1024, 512, 512)
+    z = inputs(np.random.default_rng(6), 1024, 512, 512)
+    assert x["a"] is y["a"] and x["b"] is y["b"] and x["a"] is not z["a"]
+    assert not x["a"].flags.writeable
+    r1 = G.bf16_reference(x["a"], x["b"])["c"]
+    assert G.bf16_reference(y["a"], y["b"])["c"] is r1
+    want = (x["a"].astype(np.float32) @ x["b"].astype(np.float32).T).astype(r1.dtype)
+    assert np.array_equal(r1.view(np.uint16), want.view(np.uint16))
+
+
+def test_tolerance_takes_a_one_ulp_flip_and_refuses_a_wrong_tile():
+    bf16 = G.numpy_dtype("bf16")
+    ref = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32) * 50
+    ref = ref.astype(bf16)
+    flip = ref.copy().view(np.uint16)
+    flip[3, 5] += 1
+    assert G.BF16_TOLERANCE.compare(flip.view(bf16), ref)["ok"]
+    wrong = ref.copy()
+    wrong[:64, :64] = 0
+    assert not G.BF16_TOLERANCE.compare(wrong, ref)["ok"]
+
+
+def test_grid_is_persistent_and_clusters_pair_tiles():
+    assert G.SUITE_PEERS.grid(_case(G.SUITE_PEERS, "m8192n8192k8192_t256")) == (132, 1, 1)
+    assert G.SUITE_C2_PEERS.grid(_case(G.SUITE_C2_PEERS, "m8192n8192k8192_t256")) == (132, 1, 1)
+    assert G.SUITE.grid(_case(G.SUITE, "m200n136k72")) == (2, 1, 1)      # two tiles only
+    assert G.SUITE_C2.grid(_case(G.SUITE_C2, "m200n136k72")) == (2, 1, 1)   # one pair
+    assert G.gemm_bf16_c2.specialize().cluster == (2, 1, 1)
+    assert G.gemm_bf16.specialize().cluster is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite,case", [("SUITE", "m256n256k64_persistent"),
+                                        ("SUITE_C2", "m256n256k64_persistent"),
+                                        ("SUITE", "m128n128k256_splitk")])
+def test_persistent_and_cluster_kernels_are_sync_clean(suite, case):
+    sc = pytest.importorskip("tirxh_sync_check")
+    s = SUITES[suite]
+    c = _case(s, case)
+    sync, race = sc.check_kernel(s.kernel, s.make_inputs(c, 0), consts=s.consts(c),
+                                 grid=s.grid(c))
+    findings = sync.findings + race.findings
+    assert not findings, "\n".join(sc.format_finding(f) for f in findings)
+
+
+_RELEASE = r"T\.ptx\.mbarrier\.arrive\.shared__cluster\.b64\(T\.sink, peer_empty \+ \(stage << 3\)\)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edits,suite,case,kind", [
+    ([(r"T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", "pass")], "SUITE",
+     "m256n256k64_persistent", "proxy.missing-fence"),
+    ([(r"T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)", "pass")], "SUITE",
+     "m256n256k64_persistent", "race.stage-reuse"),
+    ([(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
+      (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
+     "m128n128k256_splitk", "race.read-write"),
+    ([(r"wgmma\.wait_group\.sync\.aligned\(1\)", "wgmma.wait_group.sync.aligned(2)")], "SUITE",
+     dict(M=128, N=128, K=512, BN=128, STAGES=2), "race.stage-reuse"),
+    ([(_RELEASE, "pass")], "SUITE_C2", "m256n256k64_persistent", "mbarrier.arrival-count"),
+], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "release-a-group-early",
+        "no-remote-release"])
+def test_synchronization_mutations_are_caught(tmp_path, edits, suite, case, kind):
+    """Without the proxy fence the TMA store may read C before stmatrix's writes reach the async
+    proxy; without the read wait the next round overwrites chunks a store still reads; with a
+    relaxed split-K count the last split may read a partial before it is stored; releasing a
+    stage after `wait_group 2` lets TMA refill it under a running wgmma; without the remote
+    arrival the peer CTA's producer never sees the stage free."""
+    sc = pytest.importorskip("tirxh_sync_check")
+    src = (ZOO / "gemm_sm90.py").read_text()
+    for pattern, repl in edits:
+        src, n = re.subn(pattern, repl, src)
+        assert n == 1, f"gemm_sm90.py no longer has the one {pattern!r} this test edits"
+    path = tmp_path / "gemm_mut.py"
+    path.write_text(src)
+    s = getattr(_load(path, "zoo_gemm_sm90_mut"), suite)
+    c = _case(s, case) if isinstance(case, str) else T.case("mutation", **case)
+    sync, race = sc.check_kernel(s.kernel, s.make_inputs(c, 0), consts=s.consts(c),
+                                 grid=s.grid(c))
+    assert kind in {f.kind for f in sync.findings + race.findings}
+
+
+def _sass_ops(sass: str) -> dict:
+    ops = re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]+)", sass, re.M)
+    out: dict = {}
+    for o in ops:
+        out[o] = out.get(o, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("kernel,consts,mma", [
+    ("gemm_bf16", {}, "HGMMA"),
+    ("gemm_bf16", {"B_KMAJOR": False, "BN": 128, "STAGES": 6}, "HGMMA"),
+    ("gemm_bf16", {"BN": 128, "STAGES": 6, "SPLITK": 4}, "HGMMA"),
+    ("gemm_bf16_c2", {}, "HGMMA"),
+    ("gemm_fp8", {}, "QGMMA"),
+])
+def test_sass_has_warpgroup_mma_tma_stores_and_no_spills(kernel, consts, mma):
+    ck = getattr(G, kernel).compile("sm_90a", **consts)
+    r = ck.resources
+    assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0)
+    assert not any("C7508" in w for w in r.warnings), r.warnings   # setmaxnreg ignored
+    ops = _sass_ops(ck.sass)
+    assert ops.get(mma) == 4                  # one K slice: four m64nBNk16 (k32 for fp8)
+    assert ops.get("STSM") == 16 * consts.get("BN", 256) // 256   # stmatrix.x4: 64 x BN bf16
+    assert ops.get("UTMASTG") == consts.get("BN", 256) // 64      # one TMA store per chunk
+    assert ops.get("USETMAXREG") == 2         # producer down, consumers up
+    # the consumers' setmaxnreg.inc draws on the CTA's pool: what the CTA got at launch
+    # (registers x 384 threads); more than that waits forever (every launch hung on the H200)
+    assert 128 * G.PRODUCER_REGS + 256 * G.CONSUMER_REGS <= r.registers * 384, r.registers
+    assert f"USETMAXREG.DEALLOC.CTAPOOL {G.PRODUCER_REGS:#x}" in ck.sass
+    assert re.search(rf"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, {G.CONSUMER_REGS:#x}", ck.sass)
+    assert "LDL" not in ops and "STL" not in ops
+    # fences at the start and the end only, never one per K slice (a cluster-scope release there
+    # compiles to MEMBAR.ALL.GPU)
+    assert ck.sass.count("MEMBAR.ALL.GPU") <= 2 + (consts.get("SPLITK", 1) > 1)  # + split-K count
+    if kernel.endswith("_c2"):                # B multicast; releases reach the peer's barrier
+        assert "UTMALDG.2D.MULTICAST" in ck.sass and "SYNCS.ARRIVE.TRANS64.RED" in ck.sass
+
+
+def _variants() -> list:
+    """Every distinct specialization the benchmark cases build."""
+    seen, out = set(), []
+    for name, s in SUITES.items():
+        for c in s.cases:
+            key = (s.kernel.name, tuple(sorted(s.consts(c).items())))
+            if key not in seen:
+                seen.add(key)
+                out.append((name, c.name))
+    return out
+
+
+@pytest.mark.parametrize("suite,case", _variants(), ids=[f"{s}:{c}" for s, c in _variants()])
+def test_every_variant_assembles_without_local_memory(suite, case):
+    s = SUITES[suite]
+    ck = s.kernel.compile("sm_90a", **s.consts(_case(s, case)))
+    assert not re.search(r"\b(LDL|STL)\b", ck.sass), "local memory (a spill across setmaxnreg?)"
+    assert not any("C7508" in w for w in ck.resources.warnings), ck.resources.warnings

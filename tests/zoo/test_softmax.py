@@ -1,0 +1,83 @@
+"""zoo/kernels/softmax.py: every small case in numsim against the float64 reference; shapes the
+kernel cannot run are refused when the case is declared."""
+
+import numpy as np
+import pytest
+
+from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
+                                  simulate)
+
+MOD = load("softmax")
+
+
+CASES = [(s, c) for s in (MOD.SUITE, MOD.SUITE_TMA, MOD.SUITE_CE) for c in s.cases if c.small]
+
+
+@pytest.mark.parametrize("suite,case", CASES, ids=[f"{s.name}-{c.name}" for s, c in CASES])
+def test_small_case_matches_reference(suite, case):
+    res, inputs = simulate(suite, case)
+    assert_matches(suite, case, res, inputs)
+
+
+def test_rows_sum_to_one_and_order_is_kept():
+    case = MOD.make_case("probe", rows=2, cols=1000, BLOCK=128)
+    res, inputs = simulate(MOD.SUITE, case)
+    out = res.outputs["out"].astype(np.float64)
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=2e-2)
+    x = inputs["x"].astype(np.float64)
+    assert (np.argmax(out, axis=1) == np.argmax(x, axis=1)).all()
+
+
+def test_a_wrong_kernel_is_caught():
+    """The tolerance is tight enough to fail a softmax that forgets one element of the sum."""
+    case = MOD.make_case("probe", rows=1, cols=64, BLOCK=32)
+    res, inputs = simulate(MOD.SUITE, case)
+    x = inputs["x"].astype(np.float64)[:, 1:]
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    wrong = np.concatenate([[[0.0]], e / e.sum(axis=1, keepdims=True)], axis=1)
+    rep = MOD.SUITE.tolerance_for("out").compare(res.outputs["out"], wrong)
+    assert not rep["ok"]
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(rows=4, cols=256 * 64 + 8), r"case 'bad': cols=16392 .* fit in one CTA's registers"),
+    (dict(rows=4, cols=1000, BLOCK=100), r"case 'bad': BLOCK=100 must be a multiple of 32"),
+    (dict(rows=0, cols=1000), r"case 'bad': rows=0 and cols=1000 must be positive"),
+    (dict(rows=1 << 20, cols=1 << 12), r"case 'bad': rows\*cols=4294967296 must be below 2\^32"),
+])
+def test_refused_shapes_name_the_case_and_the_constraint(params, match):
+    with pytest.raises(ValueError, match=r"T.suite\(softmax\): shapes the kernel does not "
+                                         r"accept:\n  " + match):
+        declare(MOD.SUITE, MOD.make_case("bad", **params), MOD.constraints)
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(rows=4, cols=1004), r"case 'bad': cols=1004 must be a multiple of 8"),
+    (dict(rows=4, cols=32768, STAGES=4), r"STAGES=4 rows of 32768 bf16 need 262144 bytes of "
+                                         r"shared memory"),
+    (dict(rows=4, cols=1024, BLOCK=100), r"case 'bad': BLOCK=100 must be a multiple"),
+])
+def test_tma_variant_refuses_what_it_cannot_run(params, match):
+    with pytest.raises(ValueError, match=match):
+        declare(MOD.SUITE_TMA, MOD.make_tma_case("bad", **params), MOD.tma_constraints)
+
+
+def test_cross_entropy_target_outside_the_row_is_nan_not_a_stray_read():
+    case = MOD.make_ce_case("targets", rows=3, cols=500, BLOCK=64, UNROLL=1)
+    inputs = MOD.SUITE_CE.make_inputs(case, 0)
+    inputs["target"] = np.array([499, 500, -100], np.int64)
+    res, _ = simulate(MOD.SUITE_CE, case, inputs=inputs)
+    assert res.verdict == "clean"
+    loss = res.outputs["loss"]
+    assert np.isfinite(loss[0]) and np.isnan(loss[1]) and np.isnan(loss[2])
+    np.testing.assert_allclose(res.outputs["lse"], MOD.ce_reference(inputs["x"], [0, 0, 0])["lse"],
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(rows=4, cols=1000, UNROLL=0), r"case 'bad': UNROLL=0 must be in \[1, 16\]"),
+    (dict(rows=1 << 16, cols=1 << 16), r"case 'bad': rows\*cols=4294967296 must be"),
+])
+def test_cross_entropy_refusals(params, match):
+    with pytest.raises(ValueError, match=match):
+        declare(MOD.SUITE_CE, MOD.make_ce_case("bad", **params), MOD.ce_constraints)

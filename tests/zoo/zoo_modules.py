@@ -1,0 +1,73 @@
+"""Load zoo kernel modules by file (the zoo is a tirxh project, not a package) and run their
+small cases in numsim against their references."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+import tirxh.lang as T
+
+ZOO = Path(__file__).resolve().parents[2] / "zoo" / "kernels"
+
+
+@functools.lru_cache(maxsize=None)
+def load(stem: str):
+    spec = importlib.util.spec_from_file_location(f"zoo_test_{stem}", ZOO / f"{stem}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def small_cases(stem: str) -> list:
+    return [c for c in load(stem).SUITE.cases if c.small]
+
+
+def simulate(suite, case, inputs=None, seed: int = 0):
+    """One numsim launch of `case` (fresh inputs unless given); returns (result, inputs)."""
+    import tirxh_numsim as ns  # the numsim plugin distribution (installed with the project)
+    inputs = suite.make_inputs(case, seed) if inputs is None else inputs
+    res = ns.run(suite.kernel, inputs, grid=suite.grid(case), outputs=list(suite.outputs),
+                 consts=suite.consts(case))
+    return res, inputs
+
+
+def assert_matches(suite, case, res, inputs) -> None:
+    """Every output within the suite's tolerance of the reference, and a clean verdict."""
+    assert res.verdict == "clean", [f.message for f in res.diagnostics]
+    expected = suite.expected(case, inputs)
+    for name in suite.outputs:
+        rep = suite.tolerance_for(name).compare(res.outputs[name], expected[name])
+        assert rep["ok"], (name, rep)
+    assert all(np.isfinite(np.asarray(res.outputs[n], np.float64)).all()
+               for n in suite.outputs if np.asarray(res.outputs[n]).dtype.kind == "f" or
+               "bfloat16" in str(np.asarray(res.outputs[n]).dtype))
+
+
+def load_mutant(stem: str, old: str, new: str, tmp_path):
+    """The zoo module with one exact piece of its source replaced (the piece must occur once)."""
+    src = (ZOO / f"{stem}.py").read_text()
+    assert src.count(old) == 1, f"{stem}.py no longer holds the one {old!r} this test mutates"
+    path = tmp_path / f"{stem}_mutant.py"
+    path.write_text(src.replace(old, new))
+    spec = importlib.util.spec_from_file_location(f"zoo_mutant_{stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def mismatches(suite, case, res, inputs) -> bool:
+    """Whether any output differs from the reference beyond the suite's tolerance."""
+    expected = suite.expected(case, inputs)
+    return any(not suite.tolerance_for(n).compare(res.outputs[n], expected[n])["ok"]
+               for n in suite.outputs)
+
+
+def declare(suite, case, constraints):
+    """Declare `suite`'s kernel again with `case` alone under `constraints`: a refused shape
+    raises here, as the zoo module's own suite would when the module is collected."""
+    return T.suite(suite.kernel, inputs=suite.inputs, reference=suite.reference,
+                   outputs=suite.outputs, cases=[case], constraints=constraints)
