@@ -17,7 +17,7 @@ def test_the_installed_zoo_is_the_checkouts_in_an_editable_install(isa):
     zoo = load_zoo()
     names = {k.name for k in zoo.kernels}
     assert {"vadd", "reduce_rows", "gemm_mma", "gemm_wgmma", "gemm_tcgen05"} <= names
-    assert zoo.problems == []
+    assert zoo.problems == [] and zoo.warnings == []  # the zoo's own declarations agree
     vadd = zoo.find("vadd")
     assert vadd.figures and "99%" in vadd.figures[0]["H200 (largest case)"]
     assert "ld.global.v4.f32" in vadd.instructions(isa).bindings["ld"]

@@ -32,7 +32,7 @@ def test_list_json_and_text(tirxh):
     assert r.ret == 0, r
     doc = json.loads(r.stdout)
     assert (doc["schema"], doc["command"], doc["action"]) == ("tirxh.report/1", "zoo", "list")
-    assert doc["zoo"] == str(REPO / "zoo") and doc["problems"] == []
+    assert doc["zoo"] == str(REPO / "zoo") and doc["problems"] == doc["warnings"] == []
     vadd = next(k for k in doc["kernels"] if k["name"] == "vadd")
     assert vadd["module"] == "kernels/vadd.py" and vadd["cases"] == 4
     r = tirxh.run("zoo", "list")

@@ -32,7 +32,7 @@ under ~2e5): the check is bitwise, and it tests the algorithm, not rounding. On 
 the error of an element is bounded by about (log2(TILE) + tiles before it) * eps * sum |x| up to
 it; tests/zoo/test_cumsum.py checks that bound on normal data.
 
-Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass
+Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan
 Work: 1 FLOP and 8 bytes per element.
 """
 
