@@ -117,15 +117,13 @@ def effects_text(e: dict) -> str:
 
 def fidelity(binding: Binding, pm) -> dict:
     """The simulator's class and note for `binding` (``tirxh_binding_fidelity``); with no
-    simulator answering, the class is None and the note says so (a binding's own ``fidelity``
-    hint, where the core still has one, is kept under ``hint``)."""
+    simulator answering, the class is None and the note says so."""
     got = pm.hook.tirxh_binding_fidelity(binding=binding) if pm is not None else None
     if got is not None:
         cls, note = got
         return {"class": cls, "note": note, "source": "simulator"}
-    hint = getattr(binding, "fidelity", None)  # the core's hint is being retired (issue 10)
     return {"class": None, "note": "no simulator plugin answered (install tirxh-numsim)",
-            "source": None, "hint": hint}
+            "source": None}
 
 
 def targets_json(binding: Binding, targets, modifiers: "dict | None" = None) -> list:
