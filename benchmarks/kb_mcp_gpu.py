@@ -11,7 +11,7 @@ proof that the GPU path (KCoral's embedded daemon, Nsight Compute) works through
 Set-up: the SDK from carried wheels. Prepare them here once (no index is reachable there):
 ``pip download 'mcp>=2,<3' -d .carry/mcp --only-binary=:all: --implementation cp
 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --python-version 3.X``
-for each likely 3.X (20 MB for 3.10-3.12). The project and its plugins are installed editable
+for each likely 3.X (23 MB for 3.10-3.13). The project and its plugins are installed editable
 (``--no-deps``) as benchmarks/gpu_session.sh does, so the KCoral tools' entry points exist.
 
 Steps, cheapest first, each under its own limit and all under BUDGET seconds (default 250), so a
