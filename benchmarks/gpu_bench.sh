@@ -13,6 +13,9 @@
 # a kernel that deadlocks on hardware is found in seconds. EXEC_S: the execution budget of each
 # timed job (default 60; KCoral's own default is 120 s). SEEDS: correctness seeds per timed job
 # (default: the protocol's two; 1 halves the worker's comparison time on huge outputs).
+# SHARE_INPUTS=1: a shard's variants of one suite share its inputs and reference (bench_with.py).
+# TOTAL_LIMIT: seconds for the whole run (set-up and smoke included): the timed shards get what
+# is left of it (less 15 s for the archive) when that is less than BENCH_LIMIT.
 # PROBE: a -k expression over benchmarks/probes (hardware facts numsim assumes), run first,
 # correctness only. SMOKE_GATE=1: skip the timed shards when the smoke pass did not exit 0 (a
 # GEMM that hangs on hardware would otherwise spend the whole budget on timeouts).
@@ -77,6 +80,11 @@ if [ -n "${SMOKE:-}" ]; then
     grep -E "^(FAILED|ERROR)|failed|passed|incomplete" "$LOGS/smoke.log" | tail -n 30
 fi
 
+if [ -n "${TOTAL_LIMIT:-}" ]; then  # the whole run's cap: the shards get what is left of it
+    left=$(( TOTAL_LIMIT - ($(date +%s) - START) - 15 ))
+    [ "$left" -lt "${BENCH_LIMIT:-420}" ] && BENCH_LIMIT=$(( left > 10 ? left : 10 ))
+    echo "timed shards: ${BENCH_LIMIT:-420}s left of TOTAL_LIMIT=${TOTAL_LIMIT}s"
+fi
 IFS='|' read -r -a shards <<<"${SHARDS:-h200}"
 if [ -n "${SMOKE_GATE:-}" ] && [ "$smoke_rc" != 0 ]; then
     echo "=== timed shards SKIPPED: the smoke pass exited $smoke_rc (SMOKE_GATE)"
@@ -86,7 +94,8 @@ pids=()
 i=0
 for k in "${shards[@]}"; do
     (timeout --kill-after=10 "${BENCH_LIMIT:-420}" python3 benchmarks/bench_with.py \
-        --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} -k "$k" \
+        --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} \
+        ${SHARE_INPUTS:+--share-inputs} -k "$k" \
         --target sm_90a --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
      echo "shard $i ($k): rc=$? at +$(( $(date +%s) - START ))s" >>"$LOGS/shard_$i.log") &
     pids+=($!)
