@@ -22,29 +22,41 @@ BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
              "torch._scaled_mm": "_scaled_mm", "torch._scaled_mm.fast_accum": "fast_accum"}
 
 
-def read_items(paths) -> list:
-    """One dict per benchmarked GEMM item in the report logs (later lines win for an item)."""
-    items: dict = {}
+def records(paths):
+    """Every JSON record of the report logs, in order (ValueError names a line that is not
+    JSON). Shared with attn_summary.py."""
     for path in paths:
         for n, line in enumerate(Path(path).read_text().splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                yield json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{n}: not a JSON line ({e.msg})") from None
-            if rec.get("event") != "item_report" or not _SHAPE.match(rec.get("case") or ""):
-                continue
+
+
+def read_items(paths) -> list:
+    """One dict per benchmarked GEMM item in the report logs (later lines win for an item)."""
+    items: dict = {}
+    for rec in records(paths):
+        if rec.get("event") == "item_report" and _SHAPE.match(rec.get("case") or ""):
             items[rec["nodeid"]] = _item(rec)
     return list(items.values())
 
 
 def _item(rec: dict) -> dict:
     M, N, K = (int(x) for x in _SHAPE.match(rec["case"]).groups())
+    return dict({"kernel": rec["kernel"], "case": rec["case"], "shape": (M, N, K),
+                 "dtype": "fp8" if "fp8" in rec["kernel"] else "bf16"}, **timing_fields(rec))
+
+
+def timing_fields(rec: dict) -> dict:
+    """What a report-log item says about its timing: outcome, median (us), TFLOP/s, the ratio
+    to each baseline timed in the same job, SM clock before/after and a note (why it was not
+    timed, or the noise of an unconverged timing). Shared with attn_summary.py."""
     bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
-    out = {"kernel": rec["kernel"], "case": rec["case"], "shape": (M, N, K),
-           "dtype": "fp8" if "fp8" in rec["kernel"] else "bf16", "outcome": rec["outcome"],
-           "median_us": None, "tflops": None, "ratios": {}, "clock": None, "note": ""}
+    out = {"outcome": rec["outcome"], "median_us": None, "tflops": None, "ratios": {},
+           "clock": None, "note": ""}
     if bench is None:
         out["note"] = "not benchmarked"
         return out

@@ -78,6 +78,7 @@ PRODUCER_REGS, CONSUMER_REGS = 24, 240   # 128 * 24 + 256 * 240 = 64512 of 65536
 BAR_TURN = 1             # named barriers 1, 2: consumer warpgroup 0's / 1's turn to issue MMAs
 BAR_EPI = 3              # named barriers 3, 4: one consumer warpgroup (its epilogue)
 TILE_BYTES = BN * D * 2  # one K or V block (two 64-column boxes)
+STAGES = 2               # K and V ring depth
 
 
 # --- the tile schedule -------------------------------------------------------------------------
@@ -128,8 +129,8 @@ class _Tiles:
 
 class _Smem:
     """Shared memory: Q (2 boxes of 128 x 64), K and V rings (STAGES x 2 boxes of BN x 64), the
-    O staging chunks (2 consumers x 2 chunks of 64 x 64), all 128B-swizzled: 192 KB at STAGES=2;
-    and the mbarriers."""
+    O staging chunks (2 consumers x 2 chunks of 64 x 64), all 128B-swizzled: 192 KB (a third
+    stage would need 256 KB of the 227 KB); and the mbarriers."""
 
     def __init__(self, stages: int):
         sw = dict(align=1024, swizzle=128, dynamic=True)
@@ -159,7 +160,7 @@ class _Smem:
 
 
 def _attention(cfg: dict, maps: tuple, lse, B, S):
-    sm = _Smem(cfg["STAGES"])
+    sm = _Smem(STAGES)
     tid = T.tid.x
     with T.if_(tid == 0):
         sm.init()
@@ -308,9 +309,9 @@ def _consumer(cfg, tiles, o_map, sm, lse, S, tid):
             T.ptx.bar.sync(my_turn, 2 * WG)
 
     def turn_end():
-        """"arrive": hand the turn over and go on (FlashAttention-3); "sync": hand it over at a
-        rendezvous with the other consumer's turn_begin (the issuing warpgroup waits until the
-        other is ready to issue)."""
+        """Hand the turn to the other consumer: with "arrive" and go on (FlashAttention-3);
+        with "sync" at a rendezvous with its turn_begin (this warpgroup waits until the other
+        is ready to issue)."""
         if pingpong == "arrive":
             T.ptx.bar.arrive(their_turn, 2 * WG)
         elif pingpong == "sync":
@@ -461,12 +462,12 @@ def _grid(B, S, H, SMS):
 def attention_fwd(q_map: T.tensormap, k_map: T.tensormap, v_map: T.tensormap,
                   o_map: T.tensormap, q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                   o: T.gptr[T.bf16], lse: T.gptr[T.f32], B: T.u32, S: T.u32, H: T.const,
-                  HKV: T.const, CAUSAL: T.const = False, STAGES: T.const = 2, HG: T.const = 8,
+                  HKV: T.const, CAUSAL: T.const = False, HG: T.const = 8,
                   PINGPONG: T.const = "arrive", SMS: T.const = H200_SMS):
     if PINGPONG not in ("arrive", "sync", False):
         raise ValueError(f"attention_fwd: PINGPONG = {PINGPONG!r}: expected 'arrive', 'sync' or "
                          "False")
-    cfg = dict(H=H, HKV=HKV, CAUSAL=CAUSAL, STAGES=STAGES, HG=HG, PINGPONG=PINGPONG)
+    cfg = dict(H=H, HKV=HKV, CAUSAL=CAUSAL, HG=HG, PINGPONG=PINGPONG)
     _attention(cfg, (q_map, k_map, v_map, o_map), lse, B, S)
 
 
@@ -505,9 +506,15 @@ def inputs(rng, B, S, H, HKV, CAUSAL=False, HG=8):
         return {"q": q.astype(bf16), "k": k.astype(bf16), "v": v.astype(bf16)}
     arrays = _CACHE.arrays(rng_key(rng, B, S, H, HKV), make) if B * S * H * D > _LARGE \
         else make()
-    box = dict(swizzle=128, l2_promotion=256)
     return dict(arrays, o=np.empty((B, S, H, D), bf16), lse=np.empty((B, H, S), np.float32),
-                B=B, S=S, q_map=T.TensorMap("q", box=(1, BM, 1, 64), **box),
+                B=B, S=S, **tensor_maps())
+
+
+def tensor_maps() -> dict:
+    """The TMA maps: boxes of 128 tokens x 64 dims of one head (Q, K, V: a tile's or a block's
+    half) and of 64 tokens x 64 dims (O: one consumer's staging chunk), 128B-swizzled."""
+    box = dict(swizzle=128, l2_promotion=256)
+    return dict(q_map=T.TensorMap("q", box=(1, BM, 1, 64), **box),
                 k_map=T.TensorMap("k", box=(1, BN, 1, 64), **box),
                 v_map=T.TensorMap("v", box=(1, BN, 1, 64), **box),
                 o_map=T.TensorMap("o", box=(1, 64, 1, 64), **box))
@@ -607,18 +614,18 @@ def _large() -> list:
     return out
 
 
-SMALL = [
+SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument takes its value)
     # the smallest (what `tirxh check` runs sync_check on): one CTA, two tiles of 2 and 1 KV
     # blocks (the rings, the Q barriers and the O staging carry over), the rendezvous ping-pong
     T.case("s200_causal_sync_p1", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=True, SMS=1,
            PINGPONG="sync"),
-    T.case("s200", B=1, S=200, H=1, HKV=1, HG=1),                  # two CTAs, a 72-key tail
+    T.case("s200", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=False),                  # two CTAs, a 72-key tail
     T.case("s200_causal", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=True),
-    T.case("s200_nopp", B=1, S=200, H=1, HKV=1, HG=1, PINGPONG=False),
+    T.case("s200_nopp", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=False, PINGPONG=False),
     # persistent: 4 tiles of 4, 3, 2, 1 KV blocks on 2 CTAs (snake: 4 + 1, 3 + 2)
     T.case("s400_causal_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=2),
     # GQA (4 query heads share a KV head), two batches, sections of 2 heads, 8 tiles on 3 CTAs
-    T.case("gqa_b2h4kv1s80_p3", B=2, S=80, H=4, HKV=1, HG=2, SMS=3),
+    T.case("gqa_b2h4kv1s80_p3", B=2, S=80, H=4, HKV=1, HG=2, CAUSAL=False, SMS=3),
 ]
 
 SUITE = T.suite(
