@@ -208,6 +208,11 @@ def test_sass_has_both_wgmma_forms_register_budgets_and_no_spills(consts):
     assert (len(ss), len(rs)) == (16, 16)
     assert ops.get("USETMAXREG.DEALLOC.CTAPOOL") == 1 and \
         ops.get("USETMAXREG.TRY_ALLOC.CTAPOOL") == 1
+    # the consumers' setmaxnreg.inc draws on the CTA's pool: what it got at launch (registers x
+    # 384 threads); asking more waits for ever (every gemm_sm90 launch hung so on the H200)
+    assert 128 * A.PRODUCER_REGS + 256 * A.CONSUMER_REGS <= r.registers * 384, r.registers
+    assert f"USETMAXREG.DEALLOC.CTAPOOL {A.PRODUCER_REGS:#x}" in ck.sass
+    assert re.search(rf"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, {A.CONSUMER_REGS:#x}", ck.sass)
     assert ops.get("STSM.16.M88.4") == 8        # two 64 x 64 chunks of O per consumer
     assert ops.get("UTMASTG.4D") == 2 and ops.get("UTMALDG.4D") == 10  # Q, K, K, V, V: 2 boxes
     assert "LDL" not in str(ops) and "STL" not in str(ops)

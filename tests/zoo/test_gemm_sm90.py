@@ -195,6 +195,9 @@ def test_sass_has_warpgroup_mma_tma_stores_and_no_spills(kernel, consts, mma):
     assert ops.get("STSM") == 16 * consts.get("BN", 256) // 256   # stmatrix.x4: 64 x BN bf16
     assert ops.get("UTMASTG") == consts.get("BN", 256) // 64      # one TMA store per chunk
     assert ops.get("USETMAXREG") == 2         # producer down, consumers up
+    # the consumers' setmaxnreg.inc draws on the CTA's pool: what the CTA got at launch
+    # (registers x 384 threads); more than that waits forever (every launch hung on the H200)
+    assert 128 * G.PRODUCER_REGS + 256 * G.CONSUMER_REGS <= r.registers * 384, r.registers
     assert f"USETMAXREG.DEALLOC.CTAPOOL {G.PRODUCER_REGS:#x}" in ck.sass
     assert re.search(rf"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, {G.CONSUMER_REGS:#x}", ck.sass)
     assert "LDL" not in ops and "STL" not in ops

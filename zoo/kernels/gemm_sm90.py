@@ -9,7 +9,7 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
 - **Persistent, warp-specialized CTAs**: the grid is the number of SMs (132 on the H200), each CTA
   walks work units ``p = cluster, cluster + clusters, ...`` in a grouped raster (GROUP units
   along M, or N, share one sweep of the other dimension) so that the A and B panels the running
-  CTAs need stay in L2. Warpgroup 0 is the producer (``setmaxnreg.dec`` to 48); one thread
+  CTAs need stay in L2. Warpgroup 0 is the producer (``setmaxnreg.dec`` to 40); one thread
   streams BK-wide K slices (128 bytes of each row) of A and B through a STAGES-deep ring with TMA
   (128B swizzle, OOB zero fill, ``mbarrier::complete_tx``), already loading the next tile while
   the consumers finish the current one. Warpgroups 1 and 2 are consumers (``setmaxnreg.inc`` to
@@ -70,7 +70,12 @@ from tirxh.api import numpy_dtype
 BM = 128                 # rows of C per CTA tile: two consumer warpgroups x 64 rows
 CONSUMERS = 2
 H200_SMS = 132           # the persistent grid: one CTA per SM of the H200
-PRODUCER_REGS, CONSUMER_REGS = 48, 232   # 128 * 48 + 256 * 232 = 64K registers
+# setmaxnreg moves registers within the CTA's own pool (PTX ISA: setmaxnreg), which holds what the
+# CTA got at launch: 168 per thread (ptxas's cap for 384 threads at 1 CTA/SM) x 384 = 64512, not
+# the SM's 64K. 128 * 40 + 256 * 232 = 64512 fits exactly; with 48 the consumers' .inc waits
+# forever for 1024 registers nobody releases (every gemm_sm90 launch hung on the H200,
+# 2026-12-01). tests/zoo/test_gemm_sm90.py checks the budget against the compiled count.
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
 # --- the tile schedule (descriptors and the epilogue's stmatrix chunks: hopper.py) ----------
