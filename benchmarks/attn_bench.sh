@@ -13,16 +13,24 @@
 # causal and not. One `tirxh bench` client per shape (benchmarks/gpu_bench.sh: one KCoral daemon,
 # concurrent clients), so the host builds one shape's jobs (inputs, the float32 numpy reference
 # threaded over heads, uploads) while the GPU times another's; a shape's masks and variants share
-# its cached inputs and references. Each job checks O and LSE on the GPU (two seeds, before and
+# its cached inputs and references. Each job checks O and LSE on the GPU (SEEDS seeds, before and
 # after timing) and times the candidate interleaved with torch.sdpa on the same q, k, v buffers
 # ([B, S, H, D], passed to SDPA as [B, H, S, D] views; GQA by enable_gqa). TFLOP/s: 4 B H S^2 128,
 # half of it when causal.
-# Expect ~8 minutes for "main" (the correctness of 134M-element outputs on two seeds dominates,
-# as for the GEMMs); "alt" and "sweep" in a second call.
+# First a smoke pass, correctness only with a 15 s execution budget per job (SMOKE_LIMIT, default
+# 90 s, for all of it): the small cases and the `smoke` cases (the full 132-CTA grid, every
+# variant, 2 to 4 tiles per CTA), so a variant that deadlocks on hardware costs 15 s, not the
+# timed jobs' budget; if it fails, the timed jobs are skipped (SMOKE_GATE). Then the timed
+# jobs on one correctness seed (SEEDS, default 1: the float32 reference of a B4 H32 S8192 shape
+# is ~30 s of 16 cores).
+# Device time: set-up ~20 s + smoke <= 90 s + BUDGET (default 180 s) = at most ~290 s for
+# "main"; "alt" and "sweep" in a second call. A shape whose client runs out of budget is listed
+# under "Not timed" in summary.md.
 #
-# Env: BUDGET seconds for the clients (default 480: one device call with the set-up), SHAPES
-# (e.g. "b4h32s8192 b2h16s16384" to restrict), OUT (default ./gpu_out: gpu_bench.tar.gz with
-# every log and report, summary.md, summary.json). Exits 0 without a GPU, saying so.
+# Env: BUDGET seconds for the timed clients (default 180), SMOKE_LIMIT (default 90; 0 skips the
+# smoke pass), SEEDS (default 1), SHAPES (e.g. "b4h32s8192 b2h16s16384" to restrict), OUT
+# (default ./gpu_out: gpu_bench.tar.gz with every log and report, summary.md, summary.json).
+# Exits 0 without a GPU, saying so.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
@@ -53,7 +61,10 @@ for s in $shapes; do
 done
 echo "attn_bench: one client per shape: $shapes; roles: $roles"
 
-SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-480}" OUT="$OUT" bash benchmarks/gpu_bench.sh
+smoke=""
+[ "${SMOKE_LIMIT:-90}" = 0 ] || smoke="attention_fwd and not (main or alt or sweep)"
+SMOKE="$smoke" SMOKE_LIMIT="${SMOKE_LIMIT:-90}" SMOKE_EXEC_S=15 SMOKE_GATE=1 SEEDS="${SEEDS:-1}" \
+    SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-180}" OUT="$OUT" bash benchmarks/gpu_bench.sh
 
 (cd benchmarks && python3 attn_summary.py /tmp/gpu_bench/bench_*.jsonl --json "$OUT/summary.json") \
     | tee "$OUT/summary.md"

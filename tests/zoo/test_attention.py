@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
+from tirxh.api import TraceError
 
 from ._zoo import ZOO, load
 
@@ -138,7 +139,9 @@ def test_shapes_the_kernel_cannot_run_are_refused(params, rule):
 
 
 def test_an_unknown_pingpong_mode_is_refused():
-    with pytest.raises(ValueError, match=r"PINGPONG = 'yes': expected 'arrive', 'sync' or "):
+    with pytest.raises(TraceError, match=r"attention.py:\d+: in kernel 'attention_fwd': "
+                       r"ValueError: attention_fwd: PINGPONG = 'yes': expected 'arrive', "
+                       r"'sync' or "):
         A.attention_fwd.specialize(H=1, HKV=1, PINGPONG="yes")
 
 
@@ -149,7 +152,7 @@ def test_sections_keep_about_16mb_of_k_and_v(H, HKV, S, hg):
 
 
 def test_benchmark_plan_covers_every_shape_mask_and_variant():
-    large = [c for c in A.SUITE.cases if not c.small]
+    large = [c for c in A.SUITE.cases if not c.small and c.tags != ("smoke",)]
     assert len(large) == len(A.SHAPES) * 2 * len(A.VARIANTS)
     for B, H, HKV, S in A.SHAPES:
         for causal in (False, True):
@@ -163,6 +166,23 @@ def test_benchmark_plan_covers_every_shape_mask_and_variant():
             assert A.SUITE.grid(np_) == (B * H * -(-S // A.BM), 1, 1)  # a CTA per tile
             work = A.SUITE.work(main)
             assert work["flops"] == 4 * B * H * S * S * A.D // (2 if causal else 1)
+
+
+def test_smoke_cases_run_every_variant_on_full_grids_with_several_tiles_per_cta():
+    """attn_bench.sh's hardware smoke pass: what numsim's one legal order cannot show (real
+    concurrency of many CTAs, ring and turn phases over several tiles), cheap to check."""
+    smoke = [c for c in A.SUITE.cases if c.tags == ("smoke",)]
+    assert not any(c.small for c in smoke)
+    for causal in (False, True):
+        mine = [c for c in smoke if c.params["CAUSAL"] == causal]
+        assert sorted(c.name.rsplit("_", 1)[1] for c in mine) == sorted(A.VARIANTS)
+        for c in mine:
+            tiles = c.params["B"] * c.params["H"] * -(-c.params["S"] // A.BM)
+            grid = A.SUITE.grid(c)[0]
+            assert grid == tiles if c.name.endswith("_np") else tiles >= 1.9 * grid >= 60
+            assert c.params["S"] % A.BN and c.params["B"] * c.params["S"] * c.params["H"] * A.D \
+                <= A._LARGE                     # a tail; a float64 reference of seconds
+    assert any(c.params["HKV"] < c.params["H"] for c in smoke)
 
 
 def test_large_cases_tensor_maps_are_ones_the_driver_takes():

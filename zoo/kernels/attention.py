@@ -615,22 +615,38 @@ def _large() -> list:
 
 
 SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument takes its value)
-    # the smallest (what `tirxh check` runs sync_check on): one CTA, two tiles of 2 and 1 KV
-    # blocks (the rings, the Q barriers and the O staging carry over), the rendezvous ping-pong
+    # Each is small enough for sync_check's explorer to finish (200000 states): two CTAs with two
+    # tiles each under the arrive hand-over is about its limit (docs/TUNING.md)
+    # the smallest: one CTA, two tiles of 2 and 1 KV blocks (the rings, the Q barriers and the O
+    # staging carry over), the rendezvous ping-pong
     T.case("s200_causal_sync_p1", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=True, SMS=1,
            PINGPONG="sync"),
-    T.case("s200", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=False),                  # two CTAs, a 72-key tail
+    T.case("s200", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=False),   # two CTAs, a 72-key tail
     T.case("s200_causal", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=True),
     T.case("s200_nopp", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=False, PINGPONG=False),
-    # persistent: 4 tiles of 4, 3, 2, 1 KV blocks on 2 CTAs (snake: 4 + 1, 3 + 2)
-    T.case("s400_causal_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=2),
-    # GQA (4 query heads share a KV head), two batches, sections of 2 heads, 8 tiles on 3 CTAs
-    T.case("gqa_b2h4kv1s80_p3", B=2, S=80, H=4, HKV=1, HG=2, CAUSAL=False, SMS=3),
+    # persistent: 4 tiles of 4, 3, 2, 1 KV blocks on 2 CTAs (snake: 4 + 1, 3 + 2), rendezvous
+    T.case("s400_causal_sync_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=2,
+           PINGPONG="sync"),
+    # GQA (2 query heads share a KV head), two batches, sections of 2 heads: 4 single-block
+    # tiles on 2 CTAs under the arrive hand-over (the main variant's)
+    T.case("gqa_b2h2kv1s80_p2", B=2, S=80, H=2, HKV=1, HG=2, CAUSAL=False, SMS=2),
 ]
+
+# hardware smoke cases (benchmarks/attn_bench.sh runs them, with the small ones, correctness only
+# and a 15 s execution budget before timing anything): the full 132-CTA grid with every variant,
+# so the hand-overs, ring phases and Q barriers run across ~2 tiles per CTA (GQA, causal) and 4
+# (32 CTAs: "np" still one per tile) with real concurrency, which numsim's one legal order does
+# not give. Each float64 reference takes ~4 s of one core.
+SMOKE = [T.case(f"smoke_{name}_{v}", small=False, tags=("smoke",), CAUSAL=causal,
+                **dict(shape, **params))
+         for name, causal, shape in (
+             ("b1h32kv8s1000_causal", True, dict(B=1, S=1000, H=32, HKV=8, HG=8)),
+             ("b1h16s1000_p32", False, dict(B=1, S=1000, H=16, HKV=16, HG=4, SMS=32)))
+         for v, (params, _) in VARIANTS.items()]
 
 SUITE = T.suite(
     attention_fwd, inputs=inputs, reference=reference, outputs=["o", "lse"],
-    cases=SMALL + _large(), tolerance=TOLERANCE,
+    cases=SMALL + SMOKE + _large(), tolerance=TOLERANCE,
     constraints=lambda B, S, H, HKV, HG: _check_shape(B, S, H, HKV, HG),
     flops=lambda B, S, H, CAUSAL=False: 4 * B * H * S * S * D // (2 if CAUSAL else 1),
     bytes=lambda B, S, H, HKV: 4 * B * S * D * (H + HKV) + 4 * B * H * S,
