@@ -23,13 +23,15 @@
 # timed jobs' budget; if it fails, the timed jobs are skipped (SMOKE_GATE). Then the timed
 # jobs on one correctness seed (SEEDS, default 1: the float32 reference of a B4 H32 S8192 shape
 # is ~30 s of 16 cores).
-# Device time: set-up ~20 s + smoke <= 90 s + BUDGET (default 180 s) = at most ~290 s for
-# "main"; "alt" and "sweep" in a second call. A shape whose client runs out of budget is listed
-# under "Not timed" in summary.md.
+# Device time: set-up ~20 s + smoke <= 90 s + the timed jobs (BUDGET, default 180 s, cut to
+# what is left of TOTAL_LIMIT, default 285 s, for the whole run) for "main"; "alt" and "sweep"
+# in a second call. A shape whose client runs out of budget is listed under "Not timed" in
+# summary.md.
 #
-# Env: BUDGET seconds for the timed clients (default 180), SMOKE_LIMIT (default 90; 0 skips the
-# smoke pass), SEEDS (default 1), SHAPES (e.g. "b4h32s8192 b2h16s16384" to restrict), OUT
-# (default ./gpu_out: gpu_bench.tar.gz with every log and report, summary.md, summary.json).
+# Env: BUDGET seconds for the timed clients (default 180), TOTAL_LIMIT (default 285),
+# SMOKE_LIMIT (default 90; 0 skips the smoke pass), SEEDS (default 1), SHAPES (e.g.
+# "b4h32s8192 b2h16s16384" to restrict), OUT (default ./gpu_out: gpu_bench.tar.gz with every
+# log and report, summary.md, summary.json).
 # Exits 0 without a GPU, saying so.
 set -u
 cd "$(dirname "$0")/.."
@@ -64,7 +66,8 @@ echo "attn_bench: one client per shape: $shapes; roles: $roles"
 smoke=""
 [ "${SMOKE_LIMIT:-90}" = 0 ] || smoke="attention_fwd and not (main or alt or sweep)"
 SMOKE="$smoke" SMOKE_LIMIT="${SMOKE_LIMIT:-90}" SMOKE_EXEC_S=15 SMOKE_GATE=1 SEEDS="${SEEDS:-1}" \
-    SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-180}" OUT="$OUT" bash benchmarks/gpu_bench.sh
+    TOTAL_LIMIT="${TOTAL_LIMIT:-285}" SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-180}" OUT="$OUT" \
+    bash benchmarks/gpu_bench.sh
 
 (cd benchmarks && python3 attn_summary.py /tmp/gpu_bench/bench_*.jsonl --json "$OUT/summary.json") \
     | tee "$OUT/summary.md"

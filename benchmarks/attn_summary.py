@@ -12,13 +12,12 @@ that failed or were not timed are listed with the reason.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
 
-from gemm_summary import records, timing_fields  # benchmarks/: run as a script
+from report_tables import bench_timing, cli, item_reports, not_timed
 
 _CASE = re.compile(r"^b(\d+)h(\d+)(?:kv(\d+))?s(\d+)(_causal)?_(\w+)$")
 BASELINE = "torch.sdpa"
@@ -30,16 +29,25 @@ ANCHORS = {(4, 32, 32, 2048): (589, 481), (4, 32, 32, 8192): (596, 565),
 
 def read_items(paths) -> list:
     """One dict per benchmarked attention_fwd item of the report logs (later lines win)."""
-    items: dict = {}
-    for rec in records(paths):
-        m = _CASE.match(rec.get("case") or "")
-        if rec.get("event") != "item_report" or rec.get("kernel") != "attention_fwd" or not m:
-            continue
-        B, H, HKV, S = (int(x) if x else None for x in m.groups()[:4])
-        items[rec["nodeid"]] = dict({"case": rec["case"], "shape": (B, H, HKV or H, S),
-                                     "causal": bool(m.group(5)), "variant": m.group(6)},
-                                    **timing_fields(rec))
-    return list(items.values())
+    return [_item(rec) for rec in item_reports(
+        paths, lambda r: r.get("kernel") == "attention_fwd" and _CASE.match(r.get("case") or ""))]
+
+
+def _item(rec: dict) -> dict:
+    m = _CASE.match(rec["case"])
+    B, H, HKV, S = (int(x) if x else None for x in m.groups()[:4])
+    out = {"kernel": rec["kernel"], "case": rec["case"], "shape": (B, H, HKV or H, S),
+           "causal": bool(m.group(5)), "variant": m.group(6), "outcome": rec["outcome"],
+           "median_us": None, "tflops": None, "ratios": {}, "clock": None, "note": ""}
+    timing, out["note"] = bench_timing(rec)
+    if timing:
+        clk = timing.get("sm_clock_mhz") or {}
+        out.update(median_us=timing["candidate"]["median_ms"] * 1e3, tflops=timing.get("tflops"),
+                   ratios={n: b.get("speedup") for n, b in timing.get("baselines", {}).items()},
+                   clock=(clk.get("before"), clk.get("after")))
+        if not timing.get("converged", True):
+            out["note"] = f"noise {timing.get('rel_noise', 0):.1%}"
+    return out
 
 
 def _ratio(x) -> str:
@@ -105,32 +113,23 @@ def markdown(items: list) -> str:
     for (shape, causal), rel in techniques(items):
         lines.append(f"| {_shape(shape, causal)} | "
                      + " | ".join(_ratio(rel.get(v)) for v in ("np", "sync", "nopp")) + " |")
-    untimed = [i for i in items if i["median_us"] is None]
-    if untimed:
-        lines += ["", "## Not timed", ""]
-        lines += [f"- attention_fwd[{i['case']}]: {i['outcome']}: {i['note']}" for i in untimed]
+    lines += not_timed(items)
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("logs", nargs="+", help="tirxh bench --report-log files")
+def _json_option(ap):
     ap.add_argument("--json", help="also write the items and the per-shape table here")
-    args = ap.parse_args(argv)
-    try:
-        items = read_items(args.logs)
-    except (OSError, ValueError) as e:
-        print(f"attn_summary: {e}", file=sys.stderr)
-        return 2
-    if not items:
-        print("attn_summary: no attention_fwd items in " + ", ".join(args.logs),
-              file=sys.stderr)
-        return 1
-    sys.stdout.write(markdown(items))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"items": items, "best": best_per_shape(items)},
-                                              indent=1))
-    return 0
+
+    def after(args, items):
+        if args.json:
+            Path(args.json).write_text(json.dumps({"items": items,
+                                                   "best": best_per_shape(items)}, indent=1))
+    return after
+
+
+def main(argv=None) -> int:
+    return cli(argv, __doc__, "attn_summary", read_items, markdown, "attention_fwd items",
+               _json_option)
 
 
 if __name__ == "__main__":

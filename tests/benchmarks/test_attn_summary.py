@@ -14,7 +14,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 @pytest.fixture
 def S(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))   # it imports gemm_summary, as a script would
+    monkeypatch.syspath_prepend(str(BENCH))   # it imports report_tables, as a script would
     spec = importlib.util.spec_from_file_location("attn_summary_test", BENCH / "attn_summary.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
