@@ -10,6 +10,7 @@
 #
 #   (device, carry .whl) bash benchmarks/zoo_perf_bench.sh
 #   (anywhere) bash benchmarks/zoo_perf_bench.sh --list    # the smoke and timed items, no GPU
+#   EXTRA_SHARDS='h200 and (rope or transpose)': more clients in the same call (-k expressions, |-separated)
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -51,7 +52,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "zoo_perf_bench: SKIPPED: no NVIDIA GPU here (nvidia-smi -L failed); run it on the GPU host"
     exit 0
 fi
-SMOKE="$SMOKE_K" SMOKE_EXEC_S=15 SMOKE_LIMIT="${SMOKE_LIMIT:-60}" SHARDS="$SHARDS_ALL" \
+SMOKE="$SMOKE_K" SMOKE_EXEC_S=15 SMOKE_LIMIT="${SMOKE_LIMIT:-60}" SHARDS="$SHARDS_ALL${EXTRA_SHARDS:+|$EXTRA_SHARDS}" \
     SEEDS="${SEEDS:-1}" SHARE_INPUTS=1 EXEC_S="${EXEC_S:-45}" TOTAL_LIMIT="${TOTAL_LIMIT:-285}" \
     TAIL="${TAIL:-12}" bash benchmarks/gpu_bench.sh
 OUT="${OUT:-$PWD/gpu_out}"
