@@ -63,14 +63,13 @@ from __future__ import annotations
 import numpy as np
 
 import tirxh.lang as T
+from hopper import CHUNK, CHUNK_BYTES, WG, desc, log2, stmatrix_chunk, stmatrix_lanes
+from hostcache import Cache, rng_key
 from tirxh.api import numpy_dtype
 
 BM = 128                 # rows of C per CTA tile: two consumer warpgroups x 64 rows
 CONSUMERS = 2
-WG = 128                 # threads per warpgroup
 H200_SMS = 132           # the persistent grid: one CTA per SM of the H200
-CHUNK = 64               # columns of one C staging chunk (128 bytes of bf16 = the swizzle span)
-CHUNK_BYTES = 64 * 64 * 2
 # setmaxnreg moves registers within the CTA's own pool (PTX ISA: setmaxnreg), which holds what the
 # CTA got at launch: 168 per thread (ptxas's cap for 384 threads at 1 CTA/SM) x 384 = 64512, not
 # the SM's 64K. 128 * 40 + 256 * 232 = 64512 fits exactly; with 48 the consumers' .inc waits
@@ -79,20 +78,7 @@ CHUNK_BYTES = 64 * 64 * 2
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
-# --- descriptors and the tile schedule --------------------------------------------------------
-
-def _log2(n: int) -> int:
-    if n & (n - 1) or n < 1:
-        raise ValueError(f"expected a power of two, got {n}")
-    return n.bit_length() - 1
-
-
-def _desc(addr, lbo: int, sbo: int):
-    """A 128B-swizzled wgmma matrix descriptor for the shared address `addr` (bytes): emits
-    ``and.b32``, ``shr.u32``, ``cvt.u64.u32``, ``or.b64``."""
-    enc = T.ptx.shr.u32(T.ptx.and_.b32(addr, 0x3FFFF), 4)
-    return T.ptx.or_.b64(T.ptx.cvt.u64.u32(enc), ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | 1 << 62)
-
+# --- the tile schedule (descriptors and the epilogue's stmatrix chunks: hopper.py) ----------
 
 class _Unit:
     """One work unit: the tile's first row `m0` and column `n0`, its index `tile` (row-major over
@@ -114,17 +100,17 @@ class _Schedule:
     """
 
     def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int):
-        self.tiles_n = (N + (BN - 1)) >> _log2(BN)
-        tiles_m = (M + (BM - 1)) >> _log2(BM)
-        self.units_m = (tiles_m + (CM - 1)) >> _log2(CM) if CM > 1 else tiles_m
+        self.tiles_n = (N + (BN - 1)) >> log2(BN)
+        tiles_m = (M + (BM - 1)) >> log2(BM)
+        self.units_m = (tiles_m + (CM - 1)) >> log2(CM) if CM > 1 else tiles_m
         self.units = self.units_m * self.tiles_n * S if S > 1 else self.units_m * self.tiles_n
         self.major = self.units_m if RASTER == "m" else self.tiles_n
         self.span = (self.tiles_n if RASTER == "m" else self.units_m) * GROUP
         self.GROUP, self.RASTER, self.CM, self.BN, self.S = GROUP, RASTER, CM, BN, S
         self.k_tiles = k_tiles
         self.rank = T.cluster_ctarank() if CM > 1 else 0
-        self.first_unit = T.ctaid.x >> _log2(CM) if CM > 1 else T.ctaid.x
-        self.unit_step = T.nctaid.x >> _log2(CM) if CM > 1 else T.nctaid.x
+        self.first_unit = T.ctaid.x >> log2(CM) if CM > 1 else T.ctaid.x
+        self.unit_step = T.nctaid.x >> log2(CM) if CM > 1 else T.nctaid.x
 
     def unit(self, p) -> _Unit:
         S = self.S
@@ -257,8 +243,8 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
     prev = T.reg(T.u32, init=0)               # the stage of the previous K slice
     leader = (tid & (WG - 1)) == 0
     flag = T.shared(T.u32, (CONSUMERS,), name="flag") if cfg["SPLITK"] > 1 else None
-    da0 = _desc(sA.ptr() + cw * (64 * 128), 16, 1024)
-    db0 = _desc(sB.ptr(), 16, 1024) if kmajor else _desc(sB.ptr(), BK * 128, 1024)
+    da0 = desc(sA.ptr() + cw * (64 * 128), 16, 1024)
+    db0 = desc(sB.ptr(), 16, 1024) if kmajor else desc(sB.ptr(), BK * 128, 1024)
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
     peer_empty = T.ptx.mapa.shared__cluster.u32(_ptr(empty), sched.rank ^ 1) if CM > 1 else None
 
@@ -363,12 +349,6 @@ def _scaled(acc, i, scale):
     return acc[i] if scale is None else T.ptx.mul.rn.f32(acc[i], scale)
 
 
-def _bf16x2(acc, i, scale):
-    """Registers i (low half, the even column) and i + 1 as one bf16x2: ``cvt.rn.bf16x2.f32``
-    (its first source goes to the upper half)."""
-    return T.ptx.cvt.rn.bf16x2.f32(_scaled(acc, i + 1, scale), _scaled(acc, i, scale))
-
-
 def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale):
     """Accumulators -> bf16 -> 128B-swizzled 64 x 64 chunks (``stmatrix.x4``) -> TMA stores.
 
@@ -377,14 +357,8 @@ def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale):
     """
     BN, nbufs = cfg["BN"], cfg["EPI_BUFS"]
     store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"]
-    lane = T.laneid()
-    w = (tid >> 5) & 3
-    rr = lane & 7
-    q = lane >> 3
     base = sC.ptr() + cw * (max(nbufs, 1) * CHUNK_BYTES)
-    row = (w << 4) + ((q & 1) << 3) + rr
-    lane_base = base + (row << 7) + ((((q >> 1) ^ rr) & 1) << 4)
-    col_off = [lane_base + (((rr & 6) ^ (2 * s)) << 4) for s in range(4)]
+    col_off = stmatrix_lanes(base, tid)
     chunks = BN // CHUNK
     bar_id = 1 + cw
     for r0 in range(0, chunks, nbufs):
@@ -393,12 +367,8 @@ def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale):
         T.ptx.bar.sync(bar_id, WG)
         group = range(r0, min(r0 + nbufs, chunks))
         for ci in group:
-            buf = (ci - r0) * CHUNK_BYTES
-            for s in range(4):
-                j = 8 * ci + 2 * s   # column groups j, j + 1; rows g and g + 8
-                regs = [_bf16x2(acc, 4 * j, scale), _bf16x2(acc, 4 * j + 2, scale),
-                        _bf16x2(acc, 4 * j + 4, scale), _bf16x2(acc, 4 * j + 6, scale)]
-                T.ptx.stmatrix.sync.aligned.m8n8.x4.shared.b16(col_off[s] + buf, regs)
+            stmatrix_chunk(acc, ci, col_off, (ci - r0) * CHUNK_BYTES,
+                           value=lambda i: _scaled(acc, i, scale))
         T.ptx.fence.proxy.async_.shared__cta()   # generic writes -> the TMA engine's reads
         T.ptx.bar.sync(bar_id, WG)
         with T.if_(leader):
@@ -478,34 +448,9 @@ gemm_fp8_c2 = _fp8_kernel("gemm_fp8_c2", 2)
 # --- inputs, references, tolerances ------------------------------------------------------------
 
 _LARGE = 1 << 27        # M * N * K above which inputs and references are kept for reuse
-_CACHE: list = []       # [(key, arrays, {reference})], most recent last, at most _CACHE_SIZE
-_CACHE_SIZE = 4         # two correctness seeds x two shapes: `tirxh bench` runs a shape's
-                        # variants back to back, and every one regenerates the same inputs
-
-
-def _cached(key, make):
-    """`make()` once per key for large shapes: a case's variants share inputs of the same seed
-    (the key holds the generator's state), so the host computes a 8192^3 reference once, not
-    once per variant. Cached arrays are read-only."""
-    for k, arrays, refs in _CACHE:
-        if k == key:
-            return arrays
-    arrays = make()
-    for a in arrays.values():
-        a.flags.writeable = False
-    _CACHE.append((key, arrays, {}))
-    del _CACHE[:-_CACHE_SIZE]
-    return arrays
-
-
-def _reference_for(arrays: dict, compute):
-    """The reference of cached inputs (computed once), or `compute()` for uncached ones."""
-    for _, cached, refs in _CACHE:
-        if all(cached.get(k) is v for k, v in arrays.items()):
-            if "c" not in refs:
-                refs["c"] = compute()
-            return refs["c"]
-    return compute()
+# two correctness seeds x two shapes: `tirxh bench` runs a shape's variants back to back, and every
+# one regenerates the same inputs (the host computes a 8192^3 reference once, not per variant)
+_CACHE = Cache(4)
 
 
 def _check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int,
@@ -528,11 +473,6 @@ def _check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int,
                         f"EPI='direct'")
     if problems:
         raise ValueError(f"{kernel}: " + "; ".join(problems))
-
-
-def _key(rng, *shape) -> tuple:
-    st = rng.bit_generator.state["state"]
-    return shape + (st["state"], st["inc"])
 
 
 def _splitk_buffers(M, N, BN: int, CM: int, S: int) -> dict:
@@ -562,8 +502,8 @@ def _bf16_inputs(CM: int):
             a = rng.standard_normal((M, K), dtype=np.float32) * s
             b = rng.standard_normal((N, K) if B_KMAJOR else (K, N), dtype=np.float32) * s
             return {"a": a.astype(bf16), "b": b.astype(bf16)}
-        key = _key(rng, "bf16", M, N, K, B_KMAJOR)
-        ab = _cached(key, make) if M * N * K > _LARGE else make()
+        key = rng_key(rng, "bf16", M, N, K, B_KMAJOR)
+        ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
         bbox = (BN // CM, 64) if B_KMAJOR else (64, CHUNK)
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
                     **_splitk_buffers(M, N, BN, CM, SPLITK),
@@ -578,7 +518,7 @@ def bf16_reference(a, b, B_KMAJOR=True):
     def compute():
         bf = b.astype(np.float32)
         return (a.astype(np.float32) @ (bf.T if B_KMAJOR else bf)).astype(numpy_dtype("bf16"))
-    return {"c": _reference_for({"a": a, "b": b}, compute)}
+    return {"c": _CACHE.reference({"a": a, "b": b}, "c", compute)}
 
 
 BF16_TOLERANCE = T.tolerance(rtol=2.0 ** -7, atol=1e-3, rms=2e-3)
@@ -600,8 +540,8 @@ def _fp8_inputs(CM: int):
                 out[name] = (x / scale).astype(e4m3)
                 out[f"scale_{name}"] = np.array([scale], np.float32)
             return out
-        key = _key(rng, "e4m3", M, N, K)
-        ab = _cached(key, make) if M * N * K > _LARGE else make()
+        key = rng_key(rng, "e4m3", M, N, K)
+        ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
                     **_splitk_buffers(M, N, BN, CM, SPLITK),
                     a_map=T.TensorMap("a", box=(BM, 128), swizzle=128, l2_promotion=256),
@@ -615,7 +555,7 @@ def fp8_reference(a, b, scale_a, scale_b):
     def compute():
         acc = a.astype(np.float32) @ b.astype(np.float32).T
         return (acc * (scale_a[0] * scale_b[0])).astype(numpy_dtype("bf16"))
-    return {"c": _reference_for({"a": a, "b": b}, compute)}
+    return {"c": _CACHE.reference({"a": a, "b": b}, "c", compute)}
 
 
 # fp8 wgmma accumulates with 13 mantissa bits (alignment and truncation per k32 instruction; the
