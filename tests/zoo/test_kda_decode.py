@@ -2,16 +2,13 @@
 saturated and slow gates, 1 to 4 tokens), clean under sync_check, two launches of one token equal
 one of two tokens (the in-place state carries over), refused shapes."""
 
-import sys
-
 import numpy as np
 import pytest
 
 import tirxh.lang as T
 from tests.zoo._zoo import sync_race
-from tests.zoo.zoo_modules import ZOO, assert_matches, load, simulate, small_cases
+from tests.zoo.zoo_modules import assert_matches, load, simulate, small_cases
 
-sys.path.insert(0, str(ZOO))  # kda_*.py import their sibling kda_ref, as tirxh's collection does
 MOD = load("kda_decode")
 
 

@@ -38,11 +38,19 @@ Tags: memory-bound, state-in-registers, warp-shuffle, vectorized, fused-gate, li
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 
-import kda_ref as R  # the sibling reference module (tirxh puts zoo/kernels on sys.path)
 import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
+
+# the zoo is a directory of kernel files, not a package: tirxh's collection puts it on sys.path,
+# other loaders (tests, tools) import a file by path, so the sibling reference is found from here
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_ref as R  # noqa: E402 - after the path that finds it
 
 TAGS = ("memory-bound", "state-in-registers", "warp-shuffle", "vectorized", "fused-gate",
         "linear-attention")
@@ -206,4 +214,8 @@ SUITE = T.suite(
     tolerance={"o": T.tolerance(rtol=2.0 ** -7, atol=1e-2, rms=5e-3),
                "state": T.tolerance(rtol=1e-4, atol=1e-4, rms=1e-5)},
     flops=_flops, bytes=_bytes,
+    # FLA's decode kernel on the same buffers: gate and L2 norm fused, the state in place
+    baselines=[{"name": "fla.fused_recurrent_kda", "args": dict(
+        q="q", k="k", v="v", g="g_raw", beta="beta", A_log="A_log", dt_bias="dt_bias",
+        state="state", out="o", l2norm=True)}],
 )
