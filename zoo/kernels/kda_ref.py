@@ -38,6 +38,9 @@ and N sequences; otherwise N = B.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from tirxh.api import numpy_dtype
@@ -99,53 +102,68 @@ def recurrent(q, k, v, g, beta, h0, scale: float):
 
 
 def chunked(q, k, v, g, beta, h0, scale: float, C: int = CHUNK):
-    """The same sequence in chunks of C tokens (the last one may be shorter): the UT/WY form of
-    the module docstring, float64."""
+    """The same sequence in chunks of C tokens (the last one zero-padded: k = q = v = g = beta =
+    0 changes nothing): the UT/WY form of the module docstring, float64. Everything within a
+    chunk is computed for all chunks at once (batched over heads and chunks); only the state
+    passes from chunk to chunk."""
+    T, H = np.shape(q)[:2]
+    n = -(-T // C)
+
+    def blocks(x):  # [T, H, ...] -> [H, n, C, ...], zero-padded
+        x = np.asarray(x, np.float64)
+        pad = np.zeros((n * C - T,) + x.shape[1:])
+        x = np.concatenate([x, pad]) if len(pad) else x
+        return np.ascontiguousarray(np.moveaxis(x.reshape((n, C) + x.shape[1:]), 2, 0))
+    qc, kc, vc, gc, bc = (blocks(x) for x in (q, k, v, g, beta))
+    G = np.cumsum(gc, axis=2)
+    if G.min(initial=0.0) < -700:
+        raise ValueError(f"kda.chunked: a chunk's cumulative log-decay reaches {G.min():.4g}: "
+                         f"exp(-G) overflows float64 (gates must be bounded, |g| <= 700/C)")
+    ep = np.exp(G)
+    kp, qp = kc * ep, qc * ep
+    kn_t = np.ascontiguousarray(np.swapaxes(kc * np.exp(-G), -1, -2))  # BLAS wants contiguous
+    A = np.tril(kp @ kn_t, -1) * bc[..., :, None]
+    eye = np.eye(C)
+    Tb = np.linalg.solve(eye + A, np.broadcast_to(eye, A.shape)) * bc[..., None, :]
+    M = np.tril(qp @ kn_t)
+    W, U = Tb @ kp, Tb @ vc                                   # Delta = U - W S0
+    gl = G[:, :, -1]                                          # [H, n, K]
+    kl_t = np.ascontiguousarray(np.swapaxes(kc * np.exp(gl[:, :, None, :] - G), -1, -2))
     S = np.array(h0, np.float64)
-    o = np.zeros(np.shape(v), np.float64)
-    T = len(q)
-    for c0 in range(0, T, C):
-        sl = slice(c0, min(c0 + C, T))
-        # [H, n, .] contiguous: numpy's stacked matmul is only fast (BLAS) on contiguous operands
-        qc, kc, vc, gc = (np.ascontiguousarray(np.swapaxes(x[sl], 0, 1)) for x in (q, k, v, g))
-        bc = np.ascontiguousarray(np.swapaxes(beta[sl], 0, 1))                     # [H, n]
-        n = qc.shape[1]
-        G = np.cumsum(gc, axis=1)
-        if G.min(initial=0.0) < -700:
-            raise ValueError(f"kda.chunked: a chunk's cumulative log-decay reaches {G.min():.4g}: "
-                             f"exp(-G) overflows float64 (gates must be bounded, |g| <= 700/C)")
-        ep, en = np.exp(G), np.exp(-G)
-        kp, kn_t = kc * ep, np.ascontiguousarray(np.swapaxes(kc * en, 1, 2))
-        A = np.tril(kp @ kn_t, -1) * bc[:, :, None]
-        eye = np.eye(n)
-        Tb = np.linalg.solve(eye + A, np.broadcast_to(eye, A.shape)) * bc[:, None, :]
-        M = np.tril((qc * ep) @ kn_t)
-        delta = Tb @ (vc - kp @ S)
-        o[sl] = np.swapaxes(scale * ((qc * ep) @ S + M @ delta), 0, 1)
-        gl = G[:, -1]
-        kl_t = np.ascontiguousarray(np.swapaxes(kc * np.exp(gl[:, None, :] - G), 1, 2))
-        S = np.exp(gl)[:, :, None] * S + kl_t @ delta
-    return o, S
+    o = np.zeros((H, n, C, vc.shape[-1]))
+    for i in range(n):
+        delta = U[:, i] - W[:, i] @ S
+        o[:, i] = scale * (qp[:, i] @ S + M[:, i] @ delta)
+        S = np.exp(gl[:, i])[:, :, None] * S + kl_t[:, i] @ delta
+    return np.moveaxis(o, 0, 2).reshape(n * C, H, -1)[:T], S
 
 
 def forward(q, k, v, g_raw, beta, A_log, dt_bias, h0, cu_seqlens=None, scale=None,
-            method: str = "chunked", chunk: int = CHUNK):
+            method: str = "chunked", chunk: int = CHUNK, heads: int = 8):
     """The KDA forward of a batch from the kernels' raw inputs (module docstring's layouts):
-    (o [B, T, H, V], ht [N, H, K, V]), float64. `method`: "chunked" or "recurrent"."""
+    (o [B, T, H, V], ht [N, H, K, V]), float64. `method`: "chunked" or "recurrent". Groups of
+    `heads` heads run on a thread pool (numpy's large array operations release the GIL; a
+    group bounds the memory of the batched chunked form)."""
+    if method not in ("chunked", "recurrent"):
+        raise ValueError(f"kda.forward: method must be 'chunked' or 'recurrent', got {method!r}")
     B, T, H, K = np.shape(q)
     scale = K ** -0.5 if scale is None else scale
     o = np.zeros(np.shape(v), np.float64)
     ht = np.zeros(np.shape(h0), np.float64)
-    for n, (b, t0, t1) in enumerate(spans(B, T, cu_seqlens)):
-        qn, kn, gn, bn = _prepare(q, k, g_raw, beta, A_log, dt_bias, b, t0, t1)
-        vn = np.asarray(v[b, t0:t1], np.float64)
-        if method == "chunked":
-            o[b, t0:t1], ht[n] = chunked(qn, kn, vn, gn, bn, h0[n], scale, chunk)
-        elif method == "recurrent":
-            o[b, t0:t1], ht[n] = recurrent(qn, kn, vn, gn, bn, h0[n], scale)
-        else:
-            raise ValueError(f"kda.forward: method must be 'chunked' or 'recurrent', "
-                             f"got {method!r}")
+
+    def one(n, b, t0, t1, hs):
+        qn, kn, gn, bn = _prepare(q[:, :, hs], k[:, :, hs], g_raw[:, :, hs], beta[:, :, hs],
+                                  A_log[hs], dt_bias[hs], b, t0, t1)
+        vn = np.asarray(v[b, t0:t1, hs], np.float64)
+        fn = chunked if method == "chunked" else recurrent
+        args = (chunk,) if method == "chunked" else ()
+        o[b, t0:t1, hs], ht[n, hs] = fn(qn, kn, vn, gn, bn, h0[n, hs], scale, *args)
+
+    work = [(n, b, t0, t1, slice(i, min(i + heads, H)))
+            for n, (b, t0, t1) in enumerate(spans(B, T, cu_seqlens)) for i in range(0, H, heads)]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(work), os.cpu_count() or 1))) as pool:
+        for f in [pool.submit(one, *w) for w in work]:
+            f.result()
     return o, ht
 
 
