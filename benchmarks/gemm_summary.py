@@ -11,11 +11,12 @@ fp8: >= 1.00x torch._scaled_mm at M >= 2048). A ratio is baseline median / candi
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling helper
+import report_items  # noqa: E402 - after the path that finds it
 
 _SHAPE = re.compile(r"^m(\d+)n(\d+)k(\d+)_")
 BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
@@ -24,44 +25,18 @@ BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
 
 def read_items(paths) -> list:
     """One dict per benchmarked GEMM item in the report logs (later lines win for an item)."""
-    items: dict = {}
-    for path in paths:
-        for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not a JSON line ({e.msg})") from None
-            if rec.get("event") != "item_report" or not _SHAPE.match(rec.get("case") or ""):
-                continue
-            items[rec["nodeid"]] = _item(rec)
-    return list(items.values())
+    return [_item(rec) for rec in report_items.item_reports(
+        paths, lambda rec: bool(_SHAPE.match(rec.get("case") or "")))]
 
 
 def _item(rec: dict) -> dict:
     M, N, K = (int(x) for x in _SHAPE.match(rec["case"]).groups())
-    bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
-    out = {"kernel": rec["kernel"], "case": rec["case"], "shape": (M, N, K),
-           "dtype": "fp8" if "fp8" in rec["kernel"] else "bf16", "outcome": rec["outcome"],
-           "median_us": None, "tflops": None, "ratios": {}, "clock": None, "note": ""}
-    if bench is None:
-        out["note"] = "not benchmarked"
-        return out
-    result = (bench.get("data") or {}).get("result") or {}
-    timing = result.get("timing") or {}
-    if "candidate" not in timing:
-        out["note"] = (bench.get("longrepr") or timing.get("skipped") or
-                       (result.get("error") or {}).get("message") or "not timed")[:160]
-        return out
-    out["median_us"] = timing["candidate"]["median_ms"] * 1e3
-    out["tflops"] = timing.get("tflops")
-    out["ratios"] = {name: b.get("speedup") for name, b in timing.get("baselines", {}).items()}
-    clk = timing.get("sm_clock_mhz") or {}
-    out["clock"] = (clk.get("before"), clk.get("after"))
-    if not timing.get("converged", True):
-        out["note"] = f"noise {timing.get('rel_noise', 0):.1%}"
-    return out
+    t = report_items.timing(rec)
+    return {"kernel": rec["kernel"], "case": rec["case"], "shape": (M, N, K),
+            "dtype": "fp8" if "fp8" in rec["kernel"] else "bf16", "outcome": rec["outcome"],
+            "median_us": None if t["median_ms"] is None else t["median_ms"] * 1e3,
+            "tflops": t["timing"].get("tflops") if t["median_ms"] is not None else None,
+            "ratios": t["ratios"], "clock": t["clock"], "note": t["note"][:160]}
 
 
 def _ratio(x) -> str:
@@ -122,32 +97,19 @@ def markdown(items: list) -> str:
                      f"{BASELINES[r['goal_baseline']]} | "
                      f"{r['goal']:.2f}x | {met} | "
                      f"{_ratio(r['ratios'].get('pyptx.gemm_hopper'))} |")
-    untimed = [i for i in items if i["median_us"] is None]
-    if untimed:
-        lines += ["", "## Not timed", ""]
-        lines += [f"- {i['kernel']}[{i['case']}]: {i['outcome']}: {i['note']}" for i in untimed]
+    lines += report_items.not_timed(items, "median_us")
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("logs", nargs="+", help="tirxh bench --report-log files")
-    ap.add_argument("--json", help="also write the items and the per-shape table here")
-    args = ap.parse_args(argv)
-    try:
-        items = read_items(args.logs)
-    except (OSError, ValueError) as e:
-        print(f"gemm_summary: {e}", file=sys.stderr)
-        return 2
+def _build(paths):
+    items = read_items(paths)
     if not items:
-        print("gemm_summary: no gemm_sm90 items in " + ", ".join(args.logs), file=sys.stderr)
-        return 1
-    sys.stdout.write(markdown(items))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"items": items, "best": best_per_shape(items)},
-                                              indent=1))
-    return 0
+        return None
+    return markdown(items), {"items": items, "best": best_per_shape(items)}
 
+
+def main(argv=None) -> int:
+    return report_items.cli(argv, __doc__, "gemm_summary", _build, "gemm_sm90 items")
 
 if __name__ == "__main__":
     sys.exit(main())

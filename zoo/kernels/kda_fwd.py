@@ -31,7 +31,8 @@ in every phase of a chunk, phases separated by ``bar.sync``:
    halves of a row): rk = rsqrt(|k|^2 + 1e-6), rq = scale rsqrt(|q|^2 + 1e-6); beta from global.
 3. gate: a thread per (channel pair, 16-row block) computes the gate of its rows (``fma``,
    ``ex2``, ``rcp``), their cumulative sum from the block's first row, and writes in place (bf16x2,
-   over the raw tiles) KL = k^ 2^(G_i - r_a), QL = q^ 2^(G_i - r_a) and KD = k^ 2^(r_a - G_i) with
+   over the raw tiles) KL = k^ 2^(G_i - r_a), QL = q^ 2^(G_i - r_a) and KD = k^ 2^(r_a - G_i) (the
+   reciprocal by Newton steps on the FMA pipe: the MUFU pipe is this phase's bottleneck) with
    r_a the cumulative log-decay at the block's first row: within 16 rows |G_i - r_a| <= 75
    (gate bound 5), so no factor exceeds e^75 and nothing overflows however deep the decay
    (a naive exp(G_i) exp(-G_j) over 64 rows would reach e^320). Per channel, the block references
@@ -119,6 +120,18 @@ def _afrag(c0, c1):
 
 def _mma(acc, a, b):
     T.ptx[MMA](acc, a, b, acc)
+
+
+def _rcp_fma(x):
+    """1 / x for a positive normal f32 without the MUFU pipe (which the gate phase saturates):
+    the estimate bits 0x7EF311C3 - bits(x) (relative error <= 12%), then two Newton steps
+    r (2 - x r) (error < 2e-4; the result only feeds bf16 operands, whose rounding is 2e-3):
+    ``sub.u32``, 2 x (``fma``, ``mul``)."""
+    r = T.ptx.mov.f32(T.ptx.mov.b32(T.ptx.sub.u32(0x7EF311C3, T.ptx.mov.b32(x))))
+    nx = T.ptx.neg.f32(x)
+    for _ in range(2):
+        r = r * T.ptx.fma.rn.f32(nx, r, 2.0)
+    return r
 
 
 class Lanes:
@@ -220,15 +233,17 @@ def _norms(sm, ck, beta, tok0, H, h, NW):
         halves = None
     tile = T.ptx.selp.u32(ck.q, ck.k, x == 1)
     rsw = row & 7
-    acc = None
+    accs = [None] * 4                      # four chains: the sum is latency bound otherwise
     for hf in (halves if halves is not None else (None,)):
         half_off = hf * TILE if hf is not None else (lane >> 4) * TILE
         base = tile + half_off + (row << 7)
         for c in range(8):
             words = T.ptx.ld.shared.v4.b32(base + ((rsw ^ c) << 4))
-            for wd in words:
+            for i, wd in enumerate(words):
                 for val in _unpack(wd):
-                    acc = val * val if acc is None else T.ptx.fma.rn.f32(val, val, acc)
+                    a = accs[i]
+                    accs[i] = val * val if a is None else T.ptx.fma.rn.f32(val, val, a)
+    acc = (accs[0] + accs[1]) + (accs[2] + accs[3])
     if halves is None:
         acc = acc + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(acc, 16, 0x1F, FULL))
     r = T.ptx.rsqrt.approx.f32(acc + R.L2_EPS)
@@ -299,8 +314,8 @@ def _gate(sm, ck, gl):
                     lfac = dfac = None
                 else:
                     s[e] = s[e] + g2
-                    lfac = T.ptx.ex2.approx.f32(s[e] - ref[e])
-                    dfac = T.ptx.ex2.approx.f32(ref[e] - s[e])
+                    lfac = T.ptx.ex2.approx.f32(s[e] - ref[e])   # in [2^-108, 1]: normal
+                    dfac = _rcp_fma(lfac)
                 kn = kv[e] * rk
                 qn = qv[e] * rq
                 kl.append(kn if lfac is None else kn * lfac)

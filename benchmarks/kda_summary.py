@@ -1,0 +1,142 @@
+"""Tables from `tirxh bench` report logs of the zoo's KDA kernels (kda_fwd, kda_decode; issue 18).
+
+    python benchmarks/kda_summary.py REPORT.jsonl [...] [--json OUT.json]
+
+Prints markdown: every timed item (median, GB/s, ratio to each FLA baseline timed in the same
+job, SM clock), then per forward shape the fastest variant with the issue's goal (>= 2.5x
+fla.chunk_kda), FLA's forward + backward time from the same job (fwd+bwd goal: >= 3x it, for a
+backward kernel), and two floors:
+
+- memory floor: the declared bytes (q, k, g_raw, v, beta read, o written, h0/ht) at 4.25 TB/s,
+  the H200's measured device-to-device copy bandwidth;
+- serial-chain floor: every (sequence, head) is a chain of ceil(len / 64) chunk steps that
+  cannot overlap; a step needs at least the state-dependent matrix products of one chunk
+  (Y_k = S0^T KE^T and S0^T Diag(.) + Delta^T KLL: 2 x 64 x 128 x 128 multiply-adds, Delta =
+  Z Tb^T: 64 x 64 x 128 x 10/16) on one SM at its share of the dense bf16 peak (989 TFLOP/s /
+  132 SMs), so the floor is max(longest chain, all steps / 132 SMs) x that step time.
+A ratio is baseline median / candidate median (> 1: the zoo kernel is faster).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling helper
+import report_items  # noqa: E402 - after the path that finds it
+
+ROOT = Path(__file__).resolve().parents[1]
+COPY_BW = 4.25e12            # B/s, measured device-to-device copy on this H200
+SMS, PEAK = 132, 989e12      # SMs, dense bf16 FLOP/s
+C = 64
+STEP_FLOPS = 2 * (2 * C * 128 * 128 + C * C * 128 * 10 / 16)
+STEP_S = STEP_FLOPS / (PEAK / SMS)
+FWD_GOAL, FWD_BWD_GOAL = 2.5, 3.0
+BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.fused_recurrent_kda")
+
+
+def _cases() -> dict:
+    """case name -> (kernel, params) for every KDA case (the zoo modules, imported by path)."""
+    sys.path.insert(0, str(ROOT / "zoo" / "kernels"))
+    import kda_decode  # the zoo is a directory of kernel files on sys.path, not a package
+    import kda_fwd
+    out = {}
+    for suite in (kda_fwd.SUITE, kda_fwd.SUITE_VARLEN, kda_decode.SUITE):
+        for c in suite.cases:
+            out[(suite.name, c.name)] = c.params
+    return out
+
+
+def read_items(paths) -> list:
+    """One dict per benchmarked KDA item in the report logs (later lines win for an item)."""
+    return [_item(rec) for rec in report_items.item_reports(
+        paths, lambda rec: rec.get("kernel") in ("kda_fwd", "kda_decode"))]
+
+
+def _item(rec: dict) -> dict:
+    t = report_items.timing(rec)
+    return {"kernel": rec["kernel"], "case": rec.get("case"), "outcome": rec["outcome"],
+            "median_ms": t["median_ms"], "gbps": t["timing"].get("gbps"),
+            "ratios": t["ratios"], "clock": t["clock"], "note": t["note"][:200]}
+
+
+def floors(params: dict) -> dict:
+    """Memory and serial-chain floors (ms) of a forward case (module docstring)."""
+    B, T_, H = params["B"], params["T_"], params["H"]
+    lens = params.get("lens") or (T_,) * B
+    tokens = sum(lens)
+    nbytes = tokens * H * (2 * 4 * 128 + 2 + 2 * 128) + 2 * len(lens) * H * 128 * 128 * 4
+    steps = [math.ceil(n / C) for n in lens]
+    chain = max(max(steps), math.ceil(sum(steps) * H / SMS)) * STEP_S
+    return {"memory_ms": nbytes / COPY_BW * 1e3, "chain_ms": chain * 1e3,
+            "chains": len(lens) * H, "steps": max(steps)}
+
+
+def shape_of(case: str) -> str:
+    return case.rsplit("_", 1)[0]
+
+
+def summarize(items: list, cases: dict) -> dict:
+    """Per forward shape: the fastest timed variant, the ratios, FLA's times, the floors."""
+    best: dict = {}
+    for it in items:
+        if it["kernel"] != "kda_fwd" or it["median_ms"] is None:
+            continue
+        s = shape_of(it["case"])
+        if s not in best or it["median_ms"] < best[s]["median_ms"]:
+            best[s] = it
+    rows = []
+    for s, it in sorted(best.items()):
+        params = next(p for (k, c), p in cases.items() if k == "kda_fwd" and c == it["case"])
+        r_fwd = it["ratios"].get("fla.chunk_kda")
+        r_fb = it["ratios"].get("fla.chunk_kda.fwd_bwd")
+        rows.append(dict(shape=s, case=it["case"], median_ms=it["median_ms"], ratio=r_fwd,
+                         goal_met=None if r_fwd is None else r_fwd >= FWD_GOAL,
+                         fla_fwd_ms=None if r_fwd is None else r_fwd * it["median_ms"],
+                         fla_fwd_bwd_ms=None if r_fb is None else r_fb * it["median_ms"],
+                         **floors(params)))
+    return {"items": items, "shapes": rows}
+
+
+def _f(x, fmt="{:.3f}") -> str:
+    return fmt.format(x) if isinstance(x, (int, float)) else "-"
+
+
+def markdown(summary: dict) -> str:
+    lines = ["## Every item", "", "| item | median ms | GB/s | " + " | ".join(BASELINES)
+             + " | SM MHz before/after | note |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in BASELINES) + " | --- | --- |"]
+    for it in sorted(summary["items"], key=lambda i: (i["kernel"], i["case"] or "")):
+        clk = "/".join(_f(c, "{:.0f}") for c in it["clock"]) if it["clock"] else "-"
+        med = _f(it["median_ms"], "{:.4f}") if it["median_ms"] else it["outcome"]
+        lines.append(f"| {it['kernel']}[{it['case']}] | {med} | {_f(it['gbps'], '{:.0f}')} | "
+                     + " | ".join(_f(it["ratios"].get(b), "{:.2f}x") for b in BASELINES)
+                     + f" | {clk} | {it['note']} |")
+    lines += ["", f"## Forward: fastest variant per shape (goal >= {FWD_GOAL}x fla.chunk_kda)", "",
+              "| shape | variant | ms | FLA fwd ms | ratio | met | FLA fwd+bwd ms | memory floor "
+              "ms | chain floor ms (chains x steps) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in summary["shapes"]:
+        met = {True: "yes", False: "NO", None: "-"}[r["goal_met"]]
+        lines.append(f"| {r['shape']} | {r['case']} | {_f(r['median_ms'], '{:.4f}')} | "
+                     f"{_f(r['fla_fwd_ms'])} | {_f(r['ratio'], '{:.2f}x')} | {met} | "
+                     f"{_f(r['fla_fwd_bwd_ms'])} | {_f(r['memory_ms'])} | "
+                     f"{_f(r['chain_ms'])} ({r['chains']} x {r['steps']}) |")
+    lines += report_items.not_timed(summary["items"], "median_ms")
+    return "\n".join(lines) + "\n"
+
+
+def _build(paths):
+    items = read_items(paths)
+    if not items:
+        return None
+    summary = summarize(items, _cases())
+    return markdown(summary), summary
+
+
+def main(argv=None) -> int:
+    return report_items.cli(argv, __doc__, "kda_summary", _build, "KDA items")
+
+if __name__ == "__main__":
+    sys.exit(main())
