@@ -776,7 +776,7 @@ PACK6 = (1300, 547, 2048, 963, 271, 3063)      # the public varlen pack (8192 to
 PACK8 = (1024,) * 8
 VARIANTS = {"v64s2": dict(BV=64, STAGES=2), "v64s1": dict(BV=64, STAGES=1),
             "v128s2": dict(BV=128, STAGES=2)}
-MAIN = {64: "v64s2", 96: "v64s1", 32: "v64s1"}   # predicted fastest (docs/TUNING.md)
+MAIN = {64: "v64s2", 96: "v128s2", 32: "v64s2"}   # predicted fastest (docs/TUNING.md)
 
 
 def _large(name, lens=None, B=1, T_=8192, heads=(64, 96)) -> list:
