@@ -68,6 +68,16 @@ def test_gate_and_normalization_follow_fla():
     np.testing.assert_allclose(R.l2norm(x), x / np.sqrt(25 + 1e-6))
 
 
+def _grad_case(seed, lens, gate, K, V):
+    """float64 inputs of a varlen pack, its cu_seqlens and random output gradients."""
+    rng = np.random.default_rng(seed)
+    x = R.raw_inputs(rng, 1, sum(lens), 2, K=K, V=V, N=len(lens), gate=gate)
+    x = {n: np.asarray(a, np.float64) for n, a in x.items()}
+    cu = _cu(lens)
+    o, ht = R.forward(**x, cu_seqlens=cu)
+    return x, cu, rng.standard_normal(o.shape), rng.standard_normal(ht.shape), rng
+
+
 def _loss(x, do, dht, cu):
     o, ht = R.forward(**x, cu_seqlens=cu, method="recurrent")
     return float((o * do).sum() + (ht * dht).sum())
@@ -75,13 +85,7 @@ def _loss(x, do, dht, cu):
 
 @pytest.mark.parametrize("gate", ["mixed", "deep"])
 def test_backward_matches_finite_differences(gate):
-    rng = np.random.default_rng(11)
-    lens = (7, 13)
-    x = R.raw_inputs(rng, 1, sum(lens), 2, K=8, V=4, N=2, gate=gate)
-    x = {n: np.asarray(a, np.float64) for n, a in x.items()}
-    cu = _cu(lens)
-    o, ht = R.forward(**x, cu_seqlens=cu)
-    do, dht = rng.standard_normal(o.shape), rng.standard_normal(ht.shape)
+    x, cu, do, dht, rng = _grad_case(11, (7, 13), gate, K=8, V=4)
     grad = R.backward(**x, do=do, dht=dht, cu_seqlens=cu)
     wrt = {"q": "dq", "k": "dk", "v": "dv", "g_raw": "dg", "beta": "dbeta", "h0": "dh0",
            "A_log": "dA_log", "ddt_bias": None, "dt_bias": "ddt_bias"}
@@ -99,6 +103,19 @@ def test_backward_matches_finite_differences(gate):
             fd = (_loss(plus, do, dht, cu) - _loss(minus, do, dht, cu)) / (2 * eps)
             # central differences of a loss of order 1 with eps = 1e-6: ~1e-9 of rounding noise
             assert abs(fd - grad[gname][idx]) <= 1e-8 + 1e-6 * (scale + abs(fd)), (name, idx)
+
+
+@pytest.mark.parametrize("gate", R.GATES)
+def test_chunked_backward_matches_the_recurrence(gate):
+    """The chunked algorithm's reverse (dDelta, dR, dTb, dA through (I + A)^-1, the pairwise
+    decayed products, dg as a reverse cumulative sum) over sequences of 1, 2 and 3 chunks."""
+    x, cu, do, dht, _ = _grad_case(13, (7, 70, 130), gate, K=16, V=8)
+    rec = R.backward(**x, do=do, dht=dht, cu_seqlens=cu)
+    chk = R.backward(**x, do=do, dht=dht, cu_seqlens=cu, method="chunked")
+    for name, want in rec.items():
+        np.testing.assert_allclose(chk[name], want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
+    with pytest.raises(ValueError, match=r"backward: method must be 'chunked' or 'recurrent'"):
+        R.backward(**x, do=do, dht=dht, cu_seqlens=cu, method="fast")
 
 
 def test_unit_scale_brings_the_smallest_rms_to_one():

@@ -28,8 +28,9 @@ True, use_gate_in_kernel=True, safe_gate=True, lower_bound=-5)``:
   In float64 exp(+-G) cannot overflow here (the gate bounds G to [-5 C, 0]), so the reference
   factorizes exp(G_i - G_j) = exp(G_i) exp(-G_j) directly; the kernels cannot (see kda_fwd.py).
 - `backward`: the gradient of sum(o * do) + sum(ht * dht) with respect to every input (q_raw,
-  k_raw, v, g_raw, beta, h0, A_log, dt_bias), by reverse-mode differentiation of the recurrence
-  by hand (tests check it against finite differences).
+  k_raw, v, g_raw, beta, h0, A_log, dt_bias), by reverse-mode differentiation by hand: of the
+  recurrence (tests check it against finite differences), or of the chunked form (what a
+  backward kernel computes; tests check it against the recurrence).
 
 Layouts (FLA's): q, k, g_raw [B, T, H, K]; v [B, T, H, V]; beta [B, T, H]; A_log [H]; dt_bias
 [H, K]; h0 and ht [N, H, K, V]. Variable-length packs (``cu_seqlens``, N + 1 offsets) have B = 1
@@ -101,6 +102,23 @@ def recurrent(q, k, v, g, beta, h0, scale: float):
     return o, S
 
 
+def _blocks(x, n: int, C: int):
+    """[T, H, ...] -> [H, n, C, ...], zero-padded to n chunks of C tokens (contiguous)."""
+    x = np.asarray(x, np.float64)
+    pad = np.zeros((n * C - len(x),) + x.shape[1:])
+    x = np.concatenate([x, pad]) if len(pad) else x
+    return np.ascontiguousarray(np.moveaxis(x.reshape((n, C) + x.shape[1:]), 2, 0))
+
+
+def _cumulative(gc):
+    """The within-chunk cumulative log-decay G of gates blocked [H, n, C, K]."""
+    G = np.cumsum(gc, axis=2)
+    if G.min(initial=0.0) < -700:
+        raise ValueError(f"kda.chunked: a chunk's cumulative log-decay reaches {G.min():.4g}: "
+                         f"exp(-G) overflows float64 (gates must be bounded, |g| <= 700/C)")
+    return G
+
+
 def chunked(q, k, v, g, beta, h0, scale: float, C: int = CHUNK):
     """The same sequence in chunks of C tokens (the last one zero-padded: k = q = v = g = beta =
     0 changes nothing): the UT/WY form of the module docstring, float64. Everything within a
@@ -108,17 +126,8 @@ def chunked(q, k, v, g, beta, h0, scale: float, C: int = CHUNK):
     passes from chunk to chunk."""
     T, H = np.shape(q)[:2]
     n = -(-T // C)
-
-    def blocks(x):  # [T, H, ...] -> [H, n, C, ...], zero-padded
-        x = np.asarray(x, np.float64)
-        pad = np.zeros((n * C - T,) + x.shape[1:])
-        x = np.concatenate([x, pad]) if len(pad) else x
-        return np.ascontiguousarray(np.moveaxis(x.reshape((n, C) + x.shape[1:]), 2, 0))
-    qc, kc, vc, gc, bc = (blocks(x) for x in (q, k, v, g, beta))
-    G = np.cumsum(gc, axis=2)
-    if G.min(initial=0.0) < -700:
-        raise ValueError(f"kda.chunked: a chunk's cumulative log-decay reaches {G.min():.4g}: "
-                         f"exp(-G) overflows float64 (gates must be bounded, |g| <= 700/C)")
+    qc, kc, vc, gc, bc = (_blocks(x, n, C) for x in (q, k, v, g, beta))
+    G = _cumulative(gc)
     ep = np.exp(G)
     kp, qp = kc * ep, qc * ep
     kn_t = np.ascontiguousarray(np.swapaxes(kc * np.exp(-G), -1, -2))  # BLAS wants contiguous
@@ -201,6 +210,84 @@ def _recurrent_backward(q, k, v, g, beta, h0, scale, do, dht):
     return dq, dk, dv, dg, dbeta, dS
 
 
+def _chunked_backward(q, k, v, g, beta, h0, scale, do, dht, C: int = CHUNK):
+    """Reverse mode through `chunked` for one sequence (what a backward kernel computes; the
+    same results as `_recurrent_backward`). Per chunk, with dO and the gradient dS1 of the
+    chunk's final state (QG = scale q exp(G), KE = k exp(G), KL = k exp(G_C - G)):
+
+        dDelta = M^T dO + KL dS1          dR = Tb^T dDelta (= dV)
+        dS0 = QG^T dO + Diag(exp(G_C)) dS1 - KE^T dR          (to the previous chunk)
+        dM = lower(dO Delta^T), dTb = lower(dDelta R^T), dA = -strict_lower(T^T dTb Diag(beta) T^T)
+        dQG = dO S0^T, dKE = -dR S0^T, dKL = Delta dS1^T
+
+    and the pairwise products X[i, j] = sum_d a_i b_j exp(G_i - G_j) (A / beta and M) give
+    da = (dX (b exp(-G))) exp(G), db = (dX^T (a exp(G))) exp(-G), dG += a da - b db; dg is the
+    reverse cumulative sum of dG within the chunk."""
+    T, H = np.shape(q)[:2]
+    n = -(-T // C)
+    qc, kc, vc, gc, bc, doc = (_blocks(x, n, C) for x in (q, k, v, g, beta, do))
+    qc = qc * scale
+    G = _cumulative(gc)
+    ep, en = np.exp(G), np.exp(-G)
+    gl = G[:, :, -1]
+    kl = kc * np.exp(gl[:, :, None, :] - G)
+    ke, qe = kc * ep, qc * ep
+    kn_t = np.ascontiguousarray(np.swapaxes(kc * en, -1, -2))
+    P = ke @ kn_t                                             # k_i . k_j exp(G_i - G_j)
+    A = np.tril(P, -1) * bc[..., :, None]
+    eye = np.eye(C)
+    Tm = np.linalg.solve(eye + A, np.broadcast_to(eye, A.shape))
+    Tb = Tm * bc[..., None, :]
+    M = np.tril(qe @ kn_t)
+    states = [np.array(h0, np.float64)]                      # S0 of every chunk, then S_T
+    for i in range(n):
+        delta = Tb[:, i] @ (vc[:, i] - ke[:, i] @ states[-1])
+        states.append(np.exp(gl[:, i])[:, :, None] * states[-1]
+                      + np.swapaxes(kl[:, i], -1, -2) @ delta)
+    dq, dk, dv, dG = (np.zeros_like(x) for x in (qc, kc, vc, gc))
+    dbeta = np.zeros_like(bc)
+    dS = np.array(dht, np.float64)
+    tr = lambda x: np.swapaxes(x, -1, -2)                     # noqa: E731 - a local shorthand
+    for i in reversed(range(n)):
+        S0, dO = states[i], doc[:, i]
+        R = vc[:, i] - ke[:, i] @ S0
+        delta = Tb[:, i] @ R
+        dD = tr(M[:, i]) @ dO + kl[:, i] @ dS
+        dR = tr(Tb[:, i]) @ dD
+        dv[:, i] = dR
+        dM = np.tril(dO @ tr(delta))
+        dTb = np.tril(dD @ tr(R))
+        dT = dTb * bc[:, i, None, :]
+        dbeta[:, i] = (dTb * Tm[:, i]).sum(-2)
+        dA = -np.tril(tr(Tm[:, i]) @ dT @ tr(Tm[:, i]), -1)
+        dbeta[:, i] += (dA * P[:, i]).sum(-1)
+        dP = dA * bc[:, i, :, None]
+        dke, dqe, dkl = -dR @ tr(S0), dO @ tr(S0), delta @ tr(dS)
+        dgl = (dS * S0).sum(-1) * np.exp(gl[:, i]) + (dkl * kl[:, i]).sum(-2)
+        dS = tr(qe[:, i]) @ dO + np.exp(gl[:, i])[:, :, None] * dS - tr(ke[:, i]) @ dR
+        k_, e_p, e_n = kc[:, i], ep[:, i], en[:, i]
+        g_ = dke * ke[:, i] + dqe * qe[:, i] - dkl * kl[:, i]
+        dk_ = dke * e_p + dkl * np.exp(gl[:, i, None, :] - G[:, i])
+        dq_ = dqe * e_p
+        for dX, a, dA_ in ((dP, k_, "k"), (dM, qc[:, i], "q")):   # the pairwise products
+            da = (dX @ (k_ * e_n)) * e_p
+            db = (tr(dX) @ (a * e_p)) * e_n
+            if dA_ == "k":
+                dk_ = dk_ + da + db
+            else:
+                dq_ = dq_ + da
+                dk_ = dk_ + db
+            g_ = g_ + a * da - k_ * db
+        g_[:, -1] += dgl
+        dq[:, i], dk[:, i] = dq_ * scale, dk_
+        dG[:, i] = np.flip(np.cumsum(np.flip(g_, 1), 1), 1)  # dg: reverse cumulative sum
+
+    def unblock(x):
+        return np.moveaxis(x, 0, 2).reshape((n * C, H) + x.shape[3:])[:T]
+    return (unblock(dq), unblock(dk), unblock(dv), unblock(dG), unblock(dbeta[..., None])[..., 0],
+            dS)
+
+
 def _l2norm_backward(x, dy, eps: float = L2_EPS):
     """d/dx of y = x r, r = (|x|^2 + eps)^-1/2: r (dy - y (y . dy))."""
     x = np.asarray(x, np.float64)
@@ -210,9 +297,14 @@ def _l2norm_backward(x, dy, eps: float = L2_EPS):
 
 
 def backward(q, k, v, g_raw, beta, A_log, dt_bias, h0, do, dht=None, cu_seqlens=None,
-             scale=None) -> dict:
+             scale=None, method: str = "recurrent") -> dict:
     """The gradient of sum(o * do) + sum(ht * dht) (float64) with respect to the kernels' raw
-    inputs: {"dq", "dk", "dv", "dg" (of g_raw), "dbeta", "dh0", "dA_log", "ddt_bias"}."""
+    inputs: {"dq", "dk", "dv", "dg" (of g_raw), "dbeta", "dh0", "dA_log", "ddt_bias"};
+    `method` "recurrent" (token by token) or "chunked" (the chunked algorithm's reverse)."""
+    if method not in ("chunked", "recurrent"):
+        raise ValueError(f"kda.backward: method must be 'chunked' or 'recurrent', "
+                         f"got {method!r}")
+    inner = _chunked_backward if method == "chunked" else _recurrent_backward
     B, T, H, K = np.shape(q)
     scale = K ** -0.5 if scale is None else scale
     dht = np.zeros(np.shape(h0)) if dht is None else dht
@@ -223,7 +315,7 @@ def backward(q, k, v, g_raw, beta, A_log, dt_bias, h0, do, dht=None, cu_seqlens=
     for n, (b, t0, t1) in enumerate(spans(B, T, cu_seqlens)):
         qn, kn, gn, bn = _prepare(q, k, g_raw, beta, A_log, dt_bias, b, t0, t1)
         vn = np.asarray(v[b, t0:t1], np.float64)
-        dq, dk, dv, dg, dbeta, dh0 = _recurrent_backward(
+        dq, dk, dv, dg, dbeta, dh0 = inner(
             qn, kn, vn, gn, bn, h0[n], scale, np.asarray(do[b, t0:t1], np.float64), dht[n])
         out["dq"][b, t0:t1] = _l2norm_backward(q[b, t0:t1], dq)
         out["dk"][b, t0:t1] = _l2norm_backward(k[b, t0:t1], dk)
