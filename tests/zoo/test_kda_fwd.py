@@ -9,7 +9,7 @@ import pytest
 
 import tirxh.lang as T
 from tests.zoo._zoo import sync_race
-from tests.zoo.zoo_modules import assert_matches, load, simulate, small_cases
+from tests.zoo.zoo_modules import assert_matches, load, simulate
 
 MOD = load("kda_fwd")
 SUITES = (MOD.SUITE, MOD.SUITE_VARLEN)
