@@ -46,6 +46,7 @@ def test_two_single_token_launches_equal_one_two_token_launch():
 @pytest.mark.parametrize("params,match", [
     (dict(N=2, H=2, TT=5), r"TT=5 tokens per sequence must be in \[1, 4\] \(decode\)"),
     (dict(N=70000, H=2, TT=1), r"N=70000 and H=2 must be in \[1, 65535\]"),
+    (dict(N=4096, H=64, TT=1), r"N=4096, H=64: the state must hold fewer than 2\^32 elements"),
 ])
 def test_refused_shapes_name_the_case_and_the_rule(params, match):
     with pytest.raises(ValueError, match=r"case 'bad': " + match):

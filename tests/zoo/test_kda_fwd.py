@@ -69,6 +69,9 @@ def test_benchmarked_variants_have_no_spills_and_fit(variant):
     (dict(B=1, T_=10, H=1, lens=(4, 5)), r"lens=\(4, 5\): a varlen pack is one row \(B=1\) of "
                                           r"T_=10 tokens"),
     (dict(B=1, T_=0, H=1), r"B=1, T_=0, H=1 must be positive"),
+    (dict(B=1, T_=70000, H=1, lens=(1,) * 70000), r"70000 sequences: at most 65535 \(grid z\)"),
+    (dict(B=1, T_=1 << 20, H=64), r"B=1, T_=1048576, H=64, 1 sequences: o and h0 must each "
+                                  r"hold fewer than 2\^32 elements"),
 ])
 def test_refused_shapes_name_the_case_and_the_rule(params, match):
     with pytest.raises(ValueError, match=r"case 'bad': " + match):

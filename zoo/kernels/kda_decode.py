@@ -184,6 +184,9 @@ def constraints(N, H, TT=1):
         out.append(f"TT={TT} tokens per sequence must be in [1, {MAX_TOKENS}] (decode)")
     if N < 1 or H < 1 or N > 65535 or H > 65535:
         out.append(f"N={N} and H={H} must be in [1, 65535] (grid dimensions)")
+    elif N * H * K * V >= 1 << 32:
+        out.append(f"N={N}, H={H}: the state must hold fewer than 2^32 elements (32-bit element "
+                   f"offsets)")
     return out
 
 

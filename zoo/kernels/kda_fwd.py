@@ -336,6 +336,12 @@ def constraints(B, T_, H, lens=None, BV=64, STAGES=2):
         out.append(f"lens={lens!r}: a varlen pack is one row (B=1) of T_={T_} tokens")
     if min(B, T_, H) < 1 or H > 65535:
         out.append(f"B={B}, T_={T_}, H={H} must be positive (H <= 65535)")
+    N = B if lens is None else len(lens)
+    if N > 65535:
+        out.append(f"{N} sequences: at most 65535 (grid z)")
+    if B * T_ * H * V >= 1 << 32 or N * H * K * V >= 1 << 32:
+        out.append(f"B={B}, T_={T_}, H={H}, {N} sequences: o and h0 must each hold fewer than "
+                   f"2^32 elements (32-bit element offsets)")
     return out
 
 
