@@ -32,7 +32,9 @@ def test_small_case_matches_reference(case):
     # the public pack [1300, 547, 2048, 963, 271, 3063] / 32: a sequence of exactly one chunk,
     # one of 1.5 chunks, short ones; their rows interleave in the tiles and must not leak
     dict(B=1, T_=256, H=1, lens=(41, 17, 64, 30, 8, 96), BV=128, gate="deep"),
-], ids=["t150_deep_ring", "pack6_div32"])
+    # BV = 64 with 8 warps: four help prepare the chunk and hold no state
+    dict(B=1, T_=100, H=1, BV=64, WARPS=8),
+], ids=["t150_deep_ring", "pack6_div32", "t100_helpers"])
 def test_multi_chunk_cases_match_reference(params):
     suite = MOD.SUITE_VARLEN if "lens" in params else MOD.SUITE
     case = T.case("extra", **params)
@@ -42,8 +44,11 @@ def test_multi_chunk_cases_match_reference(params):
     assert rep["rms_ratio"] < 0.01          # the model's ~0.004, with room; the rule is 0.03
 
 
-def test_sync_check_is_clean():
-    case = MOD.SUITE.cases[0]
+@pytest.mark.parametrize("params", [dict(B=1, T_=40, H=1, BV=128, gate="deep"),
+                                    dict(B=1, T_=40, H=1, BV=64, WARPS=8)],
+                         ids=["v128", "v64_helpers"])
+def test_sync_check_is_clean(params):
+    case = T.case("sync", **params)
     for result in sync_race(MOD.SUITE, case):
         assert result.verdict == "clean", [f.message for f in result.findings]
 
@@ -65,6 +70,7 @@ def test_benchmarked_variants_have_no_spills_and_fit(variant):
 @pytest.mark.parametrize("params,match", [
     (dict(B=1, T_=10, H=1, BV=32), r"BV=32 must be 64 or 128"),
     (dict(B=1, T_=10, H=1, STAGES=3), r"STAGES=3 must be 1 or 2"),
+    (dict(B=1, T_=10, H=1, BV=128, WARPS=4), r"WARPS=4 must be 0 \(BV / 16\), or 8 with BV = 64"),
     (dict(B=2, T_=10, H=1, lens=(4, 6)), r"lens=\(4, 6\): a varlen pack is one row \(B=1\)"),
     (dict(B=1, T_=10, H=1, lens=(4, 5)), r"lens=\(4, 5\): a varlen pack is one row \(B=1\) of "
                                           r"T_=10 tokens"),

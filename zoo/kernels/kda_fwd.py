@@ -68,6 +68,7 @@ state-in-registers, fused-gate, varlen
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -176,8 +177,10 @@ def _grid(B, H, lens=None, BV=64):
     return (V // BV, H, B if lens is None else len(lens))
 
 
-def _block(BV=64):
-    return 32 * (BV // 16)
+def _block(BV=64, WARPS=0):
+    """4 warps per 64 value columns, or WARPS (8 with BV = 64: four of them help prepare the
+    chunk and hold no state)."""
+    return 32 * (WARPS or BV // 16)
 
 
 @T.kernel(grid=_grid, block=_block)
@@ -186,9 +189,14 @@ def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T
             beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
             h0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32],
             o: T.gptr[T.bf16], ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64,
-            STAGES: T.const = 2):
-    NW = BV // 16
+            STAGES: T.const = 2, WARPS: T.const = 0):
+    NW = WARPS or BV // 16       # warps preparing each chunk (4 or 8)
+    NS = BV // 16                # of them, warps holding the state: 16 value rows each
     NT = 32 * NW
+    helpers = NW > NS
+
+    def state_warps():  # the state's warps only, when helper warps exist
+        return T.if_(warp < NS, uniform=True) if helpers else contextlib.nullcontext()
     sm = P.Smem(BV, STAGES)
     tid = T.tid.x
     warp = tid >> 5
@@ -207,10 +215,11 @@ def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T
     # one 32-byte sector of a row of h0 [k][v])
     hbase = (n * H + h) * (K * V) + vcol0 + ln.g
     st = [T.fragment(T.f32, 4) for _ in range(16)]
-    for j in range(16):
-        for e in range(4):
-            ch = 8 * j + 2 * ln.t + (e & 1)
-            T.ptx.ld.global_.f32(st[j][e], h0.at(hbase + ch * V + 8 * (e >> 1)))
+    with state_warps():
+        for j in range(16):
+            for e in range(4):
+                ch = 8 * j + 2 * ln.t + (e & 1)
+                T.ptx.ld.global_.f32(st[j][e], h0.at(hbase + ch * V + 8 * (e >> 1)))
     with T.if_(tid == 0):
         for s in range(STAGES):
             sm.full[s].init(1)
@@ -259,14 +268,16 @@ def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T
         T.ptx.bar.sync(0)
         P.inverse_blocks(sm, ln)
         T.ptx.bar.sync(0)
-        _state_step(sm, ck, ln, st, o, tok0, H, h, vcol0)
+        with state_warps():
+            _state_step(sm, ck, ln, st, o, tok0, H, h, vcol0)
         T.ptx.fence.proxy.async_.shared__cta()   # generic writes to the stage before TMA reuse
         T.ptx.bar.sync(0)
         ring.advance()
-    for j in range(16):
-        for e in range(4):
-            ch = 8 * j + 2 * ln.t + (e & 1)
-            T.ptx.st.global_.f32(ht.at(hbase + ch * V + 8 * (e >> 1)), st[j][e])
+    with state_warps():
+        for j in range(16):
+            for e in range(4):
+                ch = 8 * j + 2 * ln.t + (e & 1)
+                T.ptx.st.global_.f32(ht.at(hbase + ch * V + 8 * (e >> 1)), st[j][e])
 
 
 # --- inputs, reference, cases ------------------------------------------------------------------
@@ -326,10 +337,12 @@ def reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, cu_seqlens, lens=None):
     return {"o": o.astype(np.float32), "ht": ht.astype(np.float32)}
 
 
-def constraints(B, T_, H, lens=None, BV=64, STAGES=2):
+def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0):
     out = []
     if BV not in (64, 128):
         out.append(f"BV={BV} must be 64 or 128 (value columns per CTA: 16 per warp)")
+    elif (WARPS or BV // 16) not in (4, 8) or (WARPS and WARPS < BV // 16):
+        out.append(f"WARPS={WARPS} must be 0 (BV / 16), or 8 with BV = 64")
     if STAGES not in (1, 2):
         out.append(f"STAGES={STAGES} must be 1 or 2")
     if lens is not None and (B != 1 or sum(lens) != T_ or min(lens) < 0):
@@ -365,7 +378,8 @@ def _bytes(B, T_, H, lens=None):
 PACK6 = (1300, 547, 2048, 963, 271, 3063)      # the public varlen pack (8192 tokens)
 PACK8 = (1024,) * 8
 VARIANTS = {"v64s2": dict(BV=64, STAGES=2), "v64s1": dict(BV=64, STAGES=1),
-            "v128s2": dict(BV=128, STAGES=2)}
+            "v128s2": dict(BV=128, STAGES=2),
+            "v64s2w8": dict(BV=64, STAGES=2, WARPS=8)}   # 4 helper warps in the preparation
 MAIN = {64: "v64s2", 96: "v128s2", 32: "v64s2"}   # predicted fastest (docs/TUNING.md)
 
 
