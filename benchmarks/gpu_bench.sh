@@ -9,6 +9,10 @@
 #
 # SHARDS: `tirxh bench -k` expressions separated by '|', one client process each (default: the
 # whole zoo's large cases in one client). BENCH_LIMIT: seconds for all shards (default 420).
+# SMOKE: a -k expression run first, correctness only, with SMOKE_EXEC_S (default 15) per job, so
+# a kernel that deadlocks on hardware is found in seconds. EXEC_S: the execution budget of each
+# timed job (default 60; KCoral's own default is 120 s). SEEDS: correctness seeds per timed job
+# (default: the protocol's two; 1 halves the worker's comparison time on huge outputs).
 # Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
 # Output: $OUT/gpu_bench.tar.gz (logs/shard_N.log, bench_N.jsonl, daemon.log, nvidia-smi).
 set -u
@@ -16,6 +20,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
 WORK=/tmp/gpu_bench
 LOGS="$WORK/logs"
+rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
 START=$(date +%s)
@@ -48,12 +53,21 @@ if [ ! -s "$WORK/port" ]; then echo "daemon did not start"; tail -30 "$LOGS/daem
 ADDR="127.0.0.1:$(cat "$WORK/port")"
 python3 -m kcoral.cli boards --daemon "$ADDR" 2>&1 | tee "$WORK/boards.txt" || true
 
+if [ -n "${SMOKE:-}" ]; then
+    timeout --kill-after=10 "${SMOKE_LIMIT:-150}" python3 benchmarks/bench_with.py \
+        --kcoral "$ADDR" --no-timing --exec-s "${SMOKE_EXEC_S:-15}" -k "$SMOKE" --target sm_90a \
+        --report-log "$WORK/smoke.jsonl" >"$LOGS/smoke.log" 2>&1
+    echo "=== smoke: rc=$? at +$(( $(date +%s) - START ))s"
+    grep -E "^(FAILED|ERROR)|failed|passed|incomplete" "$LOGS/smoke.log" | tail -n 30
+fi
+
 IFS='|' read -r -a shards <<<"${SHARDS:-h200}"
 pids=()
 i=0
 for k in "${shards[@]}"; do
-    (cd zoo && timeout --kill-after=10 "${BENCH_LIMIT:-420}" tirxh bench --target sm_90a \
-        --kcoral "$ADDR" -k "$k" --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
+    (timeout --kill-after=10 "${BENCH_LIMIT:-420}" python3 benchmarks/bench_with.py \
+        --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} -k "$k" \
+        --target sm_90a --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
      echo "shard $i ($k): rc=$? at +$(( $(date +%s) - START ))s" >>"$LOGS/shard_$i.log") &
     pids+=($!)
     i=$((i + 1))

@@ -185,7 +185,7 @@ def ncu_one(ctx: Ctx, label: str, kernel, suite, case, section_set: str) -> dict
 # -- 2. iket --------------------------------------------------------------------------------------
 
 def iket_one(ctx: Ctx, label: str, mod, kernel_name: str, case, capacity: int) -> dict:
-    from tirxh_iket.build import compile_profiling_build
+    from tirxh_iket.transform import compile_profiling_build
     from tirxh_iket.chrome import to_chrome
     from tirxh_iket.decode import decode
     from tirxh_iket.job import profiling_job

@@ -1,4 +1,5 @@
-"""Test support for tirxh and its plugins: the ``gpu`` marker (a pytest plugin).
+"""Test support for tirxh and its plugins: the ``gpu`` marker (a pytest plugin), and
+`check_plugin` for a plugin's own tests.
 
 Loaded for the project's own suite with ``-p tirxh.testing`` (pyproject ``addopts``); a plugin
 distribution's tests may load it the same way. Tests marked ``@pytest.mark.gpu`` are skipped,
@@ -12,12 +13,14 @@ import functools
 
 import pytest
 
+from tirxh.core.pluginmanager import TirxhPluginManager
+
 
 @functools.lru_cache(maxsize=None)
 def gpu_unavailable_reason() -> "str | None":
     """None when a CUDA driver and at least one device answer, else why not."""
     try:
-        from cuda.bindings import driver
+        from cuda.bindings import driver  # optional dependency: a test run needs no GPU stack
     except ImportError as e:
         return f"cuda-bindings is not importable ({e}); pip install cuda-bindings"
     try:
@@ -30,6 +33,17 @@ def gpu_unavailable_reason() -> "str | None":
     except Exception as e:  # the driver library itself is missing
         return f"the CUDA driver could not be loaded ({type(e).__name__}: {e})"
     return None
+
+
+def check_plugin(plugin, name: str) -> TirxhPluginManager:
+    """Register `plugin` (a module or object) in a fresh plugin manager with tirxh's hook specs
+    and run ``check_pending``: a misspelled hook or a bad signature raises
+    `PluginValidationError`, as it would at the start of a ``tirxh`` run. Returns the manager
+    (``pm.hook.tirxh_...`` to call the plugin's hooks)."""
+    pm = TirxhPluginManager()
+    pm.register(plugin, name=name)
+    pm.check_pending()
+    return pm
 
 
 def pytest_configure(config):

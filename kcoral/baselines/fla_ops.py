@@ -144,7 +144,7 @@ def fla_available() -> bool:
     if not torch_available():
         return False
     try:
-        import fla.ops.kda  # noqa: F401 - the import is the availability test
+        import fla.ops.kda  # noqa: F401 - optional dependency: the import is the availability test
         return True
     except Exception:
         return False

@@ -36,19 +36,19 @@ E4M3_MAX = 448.0
 # --- the ops: args -> a function of the role tensors (torch imported by the caller) -------------
 
 def _rms_norm(args):
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # optional dependency: torch
     eps = float(args.get("eps", 1e-6))
     return lambda x, w: F.rms_norm(x, (x.shape[-1],), w, eps)
 
 
 def _layer_norm(args):
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # optional dependency: torch
     eps = float(args.get("eps", 1e-5))
     return lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
 
 def _add_rms_norm(args):
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # optional dependency: torch
     eps = float(args.get("eps", 1e-6))
 
     def f(x, residual, w):
@@ -58,7 +58,7 @@ def _add_rms_norm(args):
 
 
 def _fp8_quant(args):
-    import torch
+    import torch  # optional dependency: torch
     amax_min = float(args.get("amax_min", 1e-12))
 
     def f(x):
@@ -69,12 +69,12 @@ def _fp8_quant(args):
 
 
 def _silu_mul(args):
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # optional dependency: torch
     return lambda a, b: F.silu(a) * b
 
 
 def _gelu_tanh(args):
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # optional dependency: torch
     return lambda x: F.gelu(x, approximate="tanh")
 
 
@@ -122,13 +122,13 @@ class ZooOp(TorchBaseline):
         if why or not self.compiled:
             return why
         try:
-            import triton  # noqa: F401  (optional: only torch.compile's GPU backend needs it)
+            import triton  # noqa: F401  (optional dependency: only torch.compile's GPU backend needs it)
         except Exception as e:
             return f"torch.compile needs triton (inductor's GPU code generator): {e}"
         return None
 
     def make(self, t, args):
-        import torch
+        import torch  # optional dependency: torch
         fn = self.build(args)
         tensors = [t[r] for r in self.roles]
         if self.compiled:

@@ -2,7 +2,7 @@
 
 ``torch.softmax``, ``torch.topk``, ``torch.cumsum``, ``torch.cross_entropy`` (per row, no
 reduction) and ``torch.decode_sdpa`` (SDPA over the KV gathered from a paged cache), each also as
-``<name>.compiled`` (``torch.compile`` of the same function, compiled in ``prepare()`` by one
+``torch.compile.<op>`` (``torch.compile`` of the same function, compiled in ``prepare()`` by one
 call, outside the timed region). Registered only when
 torch imports; like `torch_ops`, they run on torch tensors that alias the job's device buffers.
 
@@ -28,19 +28,19 @@ def _int_arg(name: str, args: dict, key: str) -> int:
 
 class _Zoo2Baseline(TorchBaseline):
     """One torch function of the role tensors; ``compiled=True`` wraps it in torch.compile and
-    appends ``.compiled`` to the name."""
+    names it ``torch.compile.<op>`` (as kcoral/baselines/torch_zoo.py does)."""
 
     def __init__(self, compiled: bool = False):
         self.compiled = compiled
         if compiled:
-            self.name = self.name + ".compiled"
+            self.name = "torch.compile." + self.name[len("torch."):]
 
     def available(self, device):
         why = super().available(device)
         if why or not self.compiled:
             return why
         try:
-            import triton  # noqa: F401  (optional: inductor's GPU code generator)
+            import triton  # noqa: F401  (optional dependency: inductor's GPU code generator)
         except Exception as e:
             return f"torch.compile needs triton on CUDA, which does not import: {e}"
         return None
@@ -111,7 +111,7 @@ class DecodeSdpa(_Zoo2Baseline):
         hkv = _int_arg(self.name, args, "kv_heads")
         page = _int_arg(self.name, args, "page_size")
         import torch  # optional dependency (the module registers only when it imports)
-        import torch.nn.functional as F
+        import torch.nn.functional as F  # optional dependency: torch
         q, _, _, block_table, seq_lens = tensors
         full = block_table.shape[1] * page
         lens = seq_lens.long()

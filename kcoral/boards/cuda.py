@@ -446,7 +446,7 @@ class _Nvml:
 def gpu_count() -> "tuple[int, str]":
     """(number of GPUs, reason when zero); initializes the driver in this process."""
     try:
-        from cuda.bindings import driver as cu  # optional: absent -> no cuda boards
+        from cuda.bindings import driver as cu  # optional dependency: absent -> no cuda boards
     except ImportError as e:
         return 0, f"cuda-bindings is not importable: {e}"
     try:

@@ -15,8 +15,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+
+from tirxh.core import ir
+from tirxh.core.lang.trace import Trace, emit, tracing
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,6 +67,31 @@ def scale(out: T.gptr[T.f32], k: T.const = 2):
     x = T.ptx.ld.global_.f32(out.at(T.tid.x))
     T.ptx.st.global_.f32(out.at(T.tid.x), x * float(k))
 '''
+
+
+# a project plugin (tirxconf.py) with an analyzer that checks every item and finds it clean, so
+# items pass in hermetic runs (no analyzer plugins are autoloaded there)
+CLEAN_ANALYZER = '''
+from tirxh.api import AnalyzerResult
+
+
+def tirxh_check_item(item):
+    return AnalyzerResult("always-clean", "clean")
+'''
+
+
+def membar_first(k, ctx):
+    """An IR transform for tests: a ``membar.cta`` before the body (a new IR; `k` untouched);
+    hands back how many statements it added and its options."""
+    t = Trace(k.name, ctx.isa)
+    t.regs = list(k.regs)
+    t.loc_override = k.loc
+    with tracing(t):
+        emit("membar.cta")
+    ctx.output = {"added": len(t.blocks[0].stmts), "options": dict(ctx.options)}
+    return dataclasses.replace(k, body=ir.Block(t.blocks[0].stmts + list(k.body.stmts)),
+                               regs=list(t.regs))
+
 
 DEFAULT_TOML = '''
 [project]

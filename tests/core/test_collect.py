@@ -44,13 +44,13 @@ def test_import_error_is_reported_and_the_run_goes_on(tirxh):
     assert r.ret == 1, r
     r.fnmatch_lines([
         "collected 2 items / 1 error",
-        "kernels/vadd.py .. [[]100%]",
+        "kernels/vadd.py CC [[]100%]",
         "*ERRORS*",
         "*ERROR collecting kernels/broken_import.py*",
         "Traceback (most recent call last):",
         '  File "*kernels/broken_import.py", line 4, in <module>',
         "RuntimeError: boom",
-        "*2 passed, 1 collection error in *",
+        "*2 compiled, 1 collection error in *",
     ])
     assert "importlib" not in r.stdout  # the user's frames only
 

@@ -49,8 +49,8 @@ def test_all_problems_are_collected_with_lines(tmp_path):
     assert "line 3: [project] targets: expected a list of strings, got str 'sm_90a'" in msg
     assert "line 4: [project] unknown key 'colour' (known keys: kernels, name, requires, " \
            "targets)" in msg
-    assert "line 7: [check] fail_on: expected one of 'error', 'incomplete', 'review', " \
-           "got 'sometimes'" in msg
+    assert "line 7: [check] fail_on: expected one of 'error', 'compiled', 'incomplete', " \
+           "'review', got 'sometimes'" in msg
     assert "line 10: [bench] kcoral: expected 'host:port' (port 1-65535), got 'localhost'" in msg
     assert "line 12: unknown section [mystery]" in msg
     assert len(ei.value.problems) == 6
@@ -101,8 +101,33 @@ def test_unknown_target_is_usage_error(tirxh):
     r = tirxh.run("check")
     assert r.ret == 4
     assert "[project] targets: unknown target(s) 'sm_91z'; known targets:" in r.stderr
+    tirxh.project(vadd=VADD)
     r = tirxh.run("check", "--target", "sm_12")
     assert r.ret == 4 and "--target: unknown target(s) 'sm_12'" in r.stderr
+
+
+def test_every_problem_is_reported_at_once_unknown_targets_and_requires_included(tirxh):
+    tirxh.project('[project]\ntargets = ["sm_91z"]\nkernel = "x"\n'
+                  'requires = ["tirxh>=99"]\n\n[check]\nfail_on = "never"\n', vadd=VADD)
+    r = tirxh.run("check")
+    assert r.ret == 4
+    r.fnmatch_lines(["ERROR: */tirx.toml: invalid configuration:",
+                     "  line 3: [[]project] unknown key 'kernel'*",
+                     "  line 7: [[]check] fail_on: expected one of*",
+                     "  line 2: [[]project] targets: unknown target(s) 'sm_91z'; known targets: *",
+                     "  line 4: [[]project] requires: 'tirxh>=99': tirxh * is installed"], err=True)
+
+
+def test_a_section_of_a_plugin_autoload_did_not_load_is_a_warning(tirxh):
+    tirxh.project('[project]\n\n[numsim]\nseed = 3\n', vadd=VADD)
+    r = tirxh.run("check", "--collect-only")  # hermetic: TIRXH_DISABLE_PLUGIN_AUTOLOAD=1
+    assert r.ret == 0, r
+    assert ("WARNING: tirx.toml: [numsim] belongs to plugin 'numsim' (tirxh-numsim), which is "
+            "not loaded (TIRXH_DISABLE_PLUGIN_AUTOLOAD is set; load it with -p numsim): the "
+            "section is ignored") in r.stderr
+    tirxh.project('[project]\n\n[nosuchplugin]\nx = 1\n', vadd=VADD)
+    r = tirxh.run("check", "--collect-only")
+    assert r.ret == 4 and "unknown section [nosuchplugin]" in r.stderr
 
 
 @pytest.mark.parametrize("requires, ok", [

@@ -1,19 +1,24 @@
-"""A third-party plugin, proven: pip-install tirxh and examples/tirxh-example-plugin into a fresh
-virtual environment, then show that `tirxh plugins` lists it, `tirxh check` runs its analyzer and
-its instruction binding, and `-p no:example` removes both.
+"""A third-party plugin, proven: pip-install examples/tirxh-example-plugin (a regular install, as
+from PyPI) into a fresh virtual environment, then show that `tirxh plugins` lists it, `tirxh check`
+runs its analyzer and its instruction binding, and `-p no:example` removes both.
 
-Offline-safe: the venv sees this interpreter's site-packages (``--system-site-packages``) for the
-dependencies and setuptools, pip runs with ``--no-index --no-deps --no-build-isolation``.
+The fresh venv sees the packages of the interpreter running the tests (tirxh and its
+dependencies, pip, setuptools and wheel: a venv's, the user site's or the system's) through a
+``.pth`` file that adds those site directories after its own, so it works the same in a plain
+venv and in CI, offline (``--no-index --no-deps --no-build-isolation``).
 """
 
 import json
 import os
+import site
 import subprocess
 import sys
 
 import pytest
 
 from .pytester import REPO, SCALE
+
+pytestmark = pytest.mark.slow(reason="creates a virtual environment and pip-installs a plugin")
 
 EXAMPLE = REPO / "examples" / "tirxh-example-plugin"
 
@@ -31,32 +36,40 @@ def divloop(out: T.gptr[T.f32], n: T.u32):
 '''
 
 
+def _outer_site_dirs() -> list:
+    """Where this interpreter's packages are: its site-packages (venv or system) and user site."""
+    dirs = list(site.getsitepackages()) + [site.getusersitepackages()]
+    dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
+
+
 @pytest.fixture(scope="module")
 def venv_python(tmp_path_factory):
     root = tmp_path_factory.mktemp("venv")
     venv = root / "venv"
-    # --without-pip: the venv uses this interpreter's pip and setuptools (seen through
-    # --system-site-packages), which keeps the install offline and fast
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
-                    str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / ("Scripts" if os.name == "nt" else "bin") / "python"
-    pip = [str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
-           "--no-build-isolation"]
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; "
+                              "print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    # addsitedir, not a bare path: the outer site's own .pth files (editable installs) must run
+    lines = [f"import site; site.addsitedir({d!r})" for d in _outer_site_dirs()]
+    with open(os.path.join(purelib, "zz_outer_site.pth"), "w") as f:
+        f.write("\n".join(lines) + "\n")
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    subprocess.run(pip + ["-e", str(REPO)], check=True, env=env, cwd=root)
+    env.pop("PYTHONPATH", None)
     # a regular (non-editable) install, as a plugin from PyPI would be
-    subprocess.run(pip + [str(EXAMPLE)], check=True, env=env, cwd=root)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                    "--no-build-isolation", str(EXAMPLE)], check=True, env=env, cwd=root)
     return py
 
 
 def _tirxh(py, tirxh, *args):
     env = dict(os.environ, TIRXH_CACHE_DIR=str(tirxh.cache))
     env.pop("TIRXH_DISABLE_PLUGIN_AUTOLOAD", None)
-    env.pop("PYTHONPATH", None)  # only what is installed in the venv
-    bindir = os.path.dirname(py)
-    p = subprocess.run([os.path.join(bindir, "tirxh"), *args], cwd=tirxh.path, env=env,
-                       capture_output=True, text=True, timeout=120)
-    return p
+    env.pop("PYTHONPATH", None)  # only what the venv sees
+    return subprocess.run([str(py), "-m", "tirxh", *args], cwd=tirxh.path, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def test_installed_plugin_is_listed_runs_and_can_be_blocked(venv_python, tirxh):

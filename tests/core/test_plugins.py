@@ -287,9 +287,9 @@ def test_modifyitems_and_terminal_summary_hooks(tirxh):
     ''')
     r = tirxh.run("check", "-v")
     assert r.ret == 0, r
-    r.fnmatch_lines(["kernels/vadd.py::vadd[[]big]@sm_90a PASSED*",
-                     "kernels/vadd.py::vadd[[]small]@sm_90a PASSED*",
-                     "*from tirxconf*", "exit status was 0", "*2 passed*"])
+    r.fnmatch_lines(["kernels/vadd.py::vadd[[]big]@sm_90a COMPILED*",
+                     "kernels/vadd.py::vadd[[]small]@sm_90a COMPILED*",
+                     "*from tirxconf*", "exit status was 0", "*2 compiled*"])
     assert "scale" not in r.stdout
 
 
@@ -306,3 +306,16 @@ def test_p_naming_a_module_that_is_already_loaded_is_harmless(tirxh):
     tirxh.project(vadd=VADD)
     r = tirxh.run("check", "-p", "tirxh.plugins.sarif")  # the built-in `sarif` plugin's module
     assert r.ret == 0, r.stderr
+
+
+def test_report_header_lines_from_plugins(tirxh):
+    tirxh.project(scale=SCALE)
+    tirxh.write("tirxconf.py", '''
+        def tirxh_report_header(config, start_path):
+            return [f"mylint: rules from {start_path.name}", "mylint: strict"]
+    ''')
+    r = tirxh.run("check")
+    assert r.ret == 0, r
+    r.fnmatch_lines(["targets: sm_90a", "mylint: rules from *", "mylint: strict",
+                     "collected 1 item"])
+    assert "mylint" not in tirxh.run("check", "-q").stdout

@@ -106,3 +106,13 @@ def test_blocked_reporter_drops_its_option(tirxh):
     tirxh.project(vadd=VADD)
     r = tirxh.run("check", "-p", "no:junitxml", "--junitxml", "x.xml")
     assert r.ret == 4 and "unrecognized arguments: --junitxml" in r.stderr
+
+
+def test_junit_marks_compiled_items_as_skipped_compiled(tirxh):
+    tirxh.project(vadd=VADD)  # no analyzer: both items are compiled only
+    r = tirxh.run("check", "--junitxml", "j.xml")
+    assert r.ret == 0, r
+    root = ET.parse(tirxh.path / "j.xml").getroot()
+    skipped = root.findall(".//testcase/skipped")
+    assert [s.get("type") for s in skipped] == ["compiled", "compiled"]
+    assert root.find("testsuite").get("skipped") == "2"

@@ -1,14 +1,19 @@
 """docs/PTX_REFERENCE.md is generated from the bindings and must not go stale."""
 
-import pytest
+import dataclasses
 
+import pytest
+from tirxh_numsim.support import fidelity_of
+
+import tirxh
 from tirxh.core import reference
+from tirxh.core.bindings import Binding
 from tirxh.core.lang.ptxns import _token
+from tirxh.core.pluginmanager import build_plugin_manager
 
 
 def test_reference_is_up_to_date():
-    isa, targets = reference.builtin_toolset()
-    expected = reference.render(isa, targets)
+    expected = reference.page()
     try:
         with open(reference.DEFAULT_PATH, encoding="utf-8") as f:
             current = f.read()
@@ -49,3 +54,43 @@ def test_check_mode_reports_a_stale_file(tmp_path, capsys):
     out.write_text(out.read_text() + "edited by hand\n")
     assert reference.main(["-o", str(out), "--check"]) == 1
     assert "is stale" in capsys.readouterr().err
+
+
+def test_fidelity_comes_from_numsim_through_the_hook():
+    isa, targets = reference.builtin_toolset()
+    table = reference.fidelity_table(isa)
+    assert table.keys() == {b.name for b in isa}
+    assert all(table[b.name] == fidelity_of(b.name) for b in isa)
+    text = reference.render(isa, targets, table)
+    # the four bindings on which the old core field disagreed with numsim's table
+    for name in ("tcgen05.fence", "cp.async.bulk.prefetch.tensor", "createpolicy",
+                 "createpolicy.range"):
+        section = text.split(f"### `{name}`", 1)[1].split("### ", 1)[0]
+        assert f"- numsim fidelity: {fidelity_of(name)[0]}\n" in section, name
+
+
+def test_bindings_carry_no_fidelity_of_their_own():
+    assert "fidelity" not in {f.name for f in dataclasses.fields(Binding)}
+
+
+def test_without_a_fidelity_plugin_the_page_says_so():
+    isa, targets = reference.builtin_toolset()
+    table = reference.fidelity_table(isa, build_plugin_manager(autoload=False))
+    assert table == {}
+    assert "- numsim fidelity: not known (no installed plugin answered" in \
+        reference.render(isa, targets, table)
+
+
+class _Wrong:
+    @tirxh.hookimpl
+    def tirxh_binding_fidelity(self, binding):
+        return "exact", "made up"
+
+
+def test_an_unknown_fidelity_class_names_the_binding():
+    pm = build_plugin_manager(autoload=False)
+    pm.register(_Wrong(), name="wrong")
+    isa, _ = reference.builtin_toolset()
+    with pytest.raises(ValueError, match=r"tirxh_binding_fidelity answered 'exact' for binding "
+                                         r"'\S+'; expected one of modeled, representative"):
+        reference.fidelity_table(isa, pm)

@@ -56,14 +56,14 @@ def test_registers_eager_and_compiled_only_when_torch_imports(monkeypatch):
     assert reg.names() == []
     monkeypatch.setattr(tz, "torch_available", lambda: True)
     tz.kcoral_register_baselines(reg)
-    assert reg.names() == sorted(f"torch.{op}{suffix}" for op in ("softmax", "topk", "cumsum",
+    assert reg.names() == sorted(f"torch.{prefix}{op}" for op in ("softmax", "topk", "cumsum",
                                                                     "cross_entropy", "decode_sdpa")
-                                 for suffix in ("", ".compiled"))
+                                 for prefix in ("", "compile."))
 
 
 def test_compiled_baseline_compiles_in_prepare(fake_torch):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    b = {bl.name: bl for bl in tz.baselines()}["torch.cumsum.compiled"]
+    b = {bl.name: bl for bl in tz.baselines()}["torch.compile.cumsum"]
     assert b.available(FakeDevice({})) is None
     run = b.prepare(FakeDevice({"x": x}), _doc(x), {"x": "x"})
     assert fake_torch == {"compile": 1, "compiled_runs": 1}  # compiled and warmed, untimed
@@ -100,7 +100,7 @@ def test_decode_needs_its_shape_arguments(fake_torch):
 
 
 def test_availability_reasons(fake_torch, monkeypatch):
-    b = {bl.name: bl for bl in tz.baselines()}["torch.softmax.compiled"]
+    b = {bl.name: bl for bl in tz.baselines()}["torch.compile.softmax"]
     assert "cuda boards only" in b.available(types.SimpleNamespace(kind="sim"))
     monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
     assert b.available(FakeDevice({})).startswith("torch.compile needs triton on CUDA")

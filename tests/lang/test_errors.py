@@ -56,7 +56,28 @@ def test_wrong_operand_count():
 
     e = _trace_error(k)
     assert e.loc.line == _line_of(k.__wrapped__, "# MARK")
-    assert "add.u32 takes 3 operands (d, a, b); got 1" in str(e)
+    assert ("add.u32 takes 2 operands (a, b) with the destination 'd' left out, or 3 operands "
+            "(d, a, b) with it; got 1") in str(e)
+
+
+def test_operand_count_is_the_users_when_the_destination_is_left_out():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        x = T.ptx.ld.global_.f32(out.at(0))
+        T.ptx.shfl.sync.bfly.b32(x, 1, 0x1F)  # MARK: the member mask is missing
+
+    e = _trace_error(k)
+    assert e.loc.line == _line_of(k.__wrapped__, "# MARK")
+    assert ("shfl.sync.bfly.b32 takes 4 operands (a, b, c, membermask) with the destination 'd' "
+            "left out, or 5 operands (d, a, b, c, membermask) with it; got 3") in str(e)
+
+
+def test_operand_count_without_a_destination():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        T.ptx.st.global_.u32(out.at(0))  # MARK
+
+    assert "st.global.u32 takes 2 operands (m, a); got 1" in str(_trace_error(k))
 
 
 def test_wrong_operand_type():

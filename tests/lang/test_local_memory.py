@@ -69,8 +69,8 @@ def test_at_with_several_indices_and_an_offset():
         T.ptx.st.global_.f32(out.at(0), T.ptx.ld.local.f32(m.at(2, 3)))
 
     ptx = _ptx(k)
-    assert "\t.local .align 32 .b8 lmem[128];" in ptx
-    assert "[lmem+76]" in ptx  # (2*8 + 3) * 4
+    assert "\t.local .align 32 .b8 m[128];" in ptx  # named as the kernel declared it
+    assert "[m+76]" in ptx  # (2*8 + 3) * 4
 
 
 def test_assembles_to_a_stack_frame_with_stl_and_ldl():

@@ -1,10 +1,13 @@
 """Suites: case parameters flow to inputs, the reference, the grid, constants and work counts;
 tolerances decide correctness."""
 
+import inspect
+
 import numpy as np
 import pytest
 
 import tirxh.lang as T
+from tirxh.core.errors import SuiteError
 from tirxh.core.suite import Tolerance
 from tirxh.core.types import numpy_dtype
 
@@ -117,3 +120,78 @@ def test_inplace_must_name_outputs():
     assert s.inplace == ("out",)
     with pytest.raises(ValueError, match=r"inplace names \['x'\], which are not among the outputs"):
         T.suite(scale, inputs=_inputs, outputs=["out"], inplace=["x"])
+
+
+# -- the suite's own mistakes are errors in the suite, at the user's line -------------------------
+
+def _line(fn, text: str) -> int:
+    src, first = inspect.getsourcelines(fn)
+    return first + next(i for i, ln in enumerate(src) if text in ln)
+
+
+def test_a_reference_missing_a_declared_output_is_an_error():
+    def ref(x):
+        return {"outt": 2 * x}  # a typo in the key
+    s = T.suite(scale, inputs=_inputs, reference=ref, outputs=["out"],
+                cases=[T.case("small", n=300)])
+    c = s.cases[0]
+    with pytest.raises(SuiteError, match=r"in kernel 'scale': reference\(\) for case 'small' "
+                                         r"gives no value for declared output\(s\) 'out' \(it "
+                                         r"gives 'outt'\)") as ei:
+        s.expected(c, s.make_inputs(c))
+    assert ei.value.loc.line == ref.__code__.co_firstlineno
+
+
+def test_an_exception_in_inputs_points_at_the_users_line():
+    def bad_inputs(rng, n):
+        return dict(x=rng.standard_normal(n, dtype=np.float32), out=np.empty(n, np.float32),
+                    n=n, extra=undefined_name)  # noqa: F821  the user's mistake
+    s = T.suite(scale, inputs=bad_inputs, reference=lambda x: {"out": x}, outputs=["out"],
+                cases=[T.case("small", n=8)])
+    with pytest.raises(SuiteError, match=r"inputs\(\) for case 'small' raised NameError: name "
+                                         r"'undefined_name' is not defined") as ei:
+        s.make_inputs(s.cases[0])
+    assert ei.value.loc.file == __file__
+    assert ei.value.loc.line == _line(bad_inputs, "undefined_name")
+    assert isinstance(ei.value.__cause__, NameError)  # the full traceback, for --tb=long
+
+
+def test_a_wrong_argument_name_in_the_reference_is_an_error_in_the_suite():
+    s = T.suite(scale, inputs=_inputs, reference=lambda xx: {"out": xx}, outputs=["out"],
+                cases=[T.case("small", n=8)])
+    c = s.cases[0]
+    with pytest.raises(SuiteError, match=r"reference\(\) for case 'small' raised TypeError: "
+                                         r".*needs xx, which the case does not provide"):
+        s.expected(c, s.make_inputs(c))
+
+
+@pytest.mark.parametrize("value, why", [
+    (np.zeros(8, np.float64), r"parameter 'x' is a gptr\[f32\] \(float32\); the array is "
+                              r"float64"),
+    ([0.0] * 8, r"parameter 'x' is a gptr\[f32\]: expected a numpy array of float32, got list"),
+])
+def test_an_array_that_does_not_fit_a_pointer_parameter_is_an_error(value, why):
+    s = T.suite(scale, inputs=lambda n: dict(x=value, out=np.empty(n, np.float32), n=n),
+                cases=[T.case("small", n=8)])
+    with pytest.raises(SuiteError, match=r"inputs\(\) for case 'small': " + why):
+        s.make_inputs(s.cases[0])
+
+
+@pytest.mark.parametrize("n, why", [
+    (np.arange(8), r"parameter 'n' is a scalar u32; got an array of shape \(8,\)"),
+    (8.5, r"parameter 'n' is an integer u32; got a float \(float64\) 8.5"),
+])
+def test_a_value_that_does_not_fit_a_scalar_parameter_is_an_error(n, why):
+    s = T.suite(scale, inputs=lambda: dict(x=np.zeros(8, np.float32),
+                                           out=np.empty(8, np.float32), n=n),
+                cases=[T.case("small")])
+    with pytest.raises(SuiteError, match=why):
+        s.make_inputs(s.cases[0])
+
+
+def test_bit_typed_pointers_take_any_array_of_their_width():
+    @T.kernel(block=32)
+    def raw(buf: T.gptr[T.b32]):
+        T.ptx.st.global_.b32(buf.at(T.tid.x), 0)
+    s = T.suite(raw, inputs=lambda: dict(buf=np.zeros(32, np.float32)), cases=[T.case("c")])
+    assert s.make_inputs(s.cases[0])["buf"].dtype == np.float32

@@ -4,7 +4,9 @@ reusable across launches (epochs), the error bound on real-valued data, refused 
 import numpy as np
 import pytest
 
-from tests.zoo.zoo_modules import assert_matches, load, simulate, small_cases
+import tirxh.lang as T
+from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
+                                  simulate, small_cases)
 
 MOD = load("cumsum")
 EPS = np.finfo(np.float32).eps
@@ -50,11 +52,25 @@ def test_error_on_real_valued_data_is_within_the_stated_bound():
 
 @pytest.mark.parametrize("params,match", [
     (dict(rows=1, cols=1000, BLOCK=512, CHUNKS=4),
-     r"cumsum case 'bad': BLOCK/32 \* CHUNKS = 64 warp totals must fit one warp's scan"),
-    (dict(rows=1, cols=1000, BLOCK=48), r"cumsum case 'bad': BLOCK=48 must be a multiple of 32"),
-    (dict(rows=1, cols=0), r"cumsum case 'bad': rows=1 and cols=0 must be positive"),
-    (dict(rows=64, cols=1 << 26), r"cumsum case 'bad': rows\*cols=4294967296 must be below"),
+     r"case 'bad': BLOCK/32 \* CHUNKS = 64 warp totals must fit one warp's scan"),
+    (dict(rows=1, cols=1000, BLOCK=48), r"case 'bad': BLOCK=48 must be a multiple of 32"),
+    (dict(rows=1, cols=0), r"case 'bad': rows=1 and cols=0 must be positive"),
+    (dict(rows=64, cols=1 << 26), r"case 'bad': rows\*cols=4294967296 must be below"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(params, match):
     with pytest.raises(ValueError, match=match):
-        MOD.make_case("bad", **params)
+        declare(MOD.SUITE, MOD.make_case("bad", **params), MOD.constraints)
+
+
+def test_a_vector_width_that_does_not_divide_the_row_is_refused():
+    case = T.case("bad", rows=2, cols=1002, VEC=4)
+    with pytest.raises(ValueError, match=r"case 'bad': cols=1002 must be a multiple of VEC=4"):
+        declare(MOD.SUITE, case, MOD.constraints)
+
+
+def test_the_check_catches_a_missing_look_back(tmp_path):
+    mut = load_mutant("cumsum", "prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, "
+                      "lane))", "pass", tmp_path)
+    case = next(c for c in mut.SUITE.cases if c.name == "r1_c5000")
+    res, inputs = simulate(mut.SUITE, case)
+    assert mismatches(mut.SUITE, case, res, inputs)

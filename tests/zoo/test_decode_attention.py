@@ -5,7 +5,8 @@ split counters reset themselves), refused shapes."""
 import numpy as np
 import pytest
 
-from tests.zoo.zoo_modules import assert_matches, load, simulate, small_cases
+from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
+                                  simulate, small_cases)
 
 MOD = load("decode_attention")
 
@@ -29,8 +30,7 @@ def test_split_counters_reset_for_the_next_launch():
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(G=17), r"decode_attention case 'bad': G=17 query heads per KV head must be in "
-                 r"\[1, 16\]"),
+    (dict(G=17), r"case 'bad': G=17 query heads per KV head must be in \[1, 16\]"),
     (dict(PAGE=24), r"PAGE=24 must be 16, 32, 64, 128 or 256 tokens"),
     (dict(SPLITS=0), r"SPLITS=0 must be in \[1, 64\]"),
     (dict(lens=(5, 200)), r"lens=\(5, 200\) must hold B=2 lengths in \[1, L=100\]"),
@@ -39,4 +39,19 @@ def test_split_counters_reset_for_the_next_launch():
 def test_refused_shapes_name_the_case_and_the_constraint(params, match):
     base = dict(B=2, KVH=1, G=4, PAGE=16, L=100)
     with pytest.raises(ValueError, match=match):
-        MOD.make_case("bad", **dict(base, **params))
+        declare(MOD.SUITE, MOD.make_case("bad", **dict(base, **params)), MOD.constraints)
+
+
+@pytest.mark.parametrize("old,new,case_name,why", [
+    ("b0 = [T.ptx.and_.b32(r0, lo_mask), T.ptx.and_.b32(r1, hi_mask)]", "b0 = [r0, r1]",
+     "b1_kv2_g2_p16_s2", "masked tokens' V (NaN slots) reach the accumulator"),
+    ("T.ptx.mul.f32(a[2 * r], a[2 * r], corr)", "pass", "b1_g1_p64",  # 2 blocks in one CTA
+     "the accumulator is not rescaled when the running max grows"),
+    ("T.ptx.fma.rn.f32(lsum, ml[s][1], f, lsum)", "pass", "b2_g4_p32_s2",
+     "the splits' sums are not combined"),
+])
+def test_the_check_catches_a_broken_kernel(tmp_path, old, new, case_name, why):
+    mut = load_mutant("decode_attention", old, new, tmp_path)
+    case = next(c for c in mut.SUITE.cases if c.name == case_name)
+    res, inputs = simulate(mut.SUITE, case)
+    assert mismatches(mut.SUITE, case, res, inputs), why

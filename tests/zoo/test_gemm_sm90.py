@@ -133,20 +133,29 @@ def test_persistent_and_cluster_kernels_are_sync_clean(suite, case):
     assert not findings, "\n".join(sc.format_finding(f) for f in findings)
 
 
+_RELEASE = r"T\.ptx\.mbarrier\.arrive\.shared__cluster\.b64\(T\.sink, peer_empty \+ \(stage << 3\)\)"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("edits,case,kind", [
-    ([(r"T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", "pass")], "m256n256k64_persistent",
-     "proxy.missing-fence"),
-    ([(r"T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)", "pass")], "m256n256k64_persistent",
-     "race.stage-reuse"),
+@pytest.mark.parametrize("edits,suite,case,kind", [
+    ([(r"T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", "pass")], "SUITE",
+     "m256n256k64_persistent", "proxy.missing-fence"),
+    ([(r"T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)", "pass")], "SUITE",
+     "m256n256k64_persistent", "race.stage-reuse"),
     ([(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
-      (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "m128n128k256_splitk",
-     "race.read-write"),
-], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count"])
-def test_synchronization_mutations_are_caught(tmp_path, edits, case, kind):
+      (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
+     "m128n128k256_splitk", "race.read-write"),
+    ([(r"wgmma\.wait_group\.sync\.aligned\(1\)", "wgmma.wait_group.sync.aligned(2)")], "SUITE",
+     dict(M=128, N=128, K=512, BN=128, STAGES=2), "race.stage-reuse"),
+    ([(_RELEASE, "pass")], "SUITE_C2", "m256n256k64_persistent", "mbarrier.arrival-count"),
+], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "release-a-group-early",
+        "no-remote-release"])
+def test_synchronization_mutations_are_caught(tmp_path, edits, suite, case, kind):
     """Without the proxy fence the TMA store may read C before stmatrix's writes reach the async
     proxy; without the read wait the next round overwrites chunks a store still reads; with a
-    relaxed split-K count the last split may read a partial before it is stored."""
+    relaxed split-K count the last split may read a partial before it is stored; releasing a
+    stage after `wait_group 2` lets TMA refill it under a running wgmma; without the remote
+    arrival the peer CTA's producer never sees the stage free."""
     sc = pytest.importorskip("tirxh_sync_check")
     src = (ZOO / "gemm_sm90.py").read_text()
     for pattern, repl in edits:
@@ -154,8 +163,8 @@ def test_synchronization_mutations_are_caught(tmp_path, edits, case, kind):
         assert n == 1, f"gemm_sm90.py no longer has the one {pattern!r} this test edits"
     path = tmp_path / "gemm_mut.py"
     path.write_text(src)
-    s = _load(path, "zoo_gemm_sm90_mut").SUITE
-    c = _case(s, case)
+    s = getattr(_load(path, "zoo_gemm_sm90_mut"), suite)
+    c = _case(s, case) if isinstance(case, str) else T.case("mutation", **case)
     sync, race = sc.check_kernel(s.kernel, s.make_inputs(c, 0), consts=s.consts(c),
                                  grid=s.grid(c))
     assert kind in {f.kind for f in sync.findings + race.findings}
@@ -186,7 +195,17 @@ def test_sass_has_warpgroup_mma_tma_stores_and_no_spills(kernel, consts, mma):
     assert ops.get("STSM") == 16 * consts.get("BN", 256) // 256   # stmatrix.x4: 64 x BN bf16
     assert ops.get("UTMASTG") == consts.get("BN", 256) // 64      # one TMA store per chunk
     assert ops.get("USETMAXREG") == 2         # producer down, consumers up
+    # the consumers' setmaxnreg.inc draws on the CTA's pool: what the CTA got at launch
+    # (registers x 384 threads); more than that waits forever (every launch hung on the H200)
+    assert 128 * G.PRODUCER_REGS + 256 * G.CONSUMER_REGS <= r.registers * 384, r.registers
+    assert f"USETMAXREG.DEALLOC.CTAPOOL {G.PRODUCER_REGS:#x}" in ck.sass
+    assert re.search(rf"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, {G.CONSUMER_REGS:#x}", ck.sass)
     assert "LDL" not in ops and "STL" not in ops
+    # fences at the start and the end only, never one per K slice (a cluster-scope release there
+    # compiles to MEMBAR.ALL.GPU)
+    assert ck.sass.count("MEMBAR.ALL.GPU") <= 2 + (consts.get("SPLITK", 1) > 1)  # + split-K count
+    if kernel.endswith("_c2"):                # B multicast; releases reach the peer's barrier
+        assert "UTMALDG.2D.MULTICAST" in ck.sass and "SYNCS.ARRIVE.TRANS64.RED" in ck.sass
 
 
 def _variants() -> list:

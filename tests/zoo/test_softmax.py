@@ -4,7 +4,8 @@ kernel cannot run are refused when the case is declared."""
 import numpy as np
 import pytest
 
-from tests.zoo.zoo_modules import assert_matches, load, simulate
+from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
+                                  simulate)
 
 MOD = load("softmax")
 
@@ -39,28 +40,26 @@ def test_a_wrong_kernel_is_caught():
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(rows=4, cols=256 * 64 + 8), r"softmax case 'bad': cols=16392 .* fit in one CTA's "
-                                        r"registers"),
-    (dict(rows=4, cols=1000, BLOCK=100), r"softmax case 'bad': BLOCK=100 must be a multiple "
-                                          r"of 32"),
-    (dict(rows=0, cols=1000), r"softmax case 'bad': rows=0 and cols=1000 must be positive"),
-    (dict(rows=1 << 20, cols=1 << 12), r"softmax case 'bad': rows\*cols=4294967296 must be "
-                                        r"below 2\^32"),
+    (dict(rows=4, cols=256 * 64 + 8), r"case 'bad': cols=16392 .* fit in one CTA's registers"),
+    (dict(rows=4, cols=1000, BLOCK=100), r"case 'bad': BLOCK=100 must be a multiple of 32"),
+    (dict(rows=0, cols=1000), r"case 'bad': rows=0 and cols=1000 must be positive"),
+    (dict(rows=1 << 20, cols=1 << 12), r"case 'bad': rows\*cols=4294967296 must be below 2\^32"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(params, match):
-    with pytest.raises(ValueError, match=match):
-        MOD.make_case("bad", **params)
+    with pytest.raises(ValueError, match=r"T.suite\(softmax\): shapes the kernel does not "
+                                         r"accept:\n  " + match):
+        declare(MOD.SUITE, MOD.make_case("bad", **params), MOD.constraints)
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(rows=4, cols=1004), r"softmax_tma case 'bad': cols=1004 must be a multiple of 8"),
+    (dict(rows=4, cols=1004), r"case 'bad': cols=1004 must be a multiple of 8"),
     (dict(rows=4, cols=32768, STAGES=4), r"STAGES=4 rows of 32768 bf16 need 262144 bytes of "
                                          r"shared memory"),
-    (dict(rows=4, cols=1024, BLOCK=100), r"softmax_tma case 'bad': BLOCK=100 must be a multiple"),
+    (dict(rows=4, cols=1024, BLOCK=100), r"case 'bad': BLOCK=100 must be a multiple"),
 ])
 def test_tma_variant_refuses_what_it_cannot_run(params, match):
     with pytest.raises(ValueError, match=match):
-        MOD.make_tma_case("bad", **params)
+        declare(MOD.SUITE_TMA, MOD.make_tma_case("bad", **params), MOD.tma_constraints)
 
 
 def test_cross_entropy_target_outside_the_row_is_nan_not_a_stray_read():
@@ -76,9 +75,9 @@ def test_cross_entropy_target_outside_the_row_is_nan_not_a_stray_read():
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(rows=4, cols=1000, UNROLL=0), r"cross_entropy case 'bad': UNROLL=0 must be in \[1, 16\]"),
-    (dict(rows=1 << 16, cols=1 << 16), r"cross_entropy case 'bad': rows\*cols=4294967296 must be"),
+    (dict(rows=4, cols=1000, UNROLL=0), r"case 'bad': UNROLL=0 must be in \[1, 16\]"),
+    (dict(rows=1 << 16, cols=1 << 16), r"case 'bad': rows\*cols=4294967296 must be"),
 ])
 def test_cross_entropy_refusals(params, match):
     with pytest.raises(ValueError, match=match):
-        MOD.make_ce_case("bad", **params)
+        declare(MOD.SUITE_CE, MOD.make_ce_case("bad", **params), MOD.ce_constraints)

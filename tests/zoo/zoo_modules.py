@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+import tirxh.lang as T
+
 ZOO = Path(__file__).resolve().parents[2] / "zoo" / "kernels"
 
 
@@ -43,3 +45,29 @@ def assert_matches(suite, case, res, inputs) -> None:
     assert all(np.isfinite(np.asarray(res.outputs[n], np.float64)).all()
                for n in suite.outputs if np.asarray(res.outputs[n]).dtype.kind == "f" or
                "bfloat16" in str(np.asarray(res.outputs[n]).dtype))
+
+
+def load_mutant(stem: str, old: str, new: str, tmp_path):
+    """The zoo module with one exact piece of its source replaced (the piece must occur once)."""
+    src = (ZOO / f"{stem}.py").read_text()
+    assert src.count(old) == 1, f"{stem}.py no longer holds the one {old!r} this test mutates"
+    path = tmp_path / f"{stem}_mutant.py"
+    path.write_text(src.replace(old, new))
+    spec = importlib.util.spec_from_file_location(f"zoo_mutant_{stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def mismatches(suite, case, res, inputs) -> bool:
+    """Whether any output differs from the reference beyond the suite's tolerance."""
+    expected = suite.expected(case, inputs)
+    return any(not suite.tolerance_for(n).compare(res.outputs[n], expected[n])["ok"]
+               for n in suite.outputs)
+
+
+def declare(suite, case, constraints):
+    """Declare `suite`'s kernel again with `case` alone under `constraints`: a refused shape
+    raises here, as the zoo module's own suite would when the module is collected."""
+    return T.suite(suite.kernel, inputs=suite.inputs, reference=suite.reference,
+                   outputs=suite.outputs, cases=[case], constraints=constraints)

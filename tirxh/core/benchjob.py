@@ -163,7 +163,7 @@ def client_for(config):
     if not addr:
         # the daemon's modules, only for the embedded mode (a configured daemon needs the
         # client alone): measured ~0.07 s more on top of the client
-        from kcoral.server import Daemon
+        from kcoral.server import Daemon  # start-up cost: grpc.aio server and store, embedded mode only
         d = Daemon({"boards": dict(EMBEDDED_BOARDS)}, state_dir=config.rootdir / ".kcoral",
                    port=0).start()
         stash["kcoral_daemon"] = d

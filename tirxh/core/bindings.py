@@ -15,8 +15,10 @@ registration order, whose operands fit.
 
 Every binding carries example spellings (`Binding.example`, `Binding.examples`): the generated
 assembly test (`tirxh.core.isa_check`) emits them for every target that accepts the binding and
-lets ptxas judge, and the PTX reference (`tirxh.core.reference`) prints them. `SYNC_ROLES` and
-`FIDELITY_CLASSES` below list the values `Effects.sync` and `Binding.fidelity` may take.
+lets ptxas judge, and the PTX reference (`tirxh.core.reference`) prints them. `SYNC_ROLES` below
+lists the values `Effects.sync` may take. How faithfully a simulator models a binding is not a
+binding field: the simulator's own table is the one source (numsim's semantics table, surfaced in
+the reference through the ``tirxh_binding_fidelity`` hook).
 """
 
 from __future__ import annotations
@@ -26,11 +28,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
+from .errors import SpellingError
 from .types import DType
-
-
-class SpellingError(ValueError):
-    """A `T.ptx...` spelling or its operands do not match any binding (message says why)."""
 
 
 @dataclass(frozen=True)
@@ -192,14 +191,6 @@ SYNC_ROLES = {
     "tcgen05.fence": "orders tcgen05 operations across a thread synchronization",
 }
 
-# numsim fidelity hints (`Binding.fidelity`); None means numsim models the instruction exactly or
-# decides for itself.
-FIDELITY_CLASSES = {
-    "representative": "numerically close but not bit-exact (hardware approximations, clocks)",
-    "ordering_only": "no data effect to model: a fence, cache hint or prefetch that only orders "
-                     "or speeds up memory accesses",
-}
-
 
 @dataclass(frozen=True)
 class Binding:
@@ -210,8 +201,7 @@ class Binding:
     ``(modifiers) -> tuple`` for instructions whose operand count depends on modifiers (MMA);
     min_sm: smallest SM the instruction exists on (portable forward); archs: when set, the exact
     arch-specific targets that accept it (``sm_90a``); ptx_isa: minimum PTX ISA version;
-    iset: the binding set it belongs to (``base``, ``sm80``, ``sm90a``, ``sm100a``); doc: one line;
-    fidelity: numsim's default class for it (numsim may override).
+    iset: the binding set it belongs to (``base``, ``sm80``, ``sm90a``, ``sm100a``); doc: one line.
     """
 
     name: str
@@ -224,7 +214,6 @@ class Binding:
     ptx_isa: tuple = (6, 0)
     effects: Effects = NO_EFFECTS
     iset: str = "base"
-    fidelity: "str | None" = None
     check: "Callable | None" = None  # (modifiers) -> error message or None, for cross-slot rules
     example: "str | None" = None  # a spelling that exercises the binding (for generated tests/docs)
     # more spellings exercising other forms; an example may end in ``name=value`` words giving the

@@ -16,9 +16,20 @@ import sys
 import traceback
 from pathlib import Path
 
+from .. import __version__
+from .config import (CONFTEST_FILE, Config, Parser, collect_plugin_toolset, declare_core_ini,
+                     find_rootdir, load_toml, loaded_distributions, validate)
 from .errors import UsageError
-from .main import ExitCode
-from .pluginmanager import AUTOLOAD_ENV, PluginValidationError
+from .irprint import format_kernel
+from .keywords import compile_expression
+from .main import ExitCode, run_items, select_one, wrap_session
+from .nodes import Session
+from .pluginmanager import (AUTOLOAD_ENV, PluginValidationError, build_plugin_manager,
+                            installed_plugins)
+from .profile import profile_session
+from .reports import SCHEMA
+from .runner import compile_item
+from .scaffold import init_project
 
 RUN_COMMANDS = ("check", "bench", "build")
 COMMANDS = RUN_COMMANDS + ("show", "profile", "plugins", "init")
@@ -77,6 +88,9 @@ def _run_options(p: argparse.ArgumentParser, parser) -> None:
     p.add_argument("--no-cache", action="store_true", help="ignore the artifact cache")
     p.add_argument("-q", "--quiet", action="count", default=0, help="less output")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more output")
+    p.add_argument("--tb", choices=("short", "long"), default="short",
+                   help="errors in your kernels and suites: short (your line and the cause, the "
+                        "default) or long (the full traceback; -v implies it)")
     p.add_argument("--color", choices=("auto", "yes", "no"), default="auto",
                    help="colour terminal output (auto: only on a TTY without NO_COLOR)")
     group = p.add_argument_group("options added by plugins") if parser.options else None
@@ -89,7 +103,6 @@ def _run_options(p: argparse.ArgumentParser, parser) -> None:
 
 def build_argparser(parser) -> argparse.ArgumentParser:
     """The full command line; `parser` carries the options plugins added."""
-    from .. import __version__
     ap = _ArgumentParser(prog="tirxh", description="A compiler harness for TIRx GPU kernels.")
     ap.add_argument("--version", action="version", version=f"tirxh {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
@@ -144,10 +157,6 @@ def build_argparser(parser) -> argparse.ArgumentParser:
 
 def configure(argv: list):
     """Everything up to ``tirxh_configure``; returns the `Config` (see module docstring)."""
-    from .config import CONFTEST_FILE, Config, Parser, declare_core_ini, find_rootdir, \
-        load_toml, validate
-    from .keywords import compile_expression
-    from .pluginmanager import build_plugin_manager
     pre = _prescan(argv)
     rootdir, inipath = find_rootdir(rootdir=pre["rootdir"])
     data = load_toml(inipath) if inipath else {}
@@ -163,10 +172,11 @@ def configure(argv: list):
     if getattr(ns, "target", None):
         ns.target = [t for arg in ns.target for t in arg.split(",") if t]
     pm.check_pending()
-    ini = validate(data, parser, inipath, ignore_sections=pm.blocked_names)
+    toolset = collect_plugin_toolset(pm)
+    ini = validate(data, parser, inipath, ignore_sections=pm.blocked_names | _unloaded(pm, data),
+                   targets=toolset[1], loaded=loaded_distributions(pm))
     config = Config(ns, pm, rootdir, inipath, ini, parser, ns.command)
-    config.setup_toolset()
-    config.check_requires()
+    config.setup_toolset(toolset)
     if getattr(ns, "keyword", None):
         compile_expression(ns.keyword)  # a syntax error is a usage error before any work
     pm.hook.tirxh_configure.call_historic(kwargs={"config": config})
@@ -175,6 +185,27 @@ def configure(argv: list):
         sys.stderr.write("\n".join(format_plugin_table(pm.plugin_infos(), pm.blocked_names))
                          + "\n")
     return config
+
+
+def _unloaded(pm, data: dict) -> set:
+    """``tirx.toml`` sections of installed plugins that autoload did not load
+    (``TIRXH_DISABLE_PLUGIN_AUTOLOAD``): ignored with a warning naming the plugin, as a blocked
+    plugin's section is, instead of an "unknown section" error."""
+    if not os.environ.get(AUTOLOAD_ENV):
+        return set()
+    installed = installed_plugins()
+    modules = {getattr(p, "__name__", None) for p in pm.get_plugins()}
+    out = set()
+    for section in data:
+        if section not in installed or pm.has_plugin(section):
+            continue
+        dist, module = installed[section]
+        if module not in modules:  # not loaded under another name either (-p MODULE)
+            sys.stderr.write(f"WARNING: tirx.toml: [{section}] belongs to plugin {section!r} "
+                             f"({dist}), which is not loaded ({AUTOLOAD_ENV} is "
+                             f"set; load it with -p {section}): the section is ignored\n")
+            out.add(section)
+    return out
 
 
 def main(argv: "list | None" = None) -> int:
@@ -204,17 +235,14 @@ def main(argv: "list | None" = None) -> int:
 
 def _no_project(argv: list) -> int:
     """``init``, ``--help``, ``--version``: no project, no plugins needed."""
-    from .config import Parser
     ap = build_argparser(Parser())
     if not argv:
         ap.print_help(sys.stderr)
         sys.stderr.write("ERROR: no command given; try `tirxh check`\n")
         return ExitCode.USAGE_ERROR
     ns = ap.parse_args(argv)
-    from .scaffold import init_project
     written = init_project(Path(ns.dir), force=ns.force)
     if ns.json:
-        from .reports import SCHEMA
         _print_json({"schema": SCHEMA, "command": "init", "dir": str(Path(ns.dir).resolve()),
                      "files": [str(p) for p in written]})
     else:
@@ -225,7 +253,6 @@ def _no_project(argv: list) -> int:
 
 
 def _dispatch(config) -> int:
-    from .main import run_items, wrap_session
     cmd = config.command
     if cmd in RUN_COMMANDS:
         return wrap_session(config, run_items)
@@ -234,7 +261,6 @@ def _dispatch(config) -> int:
     if cmd == "show":
         return _show(config)
     if cmd == "profile":
-        from .profile import profile_session
         o = config.option
         return profile_session(config, o.nodeid, Path(o.out), o.json_file, o.json)
     raise UsageError(f"unknown command {cmd!r}")  # argparse rejects it first
@@ -263,7 +289,6 @@ def format_plugin_table(infos: list, blocked=()) -> list:
 
 
 def _plugins(config) -> int:
-    from .reports import SCHEMA
     infos = config.pm.plugin_infos()
     if config.option.json:
         _print_json({"schema": SCHEMA, "command": "plugins", "rootdir": str(config.rootdir),
@@ -277,16 +302,8 @@ def _plugins(config) -> int:
 
 def _show(config) -> int:
     """Compile one item (no analyzers) and print the chosen artifact."""
-    from .irprint import format_kernel
-    from .main import find_item
-    from .nodes import Session, collect
-    from .reports import SCHEMA
-    from .runner import compile_item
     opt = config.option
-    session = Session(config, "show")
-    collect(session, [opt.nodeid.split("::")[0]])
-    item = find_item(session, opt.nodeid if "::" in opt.nodeid else
-                     config.relpath(Path(opt.nodeid).resolve()))
+    item = select_one(Session(config, "show"), opt.nodeid, "show")
     if opt.trace_config:
         sys.stderr.write("\n".join(format_plugin_table(config.pm.plugin_infos(),
                                                         config.pm.blocked_names)) + "\n")

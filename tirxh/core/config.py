@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ConfigError, UsageError
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from .. import __version__
+from .cache import ArtifactCache
+from .errors import ConfigError, PluginValidationError, UsageError
+from .registry import activate, collect_toolset, collect_transforms
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,6 +30,8 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 CONFIG_NAME = "tirx.toml"
+# ``[check] fail_on``, from the least strict: each value also fails what the ones before it fail
+FAIL_ON = ("error", "compiled", "incomplete", "review")
 CONFTEST_FILE = "tirxconf.py"
 
 _TYPES = ("str", "int", "float", "bool", "list[str]", "table", "any")
@@ -88,7 +96,6 @@ def _check_hostport(value: str) -> "str | None":
 
 
 def _check_requires(values: list) -> "str | None":
-    from packaging.requirements import InvalidRequirement, Requirement
     bad = []
     for v in values:
         try:
@@ -107,8 +114,10 @@ def declare_core_ini(parser: Parser) -> None:
     a("project", "requires", "list[str]", [],
       "plugin distributions with version specifiers, e.g. ['tirxh-numsim>=0.1']",
       check=_check_requires)
-    a("check", "fail_on", "str", "error", "the analyzer verdict from which an item fails",
-      choices=("error", "incomplete", "review"))
+    a("check", "fail_on", "str", "error",
+      "what fails an item, from the least strict: error (an error verdict), compiled (also an "
+      "item no analyzer checked), incomplete (also an incomplete verdict), review (anything "
+      "but clean)", choices=FAIL_ON)
     a("build", "builddir", "str", "tirx-build", "where `tirxh build` writes artifacts")
     a("bench", "kcoral", "str", "", "KCoral daemon address 'host:port' (empty: embedded daemon)",
       check=_check_hostport)
@@ -184,11 +193,15 @@ def _type_problem(decl: IniKey, value: Any) -> "str | None":
     return None
 
 
-def validate(data: dict, parser: Parser, path: "Path | None", ignore_sections=()) -> dict:
+def validate(data: dict, parser: Parser, path: "Path | None", ignore_sections=(),
+             targets=None, loaded: "dict | None" = None) -> dict:
     """Check `data` against the declared keys; return ``{section: {key: value}}`` with defaults.
 
-    Every problem is collected and raised together. Sections in `ignore_sections` (those of
-    blocked plugins) are skipped rather than reported as unknown.
+    Every problem is collected and raised together: the schema's, and, when given, the
+    ``[project] targets`` that `targets` (a `TargetRegistry`) does not know and the
+    ``[project] requires`` that `loaded` (distribution -> version of the loaded plugins) does not
+    satisfy. Sections in `ignore_sections` (those of blocked or not-loaded plugins) are skipped
+    rather than reported as unknown.
     """
     text = Path(path).read_text() if path else ""
     problems = []
@@ -223,6 +236,16 @@ def validate(data: dict, parser: Parser, path: "Path | None", ignore_sections=()
                 problems.append(f"{where(section, key)}[{section}] {key}: {p}")
             else:
                 out[section][key] = value
+    project = out.get("project", {})
+    if targets is not None and "targets" in project:
+        unknown = [t for t in project["targets"] if t not in targets]
+        if unknown:
+            known = ", ".join(sorted(t.name for t in targets))
+            problems.append(f"{where('project', 'targets')}[project] targets: unknown target(s) "
+                            f"{', '.join(map(repr, unknown))}; known targets: {known}")
+    if loaded is not None and "requires" in project:
+        problems += [f"{where('project', 'requires')}{p}"
+                     for p in requires_problems(project["requires"], loaded)]
     if problems:
         raise ConfigError(path or "tirx.toml", problems)
     for (section, key), decl in parser.ini.items():
@@ -239,14 +262,13 @@ class Config:
 
     option: the parsed command line (argparse namespace); pm: the plugin manager; rootdir and
     inipath: the project; ini: validated ``tirx.toml`` values (``getini(section, key)``);
-    isa / targets: the instruction set and target registry the plugins contributed (activated
-    for the language); project_targets: the targets items are built for; cache: the artifact
-    cache (disabled by ``--no-cache``).
+    isa / targets / transforms: the instruction set, target registry and IR transform registry
+    the plugins contributed (activated for the language and the compiler); project_targets: the
+    targets items are built for; cache: the artifact cache (disabled by ``--no-cache``).
     """
 
     def __init__(self, option, pm, rootdir: Path, inipath: "Path | None", ini: dict,
                  parser: Parser, command: str = "check"):
-        from .cache import ArtifactCache
         self.option = option
         self.pm = pm
         self.rootdir = Path(rootdir)
@@ -258,8 +280,10 @@ class Config:
         self.assemble = True
         self.isa = None
         self.targets = None
+        self.transforms = None
         self.project_targets: list = []
         self.stash: dict = {}  # for plugins: keep per-run state here, not in module globals
+        self.warnings: list = []  # what `warn` said, in order
 
     # -- values ----------------------------------------------------------------------------------
     def getini(self, section: str, key: str) -> Any:
@@ -282,15 +306,12 @@ class Config:
         return (self.rootdir / out).resolve()
 
     # -- set-up ----------------------------------------------------------------------------------
-    def setup_toolset(self) -> None:
-        """Collect targets and bindings from the plugins and make them the active set."""
-        from .registry import activate, collect_toolset
-        try:
-            self.isa, self.targets = collect_toolset(self.pm)
-        except ValueError as e:  # two plugins registered the same binding or target
-            from .pluginmanager import PluginValidationError
-            raise PluginValidationError(None, str(e)) from None
-        activate(self.isa, self.targets)
+    def setup_toolset(self, toolset: "tuple | None" = None) -> None:
+        """Make the plugins' instruction set, targets and transforms (`toolset`, else collected
+        now) the active set, and choose the run's targets (``--target`` over ``[project]
+        targets``, whose names `validate` checked)."""
+        self.isa, self.targets, self.transforms = toolset or collect_plugin_toolset(self.pm)
+        activate(self.isa, self.targets, self.transforms)
         chosen = getattr(self.option, "target", None) or self.getini("project", "targets")
         unknown = [t for t in chosen if t not in self.targets]
         if unknown:
@@ -301,42 +322,67 @@ class Config:
                              f"known targets: {known}")
         self.project_targets = list(chosen)
 
-    def check_requires(self) -> None:
-        """``[project] requires``: each distribution must be loaded as a plugin (or be tirxh
-        itself) at a version the specifier accepts."""
-        from packaging.requirements import Requirement
-        from packaging.utils import canonicalize_name
-        from .. import __version__
-        loaded = {canonicalize_name("tirxh"): __version__}
-        for dist, version in self.pm.dists.values():
-            loaded.setdefault(canonicalize_name(dist), version)
-        problems = []
-        for spec in self.getini("project", "requires"):
-            req = Requirement(spec)
-            have = loaded.get(canonicalize_name(req.name))
-            if have is None:
-                problems.append(f"[project] requires: {spec!r}: no loaded plugin comes from "
-                                f"distribution {req.name!r} (install it, or unblock it)")
-            elif req.specifier and not req.specifier.contains(have, prereleases=True):
-                problems.append(f"[project] requires: {spec!r}: {req.name} {have} is installed")
-        if problems:
-            raise ConfigError(self.inipath or "tirx.toml", problems)
 
     def kernel_files(self) -> list:
-        """Files matched by ``[project] kernels`` globs, sorted, relative to rootdir."""
+        """Files matched by ``[project] kernels`` globs, sorted, relative to rootdir; a glob that
+        matches no file is a warning (a typo would otherwise collect nothing, silently)."""
         seen, out = set(), []
         for pattern in self.getini("project", "kernels"):
-            for p in sorted(self.rootdir.glob(pattern)):
-                if p.is_file() and p.suffix == ".py" and p not in seen:
+            got = [p for p in sorted(self.rootdir.glob(pattern))
+                   if p.is_file() and p.suffix == ".py"]
+            if not got:
+                self.warn(f"{self.inipath or 'tirx.toml'}: [project] kernels: {pattern!r} "
+                          f"matches no .py file under {self.rootdir}")
+            for p in got:
+                if p not in seen:
                     seen.add(p)
                     out.append(p)
         return out
+
+    def warn(self, message: str) -> None:
+        """Say `message` on stderr once per run (``WARNING: ...``), and keep it in `warnings`."""
+        if message in self.warnings:
+            return
+        self.warnings.append(message)
+        sys.stderr.write(f"WARNING: {message}\n")
 
     def relpath(self, path: Path) -> str:
         try:
             return Path(path).resolve().relative_to(self.rootdir).as_posix()
         except ValueError:
             return Path(path).resolve().as_posix()
+
+
+def collect_plugin_toolset(pm) -> tuple:
+    """(instruction set, targets, transforms) from the plugins of `pm`; two plugins registering
+    one name is a `PluginValidationError`."""
+    try:
+        return (*collect_toolset(pm), collect_transforms(pm))
+    except ValueError as e:  # two plugins registered the same binding, target or transform
+        raise PluginValidationError(None, str(e)) from None
+
+
+def loaded_distributions(pm) -> dict:
+    """Canonical distribution name -> version of tirxh and every loaded plugin's distribution."""
+    loaded = {canonicalize_name("tirxh"): __version__}
+    for dist, version in pm.dists.values():
+        loaded.setdefault(canonicalize_name(dist), version)
+    return loaded
+
+
+def requires_problems(specs: list, loaded: dict) -> list:
+    """``[project] requires``: each distribution must be loaded as a plugin (or be tirxh itself)
+    at a version the specifier accepts; the problems found."""
+    problems = []
+    for spec in specs:
+        req = Requirement(spec)
+        have = loaded.get(canonicalize_name(req.name))
+        if have is None:
+            problems.append(f"[project] requires: {spec!r}: no loaded plugin comes from "
+                            f"distribution {req.name!r} (install it, or unblock it)")
+        elif req.specifier and not req.specifier.contains(have, prereleases=True):
+            problems.append(f"[project] requires: {spec!r}: {req.name} {have} is installed")
+    return problems
 
 
 def ini_value(config, section: str, key: str, default: Any = None) -> Any:

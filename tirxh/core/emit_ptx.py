@@ -5,29 +5,19 @@ flow lowers to predicates, labels and ``bra``; virtual registers are declared pe
 (ptxas allocates). ``.loc`` lines point every instruction at the user's Python line, so ptxas
 errors, SASS line tables and profiler source views map back to the kernel source.
 
-Target legality is checked here: an instruction whose binding the target does not accept raises a
-`CompileError` at the instruction's source line.
+Target legality is not checked here: the ``legalize`` stage (`tirxh.core.legalize`) runs first in
+the compile pipeline (`tirxh.core.compiler`), so the emitter only prints.
 """
 
 from __future__ import annotations
 
 import struct
+import numpy as np
+
 
 from . import ir
+from .errors import CompileError
 from .types import DType
-
-
-class CompileError(Exception):
-    """A kernel that traced fine but cannot be built for a target (message names file:line)."""
-
-    def __init__(self, message: str, loc: "ir.Loc | None" = None, kernel: str = ""):
-        self.message, self.loc, self.kernel = message, loc, kernel
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = f"{self.loc}: " if self.loc else ""
-        k = f"in kernel {self.kernel!r}: " if self.kernel else ""
-        return f"{where}{k}{self.message}"
 
 
 _PREFIX = {"pred": "p", "b16": "h", "u16": "hu", "s16": "hs", "b32": "r", "u32": "ru",
@@ -43,7 +33,6 @@ def format_imm(imm: ir.Imm) -> str:
     if dt.name == "f64":
         return "0d%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
     if dt.name in ("f16", "bf16", "e4m3", "e5m2") and isinstance(v, float):
-        import numpy as np
         bits = np.array([v], dtype=dt.numpy).view(np.uint16 if dt.bits == 16 else np.uint8)[0]
         return "0x%04X" % int(bits)
     if isinstance(v, float):
@@ -153,9 +142,6 @@ class PtxEmitter:
             raise CompileError(f"unknown IR statement {s!r}", None, self.k.name)
 
     def instr(self, i: ir.Instr) -> None:
-        why = i.binding.accepts_target(self.target, i.modifiers)
-        if why is not None:
-            raise CompileError(why, i.loc, self.k.name)
         self.loc(i.loc)
         guard = ""
         if i.guard is not None:
@@ -279,5 +265,6 @@ class PtxEmitter:
 
 
 def emit_ptx(kernel: ir.KernelIR, target, version: str = "", line_info: bool = True) -> str:
-    """PTX module text for one specialized kernel and one target."""
+    """PTX module text for one specialized, legalized kernel and one target (the ``emit``
+    stage; `tirxh.core.legalize.legalize` must have accepted `kernel` for `target`)."""
     return PtxEmitter(kernel, target, line_info).module(version)

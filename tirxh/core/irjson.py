@@ -50,28 +50,12 @@ import math
 from typing import Any
 
 from . import ir
-from .bindings import SpellingError, type_compatible
+from .bindings import type_compatible
+from .errors import IRJSONError, SpellingError
+from .registry import default_isa
 from .types import DTYPES
 
 SCHEMA = "tirxh-ir/1"
-_MAX_PROBLEMS = 20
-
-
-class IRJSONError(ValueError):
-    """The IR JSON is malformed; `problems` lists every ``(field, message)`` found."""
-
-    def __init__(self, problems, kernel: str = ""):
-        self.problems = list(problems)
-        self.kernel = kernel
-        head = f"kernel {kernel!r}: " if kernel else ""
-        shown = self.problems[:_MAX_PROBLEMS]
-        more = len(self.problems) - len(shown)
-        super().__init__(head + "; ".join(f"{f}: {m}" for f, m in shown)
-                         + (f"; ... and {more} more" if more > 0 else ""))
-
-    @property
-    def field(self) -> str:
-        return self.problems[0][0] if self.problems else ""
 
 
 # -------------------------------------------------------------------------------------------------
@@ -214,7 +198,6 @@ def loads(text: "str | bytes", isa=None) -> ir.KernelIR:
 
 def from_doc(doc: Any, isa=None) -> ir.KernelIR:
     if isa is None:
-        from .registry import default_isa
         isa = default_isa()
     return _Loader(isa).kernel(doc)
 

@@ -25,8 +25,14 @@ Third-party plugin authors can run the same check on their own sets::
 from __future__ import annotations
 
 from dataclasses import dataclass
+import tirxh.lang as T
 
 from . import ir
+from .emit_ptx import CompileError, emit_ptx
+from .lang import trace as tr
+from .lang.ptxns import call_instruction
+from .lang.trace import TraceError
+from .toolchain import ptx_to_cubin
 from .types import dtype as as_dtype
 
 
@@ -163,8 +169,6 @@ class _Operands:
 
 
 def _emit(ops: _Operands, ex: Example, loc: ir.Loc) -> None:
-    from .lang import trace as tr
-    from .lang.ptxns import call_instruction
     t = tr.current()
     b = ex.binding
     mods = b.match(ex.spelling.split(".")[1:])
@@ -191,7 +195,6 @@ def _emit(ops: _Operands, ex: Example, loc: ir.Loc) -> None:
 
 def build_kernel(examples: list, name: str = "isa_examples"):
     """A `T.kernel` emitting every example once (source lines are the examples' indices)."""
-    import tirxh.lang as T
 
     def body(g, tm):
         ops = _Operands(T, g, tm)
@@ -208,9 +211,6 @@ def build_kernel(examples: list, name: str = "isa_examples"):
 
 def _assemble(examples: list, target, isa) -> "str | None":
     """None when the examples trace and assemble for `target`, else the error text."""
-    from .emit_ptx import CompileError, emit_ptx
-    from .lang.trace import TraceError
-    from .toolchain import ptx_to_cubin
     try:
         k = build_kernel(examples).specialize(isa=isa)
         ptx = emit_ptx(k, target, line_info=False)

@@ -12,14 +12,19 @@ import platform
 import sys
 import time
 import traceback
+from pathlib import Path
+
+from .. import __version__
 
 from .errors import UsageError
+from .nodeids import find_item
 from .nodes import Session, collect
-from .reports import ItemReport, SessionFinish, SessionStart
+from .reports import OUTCOMES, ItemReport, SessionFinish, SessionStart
+from .runner import run_item, untimed_status
 
 
 class ExitCode(enum.IntEnum):
-    OK = 0  # every selected item passed (incomplete items do not fail unless [check] fail_on)
+    OK = 0  # every item passed (compiled/incomplete ones do not fail unless [check] fail_on)
     FAILED = 1  # an item failed or errored, or a kernel module failed to import
     INTERRUPTED = 2  # Ctrl-C (a run stopped early by -x is FAILED, not this)
     INTERNAL_ERROR = 3  # a bug in tirxh or a plugin outside any item
@@ -34,7 +39,7 @@ def _error(msg: str) -> None:
 
 def counts(session: Session) -> dict:
     reports = session.config.stash.get("item_reports", [])
-    out = {o: 0 for o in ("passed", "failed", "error", "incomplete", "skipped")}
+    out = {o: 0 for o in OUTCOMES}
     for r in reports:
         out[r.outcome] = out.get(r.outcome, 0) + 1
     out["collected"] = len(session.items) + len(session.deselected)
@@ -46,7 +51,6 @@ def counts(session: Session) -> dict:
 
 def wrap_session(config, doit) -> int:
     """Run ``doit(config, session) -> ExitCode`` between the start and finish events."""
-    from .. import __version__
     hook = config.pm.hook
     session = Session(config, config.command)
     config.stash["session"] = session
@@ -80,6 +84,8 @@ def wrap_session(config, doit) -> int:
         status = ExitCode.INTERNAL_ERROR
     finally:
         hook.tirxh_unconfigure(config=config)
+    if session.exit_reason:  # after the summary, so it is the last thing said
+        _error(session.exit_reason)
     return status
 
 
@@ -97,7 +103,6 @@ def _collection_status(session) -> "ExitCode | None":
 
 def run_items(config, session) -> ExitCode:
     """``check``/``bench``/``build``: collect, then each item through `runner.run_item`."""
-    from .runner import run_item
     _collect(config, session)
     early = _collection_status(session)
     if config.getoption("collect_only"):
@@ -120,23 +125,27 @@ def run_items(config, session) -> ExitCode:
                 session.shouldstop = f"stopping after {failures} failure (-x)"
                 break
     bad = failures or any(r.outcome == "failed" for r in session.collect_reports)
+    if config.command == "bench" and not session.shouldstop:
+        why = untimed_status(config.stash["item_reports"])
+        if why:  # an agent believes exit codes: a bench that timed nothing did not succeed
+            session.exit_reason = why
+            return ExitCode.FAILED
     return ExitCode.FAILED if bad else ExitCode.OK
 
 
-def find_item(session, nodeid: str, command: str = "show"):
-    """The one collected item `nodeid` names (exactly, or as a unique prefix); errors name
-    `command`."""
-    exact = [i for i in session.items if i.nodeid == nodeid]
-    if exact:
-        return exact[0]
-    from .nodes import _nodeid_matches
-    cands = [i for i in session.items if _nodeid_matches(i.nodeid, nodeid)]
-    if len(cands) == 1:
-        return cands[0]
-    if not cands:
-        errs = [r.nodeid for r in session.collect_reports if r.outcome == "failed"]
-        hint = f" (modules that failed to import: {', '.join(errs)})" if errs else ""
-        raise UsageError(f"{command} {nodeid}: no collected item has this node id{hint}; "
-                         f"list them with `tirxh check --collect-only`")
-    raise UsageError(f"{command} {nodeid}: node id is ambiguous; it matches "
-                     + ", ".join(i.nodeid for i in cands[:10]))
+def select_one(session, arg: str, command: str = "show"):
+    """Collect what `arg` may name and return the one item it names (``show``, ``profile``):
+    a node id, a unique prefix of one, or a bare kernel or item name (`nodeids.find_item`)."""
+    config = session.config
+    path_part, sep, rest = arg.partition("::")
+    p = Path(path_part)
+    if not p.is_absolute():
+        cand = (Path.cwd() / p).resolve()
+        p = cand if cand.exists() else (config.rootdir / p).resolve()
+    if p.is_file():
+        collect(session, [str(p)])
+        arg = config.relpath(p) + sep + rest
+    else:  # a bare name: look in every kernel file of the project
+        collect(session, [])
+    errs = [r.nodeid for r in session.collect_reports if r.outcome == "failed"]
+    return find_item(session.items, arg, config, command, errs)

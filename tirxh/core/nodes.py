@@ -20,7 +20,9 @@ from pathlib import Path
 
 from .errors import UsageError
 from .keywords import compile_expression
+from .reports import CollectReport
 from .lang.kernel import Kernel
+from .nodeids import closest, matches, no_match
 from .suite import Suite
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -51,6 +53,7 @@ class Session(Node):
         self.collect_reports: list = []
         self.deselected: list = []
         self.shouldstop: "str | None" = None
+        self.exit_reason: "str | None" = None  # why the run fails beyond its items' outcomes
         self.start = time.time()
 
 
@@ -159,16 +162,17 @@ def format_user_traceback(exc: BaseException) -> str:
     return ("Traceback (most recent call last):\n" + text) if frames else text
 
 
-def _select_files(config, args: list) -> "tuple[list, list]":
-    """Kernel files to collect, and node-id filters, from the positional arguments.
+def _select_files(config, args: list) -> "tuple[list, list, list]":
+    """Kernel files to collect, node-id filters, and the ``path::rest`` arguments among them
+    (as ``(argument, filter)``), from the positional arguments.
 
     A path is taken relative to the working directory (else to the root); a directory selects
     the project's kernel files under it; ``path::rest`` also filters items by node id.
     """
     files = config.kernel_files()
     if not args:
-        return files, []
-    chosen, filters = [], []
+        return files, [], []
+    chosen, filters, node_ids = [], [], []
     for arg in args:
         path_part, sep, rest = arg.partition("::")
         p = Path(path_part)
@@ -176,7 +180,9 @@ def _select_files(config, args: list) -> "tuple[list, list]":
             cand = (Path.cwd() / p).resolve()
             p = cand if cand.exists() else (config.rootdir / p).resolve()
         if not p.exists():
-            raise UsageError(f"{arg}: no such file or directory")
+            near = closest(path_part, [config.relpath(f) for f in files])
+            raise UsageError(f"{arg}: no such file or directory" +
+                             (f"; closest: {', '.join(near)}" if near else ""))
         if p.is_dir():
             under = [f for f in files if p in f.parents]
             chosen.extend(f for f in under if f not in chosen)
@@ -185,22 +191,18 @@ def _select_files(config, args: list) -> "tuple[list, list]":
             if p not in chosen:
                 chosen.append(p)
             filters.append(config.relpath(p) + sep + rest)
-    node_ids = any("::" in a for a in args)
-    return chosen, filters if node_ids else []
-
-
-def _nodeid_matches(nodeid: str, flt: str) -> bool:
-    return nodeid == flt or any(nodeid.startswith(flt + s) for s in ("::", "[", "@"))
+            if sep:
+                node_ids.append((arg, filters[-1]))
+    return chosen, filters if node_ids else [], node_ids
 
 
 def collect(session: Session, args: "list | None" = None) -> None:
     """Fill ``session.items`` and ``session.collect_reports``; apply node ids, ``-k``, and
     ``tirxh_collection_modifyitems``. A module that fails to import becomes a failed collect
     report with its traceback, and collection goes on."""
-    from .reports import CollectReport
     config = session.config
     hook = config.pm.hook
-    files, filters = _select_files(config, list(args or []))
+    files, filters, node_ids = _select_files(config, list(args or []))
     items: list = []
     for path in files:
         t0 = time.perf_counter()
@@ -220,8 +222,12 @@ def collect(session: Session, args: "list | None" = None) -> None:
             items.extend(got)
         session.collect_reports.append(rep)
         hook.tirxh_report(report=rep, config=config)
+    failed = {r.nodeid for r in session.collect_reports if r.outcome == "failed"}
+    for arg, flt in node_ids:  # a node id that selects nothing is a usage error (exit 4)
+        if flt.split("::")[0] not in failed and not any(matches(i.nodeid, flt) for i in items):
+            raise no_match(flt, items, config, session.command)
     if filters:
-        items = [i for i in items if any(_nodeid_matches(i.nodeid, f) for f in filters)]
+        items = [i for i in items if any(matches(i.nodeid, f) for f in filters)]
     kexpr = config.getoption("keyword")
     if kexpr:
         match = compile_expression(kexpr)

@@ -16,13 +16,15 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from importlib import metadata
 from pathlib import Path
 
 import pluggy
 
+from .. import __version__
 from . import hookspec
-from .errors import UsageError
+from .errors import PluginValidationError, UsageError
 
 hookimpl = pluggy.HookimplMarker("tirxh")
 
@@ -49,14 +51,6 @@ DEFAULT_PLUGINS = (
     "sarif",
     "bench",
 )
-
-
-class PluginValidationError(Exception):
-    """A plugin author's mistake (a hook with no spec, a bad signature); carries the plugin."""
-
-    def __init__(self, plugin, message: str):
-        self.plugin = plugin
-        super().__init__(message)
 
 
 class TirxhPluginManager(pluggy.PluginManager):
@@ -93,7 +87,7 @@ class TirxhPluginManager(pluggy.PluginManager):
                     continue  # a built-in not present in this build
                 raise
             self.register(mod, name=name)
-            self._record(name, "tirxh", _version(), "builtin")
+            self._record(name, "tirxh", __version__, "builtin")
 
     def load_entrypoints(self, blocked=()) -> None:
         if os.environ.get(AUTOLOAD_ENV):
@@ -104,6 +98,17 @@ class TirxhPluginManager(pluggy.PluginManager):
                     self.set_blocked(ep.name)
                 continue
             self._register_ep(ep)
+
+    def load_entrypoint(self, name: str) -> bool:
+        """Register the installed entry-point plugin `name` (even with autoload off); False
+        when no distribution installs one by that name."""
+        if self.has_plugin(name) or self.is_blocked(name):
+            return self.has_plugin(name)
+        for ep in _entry_points():
+            if ep.name == name:
+                self._register_ep(ep)
+                return True
+        return False
 
     def _register_ep(self, ep) -> None:
         try:
@@ -129,7 +134,6 @@ class TirxhPluginManager(pluggy.PluginManager):
             spec.loader.exec_module(mod)
         except Exception as e:
             del sys.modules[modname]
-            import traceback
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
             raise UsageError(f"{path}: importing tirxconf.py failed:\n{tb}") from None
         self.register(mod, name=CONFTEST_NAME)
@@ -137,12 +141,8 @@ class TirxhPluginManager(pluggy.PluginManager):
 
     def import_plugin(self, spec: str) -> None:
         """``-p NAME``: an entry-point name, a built-in name, or an importable module path."""
-        if self.has_plugin(spec) or self.is_blocked(spec):
+        if self.has_plugin(spec) or self.is_blocked(spec) or self.load_entrypoint(spec):
             return
-        for ep in _entry_points():
-            if ep.name == spec:
-                self._register_ep(ep)
-                return
         if spec in ESSENTIAL_PLUGINS + DEFAULT_PLUGINS:
             self.load_builtin((spec,))
             if self.has_plugin(spec):
@@ -183,7 +183,7 @@ class TirxhPluginManager(pluggy.PluginManager):
             type(plugin).__module__
         modname = modname or ""
         if modname == "tirxh" or modname.startswith("tirxh."):
-            self._record(name, "tirxh", _version(), "builtin")
+            self._record(name, "tirxh", __version__, "builtin")
         else:
             dist = _dist_of_module(modname) if modname else None
             self._record(name, *(dist or ("?", "")), "runtime")
@@ -208,6 +208,13 @@ def _entry_points():
     return metadata.entry_points(group=ENTRY_POINT_GROUP)
 
 
+def installed_plugins() -> dict:
+    """Entry-point plugin name -> (distribution, module), for every installed plugin (loaded or
+    not)."""
+    return {ep.name: (ep.dist.name if getattr(ep, "dist", None) else "?", ep.module)
+            for ep in _entry_points()}
+
+
 def _plugin_file(plugin) -> str:
     f = getattr(plugin, "__file__", None)
     if f is None:
@@ -225,11 +232,6 @@ def _dist_of_module(modname: str) -> "tuple[str, str] | None":
     except Exception:  # metadata is best effort; the plugin itself is loaded
         pass
     return None
-
-
-def _version() -> str:
-    from .. import __version__
-    return __version__
 
 
 def build_plugin_manager(plugins=(), blocked=(), autoload: bool = True,

@@ -14,22 +14,15 @@ import sys
 from pathlib import Path
 
 from .errors import UsageError
-from .main import ExitCode, find_item, wrap_session
+from .main import ExitCode, select_one, wrap_session
 from .reports import SCHEMA
-from .nodes import collect
 from .runner import compile_item
 
 
 def profile_session(config, nodeid: str, out: Path, json_path: "str | None" = None,
                     json_stdout: bool = False) -> int:
     def doit(config, session):
-        collect(session, [nodeid])
-        if not session.items:
-            errs = [f"{r.nodeid}: {r.longrepr}" for r in session.collect_reports
-                    if r.outcome == "failed"]
-            raise UsageError(f"profile {nodeid}: nothing collected" +
-                             (f" ({'; '.join(errs)})" if errs else ""))
-        item = find_item(session, nodeid, "profile")
+        item = select_one(session, nodeid, "profile")
         if getattr(item, "suite", None) is None or getattr(item, "case", None) is None:
             raise UsageError(f"profile {item.nodeid}: the kernel has no T.suite case to run")
         compiled, phase = compile_item(item)

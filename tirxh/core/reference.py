@@ -2,12 +2,14 @@
 
 ``python -m tirxh.core.reference`` writes ``docs/PTX_REFERENCE.md`` (``--check`` exits 1 when the
 file on disk differs, for CI; ``-o PATH`` writes elsewhere). The page is built from the built-in
-binding sets only (no entry-point plugins), so it does not change with what is installed.
+binding sets only (no autoloaded entry-point plugins), so it does not change with what is
+installed; the plugins named in `REFERENCE_PLUGINS` are loaded by entry-point name to answer
+``tirxh_binding_fidelity`` (numsim's semantics table is the one source of its fidelity).
 
 For every binding set and every binding it lists: the spelling pattern with its modifier slots and
 their choices, the operands (per example when they depend on the modifiers), which targets accept
-it and from which PTX ISA, its memory/synchronization effects, its numsim fidelity hint, its doc
-line, and its example spellings in both the PTX and the ``T.ptx`` form.
+it and from which PTX ISA, its memory/synchronization effects, numsim's fidelity class for it,
+its doc line, and its example spellings in both the PTX and the ``T.ptx`` form.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import keyword
 import os
 import sys
 
-from .bindings import FIDELITY_CLASSES, SYNC_ROLES, Binding, InstructionSet
+from .bindings import SYNC_ROLES, Binding, InstructionSet
+from .pluginmanager import TirxhPluginManager, build_plugin_manager
+from .registry import collect_toolset
 
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "docs", "PTX_REFERENCE.md")
@@ -33,11 +37,48 @@ _ISET_TITLES = {
 }
 
 
+# plugins whose ``tirxh_binding_fidelity`` answers the page records (loaded by entry-point name)
+REFERENCE_PLUGINS = ("numsim",)
+
+# the classes a ``tirxh_binding_fidelity`` answer may name (the hook's contract)
+FIDELITY_CLASSES = {
+    "modeled": "matches the PTX ISA (bitwise for integer and exactly rounded paths)",
+    "representative": "numerically close but not bit-exact (hardware approximations, clocks)",
+    "ordering_only": "no data effect to model: a fence, cache hint or prefetch that only orders "
+                     "or speeds up memory accesses (recorded for sync_check)",
+    "rejected": "not simulated: a kernel executing it gets an `incomplete` verdict naming it",
+}
+
+
+def reference_manager() -> TirxhPluginManager:
+    """The built-in plugins plus those of `REFERENCE_PLUGINS` that are installed."""
+    pm = build_plugin_manager(autoload=False)
+    for name in REFERENCE_PLUGINS:
+        pm.load_entrypoint(name)
+    return pm
+
+
 def builtin_toolset() -> "tuple[InstructionSet, object]":
     """Targets and bindings of the built-in plugins only (stable across installations)."""
-    from .pluginmanager import build_plugin_manager
-    from .registry import collect_toolset
     return collect_toolset(build_plugin_manager(autoload=False))
+
+
+def fidelity_table(isa, pm: "TirxhPluginManager | None" = None) -> dict:
+    """``{binding name: (class, note)}`` from the ``tirxh_binding_fidelity`` answers (bindings
+    nobody answered for are left out). A class outside `FIDELITY_CLASSES` is an error naming
+    the binding."""
+    pm = pm if pm is not None else reference_manager()
+    out = {}
+    for b in isa:
+        got = pm.hook.tirxh_binding_fidelity(binding=b)
+        if got is None:
+            continue
+        cls, note = got
+        if cls not in FIDELITY_CLASSES:
+            raise ValueError(f"tirxh_binding_fidelity answered {cls!r} for binding {b.name!r}; "
+                             f"expected one of {', '.join(FIDELITY_CLASSES)}")
+        out[b.name] = (cls, note)
+    return out
 
 
 def python_spelling(spelling: str) -> str:
@@ -132,7 +173,16 @@ def _effects(b: Binding) -> str:
     return ", ".join(parts) if parts else "registers only"
 
 
-def _binding_section(b: Binding, targets) -> list:
+def _fidelity(b: Binding, fidelity: dict) -> str:
+    # the class only: the notes live in numsim's own page (plugins/numsim/SUPPORTED_OPS.md), so
+    # rewording a note there does not make this page stale
+    if b.name not in fidelity:
+        return ("not known (no installed plugin answered tirxh_binding_fidelity: install "
+                "tirxh-numsim and regenerate)")
+    return fidelity[b.name][0]
+
+
+def _binding_section(b: Binding, targets, fidelity: dict) -> list:
     lines = [f"### `{b.name}`", "", b.doc, "", f"- spelling: `{pattern(b)}`"]
     lines += _slot_rows(b)
     lines += _operands(b)
@@ -144,7 +194,7 @@ def _binding_section(b: Binding, targets) -> list:
     if extra:
         lines.append(f"- modifiers needing more: {', '.join(extra)}")
     lines.append(f"- effects: {_effects(b)}")
-    lines.append(f"- numsim fidelity: {b.fidelity or 'default (numsim decides)'}")
+    lines.append(f"- numsim fidelity: {_fidelity(b, fidelity)}")
     if b.check is not None:
         lines.append("- cross-slot rules: checked at trace time (see the binding's `check`)")
     if b.all_examples:
@@ -159,8 +209,9 @@ def _binding_section(b: Binding, targets) -> list:
     return lines
 
 
-def render(isa: InstructionSet, targets) -> str:
-    """The whole reference page as Markdown."""
+def render(isa: InstructionSet, targets, fidelity: "dict | None" = None) -> str:
+    """The whole reference page as Markdown; `fidelity` is `fidelity_table`'s answer."""
+    fidelity = fidelity or {}
     targets = list(targets)
     out = [
         "# PTX instruction reference",
@@ -188,9 +239,11 @@ def render(isa: InstructionSet, targets) -> str:
     out += ["", "## Synchronization roles (`Effects.sync`)", "", "| role | meaning |",
             "| --- | --- |"]
     out += [f"| `{k}` | {v} |" for k, v in SYNC_ROLES.items()]
-    out += ["", "## numsim fidelity hints (`Binding.fidelity`)", "", "| class | meaning |",
-            "| --- | --- |"]
+    out += ["", "## numsim fidelity (numsim's semantics table, through `tirxh_binding_fidelity`)",
+            "", "| class | meaning |", "| --- | --- |"]
     out += [f"| `{k}` | {v} |" for k, v in FIDELITY_CLASSES.items()]
+    out += ["", "Each binding's note (what exactly is modeled, and the gaps) is in "
+            "plugins/numsim/SUPPORTED_OPS.md."]
     out.append("")
     isets = []
     for b in isa:
@@ -201,8 +254,14 @@ def render(isa: InstructionSet, targets) -> str:
         out += [f"## Binding set {_ISET_TITLES.get(iset, iset)}", "",
                 f"{len(bs)} bindings: " + ", ".join(f"`{b.name}`" for b in bs) + ".", ""]
         for b in bs:
-            out += _binding_section(b, targets)
+            out += _binding_section(b, targets, fidelity)
     return "\n".join(out).rstrip() + "\n"
+
+
+def page() -> str:
+    """The page as ``python -m tirxh.core.reference`` writes it."""
+    isa, targets = builtin_toolset()
+    return render(isa, targets, fidelity_table(isa))
 
 
 def main(argv=None) -> int:
@@ -212,8 +271,7 @@ def main(argv=None) -> int:
                    "docs/PTX_REFERENCE.md of the source tree)")
     p.add_argument("--check", action="store_true", help="exit 1 when the file is stale")
     args = p.parse_args(argv)
-    isa, targets = builtin_toolset()
-    text = render(isa, targets)
+    text = page()
     if args.check:
         try:
             with open(args.output, encoding="utf-8") as f:

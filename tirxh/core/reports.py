@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, field
 
 SCHEMA = "tirxh.report/1"
 
-# item outcomes, worst last; "error" is a crash in a plugin or in the user's host-side code
-OUTCOMES = ("passed", "skipped", "incomplete", "failed", "error")
+# item outcomes, worst last; "compiled": built, but nothing checked it (no analyzer applied);
+# "error" is a crash in a plugin
+OUTCOMES = ("passed", "skipped", "compiled", "incomplete", "failed", "error")
 PHASES = ("compile", "check", "bench", "build")
 
 
@@ -56,7 +57,7 @@ class CollectReport:
 class PhaseReport:
     """One phase of one item.
 
-    outcome: ``passed``/``failed``/``incomplete``/``error``/``skipped``; longrepr: the error text
+    outcome: one of `OUTCOMES`; longrepr: the error text
     (for a compile error, the user's file:line and message); location: (file, line) of that error
     when known; results: `AnalyzerResult` JSON objects (check); data: phase-specific facts
     (compile: resources, cache_hit, timings; bench: the bench result; build: files written).

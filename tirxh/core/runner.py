@@ -14,22 +14,23 @@ import time
 import traceback
 from pathlib import Path
 
-from .emit_ptx import CompileError
-from .errors import UsageError
+from .errors import USER_ERRORS
 from .findings import AnalyzerResult, VERDICTS, worst
-from .lang.trace import TraceError
 from .reports import ItemReport, PhaseReport, worst_outcome
-
-try:  # spelling errors come out of the tracer as TraceError; guard for a raw one too
-    from .bindings import SpellingError
-except ImportError:  # pragma: no cover
-    SpellingError = ()
-
-USER_ERRORS = (TraceError, CompileError, SpellingError, UsageError)
 
 
 def _tb(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def user_error_text(exc: BaseException, config) -> str:
+    """A user's mistake as the other trace errors read: ``Kind: file:line: in kernel 'k': ...``
+    in one line; the full traceback (with the user's own exception chained) with ``-v`` or
+    ``--tb=long``."""
+    text = f"{type(exc).__name__}: {exc}"
+    long = getattr(config, "getoption", lambda *a: None)("tb") == "long" or \
+        (getattr(config, "getoption", lambda *a: 0)("verbose") or 0) > 0
+    return text + ("\n" + _tb(exc) if long else "")
 
 
 def _loc(exc) -> "list | None":
@@ -45,7 +46,7 @@ def compile_item(item) -> "tuple[object | None, PhaseReport]":
         compiled = config.pm.hook.tirxh_compile(item=item, target=item.target, config=config)
     except USER_ERRORS as e:
         return None, PhaseReport("compile", "failed", time.perf_counter() - t0,
-                                 f"{type(e).__name__}: {e}", _loc(e))
+                                 user_error_text(e, config), _loc(e))
     except Exception as e:
         return None, PhaseReport("compile", "error", time.perf_counter() - t0, _tb(e))
     dt = time.perf_counter() - t0
@@ -61,41 +62,83 @@ def compile_item(item) -> "tuple[object | None, PhaseReport]":
 
 
 def _verdict_outcome(verdict: str, fail_on: str) -> str:
-    rank = VERDICTS.index
-    if rank(verdict) >= rank(fail_on):
+    """The outcome of a verdict under ``[check] fail_on`` (`config.FAIL_ON`)."""
+    fails = {"error": ("error",), "compiled": ("error",), "incomplete": ("error", "incomplete"),
+             "review": ("error", "incomplete", "review")}[fail_on]
+    if verdict in fails:
         return "failed"
     return "incomplete" if verdict == "incomplete" else "passed"
+
+
+def _unchecked(config, fail_on: str) -> "tuple[str, str]":
+    """(outcome, text) of an item no analyzer returned a result for: ``compiled``, never
+    ``passed``; it fails under ``fail_on`` ``compiled`` or stricter."""
+    names = [i.plugin_name for i in config.pm.hook.tirxh_check_item.get_hookimpls()]
+    why = ("no analyzer checked this item (installed analyzers: "
+           f"{', '.join(names)}; numsim and sync_check simulate small cases only)" if names else
+           "no analyzer checked this item: no analyzer plugin is installed (tirxh-numsim, "
+           "tirxh-sync-check)")
+    if fail_on == "error":
+        return "compiled", why
+    return "failed", f"{why}; [check] fail_on = {fail_on!r} fails it"
+
+
+def call_each(hookcaller, kwargs: dict, role: str) -> "tuple[list, list, list]":
+    """Call every implementation of a hook separately, in pluggy's order, so that one that
+    raises is reported by its plugin's name and the others still answer.
+
+    Returns ``([(plugin name, result)], [error text], [user error])``: a plugin that raised one
+    of `USER_ERRORS` (the user's suite or kernel is wrong, e.g. ``reference()`` raised) is not a
+    plugin crash; those exceptions are returned as they are. None results are left out;
+    wrappers are not called (this is why ``tirxh_check_item`` and ``tirxh_build_item`` do not
+    support them).
+    """
+    answers, errors, user = [], [], []
+    for impl in reversed(hookcaller.get_hookimpls()):  # pluggy's call order
+        if impl.hookwrapper or getattr(impl, "wrapper", False):
+            continue
+        try:
+            got = impl.function(*[kwargs[a] for a in impl.argnames])
+        except USER_ERRORS as e:
+            user.append(e)
+            continue
+        except Exception as e:
+            errors.append(f"{role} plugin {impl.plugin_name!r} raised:\n{_tb(e)}")
+            continue
+        if got is not None:
+            answers.append((impl.plugin_name, got))
+    return answers, errors, user
 
 
 def check_item(item, compiled) -> PhaseReport:
     """Every ``tirxh_check_item`` implementation, one at a time (so a crash names its plugin)."""
     config = item.config
     fail_on = config.getini("check", "fail_on")
-    hc = config.pm.hook.tirxh_check_item
     kwargs = {"item": item, "compiled": compiled, "config": config}
-    results, errors = [], []
+    results = []
     t0 = time.perf_counter()
-    for impl in reversed(hc.get_hookimpls()):  # pluggy's call order
-        if impl.hookwrapper or getattr(impl, "wrapper", False):
-            continue
-        try:
-            got = impl.function(*[kwargs[a] for a in impl.argnames])
-        except Exception as e:
-            errors.append(f"analyzer plugin {impl.plugin_name!r} raised:\n{_tb(e)}")
-            continue
+    answers, errors, user = call_each(config.pm.hook.tirxh_check_item, kwargs, "analyzer")
+    for plugin_name, got in answers:
         got = [got] if isinstance(got, AnalyzerResult) else got
-        if got is None:
-            continue
         if not isinstance(got, (list, tuple)) or \
                 not all(isinstance(r, AnalyzerResult) for r in got):
-            errors.append(f"analyzer plugin {impl.plugin_name!r} returned {got!r}; "
+            errors.append(f"analyzer plugin {plugin_name!r} returned {got!r}; "
                           f"tirxh_check_item must return an AnalyzerResult or None")
             continue
         results.extend(got)
     dt = time.perf_counter() - t0
     verdict = worst(*(r.verdict for r in results))
-    outcome = "error" if errors else _verdict_outcome(verdict, fail_on)
-    lines = list(errors)
+    lines = list(dict.fromkeys(user_error_text(e, config) for e in user))  # once per mistake
+    lines += errors
+    if errors:
+        outcome = "error"
+    elif user:  # the user's suite or kernel is wrong: the item fails at their line
+        outcome = "failed"
+    elif not results:
+        outcome, why = _unchecked(config, fail_on)
+        lines.append(why)
+    else:
+        outcome = _verdict_outcome(verdict, fail_on)
     for r in results:
         if r.verdict != "clean":
             lines.append(f"[{r.analyzer}] {r.verdict}: {r.summary}".rstrip(": "))
@@ -105,7 +148,8 @@ def check_item(item, compiled) -> PhaseReport:
                     label = f" ({f.where.label})" if f.where.label else ""
                     where = f"{config.relpath(Path(f.where.file))}:{f.where.line}{label}: "
                 lines.append(f"  {where}{f.severity} {f.kind}: {f.message}")
-    return PhaseReport("check", outcome, dt, "\n".join(lines), None,
+    where = _loc(user[0]) if user else None
+    return PhaseReport("check", outcome, dt, "\n".join(lines), where,
                        [r.to_json() for r in results],
                        {"analyzers": [r.analyzer for r in results], "verdict": verdict})
 
@@ -121,7 +165,7 @@ def bench_item(item, compiled) -> PhaseReport:
         res = config.pm.hook.tirxh_bench_item(item=item, compiled=compiled, config=config)
     except USER_ERRORS as e:
         return PhaseReport("bench", "failed", time.perf_counter() - t0,
-                           f"{type(e).__name__}: {e}", _loc(e))
+                           user_error_text(e, config), _loc(e))
     except Exception as e:
         return PhaseReport("bench", "error", time.perf_counter() - t0, _tb(e))
     dt = time.perf_counter() - t0
@@ -139,9 +183,26 @@ def bench_item(item, compiled) -> PhaseReport:
     if verdict not in VERDICTS:
         return PhaseReport("bench", "error", dt, f"bench result verdict {verdict!r} is not one "
                                                  f"of {VERDICTS}", data=data)
+    timed = getattr(res, "timed", data.get("timed", True))
+    if timed is False and verdict != "error":  # asked for a timing, got none: says why
+        why = getattr(res, "not_timed", None) or data.get("not_timed") or "no reason given"
+        return PhaseReport("bench", "incomplete", dt, f"not timed ({why})",
+                           data=dict(data, timed=False, not_timed=why))
     outcome = _verdict_outcome(verdict, "error")
     text = getattr(res, "summary", None) or data.get("summary") or ""
     return PhaseReport("bench", outcome, dt, "" if outcome == "passed" else str(text), data=data)
+
+
+def untimed_status(reports: list) -> "str | None":
+    """Why ``tirxh bench`` failed when it timed none of the items it was asked to time (an
+    item with a Suite), or None when it timed one, or had none to time."""
+    phases = [p for r in reports for p in r.phases if p.phase == "bench"
+              and not p.longrepr.startswith("compile-only kernel")]
+    if not phases or any(p.data.get("timed") is not False for p in phases):
+        return None
+    reasons = sorted({p.data.get("not_timed") or p.longrepr for p in phases})
+    return (f"tirxh bench timed none of the {len(phases)} item(s) it was asked to time: "
+            + "; ".join(reasons))
 
 
 def build_dirname(item) -> str:
@@ -151,7 +212,8 @@ def build_dirname(item) -> str:
 
 def build_item(item, compiled) -> PhaseReport:
     """Write ``kernel.ptx``, ``kernel.cubin``, ``kernel.sass``, ``resources.json`` and
-    ``launch.json`` into ``<builddir>/<kernel>[case]@target/``."""
+    ``launch.json`` into ``<builddir>/<kernel>[case]@target/``, then let ``tirxh_build_item``
+    plugins add theirs."""
     config = item.config
     t0 = time.perf_counter()
     out = config.builddir / build_dirname(item)
@@ -190,8 +252,18 @@ def build_item(item, compiled) -> PhaseReport:
     except OSError as e:
         return PhaseReport("build", "error", time.perf_counter() - t0, f"writing {out}: {e}",
                            data={"dir": str(out), "files": written})
-    outcome = "incomplete" if problems else "passed"
-    return PhaseReport("build", outcome, time.perf_counter() - t0, "\n".join(problems),
+    answers, errors, user = call_each(config.pm.hook.tirxh_build_item,
+                                {"item": item, "compiled": compiled, "config": config,
+                                 "outdir": out}, "build")
+    for plugin_name, files in answers:
+        if isinstance(files, (str, Path)) or not all(isinstance(f, (str, Path)) for f in files):
+            errors.append(f"build plugin {plugin_name!r} returned {files!r}; tirxh_build_item "
+                          "must return a list of file names or None")
+            continue
+        written.extend(str(f) for f in files)
+    errors += [user_error_text(e, config) for e in user]
+    outcome = "error" if errors else "incomplete" if problems else "passed"
+    return PhaseReport("build", outcome, time.perf_counter() - t0, "\n".join(errors + problems),
                        data={"dir": str(out), "files": written})
 
 

@@ -19,7 +19,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import ir
+from .errors import SuiteError, TirxhError
 from .lang.kernel import Kernel, call_with_matching
+from .types import from_numpy
+from .usercode import cause, user_frame
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,42 @@ def _py(x):
     return x.item() if x.dtype.kind in "iubf" else float(x.astype(np.float64))
 
 
+def _def_loc(fn) -> "ir.Loc | None":
+    """Where `fn` is defined, or None for a builtin or a callable object."""
+    code = getattr(fn, "__code__", None)
+    return None if code is None else ir.Loc(code.co_filename, code.co_firstlineno,
+                                            getattr(fn, "__name__", ""))
+
+
+def _misfit(decl, value) -> "str | None":
+    """Why `value` does not fit the kernel parameter `decl`, or None."""
+    if decl.kind == "ptr":
+        want = decl.dtype.numpy
+        if not isinstance(value, np.ndarray):
+            return (f"parameter {decl.name!r} is a gptr[{decl.dtype}]: expected a numpy array of "
+                    f"{want}, got {type(value).__name__}")
+        if decl.dtype.name.endswith("x2"):  # packed pairs: any array holds the bits
+            return None
+        raw = decl.dtype.kind == "bits" and value.dtype.itemsize == decl.dtype.nbytes
+        if value.dtype != want and not raw:
+            return (f"parameter {decl.name!r} is a gptr[{decl.dtype}] ({want}); the array is "
+                    f"{value.dtype}")
+    elif decl.kind == "scalar":
+        arr = np.asarray(value)
+        if arr.ndim != 0:
+            return (f"parameter {decl.name!r} is a scalar {decl.dtype}; got an array of shape "
+                    f"{arr.shape}")
+        if arr.dtype.kind == "f" and not decl.dtype.is_float:
+            return (f"parameter {decl.name!r} is an integer {decl.dtype}; got a float "
+                    f"({arr.dtype}) {value!r}")
+        if arr.dtype.kind not in "biuf":
+            return f"parameter {decl.name!r} is a scalar {decl.dtype}; got {value!r}"
+    elif decl.kind == "tensormap" and not isinstance(value, TensorMap):
+        return (f"parameter {decl.name!r} is a T.tensormap: expected a T.TensorMap, got "
+                f"{type(value).__name__}")
+    return None
+
+
 def tolerance(rtol: float = 0.0, atol: float = 0.0, rms: "float | None" = None) -> Tolerance:
     return Tolerance(rtol, atol, rms)
 
@@ -105,7 +145,6 @@ class TensorMap:
 
     def describe(self, array: np.ndarray) -> dict:
         """The encoding parameters for `array` (JSON-serializable; innermost dimension first)."""
-        from .types import from_numpy
         dims = list(reversed(array.shape))
         strides = list(reversed(array.strides))[1:]
         return {"source": self.source, "dtype": from_numpy(array.dtype).name,
@@ -148,25 +187,65 @@ class Suite:
     def grid(self, c: Case) -> tuple:
         values = dict(self.consts(c))
         values.update(c.params)
-        return self.kernel.grid_dims(values)
+        return self._call(lambda: self.kernel.grid_dims(values), self.kernel.grid,
+                          f"the grid for case {c.name!r}")
+
+    def _call(self, thunk, fn, what: str):
+        """Run the user's `fn` (through `thunk`); an exception it raises is a `SuiteError` at
+        the user's line (the innermost frame of theirs, else `fn`'s ``def``) with a one-line
+        cause; the full traceback stays chained for ``--tb=long``."""
+        try:
+            return thunk()
+        except TirxhError:
+            raise
+        except Exception as e:
+            loc = user_frame(e) or _def_loc(fn)
+            raise SuiteError(f"{what} raised {cause(e)}", loc, self.name) from e
+
+    def _error(self, message: str, fn) -> SuiteError:
+        return SuiteError(message, _def_loc(fn), self.name)
 
     def make_inputs(self, c: Case, seed: int = 0) -> dict:
-        """Fresh inputs for a case: every runtime parameter of the kernel, by name."""
+        """Fresh inputs for a case: every runtime parameter of the kernel, by name, each
+        checked against its declared type (a float64 array for a ``gptr[f32]`` is an error,
+        not a silent reinterpretation)."""
         rng = np.random.default_rng(seed)
-        values = call_with_matching(self.inputs, dict(c.params, rng=rng))
+        values = self._call(lambda: call_with_matching(self.inputs, dict(c.params, rng=rng)),
+                            self.inputs, f"inputs() for case {c.name!r}")
+        if not isinstance(values, dict):
+            raise self._error(f"inputs() for case {c.name!r} returned "
+                              f"{type(values).__name__}, not a dict of the kernel's "
+                              "parameters", self.inputs)
         missing = [p.name for p in self.kernel.runtime_params if p.name not in values]
         if missing:
-            raise ValueError(f"inputs() for case {c.name!r} of {self.name!r} did not provide "
-                             f"{', '.join(missing)}")
+            raise self._error(f"inputs() for case {c.name!r} did not provide "
+                              f"{', '.join(missing)}", self.inputs)
+        problems = [p for decl in self.kernel.runtime_params
+                    if (p := _misfit(decl, values[decl.name]))]
+        if problems:
+            raise self._error(f"inputs() for case {c.name!r}: " + "; ".join(problems),
+                              self.inputs)
         return values
 
     def expected(self, c: Case, inputs: dict) -> dict:
+        """The reference's outputs for a case; an output the suite declares but the reference
+        does not give is an error in the suite (a typo in a key must not pass silently)."""
         if self.reference is None:
             return {}
         arrays = {k: v for k, v in inputs.items() if not isinstance(v, TensorMap)}
         values = dict(c.params)
         values.update(arrays)
-        return call_with_matching(self.reference, values)
+        got = self._call(lambda: call_with_matching(self.reference, values), self.reference,
+                         f"reference() for case {c.name!r}")
+        if not isinstance(got, dict):
+            raise self._error(f"reference() for case {c.name!r} returned {type(got).__name__}, "
+                              "not a dict of outputs", self.reference)
+        missing = [o for o in self.outputs if o not in got]
+        if missing:
+            raise self._error(f"reference() for case {c.name!r} gives no value for declared "
+                              f"output(s) {', '.join(map(repr, missing))} (it gives "
+                              f"{', '.join(map(repr, got)) or 'nothing'})", self.reference)
+        return got
 
     def work(self, c: Case) -> dict:
         """Declared FLOPs and bytes of a case (None where not declared)."""

@@ -16,13 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 
-
-class ToolchainError(Exception):
-    """ptxas/nvJitLink rejected the PTX, or no tool is available. `log` holds the tool output."""
-
-    def __init__(self, message: str, log: str = ""):
-        self.log = log
-        super().__init__(message + (f"\n{log}" if log else ""))
+from .errors import ToolchainError
 
 
 @dataclass
@@ -68,6 +62,8 @@ def parse_resources(log: str) -> Resources:
 
 def _nvjitlink():
     try:
+        # optional dependency at run time: the nvJitLink library may be missing or not
+        # loadable; then ptxas assembles
         from cuda.bindings import nvjitlink
         nvjitlink.version()
         return nvjitlink
@@ -81,7 +77,7 @@ def find_tool(name: str) -> "str | None":
         if root and os.path.exists(os.path.join(root, "bin", name)):
             return os.path.join(root, "bin", name)
     try:  # the nvidia-* wheels put binaries under nvidia/cu*/bin
-        import nvidia
+        import nvidia  # optional dependency: the namespace package exists only with those wheels
         for base in getattr(nvidia, "__path__", []):
             for sub in sorted(os.listdir(base)):
                 cand = os.path.join(base, sub, "bin", name)
@@ -97,27 +93,34 @@ def find_tool(name: str) -> "str | None":
     return None
 
 
+def _tool_version(path: str) -> str:
+    """The last line of ``TOOL --version`` (``Build cuda_13.0.r13.0/compiler.36424714_0``)."""
+    try:
+        p = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    return lines[-1] if lines else "?"
+
+
 @functools.lru_cache(maxsize=None)
 def _toolchain_versions() -> tuple:
     out = {}
     nj = _nvjitlink()
     if nj is not None:
         out["nvjitlink"] = "%d.%d" % tuple(nj.version())
-    ptxas = find_tool("ptxas")
-    if ptxas:
-        out["ptxas_path"] = ptxas
-        try:
-            p = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30)
-            lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
-            out["ptxas"] = lines[-1] if lines else "?"
-        except (OSError, subprocess.SubprocessError):
-            out["ptxas"] = "?"
+    for tool in ("ptxas", "nvdisasm"):
+        path = find_tool(tool)
+        if path:
+            out[f"{tool}_path"] = path
+            out[tool] = _tool_version(path)
     return tuple(sorted(out.items()))
 
 
 def toolchain_versions() -> dict:
-    """Versions of the assemblers in use: part of the artifact cache key (a new nvJitLink or
-    ptxas rebuilds every cubin) and recorded in each compiled kernel's launch metadata."""
+    """Versions of the assemblers and the disassembler in use: part of the artifact cache key
+    (a new nvJitLink, ptxas or nvdisasm rebuilds every cubin and its SASS) and recorded in each
+    compiled kernel's launch metadata."""
     return dict(_toolchain_versions())
 
 

@@ -1,12 +1,13 @@
-"""The compile step as a plugin: tracer + PTX emitter + nvJitLink (``tirxh_compile``)."""
+"""The compile step as a plugin (``tirxh_compile``): the compile pipeline of
+`tirxh.core.compiler` with the run's instruction set, artifact cache and IR transforms."""
 
-from tirxh.core.compiler import compile_kernel
+from tirxh.core.compiler import Pipeline
 from tirxh.core.pluginmanager import hookimpl
 
 
 @hookimpl(trylast=True)  # trylast: a plugin may provide its own compiler and still fall back here
 def tirxh_compile(item, target, config):
-    isa = getattr(config, "isa", None)
-    cache = getattr(config, "cache", None)
-    return compile_kernel(item.kernel, target, item.consts, isa=isa, cache=cache,
-                          assemble=getattr(config, "assemble", True))
+    pipeline = Pipeline(target, isa=getattr(config, "isa", None),
+                        cache=getattr(config, "cache", None),
+                        registry=getattr(config, "transforms", None))
+    return pipeline.build(item.kernel, item.consts, assemble=getattr(config, "assemble", True))

@@ -138,7 +138,7 @@ BINDINGS = [
                                               "fence::after_thread_sync"),), (),
       "Order tcgen05 operations across a thread synchronization (before: ahead of bar/mbarrier "
       "arrive; after: following the wait).",
-      effects=Effects(sync="tcgen05.fence"), fidelity="ordering_only",
+      effects=Effects(sync="tcgen05.fence"),
       example="tcgen05.fence::before_thread_sync",
       examples=("tcgen05.fence::after_thread_sync",), **SM100A),
 ]

@@ -114,7 +114,7 @@ BINDINGS = [
                                        slot("type", "b64")),
       ops("d:b64 fraction=a:f32?"),
       "Make an L2 cache policy applying `primary` to a fraction (default 1.0) of accesses.",
-      fidelity="ordering_only", example="createpolicy.fractional.L2::evict_last.b64",
+      example="createpolicy.fractional.L2::evict_last.b64",
       examples=("createpolicy.fractional.L2::evict_first.L2::evict_unchanged.b64 fraction=0.5",),
       **ISET),
     B("createpolicy.range", "createpolicy", (slot("kind", "range"), opt("ss", "global"),
@@ -123,7 +123,7 @@ BINDINGS = [
                                              slot("type", "b64")),
       ops("d:b64 m@$ss primary_size=a:u32 total_size=a:u32"),
       "Make an L2 cache policy for the address range [a, a+total_size): `primary` on its first "
-      "primary_size bytes.", fidelity="ordering_only",
+      "primary_size bytes.",
       example="createpolicy.range.global.L2::evict_last.L2::evict_first.b64",
       examples=("createpolicy.range.L2::evict_normal.b64",), **ISET),
     # 9.7.14.5.15 ldmatrix -------------------------------------------------------------------------

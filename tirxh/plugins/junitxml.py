@@ -79,10 +79,10 @@ class JUnitXml:
                 el = ET.SubElement(tc, "error", message=first)
                 el.text = report.longrepr
                 self.stats["errors"] += 1
-            elif report.outcome in ("skipped", "incomplete"):
+            elif report.outcome in ("skipped", "incomplete", "compiled"):
                 el = ET.SubElement(tc, "skipped", message=first)
-                if report.outcome == "incomplete":
-                    el.set("type", "incomplete")
+                if report.outcome != "skipped":
+                    el.set("type", report.outcome)
                 el.text = report.longrepr
                 self.stats["skipped"] += 1
         elif ev == "session_finish":

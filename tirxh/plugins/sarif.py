@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tirxh import __version__
 from tirxh.core.pluginmanager import hookimpl
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -96,7 +97,6 @@ class SarifReport:
                     self.results.append(r)
 
     def _write(self, finish) -> None:
-        from tirxh import __version__
         doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
             "tool": {"driver": {"name": "tirxh", "version": __version__,
                                 "rules": list(self.rules.values())}},

@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import sys
 
+from tirxh.core.cli import format_plugin_table
 from tirxh.core.pluginmanager import hookimpl
 
-_CHARS = {"passed": ".", "failed": "F", "error": "E", "incomplete": "I", "skipped": "s"}
-_COLORS = {"passed": "32", "failed": "31", "error": "31", "incomplete": "33", "skipped": "33",
-           "bold": "1"}
-_ORDER = ("failed", "error", "incomplete", "passed", "skipped")
+_CHARS = {"passed": ".", "failed": "F", "error": "E", "incomplete": "I", "compiled": "C",
+          "skipped": "s"}
+_COLORS = {"passed": "32", "failed": "31", "error": "31", "incomplete": "33", "compiled": "33",
+           "skipped": "33", "bold": "1"}
+_ORDER = ("failed", "error", "incomplete", "passed", "compiled", "skipped")
 
 
 @hookimpl
@@ -94,11 +96,14 @@ class TerminalReporter:
                  for p in rep.plugins if p["origin"] != "builtin"]
         if extra:
             self.line(f"plugins: {', '.join(extra)}")
+        for lines in self.config.pm.hook.tirxh_report_header(config=self.config,
+                                                             start_path=self.config.rootdir):
+            for ln in [lines] if isinstance(lines, str) else lines:
+                self.line(str(ln))
         if self.config.getoption("trace_config"):
             self._trace_config(rep)
 
     def _trace_config(self, rep):
-        from tirxh.core.cli import format_plugin_table
         self.section("plugins", "-")
         for ln in format_plugin_table(rep.plugins, self.config.pm.blocked_names):
             self.line(ln)
@@ -149,12 +154,31 @@ class TerminalReporter:
                     if p.longrepr:
                         self.line(f"[{p.phase}] {p.outcome}")
                         self.line(p.longrepr.rstrip())
-        incomplete = [r for r in self.items if r.outcome == "incomplete"]
+        incomplete = [r for r in self.items if r.outcome == "incomplete" and  # not timed: below
+                      not any(p.data.get("timed") is False for p in r.phases)]
         if incomplete and self.verbosity >= 0:
-            self.section("INCOMPLETE (an analysis could not model everything)", what="incomplete")
+            why = {"bench": "timed, but not cleanly: noisy, unverified or refused",
+                   "build": "an artifact could not be written"}.get(
+                self.config.command, "an analysis could not model everything")
+            self.section(f"INCOMPLETE ({why})", what="incomplete")
             for r in incomplete:
                 self.line(f"{r.nodeid}:")
                 self.line("  " + r.longrepr.rstrip().replace("\n", "\n  "))
+        untimed = [(r, p) for r in self.items for p in r.phases
+                   if p.phase == "bench" and p.data.get("timed") is False]
+        if untimed and self.verbosity >= 0:
+            self.section("NOT TIMED", what="incomplete")
+            for r, p in untimed:
+                self.line(f"{r.nodeid}: {p.longrepr}")
+        compiled = [r for r in self.items if r.outcome == "compiled"]
+        if compiled and self.verbosity >= 0:
+            self.section("COMPILED, NOT CHECKED (no analyzer applied)", what="incomplete")
+            reasons = {p.longrepr for r in compiled for p in r.phases if p.phase == "check"}
+            for r in compiled:
+                self.line(r.nodeid)
+            if self.config.pm.hook.tirxh_check_item.get_hookimpls():  # else: the note below
+                for why in sorted(reasons):
+                    self.line(f"  {why}")
         review = [r for r in self.items if r.outcome == "passed" and
                   any(x["verdict"] == "review" for x in r.results())]
         if review and self.verbosity >= 0:
@@ -165,9 +189,11 @@ class TerminalReporter:
                     if p.phase == "check" and p.longrepr:
                         self.line("  " + p.longrepr.rstrip().replace("\n", "\n  "))
         checks = [p for r in self.items for p in r.phases if p.phase == "check"]
-        if checks and not any(p.data.get("analyzers") for p in checks) and self.verbosity >= 0:
-            self.line("note: no analyzer ran on any item (items were compiled only); install "
-                      "analyzer plugins such as tirxh-numsim or tirxh-sync-check", "incomplete")
+        if checks and not self.config.pm.hook.tirxh_check_item.get_hookimpls() and \
+                self.verbosity >= 0:
+            self.line("note: no analyzer plugin is installed (items were compiled only); "
+                      "install analyzer plugins such as tirxh-numsim or tirxh-sync-check",
+                      "incomplete")
         self.config.pm.hook.tirxh_terminal_summary(reporter=self, exitstatus=rep.exitstatus,
                                                     config=self.config)
         self._summary_line(rep)
@@ -189,7 +215,8 @@ class TerminalReporter:
             parts = [f"{n} item{'s' if n != 1 else ''} collected"] + parts
         text = ", ".join(parts) or "no items ran"
         what = "failed" if rep.exitstatus not in (0, 5) else \
-            "incomplete" if c.get("incomplete") or rep.exitstatus == 5 else "passed"
+            "incomplete" if c.get("incomplete") or c.get("compiled") or rep.exitstatus == 5 \
+            else "passed"
         cache = self.config.cache
         if self.verbosity > 0 and (cache.hits or cache.misses):
             self.line(f"artifact cache: {cache.hits} hits, {cache.misses} misses ({cache.root})")

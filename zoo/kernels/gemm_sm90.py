@@ -71,7 +71,12 @@ WG = 128                 # threads per warpgroup
 H200_SMS = 132           # the persistent grid: one CTA per SM of the H200
 CHUNK = 64               # columns of one C staging chunk (128 bytes of bf16 = the swizzle span)
 CHUNK_BYTES = 64 * 64 * 2
-PRODUCER_REGS, CONSUMER_REGS = 48, 232   # 128 * 48 + 256 * 232 = 64K registers
+# setmaxnreg moves registers within the CTA's own pool (PTX ISA: setmaxnreg), which holds what the
+# CTA got at launch: 168 per thread (ptxas's cap for 384 threads at 1 CTA/SM) x 384 = 64512, not
+# the SM's 64K. 128 * 40 + 256 * 232 = 64512 fits exactly; with 48 the consumers' .inc waits
+# forever for 1024 registers nobody releases (every gemm_sm90 launch hung on the H200,
+# 2026-12-01). tests/zoo/test_gemm_sm90.py checks the budget against the compiled count.
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
 # --- descriptors and the tile schedule --------------------------------------------------------
@@ -259,9 +264,10 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
 
     def release(stage):
         empty[stage].arrive()
-        if CM > 1:
-            T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(
-                T.sink, peer_empty + (stage << 3))
+        if CM > 1:  # the default (.release.cta) arrive: what must be ordered are this CTA's wgmma
+            # reads (retired by wait_group) before the peer's TMA writes into this CTA; nothing
+            # generic is published to the peer. `.release.cluster` costs a MEMBAR.ALL.GPU per slice
+            T.ptx.mbarrier.arrive.shared__cluster.b64(T.sink, peer_empty + (stage << 3))
 
     with T.range(sched.first_unit, sched.units, sched.unit_step) as p:
         u = sched.unit(p)
@@ -634,6 +640,7 @@ VARIANTS = {
     "t128": dict(BN=128, STAGES=6, EPI_BUFS=2),     # 128 x 128 tiles: twice as many (small M)
     # split-K: S units per tile, so that a few tiles still occupy every SM
     "t128k4": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=4),
+    "t128k8": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=8),
     "t128k16": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=16),
     "t256k2": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=2),
     # the sweep's questions: are 66 clusters of 2 co-resident on 132 SMs (pyptx launches 64)?
@@ -641,9 +648,11 @@ VARIANTS = {
     "t256g128": dict(BN=256, STAGES=4, EPI_BUFS=2, SMS=128),
     "t256rn": dict(BN=256, STAGES=4, EPI_BUFS=2, RASTER="n"),
 }
-# the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles)
+# the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles).
+# At 128 x 1024 x 7168 the last split of a tile reads S x 64 KB of partials alone: 16 splits
+# fill the SMs but 1 MB per reducing CTA may cost more than it saves, so 8 is timed first.
 SPLITS = {(128, 4096, 4096): "t128k4", (128, 14336, 4096): "t256k2",
-          (128, 4096, 14336): "t128k4", (128, 1024, 7168): "t128k16", (512, 1024, 7168): "t128k4"}
+          (128, 4096, 14336): "t128k4", (128, 1024, 7168): "t128k8", (512, 1024, 7168): "t128k4"}
 # where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
@@ -664,6 +673,8 @@ def plan(M, N, K) -> list:
         out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128", "alt"), ("c2", "t128", "sweep")]
     elif M == 512:                              # 4 x 32 tiles of 128 x 128
         out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c1", "t256", "sweep")]
+    elif N == 1024:                             # M = 128: 8 tiles of 128 x 128
+        out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128k16", "alt"), ("c1", "t128", "sweep")]
     else:                                       # M = 128: one tile row; split K
         out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128", "alt"), ("c1", "t256", "sweep")]
     if (M, N, K) in SWEEP_SHAPES:

@@ -12,7 +12,9 @@ coalesced loads), then a radix select over an order-preserving key:
 2. radix select, 8 bits per pass from the top (4 passes for f32, 2 for bf16): every thread adds its
    elements whose higher digits match the prefix found so far to a 256-bin shared histogram
    (``red.shared.add.u32``; with AGG=1 lanes holding the same digit are first counted together
-   by ``match.any.sync`` + ``popc``, since a value pass's bins are few and hot); warp 0 scans the bins from the top (8 per lane, a ``shfl.sync.up``
+   by ``match.any.sync`` + ``popc``, since a value pass's bins are few and hot; after the first
+   pass, a warp none of whose lanes still matches the prefix skips an element's counting after
+   one ``vote.any.sync``); warp 0 scans the bins from the top (8 per lane, a ``shfl.sync.up``
    ladder across lanes), finds the bin holding the k-th largest, and leaves the digit and the
    count still needed; two ``bar.sync`` per pass;
 3. the threshold key T may be shared by more elements than are still needed: two more passes over
@@ -23,7 +25,7 @@ coalesced loads), then a radix select over an order-preserving key:
    them against all k (larger key first, then lower index) and store its value and index there.
 
 Rows wider than one CTA's registers (BLOCK * 64 elements) or than 65536 columns (the index digit)
-are refused when a case is declared.
+are refused when the suite is declared (``constraints``).
 
 Tags: radix-select, row-in-registers, vectorized, warp-shuffle, shared-atomics
 Work: ~cols compares per element pass; bytes: the row read once, k values + k int64 indices written.
@@ -144,7 +146,13 @@ def _topk(x, values, indices, cols, k, BLOCK, AGG, dt):
                 if shift + 8 < nbits:
                     hi = T.ptx.shr.u32(v, shift + 8) == prefix
                     m = hi if m is None else (m & hi)
-                count(T.ptx.bfe.u32(v, shift, 8), m, agg)
+                if m is None:
+                    count(T.ptx.bfe.u32(v, shift, 8), m, agg)
+                    continue
+                # after the first pass few elements still match the prefix: a warp where none
+                # does skips the counting (vote.any.sync + a uniform branch)
+                with T.if_(T.ptx.vote.any.sync.pred(m, FULL), uniform=True):
+                    count(T.ptx.bfe.u32(v, shift, 8), m, agg)
             T.ptx.bar.sync(0)
             with T.if_(warp0, uniform=True):
                 _select_digit(hist, sel, need, lane)
@@ -211,28 +219,37 @@ def per_thread_limit(BLOCK: int) -> int:
     return max(0, min(MAX_PER_THREAD, 65536 // BLOCK - 24))
 
 
-def make_case(name: str, dt: str, rows: int, cols: int, k: int, BLOCK: int = 256, AGG: int = 1,
+def _constraints(dt):
+    def constraints(rows, cols, k, BLOCK):
+        """The shapes the kernel accepts (checked when the suite is declared)."""
+        why = []
+        if BLOCK % 32 or not 64 <= BLOCK <= 1024:
+            why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [64, 1024]")
+        if not 1 <= k <= min(MAX_K, cols, BLOCK):
+            why.append(f"k={k} must be in [1, min({MAX_K}, cols, BLOCK)]")
+        if cols % VEC[dt]:
+            why.append(f"cols={cols} must be a multiple of {VEC[dt]} ({dt} rows start 16-byte "
+                       "aligned)")
+        if cols > MAX_COLS:
+            why.append(f"cols={cols} exceeds {MAX_COLS} (16-bit column index digit)")
+        elif BLOCK > 0 and T.cdiv(cols, BLOCK * VEC[dt]) * VEC[dt] > per_thread_limit(BLOCK):
+            why.append(f"cols={cols} needs {T.cdiv(cols, BLOCK * VEC[dt]) * VEC[dt]} elements "
+                       f"per thread at BLOCK={BLOCK}; a row must fit in one CTA's registers (at "
+                       f"most {per_thread_limit(BLOCK)} keys per thread at this BLOCK)")
+        if rows < 1:
+            why.append(f"rows={rows} must be positive")
+        return why
+    return constraints
+
+
+constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
+
+
+def make_case(name: str, rows: int, cols: int, k: int, BLOCK: int = 256, AGG: int = 1,
               small: bool = True) -> T.Case:
-    """A top-k case, validated (ValueError naming the case and the constraint)."""
-    why = []
-    if BLOCK % 32 or not 64 <= BLOCK <= 1024:
-        why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [64, 1024]")
-    if not 1 <= k <= min(MAX_K, cols, BLOCK):
-        why.append(f"k={k} must be in [1, min({MAX_K}, cols, BLOCK)]")
-    if cols % VEC[dt]:
-        why.append(f"cols={cols} must be a multiple of {VEC[dt]} ({dt} rows start 16-byte "
-                   "aligned)")
-    if cols > MAX_COLS:
-        why.append(f"cols={cols} exceeds {MAX_COLS} (16-bit column index digit)")
-    elif T.cdiv(cols, BLOCK * VEC[dt]) * VEC[dt] > per_thread_limit(BLOCK):
-        why.append(f"cols={cols} needs {T.cdiv(cols, BLOCK * VEC[dt]) * VEC[dt]} elements per "
-                   f"thread at BLOCK={BLOCK}; a row must fit in one CTA's registers (at most "
-                   f"{per_thread_limit(BLOCK)} keys per thread at this BLOCK)")
-    if rows < 1:
-        why.append(f"rows={rows} must be positive")
-    if why:
-        raise ValueError(f"topk case {name!r}: " + "; ".join(why))
-    return T.case(name, small=small, rows=rows, cols=cols, k=k, BLOCK=BLOCK, AGG=AGG)
+    """A top-k case; large ones are the H200's (tag h200), never simulated."""
+    return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols, k=k,
+                  BLOCK=BLOCK, AGG=AGG)
 
 
 def _inputs(dt):
@@ -260,40 +277,42 @@ def reference(x, k):
 
 
 _BASELINES = [{"name": "torch.topk", "args": {"x": "x", "k": "k"}},
-              {"name": "torch.topk.compiled", "args": {"x": "x", "k": "k"}}]
+              {"name": "torch.compile.topk", "args": {"x": "x", "k": "k"}}]
 _TOL = T.tolerance(rtol=0, atol=0)  # a selection: values and indices are exact
 _WORK = dict(flops=lambda rows, cols: rows * cols)
 
 SUITE_F32 = T.suite(
     topk_f32, inputs=_inputs("f32"), reference=reference, outputs=["values", "indices"],
     cases=[
-        make_case("r1_c1000_k7", "f32", rows=1, cols=1000, k=7, BLOCK=128),
-        make_case("r3_c2052_k64", "f32", rows=3, cols=2052, k=64, BLOCK=128),
-        make_case("r2_c256_k1", "f32", rows=2, cols=256, k=1, BLOCK=64),
-        make_case("r3_c1000_k20_plain", "f32", rows=3, cols=1000, k=20, BLOCK=64, AGG=0),
-        make_case("r4096_c32768_k64", "f32", rows=4096, cols=32768, k=64, BLOCK=1024,
+        make_case("r1_c1000_k7", rows=1, cols=1000, k=7, BLOCK=128),
+        make_case("r3_c2052_k64", rows=3, cols=2052, k=64, BLOCK=128),
+        make_case("r2_c256_k1", rows=2, cols=256, k=1, BLOCK=64),
+        make_case("r3_c1000_k20_plain", rows=3, cols=1000, k=20, BLOCK=64, AGG=0),
+        make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, BLOCK=1024,
                   small=False),
-        make_case("r4096_c32768_k64_b512", "f32", rows=4096, cols=32768, k=64, BLOCK=512,
+        make_case("r4096_c32768_k64_b512", rows=4096, cols=32768, k=64, BLOCK=512,
                   small=False),
-        make_case("r4096_c32768_k64_plain", "f32", rows=4096, cols=32768, k=64, BLOCK=1024,
+        make_case("r4096_c32768_k64_plain", rows=4096, cols=32768, k=64, BLOCK=1024,
                   AGG=0, small=False),
-        make_case("r4096_c32768_k8", "f32", rows=4096, cols=32768, k=8, BLOCK=1024, small=False),
-        make_case("r16384_c8192_k50", "f32", rows=16384, cols=8192, k=50, BLOCK=256,
+        make_case("r4096_c32768_k8", rows=4096, cols=32768, k=8, BLOCK=1024, small=False),
+        make_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, BLOCK=256,
                   small=False),
     ],
-    tolerance=_TOL, bytes=lambda rows, cols, k: 4 * rows * cols + 12 * rows * k, **_WORK,
+    tolerance=_TOL, constraints=constraints_f32,
+    bytes=lambda rows, cols, k: 4 * rows * cols + 12 * rows * k, **_WORK,
     baselines=_BASELINES,
 )
 
 SUITE_BF16 = T.suite(
     topk_bf16, inputs=_inputs("bf16"), reference=reference, outputs=["values", "indices"],
     cases=[
-        make_case("r3_c1000_k33", "bf16", rows=3, cols=1000, k=33, BLOCK=64),
-        make_case("r8192_c32768_k64", "bf16", rows=8192, cols=32768, k=64, BLOCK=1024,
+        make_case("r3_c1000_k33", rows=3, cols=1000, k=33, BLOCK=64),
+        make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, BLOCK=1024,
                   small=False),
-        make_case("r8192_c32768_k16", "bf16", rows=8192, cols=32768, k=16, BLOCK=512,
+        make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, BLOCK=512,
                   small=False),
     ],
-    tolerance=_TOL, bytes=lambda rows, cols, k: 2 * rows * cols + 10 * rows * k, **_WORK,
+    tolerance=_TOL, constraints=constraints_bf16,
+    bytes=lambda rows, cols, k: 2 * rows * cols + 10 * rows * k, **_WORK,
     baselines=_BASELINES,
 )

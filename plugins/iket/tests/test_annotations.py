@@ -6,7 +6,7 @@ import re
 import pytest
 
 import tirxh.lang as T
-from tirxh.core import ir
+from tirxh.api import ir
 
 
 @T.kernel(grid=lambda n: T.cdiv(n, 256), block=256)

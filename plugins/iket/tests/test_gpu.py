@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
-from tirxh_iket.build import compile_profiling_build
+from tirxh_iket.transform import compile_profiling_build
 from tirxh_iket.job import add_trace_buffer
 from tirxh_iket.kcoral_tool import IketTool
 

@@ -6,8 +6,8 @@ import re
 import pytest
 
 import tirxh.lang as T
-from tirxh.core import ir
-from tirxh_iket.build import compile_profiling_build
+from tirxh.api import ir
+from tirxh_iket.transform import compile_profiling_build
 from tirxh_iket.instrument import InstrumentError, instrument
 from tirxh_iket.layout import PARAM_NAME, TraceLayout
 

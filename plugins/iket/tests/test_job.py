@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from tirxh_iket.build import compile_profiling_build
+from tirxh_iket.transform import compile_profiling_build
 from tirxh_iket.job import add_trace_buffer, profiling_job
 
 kcoral_job = pytest.importorskip("kcoral.job")

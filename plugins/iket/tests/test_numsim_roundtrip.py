@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
-from tirxh_iket.build import compile_profiling_build
+from tirxh_iket.transform import compile_profiling_build
 from tirxh_iket.chrome import to_chrome
 from tirxh_iket.decode import decode
 from tirxh_iket.summary import summarize

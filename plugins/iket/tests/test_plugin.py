@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
-from tirxh.core.pluginmanager import TirxhPluginManager
+from tirxh.api import Parser, TransformRegistry, compile_kernel
+from tirxh.testing import check_plugin
 from tirxh_iket import plugin
+from tirxh_iket.transform import TRANSFORM
 
 
 @T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
@@ -30,7 +32,6 @@ SUITE = T.suite(scale, inputs=lambda rng, n: dict(x=rng.standard_normal(n, dtype
 
 
 def _config(argv):
-    from tirxh.core.config import Parser
     parser = Parser()
     plugin.tirxh_addoption(parser)
     ap = argparse.ArgumentParser()
@@ -72,9 +73,17 @@ class FakeClient:
 
 
 def test_hooks_match_specs():
-    pm = TirxhPluginManager()
-    pm.register(plugin, name="iket")
-    pm.check_pending()
+    check_plugin(plugin, "iket")
+
+
+def test_the_profiling_build_is_the_pipeline_plus_the_registered_transform():
+    reg = TransformRegistry()
+    plugin.tirxh_register_transforms(registry=reg)
+    assert reg.get("iket") is TRANSFORM and not TRANSFORM.default  # only when asked for
+    prof = compile_kernel(scale, "sm_90a", transforms=[("iket", {"capacity": 4})], registry=reg)
+    plain = compile_kernel(scale, "sm_90a")
+    assert prof.key != plain.key and prof.ir.params[-1].name == "iket_trace"
+    assert prof.transforms["iket"].capacity == 4
 
 
 def test_profile_item(monkeypatch, tmp_path):

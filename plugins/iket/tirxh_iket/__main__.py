@@ -13,6 +13,7 @@ import pathlib
 import sys
 
 from .decode import read_trace_file
+from .kcoral_tool import render
 from .layout import LayoutError, TraceLayout
 
 
@@ -26,7 +27,6 @@ def main(argv=None) -> int:
     p.add_argument("--clock-ghz", type=float, default=None)
     p.add_argument("--max-sms", type=int, default=12)
     a = ap.parse_args(argv)
-    from .kcoral_tool import render
     try:
         layout = TraceLayout.load(a.layout)
         data = read_trace_file(a.trace)

@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from tirxh.api import dtype as as_dtype, emit, ir, Trace, TraceError, tracing
+from tirxh.api import (CompileError, Trace, TraceError, default_isa, dtype as as_dtype, emit,
+                       ir, tracing)
 
 from .layout import PARAM_NAME, RECORD_BYTES, VALID_BIT, Site, TraceLayout
 
 DEFAULT_CAPACITY = 64
 
 
-class InstrumentError(Exception):
-    """The kernel cannot be instrumented as asked (message names the kernel and the reason)."""
+class InstrumentError(CompileError):
+    """The kernel cannot be instrumented as asked (message names the kernel and the reason); a
+    `CompileError`, so a profiling build fails like any other build of a bad kernel."""
 
 
 def has_annotations(k: ir.KernelIR) -> bool:
@@ -59,7 +61,6 @@ def instrument(k: ir.KernelIR, capacity: int = DEFAULT_CAPACITY, isa=None,
         raise InstrumentError(f"kernel {k.name!r}: a parameter is already named {param!r}, the "
                               "name of iket's hidden trace-buffer parameter; rename it")
     if isa is None:
-        from tirxh.api import default_isa
         isa = default_isa()
     return _Pass(k, capacity, isa, param).run()
 

@@ -64,7 +64,7 @@ def profiling_job(plain_doc: dict, profiling_build, layout: TraceLayout, cubin_b
                   launch: int = 0, options: "dict | None" = None) -> dict:
     """The profiling build's job from the normal build's job document `plain_doc`.
 
-    `profiling_build` is the instrumented `CompiledKernel` (`build.compile_profiling_build`),
+    `profiling_build` is the instrumented `CompiledKernel` (`transform.compile_profiling_build`),
     `cubin_blob` the digest its cubin was uploaded under. Buffers, inputs, runs and checks stay
     the normal build's (the profiling build must compute the same result); the module and the
     launch's entry, params, block, cluster and dynamic shared memory become the profiling

@@ -24,6 +24,7 @@ from kcoral.tools import Tool, ToolResult, runjob_command
 from .chrome import write_chrome
 from .decode import decode
 from .layout import LayoutError, TraceLayout
+from .png import write_png
 from .summary import format_summary, summarize
 
 RUN_TIMEOUT_S = 600
@@ -85,7 +86,6 @@ def render(data, layout: TraceLayout, workdir: pathlib.Path, clock_ghz=None,
     arts["iket_summary.json"] = workdir / "iket_summary.json"
     if tl.warps:
         try:
-            from .png import write_png
             write_png(tl, workdir / "iket_timeline.png", max_sms=max_sms)
             arts["iket_timeline.png"] = workdir / "iket_timeline.png"
         except RuntimeError as e:  # matplotlib missing on the board: say so, keep the rest

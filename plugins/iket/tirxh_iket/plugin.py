@@ -1,7 +1,8 @@
 """The tirxh side of iket: ``tirxh profile NODEID --iket [--iket-capacity N]``.
 
-Builds the profiling build of the item, makes its job from the normal build's (as ``tirxh bench``
-does) with the module swapped for the instrumented cubin and the trace buffer added, and submits
+Builds the profiling build of the item (the compile pipeline plus iket's IR transform,
+registered here through ``tirxh_register_transforms``), makes its job from the normal build's (as
+``tirxh bench`` does) with the module swapped for the instrumented cubin and the trace buffer added, and submits
 it with timing on; a second job times the normal build, so the report carries the
 instrumentation overhead measured on the same board. Artifacts (trace JSON, PNG, summaries, raw
 buffer and layout) are downloaded into ``request["out"]``.
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field
 from kcoral.errors import KCoralError
 from tirxh.api import CompileError, build_job, client_for, hookimpl
 
-from .build import compile_profiling_build
-from .instrument import DEFAULT_CAPACITY, InstrumentError
+from .instrument import DEFAULT_CAPACITY
 from .job import profiling_job
+from .transform import TRANSFORM, compile_profiling_build
 
 
 @dataclass
@@ -34,6 +35,11 @@ class IketReport:
         return {"item": self.item, "tool": self.tool, "verdict": self.verdict,
                 "summary": self.summary,
                 "artifacts": {k: str(v) for k, v in self.artifacts.items()}}
+
+
+@hookimpl
+def tirxh_register_transforms(registry):
+    registry.add(TRANSFORM, owner="iket")
 
 
 @hookimpl
@@ -71,8 +77,9 @@ def tirxh_profile_item(item, compiled, config, request):
     capacity = int(opt.get("capacity") or config.getoption("iket_capacity") or DEFAULT_CAPACITY)
     try:  # before any daemon is contacted: a kernel that cannot be instrumented runs nothing
         prof, layout = compile_profiling_build(item.kernel, compiled.target, compiled.consts,
-                                               capacity=capacity)
-    except (InstrumentError, CompileError) as e:
+                                               capacity=capacity, isa=getattr(config, "isa", None),
+                                               cache=getattr(config, "cache", None))
+    except CompileError as e:  # InstrumentError included
         return IketReport(item.name, "error", {"reason": str(e)}, f"iket: {e}")
     client = client_for(config)
     timeout = float(config.getini("bench", "timeout_s") or 900.0)

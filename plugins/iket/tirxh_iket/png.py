@@ -14,9 +14,9 @@ from .decode import Timeline
 def write_png(tl: Timeline, path, max_sms: int = 12, title: "str | None" = None) -> dict:
     """Draw `tl` into `path`; returns what was drawn (rows, SMs shown/total)."""
     try:
-        import matplotlib
+        import matplotlib  # optional dependency (the test extra): only the PNG needs it
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # optional dependency, as above
     except ImportError as e:  # a usage problem on this machine, said plainly
         raise RuntimeError("the iket PNG timeline needs matplotlib: pip install matplotlib") from e
     sms = tl.sms[:max_sms]

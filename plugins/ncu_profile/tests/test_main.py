@@ -65,6 +65,6 @@ def test_profile_command_end_to_end(monkeypatch, tmp_path, read, capsys):
 
 
 def test_profile_command_usage(capsys):
-    from tirxh.core.main import ExitCode
+    from tirxh.api import ExitCode
     assert main(["profile", "--ncu"]) == ExitCode.USAGE_ERROR
     assert capsys.readouterr().err.startswith("usage: python -m tirxh_ncu_profile profile NODEID")

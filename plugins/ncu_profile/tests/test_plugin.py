@@ -9,22 +9,20 @@ import types
 
 import pytest
 
-from tirxh.core.pluginmanager import TirxhPluginManager
 from ncu_fakes import FakeClient
+from tirxh.api import Parser
+from tirxh.testing import check_plugin
 from tirxh_ncu_profile import plugin
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_hooks_match_specs():
-    pm = TirxhPluginManager()
-    pm.register(plugin, name="ncu_profile")
-    pm.check_pending()
+    pm = check_plugin(plugin, "ncu_profile")
     assert pm.hook.tirxh_profile_item.get_hookimpls()
 
 
 def _config(argv, ini=None):
-    from tirxh.core.config import Parser
     parser = Parser()
     plugin.tirxh_addoption(parser)
     ap = argparse.ArgumentParser()

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tirxh.core.findings import Finding
+from tirxh.api import Finding
 from tirxh_ncu_profile.sanitizer import SanitizerParseError, parse
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from kcoral.boards import BoardSpec
 from kcoral.errors import JobError
+import tirxh.api
 from tirxh_ncu_profile import tools
 
 kcoral_job = pytest.importorskip("kcoral.job")
@@ -72,7 +73,8 @@ def test_board_without_ncu_answers_clearly(monkeypatch, tmp_path):
     monkeypatch.delenv("KCORAL_NCU", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(tools, "_SEARCH", ())
-    monkeypatch.setattr(tools, "find_tool", lambda name: None)  # a board without CUDA tools
+    # as on a board without CUDA tools (the tool looks find_tool up in tirxh.api when called)
+    monkeypatch.setattr(tirxh.api, "find_tool", lambda name: None)
     board = types.SimpleNamespace(name="h200-0", type="cuda")
     why = tools.NcuTool().available(board)
     assert why.startswith("ncu (Nsight Compute CLI) not found on this board")

@@ -18,17 +18,20 @@ import json
 import pathlib
 import sys
 
-from . import ncu_csv, sanitizer
+from kcoral.job import Job
+from tirxh.api import cubin_to_sass
+
+from . import ncu_csv, sanitizer, tools
+from .profile_cmd import main as profile_main
 from .report import format_ncu
+from .tools import summarize_exports
 
 
 def _summarize(a) -> int:
-    from .tools import summarize_exports
     sass = None
     if a.sass:
         sass = pathlib.Path(a.sass).read_text()
     elif a.cubin:
-        from tirxh.api import cubin_to_sass
         sass = cubin_to_sass(pathlib.Path(a.cubin).read_bytes())
     src = pathlib.Path(a.source).read_text() if a.source else None
     s = summarize_exports(pathlib.Path(a.details).read_text(), src, entry=a.entry or "",
@@ -53,8 +56,6 @@ def _sanitizer(a) -> int:
 
 
 def _run(a) -> int:
-    from kcoral.job import Job
-    from . import tools
     doc = json.loads(pathlib.Path(a.job).read_text())
     root = doc.pop("_blob_root", None)
     tool_opts = []
@@ -94,7 +95,6 @@ def _run(a) -> int:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["profile"]:  # the project's own command line: parsed by tirxh's config
-        from .profile_cmd import main as profile_main
         return int(profile_main(argv[1:]))
     ap = argparse.ArgumentParser(prog="python -m tirxh_ncu_profile",
                                  description="Nsight Compute / compute-sanitizer for tirxh")

@@ -1,15 +1,18 @@
 """``python -m tirxh_ncu_profile profile NODEID [--ncu ...] [--sanitizer T] [--iket ...]``
 
-An alias of ``tirxh profile`` (`tirxh.core.profile`) that also loads the profiler plugins when
-they are importable but not installed as entry points (a source checkout). ``--json FILE`` writes
-the reports as one JSON document; artifacts go to ``--out`` (default ``profile_out``).
+An alias of ``tirxh profile`` (run through the public `tirxh.main`) that also loads the profiler
+plugins when they are importable but not installed as entry points (a source checkout).
+``--json FILE`` writes the reports as one JSON document (``tirxh profile --json-file``); artifacts
+go to ``--out`` (default ``profile_out``).
 """
 
 from __future__ import annotations
 
 import sys
 from importlib import metadata
-from pathlib import Path
+
+import tirxh
+from tirxh.api import ExitCode
 
 PLUGINS = {"ncu_profile": "tirxh_ncu_profile.plugin", "iket": "tirxh_iket.plugin"}
 
@@ -44,21 +47,13 @@ def _split(argv: list) -> "tuple[list, str | None, str]":
 
 
 def main(argv: list) -> int:
-    """`argv`: ``NODEID [options]``: the node id first, then the options of ``tirxh build``
-    and the profilers'."""
-    from tirxh.core.cli import configure
-    from tirxh.api import UsageError
-    from tirxh.api import ExitCode
+    """`argv`: ``NODEID [options]``: the node id first, then the options of ``tirxh profile``
+    and the profilers'. Runs ``tirxh profile`` through the public entry point `tirxh.main`."""
     rest, json_path, out = _split(list(argv))
     if not rest or rest[0].startswith("-"):
         sys.stderr.write("usage: python -m tirxh_ncu_profile profile NODEID [--ncu [--ncu-set "
                          "basic|full] [--ncu-metrics M,..]] [--sanitizer TOOL] [--iket] "
                          "[--out DIR] [--json FILE]\n")
         return ExitCode.USAGE_ERROR
-    try:
-        config = configure(["build", *rest, *_plugin_args()])
-    except UsageError as e:
-        sys.stderr.write(f"ERROR: {e}\n")
-        return ExitCode.USAGE_ERROR
-    from tirxh.core.profile import profile_session
-    return profile_session(config, rest[0], Path(out), json_path)
+    return tirxh.main(["profile", *rest, "--out", out, *_plugin_args(),
+                       *(["--json-file", json_path] if json_path else [])])

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from kcoral.job import Job
 from kcoral.schema import Int, ListOf, Model, Str, spec
 from kcoral.tools import Tool, ToolResult, runjob_command
-from tirxh.api import find_tool
 
 from . import ncu_csv, sanitizer
 from .source_map import line_table, map_hotspots
@@ -64,6 +63,9 @@ def find_binary(name: str, env: str) -> "str | None":
     under /opt/nvidia/nsight-compute."""
     if os.environ.get(env):
         return os.environ[env]
+    # start-up cost: KCoral's daemon and workers load this module as a tool plugin and import
+    # nothing from tirxh; tirxh.api (numpy, ml_dtypes, the compiler) costs 0.3-0.5 s there
+    from tirxh.api import find_tool
     found = find_tool(name)
     if found:
         return found

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import tirxh_numsim as ns
-from tirxh.core.suite import TensorMap
+from tirxh.api import TensorMap
 
 HERE = Path(__file__).resolve().parent
 ZOO = HERE.parents[2] / "zoo" / "kernels"

@@ -98,7 +98,36 @@ def test_deadlock_is_reported_with_the_blocked_warps():
     res = ns.run(k, dict(out=np.zeros(64, np.uint32)), grid=(1,))
     dl = [f for f in res.diagnostics if f.kind == "numsim.deadlock"]
     assert dl and res.verdict == "error"
-    assert "mbarrier.try_wait" in dl[0].message and "warp 1" in dl[0].message
+    assert "cta (0, 0, 0) warps 0, 1: blocked on mbarrier.try_wait" in dl[0].message
+    assert dl[0].where.line == k.fn.__code__.co_firstlineno + 7  # bar.wait(0)
+    assert {(p["warp"], p["state"].split(" ")[0]) for p in dl[0].data["positions"]} == \
+        {(0, "blocked"), (1, "blocked")}
+
+
+def test_a_deadlock_no_other_cta_can_end_stops_before_starting_them():
+    """A CTA stuck on its own mbarrier cannot be released by another CTA: with one CTA admitted
+    at a time (a trace), numsim reports it without running the rest of the grid."""
+    @T.kernel(grid=4, block=32)
+    def k(out: T.gptr[T.u32]):
+        bar = T.mbarrier(1)
+        with T.if_(T.tid.x == 0):
+            bar.init(2)  # two arrivals expected, one comes
+        T.ptx.bar.sync(0)
+        with T.if_(T.tid.x == 0):
+            bar.arrive()
+        bar.wait(0)
+        T.ptx.st.global_.u32(out.at(T.ctaid.x * 32 + T.tid.x), 1)
+    res = ns.run(k, dict(out=np.zeros(128, np.uint32)), grid=(4,), trace=True)
+    dl = [f for f in res.diagnostics if f.kind == "numsim.deadlock"]
+    assert dl, res.summary()
+    assert "cta (0, 0, 0) warp 0: blocked on mbarrier.try_wait" in dl[0].message
+    assert "(3 CTAs of the grid never started)" in dl[0].message
+    assert res.stats["ctas"] == 1
+    # without a trace the four CTAs start together, and all four are reported
+    res = ns.run(k, dict(out=np.zeros(128, np.uint32)), grid=(4,))
+    dl = [f for f in res.diagnostics if f.kind == "numsim.deadlock"]
+    assert "ctas (0, 0, 0)..(3, 0, 0) (4 CTAs) warp 0: blocked on mbarrier.try_wait" in \
+        dl[0].message and "never started" not in dl[0].message
 
 
 def test_bad_inputs_are_clear_errors():

@@ -86,6 +86,47 @@ def test_endless_loop_hits_the_budget_and_is_incomplete():
     assert "instruction budget" in res.incomplete[0]
 
 
+def test_budget_message_says_how_much_ran_and_which_loop_used_it():
+    @T.kernel(grid=2, block=64)
+    def k(out: T.gptr[T.u32]):
+        acc = T.reg(T.u32, 0)
+        with T.range(4):
+            acc.set(acc + 1)
+        x = T.reg(T.u32, 1)
+        with T.while_(lambda: x != 0):  # x stays odd: never 0, and never the same twice
+            x.set(x + 2)
+        T.ptx.st.global_.u32(out.at(T.ctaid.x * 64 + T.tid.x), acc)
+    res = ns.run(k, dict(out=np.zeros(128, np.uint32)), grid=(2,), max_instructions=3000)
+    assert res.verdict == "incomplete"
+    msg = res.incomplete[0]
+    first = k.fn.__code__.co_firstlineno
+    where = f"{k.fn.__code__.co_filename}:{first + 6}"
+    assert msg.startswith("instruction budget of 3000 warp-instructions exhausted: ")
+    assert f"{res.stats['warp_instructions']} warp-instructions " \
+        f"({res.stats['lane_instructions']} lane-instructions) ran" in msg
+    assert f"in the loop at {where}" in msg
+    assert f"running the loop at {where} when it ran out" in msg
+    assert res.stats["loops"][0]["loop"] == f"loop at {where}"
+    assert res.stats["loops"][0]["warp_instructions"] > 2900
+
+
+def test_a_loop_that_can_never_change_is_a_deadlock_not_a_budget():
+    @T.kernel(grid=1, block=32)
+    def k(out: T.gptr[T.u32]):
+        with T.loop():
+            T.ptx.nanosleep.u32(100)  # waits for nothing: nothing can ever end this loop
+        T.ptx.st.global_.u32(out.at(T.tid.x), 1)
+    res = ns.run(k, dict(out=np.zeros(32, np.uint32)), grid=(1,))
+    f = [f for f in res.diagnostics if f.kind == "numsim.deadlock"]
+    assert f and not res.incomplete, res.summary()
+    assert (f"cta (0, 0, 0) warp 0: spinning in the loop at {k.fn.__code__.co_filename}:"
+            f"{k.fn.__code__.co_firstlineno + 2}: an iteration that reads no memory repeats "
+            "exactly") in f[0].message
+    # two parameter instructions and two iterations (the second repeats the first); nothing
+    # was written since, so running it again could not change anything
+    assert res.stats["warp_instructions"] == 4
+
+
 @T.kernel(grid=2, block=128)
 def smem_reverse(x: T.gptr[T.f32], out: T.gptr[T.f32]):
     buf = T.shared(T.f32, (128,))
@@ -106,7 +147,7 @@ def test_shared_memory_and_bar_sync(trace):
     assert np.array_equal(res.outputs["out"], want)
 
 
-def test_bar_sync_in_divergent_code_falls_back_to_per_warp():
+def test_bar_sync_in_divergent_code_splits_the_warps():
     @T.kernel(grid=1, block=64)
     def k(out: T.gptr[T.u32]):
         buf = T.shared(T.u32, (64,))
@@ -120,9 +161,82 @@ def test_bar_sync_in_divergent_code_falls_back_to_per_warp():
         T.ptx.st.global_.u32(out.at(i), T.ptx.ld.shared.u32(buf.at(63 - i)))
     res = ns.run(k, dict(out=np.zeros(64, np.uint32)), grid=(1,))
     assert res.verdict == "clean", res.summary()
-    assert res.stats["mode"] == "per-warp"
+    # the two warps reach different bar.sync instructions: the group splits and each warp
+    # arrives on its own
+    assert res.stats["mode"] == "batched" and res.stats["splits"] == 1
     want = [2 * (63 - i) if 63 - i >= 32 else 63 - i for i in range(64)]
     assert list(res.outputs["out"]) == want
+
+
+def _shfl_model(mode: str, v: list, b: int, c: int):
+    """(d, p) per lane by the PTX ISA pseudo-code of shfl.sync (all lanes active)."""
+    seg, clamp = (c >> 8) & 0x1F, c & 0x1F
+    out = []
+    for lane in range(32):
+        max_lane = (lane & seg) | (clamp & ~seg)
+        min_lane = lane & seg
+        j = {"up": lane - b, "down": lane + b, "bfly": lane ^ b,
+             "idx": min_lane | (b & ~seg)}[mode]
+        p = j >= max_lane if mode == "up" else j <= max_lane
+        out.append((v[j] if p else v[lane], p))
+    return out
+
+
+@pytest.mark.parametrize("mode,b,c", [("down", 3, (24 << 8) | 31), ("up", 2, 24 << 8),
+                                      ("bfly", 5, 31), ("idx", 9, (16 << 8) | 31),
+                                      ("down", 1, 15)])
+def test_shfl_sync_pred_says_whether_the_source_lane_was_in_range(mode, b, c):
+    @T.kernel(grid=1, block=32)
+    def k(out: T.gptr[T.u32], inrange: T.gptr[T.u32]):
+        lane = T.laneid()
+        d, p = T.reg(T.b32), T.reg(T.pred)
+        T.ptx.shfl.sync[mode].b32((d, p), lane * 10 + 1, b, c, 0xFFFFFFFF)
+        T.ptx.st.global_.u32(out.at(lane), d)
+        T.ptx.st.global_.u32(inrange.at(lane), T.ptx.selp.u32(1, 0, p))
+    res = ns.run(k, dict(out=np.zeros(32, np.uint32), inrange=np.zeros(32, np.uint32)),
+                 grid=(1,), outputs=["out", "inrange"])
+    assert res.verdict == "clean", res.summary()
+    want = _shfl_model(mode, [10 * i + 1 for i in range(32)], b, c)
+    assert list(res.outputs["out"]) == [d for d, _ in want]
+    assert list(res.outputs["inrange"]) == [int(p) for _, p in want]
+    assert "shfl.sync.pred" in res.stats["ops"]
+
+
+@pytest.mark.parametrize("trace", [False, True], ids=["batched", "per-warp"])
+def test_barrier_id_in_a_register_may_differ_between_warps(trace):
+    """Each warpgroup syncs on its own named barrier (id 1 + warpgroup, a register): the id is
+    uniform in each warp, so the warps run together and each barrier counts its own 128."""
+    @T.kernel(grid=2, block=256)
+    def k(out: T.gptr[T.u32]):
+        buf = T.shared(T.u32, (256,))
+        tid = T.tid.x
+        wg = tid >> 7
+        T.ptx.st.shared.u32(buf.at(tid), tid * 3 + T.ctaid.x)
+        T.ptx.bar.sync(wg + 1, 128)
+        mate = (tid & 128) | (127 - (tid & 127))  # a thread of the same warpgroup
+        T.ptx.st.global_.u32(out.at(T.ctaid.x * 256 + tid), T.ptx.ld.shared.u32(buf.at(mate)))
+    res = ns.run(k, dict(out=np.zeros(512, np.uint32)), grid=(2,), trace=trace,
+                 outputs=["out"])
+    assert res.verdict == "clean", res.summary()
+    t = np.arange(256)
+    mate = (t & 128) | (127 - (t & 127))
+    assert np.array_equal(res.outputs["out"], np.concatenate([mate * 3, mate * 3 + 1]))
+    if not trace:
+        assert res.stats["splits"] == 0  # both barriers complete at once
+
+
+def test_barrier_id_that_differs_inside_a_warp_is_an_error():
+    @T.kernel(grid=1, block=64)
+    def k(out: T.gptr[T.u32]):
+        tid = T.tid.x
+        T.ptx.bar.sync(tid & 1)  # BUG: lanes of one warp name different barriers
+        T.ptx.st.global_.u32(out.at(tid), tid)
+    res = ns.run(k, dict(out=np.zeros(64, np.uint32)), grid=(1,))
+    f = [f for f in res.diagnostics if f.kind == "numsim.barrier-nonuniform"]
+    assert f and res.verdict == "error", res.summary()
+    assert "the barrier id differs across the active lanes of warp 0" in f[0].message
+    assert f[0].data["values"] == [0, 1]
+    assert f[0].where.line == k.fn.__code__.co_firstlineno + 3
 
 
 def test_shuffles_votes_redux_match():

@@ -16,7 +16,6 @@ from kcoral.errors import Refusal
 from kcoral.server import Daemon
 from tirxh.api import bench_error
 from tirxh.api import build_job as _build_job
-from tirxh.plugins.bench import BenchResult
 
 ZOO = Path(__file__).resolve().parents[3] / "zoo" / "kernels"
 
@@ -65,10 +64,8 @@ def test_bench_job_passes_on_the_sim_board(sim_client, stem, case):
     assert res["timing"] == {"skipped": "the sim board never times"}
     assert res["sim"]["simulated"] == "ir" and res["sim"]["ir"] == doc["module"]["ir"]
     assert res["sim"]["launches"] == 2 and res["sim"]["lane_instructions"] > 0
-    # what `tirxh bench` makes of it: checked, never a number, so not "clean"
-    br = BenchResult(f"{stem}[{case}]", ev["state"], res)
-    assert br.verdict == "incomplete"
-    assert "not timed (the sim board never times)" in br.summary
+    # checked, never a number: the bench plugin reports it as not timed (tests/kcoral)
+    assert "the sim board never times" in res["timing"]["skipped"]
 
 
 def test_wrong_expected_array_is_a_mismatch(sim_client):
@@ -152,7 +149,6 @@ def test_unmodelled_aliasing_is_unavailable_not_passed(sim_client):
     err = ev["result"]["error"]
     assert err["type"] == "unavailable.numsim", err
     assert "launches[0].args[1]: buffer 'a' is also argument 0" in err["message"]
-    assert BenchResult("vadd", ev["state"], ev["result"]).verdict == "incomplete"
 
 
 def test_launch_disagreeing_with_the_ir_is_a_launch_error(sim_client):

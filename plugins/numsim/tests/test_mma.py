@@ -108,6 +108,52 @@ def test_tensor_core_rounding_aligns_and_truncates():
     assert tc_dot(ai, bi, np.full((1, 1, 1), 7.0), "s8")[0, 0, 0] == -160000 + 7
 
 
+def _tc_inputs(rng, ty, spread, shape):
+    """Random values of tensor-core input type `ty` (as float64) over 2^±spread, with zeros."""
+    import ml_dtypes
+    el = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "tf32": np.float32,
+          "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}[ty]
+    x = rng.standard_normal(shape) * np.exp2(rng.uniform(-spread, spread, shape))
+    x[rng.random(shape) < 0.1] = 0.0
+    x[rng.random(shape) < 0.05] = -0.0
+    with np.errstate(over="ignore"):
+        x = x.astype(np.float32).astype(el).astype(np.float64)
+    if ty == "tf32":
+        x = (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(
+            np.float32).astype(np.float64)
+    return x
+
+
+@pytest.mark.parametrize("ty", ["bf16", "f16", "tf32", "e4m3", "e5m2"])
+def test_tensor_core_fast_path_is_bitwise_the_float64_model(ty):
+    """`tc_dot` (float32 slabs, integer sums) against `tc_dot_reference` (float64, all products
+    at once): every bit of every output, over exponent spreads from narrow to extreme (which
+    leave the fast path for the reference: Inf, NaN, out-of-range exponents), with shared and
+    per-warp B."""
+    from tirxh_numsim.sem_mma import _tc_dot_f32, tc_dot, tc_dot_reference
+    rng = np.random.default_rng(sum(map(ord, ty)))
+    K = {"tf32": 8, "e4m3": 32, "e5m2": 32}.get(ty, 16)
+    fast = 0
+    for trial in range(40):
+        spread = [0.5, 4, 12, 40][trial % 4]
+        W, N, U = 1 + trial % 4, [8, 64, 128][trial % 3], 1 + trial % 2
+        U = U if W % U == 0 else 1
+        A = _tc_inputs(rng, ty, spread, (W, 16, K))
+        B = _tc_inputs(rng, ty, spread, (U, N, K))
+        C = (rng.standard_normal((W, 16, N)) * np.exp2(rng.uniform(-spread, spread, (W, 16, N)))
+             ).astype(np.float32).astype(np.float64)
+        C[rng.random(C.shape) < 0.2] = 0.0
+        b_of = np.repeat(np.arange(U), W // U) if trial % 3 else rng.integers(0, U, W)
+        with np.errstate(all="ignore"):
+            want = tc_dot_reference(A, B[b_of], C, ty)
+            got = tc_dot(A, B, C, ty, b_of)
+            fast += _tc_dot_f32(A, B, b_of, C, ty) is not None
+        assert np.array_equal(got.view(np.uint64), want.view(np.uint64)) or \
+            np.array_equal(got, want, equal_nan=True) and \
+            np.array_equal(np.signbit(got), np.signbit(want)), (ty, trial)
+    assert fast >= 20  # most cases exercise the fast path itself
+
+
 def mma_case(shape, ty, acc):
     """(kernel, inputs, expected per-lane D registers (32 x 4)) for one mma.sync shape."""
     K = int(shape.split("k")[1])

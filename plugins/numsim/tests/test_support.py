@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from tirxh_numsim.semtable import FIDELITIES, TABLE, lookup
+from tirxh_numsim.semantics import lookup
+from tirxh_numsim.semtable import FIDELITIES, TABLE
 from tirxh_numsim.support import render, supported_ops
 
 DOC = Path(__file__).resolve().parents[1] / "SUPPORTED_OPS.md"

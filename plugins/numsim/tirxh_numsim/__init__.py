@@ -7,12 +7,7 @@ cases in `tirxh check`.
 """
 
 from .api import SimResult, run
-
-
-def supported_ops(isa=None) -> list:
-    """[(binding, binding set, fidelity, note)] for every registered binding."""
-    from .support import supported_ops as table
-    return table(isa)
+from .support import supported_ops
 
 
 __all__ = ["run", "SimResult", "supported_ops"]

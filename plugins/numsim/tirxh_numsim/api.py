@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from tirxh.api import Finding, SourceRef, TensorMap, worst
+from tirxh.api import Finding, Kernel, SourceRef, TensorMap, worst
 
 from .events import Trace
 from .machine import Deadlock
+from .sem_async import check_tensormap
 from .sim import Machine, SimLimit
 from .values import Unsupported
 
@@ -60,7 +61,6 @@ class SimResult:
 
 def _resolve(target, consts, grid, case, outputs):
     """(kernel IR, grid, consts, output names) from a kernel, compiled kernel or item."""
-    from tirxh.api import Kernel
     suite = getattr(target, "suite", None)
     if suite is not None and hasattr(target, "case"):
         case = target.case if case is None else case
@@ -119,7 +119,6 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
             raise ValueError(f"kernel {kir.name!r}: output {o!r} is not among the inputs "
                              f"({', '.join(sorted(arrays))})")
     m.bind(arrays, tmaps)
-    from .sem_async import check_tensormap
     for name, d in tmaps.items():  # TMA addresses the source buffer through the map
         d["base"] = m.gmem.by_name[d["source"]].base
         for problem in check_tensormap(d):
@@ -135,7 +134,8 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
     except SimLimit as e:
         incomplete.append(str(e))
     except Deadlock as e:
-        m.finding("numsim.deadlock", str(e), None)
+        m.findings.append(_deadlock_finding(kir, e))
+    m.flush_counts()
     outs = {b.name: b.array() for b in m.gmem.buffers}
     for o in outputs:
         left = m.gmem.by_name[o].unwritten_elements() if o in m.gmem.by_name else None
@@ -153,9 +153,23 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
     if incomplete:
         verdict = worst(verdict, "incomplete")
     stats = {"lane_instructions": m.lane_instructions, "warp_instructions": m.warp_instructions,
+             "group_instructions": m.group_instructions, "splits": m.splits,
+             "merges": m.merges,
              "wall_s": time.perf_counter() - t0, "ops": dict(m.op_counts), "mode": m.mode,
-             "ctas": m.ctas_run, "grid": list(m.grid), "block": list(m.block)}
+             "ctas": m.ctas_run, "grid": list(m.grid), "block": list(m.block),
+             "loops": [{"loop": f"{info.kind} at {info.loc}", "warp_instructions": n}
+                       for n, info in m.loop_counts()[:8]]}
     return SimResult(kir.name, outs, m.findings, stats, verdict, incomplete, m.trace)
+
+
+def _deadlock_finding(kir, e: Deadlock) -> Finding:
+    """`numsim.deadlock` at the first stuck warp's line, every warp's position in its data."""
+    loc = e.where or kir.loc
+    stuck = [p for p in e.positions if p["state"] != "finished"]
+    return Finding("numsim.deadlock", str(e), "error", SourceRef(loc.file, loc.line),
+                   warps=[f"cta {tuple(p['cta'])} warp {p['warp']}" for p in stuck][:16],
+                   data={"kernel": kir.name, "positions": e.positions[:256],
+                         "stuck_warps": len(stuck)})
 
 
 def _where(m: Machine, e: Exception) -> str:

@@ -45,8 +45,9 @@ from .api import run as numsim_run
 TIMING_NOTE = "the sim board never times"
 REQUIRES = ["module.ir"]  # job fields this board cannot run without (checked at submission)
 # Jobs bigger than this are refused at submission as unavailable here (a GPU board, if any, takes
-# them): numsim runs ~1e7 lane-instructions/s batched but only ~3e7 FLOP/s through per-warp wgmma
-# (zoo gemm_wgmma m256n256k256: 1.2 s), so these keep one correctness run under ~30 s on a laptop.
+# them): numsim runs ~1e8 lane-instructions/s batched and ~4e8 FLOP/s through wgmma (zoo
+# gemm_wgmma m256n256k256: 0.08 s on 2 cores, docs/PERFORMANCE.md; 1.2 s before issue 19), so
+# these keep one correctness run to seconds on a laptop.
 MAX_BUFFER_BYTES = 64 << 20
 MAX_WORK_FLOPS = 1e9
 

@@ -1,16 +1,15 @@
-"""The execution engine: thread groups of warps running the structured IR with active masks.
+"""Thread groups: the warps that execute one instruction together, their registers and state.
 
-A `Warps` object is a set of warps executing the same statement together, one numpy element per
-lane. In the normal (per-warp) mode each `Warps` is exactly one warp, all warps of a CTA (or of a
-cluster) are cooperatively scheduled: each runs until it blocks (`Wait`: bar.sync, an mbarrier
-wait that fails, a cluster barrier), then the next runnable one runs. Kernels without such
-instructions run in batched mode: one `Warps` holds every warp of many CTAs, so a 1M-thread vector
-add is a handful of numpy operations per instruction. A batched run that meets a barrier it cannot
-satisfy in lockstep raises `Fallback` and the run restarts in per-warp mode.
+A `Warps` object is a set of warps at the same program point, one numpy element per lane: every
+instruction is executed once for all of them (vectorized over their lanes). Its execution state
+is explicit (`pc`, the active `mask`, a stack of `frames` for the structured statements it is
+inside: see `interp.py`), so a group can be **split** (warps that must go separate ways: some
+blocked on a barrier, some spinning, some free) and groups at the same point **merged** again
+(`sched.py`). A traced run keeps one warp per group, so that the event trace has each warp's
+program order.
 
-Control flow (`ir.If`, `ir.For`, `ir.Loop`, `ir.Break`) is executed with masks exactly as the PTX
-emitter lowers it (a `For` exits when ``var >= stop``, or ``<=`` for a negative immediate step);
-lanes reconverge at the end of each structured statement.
+Shared state lives in a `Group`: the CTAs admitted together (one cluster, or a batch of CTAs
+without clusters), their shared memory, named barriers, mbarriers and cluster barrier.
 """
 
 from __future__ import annotations
@@ -20,18 +19,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from tirxh.api import DTYPES, ir
+from tirxh.api import ir
 
-from . import events as ev
+from .memory import LocalMemory
 from .values import Unsupported, convert_bits, imm_array, storage
 
 WARP = 32
-_ANNOTATION = getattr(ir, "Annotation", None)
-U32 = DTYPES["u32"]
-
-
-class Fallback(Exception):
-    """Batched execution cannot continue (a partial barrier); rerun in per-warp mode."""
 
 
 class SimLimit(Exception):
@@ -39,18 +32,61 @@ class SimLimit(Exception):
 
 
 class Deadlock(Exception):
-    """Every remaining warp is blocked."""
+    """No warp can make progress. `positions`: one dict per warp (cta, warp, state, where)."""
+
+    def __init__(self, message: str, positions: "list | None" = None, where=None):
+        super().__init__(message)
+        self.positions = positions or []
+        self.where = where
+
+
+class _Split:
+    """Returned by a semantic function instead of executing: this instruction cannot run for
+    these warps together (a barrier only some of them pass, a per-warp-only operation); the
+    scheduler splits the group into single warps, which execute it one by one. It must be
+    returned before the instruction has any effect."""
+
+    def __repr__(self) -> str:
+        return "SPLIT"
+
+
+SPLIT = _Split()
 
 
 @dataclass
 class Wait:
-    """Why a warp is blocked: `ready()` says when it may resume; `resume()` runs on resumption
+    """Why a group is blocked: `ready()` says when it may resume; `resume()` runs on resumption
     (e.g. to recompute a try_wait result); `what` describes it for deadlock reports."""
 
     ready: Callable[[], bool]
     what: str
     resume: Optional[Callable[[], None]] = None
     soft: bool = False  # may be resumed (not ready) when no other warp can run (test_wait polls)
+
+
+@dataclass
+class SpinWait:
+    """A group whose loop iteration repeated exactly (nothing written, same registers): it waits
+    until a memory region its loop reads is written again. `regions`: the region keys read in
+    the last iteration; `since`: the write clock when it blocked; `state`: every write and
+    mbarrier change counted when it blocked; `loop`: the loop's `LoopInfo`."""
+
+    regions: frozenset
+    since: int
+    loop: object
+    what: str
+    state: int = 0
+    soft: bool = True  # probed when no other warp can run (the wake-up is an optimization)
+    resume: Optional[Callable[[], None]] = None
+
+    def ready_in(self, m) -> bool:
+        rc = m.region_clock
+        return any(rc.get(k, 0) > self.since for k in self.regions)
+
+    def worth_probing(self, m) -> bool:
+        """Whether running it once more could end the spin: only if some memory or mbarrier
+        changed since it stopped (its iteration is deterministic; every write counts)."""
+        return m.wclock + MBar.changes != self.state
 
 
 @dataclass
@@ -63,20 +99,32 @@ class CTA:
     clusterid: tuple = (0, 0, 0)
 
 
-@dataclass
 class MBar:
-    """An mbarrier object: expected arrivals, pending arrivals, tx count and phase number."""
+    """An mbarrier object: expected arrivals, pending arrivals, tx count and phase number.
 
-    expected: int
-    pending: int
-    tx: int = 0
-    phase: int = 0
-    valid: bool = True
+    Every change counts in `MBar.changes` (a spin loop that arrives on an mbarrier changes
+    state that other warps observe, so its iterations are not repeats)."""
+
+    changes = 0
+    __slots__ = ("expected", "pending", "tx", "phase", "valid")
+
+    def __init__(self, expected: int, pending: int, tx: int = 0, phase: int = 0,
+                 valid: bool = True):
+        self.expected, self.pending, self.tx, self.phase, self.valid = \
+            expected, pending, tx, phase, valid
+
+    def __setattr__(self, name, value):
+        MBar.changes += 1
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return (f"MBar(expected={self.expected}, pending={self.pending}, tx={self.tx}, "
+                f"phase={self.phase}, valid={self.valid})")
 
 
 @dataclass
 class Group:
-    """The CTAs that run together (one CTA, one cluster, or a batch) and their shared state."""
+    """The CTAs admitted together (one cluster, or a batch of CTAs) and their shared state."""
 
     ctas: list
     shared: object  # memory.SharedMemory
@@ -86,37 +134,52 @@ class Group:
     cluster_arrived: dict = field(default_factory=dict)  # warp key -> phase it arrived for
     nwarps_total: int = 0
     exited_warps: dict = field(default_factory=dict)  # cta_local -> warps that finished
+    key: int = 0  # admission order (region keys, reports)
 
 
 class Warps:
-    """One or more warps executing together: registers, masks and lane identity."""
+    """Warps executing together: registers, masks, lane identity and execution state."""
 
     def __init__(self, machine, group: Group, cta_locals: list, warp_ids: list):
         self.m = machine
         self.group = group
-        self.ctas_local = cta_locals  # per warp: index into group.ctas
-        self.warp_ids = warp_ids  # per warp: warp index inside its CTA
-        nw = len(warp_ids)
+        self.ctas_local = list(cta_locals)  # per warp: index into group.ctas
+        self.warp_ids = list(warp_ids)  # per warp: warp index inside its CTA
+        nw = len(self.warp_ids)
         self.nwarps = nw
         self.L = nw * WARP
         lane = np.tile(np.arange(WARP), nw)
-        warp = np.repeat(np.asarray(warp_ids), WARP)
+        warp = np.repeat(np.asarray(self.warp_ids), WARP)
         t = warp * WARP + lane
         bx, by, bz = machine.block
         self.valid = t < bx * by * bz
         self.lane = lane
         self.tid = (t % bx, (t // bx) % by, t // (bx * by))
-        self.cta_local = np.repeat(np.asarray(cta_locals, np.int64), WARP)
+        self.cta_local = np.repeat(np.asarray(self.ctas_local, np.int64), WARP)
         self.regs: list = [None] * machine.nregs
         self.exited = np.zeros(self.L, bool)
+        self.alive = np.ones(self.L, bool)  # ~exited, kept to save a negation per statement
+        self.exit_epoch = 0  # bumped whenever lanes exit
+        self.warp_done = np.zeros(nw, bool)  # warps counted in group.exited_warps
         self.seq = 0
-        self.wgmma_groups: list = []  # committed groups: list of [(reg, value), ...]
-        self.wgmma_open: list = []  # uncommitted wgmma results of this warp
+        self.wgmma_groups: list = []  # committed groups: list of [(reg, value, lanes), ...]
+        self.wgmma_open: list = []  # uncommitted wgmma results
         self.wgmma_shadow: dict = {}  # reg id -> newest pending value (chained accumulation)
+        self.wgmma_warps = None  # bool per warp: the warps the pending wgmma state belongs to
+        self.wgmma_last = None  # the last wgmma's result matrix (sem_mma: chained accumulation)
         self.bulk_groups = 0
         self.cpasync_groups = 0
         self.maxnreg: "int | None" = None
         self.local = None  # memory.LocalMemory of these lanes, made at the first local access
+        self.sregs: dict = {}  # per-lane constant special registers (ctaid, ...), cached
+        # execution state (interp.py): next op, active lanes, structured-statement frames
+        self.pc = 0
+        self.mask = self.valid.copy()
+        self.frames: list = []
+        self.wait = None
+        self.split_at = None  # the pc this group was split at (not merged again there)
+        self.reads: dict = {}  # memory region key -> read counter when last read
+        self.rclock = 0
 
     # -- identity ----------------------------------------------------------------------------------
     def cta(self, w: int = 0) -> CTA:
@@ -132,6 +195,12 @@ class Warps:
         wi = int(lane) // WARP
         return f"cta {self.cta(wi).ctaid} warp {self.warp_ids[wi]}"
 
+    def warps_of(self, mask: np.ndarray) -> np.ndarray:
+        """Bool per warp: the warps with a lane in `mask`."""
+        if self.nwarps == 1:
+            return np.array([bool(mask.any())])
+        return mask.reshape(self.nwarps, WARP).any(axis=1)
+
     # -- registers ---------------------------------------------------------------------------------
     def reg(self, r: ir.Reg) -> np.ndarray:
         v = self.regs[r.id]
@@ -140,26 +209,25 @@ class Warps:
         return v
 
     def set_reg(self, r: ir.Reg, value, mask: np.ndarray) -> None:
+        """Write `value` into the lanes of `mask`. Register arrays are owned by the group and
+        updated in place (never aliased to a value that the caller keeps)."""
         st = storage(r.dtype)
-        v = np.asarray(value)
+        v = value if isinstance(value, np.ndarray) else np.asarray(value)
         if v.dtype != st:
             v = convert_bits(v, st)
         cur = self.regs[r.id]
-        if cur is None or mask.all():
-            self.regs[r.id] = np.broadcast_to(v, (self.L,)).copy() if v.shape != (self.L,) else v
-            if cur is None and not mask.all():
-                self.regs[r.id] = np.where(mask, self.regs[r.id], np.zeros(1, st))
-            return
-        if st == np.bool_:
-            self.regs[r.id] = np.where(mask, v, cur)
-            return
-        ut = np.dtype(f"u{st.itemsize}")
-        self.regs[r.id] = np.where(mask, v.view(ut), cur.view(ut)).view(st)
+        if cur is None:
+            cur = self.regs[r.id] = np.zeros(self.L, st)
+        np.copyto(cur, v, where=mask)
 
     def read(self, op, dt) -> np.ndarray:
         """The value of a source operand as PTX type `dt` (a DType)."""
         if isinstance(op, ir.Reg):
-            return convert_bits(self.reg(op), storage(dt))
+            v = self.regs[op.id]
+            if v is None:
+                v = self.reg(op)
+            st = storage(dt)
+            return v if v.dtype == st else convert_bits(v, st)
         if isinstance(op, ir.Imm):
             return imm_array(op.value, dt)
         if isinstance(op, ir.SReg):
@@ -200,8 +268,142 @@ class Warps:
                 raise Unsupported(f"address of parameter symbol {b.name!r} outside ld.param")
         else:
             base = np.uint64(int(b))
-        return np.broadcast_to((base + np.uint64(addr.offset & (2 ** 64 - 1))).astype(np.uint64),
-                               (self.L,))
+        if addr.offset:
+            base = base + np.uint64(addr.offset & (2 ** 64 - 1))
+        return np.broadcast_to(base, (self.L,))
+
+    # -- exits -------------------------------------------------------------------------------------
+    def exit_lanes(self, mask: np.ndarray) -> None:
+        """Lanes of `mask` leave the kernel; warps left with no live lane count as exited for
+        their CTA's barriers at once (bar.sync without a count expects the others only)."""
+        self.exited = self.exited | mask
+        self.alive = ~self.exited
+        self.exit_epoch += 1
+        done = ~(self.valid & self.alive).reshape(self.nwarps, WARP).any(axis=1)
+        for i in np.flatnonzero(done & ~self.warp_done):
+            c = self.ctas_local[i]
+            self.group.exited_warps[c] = self.group.exited_warps.get(c, 0) + 1
+        self.warp_done = self.warp_done | done
+
+    # -- splitting and merging ---------------------------------------------------------------------
+    def split(self, parts: list) -> list:
+        """New groups, one per list of warp indices in `parts` (in order), with this group's
+        state (registers, frames, pending wgmma results, local memory) cut to their lanes."""
+        out = []
+        for part in parts:
+            idx = (np.asarray(part, np.int64)[:, None] * WARP + np.arange(WARP)).reshape(-1)
+            out.append(self._take(part, idx))
+        return out
+
+    def _take(self, part: list, idx: np.ndarray) -> "Warps":
+        n = Warps.__new__(Warps)
+        n.__dict__.update(self.__dict__)
+        n.ctas_local = [self.ctas_local[i] for i in part]
+        n.warp_ids = [self.warp_ids[i] for i in part]
+        n.nwarps = len(part)
+        n.L = n.nwarps * WARP
+        for name in ("valid", "lane", "cta_local", "exited", "alive", "mask"):
+            setattr(n, name, getattr(self, name)[idx])
+        n.tid = tuple(t[idx] for t in self.tid)
+        n.warp_done = self.warp_done[np.asarray(part, np.int64)]
+        n.regs = [None if r is None else r[idx] for r in self.regs]
+        n.frames = [[_cut(x, idx) for x in fr] for fr in self.frames]
+        n.sregs = {}
+        n.local = None if self.local is None else self.local.take(idx)
+        n.reads = dict(self.reads)
+        wsel = np.asarray(part, np.int64)
+        if self.wgmma_warps is not None and self.wgmma_warps[wsel].any():
+            n.wgmma_warps = self.wgmma_warps[wsel]
+            n.wgmma_open = [[(r, v[idx], lm[idx]) for r, v, lm in op] for op in self.wgmma_open]
+            n.wgmma_groups = [[[(r, v[idx], lm[idx]) for r, v, lm in op] for op in grp]
+                              for grp in self.wgmma_groups]
+            n.wgmma_shadow = {k: v[idx] for k, v in self.wgmma_shadow.items()}
+        else:
+            n.wgmma_warps, n.wgmma_open, n.wgmma_groups, n.wgmma_shadow = None, [], [], {}
+        n.wait = None
+        n.wgmma_last = None
+        return n
+
+    def mergeable(self, o: "Warps") -> bool:
+        """Whether `o` can join this group: same CTAs' group, same point, same frame shapes, and
+        pending wgmma state of the same structure."""
+        if o.group is not self.group or o.pc != self.pc or len(o.frames) != len(self.frames):
+            return False
+        if self.maxnreg != o.maxnreg:
+            return False
+        a, b = self.wgmma_warps is not None, o.wgmma_warps is not None
+        if a != b:
+            return False
+        if a:
+            if len(self.wgmma_open) != len(o.wgmma_open) or \
+                    len(self.wgmma_groups) != len(o.wgmma_groups) or \
+                    self.wgmma_shadow.keys() != o.wgmma_shadow.keys():
+                return False
+            for x, y in zip(self.wgmma_open + [op for g in self.wgmma_groups for op in g],
+                            o.wgmma_open + [op for g in o.wgmma_groups for op in g]):
+                if [r.id for r, _, _ in x] != [r.id for r, _, _ in y]:
+                    return False
+            if [len(g) for g in self.wgmma_groups] != [len(g) for g in o.wgmma_groups]:
+                return False
+        return True
+
+    @staticmethod
+    def merge(ws: list) -> "Warps":
+        """One group of the (mergeable) groups `ws`, warps in (CTA, warp) order."""
+        first = ws[0]
+        n = Warps.__new__(Warps)
+        n.__dict__.update(first.__dict__)
+        keys = [(c, wid) for w in ws for c, wid in zip(w.ctas_local, w.warp_ids)]
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        perm = (np.asarray(order, np.int64)[:, None] * WARP + np.arange(WARP)).reshape(-1)
+
+        def cat(arrs):
+            return np.concatenate(arrs)[perm]
+        n.ctas_local = [keys[i][0] for i in order]
+        n.warp_ids = [keys[i][1] for i in order]
+        n.nwarps = len(keys)
+        n.L = n.nwarps * WARP
+        for name in ("valid", "lane", "cta_local", "exited", "alive", "mask"):
+            setattr(n, name, cat([getattr(w, name) for w in ws]))
+        n.tid = tuple(cat([w.tid[a] for w in ws]) for a in range(3))
+        n.warp_done = np.concatenate([w.warp_done for w in ws])[np.asarray(order, np.int64)]
+        n.exit_epoch = max(w.exit_epoch for w in ws) + 1
+        regs = []
+        for i, r in enumerate(first.regs):
+            col = [w.regs[i] for w in ws]
+            if all(c is None for c in col):
+                regs.append(None)
+                continue
+            dt = next(c.dtype for c in col if c is not None)
+            regs.append(cat([c if c is not None else np.zeros(w.L, dt)
+                             for c, w in zip(col, ws)]))
+        n.regs = regs
+        n.frames = [[_join(xs, perm) for xs in zip(*frs)] for frs in zip(*(w.frames for w in ws))]
+        n.sregs = {}
+        locs = [w.local for w in ws]
+        n.local = None
+        if any(x is not None for x in locs):
+            layout = next(x for x in locs if x is not None).layout
+            locs = [x if x is not None else LocalMemory(layout, w.L) for x, w in zip(locs, ws)]
+            n.local = locs[0].join(locs, perm)
+        n.reads = {}
+        for w in ws:
+            for k, v in w.reads.items():
+                n.reads[k] = max(v, n.reads.get(k, 0))
+        n.rclock = max(w.rclock for w in ws)
+        if first.wgmma_warps is not None:
+            n.wgmma_warps = np.concatenate([w.wgmma_warps for w in ws])[
+                np.asarray(order, np.int64)]
+            n.wgmma_open = [_join_ops([w.wgmma_open[j] for w in ws], perm)
+                            for j in range(len(first.wgmma_open))]
+            n.wgmma_groups = [[_join_ops([w.wgmma_groups[g][j] for w in ws], perm)
+                               for j in range(len(first.wgmma_groups[g]))]
+                              for g in range(len(first.wgmma_groups))]
+            n.wgmma_shadow = {k: cat([w.wgmma_shadow[k] for w in ws])
+                              for k in first.wgmma_shadow}
+        n.wait = None
+        n.wgmma_last = None
+        return n
 
     # -- tracing -----------------------------------------------------------------------------------
     def lanes_int(self, mask: np.ndarray) -> int:
@@ -220,149 +422,29 @@ class Warps:
         m.trace.events.append(e)
 
 
-class Interpreter:
-    """Runs one `Warps` over the kernel body as a generator that yields `Wait`s."""
-
-    def __init__(self, machine):
-        self.m = machine
-
-    def run(self, w: Warps):
-        mask = w.valid.copy()
-        yield from self.block(w, self.m.kir.body, mask)
-        self.m.finish_warps(w)
-
-    def block(self, w: Warps, block: ir.Block, mask: np.ndarray):
-        m = self.m
-        for s in block.stmts:
-            if not mask.any():
-                break
-            t = type(s)
-            if t is ir.Instr:
-                em = mask
-                if s.guard is not None:
-                    g = w.reg(s.guard[0])
-                    em = mask & ~g if s.guard[1] else mask & g
-                    if not em.any():
-                        continue
-                m.current_instr = s
-                fn = m.dispatch(s)
-                m.count(s, em)
-                res = fn(w, s, em)
-                if res is not None:
-                    m.step += 1
-                    yield res
-                    if res.resume is not None:
-                        res.resume()
-                if w.exited.any():
-                    mask = mask & ~w.exited
-            elif t is ir.If:
-                c = w.reg(s.cond)
-                c = ~c if s.negate else c
-                tm, fm = mask & c, mask & ~c
-                _diverge(w, s, tm, fm, "if")
-                out = np.zeros_like(mask)
-                if tm.any():
-                    out |= yield from self.block(w, s.then, tm)
-                if s.orelse is not None and fm.any():
-                    out |= yield from self.block(w, s.orelse, fm)
-                elif s.orelse is None:
-                    out |= fm
-                mask = out & ~w.exited
-            elif t is ir.For:
-                yield from self.for_(w, s, mask)
-                mask = mask & ~w.exited
-            elif t is ir.Loop:
-                live = mask
-                while live.any():
-                    live = yield from self.block(w, s.body, live)
-                    live = live & ~w.exited
-                    m.tick(live)
-                mask = mask & ~w.exited
-            elif t is _ANNOTATION:
-                continue  # profiling annotations emit nothing in a normal build
-            elif t is ir.Break:
-                if s.cond is None:
-                    return np.zeros_like(mask)
-                c = w.reg(s.cond)
-                c = ~c if s.negate else c
-                _diverge(w, s, mask & c, mask & ~c, "break")
-                mask = mask & ~c
-            else:
-                raise Unsupported(f"IR statement {type(s).__name__}")
-        return mask
-
-    def for_(self, w: Warps, s: ir.For, mask: np.ndarray):
-        dt = s.var.dtype
-        w.set_reg(s.var, w.read(s.start, dt), mask)
-        negative = isinstance(s.step, ir.Imm) and s.step.value < 0
-        live = mask
-        while True:
-            v = w.reg(s.var)
-            stop = w.read(s.stop, dt)
-            cont = (v > stop) if negative else (v < stop)
-            _diverge(w, s, live & ~cont & ~w.exited, live & cont & ~w.exited, "for")
-            live = live & cont & ~w.exited
-            if not live.any():
-                return
-            live = yield from self.block(w, s.body, live)
-            live = live & ~w.exited
-            step = w.read(s.step, dt)
-            with np.errstate(over="ignore"):
-                w.set_reg(s.var, (w.reg(s.var) + step).astype(w.reg(s.var).dtype), live)
-            self.m.tick(live)
+def _cut(x, idx):
+    """A frame slot cut to lanes `idx`: lane arrays are sliced, a loop's fingerprint is
+    dropped (it describes the whole group), scalars are kept."""
+    if isinstance(x, np.ndarray):
+        return x[idx]
+    if isinstance(x, tuple):
+        return None
+    return x
 
 
-def _diverge(w: Warps, stmt, taken: np.ndarray, rest: np.ndarray, how: str) -> None:
-    """Record that the warp's lanes split at `stmt` (a branch, a loop exit): sync_check models
-    the two sides as separate threads from here on (issue 13 class 4)."""
-    if w.m.trace is not None and taken.any() and rest.any():
-        w.event(ev.Divergence, None, taken, loc=stmt.loc, other=w.lanes_int(rest), construct=how)
+def _join(xs, perm):
+    x0 = xs[0]
+    if isinstance(x0, np.ndarray):
+        return np.concatenate(xs)[perm]
+    if x0 is None or isinstance(x0, tuple):
+        return None
+    return max(xs) if isinstance(x0, int) else x0
 
 
-def schedule(machine, warps: list) -> None:
-    """Run the generators of `warps` cooperatively until all finish; raise Deadlock otherwise."""
-    interp = Interpreter(machine)
-    gens = [interp.run(w) for w in warps]
-    waits: list = [None] * len(gens)
-    alive = list(range(len(gens)))
-    while alive:
-        progressed = False
-        for i in list(alive):
-            wt = waits[i]
-            if wt is not None and not wt.ready():
-                continue
-            try:
-                waits[i] = next(gens[i])
-            except StopIteration:
-                alive.remove(i)
-                waits[i] = None
-            progressed = True
-        if not progressed:
-            soft = [i for i in alive if waits[i] is not None and waits[i].soft]
-            if soft:
-                for i in soft:
-                    waits[i] = _Resumed()
-                continue
-            lines = [f"{warps[i].where()}: blocked on {waits[i].what}" for i in alive]
-            raise Deadlock("every remaining warp is blocked:\n  " + "\n  ".join(lines[:16]) +
-                           (f"\n  ... and {len(lines) - 16} more" if len(lines) > 16 else ""))
+def _join_ops(ops: list, perm) -> list:
+    """One wgmma operation's results from several groups: [(reg, value, lanes), ...]."""
+    return [(col[0][0], np.concatenate([c[1] for c in col])[perm],
+             np.concatenate([c[2] for c in col])[perm]) for col in zip(*ops)]
 
 
-class _Resumed:
-    """A stand-in wait that is ready at once (a soft wait forced to resume)."""
-
-    soft = False
-    what = "resumed"
-
-    @staticmethod
-    def ready():
-        return True
-
-
-def lane_mask_int(mask: np.ndarray) -> int:
-    return int(np.packbits(mask[:WARP][::-1].astype(np.uint8)).view(">u4")[0]) \
-        if mask.size >= WARP else 0
-
-
-__all__ = ["Warps", "Group", "CTA", "MBar", "Wait", "Fallback", "SimLimit", "Deadlock",
-           "Interpreter", "schedule", "ev"]
+__all__ = ["Warps", "Group", "CTA", "MBar", "Wait", "SpinWait", "SPLIT", "SimLimit", "Deadlock"]

@@ -101,6 +101,9 @@ class GlobalMemory:
 
     def read(self, bidx: np.ndarray, off: np.ndarray, nbytes: int) -> np.ndarray:
         """Read `nbytes`-wide words (returned as uint) at in-bounds (buffer, offset) pairs."""
+        one = _single(bidx)
+        if one is not None:
+            return _gather(self.buffers[one].data, off, nbytes)
         out = np.zeros(off.shape[0], uint_of(nbytes))
         for b in np.unique(bidx):
             sel = bidx == b
@@ -108,6 +111,12 @@ class GlobalMemory:
         return out
 
     def write(self, bidx: np.ndarray, off: np.ndarray, nbytes: int, words: np.ndarray) -> None:
+        one = _single(bidx)
+        if one is not None:
+            buf = self.buffers[one]
+            _scatter(buf.data, off, nbytes, words)
+            buf.mark_written(off, nbytes)
+            return
         for b in np.unique(bidx):
             sel = bidx == b
             buf = self.buffers[b]
@@ -122,6 +131,13 @@ class GlobalMemory:
         if i >= 0:
             return f"{self.buffers[i].name}+{addr - self.buffers[i].base} (past its end)"
         return "no buffer"
+
+
+def _single(bidx: np.ndarray) -> "int | None":
+    """The buffer index when every access is to the same buffer (the common case)."""
+    if bidx.size and bidx[0] == bidx[-1] and not (bidx != bidx[0]).any():
+        return int(bidx[0])
+    return None
 
 
 def _gather(data: np.ndarray, off: np.ndarray, nbytes: int) -> np.ndarray:
@@ -149,6 +165,7 @@ class _Layout:
     size: int
     symbols: dict = field(default_factory=dict)  # symbol name -> offset
     regions: list = field(default_factory=list)  # (start, end, name) for diagnostics
+    rows: dict = field(default_factory=dict)  # name -> bytes per leading index (rank >= 2)
     space = "?"
 
     @staticmethod
@@ -162,9 +179,21 @@ class _Layout:
             off += v.nbytes
         return off
 
+    @staticmethod
+    def _rows(variables) -> dict:
+        return {v.name: v.nbytes // v.shape[0] for v in variables
+                if len(getattr(v, "shape", ())) >= 2 and v.shape[0] > 0}
+
     def name_of(self, addr: int) -> str:
+        """Memory named as the kernel declared it: ``red+4`` (bytes into a 1-D variable),
+        ``sA[2]+0x40`` (leading index, then hex bytes into that slice: a pipeline stage of a
+        ``(STAGES, ...)`` buffer)."""
         for s, e, n in self.regions:
             if s <= addr < e:
+                row = self.rows.get(n)
+                if row:
+                    i, off = divmod(addr - s, row)
+                    return f"{n}[{i}]+{off:#x}"
                 return f"{n}+{addr - s}"
         return f"{self.space}+{addr}"
 
@@ -185,7 +214,7 @@ class SharedLayout(_Layout):
             if v.dynamic:
                 regions.append((dyn + v.offset, dyn + v.offset + v.nbytes, v.name))
         size = dyn + kir.dynamic_smem
-        return cls(max(size, 0), syms, sorted(regions))
+        return cls(max(size, 0), syms, sorted(regions), cls._rows(kir.shared))
 
 
 class LocalLayout(_Layout):
@@ -197,7 +226,7 @@ class LocalLayout(_Layout):
     def of(cls, kir) -> "LocalLayout":
         syms, regions = {}, []
         size = cls._place(getattr(kir, "local", ()), syms, regions)
-        return cls(size, syms, regions)
+        return cls(size, syms, regions, cls._rows(getattr(kir, "local", ())))
 
 
 class ByteRows:
@@ -209,6 +238,7 @@ class ByteRows:
         size = max(layout.size, 1)
         self.data = np.zeros((rows, size), np.uint8)
         self.init = np.zeros((rows, size), bool)
+        self.on_write = None  # called after every write (spinning warps wake up on it)
 
     @property
     def size(self) -> int:
@@ -231,6 +261,8 @@ class ByteRows:
         idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)
         self.data[rows[:, None], idx] = raw
         self.init[rows[:, None], idx] = True
+        if self.on_write is not None:
+            self.on_write()
 
     def read_bytes(self, row: int, addr: np.ndarray) -> "tuple[np.ndarray, np.ndarray]":
         a = addr.astype(np.int64)
@@ -240,6 +272,8 @@ class ByteRows:
         a = addr.astype(np.int64)
         self.data[row, a] = raw
         self.init[row, a] = True
+        if self.on_write is not None:
+            self.on_write()
 
 
 class SharedMemory(ByteRows):
@@ -248,6 +282,19 @@ class SharedMemory(ByteRows):
 
 class LocalMemory(ByteRows):
     """The local windows of the lanes of one `Warps`, one row per lane."""
+
+    def take(self, lanes: np.ndarray) -> "LocalMemory":
+        """The windows of `lanes` (a group split off)."""
+        out = LocalMemory(self.layout, 0)
+        out.data, out.init = self.data[lanes], self.init[lanes]
+        return out
+
+    def join(self, parts: list, perm: np.ndarray) -> "LocalMemory":
+        """The windows of merged groups (`parts` in order, then lanes permuted by `perm`)."""
+        out = LocalMemory(self.layout, 0)
+        out.data = np.concatenate([p.data for p in parts])[perm]
+        out.init = np.concatenate([p.init for p in parts])[perm]
+        return out
 
 
 class ParamSpace:

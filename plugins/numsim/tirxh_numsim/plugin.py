@@ -6,13 +6,17 @@ exactly from the bytes the kernel stored, so no poisoning is needed), then each 
 output compared with ``suite.expected(case, inputs)`` under ``suite.tolerance_for(name)``. The
 result is an `AnalyzerResult("numsim", ...)` whose findings include a mismatch report per output
 (first differing indices with values, max abs/rel error, RMS ratio) and every diagnostic of the
-run. ``[numsim]`` keys in ``tirx.toml``: ``seed``, ``max_ctas``, ``max_instructions``,
+run. It also answers ``tirxh_binding_fidelity`` (the PTX reference's fidelity column) from the
+semantics table. ``[numsim]`` keys in ``tirx.toml``: ``seed``, ``max_ctas``, ``max_instructions``,
 ``enabled``.
 """
 
 from __future__ import annotations
 
 from tirxh.api import AnalyzerResult, Finding, hookimpl, ini_value, SourceRef, worst
+
+from .support import fidelity_of
+from .api import run
 
 SECTION = "numsim"
 
@@ -26,6 +30,11 @@ def tirxh_addoption(parser):
                   "are not compared, so a positive value makes the verdict at best 'review'")
     parser.addini(SECTION, "max_instructions", "int", 50_000_000,
                   "warp-instruction budget per case (beyond it the verdict is incomplete)")
+
+
+@hookimpl
+def tirxh_binding_fidelity(binding):
+    return fidelity_of(binding.name)
 
 
 def _opt(config, key, default):
@@ -47,7 +56,6 @@ def tirxh_check_item(item, compiled, config):
 def check_case(item, compiled=None, *, seed: int = 0, max_ctas=None,
                max_instructions: int = 50_000_000) -> AnalyzerResult:
     """Simulate one item's case and compare with its reference (usable without a session)."""
-    from .api import run
     suite, case = item.suite, item.case
     inputs = suite.make_inputs(case, seed)
     target = compiled if compiled is not None and getattr(compiled, "ir", None) is not None \

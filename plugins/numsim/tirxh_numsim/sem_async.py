@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tirxh.api import ir
+from tirxh.api import DTYPES, ir
 
 from . import events as ev
-from .machine import WARP, MBar, Wait
+from .machine import SPLIT, WARP, MBar, Wait
 from .memory import CLUSTER_SHIFT, SHARED_GENERIC, SHARED_GENERIC_END
+from .sem_base import specs
 from .sem_sync import _lanes2d, collective_event
 from .semtable import semantic
 from .values import BF16, E4M3, E5M2, Unsupported, dtype as T, uint_of
@@ -34,7 +35,6 @@ _ASYNC_NOTE = ("performed at issue; completion (complete_tx / group wait) is imm
 # --- mbarrier addressing --------------------------------------------------------------------------
 
 def _space_of(instr, idx: int) -> str:
-    from .sem_base import specs
     sp = specs(instr)[idx].space if idx < len(specs(instr)) else None
     return sp or "generic"
 
@@ -222,6 +222,8 @@ def _mb_wait(w, instr, mask):
                       success=bool(res[m].all()))
 
     res = check()
+    if w.nwarps > 1 and not (res | ~mask).all():
+        return SPLIT  # warps that pass go on, the others wait (or poll) one by one
     record(res)
     if (res | ~mask).all() or instr.binding.name == "mbarrier.test_wait":
         w.write(ops[0], res, mask)
@@ -337,7 +339,6 @@ def _swizzle(addr: np.ndarray, span: int) -> np.ndarray:
 def _box_geometry(tm: dict, coords: list):
     """Global byte offsets, in-bounds mask and element size of a box at `coords` (innermost
     first), elements in shared-memory order (row-major, innermost contiguous)."""
-    from tirxh.api import DTYPES
     esize = DTYPES[tm["dtype"]].nbytes
     box, dims = tm["box"], tm["dims"]
     strides = [esize] + list(tm["strides"])
@@ -384,7 +385,6 @@ def _fill_bytes(tm: dict, esize: int) -> np.ndarray:
     """Bytes of one out-of-bounds element. The NaN fill is the pattern an H200 writes (read off
     the hardware with benchmarks/h200_compare.py): 0x7FF7 in every 16-bit half of the element
     (f32 0x7FF77FF7, bf16/f16 0x7FF7)."""
-    from tirxh.api import DTYPES
     if tm.get("oob_fill", "zero") == "nan":
         dt = DTYPES[tm["dtype"]]
         if not dt.is_float:
@@ -398,7 +398,6 @@ def _fill_bytes(tm: dict, esize: int) -> np.ndarray:
 
 def check_tensormap(tm: dict) -> list:
     """What ``cuTensorMapEncodeTiled`` would refuse about a tensor map (empty when valid)."""
-    from tirxh.api import DTYPES
     esize = DTYPES[tm["dtype"]].nbytes
     out = []
     for i, st in enumerate(tm["strides"]):
@@ -480,7 +479,7 @@ def _tma_load(w, instr, mask):
             w.event(ev.AsyncOp, instr, lm, engine="tma", stage="issue", op_id=aid,
                     direction="load", mbarrier=int(mbars[lane]),
                     space_cta=w.group.ctas[cta].linear, nbytes=n * esize)
-            if not read_traced:  # one global read, however many CTAs a multicast fills
+            if not read_traced and w.m.trace is not None:  # one read, however many CTAs
                 _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize),
                                    aid)
                 read_traced = True
@@ -519,6 +518,7 @@ def _tma_store(w, instr, mask):
             idx = off[ok][:, None] + np.arange(esize)
             buf.data[idx] = raw[ok]
             buf.written[idx] = True
+            w.m.wrote("global")
         lm = np.zeros(w.L, bool)
         lm[lane] = True
         aid = new_async_id(w)
@@ -527,7 +527,9 @@ def _tma_store(w, instr, mask):
         w.event(ev.MemAccess, instr, lm, space="shared", access="read",
                 ranges=[(-1, int(addrs.min()), int(addrs.max()) + 1)], proxy=ev.ASYNC,
                 space_cta=w.group.ctas[cta].linear, async_id=aid)
-        _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize), aid, "write")
+        if w.m.trace is not None:
+            _trace_global(w, instr, lm, buf, _global_runs(buf.base, off[ok], esize), aid,
+                          "write")
 
 
 @semantic("cp.async.bulk", note="Bulk copy global -> shared::cluster completing tx bytes on "
@@ -596,6 +598,7 @@ def _bulk_store(w, instr, mask):
                         severity="review", w=w)
         w.m.gmem.buffers[gb[0]].data[goff[0]: goff[0] + size] = raw
         w.m.gmem.buffers[gb[0]].written[goff[0]: goff[0] + size] = True
+        w.m.wrote("global")
         lm = np.zeros(w.L, bool)
         lm[lane] = True
         aid = new_async_id(w)
@@ -638,6 +641,8 @@ semantic("fence.proxy.async", "fence.mbarrier_init", "fence.proxy.tensormap",
 def _cluster_bar(w, instr, mask):
     """Cluster barrier: every non-exited warp of the cluster arrives; wait blocks until the phase
     this warp arrived in completes."""
+    if w.nwarps > 1:
+        return SPLIT  # arrivals and waits are per warp
     g = w.group
     key = (w.ctas_local[0], w.warp_ids[0])
     if instr.binding.name.endswith("arrive"):
@@ -716,7 +721,7 @@ def _setmaxnreg(w, instr, mask):
     if not (24 <= n <= 256 and n % 8 == 0):
         w.m.finding("numsim.setmaxnreg", f"setmaxnreg {n}: the count must be in 24..256 and a "
                     "multiple of 8", instr, w=w)
-    if not mask[:WARP].all():
+    if not mask.reshape(w.nwarps, WARP)[w.warps_of(mask)].all():
         w.m.finding("numsim.setmaxnreg", "setmaxnreg executed by a partial warp (.sync.aligned "
                     "needs every thread of the warpgroup)", instr, w=w)
     w.maxnreg = n

@@ -14,6 +14,7 @@ import numpy as np
 from tirxh.api import ir
 
 from .machine import WARP
+from .memory import SHARED_GENERIC
 from .semtable import rejected, semantic
 from .values import (BF16, E4M3, E5M2, HALF_OF, Unsupported, dtype as T, flush_subnormal,
                      pack2, round_f32, round_to, saturate01, storage, tf32_round, uint_of,
@@ -27,6 +28,12 @@ def specs(instr):
     if s is None:
         s = _SPECS[instr] = instr.binding.operand_specs(instr.modifiers)
     return s
+
+
+def _as(x, st: np.dtype) -> np.ndarray:
+    """`x` as an array of dtype `st` (no copy when it already is one)."""
+    x = np.asarray(x)
+    return x if x.dtype == st else x.astype(st)
 
 
 def srcs(w, instr, *types):
@@ -261,6 +268,9 @@ def _bfi(w, instr, mask):
 def _nan_origin(w, instr, mask, result, inputs) -> None:
     if result.dtype.kind != "f" and result.dtype not in (BF16,):
         return
+    total = result.sum()
+    if total == total:  # no NaN anywhere (a NaN would make the sum NaN): the common case
+        return
     r = np.broadcast_to(np.asarray(result, np.float64), (w.L,))
     new = np.isnan(r) & mask
     if not new.any():
@@ -281,15 +291,15 @@ def _fbin(op):
         a, b = srcs(w, instr, t, t)
         if mods.get("ftz") and t == "f32":
             a, b = flush_subnormal(a), flush_subnormal(b)
-        with np.errstate(all="ignore"):
-            if t == "f32":
-                r = op(a, b) if mods.get("rnd") in (None, "rn") else \
-                    round_f32(op(a.astype(np.float64), b.astype(np.float64)), mods["rnd"])
-            else:
-                if mods.get("rnd") not in (None, "rn"):
-                    raise Unsupported(f"{instr.spelling}: directed rounding of f64")
-                r = op(a, b)
-        r = np.asarray(r).astype(storage(T(t)))
+        # (numpy's floating-point warnings are off for the whole launch: sim.Machine.launch)
+        if t == "f32":
+            r = op(a, b) if mods.get("rnd") in (None, "rn") else \
+                round_f32(op(a.astype(np.float64), b.astype(np.float64)), mods["rnd"])
+        else:
+            if mods.get("rnd") not in (None, "rn"):
+                raise Unsupported(f"{instr.spelling}: directed rounding of f64")
+            r = op(a, b)
+        r = _as(r, storage(T(t)))
         if mods.get("ftz") and t == "f32":
             r = flush_subnormal(r)
         if mods.get("sat"):
@@ -314,13 +324,11 @@ def _fma_f(w, instr, mask):
     a, b, c = srcs(w, instr, t, t, t)
     if mods.get("ftz") and t == "f32":
         a, b, c = flush_subnormal(a), flush_subnormal(b), flush_subnormal(c)
-    with np.errstate(all="ignore"):
-        if t == "f32":
-            r = round_f32(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64),
-                          mods.get("rnd"))
-        else:
-            r = a * b + c
-    r = np.asarray(r).astype(storage(T(t)))
+    if t == "f32":
+        r = round_f32(a.astype(np.float64) * b + c, mods.get("rnd"))  # exact product, one rounding
+    else:
+        r = a * b + c
+    r = _as(r, storage(T(t)))
     if mods.get("ftz") and t == "f32":
         r = flush_subnormal(r)
     if mods.get("sat"):
@@ -710,7 +718,6 @@ def _mov(w, instr, mask):
 @semantic("cvta")
 def _cvta(w, instr, mask):
     """Generic <-> state-space addresses (global is identity; shared uses a fixed window)."""
-    from .memory import SHARED_GENERIC
     ss, size = instr.modifiers["ss"], instr.modifiers["size"]
     (a,) = srcs(w, instr, size)
     a = np.asarray(a).astype(np.uint64)
@@ -793,7 +800,7 @@ semantic("nanosleep", fidelity="ordering_only", note="No timing model; returns a
 @semantic("ret", "exit")
 def _exit(w, instr, mask):
     """The executing lanes leave the kernel."""
-    w.exited = w.exited | mask
+    w.exit_lanes(mask)
 
 
 @semantic("trap")

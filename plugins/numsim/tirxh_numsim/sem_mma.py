@@ -40,7 +40,7 @@ import numpy as np
 from tirxh.api import ir
 
 from . import events as ev
-from .machine import WARP
+from .machine import SPLIT, WARP
 from .sem_async import _swizzle
 from .sem_sync import aligned_event
 from .semtable import rejected, semantic
@@ -180,13 +180,117 @@ def _trunc(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.trunc(x / q) * q
 
 
-def tc_dot(A: np.ndarray, Bt: np.ndarray, C: np.ndarray, atype: str) -> np.ndarray:
+def tc_dot(A: np.ndarray, Bt: np.ndarray, C: np.ndarray, atype: str,
+           b_of: "np.ndarray | None" = None) -> np.ndarray:
     """One tensor-core instruction: D = A @ Bt.T + C with the hardware's alignment and
     truncation (see the module docstring). A: (W, M, K), Bt: (N, K), or (W, N, K); C: (W, M, N).
-    Integer types are exact."""
+    With `b_of` (W,), Bt is (U, N, K) and warp w multiplies by Bt[b_of[w]]. Integer types are
+    exact.
+
+    Finite float inputs whose products and scaled terms stay in float32's normal range take
+    `_tc_dot_f32` (the same arithmetic, K step by K step over float32 slabs: several times
+    faster); anything else (Inf/NaN, subnormal or extreme exponents) takes the float64
+    `tc_dot_reference`."""
+    if b_of is None:
+        Bu = Bt if Bt.ndim == 3 else Bt[None]
+        b_of = np.zeros(A.shape[0], np.int64) if Bu.shape[0] == 1 else np.arange(A.shape[0])
+    else:
+        Bu = Bt
     if atype in ("s8", "u8"):
-        Bk = Bt if Bt.ndim == 3 else Bt[None]
-        return np.einsum("wmk,wnk->wmn", A, np.broadcast_to(Bk, (A.shape[0],) + Bk.shape[1:])) + C
+        return np.einsum("wmk,wnk->wmn", A, Bu[b_of]) + C
+    fast = _tc_dot_f32(A, Bu, b_of, C, atype)
+    return fast if fast is not None else tc_dot_reference(A, Bu[b_of], C, atype)
+
+
+_ZERO_EXP = -(1 << 12)  # the exponent of 0: below any real one, and sums of two fit in int16
+
+
+def _f32_exponents(x: np.ndarray) -> "np.ndarray | None":
+    """floor(log2 |x|) (int16; `_ZERO_EXP` for zeros) of float32-representable values, or None
+    when one is not a normal float32 number (Inf, NaN, subnormal)."""
+    f = x.astype(np.float32)
+    field = (f.view(np.uint32) >> np.uint32(23)) & np.uint32(0xFF)
+    zero = f == 0
+    if (field == 0xFF).any() or ((field == 0) & ~zero).any():
+        return None
+    return np.where(zero, np.int16(_ZERO_EXP), field.astype(np.int16) - np.int16(127))
+
+
+def _pow2_f32(e: np.ndarray) -> np.ndarray:
+    """2.0**e as float32, for integer e in float32's normal range (built from the bits)."""
+    return ((e.astype(np.int32) + 127) << 23).astype(np.uint32).view(np.float32)
+
+
+def _tc_dot_f32(A, Bu, b_of, C, atype):
+    """`tc_dot` for normal float inputs in range, or None. Per output element: emax = the
+    largest product exponent (sum of the factors' exponents) or C's; every product p is scaled
+    by 2^(in_bits - emax) (exact: a power of two; the float32 product is exact because the
+    inputs have at most 11 significand bits) and truncated to an integer below 2^(in_bits + 2);
+    the integers are summed exactly (int32 in chunks that cannot overflow, then int64) with C's
+    truncated term, the sum truncated to out_bits + 1 significant bits and scaled back (a
+    zero sum is +0, as in `tc_dot_reference`). Warps sharing a B matrix are
+    grouped so that B broadcasts over them; one K step at a time over slabs that stay in
+    cache."""
+    in_bits, out_bits = _TC_BITS["fp8" if atype in ("e4m3", "e5m2") else "other"]
+    W, M, K = A.shape
+    U, N, _ = Bu.shape
+    ea, eb, ec = _f32_exponents(A), _f32_exponents(Bu), _f32_exponents(C)
+    if ea is None or eb is None or ec is None:
+        return None
+    nz_a, nz_b = ea[ea > _ZERO_EXP], eb[eb > _ZERO_EXP]
+    if nz_a.size and nz_b.size and (int(nz_a.max()) + int(nz_b.max()) > 125 or
+                                    int(nz_a.min()) + int(nz_b.min()) < -110):
+        return None  # a product would leave float32's normal range
+    # warps in runs that share a B: (U, Wu) blocks broadcast B; otherwise one B per warp
+    Wu = W // U if W % U == 0 else 0
+    grouped = Wu > 0 and np.array_equal(b_of, np.repeat(np.arange(U), Wu))
+    Bw, ebw = (Bu, eb) if grouped else (Bu[b_of], eb[b_of])
+    Ug, Wu = (U, Wu) if grouped else (W, 1)
+    a32 = np.ascontiguousarray(A.astype(np.float32).reshape(Ug, Wu, M, K).transpose(3, 0, 1, 2))
+    b32 = np.ascontiguousarray(Bw.astype(np.float32).transpose(2, 0, 1))[:, :, None, None, :]
+    ea16 = np.ascontiguousarray(ea.reshape(Ug, Wu, M, K).transpose(3, 0, 1, 2))[..., None]
+    eb16 = np.ascontiguousarray(ebw.transpose(2, 0, 1))[:, :, None, None, :]
+    shape = (Ug, Wu, M, N)
+    pe = np.full(shape, 2 * _ZERO_EXP, np.int16)
+    tmp = np.empty(shape, np.int16)
+    for k in range(K):
+        np.add(ea16[k], eb16[k], out=tmp)
+        np.maximum(pe, tmp, out=pe)
+    emax = np.maximum(pe.reshape(W, M, N), ec)
+    live = emax > _ZERO_EXP
+    if live.any():
+        lo, hi = int(emax[live].min()), int(emax[live].max())
+        if lo < -100 or hi > 100:
+            return None  # the scale factors would leave float32's normal range
+    emax = np.where(live, emax, np.int16(0)).astype(np.int32)
+    scale = _pow2_f32(in_bits - emax).reshape(shape)
+    t = np.empty(shape, np.float32)
+    ti = np.empty(shape, np.int32)
+    chunk = (2 ** 31 - 1) // (2 ** (in_bits + 2) - 1)  # |terms| < 2^(in_bits + 2)
+    total = np.zeros(shape, np.int64)
+    for k0 in range(0, K, chunk):
+        acc = np.zeros(shape, np.int32)
+        for k in range(k0, min(K, k0 + chunk)):
+            np.multiply(a32[k][..., None], b32[k], out=t)  # exact
+            t *= scale  # exact: a power of two; the result is normal or truncates to 0
+            np.copyto(ti, t, casting="unsafe")  # truncation toward zero
+            acc += ti
+        total += acc
+    np.multiply(C.astype(np.float32).reshape(shape), scale, out=t)
+    np.copyto(ti, t, casting="unsafe")
+    total += ti
+    # |S| < 2^36 is exact in float64; clearing the low mantissa bits truncates it to
+    # out_bits + 1 significant bits (toward zero: the sign is apart); dividing by the scale
+    # (a power of two) is exact
+    s = total.reshape(W, M, N).astype(np.float64)
+    s.view(np.uint64)[...] &= np.uint64(~((1 << (52 - out_bits)) - 1) & (2 ** 64 - 1))
+    s /= scale.reshape(W, M, N)
+    return s
+
+
+def tc_dot_reference(A: np.ndarray, Bt: np.ndarray, C: np.ndarray, atype: str) -> np.ndarray:
+    """`tc_dot` in float64 throughout (every product at once), for any input (special values
+    follow float64 arithmetic through the same steps)."""
     in_bits, out_bits = _TC_BITS["fp8" if atype in ("e4m3", "e5m2") else "other"]
     Bk = Bt if Bt.ndim == 3 else Bt[None]
     a = A[:, :, None, :]
@@ -322,14 +426,14 @@ def desc_addresses(desc: int, rows: int, K: int, esize: int, mn_major: bool) -> 
 
 
 def _smem_matrix(w, instr, desc: int, rows: int, K: int, atype: str, mn_major: bool,
-                 row0: int = 0, nrows: "int | None" = None) -> np.ndarray:
+                 cta: int, row0: int = 0, nrows: "int | None" = None) -> np.ndarray:
+    """The (rows x K) matrix a descriptor describes in CTA `cta`'s shared memory, as float64."""
     el = _ELEM[atype]
     esize = el.itemsize
     addrs = desc_addresses(desc, rows, K, esize, mn_major)
     if nrows is not None:
         addrs = addrs[row0: row0 + nrows]
     sm = w.group.shared
-    cta = int(w.cta_local[0])
     if addrs.min() < 0 or addrs.max() + esize > sm.size:
         raise Unsupported(f"wgmma descriptor {hex(desc)} addresses {hex(int(addrs.max()))}, past "
                           f"the {sm.size}-byte shared window")
@@ -342,26 +446,42 @@ def _smem_matrix(w, instr, desc: int, rows: int, K: int, atype: str, mn_major: b
                     f"{sm.layout.name_of(int(bad.reshape(-1)[0]))} (descriptor {hex(desc)})",
                     instr, severity="review", w=w)
     vals = np.ascontiguousarray(raw).view(el)[..., 0]
-    w.event(ev.MemAccess, instr, np.ones(w.L, bool), space="shared", access="read",
-            ranges=_merge_ranges(addrs, esize), proxy=ev.ASYNC,
-            space_cta=w.group.ctas[cta].linear)
+    if w.m.trace is not None:
+        w.event(ev.MemAccess, instr, np.ones(w.L, bool), space="shared", access="read",
+                ranges=_merge_ranges(addrs, esize), proxy=ev.ASYNC,
+                space_cta=w.group.ctas[cta].linear)
     return _as_f64(vals, atype)
 
 
 def _merge_ranges(addrs: np.ndarray, esize: int) -> list:
+    """Half-open byte ranges ``(-1, start, end)`` covering the `esize`-byte items at `addrs`,
+    adjacent items merged."""
     u = np.unique(addrs.reshape(-1))
     if u.size == 0:
         return []
-    out = []
-    start = prev = int(u[0])
-    for a in u[1:]:
-        a = int(a)
-        if a != prev + esize:
-            out.append((-1, start, prev + esize))
-            start = a
-        prev = a
-    out.append((-1, start, prev + esize))
-    return out
+    brk = np.flatnonzero(np.diff(u) != esize) + 1
+    first = np.concatenate(([0], brk))
+    last = np.concatenate((brk - 1, [u.size - 1]))
+    return [(-1, int(u[a]), int(u[b]) + esize) for a, b in zip(first, last)]
+
+
+_ACC_MAPS: dict = {}
+
+
+def _acc_maps(dtype: str, nregs: int):
+    """(rows, cols) index arrays, shape (nregs, pieces, 32), of wgmma accumulator registers in a
+    warp's 16 x N slice (pieces: 2 halves of an f16x2 register, else 1)."""
+    key = (dtype, nregs)
+    hit = _ACC_MAPS.get(key)
+    if hit is None:
+        rows_of, cols_of = _wg_rows_cols(dtype, 0)
+        pieces = 2 if dtype == "f16" else 1
+        r = np.array([[np.broadcast_to(rows_of(i, j), (WARP,)) for j in range(pieces)]
+                      for i in range(nregs)])
+        c = np.array([[np.broadcast_to(cols_of(i, j), (WARP,)) for j in range(pieces)]
+                      for i in range(nregs)])
+        hit = _ACC_MAPS[key] = (r, c)
+    return hit
 
 
 def _wg_rows_cols(dtype: str, wi: int):
@@ -377,6 +497,26 @@ def _wg_rows_cols(dtype: str, wi: int):
     return rows, cols
 
 
+def _wg_state(w, active: np.ndarray) -> bool:
+    """Whether the warps in `active` may run a wgmma-family instruction together: the group's
+    pending wgmma state (open operations, committed groups) belongs to exactly these warps."""
+    if w.wgmma_warps is None:
+        return True
+    return bool(np.array_equal(w.wgmma_warps, active))
+
+
+def _wg_claim(w, active: np.ndarray) -> None:
+    if w.wgmma_warps is None:
+        w.wgmma_warps = active.copy()
+
+
+def _per_warp_first(w, mask, active):
+    """Index of each active warp's first active lane (in group lanes)."""
+    act = mask.reshape(w.nwarps, WARP)
+    idx = np.flatnonzero(active)
+    return idx * WARP + act[idx].argmax(axis=1)
+
+
 @semantic("wgmma.mma_async.ss", "wgmma.mma_async.rs",
           note="Descriptors with every swizzle, K- and MN-major (imm-trans), register A, "
                "bf16/f16/tf32/e4m3/e5m2/s8/u8; results land at wgmma.wait_group (reading the "
@@ -384,8 +524,9 @@ def _wg_rows_cols(dtype: str, wi: int):
                "the largest exponent, truncation; 13-bit fp8 accumulation): bitwise equal to "
                "an H200 on every probed layout, dtype and zoo GEMM.")
 def _wgmma(w, instr, mask):
-    if w.nwarps != 1:
-        raise Unsupported("wgmma in batched execution")
+    active = w.warps_of(mask)
+    if not _wg_state(w, active):
+        return SPLIT
     mods = instr.modifiers
     n = int(mods["shape"][4:].split("k")[0])
     K = int(mods["shape"].split("k")[1])
@@ -393,48 +534,96 @@ def _wgmma(w, instr, mask):
     ops = instr.operands
     names = [s.name for s in instr.binding.operand_specs(mods)]
     op = dict(zip(names, ops))
-    wi = w.warp_ids[0] % 4
     dregs = list(op["d"])
-    # the current accumulator value: the newest pending wgmma result, else the register
-    scale_d = op["scale_d"]
-    sd = bool(np.broadcast_to(w.read(scale_d, T("pred")), (w.L,))[0])
-    rows, cols = _wg_rows_cols(dtype, wi)
     acc_t = "f16" if dtype == "f16" else dtype
-    shadow = w.wgmma_shadow
-    C = np.zeros((1, 16, n), np.float64)
-    if sd:
-        for i, r in enumerate(dregs):
-            cur = shadow.get(r.id)
-            src = cur if cur is not None else np.broadcast_to(
-                w.read(r, T("b32" if acc_t == "f16" else acc_t)), (w.L,))
-            if acc_t == "f16":
-                pair = _unpack(np.asarray(src).view(np.uint32).reshape(1, WARP),
-                               np.dtype(np.float16)).astype(np.float64)
-                for j in range(2):
-                    C[:, rows(i, j), cols(i, j)] = pair[:, :, j]
-            else:
-                C[:, rows(i, 0), cols(i, 0)] = np.asarray(src).reshape(1, WARP)
+    widx = np.flatnonzero(active)  # the warps that issue, each a 16-row slice of the tile
+    W = widx.size
+    lead = _per_warp_first(w, mask, active)
+    ctas = [w.ctas_local[i] for i in widx]
+    wis = [w.warp_ids[i] % 4 for i in widx]
+    sd = np.broadcast_to(w.read(op["scale_d"], T("pred")), (w.L,))[lead]
+    rmap, cmap = _acc_maps(acc_t, len(dregs))
+    C = np.zeros((W, 16, n), np.float64)
+    chain = (tuple(r.id for r in dregs), widx.tobytes(), acc_t)
+    last = w.wgmma_last
+    if acc_t == "f32" and sd.all() and last is not None and last[0] == chain and \
+            all(w.wgmma_shadow.get(r.id) is v for r, v in zip(dregs, last[2])):
+        # accumulating on the previous wgmma's pending result: its matrix, as the f32
+        # registers will hold it
+        C = last[1].astype(np.float32).astype(np.float64)
+    elif sd.any():
+        # the current accumulator value: the newest pending wgmma result, else the register
+        shadow = w.wgmma_shadow
+        rt = T("b32" if acc_t == "f16" else acc_t)
+        V = np.stack([np.asarray(shadow[r.id] if r.id in shadow else
+                                 np.broadcast_to(w.read(r, rt), (w.L,))).reshape(
+                                     w.nwarps, WARP)[widx] for r in dregs], axis=1)  # (W, R, 32)
+        if acc_t == "f16":
+            pair = _unpack(V.view(np.uint32), np.dtype(np.float16)).astype(np.float64)
+            for j in range(2):
+                C[:, rmap[:, j], cmap[:, j]] = pair[..., j]
+        else:
+            C[:, rmap[:, 0], cmap[:, 0]] = V
+        C[~sd] = 0.0
     trans_a = int(op["imm_trans_a"].value) if "imm_trans_a" in op else 0
     trans_b = int(op["imm_trans_b"].value) if "imm_trans_b" in op else 0
     if "a_desc" in op:
-        desc_a = int(np.broadcast_to(w.read(op["a_desc"], T("b64")), (w.L,))[0])
-        A = _smem_matrix(w, instr, desc_a, 64, K, atype, bool(trans_a), 16 * wi, 16)[None]
+        descs = np.broadcast_to(w.read(op["a_desc"], T("b64")), (w.L,))[lead]
+        mats: dict = {}
+        A = np.empty((W, 16, K), np.float64)
+        for j in range(W):
+            if w.m.trace is not None:  # the trace records each warp's own 16 rows
+                A[j] = _smem_matrix(w, instr, int(descs[j]), 64, K, atype, bool(trans_a),
+                                    ctas[j], 16 * wis[j], 16)
+                continue
+            key = (ctas[j], int(descs[j]))
+            if key not in mats:
+                mats[key] = _smem_matrix(w, instr, key[1], 64, K, atype, bool(trans_a),
+                                         ctas[j])
+            A[j] = mats[key][16 * wis[j]: 16 * wis[j] + 16]
     else:
-        A = _a_fragment(w, list(op["a"]), atype, K)
-    desc_b = int(np.broadcast_to(w.read(op["b_desc"], T("b64")), (w.L,))[0])
-    Bt = _smem_matrix(w, instr, desc_b, n, K, btype, bool(trans_b))  # (N, K)
+        A = _a_fragment(w, list(op["a"]), atype, K)[widx]
+    descs = np.broadcast_to(w.read(op["b_desc"], T("b64")), (w.L,))[lead]
+    mats = {}
+    pick = np.empty(W, np.int64)
+    for j in range(W):
+        key = (ctas[j], int(descs[j]))
+        if key not in mats:
+            mats[key] = (len(mats), _smem_matrix(w, instr, key[1], n, K, btype, bool(trans_b),
+                                                 ctas[j]))
+        pick[j] = mats[key][0]
+    Bs = np.stack([m for _, m in mats.values()])  # (unique, N, K)
     if "imm_scale_a" in op and int(op["imm_scale_a"].value) == -1:
         A = -A
     if "imm_scale_b" in op and int(op["imm_scale_b"].value) == -1:
-        Bt = -Bt
-    D = tc_dot(A, Bt, C, atype)
-    vals = _acc_values(D, dregs, acc_t, rows, cols, bool(mods.get("satfinite")))
+        Bs = -Bs
+    D = tc_dot(A, Bs, C, atype, pick)
+    lanes = np.zeros((w.nwarps, WARP), bool)
+    lanes[widx] = True
+    lanes = lanes.reshape(-1)
+    if acc_t == "f16":
+        lo = D[:, rmap[:, 0], cmap[:, 0]].astype(np.float16).view(np.uint16)
+        hi = D[:, rmap[:, 1], cmap[:, 1]].astype(np.float16).view(np.uint16)
+        vals = lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
+    elif acc_t == "s32":
+        x = D[:, rmap[:, 0], cmap[:, 0]]
+        if mods.get("satfinite"):
+            x = np.clip(x, -2 ** 31, 2 ** 31 - 1)
+        vals = (x.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    else:
+        vals = D[:, rmap[:, 0], cmap[:, 0]].astype(np.float32)  # (W, R, 32)
+    st = storage(dregs[0].dtype)
+    full = np.zeros((len(dregs), w.nwarps, WARP), st)
+    full[:, widx] = (vals.view(st) if vals.dtype.itemsize == st.itemsize else vals) \
+        .transpose(1, 0, 2)
+    shadow = w.wgmma_shadow  # (warps not issuing have no pending wgmma state: _wg_state)
+    full = full.reshape(len(dregs), w.L)
     result = []
-    for r, v in zip(dregs, vals):
-        st = storage(r.dtype)
-        v = np.asarray(v).view(st) if np.asarray(v).dtype.itemsize == st.itemsize else v
-        shadow[r.id] = v
-        result.append((r, v))
+    for i, r in enumerate(dregs):
+        shadow[r.id] = full[i]
+        result.append((r, full[i], lanes))
+    w.wgmma_last = (chain, D, [full[i] for i in range(len(dregs))])
+    _wg_claim(w, active)
     w.wgmma_open.append(result)
     w.m.async_ids += 1
     w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="issue", op_id=w.m.async_ids,
@@ -451,6 +640,10 @@ def _wgmma_fence(w, instr, mask):
 @semantic("wgmma.commit_group")
 def _wgmma_commit(w, instr, mask):
     """Close the open wgmma operations into a group."""
+    active = w.warps_of(mask)
+    if not _wg_state(w, active):
+        return SPLIT
+    _wg_claim(w, active)
     w.wgmma_groups.append(w.wgmma_open)
     w.wgmma_open = []
     w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="commit",
@@ -462,15 +655,20 @@ def _wgmma_wait(w, instr, mask):
     """Retire committed groups until at most n are pending: their results land in the
     accumulator registers now."""
     n = int(instr.operands[0].value)
-    full = np.ones(w.L, bool)
+    active = w.warps_of(mask)
+    if not _wg_state(w, active):
+        return SPLIT
     while len(w.wgmma_groups) > n:
         grp = w.wgmma_groups.pop(0)
         for ops in grp:
-            for r, v in ops:
-                w.set_reg(r, v, full)
+            for r, v, lanes in ops:
+                w.set_reg(r, v, lanes)
                 if w.wgmma_shadow.get(r.id) is v:
                     del w.wgmma_shadow[r.id]
         w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="complete", direction="mma")
+    if not w.wgmma_groups and not w.wgmma_open:
+        w.wgmma_warps = None
+        w.wgmma_shadow.clear()
     w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="wait", group=n,
             pending=len(w.wgmma_groups), direction="mma")
 

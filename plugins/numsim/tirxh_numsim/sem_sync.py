@@ -12,7 +12,7 @@ import numpy as np
 from tirxh.api import ir
 
 from . import events as ev
-from .machine import WARP, Fallback, Wait
+from .machine import SPLIT, WARP, Wait
 from .semtable import semantic
 from .values import HALF_OF, Unsupported, dtype as T, pack2, round_to, storage, uint_of, unpack2
 
@@ -21,53 +21,93 @@ from .values import HALF_OF, Unsupported, dtype as T, pack2, round_to, storage, 
 @semantic("bar.sync", "barrier.sync", "bar.arrive", "barrier.arrive")
 def _bar(w, instr, mask):
     """CTA barriers: arrivals are counted per warp (32 threads, as the hardware counts);
-    ``sync`` blocks the warp until the barrier's thread count is reached."""
-    from . import events as ev
+    ``sync`` blocks the warp until the barrier's thread count is reached. The barrier id (and
+    thread count) may be registers: each warp's value must be the same in all its active lanes
+    (PTX ISA, barrier: warp-uniform operands), else a ``numsim.barrier-nonuniform`` error; warps
+    of a group may use different barriers."""
     ops = instr.operands
-    bid = w.read(ops[0], T("u32"))
-    bid = np.broadcast_to(bid, (w.L,))[mask]
-    if np.any(bid != bid[0]):
-        raise Unsupported(f"{instr.spelling}: barrier id differs across lanes")
-    bid = int(bid[0])
+    has_count = len(ops) > 1 and ops[1] is not None
+    active = w.warps_of(mask)
+    ids = _per_warp_value(w, instr, ops[0], mask, active, "barrier id")
+    counts = _per_warp_value(w, instr, ops[1], mask, active, "thread count") if has_count \
+        else None
     m = w.m
     nthreads = int(np.prod(m.block))
-    count = None
-    if len(ops) > 1 and ops[1] is not None:
-        c = np.broadcast_to(w.read(ops[1], T("u32")), (w.L,))[mask]
-        count = int(c[0])
-    expected = count if count is not None else -(-nthreads // WARP) * WARP
     sync = instr.binding.name in ("bar.sync", "barrier.sync")
     g = w.group
-    warps_active = mask.reshape(w.nwarps, WARP).any(axis=1)
-    per_cta: dict = {}
-    for i in np.flatnonzero(warps_active):
-        per_cta[w.ctas_local[i]] = per_cta.get(w.ctas_local[i], 0) + WARP
+    arrivals: dict = {}  # (cta, id) -> [threads arriving, count operand]
+    for i in np.flatnonzero(active):
+        key = (w.ctas_local[i], int(ids[i]))
+        a = arrivals.setdefault(key, [0, None if counts is None else int(counts[i])])
+        a[0] += WARP
+    if w.nwarps > 1:
+        # warps that run together pass together (their arrivals complete the barrier, or do
+        # not reach it for bar.arrive); otherwise they split and arrive one by one, so that
+        # each warp blocks, or starts the next generation, as it would alone
+        for (c, bid), (n, count) in arrivals.items():
+            st = g.bars.get((c, bid), [0, 0])
+            need = _need(g, c, count, nthreads)
+            if st[0] + n > need or (sync and st[0] + n < need):
+                return SPLIT
     released = True
     states = {}
-    for c, arrived in per_cta.items():
+    for (c, bid), (n, count) in arrivals.items():
         st = g.bars.setdefault((c, bid), [0, 0])
-        st[0] += arrived
-        states[c] = (st, st[1])
-        if not _bar_try_release(g, c, st, count, expected):
+        st[0] += n
+        states[(c, bid)] = (st, st[1], count)
+        if not _bar_try_release(g, c, st, count, _expected(count, nthreads)):
             released = released and not sync
-    if w.nwarps > 1 and sync and not released:
-        raise Fallback()
-    w.event(ev.BarrierEvent, instr, mask, op="sync" if sync else "arrive", barrier=bid,
-            count=count)
+    bid0 = int(ids[np.flatnonzero(active)[0]])
+    count0 = None if counts is None else int(counts[np.flatnonzero(active)[0]])
+    w.event(ev.BarrierEvent, instr, mask, op="sync" if sync else "arrive", barrier=bid0,
+            count=count0)
     if not sync or released:
         if sync:
-            w.event(ev.BarrierEvent, instr, mask, op="sync", barrier=bid, count=count,
+            w.event(ev.BarrierEvent, instr, mask, op="sync", barrier=bid0, count=count0,
                     released=True)
         return None
-    (c,) = per_cta
-    st, gen = states[c]
+    ((c, bid),) = arrivals
+    st, gen, count = states[(c, bid)]
+    expected = _expected(count, nthreads)
 
     def ready():
         return st[1] != gen or _bar_try_release(g, c, st, count, expected)
 
     def resume():
-        w.event(ev.BarrierEvent, instr, mask, op="sync", barrier=bid, count=count, released=True)
+        w.event(ev.BarrierEvent, instr, mask, op="sync", barrier=bid, count=count0,
+                released=True)
     return Wait(ready, f"{instr.spelling} {bid} at {instr.loc}", resume)
+
+
+def _expected(count, nthreads) -> int:
+    """Threads a barrier waits for: the count operand, else the CTA's (in whole warps)."""
+    return count if count is not None else -(-nthreads // WARP) * WARP
+
+
+def _need(g, c, count, nthreads) -> int:
+    """Arrivals that release the barrier now: warps that exited count as arrived for a
+    whole-CTA barrier."""
+    if count is not None:
+        return count
+    return _expected(None, nthreads) - WARP * g.exited_warps.get(c, 0)
+
+
+def _per_warp_value(w, instr, op, mask, active, what: str) -> np.ndarray:
+    """The value of operand `op` in each warp's first active lane; a warp whose active lanes
+    disagree is a ``numsim.barrier-nonuniform`` error (the first lane's value is used)."""
+    v = _lanes2d(w.read(op, T("u32")), w)
+    act = mask.reshape(w.nwarps, WARP)
+    first = np.where(active, act.argmax(axis=1), 0)
+    val = v[np.arange(w.nwarps), first]
+    bad = active & ((v != val[:, None]) & act).any(axis=1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        lanes = sorted(set(int(x) for x in v[i][act[i]]))
+        w.m.finding("numsim.barrier-nonuniform", f"{instr.spelling}: the {what} differs across "
+                    f"the active lanes of warp {w.warp_ids[i]} (cta {w.cta(i).ctaid}): values "
+                    f"{lanes[:8]} (it must be warp-uniform)", instr,
+                    w=w, at_lane=i * WARP + int(first[i]), data={"values": lanes[:8]})
+    return val
 
 
 def _bar_try_release(g, c, st, count, expected) -> bool:
@@ -111,7 +151,6 @@ def collective_event(w, instr, mask) -> None:
 @semantic("membar", "fence", fidelity="ordering_only",
           note="Fences order memory; numsim executes sequentially, so only the event is kept.")
 def _fence(w, instr, mask):
-    from . import events as ev
     w.event(ev.FenceEvent, instr, mask, fence=instr.binding.effects_for(instr.modifiers).sync or
             "fence", scope=instr.modifiers.get("scope") or instr.modifiers.get("level"),
             spelling=instr.spelling)
@@ -186,8 +225,10 @@ def _lanes2d(x, w):
     return np.broadcast_to(x, (w.L,)).reshape(w.nwarps, WARP)
 
 
-@semantic("shfl.sync", note="Warp shuffle (up/down/bfly/idx with the c clamp/segment operand); "
-                            "lanes reading an inactive or out-of-range lane keep their own value.")
+@semantic("shfl.sync", "shfl.sync.pred",
+          note="Warp shuffle (up/down/bfly/idx with the c clamp/segment operand); the ``d|p`` form "
+               "also writes p: whether the source lane was in range. Lanes reading an inactive "
+               "or out-of-range lane keep their own value.")
 def _shfl(w, instr, mask):
     collective_event(w, instr, mask)
     ops = instr.operands
@@ -217,9 +258,12 @@ def _shfl(w, instr, mask):
     src_active = np.take_along_axis(act, j, axis=1)
     r = np.take_along_axis(a, j, axis=1)
     r = np.where(src_active, r, a)
-    w.write(ops[0], r.reshape(-1), mask)
-    if len(ops) > 5 and not isinstance(ops[5], ir.Sink):
-        pass
+    if isinstance(ops[0], ir.Vec):  # shfl.sync.pred: d|p
+        d, p = ops[0].elems
+        w.write(d, r.reshape(-1), mask)
+        w.write(p, ok.reshape(-1), mask)
+    else:
+        w.write(ops[0], r.reshape(-1), mask)
 
 
 @semantic("vote.sync", "vote.ballot")

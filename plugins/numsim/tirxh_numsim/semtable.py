@@ -11,6 +11,10 @@ Fidelity classes (issue 4):
 - ``rejected``: numsim refuses it; a kernel that executes it gets an ``incomplete`` verdict naming
   the instruction and its source line.
 
+The semantic modules (``sem_*``) register into `TABLE` when imported; `tirxh_numsim.semantics`
+imports them all and is where `lookup` lives (this module cannot import them: they import
+`semantic` from here).
+
 Semantic functions have the signature ``fn(warps, instr, mask) -> None | Wait`` where `warps` is the
 executing `machine.Warps`, `mask` the lanes that execute (active and guard true). Returning a
 `Wait` blocks the warps until it is ready (see `machine.Wait`).
@@ -57,20 +61,3 @@ def _first_paragraph(doc) -> str:
 def rejected(name: str, reason: str) -> None:
     """Declare a binding numsim refuses, with the reason reported in the verdict."""
     TABLE[name] = Semantic(name, None, "rejected", reason)
-
-
-def lookup(name: str) -> "Semantic | None":
-    _load()
-    return TABLE.get(name)
-
-
-_LOADED = False
-
-
-def _load() -> None:
-    """Import the semantic modules (they register into TABLE on import)."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from . import sem_async, sem_base, sem_mma, sem_remote, sem_sync  # noqa: F401

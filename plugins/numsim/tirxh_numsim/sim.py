@@ -2,13 +2,14 @@
 
 `Machine` owns the launch state (bound buffers, param space, diagnostics, statistics, the event
 trace) and provides the services semantic functions call: `load`/`store` (bounds-checked,
-diagnosed, traced), `sreg`, `finding`. `launch()` runs the grid: batched when the kernel allows,
-else cluster by cluster with cooperatively scheduled warps.
+diagnosed, traced), `sreg`, `finding`. `launch()` admits the grid's CTAs to the scheduler
+(`sched.py`): without a trace, batches of CTAs whose warps run vectorized together (split where
+they diverge at barriers and spins, merged again where they meet); with a trace, one warp per
+group so that the trace has each warp's program order.
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import numpy as np
@@ -16,18 +17,19 @@ import numpy as np
 from tirxh.api import Finding, ir, SourceRef
 
 from . import events as ev
-from .machine import (CTA, WARP, Deadlock, Fallback, Group, SimLimit, Warps, schedule)
+from .interp import Code
+from .machine import CTA, WARP, Deadlock, Group, SimLimit, Warps
 from .memory import (CLUSTER_SHIFT, PARAM_BASE, SHARED_GENERIC, SHARED_GENERIC_END, GlobalMemory,
                      LocalLayout, LocalMemory, ParamSpace, SharedLayout, SharedMemory)
-from .semtable import lookup
+from .sched import Scheduler
+from .semantics import lookup
 from .values import Unsupported, uint_of
 
-# bindings whose semantics need per-warp scheduling (they block, or are warpgroup/cluster-wide)
-_PER_WARP_PREFIXES = ("mbarrier", "wgmma", "barrier.cluster", "cp.async.bulk", "setmaxnreg",
-                      "mapa", "elect", "griddepcontrol", "fence.proxy", "fence.mbarrier")
 MAX_FINDINGS_PER_SITE = 1
-BATCH_LANES = 1 << 17
-BATCH_LOCAL_BYTES = 1 << 26  # local memory of one batch beyond this: run per warp instead
+BATCH_LANES = 1 << 17  # lanes of the CTAs admitted together without a trace
+BATCH_LOCAL_BYTES = 1 << 26  # ... and at most this much local memory
+BATCH_SHARED_BYTES = 1 << 28  # ... and shared memory (with its initialized-byte map)
+GLOBAL = "global"  # the memory-region key of global memory (spin-loop wake-ups; sem_async too)
 
 
 class Machine:
@@ -51,8 +53,17 @@ class Machine:
         self.step = 0
         self.lane_instructions = 0
         self.warp_instructions = 0
-        self.op_counts: Counter = Counter()
+        self.group_instructions = 0  # instructions executed, each once for its group's warps
+        self.merges = 0  # groups of warps joined again (sched.py)
+        self.splits = 0  # groups split apart
         self.max_instructions = max_instructions
+        self.code = Code(kir)
+        self.pc_warps = [0] * len(self.code.ops)  # warp-instructions executed per op
+        self.pc_lanes = [0] * len(self.code.ops)  # lane-instructions executed per op
+        self.pc_execs = [0] * len(self.code.ops)  # executions per op (once per group)
+        self.budget_left = max_instructions  # kept by the interpreter (interp.py)
+        self.wclock = 0  # bumped by every memory write (spin-loop detection)
+        self.region_clock: dict = {}  # memory region key -> wclock of its last write
         self.max_ctas = max_ctas
         self._dispatch: dict = {}
         self.async_ids = 0
@@ -102,17 +113,66 @@ class Machine:
             fn = self._dispatch[instr] = sem.fn
         return fn
 
-    def count(self, instr: ir.Instr, mask: np.ndarray) -> None:
-        n = int(np.count_nonzero(mask))
-        self.lane_instructions += n
-        self.warp_instructions += 1
-        self.op_counts[instr.binding.name] += 1
-        if self.warp_instructions > self.max_instructions:
-            raise SimLimit(f"instruction budget of {self.max_instructions} warp-instructions "
-                           f"exhausted at {instr.loc} ({instr.spelling}); an endless loop?")
+    def flush_counts(self) -> None:
+        """Instruction totals from the per-op counters the interpreter keeps."""
+        self.warp_instructions = sum(self.pc_warps)
+        self.lane_instructions = sum(self.pc_lanes)
+        self.group_instructions = sum(self.pc_execs)
 
-    def tick(self, mask) -> None:
-        self.clock += 1
+    @property
+    def op_counts(self) -> Counter:
+        """Warp-instructions executed per binding."""
+        out: Counter = Counter()
+        for op, n in zip(self.code.ops, self.pc_warps):
+            if n:
+                out[op[1].binding.name] += n
+        return out
+
+    def loop_counts(self) -> list:
+        """[(warp-instructions, LoopInfo)] for every loop, most first: the instructions executed
+        inside each loop (its inner loops included)."""
+        code = self.code
+        per = [0] * len(code.loops)
+        for pc, n in enumerate(self.pc_warps):
+            li = code.loop_of[pc]
+            if n and li >= 0:
+                per[li] += n
+        parent = [info.parent for info in code.loops]
+        total = list(per)
+        for li in range(len(per)):
+            p = parent[li]
+            while p >= 0:
+                total[p] += per[li]
+                p = parent[p]
+        return sorted(((total[i], code.loops[i]) for i in range(len(per)) if total[i]),
+                      key=lambda x: -x[0])
+
+    def budget_message(self, pc: int) -> str:
+        """Why the run stopped at the instruction budget: how much ran, and which loop (with its
+        source line) used the budget, so that a hang can be told from a slow kernel."""
+        n, lanes = self.warp_instructions, self.lane_instructions
+        msg = (f"instruction budget of {self.max_instructions} warp-instructions exhausted: "
+               f"{n} warp-instructions ({lanes} lane-instructions) ran")
+        loops = self.loop_counts()
+        inner = self.code.loops[self.code.loop_of[pc]] if self.code.loop_of[pc] >= 0 else None
+        if loops:
+            top = [x for x in loops if x[1] is not loops[0][1] and x[0] == loops[0][0]]
+            best = top[-1] if top else loops[0]  # the innermost of equally busy loops
+            msg += (f"; {best[0]} of them ({100 * best[0] / max(n, 1):.1f}%) in the "
+                    f"{best[1].kind} at {best[1].loc}")
+        if inner is not None:
+            msg += f"; running the {inner.kind} at {inner.loc} when it ran out"
+        instr = self.current_instr
+        if instr is not None:
+            msg += f" (at {instr.spelling}, {instr.loc})"
+        return msg + (": a loop that never exits, or a kernel too big for the budget "
+                      "([numsim] max_instructions)")
+
+    def wrote(self, key) -> None:
+        """A memory write to region `key` (None: private memory): wakes spinning groups."""
+        self.wclock += 1
+        if key is not None:
+            self.region_clock[key] = self.wclock
 
     def finding(self, kind: str, message: str, instr=None, *, severity: str = "error",
                 lanes=(), addresses=(), w: "Warps | None" = None, data=None,
@@ -138,12 +198,27 @@ class Machine:
         self.findings.append(f)
 
     def sreg(self, w: Warps, name: str) -> np.ndarray:
+        """The value of special register `name` for `w`'s lanes (cached per group, read-only,
+        except the clocks)."""
+        hit = w.sregs.get(name)
+        if hit is not None:
+            return hit
+        v = self._sreg(w, name)
+        if not name.startswith(("clock", "globaltimer")):
+            v.setflags(write=False)
+            w.sregs[name] = v
+        return v
+
+    def _sreg(self, w: Warps, name: str) -> np.ndarray:
         base, _, comp = name.partition(".")
         ax = "xyz".index(comp) if comp in ("x", "y", "z") else 0
         L = w.L
 
         def per_warp(fn):
-            return np.repeat(np.array([fn(i) for i in range(w.nwarps)], np.uint32), WARP)
+            per_cta = {}
+            vals = [per_cta[c] if c in per_cta else per_cta.setdefault(c, fn(i))
+                    for i, c in enumerate(w.ctas_local)]
+            return np.repeat(np.array(vals, np.uint32), WARP)
         if base == "tid":
             return w.tid[ax].astype(np.uint32)
         if base == "ntid":
@@ -257,16 +332,21 @@ class Machine:
                              data={"buffer": self.gmem.name_of(int(ba[0]))})
             gl, bidx, off = lanes[ok], bidx[ok], off[ok]
             if atomic_rmw is not None:
-                old = self._serial_rmw(
+                self._read_region(w, GLOBAL)
+                old, changed = self._serial_rmw(
                     lambda i: self.gmem.read(bidx[i:i + 1], off[i:i + 1], nbytes)[0],
                     lambda i, v: self.gmem.write(bidx[i:i + 1], off[i:i + 1], nbytes,
                                                  np.array([v])), gl, atomic_rmw, nbytes)
                 out[gl] = old
+                if changed:
+                    self.wrote(GLOBAL)
             elif words is None:
+                self._read_region(w, GLOBAL)
                 out[gl] = self.gmem.read(bidx, off, nbytes)
             else:
                 self.gmem.write(bidx, off, nbytes, np.asarray(words)[gl] if np.ndim(words)
                                 else np.full(gl.size, words))
+                self.wrote(GLOBAL)
             self._trace_mem(w, instr, "global", lanes, a, nbytes, words is not None,
                             atomic_rmw is not None, bufname=True)
             return out
@@ -293,14 +373,19 @@ class Machine:
                              f"kernel {self.kir.name!r}", instr, lanes=bad % WARP,
                              addresses=aa[~ok], w=w, at_lane=int(bad[0]))
             sl, cta, aa = lanes[ok], cta[ok], aa[ok]
+            key = ("shared", w.group.key)
             if atomic_rmw is not None:
                 def rd(i):
                     return sm.read(cta[i:i + 1], aa[i:i + 1], nbytes)[0][0]
 
                 def wr(i, v):
                     sm.write(cta[i:i + 1], aa[i:i + 1], nbytes, np.array([v]))
-                out[sl] = self._serial_rmw(rd, wr, sl, atomic_rmw, nbytes)
+                self._read_region(w, key)
+                out[sl], changed = self._serial_rmw(rd, wr, sl, atomic_rmw, nbytes)
+                if changed:
+                    self.wrote(key)
             elif words is None:
+                self._read_region(w, key)
                 vals, init = sm.read(cta, aa, nbytes)
                 out[sl] = vals
                 if not init.all():
@@ -314,6 +399,7 @@ class Machine:
             else:
                 vals = np.asarray(words)[sl] if np.ndim(words) else np.full(sl.size, words)
                 sm.write(cta, aa, nbytes, vals)
+                self.wrote(key)
             return out
         if space == "local":
             return self._local_access(w, instr, lanes, a, nbytes, words, out, atomic_rmw)
@@ -355,16 +441,26 @@ class Machine:
         else:
             vals = np.asarray(words)[sl] if np.ndim(words) else np.full(sl.size, words)
             lm.write(sl, aa, nbytes, vals)
+            self.wrote(None)
         return out
 
+    @staticmethod
+    def _read_region(w, key) -> None:
+        w.rclock += 1
+        w.reads[key] = w.rclock
+
     def _serial_rmw(self, rd, wr, lanes, op, nbytes):
-        """Atomics: apply lane by lane in lane order (one legal serialization)."""
+        """Atomics: apply lane by lane in lane order (one legal serialization); returns the old
+        values and whether any value changed (a failing CAS polls; it does not write)."""
         old = np.zeros(lanes.size, uint_of(nbytes))
+        changed = False
         for j in range(lanes.size):
             cur = rd(j)
             old[j] = cur
-            wr(j, op(cur, int(lanes[j])))
-        return old
+            new = op(cur, int(lanes[j]))
+            changed = changed or new != cur
+            wr(j, new)
+        return old, changed
 
     def atomic(self, w, instr, space, addrs, mask, nbytes, op) -> np.ndarray:
         return self._access(w, instr, space, addrs, mask, nbytes, None, atomic_rmw=op)
@@ -392,16 +488,6 @@ class Machine:
                 buffer=buf)
 
     # -- the launch --------------------------------------------------------------------------------
-    def batchable(self) -> bool:
-        if self.trace is not None or np.prod(self.cluster) > 1:
-            return False
-        if self.local_layout.size * BATCH_LANES > BATCH_LOCAL_BYTES:
-            return False
-        for s in self.kir.instructions():
-            if s.binding.name.startswith(_PER_WARP_PREFIXES):
-                return False
-        return True
-
     def ctas(self) -> list:
         gx, gy, gz = self.grid
         cx, cy, cz = self.cluster
@@ -419,55 +505,68 @@ class Machine:
             out = out[: self.max_ctas]
         return out
 
+    def units(self, ctas: list, nwarps: int) -> list:
+        """The CTAs admitted together, in launch order: each cluster; without clusters, one CTA
+        per unit when tracing, else batches bounded by BATCH_LANES lanes and the local and
+        shared memory they need."""
+        csize = int(np.prod(self.cluster))
+        if csize > 1:
+            by_cluster: dict = {}
+            for c in ctas:
+                by_cluster.setdefault(c.cluster, []).append(c)
+            out = []
+            for cl, members in sorted(by_cluster.items()):
+                members.sort(key=lambda c: c.rank)
+                if len(members) != csize and self.max_ctas is None:
+                    raise ValueError(f"cluster {cl} has {len(members)} CTAs, expected {csize}")
+                out.append(members)
+            return out
+        if self.trace is not None:
+            return [[c] for c in ctas]
+        lanes = nwarps * WARP
+        per = max(1, BATCH_LANES // lanes)
+        if self.local_layout.size:
+            per = min(per, max(1, BATCH_LOCAL_BYTES // (self.local_layout.size * lanes)))
+        per = min(per, max(1, BATCH_SHARED_BYTES // (2 * max(self.shared_layout.size, 1))))
+        return [ctas[i: i + per] for i in range(0, len(ctas), per)]
+
     def launch(self) -> None:
         for d, c in zip(self.grid, self.cluster):
             if d % c:
                 raise ValueError(f"kernel {self.kir.name!r}: grid {self.grid} is not a multiple "
                                  f"of cluster {self.cluster}")
-        ctas = self.ctas()
         nwarps = -(-int(np.prod(self.block)) // WARP)
-        if self.batchable():
-            snapshot = [b.data.copy() for b in self.gmem.buffers]
-            try:
-                self.mode = "batched"
-                per = max(1, BATCH_LANES // (nwarps * WARP))
-                for i in range(0, len(ctas), per):
-                    chunk = ctas[i: i + per]
-                    g = Group(chunk, SharedMemory(self.shared_layout, len(chunk)))
-                    w = Warps(self, g, [j for j in range(len(chunk)) for _ in range(nwarps)],
-                              [k for _ in chunk for k in range(nwarps)])
-                    schedule(self, [w])
-                    self.ctas_run += len(chunk)
-                return
-            except Fallback:
-                for b, s in zip(self.gmem.buffers, snapshot):
-                    b.data[:] = s
-                self.findings.clear()
-                self._sites.clear()
-                self._site_finding.clear()
-                self.ctas_run = 0
-                self.mode = "per-warp"
-        csize = int(np.prod(self.cluster))
-        by_cluster: dict = {}
-        for c in ctas:
-            by_cluster.setdefault(c.cluster, []).append(c)
-        for cl, members in sorted(by_cluster.items()):
-            members.sort(key=lambda c: c.rank)
-            if len(members) != csize and self.max_ctas is None:
-                raise ValueError(f"cluster {cl} has {len(members)} CTAs, expected {csize}")
-            g = Group(members, SharedMemory(self.shared_layout, len(members)))
-            g.nwarps_total = nwarps * len(members)
-            warps = [Warps(self, g, [j], [k]) for j in range(len(members)) for k in range(nwarps)]
-            schedule(self, warps)
-            self.ctas_run += len(members)
+        traced = self.trace is not None
+        self.mode = "per-warp" if traced else "batched"
+
+        def admit(unit):
+            g = Group(unit, SharedMemory(self.shared_layout, len(unit)))
+            g.shared.on_write = lambda: self.wrote(("shared", g.key))
+            g.nwarps_total = nwarps * len(unit)
+            self.ctas_run += len(unit)
+            if traced:
+                return g, [Warps(self, g, [j], [k]) for j in range(len(unit))
+                           for k in range(nwarps)]
+            return g, [Warps(self, g, [j for j in range(len(unit)) for _ in range(nwarps)],
+                             [k for _ in unit for k in range(nwarps)])]
+        # numpy's floating-point warnings say nothing numsim does not model explicitly (NaN
+        # origins, division by zero are findings): off for the whole launch, once
+        with np.errstate(all="ignore"):
+            Scheduler(self, self.units(self.ctas(), nwarps), admit, merge=not traced).run()
 
     def finish_warps(self, w: Warps) -> None:
-        for c in w.ctas_local:
-            w.group.exited_warps[c] = w.group.exited_warps.get(c, 0) + 1
+        """`w` reached the end of the kernel: its warps count as exited for barriers."""
+        left = np.asarray(w.ctas_local)[~w.warp_done]
+        if left.size:
+            ctas, n = np.unique(left, return_counts=True)
+            ex = w.group.exited_warps
+            for c, k in zip(ctas.tolist(), n.tolist()):
+                ex[c] = ex.get(c, 0) + k
+        w.warp_done = np.ones(w.nwarps, bool)
         if w.wgmma_open or w.wgmma_groups:
             self.finding("numsim.wgmma-unwaited", "warp exited with wgmma operations not waited "
                          "for (wgmma.wait_group missing); their results were dropped", None,
                          w=w, severity="error")
 
 
-__all__ = ["Machine", "Deadlock", "SimLimit", "Unsupported", "time"]
+__all__ = ["Machine", "Deadlock", "SimLimit", "Unsupported"]

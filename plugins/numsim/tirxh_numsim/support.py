@@ -6,21 +6,28 @@ when the committed file differs from what the current bindings and semantics pro
 
 from __future__ import annotations
 
+import sys
+
+from tirxh.api import default_isa
+
+from .semantics import lookup
+
+
+def fidelity_of(name: str) -> "tuple[str, str]":
+    """(fidelity class, note) of the binding `name` in numsim's semantics table: the one source
+    of numsim's fidelity (this page and the PTX reference, through ``tirxh_binding_fidelity``)."""
+    sem = lookup(name)
+    if sem is None:
+        return "rejected", "no numsim semantics yet (incomplete)"
+    return sem.fidelity, sem.note
+
 
 def supported_ops(isa=None) -> list:
     """[(binding name, iset, fidelity, note)] for every binding of `isa` (default: installed)."""
-    from .semtable import lookup
     if isa is None:
-        from tirxh.api import default_isa
         isa = default_isa()
-    rows = []
-    for b in sorted(isa, key=lambda b: (b.iset, b.name)):
-        sem = lookup(b.name)
-        if sem is None:
-            rows.append((b.name, b.iset, "rejected", "no numsim semantics yet (incomplete)"))
-        else:
-            rows.append((b.name, b.iset, sem.fidelity, sem.note))
-    return rows
+    return [(b.name, b.iset, *fidelity_of(b.name))
+            for b in sorted(isa, key=lambda b: (b.iset, b.name))]
 
 
 def render(isa=None) -> str:
@@ -45,5 +52,4 @@ def render(isa=None) -> str:
 
 
 if __name__ == "__main__":
-    import sys
     sys.stdout.write(render())

@@ -76,5 +76,5 @@ def one_case(spelling: str, out_t: str, ins=(), imms=(), lanes: int = LANES):
 
 def gpu_available() -> bool:
     """True when the CUDA driver initializes and reports a device (`tirxh.testing`)."""
-    from tirxh.testing import gpu_unavailable_reason
+    from tirxh.testing import gpu_unavailable_reason  # optional dependency: pytest (tests)
     return gpu_unavailable_reason() is None

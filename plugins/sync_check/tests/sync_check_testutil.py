@@ -60,11 +60,11 @@ class TraceBuilder:
             self.add(self.ev.BarrierEvent, w, line, cta=cta, op="sync", released=True)
 
     def add(self, cls, warp, line, cta=0, lanes=0xFFFFFFFF, instr=None, **fields):
-        from tirxh.core.ir import Loc
+        from tirxh.api import ir
         key = (cta, warp)
         s = self.seq.get(key, 0)
         self.seq[key] = s + 1
         e = cls(cta=cta, warp=warp, lanes=lanes, seq=s, step=len(self.trace.events),
-                instr=instr, loc=Loc("k.py", line), **fields)
+                instr=instr, loc=ir.Loc("k.py", line), **fields)
         self.trace.events.append(e)
         return e

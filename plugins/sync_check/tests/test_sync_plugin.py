@@ -1,5 +1,6 @@
 """The tirxh plugin end to end: `tirxh check` on a project runs both analyses on each kernel's
-smallest case, fails on a finding and prints it with its source lines and witness."""
+small cases (or only the smallest), fails on a finding and prints it with its source lines and
+witness."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import textwrap
 
 import pytest
 
-from tirxh.core.cli import main
-from tirxh.core.findings import Finding
+from tirxh import main
+from tirxh.api import Finding
 from tirxh_sync_check.plugin import smallest_case
 
 import tirxh.lang as T
@@ -62,8 +63,17 @@ def test_check_fails_on_the_buggy_kernel_and_shows_the_source(project, capsys):
     assert "sync_check findings" in out
     assert "full.wait(ring.phase)" in out  # the source context of the finding
     assert "<-- here" in out  # the witness interleaving
-    # the larger case k8 is not the smallest: not analyzed, so only one item failed
-    assert "1 failed" in out
+    # every small case is analyzed by default: k4 and k8 both fail
+    assert "2 failed" in out
+
+
+def test_cases_smallest_checks_only_each_kernels_smallest_case(project, capsys):
+    with open(project / "tirx.toml", "a") as f:
+        f.write('\n[sync_check]\ncases = "smallest"\n')
+    rc, out = _check(capsys, "-k", "buggy")
+    assert rc == 1, out
+    # k8 is not the smallest: nothing checks it, so it is compiled only
+    assert "1 failed, 1 compiled" in out
 
 
 def test_check_passes_the_fixed_kernel(project, capsys):

@@ -18,6 +18,9 @@ import time
 import numpy as np
 
 from tirxh.api import AnalyzerResult, Finding, SourceRef, worst
+import tirxh_numsim
+from tirxh_numsim import events as ev
+from tirxh_numsim.memory import SharedLayout
 
 from . import (groupings, hbquery, model, racecheck, rootcause, synccheck, waituse,
                warpchecks, wgmmacheck)
@@ -28,22 +31,37 @@ def check_kernel(kernel, inputs: dict, *, consts: "dict | None" = None, grid=Non
                  max_states: int = synccheck.DEFAULT_MAX_STATES,
                  max_instructions: int = 5_000_000) -> "tuple[AnalyzerResult, AnalyzerResult]":
     """Simulate `kernel` once on `inputs` (numsim, with a trace) and run both analyses."""
-    import tirxh_numsim
     t0 = time.perf_counter()
     res = tirxh_numsim.run(kernel, inputs, consts=consts, grid=grid, trace=True,
                            max_instructions=max_instructions)
     sim_s = time.perf_counter() - t0
     kir = _kir(kernel, consts)
     buffers = {k: np.asarray(v).nbytes for k, v in inputs.items() if isinstance(v, np.ndarray)}
+    regs = _launch_regs(kernel, consts, res.trace)
     return check_trace(res.trace, kir, buffers, incomplete=list(res.incomplete),
                        max_states=max_states, extra_stats={"numsim_s": round(sim_s, 3)},
-                       diagnostics=res.diagnostics)
+                       diagnostics=res.diagnostics, launch_regs=regs or None)
 
 
 # numsim diagnostics about synchronization misuse that leave no event to analyze (numsim skips
 # the operation): reported as the matching synccheck kind
 _FROM_NUMSIM = {"numsim.cluster-barrier": "cluster-barrier.mismatch",
                 "numsim.mbarrier-uninitialized": "mbarrier.uninitialized"}
+
+
+def _launch_regs(kernel, consts, trace) -> "int | None":
+    """The per-thread register count the kernel launches with (the CTA's setmaxnreg pool): from
+    a `CompiledKernel`, else by assembling a ``T.kernel`` when its trace uses setmaxnreg."""
+    regs = getattr(getattr(kernel, "resources", None), "registers", None)
+    if regs or trace is None or not hasattr(kernel, "compile"):
+        return regs or None
+    if not any(isinstance(e, ev.SetMaxNReg) for e in trace.events):
+        return None
+    try:
+        target = (getattr(kernel, "targets", None) or ("sm_90a",))[0]
+        return kernel.compile(target, **(consts or {})).resources.registers or None
+    except Exception:  # no toolchain here: the rule is reported as not checked
+        return None
 
 
 def _kir(kernel, consts):
@@ -55,9 +73,11 @@ def _kir(kernel, consts):
 def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=(),
                 max_states: int = synccheck.DEFAULT_MAX_STATES,
                 extra_stats: "dict | None" = None,
-                diagnostics=()) -> "tuple[AnalyzerResult, AnalyzerResult]":
+                diagnostics=(), launch_regs: "int | None" = None,
+                ) -> "tuple[AnalyzerResult, AnalyzerResult]":
     """Both analyses over a recorded numsim `Trace` (see the module docstring); numsim's
-    `diagnostics` of synchronization misuse it skipped are carried over."""
+    `diagnostics` of synchronization misuse it skipped are carried over. `launch_regs`, the
+    compiled per-thread register count, lets the register-pool rule of `warpchecks` run."""
     stats = dict(extra_stats or {})
     kloc = kir.loc if kir is not None else None
     where = SourceRef(kloc.file, kloc.line) if kloc is not None else None
@@ -104,7 +124,7 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     notes.extend(skipped)
     issues.extend(hbquery.reinit_races(checker))
     issues = rootcause.relocate(issues, trace, kir)
-    issues.extend(warpchecks.check(trace, kir))
+    issues.extend(warpchecks.check(trace, kir, launch_regs))
     if kir is not None:
         issues.extend(_attach_warps(wgmmacheck.check(kir), trace))
     from_numsim = [Finding(_FROM_NUMSIM[d.kind], d.message + " (reported by numsim, which "
@@ -115,6 +135,10 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
                    for d in diagnostics if d.kind in _FROM_NUMSIM]
     sync_findings = _dedupe([to_finding(i) for i in issues] + from_numsim)
     sync_incomplete = list(not_run)
+    if launch_regs is None and any(isinstance(e, ev.SetMaxNReg) for e in trace.events):
+        sync_incomplete.append(Finding(
+            "sync_check.not-modelled", "setmaxnreg: the CTA register pool was not checked (the "
+            "compiled register count is unknown: pass a compiled kernel)", "incomplete", where))
     if bounded:
         sync_incomplete.append(Finding(
             "sync_check.state-bound", f"the interleaving explorer stopped at {max_states} states "
@@ -163,7 +187,6 @@ def _unknown_roles(kir) -> list:
 def _unknown_engines(trace) -> list:
     """Async engines whose completion rules neither analysis models (e.g. tcgen05), and async
     stores whose shared-memory reads the trace does not record (racecheck cannot see them)."""
-    from tirxh_numsim import events as ev
     out, seen = [], set()
     recorded = {e.async_id for e in trace.events if isinstance(e, ev.MemAccess)}
     for e in trace.events:
@@ -187,7 +210,6 @@ def _shared_names(kir) -> dict:
     """Shared address -> ``var[i]`` for the 8-byte words of every shared variable."""
     if kir is None:
         return {}
-    from tirxh_numsim.memory import SharedLayout
     out = {}
     for start, end, name in SharedLayout.of(kir).regions:
         for a in range(start, min(end, start + 8 * 64), 8):
@@ -216,7 +238,6 @@ def _distinct(models: list) -> list:
 
 def _attach_warps(issues: list, trace) -> list:
     """Static (IR) findings name the warps that issued the wgmma involved in the trace."""
-    from tirxh_numsim import events as ev
     for issue in issues:
         lines = {(loc.file, loc.line) for loc, _ in issue.related_locs}
         if issue.loc is not None:

@@ -1,15 +1,19 @@
 """The tirxh plugin (entry point ``sync_check``): `tirxh check` runs synccheck and racecheck.
 
-Both analyses run on each kernel's smallest case only (a simulated launch with an event trace is
-the expensive part, and the synchronization structure rarely depends on the problem size): the
-small case with the fewest elements by its integer parameters. Other items get None (not
-applicable). ``[sync_check]`` keys in ``tirx.toml``: ``enabled``, ``max_states`` (the explorer's
-bound; hitting it gives ``incomplete``), ``all_cases`` (check every small case), ``seed``.
+Both analyses run on every small case of a kernel by default (a race or a hang may appear at
+one problem size only); ``cases = "smallest"`` restricts them to the small case with the fewest
+elements by its integer parameters (a simulated launch with an event trace is the expensive
+part). Other items get None (not applicable). ``[sync_check]`` keys in ``tirx.toml``:
+``enabled``, ``max_states`` (the explorer's bound; hitting it gives ``incomplete``), ``cases``
+(``"small"`` or ``"smallest"``), ``seed``.
 """
 
 from __future__ import annotations
 
 from tirxh.api import hookimpl, ini_value
+
+from .analyze import check_kernel
+from .report import format_finding
 
 SECTION = "sync_check"
 
@@ -19,8 +23,9 @@ def tirxh_addoption(parser):
     parser.addini(SECTION, "enabled", "bool", True, "run synccheck and racecheck in `tirxh check`")
     parser.addini(SECTION, "max_states", "int", 200_000,
                   "bound on the interleaving explorer's states (beyond it: incomplete)")
-    parser.addini(SECTION, "all_cases", "bool", False,
-                  "check every small case, not only each kernel's smallest")
+    parser.addini(SECTION, "cases", "str", "small",
+                  "which cases to check: every small case, or only each kernel's smallest",
+                  choices=("small", "smallest"))
     parser.addini(SECTION, "seed", "int", 0, "seed for suite.make_inputs")
 
 
@@ -48,9 +53,8 @@ def tirxh_check_item(item, compiled, config):
         return None
     if not case.small:
         return None
-    if not _opt(config, "all_cases", False) and smallest_case(suite) is not case:
+    if _opt(config, "cases", "small") == "smallest" and smallest_case(suite) is not case:
         return None
-    from .analyze import check_kernel
     inputs = suite.make_inputs(case, int(_opt(config, "seed", 0)))
     target = compiled if compiled is not None and getattr(compiled, "ir", None) is not None \
         else suite.kernel
@@ -72,7 +76,6 @@ def tirxh_terminal_summary(reporter, exitstatus, config):
     shown = _SHOWN.pop(id(config), [])
     if not shown:
         return
-    from .report import format_finding
     reporter.section("sync_check findings")
     for nodeid, f in shown:
         reporter.line(nodeid)

@@ -32,6 +32,7 @@ KINDS = {
     "wgmma.accumulator-early": "error",
     "wgmma.missing-fence": "error",
     "setmaxnreg.partial-warpgroup": "error",
+    "setmaxnreg.pool-exhausted": "error",
     "warp.membermask": "error",
     "warp.aligned-divergent": "error",
     "cluster-barrier.mismatch": "error",

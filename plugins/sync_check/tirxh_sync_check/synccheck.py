@@ -29,6 +29,7 @@ mbarrier", "bar/barrier", "barrier.cluster"):
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -641,7 +642,6 @@ def _where(op) -> str:
 def _evwhere(e) -> str:
     if e is None or e.loc is None:
         return "?"
-    import os
     return f"{os.path.basename(e.loc.file)}:{e.loc.line}"
 
 

@@ -6,6 +6,12 @@
   execute the same barrier instruction);
 - ``setmaxnreg`` must be executed by all threads of all four warps of a warpgroup, with the same
   action and count (PTX ISA "setmaxnreg": ".sync.aligned ... all threads in the warpgroup");
+  and the counts the warps end with must fit the CTA's register pool, which holds what the CTA
+  got at launch (the compiled per-thread count x threads): ``setmaxnreg.inc`` "blocks the
+  execution until enough registers are available in the CTA's register pool", so a request the
+  pool can never satisfy hangs (``setmaxnreg.pool-exhausted``; a GEMM whose producer released 48
+  instead of 40 registers hung on every launch on the H200, 2026-12-01). Without the compiled
+  register count (an IR-only run) this rule is not checked, and the result says so;
 - each thread alternates ``barrier.cluster.arrive`` and ``barrier.cluster.wait``
   (PTX ISA "barrier.cluster": a wait must follow the thread's own arrive of the same phase);
 - a warp collective with a member mask (``shfl.sync``, ``vote.sync``, ``match.sync``,
@@ -43,7 +49,7 @@ def _aligned(e) -> bool:
     return first == "bar" or ".aligned" in spelling
 
 
-def check(trace, kir=None) -> list:
+def check(trace, kir=None, launch_regs: "int | None" = None) -> list:
     issues: list = []
     seen: set = set()
 
@@ -92,6 +98,7 @@ def check(trace, kir=None) -> list:
                               f"(lanes {e.lanes:#010x})", event=e,
                               witness=[describe_event(e)]))
     _setmaxnreg(trace, by_warp, block, add)
+    _register_pool(by_warp, block, launch_regs, add)
     _collectives(trace, by_warp, block, Structure(kir), add)
     return issues
 
@@ -137,6 +144,36 @@ def _setmaxnreg(trace, by_warp, block, add) -> None:
                                   f"setmaxnreg executed by part of warp {w} (lanes "
                                   f"{mine.lanes:#010x})", event=mine,
                                   witness=[describe_event(mine)]))
+
+
+def _register_pool(by_warp, block, launch_regs, add) -> None:
+    """Per CTA: the registers its warps hold after their last setmaxnreg, against the pool the
+    CTA got at launch (`launch_regs` per thread for every thread of the block)."""
+    if not launch_regs:
+        return
+    threads = block[0] * block[1] * block[2]
+    nwarps = -(-threads // 32)
+    for cta in sorted({c for c, _ in by_warp}):
+        final, incs, decs = {}, [], []
+        for w in range(nwarps):
+            for e in by_warp.get((cta, w), []):
+                if isinstance(e, ev.SetMaxNReg):
+                    final[w] = e.count
+                    (incs if e.action == "inc" else decs).append(e)
+        if not incs:
+            continue
+        held = sum(final.get(w, launch_regs) * 32 for w in range(nwarps))
+        pool = launch_regs * 32 * nwarps
+        if held > pool:
+            first = incs[0]
+            add(Issue("setmaxnreg.pool-exhausted",
+                      f"setmaxnreg.inc {first.count} can never complete: after every setmaxnreg "
+                      f"the warps of CTA {cta} would hold {held} registers, but the CTA's pool "
+                      f"is the {pool} it got at launch ({launch_regs} per thread x {threads} "
+                      f"threads); {held - pool} more must be released (a smaller count in a "
+                      "setmaxnreg.dec, or a smaller .inc)", event=first, related=decs[:1],
+                      witness=[f"warp {w}: {final.get(w, launch_regs)} registers at the end"
+                               for w in range(nwarps)][:16]))
 
 
 def _collectives(trace, by_warp, block, structure, add) -> None:

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import ir
+from ..compiler import compile_kernel, emit_ptx_for
+from ..errors import TirxhError
+from ..irprint import format_kernel
+from ..registry import default_isa
+from ..usercode import cause, user_frame
 from ..types import DType, dtype as as_dtype
 from . import trace as tr
 from .memory import ConstType, GlobalPtr, PtrType, TensorMapParam, TensorMapType
@@ -136,7 +141,6 @@ class Kernel:
         """Trace the body for these constants (cached per constants and instruction set)."""
         consts = self.resolve_consts(consts)
         if isa is None:
-            from ..registry import default_isa
             isa = default_isa()
         key = (tuple(sorted(consts.items())), id(isa))
         hit = self._cache.get(key)
@@ -148,6 +152,8 @@ class Kernel:
         t = tr.Trace(self.name, isa)
         params: list[ir.ParamInfo] = []
         args = {}
+        for p in self.params:  # a shared/local variable named like a parameter gets a suffix
+            t.unique(p.name)
         with tr.tracing(t):
             t.loc_override = self.loc  # parameter loads belong to the `def` line
             for p in self.params:
@@ -172,7 +178,12 @@ class Kernel:
                     raw = tr.emit("mov.u64", ir.Sym(p.name, "param"))
                     args[p.name] = TensorMapParam(p.name, tr.emit("cvta.param.u64", raw))
             t.loc_override = None
-            self.fn(**args)
+            try:
+                self.fn(**args)
+            except TirxhError:
+                raise
+            except Exception as e:  # a NameError, a bad index...: the user's line, one line
+                raise tr.TraceError(cause(e), user_frame(e) or self.loc, self.name) from e
         block = self.block_dims(consts)
         return ir.KernelIR(
             name=self.name, params=params, body=t.blocks[0], shared=t.shared, block=block,
@@ -186,17 +197,14 @@ class Kernel:
     @property
     def ir(self) -> str:
         """Readable text of the default specialization (constants at their defaults)."""
-        from ..irprint import format_kernel
         return format_kernel(self.specialize())
 
     def ptx(self, target: str = "sm_90a", **consts) -> str:
         """PTX text for `target` (``kernel.ptx("sm_90a", BM=128)``)."""
-        from ..compiler import emit_ptx_for
         return emit_ptx_for(self, target, consts)
 
     def compile(self, target: str = "sm_90a", **consts):
         """Compile to a cubin on this machine (nvJitLink); returns a `CompiledKernel`."""
-        from ..compiler import compile_kernel
         return compile_kernel(self, target, consts)
 
     def __call__(self, *a, **k):

@@ -6,9 +6,13 @@ without hiding instructions: each helper's docstring lists exactly what it emits
 
 from __future__ import annotations
 
+import linecache
+import re
+
 from .. import ir
 from ..types import DType, dtype as as_dtype
 from . import trace as tr
+from .control import break_, loop
 from .ptxns import SINK
 
 
@@ -229,6 +233,20 @@ def _element_addr(var, sym: ir.Sym, base_off: int, idx: tuple) -> ir.Addr:
     return ir.Addr(addr, const)
 
 
+# ``name = T.shared(...)`` (an annotation allowed): the Python variable a declaration assigns to
+_ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
+
+
+def declared_name(default: str) -> str:
+    """The variable the user's line assigns a declaration to (``red = T.shared(T.f32, 32)`` ->
+    ``red``), so the PTX symbol and every finding (``red+4``, not ``smem+4``) name memory as the
+    kernel declared it; `default` when the line is not a plain assignment. An explicit
+    ``name=`` always wins."""
+    loc = tr.user_loc()
+    m = _ASSIGNED.match(linecache.getline(str(loc.file), int(loc.line)))
+    return m.group(1) if m else default
+
+
 def _nbytes(dt: DType, shape: tuple) -> int:
     n = dt.nbytes
     for d in shape:
@@ -260,10 +278,12 @@ def shared(dtype, shape, align: int = 16, swizzle: int = 0, dynamic: bool = Fals
         off = -(-t.dynamic_bytes // align) * align
         t.dynamic_bytes = off + n
         t.dynamic_align = max(t.dynamic_align, align)
-        var = ir.SharedVar(t.unique(name or "dyn"), n, align, dt, shape, swizzle, True, off, loc)
+        var = ir.SharedVar(t.unique(name or declared_name("dyn")), n, align, dt, shape, swizzle,
+                           True, off, loc)
         t.shared.append(var)
         return SharedBuffer(var, ir.Sym("tirx_dsmem", "shared"))
-    var = ir.SharedVar(t.unique(name or "smem"), n, align, dt, shape, swizzle, False, 0, loc)
+    var = ir.SharedVar(t.unique(name or declared_name("smem")), n, align, dt, shape, swizzle,
+                       False, 0, loc)
     t.shared.append(var)
     return SharedBuffer(var, ir.Sym(var.name, "shared"))
 
@@ -296,7 +316,7 @@ def local(dtype, shape, align: int = 16, name: "str | None" = None) -> LocalBuff
         raise t.error(f"T.local(align={align!r}): alignment must be a power of two")
     if align < dt.nbytes:
         raise t.error(f"T.local(align={align!r}): below the {dt.nbytes}-byte size of .{dt}")
-    var = ir.LocalVar(t.unique(name or "lmem"), _nbytes(dt, shape), align, dt, shape,
+    var = ir.LocalVar(t.unique(name or declared_name("lmem")), _nbytes(dt, shape), align, dt, shape,
                       tr.user_loc())
     t.local.append(var)
     return LocalBuffer(var, ir.Sym(var.name, "local"))
@@ -340,7 +360,6 @@ class MBarrierRef:
     def wait(self, parity) -> None:
         """Block until the phase with `parity` completed. Emits a device loop around one
         ``mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity`` that breaks when p holds."""
-        from .control import break_, loop
         with loop():
             done = self.try_wait(parity)
             break_(done)
@@ -377,7 +396,8 @@ class MBarrierArray:
 def mbarrier(n: int = 1, name: "str | None" = None, dynamic: bool = False) -> MBarrierArray:
     """Allocate `n` mbarriers in shared memory (a ``.shared .align 8 .b8 name[8n]``, or 8n bytes of
     the dynamic window when `dynamic`, which keeps all shared memory in one aligned window)."""
-    return MBarrierArray(shared("b64", (n,), align=8, name=name or "mbar", dynamic=dynamic), n)
+    return MBarrierArray(shared("b64", (n,), align=8, name=name or declared_name("mbar"),
+                                dynamic=dynamic), n)
 
 
 # --- registers and fragments ----------------------------------------------------------------------

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from .. import ir
+from ..types import dtype
+
 from . import trace as tr
 from .control import if_
 
@@ -56,8 +59,6 @@ def warp_index():
 
 
 def _sreg(name):
-    from .. import ir
-    from ..types import dtype
     return ir.SReg(name, dtype("u32"))
 
 

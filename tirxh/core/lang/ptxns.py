@@ -98,18 +98,30 @@ def _bind(t: tr.Trace, binding, mods: dict, spelling: str, args: tuple, loc):
     required = [s for s in specs if not s.optional]
     args = list(args)
     fresh = None
-    if specs and specs[0].is_dest and specs[0].kind in ("d", "dv", "dpair") and \
-            len(args) == len(required) - 1:
+    omittable = bool(specs) and specs[0].is_dest and specs[0].kind in ("d", "dv", "dpair")
+    if omittable and len(args) == len(required) - 1:
         fresh = _fresh_dest(t, specs[0], spelling, loc)
         args.insert(0, fresh)
     if not (len(required) <= len(args) <= len(specs)):
-        names = ", ".join(f"{s.name}{'?' if s.optional else ''}" for s in specs)
-        raise tr.TraceError(
-            f"{spelling} takes {len(required)}"
-            f"{'-' + str(len(specs)) if len(specs) != len(required) else ''} operands ({names}); "
-            f"got {len(args) if fresh is None else len(args) - 1}", loc, t.name)
+        raise tr.TraceError(_count_message(spelling, specs, required, omittable,
+                                           len(args) if fresh is None else len(args) - 1),
+                            loc, t.name)
     operands = tuple(_operand(t, spec, a, spelling, loc) for spec, a in zip(specs, args))
     return operands, fresh
+
+
+def _count_message(spelling: str, specs, required, omittable: bool, got: int) -> str:
+    """How many operands `spelling` takes, counted as the user writes them: a leading
+    destination the call may leave out is counted both ways."""
+    def form(ss) -> str:
+        req = [s for s in ss if not s.optional]
+        n = f"{len(req)}" + (f"-{len(ss)}" if len(ss) != len(req) else "")
+        return n + " operands (" + ", ".join(f"{s.name}{'?' if s.optional else ''}"
+                                              for s in ss) + ")"
+    if omittable:
+        return (f"{spelling} takes {form(specs[1:])} with the destination {specs[0].name!r} "
+                f"left out, or {form(specs)} with it; got {got}")
+    return f"{spelling} takes {form(specs)}; got {got}"
 
 
 def _fresh_dest(t: tr.Trace, spec, spelling: str, loc):

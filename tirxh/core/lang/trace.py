@@ -15,25 +15,14 @@ from contextlib import contextmanager
 
 
 from .. import ir
+from ..errors import TraceError
 from ..types import DType, dtype as as_dtype
+# ptxns binds spellings to instructions and records them here; each module uses the other only
+# inside functions, so the two import each other at module level whichever is imported first
+from . import ptxns
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _SKIP_FILES = ("contextlib.py",)
-
-
-class TraceError(Exception):
-    """A mistake in a kernel's body, reported at the user's file:line."""
-
-    def __init__(self, message: str, loc: "ir.Loc | None" = None, kernel: str = ""):
-        self.message = message
-        self.loc = loc
-        self.kernel = kernel
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = f"{self.loc}: " if self.loc else ""
-        k = f"in kernel {self.kernel!r}: " if self.kernel else ""
-        return f"{where}{k}{self.message}"
 
 
 def user_loc() -> ir.Loc:
@@ -122,8 +111,7 @@ def tracing(trace: Trace):
 
 def emit(spelling: str, *args, pred=None, **kw):
     """Emit one bound instruction by spelling (used by the sugar below and by helpers)."""
-    from .ptxns import call_instruction
-    return call_instruction(spelling, args, pred=pred, **kw)
+    return ptxns.call_instruction(spelling, args, pred=pred, **kw)
 
 
 # --- operator sugar: each operator is one PTX instruction ----------------------------------------
