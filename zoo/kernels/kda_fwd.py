@@ -419,6 +419,10 @@ SUITE = T.suite(
         T.case("t40_h1_v128_deep", B=1, T_=40, H=1, BV=128, gate="deep"),
         # two CTAs per head, two rows of 65 tokens (a chunk and a 1-token tail), one stage
         T.case("b2_t65_h1_v64s1_slow", B=2, T_=65, H=1, STAGES=1, gate="slow"),
+        # three chunks (64, 64, 22 tokens) through the two-stage ring: the third reuses stage 0
+        T.case("t150_h1_v64s2_deep", B=1, T_=150, H=1, gate="deep"),
+        # BV = 64 with 8 warps: four help prepare the chunk and hold no state
+        T.case("t100_h1_v64s2w8", B=1, T_=100, H=1, BV=64, WARPS=8),
         *_large("t8192"),
         *_large("b2_t4096", B=2, T_=4096, heads=(32,)),
     ])
