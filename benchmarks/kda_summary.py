@@ -1,6 +1,11 @@
 """Tables from `tirxh bench` report logs of the zoo's KDA kernels (kda_fwd, kda_decode; issue 18).
 
     python benchmarks/kda_summary.py REPORT.jsonl [...] [--json OUT.json]
+    python benchmarks/kda_summary.py --smoke SMOKE.jsonl   # exit 0 iff every item verified
+
+The smoke verdict: a correctness-only run (`bench_with.py --no-timing`) reports every item as
+incomplete (not timed) and exits 1 whatever happened, so kda_bench.sh asks this instead whether
+every KDA item ran and matched its reference on every seed (a hang shows as the job's error).
 
 Prints markdown: every timed item (median, GB/s, ratio to each FLA baseline timed in the same
 job, SM clock), then per forward shape the fastest variant with the issue's goal (>= 2.5x
@@ -135,7 +140,37 @@ def _build(paths):
     return markdown(summary), summary
 
 
+def smoke_verdict(paths) -> tuple:
+    """(ok, lines): ok when the logs hold KDA items and KCoral verified every one of them (each
+    correctness seed ok); a line per item, FAILED with the reason where not."""
+    recs = report_items.item_reports(
+        paths, lambda rec: rec.get("kernel") in ("kda_fwd", "kda_decode"))
+    lines, ok = [], bool(recs)
+    for rec in recs:
+        bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
+        result = ((bench or {}).get("data") or {}).get("result") or {}
+        seeds = result.get("correctness") or []
+        good = bool(result.get("verified")) and bool(seeds) and all(c.get("ok") for c in seeds)
+        why = ((result.get("error") or {}).get("message") or (bench or {}).get("longrepr")
+               or ("no bench phase" if bench is None else "not verified"))
+        lines.append(f"ok      {rec['kernel']}[{rec.get('case')}]" if good else
+                     f"FAILED  {rec['kernel']}[{rec.get('case')}]: {why[:300]}")
+        ok = ok and good
+    if not recs:
+        lines.append("FAILED  no KDA item in " + ", ".join(map(str, paths)))
+    return ok, lines
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--smoke"]:
+        try:
+            ok, lines = smoke_verdict(argv[1:])
+        except (OSError, ValueError) as e:
+            print(f"kda_summary: {e}", file=sys.stderr)
+            return 2
+        print("\n".join(lines))
+        return 0 if ok else 1
     return report_items.cli(argv, __doc__, "kda_summary", _build, "KDA items")
 
 if __name__ == "__main__":

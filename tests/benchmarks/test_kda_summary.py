@@ -77,3 +77,36 @@ def test_unreadable_log_is_named_with_its_line(tmp_path, capsys):
     p.write_text('{"event": "session_start"}\n')
     assert S.main([str(p)]) == 1
     assert "kda_summary: no KDA items in" in capsys.readouterr().err
+
+
+def _smoke_item(case, verified=True, seeds_ok=(True, True), error=None):
+    result = {"verified": verified, "timing": None,
+              "correctness": [{"seed": i + 1, "ok": ok} for i, ok in enumerate(seeds_ok)]}
+    if error:
+        result = {"error": {"type": "exec.timeout", "message": error}}
+    return {"event": "item_report", "kernel": "kda_fwd", "case": case, "outcome": "incomplete",
+            "nodeid": f"kernels/kda_fwd.py::kda_fwd[{case}]@sm_90a",
+            "phases": [{"phase": "bench", "outcome": "incomplete",
+                        "longrepr": "not timed (h200: timing disabled)",
+                        "data": {"result": result}}]}
+
+
+def test_smoke_verdict_passes_only_when_every_item_is_verified(tmp_path, capsys):
+    log = _log(tmp_path, [_smoke_item("a"), _smoke_item("b")])
+    assert S.main(["--smoke", str(log)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["ok      kda_fwd[a]", "ok      kda_fwd[b]"]
+    log = _log(tmp_path, [_smoke_item("a"), _smoke_item("b", seeds_ok=(True, False)),
+                          _smoke_item("c", error="execution budget of 15 s spent")])
+    assert S.main(["--smoke", str(log)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED  kda_fwd[b]: not timed (h200: timing disabled)" in out
+    assert "FAILED  kda_fwd[c]: execution budget of 15 s spent" in out
+
+
+def test_smoke_verdict_fails_without_items_and_names_a_bad_line(tmp_path, capsys):
+    log = _log(tmp_path, [{"event": "session_start"}])
+    assert S.main(["--smoke", str(log)]) == 1
+    assert "FAILED  no KDA item in" in capsys.readouterr().out
+    log.write_text("oops\n")
+    assert S.main(["--smoke", str(log)]) == 2
+    assert f"{log}:1: not a JSON line" in capsys.readouterr().err
