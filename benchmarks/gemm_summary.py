@@ -11,12 +11,12 @@ fp8: >= 1.00x torch._scaled_mm at M >= 2048). A ratio is baseline median / candi
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling helper
-import report_items  # noqa: E402 - after the path that finds it
+from report_tables import bench_timing, cli, item_reports, not_timed
 
 _SHAPE = re.compile(r"^m(\d+)n(\d+)k(\d+)_")
 BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
@@ -25,18 +25,26 @@ BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
 
 def read_items(paths) -> list:
     """One dict per benchmarked GEMM item in the report logs (later lines win for an item)."""
-    return [_item(rec) for rec in report_items.item_reports(
-        paths, lambda rec: bool(_SHAPE.match(rec.get("case") or "")))]
+    return [_item(rec) for rec in
+            item_reports(paths, lambda r: _SHAPE.match(r.get("case") or ""))]
 
 
 def _item(rec: dict) -> dict:
     M, N, K = (int(x) for x in _SHAPE.match(rec["case"]).groups())
-    t = report_items.timing(rec)
-    return {"kernel": rec["kernel"], "case": rec["case"], "shape": (M, N, K),
-            "dtype": "fp8" if "fp8" in rec["kernel"] else "bf16", "outcome": rec["outcome"],
-            "median_us": None if t["median_ms"] is None else t["median_ms"] * 1e3,
-            "tflops": t["timing"].get("tflops") if t["median_ms"] is not None else None,
-            "ratios": t["ratios"], "clock": t["clock"], "note": t["note"][:160]}
+    out = {"kernel": rec["kernel"], "case": rec["case"], "shape": (M, N, K),
+           "dtype": "fp8" if "fp8" in rec["kernel"] else "bf16", "outcome": rec["outcome"],
+           "median_us": None, "tflops": None, "ratios": {}, "clock": None, "note": ""}
+    timing, out["note"] = bench_timing(rec)
+    if not timing:
+        return out
+    out["median_us"] = timing["candidate"]["median_ms"] * 1e3
+    out["tflops"] = timing.get("tflops")
+    out["ratios"] = {name: b.get("speedup") for name, b in timing.get("baselines", {}).items()}
+    clk = timing.get("sm_clock_mhz") or {}
+    out["clock"] = (clk.get("before"), clk.get("after"))
+    if not timing.get("converged", True):
+        out["note"] = f"noise {timing.get('rel_noise', 0):.1%}"
+    return out
 
 
 def _ratio(x) -> str:
@@ -97,19 +105,24 @@ def markdown(items: list) -> str:
                      f"{BASELINES[r['goal_baseline']]} | "
                      f"{r['goal']:.2f}x | {met} | "
                      f"{_ratio(r['ratios'].get('pyptx.gemm_hopper'))} |")
-    lines += report_items.not_timed(items, "median_us")
+    lines += not_timed(items)
     return "\n".join(lines) + "\n"
 
 
-def _build(paths):
-    items = read_items(paths)
-    if not items:
-        return None
-    return markdown(items), {"items": items, "best": best_per_shape(items)}
+def _json_option(ap):
+    ap.add_argument("--json", help="also write the items and the per-shape table here")
+
+    def after(args, items):
+        if args.json:
+            Path(args.json).write_text(json.dumps({"items": items,
+                                                   "best": best_per_shape(items)}, indent=1))
+    return after
 
 
 def main(argv=None) -> int:
-    return report_items.cli(argv, __doc__, "gemm_summary", _build, "gemm_sm90 items")
+    return cli(argv, __doc__, "gemm_summary", read_items, markdown, "gemm_sm90 items",
+               _json_option)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -24,12 +24,12 @@ A ratio is baseline median / candidate median (> 1: the zoo kernel is faster).
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling helper
-import report_items  # noqa: E402 - after the path that finds it
+from report_tables import bench_timing, cli, item_reports, not_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 COPY_BW = 4.25e12            # B/s, measured device-to-device copy on this H200
@@ -55,15 +55,21 @@ def _cases() -> dict:
 
 def read_items(paths) -> list:
     """One dict per benchmarked KDA item in the report logs (later lines win for an item)."""
-    return [_item(rec) for rec in report_items.item_reports(
+    return [_item(rec) for rec in item_reports(
         paths, lambda rec: rec.get("kernel") in ("kda_fwd", "kda_decode"))]
 
 
 def _item(rec: dict) -> dict:
-    t = report_items.timing(rec)
+    timing, note = bench_timing(rec)
+    clk = timing.get("sm_clock_mhz") or {}
+    if timing and not timing.get("converged", True):
+        note = f"noise {timing.get('rel_noise', 0):.1%}"
     return {"kernel": rec["kernel"], "case": rec.get("case"), "outcome": rec["outcome"],
-            "median_ms": t["median_ms"], "gbps": t["timing"].get("gbps"),
-            "ratios": t["ratios"], "clock": t["clock"], "note": t["note"][:200]}
+            "median_ms": timing["candidate"]["median_ms"] if timing else None,
+            "median_us": timing["candidate"]["median_ms"] * 1e3 if timing else None,
+            "gbps": timing.get("gbps"),
+            "ratios": {n: b.get("speedup") for n, b in timing.get("baselines", {}).items()},
+            "clock": (clk.get("before"), clk.get("after")) if timing else None, "note": note}
 
 
 def floors(params: dict) -> dict:
@@ -128,22 +134,27 @@ def markdown(summary: dict) -> str:
                      f"{_f(r['fla_fwd_ms'])} | {_f(r['ratio'], '{:.2f}x')} | {met} | "
                      f"{_f(r['fla_fwd_bwd_ms'])} | {_f(r['memory_ms'])} | "
                      f"{_f(r['chain_ms'])} ({r['chains']} x {r['steps']}) |")
-    lines += report_items.not_timed(summary["items"], "median_ms")
+    lines += not_timed(summary["items"])
     return "\n".join(lines) + "\n"
 
 
-def _build(paths):
-    items = read_items(paths)
-    if not items:
-        return None
-    summary = summarize(items, _cases())
-    return markdown(summary), summary
+def render(items: list) -> str:
+    return markdown(summarize(items, _cases()))
+
+
+def _json_option(ap):
+    ap.add_argument("--json", help="also write the items and the per-shape table here")
+
+    def after(args, items):
+        if args.json:
+            Path(args.json).write_text(json.dumps(summarize(items, _cases()), indent=1))
+    return after
 
 
 def smoke_verdict(paths) -> tuple:
     """(ok, lines): ok when the logs hold KDA items and KCoral verified every one of them (each
     correctness seed ok); a line per item, FAILED with the reason where not."""
-    recs = report_items.item_reports(
+    recs = item_reports(
         paths, lambda rec: rec.get("kernel") in ("kda_fwd", "kda_decode"))
     lines, ok = [], bool(recs)
     for rec in recs:
@@ -171,7 +182,7 @@ def main(argv=None) -> int:
             return 2
         print("\n".join(lines))
         return 0 if ok else 1
-    return report_items.cli(argv, __doc__, "kda_summary", _build, "KDA items")
+    return cli(argv, __doc__, "kda_summary", read_items, render, "KDA items", _json_option)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -189,9 +189,15 @@ class Kernel:
             name=self.name, params=params, body=t.blocks[0], shared=t.shared, block=block,
             cluster=self.cluster_dims(consts),
             dynamic_smem=t.dynamic_bytes + int(self.smem or 0),
-            max_threads=self.max_threads, min_blocks=self.min_blocks, consts=consts,
-            loc=self.loc, regs=t.regs, dynamic_align=t.dynamic_align, maxnreg=self.maxnreg,
-            local=t.local)
+            max_threads=self.max_threads, min_blocks=self._per_consts(self.min_blocks, consts),
+            consts=consts, loc=self.loc, regs=t.regs, dynamic_align=t.dynamic_align,
+            maxnreg=self._per_consts(self.maxnreg, consts), local=t.local)
+
+    @staticmethod
+    def _per_consts(value, consts: dict):
+        """A launch bound given as a function of the constants (``maxnreg=lambda BLOCK: ...``:
+        one register cap per specialization, as ``block`` may be), or as a value."""
+        return call_with_matching(value, consts) if callable(value) else value
 
     # -- views -----------------------------------------------------------------------------------------
     @property
@@ -225,7 +231,8 @@ def kernel(fn=None, **config):
 
     Options: grid (tuple or callable of case parameters/constants), block, cluster, smem (extra
     dynamic shared bytes), max_threads / min_blocks (``.maxntid`` / ``.minnctapersm``), maxnreg
-    (``.maxnreg``), targets (restrict which targets the kernel is built for), name.
+    (``.maxnreg``; it and min_blocks may be callables of the constants, as block may),
+    targets (restrict which targets the kernel is built for), name.
     """
     if fn is not None:
         return Kernel(fn, **config)
