@@ -8,7 +8,7 @@ import pytest
 
 import tirxh.lang as T
 from kcoral.baselines import BaselineRegistry
-from kcoral.baselines import torch_zoo, torch_zoo2
+from kcoral.baselines import fla_ops, torch_zoo, torch_zoo2
 from tests.zoo._zoo import ZOO, load
 
 
@@ -41,7 +41,8 @@ def _zoo_suites() -> list:
 def test_every_zoo_baseline_names_a_registered_op_and_binds_its_roles_to_buffers():
     """A suite naming a baseline that does not exist, or a role that is not a buffer of the
     job, would only fail on the GPU host: caught here."""
-    ops = {b.name: b for b in torch_zoo.baselines() + torch_zoo2.baselines()}
+    ops = {b.name: b for b in
+           torch_zoo.baselines() + torch_zoo2.baselines() + fla_ops.baselines()}
     others = ("torch.matmul", "torch.sdpa", "pyptx.gemm_hopper", "torch._scaled_mm",
               "torch._scaled_mm.fast_accum")  # torch_ops and gemm_peers: tested there
     checked = 0

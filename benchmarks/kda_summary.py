@@ -1,0 +1,188 @@
+"""Tables from `tirxh bench` report logs of the zoo's KDA kernels (kda_fwd, kda_decode; issue 18).
+
+    python benchmarks/kda_summary.py REPORT.jsonl [...] [--json OUT.json]
+    python benchmarks/kda_summary.py --smoke SMOKE.jsonl   # exit 0 iff every item verified
+
+The smoke verdict: a correctness-only run (`bench_with.py --no-timing`) reports every item as
+incomplete (not timed) and exits 1 whatever happened, so kda_bench.sh asks this instead whether
+every KDA item ran and matched its reference on every seed (a hang shows as the job's error).
+
+Prints markdown: every timed item (median, GB/s, ratio to each FLA baseline timed in the same
+job, SM clock), then per forward shape the fastest variant with the issue's goal (>= 2.5x
+fla.chunk_kda), FLA's forward + backward time from the same job (fwd+bwd goal: >= 3x it, for a
+backward kernel), and two floors:
+
+- memory floor: the declared bytes (q, k, g_raw, v, beta read, o written, h0/ht) at 4.25 TB/s,
+  the H200's measured device-to-device copy bandwidth;
+- serial-chain floor: every (sequence, head) is a chain of ceil(len / 64) chunk steps that
+  cannot overlap; a step needs at least the state-dependent matrix products of one chunk
+  (Y_k = S0^T KE^T and S0^T Diag(.) + Delta^T KLL: 2 x 64 x 128 x 128 multiply-adds, Delta =
+  Z Tb^T: 64 x 64 x 128 x 10/16) on one SM at its share of the dense bf16 peak (989 TFLOP/s /
+  132 SMs), so the floor is max(longest chain, all steps / 132 SMs) x that step time.
+A ratio is baseline median / candidate median (> 1: the zoo kernel is faster).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from report_tables import bench_timing, cli, item_reports, not_timed
+
+ROOT = Path(__file__).resolve().parents[1]
+COPY_BW = 4.25e12            # B/s, measured device-to-device copy on this H200
+SMS, PEAK = 132, 989e12      # SMs, dense bf16 FLOP/s
+C = 64
+STEP_FLOPS = 2 * (2 * C * 128 * 128 + C * C * 128 * 10 / 16)
+STEP_S = STEP_FLOPS / (PEAK / SMS)
+FWD_GOAL, FWD_BWD_GOAL = 2.5, 3.0
+BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.fused_recurrent_kda")
+
+
+def _cases() -> dict:
+    """case name -> (kernel, params) for every KDA case (the zoo modules, imported by path)."""
+    sys.path.insert(0, str(ROOT / "zoo" / "kernels"))
+    import kda_decode  # the zoo is a directory of kernel files on sys.path, not a package
+    import kda_fwd
+    out = {}
+    for suite in (kda_fwd.SUITE, kda_fwd.SUITE_VARLEN, kda_decode.SUITE):
+        for c in suite.cases:
+            out[(suite.name, c.name)] = c.params
+    return out
+
+
+def read_items(paths) -> list:
+    """One dict per benchmarked KDA item in the report logs (later lines win for an item)."""
+    return [_item(rec) for rec in item_reports(
+        paths, lambda rec: rec.get("kernel") in ("kda_fwd", "kda_decode"))]
+
+
+def _item(rec: dict) -> dict:
+    timing, note = bench_timing(rec)
+    clk = timing.get("sm_clock_mhz") or {}
+    if timing and not timing.get("converged", True):
+        note = f"noise {timing.get('rel_noise', 0):.1%}"
+    return {"kernel": rec["kernel"], "case": rec.get("case"), "outcome": rec["outcome"],
+            "median_ms": timing["candidate"]["median_ms"] if timing else None,
+            "median_us": timing["candidate"]["median_ms"] * 1e3 if timing else None,
+            "gbps": timing.get("gbps"),
+            "ratios": {n: b.get("speedup") for n, b in timing.get("baselines", {}).items()},
+            "clock": (clk.get("before"), clk.get("after")) if timing else None, "note": note}
+
+
+def floors(params: dict) -> dict:
+    """Memory and serial-chain floors (ms) of a forward case (module docstring)."""
+    B, T_, H = params["B"], params["T_"], params["H"]
+    lens = params.get("lens") or (T_,) * B
+    tokens = sum(lens)
+    nbytes = tokens * H * (2 * 4 * 128 + 2 + 2 * 128) + 2 * len(lens) * H * 128 * 128 * 4
+    steps = [math.ceil(n / C) for n in lens]
+    chain = max(max(steps), math.ceil(sum(steps) * H / SMS)) * STEP_S
+    return {"memory_ms": nbytes / COPY_BW * 1e3, "chain_ms": chain * 1e3,
+            "chains": len(lens) * H, "steps": max(steps)}
+
+
+def shape_of(case: str) -> str:
+    return case.rsplit("_", 1)[0]
+
+
+def summarize(items: list, cases: dict) -> dict:
+    """Per forward shape: the fastest timed variant, the ratios, FLA's times, the floors."""
+    best: dict = {}
+    for it in items:
+        if it["kernel"] != "kda_fwd" or it["median_ms"] is None:
+            continue
+        s = shape_of(it["case"])
+        if s not in best or it["median_ms"] < best[s]["median_ms"]:
+            best[s] = it
+    rows = []
+    for s, it in sorted(best.items()):
+        params = next(p for (k, c), p in cases.items() if k == "kda_fwd" and c == it["case"])
+        r_fwd = it["ratios"].get("fla.chunk_kda")
+        r_fb = it["ratios"].get("fla.chunk_kda.fwd_bwd")
+        rows.append(dict(shape=s, case=it["case"], median_ms=it["median_ms"], ratio=r_fwd,
+                         goal_met=None if r_fwd is None else r_fwd >= FWD_GOAL,
+                         fla_fwd_ms=None if r_fwd is None else r_fwd * it["median_ms"],
+                         fla_fwd_bwd_ms=None if r_fb is None else r_fb * it["median_ms"],
+                         **floors(params)))
+    return {"items": items, "shapes": rows}
+
+
+def _f(x, fmt="{:.3f}") -> str:
+    return fmt.format(x) if isinstance(x, (int, float)) else "-"
+
+
+def markdown(summary: dict) -> str:
+    lines = ["## Every item", "", "| item | median ms | GB/s | " + " | ".join(BASELINES)
+             + " | SM MHz before/after | note |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in BASELINES) + " | --- | --- |"]
+    for it in sorted(summary["items"], key=lambda i: (i["kernel"], i["case"] or "")):
+        clk = "/".join(_f(c, "{:.0f}") for c in it["clock"]) if it["clock"] else "-"
+        med = _f(it["median_ms"], "{:.4f}") if it["median_ms"] else it["outcome"]
+        lines.append(f"| {it['kernel']}[{it['case']}] | {med} | {_f(it['gbps'], '{:.0f}')} | "
+                     + " | ".join(_f(it["ratios"].get(b), "{:.2f}x") for b in BASELINES)
+                     + f" | {clk} | {it['note']} |")
+    lines += ["", f"## Forward: fastest variant per shape (goal >= {FWD_GOAL}x fla.chunk_kda)", "",
+              "| shape | variant | ms | FLA fwd ms | ratio | met | FLA fwd+bwd ms | memory floor "
+              "ms | chain floor ms (chains x steps) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in summary["shapes"]:
+        met = {True: "yes", False: "NO", None: "-"}[r["goal_met"]]
+        lines.append(f"| {r['shape']} | {r['case']} | {_f(r['median_ms'], '{:.4f}')} | "
+                     f"{_f(r['fla_fwd_ms'])} | {_f(r['ratio'], '{:.2f}x')} | {met} | "
+                     f"{_f(r['fla_fwd_bwd_ms'])} | {_f(r['memory_ms'])} | "
+                     f"{_f(r['chain_ms'])} ({r['chains']} x {r['steps']}) |")
+    lines += not_timed(summary["items"])
+    return "\n".join(lines) + "\n"
+
+
+def render(items: list) -> str:
+    return markdown(summarize(items, _cases()))
+
+
+def _json_option(ap):
+    ap.add_argument("--json", help="also write the items and the per-shape table here")
+
+    def after(args, items):
+        if args.json:
+            Path(args.json).write_text(json.dumps(summarize(items, _cases()), indent=1))
+    return after
+
+
+def smoke_verdict(paths) -> tuple:
+    """(ok, lines): ok when the logs hold KDA items and KCoral verified every one of them (each
+    correctness seed ok); a line per item, FAILED with the reason where not."""
+    recs = item_reports(
+        paths, lambda rec: rec.get("kernel") in ("kda_fwd", "kda_decode"))
+    lines, ok = [], bool(recs)
+    for rec in recs:
+        bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
+        result = ((bench or {}).get("data") or {}).get("result") or {}
+        seeds = result.get("correctness") or []
+        good = bool(result.get("verified")) and bool(seeds) and all(c.get("ok") for c in seeds)
+        why = ((result.get("error") or {}).get("message") or (bench or {}).get("longrepr")
+               or ("no bench phase" if bench is None else "not verified"))
+        lines.append(f"ok      {rec['kernel']}[{rec.get('case')}]" if good else
+                     f"FAILED  {rec['kernel']}[{rec.get('case')}]: {why[:300]}")
+        ok = ok and good
+    if not recs:
+        lines.append("FAILED  no KDA item in " + ", ".join(map(str, paths)))
+    return ok, lines
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--smoke"]:
+        try:
+            ok, lines = smoke_verdict(argv[1:])
+        except (OSError, ValueError) as e:
+            print(f"kda_summary: {e}", file=sys.stderr)
+            return 2
+        print("\n".join(lines))
+        return 0 if ok else 1
+    return cli(argv, __doc__, "kda_summary", read_items, render, "KDA items", _json_option)
+
+if __name__ == "__main__":
+    sys.exit(main())

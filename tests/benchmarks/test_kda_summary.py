@@ -1,0 +1,112 @@
+"""benchmarks/kda_summary.py: report-log items to tables, the fastest forward variant per shape
+with the issue 18 goal, FLA's times taken from the same job's ratios, the memory and serial-chain
+floors; unreadable logs named with the line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "kda_summary.py"
+_spec = importlib.util.spec_from_file_location("kda_summary_test", _PATH)
+S = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(S)
+
+
+def _item(kernel, case, median_ms=None, ratios=None, error=None):
+    result = {"timing": {"skipped": "the sim board never times"}}
+    if median_ms is not None:
+        result = {"timing": {"candidate": {"median_ms": median_ms}, "gbps": 4000.0,
+                             "converged": True, "sm_clock_mhz": {"before": 1980, "after": 1755},
+                             "baselines": {n: {"median_ms": median_ms * r, "speedup": r}
+                                           for n, r in (ratios or {}).items()}}}
+    if error:
+        result = {"error": {"type": "correctness.mismatch", "message": error}}
+    return {"event": "item_report", "kernel": kernel, "case": case,
+            "nodeid": f"kernels/{kernel}.py::{kernel}[{case}]@sm_90a",
+            "outcome": "passed" if median_ms else "failed",
+            "phases": [{"phase": "bench", "outcome": "passed", "longrepr": error or "",
+                        "data": {"result": result}}]}
+
+
+def _log(tmp_path, records):
+    p = tmp_path / "bench.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return p
+
+
+def test_fastest_variant_goal_fla_times_and_floors(tmp_path, capsys):
+    log = _log(tmp_path, [
+        {"event": "session_start"},
+        _item("kda_fwd", "t8192_h96_v64s1", 1.0, {"fla.chunk_kda": 2.74,
+                                                  "fla.chunk_kda.fwd_bwd": 15.0}),
+        _item("kda_fwd", "t8192_h96_v128s2", 1.2, {"fla.chunk_kda": 2.3}),
+        _item("kda_fwd", "pack6_h64_v64s2", 1.0, {"fla.chunk_kda": 1.5}),
+        _item("kda_decode", "n256_h64_t1", 0.3, {"fla.fused_recurrent_kda": 1.8}),
+        _item("kda_fwd", "t8192_h64_v64s2", error="'o' differs from the uploaded reference"),
+    ])
+    assert S.main([str(log), "--json", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| t8192_h96 | t8192_h96_v64s1 | 1.0000 | 2.740 | 2.74x | yes | 15.000 |" in out
+    assert "| pack6_h64 | pack6_h64_v64s2 | 1.0000 | 1.500 | 1.50x | NO |" in out
+    assert "kda_decode[n256_h64_t1] | 0.3000 | 4000 | - | - | 1.80x" in out
+    assert "kda_fwd[t8192_h64_v64s2]: failed: 'o' differs" in out
+    rows = json.loads((tmp_path / "s.json").read_text())["shapes"]
+    t96 = next(r for r in rows if r["shape"] == "t8192_h96")
+    # 96 chains of 128 steps; 8192 x 96 tokens x 1282 bytes + h0/ht, at 4.25 TB/s
+    assert (t96["chains"], t96["steps"]) == (96, 128)
+    assert t96["memory_ms"] == pytest.approx((8192 * 96 * 1282 + 2 * 96 * 65536) / 4.25e9)
+    assert t96["chain_ms"] == pytest.approx(128 * S.STEP_S * 1e3)
+
+
+def test_chain_floor_takes_the_longest_sequence_or_the_shared_sms():
+    pack = S.floors(dict(B=1, T_=8192, H=96, lens=(1300, 547, 2048, 963, 271, 3063)))
+    assert pack["steps"] == 48                            # 3063 tokens
+    total = sum(-(-n // 64) for n in (1300, 547, 2048, 963, 271, 3063)) * 96
+    assert pack["chain_ms"] == pytest.approx(max(48, -(-total // 132)) * S.STEP_S * 1e3)
+
+
+def test_unreadable_log_is_named_with_its_line(tmp_path, capsys):
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"event": "session_start"}\nnot json\n')
+    assert S.main([str(p)]) == 2
+    assert f"{p}:2: not a JSON line" in capsys.readouterr().err
+    p.write_text('{"event": "session_start"}\n')
+    assert S.main([str(p)]) == 1
+    assert "kda_summary: no KDA items in" in capsys.readouterr().err
+
+
+def _smoke_item(case, verified=True, seeds_ok=(True, True), error=None):
+    result = {"verified": verified, "timing": None,
+              "correctness": [{"seed": i + 1, "ok": ok} for i, ok in enumerate(seeds_ok)]}
+    if error:
+        result = {"error": {"type": "exec.timeout", "message": error}}
+    return {"event": "item_report", "kernel": "kda_fwd", "case": case, "outcome": "incomplete",
+            "nodeid": f"kernels/kda_fwd.py::kda_fwd[{case}]@sm_90a",
+            "phases": [{"phase": "bench", "outcome": "incomplete",
+                        "longrepr": "not timed (h200: timing disabled)",
+                        "data": {"result": result}}]}
+
+
+def test_smoke_verdict_passes_only_when_every_item_is_verified(tmp_path, capsys):
+    log = _log(tmp_path, [_smoke_item("a"), _smoke_item("b")])
+    assert S.main(["--smoke", str(log)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["ok      kda_fwd[a]", "ok      kda_fwd[b]"]
+    log = _log(tmp_path, [_smoke_item("a"), _smoke_item("b", seeds_ok=(True, False)),
+                          _smoke_item("c", error="execution budget of 15 s spent")])
+    assert S.main(["--smoke", str(log)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED  kda_fwd[b]: not timed (h200: timing disabled)" in out
+    assert "FAILED  kda_fwd[c]: execution budget of 15 s spent" in out
+
+
+def test_smoke_verdict_fails_without_items_and_names_a_bad_line(tmp_path, capsys):
+    log = _log(tmp_path, [{"event": "session_start"}])
+    assert S.main(["--smoke", str(log)]) == 1
+    assert "FAILED  no KDA item in" in capsys.readouterr().out
+    log.write_text("oops\n")
+    assert S.main(["--smoke", str(log)]) == 2
+    assert f"{log}:1: not a JSON line" in capsys.readouterr().err

@@ -1,0 +1,106 @@
+"""zoo/kernels/kda_fwd.py: the chunked KDA forward in numsim against the float64 reference under
+the public rule (small cases of both suites, one per compiled variant: three chunks through the
+two-stage ring with saturated gates, helper warps; the scaled-down public varlen pack), clean
+under sync_check, every benchmarked variant compiled without spills within its shared-memory
+budget, refused shapes, and inputs shared by a shape's variants."""
+
+import numpy as np
+import pytest
+
+import tirxh.lang as T
+from tests.zoo._zoo import sync_race
+from tests.zoo.zoo_modules import assert_matches, load, simulate
+
+MOD = load("kda_fwd")
+SUITES = (MOD.SUITE, MOD.SUITE_VARLEN)
+
+
+def _cases(suite):
+    return [pytest.param(c, id=c.name) for c in suite.cases if c.small]
+
+
+def _assert_close(suite, case):
+    res, inputs = simulate(suite, case)
+    assert_matches(suite, case, res, inputs)
+    rep = suite.tolerance_for("o").compare(res.outputs["o"], suite.expected(case, inputs)["o"])
+    assert rep["rms_ratio"] < 0.01          # the model's ~0.004, with room; the rule is 0.03
+
+
+# every compiled variant has a small case (the device smoke pass runs them all before timing):
+# one chunk with saturated gates (v128s2), two rows of a chunk and a 1-token tail (v64s1), three
+# chunks through the two-stage ring (v64s2), helper warps (v64s2w8), a varlen pack of 3
+@pytest.mark.parametrize("case", _cases(MOD.SUITE) + _cases(MOD.SUITE_VARLEN))
+def test_small_case_matches_reference(case):
+    _assert_close(MOD.SUITE_VARLEN if case.params.get("lens") else MOD.SUITE, case)
+
+
+def test_small_cases_cover_every_variant():
+    small = {(c.params.get("BV", 64), c.params.get("STAGES", 2), c.params.get("WARPS", 0))
+             for s in SUITES for c in s.cases if c.small}
+    variants = {(v.get("BV", 64), v.get("STAGES", 2), v.get("WARPS", 0))
+                for v in MOD.VARIANTS.values()}
+    assert variants <= small, variants - small
+
+
+def test_scaled_down_public_pack_matches_reference():
+    """The public pack [1300, 547, 2048, 963, 271, 3063] / 32: a sequence of exactly one chunk,
+    one of 1.5 chunks, short ones; their rows interleave in the tiles and must not leak."""
+    _assert_close(MOD.SUITE_VARLEN, T.case("extra", B=1, T_=256, H=1,
+                                           lens=(41, 17, 64, 30, 8, 96), BV=128, gate="deep"))
+
+
+@pytest.mark.parametrize("params", [dict(B=1, T_=40, H=1, BV=128, gate="deep"),
+                                    dict(B=1, T_=40, H=1, BV=64, WARPS=8)],
+                         ids=["v128", "v64_helpers"])
+def test_sync_check_is_clean(params):
+    case = T.case("sync", **params)
+    for result in sync_race(MOD.SUITE, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+@pytest.mark.parametrize("variant", sorted(MOD.VARIANTS))
+def test_benchmarked_variants_have_no_spills_and_fit(variant):
+    """ptxas on this machine: no local memory; shared memory within the H200's 227 KB, and
+    BV = 64 with one stage small enough for two CTAs per SM (2 x (113 KB + 1 KB reserved))."""
+    consts = MOD.VARIANTS[variant]
+    ck = MOD.kda_fwd.compile("sm_90a", **consts)
+    r = ck.resources
+    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+    smem = ck.launch_metadata()["dynamic_smem"]
+    assert smem <= 227 * 1024
+    if variant == "v64s1":
+        assert smem <= 113 * 1024 and 2 * 128 * r.registers <= 65536
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(B=1, T_=10, H=1, BV=32), r"BV=32 must be 64 or 128"),
+    (dict(B=1, T_=10, H=1, STAGES=3), r"STAGES=3 must be 1 or 2"),
+    (dict(B=1, T_=10, H=1, BV=128, WARPS=4), r"WARPS=4 must be 0 \(BV / 16\), or 8 with BV = 64"),
+    (dict(B=2, T_=10, H=1, lens=(4, 6)), r"lens=\(4, 6\): a varlen pack is one row \(B=1\)"),
+    (dict(B=1, T_=10, H=1, lens=(4, 5)), r"lens=\(4, 5\): a varlen pack is one row \(B=1\) of "
+                                          r"T_=10 tokens"),
+    (dict(B=1, T_=0, H=1), r"B=1, T_=0, H=1 must be positive"),
+    (dict(B=1, T_=70000, H=1, lens=(1,) * 70000), r"70000 sequences: at most 65535 \(grid z\)"),
+    (dict(B=1, T_=1 << 20, H=64), r"B=1, T_=1048576, H=64, 1 sequences: o and h0 must each "
+                                  r"hold fewer than 2\^32 elements"),
+])
+def test_refused_shapes_name_the_case_and_the_rule(params, match):
+    with pytest.raises(ValueError, match=r"case 'bad': " + match):
+        T.suite(MOD.kda_fwd, inputs=MOD.inputs, reference=MOD.reference, outputs=["o"],
+                constraints=MOD.constraints, cases=[T.case("bad", **params)])
+
+
+def test_variants_of_a_large_shape_share_inputs(monkeypatch):
+    """A benchmark shape's variants reuse one seed's inputs (their float64 reference takes
+    seconds); small shapes are regenerated, identically."""
+    monkeypatch.setattr(MOD, "_INPUTS", [])
+    params = dict(B=1, T_=20, H=1)
+    a = MOD.inputs(np.random.default_rng(5), **params)
+    b = MOD.inputs(np.random.default_rng(5), **params)
+    assert b["q"] is not a["q"] and np.array_equal(b["q"], a["q"]) and MOD._INPUTS == []
+    monkeypatch.setattr(MOD, "LARGE", 1)
+    c = MOD.inputs(np.random.default_rng(5), **params)
+    d = MOD.inputs(np.random.default_rng(5), **params)
+    e = MOD.inputs(np.random.default_rng(6), **params)
+    assert d["q"] is c["q"] and d["o"] is not c["o"] and e["q"] is not c["q"]
+    assert np.array_equal(c["q"], a["q"]) and np.array_equal(c["order"], [0])

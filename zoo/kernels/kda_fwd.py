@@ -1,0 +1,437 @@
+"""Kimi Delta Attention chunked forward on Hopper (issue 18): o and the final state of every
+sequence of a batch or a varlen pack, with the gate and the q/k L2 normalization fused.
+
+Math (kda_ref.py has it in full, and the float64 references): per sequence n and head h, state
+S in R^{K x V} (K = V = 128), chunks of C = 64 tokens. With the gate g = -5 sigmoid(exp(A_log)
+(g_raw + dt_bias)), its within-chunk cumulative sum G (per channel), normalized q^, k^, and the
+state S0 at the chunk's start:
+
+    A     = strict_lower(beta_i k^_i . exp(G_i - G_j) k^_j)      (64 x 64)
+    Tb    = (I + A)^-1 Diag(beta)                                  (the UT/WY transform)
+    Delta = Tb (V - (K^ exp(G)) S0)                                the chunk's new values
+    O     = (scale Q^ exp(G)) S0 + M Delta,   M = lower(scale q^_i . exp(G_i - G_j) k^_j)
+    S     = Diag(exp(G_63)) S0 + (K^ exp(G_63 - G))^T Delta
+
+Inputs: q, k, g_raw [B, T, H, K] bf16 (through TMA tensor maps); v [B, T, H, V] bf16; beta
+[B, T, H] bf16; A_log [H], dt_bias [H, K] f32; h0 [N, H, K, V] f32; cu_seqlens [N + 1] s32 (for
+fixed lengths 0, T, 2T, ...: the batch is a pack whose sequences start at row boundaries); order
+[N] s32 (the sequences, longest first). Outputs: o [B, T, H, V] bf16, ht [N, H, K, V] f32.
+
+Phases 2-5 (V-independent, ``kda_chunk.py``) and the state phase 6 (here) per chunk.
+
+Work split: CTA (value slice, head, sequence) walks its sequence's chunks with the state slice
+S^T (BV value rows x 128 key channels, f32) in the registers of its warps (warp w: value rows
+16w .. 16w + 15 as mma.sync accumulators): the value columns of S are independent, so BV = 64
+gives 2 CTAs per head (more parallelism for few heads) and BV = 128 one. Every warp takes part
+in every phase of a chunk, phases separated by ``bar.sync``:
+
+1. loads: one thread issues TMA for chunk c + STAGES - 1 (q, k, g_raw: two 64-channel boxes of
+   64 rows each, v: BV / 64 boxes; 128-byte swizzle) on the stage's mbarrier, then everyone waits
+   for chunk c. Rows past the sequence (the tail of a chunk, a varlen neighbour, zero fill past
+   the tensor) are masked below: k^ = q^ = 0, beta = 0, g = 0, and their outputs are not stored.
+2. norms: row sums of squares of q and k (16-byte shared loads, a shuffle across the two
+   halves of a row): rk = rsqrt(|k|^2 + 1e-6), rq = scale rsqrt(|q|^2 + 1e-6); beta from global.
+3. gate: a thread per (channel pair, 16-row block) computes the gate of its rows (``fma``,
+   ``ex2``, ``rcp``), their cumulative sum from the block's first row, and writes in place (bf16x2,
+   over the raw tiles) KL = k^ 2^(G_i - r_a), QL = q^ 2^(G_i - r_a) and KD = k^ 2^(r_a - G_i) (the
+   reciprocal by Newton steps on the FMA pipe: the MUFU pipe is this phase's bottleneck) with
+   r_a the cumulative log-decay at the block's first row: within 16 rows |G_i - r_a| <= 75
+   (gate bound 5), so no factor exceeds e^75 and nothing overflows however deep the decay
+   (a naive exp(G_i) exp(-G_j) over 64 rows would reach e^320). Per channel, the block references
+   give the factors between blocks (F_ab = 2^(r_a - r_b), E_a = 2^(r_a), 2^(G_63 - r_b), 2^(G_63)).
+4. A and M: mma.sync over 16 x 16 blocks (i in block a, j in block b <= a): KL_a KD_b^T (the
+   right operand scaled by F_ab with ``mul.bf16x2`` off the diagonal) and QL_a KD_b^T; A rows
+   scaled by beta and masked (f32 to shared memory), M masked (bf16, ``stmatrix``).
+5. (I + A)^-1 in 16 x 16 blocks: the diagonal blocks by forward substitution in f32 (a lane per
+   column), the blocks below them column by column with mma.sync on the transposes
+   (T_ab^T = -(sum_m T_mb^T A_am^T) D_a^T), written as Tb = T Diag(beta) with ``stmatrix.trans``.
+   Meanwhile the raw-tile operands become KE = KL E_a, QG = QL E_a and KLL = KD 2^(G_63 - r_b).
+6. state (each warp, its 16 value rows; A operands straight from the accumulators):
+   Y = S0^T [KE; QG]^T (one pass over S0^T), Z = V^T - Y_k, Delta^T = Z Tb^T, O^T = Y_q +
+   Delta^T M^T (block-triangular: the zero blocks are skipped), staged with ``stmatrix.trans``
+   over the warp's own (already read) columns of the V tile and stored as 16-byte rows where
+   valid; S0^T <- S0^T Diag(2^G_63) + Delta^T KLL.
+
+Variants (constants): BV = 64 or 128 value columns per CTA (4 or 8 warps), STAGES = 1 or 2 input
+stages (BV = 64 with one stage: 106 KB of shared memory, two CTAs per SM; two stages 164 KB;
+BV = 128 with two 180 KB). One thread's mbarrier-tracked TMA and the CTA barriers are the only
+synchronization; every thread runs every chunk, so no barrier waits on an exited thread.
+
+Numerics: the MMA operands are bf16 (the state, the residual Z and Delta rounded once per chunk),
+accumulation f32; the state itself stays f32 across chunks. A numpy model of exactly these
+roundings gives a normalized RMS error ~0.004 against float64 (rule: 0.03) for mixed, saturated
+and slow gates and 4096-token sequences.
+
+Tags: linear-attention, chunked-scan, mma-sync, tma, mbarrier-pipeline, swizzle-128b,
+state-in-registers, fused-gate, varlen
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import tirxh.lang as T
+from tirxh.core.ir import Addr
+from tirxh.core.types import numpy_dtype
+
+# the zoo is a directory of kernel files, not a package: tirxh's collection puts it on sys.path,
+# other loaders (tests, tools) import a file by path, so the sibling modules are found from here
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_chunk as P  # noqa: E402 - after the path that finds it
+import kda_ref as R  # noqa: E402
+from kda_chunk import C, FULL, K, TILE, V, afrag, ld4, mma, st4, unpack  # noqa: E402
+
+TAGS = ("linear-attention", "chunked-scan", "mma-sync", "tma", "mbarrier-pipeline",
+        "swizzle-128b", "state-in-registers", "fused-gate", "varlen")
+
+
+# --- phase 6: the state ------------------------------------------------------------------------
+
+def _state_step(sm, ck, ln, st, o, row_tok, H, h, vcol0):
+    """One warp's value rows: Y, Z, Delta, O (stored), then the state update; `st` is the warp's
+    S^T (16 C fragments: channels 8j .. 8j + 7)."""
+    warp = T.tid.x >> 5
+    wv = warp & 3                                   # chunk pair of the warp's rows in its half
+    vh = warp >> 2                                  # 64-column half of the value slice
+    pk, pq = ln.bases(ck.k, "B"), ln.bases(ck.q, "B")
+    yk = [T.fragment(T.f32, 4, init=0.0) for _ in range(8)]
+    yq = [T.fragment(T.f32, 4, init=0.0) for _ in range(8)]
+    for s in range(8):                              # channels 16s .. 16s + 15
+        af = afrag(st[2 * s], st[2 * s + 1])
+        for p in range(4):                          # positions 16p .. 16p + 15
+            bk = ld4(pk[s & 3], s >> 2, 16 * p)
+            mma(yk[2 * p], af, bk[0:2])
+            mma(yk[2 * p + 1], af, bk[2:4])
+            bq = ld4(pq[s & 3], s >> 2, 16 * p)
+            mma(yq[2 * p], af, bq[0:2])
+            mma(yq[2 * p + 1], af, bq[2:4])
+    # Z = V^T - Y_k as A fragments (positions 16p ..): V^T by ldmatrix.trans from sV
+    pv = ln.at(ck.v + vh * TILE, "B", wv)
+    zf = []
+    for p in range(4):
+        vr = ld4(pv, 0, 16 * p, trans=True)
+        z = []
+        for n, (lo_reg, hi_reg) in enumerate(((vr[0], vr[1]), (vr[2], vr[3]))):
+            acc = yk[2 * p + n]
+            lo, hi = unpack(lo_reg), unpack(hi_reg)
+            z.append([lo[0] - acc[0], lo[1] - acc[1], hi[0] - acc[2], hi[1] - acc[3]])
+        zf.append(afrag(z[0], z[1]))
+    # Delta^T = Z Tb^T; O^T = Y_q + Delta^T M^T (block lower triangular: k-blocks jb <= ib)
+    ptb, pm = ln.bases(sm.tb.ptr(), "B"), ln.bases(sm.m.ptr(), "B")
+    dl = [T.fragment(T.f32, 4, init=0.0) for _ in range(8)]
+    for ib in range(4):
+        for jb in range(ib + 1):
+            bt = ld4(ptb[jb], 0, 16 * ib)
+            mma(dl[2 * ib], zf[jb], bt[0:2])
+            mma(dl[2 * ib + 1], zf[jb], bt[2:4])
+    df = [afrag(dl[2 * p], dl[2 * p + 1]) for p in range(4)]
+    for ib in range(4):
+        for jb in range(ib + 1):
+            bm = ld4(pm[jb], 0, 16 * ib)
+            mma(yq[2 * ib], df[jb], bm[0:2])
+            mma(yq[2 * ib + 1], df[jb], bm[2:4])
+    _store_o(ck, ln, yq, o, row_tok, H, h, vcol0, wv, vh)
+    # S^T <- S^T Diag(2^G_63) + Delta^T KLL (B = KLL [pos][ch], k-major: ldmatrix.trans)
+    for j in range(16):
+        eg = T.ptx.ld.shared.v2.f32(sm.egl.at(8 * j + 2 * ln.t))
+        for e in range(4):
+            T.ptx.mul.f32(st[j][e], st[j][e], eg[e & 1])
+    pg = ln.bases(ck.g, "A")
+    for q in range(8):                              # channels 16q .. 16q + 15
+        for p in range(4):                          # positions 16p .. 16p + 15
+            bl = ld4(pg[q & 3], q >> 2, 16 * p, trans=True)
+            mma(st[2 * q], df[p], bl[0:2])
+            mma(st[2 * q + 1], df[p], bl[2:4])
+
+
+def _store_o(ck, ln, yq, o, row_tok, H, h, vcol0, wv, vh):
+    """O^T (16 value rows x 64 positions) -> bf16 -> over the warp's own columns of the V tile
+    (read only by this warp, and already read: ``stmatrix.trans``) -> each lane 4 x 16 bytes of
+    the warp's 32-byte row segments, for rows < nv (``st.global.v4.b32``)."""
+    po = ln.at(ck.v + vh * TILE, "B", wv)
+    for p in range(4):
+        st4(po, 0, 16 * p, afrag(yq[2 * p], yq[2 * p + 1]), trans=True)
+    T.ptx.bar.warp.sync(FULL)
+    lane = ln.lane
+    sel = lane & 1
+    r0 = lane >> 1                                  # rows r0 + 16 i
+    src = ck.v + vh * TILE + (r0 << 7) + ((((2 * wv) + sel) ^ (r0 & 7)) << 4)
+    dst = o.at((row_tok + r0) * (H * V) + h * V + vcol0 + 8 * sel).base
+    step = T.ptx.cvt.u64.u32(H * (16 * V * 2))     # 16 rows of o, in bytes
+    for i in range(4):
+        words = T.ptx.ld.shared.v4.b32(Addr(src, i * 16 * 128))
+        T.ptx.st.global_.v4.b32(Addr(dst, 0), words, pred=(r0 + 16 * i) < ck.nv)
+        if i < 3:
+            dst = dst + step
+
+
+# --- the kernel --------------------------------------------------------------------------------
+
+def _grid(B, H, lens=None, BV=64):
+    """(value slices, heads, sequences): N = B rows, or the sequences of a varlen pack."""
+    return (V // BV, H, B if lens is None else len(lens))
+
+
+def _block(BV=64, WARPS=0):
+    """4 warps per 64 value columns, or WARPS (8 with BV = 64: four of them help prepare the
+    chunk and hold no state)."""
+    return 32 * (WARPS or BV // 16)
+
+
+@T.kernel(grid=_grid, block=_block)
+def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T.tensormap,
+            q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16],
+            beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+            h0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32],
+            o: T.gptr[T.bf16], ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64,
+            STAGES: T.const = 2, WARPS: T.const = 0):
+    NW = WARPS or BV // 16       # warps preparing each chunk (4 or 8)
+    NS = BV // 16                # of them, warps holding the state: 16 value rows each
+    NT = 32 * NW
+    helpers = NW > NS
+
+    def state_warps():  # the state's warps only, when helper warps exist
+        return T.if_(warp < NS, uniform=True) if helpers else contextlib.nullcontext()
+    sm = P.Smem(BV, STAGES)
+    tid = T.tid.x
+    warp = tid >> 5
+    H = T.nctaid.y
+    h = T.ctaid.y
+    n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.z))
+    start = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n))
+    length = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n + 1)) - start
+    bidx = start / Trow                              # the batch row and token of the start
+    t0 = start - bidx * Trow
+    nchunks = (length + (C - 1)) >> 6
+    vcol0 = T.ctaid.x * BV + (warp << 4)             # the warp's first value column
+    ln = P.Lanes()
+    gl = P.GateLanes(NT, A_log, dt_bias, h)
+    # S^T of the warp: rows v = vcol0 + g (+8), channels 8j + 2t (+1) (f32 loads, each 8 lanes
+    # one 32-byte sector of a row of h0 [k][v])
+    hbase = (n * H + h) * (K * V) + vcol0 + ln.g
+    st = [T.fragment(T.f32, 4) for _ in range(16)]
+    with state_warps():
+        for j in range(16):
+            for e in range(4):
+                ch = 8 * j + 2 * ln.t + (e & 1)
+                T.ptx.ld.global_.f32(st[j][e], h0.at(hbase + ch * V + 8 * (e >> 1)))
+    with T.if_(tid == 0):
+        for s in range(STAGES):
+            sm.full[s].init(1)
+        T.ptx.fence.mbarrier_init.release.cluster()
+    T.ptx.bar.sync(0)
+    stage_bytes = 3 * 2 * TILE + (BV // 64) * TILE
+    tma = T.ptx["cp.async.bulk.tensor.4d.shared::cluster.global.tile"
+                ".mbarrier::complete_tx::bytes"]
+
+    def issue(c, stage):
+        """Thread 0: the TMA loads of chunk c into `stage`."""
+        row = t0 + (c << 6)
+        sm.full[stage].arrive_expect_tx(stage_bytes)
+        for buf, tmap in ((sm.q, q_map), (sm.k, k_map), (sm.g, g_map)):
+            for hf in range(2):
+                tma(buf.ptr() + stage * (2 * TILE) + hf * TILE, tmap[64 * hf, h, row, bidx],
+                    sm.full[stage])
+        for vh in range(BV // 64):
+            tma(sm.v.ptr() + stage * ((BV // 64) * TILE) + vh * TILE,
+                v_map[T.ctaid.x * BV + 64 * vh, h, row, bidx], sm.full[stage])
+
+    with T.if_(tid == 0):
+        for c in range(STAGES - 1):
+            with T.if_(c < nchunks):
+                issue(c, c)
+    ring = T.pipeline(STAGES)
+    with T.range(nchunks) as c:
+        with T.if_(tid == 0):
+            nxt = c + (STAGES - 1)
+            with T.if_(nxt < nchunks):
+                issue(nxt, T.ptx.rem.u32(nxt, STAGES) if STAGES > 1 else 0)
+        sm.full[ring.stage].wait(ring.phase)
+        nv = T.ptx.min.u32(length - (c << 6), C)
+        ck = P.Chunk(sm, ring.stage, nv)
+        tok0 = start + (c << 6)
+        P.norms(sm, ck, beta, tok0, H, h, NW)
+        T.ptx.bar.sync(0)
+        P.gate(sm, ck, gl)
+        T.ptx.bar.sync(0)
+        P.factors(sm, NT)
+        T.ptx.bar.sync(0)
+        P.blocks(sm, ck, ln, NW)
+        T.ptx.bar.sync(0)
+        P.materialize(sm, ck, NT)
+        P.diag_inverse(sm, NW)
+        T.ptx.bar.sync(0)
+        P.inverse_blocks(sm, ln)
+        T.ptx.bar.sync(0)
+        with state_warps():
+            _state_step(sm, ck, ln, st, o, tok0, H, h, vcol0)
+        T.ptx.fence.proxy.async_.shared__cta()   # generic writes to the stage before TMA reuse
+        T.ptx.bar.sync(0)
+        ring.advance()
+    with state_warps():
+        for j in range(16):
+            for e in range(4):
+                ch = 8 * j + 2 * ln.t + (e & 1)
+                T.ptx.st.global_.f32(ht.at(hbase + ch * V + 8 * (e >> 1)), st[j][e])
+
+
+# --- inputs, reference, cases ------------------------------------------------------------------
+
+_REFS = R.RefCache()
+_INPUTS: list = []      # [(key, arrays)]: the variants of a benchmark shape share its inputs
+LARGE = 1 << 20         # tokens x heads above which inputs (and their reference) are reused
+
+
+def _tensormaps():
+    box = (1, 64, 1, 64)      # (batch, token, head, channel): 64 tokens x 64 channels (128 B)
+    return {f"{n}_map": T.TensorMap(src, box=box, swizzle=128)
+            for n, src in (("q", "q"), ("k", "k"), ("g", "g_raw"), ("v", "v"))}
+
+
+def _make(rng, B, T_, H, lens, gate):
+    cu = (np.arange(B + 1) * T_ if lens is None
+          else np.concatenate([[0], np.cumsum(lens)])).astype(np.int32)
+    N = len(cu) - 1
+    x = R.raw_inputs(rng, B, T_, H, N=N, gate=gate)
+    o_ref, ht_ref = R.forward(**x, cu_seqlens=None if lens is None else cu)
+    c = R.unit_scale(o_ref, ht_ref)
+    x["v"] = (x["v"].astype(np.float32) * c).astype(x["v"].dtype)
+    x["h0"] = x["h0"] * np.float32(c)
+    order = np.argsort(-np.diff(cu), kind="stable").astype(np.int32)
+    arrays = dict(x, cu_seqlens=cu, order=order)
+    _REFS.put({n: arrays[n] for n in ("q", "k", "v", "g_raw", "beta", "h0", "cu_seqlens")},
+              {"o": (o_ref * c).astype(np.float32), "ht": (ht_ref * c).astype(np.float32)})
+    return arrays
+
+
+def inputs(rng, B, T_, H, lens=None, gate="mixed"):
+    """B rows of T_ tokens, or one row packing the sequences `lens`: raw KDA inputs with v and
+    h0 scaled by a power of two so that the smaller RMS of (o, ht) lies in [1, 2)
+    (kda_ref.unit_scale); `order` lists the sequences longest first (the grid's z order, so
+    the longest start first). Large shapes are made once per seed for all their variants."""
+    st = rng.bit_generator.state["state"]
+    key = (B, T_, H, lens, gate, st["state"], st["inc"])
+    hit = next((a for k, a in _INPUTS if k == key), None)
+    if hit is None:
+        hit = _make(rng, B, T_, H, lens, gate)
+        if B * T_ * H >= LARGE:
+            _INPUTS.append((key, hit))
+            del _INPUTS[:-4]
+    N = len(hit["cu_seqlens"]) - 1
+    return dict(hit, Trow=T_, o=np.empty((B, T_, H, V), numpy_dtype("bf16")),
+                ht=np.empty((N, H, K, V), np.float32), **_tensormaps())
+
+
+def reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, cu_seqlens, lens=None):
+    cached = _REFS.get(dict(q=q, k=k, v=v, g_raw=g_raw, beta=beta, h0=h0,
+                            cu_seqlens=cu_seqlens))
+    if cached is not None:
+        return cached
+    o, ht = R.forward(q, k, v, g_raw, beta, A_log, dt_bias, h0,
+                      cu_seqlens=None if lens is None else cu_seqlens)
+    return {"o": o.astype(np.float32), "ht": ht.astype(np.float32)}
+
+
+def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0):
+    out = []
+    if BV not in (64, 128):
+        out.append(f"BV={BV} must be 64 or 128 (value columns per CTA: 16 per warp)")
+    elif (WARPS or BV // 16) not in (4, 8) or (WARPS and WARPS < BV // 16):
+        out.append(f"WARPS={WARPS} must be 0 (BV / 16), or 8 with BV = 64")
+    if STAGES not in (1, 2):
+        out.append(f"STAGES={STAGES} must be 1 or 2")
+    if lens is not None and (B != 1 or sum(lens) != T_ or min(lens) < 0):
+        out.append(f"lens={lens!r}: a varlen pack is one row (B=1) of T_={T_} tokens")
+    if min(B, T_, H) < 1 or H > 65535:
+        out.append(f"B={B}, T_={T_}, H={H} must be positive (H <= 65535)")
+    N = B if lens is None else len(lens)
+    if N > 65535:
+        out.append(f"{N} sequences: at most 65535 (grid z)")
+    if B * T_ * H * V >= 1 << 32 or N * H * K * V >= 1 << 32:
+        out.append(f"B={B}, T_={T_}, H={H}, {N} sequences: o and h0 must each hold fewer than "
+                   f"2^32 elements (32-bit element offsets)")
+    return out
+
+
+def _tokens(B, T_):
+    return B * T_
+
+
+def _flops(B, T_, H):
+    """The chunked algorithm's matrix products per token and head: the A and M blocks (C K
+    each, lower half), Y = S0^T [KE; QG]^T (2 K V), Delta and O (C V each, lower half), the state
+    update (K V); 2 FLOPs per multiply-add."""
+    return 2 * _tokens(B, T_) * H * (C * K + 2 * K * V + C * V + K * V)
+
+
+def _bytes(B, T_, H, lens=None):
+    """q, k, g_raw, v, beta read and o written once, h0 read and ht written per sequence."""
+    N = B if lens is None else len(lens)
+    return _tokens(B, T_) * H * (2 * (3 * K + V) + 2 + 2 * V) + 2 * N * H * K * V * 4
+
+
+PACK6 = (1300, 547, 2048, 963, 271, 3063)      # the public varlen pack (8192 tokens)
+PACK8 = (1024,) * 8
+VARIANTS = {"v64s2": dict(BV=64, STAGES=2), "v64s1": dict(BV=64, STAGES=1),
+            "v128s2": dict(BV=128, STAGES=2),
+            "v64s2w8": dict(BV=64, STAGES=2, WARPS=8)}   # 4 helper warps in the preparation
+MAIN = {64: "v64s2", 96: "v128s2", 32: "v64s2"}   # predicted fastest (docs/TUNING.md)
+
+
+def _large(name, lens=None, B=1, T_=8192, heads=(64, 96)) -> list:
+    out = []
+    for H in heads:
+        for v, params in VARIANTS.items():
+            role = "main" if v == MAIN[H] else "alt"
+            out.append(T.case(f"{name}_h{H}_{v}", small=False, tags=(role,), B=B, T_=T_, H=H,
+                              lens=lens, **params))
+    return out
+
+
+# the public correctness rule: every element within rtol 0.05 and 0.5 x RMS(ref) (the outputs
+# are scaled to an RMS of at least 1, so atol 0.5 is at least as strict), and a normalized RMS
+# error below 0.03 (numsim measures ~0.004)
+TOLERANCE = T.tolerance(rtol=0.05, atol=0.5, rms=0.03)
+_ARGS = dict(q="q", k="k", v="v", g="g_raw", beta="beta", A_log="A_log", dt_bias="dt_bias",
+             h0="h0", ht="ht", l2norm=True)
+_COMMON = dict(inputs=inputs, reference=reference, outputs=["o", "ht"], tolerance=TOLERANCE,
+               constraints=constraints, flops=_flops, bytes=_bytes)
+
+
+def _baselines(varlen: bool) -> list:
+    """FLA's chunk_kda forward, and its forward + backward, on the same buffers (gate and L2
+    norm fused, h0 in, ht out; the varlen pack through cu_seqlens)."""
+    args = dict(_ARGS, cu_seqlens="cu_seqlens") if varlen else dict(_ARGS)
+    fwd_bwd = {n: a for n, a in args.items() if n != "ht"}
+    return [{"name": "fla.chunk_kda", "args": args},
+            {"name": "fla.chunk_kda.fwd_bwd", "args": fwd_bwd}]
+
+
+SUITE = T.suite(
+    kda_fwd, baselines=_baselines(False), **_COMMON,
+    cases=[
+        # the smallest (what sync_check runs): one CTA, one chunk of 40 tokens, saturated gates
+        T.case("t40_h1_v128_deep", B=1, T_=40, H=1, BV=128, gate="deep"),
+        # two CTAs per head, two rows of 65 tokens (a chunk and a 1-token tail), one stage
+        T.case("b2_t65_h1_v64s1_slow", B=2, T_=65, H=1, STAGES=1, gate="slow"),
+        # three chunks (64, 64, 22 tokens) through the two-stage ring: the third reuses stage 0
+        T.case("t150_h1_v64s2_deep", B=1, T_=150, H=1, gate="deep"),
+        # BV = 64 with 8 warps: four help prepare the chunk and hold no state
+        T.case("t100_h1_v64s2w8", B=1, T_=100, H=1, BV=64, WARPS=8),
+        *_large("t8192"),
+        *_large("b2_t4096", B=2, T_=4096, heads=(32,)),
+    ])
+
+SUITE_VARLEN = T.suite(
+    kda_fwd, baselines=_baselines(True), **_COMMON,
+    cases=[
+        # a pack of 3 short sequences (3 CTAs)
+        T.case("pack_17_8_30_v128", B=1, T_=55, H=1, lens=(17, 8, 30), BV=128),
+        *_large("pack6", lens=PACK6),
+        *_large("pack8x1024", lens=PACK8),
+    ])
