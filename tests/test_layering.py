@@ -17,20 +17,8 @@ import ast
 import functools
 from pathlib import Path
 
-
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = {"tirxh", "tirxh.api", "tirxh.lang", "tirxh.testing"}
-
-# plugin-side imports of the bench plugin's job builder before it moved into tirxh.core.benchjob
-# (exported from tirxh.api): none may come back; (file, module)
-BENCH_PLUGIN_IMPORTS = {
-    ("plugins/iket/tirxh_iket/plugin.py", "tirxh.plugins.bench"),
-    ("plugins/iket/tests/test_plugin.py", "tirxh.plugins"),
-    ("plugins/iket/tests/test_job.py", "tirxh.plugins.bench"),
-    ("plugins/ncu_profile/tirxh_ncu_profile/plugin.py", "tirxh.plugins.bench"),
-    ("plugins/ncu_profile/tests/test_plugin.py", "tirxh.plugins"),
-    ("plugins/ncu_profile/tests/test_main.py", "tirxh.plugins"),
-}
 
 
 def _rel(path: Path) -> str:
@@ -105,14 +93,9 @@ def test_the_walk_sees_nested_imports(tmp_path):
 
 
 def test_plugins_and_examples_import_only_public_tirxh_modules():
-    bad = [v for v in _violations() if (v[0], v[2]) not in BENCH_PLUGIN_IMPORTS]
+    bad = _violations()
     assert not bad, ("import tirxh through tirxh.api / tirxh.lang / tirxh.testing only:\n" +
                      "\n".join(f"  {f}:{n}: {m}" for f, n, m in bad))
-
-
-def test_the_bench_job_builder_is_reached_through_the_api():
-    left = {(f, m) for f, _, m in _violations()} & BENCH_PLUGIN_IMPORTS
-    assert not left, sorted(left)
 
 
 def test_the_core_imports_no_plugin_distribution():

@@ -260,8 +260,9 @@ def tirxh_bench_item(item, compiled, config):
         incomplete; an optional ``summary`` text is shown for a result that did not pass.
         ``timed = False`` says the item was not timed (a board that does not time, such as the
         sim board; a refusal; no daemon), with the reason in ``not_timed``: the item is then
-        ``skipped`` with ``not timed (<reason>)``, not ``incomplete``, and a ``tirxh bench``
-        that timed none of the items it was asked to time exits 1 with the reasons.
+        incomplete with ``not timed (<reason>)`` (listed under NOT TIMED, not as an analysis
+        that could not model something), and a ``tirxh bench`` that timed none of the items it
+        was asked to time exits 1 with the reasons.
     """
 
 

@@ -84,6 +84,8 @@ def wrap_session(config, doit) -> int:
         status = ExitCode.INTERNAL_ERROR
     finally:
         hook.tirxh_unconfigure(config=config)
+    if session.exit_reason:  # after the summary, so it is the last thing said
+        _error(session.exit_reason)
     return status
 
 
@@ -126,7 +128,7 @@ def run_items(config, session) -> ExitCode:
     if config.command == "bench" and not session.shouldstop:
         why = untimed_status(config.stash["item_reports"])
         if why:  # an agent believes exit codes: a bench that timed nothing did not succeed
-            _error(why)
+            session.exit_reason = why
             return ExitCode.FAILED
     return ExitCode.FAILED if bad else ExitCode.OK
 

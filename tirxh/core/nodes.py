@@ -53,6 +53,7 @@ class Session(Node):
         self.collect_reports: list = []
         self.deselected: list = []
         self.shouldstop: "str | None" = None
+        self.exit_reason: "str | None" = None  # why the run fails beyond its items' outcomes
         self.start = time.time()
 
 

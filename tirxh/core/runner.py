@@ -184,9 +184,9 @@ def bench_item(item, compiled) -> PhaseReport:
         return PhaseReport("bench", "error", dt, f"bench result verdict {verdict!r} is not one "
                                                  f"of {VERDICTS}", data=data)
     timed = getattr(res, "timed", data.get("timed", True))
-    if timed is False and verdict != "error":  # not timed: its own reason, not "incomplete"
+    if timed is False and verdict != "error":  # asked for a timing, got none: says why
         why = getattr(res, "not_timed", None) or data.get("not_timed") or "no reason given"
-        return PhaseReport("bench", "skipped", dt, f"not timed ({why})",
+        return PhaseReport("bench", "incomplete", dt, f"not timed ({why})",
                            data=dict(data, timed=False, not_timed=why))
     outcome = _verdict_outcome(verdict, "error")
     text = getattr(res, "summary", None) or data.get("summary") or ""
@@ -198,7 +198,7 @@ def untimed_status(reports: list) -> "str | None":
     item with a Suite), or None when it timed one, or had none to time."""
     phases = [p for r in reports for p in r.phases if p.phase == "bench"
               and not p.longrepr.startswith("compile-only kernel")]
-    if not phases or any(p.outcome != "skipped" for p in phases):
+    if not phases or any(p.data.get("timed") is not False for p in phases):
         return None
     reasons = sorted({p.data.get("not_timed") or p.longrepr for p in phases})
     return (f"tirxh bench timed none of the {len(phases)} item(s) it was asked to time: "

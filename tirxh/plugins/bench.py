@@ -26,7 +26,12 @@ __all__ = ["BenchResult"]
 
 @dataclass
 class BenchResult:
-    """What ``tirxh_bench_item`` returns: the KCoral result plus a verdict and a summary line."""
+    """What ``tirxh_bench_item`` returns: the KCoral result plus a verdict and a summary line.
+
+    `timed` says whether a timing was taken; when not (a board that does not time, such as the
+    sim board; a refusal; no daemon), `not_timed` says why, and the run reports the item as
+    ``not timed (<why>)`` instead of incomplete (and fails if it timed nothing it was asked to).
+    """
 
     item: str
     state: str
@@ -47,6 +52,24 @@ class BenchResult:
         if t.get("suspect"):
             return "review"
         return "clean" if t.get("converged") else "incomplete"
+
+    @property
+    def timed(self) -> bool:
+        t = self.result.get("timing") or {}
+        return self.state == "done" and bool(t) and "skipped" not in t
+
+    @property
+    def not_timed(self) -> str:
+        """Why there is no timing ("" when there is one)."""
+        if self.timed:
+            return ""
+        r = self.result
+        if self.state != "done":
+            e = r.get("error") or {}
+            return f"{e.get('type', self.state)}: {e.get('message', '')}".rstrip(": ")
+        t = r.get("timing") or {}
+        board = r.get("board", "")
+        return (f"{board}: " if board else "") + str(t.get("skipped", "timing disabled"))
 
     @property
     def summary(self) -> str:
@@ -78,8 +101,8 @@ class BenchResult:
 
     def to_json(self) -> dict:
         return {"item": self.item, "state": self.state, "verdict": self.verdict,
-                "summary": self.summary, "daemon": self.daemon, "job_id": self.job_id,
-                "result": self.result}
+                "summary": self.summary, "timed": self.timed, "not_timed": self.not_timed,
+                "daemon": self.daemon, "job_id": self.job_id, "result": self.result}
 
 
 @hookimpl

@@ -154,9 +154,13 @@ class TerminalReporter:
                     if p.longrepr:
                         self.line(f"[{p.phase}] {p.outcome}")
                         self.line(p.longrepr.rstrip())
-        incomplete = [r for r in self.items if r.outcome == "incomplete"]
+        incomplete = [r for r in self.items if r.outcome == "incomplete" and  # not timed: below
+                      not any(p.data.get("timed") is False for p in r.phases)]
         if incomplete and self.verbosity >= 0:
-            self.section("INCOMPLETE (an analysis could not model everything)", what="incomplete")
+            why = {"bench": "timed, but not cleanly: noisy, unverified or refused",
+                   "build": "an artifact could not be written"}.get(
+                self.config.command, "an analysis could not model everything")
+            self.section(f"INCOMPLETE ({why})", what="incomplete")
             for r in incomplete:
                 self.line(f"{r.nodeid}:")
                 self.line("  " + r.longrepr.rstrip().replace("\n", "\n  "))

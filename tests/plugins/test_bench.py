@@ -1,0 +1,41 @@
+"""The built-in bench plugin (`tirxh.plugins.bench`): what ``tirxh bench`` makes of a KCoral
+result. A result without a timing is "not timed (why)", never incomplete; a bench that timed
+nothing it was asked to exits 1 with the reason (daemon unreachable here, end to end)."""
+
+import json
+
+from tirxh.plugins.bench import BenchResult
+
+SIM_RESULT = {"board": "sim0", "verified": True, "timing": {"skipped": "the sim board never times"},
+              "correctness": [{"when": "before", "ok": True}]}
+
+
+def test_a_sim_board_result_is_not_timed_and_says_why():
+    r = BenchResult("vadd[n1000]", "done", SIM_RESULT)
+    assert not r.timed and r.not_timed == "sim0: the sim board never times"
+    assert r.to_json()["timed"] is False and "not timed (the sim board never times)" in r.summary
+
+
+def test_a_refusal_is_not_timed_with_its_typed_reason():
+    r = BenchResult("big", "failed", {"error": {"type": "unavailable.board",
+                                                "message": "over the sim board's size limit"}})
+    assert not r.timed
+    assert r.not_timed == "unavailable.board: over the sim board's size limit"
+
+
+def test_a_timing_is_timed():
+    t = {"candidate": {"median_ms": 0.05, "iqr_ms": 0.001, "n": 10}, "converged": True}
+    r = BenchResult("vadd", "done", {"board": "h200-0", "verified": True, "timing": t})
+    assert r.timed and r.not_timed == "" and r.verdict == "clean"
+
+
+def test_bench_against_an_unreachable_daemon_exits_1_with_the_reason(tirxh):
+    tirxh.write("tirx.toml", "[project]\n")
+    tirxh.run("init", ".", "--force")
+    r = tirxh.run("bench", "--kcoral", "127.0.0.1:1", "-k", "n1000", "--json")
+    assert r.ret == 1, r
+    assert "ERROR: tirxh bench timed none of the 1 item(s) it was asked to time: " \
+           "unavailable.daemon: UNAVAILABLE" in r.stderr
+    item = json.loads(r.stdout)["items"][0]
+    assert item["outcome"] == "incomplete"
+    assert item["phases"][1]["longrepr"].startswith("not timed (unavailable.daemon: ")
