@@ -9,7 +9,8 @@ numsim assumes, so a mismatch on a GPU board is a hardware fact numsim gets wron
   boundary behind the static bytes (2576 mod 1024 = 528 for 2564 bytes). A GPU that returns 0
   honours the declared 1024 (then decode_attention's misaligned-address fault on the H200,
   2026-12-01, had another cause); 528 confirms the diagnosis (TMA wrote to a window 16 bytes past
-  a 128-byte boundary).
+  a 128-byte boundary). Measured on the H200 (2026-12-01, GPU call 3): 528, 16 and 0 for 2564,
+  16 and 1024 static bytes -- the next 16-byte boundary, as numsim's "split" layout places it.
 - `window_base` (the default layout: every variable in the window, its base rounded up at run
   time): out[0] is the raw window base mod 1024 (how far the prologue had to move it: numsim
   assumes 0, the CTA's shared base), out[1..] the rounded base of a 1024-aligned variable, which

@@ -13,10 +13,11 @@ from tirxh_numsim.memory import SharedLayout
 TMA2D = T.ptx.cp.async_.bulk.tensor._2d.shared__cluster.global_.tile.mbarrier__complete_tx__bytes
 
 
-def _decode_like(small_first: bool):
+def _decode_like(small_first: bool, layout: str = "window"):
     """decode_attention's shape: 2564 bytes of small variables (cm, cl, cacc, last for G = 1)
-    beside a 1024-aligned, 128B-swizzled TMA tile and its mbarrier."""
-    @T.kernel(grid=1, block=32)
+    beside a 1024-aligned, 128B-swizzled TMA tile and its mbarrier (with layout "split", the
+    small variables are static declarations in front of the window, as before issue 19)."""
+    @T.kernel(grid=1, block=32, smem_layout=layout)
     def k(tmap: T.tensormap, src: T.gptr[T.u8], out: T.gptr[T.u32]):
         if small_first:
             small = T.shared(T.f32, (641,), name="small")
@@ -55,11 +56,7 @@ def test_numsim_places_every_variable_where_the_ptx_does(small_first):
 
 @pytest.mark.parametrize("small_first", [True, False])
 def test_a_swizzled_tma_tile_beside_small_variables_lands_swizzled(small_first):
-    rng = np.random.default_rng(3)
-    src = rng.integers(0, 1 << 16, (64, 64), dtype=np.uint16)
-    inputs = dict(src=src.view(np.uint8).reshape(64, 128),
-                  out=np.zeros(64 * 64 * 2 // 4, np.uint32),
-                  tmap=T.TensorMap("src", box=(64, 128), swizzle=128))
+    src, inputs = _tma_inputs()
     res = ns.run(_decode_like(small_first), inputs, grid=(1,))
     assert res.verdict == "clean", res.summary()
     raw = res.outputs["out"].view(np.uint8)
@@ -71,14 +68,35 @@ def test_a_swizzled_tma_tile_beside_small_variables_lands_swizzled(small_first):
     assert np.array_equal(raw, want)
 
 
-def test_the_split_layout_puts_the_window_16_bytes_past_the_static_variables():
+def _tma_inputs():
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 1 << 16, (64, 64), dtype=np.uint16)
+    return src, dict(src=src.view(np.uint8).reshape(64, 128),
+                     out=np.zeros(64 * 64 * 2 // 4, np.uint32),
+                     tmap=T.TensorMap("src", box=(64, 128), swizzle=128))
+
+
+def test_the_old_split_layout_faults_in_numsim_as_it_did_on_the_h200():
+    """Static variables in front of the window: the H200 put the window at the next 16-byte
+    boundary (2576, GPU call 3) and the TMA load faulted; numsim now says so."""
+    res = ns.run(_decode_like(True, "split"), _tma_inputs()[1], grid=(1,))
+    assert res.verdict == "error"
+    mis = [f for f in res.diagnostics if f.kind == "numsim.misaligned"]
+    assert mis and "TMA box in shared memory (128B swizzle)" in mis[0].message
+    assert "at 0xa10 (not a multiple of 1024)" in mis[0].message
+
+
+@pytest.mark.parametrize("static,window", [(2564, 2576), (16, 16), (1024, 1024)])
+def test_the_split_layout_puts_the_window_at_the_next_16_byte_boundary(static, window):
+    """What the H200 did (GPU call 3, benchmarks/probes dsmem_align): window mod 1024 = 528, 16
+    and 0 behind 2564, 16 and 1024 static bytes, whatever `.align` the window declares."""
     @T.kernel(grid=1, block=32, smem_layout="split")
     def k(out: T.gptr[T.u32]):
-        pad = T.shared(T.u8, (2564,), name="pad")
+        pad = T.shared(T.u8, (static,), name="pad")
         win = T.shared(T.u32, (256,), align=1024, dynamic=True, name="win")
         T.ptx.st.shared.u8(pad.at(0), 1)
         T.ptx.st.shared.u32(win.at(0), 1)
 
     lay = SharedLayout.of(k.specialize())
-    assert lay.symbols["pad"] == 0 and lay.symbols["tirx_dsmem"] == lay.symbols["win"] == 2576
-    assert lay.size == 2576 + 1024
+    assert lay.symbols["pad"] == 0 and lay.symbols["tirx_dsmem"] == lay.symbols["win"] == window
+    assert lay.size == window + 1024

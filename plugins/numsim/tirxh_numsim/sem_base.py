@@ -772,11 +772,20 @@ def _ld(w, instr, mask):
     if ss == "const":
         raise Unsupported("the .const state space (no constant banks in TIRx kernels)")
     base = w.address(addr_op)
+    _check_vector(w, instr, base, mask, dt, n, ss)
     for k, d in enumerate(dests):
         words = w.m.load(w, instr, ss, base + np.uint64(k * dt.nbytes), mask, dt.nbytes)
         val = words.view(storage(dt)) if dt.kind != "pred" else words.astype(bool)
         if isinstance(d, ir.Reg):
             w.write(d, _extend_loaded(val, dt, d.dtype), mask)
+
+
+def _check_vector(w, instr, base, mask, dt, n: int, ss) -> None:
+    """A ``.v2``/``.v4`` access moves ``n * size`` bytes at once and needs that alignment (each
+    element's own alignment is checked by the memory path)."""
+    if n > 1:
+        w.m.check_aligned(w, instr, base, mask, n * dt.nbytes,
+                          f"{n * dt.nbytes}-byte vector {ss or 'generic'} access")
 
 
 def _extend_loaded(val, dt, rdt):
@@ -796,6 +805,7 @@ def _st(w, instr, mask):
         raise Unsupported(f"st.{ss}")
     ops = instr.operands
     base = w.address(ops[0])
+    _check_vector(w, instr, base, mask, dt, n, ss)
     vals = list(ops[1]) if isinstance(ops[1], ir.Vec) else [ops[1]]
     for k, v in enumerate(vals):
         x = np.broadcast_to(w.read(v, dt), (w.L,))

@@ -280,6 +280,24 @@ class Machine:
             return "shared"
         return space
 
+    def check_aligned(self, w: Warps, instr, addrs, mask, align: int, what: str) -> bool:
+        """Report lanes in `mask` whose address in `addrs` is not a multiple of `align` as a
+        ``numsim.misaligned`` finding (the GPU faults: CUDA_ERROR_MISALIGNED_ADDRESS); True when
+        every lane is aligned. `what` names the access (``16-byte ldmatrix row``)."""
+        lanes = np.flatnonzero(mask)
+        if lanes.size == 0:
+            return True
+        full = np.broadcast_to(np.asarray(addrs, np.uint64), (w.L,))
+        off = full[lanes] % np.uint64(align)
+        if not off.any():
+            return True
+        bad = lanes[off != 0]
+        self.finding("numsim.misaligned", f"misaligned {what} by lane {int(bad[0]) % WARP} "
+                     f"({w.where_lane(bad[0])}) at {hex(int(full[bad[0]]))} (not a multiple of "
+                     f"{align}) in kernel {self.kir.name!r}", instr, lanes=bad % WARP,
+                     addresses=full[bad], w=w, at_lane=int(bad[0]))
+        return False
+
     def load(self, w: Warps, instr, space, addrs: np.ndarray, mask: np.ndarray,
              nbytes: int) -> np.ndarray:
         """Read `nbytes`-wide words at per-lane `addrs` for lanes in `mask` (others get 0)."""
@@ -295,13 +313,7 @@ class Machine:
         if lanes.size == 0:
             return out
         a = np.asarray(addrs, np.uint64)[lanes]
-        if np.any(a % np.uint64(nbytes)):
-            bad = lanes[(a % np.uint64(nbytes)) != 0]
-            self.finding("numsim.misaligned", f"misaligned {nbytes}-byte {space} access by lane "
-                         f"{int(bad[0]) % WARP} ({w.where_lane(bad[0])}) at "
-                         f"{hex(int(np.asarray(addrs)[bad[0]]))} in kernel {self.kir.name!r}",
-                         instr, lanes=bad % WARP, addresses=np.asarray(addrs)[bad], w=w,
-                         at_lane=int(bad[0]))
+        self.check_aligned(w, instr, addrs, mask, nbytes, f"{nbytes}-byte {space} access")
         if space == "generic":
             sh = (a >= np.uint64(SHARED_GENERIC)) & (a < np.uint64(SHARED_GENERIC_END))
             if sh.any():
