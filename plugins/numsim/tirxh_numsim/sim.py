@@ -21,6 +21,8 @@ from .interp import Code
 from .machine import CTA, WARP, Deadlock, Group, SimLimit, Warps
 from .memory import (CLUSTER_SHIFT, PARAM_BASE, SHARED_GENERIC, SHARED_GENERIC_END, GlobalMemory,
                      LocalLayout, LocalMemory, ParamSpace, SharedLayout, SharedMemory)
+from . import residency
+from .residency import Need
 from .sched import Scheduler
 from .semantics import lookup
 from .values import Unsupported, uint_of
@@ -34,7 +36,8 @@ GLOBAL = "global"  # the memory-region key of global memory (spin-loop wake-ups;
 
 class Machine:
     def __init__(self, kir: ir.KernelIR, grid: tuple, *, trace: bool = False,
-                 max_instructions: int = 50_000_000, max_ctas: "int | None" = None):
+                 max_instructions: int = 50_000_000, max_ctas: "int | None" = None,
+                 regs: "int | None" = None):
         self.kir = kir
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.block = tuple(kir.block)
@@ -65,6 +68,8 @@ class Machine:
         self.wclock = 0  # bumped by every memory write (spin-loop detection)
         self.region_clock: dict = {}  # memory region key -> wclock of its last write
         self.max_ctas = max_ctas
+        self.regs = regs  # registers per thread of the compiled kernel, when known
+        self.residency = Need()  # CTAs that had to be resident together (sched, residency)
         self._dispatch: dict = {}
         self.async_ids = 0
         self.mode = "per-warp"
@@ -540,6 +545,7 @@ class Machine:
         if self.local_layout.size:
             per = min(per, max(1, BATCH_LOCAL_BYTES // (self.local_layout.size * lanes)))
         per = min(per, max(1, BATCH_SHARED_BYTES // (2 * max(self.shared_layout.size, 1))))
+        per = min(per, max(1, residency.fit(self.kir, self.regs)))  # no more than fits a GPU
         return [ctas[i: i + per] for i in range(0, len(ctas), per)]
 
     def launch(self) -> None:
