@@ -10,7 +10,8 @@
 # SHARDS: `tirxh bench -k` expressions separated by '|', one client process each (default: the
 # whole zoo's large cases in one client). BENCH_LIMIT: seconds for all shards (default 420).
 # SMOKE: a -k expression run first, correctness only, with SMOKE_EXEC_S (default 15) per job, so
-# a kernel that deadlocks on hardware is found in seconds. EXEC_S: the execution budget of each
+# a kernel that deadlocks on hardware is found in seconds. PROBES: a -k expression over
+# benchmarks/probes run before that (correctness only: each reference is what numsim assumes). EXEC_S: the execution budget of each
 # timed job (default 60; KCoral's own default is 120 s). SEEDS: correctness seeds per timed job
 # (default: the protocol's two; 1 halves the worker's comparison time on huge outputs).
 # Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
@@ -52,6 +53,14 @@ for _ in $(seq 120); do [ -s "$WORK/port" ] && break; sleep 0.5; done
 if [ ! -s "$WORK/port" ]; then echo "daemon did not start"; tail -30 "$LOGS/daemon.log"; exit 1; fi
 ADDR="127.0.0.1:$(cat "$WORK/port")"
 python3 -m kcoral.cli boards --daemon "$ADDR" 2>&1 | tee "$WORK/boards.txt" || true
+
+if [ -n "${PROBES:-}" ]; then  # hardware facts numsim assumes (benchmarks/probes), correctness only
+    timeout --kill-after=10 "${PROBES_LIMIT:-60}" python3 benchmarks/bench_with.py \
+        --kcoral "$ADDR" --no-timing --exec-s 15 -k "$PROBES" --rootdir benchmarks/probes \
+        --target sm_90a --report-log "$WORK/probes.jsonl" >"$LOGS/probes.log" 2>&1
+    echo "=== probes: rc=$? at +$(( $(date +%s) - START ))s"
+    grep -E "^(FAILED|ERROR)|failed|passed|mismatch|incomplete" "$LOGS/probes.log" | tail -n 30
+fi
 
 if [ -n "${SMOKE:-}" ]; then
     timeout --kill-after=10 "${SMOKE_LIMIT:-150}" python3 benchmarks/bench_with.py \
