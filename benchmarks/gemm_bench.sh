@@ -17,7 +17,8 @@
 # client, where they share its cached inputs and reference. Each job checks correctness on the
 # GPU (two seeds, before and after timing) and times the candidate interleaved with its baselines.
 #
-# Env: BUDGET seconds for the clients (default 480: one device call with the set-up), SHAPES
+# Env: EXTRA_SHARDS ('|'-separated -k expressions, e.g. other zoo kernels to time in the same
+# call), BUDGET seconds for the clients (default 480: one device call with the set-up), SHAPES
 # (e.g. "m8192n8192k8192 m128n4096k4096" to restrict), OUT (default ./gpu_out: gpu_bench.tar.gz
 # with every log and report, summary.md, summary.json). Exits 0 without a GPU, saying so.
 set -u
@@ -43,7 +44,7 @@ for g in ${*:-main}; do
     roles="${roles:+$roles or }($r)"
 done
 # every shape once, largest M x N first, dealt round-robin so the shards carry similar work
-shapes=${SHAPES:-$(cd zoo/kernels && python3 -c "import gemm_sm90 as g; \
+shapes=${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 as g; \
 print(' '.join(f'm{M}n{N}k{K}' for M, N, K in sorted(g.SHAPES, key=lambda s: -s[0] * s[1])))")}
 n=${NSHARDS:-4}
 declare -a part
@@ -58,7 +59,7 @@ for p in "${part[@]}"; do
 done
 echo "gemm_bench: $n clients over: ${shapes}"
 
-SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-480}" OUT="$OUT" bash benchmarks/gpu_bench.sh
+SHARDS="$SHARDS${EXTRA_SHARDS:+|$EXTRA_SHARDS}" BENCH_LIMIT="${BUDGET:-480}" OUT="$OUT" bash benchmarks/gpu_bench.sh
 
 python3 benchmarks/gemm_summary.py /tmp/gpu_bench/bench_*.jsonl --json "$OUT/summary.json" \
     | tee "$OUT/summary.md"

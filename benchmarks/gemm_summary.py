@@ -11,11 +11,12 @@ fp8: >= 1.00x torch._scaled_mm at M >= 2048). A ratio is baseline median / candi
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
+
+from report_tables import bench_timing, cli, item_reports, not_timed
 
 _SHAPE = re.compile(r"^m(\d+)n(\d+)k(\d+)_")
 BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
@@ -24,35 +25,17 @@ BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
 
 def read_items(paths) -> list:
     """One dict per benchmarked GEMM item in the report logs (later lines win for an item)."""
-    items: dict = {}
-    for path in paths:
-        for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not a JSON line ({e.msg})") from None
-            if rec.get("event") != "item_report" or not _SHAPE.match(rec.get("case") or ""):
-                continue
-            items[rec["nodeid"]] = _item(rec)
-    return list(items.values())
+    return [_item(rec) for rec in
+            item_reports(paths, lambda r: _SHAPE.match(r.get("case") or ""))]
 
 
 def _item(rec: dict) -> dict:
     M, N, K = (int(x) for x in _SHAPE.match(rec["case"]).groups())
-    bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
     out = {"kernel": rec["kernel"], "case": rec["case"], "shape": (M, N, K),
            "dtype": "fp8" if "fp8" in rec["kernel"] else "bf16", "outcome": rec["outcome"],
            "median_us": None, "tflops": None, "ratios": {}, "clock": None, "note": ""}
-    if bench is None:
-        out["note"] = "not benchmarked"
-        return out
-    result = (bench.get("data") or {}).get("result") or {}
-    timing = result.get("timing") or {}
-    if "candidate" not in timing:
-        out["note"] = (bench.get("longrepr") or timing.get("skipped") or
-                       (result.get("error") or {}).get("message") or "not timed")[:160]
+    timing, out["note"] = bench_timing(rec)
+    if not timing:
         return out
     out["median_us"] = timing["candidate"]["median_ms"] * 1e3
     out["tflops"] = timing.get("tflops")
@@ -122,31 +105,23 @@ def markdown(items: list) -> str:
                      f"{BASELINES[r['goal_baseline']]} | "
                      f"{r['goal']:.2f}x | {met} | "
                      f"{_ratio(r['ratios'].get('pyptx.gemm_hopper'))} |")
-    untimed = [i for i in items if i["median_us"] is None]
-    if untimed:
-        lines += ["", "## Not timed", ""]
-        lines += [f"- {i['kernel']}[{i['case']}]: {i['outcome']}: {i['note']}" for i in untimed]
+    lines += not_timed(items)
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("logs", nargs="+", help="tirxh bench --report-log files")
+def _json_option(ap):
     ap.add_argument("--json", help="also write the items and the per-shape table here")
-    args = ap.parse_args(argv)
-    try:
-        items = read_items(args.logs)
-    except (OSError, ValueError) as e:
-        print(f"gemm_summary: {e}", file=sys.stderr)
-        return 2
-    if not items:
-        print("gemm_summary: no gemm_sm90 items in " + ", ".join(args.logs), file=sys.stderr)
-        return 1
-    sys.stdout.write(markdown(items))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"items": items, "best": best_per_shape(items)},
-                                              indent=1))
-    return 0
+
+    def after(args, items):
+        if args.json:
+            Path(args.json).write_text(json.dumps({"items": items,
+                                                   "best": best_per_shape(items)}, indent=1))
+    return after
+
+
+def main(argv=None) -> int:
+    return cli(argv, __doc__, "gemm_summary", read_items, markdown, "gemm_sm90 items",
+               _json_option)
 
 
 if __name__ == "__main__":

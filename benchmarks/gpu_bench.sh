@@ -10,10 +10,15 @@
 # SHARDS: `tirxh bench -k` expressions separated by '|', one client process each (default: the
 # whole zoo's large cases in one client). BENCH_LIMIT: seconds for all shards (default 420).
 # SMOKE: a -k expression run first, correctness only, with SMOKE_EXEC_S (default 15) per job, so
-# a kernel that deadlocks on hardware is found in seconds. PROBES: a -k expression over
-# benchmarks/probes run before that (correctness only: each reference is what numsim assumes). EXEC_S: the execution budget of each
+# a kernel that deadlocks on hardware is found in seconds. EXEC_S: the execution budget of each
 # timed job (default 60; KCoral's own default is 120 s). SEEDS: correctness seeds per timed job
 # (default: the protocol's two; 1 halves the worker's comparison time on huge outputs).
+# SHARE_INPUTS=1: a shard's variants of one suite share its inputs and reference (bench_with.py).
+# TOTAL_LIMIT: seconds for the whole run (set-up and smoke included): the timed shards get what
+# is left of it (less 15 s for the archive) when that is less than BENCH_LIMIT.
+# PROBE: a -k expression over benchmarks/probes (hardware facts numsim assumes), run first,
+# correctness only. SMOKE_GATE=1: skip the timed shards when the smoke pass did not exit 0 (a
+# GEMM that hangs on hardware would otherwise spend the whole budget on timeouts).
 # Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
 # Output: $OUT/gpu_bench.tar.gz (logs/shard_N.log, bench_N.jsonl, daemon.log, nvidia-smi).
 set -u
@@ -54,34 +59,49 @@ if [ ! -s "$WORK/port" ]; then echo "daemon did not start"; tail -30 "$LOGS/daem
 ADDR="127.0.0.1:$(cat "$WORK/port")"
 python3 -m kcoral.cli boards --daemon "$ADDR" 2>&1 | tee "$WORK/boards.txt" || true
 
-if [ -n "${PROBES:-}" ]; then  # hardware facts numsim assumes (benchmarks/probes), correctness only
-    timeout --kill-after=10 "${PROBES_LIMIT:-60}" python3 benchmarks/bench_with.py \
-        --kcoral "$ADDR" --no-timing --exec-s 15 -k "$PROBES" --rootdir benchmarks/probes \
-        --target sm_90a --report-log "$WORK/probes.jsonl" >"$LOGS/probes.log" 2>&1
-    echo "=== probes: rc=$? at +$(( $(date +%s) - START ))s"
-    grep -E "^(FAILED|ERROR)|failed|passed|mismatch|incomplete" "$LOGS/probes.log" | tail -n 30
+if [ -n "${PROBE:-}" ]; then
+    timeout --kill-after=10 "${PROBE_LIMIT:-90}" python3 benchmarks/bench_with.py \
+        --kcoral "$ADDR" --no-timing --exec-s 15 -k "$PROBE" --rootdir benchmarks/probes \
+        --report-log "$WORK/probe.jsonl" >"$LOGS/probe.log" 2>&1
+    echo "=== probe: rc=$? at +$(( $(date +%s) - START ))s"
+    sed -n '/= KCoral/,$p' "$LOGS/probe.log" | tail -n 40
 fi
-
+smoke_rc=0
 if [ -n "${SMOKE:-}" ]; then
     timeout --kill-after=10 "${SMOKE_LIMIT:-150}" python3 benchmarks/bench_with.py \
         --kcoral "$ADDR" --no-timing --exec-s "${SMOKE_EXEC_S:-15}" -k "$SMOKE" --target sm_90a \
         --report-log "$WORK/smoke.jsonl" >"$LOGS/smoke.log" 2>&1
-    echo "=== smoke: rc=$? at +$(( $(date +%s) - START ))s"
+    smoke_rc=$?
+    # correctness only: every item is 'not timed' (exit 1) by design; the gate keys on the
+    # summary line instead (any failed or error item, or no summary at all: a crash or timeout)
+    if tail -n 5 "$LOGS/smoke.log" | grep -E "^=+ .*(passed|incomplete)" | grep -qvE "failed|error"
+    then smoke_rc=0; elif [ "$smoke_rc" = 0 ]; then smoke_rc=1; fi
+    echo "=== smoke: rc=$smoke_rc at +$(( $(date +%s) - START ))s"
     grep -E "^(FAILED|ERROR)|failed|passed|incomplete" "$LOGS/smoke.log" | tail -n 30
 fi
 
+if [ -n "${TOTAL_LIMIT:-}" ]; then  # the whole run's cap: the shards get what is left of it
+    left=$(( TOTAL_LIMIT - ($(date +%s) - START) - 15 ))
+    [ "$left" -lt "${BENCH_LIMIT:-420}" ] && BENCH_LIMIT=$(( left > 10 ? left : 10 ))
+    echo "timed shards: ${BENCH_LIMIT:-420}s left of TOTAL_LIMIT=${TOTAL_LIMIT}s"
+fi
 IFS='|' read -r -a shards <<<"${SHARDS:-h200}"
+if [ -n "${SMOKE_GATE:-}" ] && [ "$smoke_rc" != 0 ]; then
+    echo "=== timed shards SKIPPED: the smoke pass exited $smoke_rc (SMOKE_GATE)"
+    shards=()
+fi
 pids=()
 i=0
 for k in "${shards[@]}"; do
     (timeout --kill-after=10 "${BENCH_LIMIT:-420}" python3 benchmarks/bench_with.py \
-        --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} -k "$k" \
+        --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} \
+        ${SHARE_INPUTS:+--share-inputs} -k "$k" \
         --target sm_90a --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
      echo "shard $i ($k): rc=$? at +$(( $(date +%s) - START ))s" >>"$LOGS/shard_$i.log") &
     pids+=($!)
     i=$((i + 1))
 done
-wait "${pids[@]}"
+[ "${#pids[@]}" -gt 0 ] && wait "${pids[@]}"
 kill "$DAEMON" 2>/dev/null
 nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv \
     >"$WORK/nvidia-smi-after.csv" 2>&1

@@ -26,11 +26,14 @@ canonical JSON form (defaults filled in) is `Job.doc`; boards and baselines read
                 "expected": {"out": "<sha>"}},
                {"seed": 2, "when": "after", ...}],
       "timing": {"enabled": true, "warmup": 3, "min_iters": 10, "max_iters": 2000,
-                 "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "seed": 0},
+                 "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "seed": 0,
+                 "randomize": true, "cooldown_s": 0},
       "baselines": [{"name": "torch.matmul", "args": {"a": "A", "b": "B", "out": "C"}}],
       "tools": [{"name": "ncu", "options": {"set": "basic"}}],
       "work": {"flops": 8192, "bytes": 49152},
-      "budgets": {"queue_s": 600, "exec_s": 60},
+      "budgets": {"queue_s": 600, "exec_s": 60, "launch_s": 10},
+      "guards": {"timed_output": true, "perturbation": true, "perturb": null,
+                 "constant_outputs": [], "seeds_before": 2, "seeds_after": 2},
       "fake": {}                                                  # test-only board directives
     }
 
@@ -59,13 +62,15 @@ from dataclasses import dataclass, field
 from .dtypes import NAMES as DTYPE_NAMES
 from .dtypes import dtype_of, scalar_problem
 from .errors import JobError, Refusal
+from .peaks import FLOPS_DTYPES
 from .schema import (
     DIGEST, DISPLAY, ENTRY, IDENT, PLUGIN, TAG, TARGET, Bool, Dim3, Int, Json, ListOf, MapOf,
     Model, Num, Number, Obj, Optional, Problems, Scalar, Str, Text, spec,
 )
 
 __all__ = ["Job", "JobError", "dtype_of", "check_module", "parse_json", "Buffer", "Launch",
-           "Arg", "Check", "Run", "Timing", "Budgets", "ToolRequest", "BaselineRequest"]
+           "Arg", "Check", "Run", "Timing", "Guards", "Budgets", "ToolRequest",
+           "BaselineRequest"]
 
 # a job's states, in order; the last four are terminal (kcoral.proto's JobState mirrors these)
 TERMINAL = ("done", "failed", "cancelled", "interrupted")
@@ -220,6 +225,11 @@ class Run(Model):
 
 @dataclass
 class Timing(Model):
+    """How the candidate and baselines are timed (`kcoral.measure`): ``randomize`` shuffles
+    their order in every round so neither side always runs on the cooler card; with
+    ``cooldown_s`` > 0 the board idles that long before a round whenever the previous one ran
+    below its full clock (off by default; the idle time does not count against ``budget_s``)."""
+
     enabled: bool = spec(Bool(), True)
     warmup: int = spec(Int(0, 10000), 3)
     min_iters: int = spec(Int(0, 10 ** 6), 10)
@@ -228,18 +238,48 @@ class Timing(Model):
     rel_noise: float = spec(Num(0, 1, lo_open=True), 0.01)
     l2_flush: bool = spec(Bool(), True)
     seed: int = spec(SEED, 0)
+    randomize: bool = spec(Bool(), True)
+    cooldown_s: float = spec(Num(0, 60), 0.0)
+
+
+@dataclass
+class Guards(Model):
+    """Checks against kernels that game the measurement (`kcoral.guards`): the outputs of a
+    timed iteration (``timed_output``), outputs that change when the inputs do
+    (``perturbation``; ``perturb`` names the inputs that matter, default every input with
+    contents; ``constant_outputs`` the checked outputs that legitimately do not depend on them),
+    and at least ``seeds_before`` / ``seeds_after`` checked correctness runs on distinct
+    inputs."""
+
+    timed_output: bool = spec(Bool(), True)
+    perturbation: bool = spec(Bool(), True)
+    perturb: "list | None" = spec(Optional(ListOf(Name, 256)), None)
+    constant_outputs: list = spec(ListOf(Name, 256), [])
+    seeds_before: int = spec(Int(0, 16), 2)
+    seeds_after: int = spec(Int(0, 16), 2)
 
 
 @dataclass
 class Budgets(Model):
+    """``queue_s``: how long the job may wait for its board; ``exec_s``: how long it may run in
+    all; ``launch_s``: the limit of one guarded launch or sync before anything was measured
+    (after that, 50x the longest one seen; `kcoral.watchdog`), so a hung kernel frees its board
+    in seconds instead of holding it for ``exec_s``."""
+
     queue_s: float = spec(Num(0, 7 * DAY, lo_open=True), 3600.0)
     exec_s: float = spec(Num(0, DAY, lo_open=True), 120.0)
+    launch_s: float = spec(Num(0, DAY, lo_open=True), 10.0)
 
 
 @dataclass
 class Work(Model):
+    """Declared work of one launch plan. `flops_dtype` names the tensor-core input type the FLOPs
+    run at (`kcoral.peaks.FLOPS_DTYPES`): the floor divides by that type's peak, so an fp8 GEMM
+    is not held against the bf16 peak it legitimately beats; None means bf16-class."""
+
     flops: "float | None" = spec(Optional(Num(0, 1e24)), None)
     bytes: "float | None" = spec(Optional(Num(0, 1e21)), None)
+    flops_dtype: "str | None" = spec(Optional(Str(choices=FLOPS_DTYPES)), None)
 
 
 @dataclass
@@ -263,6 +303,9 @@ class FakeDirectives(Model):
 
     crash: bool = spec(Bool(), False)
     hang: bool = spec(Bool(), False)
+    hang_after: int = spec(Int(0, 10 ** 6), 0)  # with hang: launches that succeed first
+    throttle_after: int = spec(Int(0, 10 ** 6), 0)  # timed rounds at full clock (0: never slow)
+    throttled_mhz: float = spec(Num(1, 10000), 1680.0)
     fault: bool = spec(Bool(), False)
     sleep_s: float = spec(Num(0, 3600), 0.0)
 
@@ -290,6 +333,7 @@ class Job(Model):
     tools: list = spec(ListOf(Obj(ToolRequest), 8), [])
     work: Work = spec(Obj(Work), Work())
     budgets: Budgets = spec(Obj(Budgets), Budgets())
+    guards: Guards = spec(Obj(Guards), Guards())
     fake: FakeDirectives = spec(Obj(FakeDirectives), FakeDirectives())
 
     blob_root: "str | None" = field(default=None, compare=False)  # set by the worker for tools
@@ -343,6 +387,14 @@ class Job(Model):
                 for bn in getattr(r, k):
                     if bn not in names:
                         p.add(f"runs[{i}].{k}.{bn}", f"unknown buffer {bn!r}")
+        pure = {b.name for b in self.buffers if b.output and b.init.kind == "empty"}
+        for i, bn in enumerate(self.guards.perturb or ()):
+            if bn not in names or bn in pure:
+                p.add(f"guards.perturb[{i}]", f"{bn!r} is not an input buffer")
+        checked = {c.buffer for c in self.checks}
+        for i, bn in enumerate(self.guards.constant_outputs):
+            if bn not in checked:
+                p.add(f"guards.constant_outputs[{i}]", f"{bn!r} is not a checked buffer")
         self._board_limits({}, p)
 
     def _board_limits(self, lim: dict, p: Problems) -> None:

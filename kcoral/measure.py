@@ -2,22 +2,30 @@
 
 1. Load the module; allocate every buffer.
 2. Correctness *before* timing: for each ``when: before`` run, fresh inputs (generators reseeded
-   with the run's seed, or that run's uploaded arrays), outputs poisoned (NaN for floats, all-ones
-   bits for integers), launch, compare each checked buffer with the run's expected array or a
-   baseline's output. A job without runs gets one smoke run (must not fault, outputs must change
-   from poison when there are checks with a baseline reference).
-3. Timing (boards that can time): inputs from ``timing.seed``; warm-up; then rounds in which the
-   candidate and each baseline run interleaved (A B A B), each after an L2 flush (a memset of a
-   buffer >= 2x L2) and between CUDA events; rounds continue until ``min_iters`` are taken and the
-   relative standard error of every median is below ``rel_noise``, or ``budget_s`` / ``max_iters``
-   ends them (then ``converged: false``).
+   with the run's seed, or that run's uploaded arrays), outputs poisoned (NaN for floats;
+   integers alternate all-ones and 0x5A bytes from run to run), launch, compare each checked
+   buffer with the run's expected array or a baseline's output. A job without runs gets one smoke
+   run (must not fault).
+3. Timing (boards that can time), on the inputs of the run whose seed is ``timing.seed`` (or the
+   generators with that seed): the candidate's first launch gives the reference of the
+   timed-output guard (`kcoral.guards`); warm-up; then rounds in which the candidate and each
+   baseline run back to back in a random order, each after an L2 flush (a memset of a buffer
+   >= 2x L2) and between CUDA events, with the SM clock read before and after every round
+   (`kcoral.clocks`); rounds continue until ``min_iters`` are taken and the relative standard
+   error of every median is below ``rel_noise``, or ``budget_s`` / ``max_iters`` ends them
+   (then ``converged: false``). The outputs of a random round's iteration and of one after the
+   last round are checked; then the inputs are perturbed (guards).
 4. Correctness *after* timing (``when: after`` runs), to catch kernels that pass once and then
    corrupt state.
-5. Report median, IQR, samples, SM clock before/after, TFLOP/s and GB/s from the declared work, the
-   physical floor and a ``suspect`` flag when the median is below it, and the ratio to each
-   baseline (``speedup`` = baseline median / candidate median).
+5. Report median, IQR and every sample with the clock of its round; the ratio to each baseline
+   as the median of the paired ratios (``speedup``), also per clock regime (full clock and
+   sustained) with ``throttled`` when the clock fell more than 5% (`kcoral.stats`); TFLOP/s and
+   GB/s from the declared work, the physical floor of the device (`kcoral.peaks`) and a
+   ``suspect`` flag when the median is below it; and each guard's verdict.
 
-Failures raise `JobFailure`; the worker turns them into typed errors.
+Every launch of the candidate and the sync that waits for it is a guarded section of the
+per-launch watchdog (`kcoral.watchdog`). Failures raise `JobFailure`; the worker turns them into
+typed errors.
 """
 
 from __future__ import annotations
@@ -29,10 +37,16 @@ import numpy as np
 
 from .dtypes import dtype_of, is_float
 from .errors import JobFailure
+from .guards import GuardRun
 from .job import Buffer, Job
+from .peaks import flops_peak
+from .stats import clock_summary, paired_ratio, regime_of, regimes, rel_stderr_median, summary
 from .tolerance import compare
+from .watchdog import NoWatchdog
 
-PROTOCOL = "kcoral-measure/1"
+PROTOCOL = "kcoral-measure/2"  # /2: paired ratios, clock regimes, guards, random A/B order
+POISON_ALT = 0x5A  # integer outputs: every other checked run is poisoned with this byte
+ORDER_SALT = 0x6B636F72  # separates the order/guard random stream from the input generators
 
 
 def _rng(seed: int, index: int) -> np.random.Generator:
@@ -80,11 +94,18 @@ def _blob_array(blobs, dg: str, buf: Buffer, field_: str) -> np.ndarray:
 class Session:
     """One job on one device: buffers, launchers, baselines."""
 
-    def __init__(self, job: Job, dev, blobs, baselines, progress):
+    def __init__(self, job: Job, dev, blobs, baselines, progress, watchdog=None):
         self.job, self.dev, self.blobs, self.baselines = job, dev, blobs, baselines
         self.progress = progress
+        # every launch of the candidate and the sync that waits for it is a guarded section: a
+        # hung kernel is a typed timeout.launch in seconds, not after the whole exec budget
+        self.wd = watchdog or NoWatchdog()
         self.doc = job.doc  # the canonical JSON form that devices and baselines read
         self.shadow: dict = {}  # checked buffer -> shadow buffer for baseline references
+        self.rng = np.random.default_rng([job.timing.seed, ORDER_SALT])  # order, guard choices
+        self.initial: dict = {}  # buffer -> host array the last fill_inputs wrote
+        self.fingerprints: list = []  # per correctness run: what its inputs were
+        self._checked_runs = 0
 
     # --- setup --------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -133,21 +154,93 @@ class Session:
             raise JobFailure("launch.baseline", f"baseline {name!r} could not be "
                              f"prepared: {type(e).__name__}: {e}") from None
 
-    def _poison(self, name: str, b: Buffer) -> None:
-        self.dev.poison(name, dtype_of(b.dtype).itemsize, is_float(b.dtype))
+    def poison(self, b: Buffer, pattern: int = 0xFF, name: "str | None" = None) -> None:
+        """All-ones bytes (NaN for every float type); integers may take another `pattern`, so
+        that an output left unwritten cannot match a reference of all ones on every run."""
+        name = name or b.name
+        if pattern == 0xFF or is_float(b.dtype):
+            self.dev.poison(name, dtype_of(b.dtype).itemsize, is_float(b.dtype))
+        else:
+            self.dev.write(name, np.full(b.nbytes, pattern, np.uint8))
+
+    # --- device helpers -----------------------------------------------------------------------
+    def launch(self, what: str) -> None:
+        """One guarded launch of the candidate, synchronized."""
+        with self.wd.guard(what):
+            self.kernel()
+            self.dev.sync()
+
+    def read(self, buffer: str) -> np.ndarray:
+        b = self.job.buffer(buffer)
+        return self.dev.read(b.name, dtype_of(b.dtype), tuple(b.shape))
+
+    def baseline_reference(self, check) -> np.ndarray:
+        """Run `check`'s reference baseline into its shadow buffer on the current inputs."""
+        b = self.job.buffer(check.buffer)
+        sname = self.shadow[check.buffer]
+        self.poison(b, name=sname)
+        run = self._baseline(check.baseline, check.baseline_args,
+                             {check.baseline_out: sname})
+        run()
+        self.dev.sync()
+        exp = self.dev.read(sname, dtype_of(b.dtype), tuple(b.shape))
+        if exp.size and np.all(exp.reshape(-1).view(np.uint8) == 0xFF):
+            # still the poison: a reference that was never written would match a candidate
+            # that writes nothing (NaN == NaN counts as equal)
+            raise JobFailure("launch.baseline", f"baseline {check.baseline!r} did not write the "
+                             f"reference for {check.buffer!r} (check its "
+                             f"baseline_args/baseline_out)")
+        return exp
+
+    def expected_array(self, digest: str, buffer: str) -> np.ndarray:
+        return _blob_array(self.blobs, digest, self.job.buffer(buffer),
+                           f"runs.expected.{buffer}")
+
+    def run_inputs(self, seed: int) -> dict:
+        """The uploaded inputs of the first correctness run with `seed` ({} if none)."""
+        return next((dict(r.inputs) for r in self.job.runs if r.seed == seed), {})
+
+    def run_expected(self, seed: int) -> dict:
+        return next((dict(r.expected) for r in self.job.runs if r.seed == seed), {})
+
+    def other_values(self, index: int, b: Buffer):
+        """Valid contents of buffer `b` other than the timing inputs': other runs' uploaded
+        arrays, then its generator with other seeds (lazily)."""
+        t = self.job.timing
+        for r in self.job.runs:
+            if r.seed != t.seed and b.name in r.inputs:
+                yield _blob_array(self.blobs, r.inputs[b.name], b, f"runs.inputs.{b.name}")
+        if b.init.kind in ("normal", "uniform", "integers"):
+            for k in (1, 2, 3):
+                yield generate(b, index, t.seed + 7919 * k, self.blobs)
 
     # --- inputs -------------------------------------------------------------------------------
-    def fill_inputs(self, seed: int, overrides: "dict | None" = None) -> None:
+    def fill_inputs(self, seed: int, overrides: "dict | None" = None,
+                    pattern: int = 0xFF) -> None:
         overrides = overrides or {}
+        self.initial = {}
         for i, b in enumerate(self.job.buffers):
             if b.name in overrides:
                 a = _blob_array(self.blobs, overrides[b.name], b, f"runs.inputs.{b.name}")
             else:
                 a = generate(b, i, seed, self.blobs)
             if a is None:  # "empty" (outputs by default): poisoned, so a kernel that skips
-                self._poison(b.name, b)  # an element cannot pass by leftover contents
+                self.poison(b, pattern)  # an element cannot pass by leftover contents
             else:  # an input, or an in-out buffer whose initial contents are an input
                 self.dev.write(b.name, a)
+                self.initial[b.name] = a
+
+    def _fingerprint(self, seed: int, inputs: dict) -> tuple:
+        """What a run's inputs were: uploaded digests, generator seeds, fixed contents."""
+        out = []
+        for b in self.job.buffers:
+            if b.name in inputs:
+                out.append(inputs[b.name])
+            elif b.init.kind in ("normal", "uniform", "integers"):
+                out.append(f"{b.init.kind}:{seed}")
+            elif b.init.kind == "blob":
+                out.append(b.init.blob)
+        return tuple(out)
 
     # --- correctness --------------------------------------------------------------------------
     def correctness(self, when: str) -> list:
@@ -158,34 +251,20 @@ class Session:
         out = []
         for seed, inputs, expected in runs:
             self.progress("correctness", f"{when} timing, seed {seed}")
-            self.fill_inputs(seed, inputs)
-            for buf, sname in self.shadow.items():
-                self._poison(sname, job.buffer(buf))
-            self.kernel()
-            self.dev.sync()
-            for c in job.checks:
-                if c.baseline:
-                    run = self._baseline(c.baseline, c.baseline_args,
-                                         {c.baseline_out: self.shadow[c.buffer]})
-                    run()
-                    self.dev.sync()
+            pattern = 0xFF if self._checked_runs % 2 == 0 else POISON_ALT
+            self._checked_runs += 1
+            self.fill_inputs(seed, inputs, pattern)
+            self.fingerprints.append(self._fingerprint(seed, inputs))
+            self.launch(f"the candidate's launch ({when} timing, seed {seed})")
+            refs = {c.buffer: self.baseline_reference(c) for c in job.checks
+                    if c.baseline and c.buffer not in expected}
             checks = []
             for c in job.checks:
-                b = job.buffer(c.buffer)
-                got = self.dev.read(b.name, dtype_of(b.dtype), tuple(b.shape))
+                got = self.read(c.buffer)
                 if c.buffer in expected:
-                    exp = _blob_array(self.blobs, expected[c.buffer], b,
-                                      f"runs.expected.{c.buffer}")
-                    src = "uploaded"
-                elif c.baseline:
-                    exp = self.dev.read(self.shadow[c.buffer], dtype_of(b.dtype), tuple(b.shape))
-                    src = f"baseline {c.baseline}"
-                    if exp.size and np.all(exp.reshape(-1).view(np.uint8) == 0xFF):
-                        # still the poison: a reference that was never written would match a
-                        # candidate that writes nothing (NaN == NaN counts as equal)
-                        raise JobFailure("launch.baseline", f"baseline {c.baseline!r} did not "
-                                         f"write the reference for {c.buffer!r} (check its "
-                                         f"baseline_args/baseline_out)")
+                    exp, src = self.expected_array(expected[c.buffer], c.buffer), "uploaded"
+                elif c.buffer in refs:
+                    exp, src = refs[c.buffer], f"baseline {c.baseline}"
                 else:
                     continue
                 cmp = compare(got, exp, c.rtol, c.atol, c.rms)
@@ -205,77 +284,108 @@ class Session:
         return out
 
     # --- timing -------------------------------------------------------------------------------
-    def timing(self) -> dict:
+    def timing(self, guards: GuardRun) -> dict:
         t = self.job.timing
         self.progress("timing", "warm-up")
-        self.fill_inputs(t.seed)
+        guards.prepare()  # the timing inputs and the timed-output reference
         names = ["candidate"] + [b.name for b in self.job.baselines]
         fns = [self.kernel] + [self._baseline(b.name, b.args) for b in self.job.baselines]
-        for _ in range(t.warmup):
-            for f in fns:
+        with self.wd.guard("the candidate's warm-up launches"):
+            for _ in range(t.warmup):
+                self.kernel()
+            self.dev.sync()
+        for f in fns[1:]:  # baselines (operator plugins, which may compile now): not guarded
+            for _ in range(t.warmup):
                 f()
         self.dev.sync()
-        clock_before = self.dev.sm_clock_mhz()
-        samples = [[] for _ in fns]
+        clock = self.dev.sm_clock_mhz
+        full = self.dev.info().get("max_clock_mhz")
+        readings = [clock()]
+        samples: list = [[] for _ in fns]
+        round_clocks: list = []
+        candidate_first = cooldowns = 0
+        idle = 0.0
+        mid = guards.mid_round()
         t0 = time.monotonic()
         converged = False
         batch = 5
         last_report = t0
+        noise = math.inf
         while True:
             for _ in range(batch):
-                ms = self.dev.timed_batch(fns, t.l2_flush)
-                for s, v in zip(samples, ms):
-                    s.append(v)
+                n = len(samples[0]) + 1
+                if t.cooldown_s and round_clocks and \
+                        regime_of(round_clocks[-1], full) == "sustained":
+                    time.sleep(t.cooldown_s)  # let the card return to its full clock
+                    idle += t.cooldown_s
+                    cooldowns += 1
+                order = (list(self.rng.permutation(len(fns))) if t.randomize and len(fns) > 1
+                         else list(range(len(fns))))
+                candidate_first += order[0] == 0
+                c0 = clock()
+                with self.wd.guard(f"timed round {n}"):
+                    ms = self.dev.timed_batch([fns[i] for i in order], t.l2_flush)
+                c1 = clock()
+                for k, i in enumerate(order):
+                    samples[i].append(ms[k])
+                known = [c for c in (c0, c1) if c is not None]
+                round_clocks.append(min(known) if known else None)
+                readings += [c0, c1]
+                if n == mid:
+                    guards.check_iteration(self._timed_candidate, f"timed round {n}")
             n = len(samples[0])
-            noise = max(_rel_stderr_median(s) for s in samples)
+            noise = max(rel_stderr_median(s) for s in samples)
             if n >= t.min_iters and noise < t.rel_noise:
                 converged = True
                 break
-            if n >= t.max_iters or time.monotonic() - t0 > t.budget_s:
+            if n >= t.max_iters or time.monotonic() - t0 - idle > t.budget_s:
                 break
             if time.monotonic() - last_report > 0.5:
                 self.progress("timing", f"{n} samples, relative noise {noise:.2%}")
                 last_report = time.monotonic()
-        clock_after = self.dev.sm_clock_mhz()
-        stats = {nm: _stats(s) for nm, s in zip(names, samples)}
+        guards.check_iteration(self._timed_candidate, "a timed iteration after the last round")
+        readings.append(clock())
+        stats = {nm: summary(s) for nm, s in zip(names, samples)}
+        clocks = clock_summary(readings, full)
+        throttled = clocks.pop("throttled", None)
         res = {"candidate": stats["candidate"], "converged": converged,
                "rel_noise": noise if math.isfinite(noise) else None,
                "rel_noise_target": t.rel_noise,
                "elapsed_s": time.monotonic() - t0, "interleaved": names,
+               "order": "random per round" if t.randomize and len(fns) > 1 else "fixed",
+               "candidate_first_rounds": candidate_first,
                "l2_flush": t.l2_flush,
-               "sm_clock_mhz": {"before": clock_before, "after": clock_after},
-               "baselines": {}}
+               "sm_clock_mhz": dict(clocks, before=readings[0], after=readings[-1]),
+               "throttled": throttled, "clocks_mhz": round_clocks, "baselines": {}}
+        if not any(c is not None for c in readings):
+            res["clock_note"] = getattr(self.dev, "clock_note", "") or \
+                f"board kind {self.dev.kind!r} reports no SM clock"
+        if hasattr(self.dev, "clock_reasons"):
+            res["clock_reasons"] = self.dev.clock_reasons()
+        if t.cooldown_s:
+            res["cooldown"] = {"s": t.cooldown_s, "count": cooldowns, "idle_s": idle}
+        by_name = {nm: s for nm, s in zip(names, samples)}
         for b in self.job.baselines:
             st = stats[b.name]
+            med_c = stats["candidate"]["median_ms"]
             res["baselines"][b.name] = dict(
-                st, speedup=st["median_ms"] / stats["candidate"]["median_ms"]
-                if stats["candidate"]["median_ms"] > 0 else None)
+                st, speedup=paired_ratio(by_name["candidate"], by_name[b.name]),
+                speedup_of_medians=st["median_ms"] / med_c if med_c > 0 else None)
+        res["regimes"] = regimes(by_name["candidate"],
+                                 {b.name: by_name[b.name] for b in self.job.baselines},
+                                 round_clocks, full)
         res.update(throughput(self.job.work, stats["candidate"]["median_ms"], self.dev.info()))
         return res
 
-
-def _rel_stderr_median(s: list) -> float:
-    """Relative standard error of the median, from the IQR (robust to outliers):
-    sigma ~ IQR/1.349, se(median) ~ 1.2533 * sigma / sqrt(n)."""
-    if len(s) < 3:
-        return math.inf
-    q1, med, q3 = np.percentile(s, [25, 50, 75])
-    if med <= 0:
-        return math.inf
-    return 1.2533 * ((q3 - q1) / 1.349) / math.sqrt(len(s)) / med
-
-
-def _stats(s: list) -> dict:
-    a = np.asarray(s, dtype=np.float64)
-    q1, med, q3 = np.percentile(a, [25, 50, 75])
-    return {"median_ms": float(med), "iqr_ms": float(q3 - q1), "q1_ms": float(q1),
-            "q3_ms": float(q3), "min_ms": float(a.min()), "max_ms": float(a.max()),
-            "n": int(a.size), "samples_ms": [round(float(x), 6) for x in a]}
+    def _timed_candidate(self) -> float:
+        with self.wd.guard("a checked timed iteration"):
+            return self.dev.timed_batch([self.kernel], self.job.timing.l2_flush)[0]
 
 
 def throughput(work, median_ms: float, info: dict) -> dict:
-    """TFLOP/s, GB/s and the physical floor from declared work (`kcoral.job.Work`);
-    ``suspect`` when beaten."""
+    """TFLOP/s, GB/s and the physical floor from declared work (`kcoral.job.Work`) and the
+    board's peaks (`kcoral.peaks`); ``suspect`` when beaten. A board without peak figures (a
+    device not in the table) gets no floor, and ``floor_note`` says why."""
     flops, nbytes = work.flops, work.bytes
     sec = median_ms / 1e3
     out: dict = {"tflops": None, "gbps": None, "floor_ms": None, "floor_fraction": None,
@@ -285,10 +395,18 @@ def throughput(work, median_ms: float, info: dict) -> dict:
     floors = []
     if flops:
         out["tflops"] = flops / sec / 1e12
-        floors.append(flops / info.get("peak_flops_per_s", 790e12))
+        peak = flops_peak(info, getattr(work, "flops_dtype", None))
+        if peak:
+            floors.append(flops / peak)
     if nbytes:
         out["gbps"] = nbytes / sec / 1e9
-        floors.append(nbytes / info.get("peak_bytes_per_s", 4.3e12))
+        if info.get("peak_bytes_per_s"):
+            floors.append(nbytes / info["peak_bytes_per_s"])
+    if (flops or nbytes) and not floors:
+        out["floor_note"] = info.get("peak_unknown") or (
+            f"no floor: board {info.get('name', '?')!r} declares no peak figures")
+    if info.get("peak_source"):
+        out["peak_source"] = info["peak_source"]
     if floors:
         floor = max(floors)
         out["floor_ms"] = floor * 1e3
@@ -301,24 +419,34 @@ def throughput(work, median_ms: float, info: dict) -> dict:
     return out
 
 
-def run_job(job: Job, dev, blobs, baselines, progress) -> dict:
-    """Run the whole protocol; return the result document (raises `JobFailure`)."""
-    s = Session(job, dev, blobs, baselines, progress)
+def run_job(job: Job, dev, blobs, baselines, progress, watchdog=None) -> dict:
+    """Run the whole protocol; return the result document (raises `JobFailure`). `watchdog`
+    (`kcoral.watchdog.Watchdog`) guards the candidate's launches; None guards nothing."""
+    s = Session(job, dev, blobs, baselines, progress, watchdog)
+    g = GuardRun(s)
     try:
         s.setup()
         before = s.correctness("before")
         timing = None
-        if job.timing.enabled:
-            if dev.can_time:
-                timing = s.timing()
-            else:
-                timing = {"skipped": getattr(dev, "timing_note", "") or
-                          f"board kind {dev.kind!r} does not time (correctness only)"}
+        timed = False
+        try:
+            if job.timing.enabled:
+                if dev.can_time:
+                    timing, timed = s.timing(g), True
+                else:
+                    timing = {"skipped": getattr(dev, "timing_note", "") or
+                              f"board kind {dev.kind!r} does not time (correctness only)"}
+                    g.repeat()  # the timed-output guard, untimed
+                g.perturbation()
+        except JobFailure as e:  # a guard caught it: the runs it passed are part of the story
+            e.data.setdefault("correctness", before)
+            raise
         after = s.correctness("after")
         checked = any(c["checks"] for c in before + after)
         res = {"status": "ok", "correctness": before + after,
                "verified": checked,
                "timing": timing, "protocol": PROTOCOL}
+        res["guards"] = _guard_report(job, g, timed, before + after, s.fingerprints)
         if hasattr(dev, "job_notes"):  # what a simulating board ran (numsim's sim board)
             res["sim"] = dev.job_notes()
         return res
@@ -327,3 +455,15 @@ def run_job(job: Job, dev, blobs, baselines, progress) -> dict:
             dev.free_all()
         except Exception:  # a faulted context cannot free; the worker is restarted anyway
             pass
+
+
+def _guard_report(job: Job, g: GuardRun, timed: bool, runs: list, fingerprints: list) -> dict:
+    out = {"seeds": g.seeds(runs, fingerprints)}
+    if job.timing.enabled:
+        out["timed_output"] = g.timed_output_report(timed)
+        out["perturbation"] = g.report["perturbation"]
+    else:
+        why = "timing disabled: nothing was measured"
+        out["timed_output"] = {"status": "n/a", "why": why}
+        out["perturbation"] = {"status": "n/a", "why": why}
+    return out

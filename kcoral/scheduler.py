@@ -7,7 +7,9 @@ served last, so one client's burst of 100 jobs does not starve another's single 
 the queue (``budgets.queue_s``) and executing (``budgets.exec_s``) have separate budgets.
 
 Every state change is written to the `JobStore` before it is published to watchers, so what a
-client saw is never newer than what a restart will find.
+client saw is never newer than what a restart will find. With a shared store (PostgreSQL,
+`kcoral.pgstore`) there are no queues in memory: boards claim jobs from the table that several
+daemons share (`kcoral.shared`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import uuid
 
 from .errors import JobError, Refusal
 from .job import TERMINAL, UNCHECKED, Job, check_module
+from .shared import POLL_S, SharedQueue, job_meta
 from .store import DuplicateKey
 
 log = logging.getLogger("kcoral")
@@ -42,6 +45,7 @@ class JobRecord:
         self.result: "dict | None" = None
         self.cancel = threading.Event()
         self.listeners: list = []  # callables told of each new event (the async servicer)
+        self.missing_blobs: list = []  # shared store: blobs no daemon could provide
 
 
 class Board:
@@ -120,6 +124,10 @@ class Scheduler:
         self.stopping = False
         self.started = time.time()
         self.version_info = version_info or {}
+        # several daemons, one job table: boards claim from it (None: queues in memory)
+        self.shared = SharedQueue(self, JobRecord) if getattr(store, "shared", False) else None
+        if self.shared:
+            self.shared.start()
         for b in boards:
             self.add_board(b)
 
@@ -220,9 +228,19 @@ class Scheduler:
         job_id = uuid.uuid4().hex[:16]
         rec = JobRecord(job_id, client, job, board.name)
         try:
-            self.store.add(job_id, client, job.display_name, job.target, text, idem_key)
+            self.store.add(job_id, client, job.display_name, job.target, text, idem_key,
+                           meta=job_meta(job, board))
         except DuplicateKey as e:  # a concurrent retry won the race: the same job, once
             return self._same_job(e.job_id, e.same, idem_key)
+        if self.shared:  # in the shared queue: whichever daemon's board fits claims it
+            rec.board = None
+            with self.cv:
+                self.records[job_id] = rec
+                self._publish(rec, "queued", "queued in the shared queue")
+                self.cv.notify_all()
+            log.info("accepted job %s (%s) from %s into the shared queue", job_id,
+                     job.display_name, client)
+            return job_id
         self.store.set_state(job_id, "queued", board=board.name)
         with self.cv:
             self.records[job_id] = rec
@@ -285,7 +303,8 @@ class Scheduler:
                 self._publish(r, "queued", f"position {pos} on {board.name}", position=pos)
 
     # --- running ------------------------------------------------------------------------------
-    def _board_loop(self, board: Board) -> None:
+    def _next_local(self, board: Board) -> "JobRecord | None":
+        """The next job from `board`'s own queue, now its current one (None: stop)."""
         while True:
             with self.cv:
                 while not self.stopping and (board.state == "offline" or
@@ -293,10 +312,10 @@ class Scheduler:
                     self.cv.wait(0.5)
                     if board.state == "offline":
                         if self.boards.get(board.name) is not board:
-                            return  # replaced by a reconnected agent, which took the queue
+                            return None  # replaced by a reconnected agent, which took the queue
                         self._expire(board)  # jobs waiting for an agent that does not return
                 if self.stopping:
-                    return
+                    return None
                 rec = board.pop_fair()
                 if rec is None:
                     continue
@@ -310,10 +329,39 @@ class Scheduler:
                                                 f"{qbudget:g} s; it was not run"}}
                     self._finish(rec, "failed", res)
                     continue
-                board.current = rec
-                board.state = "busy"
-                board.busy_since = time.monotonic()
-                self._announce_positions(board)
+                self._start(board, rec)
+                return rec
+
+    def _next_shared(self, board: Board) -> "JobRecord | None":
+        """The next job `board` claims from the shared table (None: stop)."""
+        while True:
+            with self.cv:
+                if self.stopping or self.boards.get(board.name) is not board:
+                    return None
+                idle = board.state == "offline" or bool(board.spec.unavailable)
+            rec = None if idle else self.shared.claim(board)
+            with self.cv:
+                if rec is not None:
+                    if self.stopping:  # claimed while stopping: back to the queue for others
+                        self.store.release(rec.job_id)
+                        return None
+                    self._start(board, rec)
+                    return rec
+                self.cv.wait(POLL_S)  # a submit here wakes it at once
+
+    def _start(self, board: Board, rec: JobRecord) -> None:
+        """`rec` becomes `board`'s current job (caller holds `cv`)."""
+        board.current = rec
+        board.state = "busy"
+        board.busy_since = time.monotonic()
+        self._announce_positions(board)
+
+    def _board_loop(self, board: Board) -> None:
+        while True:
+            rec = self._next_shared(board) if self.shared else self._next_local(board)
+            if rec is None:
+                return
+            waited = time.monotonic() - rec.enqueued
             self.store.set_state(rec.job_id, "running", board=board.name)
             with self.cv:
                 self._publish(rec, "running", f"running on {board.name}")
@@ -325,6 +373,9 @@ class Scheduler:
                     self._publish(rec, state, message)
 
             try:
+                if rec.missing_blobs:
+                    raise RuntimeError(f"blobs {rec.missing_blobs} are neither here nor in the "
+                                       f"shared store")
                 res = board.executor.run(rec.job_id, rec.job.doc, progress,
                                          rec.job.budgets.exec_s, rec.cancel)
             except Exception as e:  # the executor itself broke (e.g. a worker cannot start)
@@ -375,8 +426,20 @@ class Scheduler:
         record then leaves memory: a finished job lives in the store only."""
         if rec.state in TERMINAL:
             return
+        if self.store.set_state(rec.job_id, state, result=res) is False:
+            # a shared store kept another verdict (this daemon was declared dead meanwhile)
+            row = self.store.get(rec.job_id)
+            log.warning("job %s: the shared store kept %s, not %s", rec.job_id, row["state"],
+                        state)
+            state = row["state"]
+            res = json.loads(row["result_json"]) if row["result_json"] else res
+        self._publish_terminal(rec, state, res)
+
+    def _publish_terminal(self, rec, state, res) -> None:
+        """Publish a stored terminal state and let the record go (caller holds `cv`)."""
+        if rec.state in TERMINAL:
+            return
         rec.result = res
-        self.store.set_state(rec.job_id, state, result=res)
         if self.on_finish is not None:
             self.on_finish(rec, res)
         msg = res.get("error", {}).get("message", "") if res.get("error") else ""
@@ -394,6 +457,13 @@ class Scheduler:
 
     # --- queries and control ------------------------------------------------------------------
     def cancel(self, job_id: str) -> tuple:
+        if self.shared:
+            with self.cv:
+                rec = self.records.get(job_id)
+                if rec is not None and self._running(rec):
+                    rec.cancel.set()
+                    return True, "cancelling"
+            return self.shared.cancel(job_id)
         with self.cv:
             rec = self.records.get(job_id)
             if rec is None:
@@ -431,6 +501,10 @@ class Scheduler:
         row = self.store.get(job_id)  # finished (its record left memory after the store)
         if row is None:
             raise KeyError(job_id)
+        if self.shared and row["state"] not in TERMINAL:  # live, on another daemon's boards
+            with self.cv:
+                rec = self.records.get(job_id) or self.shared.follow(row)
+            return self.follow(job_id, listener)
         return [{"job_id": job_id, "state": row["state"], "board": row["board"], "message": "",
                  "queue_position": 0, "time": row["finished"],
                  "result": json.loads(row["result_json"]) if row["result_json"] else None,
@@ -511,6 +585,8 @@ class Scheduler:
         with self.cv:
             queued = sum(b.queue_length() for b in self.boards.values())
             running = sum(b.current is not None for b in self.boards.values())
+        if self.shared:
+            queued = self.store.count_queued()  # the shared queue, every daemon's
         return {"uptime_s": time.time() - self.started, "queued": queued, "running": running,
                 "jobs_total": self.store.total()}
 
@@ -540,6 +616,8 @@ class Scheduler:
             close = getattr(b.executor, "close", None)
             if close:
                 close()
+        if self.shared:
+            self.shared.close()
 
 
 class _Announced:

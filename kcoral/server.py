@@ -22,6 +22,11 @@ Configuration (``kcoral.toml``; every key optional)::
     upload_inflight_mb = 4096 # bytes of all uploads in progress (a cap on disk in flight)
     max_blob_mb = 16384       # one blob
 
+    [store]                   # where jobs live (default: SQLite in state_dir, this daemon's own)
+    kind = "sqlite"           # or "postgres": several daemons share one job table and queue
+    dsn = ""                  # postgres: "postgresql://user@host/db" (or KCORAL_PG_DSN)
+    lease_s = 10              # postgres: a daemon silent this long is dead (its jobs move on)
+
     [boards.cuda]             # local GPUs (default: all)
     devices = [0]
     [boards.sim]              # numsim on the CPU (correctness only; the numsim distribution)
@@ -36,7 +41,9 @@ import asyncio
 import logging
 import os
 import pathlib
+import socket
 import threading
+import uuid
 from concurrent import futures
 
 import grpc
@@ -47,6 +54,7 @@ from .auth import is_loopback, server_credentials
 from .blobaccess import BlobAccess
 from .blobs import BlobStore, ChunkAssembler
 from .identity import Credentials
+from .pgstore import PgStore
 from .plugins import PROVIDERS, registries
 from .scheduler import Board, Scheduler
 from .service import SERVICE, KCoralServicer
@@ -61,6 +69,7 @@ except ImportError:  # pragma: no cover - Python 3.10: the tomli backport (a dec
 log = logging.getLogger("kcoral")
 
 HEALTH_PERIOD_S = 0.5
+STORE_KEYS = {"kind", "dsn", "lease_s"}
 SERVER_KEYS = {"host", "port", "state_dir", "credentials_file", "token_file", "tls_cert",
                "tls_key", "grace_s", "max_message_mb", "max_streams", "max_streams_per_client",
                "blob_quota_mb", "upload_inflight_mb", "max_blob_mb", "max_workers",
@@ -76,10 +85,14 @@ def load_config(path) -> dict:
         raise ValueError(f"config file {str(p)!r} not found") from None
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{p}: {e}") from None
-    unknown = set(cfg) - {"server", "boards", "plugins"}
+    unknown = set(cfg) - {"server", "boards", "plugins", "store"}
     if unknown:
         raise ValueError(f"{p}: unknown table(s) {sorted(unknown)}; expected [server], "
-                         f"[boards.<type>], [plugins]")
+                         f"[store], [boards.<type>], [plugins]")
+    bad = set(cfg.get("store", {})) - STORE_KEYS
+    if bad:
+        raise ValueError(f"{p}: [store]: unknown key(s) {sorted(bad)}; expected "
+                         f"{sorted(STORE_KEYS)}")
     bad = set(cfg.get("server", {})) - SERVER_KEYS
     if bad:
         raise ValueError(f"{p}: [server]: unknown key(s) {sorted(bad)}; expected "
@@ -124,8 +137,10 @@ class Daemon:
 
     def start(self) -> "Daemon":
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.store = JobStore(self.state_dir / "kcoral.sqlite")
         self.blobs = BlobStore(self.state_dir / "blobs")
+        self.store = open_store(self.config.get("store", {}), self.state_dir)
+        if hasattr(self.store, "attach_blobs"):  # a shared store shares the blobs too
+            self.store.attach_blobs(self.blobs)
         if self.blobs.leftovers:
             log.info("removed %d temporary file(s) of interrupted uploads", self.blobs.leftovers)
         self.access = BlobAccess(self.store, self.blobs, self.blob_quota, self.upload_inflight)
@@ -187,6 +202,8 @@ class Daemon:
             self.scheduler.shutdown(0)  # do not leave the board workers behind
             self.store.close()
             raise
+        if self.scheduler.shared:
+            self.store.register(self.address)  # which daemon holds what, for operators
         return self
 
     def assembler(self, who) -> ChunkAssembler:
@@ -303,6 +320,24 @@ class Daemon:
 
     def wait(self) -> None:
         self._terminated.wait()
+
+
+def open_store(cfg: dict, state_dir: pathlib.Path):
+    """The job store ``[store]`` names: SQLite in the state directory (the default, one
+    daemon's own), or PostgreSQL shared by several daemons (`kcoral.pgstore`)."""
+    kind = cfg.get("kind", "sqlite")
+    if kind == "sqlite":
+        return JobStore(state_dir / "kcoral.sqlite")
+    if kind != "postgres":
+        raise ValueError(f"[store] kind = {kind!r}: expected 'sqlite' or 'postgres'")
+    dsn = cfg.get("dsn") or os.environ.get("KCORAL_PG_DSN", "")
+    if not dsn:
+        raise ValueError("[store] kind = \"postgres\" needs [store] dsn (or KCORAL_PG_DSN)")
+    lease = float(cfg.get("lease_s", 10))
+    if not 0.5 <= lease <= 3600:
+        raise ValueError(f"[store] lease_s = {lease:g}: expected 0.5 .. 3600 seconds")
+    daemon_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    return PgStore(dsn, daemon_id, lease)
 
 
 def _token(srv: dict) -> "str | None":

@@ -71,10 +71,13 @@ class JobStore:
         with self._lock:
             self._db.close()
 
+    shared = False  # one daemon's store (kcoral.pgstore.PgStore is shared by several)
+
     def add(self, job_id: str, client: str, name: str, target: str, job_json: str,
-            idem_key: str = "") -> None:
+            idem_key: str = "", meta: "dict | None" = None) -> None:
         """Insert a queued job; `DuplicateKey` when (client, idem_key) already names one (the
-        check and the insert are one statement, so concurrent retries cannot both insert)."""
+        check and the insert are one statement, so concurrent retries cannot both insert).
+        `meta` (what a shared queue's boards filter on) is not needed here."""
         with self._lock:
             try:
                 self._db.execute(

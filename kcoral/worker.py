@@ -41,6 +41,7 @@ from .job import Job
 from .measure import PROTOCOL, run_job
 from .plugins import registries
 from .tools import inside
+from .watchdog import Watchdog
 
 _ROOT = str(pathlib.Path(__file__).resolve().parents[1])
 JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -72,10 +73,20 @@ def _child_main() -> int:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints go to the log
     sys.stdout = sys.stderr
+    lock = threading.Lock()  # the launch watchdog's thread also reports
 
     def send(obj):
-        proto.write(json.dumps(obj) + "\n")
+        with lock:
+            proto.write(json.dumps(obj) + "\n")
+            proto.flush()
+
+    def hung(result):
+        """The watchdog found a launch hung: report it, then die (with any tool we started);
+        the daemon restarts the worker. The lock stays held, so nothing is sent after this."""
+        lock.acquire()
+        proto.write(json.dumps({"event": "result", "result": result, "fatal": True}) + "\n")
         proto.flush()
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
     init = json.loads(sys.stdin.readline())
     spec = BoardSpec.from_json(init["spec"])
@@ -95,7 +106,7 @@ def _child_main() -> int:
         result, fatal = run_one(msg["job_id"], msg["job"], dev, blobs, regs, spec,
                                 lambda st, m: send({"event": "progress", "state": st,
                                                     "message": m}),
-                                pathlib.Path(msg["workdir"]))
+                                pathlib.Path(msg["workdir"]), on_hang=hung)
         send({"event": "result", "result": result, "fatal": fatal})
         if fatal:
             return 3
@@ -103,16 +114,28 @@ def _child_main() -> int:
 
 
 def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress,
-            workdir: pathlib.Path) -> tuple:
+            workdir: pathlib.Path, on_hang=None) -> tuple:
     """Run one job on an open device; return ``(result, fatal)``. Files go under `workdir`.
-    Used by the worker (the remote agent runs one too)."""
+    With `on_hang(result)`, the candidate's launches are guarded (`kcoral.watchdog`) on boards
+    that launch on a device: a hung one is handed over as a ``timeout.launch`` result, which
+    the caller reports before it kills the process. Used by the worker (agents run workers)."""
     base = {"job_id": job_id, "board": spec.name, "board_type": spec.type,
             "device": dev.info(), "protocol": PROTOCOL, "versions": versions()}
+    wd = None
     try:
         job = Job.from_json(doc)
+        if on_hang is not None and getattr(dev, "watchdog", False):
+            def expired(what, limit, elapsed):
+                on_hang(dict(base, status="failed", error={
+                    "type": "timeout.launch",
+                    "message": f"{what} did not finish within {limit:.3g} s (the job's "
+                               f"budgets.launch_s or 50x its longest launch so far); the "
+                               f"kernel is taken for hung, the worker was killed and "
+                               f"restarted"}))
+            wd = Watchdog(expired, job.budgets.launch_s, job.budgets.exec_s)
         if hasattr(dev, "begin_job"):
             dev.begin_job(job.doc)
-        res = run_job(job, dev, blobs, regs.baselines, progress)
+        res = run_job(job, dev, blobs, regs.baselines, progress, wd)
         if job.tools:
             progress("tools", ", ".join(t.name for t in job.tools))
             res["tools"] = run_tools(job, regs.tools, spec, blobs, workdir)
@@ -123,14 +146,18 @@ def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress,
         return base, False
     except JobFailure as e:
         base.update(status="failed", error=e.to_json())
-        if "correctness" in e.data:
-            base["correctness"] = e.data["correctness"]
+        for k in ("correctness", "guards"):  # what was checked before it failed
+            if k in e.data:
+                base[k] = e.data[k]
         return base, e.fatal
     except Exception as e:  # an internal error: report it, and do not trust the device
         base.update(status="failed", error={"type": "internal.worker",
                                             "message": f"{type(e).__name__}: {e}",
                                             "traceback": traceback.format_exc()[-4000:]})
         return base, True
+    finally:
+        if wd is not None:
+            wd.close()
 
 
 def run_tools(job: Job, tools, spec, blobs, workdir: pathlib.Path) -> dict:

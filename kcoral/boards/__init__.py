@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Physical floors of an H200 SXM (the brief's figures: dense bf16 tensor-core peak and HBM3e
-# bandwidth); a time below max(flops/peak, bytes/bandwidth) is flagged as suspect.
-H200_PEAK = {"flops_per_s": 790e12, "bytes_per_s": 4.3e12}
-
 
 @dataclass
 class BoardSpec:
@@ -73,6 +69,13 @@ class Device:
 
     kind = "?"
     can_time = True
+
+    @property
+    def watchdog(self) -> bool:
+        """Whether the candidate's launches are guarded by the per-launch watchdog
+        (`kcoral.watchdog`): on boards that launch on a device (those that time). A board
+        that simulates on the CPU (sim) is bounded by the execution budget and its size caps."""
+        return self.can_time
 
     def info(self) -> dict:
         raise NotImplementedError

@@ -27,9 +27,11 @@ import os
 
 import numpy as np
 
-from kcoral.boards import H200_PEAK, BoardSpec, Device
+from kcoral.boards import BoardSpec, Device
+from kcoral.clocks import NvmlClock
 from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
+from kcoral.peaks import peak_info
 from kcoral.plugins import hookimpl
 
 # sticky errors: the context is unusable afterwards (CUDA driver API, CUresult)
@@ -39,9 +41,6 @@ _RUNTIME_ERRORS = {
     717: "runtime.invalid-address-space", 718: "runtime.invalid-pc", 719: "runtime.launch-failed",
     702: "runtime.launch-timeout", 720: "runtime.cooperative-launch-too-large",
 }
-
-# per-device peaks for the floor check (dense bf16 tensor-core FLOP/s, HBM bytes/s)
-PEAKS = {"H200": H200_PEAK, "H100": {"flops_per_s": 989e12, "bytes_per_s": 3.35e12}}
 
 _TMA_DTYPES = {  # PTX type name -> CUtensorMapDataType member suffix
     "u8": "UINT8", "s8": "UINT8", "b8": "UINT8", "e4m3": "UINT8", "e5m2": "UINT8",
@@ -205,7 +204,16 @@ class CudaDevice(Device):
         self.flush = int(self._check(cu.cuMemAlloc(self.flush_words * 4), "cuMemAlloc"))
         self._flush_val = 0
         self._events: list = []
-        self._nvml = _Nvml(int(spec.options.get("ordinal", 0)))
+        try:  # NVML finds the device by its PCI bus id (its order is not CUDA's)
+            bus = self._check(cu.cuDeviceGetPCIBusId(32, self.dev), "cuDeviceGetPCIBusId")
+            bus = bus.split(b"\0")[0].decode() if isinstance(bus, bytes) else str(bus)
+        except Exception:  # JobFailure, or a cuda-bindings that spells the call otherwise:
+            bus = None     # NVML's index is used (kcoral/clocks.py says so)
+        self.clock = NvmlClock(bus, int(spec.options.get("ordinal", 0)))
+        self.clock_note = self.clock.note  # why there are no clock readings ("" when there are)
+        full = self.clock.max_sm()
+        if full:  # NVML's maximum SM clock is the full clock of the regime split
+            self._info["max_clock_mhz"] = full
 
     # --- errors -------------------------------------------------------------------------------
     def _check(self, res, what: str, kind: str = "launch"):
@@ -234,11 +242,6 @@ class CudaDevice(Device):
         name = name.split(b"\0")[0].decode() if isinstance(name, bytes) else str(name)
         major, minor = (self._attr("COMPUTE_CAPABILITY_MAJOR"),
                         self._attr("COMPUTE_CAPABILITY_MINOR"))
-        peak = next((v for k, v in PEAKS.items() if k in name), H200_PEAK)
-        peak = {"flops_per_s": float(self.spec.options.get("peak_flops_per_s",
-                                                           peak["flops_per_s"])),
-                "bytes_per_s": float(self.spec.options.get("peak_bytes_per_s",
-                                                           peak["bytes_per_s"]))}
         return {"name": name, "kind": "cuda", "ordinal": int(self.spec.options.get("ordinal", 0)),
                 "compute_capability": f"{major}.{minor}", "target": target_for(major, minor),
                 "driver": int(self._check(cu.cuDriverGetVersion(), "cuDriverGetVersion")),
@@ -247,7 +250,8 @@ class CudaDevice(Device):
                 "l2_bytes": self._attr("L2_CACHE_SIZE"),
                 "memory_bytes": int(self._check(cu.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem")),
                 "max_smem_optin": self._attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
-                "peak_flops_per_s": peak["flops_per_s"], "peak_bytes_per_s": peak["bytes_per_s"]}
+                # the floor's figures from kcoral's per-device table (or none, said so)
+                **peak_info(name, self.spec.options)}
 
     def info(self) -> dict:
         return dict(self._info)
@@ -409,7 +413,10 @@ class CudaDevice(Device):
                 for a, b in evs]
 
     def sm_clock_mhz(self):
-        return self._nvml.sm_clock()
+        return self.clock.sm()
+
+    def clock_reasons(self):
+        return self.clock.reasons()
 
     def close(self):
         try:
@@ -417,30 +424,6 @@ class CudaDevice(Device):
             self.cu.cuDevicePrimaryCtxRelease(self.dev)
         except Exception:
             pass
-
-
-class _Nvml:
-    """The current SM clock through NVML (libnvidia-ml, ctypes); None where unavailable."""
-
-    def __init__(self, ordinal: int):
-        self.handle = None
-        try:
-            self.lib = ctypes.CDLL("libnvidia-ml.so.1")
-            if self.lib.nvmlInit_v2() != 0:
-                return
-            h = ctypes.c_void_p()
-            if self.lib.nvmlDeviceGetHandleByIndex_v2(ordinal, ctypes.byref(h)) == 0:
-                self.handle = h
-        except OSError:
-            pass
-
-    def sm_clock(self):
-        if self.handle is None:
-            return None
-        mhz = ctypes.c_uint()
-        if self.lib.nvmlDeviceGetClockInfo(self.handle, 1, ctypes.byref(mhz)) != 0:  # NVML_CLOCK_SM
-            return None
-        return float(mhz.value)
 
 
 def gpu_count() -> "tuple[int, str]":
@@ -492,7 +475,8 @@ class CudaBoardType:
                 limits={"memory_bytes": int(mem * 0.9), "max_smem_per_block": smem,
                         "max_threads_per_block": 1024, "max_cluster_size": 16},
                 options={"ordinal": i, **{k: config[k] for k in ("peak_flops_per_s",
-                                                                 "peak_bytes_per_s")
+                                                                 "peak_bytes_per_s",
+                                                                 "peak_fp8_flops_per_s")
                                           if k in config}}))
         return out
 

@@ -5,15 +5,25 @@ Its modules are JSON (``module.format: "fake"``) naming numpy operations per ent
     {"kernels": {"vadd": {"op": "add", "time_ms": 0.05}}}
 
 Ops act on the launch's arguments in order (`OPS`); ``add_bug`` is a deliberately wrong kernel
-for correctness tests. Timings are ``time_ms`` with seeded relative noise (board option
+for correctness tests; ``add_once``, ``add_cached`` and ``table`` (``"values": [...]``, a
+precomputed answer) game the measurement in the ways the guards catch (`kcoral.guards`). A
+kernel's ``clock_sensitivity`` (0..1) makes its time grow as the fake clock falls: the board runs
+at 1980 MHz until a job's ``throttle_after`` rounds ran back to back, then at ``throttled_mhz``
+until it idles 50 ms. Timings are ``time_ms`` with seeded relative noise (board option
 ``noise``), so tests can assert on medians. A job's ``fake`` object tells the worker to misbehave:
 ``{"crash": true}`` (SIGKILL itself mid-launch, like a segfaulting driver), ``{"hang": true}``
-(sleep forever in a launch), ``{"fault": true}`` (a sticky device fault at the next sync),
+(sleep forever in a launch; with ``"hang_after": n`` only after n launches succeeded),
+``{"fault": true}`` (a sticky device fault at the next sync),
 ``{"sleep_s": x}`` (take x seconds of wall time while loading, to make queues build up).
+
+With the board option ``run_log`` (``[boards.fake] run_log = "PATH"``) the device appends each
+job's name to PATH when it starts the job, one line each (O_APPEND, written before the job runs):
+how a load test proves that no job ran twice across a daemon's kill -9 and restart.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -52,8 +62,34 @@ def _noop(*args):
     pass
 
 
+# kernels that game a measurement (for the guards' tests, kcoral/guards.py): each passes a
+# correctness run on fresh inputs
+def _add_once(a, b, out, state, *rest):
+    """Computes on its first launch, then skips (a flag in `state`): fast when timed."""
+    if state.reshape(-1)[0] == 0:
+        out[...] = a + b
+        state.reshape(-1)[0] = 1
+
+
+def _add_cached(a, b, out, cache, state, *rest):
+    """Computes once, then copies its cached answer whatever the inputs are now."""
+    if state.reshape(-1)[0] == 0:
+        out[...] = a + b
+        cache[...] = out
+        state.reshape(-1)[0] = 1
+    else:
+        out[...] = cache
+
+
+def _table(values, a, b, out, *rest):
+    """A precomputed answer (the entry's ``values``), whatever the inputs."""
+    out.reshape(-1)[...] = np.asarray(values, out.dtype)
+
+
 OPS = {"add": _add, "add_bug": _add_bug, "copy": _copy, "scale": _scale, "matmul": _matmul,
-       "noop": _noop}
+       "noop": _noop, "add_once": _add_once, "add_cached": _add_cached, "table": _table}
+FULL_MHZ = 1980.0  # the fake board's full clock
+COOL_S = 0.05      # idle this long and the fake board is back at full clock
 
 
 class FakeDevice(Device):
@@ -67,14 +103,28 @@ class FakeDevice(Device):
         self._rng = np.random.default_rng(1234)
         self._noise = float(spec.options.get("noise", 0.002))
         self._pending_fault = False
+        self.launches = 0  # of the candidate's kernels in this job (``hang_after``)
+        self.rounds = 0    # timed rounds since the card was last cool (``throttle_after``)
+        self._last_round = 0.0
 
     def info(self) -> dict:
         return {"name": "fake numpy device", "kind": "fake", "driver": "none",
+                "max_clock_mhz": FULL_MHZ,
                 "peak_flops_per_s": 790e12, "peak_bytes_per_s": 4.3e12,
+                "peak_fp8_flops_per_s": 1580e12,
+                "peak_source": "fake board (test figures)",
                 "l2_bytes": 0, "versions": {"numpy": np.__version__}}
 
     def begin_job(self, job_doc: dict) -> None:
         self.directives = dict(job_doc.get("fake", {}))
+        self.launches = self.rounds = 0
+        log = self.spec.options.get("run_log")
+        if log:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (job_doc.get("name", "") + "\n").encode())
+            finally:
+                os.close(fd)
         self._rng = np.random.default_rng(int(job_doc["timing"].get("seed", 0)) + 99)
 
     def load(self, module: bytes, fmt: str, entries: list) -> None:
@@ -117,6 +167,8 @@ class FakeDevice(Device):
     def launcher(self, launch: dict, doc: dict):
         k = self.kernels[launch["entry"]]
         op = OPS[k["op"]]
+        if k["op"] == "table":
+            op = functools.partial(op, k.get("values", []))
         bufs = {b["name"]: b for b in doc["buffers"]}
 
         def args():
@@ -134,13 +186,16 @@ class FakeDevice(Device):
         def run():
             if self.directives.get("crash"):
                 os.kill(os.getpid(), signal.SIGKILL)
-            if self.directives.get("hang"):
+            self.launches += 1
+            if self.directives.get("hang") and self.launches > self.directives.get(
+                    "hang_after", 0):
                 time.sleep(1e6)
             if self.directives.get("fault"):
                 self._pending_fault = True
                 return
             op(*args())
         run.time_ms = float(k.get("time_ms", 0.01))
+        run.clock_sensitivity = float(k.get("clock_sensitivity", 0.0))
         return run
 
     def sync(self):
@@ -150,16 +205,34 @@ class FakeDevice(Device):
                              "encountered (fake fault)", fatal=True)
 
     def timed_batch(self, fns, l2_flush):
+        """Run each fn; its time is its ``time_ms`` with seeded noise, scaled by
+        (full / current clock) ** its ``clock_sensitivity`` (the clock model: see
+        `sm_clock_mhz`)."""
+        now = time.monotonic()
+        if now - self._last_round >= COOL_S:
+            self.rounds = 0  # the card idled: it is back at full clock
+        clock = self._clock()
         out = []
         for f in fns:
             f()
-            base = getattr(f, "time_ms", 0.01)
+            base = getattr(f, "time_ms", 0.01) * (FULL_MHZ / clock) ** getattr(
+                f, "clock_sensitivity", 0.0)
             out.append(base * (1.0 + self._noise * float(self._rng.standard_normal())))
         self.sync()
+        self.rounds += 1
+        self._last_round = time.monotonic()
         return out
 
     def sm_clock_mhz(self):
-        return 1980.0
+        return self._clock()
+
+    def _clock(self) -> float:
+        """Full clock, until ``throttle_after`` timed rounds have run back to back (then
+        ``throttled_mhz``, until the card idles `COOL_S`): a power-limited card."""
+        n = self.directives.get("throttle_after", 0)
+        if n and self.rounds >= n and time.monotonic() - self._last_round < COOL_S:
+            return float(self.directives.get("throttled_mhz", 1680.0))
+        return FULL_MHZ
 
     def free_all(self):
         self.buffers.clear()
@@ -184,6 +257,7 @@ class FakeBaseline:
         def run():
             view("out")[...] = view("a") + view("b")
         run.time_ms = float(args.get("time_ms", 0.1))
+        run.clock_sensitivity = float(args.get("clock_sensitivity", 0.0))
         return run
 
 
@@ -198,7 +272,9 @@ class FakeBoardType:
                           tags=list(config.get("tags", ["fake"])),
                           properties={"device": "fake numpy device"},
                           limits=dict(config.get("limits", {"memory_bytes": 1 << 30})),
-                          options={"noise": config.get("noise", 0.002)})
+                          options={"noise": config.get("noise", 0.002),
+                                   **({"run_log": str(config["run_log"])}
+                                      if config.get("run_log") else {})})
                 for i in range(n)]
 
     def open_device(self, spec: BoardSpec) -> Device:

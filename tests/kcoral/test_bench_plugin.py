@@ -63,8 +63,10 @@ def test_build_job_from_suite():
     assert [b["name"] for b in doc["buffers"] if b["output"]] == ["out"]
     assert doc["module"] == {"format": "cubin", "blob": put(ck.cubin),
                              "ir": put(ck.ir_json().encode())}  # the IR for the sim board
-    assert [r["when"] for r in doc["runs"]] == ["before", "after"]
-    assert doc["runs"][0]["seed"] != doc["runs"][1]["seed"]
+    assert [(r["seed"], r["when"]) for r in doc["runs"]] == \
+        [(1, "before"), (2, "before"), (3, "after"), (4, "after")]  # 2 + 2 (issue 17)
+    assert doc["guards"]["seeds_before"] == doc["guards"]["seeds_after"] == 2
+    assert doc["timing"]["seed"] == 1  # the first run's inputs are timed
     assert job.blobs() <= set(blobs)
     from kcoral.blobs import array_from_bytes
     r0 = doc["runs"][0]
@@ -75,6 +77,22 @@ def test_build_job_from_suite():
     assert [(c.buffer, c.rtol, c.atol, c.rms) for c in job.checks] == [("out", 1e-6, 0.0, None)]
     # a baseline arg naming a case parameter takes its value
     assert doc["baselines"] == [{"name": "torch.add", "args": {"n": 1000, "x": "y"}}]
+
+
+def test_seeds_and_guards_are_the_callers():
+    ck = compile_kernel(vadd, "sm_90a")
+    doc = build_job(ck, SUITE, SUITE.cases[0], seeds=(5, 6, 7), before=1,
+                    guards={"constant_outputs": ["out"]}).to_doc()
+    assert [(r["seed"], r["when"]) for r in doc["runs"]] == \
+        [(5, "before"), (6, "after"), (7, "after")]
+    assert doc["guards"]["seeds_before"] == 1 and doc["guards"]["seeds_after"] == 2
+    assert doc["guards"]["constant_outputs"] == ["out"]
+    two = build_job(ck, SUITE, SUITE.cases[0], seeds=(1, 2)).to_doc()
+    assert [r["when"] for r in two["runs"]] == ["before", "after"]
+    with pytest.raises(ValueError, match=r"seeds \[1\] with 2 before timing: expected"):
+        build_job(ck, SUITE, SUITE.cases[0], seeds=(1,), before=2)
+    with pytest.raises(ValueError, match="guards.constant_outputs\\[0\\]: 'nope' is not a"):
+        build_job(ck, SUITE, SUITE.cases[0], guards={"constant_outputs": ["nope"]})
 
 
 def test_tensormap_params_are_described():
@@ -172,3 +190,25 @@ def test_inplace_outputs_are_uploaded_not_poisoned():
     plain = build_job(ck, SUITE, SUITE.cases[0], put=put).to_doc()
     assert next(b for b in plain["buffers"] if b["name"] == "out")["init"] == {"kind": "empty"}
     assert "out" not in plain["runs"][0]["inputs"]
+
+
+def test_both_regime_ratios_are_printed_when_they_differ():
+    r = _res()
+    t = r.result["timing"]
+    t["throttled"] = True
+    t["sm_clock_mhz"] = {"max": 1980.0, "min": 1680.0}
+    t["regimes"] = {"full": {"rounds": 20, "baselines": {"torch.add": {"speedup": 0.87}}},
+                    "sustained": {"rounds": 30, "baselines": {"torch.add": {"speedup": 1.02}}}}
+    assert "1.10x vs torch.add (full clock 0.87x, sustained 1.02x; throttled 1980->1680 MHz)" \
+        in r.summary
+    t["regimes"]["sustained"]["baselines"]["torch.add"]["speedup"] = 0.88  # within 2%
+    assert "full clock" not in r.summary and "1.10x vs torch.add [cuda0]" in r.summary
+
+
+def test_an_incomplete_guard_is_never_clean():
+    r = _res(guards={"seeds": {"status": "incomplete", "why": "4 checked runs on only 1 "
+                                                             "distinct input set(s)"},
+                     "timed_output": {"status": "passed"}})
+    assert r.verdict == "incomplete"
+    assert "guard seeds incomplete (4 checked runs on only 1 distinct input set(s))" in r.summary
+    assert _res(guards={"seeds": {"status": "passed"}}).verdict == "clean"

@@ -10,7 +10,7 @@ from kcoral.boards import BoardSpec
 from kcoral.boards.fake import FakeDevice
 from kcoral.errors import JobFailure
 from kcoral.job import Job, Work
-from kcoral.measure import _rel_stderr_median, run_job, throughput
+from kcoral.measure import run_job, throughput
 from kcoral.plugins import registries
 
 
@@ -51,7 +51,8 @@ def test_ok_result_has_protocol_fields(tmp_path):
     t = r["timing"]
     assert t["converged"] and abs(t["candidate"]["median_ms"] - 0.05) < 0.001
     assert t["candidate"]["n"] == len(t["candidate"]["samples_ms"]) >= 5
-    assert set(t["sm_clock_mhz"]) == {"before", "after"} and t["l2_flush"]
+    assert t["sm_clock_mhz"]["before"] == t["sm_clock_mhz"]["after"] == 1980.0 and t["l2_flush"]
+    assert t["clocks_mhz"] == [1980.0] * t["candidate"]["n"] and t["throttled"] is False
     assert t["gbps"] == pytest.approx(12 * 64 / (t["candidate"]["median_ms"] / 1e3) / 1e9)
     assert events.index("loaded") < events.index("correctness") < events.index("timing")
 
@@ -100,13 +101,6 @@ def test_floor_flags_suspect_times():
     assert mem["suspect"] and mem["floor_ms"] == pytest.approx(1.0)
 
 
-def test_noise_estimate():
-    assert _rel_stderr_median([1.0, 1.0]) == float("inf")
-    assert _rel_stderr_median([1.0] * 50) == 0.0
-    noisy = list(np.random.default_rng(0).normal(1.0, 0.1, 100))
-    assert 0.005 < _rel_stderr_median(noisy) < 0.03
-
-
 def test_a_reference_that_was_never_written_is_an_error(tmp_path):
     # the baseline writes into a buffer other than the shadow: the reference stays poisoned
     run, _ = make(tmp_path, op="noop", runs=False,
@@ -115,3 +109,85 @@ def test_a_reference_that_was_never_written_is_an_error(tmp_path):
     with pytest.raises(JobFailure) as ei:
         run()
     assert ei.value.type == "launch.baseline" and "did not write the reference" in str(ei.value)
+
+
+def _fake_module(tmp_path, **entry):
+    blobs = BlobStore(tmp_path)
+    return blobs, blobs.put(json.dumps({"kernels": {"k": dict({"op": "add"}, **entry)}}).encode())
+
+
+def _run(tmp_path, timing, fake=None, kernel=None, baseline=None, device=FakeDevice):
+    """The fake vadd timed against fake.add; `kernel`/`baseline` add fields (time_ms,
+    clock_sensitivity) to the candidate's entry and the baseline's args."""
+    blobs, mod = _fake_module(tmp_path, **dict({"time_ms": 1.6}, **(kernel or {})))
+    n = 64
+    doc = {"target": "sm_90a", "module": {"format": "fake", "blob": mod},
+           "buffers": [{"name": "a", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
+                       {"name": "b", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
+                       {"name": "out", "dtype": "f32", "shape": [n], "output": True}],
+           "launches": [{"entry": "k", "grid": [1], "block": [64],
+                         "args": [{"buffer": "a"}, {"buffer": "b"}, {"buffer": "out"}]}],
+           "baselines": [{"name": "fake.add", "args": dict(
+               {"a": "a", "b": "b", "out": "out", "time_ms": 1.38}, **(baseline or {}))}],
+           "timing": dict({"min_iters": 40, "max_iters": 40, "budget_s": 30}, **timing),
+           "fake": fake or {}}
+    job = Job.from_json(doc)
+    dev = device(BoardSpec("f", "fake", "sm_90a", options={"noise": 0.001}))
+    dev.begin_job(job.doc)
+    return run_job(job, dev, blobs, registries().baselines, lambda s, m: None)["timing"]
+
+
+def test_paired_ratios_split_by_clock_regime(tmp_path):
+    """The H200 at 8192^3 (issue 17): the clock falls from 1980 to 1680 MHz after a while;
+    cuBLAS slows with it, the candidate (memory-bound in this model) does not."""
+    t = _run(tmp_path, {}, fake={"throttle_after": 15, "throttled_mhz": 1680},
+             baseline={"clock_sensitivity": 1.0})
+    assert t["throttled"] is True and t["sm_clock_mhz"]["min"] == 1680
+    assert t["sm_clock_mhz"]["drop_pct"] == pytest.approx(15.15, abs=0.01)
+    assert len(t["clocks_mhz"]) == t["candidate"]["n"] == 40
+    full, sus = t["regimes"]["full"], t["regimes"]["sustained"]
+    assert full["rounds"] + sus["rounds"] == 40 and full["rounds"] >= 10 and sus["rounds"] >= 10
+    assert full["baselines"]["fake.add"]["speedup"] == pytest.approx(1.38 / 1.6, rel=0.01)
+    assert sus["baselines"]["fake.add"]["speedup"] == pytest.approx(
+        1.38 * 1980 / 1680 / 1.6, rel=0.01)
+    b = t["baselines"]["fake.add"]
+    assert b["speedup"] == pytest.approx(b["speedup_of_medians"], rel=0.1)
+
+
+def test_a_steady_clock_is_one_regime(tmp_path):
+    t = _run(tmp_path, {}, baseline={"clock_sensitivity": 1.0})
+    assert t["throttled"] is False and t["regimes"]["sustained"]["rounds"] == 0
+    assert t["regimes"]["full"]["baselines"]["fake.add"]["speedup"] == pytest.approx(
+        1.38 / 1.6, rel=0.01)
+
+
+def test_the_order_is_random_per_round(tmp_path):
+    t = _run(tmp_path, {})
+    assert t["order"] == "random per round" and 8 <= t["candidate_first_rounds"] <= 32
+    fixed = _run(tmp_path, {"randomize": False})
+    assert fixed["order"] == "fixed" and fixed["candidate_first_rounds"] == 40
+
+
+def test_cooldown_brings_rounds_back_to_full_clock(tmp_path):
+    hot = _run(tmp_path, {}, fake={"throttle_after": 5}, baseline={"clock_sensitivity": 1.0})
+    cool = _run(tmp_path, {"cooldown_s": 0.06}, fake={"throttle_after": 5},
+                baseline={"clock_sensitivity": 1.0})
+    assert hot["regimes"]["sustained"]["rounds"] >= 30
+    assert cool["cooldown"]["count"] >= 1 and cool["cooldown"]["idle_s"] > 0
+    assert cool["regimes"]["sustained"]["rounds"] <= 10
+    assert cool["regimes"]["full"]["rounds"] >= 30
+
+
+class _NoClock(FakeDevice):
+    clock_note = "nvidia-ml-py is not installed (test)"
+
+    def sm_clock_mhz(self):
+        return None
+
+
+def test_without_clock_readings_the_result_says_so(tmp_path):
+    t = _run(tmp_path, {}, device=_NoClock)
+    assert t["clock_note"] == "nvidia-ml-py is not installed (test)"
+    assert t["throttled"] is None and set(t["clocks_mhz"]) == {None}
+    assert t["regimes"] == {"full": {"rounds": 0}, "sustained": {"rounds": 0}}
+    assert t["baselines"]["fake.add"]["speedup"] == pytest.approx(1.38 / 1.6, rel=0.01)

@@ -1,36 +1,11 @@
 """kill -9 of a daemon subprocess, then a restart: queued jobs run, the interrupted one says so."""
 
-import os
-import pathlib
 import signal
-import subprocess
-import sys
 import time
 
 from kcoral.client import KCoralClient
 
-from .conftest import fake_job
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def serve(state, port_file):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
-                                                                                  "")]))
-    if port_file.exists():
-        port_file.unlink()
-    cfg = state.parent / "kcoral.toml"
-    cfg.write_text(f'[server]\nport = 0\nstate_dir = "{state}"\ngrace_s = 2\n'
-                   f'[boards.fake]\ncount = 1\n[boards.sim]\n')
-    p = subprocess.Popen([sys.executable, "-m", "kcoral.cli", "serve", "--config", str(cfg),
-                          "--port-file", str(port_file)], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, cwd=str(ROOT))
-    deadline = time.time() + 30
-    while not port_file.exists():
-        assert p.poll() is None, p.stdout.read().decode()
-        assert time.time() < deadline, "daemon did not start"
-        time.sleep(0.05)
-    return p, f"127.0.0.1:{port_file.read_text()}"
+from .conftest import fake_job, serve
 
 
 def test_kill_9_and_restart_loses_nothing(tmp_path):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.core.pytester import VADD, Tirxh
+from tests.core.pytester import DEFAULT_TOML, VADD, Tirxh
 
 from .conftest import start_daemon
 
@@ -47,3 +47,47 @@ def test_configured_daemon_and_summary(tirxh, tmp_path):
         assert jobs[0]["name"].startswith("vadd[")
     finally:
         d.stop(1)
+
+
+@pytest.mark.parametrize("how", ["option", "ini"])
+def test_exec_budget_reaches_the_job(tirxh, tmp_path, how):
+    d = start_daemon(tmp_path / "state", fake_boards=1)
+    try:
+        if how == "ini":
+            tirxh.project(vadd=VADD, toml=DEFAULT_TOML + "[bench]\nexec_s = 7.5\n")
+            tirxh.run("bench", "--kcoral", d.address)
+        else:
+            tirxh.project(vadd=VADD)
+            tirxh.run("bench", "--kcoral", d.address, "--exec-budget", "7.5")
+        jobs = d.store.list()
+        assert jobs and all(json.loads(j["job_json"])["budgets"]["exec_s"] == 7.5 for j in jobs)
+    finally:
+        d.stop(1)
+
+
+def test_a_bad_exec_budget_is_a_usage_error(tirxh):
+    tirxh.project(vadd=VADD)
+    r = tirxh.run("bench", "--exec-budget", "-1")
+    assert r.ret != 0 and "--exec-budget -1.0: expected a positive number of seconds" in r.stderr
+    tirxh.project(vadd=VADD, toml=DEFAULT_TOML + "[bench]\nexec_s = 0\n")
+    r = tirxh.run("bench")
+    assert r.ret != 0 and "expected a positive number of seconds, got 0" in r.stderr, r
+
+
+def test_seed_counts_reach_the_job(tirxh, tmp_path):
+    d = start_daemon(tmp_path / "state", fake_boards=1)
+    try:
+        tirxh.project(vadd=VADD, toml=DEFAULT_TOML + "[bench]\nseeds_before = 1\n"
+                                                      "seeds_after = 3\n")
+        tirxh.run("bench", "--kcoral", d.address)
+        jobs = d.store.list()
+        assert jobs
+        for j in jobs:
+            doc = json.loads(j["job_json"])
+            assert [r["when"] for r in doc["runs"]] == ["before", "after", "after", "after"]
+            assert doc["guards"]["seeds_before"] == 1 and doc["guards"]["seeds_after"] == 3
+    finally:
+        d.stop(1)
+    tirxh.project(vadd=VADD, toml=DEFAULT_TOML + "[bench]\nseeds_before = 0\n")
+    r = tirxh.run("bench")
+    assert r.ret != 0 and "expected 1 to 8 runs, got 0" in r.stderr, r

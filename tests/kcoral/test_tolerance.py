@@ -45,3 +45,95 @@ def test_same_verdict_and_figures(label, got, exp, tol):
 def test_identical_arrays_take_the_fast_path():
     r = compare(REF, REF.copy())
     assert r["ok"] and r["exact"] and Tolerance().compare(REF, REF.copy())["ok"]
+
+
+# -------------------------------------------------------------------------------------------------
+# the fast path (chunks, float32 where exact) decides every element as the float64 path does
+# -------------------------------------------------------------------------------------------------
+
+def _boundary(e: np.ndarray, rtol: float, atol: float, rng) -> np.ndarray:
+    """`e` moved by about its tolerance: a third just inside, a third just outside, a third on
+    the float64 limit itself (as close as the dtype can get), plus NaN and infinities."""
+    e64 = e.astype(np.float64)
+    thr = atol + rtol * np.abs(e64)
+    scale = rng.choice([1 - 1e-7, 1 + 1e-7, 1.0, 0.5, 2.0, 1 - 1e-3], size=e.shape)
+    sign = rng.choice([-1.0, 1.0], size=e.shape)
+    got = (e64 + sign * thr * scale).astype(e.dtype)
+    flat = got.reshape(-1)
+    flat[::97] = np.nan
+    flat[5::211] = np.inf
+    flat[7::223] = -np.inf
+    return got
+
+
+def _fast_and_reference(monkeypatch, got, exp, tol):
+    import kcoral.tolerance as kt
+    ref = compare(got, exp, *tol)  # small: the float64 path
+    assert "exact" in ref or got.size <= kt.SMALL
+    monkeypatch.setattr(kt, "SMALL", 0)
+    monkeypatch.setattr(kt, "CHUNK", 997)  # chunks that do not divide the array
+    fast = compare(got, exp, *tol)
+    monkeypatch.undo()
+    return fast, ref
+
+
+DTYPES = ["f32", "bf16", "f16", "e4m3", "e5m2", "f64"]
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("tol", [(1e-3, 1e-3, None), (1e-2, 0.0, None), (0.0, 1e-2, None),
+                                 (0.05, 0.5, 0.03), (0.0, 0.0, None)])
+def test_fast_path_gives_the_float64_verdict(monkeypatch, dt, tol):
+    rng = np.random.default_rng(hash((dt, tol)) % 2 ** 32)
+    e = (rng.standard_normal(20011) * rng.choice([1e-3, 1.0, 1e3], 20011)).astype(dtype_of(dt))
+    e.reshape(-1)[::13] = 0  # zeros (a zero limit when atol = 0)
+    got = _boundary(e, tol[0], tol[1], rng)
+    fast, ref = _fast_and_reference(monkeypatch, got, e, tol)
+    assert ref["mismatches"] > 0 and ref["mismatches"] < ref["total"]  # both kinds present
+    for k in ("ok", "mismatches", "total", "first", "reason"):
+        assert repr(fast.get(k)) == repr(ref.get(k)), k
+    for k in ("max_abs", "max_rel"):
+        assert repr(fast[k]) == repr(ref[k]), k  # the float64 figures, NaN included
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_fast_path_figures_without_nan(monkeypatch, dt):
+    rng = np.random.default_rng(3)
+    e = rng.standard_normal(30000).astype(dtype_of(dt))
+    got = (e.astype(np.float64) + rng.standard_normal(30000) * 1e-2).astype(dtype_of(dt))
+    fast, ref = _fast_and_reference(monkeypatch, got, e, (1e-2, 1e-2, None))
+    assert fast["max_abs"] == ref["max_abs"] and fast["max_rel"] == ref["max_rel"]
+    assert fast["rms_ratio"] == pytest.approx(ref["rms_ratio"], rel=1e-6)
+    assert fast["mismatches"] == ref["mismatches"] > 0
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f64"])
+def test_fast_path_rms_limit_exactly_at_the_ratio(monkeypatch, dt):
+    rng = np.random.default_rng(5)
+    e = rng.standard_normal(40000).astype(dtype_of(dt))
+    got = (e.astype(np.float64) * (1 + rng.standard_normal(40000) * 1e-2)).astype(dtype_of(dt))
+    exact = compare(got, e, 1.0, 1.0, None)["rms_ratio"]
+    for limit, ok in ((exact, True), (np.nextafter(exact, 0), False), (exact * 1.01, True)):
+        fast, ref = _fast_and_reference(monkeypatch, got, e, (1.0, 1.0, limit))
+        assert fast["ok"] == ref["ok"] == ok, (limit, fast.get("reason"))
+
+
+@pytest.mark.parametrize("dt", ["s32", "u8", "s64", "u16"])
+def test_fast_path_integers(monkeypatch, dt):
+    rng = np.random.default_rng(11)
+    e = rng.integers(0, 100, 25000).astype(dtype_of(dt))
+    got = e.copy()
+    got[::101] += 1
+    fast, ref = _fast_and_reference(monkeypatch, got, e, (0.0, 0.0, None))
+    for k in ("ok", "mismatches", "first", "max_abs", "max_rel"):
+        assert repr(fast.get(k)) == repr(ref.get(k)), k
+    assert fast["rms_ratio"] == pytest.approx(ref["rms_ratio"], rel=1e-12)
+
+
+def test_a_boolean_output_left_poisoned_never_passes():
+    want = np.ones(64, bool)
+    poisoned = np.frombuffer(b"\xff" * 64, dtype=bool)  # numpy reads 0xFF as True
+    assert np.array_equal(poisoned, want)  # ... so an element comparison would pass it
+    r = compare(poisoned, want)
+    assert not r["ok"] and r["mismatches"] == 64 and r["first"][0]["actual"] == 255
+    assert compare(want.copy(), want)["ok"]

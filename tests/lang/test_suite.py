@@ -32,7 +32,7 @@ def test_case_parameters_reach_grid_consts_inputs_and_work():
     small, wide = SUITE.cases
     assert SUITE.consts(small) == {"BLOCK": 128} and SUITE.consts(wide) == {"BLOCK": 256}
     assert SUITE.grid(small) == (3, 1, 1) and SUITE.grid(wide) == (16, 1, 1)
-    assert SUITE.work(wide) == {"flops": 4096, "bytes": 8 * 4096}
+    assert SUITE.work(wide) == {"flops": 4096, "bytes": 8 * 4096, "flops_dtype": None}
     inp = SUITE.make_inputs(small, seed=3)
     assert inp["x"].shape == (300,) and inp["n"] == 300
     np.testing.assert_array_equal(inp["x"], SUITE.make_inputs(small, seed=3)["x"])
@@ -195,3 +195,11 @@ def test_bit_typed_pointers_take_any_array_of_their_width():
         T.ptx.st.global_.b32(buf.at(T.tid.x), 0)
     s = T.suite(raw, inputs=lambda: dict(buf=np.zeros(32, np.float32)), cases=[T.case("c")])
     assert s.make_inputs(s.cases[0])["buf"].dtype == np.float32
+
+
+def test_flops_dtype_is_checked_where_the_suite_is_declared():
+    """A misspelt type would silently hold fp8 FLOPs against the bf16 peak (a false `suspect`)."""
+    with pytest.raises(ValueError, match=r"flops_dtype='e4m3' is not one of \['bf16'"):
+        T.suite(SUITE.kernel, inputs=SUITE.inputs, flops=lambda n: n, flops_dtype="e4m3")
+    fp8 = T.suite(SUITE.kernel, inputs=SUITE.inputs, flops=lambda: 1, flops_dtype="fp8")
+    assert fp8.work(fp8.cases[0])["flops_dtype"] == "fp8"

@@ -231,6 +231,14 @@ def test_launch_bound_directives():
     assert ".maxntid 256, 1, 1" in ptx and ".minnctapersm 2" in ptx and ".maxnreg 64" in ptx
     assert k.compile("sm_90a").resources.registers <= 64
 
+    @T.kernel(block=lambda B: B, min_blocks=lambda B: 2048 // B, maxnreg=lambda B: 65536 // 2048)
+    def per_case(out: T.gptr[T.u32], B: T.const = 128):
+        T.ptx.st.global_.u32(out.at(0), 1)
+
+    for b in (128, 512):  # launch bounds follow the constants, like the block
+        ptx = per_case.ptx("sm_90a", B=b)
+        assert f".minnctapersm {2048 // b}" in ptx and ".maxnreg 32" in ptx
+
     @T.kernel(block=256, max_threads=128)
     def bad(out: T.gptr[T.u32]):
         pass

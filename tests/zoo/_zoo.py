@@ -50,3 +50,39 @@ def sync_race(suite, case, seed: int = 0):
     analyze = pytest.importorskip("tirxh_sync_check.analyze")
     return analyze.check_kernel(suite.kernel, suite.make_inputs(case, seed),
                                 consts=suite.consts(case), grid=suite.grid(case))
+
+
+# The H200's (sm_90) per-SM limits: what decides how many CTAs of a kernel are resident at once.
+SMS, SM_REGS, SM_THREADS, SM_CTAS = 132, 65536, 2048, 32
+SM_SMEM, CTA_SMEM_RESERVED = 228 * 1024, 1024  # per SM; the driver reserves 1 KiB per CTA
+WARP_REG_UNIT = 256  # registers are allocated per warp in units of 256
+
+
+def resident_ctas_per_sm(suite, case, target: str = "sm_90a") -> int:
+    """How many CTAs of `case` one SM holds at once, from the compiled kernel's register count
+    and shared memory (static + dynamic) and the block size: a persistent grid larger than
+    132 times this runs in two waves, and a grid whose CTAs wait on each other would hang."""
+    consts = suite.consts(case)
+    ck = suite.kernel.compile(target, **consts)
+    md = ck.launch_metadata()
+    threads = 1
+    for d in md["block"]:
+        threads *= d
+    warps = -(-threads // 32)
+    per_warp = -(-ck.resources.registers * 32 // WARP_REG_UNIT) * WARP_REG_UNIT
+    smem = ck.resources.smem_static + int(md["dynamic_smem"]) + CTA_SMEM_RESERVED
+    return min(SM_REGS // (warps * per_warp), SM_THREADS // threads, SM_CTAS, SM_SMEM // smem)
+
+
+def spills(suite, target: str = "sm_90a") -> dict:
+    """Every large (benchmarked) case whose compiled kernel spills or keeps a stack frame, with
+    its resources: under a register cap (``MAXREG``) ptxas spills before it fails, and a spill
+    in a memory-bound kernel is extra traffic the timing would blame on the algorithm."""
+    out = {}
+    for case in suite.cases:
+        if case.small:
+            continue
+        r = suite.kernel.compile(target, **suite.consts(case)).resources
+        if r.spill_stores or r.spill_loads or r.stack_frame:
+            out[case.name] = r
+    return out

@@ -35,6 +35,23 @@ def test_second_launch_on_the_same_scratch_is_right():
     assert set((tags & np.uint64(3)).tolist()) == {MOD.ST_P}
 
 
+@pytest.mark.parametrize("start", [(1 << 32) - 1, 3 * (5 << 32)])
+def test_tickets_past_two_to_the_32_take_the_64_bit_division(start):
+    """Tickets below 2^32 take a 32-bit division, the others a 64-bit one. With 3 tiles a
+    launch from 2^32 - 1 (a multiple of 3, as every launch starts at a multiple of the tile
+    count) takes both; each is exact and every flag carries the launch's epoch."""
+    case = MOD.make_case("late", rows=1, cols=700, BLOCK=32, CHUNKS=2)
+    ntiles = MOD.SUITE.grid(case)[0]
+    assert ntiles == 3 and start % ntiles == 0
+    inputs = MOD.SUITE.make_inputs(case, 4)
+    inputs["counter"][0] = start
+    res, _ = simulate(MOD.SUITE, case, inputs=inputs)
+    assert_matches(MOD.SUITE, case, res, inputs)
+    assert int(res.outputs["counter"][0]) == start + ntiles
+    tags = res.outputs["flags"] >> np.uint64(32)
+    assert set((tags >> np.uint64(2)).tolist()) == {(start // ntiles) & MOD.EPOCH_MASK}
+
+
 def test_error_on_real_valued_data_is_within_the_stated_bound():
     case = MOD.make_case("normal", rows=2, cols=20000, BLOCK=64, CHUNKS=2)
     inputs = MOD.SUITE.make_inputs(case, 3)
@@ -51,8 +68,13 @@ def test_error_on_real_valued_data_is_within_the_stated_bound():
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(rows=1, cols=1000, BLOCK=512, CHUNKS=4),
-     r"case 'bad': BLOCK/32 \* CHUNKS = 64 warp totals must fit one warp's scan"),
+    (dict(rows=1, cols=1000, BLOCK=1024, CHUNKS=9),
+     r"case 'bad': BLOCK/32 \* CHUNKS = 288 warp totals must fit one warp's scan \(at most "
+     r"256: 8 per lane\)"),
+    (dict(rows=1, cols=1000, BLOCK=32, CHUNKS=17),
+     r"case 'bad': CHUNKS=17 must be positive and CHUNKS \* VEC at most 64"),
+    (dict(rows=1, cols=1000, LOOK=3),
+     r"case 'bad': LOOK=3 must be 1, 2, 4 or 8 \(flags per lane and look-back round\)"),
     (dict(rows=1, cols=1000, BLOCK=48), r"case 'bad': BLOCK=48 must be a multiple of 32"),
     (dict(rows=1, cols=0), r"case 'bad': rows=1 and cols=0 must be positive"),
     (dict(rows=64, cols=1 << 26), r"case 'bad': rows\*cols=4294967296 must be below"),
@@ -70,7 +92,42 @@ def test_a_vector_width_that_does_not_divide_the_row_is_refused():
 
 def test_the_check_catches_a_missing_look_back(tmp_path):
     mut = load_mutant("cumsum", "prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, "
-                      "lane))", "pass", tmp_path)
+                      "lane, LOOK))", "pass", tmp_path)
     case = next(c for c in mut.SUITE.cases if c.name == "r1_c5000")
     res, inputs = simulate(mut.SUITE, case)
     assert mismatches(mut.SUITE, case, res, inputs)
+
+
+@pytest.mark.parametrize("old,new,traced_cols", [
+    # the lane holding the nearest P also counts the flags behind that P: tiles counted twice.
+    # Traced, numsim admits one CTA at a time: every predecessor holds P when a tile looks back
+    # and the nearest P is its lane's first flag
+    ("counted.append(before | (at_p if seen is None else at_p & ~seen))",
+     "counted.append(before | at_p)", 1000),
+    # only each lane's first flag is summed: the window skips tiles. Batched, CTAs look back
+    # together and find aggregates (A) in every flag of a window
+    ("for (val, _), c in zip(got, counted):", "for (val, _), c in zip(got[:1], counted):", 0),
+])
+def test_the_check_catches_a_wrong_multi_flag_window(old, new, traced_cols, tmp_path):
+    """LOOK=2: each lane reads two flags per round; a window that counts a flag beyond the
+    nearest P, or misses one, gives wrong prefixes (and the unmutated kernel does not)."""
+    ns = pytest.importorskip("tirxh_numsim")
+    case = MOD.make_case("seq", rows=1 if traced_cols else 2, cols=traced_cols or 9000,
+                         BLOCK=32, CHUNKS=1, LOOK=2)
+    inputs = MOD.SUITE.make_inputs(case, 0)
+    for mod, wrong in ((load_mutant("cumsum", old, new, tmp_path), True), (MOD, False)):
+        res = ns.run(mod.SUITE.kernel, dict(inputs), grid=mod.SUITE.grid(case),
+                     trace=bool(traced_cols),
+                     outputs=list(mod.SUITE.outputs), consts=mod.SUITE.consts(case))
+        assert res.verdict == "clean"
+        assert mismatches(mod.SUITE, case, res, inputs) == wrong
+
+
+def test_warp_totals_beyond_one_per_lane_are_scanned_in_order():
+    """160 threads x 7 chunks: 35 warp-chunk totals, 2 per lane of the scanning warp (the last
+    lanes hold one or none); every element of every tile exact."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "r2_c10000_b160_k7_l4")
+    assert (case.params["BLOCK"] // 32) * case.params["CHUNKS"] == 35
+    res, inputs = simulate(MOD.SUITE, case)
+    assert_matches(MOD.SUITE, case, res, inputs)
+    np.testing.assert_array_equal(res.outputs["out"], np.cumsum(inputs["x"], axis=1))

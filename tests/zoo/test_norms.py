@@ -5,7 +5,9 @@ import pytest
 
 import tirxh.lang as T
 
-from ._zoo import check, load, simulate, small_cases, sync_race
+from ._zoo import (SMS, check, load, resident_ctas_per_sm, simulate, small_cases, spills,
+                   sync_race)
+from .zoo_modules import load_mutant
 
 norms = load("norms")
 SUITES = (norms.RMSNORM, norms.LAYERNORM, norms.ADD_RMSNORM, norms.QUANT_FP8)
@@ -64,6 +66,10 @@ def test_shapes_the_kernels_cannot_run_are_refused_when_declared(suite):
                                          r"rows \* cols < 2\^32"):
         T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
                 cases=[T.case("huge", rows=1 << 20, cols=4096)])
+    with pytest.raises(ValueError, match=r"case 'knobs': CTAS=5000 must be in 0..4096 \(0: one "
+                                         r"CTA per row\), EF=1 0 or 1 and MAXREG=8 0 \(no cap\)"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
+                cases=[T.case("knobs", rows=4, cols=4096, CTAS=5000, EF=1, MAXREG=8)])
 
 
 def test_tails_and_layouts():
@@ -78,3 +84,31 @@ def test_the_cross_warp_reduction_is_race_free(suite):
     case = next(c for c in suite.cases if c.name == "r3_c4096")  # 8 warps, one bar.sync
     sync, race = sync_race(suite, case)
     assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+def test_persistent_grids_fit_one_wave_and_share_the_rows_evenly(suite):
+    """A persistent grid larger than what the SMs hold at once would run a second wave; rows
+    that do not divide among the CTAs leave a tail of CTAs with one row more. Both are checked
+    against the compiled register count; and no benchmarked variant spills (MAXREG caps)."""
+    cases = [c for c in suite.cases if not c.small and c.params.get("CTAS")]
+    assert cases
+    for case in cases:
+        grid = suite.grid(case)[0]
+        assert grid <= SMS * resident_ctas_per_sm(suite, case), case.name
+        assert case.params["rows"] % grid == 0, case.name
+    assert spills(suite) == {}
+
+
+def test_persistent_rows_alternate_the_reduction_words(tmp_path):
+    """Persistent CTAs reduce row after row with one barrier each: a fast warp's next row must
+    not overwrite a word another warp has yet to read, hence two halves alternating per row.
+    racecheck is clean with them and finds the race without them."""
+    case = next(c for c in norms.RMSNORM.cases if c.name == "r5_c4096_p2")
+    sync, race = sync_race(norms.RMSNORM, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+    mut = load_mutant("norms", "body(r, r * cols, cur, it & 1)", "body(r, r * cols, cur, 0)",
+                      tmp_path)
+    _, race = sync_race(mut.RMSNORM, case)
+    assert race.verdict == "error" and any("red" in f.message for f in race.findings), \
+        race.summary

@@ -4,6 +4,7 @@ kernel cannot run are refused when the case is declared."""
 import numpy as np
 import pytest
 
+from tests.zoo._zoo import SMS, resident_ctas_per_sm, spills
 from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
                                   simulate)
 
@@ -81,3 +82,26 @@ def test_cross_entropy_target_outside_the_row_is_nan_not_a_stray_read():
 def test_cross_entropy_refusals(params, match):
     with pytest.raises(ValueError, match=match):
         declare(MOD.SUITE_CE, MOD.make_ce_case("bad", **params), MOD.ce_constraints)
+
+
+def test_an_unknown_cache_hint_is_refused():
+    with pytest.raises(ValueError, match=r"case 'bad': EF=2 must be 0 or 1 \(1: evict-first"):
+        declare(MOD.SUITE, MOD.make_case("bad", rows=4, cols=1024, EF=2), MOD.constraints)
+    with pytest.raises(ValueError, match=r"case 'bad': EF=3 must be 0 or 1"):
+        declare(MOD.SUITE_CE, MOD.make_ce_case("bad", rows=4, cols=1024, EF=3),
+                MOD.ce_constraints)
+
+
+def test_persistent_tma_grids_fit_one_wave_and_the_balanced_one_divides_the_rows():
+    """softmax_tma's CTAs must all be resident (a second wave would idle most SMs); the p256
+    case exists to compare 256 CTAs of 64 rows with 264 of 62 or 63."""
+    for case in (c for c in MOD.SUITE_TMA.cases if not c.small):
+        grid = MOD.SUITE_TMA.grid(case)[0]
+        assert grid <= SMS * resident_ctas_per_sm(MOD.SUITE_TMA, case), case.name
+    p256 = next(c for c in MOD.SUITE_TMA.cases if c.name == "r16384_c8192_p256")
+    assert p256.params["rows"] % MOD.SUITE_TMA.grid(p256)[0] == 0
+
+
+def test_no_benchmarked_variant_spills():
+    for suite in (MOD.SUITE, MOD.SUITE_TMA, MOD.SUITE_CE):
+        assert spills(suite) == {}, suite.name

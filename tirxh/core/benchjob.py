@@ -3,8 +3,9 @@
 `build_job` turns a compiled kernel and its suite case into a typed `kcoral.job.Job`: one buffer
 per pointer parameter (inputs uploaded as blobs from ``suite.make_inputs(case, seed)``; the
 suite's ``outputs`` poisoned), scalars by value, ``T.TensorMap`` inputs described for the board
-to encode, the grid from ``suite.grid(case)``, correctness runs on two fresh seeds (before and
-after timing) against ``suite.expected``, tolerances from ``suite.tolerance_for``, and the
+to encode, the grid from ``suite.grid(case)``, correctness runs on fresh seeds (by default two
+before and two after timing, KCoral's ``guards.seeds_before``/``seeds_after``) against
+``suite.expected``, tolerances from ``suite.tolerance_for``, and the
 declared work for TFLOP/s, GB/s and the floor. `client_for` gives the run's `KCoralClient`, for
 the configured daemon or an embedded one. `bench_error` turns a refused submission into a typed
 error by its refusal code.
@@ -30,7 +31,9 @@ from kcoral.job import Job
 from .suite import TensorMap
 from .types import from_numpy
 
-CORRECTNESS_SEEDS = (1, 2)  # run 1 before timing (its inputs are also timed), run 2 after
+# runs 1 and 2 before timing (run 1's inputs are also timed), 3 and 4 after (issue 17: a kernel
+# right on one seed each side can be wrong on the next)
+CORRECTNESS_SEEDS = (1, 2, 3, 4)
 EMBEDDED_BOARDS = {"cuda": {}, "sim": {}}  # what an embedded daemon serves: the local GPUs + sim
 
 
@@ -39,10 +42,22 @@ def _sha256(data: bytes) -> str:
 
 
 def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | None" = None,
-              baselines=(), put=None) -> Job:
+              baselines=(), put=None, budgets: "dict | None" = None,
+              before: "int | None" = None, guards: "dict | None" = None) -> Job:
     """The job for one item. `put(bytes) -> digest` registers a blob to upload
     (``KCoralClient.put_blob``); the module travels as the cubin, with the IR as JSON beside it
-    (``module.ir``, for the sim board). ValueError names what in the suite does not fit."""
+    (``module.ir``, for the sim board). The first `before` of `seeds` (default: half, rounded
+    up) are correctness runs before timing, the rest after; the first is also timed, and the
+    job's ``guards`` ask the daemon for as many; `guards` sets the rest of them (e.g.
+    ``{"constant_outputs": ["mask"]}``, `kcoral.job.Guards`). `budgets` (``exec_s``,
+    ``queue_s``, ``launch_s``) override the daemon's defaults. ValueError names what in the suite does not
+    fit."""
+    seeds = [int(s) for s in seeds]
+    before = (len(seeds) + 1) // 2 if before is None else int(before)
+    if not seeds or not 0 < before <= len(seeds):
+        raise ValueError(f"seeds {seeds} with {before} before timing: expected at least one "
+                         f"seed and 1..{len(seeds)} of them before timing")
+    whens = ["before"] * before + ["after"] * (len(seeds) - before)
     if compiled.cubin is None:
         raise ValueError(f"{compiled.name}: no cubin to benchmark (compiled with assemble=False)")
     md = compiled.launch_metadata()
@@ -81,7 +96,7 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
         if not any(b["name"] == o for b in buffers):
             raise ValueError(f"{suite.name}: output {o!r} is not a pointer parameter")
     runs = []
-    for s, inputs, when in zip(seeds, runs_inputs, ("before", "after")):
+    for s, inputs, when in zip(seeds, runs_inputs, whens):
         exp = suite.expected(case, inputs) or {}
         run = {"seed": int(s), "when": when, "inputs": {}, "expected": {}}
         for b in buffers:
@@ -103,7 +118,8 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
         b["args"] = {k: (case.params[v] if isinstance(v, str) and v in case.params else v)
                      for k, v in b.get("args", {}).items()}
         bl.append(b)
-    work = {k: (float(v) if v is not None else None) for k, v in suite.work(case).items()}
+    work = {k: (v if k == "flops_dtype" or v is None else float(v))
+            for k, v in suite.work(case).items()}
     doc = {"name": where, "target": compiled.target,
            "module": _module(compiled, put),
            "buffers": buffers,
@@ -113,7 +129,11 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
                          "args": args}],
            "checks": checks, "runs": runs, "baselines": bl,
            "timing": dict({"seed": int(seeds[0])}, **(timing or {})),
+           "guards": dict({"seeds_before": before, "seeds_after": len(seeds) - before},
+                          **(guards or {})),
            "work": work}
+    if budgets:
+        doc["budgets"] = {k: float(v) for k, v in budgets.items() if v is not None}
     try:
         return Job.parse(doc)
     except ValueError as e:  # kcoral.errors.JobError: each problem names its field

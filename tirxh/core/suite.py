@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from kcoral.peaks import FLOPS_DTYPES
 
 from . import ir
 from .errors import SuiteError, TirxhError
@@ -171,6 +172,7 @@ class Suite:
     baselines: tuple = ()
     launches: "Callable | None" = None  # optional multi-launch plan (grid per launch)
     inplace: tuple = ()  # outputs whose initial contents are inputs (read, then overwritten)
+    flops_dtype: "str | None" = None  # tensor-core input type of the FLOPs (the floor's peak)
 
     @property
     def name(self) -> str:
@@ -252,13 +254,14 @@ class Suite:
         vals = dict(self.consts(c))
         vals.update(c.params)
         return {"flops": call_with_matching(self.flops, vals) if self.flops else None,
-                "bytes": call_with_matching(self.bytes, vals) if self.bytes else None}
+                "bytes": call_with_matching(self.bytes, vals) if self.bytes else None,
+                "flops_dtype": self.flops_dtype}
 
 
 def suite(kernel: Kernel, inputs: Callable, reference: "Callable | None" = None,
           outputs=(), cases=(), tolerance: "Tolerance | dict | None" = None, flops=None,
           bytes=None, baselines=(), constraints: "Callable | None" = None,
-          inplace=()) -> Suite:
+          inplace=(), flops_dtype: "str | None" = None) -> Suite:
     """Declare a kernel's cases; put the result in a module-level variable to be collected.
 
     `constraints(**params)` (optional) states the shapes the kernel accepts: called with each
@@ -267,6 +270,9 @@ def suite(kernel: Kernel, inputs: Callable, reference: "Callable | None" = None,
     together here, when the suite is declared, so a shape the kernel cannot run is refused
     instead of simulated or timed into a wrong answer. `inplace` names outputs that are also
     inputs (an in-place kernel): KCoral uploads their initial contents instead of poisoning them.
+    `flops_dtype` names the tensor-core input type the FLOPs run at ("fp8", "int8", "bf16", ...):
+    KCoral holds the time against that type's peak, so an fp8 GEMM is not flagged for beating
+    the bf16 peak (default: bf16-class).
     """
     if not isinstance(kernel, Kernel):
         raise TypeError(f"T.suite: expected a @T.kernel, got {kernel!r}")
@@ -280,6 +286,9 @@ def suite(kernel: Kernel, inputs: Callable, reference: "Callable | None" = None,
     if stray:
         raise ValueError(f"T.suite({kernel.name}): inplace names {stray}, which are not among "
                          f"the outputs {list(outputs)}")
+    if flops_dtype is not None and flops_dtype not in FLOPS_DTYPES:
+        raise ValueError(f"T.suite({kernel.name}): flops_dtype={flops_dtype!r} is not one of "
+                         f"{list(FLOPS_DTYPES)}")
     if constraints is not None:
         problems = []
         for c in cases:
@@ -292,4 +301,4 @@ def suite(kernel: Kernel, inputs: Callable, reference: "Callable | None" = None,
                              + "\n  ".join(problems))
     return Suite(kernel, inputs, reference, tuple(outputs), list(cases),
                  tolerance if tolerance is not None else Tolerance(), flops, bytes,
-                 tuple(baselines), inplace=tuple(inplace))
+                 tuple(baselines), inplace=tuple(inplace), flops_dtype=flops_dtype)

@@ -13,8 +13,10 @@ import sys
 from dataclasses import dataclass, field
 
 from kcoral.errors import KCoralError
+from kcoral.stats import regimes_differ
 
 from tirxh.core.benchjob import bench_error, build_job, client_for, close_clients
+from tirxh.core.errors import UsageError
 from tirxh.core.pluginmanager import hookimpl
 
 __all__ = ["BenchResult"]
@@ -47,11 +49,18 @@ class BenchResult:
             return "incomplete" if err.startswith(("unavailable", "interrupted", "timeout")) \
                 else "error"
         t = r.get("timing") or {}
-        if not t or "skipped" in t or not r.get("verified"):
+        if not t or "skipped" in t or not r.get("verified") or self.guards_incomplete:
             return "incomplete"
         if t.get("suspect"):
             return "review"
         return "clean" if t.get("converged") else "incomplete"
+
+    @property
+    def guards_incomplete(self) -> dict:
+        """The daemon's guards (`kcoral.guards`) that could not be applied: name -> why. A result
+        a guard could not check is never clean (fail closed)."""
+        return {k: g.get("why", "") for k, g in (self.result.get("guards") or {}).items()
+                if isinstance(g, dict) and g.get("status") == "incomplete"}
 
     @property
     def timed(self) -> bool:
@@ -90,13 +99,15 @@ class BenchResult:
         if t.get("floor_fraction") is not None:
             parts.append(f"{t['floor_fraction']:.0%} of floor")
         for name, b in t.get("baselines", {}).items():
-            parts.append(f"{b['speedup']:.2f}x vs {name}")
+            parts.append(f"{b['speedup']:.2f}x vs {name}" + _regime_ratios(t, name))
         if not t.get("converged"):
             parts.append(f"noise {t.get('rel_noise', 0):.1%} > {t.get('rel_noise_target'):.0%}")
         if t.get("suspect"):
             parts.append("SUSPECT: below the physical floor")
         if not r.get("verified"):
             parts.append("unverified (no reference)")
+        for name, why in self.guards_incomplete.items():
+            parts.append(f"guard {name} incomplete ({why})")
         return ", ".join(parts) + f" [{r.get('board', '?')}]"
 
     def to_json(self) -> dict:
@@ -105,17 +116,71 @@ class BenchResult:
                 "daemon": self.daemon, "job_id": self.job_id, "result": self.result}
 
 
+def _regime_ratios(t: dict, baseline: str) -> str:
+    """`` (full clock 0.87x, sustained 1.02x; throttled 1980->1680 MHz)`` when the paired
+    ratios of the two clock regimes differ by more than 2% (issue 17), else ``""``."""
+    if not regimes_differ(t.get("regimes") or {}, baseline):
+        return ""
+    r = t["regimes"]
+    c = t.get("sm_clock_mhz") or {}
+    return (f" (full clock {r['full']['baselines'][baseline]['speedup']:.2f}x, sustained "
+            f"{r['sustained']['baselines'][baseline]['speedup']:.2f}x"
+            + (f"; throttled {c['max']:.0f}->{c['min']:.0f} MHz" if t.get("throttled") else "")
+            + ")")
+
+
 @hookimpl
 def tirxh_addoption(parser):
     parser.addoption("--kcoral", default=None, metavar="HOST:PORT",
                      help="KCoral daemon for `tirxh bench` (default: [bench] kcoral, else an "
                           "embedded daemon with the local boards)")
+    parser.addoption("--exec-budget", type=float, default=None, metavar="SECONDS",
+                     help="execution budget of each bench job on its board (default: [bench] "
+                          "exec_s, else the daemon's 120 s)")
+    parser.addini("bench", "exec_s", "float", None,
+                  "execution budget of each bench job on its board, seconds (a hung kernel is "
+                  "stopped sooner by the per-launch watchdog)", check=_positive)
+    parser.addini("bench", "seeds_before", "int", 2,
+                  "correctness runs on fresh seeds before timing (KCoral's seeds guard)",
+                  check=_seed_count(1))
+    parser.addini("bench", "seeds_after", "int", 2,
+                  "correctness runs on fresh seeds after timing", check=_seed_count(0))
+
+
+def _seed_count(least: int):
+    def check(v) -> "str | None":
+        return None if least <= v <= 8 else f"expected {least} to 8 runs, got {v!r}"
+    return check
+
+
+def _positive(v) -> "str | None":
+    return None if v is None or v > 0 else f"expected a positive number of seconds, got {v!r}"
+
+
+def exec_budget(config) -> "float | None":
+    """``--exec-budget``, else ``[bench] exec_s``, else None (the daemon's default)."""
+    v = config.getoption("exec_budget")
+    if v is None:
+        v = config.getini("bench", "exec_s")
+    if v is not None and not v > 0:
+        raise UsageError(f"--exec-budget {v!r}: expected a positive number of seconds")
+    return v
+
+
+@hookimpl
+def tirxh_configure(config):
+    if config.command == "bench":
+        exec_budget(config)  # a bad --exec-budget is a usage error before anything runs
 
 
 @hookimpl
 def tirxh_bench_item(item, compiled, config):
+    budget = exec_budget(config)
     client = client_for(config)
-    job = build_job(compiled, item.suite, item.case, put=client.put_blob)
+    before, after = config.getini("bench", "seeds_before"), config.getini("bench", "seeds_after")
+    job = build_job(compiled, item.suite, item.case, put=client.put_blob,
+                    seeds=range(1, before + after + 1), before=before,
+                    budgets={"exec_s": budget} if budget else None)
     timeout = float(config.getini("bench", "timeout_s") or 600.0)
     tty = sys.stderr.isatty()
     last = None

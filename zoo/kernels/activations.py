@@ -16,11 +16,19 @@ elements one at a time (``ld.global.b16`` / ``cvt.f32.bf16``). sigmoid(u) = 1 / 
 log2 e)) with ``ex2.approx.ftz.f32`` and ``rcp.approx.ftz.f32`` (relative error ~2^-21: far below
 one bf16 rounding); the result is rounded once to bf16 with ``cvt.rn.bf16x2.f32``.
 
+Variants (constants; docs/TUNING.md has each one's predicted effect): CTAS > 0 makes the grid
+persistent (CTAS CTAs, one wave of resident ones: a grid-stride loop over vectors that loads the
+next iteration before it computes the current one, so no CTA launches or tail wave after the
+first, see `elementwise_persistent`); EF=1 loads with ``ld.global.cs`` (evict-first: an input
+line is never read again, so the L2 keeps the dirty lines it would otherwise write back during
+the kernel); MAXREG caps the registers (``.maxnreg``) so that more CTAs are resident.
+
 Techniques: vectorized 16-byte coalesced access, several loads in flight per thread, unpredicated
-fast path with a per-vector and per-element tail, fast-math exponentials.
+fast path with a per-vector and per-element tail, fast-math exponentials, persistent grid-stride
+loop with software pipelining, cache-streaming hints.
 Work: ~10 FLOPs and 6 bytes (swiglu) / 4 bytes (gelu) per element: memory bound.
 
-Tags: vectorized, elementwise, tail-handling, fast-math, bf16
+Tags: vectorized, elementwise, tail-handling, fast-math, bf16, persistent
 """
 
 import math
@@ -30,7 +38,7 @@ import numpy as np
 import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
-TAGS = ("vectorized", "elementwise", "tail-handling", "fast-math", "bf16")
+TAGS = ("vectorized", "elementwise", "tail-handling", "fast-math", "bf16", "persistent")
 
 BF16 = numpy_dtype("bf16")
 BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
@@ -70,8 +78,15 @@ def apply_vector(f, vectors):
     return out
 
 
-def elementwise(f, ins, out, n, BLOCK, UNROLL):
-    """The kernel body shared by the activations (see the module docstring)."""
+def _load(EF):
+    """The 16-byte load: ``ld.global.v4.b32``, or with EF=1 ``ld.global.cs.v4.b32`` (cache
+    streaming: evict-first in L1 and L2, each input element is read once)."""
+    return T.ptx.ld.global_.cs.v4.b32 if EF else T.ptx.ld.global_.v4.b32
+
+
+def elementwise(f, ins, out, n, BLOCK, UNROLL, EF):
+    """The kernel body shared by the activations, one tile per CTA (module docstring)."""
+    ld = _load(EF)
     tile = BLOCK * UNROLL * 8
     base = T.ctaid.x * tile
     first = base + T.tid.x * 8
@@ -79,40 +94,101 @@ def elementwise(f, ins, out, n, BLOCK, UNROLL):
     oaddr = out.at(first)
     step = BLOCK * 16  # bytes between a thread's vectors
     with T.if_(base + tile <= n, uniform=True):  # the whole tile is in range
-        loaded = [[T.ptx.ld.global_.v4.b32(a + j * step) for a in addrs] for j in range(UNROLL)]
+        loaded = [[ld(a + j * step) for a in addrs] for j in range(UNROLL)]
         for j, vecs in enumerate(loaded):
             T.ptx.st.global_.v4.b32(oaddr + j * step, apply_vector(f, vecs))
     with T.else_():  # the CTA holding the end of the array
         for j in range(UNROLL):
             i = first + j * BLOCK * 8
             with T.if_(i + 8 <= n):
-                vecs = [T.ptx.ld.global_.v4.b32(a + j * step) for a in addrs]
+                vecs = [ld(a + j * step) for a in addrs]
                 T.ptx.st.global_.v4.b32(oaddr + j * step, apply_vector(f, vecs))
             with T.else_():
                 with T.range(i, n) as e:  # at most 7 elements
-                    vals = [T.ptx.cvt.f32.bf16(T.ptx.ld.global_.b16(p.at(e))) for p in ins]
-                    T.ptx.st.global_.b16(out.at(e), T.ptx.cvt.rn.bf16.f32(f(*vals)))
+                    _scalar(f, ins, out, e)
 
 
-def _grid(n, BLOCK, UNROLL):
-    return max(1, T.cdiv(n, BLOCK * UNROLL * 8))
+def _scalar(f, ins, out, e):
+    """One element: ``ld.global.b16`` per input, ``cvt.f32.bf16``, f, ``cvt.rn.bf16.f32``."""
+    vals = [T.ptx.cvt.f32.bf16(T.ptx.ld.global_.b16(p.at(e))) for p in ins]
+    T.ptx.st.global_.b16(out.at(e), T.ptx.cvt.rn.bf16.f32(f(*vals)))
 
 
-@T.kernel(grid=_grid, block=lambda BLOCK: BLOCK)
+def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF):
+    """The body of a persistent grid (CTAS > 0): thread g = ctaid * BLOCK + tid of the G * BLOCK
+    threads takes the 8-element vectors g, g + G BLOCK, g + 2 G BLOCK, ... (every warp access
+    still 512 contiguous bytes), UNROLL of them per iteration, and loads the next iteration's
+    vectors before it computes and stores the current ones (software pipelining: a thread's
+    loads are in flight while it computes). No CTA launches after the first wave, and every
+    thread's share is within one vector of every other's, so there is no tail wave. Vectors past
+    the last full one are predicated off; CTA 0 finishes the last n mod 8 elements."""
+    ld = _load(EF)
+    nvec = n >> 3
+    span = T.nctaid.x * BLOCK  # vectors from one of a thread's vectors to the next
+    step = span * UNROLL  # vectors per iteration
+    g = T.ctaid.x * BLOCK + T.tid.x
+
+    def load(v0, into=None):
+        """The UNROLL x len(ins) vectors of the iteration at vector v0 (predicated)."""
+        got = []
+        for u in range(UNROLL):
+            v = v0 + u * span if u else v0
+            ok = v < nvec
+            vecs = []
+            for i, p in enumerate(ins):
+                words = into[u][i] if into else [T.reg(T.b32) for _ in range(4)]
+                ld(words, p.at(v * 8), pred=ok)
+                vecs.append(words)
+            got.append((v, ok, vecs))
+        return got
+
+    cur = load(g, [[[T.reg(T.b32, init=0) for _ in range(4)] for _ in ins]
+                   for _ in range(UNROLL)])
+    with T.range(g, nvec, step) as v:
+        nxt = load(v + step)
+        for u, (_, _, vecs) in enumerate(cur):
+            w = v + u * span if u else v
+            T.ptx.st.global_.v4.b32(out.at(w * 8), apply_vector(f, vecs), pred=w < nvec)
+        for (_, _, dst), (_, _, src) in zip(cur, nxt):
+            for dw, sw in zip(dst, src):
+                for d, s_ in zip(dw, sw):
+                    d.set(s_)
+    e = (nvec << 3) + T.tid.x
+    with T.if_((T.ctaid.x == 0) & (e < n)):  # at most 7 elements
+        _scalar(f, ins, out, e)
+
+
+def _body(f, ins, out, n, BLOCK, UNROLL, CTAS, EF):
+    if CTAS:
+        elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF)
+    else:
+        elementwise(f, ins, out, n, BLOCK, UNROLL, EF)
+
+
+def _grid(n, BLOCK, UNROLL, CTAS):
+    return CTAS if CTAS else max(1, T.cdiv(n, BLOCK * UNROLL * 8))
+
+
+def _maxnreg(MAXREG):
+    return MAXREG or None  # 0: no cap (ptxas chooses)
+
+
+@T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
 def swiglu(a: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gptr[T.bf16], n: T.u32,
-           BLOCK: T.const = 256, UNROLL: T.const = 2):
-    elementwise(silu_mul, [a, b], out, n, BLOCK, UNROLL)
+           BLOCK: T.const = 256, UNROLL: T.const = 2, CTAS: T.const = 0, EF: T.const = 0,
+           MAXREG: T.const = 0):
+    _body(silu_mul, [a, b], out, n, BLOCK, UNROLL, CTAS, EF)
 
 
-@T.kernel(grid=_grid, block=lambda BLOCK: BLOCK)
+@T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
 def gelu_tanh(x: T.gptr[T.bf16], out: T.gptr[T.bf16], n: T.u32, BLOCK: T.const = 256,
-              UNROLL: T.const = 2):
-    elementwise(gelu, [x], out, n, BLOCK, UNROLL)
+              UNROLL: T.const = 2, CTAS: T.const = 0, EF: T.const = 0, MAXREG: T.const = 0):
+    _body(gelu, [x], out, n, BLOCK, UNROLL, CTAS, EF)
 
 
 # --- cases, references, rules ------------------------------------------------------------------
 
-def constraints(n, BLOCK, UNROLL):
+def constraints(n, BLOCK, UNROLL, CTAS, EF, MAXREG):
     out = []
     if not 1 <= n <= 1 << 31:
         out.append(f"n={n} must be in 1..2^31 (u32 element offsets, tile ends included)")
@@ -120,16 +196,33 @@ def constraints(n, BLOCK, UNROLL):
         out.append(f"BLOCK={BLOCK} must be a multiple of 32 in 32..1024")
     if not 1 <= UNROLL <= 8:
         out.append(f"UNROLL={UNROLL} must be in 1..8 (16-byte vectors per thread and input)")
+    if not 0 <= CTAS <= 4096 or EF not in (0, 1):
+        out.append(f"CTAS={CTAS} must be in 0..4096 (0: one tile per CTA) and EF={EF} 0 or 1")
+    if MAXREG and not 32 <= MAXREG <= 255:
+        out.append(f"MAXREG={MAXREG} must be 0 (no cap) or in 32..255 (.maxnreg)")
     return out
 
 
-def _cases():
+def _cases(persistent):
     """Small: a single partial vector, a tail CTA with full and partial vectors, several full
-    CTAs; large: 64M elements (128 MiB per tensor, twice the L2 each), UNROLL 2 and 4."""
+    CTAs, the persistent grid (vectors left over for some threads, the scalar tail, evict-first
+    loads); large: 64M elements (128 MiB per tensor, twice the L2 each) with the variants of
+    docs/TUNING.md (UNROLL 2 and 4, 128-thread CTAs of one vector per thread, evict-first loads,
+    persistent grids of `(ctas, maxreg)`: as many CTAs as are resident at once, 132 SMs times the
+    CTAs of 256 threads the kernel's registers allow, under a register cap where one is given;
+    tests/zoo/test_activations.py checks them against the compiled register count)."""
+    big = [T.case("n64M", n=1 << 26, **BENCH),
+           T.case("n64M_u4", n=1 << 26, UNROLL=4, **BENCH),
+           T.case("n64M_b128_u1", n=1 << 26, BLOCK=128, UNROLL=1, **BENCH),
+           T.case("n64M_ef", n=1 << 26, EF=1, **BENCH)]
+    for ctas, maxreg in persistent:
+        name = f"n64M_p{ctas}" + (f"_r{maxreg}" if maxreg else "")
+        big += [T.case(name, n=1 << 26, CTAS=ctas, MAXREG=maxreg, **BENCH),
+                T.case(name + "_ef", n=1 << 26, CTAS=ctas, MAXREG=maxreg, EF=1, **BENCH)]
     return [T.case("n5", n=5), T.case("n4099", n=4099),
             T.case("n16384_b128_u1", n=16384, BLOCK=128, UNROLL=1),
-            T.case("n64M", n=1 << 26, **BENCH),
-            T.case("n64M_u4", n=1 << 26, UNROLL=4, **BENCH)]
+            T.case("n5_p2", n=5, BLOCK=32, CTAS=2),
+            T.case("n4099_p3_ef", n=4099, BLOCK=32, UNROLL=2, CTAS=3, EF=1)] + big
 
 
 def _bf16(rng, n):
@@ -157,7 +250,7 @@ SWIGLU = T.suite(
     swiglu, inputs=lambda rng, n: dict(a=_bf16(rng, n), b=_bf16(rng, n),
                                        out=np.empty(n, BF16), n=n),
     reference=lambda a, b: {"out": (_f64(a) * _f64(b) / (1 + np.exp(-_f64(a)))).astype(BF16)},
-    outputs=["out"], cases=_cases(), tolerance=ONE_BF16_ULP, constraints=constraints,
+    outputs=["out"], cases=_cases([(396, 0), (528, 64)]), tolerance=ONE_BF16_ULP, constraints=constraints,
     flops=lambda n: 10 * n, bytes=lambda n: 6 * n,
     baselines=_torch("silu_mul", a="a", b="b"))
 
@@ -172,6 +265,6 @@ def _gelu_ref(x):
 
 GELU_TANH = T.suite(
     gelu_tanh, inputs=lambda rng, n: dict(x=_bf16(rng, n), out=np.empty(n, BF16), n=n),
-    reference=_gelu_ref, outputs=["out"], cases=_cases(), tolerance=ONE_BF16_ULP,
+    reference=_gelu_ref, outputs=["out"], cases=_cases([(528, 0)]), tolerance=ONE_BF16_ULP,
     constraints=constraints, flops=lambda n: 12 * n, bytes=lambda n: 4 * n,
     baselines=_torch("gelu_tanh", x="x"))

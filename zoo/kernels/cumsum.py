@@ -7,17 +7,31 @@ launch. Each CTA scans one tile of TILE = BLOCK * CHUNKS * VEC elements of a row
 
 1. tile order: thread 0 takes a ticket with ``atom.global.add.u64`` on a counter, so tiles are
    handed out in the order CTAs start; every tile's predecessors are then running or done, which
-   is what makes waiting on them safe (block indices carry no such guarantee);
+   is what makes waiting on them safe (block indices carry no such guarantee, and nothing here
+   assumes that any number of CTAs is resident);
 2. the tile is loaded with 16-byte coalesced loads (``ld.global.v4.f32``, a warp reads 512
-   contiguous bytes; CHUNKS loads per thread, all issued before use) and scanned in registers:
-   each thread scans its VEC elements, a ``shfl.sync.up`` ladder scans the thread totals of each
-   chunk within the warp, and warp 0 scans the BLOCK/32 * CHUNKS warp totals;
+   contiguous bytes; CHUNKS loads per thread from one address and immediate offsets, all issued
+   before use; ``EF=1``: ``ld.global.cs``, evict-first, since every element is read once) and
+   scanned in registers: each thread scans its VEC elements, a ``shfl.sync.up`` ladder scans the
+   thread totals of each chunk within the warp, and warp 0 scans the BLOCK/32 * CHUNKS warp
+   totals (K = ceil(totals / 32) consecutive ones per lane, summed in the lane, then one ladder);
 3. look-back: warp 0 publishes the tile's aggregate (status A) in its flag word, then reads the
-   flags of the 32 preceding tiles at once, one per lane: if one holds an inclusive prefix
-   (status P), the sum of the aggregates up to it plus that prefix is this tile's exclusive prefix;
-   a flag not yet published is waited for (``vote.ballot`` makes every decision warp-uniform);
-   it then publishes its own inclusive prefix (P). A row's first tile publishes P at once;
+   flags of the 32 LOOK preceding tiles at once, LOOK per lane: if one holds an inclusive prefix
+   (status P), the sum of the aggregates up to the nearest P plus that prefix is this tile's
+   exclusive prefix; a flag not yet published is waited for (``vote.ballot`` makes every
+   decision warp-uniform); without a P the window moves 32 LOOK tiles back. It then publishes
+   its own inclusive prefix (P). A row's first tile publishes P at once;
 4. every thread adds its offsets and stores with ``st.global.v4.f32``.
+
+Why the tile size matters (issue 14; docs/TUNING.md): at 4.25 TB/s a tile of T elements (8T
+bytes of traffic) must be finished every 8T / 4.25e12 s, i.e. 130 tiles per microsecond at T =
+4096. A tile that looks back while its predecessors are still in flight finds the nearest P about
+rate x (look-back round trip, ~0.5 us) tiles back: 65 tiles at T = 4096, more than one 32-flag
+round, and every extra round delays the P the next tiles wait for (measured: 56% of the floor).
+At T = 16384 (32 tiles per us) the nearest P is ~16 tiles back, within one round of 64 flags.
+So tiles are as large as the registers allow (up to 64 elements per thread) and each round reads
+LOOK flags per lane. The ticket's epoch is a 32-bit division while tickets fit in 32 bits (a
+64-bit one is a ~70-instruction subroutine between the ticket and the first load).
 
 A flag is one 64-bit word -- the f32 value in the low half, the status and an epoch in the high
 half -- written and read with ``st/ld.relaxed.gpu.b64``, so a value and its status are never seen
@@ -32,7 +46,7 @@ under ~2e5): the check is bitwise, and it tests the algorithm, not rounding. On 
 the error of an element is bounded by about (log2(TILE) + tiles before it) * eps * sum |x| up to
 it; tests/zoo/test_cumsum.py checks that bound on normal data.
 
-Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass
+Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan
 Work: 1 FLOP and 8 bytes per element.
 """
 
@@ -42,6 +56,8 @@ import tirxh.lang as T
 
 TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan")
 
+MAX_TOTALS = 256  # warp-chunk totals per tile: 8 per lane of the scanning warp
+MAX_PER_THREAD = 64  # elements a thread holds in registers
 ST_A, ST_P = 1, 2  # flag status: aggregate only / inclusive prefix (0: not yet published)
 EPOCH_MASK = 0x3FFFFFFF  # the epoch's bits kept in the flag (above the 2 status bits)
 FULL = 0xFFFFFFFF
@@ -70,45 +86,106 @@ def _warp_sum(v):
     return v
 
 
-def _look_back(flags, tile, first, agg, epoch, lane):
-    """Warp 0, after publishing A: the exclusive prefix from the predecessors' flags (every
-    lane), then publish P."""
-    tag_p = T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), ST_P)
-    prefix = T.reg(T.f32, init=0.0)
-    look = T.reg(T.u32, init=tile)  # the window is tiles look-1-lane
-    with T.loop():
-        # lanes past the row's first tile read as "P, 0"
-        inrow = T.ptx.add.u32(lane, first) < look
-        idx = T.ptx.sub.u32(T.ptx.sub.u32(look, 1), lane)
+def _read_flags(flags, look, first, epoch, lane, LOOK):
+    """One look-back round: lane l reads the flags of the tiles ``look - 1 - d`` for its LOOK
+    distances d = l LOOK + j (``ld.relaxed.gpu.global.b64`` each, all in flight together).
+    Returns per distance (value, status); a flag of another epoch reads as status 0 (not yet
+    published), a tile before the row's first as (0, P)."""
+    d0 = lane * LOOK
+    out = []
+    for j in range(LOOK):
+        d = d0 + j if j else d0
+        inrow = T.ptx.add.u32(d, first) < look
         word = T.reg(T.b64, init=0)
-        T.ptx.ld.relaxed.gpu.global_.b64(word, flags.at(idx), pred=inrow)
+        T.ptx.ld.relaxed.gpu.global_.b64(word, flags.at(T.ptx.sub.u32(T.ptx.sub.u32(look, 1), d)),
+                                         pred=inrow)
         val, tag = T.reg(T.b32), T.reg(T.b32)
         T.ptx.mov.b64([val, tag], word)
         fresh = T.ptx.shr.u32(tag, 2) == epoch
         status = T.ptx.selp.u32(T.ptx.and_.b32(tag, 3), 0, fresh)
         T.ptx.mov.u32(status, ST_P, pred=~inrow)
         T.ptx.mov.b32(val, 0, pred=~inrow)
-        pmask = T.ptx.vote.ballot.sync.b32(status == ST_P, FULL)
-        # the window: lanes up to the nearest P (all 32 lanes when none holds P)
-        low = T.ptx.and_.b32(pmask, T.ptx.neg.s32(pmask))
-        win = T.ptx.selp.b32(T.ptx.or_.b32(T.ptx.sub.u32(low, 1), low), FULL, pmask != 0)
-        waiting = T.ptx.and_.b32(T.ptx.vote.ballot.sync.b32(status == 0, FULL), win)
+        out.append((val, status))
+    return out
+
+
+def _look_back(flags, tile, first, agg, epoch, lane, LOOK):
+    """Warp 0, after publishing A: the exclusive prefix from the predecessors' flags (every
+    lane), then publish P.
+
+    Each round reads a window of 32 LOOK flags (`_read_flags`); the flags that count are those
+    up to and including the nearest P (distance order: lane-major, then j), or all of them when
+    none holds P. If one of those is not yet published the round is read again; else their values
+    are summed (``vote.ballot`` + a butterfly sum: every decision is warp-uniform) and the look-back
+    ends at the P or moves 32 LOOK tiles further back."""
+    tag_p = T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), ST_P)
+    prefix = T.reg(T.f32, init=0.0)
+    look = T.reg(T.u32, init=tile)  # the window is the tiles look - 1 - d, d < 32 LOOK
+    with T.loop():
+        got = _read_flags(flags, look, first, epoch, lane, LOOK)
+        is_p = [status == ST_P for _, status in got]
+        has_p = is_p[0]
+        for p in is_p[1:]:
+            has_p = has_p | p
+        pmask = T.ptx.vote.ballot.sync.b32(has_p, FULL)
+        low = T.ptx.and_.b32(pmask, T.ptx.neg.s32(pmask))  # the nearest lane holding a P
+        # lanes before it count all their flags (every lane when no P: low - 1 = all ones),
+        # that lane counts its flags up to its first P, the lanes after it none
+        before = T.ptx.and_.b32(T.ptx.shr.u32(T.ptx.sub.u32(low, 1), lane), 1) != 0
+        at_p = T.ptx.and_.b32(T.ptx.shr.u32(low, lane), 1) != 0
+        counted, seen = [], None
+        for p in is_p:
+            counted.append(before | (at_p if seen is None else at_p & ~seen))
+            seen = p if seen is None else seen | p
+        unready = None
+        for (_, status), c in zip(got, counted):
+            u = c & (status == 0)
+            unready = u if unready is None else unready | u
+        waiting = T.ptx.vote.ballot.sync.b32(unready, FULL)
         with T.if_(waiting == 0, uniform=True):
-            inwin = T.ptx.and_.b32(T.ptx.shr.u32(win, lane), 1) != 0
-            part = _warp_sum(T.ptx.selp.f32(T.ptx.mov.f32(val), 0.0, inwin))
-            T.ptx.add.f32(prefix, prefix, part)
+            part = None
+            for (val, _), c in zip(got, counted):
+                v = T.ptx.selp.f32(T.ptx.mov.f32(val), 0.0, c)
+                part = v if part is None else part + v
+            T.ptx.add.f32(prefix, prefix, _warp_sum(part))
             T.break_(pmask != 0)
-            T.ptx.sub.u32(look, look, 32)
+            T.ptx.sub.u32(look, look, 32 * LOOK)
     with T.if_(lane == 0):
         T.ptx.st.relaxed.gpu.global_.b64(flags.at(tile),
                                          T.ptx.mov.b64([T.ptx.add.f32(prefix, agg), tag_p]))
     return prefix
 
 
+def _scan_totals(wt, nt, lane):
+    """Warp 0: the inclusive scan of the `nt` warp-chunk totals in ``wt`` (tile order), K =
+    ceil(nt / 32) consecutive ones per lane: K ``ld.shared.f32`` and adds in the lane, a warp scan
+    of the lane sums. Returns (the tile's aggregate, this lane's exclusive prefix, a function that
+    writes every total's exclusive prefix plus an offset back to ``wt``)."""
+    K = T.cdiv(nt, 32)
+    first = wt.at(lane * K) if K > 1 else wt.at(lane)
+    runs = []  # inclusive sums within the lane, and the predicate of each slot
+    for j in range(K):
+        have = None if 32 * K == nt else (lane * K + j < nt if K > 1 else lane < nt)
+        own = T.reg(T.f32, init=0.0)
+        T.ptx.ld.shared.f32(own, first + 4 * j, pred=have)
+        runs.append((own if not runs else runs[-1][0] + own, have))
+    total = runs[-1][0]
+    incl = _warp_scan(T.reg(T.f32, init=total), lane)
+    agg = T.ptx.mov.f32(T.ptx.shfl.sync.idx.b32(incl, 31, 0x1F, FULL))
+    excl = T.ptx.sub.f32(incl, total)
+
+    def write_back(offset):
+        base = T.ptx.add.f32(excl, offset)
+        for j, (_, have) in enumerate(runs):
+            val = base if j == 0 else T.ptx.add.f32(base, runs[j - 1][0])
+            T.ptx.st.shared.f32(first + 4 * j, val, pred=have)
+    return agg, write_back
+
+
 @T.kernel(grid=_ticket_grid, block=lambda BLOCK: BLOCK)
 def cumsum(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64], counter: T.gptr[T.u64],
            rows: T.u32, cols: T.u32, BLOCK: T.const = 256, CHUNKS: T.const = 4,
-           VEC: T.const = 4):
+           VEC: T.const = 4, LOOK: T.const = 1, EF: T.const = 0):
     tile_n = tile_elems(BLOCK, CHUNKS, VEC)
     nw = BLOCK // 32
     nt = nw * CHUNKS  # warp-chunk totals, scanned by one warp
@@ -122,11 +199,19 @@ def cumsum(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64], counter: 
     per_row = T.ptx.div.u32(T.ptx.add.u32(cols, tile_n - 1), tile_n)
     with T.if_(tid == 0):
         ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
-        ntiles = T.ptx.cvt.u64.u32(rows * per_row)
-        epoch64 = T.ptx.div.u64(ticket, ntiles)
-        T.ptx.st.shared.v2.u32(bcast.at(0), [
-            T.ptx.cvt.u32.u64(T.ptx.sub.u64(ticket, T.ptx.mul.lo.u64(epoch64, ntiles))),
-            T.ptx.and_.b32(T.ptx.cvt.u32.u64(epoch64), EPOCH_MASK)])
+        ntiles = rows * per_row
+        lo, hi = T.reg(T.u32), T.reg(T.u32)
+        T.ptx.mov.b64([lo, hi], ticket)
+        with T.if_(hi == 0):  # the first 2^32 tickets: a 32-bit division (a 64-bit one is a
+            epoch = lo / ntiles  # ~70-instruction subroutine on the path to the first load)
+            T.ptx.st.shared.v2.u32(bcast.at(0), [lo - epoch * ntiles,
+                                                 T.ptx.and_.b32(epoch, EPOCH_MASK)])
+        with T.else_():
+            n64 = T.ptx.cvt.u64.u32(ntiles)
+            epoch64 = T.ptx.div.u64(ticket, n64)
+            T.ptx.st.shared.v2.u32(bcast.at(0), [
+                T.ptx.cvt.u32.u64(T.ptx.sub.u64(ticket, T.ptx.mul.lo.u64(epoch64, n64))),
+                T.ptx.and_.b32(T.ptx.cvt.u32.u64(epoch64), EPOCH_MASK)])
     T.ptx.bar.sync(0)
     tile, epoch = T.ptx.ld.shared.v2.u32(bcast.at(0))
     row = tile / per_row
@@ -134,33 +219,39 @@ def cumsum(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64], counter: 
     col0 = t_in_row * tile_n
     base = row * cols + col0
 
-    # 2. load CHUNKS x VEC elements per thread (coalesced), scan them in registers
-    vld = {4: T.ptx.ld.global_.v4.f32, 2: T.ptx.ld.global_.v2.f32, 1: T.ptx.ld.global_.f32}[VEC]
+    # 2. load CHUNKS x VEC elements per thread (coalesced), scan them in registers; EF=1 loads
+    # with .cs (evict-first in L1 and L2: each element is read once)
+    cop = T.ptx.ld.global_.cs if EF else T.ptx.ld.global_
+    vld = {4: cop.v4.f32, 2: cop.v2.f32, 1: cop.f32}[VEC]
     vst = {4: T.ptx.st.global_.v4.f32, 2: T.ptx.st.global_.v2.f32, 1: T.ptx.st.global_.f32}[VEC]
+    # one address per pointer and immediate offsets per chunk; the tail predicates are
+    # recomputed at the store (nothing per chunk but the data stays live across the look-back)
+    e0 = tid * VEC
+    step = BLOCK * VEC  # elements from one chunk to the next
+
+    def in_row(c):
+        return T.ptx.add.u32(col0, e0 + c * step if c else e0) < cols
+
     chunks = []
+    xaddr = x.at(base + e0)
     for c in range(CHUNKS):
-        e = (c * BLOCK + tid) * VEC
-        ok = T.ptx.add.u32(col0, e) < cols
         v = [T.reg(T.f32, init=0.0) for _ in range(VEC)]
-        vld(v if VEC > 1 else v[0], x.at(base + e), pred=ok)
-        chunks.append((e, ok, v))
-    thread_excl = []
-    for c, (_, _, v) in enumerate(chunks):
+        vld(v if VEC > 1 else v[0], xaddr + 4 * c * step, pred=in_row(c))
+        chunks.append(v)
+    for c, v in enumerate(chunks):  # v becomes the scan within the warp's chunk
         for i in range(1, VEC):
             T.ptx.add.f32(v[i], v[i], v[i - 1])
         incl = _warp_scan(T.reg(T.f32, init=v[-1]), lane)
-        thread_excl.append(T.ptx.sub.f32(incl, v[-1]))
+        excl = T.ptx.sub.f32(incl, v[-1])
+        for i in range(VEC):  # added now: no register per chunk stays live across the wait
+            T.ptx.add.f32(v[i], v[i], excl)
         with T.if_(lane == 31):
             T.ptx.st.shared.f32(wt.at(c * nw + warp), incl)
     T.ptx.bar.sync(0)
 
     # 3. warp 0: scan the warp totals (chunk-major), look back, leave each (chunk, warp) offset
     with T.if_(warp == 0, uniform=True):
-        have = lane < nt
-        own = T.reg(T.f32, init=0.0)
-        T.ptx.ld.shared.f32(own, wt.at(lane), pred=have)
-        incl = _warp_scan(T.reg(T.f32, init=own), lane)
-        agg = T.ptx.mov.f32(T.ptx.shfl.sync.idx.b32(incl, nt - 1, 0x1F, FULL))
+        agg, write_back = _scan_totals(wt, nt, lane)
         # publish first (a row's first tile: P, the others: A), then look back: nothing a tile
         # waits for is behind another tile's wait (numsim runs CTAs in lockstep batches)
         first = t_in_row == 0
@@ -171,30 +262,34 @@ def cumsum(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64], counter: 
                                                                   status)]))
         prefix = T.reg(T.f32, init=0.0)
         with T.if_(~first, uniform=True):
-            prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, lane))
-        T.ptx.st.shared.f32(wt.at(lane), T.ptx.add.f32(T.ptx.sub.f32(incl, own), prefix),
-                            pred=have)
+            prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, lane, LOOK))
+        write_back(prefix)
     T.ptx.bar.sync(0)
 
     # 4. add the offsets, store
-    for c, (e, ok, v) in enumerate(chunks):
-        off = T.ptx.add.f32(T.ptx.ld.shared.f32(wt.at(c * nw + warp)), thread_excl[c])
-        vst(out.at(base + e), [T.ptx.add.f32(vi, off) for vi in v] if VEC > 1
-            else T.ptx.add.f32(v[0], off), pred=ok)
+    oaddr = out.at(base + e0)
+    for c, v in enumerate(chunks):
+        off = T.ptx.ld.shared.f32(wt.at(c * nw + warp))
+        vst(oaddr + 4 * c * step, [T.ptx.add.f32(vi, off) for vi in v] if VEC > 1
+            else T.ptx.add.f32(v[0], off), pred=in_row(c))
 
 
 # -- cases ------------------------------------------------------------------------------------------
 
-def constraints(rows, cols, BLOCK, CHUNKS, VEC):
+def constraints(rows, cols, BLOCK, CHUNKS, VEC, LOOK, EF):
     """The shapes `cumsum` accepts (checked when the suite is declared)."""
     why = []
     if BLOCK % 32 or not 32 <= BLOCK <= 1024:
         why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, 1024]")
-    elif (BLOCK // 32) * CHUNKS > 32:
+    elif (BLOCK // 32) * CHUNKS > MAX_TOTALS:
         why.append(f"BLOCK/32 * CHUNKS = {(BLOCK // 32) * CHUNKS} warp totals must fit one "
-                   "warp's scan (at most 32)")
-    if CHUNKS < 1:
-        why.append(f"CHUNKS={CHUNKS} must be positive")
+                   f"warp's scan (at most {MAX_TOTALS}: {MAX_TOTALS // 32} per lane)")
+    if not 1 <= CHUNKS or CHUNKS * VEC > MAX_PER_THREAD:
+        why.append(f"CHUNKS={CHUNKS} must be positive and CHUNKS * VEC at most "
+                   f"{MAX_PER_THREAD} (the thread's elements stay in registers)")
+    if LOOK not in (1, 2, 4, 8) or EF not in (0, 1):
+        why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round) "
+                   f"and EF={EF} 0 or 1")
     if rows < 1 or cols < 1:
         why.append(f"rows={rows} and cols={cols} must be positive")
     elif cols % VEC:
@@ -205,13 +300,13 @@ def constraints(rows, cols, BLOCK, CHUNKS, VEC):
     return why
 
 
-def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, CHUNKS: int = 4,
-              small: bool = True) -> T.Case:
+def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, CHUNKS: int = 4, LOOK: int = 1,
+              EF: int = 0, small: bool = True) -> T.Case:
     """A cumsum case; the vector width follows cols: 4 floats per access when cols is a
     multiple of 4, else 2 or 1. Large cases are the H200's (tag h200), never simulated."""
     vec = next(v for v in (4, 2, 1) if cols % v == 0) if cols > 0 else 1
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
-                  BLOCK=BLOCK, CHUNKS=CHUNKS, VEC=vec)
+                  BLOCK=BLOCK, CHUNKS=CHUNKS, VEC=vec, LOOK=LOOK, EF=EF)
 
 
 def inputs(rng, rows, cols, BLOCK=256, CHUNKS=4, VEC=4):
@@ -234,10 +329,26 @@ SUITE = T.suite(
         make_case("r3_c3001", rows=3, cols=3001, BLOCK=32, CHUNKS=8),      # odd width: scalar
         # 128-element tiles: 36 per row, so a look-back crosses more than one 32-tile window
         make_case("r2_c4484_t128", rows=2, cols=4484, BLOCK=32, CHUNKS=1),
-        make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
+        # 71 tiles per row: look-back rounds of 64 flags (2 per lane) cross windows
+        make_case("r2_c9000_t128_l2", rows=2, cols=9000, BLOCK=32, CHUNKS=1, LOOK=2),
+        # 35 warp totals (2 per lane, the last lanes partly empty), 128 flags per round, .cs loads
+        make_case("r2_c10000_b160_k7_l4", rows=2, cols=10000, BLOCK=160, CHUNKS=7, LOOK=4,
+                  EF=1),
+        # the H200's: tiles of 4K (before issue 14's tuning), 8K, 16K and 32K elements
         make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
-        make_case("r1_c64M_k8", rows=1, cols=1 << 26, BLOCK=128, CHUNKS=8, small=False),
-        make_case("r1_c64M_b512", rows=1, cols=1 << 26, BLOCK=512, CHUNKS=2, small=False),
+        make_case("r1_c64M_l4", rows=1, cols=1 << 26, LOOK=4, small=False),
+        make_case("r1_c64M_t8k", rows=1, cols=1 << 26, BLOCK=256, CHUNKS=8, LOOK=2, small=False),
+        make_case("r1_c64M_t16k", rows=1, cols=1 << 26, BLOCK=512, CHUNKS=8, LOOK=2,
+                  small=False),
+        make_case("r1_c64M_t16k_ef", rows=1, cols=1 << 26, BLOCK=512, CHUNKS=8, LOOK=2, EF=1,
+                  small=False),
+        make_case("r1_c64M_t16k_b1024", rows=1, cols=1 << 26, BLOCK=1024, CHUNKS=4, LOOK=2,
+                  small=False),
+        make_case("r1_c64M_t32k", rows=1, cols=1 << 26, BLOCK=1024, CHUNKS=8, LOOK=2,
+                  small=False),
+        make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
+        make_case("r8_c4M_t16k", rows=8, cols=1 << 22, BLOCK=512, CHUNKS=8, LOOK=2,
+                  small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order (docstring)
     constraints=constraints,

@@ -761,7 +761,7 @@ def _fp8_suite(kernel, small: list):
     args = {"M": "M", "N": "N", "K": "K"}
     return T.suite(kernel, inputs=_fp8_inputs(CM), reference=fp8_reference, outputs=["c"],
                    cases=small + _large(f"c{CM}", fp8=True), tolerance=FP8_TOLERANCE,
-                   flops=lambda M, N, K: 2 * M * N * K,
+                   flops=lambda M, N, K: 2 * M * N * K, flops_dtype="fp8",
                    bytes=lambda M, N, K: M * K + N * K + 2 * M * N,
                    baselines=[{"name": "torch._scaled_mm", "args": args},
                               {"name": "torch._scaled_mm.fast_accum", "args": args}])

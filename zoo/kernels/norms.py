@@ -26,14 +26,22 @@ registers (two reductions, no E[x^2] - mean^2 cancellation); add_rmsnorm adds wi
 maximum on packed ``abs/max.bf16x2`` (exact: amax is one of the inputs) and takes
 448 / amax and scale with IEEE ``div.rn``, so it is bitwise equal to its numpy reference.
 
+Variants (constants; docs/TUNING.md: each one's predicted effect): CTAS > 0 makes the grid
+persistent (`each_row`: CTA c takes rows c, c + G, ... and loads the next row before it reduces
+and stores the current one, so its loads are in flight through the barrier and the arithmetic;
+w (and b) are loaded once per CTA; the reduction words alternate between two halves per row);
+EF=1 loads with ``ld.global.cs`` (evict-first: each element is read once, so the L2 keeps its
+dirty lines instead); MAXREG caps the registers (``.maxnreg``) for one more CTA per SM.
+
 Shapes: cols must be a multiple of 8 (rows are read as 16-byte vectors) and at most
 8 * BLOCK * 16 (16 vectors per thread); rows * cols < 2^32 (u32 element offsets).
 
 Techniques: vectorized 16-byte coalesced access, one CTA per row, row in registers (single pass),
 warp-shuffle butterfly + shared-memory cross-warp reduction, packed bf16x2 arithmetic, fp8
-conversion with saturation.
+conversion with saturation, persistent rows with next-row prefetch, cache-streaming hints.
 
-Tags: vectorized, warp-shuffle, block-reduction, row-in-registers, single-pass, bf16, fp8
+Tags: vectorized, warp-shuffle, block-reduction, row-in-registers, single-pass, bf16, fp8,
+persistent
 """
 
 import numpy as np
@@ -42,7 +50,7 @@ import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
 TAGS = ("vectorized", "warp-shuffle", "block-reduction", "row-in-registers", "single-pass",
-        "bf16", "fp8")
+        "bf16", "fp8", "persistent")
 
 BF16 = numpy_dtype("bf16")
 BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
@@ -81,18 +89,22 @@ class Row:
     def pred(self, j):
         return self.tail if j == self.v - 1 else None
 
-    def load(self, ptr, base=None):
+    def load(self, ptr, base=None, row_ok=None, EF=0):
         """The thread's vectors of a bf16 row at element offset `base`: V lists of 4 b32 words
-        (zeros where predicated off)."""
+        (zeros where the row's tail predicates a vector off). `row_ok` predicates every vector
+        (a prefetch past the last row); EF=1 loads with ``.cs`` (evict-first)."""
+        ld = T.ptx.ld.global_.cs.v4.b32 if EF else T.ptx.ld.global_.v4.b32
         addr = ptr.at(self.col if base is None else base + self.col)
         out = []
         for j in range(self.v):
-            p = self.pred(j)
+            tail = self.pred(j)
+            p = tail if row_ok is None else (row_ok if tail is None else row_ok & tail)
             if p is None:
-                words = T.ptx.ld.global_.v4.b32(addr + j * self.nt * 16)
-            else:
-                words = [T.reg(T.b32, init=0) for _ in range(4)]
-                T.ptx.ld.global_.v4.b32(words, addr + j * self.nt * 16, pred=p)
+                words = ld(addr + j * self.nt * 16)
+            else:  # zeros where the tail is off; a row predicated off is never used
+                words = [T.reg(T.b32, init=0) if tail is not None else T.reg(T.b32)
+                         for _ in range(4)]
+                ld(words, addr + j * self.nt * 16, pred=p)
             out.append(list(words))
         return out
 
@@ -122,12 +134,12 @@ def pack_row(values):
             for vals in values]
 
 
-def block_reduce(value, op, red, nw):
+def block_reduce(value, op, slot, nw):
     """Reduce an f32 (or b32) over the CTA; every thread gets the result.
 
     ``shfl.sync.bfly.b32`` + `op` over offsets 16..1, then (more than one warp) lane 0 stores its
-    warp's value to ``red[warp]`` (``st.shared.b32``), ``bar.sync 0``, and every thread combines
-    the NW words in order (``ld.shared.b32``)."""
+    warp's value to ``slot(warp)`` (``st.shared.b32``), ``bar.sync 0``, and every thread combines
+    the NW words in order (``ld.shared.b32``). `slot(i)` is the address of warp i's word."""
     is_f32 = value.dtype.name == "f32"
     retype = T.ptx.mov.f32 if is_f32 else T.ptx.mov.b32
     for off in (16, 8, 4, 2, 1):
@@ -135,13 +147,48 @@ def block_reduce(value, op, red, nw):
     if nw == 1:
         return value
     with T.if_(T.laneid() == 0):
-        T.ptx.st.shared.b32(red.at(T.tid.x >> 5), value)
+        T.ptx.st.shared.b32(slot(T.tid.x >> 5), value)
     T.ptx.bar.sync(0)
     load = T.ptx.ld.shared.f32 if is_f32 else T.ptx.ld.shared.b32
-    total = load(red.at(0))
+    total = load(slot(0))
     for i in range(1, nw):
-        total = op(total, load(red.at(i)))
+        total = op(total, load(slot(i)))
     return total
+
+
+def slots(red, parity):
+    """Warp i's word of the reduction buffer `red` [2, NW] in half `parity` (an int, or a
+    register alternating per row: a fast warp's next row cannot overwrite a word another warp
+    has yet to read, since it passes that row's barrier only after every warp has read)."""
+    return lambda i: red.at(parity, i)
+
+
+def each_row(row, rows, CTAS, ptrs, body, EF):
+    """Run ``body(r, base, vectors, parity)`` for the rows of this CTA, where `vectors` holds the
+    thread's packed vectors of each pointer in `ptrs` for row r (element offset `base`).
+
+    CTAS = 0: one CTA per row (the grid is the rows), parity 0. CTAS > 0: a persistent grid of
+    G = min(rows, CTAS) CTAs, CTA c taking rows c, c + G, ... in a device loop that loads row
+    r + G (``@p ld.global.v4.b32``, p = r + G < rows) before it reduces and stores row r: the next
+    row's loads are in flight during this row's barrier and arithmetic, and the loop carries
+    them over with ``mov`` (one per word). The parity alternates per row (`slots`)."""
+    cols = row.cols
+    if not CTAS:
+        base = T.ctaid.x * cols
+        body(T.ctaid.x, base, [row.load(p, base, EF=EF) for p in ptrs], 0)
+        return
+    step = T.nctaid.x
+    cur = [row.load(p, T.ctaid.x * cols, EF=EF) for p in ptrs]  # the grid holds <= rows CTAs
+    it = T.reg(T.u32, init=0)
+    with T.range(T.ctaid.x, rows, step) as r:
+        nr = r + step
+        nxt = [row.load(p, nr * cols, row_ok=nr < rows, EF=EF) for p in ptrs]
+        body(r, r * cols, cur, it & 1)
+        for dst, src in zip(cur, nxt):
+            for dv, sv in zip(dst, src):
+                for d, v in zip(dv, sv):
+                    d.set(v)
+        T.ptx.add.u32(it, it, 1)
 
 
 def add(a, b):
@@ -166,90 +213,125 @@ def _block(cols, BLOCK):
     return threads(cols, BLOCK)
 
 
-@T.kernel(grid=lambda rows: rows, block=_block)
+def _grid(rows, CTAS):
+    return min(rows, CTAS) if CTAS else rows
+
+
+def _maxnreg(MAXREG):
+    return MAXREG or None  # 0: no cap (ptxas chooses)
+
+
+def _red(row, name):
+    """The cross-warp reduction words: [2 halves (alternate rows), NW]."""
+    return T.shared(T.f32, (2, max(row.nw, 1)), name=name)
+
+
+def _rsqrt_mean(total, cols, eps):
+    """rsqrt(total / cols + eps): ``fma.rn.f32``, ``rsqrt.approx.f32``."""
+    return T.ptx.rsqrt.approx.f32(T.ptx.fma.rn.f32(total, 1.0 / cols, eps))
+
+
+KERNEL = dict(grid=_grid, block=_block, maxnreg=_maxnreg)
+
+
+@T.kernel(**KERNEL)
 def rmsnorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
-            eps: T.f32, cols: T.const, BLOCK: T.const = 256):
+            eps: T.f32, cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0,
+            EF: T.const = 0, MAXREG: T.const = 0):
     row = Row(cols, BLOCK)
-    red = T.shared(T.f32, (max(row.nw, 1),), name="red")
-    base = T.ctaid.x * cols
-    xs = unpack_row(row.load(x, base))
-    ws = unpack_row(row.load(w))
-    total = block_reduce(sum_of(xs, "square"), add, red, row.nw)
-    r = T.ptx.rsqrt.approx.f32(T.ptx.fma.rn.f32(total, 1.0 / cols, eps))
-    row.store(out, base, pack_row([[a * r * b for a, b in zip(xv, wv)]
-                                   for xv, wv in zip(xs, ws)]))
+    red = _red(row, "red")
+    wv = row.load(w)  # once per CTA (a persistent CTA keeps it for all its rows)
+
+    def body(r, base, vecs, parity):
+        xs = unpack_row(vecs[0])
+        total = block_reduce(sum_of(xs, "square"), add, slots(red, parity), row.nw)
+        rr = _rsqrt_mean(total, cols, eps)
+        row.store(out, base, pack_row([[a * rr * b for a, b in zip(xv, wv_)]
+                                       for xv, wv_ in zip(xs, unpack_row(wv))]))
+    each_row(row, rows, CTAS, [x], body, EF)
 
 
-@T.kernel(grid=lambda rows: rows, block=_block)
+@T.kernel(**KERNEL)
 def layernorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gptr[T.bf16],
-              rows: T.u32, eps: T.f32, cols: T.const, BLOCK: T.const = 256):
+              rows: T.u32, eps: T.f32, cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0,
+              EF: T.const = 0, MAXREG: T.const = 0):
     row = Row(cols, BLOCK)
-    red = T.shared(T.f32, (max(row.nw, 1),), name="red")
-    red2 = T.shared(T.f32, (max(row.nw, 1),), name="red2")  # no barrier between the two uses
-    base = T.ctaid.x * cols
-    xs = unpack_row(row.load(x, base))
-    ws = unpack_row(row.load(w))
-    bs = unpack_row(row.load(b))
-    mean = block_reduce(sum_of(xs), add, red, row.nw) * (1.0 / cols)
-    ds = [[v - mean for v in vals] for vals in xs]
-    if row.tail is None:
-        sq = sum_of(ds, "square")
-    else:  # a predicated-off vector holds zeros: its (0 - mean)^2 must not enter the variance
-        sq = T.ptx.selp.f32(sum_of(ds[-1:], "square"), 0.0, row.tail)
-        if len(ds) > 1:
-            sq = sq + sum_of(ds[:-1], "square")
-    var = block_reduce(sq, add, red2, row.nw)
-    r = T.ptx.rsqrt.approx.f32(T.ptx.fma.rn.f32(var, 1.0 / cols, eps))
-    row.store(out, base, pack_row([[T.ptx.fma.rn.f32(d * r, wv, bv) for d, wv, bv in
-                                    zip(dv, wvs, bvs)] for dv, wvs, bvs in zip(ds, ws, bs)]))
+    red = _red(row, "red")
+    red2 = _red(row, "red2")  # no barrier between the two uses
+    wv, bv = row.load(w), row.load(b)
+
+    def body(r, base, vecs, parity):
+        xs = unpack_row(vecs[0])
+        mean = block_reduce(sum_of(xs), add, slots(red, parity), row.nw) * (1.0 / cols)
+        ds = [[v - mean for v in vals] for vals in xs]
+        if row.tail is None:
+            sq = sum_of(ds, "square")
+        else:  # a predicated-off vector holds zeros: its (0 - mean)^2 must not enter the variance
+            sq = T.ptx.selp.f32(sum_of(ds[-1:], "square"), 0.0, row.tail)
+            if len(ds) > 1:
+                sq = sq + sum_of(ds[:-1], "square")
+        var = block_reduce(sq, add, slots(red2, parity), row.nw)
+        rr = _rsqrt_mean(var, cols, eps)
+        row.store(out, base, pack_row([[T.ptx.fma.rn.f32(d * rr, wv_, bv_) for d, wv_, bv_ in
+                                        zip(dv, wvs, bvs)] for dv, wvs, bvs in
+                                       zip(ds, unpack_row(wv), unpack_row(bv))]))
+    each_row(row, rows, CTAS, [x], body, EF)
 
 
-@T.kernel(grid=lambda rows: rows, block=_block)
+@T.kernel(**KERNEL)
 def add_rmsnorm(x: T.gptr[T.bf16], residual: T.gptr[T.bf16], w: T.gptr[T.bf16],
                 h: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, eps: T.f32,
-                cols: T.const, BLOCK: T.const = 256):
+                cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0, EF: T.const = 0,
+                MAXREG: T.const = 0):
     row = Row(cols, BLOCK)
-    red = T.shared(T.f32, (max(row.nw, 1),), name="red")
-    base = T.ctaid.x * cols
-    xv, rv = row.load(x, base), row.load(residual, base)
-    hv = [[T.ptx.add.rn.bf16x2(a, c) for a, c in zip(xw, rw)] for xw, rw in zip(xv, rv)]
-    row.store(h, base, hv)
-    hs = unpack_row(hv)
-    ws = unpack_row(row.load(w))
-    total = block_reduce(sum_of(hs, "square"), add, red, row.nw)
-    r = T.ptx.rsqrt.approx.f32(T.ptx.fma.rn.f32(total, 1.0 / cols, eps))
-    row.store(out, base, pack_row([[a * r * c for a, c in zip(hvals, wvals)]
-                                   for hvals, wvals in zip(hs, ws)]))
+    red = _red(row, "red")
+    wv = row.load(w)
+
+    def body(r, base, vecs, parity):
+        xv, rv = vecs
+        hv = [[T.ptx.add.rn.bf16x2(a, c) for a, c in zip(xw, rw)] for xw, rw in zip(xv, rv)]
+        row.store(h, base, hv)
+        hs = unpack_row(hv)
+        total = block_reduce(sum_of(hs, "square"), add, slots(red, parity), row.nw)
+        rr = _rsqrt_mean(total, cols, eps)
+        row.store(out, base, pack_row([[a * rr * c for a, c in zip(hvals, wvals)]
+                                       for hvals, wvals in zip(hs, unpack_row(wv))]))
+    each_row(row, rows, CTAS, [x, residual], body, EF)
 
 
 def _bmax(a, b):
     return T.ptx.max.bf16x2(a, b)
 
 
-@T.kernel(grid=lambda rows: rows, block=_block)
+@T.kernel(**KERNEL)
 def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: T.u32,
-              cols: T.const, BLOCK: T.const = 256):
+              cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0, EF: T.const = 0,
+              MAXREG: T.const = 0):
     row = Row(cols, BLOCK)
-    red = T.shared(T.b32, (max(row.nw, 1),), name="red")
-    base = T.ctaid.x * cols
-    xv = row.load(x, base)
-    m = None
-    for words in xv:  # packed |x| maximum: exact, two elements per instruction
-        for word in words:
-            a = T.ptx.abs.bf16x2(word)
-            m = a if m is None else T.ptx.max.bf16x2(m, a)
-    m = block_reduce(T.ptx.mov.b32(m), _bmax, red, row.nw)
-    lo, hi = unpack(m)
-    amax = T.ptx.max.f32(T.ptx.max.f32(lo, hi), AMAX_MIN)
-    inv = T.ptx.div.rn.f32(T.ptx.mov.f32(E4M3_MAX), amax)
-    with T.if_(row.tid == 0):
-        T.ptx.st.global_.f32(scale.at(T.ctaid.x), T.ptx.div.rn.f32(amax, E4M3_MAX))
-    packed = []
-    for vals in unpack_row(xv):
-        s = [T.ptx.mul.rn.f32(v, inv) for v in vals]
-        pairs = [T.ptx.cvt.rn.satfinite.e4m3x2.f32(s[2 * i + 1], s[2 * i]) for i in range(4)]
-        packed.append([T.ptx.mov.b32([pairs[0], pairs[1]]), T.ptx.mov.b32([pairs[2], pairs[3]])])
-    row.store(q, base, packed, vec_bytes=8)
+    red = T.shared(T.b32, (2, max(row.nw, 1)), name="red")
+
+    def body(r, base, vecs, parity):
+        xv = vecs[0]
+        m = None
+        for words in xv:  # packed |x| maximum: exact, two elements per instruction
+            for word in words:
+                a = T.ptx.abs.bf16x2(word)
+                m = a if m is None else T.ptx.max.bf16x2(m, a)
+        m = block_reduce(T.ptx.mov.b32(m), _bmax, slots(red, parity), row.nw)
+        lo, hi = unpack(m)
+        amax = T.ptx.max.f32(T.ptx.max.f32(lo, hi), AMAX_MIN)
+        inv = T.ptx.div.rn.f32(T.ptx.mov.f32(E4M3_MAX), amax)
+        with T.if_(row.tid == 0):
+            T.ptx.st.global_.f32(scale.at(r), T.ptx.div.rn.f32(amax, E4M3_MAX))
+        packed = []
+        for vals in unpack_row(xv):
+            sc = [T.ptx.mul.rn.f32(v, inv) for v in vals]
+            pairs = [T.ptx.cvt.rn.satfinite.e4m3x2.f32(sc[2 * i + 1], sc[2 * i])
+                     for i in range(4)]
+            packed.append([T.ptx.mov.b32([pairs[0], pairs[1]]),
+                           T.ptx.mov.b32([pairs[2], pairs[3]])])
+        row.store(q, base, packed, vec_bytes=8)
+    each_row(row, rows, CTAS, [x], body, EF)
 
 
 # --- cases, references, rules ------------------------------------------------------------------
@@ -257,9 +339,12 @@ def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: 
 EPS_RMS, EPS_LN = 1e-6, 1e-5
 
 
-def constraints(rows, cols, BLOCK):
+def constraints(rows, cols, BLOCK, CTAS, EF, MAXREG):
     """The shapes these kernels accept (checked when the suite is declared)."""
     out = []
+    if not 0 <= CTAS <= 4096 or EF not in (0, 1) or (MAXREG and not 32 <= MAXREG <= 255):
+        out.append(f"CTAS={CTAS} must be in 0..4096 (0: one CTA per row), EF={EF} 0 or 1 and "
+                   f"MAXREG={MAXREG} 0 (no cap) or in 32..255 (.maxnreg)")
     if cols % 8 or cols <= 0:
         out.append(f"cols={cols} must be a positive multiple of 8 (rows are read as 16-byte "
                    "vectors of 8 bf16)")
@@ -300,16 +385,27 @@ def _rms(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * _f64(w)
 
 
-def _norm_cases(blocks=(512,)):
-    """Small cases (numsim in CI: a single row, a tail inside the row, several warps) and the
-    large H200 cases (16384 x 8192 bf16, 256 MiB per tensor, four times the L2; BLOCK variants
-    trade registers per thread against threads per row)."""
+def _norm_cases(variants):
+    """Small cases (numsim in CI: a single row, a tail inside the row, several warps, persistent
+    CTAs taking 3 or 2 rows with the row tail and the alternating reduction words) and the large
+    H200 cases (16384 x 8192 bf16, 256 MiB per tensor, four times the L2): BLOCK variants trade
+    registers per thread against threads per row, MAXREG caps registers for one more CTA per SM,
+    CTAS makes the grid persistent (as many CTAs as are resident: 132 SMs times what the
+    registers allow, rounded down so that every CTA takes the same number of rows; checked in
+    tests/zoo/test_norms.py), EF loads with evict-first. `variants`: name suffix -> constants."""
+    big = dict(rows=16384, cols=8192, **BENCH)
     return [T.case("r1_c520", rows=1, cols=520),
             T.case("r5_c1000_b64", rows=5, cols=1000, BLOCK=64),
             T.case("r3_c4096", rows=3, cols=4096),
-            T.case("r16384_c8192", rows=16384, cols=8192, **BENCH)] + [
-            T.case(f"r16384_c8192_b{b}", rows=16384, cols=8192, BLOCK=b, **BENCH)
-            for b in blocks]
+            T.case("r7_c1000_b64_p3_ef", rows=7, cols=1000, BLOCK=64, CTAS=3, EF=1),
+            T.case("r5_c4096_p2", rows=5, cols=4096, CTAS=2),
+            T.case("r16384_c8192", **big)] + [
+            T.case(f"r16384_c8192_{name}", **big, **params) for name, params in variants.items()]
+
+
+# the variants each kernel is timed in (docs/TUNING.md: what each is predicted to do)
+P512 = dict(BLOCK=512, CTAS=256, MAXREG=64)  # 2 CTAs of 512 per SM: 64 rows each
+P1024 = dict(BLOCK=1024, CTAS=128)  # 1 CTA of 1024 per SM: 128 rows each
 
 
 def _torch(op, **args):
@@ -320,7 +416,9 @@ def _torch(op, **args):
 RMSNORM = T.suite(
     rmsnorm, inputs=_rms_inputs,
     reference=lambda x, w, eps: {"out": _rms(x, w, eps).astype(BF16)},
-    outputs=["out"], cases=_norm_cases((512, 128)), tolerance=ONE_BF16_ULP,
+    outputs=["out"], cases=_norm_cases(dict(
+        b512=dict(BLOCK=512), b128=dict(BLOCK=128), r64=dict(MAXREG=64), ef=dict(EF=1),
+        p256_b512=P512, p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024)), tolerance=ONE_BF16_ULP,
     constraints=constraints, flops=lambda rows, cols: 4 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 2 * cols,
     baselines=_torch("rms_norm", x="x", w="w", eps=EPS_RMS))
 
@@ -338,7 +436,9 @@ def _ln(x, w, b, eps):
 
 
 LAYERNORM = T.suite(
-    layernorm, inputs=_ln_inputs, reference=_ln, outputs=["out"], cases=_norm_cases(),
+    layernorm, inputs=_ln_inputs, reference=_ln, outputs=["out"], cases=_norm_cases(dict(
+        b512=dict(BLOCK=512), ef=dict(EF=1), b512_ef=dict(BLOCK=512, EF=1), p128_b1024=P1024,
+        p128_b1024_ef=dict(P1024, EF=1))),
     tolerance=T.tolerance(rtol=2 ** -7, atol=1e-5), constraints=constraints,
     flops=lambda rows, cols: 7 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 4 * cols,
     baselines=_torch("layer_norm", x="x", w="w", b="b", eps=EPS_LN))
@@ -357,7 +457,10 @@ def _add_rms(x, residual, w, eps):
 
 ADD_RMSNORM = T.suite(
     add_rmsnorm, inputs=_add_inputs, reference=_add_rms, outputs=["h", "out"],
-    cases=_norm_cases(), tolerance={"h": EXACT, "out": ONE_BF16_ULP}, constraints=constraints,
+    cases=_norm_cases(dict(
+        b512=dict(BLOCK=512), r64=dict(MAXREG=64), ef=dict(EF=1), p256_b512=P512,
+        p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024)),
+    tolerance={"h": EXACT, "out": ONE_BF16_ULP}, constraints=constraints,
     flops=lambda rows, cols: 5 * rows * cols, bytes=lambda rows, cols: 8 * rows * cols + 2 * cols,
     baselines=_torch("add_rms_norm", x="x", residual="residual", w="w", eps=EPS_RMS))
 
@@ -378,6 +481,9 @@ def _quant(x):
 
 QUANT_FP8 = T.suite(
     quant_fp8, inputs=_quant_inputs, reference=_quant, outputs=["q", "scale"],
-    cases=_norm_cases(), tolerance=EXACT, constraints=constraints,
+    cases=_norm_cases(dict(
+        b512=dict(BLOCK=512), ef=dict(EF=1), p256_b512=dict(BLOCK=512, CTAS=256),
+        p256_b512_ef=dict(BLOCK=512, CTAS=256, EF=1), p128_b1024=P1024)),
+    tolerance=EXACT, constraints=constraints,
     flops=lambda rows, cols: 3 * rows * cols, bytes=lambda rows, cols: 3 * rows * cols + 4 * rows,
     baselines=_torch("fp8_quant", x="x", amax_min=AMAX_MIN))

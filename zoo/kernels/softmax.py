@@ -32,6 +32,9 @@ one; each row then goes shared memory -> registers and through the same steps 2-
 log-sum-exp lse = M + ln S and the loss lse - x[target], reading the row once in chunks with the
 per-thread (m, s) rescaled online as the max grows (nothing per element stays in registers).
 
+EF=1 (softmax, cross_entropy) reads with ``ld.global.cs.nc`` (evict-first: every element is read
+once, so the L2 keeps the lines being written instead); docs/TUNING.md states its predicted effect.
+
 Tags: online-softmax, vectorized, warp-shuffle, row-in-registers, persistent, tma,
 mbarrier-pipeline, cross-entropy, logsumexp
 Work: 5 FLOPs per element (max, fma, exp, add, scale); 4 bytes per element (bf16 read + write).
@@ -76,18 +79,20 @@ def _warp_merge(m, s):
     return m, s
 
 
-def _load_word(x, idx, vec, pred):
-    """The 32-bit words of one access (`vec` bf16 at element `idx`), -inf where `pred` fails."""
+def _load_word(x, idx, vec, pred, EF=0):
+    """The 32-bit words of one access (`vec` bf16 at element `idx`), -inf where `pred` fails;
+    ``ld.global.nc``, with EF=1 ``ld.global.cs.nc`` (evict-first: every element is read once)."""
     nw = max(vec // 2, 1)
     words = [T.reg(T.b32, init=BF16_NEG_INF2) for _ in range(nw)] if pred is not None else None
+    ld = T.ptx.ld.global_.cs.nc if EF else T.ptx.ld.global_.nc
     if vec == 8:
-        spelling = T.ptx.ld.global_.nc.v4.b32
+        spelling = ld.v4.b32
     elif vec == 4:
-        spelling = T.ptx.ld.global_.nc.v2.b32
+        spelling = ld.v2.b32
     elif vec == 2:
-        spelling = T.ptx.ld.global_.nc.b32
+        spelling = ld.b32
     else:
-        spelling = T.ptx.ld.global_.nc.b16
+        spelling = ld.b16
     if vec == 1:  # one bf16: widen its bits into the high half of a b32 word
         h = T.reg(T.b16, init=0xFF80) if pred is not None else None
         if h is None:
@@ -175,7 +180,7 @@ def _scale(m, big, total):
 
 @T.kernel(grid=lambda rows: rows, block=lambda BLOCK: BLOCK)
 def softmax(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
-            cols: T.const, BLOCK: T.const = 256):
+            cols: T.const, BLOCK: T.const = 256, EF: T.const = 0):
     vec = vector_width(cols)
     nvec = cols // vec  # accesses per row
     chunks = T.cdiv(nvec, BLOCK)
@@ -190,7 +195,7 @@ def softmax(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
     for c in range(chunks):
         idx = base + (tid + c * BLOCK) * vec
         p = None if c < full else (tid + c * BLOCK) < nvec
-        words, high = _load_word(x, idx, vec, p)
+        words, high = _load_word(x, idx, vec, p, EF)
         preds.append(p)
         vals.append((idx, words, high))
     vals = [(idx, _unpack(words, high)) for idx, words, high in vals]
@@ -269,7 +274,7 @@ def softmax_tma(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, cols: T.con
 @T.kernel(grid=lambda rows: rows, block=lambda BLOCK: BLOCK)
 def cross_entropy(x: T.gptr[T.bf16], target: T.gptr[T.s64], loss: T.gptr[T.f32],
                   lse: T.gptr[T.f32], cols: T.u32, VEC: T.const = 8, BLOCK: T.const = 256,
-                  UNROLL: T.const = 4):
+                  UNROLL: T.const = 4, EF: T.const = 0):
     """Cross-entropy per row: lse[r] = log sum_c exp(x[r, c]), loss[r] = lse[r] - x[r, target[r]]
     (NaN for a target outside [0, cols)). The streaming form of the online softmax: the row is
     read in chunks of BLOCK * UNROLL accesses (all loads of a chunk in flight before use), each
@@ -287,7 +292,7 @@ def cross_entropy(x: T.gptr[T.bf16], target: T.gptr[T.s64], loss: T.gptr[T.f32],
         vals = []
         for u in range(UNROLL):
             vi = v0 + (u * BLOCK) + tid
-            words, high = _load_word(x, base + vi * VEC, VEC, vi < nvec)
+            words, high = _load_word(x, base + vi * VEC, VEC, vi < nvec, EF)
             vals.append(_unpack(words, high))
         big = m
         for v in vals:
@@ -325,9 +330,13 @@ def _problems(rows: int, cols: int, BLOCK: int) -> list:
     return why
 
 
-def constraints(rows, cols, BLOCK):
+def _ef(EF) -> list:
+    return [] if EF in (0, 1) else [f"EF={EF} must be 0 or 1 (1: evict-first loads)"]
+
+
+def constraints(rows, cols, BLOCK, EF=0):
     """The shapes `softmax` accepts (checked when the suite is declared)."""
-    why = _problems(rows, cols, BLOCK)
+    why = _problems(rows, cols, BLOCK) + _ef(EF)
     if not why and T.cdiv(cols // vector_width(cols), BLOCK) * vector_width(cols) > \
             MAX_CHUNKS * 8:
         why.append(f"cols={cols} needs {T.cdiv(cols, BLOCK)} elements per thread at "
@@ -351,9 +360,9 @@ def tma_constraints(rows, cols, BLOCK, STAGES, CTAS):
     return why
 
 
-def ce_constraints(rows, cols, BLOCK, UNROLL):
+def ce_constraints(rows, cols, BLOCK, UNROLL, EF=0):
     """The shapes `cross_entropy` accepts: any row width (it streams)."""
-    why = _problems(rows, cols, BLOCK)
+    why = _problems(rows, cols, BLOCK) + _ef(EF)
     if not 1 <= UNROLL <= 16:
         why.append(f"UNROLL={UNROLL} must be in [1, 16]")
     return why
@@ -365,9 +374,10 @@ def _case(name, small, **params) -> T.Case:
 
 
 def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, small: bool = True,
-              spread: float = 4.0) -> T.Case:
-    """A softmax case; `spread` scales the inputs (larger: peakier rows)."""
-    return _case(name, small, rows=rows, cols=cols, BLOCK=BLOCK, spread=spread)
+              spread: float = 4.0, EF: int = 0) -> T.Case:
+    """A softmax case; `spread` scales the inputs (larger: peakier rows); EF=1: evict-first
+    loads."""
+    return _case(name, small, rows=rows, cols=cols, BLOCK=BLOCK, spread=spread, EF=EF)
 
 
 def make_tma_case(name: str, rows: int, cols: int, BLOCK: int = 512, STAGES: int = 3,
@@ -408,7 +418,9 @@ SUITE = T.suite(
         make_case("r2_c1030_b64", rows=2, cols=1030, BLOCK=64),       # 2-element accesses
         make_case("r4_c333_b32", rows=4, cols=333, BLOCK=32),         # odd width: scalar accesses
         make_case("r2_c4100_b512", rows=2, cols=4100, BLOCK=512, spread=30.0),  # 4-wide, peaky
+        make_case("r3_c2056_b128_ef", rows=3, cols=2056, BLOCK=128, EF=1),
         make_case("r16384_c8192", rows=16384, cols=8192, small=False),
+        make_case("r16384_c8192_ef", rows=16384, cols=8192, EF=1, small=False),
         make_case("r16384_c8192_b512", rows=16384, cols=8192, BLOCK=512, small=False),
         make_case("r16384_c8192_b1024", rows=16384, cols=8192, BLOCK=1024, small=False),
         make_case("r4096_c32768_b1024", rows=4096, cols=32768, BLOCK=1024, small=False),
@@ -425,6 +437,8 @@ SUITE_TMA = T.suite(
         make_tma_case("r7_c1024_cta3", rows=7, cols=1024, BLOCK=64, STAGES=2, CTAS=3),
         make_tma_case("r5_c2056_cta2", rows=5, cols=2056, BLOCK=128, STAGES=3, CTAS=2),
         make_tma_case("r16384_c8192", rows=16384, cols=8192, small=False),
+        # 256 CTAs take 64 rows each; of 264, 16 take a 63rd row after the others are done
+        make_tma_case("r16384_c8192_p256", rows=16384, cols=8192, CTAS=256, small=False),
         make_tma_case("r16384_c8192_s4_b256", rows=16384, cols=8192, BLOCK=256, STAGES=4,
                       CTAS=396, small=False),  # 3 CTAs per SM (64 KB of ring each)
         make_tma_case("r65536_c2048", rows=65536, cols=2048, BLOCK=128, STAGES=6, CTAS=528,
@@ -436,10 +450,11 @@ SUITE_TMA = T.suite(
 
 
 def make_ce_case(name: str, rows: int, cols: int, BLOCK: int = 256, UNROLL: int = 4,
-                 small: bool = True) -> T.Case:
-    """A cross-entropy case; the access width follows cols (8/4/2/1 bf16)."""
+                 small: bool = True, EF: int = 0) -> T.Case:
+    """A cross-entropy case; the access width follows cols (8/4/2/1 bf16); EF=1: evict-first
+    loads."""
     return _case(name, small, rows=rows, cols=cols, VEC=vector_width(max(cols, 1)), BLOCK=BLOCK,
-                 UNROLL=UNROLL)
+                 UNROLL=UNROLL, EF=EF)
 
 
 def ce_inputs(rng, rows, cols):
@@ -464,8 +479,10 @@ SUITE_CE = T.suite(
         make_ce_case("r3_c1000", rows=3, cols=1000, BLOCK=64, UNROLL=2),
         make_ce_case("r2_c3001", rows=2, cols=3001, BLOCK=128, UNROLL=3),   # scalar accesses
         make_ce_case("r1_c70000", rows=1, cols=70000, BLOCK=256, UNROLL=4),  # 5 chunks
+        make_ce_case("r2_c3000_ef", rows=2, cols=3000, BLOCK=64, UNROLL=2, EF=1),
         make_ce_case("r8192_c32768", rows=8192, cols=32768, small=False),
         make_ce_case("r4096_c128256", rows=4096, cols=128256, small=False),
+        make_ce_case("r4096_c128256_ef", rows=4096, cols=128256, EF=1, small=False),
         make_ce_case("r4096_c128256_b512_u8", rows=4096, cols=128256, BLOCK=512, UNROLL=8,
                      small=False),
     ],

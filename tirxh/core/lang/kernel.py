@@ -197,11 +197,18 @@ class Kernel:
             name=self.name, params=params, body=t.blocks[0], shared=t.shared, block=block,
             cluster=self.cluster_dims(consts),
             dynamic_smem=window + int(self.smem or 0),
-            max_threads=self.max_threads, min_blocks=self.min_blocks, consts=consts,
-            loc=self.loc, regs=t.regs, dynamic_align=align, maxnreg=self.maxnreg,
-            local=t.local, smem_layout=self.smem_layout)
+            max_threads=self.max_threads, min_blocks=self._per_consts(self.min_blocks, consts),
+            consts=consts, loc=self.loc, regs=t.regs, dynamic_align=align,
+            maxnreg=self._per_consts(self.maxnreg, consts), local=t.local,
+            smem_layout=self.smem_layout)
         k.dynamic_smem += k.smem_slack  # room to round the window's base up (memory.shared)
         return k
+
+    @staticmethod
+    def _per_consts(value, consts: dict):
+        """A launch bound given as a function of the constants (``maxnreg=lambda BLOCK: ...``:
+        one register cap per specialization, as ``block`` may be), or as a value."""
+        return call_with_matching(value, consts) if callable(value) else value
 
     # -- views -----------------------------------------------------------------------------------------
     @property
@@ -235,10 +242,11 @@ def kernel(fn=None, **config):
 
     Options: grid (tuple or callable of case parameters/constants), block, cluster, smem (extra
     dynamic shared bytes), max_threads / min_blocks (``.maxntid`` / ``.minnctapersm``), maxnreg
-    (``.maxnreg``), targets (restrict which targets the kernel is built for), name, smem_layout
-    (``"window"``, the default: every shared variable in one window at compiler-computed
-    offsets; ``"split"``: static ``.shared`` declarations before the window, for probes of the
-    toolchain's placement only: `T.shared` says why).
+    (``.maxnreg``; it and min_blocks may be callables of the constants, as block may),
+    targets (restrict which targets the kernel is built for), name, smem_layout (``"window"``,
+    the default: every shared variable in one window at compiler-computed offsets; ``"split"``:
+    static ``.shared`` declarations before the window, for probes of the toolchain's placement
+    only: `T.shared` says why).
     """
     if fn is not None:
         return Kernel(fn, **config)

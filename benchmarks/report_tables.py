@@ -1,0 +1,75 @@
+"""What the report-log table scripts (gemm_summary.py, zoo_perf_summary.py) share: reading
+`tirxh bench --report-log` JSON lines into item reports, the bench timing of one report (or why
+there is none), the "Not timed" list and the command line around a table.
+
+The scripts run as ``python benchmarks/<script>.py`` (this directory is then on ``sys.path``);
+tests load them by path after putting this directory on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def item_reports(paths, keep) -> list:
+    """The ``item_report`` records of the logs for which ``keep(record)`` holds, one per node id
+    (a later line wins). ValueError names the file and line of a line that is not JSON."""
+    items: dict = {}
+    for path in paths:
+        for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n}: not a JSON line ({e.msg})") from None
+            if rec.get("event") == "item_report" and keep(rec):
+                items[rec["nodeid"]] = rec
+    return list(items.values())
+
+
+def bench_timing(rec: dict) -> "tuple[dict, str]":
+    """(the bench phase's timing, "") when it holds a candidate median, else ({}, why not)."""
+    bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
+    if bench is None:
+        return {}, "not benchmarked"
+    result = (bench.get("data") or {}).get("result") or {}
+    timing = result.get("timing") or {}
+    if "candidate" in timing:
+        return timing, ""
+    return {}, (bench.get("longrepr") or timing.get("skipped") or
+                (result.get("error") or {}).get("message") or "not timed")[:160]
+
+
+def not_timed(items: list) -> list:
+    """Markdown lines listing the items without a median (with the outcome and reason)."""
+    untimed = [i for i in items if i["median_us"] is None]
+    if not untimed:
+        return []
+    return ["", "## Not timed", ""] + [f"- {i['kernel']}[{i['case']}]: {i['outcome']}: "
+                                       f"{i['note']}" for i in untimed]
+
+
+def cli(argv, doc: str, prog: str, read, render, what: str, extra=None) -> int:
+    """Parse LOGS..., read the items (`read(paths)`), print `render(items)`: exit 2 when a log
+    cannot be read, 1 when it holds no `what`. `extra(parser)` adds options and returns
+    ``after(args, items)``, run after printing."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    ap.add_argument("logs", nargs="+", help="tirxh bench --report-log files")
+    after = extra(ap) if extra else None
+    args = ap.parse_args(argv)
+    try:
+        items = read(args.logs)
+    except (OSError, ValueError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    if not items:
+        print(f"{prog}: no {what} in " + ", ".join(args.logs), file=sys.stderr)
+        return 1
+    sys.stdout.write(render(items))
+    if after:
+        after(args, items)
+    return 0

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue 14's variants of the memory-bound zoo kernels (activations, norms, softmax, cumsum) on
+# the lent H200, in ONE command of at most ~290 s: set-up, then a correctness-only smoke pass
+# over the small cases that run each variant's code (persistent grids, evict-first loads, cumsum
+# tiles and look-back rounds; 15 s budget per job, so a hang costs seconds), then five concurrent
+# `tirxh bench` clients of one KCoral daemon time each variant beside its kernel's plain case,
+# interleaved with the eager and torch.compile baselines (one correctness seed before timing;
+# a shard's variants of one kernel share its inputs and numpy reference: bench_with.py).
+# Predicted effects: docs/TUNING.md. Set-up, daemon and archive: benchmarks/gpu_bench.sh.
+#
+#   (device, carry .whl) bash benchmarks/zoo_perf_bench.sh
+#   (anywhere) bash benchmarks/zoo_perf_bench.sh --list    # the smoke and timed items, no GPU
+#   EXTRA_SHARDS='h200 and (rope or transpose)': more clients in the same call (-k expressions, |-separated)
+#
+# Each shard runs its items in file order, plain case first; the board takes jobs first come
+# first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
+# a whole kernel. Output: $OUT/gpu_bench.tar.gz, and $OUT/zoo_perf_summary.md (every timed item;
+# the fastest variant per kernel and size against the goals: >= 90% of the floor, >= 1.00x the
+# faster of eager and torch.compile), also printed.
+set -u
+cd "$(dirname "$0")/.."
+FILES="(activations.py or norms.py or softmax.py or cumsum.py)"
+SMOKE_K="not h200 and $FILES and (_p2 or _p3 or _ef or cta or _t128 or _l2 or _l4 or _u1)"
+SH_ACT="swiglu[n64M]@ or swiglu[n64M_ef]@ or swiglu[n64M_p396]@ or swiglu[n64M_p528_r64]@ or \
+gelu_tanh[n64M]@ or gelu_tanh[n64M_ef]@ or gelu_tanh[n64M_p528]@"
+# a name such as rmsnorm[r16384_c8192_r64]@ also matches add_rmsnorm's case of that name
+SH_RMS="(rmsnorm[r16384_c8192]@ or rmsnorm[r16384_c8192_r64]@ or rmsnorm[r16384_c8192_ef]@ or \
+rmsnorm[r16384_c8192_p256_b512]@ or rmsnorm[r16384_c8192_p128_b1024]@) and not add_rmsnorm"
+SH_CUM="cumsum[r1_c64M]@ or cumsum[r1_c64M_t8k]@ or cumsum[r1_c64M_t16k]@ or \
+cumsum[r1_c64M_t16k_ef]@ or cumsum[r1_c64M_t32k]@ or cumsum[r8_c4M]@ or cumsum[r8_c4M_t16k]@"
+SH_LNQ="layernorm[r16384_c8192]@ or layernorm[r16384_c8192_p128_b1024]@ or \
+add_rmsnorm[r16384_c8192]@ or add_rmsnorm[r16384_c8192_r64]@ or \
+add_rmsnorm[r16384_c8192_p256_b512]@ or quant_fp8[r16384_c8192]@ or \
+quant_fp8[r16384_c8192_p256_b512]@"
+SH_SMX="softmax[r16384_c8192]@ or softmax[r16384_c8192_ef]@ or softmax_tma[r16384_c8192]@ or \
+softmax_tma[r16384_c8192_p256]@ or cross_entropy[r4096_c128256]@ or \
+cross_entropy[r4096_c128256_ef]@"
+SHARDS_ALL="h200 and ($SH_ACT)|h200 and ($SH_RMS)|h200 and ($SH_CUM)|h200 and ($SH_LNQ)|\
+h200 and ($SH_SMX)"
+if [ "${1:-}" = "--list" ]; then
+    cd zoo
+    echo "== smoke (correctness only)"
+    tirxh bench --collect-only -q -k "$SMOKE_K" 2>/dev/null | grep '::'
+    IFS='|' read -r -a shards <<<"$SHARDS_ALL"
+    for i in "${!shards[@]}"; do
+        echo "== timed shard $i"
+        tirxh bench --collect-only -q -k "${shards[$i]}" 2>/dev/null | grep '::'
+    done
+    exit 0
+fi
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "zoo_perf_bench: SKIPPED: no NVIDIA GPU here (nvidia-smi -L failed); run it on the GPU host"
+    exit 0
+fi
+SMOKE="$SMOKE_K" SMOKE_EXEC_S=15 SMOKE_LIMIT="${SMOKE_LIMIT:-60}" SHARDS="$SHARDS_ALL${EXTRA_SHARDS:+|$EXTRA_SHARDS}" \
+    SEEDS="${SEEDS:-1}" SHARE_INPUTS=1 EXEC_S="${EXEC_S:-45}" TOTAL_LIMIT="${TOTAL_LIMIT:-285}" \
+    TAIL="${TAIL:-12}" bash benchmarks/gpu_bench.sh
+OUT="${OUT:-$PWD/gpu_out}"
+python3 benchmarks/zoo_perf_summary.py /tmp/gpu_bench/bench_*.jsonl | tee "$OUT/zoo_perf_summary.md"

@@ -1,0 +1,109 @@
+"""Tables from `tirxh bench` report logs of the zoo's memory-bound kernels (issue 14 goals).
+
+    python benchmarks/zoo_perf_summary.py REPORT.jsonl [...]
+
+Prints markdown: every timed item (median, GB/s, fraction of the bandwidth floor, ratio to the
+eager and the torch.compile baseline timed in the same job), then the fastest variant of each
+kernel and problem size against the two goals of issue 14: >= 90% of the floor, and at least as
+fast as the faster of eager and torch.compile (both ratios >= 1.00). A ratio is baseline median /
+candidate median (> 1: the zoo kernel is faster). Items that failed or were not timed (a run cut
+short by its time limit leaves none for the items it never reached) are listed with the reason.
+Reads logs that end mid-run: each line is one finished item.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from report_tables import bench_timing, cli, item_reports, not_timed
+
+# the problem size at the start of a case name: r16384_c8192_p256 -> r16384_c8192, n64M_ef -> n64M
+_SIZE = re.compile(r"^(r\d+_c\d+[KM]?|n\d+[KM]?)")
+FLOOR_GOAL = 0.90
+COMPILED = "torch.compile."
+
+
+def read_items(paths) -> list:
+    """One dict per benchmarked zoo item with a problem size in its case name (a later line for
+    the same item wins). ValueError names the file and line of a line that is not JSON."""
+    return [item(rec) for rec in item_reports(paths, lambda r: _SIZE.match(r.get("case") or ""))]
+
+
+def item(rec: dict) -> dict:
+    """The figures of one item report: median (us), GB/s, floor fraction, best eager and best
+    compiled ratio (None where not timed), and a note saying why not."""
+    out = {"kernel": rec["kernel"], "case": rec["case"],
+           "size": _SIZE.match(rec["case"]).group(1), "outcome": rec["outcome"],
+           "median_us": None, "gbps": None, "floor": None, "eager": None, "compiled": None,
+           "note": ""}
+    timing, out["note"] = bench_timing(rec)
+    if not timing:
+        return out
+    out.update(median_us=timing["candidate"]["median_ms"] * 1e3, gbps=timing.get("gbps"),
+               floor=timing.get("floor_fraction"))
+    for name, b in (timing.get("baselines") or {}).items():
+        key = "compiled" if name.startswith(COMPILED) else "eager"
+        if b.get("speedup") is not None:  # the worst ratio if a kind has several baselines
+            out[key] = b["speedup"] if out[key] is None else min(out[key], b["speedup"])
+    if not timing.get("converged", True):
+        out["note"] = f"noise {timing.get('rel_noise') or 0:.1%}"
+    return out
+
+
+def goals(it: dict) -> "tuple[bool | None, bool | None]":
+    """(>= 90% of the floor, >= 1.00x both baselines); None where a figure is missing."""
+    floor = None if it["floor"] is None else it["floor"] >= FLOOR_GOAL
+    ratios = [it["eager"], it["compiled"]]
+    beat = None if None in ratios else min(ratios) >= 1.0
+    return floor, beat
+
+
+def best_per_size(items: list) -> list:
+    """The fastest timed item of each (kernel, size)."""
+    best: dict = {}
+    for it in items:
+        key = (it["kernel"], it["size"])
+        if it["median_us"] is not None and (key not in best or
+                                            it["median_us"] < best[key]["median_us"]):
+            best[key] = it
+    return [best[k] for k in sorted(best)]
+
+
+def _r(x) -> str:
+    return "-" if x is None else f"{x:.3f}x"
+
+
+def _yes(v) -> str:
+    return {True: "yes", False: "NO", None: "-"}[v]
+
+
+def markdown(items: list) -> str:
+    lines = ["## Every item", "", "| item | median | GB/s | floor | vs eager | vs compiled | note |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for it in sorted(items, key=lambda i: (i["kernel"], i["size"], i["case"])):
+        med = f"{it['median_us']:.2f} us" if it["median_us"] is not None else it["outcome"]
+        gbps = f"{it['gbps']:.0f}" if it["gbps"] else "-"
+        floor = f"{it['floor']:.1%}" if it["floor"] is not None else "-"
+        lines.append(f"| {it['kernel']}[{it['case']}] | {med} | {gbps} | {floor} | "
+                     f"{_r(it['eager'])} | {_r(it['compiled'])} | {it['note']} |")
+    lines += ["", f"## Fastest variant per size (issue 14: >= {FLOOR_GOAL:.0%} of the floor and "
+              ">= 1.00x the faster baseline)", "",
+              "| kernel | size | variant | floor | vs eager | vs compiled | floor goal | "
+              "baseline goal |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for it in best_per_size(items):
+        floor_met, beat = goals(it)
+        floor = f"{it['floor']:.1%}" if it["floor"] is not None else "-"
+        lines.append(f"| {it['kernel']} | {it['size']} | {it['case']} | {floor} | "
+                     f"{_r(it['eager'])} | {_r(it['compiled'])} | {_yes(floor_met)} | "
+                     f"{_yes(beat)} |")
+    lines += not_timed(items)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    return cli(argv, __doc__, "zoo_perf_summary", read_items, markdown, "zoo items")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""Guards against kernels that game the measurement (issue 17), run inside a job by
+`kcoral.measure`.
+
+KCoral's ratios are what agents optimize against, so a kernel that passes the correctness runs and
+then does less work while it is timed must not win. Learned from the public harnesses (the TIRx
+Harness's input-dependence and after-timing checks, SOL-ExecBench's reward-hack evaluator,
+kernelbot's KernelGuard patterns for result caching): a check that runs only on fresh inputs
+before timing misses a kernel that keeps state across launches. Each guard below targets one way
+of cheating and reports ``passed``, ``failed`` (the job fails with the typed error named), ``n/a``
+(nothing to guard) or ``incomplete`` (it could not be applied: ``tirxh bench`` then never calls the
+item clean).
+
+``timed_output`` -- the outputs of a timed iteration (``correctness.timed-output``). Before the
+warm-up the candidate runs once on the timing inputs; its outputs are checked against the
+uploaded expected arrays for that seed, or a baseline reference, or -- when the job has neither
+-- kept as the reference themselves. Then, at a round drawn at random and after the last round,
+the pure outputs are poisoned (in-place outputs get their initial contents back) and one timed
+iteration runs; its outputs must match the reference within the check's tolerance. Catches a
+kernel that computes on its first launch and skips later ones (a flag in a scratch buffer). On a
+board that does not time (sim), the same sequence runs untimed: the candidate is launched
+``timing.warmup`` times, then once more with its outputs checked.
+
+``perturbation`` -- outputs follow the inputs (``correctness.perturbation``). After timing, every
+input with contents (or the job's ``guards.perturb``) is perturbed: floats by 0.25 of their
+standard deviation; integers and booleans take the values another correctness run gave them (or
+their generator with another seed; booleans otherwise flip a quarter of their elements), so an
+index stays a valid index. The candidate then runs twice: *in place* (other buffers keep
+whatever the kernel left in them) and *fresh* (every buffer written anew). The two must agree
+within tolerance (a cache kept across launches does not), the fresh one must match a baseline
+reference where the check has one, and every checked output must change (one that does not is a
+precomputed answer), unless named in ``guards.constant_outputs``. All-zero buffers are taken for
+workspaces and flags and left alone.
+
+``seeds`` -- at least ``guards.seeds_before`` checked correctness runs before timing and
+``seeds_after`` after (default 2 and 2), on distinct inputs; runs whose inputs are all the same
+check one input set however many seeds they name (``incomplete``).
+
+Integer and boolean outputs get the same checks as floating-point ones: their poison alternates
+between all-ones bytes and 0x5A from one checked run to the next (so an output left unwritten
+cannot match a reference that happens to be all ones), and booleans compare byte for byte
+(`kcoral.tolerance`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import dtype_of, is_float
+from .errors import JobFailure
+from .tolerance import compare
+
+FIRST = "the candidate's first launch on these inputs"
+NOISE = 0.25        # perturbation: this fraction of an input's standard deviation
+FLIP = 0.25         # boolean inputs without other values: this fraction of elements flipped
+
+
+def status(state: str, **more) -> dict:
+    return dict({"status": state}, **more)
+
+
+class GuardRun:
+    """The guards of one job on one board (see the module docstring)."""
+
+    def __init__(self, session):
+        self.s = session
+        self.job = session.job
+        self.g = session.job.guards
+        self.rng = session.rng
+        self.ref: dict = {}      # checked buffer -> reference array for the timing inputs
+        self.src: dict = {}      # checked buffer -> where its reference comes from
+        self.first: dict = {}    # checked buffer -> the candidate's first output on them
+        self.initial: dict = {}  # buffer -> host array of the timing inputs
+        self.iterations: list = []
+        self.report: dict = {}
+
+    @property
+    def active(self) -> bool:
+        return bool(self.job.checks)
+
+    # --- the reference on the timing inputs ---------------------------------------------------
+    def prepare(self) -> None:
+        """Fill the timing inputs, run the candidate once, take each check's reference; then
+        fill the inputs anew so the warm-up starts from the declared state."""
+        s, t = self.s, self.job.timing
+        overrides = s.run_inputs(t.seed)
+        s.fill_inputs(t.seed, overrides)
+        self.initial = dict(s.initial)
+        if not self.active:
+            return
+        s.launch("the candidate's first launch on the timing inputs")
+        self.first = {c.buffer: s.read(c.buffer) for c in self.job.checks}
+        expected = s.run_expected(t.seed)
+        baseline_checks = [c for c in self.job.checks
+                           if c.buffer not in expected and c.baseline]
+        if baseline_checks:  # the reference from the inputs as declared (the kernel may write)
+            s.fill_inputs(t.seed, overrides)
+            for c in baseline_checks:
+                self.ref[c.buffer] = s.baseline_reference(c)
+                self.src[c.buffer] = f"baseline {c.baseline}"
+        for c in self.job.checks:
+            if c.buffer in expected:
+                self.ref[c.buffer] = s.expected_array(expected[c.buffer], c.buffer)
+                self.src[c.buffer] = "uploaded"
+            elif c.buffer not in self.ref:
+                self.ref[c.buffer] = self.first[c.buffer]
+                self.src[c.buffer] = FIRST
+        bad = self._compare(self.first, "the first launch on the timing inputs")
+        if bad:
+            raise JobFailure("correctness.mismatch", bad["message"],
+                             data={"guards": {"timed_output": bad}})
+        s.fill_inputs(t.seed, overrides)
+
+    def _compare(self, got: dict, where: str) -> "dict | None":
+        """None when every checked output matches its reference, else the failure."""
+        checks = []
+        for c in self.job.checks:
+            r = compare(got[c.buffer], self.ref[c.buffer], c.rtol, c.atol, c.rms)
+            r.update(buffer=c.buffer, reference=self.src[c.buffer])
+            checks.append(r)
+        bad = next((r for r in checks if not r["ok"]), None)
+        if bad is None:
+            return None
+        return status("failed", checks=checks, message=(
+            f"{bad['buffer']!r} from {where} differs from the {bad['reference']} reference: "
+            f"{bad.get('mismatches', '?')} of {bad.get('total', '?')} elements, max abs err "
+            f"{bad.get('max_abs')}" + (f"; {bad['reason']}" if bad.get("reason") else "")))
+
+    # --- timed_output -------------------------------------------------------------------------
+    def mid_round(self) -> int:
+        """The round whose iteration is checked besides the last (random, so a kernel cannot
+        count its way around it)."""
+        return int(self.rng.integers(1, max(2, self.job.timing.min_iters + 1)))
+
+    def check_iteration(self, run_one, where: str) -> None:
+        """Poison the pure outputs, give in-place outputs their initial contents, run one
+        iteration (`run_one()` returns its time in ms, or None untimed) and check its outputs."""
+        if not (self.active and self.g.timed_output):
+            return
+        s = self.s
+        for b in self.job.buffers:
+            if b.output:
+                if b.name in self.initial:
+                    s.dev.write(b.name, self.initial[b.name])
+                else:
+                    s.poison(b)
+        ms = run_one()
+        got = {c.buffer: s.read(c.buffer) for c in self.job.checks}
+        bad = self._compare(got, where)
+        rec = {"where": where, "ok": bad is None}
+        if ms is not None:
+            rec["ms"] = ms
+        self.iterations.append(rec)
+        if bad:
+            self.report["timed_output"] = dict(bad, iterations=self.iterations)
+            raise JobFailure("correctness.timed-output", f"a kernel that passed its correctness "
+                             f"runs failed when timed: {bad['message']}",
+                             data={"guards": self.report})
+
+    def repeat(self) -> None:
+        """On a board that does not time: `prepare`, ``timing.warmup`` launches, then one
+        launch checked as `check_iteration` does."""
+        self.prepare()
+        if not self.active:
+            return
+        for i in range(max(1, self.job.timing.warmup)):
+            self.s.launch(f"repeated launch {i + 1}")
+        self.check_iteration(lambda: self.s.launch("the checked repeated launch"),
+                             "a repeated launch (this board does not time)")
+
+    def timed_output_report(self, timed: bool) -> dict:
+        if not self.active:
+            return status("n/a", why="the job has no checks")
+        if not self.g.timed_output:
+            return status("n/a", why="disabled by the job (guards.timed_output)")
+        return status("passed", timed=timed, reference={b: self.src[b] for b in self.src},
+                      iterations=self.iterations)
+
+    # --- perturbation -------------------------------------------------------------------------
+    def perturbation(self) -> None:
+        if not (self.active and self.g.perturbation):
+            self.report["perturbation"] = status(
+                "n/a", why="the job has no checks" if not self.active else
+                "disabled by the job (guards.perturbation)")
+            return
+        s = self.s
+        plan, skipped = self._plan()
+        if not plan:
+            why = ("no input has contents to perturb" if not skipped else
+                   "no input could be perturbed: " + "; ".join(f"{k}: {v}"
+                                                               for k, v in skipped.items()))
+            self.report["perturbation"] = status("n/a" if not skipped else "incomplete",
+                                                 why=why, skipped=skipped)
+            return
+        # in place: the perturbed inputs over whatever the kernel left in every other buffer
+        for name, a in plan.items():
+            s.dev.write(name, a)
+        for b in self.job.buffers:
+            if b.output and b.name not in plan:
+                if b.name in self.initial:
+                    s.dev.write(b.name, self.initial[b.name])
+                else:
+                    s.poison(b)
+        s.launch("the candidate on perturbed inputs (in place)")
+        in_place = {c.buffer: s.read(c.buffer) for c in self.job.checks}
+        # fresh: every buffer written anew
+        fresh_ref = {}
+        self._write_fresh(plan)
+        for c in self.job.checks:
+            if c.baseline and self.src.get(c.buffer, "").startswith("baseline"):
+                fresh_ref[c.buffer] = s.baseline_reference(c)
+        self._write_fresh(plan)
+        s.launch("the candidate on perturbed inputs (fresh)")
+        fresh = {c.buffer: s.read(c.buffer) for c in self.job.checks}
+        rec = {"perturbed": sorted(plan), "skipped": skipped, "changed": {}}
+        problems = []
+        for c in self.job.checks:
+            r = compare(in_place[c.buffer], fresh[c.buffer], c.rtol, c.atol, c.rms)
+            if not r["ok"]:
+                problems.append(f"{c.buffer!r} computed in place differs from the same inputs "
+                                f"written fresh ({r.get('mismatches')} of {r.get('total')} "
+                                f"elements): the kernel keeps a result across launches")
+            if c.buffer in fresh_ref:
+                r = compare(fresh[c.buffer], fresh_ref[c.buffer], c.rtol, c.atol, c.rms)
+                if not r["ok"]:
+                    problems.append(f"{c.buffer!r} differs from baseline {c.baseline} on the "
+                                    f"perturbed inputs ({r.get('mismatches')} of "
+                                    f"{r.get('total')} elements)")
+            changed = not _same_bits(fresh[c.buffer], self.first[c.buffer])
+            rec["changed"][c.buffer] = changed
+            if not changed and c.buffer not in self.g.constant_outputs:
+                problems.append(f"{c.buffer!r} did not change when inputs {sorted(plan)} did: "
+                                f"it does not depend on them (a precomputed answer?); name it "
+                                f"in guards.constant_outputs if that is right")
+        if problems:
+            self.report["perturbation"] = status("failed", problems=problems, **rec)
+            raise JobFailure("correctness.perturbation", "; ".join(problems),
+                             data={"guards": self.report})
+        self.report["perturbation"] = status("passed", **rec)
+
+    def _write_fresh(self, plan: dict) -> None:
+        s = self.s
+        for b in self.job.buffers:
+            a = plan.get(b.name, self.initial.get(b.name))
+            if a is None:
+                s.poison(b)
+            else:
+                s.dev.write(b.name, a)
+
+    def _plan(self) -> tuple:
+        """``({buffer: perturbed array}, {buffer: why not})``."""
+        want = self.g.perturb
+        plan, skipped = {}, {}
+        for i, b in enumerate(self.job.buffers):
+            a = self.initial.get(b.name)
+            if a is None or (want is not None and b.name not in want):
+                continue
+            if want is None and not np.asarray(a).view(np.uint8).any():
+                skipped[b.name] = "all zeros: taken for a workspace or flags"
+                continue
+            new = self._perturbed(i, b, np.asarray(a))
+            if new is None:
+                skipped[b.name] = ("no other valid values for an integer input (no other run's "
+                                   "values, no generator)")
+            else:
+                plan[b.name] = new
+        return plan, skipped
+
+    def _perturbed(self, index: int, b, a: np.ndarray) -> "np.ndarray | None":
+        dt = dtype_of(b.dtype)
+        if is_float(b.dtype):
+            f = a.astype(np.float64)
+            ok = np.isfinite(f)
+            if ok.any():
+                sd = float(np.std(f[ok])) or float(np.max(np.abs(f[ok]))) or 1.0
+                f[ok] += NOISE * sd * self.rng.standard_normal(int(ok.sum()))
+                new = f.astype(dt)
+                new[~ok] = a[~ok]
+                if not _same_bits(new, a):
+                    return new
+        for alt in self.s.other_values(index, b):
+            if alt.shape == a.shape and not _same_bits(alt, a):
+                return alt.astype(dt)
+        if b.dtype == "pred":
+            return a ^ (self.rng.random(a.shape) < FLIP)
+        return None
+
+    # --- seeds --------------------------------------------------------------------------------
+    def seeds(self, runs: list, fingerprints: list) -> dict:
+        """`runs` are the correctness results, `fingerprints` what each run's inputs were."""
+        if not self.active:
+            return status("n/a", why="the job has no checks")
+        checked = [(r, f) for r, f in zip(runs, fingerprints) if r.get("checks")]
+        n = {w: sum(1 for r, _ in checked if r["when"] == w) for w in ("before", "after")}
+        need = {"before": self.g.seeds_before, "after": self.g.seeds_after}
+        why = [f"{n[w]} checked run(s) {w} timing, the job asks for {need[w]}"
+               for w in need if n[w] < need[w]]
+        distinct = len({f for _, f in checked})
+        if len(checked) > 1 and distinct < len(checked):
+            why.append(f"{len(checked)} checked runs on only {distinct} distinct input "
+                       f"set(s): seeds {[r['seed'] for r, _ in checked]}")
+        rec = {"before": n["before"], "after": n["after"], "required": need,
+               "distinct_inputs": distinct}
+        return status("incomplete", why="; ".join(why), **rec) if why else \
+            status("passed", **rec)
+
+
+def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    return x.shape == y.shape and x.nbytes == y.nbytes and \
+        np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))

@@ -1,0 +1,92 @@
+"""benchmarks/zoo_perf_summary.py: report-log items to tables, the fastest variant per kernel and
+size against the issue 14 goals; a log cut short still reads; unreadable logs named with the
+line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "zoo_perf_summary.py"
+_spec = importlib.util.spec_from_file_location("zoo_perf_summary_test", _PATH)
+S = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(S)
+
+
+def _item(kernel, case, median_us=None, eager=None, compiled=None, floor=None, error=None):
+    result = {"timing": {"skipped": "the sim board never times"}}
+    if median_us is not None:
+        bl = {}
+        if eager is not None:
+            bl[f"torch.{kernel}"] = {"speedup": eager}
+        if compiled is not None:
+            bl[f"torch.compile.{kernel}"] = {"speedup": compiled}
+        result = {"timing": {"candidate": {"median_ms": median_us / 1e3}, "gbps": 4000.0,
+                             "floor_fraction": floor, "converged": True, "baselines": bl}}
+    if error:
+        result = {"error": {"type": "timeout.exec", "message": error}}
+    return {"schema": "tirxh.report/1", "event": "item_report", "kernel": kernel, "case": case,
+            "nodeid": f"kernels/zoo.py::{kernel}[{case}]@sm_90a",
+            "outcome": "passed" if median_us else "failed",
+            "phases": [{"phase": "compile", "outcome": "passed"},
+                       {"phase": "bench", "outcome": "passed", "longrepr": error or "",
+                        "data": {"result": result}}]}
+
+
+def _log(tmp_path, records, tail=""):
+    p = tmp_path / "bench.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in records) + "\n" + tail)
+    return p
+
+
+def test_fastest_variant_per_size_and_the_two_goals(tmp_path, capsys):
+    log = _log(tmp_path, [
+        {"event": "session_start"},
+        _item("rmsnorm", "r16384_c8192", 131.9, 1.57, 0.97, 0.95),
+        _item("rmsnorm", "r16384_c8192_p256_b512", 126.0, 1.64, 1.02, 0.97),
+        _item("cumsum", "r1_c64M_t16k", 150.0, 1.45, 3.9, 0.83),
+        _item("cumsum", "r8_c4M", 140.0, 1.1, None, 0.91),
+        _item("swiglu", "n64M_p396", error="the job ran past its execution budget of 45 s"),
+        _item("gemm", "m128n128k128_t256", 10.0),  # no problem size of the zoo's form
+    ])  # no session_finish: a run cut short by its time limit
+    items = S.read_items([log])
+    assert sorted(i["case"] for i in items) == ["n64M_p396", "r16384_c8192",
+                                                "r16384_c8192_p256_b512", "r1_c64M_t16k",
+                                                "r8_c4M"]
+    best = {(i["kernel"], i["size"]): i for i in S.best_per_size(items)}
+    assert set(best) == {("rmsnorm", "r16384_c8192"), ("cumsum", "r1_c64M"),
+                         ("cumsum", "r8_c4M")}
+    assert best["rmsnorm", "r16384_c8192"]["case"] == "r16384_c8192_p256_b512"
+    assert S.goals(best["rmsnorm", "r16384_c8192"]) == (True, True)
+    assert S.goals(best["cumsum", "r1_c64M"]) == (False, True)
+    assert S.goals(best["cumsum", "r8_c4M"]) == (True, None)  # no compiled ratio: unknown
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "| rmsnorm | r16384_c8192 | r16384_c8192_p256_b512 | 97.0% | 1.640x | 1.020x | yes " \
+           "| yes |" in out
+    assert "| rmsnorm[r16384_c8192] | 131.90 us | 4000 | 95.0% | 1.570x | 0.970x |  |" in out
+    assert "| cumsum | r1_c64M | r1_c64M_t16k | 83.0% | 1.450x | 3.900x | NO | yes |" in out
+    assert "- swiglu[n64M_p396]: failed: the job ran past its execution budget of 45 s" in out
+
+
+def test_the_worst_of_several_baselines_of_a_kind_counts():
+    rec = _item("softmax", "r16384_c8192", 100.0, 2.0, 1.5, 0.95)
+    rec["phases"][1]["data"]["result"]["timing"]["baselines"]["torch.compile.other"] = \
+        {"speedup": 1.2}
+    assert S.item(rec)["compiled"] == 1.2
+
+
+def test_a_line_that_is_not_json_is_named(tmp_path, capsys):
+    p = _log(tmp_path, [_item("rmsnorm", "r4_c1024", 1.0)], tail="{oops\n")
+    with pytest.raises(ValueError, match=r"bench.jsonl:2: not a JSON line"):
+        S.read_items([p])
+    assert S.main([str(p)]) == 2
+    assert "bench.jsonl:2" in capsys.readouterr().err
+
+
+def test_no_zoo_items_is_an_error(tmp_path, capsys):
+    assert S.main([str(_log(tmp_path, [_item("gemm", "m128n128k128", 0.01)]))]) == 1
+    assert "no zoo items" in capsys.readouterr().err
