@@ -7,7 +7,6 @@ import pytest
 
 import tirxh.lang as T
 import tirxh_numsim as ns
-from tirxh.core.compiler import compile_kernel
 from tirxh_numsim import residency
 from tirxh_numsim.residency import H200, Need, ctas_per_sm
 
@@ -38,7 +37,7 @@ def ticket_chain(count: T.gptr[T.u32], flags: T.gptr[T.u32], out: T.gptr[T.u32])
 
 
 def _run(kernel, n, compiled=True, **kw):
-    target = compile_kernel(kernel, "sm_90a") if compiled else kernel
+    target = kernel.compile("sm_90a") if compiled else kernel
     inputs = dict(count=np.zeros(1, np.uint32), out=np.zeros(n, np.uint32))
     if kernel is ticket_chain:
         inputs["flags"] = np.zeros(n, np.uint32)
