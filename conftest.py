@@ -39,6 +39,8 @@ SLOW_FILES = {
     "plugins/iket/tests/test_outputs.py": "decodes and renders recorded H200 traces",
     "plugins/iket/tests/test_kcoral_tool.py": "the iket tool through kcoral.runjob",
     "plugins/iket/tests/test_h200_recordings.py": "recorded H200 traces",
+    "plugins/mcp/tests/test_server.py": "every MCP tool call runs a tirxh child process",
+    "plugins/mcp/tests/test_plugin.py": "tirxh mcp child processes and a stdio server",
 }
 
 HERE = os.path.dirname(os.path.abspath(__file__))

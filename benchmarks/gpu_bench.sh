@@ -109,5 +109,10 @@ for f in "$LOGS"/shard_*.log; do
     echo "=== $f"
     sed -n '/= KCoral/,$p' "$f" | tail -n "${TAIL:-40}"
 done
+# the workers' own logs (a worker that dies says why only there); not the job blobs
+find "$WORK/kcoral" -name "*.log" -exec cp {} "$LOGS/" \; 2>/dev/null
+for f in "$LOGS"/worker-*.log; do
+    [ -s "$f" ] && { echo "=== $f (last lines)"; tail -n "${TAIL:-40}" "$f"; }
+done
 tar -czf "$OUT/gpu_bench.tar.gz" -C "$WORK" --exclude=kcoral . 2>/dev/null
 echo "total $(( $(date +%s) - START ))s"

@@ -319,9 +319,10 @@ class Session:
                     time.sleep(t.cooldown_s)  # let the card return to its full clock
                     idle += t.cooldown_s
                     cooldowns += 1
-                order = (list(self.rng.permutation(len(fns))) if t.randomize and len(fns) > 1
-                         else list(range(len(fns))))
-                candidate_first += order[0] == 0
+                # plain ints: a numpy int64 in the result cannot cross the worker's JSON pipe
+                order = ([int(i) for i in self.rng.permutation(len(fns))]
+                         if t.randomize and len(fns) > 1 else list(range(len(fns))))
+                candidate_first += int(order[0] == 0)
                 c0 = clock()
                 with self.wd.guard(f"timed round {n}"):
                     ms = self.dev.timed_batch([fns[i] for i in order], t.l2_flush)

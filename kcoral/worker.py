@@ -67,6 +67,33 @@ def _watch_lifeline(fd: int) -> None:
     threading.Thread(target=watch, daemon=True, name="kcoral-lifeline").start()
 
 
+def _plain(v):
+    """`json.dumps` default: numpy scalars as Python numbers (a measurement may compute one)."""
+    item = getattr(v, "item", None)
+    if item is not None and getattr(v, "shape", None) == ():
+        return item()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
+
+
+def wire_line(obj) -> str:
+    """One message for the daemon. A result that still cannot be encoded becomes a typed
+    failure instead of an exception that kills the worker (2026-12-01 on the H200: a numpy
+    int64 in the timing result crashed the worker on every timed job, reported only as
+    `runtime.worker-crash`)."""
+    try:
+        return json.dumps(obj, default=_plain)
+    except (TypeError, ValueError) as e:
+        if obj.get("event") != "result":
+            raise
+        res = obj.get("result") or {}
+        keep = {k: res[k] for k in ("job_id", "board", "board_type", "protocol") if k in res}
+        return json.dumps({"event": "result", "fatal": bool(obj.get("fatal")), "result": dict(
+            keep, status="failed", error={
+                "type": "internal.unencodable-result",
+                "message": f"the worker could not encode the job's result ({e}); this is a "
+                           f"kcoral bug, please report it"})})
+
+
 def _child_main() -> int:
     if os.environ.get(LIFELINE_ENV):
         _watch_lifeline(int(os.environ[LIFELINE_ENV]))
@@ -77,7 +104,7 @@ def _child_main() -> int:
 
     def send(obj):
         with lock:
-            proto.write(json.dumps(obj) + "\n")
+            proto.write(wire_line(obj) + "\n")
             proto.flush()
 
     def hung(result):

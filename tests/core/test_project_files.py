@@ -1,11 +1,15 @@
 """The README's commands, .ci/run and the packaging metadata agree with each other."""
 
+import argparse
 import importlib.util
 import os
 import re
 import subprocess
 import sys
-from tirxh.core.config import tomllib  # tomli on Python 3.10
+
+from tirxh.core.cli import build_argparser
+from tirxh.core.config import Parser, tomllib  # tomli on Python 3.10
+from tirxh.core.pluginmanager import build_plugin_manager
 
 from .pytester import REPO
 
@@ -77,3 +81,18 @@ def test_console_scripts_resolve():
     for needed in ("pluggy", "packaging", "cuda-bindings", "nvidia-nvjitlink",
                    "nvidia-cuda-nvdisasm", "tomli>=2.0; python_version < '3.11'"):
         assert needed in deps
+
+
+def test_every_command_is_in_the_readme_table_and_cli_md():
+    """Built-in commands and the commands of the plugins installed here (zoo, ptx, skills,
+    mcp) each have a row in README's command table and in docs/CLI.md."""
+    ap = build_argparser(Parser(), build_plugin_manager().commands())
+    names = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices
+    readme_rows = [ln for ln in (REPO / "README.md").read_text().splitlines()
+                   if ln.startswith("| `tirxh ")]
+    cli_rows = [ln for ln in (REPO / "docs" / "CLI.md").read_text().splitlines()
+                if ln.startswith("| `")]
+    assert {"zoo", "ptx", "skills"} <= set(names)
+    for name in names:
+        assert any(r.startswith(f"| `tirxh {name}") for r in readme_rows), name
+        assert any(r.startswith(f"| `{name}") for r in cli_rows), name

@@ -101,8 +101,9 @@ def _run_options(p: argparse.ArgumentParser, parser) -> None:
             raise UsageError(f"a plugin's option {names[0]} conflicts: {e}") from None
 
 
-def build_argparser(parser) -> argparse.ArgumentParser:
-    """The full command line; `parser` carries the options plugins added."""
+def build_argparser(parser, commands=()) -> argparse.ArgumentParser:
+    """The full command line; `parser` carries the options plugins added, `commands` the
+    commands they contributed (`tirxh.core.commands.Command`)."""
     ap = _ArgumentParser(prog="tirxh", description="A compiler harness for TIRx GPU kernels.")
     ap.add_argument("--version", action="version", version=f"tirxh {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
@@ -148,6 +149,14 @@ def build_argparser(parser) -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--json", action="store_true", help="report the files written as JSON")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
+    for cmd in sorted(commands, key=lambda c: c.name):  # pluggy's call order is LIFO: sort
+        if cmd.name in COMMANDS:
+            raise PluginValidationError(cmd.owner, f"command {cmd.name!r} (from {cmd.owner}) is "
+                                                   f"a built-in tirxh command")
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description)
+        _common(p)
+        if cmd.configure is not None:
+            cmd.configure(p)
     return ap
 
 
@@ -157,16 +166,12 @@ def build_argparser(parser) -> argparse.ArgumentParser:
 
 def configure(argv: list):
     """Everything up to ``tirxh_configure``; returns the `Config` (see module docstring)."""
-    pre = _prescan(argv)
-    rootdir, inipath = find_rootdir(rootdir=pre["rootdir"])
+    rootdir, inipath, pm = _load_plugins(argv)
     data = load_toml(inipath) if inipath else {}
-    pm = build_plugin_manager(pre["plugins"], pre["blocked"],
-                              autoload=not os.environ.get(AUTOLOAD_ENV),
-                              conftest=rootdir / CONFTEST_FILE if inipath else None)
     parser = Parser()
     declare_core_ini(parser)
     pm.hook.tirxh_addoption.call_historic(kwargs={"parser": parser})
-    ns = build_argparser(parser).parse_args(argv)
+    ns = build_argparser(parser, pm.commands()).parse_args(argv)
     if ns.command is None:
         raise UsageError("no command given; try `tirxh check` (or `tirxh --help`)")
     if getattr(ns, "target", None):
@@ -185,6 +190,16 @@ def configure(argv: list):
         sys.stderr.write("\n".join(format_plugin_table(pm.plugin_infos(), pm.blocked_names))
                          + "\n")
     return config
+
+
+def _load_plugins(argv: list):
+    """The project (rootdir, ``tirx.toml`` or None) and its plugins, from the pre-scan of argv."""
+    pre = _prescan(argv)
+    rootdir, inipath = find_rootdir(rootdir=pre["rootdir"])
+    pm = build_plugin_manager(pre["plugins"], pre["blocked"],
+                              autoload=not os.environ.get(AUTOLOAD_ENV),
+                              conftest=rootdir / CONFTEST_FILE if inipath else None)
+    return rootdir, inipath, pm
 
 
 def _unloaded(pm, data: dict) -> set:
@@ -234,8 +249,10 @@ def main(argv: "list | None" = None) -> int:
 
 
 def _no_project(argv: list) -> int:
-    """``init``, ``--help``, ``--version``: no project, no plugins needed."""
-    ap = build_argparser(Parser())
+    """``init``, ``--help``, ``--version``: no configuration; ``--help`` loads the plugins only to
+    list the commands they add."""
+    wants_plugins = argv[:1] != ["init"] and "--version" not in argv[:1]
+    ap = build_argparser(Parser(), _load_plugins(argv)[2].commands() if wants_plugins else ())
     if not argv:
         ap.print_help(sys.stderr)
         sys.stderr.write("ERROR: no command given; try `tirxh check`\n")
@@ -263,7 +280,21 @@ def _dispatch(config) -> int:
     if cmd == "profile":
         o = config.option
         return profile_session(config, o.nodeid, Path(o.out), o.json_file, o.json)
+    plugin_cmd = config.pm.commands().get(cmd)
+    if plugin_cmd is not None:
+        return _run_plugin_command(config, plugin_cmd)
     raise UsageError(f"unknown command {cmd!r}")  # argparse rejects it first
+
+
+def _run_plugin_command(config, cmd) -> int:
+    """A command a plugin added (`tirxh.core.commands`): its runner, then ``tirxh_unconfigure``."""
+    if config.option.trace_config and not config.option.json:  # with --json: done by configure
+        sys.stderr.write("\n".join(format_plugin_table(config.pm.plugin_infos(),
+                                                        config.pm.blocked_names)) + "\n")
+    try:
+        return cmd.run(config)
+    finally:
+        config.pm.hook.tirxh_unconfigure(config=config)
 
 
 def _print_json(doc: dict) -> None:

@@ -22,7 +22,9 @@ terminal's header: ``tirxh_report_header``) ->
 ``tirxh_terminal_summary`` -> ``tirxh_unconfigure``. ``tirxh_report`` receives every event of the
 report stream (`tirxh.core.reports`) as it happens; ``tirxh profile`` calls
 ``tirxh_profile_item`` for its one item. ``tirxh_binding_fidelity`` is asked by the PTX reference
-generator, outside any run.
+generator, outside any run, and by ``tirxh ptx``. A command a plugin adds
+(``tirxh_add_commands``, collected after ``tirxh_addoption``) runs after ``tirxh_configure`` in
+place of the session, then ``tirxh_unconfigure``.
 """
 
 from __future__ import annotations
@@ -125,6 +127,24 @@ def tirxh_register_transforms(registry):
         ``registry.add(Transform(name, apply, doc=..., default=False), owner=NAME)``. A default
         transform is applied to every build; any other only to builds that name it
         (``compile_kernel(..., transforms=[name])``). A name registered twice is an error
+        naming both owners.
+    :return: ignored.
+    """
+
+
+@hookspec(historic=True)
+def tirxh_add_commands(commands):
+    """Contribute whole commands (``tirxh zoo``, ``tirxh mcp``, ...); called once at start-up,
+    after ``tirxh_addoption`` and before the command line is parsed (historic: a plugin
+    registered after parsing is too late for its commands to be parsed). ``tirxh --help``
+    loads the plugins to list them.
+
+    :param commands: the `tirxh.core.commands.CommandRegistry`; call ``commands.add(name, help,
+        run, configure=None, description="")``. ``configure(parser)`` adds the command's own
+        arguments to its `argparse.ArgumentParser` (every command also gets ``-p``,
+        ``--rootdir``, ``--json`` and ``--trace-config``); ``run(config)`` runs the command after
+        ``tirxh_configure`` and returns an `ExitCode`, then ``tirxh_unconfigure`` is called. A
+        name that is a built-in command or is registered twice is a plugin validation error
         naming both owners.
     :return: ignored.
     """
@@ -347,8 +367,8 @@ def tirxh_binding_fidelity(binding):
     (firstresult: the first non-None answer is used).
 
     Asked by ``python -m tirxh.core.reference`` for every binding while it writes
-    docs/PTX_REFERENCE.md; the numsim plugin answers from its semantics table (the one source
-    of truth for numsim's fidelity).
+    docs/PTX_REFERENCE.md, and by ``tirxh ptx`` for the bindings it describes; the numsim plugin
+    answers from its semantics table (the one source of truth for numsim's fidelity).
 
     :param binding: a `tirxh.core.bindings.Binding`.
     :return: ``(fidelity_class, note)`` (``"modeled"``, ``"representative"``,

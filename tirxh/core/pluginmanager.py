@@ -24,6 +24,7 @@ import pluggy
 
 from .. import __version__
 from . import hookspec
+from .commands import CommandRegistry
 from .errors import PluginValidationError, UsageError
 
 hookimpl = pluggy.HookimplMarker("tirxh")
@@ -50,6 +51,9 @@ DEFAULT_PLUGINS = (
     "junitxml",
     "sarif",
     "bench",
+    "kb_zoo",
+    "kb_ptx",
+    "skills",
 )
 
 
@@ -62,6 +66,7 @@ class TirxhPluginManager(pluggy.PluginManager):
         self.dists: dict[str, tuple] = {}  # plugin name -> (distribution, version)
         self.origins: dict[str, str] = {}  # plugin name -> builtin | entrypoint | tirxconf | -p
         self.blocked_names: set[str] = set()
+        self._commands: "CommandRegistry | None" = None
 
     def _record(self, name: str, dist: str, version: str, origin: str) -> None:
         self.dists[name] = (dist, version)
@@ -167,6 +172,17 @@ class TirxhPluginManager(pluggy.PluginManager):
             super().check_pending()
         except pluggy.PluginValidationError as e:
             raise PluginValidationError(e.plugin, str(e)) from None
+
+    def commands(self) -> CommandRegistry:
+        """The commands plugins contribute (``tirxh_add_commands``), collected on first use; a
+        plugin's mistake there (a bad or duplicate name) is a `PluginValidationError`."""
+        if self._commands is None:
+            self._commands = CommandRegistry()
+            try:
+                self.hook.tirxh_add_commands.call_historic(kwargs={"commands": self._commands})
+            except ValueError as e:
+                raise PluginValidationError(None, str(e)) from None
+        return self._commands
 
     def parse_hookimpl_opts(self, plugin, name):
         # a function named tirxh_* without a marker still counts as an implementation (as pytest
