@@ -228,3 +228,24 @@ def test_constant_types_are_kept():
     back = irjson.loads(irjson.dumps(kir))
     assert back.consts == kir.consts
     assert type(back.consts["t"]) is tuple and type(back.consts["l"]) is list
+
+
+def test_the_shared_layout_travels_and_older_documents_are_split():
+    kir = kg.smem_roundtrip.specialize(ROWS=3)
+    doc = irjson.to_doc(kir)
+    assert doc["smem_layout"] == "window" and doc["shared"][0]["dynamic"] is True
+    assert irjson.from_doc(doc).smem_layout == "window"
+    # a document from before the single window: its static variables were declarations
+    del doc["smem_layout"]
+    doc["shared"][0]["dynamic"] = False
+    old = irjson.from_doc(doc)
+    assert old.smem_layout == "split"
+    assert "\t.shared .align 16 .b8 buf[768];" in emit_ptx(old, default_targets().get("sm_90a"))
+
+
+def test_an_unknown_shared_layout_is_named():
+    doc = irjson.to_doc(kg.branches.specialize())  # (saxpy's cached IR is altered above)
+    doc["smem_layout"] = "packed"
+    with pytest.raises(irjson.IRJSONError, match=r"kernel 'branches': smem_layout: expected one "
+                                                 r"of 'window', 'split', got 'packed'"):
+        irjson.from_doc(doc)

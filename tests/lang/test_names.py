@@ -31,4 +31,5 @@ def test_memory_is_named_as_declared():
 
 def test_the_names_assemble():
     ck = compile_kernel(named, "sm_90a")
-    assert ".shared .align 16 .b8 red[128];" in ck.ptx and ck.cubin[:4] == b"\x7fELF"
+    assert "//   red: +0 (128 bytes, align 16)" in ck.ptx and ck.cubin[:4] == b"\x7fELF"
+    assert "//   ring: +128 (256 bytes, align 16)" in ck.ptx  # the PTX maps the window

@@ -4,6 +4,7 @@ import pytest
 
 import tirxh.lang as T
 from tirxh.core import ir
+from tirxh.core.errors import TraceError
 
 
 def _instrs(k, **consts):
@@ -94,23 +95,79 @@ def test_specializations_are_cached_per_constants():
     assert k.specialize(N=1) is not k.specialize(N=2)
 
 
-def test_shared_static_and_dynamic_addresses():
+def test_shared_variables_share_one_window():
     @T.kernel(block=32)
     def k(out: T.gptr[T.u32]):
         s = T.shared(T.u32, (4, 8), align=16, name="tile")
         d1 = T.shared(T.f32, (100,), dynamic=True)
         d2 = T.shared(T.bf16, (64, 64), align=1024, dynamic=True)
-        assert s.at(1, 2) == ir.Addr(ir.Sym("tile", "shared"), 40)
-        assert d2.var.offset == 1024 and d1.var.offset == 0
-        assert d2.at(1, 0).offset == 1024 + 128
+        assert s.at(1, 2) == ir.Addr(ir.Sym("tile", "shared"), 40)  # the variable's own symbol
+        assert d2.at(1, 0) == ir.Addr(ir.Sym(d2.var.name, "shared"), 128)
         T.ptx.st.shared.u32(s.at(T.tid.x, 1), 0)
+        T.ptx.st.shared.f32(d1.at(3), 1.0)
 
     kir = k.specialize()
-    assert kir.dynamic_smem == 1024 + 64 * 64 * 2 and kir.dynamic_align == 1024
+    # every variable in the window, the largest alignment first: d2, then tile and d1 in order
+    assert [(v.name, v.dynamic, v.offset) for v in kir.shared] == [
+        ("tile", True, 8192), ("d1", True, 8192 + 128), ("d2", True, 0)]
+    assert kir.dynamic_align == 1024 and kir.smem_base_align == 1024 and kir.smem_slack == 1008
+    assert kir.dynamic_smem == 8192 + 128 + 400 + 1008  # the slack rounds the base up
     ptx = k.ptx("sm_90a")
-    assert ".shared .align 16 .b8 tile[128];" in ptx
+    assert "\t.shared" not in ptx  # no static variable in front of the window
     assert ".extern .shared .align 1024 .b8 tirx_dsmem[];" in ptx
-    assert "mad.lo.u32 \t%ru3, %ru1, 32, %ru2;" in ptx and "[%ru3+4]" in ptx
+    assert "mov.u32 \t%tirx_smem, tirx_dsmem;\n\tadd.u32 \t%tirx_smem, %tirx_smem, 1023;\n" \
+           "\tand.b32 \t%tirx_smem, %tirx_smem, -1024;" in ptx
+    assert "add.u32 \t%ru2, %tirx_smem, 8192;\n\tmad.lo.u32 \t%ru3, %ru1, 32, %ru2;" in ptx
+    assert "[%ru3+4]" in ptx and "[%tirx_smem+8332]" in ptx
+    assert "//   d2: +0 (8192 bytes, align 1024)" in ptx and "//   tile: +8192 (128 bytes" in ptx
+
+
+def test_a_window_of_16_byte_alignment_needs_no_rounding():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32]):
+        a = T.shared(T.u32, (8,), name="a")
+        b = T.shared(T.u32, (8,), align=8, name="b")
+        T.ptx.st.shared.u32(b.at(T.tid.x), 0)
+        T.ptx.st.global_.u32(out.at(0), a.ptr())
+
+    kir = k.specialize()
+    assert kir.smem_base_align == 0 and kir.smem_slack == 0 and kir.dynamic_smem == 64
+    ptx = k.ptx("sm_90a")
+    assert "%tirx_smem" not in ptx and ".extern .shared .align 16 .b8 tirx_dsmem[];" in ptx
+    assert "mov.u32 \t%ru2, tirx_dsmem+32;" in ptx and "mov.u32 \t%ru4, tirx_dsmem;" in ptx
+
+
+def test_the_split_layout_keeps_static_declarations_before_the_window():
+    @T.kernel(block=32, smem_layout="split")
+    def k(out: T.gptr[T.u32]):
+        s = T.shared(T.u8, (2564,), name="pad")
+        w = T.shared(T.u32, (256,), align=1024, dynamic=True, name="win")
+        T.ptx.st.shared.u8(s.at(7), 1)
+        T.ptx.st.shared.u32(w.at(2), 0)
+
+    kir = k.specialize()
+    assert [(v.name, v.dynamic, v.offset) for v in kir.shared] == [("pad", False, 0),
+                                                                    ("win", True, 0)]
+    assert kir.smem_base_align == 0 and kir.dynamic_smem == 1024
+    ptx = k.ptx("sm_90a")
+    assert ".shared .align 16 .b8 pad[2564];" in ptx and "[pad+7]" in ptx
+    assert "[tirx_dsmem+8]" in ptx and "%tirx_smem" not in ptx
+
+
+def test_bad_shared_layout_options_are_errors():
+    with pytest.raises(TraceError, match=r"kernel 'k': smem_layout='packed'; expected one of "
+                                         r"'window', 'split'"):
+        @T.kernel(block=32, smem_layout="packed")
+        def k(out: T.gptr[T.u32]):
+            pass
+
+    @T.kernel(block=32)
+    def sw(out: T.gptr[T.u32]):
+        T.shared(T.bf16, (64, 64), align=512, swizzle=128)
+
+    with pytest.raises(TraceError, match=r"swizzle=128, align=512\): a 128-byte swizzle repeats "
+                                         r"every 1024 bytes .* needs align=1024 or more"):
+        sw.specialize()
 
 
 def test_immediates_are_exact():

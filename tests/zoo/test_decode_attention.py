@@ -55,3 +55,26 @@ def test_the_check_catches_a_broken_kernel(tmp_path, old, new, case_name, why):
     case = next(c for c in mut.SUITE.cases if c.name == case_name)
     res, inputs = simulate(mut.SUITE, case)
     assert mismatches(mut.SUITE, case, res, inputs), why
+
+
+def test_the_tma_ring_is_1024_aligned_whatever_the_window_base(tmp_path):
+    """Issue 19: on the H200 the kernel faulted (misaligned address) on every launch: its small
+    variables were static .shared declarations, the dynamic window followed them at the next
+    16-byte boundary (GPU call 3) and the 128B-swizzled TMA ring was not 1024-aligned. Now every
+    variable is in the window at a compiler offset and the base is rounded up at run time; the
+    old layout still faults in numsim as it did on the GPU."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "b1_g1_p64")
+    kir = MOD.SUITE.kernel.specialize(**MOD.SUITE.consts(case))
+    ring = {v.name: v.offset for v in kir.shared if v.swizzle}
+    assert set(ring) == {"sK", "sV"} and all(off % 1024 == 0 for off in ring.values())
+    assert all(v.dynamic for v in kir.shared) and kir.smem_base_align == 1024
+    ptx = MOD.SUITE.kernel.ptx("sm_90a", **MOD.SUITE.consts(case))
+    assert "\t.shared" not in ptx and "and.b32 \t%tirx_smem, %tirx_smem, -1024;" in ptx
+
+    old = load_mutant("decode_attention", "@T.kernel(grid=_grid, block=32 * (CONSUMERS + 1))",
+                      "@T.kernel(grid=_grid, block=32 * (CONSUMERS + 1), smem_layout='split')",
+                      tmp_path)
+    res, _ = simulate(old.SUITE, case)
+    mis = [f for f in res.diagnostics if f.kind == "numsim.misaligned"]
+    assert res.verdict == "error" and mis and "TMA box in shared memory (128B swizzle)" in \
+        mis[0].message

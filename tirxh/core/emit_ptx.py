@@ -7,6 +7,16 @@ errors, SASS line tables and profiler source views map back to the kernel source
 
 Target legality is not checked here: the ``legalize`` stage (`tirxh.core.legalize`) runs first in
 the compile pipeline (`tirxh.core.compiler`), so the emitter only prints.
+
+Shared memory (`tirxh.core.lang.memory.shared`): a variable in the window is spelled
+``tirx_dsmem+OFF`` (its compiler-computed offset). When the window's base is rounded up at run
+time (`KernelIR.smem_base_align`), the body starts with ``mov.u32 %tirx_smem, tirx_dsmem``,
+``add.u32 %tirx_smem, %tirx_smem, A-1`` and ``and.b32 %tirx_smem, %tirx_smem, -A``; a variable is
+then ``%tirx_smem+OFF`` in addresses, and ``mov.u32 r, var`` prints as
+``add.u32 r, %tirx_smem, OFF`` (the only form a variable's symbol takes outside an address). An
+instruction that takes a generic address (``[var]`` is then the variable's generic address in
+PTX: ``mbarrier.init.b64``, ``tcgen05.commit``) gets ``%tirx_gsmem+OFF``, the rounded base's
+generic address (``cvt.u64.u32`` and ``cvta.shared.u64`` in the prologue, when one is needed).
 """
 
 from __future__ import annotations
@@ -65,11 +75,20 @@ class _Names:
         return self.of(r)
 
 
+_WINDOW = "tirx_dsmem"  # the kernel's one dynamic shared window
+_ROUNDED_BASE = "%tirx_smem"  # its base rounded up at run time (KernelIR.smem_base_align)
+_GENERIC_BASE = "%tirx_gsmem"  # ... as a generic address, for generic-space operands
+
+
 class PtxEmitter:
     """Emit one kernel's PTX module for one target."""
 
     def __init__(self, kernel: ir.KernelIR, target, line_info: bool = True):
         self.k, self.target, self.line_info = kernel, target, line_info
+        self.window = {v.name: v.offset for v in kernel.shared if v.dynamic}
+        self.base_align = kernel.smem_base_align
+        self.base = _ROUNDED_BASE if self.base_align else _WINDOW
+        self.generic_base = False  # whether an operand needs _GENERIC_BASE (found while printing)
         self.names = _Names()
         self.lines: list[str] = []
         self.files: dict[str, int] = {}
@@ -78,19 +97,34 @@ class PtxEmitter:
         self.loops: list[str] = []
 
     # -- operands ------------------------------------------------------------------------------------
+    def _in_window(self, o) -> bool:
+        return isinstance(o, ir.Sym) and o.space == "shared" and o.name in self.window
+
+    def window_ref(self, name: str, extra: int = 0) -> str:
+        """``base+OFF`` for byte `extra` of window variable `name`."""
+        off = self.window[name] + extra
+        return f"{self.base}{'+' if off > 0 else '-'}{abs(off)}" if off else self.base
+
     def op(self, o) -> str:
         if isinstance(o, ir.Reg):
             return self.names.of(o)
         if isinstance(o, ir.Imm):
             return format_imm(o)
         if isinstance(o, ir.Sym):
+            if self._in_window(o):
+                if self.base_align:  # pragma: no cover - instr() rewrites the one legal form
+                    raise CompileError(f"the address of shared variable {o.name!r} as a value "
+                                       "operand", None, self.k.name)
+                return self.window_ref(o.name)
             return o.name
         if isinstance(o, ir.SReg):
             return f"%{o.name}"
         if isinstance(o, ir.Addr):
-            base = o.base if isinstance(o.base, int) else self.op(o.base)
             if isinstance(o.base, int):
                 return f"[{o.base + o.offset}]"
+            if self._in_window(o.base):
+                return f"[{self.window_ref(o.base.name, o.offset)}]"
+            base = self.op(o.base)
             if o.offset:
                 return f"[{base}{'+' if o.offset > 0 else '-'}{abs(o.offset)}]"
             return f"[{base}]"
@@ -146,8 +180,53 @@ class PtxEmitter:
         guard = ""
         if i.guard is not None:
             guard = f"@{'!' if i.guard[1] else ''}{self.op(i.guard[0])} "
-        ops = ", ".join(self.op(o) for o in i.operands)
+        if self.base_align:
+            if any(self._in_window(o) for o in i.operands):
+                self.emit(guard + self._rounded_address_of(i))
+                return
+            specs = i.binding.operand_specs(i.modifiers)
+            ops = ", ".join(self._rounded_operand(i, n, specs[n] if n < len(specs) else None)
+                            for n, o in enumerate(i.operands))
+        else:
+            ops = ", ".join(self.op(o) for o in i.operands)
         self.emit(f"{guard}{i.spelling}" + (f" \t{ops}" if ops else ""))
+
+    def _rounded_operand(self, i: ir.Instr, n: int, spec) -> str:
+        """An operand when the window's base is a register: a window variable addressed in the
+        shared space is ``[%tirx_smem+OFF]``, in the generic space ``[%tirx_gsmem+OFF]``; in
+        any other space it is an error naming the instruction (operand `n`)."""
+        o = i.operands[n]
+        if not (isinstance(o, ir.Addr) and self._in_window(o.base)):
+            return self.op(o)
+        if spec is None:  # an operand the binding does not describe: its space is unknown
+            raise CompileError(f"{i.spelling}: shared variable {o.base.name!r} as operand "
+                               f"{n + 1}, which the binding does not describe",
+                               i.loc, self.k.name)
+        space = spec.space or "generic"
+        if space.startswith("shared"):
+            return self.op(o)
+        if space != "generic":
+            raise CompileError(f"{i.spelling}: shared variable {o.base.name!r} addressed in the "
+                               f".{space} state space", i.loc, self.k.name)
+        self.generic_base = True
+        off = self.window[o.base.name] + o.offset
+        return f"[{_GENERIC_BASE}{'+' if off > 0 else '-'}{abs(off)}]" if off else \
+            f"[{_GENERIC_BASE}]"
+
+    def _rounded_address_of(self, i: ir.Instr) -> str:
+        """``mov.u32 r, var`` of a window variable when the base is a register: ``add.u32 r,
+        %tirx_smem, OFF`` (module docstring); any other use of the symbol as a value is an
+        error naming the instruction."""
+        ops = i.operands
+        if i.spelling in ("mov.u32", "mov.b32") and len(ops) == 2 and isinstance(ops[0], ir.Reg) \
+                and self._in_window(ops[1]):
+            off = self.window[ops[1].name]
+            d = self.op(ops[0])
+            return f"add.u32 \t{d}, {self.base}, {off}" if off else f"mov.u32 \t{d}, {self.base}"
+        name = next(o.name for o in ops if self._in_window(o))
+        raise CompileError(f"{i.spelling}: the address of shared variable {name!r} as an operand; "
+                           "take it with mov.u32 (buf.ptr()) or use it in an address "
+                           "(buf.at(...))", i.loc, self.k.name)
 
     def _pred_of(self, cond: ir.Reg, negate: bool) -> str:
         return f"@{'!' if negate else ''}{self.op(cond)}"
@@ -222,6 +301,10 @@ class PtxEmitter:
             decls.append(f"\t.reg .{cls} \t%{_PREFIX[cls]}<{self.names.counts[cls] + 1}>;")
         shared = [f"\t.shared .align {v.align} .b8 {v.name}[{v.nbytes}];"
                   for v in k.shared if not v.dynamic]
+        if self.base_align:
+            shared.append(f"\t.reg .b32 \t{_ROUNDED_BASE};")
+        if self.generic_base:
+            shared.append(f"\t.reg .b64 \t{_GENERIC_BASE};")
         # function-scope .local arrays: one copy per thread, in the stack frame (T.local)
         shared += [f"\t.local .align {v.align} .b8 {v.name}[{v.nbytes}];"
                    for v in getattr(k, "local", ())]
@@ -254,14 +337,43 @@ class PtxEmitter:
             ".address_size 64",
             "",
         ]
+        out += self._window_map()
         for path, fid in self.files.items():
             out.append(f'.file {fid} "{path}"')
         if any(v.dynamic for v in k.shared) or k.dynamic_smem:
-            out.append(f".extern .shared .align {max(16, k.dynamic_align)} .b8 tirx_dsmem[];")
+            out.append(f".extern .shared .align {max(16, k.dynamic_align)} .b8 {_WINDOW}[];")
         out += ["", f".visible .entry {k.name}(", ",\n".join(params), ")"]
         out += directives
-        out += ["{"] + decls + shared + [""] + body + ["\tret;", "}", ""]
+        out += ["{"] + decls + shared + [""] + self._prologue() + body + ["\tret;", "}", ""]
         return "\n".join(out)
+
+    def _window_map(self) -> list:
+        """Comment lines naming each window variable's place, so that a reader of the PTX finds
+        ``red`` behind ``tirx_dsmem+416``."""
+        if not self.window:
+            return []
+        k = self.k
+        head = f"// shared window {_WINDOW}: {k.dynamic_smem} bytes"
+        if self.base_align:
+            head += (f", base rounded up to {self.base_align} at run time ({_ROUNDED_BASE}; "
+                     f"{k.smem_slack} bytes of slack)")
+        lines = [head]
+        for v in sorted((v for v in k.shared if v.dynamic), key=lambda v: v.offset):
+            sw = f", swizzle {v.swizzle}" if v.swizzle else ""
+            lines.append(f"//   {v.name}: +{v.offset} ({v.nbytes} bytes, align {v.align}{sw})")
+        return lines + [""]
+
+    def _prologue(self) -> list:
+        """The window's base rounded up to `base_align` (module docstring), or nothing."""
+        a = self.base_align
+        if not a:
+            return []
+        b, g = _ROUNDED_BASE, _GENERIC_BASE
+        out = [f"\tmov.u32 \t{b}, {_WINDOW};", f"\tadd.u32 \t{b}, {b}, {a - 1};",
+               f"\tand.b32 \t{b}, {b}, -{a};"]
+        if self.generic_base:
+            out += [f"\tcvt.u64.u32 \t{g}, {b};", f"\tcvta.shared.u64 \t{g}, {g};"]
+        return out
 
 
 def emit_ptx(kernel: ir.KernelIR, target, version: str = "", line_info: bool = True) -> str:

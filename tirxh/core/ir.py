@@ -288,9 +288,20 @@ class ParamInfo:
                 "size": self.size, "align": self.align}
 
 
+# Shared-memory layouts (`tirxh.core.lang.memory.shared` argues the choice):
+# "window": every shared variable lives in the one dynamic window ``tirx_dsmem`` at an offset the
+# compiler computes, the window's base rounded up at run time when a variable needs more than the
+# 16 bytes the hardware guarantees; "split": variables declared without `dynamic` are static
+# ``.shared`` declarations placed by ptxas, and the window follows them wherever the driver puts
+# it (kept for probes of that placement: benchmarks/probes).
+SMEM_LAYOUTS = ("window", "split")
+SMEM_GUARANTEED_ALIGN = 16  # the dynamic window's base alignment a kernel may rely on
+
+
 @dataclass(eq=False)
 class SharedVar:
-    """A shared-memory variable: static (`.shared .align A .b8 name[N]`) or the dynamic window."""
+    """A shared-memory variable: static (`.shared .align A .b8 name[N]`, layout "split") or in
+    the dynamic window at `offset` (`dynamic`; every variable of layout "window")."""
 
     name: str
     nbytes: int
@@ -337,6 +348,24 @@ class KernelIR:
     dynamic_align: int = 16
     maxnreg: "int | None" = None
     local: list = field(default_factory=list)  # LocalVar, in declaration order
+    smem_layout: str = "window"  # one of SMEM_LAYOUTS
+
+    @property
+    def smem_base_align(self) -> int:
+        """The alignment the kernel establishes for the window's base at run time (its prologue
+        rounds the address of ``tirx_dsmem`` up), or 0 when it needs no rounding: layout
+        "window" with a variable aligned beyond `SMEM_GUARANTEED_ALIGN`."""
+        if self.smem_layout == "window" and self.dynamic_align > SMEM_GUARANTEED_ALIGN and \
+                any(v.dynamic for v in self.shared):
+            return self.dynamic_align
+        return 0
+
+    @property
+    def smem_slack(self) -> int:
+        """Bytes of `dynamic_smem` reserved for rounding the base up (the base moves by at most
+        this much from a 16-byte-aligned address)."""
+        a = self.smem_base_align
+        return a - SMEM_GUARANTEED_ALIGN if a else 0
 
     @property
     def threads_per_block(self) -> int:

@@ -12,6 +12,7 @@ Shape (``schema: "tirxh-ir/1"``)::
 
     {"schema": "tirxh-ir/1", "name": "vadd", "loc": [0, 19, "vadd"], "files": ["/x/vadd.py"],
      "block": [256, 1, 1], "cluster": null, "dynamic_smem": 0, "dynamic_align": 16,
+     "smem_layout": "window",                  # absent (older documents): "split"
      "max_threads": null, "min_blocks": null, "consts": {"BN": 128},
      "params": [{"name": "a", "kind": "ptr", "dtype": "f32", "size": 8, "align": 8}, ...],
      "shared": [{"name": "sA", "nbytes": 65536, "align": 1024, "dtype": "bf16",
@@ -89,6 +90,7 @@ class _Dumper:
             "schema": SCHEMA, "name": k.name, "loc": self.loc(k.loc),
             "block": list(k.block), "cluster": list(k.cluster) if k.cluster else None,
             "dynamic_smem": k.dynamic_smem, "dynamic_align": k.dynamic_align,
+            "smem_layout": k.smem_layout,
             "max_threads": k.max_threads, "min_blocks": k.min_blocks, "maxnreg": k.maxnreg,
             "consts": {str(n): _value(v, f"consts.{n}", k.name) for n, v in k.consts.items()},
             "params": [p.to_json() for p in k.params],
@@ -259,7 +261,8 @@ class _Loader:
             regs=[r for i, r in enumerate(self.regs) if i not in unlisted],
             dynamic_align=self.int_(d.get("dynamic_align", 16), "dynamic_align"),
             maxnreg=self.opt_int(d.get("maxnreg"), "maxnreg"),
-            local=self._list(d, "local", self.local_var) if "local" in d else [])
+            local=self._list(d, "local", self.local_var) if "local" in d else [],
+            smem_layout=self.smem_layout(d.get("smem_layout", "split")))
         if self.problems:
             raise IRJSONError(self.problems, name)
         return k
@@ -346,6 +349,15 @@ class _Loader:
         return ir.ParamInfo(p["name"], p["kind"], self.dtype(p.get("dtype"), f"{field}.dtype"),
                             self.int_(p.get("size"), f"{field}.size", 1),
                             self.int_(p.get("align"), f"{field}.align", 1))
+
+    def smem_layout(self, v) -> str:
+        """A document written before the single window has no ``smem_layout``: its static
+        variables were separate declarations (layout "split")."""
+        if v not in ir.SMEM_LAYOUTS:
+            self.problems.append(("smem_layout", f"expected one of "
+                                  f"{', '.join(map(repr, ir.SMEM_LAYOUTS))}, got {v!r}"))
+            return "window"
+        return v
 
     def shared(self, v, field: str) -> ir.SharedVar:
         if not isinstance(v, dict) or not isinstance(v.get("name"), str):

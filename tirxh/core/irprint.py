@@ -16,7 +16,7 @@ def format_kernel(k: ir.KernelIR) -> str:
     lines.append(f"  block={k.block} cluster={k.cluster} dynamic_smem={k.dynamic_smem} "
                  f"consts={k.consts}")
     for v in k.shared:
-        where = f"dynamic+{v.offset}" if v.dynamic else "static"
+        where = f"window+{v.offset}" if v.dynamic else "static"
         sw = f" swizzle={v.swizzle}" if v.swizzle else ""
         lines.append(f"  shared {v.name}: {v.dtype}{list(v.shape)} ({v.nbytes} B, align "
                      f"{v.align}, {where}{sw})")

@@ -30,6 +30,12 @@ KV is read once however many query heads share it.
   ``atom.acq_rel.gpu.global.add.u32`` after a ``fence.acq_rel.gpu`` -- merges the SPLITS partials
   and resets the counter to 0 for the next launch.
 
+Shared memory: the ring (sK, sV: 1024-aligned for the 128B swizzle), the mbarriers and the merge
+buffers (cm, cl, cacc, last) all live in the one window `T.shared` lays out, whose base the
+prologue rounds up to 1024 bytes. Until issue 19 the merge buffers were static ``.shared``
+variables in front of the window, which the H200 placed at the next 16-byte boundary behind them
+(2576 for 2564 bytes), so every TMA load faulted with a misaligned address.
+
 Techniques: TMA + mbarrier producer/consumer ring, warp specialization, 128B-swizzled tiles read by
 ldmatrix, tensor-core mma.sync with the FA2 register reuse (S accumulators become P operands),
 split-K with an in-kernel last-CTA combine.

@@ -7,6 +7,7 @@ import ml_dtypes
 import pytest
 
 from tirxh_numsim.testing import one
+from tirxh_numsim.values import Unsupported, flush_subnormal
 
 U32 = np.array([0, 1, 2, 0xFFFFFFFF, 0x80000000, 12345, 7, 100] * 4, np.uint32)
 V32 = np.array([3, 0xFFFFFFFF, 5, 2, 0x80000000, 54321, 9, 3] * 4, np.uint32)
@@ -252,3 +253,65 @@ def test_half_precision_scalar_and_packed():
     assert np.array_equal(got, (a - b).astype(np.float16))
     got = one("min.bf16x2", "bf16x2", [("bf16x2", qa), ("bf16x2", qb)])
     assert np.array_equal(got, _pack(np.minimum(ba, bb), np.minimum(ba, bb), BF))
+
+
+def _f16(x):
+    return np.array(x * 8, np.float16)
+
+
+# (spelling, result type, sources, expected results): with .ftz a subnormal *result* is flushed to
+# a zero of the result's sign (PTX ISA "Floating Point Instructions", .ftz), as the H200 did for
+# rcp.approx.ftz.f32 in the GELU of zoo/kernels/activations.py (issue 19: 10 of 64M outputs of
+# ~1e-38 came back 0); a normal result next to it is kept
+FTZ_RESULTS = [
+    ("rcp.approx.ftz.f32", "f32", [("f32", np.array([1e38, -1e38, 1e37, -2e38] * 8, np.float32))],
+     [0.0, -0.0, np.float32(1e-37), -0.0]),
+    ("ex2.approx.ftz.f32", "f32", [("f32", np.array([-127.5, -130.0, -126.0, -149.0] * 8,
+                                                     np.float32))],
+     [0.0, 0.0, 2.0 ** -126, 0.0]),
+    ("div.approx.ftz.f32", "f32", [("f32", np.array([1e-30, -1e-30, 1e-20, 3e-31] * 8, np.float32)),
+                                   ("f32", np.array([1e10, 1e10, 1e10, -1e9] * 8, np.float32))],
+     [0.0, -0.0, np.float32(np.float32(1e-20) / np.float32(1e10)), -0.0]),
+    ("ex2.approx.ftz.bf16", "bf16", [("bf16", np.array([-127.5, -130.0, -126.0, 1.0] * 8,
+                                                       np.float32))],
+     [0.0, 0.0, 2.0 ** -126, 2.0]),
+    ("add.ftz.f16", "f16", [("f16", _f16([1e-4, -1e-4, 1e-4, 1.0])),
+                            ("f16", _f16([-9e-5, 9e-5, 1e-4, 1.0]))],
+     [0.0, -0.0, np.float16(np.float16(1e-4) + np.float16(1e-4)), 2.0]),
+    ("rcp.approx.ftz.f64", "f64", [("f64", np.array([1e308, -1e308, 1e300, 4.0] * 8))],
+     [0.0, -0.0, 1e-300, 0.25]),
+    ("cvt.rn.ftz.f32.f64", "f32", [("f64", np.array([1e-40, -1e-40, 1e-30, -1e-45] * 8))],
+     [0.0, -0.0, np.float32(1e-30), -0.0]),
+]
+
+
+@pytest.mark.parametrize("spelling,out_t,ins,want", FTZ_RESULTS, ids=[c[0] for c in FTZ_RESULTS])
+def test_ftz_flushes_subnormal_results_to_a_zero_of_their_sign(spelling, out_t, ins, want):
+    got = np.asarray(one(spelling, out_t, ins)[:4]).astype(np.float64)
+    want = np.asarray(want, np.float64)
+    assert np.array_equal(got, want), (got, want)
+    assert list(np.signbit(got)) == list(np.signbit(want))  # -0.0 stays negative
+
+
+def test_without_ftz_subnormal_results_are_kept():
+    x = np.array([1e38, -1e38] * 16, np.float32)
+    got = one("rcp.approx.f32", "f32", [("f32", x)])
+    assert got[0] == np.float32(1) / np.float32(1e38) and got[0] != 0
+    assert 0 > got[1] > -np.finfo(np.float32).tiny
+    h = one("add.f16", "f16", [("f16", _f16([1e-4] * 4)), ("f16", _f16([-9e-5] * 4))])
+    assert h[0] == np.float16(1e-4) + np.float16(-9e-5) != 0
+
+
+def test_ftz_flushes_subnormal_inputs_too():
+    sub = np.array([1e-40, -1e-40] * 16, np.float32)
+    big = np.full(32, 1e30, np.float32)
+    assert list(one("div.approx.ftz.f32", "f32", [("f32", sub), ("f32", np.full(32, 0.5,
+                                                                               np.float32))])[:2]) \
+        == [0.0, 0.0]
+    got = one("min.ftz.f32", "f32", [("f32", sub), ("f32", big)])
+    assert got[0] == 0 and got[1] == 0 and np.signbit(got[1])
+
+
+def test_ftz_of_a_non_float_type_is_not_modeled():
+    with pytest.raises(Unsupported, match=r"\.ftz on int32 values"):
+        flush_subnormal(np.zeros(4, np.int32))

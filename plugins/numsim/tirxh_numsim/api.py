@@ -20,6 +20,7 @@ import numpy as np
 
 from tirxh.api import Finding, Kernel, SourceRef, TensorMap, worst
 
+from . import residency
 from .events import Trace
 from .machine import Deadlock
 from .sem_async import check_tensormap
@@ -102,8 +103,10 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
     then written) with their input values."""
     kir, grid, consts, outputs = _resolve(target, consts, grid, case, outputs)
     t0 = time.perf_counter()
+    # the compiled kernel's registers bound how many CTAs fit a GPU (residency)
+    regs = getattr(getattr(target, "resources", None), "registers", None) or None
     m = Machine(kir, tuple(grid) if not isinstance(grid, int) else (grid,), trace=trace,
-                max_instructions=max_instructions, max_ctas=max_ctas)
+                max_instructions=max_instructions, max_ctas=max_ctas, regs=regs)
     arrays = {k: v for k, v in inputs.items() if not isinstance(v, TensorMap)}
     tmaps = {}
     for k, v in inputs.items():
@@ -136,6 +139,7 @@ def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, c
     except Deadlock as e:
         m.findings.append(_deadlock_finding(kir, e))
     m.flush_counts()
+    m.findings += residency.check(m.residency, kir, regs, int(np.prod(m.grid)))
     outs = {b.name: b.array() for b in m.gmem.buffers}
     for o in outputs:
         left = m.gmem.by_name[o].unwritten_elements() if o in m.gmem.by_name else None

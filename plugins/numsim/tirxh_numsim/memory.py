@@ -6,8 +6,11 @@ Address model (documented because diagnostics print these numbers):
 - Each global buffer bound to a pointer parameter gets a fake 64-bit base
   ``GLOBAL_BASE + i * GLOBAL_STRIDE`` (i = parameter position), so an address names its buffer and
   every access is bounds-checked against that one allocation.
-- Shared memory addresses are offsets in the CTA's shared window starting at 0: static variables
-  first (in declaration order, each at its alignment), then the dynamic window ``tirx_dsmem``.
+- Shared memory addresses are offsets in the CTA's shared window starting at 0, laid out as the
+  compiler lays it out (`SharedLayout`): every variable of a kernel in the window ``tirx_dsmem``
+  at its compiled offset, the window at 0 (the GPU's base, rounded up by the kernel's prologue,
+  is aligned to every variable's alignment, so addresses agree with it modulo that alignment:
+  swizzle patterns and alignment checks see what the GPU sees).
   A ``shared::cluster`` address of another CTA (from ``mapa``) is
   ``(rank + 1) << CLUSTER_SHIFT | offset``; a generic address of shared memory (``cvta.shared``)
   is ``SHARED_GENERIC + offset``.
@@ -199,7 +202,14 @@ class _Layout:
 
 
 class SharedLayout(_Layout):
-    """Static shared variables, then the dynamic window ``tirx_dsmem`` at its alignment."""
+    """The compiler's layout (`tirxh.core.lang.memory.shared`): the window ``tirx_dsmem`` at 0 and
+    each variable at its offset in it; the window's bytes are what the launch provides less the
+    slack the GPU spends rounding its base up (`KernelIR.smem_slack`).
+
+    Layout "split" (probes of the toolchain's placement only): the static variables in
+    declaration order from 0, each at its alignment, then the window at the next 16-byte
+    boundary, whatever alignment it declares -- the 16 bytes are all a kernel may rely on there
+    (benchmarks/probes ``dsmem_align`` measures where an H200 puts it)."""
 
     space = "shared"
 
@@ -207,13 +217,13 @@ class SharedLayout(_Layout):
     def of(cls, kir) -> "SharedLayout":
         syms, regions = {}, []
         off = cls._place([v for v in kir.shared if not v.dynamic], syms, regions)
-        dyn_align = max(kir.dynamic_align, 16)
-        dyn = -(-off // dyn_align) * dyn_align
+        dyn = -(-off // 16) * 16
         syms["tirx_dsmem"] = dyn
         for v in kir.shared:
             if v.dynamic:
+                syms[v.name] = dyn + v.offset
                 regions.append((dyn + v.offset, dyn + v.offset + v.nbytes, v.name))
-        size = dyn + kir.dynamic_smem
+        size = dyn + kir.dynamic_smem - kir.smem_slack
         return cls(max(size, 0), syms, sorted(regions), cls._rows(kir.shared))
 
 

@@ -56,9 +56,23 @@ class Scheduler:
             if self._probe():
                 continue
             if self.pending and any(g.wait is not None and g.wait.soft for g in self.groups):
+                self.note_forced_admission()
                 self._admit()
                 continue
             raise self._deadlock()
+
+    def note_forced_admission(self) -> None:
+        """Every admitted CTA is stuck and one spins on memory: the next unit starts only
+        because numsim admits it early. Record how many CTAs must then be resident together
+        (`tirxh_numsim.residency`): every live CTA, plus one to all of the next unit."""
+        live = set()
+        for g in self.groups:
+            on = g.alive & g.valid
+            live.update((id(g.group), int(c)) for c in np.unique(g.cta_local[on]))
+        need = self.m.residency
+        cluster = int(np.prod(self.m.cluster)) > 1  # a cluster starts whole or not at all
+        need.low = max(need.low, len(live) + (len(self.pending[0]) if cluster else 1))
+        need.high = max(need.high, len(live) + len(self.pending[0]))
 
     def _admit(self) -> None:
         group, warps = self.make_unit(self.pending.popleft())

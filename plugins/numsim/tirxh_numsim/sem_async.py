@@ -259,6 +259,8 @@ def _cp_async(w, instr, mask):
         ops[3] is not None else np.full(w.L, size, np.uint32)
     dst = w.address(ops[0])
     src = w.address(ops[1])
+    w.m.check_aligned(w, instr, dst, mask, size, f"{size}-byte cp.async shared destination")
+    w.m.check_aligned(w, instr, src, mask, size, f"{size}-byte cp.async global source")
     # byte by byte keeps zero-fill exact for any src_size
     unit = 4 if size >= 4 else size
     for k in range(0, size, unit):
@@ -423,11 +425,21 @@ def _smem_offsets(tm: dict, n: int, esize: int, dst: int) -> np.ndarray:
     if span and inner != span:
         raise Unsupported(f"TMA {span}B swizzle with an inner box of {inner} bytes (numsim models "
                           "inner box == swizzle span)")
-    if span and dst % (8 * span if span != 128 else 1024):
-        raise Unsupported(f"TMA {span}B-swizzled destination {hex(dst)} not aligned to the "
-                          "swizzle pattern")
     lin = dst + np.arange(n * esize, dtype=np.int64)
     return _swizzle(lin, span)
+
+
+def _box_aligned(w, instr, tm: dict, addr: int, lane) -> bool:
+    """The shared end of a TMA box must be 128-byte aligned, and a swizzled box aligned to its
+    pattern's period (8 rows of the span: 1024 bytes for 128B): the hardware faults otherwise
+    (CUDA_ERROR_MISALIGNED_ADDRESS, decode_attention on the H200, 2026-12-01). Reports a
+    ``numsim.misaligned`` finding and returns False for a misaligned box."""
+    span = int(tm.get("swizzle", 0))
+    align = 8 * span if span else 128
+    lm = np.zeros(w.L, bool)
+    lm[lane] = True
+    what = f"TMA box in shared memory ({f'{span}B swizzle' if span else 'no swizzle'})"
+    return w.m.check_aligned(w, instr, np.full(w.L, addr, np.uint64), lm, align, what)
 
 
 def _dst_ctas(w, instr, lane, dst_addr, cta_mask_op):
@@ -470,6 +482,8 @@ def _tma_load(w, instr, mask):
         read_traced = False
         for cta, a in _dst_ctas(w, instr, lane, dsts[lane], cta_mask_op):
             sm = w.group.shared
+            if not _box_aligned(w, instr, tm, a, lane):
+                continue
             addrs = _smem_offsets(tm, n, esize, a)
             if addrs.max(initial=0) >= sm.size or a < 0:
                 w.m.finding("numsim.out-of-bounds", f"TMA box of {n * esize} bytes at shared "
@@ -506,6 +520,8 @@ def _tma_store(w, instr, mask):
         _check_inner_coord(w, instr, tm, int(coords[0][lane]), esize)
         n = off.size
         a = int(srcs[lane])
+        if not _box_aligned(w, instr, tm, a, lane):
+            continue
         addrs = _smem_offsets(tm, n, esize, a)
         cta = int(w.cta_local[lane])
         raw, init = w.group.shared.read_bytes(cta, addrs)

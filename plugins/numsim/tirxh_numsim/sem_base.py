@@ -343,6 +343,8 @@ def _div_f(w, instr, mask):
     t = instr.modifiers["type"]
     a, b = srcs(w, instr, t, t)
     rnd = instr.modifiers["rnd"]
+    if instr.modifiers.get("ftz") and t == "f32":
+        a, b = flush_subnormal(a), flush_subnormal(b)
     with np.errstate(all="ignore"):
         if t == "f32" and rnd not in ("rn", "approx", "full"):
             r = round_f32(a.astype(np.float64) / b.astype(np.float64), rnd)
@@ -386,14 +388,15 @@ def _unary_f(fn, approx_note=""):
             _apply_half_or_float(w, instr, mask, t, lambda a: fn(a.astype(np.float64)), 1)
             return
         (a,) = srcs(w, instr, t)
-        if instr.modifiers.get("ftz") and t == "f32":
+        ftz = instr.modifiers.get("ftz")  # .f32, and the .f64 approximations (rcp, rsqrt)
+        if ftz:
             a = flush_subnormal(a)
         with np.errstate(all="ignore"):
             r64 = fn(a.astype(np.float64))
         r = round_f32(r64, instr.modifiers.get("rnd") if instr.modifiers.get("rnd") in
                       ("rn", "rz", "rm", "rp") else "rn") if t == "f32" else r64
         r = np.asarray(r).astype(storage(T(t)))
-        if instr.modifiers.get("ftz") and t == "f32":
+        if ftz:
             r = flush_subnormal(r)
         _nan_origin(w, instr, mask, r, (a,))
         w.write(instr.operands[0], r, mask)
@@ -416,15 +419,21 @@ semantic("tanh", fidelity="representative", note=_APPROX)(_unary_f(np.tanh))
 
 def _apply_half_or_float(w, instr, mask, t, fn, nargs):
     """Apply `fn` on float64 values for scalar or packed x2 half types (rounded once to the
-    element type), or directly for f32/f64."""
+    element type), or directly for f32/f64. ``.ftz`` flushes subnormal inputs and results of the
+    element type to sign-preserving zero (f16 and bf16 too: ``add.ftz.f16``,
+    ``ex2.approx.ftz.bf16``)."""
     ops = instr.operands
     mods = instr.modifiers
+    ftz = bool(mods.get("ftz"))
+
+    def flush(x):
+        return flush_subnormal(x) if ftz else x
     if t in HALF_OF:
         half = HALF_OF[t]
         parts = [unpack2(w.read(ops[i + 1], T(t)), half) for i in range(nargs)]
         outs = []
         for k in range(2):
-            vals = [p[k].astype(np.float64) for p in parts]
+            vals = [flush(p[k]).astype(np.float64) for p in parts]
             with np.errstate(all="ignore"):
                 r = fn(*vals)
             r = np.asarray(r, np.float64)
@@ -432,11 +441,11 @@ def _apply_half_or_float(w, instr, mask, t, fn, nargs):
                 r = saturate01(r)
             if mods.get("sat") == "relu":
                 r = np.where(r < 0, 0.0, r)
-            outs.append(round_to(r, half, "rn"))
+            outs.append(flush(round_to(r, half, "rn")))
         w.write(ops[0], pack2(outs[0], outs[1], half), mask)
         return
     nd = storage(T(t))
-    vals = [w.read(ops[i + 1], T(t)) for i in range(nargs)]
+    vals = [flush(w.read(ops[i + 1], T(t))) for i in range(nargs)]
     with np.errstate(all="ignore"):
         r = fn(*[v.astype(np.float64) for v in vals]) if nd in (np.float16, BF16) else fn(*vals)
     r = np.asarray(r, np.float64)
@@ -444,7 +453,7 @@ def _apply_half_or_float(w, instr, mask, t, fn, nargs):
         r = saturate01(r)
     if mods.get("sat") == "relu":
         r = np.where(r < 0, 0.0, r)
-    r = round_to(r, nd, "rn") if nd != np.float64 else r
+    r = flush(round_to(r, nd, "rn") if nd != np.float64 else r)
     _nan_origin(w, instr, mask, r, vals)
     w.write(ops[0], r, mask)
 
@@ -674,7 +683,10 @@ def _cvt(w, instr, mask):
                 r = saturate01(np.asarray(r))
             if relu:
                 r = np.where(np.asarray(r, np.float64) < 0, 0, r).astype(np.asarray(r).dtype)
-            w.write(ops[0], np.asarray(r).astype(storage(dd)), mask)
+            r = np.asarray(r).astype(storage(dd))
+            if mods.get("ftz") and dn == "f32":  # an f32 result is flushed too (f64 -> f32)
+                r = flush_subnormal(r)
+            w.write(ops[0], r, mask)
             return
         # float -> int: round as asked (default rni... PTX requires an integer rounding) and
         # saturate to the destination range; NaN becomes 0
@@ -760,11 +772,20 @@ def _ld(w, instr, mask):
     if ss == "const":
         raise Unsupported("the .const state space (no constant banks in TIRx kernels)")
     base = w.address(addr_op)
+    _check_vector(w, instr, base, mask, dt, n, ss)
     for k, d in enumerate(dests):
         words = w.m.load(w, instr, ss, base + np.uint64(k * dt.nbytes), mask, dt.nbytes)
         val = words.view(storage(dt)) if dt.kind != "pred" else words.astype(bool)
         if isinstance(d, ir.Reg):
             w.write(d, _extend_loaded(val, dt, d.dtype), mask)
+
+
+def _check_vector(w, instr, base, mask, dt, n: int, ss) -> None:
+    """A ``.v2``/``.v4`` access moves ``n * size`` bytes at once and needs that alignment (each
+    element's own alignment is checked by the memory path)."""
+    if n > 1:
+        w.m.check_aligned(w, instr, base, mask, n * dt.nbytes,
+                          f"{n * dt.nbytes}-byte vector {ss or 'generic'} access")
 
 
 def _extend_loaded(val, dt, rdt):
@@ -784,6 +805,7 @@ def _st(w, instr, mask):
         raise Unsupported(f"st.{ss}")
     ops = instr.operands
     base = w.address(ops[0])
+    _check_vector(w, instr, base, mask, dt, n, ss)
     vals = list(ops[1]) if isinstance(ops[1], ir.Vec) else [ops[1]]
     for k, v in enumerate(vals):
         x = np.broadcast_to(w.read(v, dt), (w.L,))

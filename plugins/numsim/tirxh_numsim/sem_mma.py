@@ -58,9 +58,13 @@ def _lane_gt():
 # --- ldmatrix / stmatrix --------------------------------------------------------------------------
 
 def _mat_rows(w, instr, mask, addr_op, num):
-    """Row addresses: lanes 8i..8i+7 give the rows of matrix i (shape (nwarps, num, 8))."""
-    addrs = w.address(addr_op).reshape(w.nwarps, WARP)
-    return addrs[:, : 8 * num].reshape(w.nwarps, num, 8)
+    """Row addresses: lanes 8i..8i+7 give the rows of matrix i (shape (nwarps, num, 8)); each
+    row is 16 bytes and must be 16-byte aligned (PTX ISA, ldmatrix)."""
+    addrs = w.address(addr_op)
+    rows = np.zeros(w.L, bool)
+    rows.reshape(w.nwarps, WARP)[:, : 8 * num] = mask.reshape(w.nwarps, WARP).any(axis=1)[:, None]
+    w.m.check_aligned(w, instr, addrs, rows, 16, f"{instr.opcode} row address (16 bytes)")
+    return addrs.reshape(w.nwarps, WARP)[:, : 8 * num].reshape(w.nwarps, num, 8)
 
 
 @semantic("ldmatrix")

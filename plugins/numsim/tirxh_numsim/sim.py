@@ -21,6 +21,8 @@ from .interp import Code
 from .machine import CTA, WARP, Deadlock, Group, SimLimit, Warps
 from .memory import (CLUSTER_SHIFT, PARAM_BASE, SHARED_GENERIC, SHARED_GENERIC_END, GlobalMemory,
                      LocalLayout, LocalMemory, ParamSpace, SharedLayout, SharedMemory)
+from . import residency
+from .residency import Need
 from .sched import Scheduler
 from .semantics import lookup
 from .values import Unsupported, uint_of
@@ -34,7 +36,8 @@ GLOBAL = "global"  # the memory-region key of global memory (spin-loop wake-ups;
 
 class Machine:
     def __init__(self, kir: ir.KernelIR, grid: tuple, *, trace: bool = False,
-                 max_instructions: int = 50_000_000, max_ctas: "int | None" = None):
+                 max_instructions: int = 50_000_000, max_ctas: "int | None" = None,
+                 regs: "int | None" = None):
         self.kir = kir
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.block = tuple(kir.block)
@@ -65,6 +68,8 @@ class Machine:
         self.wclock = 0  # bumped by every memory write (spin-loop detection)
         self.region_clock: dict = {}  # memory region key -> wclock of its last write
         self.max_ctas = max_ctas
+        self.regs = regs  # registers per thread of the compiled kernel, when known
+        self.residency = Need()  # CTAs that had to be resident together (sched, residency)
         self._dispatch: dict = {}
         self.async_ids = 0
         self.mode = "per-warp"
@@ -280,6 +285,24 @@ class Machine:
             return "shared"
         return space
 
+    def check_aligned(self, w: Warps, instr, addrs, mask, align: int, what: str) -> bool:
+        """Report lanes in `mask` whose address in `addrs` is not a multiple of `align` as a
+        ``numsim.misaligned`` finding (the GPU faults: CUDA_ERROR_MISALIGNED_ADDRESS); True when
+        every lane is aligned. `what` names the access (``16-byte ldmatrix row``)."""
+        lanes = np.flatnonzero(mask)
+        if lanes.size == 0:
+            return True
+        full = np.broadcast_to(np.asarray(addrs, np.uint64), (w.L,))
+        off = full[lanes] % np.uint64(align)
+        if not off.any():
+            return True
+        bad = lanes[off != 0]
+        self.finding("numsim.misaligned", f"misaligned {what} by lane {int(bad[0]) % WARP} "
+                     f"({w.where_lane(bad[0])}) at {hex(int(full[bad[0]]))} (not a multiple of "
+                     f"{align}) in kernel {self.kir.name!r}", instr, lanes=bad % WARP,
+                     addresses=full[bad], w=w, at_lane=int(bad[0]))
+        return False
+
     def load(self, w: Warps, instr, space, addrs: np.ndarray, mask: np.ndarray,
              nbytes: int) -> np.ndarray:
         """Read `nbytes`-wide words at per-lane `addrs` for lanes in `mask` (others get 0)."""
@@ -295,13 +318,7 @@ class Machine:
         if lanes.size == 0:
             return out
         a = np.asarray(addrs, np.uint64)[lanes]
-        if np.any(a % np.uint64(nbytes)):
-            bad = lanes[(a % np.uint64(nbytes)) != 0]
-            self.finding("numsim.misaligned", f"misaligned {nbytes}-byte {space} access by lane "
-                         f"{int(bad[0]) % WARP} ({w.where_lane(bad[0])}) at "
-                         f"{hex(int(np.asarray(addrs)[bad[0]]))} in kernel {self.kir.name!r}",
-                         instr, lanes=bad % WARP, addresses=np.asarray(addrs)[bad], w=w,
-                         at_lane=int(bad[0]))
+        self.check_aligned(w, instr, addrs, mask, nbytes, f"{nbytes}-byte {space} access")
         if space == "generic":
             sh = (a >= np.uint64(SHARED_GENERIC)) & (a < np.uint64(SHARED_GENERIC_END))
             if sh.any():
@@ -528,6 +545,7 @@ class Machine:
         if self.local_layout.size:
             per = min(per, max(1, BATCH_LOCAL_BYTES // (self.local_layout.size * lanes)))
         per = min(per, max(1, BATCH_SHARED_BYTES // (2 * max(self.shared_layout.size, 1))))
+        per = min(per, max(1, residency.fit(self.kir, self.regs)))  # no more than fits a GPU
         return [ctas[i: i + per] for i in range(0, len(ctas), per)]
 
     def launch(self) -> None:

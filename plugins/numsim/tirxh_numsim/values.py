@@ -205,12 +205,22 @@ def tf32_round(x: np.ndarray, rnd: str = "rna") -> np.ndarray:
     return r.view(np.float32)
 
 
+# the smallest normal magnitude of each float type (.ftz flushes anything below it)
+_TINY = {np.dtype(np.float32): 2.0 ** -126, np.dtype(np.float64): 2.0 ** -1022,
+         np.dtype(np.float16): 2.0 ** -14, BF16: 2.0 ** -126}
+
+
 def flush_subnormal(x: np.ndarray) -> np.ndarray:
-    """.ftz: f32 subnormals become sign-preserving zero."""
-    tiny = np.finfo(np.float32).tiny
+    """.ftz: subnormals of `x`'s own float type (f32, f64, f16 or bf16) become sign-preserving
+    zero (PTX ISA "Floating Point Instructions": .ftz flushes subnormal inputs and results)."""
+    x = np.asarray(x)
+    tiny = _TINY.get(x.dtype)
+    if tiny is None:
+        raise Unsupported(f".ftz on {x.dtype} values")
     with np.errstate(invalid="ignore"):
-        return np.where((np.abs(x) < tiny) & (x != 0), np.copysign(np.float32(0), x), x).astype(
-            x.dtype)
+        mag = np.abs(x.astype(np.float64))
+        zero = np.where(np.signbit(x), -0.0, 0.0).astype(x.dtype)
+        return np.where((mag < tiny) & (mag != 0), zero, x).astype(x.dtype)
 
 
 def saturate01(x: np.ndarray) -> np.ndarray:

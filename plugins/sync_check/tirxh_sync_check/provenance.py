@@ -4,8 +4,9 @@ numsim bounds-checks shared accesses against the whole shared window only, so an
 the end of ``a`` silently lands in the next variable. The address of a TIRx shared access is built
 from the variable's symbol (``[a+16]``, or ``mov.u32 r, a`` followed by ``mad``/``add``), so a
 small def-use walk over the IR recovers the variable; racecheck then checks every byte the access
-touched against that variable's range in numsim's `SharedLayout`. Addresses of the dynamic window
-(``tirx_dsmem``) are checked against the window, since all dynamic variables share its symbol.
+touched against that variable's range in numsim's `SharedLayout`. Every variable has its own
+symbol, wherever the layout puts it (addresses built from the bare window symbol ``tirx_dsmem``
+are checked against the whole window).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ _ARITH = ("add", "sub", "mad", "cvta", "mov", "mul")
 def shared_sources(kir: ir.KernelIR) -> dict:
     """``{id(instr): symbol name}`` for instructions whose memory operand derives from one shared
     symbol (static variable name, or ``tirx_dsmem``)."""
-    names = {v.name for v in kir.shared if not v.dynamic} | {"tirx_dsmem"}
+    names = {v.name for v in kir.shared} | {"tirx_dsmem"}
     origin: dict = {}  # reg id -> symbol name (None when ambiguous)
 
     def of(op):

@@ -20,7 +20,8 @@ from ..registry import default_isa
 from ..usercode import cause, user_frame
 from ..types import DType, dtype as as_dtype
 from . import trace as tr
-from .memory import ConstType, GlobalPtr, PtrType, TensorMapParam, TensorMapType
+from .memory import (ConstType, GlobalPtr, PtrType, TensorMapParam, TensorMapType,
+                     pack_window)
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,14 @@ class Kernel:
     """A TIRx kernel. `.specialize(**consts)` traces; `.ir`, `.ptx(target)` show what was built."""
 
     def __init__(self, fn: Callable, grid=None, block=128, cluster=None, smem: int = 0,
-                 max_threads=None, min_blocks=None, maxnreg=None, targets=None, name=None):
+                 max_threads=None, min_blocks=None, maxnreg=None, targets=None, name=None,
+                 smem_layout: str = "window"):
         self.fn = fn
         self.name = name or fn.__name__
+        if smem_layout not in ir.SMEM_LAYOUTS:
+            raise tr.TraceError(f"kernel {self.name!r}: smem_layout={smem_layout!r}; expected "
+                                f"one of {', '.join(map(repr, ir.SMEM_LAYOUTS))}", self_loc(fn))
+        self.smem_layout = smem_layout
         self.grid, self.block, self.cluster = grid, block, cluster
         self.smem, self.max_threads, self.min_blocks = smem, max_threads, min_blocks
         self.maxnreg = maxnreg
@@ -150,6 +156,7 @@ class Kernel:
 
     def _trace(self, consts: dict, isa) -> ir.KernelIR:
         t = tr.Trace(self.name, isa)
+        t.smem_layout = self.smem_layout
         params: list[ir.ParamInfo] = []
         args = {}
         for p in self.params:  # a shared/local variable named like a parameter gets a suffix
@@ -185,13 +192,17 @@ class Kernel:
             except Exception as e:  # a NameError, a bad index...: the user's line, one line
                 raise tr.TraceError(cause(e), user_frame(e) or self.loc, self.name) from e
         block = self.block_dims(consts)
-        return ir.KernelIR(
+        window, align = pack_window(t.shared)
+        k = ir.KernelIR(
             name=self.name, params=params, body=t.blocks[0], shared=t.shared, block=block,
             cluster=self.cluster_dims(consts),
-            dynamic_smem=t.dynamic_bytes + int(self.smem or 0),
+            dynamic_smem=window + int(self.smem or 0),
             max_threads=self.max_threads, min_blocks=self._per_consts(self.min_blocks, consts),
-            consts=consts, loc=self.loc, regs=t.regs, dynamic_align=t.dynamic_align,
-            maxnreg=self._per_consts(self.maxnreg, consts), local=t.local)
+            consts=consts, loc=self.loc, regs=t.regs, dynamic_align=align,
+            maxnreg=self._per_consts(self.maxnreg, consts), local=t.local,
+            smem_layout=self.smem_layout)
+        k.dynamic_smem += k.smem_slack  # room to round the window's base up (memory.shared)
+        return k
 
     @staticmethod
     def _per_consts(value, consts: dict):
@@ -232,7 +243,10 @@ def kernel(fn=None, **config):
     Options: grid (tuple or callable of case parameters/constants), block, cluster, smem (extra
     dynamic shared bytes), max_threads / min_blocks (``.maxntid`` / ``.minnctapersm``), maxnreg
     (``.maxnreg``; it and min_blocks may be callables of the constants, as block may),
-    targets (restrict which targets the kernel is built for), name.
+    targets (restrict which targets the kernel is built for), name, smem_layout (``"window"``,
+    the default: every shared variable in one window at compiler-computed offsets; ``"split"``:
+    static ``.shared`` declarations before the window, for probes of the toolchain's placement
+    only: `T.shared` says why).
     """
     if fn is not None:
         return Kernel(fn, **config)

@@ -170,14 +170,14 @@ def cluster_ctarank(): return read_sreg("cluster_ctarank")
 # --- shared memory --------------------------------------------------------------------------------
 
 class _SymbolBuffer:
-    """An array addressed through a PTX symbol (shared or local memory); see the subclasses."""
+    """An array addressed through its own PTX symbol (shared or local memory); see the
+    subclasses. The symbol stands for the variable's first byte wherever the layout puts it."""
 
     space = "?"
 
     def __init__(self, var, sym: ir.Sym):
         self.var, self.sym = var, sym
         self.dtype, self.shape = var.dtype, var.shape
-        self.offset = getattr(var, "offset", 0)  # inside the dynamic shared window
 
     @property
     def nbytes(self) -> int:
@@ -185,14 +185,13 @@ class _SymbolBuffer:
 
     def ptr(self, offset_bytes: int = 0) -> tr.Register:
         base = tr.emit("mov.u32", self.sym)
-        off = self.offset + offset_bytes
-        return tr.emit("add.u32", base, off) if off else base
+        return tr.emit("add.u32", base, offset_bytes) if offset_bytes else base
 
     def at(self, *idx) -> ir.Addr:
-        return _element_addr(self.var, self.sym, self.offset, idx)
+        return _element_addr(self.var, self.sym, idx)
 
     def __tirx_addr__(self) -> ir.Addr:
-        return ir.Addr(self.sym, self.offset)
+        return ir.Addr(self.sym, 0)
 
     def __repr__(self):
         return f"<{self.space} {self.var.name}: {self.dtype}{list(self.shape)}>"
@@ -203,17 +202,18 @@ class SharedBuffer(_SymbolBuffer):
 
     `.at(*idx)` with Python ints is a static address ``[sym+off]`` (no instruction); with a register
     index it emits ``mov.u32 base, sym`` once per call site plus one ``mad.lo.u32`` per register
-    index (row-major strides). `.ptr()` emits ``mov.u32 r, sym`` (and ``add.u32`` inside the dynamic
-    window) and returns the 32-bit shared address, for descriptors and TMA destinations.
+    index (row-major strides). `.ptr()` emits ``mov.u32 r, sym`` (and ``add.u32`` for an offset)
+    and returns the 32-bit shared address, for descriptors and TMA destinations. The PTX text
+    spells the symbol of a variable in the window as ``tirx_dsmem+OFF`` (`shared` says why).
     """
 
     space = "shared"
 
 
-def _element_addr(var, sym: ir.Sym, base_off: int, idx: tuple) -> ir.Addr:
-    """``[sym + base_off + row-major offset of idx]``: Python-int indices fold into the offset;
-    register indices emit ``mov.u32 base, sym`` and one ``mad.lo.u32`` each (shared and local
-    windows are 32-bit)."""
+def _element_addr(var, sym: ir.Sym, idx: tuple) -> ir.Addr:
+    """``[sym + row-major offset of idx]``: Python-int indices fold into the offset; register
+    indices emit ``mov.u32 base, sym`` and one ``mad.lo.u32`` each (shared and local windows are
+    32-bit)."""
     if not idx:
         idx = (0,)
     if len(idx) > len(var.shape):
@@ -223,7 +223,7 @@ def _element_addr(var, sym: ir.Sym, base_off: int, idx: tuple) -> ir.Addr:
         strides.append(acc)
         acc *= d
     strides = list(reversed(strides))[: len(idx)]
-    const = base_off + sum(i * s for i, s in zip(idx, strides) if isinstance(i, int))
+    const = sum(i * s for i, s in zip(idx, strides) if isinstance(i, int))
     dyn = [(i, s) for i, s in zip(idx, strides) if not isinstance(i, int)]
     if not dyn:
         return ir.Addr(sym, const)
@@ -256,36 +256,59 @@ def _nbytes(dt: DType, shape: tuple) -> int:
 
 def shared(dtype, shape, align: int = 16, swizzle: int = 0, dynamic: bool = False,
            name: "str | None" = None) -> SharedBuffer:
-    """Allocate shared memory (no instruction: a ``.shared`` declaration, or a slice of the
-    dynamic window ``extern .shared .align A .b8 tirx_dsmem[]`` when `dynamic`).
+    """Allocate shared memory (no instruction: a place in the kernel's shared window).
 
-    `swizzle` (0, 32, 64, 128 bytes) records the layout the kernel writes and reads it with (TMA and
-    wgmma descriptors must agree); swizzled buffers need an alignment of at least 1024 in practice
-    (the swizzle pattern repeats every 8 rows of 128 bytes).
+    The layout (issue 19, the H200's misaligned-address faults in decode_attention): every
+    variable of a kernel lives in one dynamic window, ``.extern .shared .b8 tirx_dsmem[]``, at an
+    offset the compiler computes (`pack_window`), each at its own alignment; the kernel
+    declares no static ``.shared`` variables, so the window starts at the CTA's shared base and
+    nothing is placed in front of it by ptxas or the driver. The PTX ISA lets a kernel rely on
+    16 bytes of alignment for the window and no more (where the driver puts a window behind static
+    variables, whatever ``.align`` it declares, is not specified; public kernels round the base up
+    by hand for that reason): when a variable asks for more (``align=1024`` for a 128B-swizzled
+    TMA tile), the kernel's prologue rounds the window's address up to that alignment at run time
+    (``mov.u32``, ``add.u32``, ``and.b32`` into ``%tirx_smem``) and the launch provides
+    ``align - 16`` bytes more (`KernelIR.smem_slack`). Either way the variables' offsets from the
+    (rounded) base are the compiler's, the same in the PTX, in numsim and on the GPU.
+
+    `align`: a power of two (the variable's byte offset is a multiple of it). `swizzle` (0, 32,
+    64, 128 bytes) records the layout the kernel writes and reads it with (TMA and wgmma
+    descriptors must agree); the swizzle pattern repeats every 8 rows of `swizzle` bytes and the
+    hardware applies it to absolute addresses, so a swizzled variable needs
+    ``align >= 8 * swizzle``. `dynamic` is kept for kernels written before the single window: with
+    the default layout every variable is in the window anyway; with
+    ``@T.kernel(smem_layout="split")`` (probes of the old placement only) a variable without it is
+    a static ``.shared`` declaration.
     """
     t = tr.current()
     dt = as_dtype(dtype)
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    n = dt.nbytes
-    for d in shape:
-        n *= d
+    n = _nbytes(dt, shape)
     if swizzle not in (0, 32, 64, 128):
         raise t.error(f"T.shared(swizzle={swizzle!r}): expected 0, 32, 64 or 128 (bytes)")
-    if align & (align - 1):
+    if not isinstance(align, int) or align < 1 or align & (align - 1):
         raise t.error(f"T.shared(align={align!r}): alignment must be a power of two")
-    loc = tr.user_loc()
-    if dynamic:
-        off = -(-t.dynamic_bytes // align) * align
-        t.dynamic_bytes = off + n
-        t.dynamic_align = max(t.dynamic_align, align)
-        var = ir.SharedVar(t.unique(name or declared_name("dyn")), n, align, dt, shape, swizzle,
-                           True, off, loc)
-        t.shared.append(var)
-        return SharedBuffer(var, ir.Sym("tirx_dsmem", "shared"))
+    if swizzle and align < 8 * swizzle:
+        raise t.error(f"T.shared(swizzle={swizzle}, align={align}): a {swizzle}-byte swizzle "
+                      f"repeats every {8 * swizzle} bytes of absolute address; the variable needs "
+                      f"align={8 * swizzle} or more")
     var = ir.SharedVar(t.unique(name or declared_name("smem")), n, align, dt, shape, swizzle,
-                       False, 0, loc)
+                       dynamic or t.smem_layout == "window", 0, tr.user_loc())
     t.shared.append(var)
     return SharedBuffer(var, ir.Sym(var.name, "shared"))
+
+
+def pack_window(variables: list) -> "tuple[int, int]":
+    """Give every window variable (`dynamic`) of a traced kernel its offset: by alignment, largest
+    first (declaration order among equals), each at its alignment, so that padding is only what
+    sizes leave; returns (bytes, alignment) of the window. Offsets are assigned once the body is
+    traced: addresses name the variable's symbol, so no instruction depends on them."""
+    off, align = 0, ir.SMEM_GUARANTEED_ALIGN
+    for v in sorted((v for v in variables if v.dynamic), key=lambda v: -v.align):
+        v.offset = -(-off // v.align) * v.align
+        off = v.offset + v.nbytes
+        align = max(align, v.align)
+    return off, align
 
 
 # --- local memory ---------------------------------------------------------------------------------
@@ -394,8 +417,8 @@ class MBarrierArray:
 
 
 def mbarrier(n: int = 1, name: "str | None" = None, dynamic: bool = False) -> MBarrierArray:
-    """Allocate `n` mbarriers in shared memory (a ``.shared .align 8 .b8 name[8n]``, or 8n bytes of
-    the dynamic window when `dynamic`, which keeps all shared memory in one aligned window)."""
+    """Allocate `n` mbarriers in shared memory: 8n bytes of the window, 8-byte aligned (`shared`;
+    `dynamic` matters only to a kernel of layout "split")."""
     return MBarrierArray(shared("b64", (n,), align=8, name=name or declared_name("mbar"),
                                 dynamic=dynamic), n)
 

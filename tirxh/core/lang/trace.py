@@ -49,8 +49,7 @@ class Trace:
         self.regs: list[ir.Reg] = []
         self.shared: list[ir.SharedVar] = []
         self.local: list[ir.LocalVar] = []
-        self.dynamic_bytes = 0
-        self.dynamic_align = 16
+        self.smem_layout = "window"  # ir.SMEM_LAYOUTS: the kernel's option (memory.shared)
         self.last_if: "ir.If | None" = None
         self.loc_override: "ir.Loc | None" = None  # set while emitting the kernel prologue
         self._names: dict[str, int] = {}
