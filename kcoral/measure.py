@@ -332,8 +332,10 @@ class Session:
                 known = [c for c in (c0, c1) if c is not None]
                 round_clocks.append(min(known) if known else None)
                 readings += [c0, c1]
-                if n == mid:
+                if n == mid:  # its download and compare are not timing: off the budget
+                    g0 = time.monotonic()
                     guards.check_iteration(self._timed_candidate, f"timed round {n}")
+                    idle += time.monotonic() - g0
             n = len(samples[0])
             noise = max(rel_stderr_median(s) for s in samples)
             if n >= t.min_iters and noise < t.rel_noise:

@@ -1,6 +1,7 @@
 """The measurement protocol against the fake device, in-process (no worker, no daemon)."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -195,3 +196,20 @@ def test_without_clock_readings_the_result_says_so(tmp_path):
     assert t["throttled"] is None and set(t["clocks_mhz"]) == {None}
     assert t["regimes"] == {"full": {"rounds": 0}, "sustained": {"rounds": 0}}
     assert t["baselines"]["fake.add"]["speedup"] == pytest.approx(1.38 / 1.6, rel=0.01)
+
+
+def test_the_mid_timing_guard_check_is_not_charged_to_the_timing_budget(tmp_path, monkeypatch):
+    """The H200, 2026-12-01: checking a 268 MB attention output in the middle of timing took
+    longer than the 2 s budget, so every large job stopped at 5 samples (`converged: false`)."""
+    from kcoral import guards
+
+    real = guards.GuardRun.check_iteration
+
+    def slow_check(self, *a, **kw):
+        time.sleep(2.5)  # longer than the job's whole timing budget
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(guards.GuardRun, "check_iteration", slow_check)
+    monkeypatch.setattr(guards.GuardRun, "mid_round", lambda self: 2)  # in the first batch
+    t = _run(tmp_path, {"budget_s": 2.0, "min_iters": 10, "max_iters": 30})
+    assert t["converged"] and t["candidate"]["n"] >= 10 and t["elapsed_s"] > 2.5
