@@ -11,6 +11,20 @@ import pytest
 from tests.core.pytester import Tirxh
 
 
+@pytest.fixture(scope="session")
+def zoo_instruction_cache(tmp_path_factory):
+    """One directory of traced zoo instruction uses for the whole run, every xdist worker
+    included (the parent of the workers' base temp dirs): the entries are keyed by the zoo's
+    sources, so sharing them is safe, and tracing the zoo costs ~12 s each time it is done."""
+    root = tmp_path_factory.getbasetemp()
+    shared = (root.parent if root.name.startswith("popen-gw") else root) / "zoo-instructions"
+    shared.mkdir(parents=True, exist_ok=True)
+    return shared
+
+
 @pytest.fixture
-def tirxh(tmp_path, monkeypatch) -> Tirxh:
-    return Tirxh(tmp_path, monkeypatch)
+def tirxh(tmp_path, monkeypatch, zoo_instruction_cache) -> Tirxh:
+    t = Tirxh(tmp_path, monkeypatch)
+    t.cache.mkdir(parents=True, exist_ok=True)
+    (t.cache / "zoo-instructions").symlink_to(zoo_instruction_cache, target_is_directory=True)
+    return t

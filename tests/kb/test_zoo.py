@@ -131,3 +131,25 @@ def test_readme_figures_by_module():
     assert readme_figures(text) == {"kernels/a.py": [
         {"what": "x \\| y", "H200": "1 ms"}, {"kernel": "k", "rate": "2 TB/s"}]}
     assert readme_figures("no tables\n") == {}
+
+
+def test_traced_instructions_are_cached_on_disk_until_a_source_beside_them_changes(
+        make_zoo, isa, tmp_path, monkeypatch):
+    """Tracing the whole zoo took 12 s, paid by every `tirxh zoo search` and `ptx show`."""
+    monkeypatch.setenv("TIRXH_CACHE_DIR", str(tmp_path / "cache"))
+    root = make_zoo(pair=PAIR, odd=ODD)
+    first = load_zoo(root).find("relu").instructions(isa)
+    assert len(list((tmp_path / "cache" / "zoo-instructions").glob("*.json"))) >= 1
+
+    traced = []
+    monkeypatch.setattr("tirxh.kb.zoo.ZooKernel._trace",
+                        lambda self, isa: traced.append(self.name) or first)
+    again = load_zoo(root).find("relu").instructions(isa)
+    assert traced == [] and again.bindings == first.bindings
+    assert again.specializations == first.specializations and again.complete
+    load_zoo(root).find("broken").instructions(isa)  # a failed trace is never stored
+    assert traced == ["broken"]
+
+    (Path(root) / "kernels" / "helpers.py").write_text("SCALE = 2\n")  # a sibling changed
+    load_zoo(root).find("relu").instructions(isa)
+    assert traced == ["broken", "relu"]

@@ -24,12 +24,16 @@ import difflib
 import importlib.resources
 import importlib.util
 import inspect
+import json
+import os
 import re
 import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import __version__
+from ..core.cache import cache_key, default_cache_dir
 from ..core.config import CONFIG_NAME, load_toml
 from ..core.errors import UsageError
 from ..core.lang.kernel import Kernel
@@ -88,6 +92,42 @@ class InstructionUse:
                 "bindings": [{"binding": b, "spellings": ss}
                              for b, ss in sorted(self.bindings.items())],
                 "errors": list(self.errors)}
+
+
+class _UseCache:
+    """A kernel's traced instruction use on disk, under ``<cache dir>/zoo-instructions``. The key
+    holds every Python source beside the kernel's module (its shared helpers live there: a change
+    to ``hopper.py`` retraces the kernels that import it), the kernel's name, the tirxh version and
+    the names of the instruction set's bindings. A cache that cannot be read or written is
+    skipped, never an error: the trace is the truth, the file only saves its time."""
+
+    def __init__(self, kernel: "ZooKernel", isa):
+        sources = sorted(kernel.module.path.parent.glob("*.py"))
+        parts = ["zoo-instructions/1", __version__, kernel.name, kernel.module.relpath,
+                 "\n".join(sorted(b.name for b in isa))]
+        for f in sources:
+            try:
+                parts += [f.name, f.read_bytes()]
+            except OSError:
+                parts += [f.name, "?"]
+        self.path = default_cache_dir() / "zoo-instructions" / f"{cache_key(*parts)}.json"
+
+    def load(self) -> "InstructionUse | None":
+        try:
+            d = json.loads(self.path.read_text())
+            return InstructionUse({b["binding"]: list(b["spellings"]) for b in d["bindings"]},
+                                  [], int(d["specializations"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def store(self, use: InstructionUse) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(use.to_json()))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
 
 
 @dataclass
@@ -164,9 +204,22 @@ class ZooKernel:
 
     def instructions(self, isa) -> InstructionUse:
         """Trace every distinct specialization the cases ask for (the defaults without a suite)
-        with the instruction set `isa`; cached per kernel."""
+        with the instruction set `isa`; cached per kernel, in memory and on disk
+        (`_UseCache`: tracing the whole zoo took 12 s, so every `tirxh zoo search` paid it)."""
         if self._uses is not None:
             return self._uses
+        disk = _UseCache(self, isa)
+        cached = disk.load()
+        if cached is not None:
+            self._uses = cached
+            return cached
+        use = self._trace(isa)
+        if use.complete:  # a failed trace is retried next time, not remembered
+            disk.store(use)
+        self._uses = use
+        return use
+
+    def _trace(self, isa) -> InstructionUse:
         use = InstructionUse()
         seen = set()
         params = [(c.name, c.params) for _, s in self.suites for c in s.cases] or [(None, {})]
@@ -186,7 +239,6 @@ class ZooKernel:
             for ins in k_ir.instructions():
                 use.bindings.setdefault(ins.binding.name, set()).add(ins.spelling)
         use.bindings = {b: sorted(ss) for b, ss in use.bindings.items()}
-        self._uses = use
         return use
 
     def summary_json(self, default_targets: list) -> dict:
