@@ -12,12 +12,10 @@ that failed or were not timed are listed with the reason.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
-from pathlib import Path
 
-from report_tables import bench_timing, cli, item_reports, not_timed
+from report_tables import bench_timing, cli, item_reports, json_option, not_timed
 
 _CASE = re.compile(r"^b(\d+)h(\d+)(?:kv(\d+))?s(\d+)(_causal)?_(\w+)$")
 BASELINE = "torch.sdpa"
@@ -117,19 +115,9 @@ def markdown(items: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _json_option(ap):
-    ap.add_argument("--json", help="also write the items and the per-shape table here")
-
-    def after(args, items):
-        if args.json:
-            Path(args.json).write_text(json.dumps({"items": items,
-                                                   "best": best_per_shape(items)}, indent=1))
-    return after
-
-
 def main(argv=None) -> int:
     return cli(argv, __doc__, "attn_summary", read_items, markdown, "attention_fwd items",
-               _json_option)
+               json_option(best_per_shape))
 
 
 if __name__ == "__main__":

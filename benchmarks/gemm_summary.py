@@ -11,12 +11,10 @@ fp8: >= 1.00x torch._scaled_mm at M >= 2048). A ratio is baseline median / candi
 
 from __future__ import annotations
 
-import json
 import re
 import sys
-from pathlib import Path
 
-from report_tables import bench_timing, cli, item_reports, not_timed
+from report_tables import bench_timing, cli, item_reports, json_option, not_timed
 
 _SHAPE = re.compile(r"^m(\d+)n(\d+)k(\d+)_")
 BASELINES = {"torch.matmul": "cuBLAS", "pyptx.gemm_hopper": "pyptx",
@@ -109,19 +107,9 @@ def markdown(items: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _json_option(ap):
-    ap.add_argument("--json", help="also write the items and the per-shape table here")
-
-    def after(args, items):
-        if args.json:
-            Path(args.json).write_text(json.dumps({"items": items,
-                                                   "best": best_per_shape(items)}, indent=1))
-    return after
-
-
 def main(argv=None) -> int:
     return cli(argv, __doc__, "gemm_summary", read_items, markdown, "gemm_sm90 items",
-               _json_option)
+               json_option(best_per_shape))
 
 
 if __name__ == "__main__":

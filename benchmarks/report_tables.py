@@ -73,3 +73,17 @@ def cli(argv, doc: str, prog: str, read, render, what: str, extra=None) -> int:
     if after:
         after(args, items)
     return 0
+
+
+def json_option(best):
+    """An `extra` for `cli`: ``--json PATH`` also writes the items and `best(items)` (the
+    summary's per-shape table) there, for tools that read the run."""
+    def extra(ap):
+        ap.add_argument("--json", help="also write the items and the per-shape table here")
+
+        def after(args, items):
+            if args.json:
+                Path(args.json).write_text(json.dumps({"items": items, "best": best(items)},
+                                                      indent=1))
+        return after
+    return extra
