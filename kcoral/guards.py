@@ -22,14 +22,26 @@ board that does not time (sim), the same sequence runs untimed: the candidate is
 
 ``perturbation`` -- outputs follow the inputs (``correctness.perturbation``). After timing, every
 input with contents (or the job's ``guards.perturb``) is perturbed: floats by 0.25 of their
-standard deviation; integers and booleans take the values another correctness run gave them (or
-their generator with another seed; booleans otherwise flip a quarter of their elements), so an
-index stays a valid index. The candidate then runs twice: *in place* (other buffers keep
-whatever the kernel left in them) and *fresh* (every buffer written anew). The two must agree
-within tolerance (a cache kept across launches does not), the fresh one must match a baseline
-reference where the check has one, and every checked output must change (one that does not is a
+standard deviation (on the input's own grid where it has one, below); integers and booleans
+take the values another correctness run gave them (or their generator with another seed;
+booleans otherwise flip a quarter of their elements), so an index stays a valid index. The
+candidate then runs twice: *in place* (other buffers keep whatever the kernel left in them) and
+*fresh* (every buffer written anew). The two must agree within tolerance (a cache kept across
+launches does not), the fresh one must match a baseline reference where the check has one, and every checked output must change (one that does not is a
 precomputed answer), unless named in ``guards.constant_outputs``. All-zero buffers are taken for
 workspaces and flags and left alone.
+
+Perturbed floats stay in the input's domain where the input shows one: when every value is a
+multiple of one power of two q with at most ``GRID_BITS`` significant bits above it (inputs a
+suite builds so that its check may be exact, e.g. multiples of 1/16 whose sums are exact in f32 in
+any order, or small integers whose products are), the perturbed values are rounded to multiples
+of q (the noise at least one step) and kept within the input's [min, max]. Off that domain an
+exact tolerance no longer holds for a kernel whose summation order varies from launch to launch
+(atomics, a look-back whose depth depends on timing): the in-place and fresh runs would round
+differently and a correct kernel would fail. (2026-12-01, H200: zoo cumsum's decoupled look-back,
+bit-exact on its dyadic inputs, differed in 62647324 of 67108864 elements between the two runs on
+off-grid perturbed inputs.) Inputs with full-precision values (random normals) are perturbed as
+before.
 
 ``seeds`` -- at least ``guards.seeds_before`` checked correctness runs before timing and
 ``seeds_after`` after (default 2 and 2), on distinct inputs; runs whose inputs are all the same
@@ -52,6 +64,8 @@ from .tolerance import compare
 FIRST = "the candidate's first launch on these inputs"
 NOISE = 0.25        # perturbation: this fraction of an input's standard deviation
 FLIP = 0.25         # boolean inputs without other values: this fraction of elements flipped
+GRID_BITS = 16      # a float input on a power-of-two grid with at most this many significant bits
+GRID_SAMPLE = 65536  # grid_of: elements sampled first (inputs of 64M elements on the H200)
 
 
 def status(state: str, **more) -> dict:
@@ -268,15 +282,9 @@ class GuardRun:
     def _perturbed(self, index: int, b, a: np.ndarray) -> "np.ndarray | None":
         dt = dtype_of(b.dtype)
         if is_float(b.dtype):
-            f = a.astype(np.float64)
-            ok = np.isfinite(f)
-            if ok.any():
-                sd = float(np.std(f[ok])) or float(np.max(np.abs(f[ok]))) or 1.0
-                f[ok] += NOISE * sd * self.rng.standard_normal(int(ok.sum()))
-                new = f.astype(dt)
-                new[~ok] = a[~ok]
-                if not _same_bits(new, a):
-                    return new
+            new = perturbed_float(a, self.rng, dt)
+            if new is not None:
+                return new
         for alt in self.s.other_values(index, b):
             if alt.shape == a.shape and not _same_bits(alt, a):
                 return alt.astype(dt)
@@ -302,6 +310,57 @@ class GuardRun:
                "distinct_inputs": distinct}
         return status("incomplete", why="; ".join(why), **rec) if why else \
             status("passed", **rec)
+
+
+def grid_of(f: np.ndarray) -> "int | None":
+    """The exponent e of the coarsest power of two 2^e that every finite value of `f` (float64)
+    is a multiple of, when the values need at most ``GRID_BITS`` significant bits above it; None
+    for full-precision values, or no finite nonzero value (module docstring)."""
+    flat = f.reshape(-1)
+    sample = flat[:: max(1, flat.size // GRID_SAMPLE)]
+    if sample.size == flat.size or not (np.isfinite(sample) & (sample != 0)).any():
+        return _grid(flat)
+    q = _grid(sample)  # a subset's grid is no finer, its range no wider: None holds for all
+    if q is None:
+        return None
+    s = np.ldexp(flat, -q)  # exact: a power-of-two scaling (NaN stays NaN)
+    if np.array_equal(s, np.round(s), equal_nan=True) and \
+            max(np.nanmax(s), -np.nanmin(s)) < 2.0 ** GRID_BITS:
+        return q  # every value on the sample's grid (so no coarser one), within GRID_BITS
+    return _grid(flat)  # (an infinity lands here too: exact, slower)
+
+
+def _grid(f: np.ndarray) -> "int | None":
+    v = np.abs(f[np.isfinite(f) & (f != 0)])
+    if not v.size:
+        return None
+    m, e = np.frexp(v)  # v = m 2^e, m in [0.5, 1): m 2^53 is an integer
+    mi = np.ldexp(m, 53).astype(np.int64)
+    low = np.frexp((mi & -mi).astype(np.float64))[1] - 1  # the lowest set bit of each
+    q = int(np.min(e - 53 + low))
+    return q if int(np.max(e)) - q <= GRID_BITS else None
+
+
+def perturbed_float(a: np.ndarray, rng, dt: np.dtype) -> "np.ndarray | None":
+    """`a` (of dtype `dt`) plus NOISE of its standard deviation, non-finite elements kept; on
+    `a`'s grid and within its range where it has one (`grid_of`). None when nothing changed."""
+    f = a.astype(np.float64)
+    ok = np.isfinite(f)
+    if not ok.any():
+        return None
+    vals = f[ok]
+    sd = float(np.std(vals)) or float(np.max(np.abs(vals))) or 1.0
+    q = grid_of(f)
+    if q is None:
+        vals = vals + NOISE * sd * rng.standard_normal(vals.size)
+    else:
+        step = max(NOISE * sd, float(np.ldexp(1.0, q)))
+        moved = vals + step * rng.standard_normal(vals.size)
+        vals = np.clip(np.ldexp(np.round(np.ldexp(moved, -q)), q), vals.min(), vals.max())
+    f[ok] = vals
+    new = f.astype(dt)
+    new[~ok] = a[~ok]
+    return None if _same_bits(new, a) else new
 
 
 def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:

@@ -15,6 +15,7 @@ from kcoral.boards import BoardSpec
 from kcoral.boards.fake import FakeDevice
 from kcoral.client import KCoralClient
 from kcoral.errors import JobFailure
+from kcoral.guards import GRID_BITS, GRID_SAMPLE, grid_of, perturbed_float
 from kcoral.job import Job
 from kcoral.measure import run_job
 from kcoral.plugins import registries
@@ -151,6 +152,52 @@ def test_guards_off_or_without_timing_say_why(tmp_path):
     r = fake_run(tmp_path, "add", timing={"enabled": False})
     assert r["guards"]["perturbation"] == {"status": "n/a",
                                            "why": "timing disabled: nothing was measured"}
+
+
+def test_inputs_on_a_coarse_grid_are_perturbed_on_it_and_within_their_range():
+    """A suite's deliberately exact float inputs (multiples of 1/16 in [-8, 8], small integers)
+    stay so: an exact check of a kernel whose summation order varies between launches still
+    holds on the in-place and fresh runs (zoo cumsum on the H200, tests/zoo/test_cumsum.py)."""
+    rng = np.random.default_rng(3)
+    for a, step in [((rng.integers(-128, 129, 4096) / 16).astype(np.float32), 1 / 16),
+                    (rng.integers(0, 4, 4096).astype(np.float32), 1.0)]:
+        assert grid_of(a.astype(np.float64)) == int(np.log2(step))
+        new = perturbed_float(a, rng, np.dtype(np.float32))
+        assert new.dtype == np.float32 and np.all(new / step == np.round(new / step))
+        assert new.min() >= a.min() and new.max() <= a.max()
+        assert np.mean(new != a) > 0.25  # a perturbation, not a no-op
+
+
+def test_full_precision_inputs_are_perturbed_by_plain_noise():
+    a = np.random.default_rng(1).standard_normal(4096).astype(np.float32)
+    a[[5, 9]] = [np.inf, np.nan]
+    assert grid_of(a.astype(np.float64)) is None
+    new = perturbed_float(a, np.random.default_rng(2), np.dtype(np.float32))
+    f = a.astype(np.float64)
+    ok = np.isfinite(f)
+    f[ok] += 0.25 * np.std(f[ok]) * np.random.default_rng(2).standard_normal(int(ok.sum()))
+    np.testing.assert_array_equal(new, f.astype(np.float32))  # as before the grid rule
+    assert new[5] == np.inf and np.isnan(new[9]) and new[ok].max() > a[ok].max()
+
+
+def test_grid_needs_at_most_grid_bits_significant_bits():
+    assert GRID_BITS == 16
+    assert grid_of(np.array([1.0, 65535.0])) == 0 and grid_of(np.array([1.0, 65536.0])) is None
+    assert grid_of(np.array([0.75, -3.0])) == -2  # 3/4 = 3 x 2^-2
+    assert grid_of(np.array([0.0, np.inf, np.nan])) is None  # nothing finite and nonzero
+    # large inputs are sampled first; the whole input decides
+    big = np.random.default_rng(4).integers(-8, 9, 3 * GRID_SAMPLE + 1).astype(np.float64)
+    assert grid_of(big) == 0
+    big[GRID_SAMPLE + 1] = 0.5  # off the sample (stride 3): a finer grid
+    assert grid_of(big) == -1
+    big[GRID_SAMPLE + 2] = 2.0 ** 20  # beyond GRID_BITS
+    assert grid_of(big) is None
+    sparse = np.zeros(3 * GRID_SAMPLE + 1)
+    sparse[1] = 0.25  # the sample holds only zeros
+    assert grid_of(sparse) == -2
+    # a grid input that cannot move within its range is not perturbed (another run's values are)
+    assert perturbed_float(np.full(8, 4.0, np.float32), np.random.default_rng(0),
+                           np.dtype(np.float32)) is None
 
 
 # -------------------------------------------------------------------------------------------------
