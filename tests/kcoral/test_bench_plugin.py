@@ -79,6 +79,22 @@ def test_build_job_from_suite():
     assert doc["baselines"] == [{"name": "torch.add", "args": {"n": 1000, "x": "y"}}]
 
 
+def test_rms_relative_atol_becomes_the_strictest_seeds_absolute_atol():
+    """A job carries absolute tolerances: atol_rms * RMS(reference), the smallest over the
+    job's seeds (kcoral compares with rtol/atol/rms only)."""
+    suite = T.suite(vadd, inputs=inputs, reference=lambda a, b: {"out": a + b}, outputs=["out"],
+                    cases=[T.case("n1000", n=1000)],
+                    tolerance=T.tolerance(rtol=0.05, atol_rms=0.5, rms=0.03))
+    ck = compile_kernel(vadd, "sm_90a")
+    seeds = (1, 2)
+    doc = build_job(ck, suite, suite.cases[0], seeds=seeds, before=1).to_doc()
+    rms = [float(np.sqrt(np.mean(np.square((x["a"] + x["b"]).astype(np.float64)))))
+           for x in (suite.make_inputs(suite.cases[0], s) for s in seeds)]
+    (check,) = doc["checks"]
+    assert check["atol"] == pytest.approx(0.5 * min(rms), rel=1e-12) and check["rtol"] == 0.05
+    assert check["rms"] == 0.03 and 0.5 < check["atol"] < 1.0
+
+
 def test_seeds_and_guards_are_the_callers():
     ck = compile_kernel(vadd, "sm_90a")
     doc = build_job(ck, SUITE, SUITE.cases[0], seeds=(5, 6, 7), before=1,

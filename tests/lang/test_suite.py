@@ -73,6 +73,21 @@ def test_tolerance_floats_nan_and_rms():
     assert tol.compare(ref.astype(numpy_dtype("bf16")), ref)["mismatches"] > 0
 
 
+def test_tolerance_atol_relative_to_each_references_rms():
+    """atol_rms: a rule "atol = x * RMS(ref)" per output (KDA's o and final state differ ~11x
+    in RMS: one absolute atol fitted to the smaller failed the larger's legitimate rounding)."""
+    big = np.full(100, 20.0, np.float32)           # RMS 20: atol 0.5 * 20 = 10
+    tol = T.tolerance(atol_rms=0.5)
+    assert tol.absolute(big) == 10.0 and tol.absolute(big, big / 4) == 2.5  # the strictest
+    assert T.tolerance(atol=0.25).absolute(big) == 0.25 and tol.absolute() == 0.0
+    off = big.copy()
+    off[3] += 9.5
+    assert tol.compare(off, big)["ok"] and not T.tolerance(atol=0.5).compare(off, big)["ok"]
+    off[3] += 1.0
+    r = tol.compare(off, big)
+    assert not r["ok"] and r["mismatches"] == 1 and r["first"][0]["index"] == [3]
+
+
 def test_tolerance_integers_are_exact_and_shapes_must_match():
     a = np.arange(6, dtype=np.int32)
     assert Tolerance(atol=10).compare(a, a)["ok"]

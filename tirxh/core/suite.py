@@ -43,12 +43,24 @@ def case(name: str, small: bool = True, tags=(), **params) -> Case:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Comparison rule: every element within ``atol + rtol*|ref|`` and, when `rms` is set, the
-    normalized RMS error ``||out - ref|| / ||ref||`` at most `rms`. NaN never passes."""
+    """Comparison rule: every element within ``atol + atol_rms*RMS(ref) + rtol*|ref|`` and,
+    when `rms` is set, the normalized RMS error ``||out - ref|| / ||ref||`` at most `rms`. NaN
+    never passes. `atol_rms` states a rule "atol = x * RMS(ref)" per output exactly: outputs of
+    different magnitudes (KDA's o and its final state, ~sqrt(K) apart) each get their own
+    absolute tolerance (`absolute` resolves it for a reference; benchmark jobs carry that)."""
 
     rtol: float = 0.0
     atol: float = 0.0
     rms: "float | None" = None
+    atol_rms: float = 0.0
+
+    def absolute(self, *expected) -> float:
+        """The absolute tolerance for these references: atol + atol_rms * the smallest of
+        their RMS (several seeds' references: the strictest)."""
+        if not self.atol_rms:
+            return float(self.atol)
+        rms = min(_rms(e) for e in expected) if expected else 0.0
+        return float(self.atol) + float(self.atol_rms) * rms
 
     def compare(self, actual: np.ndarray, expected: np.ndarray, max_report: int = 5) -> dict:
         a, e = np.asarray(actual), np.asarray(expected)
@@ -60,7 +72,7 @@ class Tolerance:
         else:  # floats (bf16/fp8 through ml_dtypes cast exactly to float64)
             a, e = a.astype(np.float64), e.astype(np.float64)
             diff = np.abs(a - e)
-            bad = ~(diff <= self.atol + self.rtol * np.abs(e))
+            bad = ~(diff <= self.absolute(e) + self.rtol * np.abs(e))
             bad |= np.isnan(a) & ~np.isnan(e)
         out: dict[str, Any] = {"ok": not bool(bad.any()), "mismatches": int(bad.sum()),
                                "total": int(a.size)}
@@ -78,6 +90,12 @@ class Tolerance:
             out["first"] = [{"index": [int(x) for x in i], "actual": _py(a[tuple(i)]),
                              "expected": _py(e[tuple(i)])} for i in idx]
         return out
+
+
+def _rms(x) -> float:
+    """RMS of an array in float64 (one copy; a dot product, not a squared temporary)."""
+    v = np.asarray(x, np.float64).ravel()
+    return float(np.sqrt(np.dot(v, v) / v.size)) if v.size else 0.0
 
 
 def _py(x):
@@ -121,8 +139,9 @@ def _misfit(decl, value) -> "str | None":
     return None
 
 
-def tolerance(rtol: float = 0.0, atol: float = 0.0, rms: "float | None" = None) -> Tolerance:
-    return Tolerance(rtol, atol, rms)
+def tolerance(rtol: float = 0.0, atol: float = 0.0, rms: "float | None" = None,
+              atol_rms: float = 0.0) -> Tolerance:
+    return Tolerance(rtol, atol, rms, atol_rms)
 
 
 @dataclass(frozen=True)

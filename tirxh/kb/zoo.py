@@ -263,7 +263,8 @@ class ZooKernel:
 
 def _tolerance(t) -> dict:
     if isinstance(t, Tolerance):
-        return {"rtol": t.rtol, "atol": t.atol, "rms": t.rms}
+        out = {"rtol": t.rtol, "atol": t.atol, "rms": t.rms}
+        return dict(out, atol_rms=t.atol_rms) if t.atol_rms else out
     if isinstance(t, dict):
         return {k: _tolerance(v) for k, v in t.items()}
     return {"value": repr(t)}

@@ -393,10 +393,13 @@ def _large(name, lens=None, B=1, T_=8192, heads=(64, 96)) -> list:
     return out
 
 
-# the public correctness rule: every element within rtol 0.05 and 0.5 x RMS(ref) (the outputs
-# are scaled to an RMS of at least 1, so atol 0.5 is at least as strict), and a normalized RMS
-# error below 0.03 (numsim measures ~0.004)
-TOLERANCE = T.tolerance(rtol=0.05, atol=0.5, rms=0.03)
+# the public correctness rule, per output: every element within rtol 0.05 and 0.5 x RMS(ref),
+# and a normalized RMS error below 0.03 (numsim measures ~0.004). The atol is relative to each
+# output's own RMS: the final state's is ~sqrt(K) = 11 times o's on long sequences, so one
+# absolute atol fitted to o (0.5 at RMS(o) in [1, 2)) was 21x the rule on ht at T = 8192
+# (the H200 run of 2026-12-01 failed 64 of 1M ht elements, max error 1.69 at RMS(ht) 21.2,
+# normalized RMS error 0.0035: bf16 rounding, not a fault; numsim gives the same errors)
+TOLERANCE = T.tolerance(rtol=0.05, atol_rms=0.5, rms=0.03)
 _ARGS = dict(q="q", k="k", v="v", g="g_raw", beta="beta", A_log="A_log", dt_bias="dt_bias",
              h0="h0", ht="ht", l2norm=True)
 _COMMON = dict(inputs=inputs, reference=reference, outputs=["o", "ht"], tolerance=TOLERANCE,
@@ -423,6 +426,9 @@ SUITE = T.suite(
         T.case("t150_h1_v64s2_deep", B=1, T_=150, H=1, gate="deep"),
         # BV = 64 with 8 warps: four help prepare the chunk and hold no state
         T.case("t100_h1_v64s2w8", B=1, T_=100, H=1, BV=64, WARPS=8),
+        # T a multiple of the chunk (4 full chunks, no tail), 4 heads x 2 value slices = 8 CTAs;
+        # the final state's RMS ~10x o's: its atol must be its own (the H200's T = 8192 report)
+        T.case("t256_h4_v64s2", B=1, T_=256, H=4),
         *_large("t8192"),
         *_large("b2_t4096", B=2, T_=4096, heads=(32,)),
     ])
