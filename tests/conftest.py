@@ -9,15 +9,15 @@ built-in plugins' tests.
 import pytest
 
 from tests.core.pytester import Tirxh
+from tirxh.core.cache import default_cache_dir
 
 
 @pytest.fixture(scope="session")
-def zoo_instruction_cache(tmp_path_factory):
-    """One directory of traced zoo instruction uses for the whole run, every xdist worker
-    included (the parent of the workers' base temp dirs): the entries are keyed by the zoo's
-    sources, so sharing them is safe, and tracing the zoo costs ~12 s each time it is done."""
-    root = tmp_path_factory.getbasetemp()
-    shared = (root.parent if root.name.startswith("popen-gw") else root) / "zoo-instructions"
+def zoo_instruction_cache():
+    """The user's own cache of traced zoo instruction uses (`tirxh.kb.zoo`), shared by every
+    test project and xdist worker, and kept across runs: its entries are keyed by the zoo's
+    sources, so sharing them is safe, and tracing the zoo costs ~11 s each time it is done."""
+    shared = default_cache_dir() / "zoo-instructions"
     shared.mkdir(parents=True, exist_ok=True)
     return shared
 

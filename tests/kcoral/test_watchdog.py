@@ -51,6 +51,7 @@ def test_a_closed_watchdog_never_fires():
     assert not fired
 
 
+@pytest.mark.slow(reason="a daemon whose worker process is killed and restarted")
 @pytest.mark.parametrize("hang_after,where", [(0, "the candidate's launch (before timing"),
                                               (12, "timed round")])
 def test_a_hung_kernel_frees_its_board_in_seconds(daemon, client, hang_after, where):
