@@ -76,8 +76,21 @@ def test_seeds_override_the_plugins_seed_count_and_before():
     job = build(compiled, SUITE, SUITE.cases[0], seeds=range(1, 5), before=2)
     assert [(r.seed, r.when) for r in job.runs] == [(1, "before")]
     assert (job.guards.seeds_before, job.guards.seeds_after) == (1, 0)
-    assert job.timing.enabled is False and job.budgets.exec_s == 5.0
+    assert job.budgets.exec_s == 5.0
     two = B.with_overrides(argparse.Namespace(seeds=2, share_inputs=False, no_timing=False,
                                               exec_s=None), benchjob.build_job)
     job = two(compiled, SUITE, SUITE.cases[0], seeds=range(1, 5), before=2)
     assert [(r.seed, r.when) for r in job.runs] == [(1, "before"), (2, "after")]
+
+
+def test_no_timing_is_tirxh_benchs_own_option(monkeypatch, tmp_path):
+    """A smoke pass exits 0 when every item was verified: the option is tirxh's, not a job
+    edit that left every item 'not timed' and the run exiting 1."""
+    seen = []
+    monkeypatch.setattr(B.tirxh, "main", lambda argv: seen.append(argv) or 0)
+    # main() installs its job builder in the bench plugin: restore the plugin's afterwards
+    monkeypatch.setattr(B.bench_plugin, "build_job", B.bench_plugin.build_job)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "zoo").mkdir()
+    assert B.main(["--kcoral", "h:1", "--no-timing", "-k", "vadd", "--report-log", "r"]) == 0
+    assert seen == [["bench", "--kcoral", "h:1", "-k", "vadd", "--no-timing", "--report-log", "r"]]

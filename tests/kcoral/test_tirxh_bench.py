@@ -91,3 +91,22 @@ def test_seed_counts_reach_the_job(tirxh, tmp_path):
     tirxh.project(vadd=VADD, toml=DEFAULT_TOML + "[bench]\nseeds_before = 0\n")
     r = tirxh.run("bench")
     assert r.ret != 0 and "expected 1 to 8 runs, got 0" in r.stderr, r
+
+
+def test_no_timing_is_a_correctness_pass_that_exits_on_what_it_verified(tirxh):
+    """`tirxh bench --no-timing`: the smoke pass run before timing a kernel only the simulator
+    has run. A verified item passes and the run exits 0 (a smoke pass used to exit 1 for "timed
+    none of the items", so scripts had to grep the summary); a wrong kernel fails it."""
+    tirxh.project(vadd=VADD)
+    r = tirxh.run("bench", "--no-timing", "-k", "small", "--json")
+    assert r.ret == 0, r
+    item = json.loads(r.stdout)["items"][0]
+    bench = next(p for p in item["phases"] if p["phase"] == "bench")
+    assert item["outcome"] == "passed" and bench["data"]["timed"] is None, r
+    assert bench["data"]["result"]["verified"]
+    timing = bench["data"]["result"].get("timing")
+    assert not timing or "skipped" in timing  # nothing was timed
+    tirxh.write("kernels/vadd.py", VADD.replace("x + y", "x - y"))
+    r = tirxh.run("bench", "--no-timing", "-k", "small")
+    assert r.ret == 1, r
+    r.fnmatch_lines(["*vadd*failed correctness.mismatch*"])

@@ -39,3 +39,23 @@ def test_bench_against_an_unreachable_daemon_exits_1_with_the_reason(tirxh):
     item = json.loads(r.stdout)["items"][0]
     assert item["outcome"] == "incomplete"
     assert item["phases"][1]["longrepr"].startswith("not timed (unavailable.daemon: ")
+
+
+def test_no_timing_results_are_verified_or_not_never_untimed():
+    ok = BenchResult("vadd[n1000]", "done", SIM_RESULT, timing_asked=False)
+    assert ok.verdict == "clean" and ok.timed is None and ok.to_json()["timed"] is None
+    assert ok.summary == "vadd[n1000]: correct, not timed (--no-timing) [sim0]"
+    unverified = BenchResult("vadd", "done", dict(SIM_RESULT, verified=False), timing_asked=False)
+    assert unverified.verdict == "incomplete" and "unverified (no reference)" in unverified.summary
+    refused = BenchResult("big", "failed", {"error": {"type": "unavailable.board", "message": "x"}},
+                          timing_asked=False)
+    assert refused.verdict == "incomplete" and refused.timed is None
+
+
+def test_no_timing_against_an_unreachable_daemon_exits_1_with_the_reason(tirxh):
+    tirxh.write("tirx.toml", "[project]\n")
+    tirxh.run("init", ".", "--force")
+    r = tirxh.run("bench", "--no-timing", "--kcoral", "127.0.0.1:1", "-k", "n1000")
+    assert r.ret == 1, r
+    assert "ERROR: tirxh bench --no-timing verified none of the 1 item(s): " in r.stderr
+    assert "unavailable.daemon" in r.stderr

@@ -195,9 +195,18 @@ def bench_item(item, compiled) -> PhaseReport:
 
 def untimed_status(reports: list) -> "str | None":
     """Why ``tirxh bench`` failed when it timed none of the items it was asked to time (an
-    item with a Suite), or None when it timed one, or had none to time."""
+    item with a Suite), or None when it timed one, or had none to time. Under ``--no-timing``
+    (every result's ``timed`` is None) the same for verification: it fails when no item was
+    verified on a board."""
     phases = [p for r in reports for p in r.phases if p.phase == "bench"
               and not p.longrepr.startswith("compile-only kernel")]
+    if phases and all(p.data.get("timed", False) is None for p in phases):
+        # `--no-timing` asked for correctness only: the same rule, on verification
+        if any(p.outcome == "passed" for p in phases):
+            return None
+        reasons = sorted({(p.longrepr or p.outcome).splitlines()[0] for p in phases})
+        return (f"tirxh bench --no-timing verified none of the {len(phases)} item(s): "
+                + "; ".join(reasons))
     if not phases or any(p.data.get("timed") is not False for p in phases):
         return None
     reasons = sorted({p.data.get("not_timed") or p.longrepr for p in phases})

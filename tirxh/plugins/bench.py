@@ -40,6 +40,7 @@ class BenchResult:
     result: dict = field(default_factory=dict)
     daemon: str = ""
     job_id: str = ""
+    timing_asked: bool = True  # False under --no-timing: correctness on the board only
 
     @property
     def verdict(self) -> str:
@@ -48,6 +49,8 @@ class BenchResult:
             err = (r.get("error") or {}).get("type", "")
             return "incomplete" if err.startswith(("unavailable", "interrupted", "timeout")) \
                 else "error"
+        if not self.timing_asked:  # correctness only: verified on the board is the whole ask
+            return "clean" if r.get("verified") and not self.guards_incomplete else "incomplete"
         t = r.get("timing") or {}
         if not t or "skipped" in t or not r.get("verified") or self.guards_incomplete:
             return "incomplete"
@@ -63,7 +66,11 @@ class BenchResult:
                 if isinstance(g, dict) and g.get("status") == "incomplete"}
 
     @property
-    def timed(self) -> bool:
+    def timed(self) -> "bool | None":
+        """Whether a timing was taken; None when none was asked for (``--no-timing``), so a
+        correctness-only run is never "timed nothing it was asked to time"."""
+        if not self.timing_asked:
+            return None
         t = self.result.get("timing") or {}
         return self.state == "done" and bool(t) and "skipped" not in t
 
@@ -87,6 +94,12 @@ class BenchResult:
             e = r.get("error") or {}
             return f"{self.item}: {self.state} {e.get('type', '')}: {e.get('message', '')}"
         t = r.get("timing") or {}
+        if not self.timing_asked:
+            checked = "correct" if r.get("verified") else "unverified (no reference)"
+            extra = "".join(f", guard {n} incomplete ({why})"
+                            for n, why in self.guards_incomplete.items())
+            return f"{self.item}: {checked}, not timed (--no-timing){extra} " \
+                   f"[{r.get('board', '?')}]"
         if not t or "skipped" in t:
             return f"{self.item}: not timed ({t.get('skipped', 'timing disabled')})"
         c = t["candidate"]
@@ -134,6 +147,10 @@ def tirxh_addoption(parser):
     parser.addoption("--kcoral", default=None, metavar="HOST:PORT",
                      help="KCoral daemon for `tirxh bench` (default: [bench] kcoral, else an "
                           "embedded daemon with the local boards)")
+    parser.addoption("--no-timing", action="store_true", default=False,
+                     help="correctness on the board only (every seed, the guards that apply), "
+                          "nothing timed: an item passes when the board verified its outputs "
+                          "(a smoke pass before timing kernels only the simulator has run)")
     parser.addoption("--exec-budget", type=float, default=None, metavar="SECONDS",
                      help="execution budget of each bench job on its board (default: [bench] "
                           "exec_s, else the daemon's 120 s)")
@@ -178,9 +195,11 @@ def tirxh_bench_item(item, compiled, config):
     budget = exec_budget(config)
     client = client_for(config)
     before, after = config.getini("bench", "seeds_before"), config.getini("bench", "seeds_after")
+    timing = not config.getoption("no_timing")
     job = build_job(compiled, item.suite, item.case, put=client.put_blob,
                     seeds=range(1, before + after + 1), before=before,
-                    budgets={"exec_s": budget} if budget else None)
+                    budgets={"exec_s": budget} if budget else None,
+                    timing=None if timing else {"enabled": False})
     timeout = float(config.getini("bench", "timeout_s") or 600.0)
     tty = sys.stderr.isatty()
     last = None
@@ -194,7 +213,7 @@ def tirxh_bench_item(item, compiled, config):
                 sys.stderr.flush()
     except KCoralError as e:
         res = BenchResult(item.name, "failed", {"error": bench_error(e)},
-                          config.stash.get("kcoral_address", ""))
+                          config.stash.get("kcoral_address", ""), timing_asked=timing)
         config.stash.setdefault("kcoral_results", []).append(res)
         return res
     finally:
@@ -202,10 +221,11 @@ def tirxh_bench_item(item, compiled, config):
             sys.stderr.write("\r\x1b[K")
     if last is None:
         res = BenchResult(item.name, "failed", {"error": {"type": "internal.stream",
-                                                          "message": "no events"}})
+                                                          "message": "no events"}},
+                          timing_asked=timing)
     else:
         res = BenchResult(item.name, last["state"], last.get("result") or {},
-                          config.stash.get("kcoral_address", ""), last["job_id"])
+                          config.stash.get("kcoral_address", ""), last["job_id"], timing)
     config.stash.setdefault("kcoral_results", []).append(res)
     return res
 
