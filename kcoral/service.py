@@ -190,14 +190,19 @@ class KCoralServicer:
                 yield ev
 
     async def Watch(self, request, context, who):
-        await self._need(context, who, "jobs")
-        row = await self._run(self.d.scheduler.job_row, request.job_id, who)
-        if row is None:
-            await refuse(context, Refusal.NOT_FOUND, f"no job {request.job_id[:80]!r}",
-                         "job_id")
+        await self._visible_job(context, who, request.job_id)
         async with self._stream_slot(context, who):
             async for ev in self._stream(request.job_id, context):
                 yield ev
+
+    async def _visible_job(self, context, who, job_id: str):
+        """The job's row when `who` may see it (its own job, or any job for an operator);
+        otherwise NOT_FOUND, so a client cannot learn that another client's job exists."""
+        await self._need(context, who, "jobs")
+        row = await self._run(self.d.scheduler.job_row, job_id, who)
+        if row is None:
+            await refuse(context, Refusal.NOT_FOUND, f"no job {job_id[:80]!r}", "job_id")
+        return row
 
     async def _stream(self, job_id, context):
         loop = asyncio.get_running_loop()
@@ -225,20 +230,12 @@ class KCoralServicer:
         return _StreamSlot(self, context, who)
 
     async def Cancel(self, request, context, who):
-        await self._need(context, who, "jobs")
-        row = await self._run(self.d.scheduler.job_row, request.job_id, who)
-        if row is None:
-            await refuse(context, Refusal.NOT_FOUND, f"no job {request.job_id[:80]!r}",
-                         "job_id")
+        await self._visible_job(context, who, request.job_id)
         ok, state = await self._run(self.d.scheduler.cancel, request.job_id)
         return pb.CancelResponse(cancelled=ok, state=state)
 
     async def GetJob(self, request, context, who):
-        await self._need(context, who, "jobs")
-        row = await self._run(self.d.scheduler.job_row, request.job_id, who)
-        if row is None:
-            await refuse(context, Refusal.NOT_FOUND, f"no job {request.job_id[:80]!r}",
-                         "job_id")
+        row = await self._visible_job(context, who, request.job_id)
         return _info(row)
 
     async def ListJobs(self, request, context, who):
