@@ -22,7 +22,6 @@ when it is missing and still runs, without the regime split). Writes ``kcoral_cl
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 import tempfile
@@ -34,6 +33,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import kcoral_gpu  # noqa: E402  (zoo_case, job_for: the jobs the one-GPU run builds)
+from gpu_out import finish, save  # noqa: E402  (the $OUT/<name>.json every script writes)
 from tirxh.plugins.bench import BenchResult  # noqa: E402  (the line tirxh bench prints)
 
 
@@ -159,17 +159,10 @@ def main(argv=None) -> int:
                 except Exception:
                     out["errors"].append(traceback.format_exc())
                     print(out["errors"][-1], file=sys.stderr)
-                save(out)
+                save(out, "kcoral_clock_check")
     finally:
         d.stop(5)
-    p = save(out)
-    if p:
-        print(f"wrote {p}")
-    bad = failures(out)
-    if bad:
-        print("kcoral_clock_check: NOT all done: " + "; ".join(bad), file=sys.stderr)
-        return 1
-    return 0
+    return finish(out, "kcoral_clock_check", failures(out))
 
 
 def failures(out: dict) -> list:
@@ -182,12 +175,6 @@ def failures(out: dict) -> list:
     return bad or ([] if out["runs"] else ["no job finished"])
 
 
-def save(out) -> "pathlib.Path | None":
-    if not os.environ.get("OUT"):
-        return None
-    p = pathlib.Path(os.environ["OUT"]) / "kcoral_clock_check.json"
-    p.write_text(json.dumps(out, indent=1, default=str))
-    return p
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ records its own error instead of stopping the run.
 import argparse
 import importlib.util
 import json
-import os
 import pathlib
 import statistics
 import sys
@@ -33,6 +32,9 @@ import traceback
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gpu_out import save  # noqa: E402  (the $OUT/kcoral_gpu.json written after every section)
 
 
 def load_module(path: pathlib.Path):
@@ -325,14 +327,6 @@ def table(out) -> str:
     return "\n".join(L)
 
 
-def save(out) -> "pathlib.Path | None":
-    if not os.environ.get("OUT"):
-        return None
-    p = pathlib.Path(os.environ["OUT"]) / "kcoral_gpu.json"
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=1, default=str))
-    os.replace(tmp, p)
-    return p
 
 
 def main(argv=None) -> int:
@@ -376,11 +370,11 @@ def main(argv=None) -> int:
                     vadd = zoo_case("vadd", "n16M")
             out.setdefault("section_s", {})[name] = time.time() - t1
             print(f"[{name}] {time.time() - t1:.1f} s", file=sys.stderr, flush=True)
-            save(out)  # after every section: a run cut short by a time limit keeps its figures
+            save(out, "kcoral_gpu")  # after every section: a run cut short by a time limit keeps its figures
     finally:
         d.stop(5)
     print(table(out))
-    p = save(out)
+    p = save(out, "kcoral_gpu")
     if p:
         print(f"wrote {p}")
     for k, v in out["errors"].items():

@@ -21,8 +21,6 @@ section.
 """
 
 import argparse
-import json
-import os
 import pathlib
 import statistics
 import sys
@@ -36,6 +34,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import kcoral_gpu  # noqa: E402  (zoo_case, job_for, median_of: the same jobs as the one-GPU run)
+from gpu_out import finish, save  # noqa: E402  (the $OUT/<name>.json every script writes)
 
 KERNELS = (("vadd", "n16M", None), ("gemm_wgmma", "m4096n4096k4096_bn256", "torch.matmul"))
 # --smoke: the same path (both boards, together, the agent) on small cases, in seconds
@@ -109,7 +108,7 @@ def local_sections(out, n, which) -> None:
         for board in ("cuda0", "cuda1"):
             run_jobs(d.address, board, n, which, f"solo-{board}", solo)
         out["solo"] = {"rows": solo, "medians": {b: medians(solo, b) for b in ("cuda0", "cuda1")}}
-        save(out)
+        save(out, "kcoral_multi_gpu")
         rows = {"cuda0": [], "cuda1": []}
         errors = []
 
@@ -171,12 +170,6 @@ def remote_section(out, n, which) -> None:
         d.stop(5)
 
 
-def save(out) -> "pathlib.Path | None":
-    if not os.environ.get("OUT"):
-        return None
-    p = pathlib.Path(os.environ["OUT"]) / "kcoral_multi_gpu.json"
-    p.write_text(json.dumps(out, indent=1, default=str))
-    return p
 
 
 def table(out) -> str:
@@ -225,7 +218,7 @@ def main(argv=None) -> int:
         out["skipped"] = f"needs 2 GPUs, found {n}" + (f" ({why})" if why else "")
         print(f"kcoral_multi_gpu: {out['skipped']}; nothing measured (CI proves the scheduling "
               f"on two fake boards: tests/kcoral/test_multi_board.py)")
-        save(out)
+        save(out, "kcoral_multi_gpu")
         return 0
     which = [k for k in (SMOKE_KERNELS if a.smoke else KERNELS) if k[0] in a.kernels.split(",")]
     only = set(filter(None, a.only.split(",")))
@@ -239,16 +232,9 @@ def main(argv=None) -> int:
             out["errors"][name] = traceback.format_exc()
         out.setdefault("section_s", {})[name] = time.time() - t0
         print(f"[{name}] {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-        save(out)
+        save(out, "kcoral_multi_gpu")
     print(table(out))
-    p = save(out)
-    if p:
-        print(f"wrote {p}")
-    bad = failures(out)
-    if bad:
-        print("kcoral_multi_gpu: NOT all done: " + "; ".join(bad), file=sys.stderr)
-        return 1
-    return 0
+    return finish(out, "kcoral_multi_gpu", failures(out))
 
 
 def failures(out: dict) -> list:
