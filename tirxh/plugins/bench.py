@@ -138,7 +138,8 @@ def _noise(t: dict) -> str:
     who = f" ({worst})" if worst and worst != "candidate" else ""
     noise = t.get("rel_noise")
     shown = "n/a" if noise is None else f"{noise:.2%}"
-    return f"noise {shown}{who} > {t.get('rel_noise_target'):.0%}"
+    target = t.get("rel_noise_target") or 0
+    return f"noise {shown}{who} > {target * 100:g}%"
 
 
 def _regime_ratios(t: dict, baseline: str) -> str:
