@@ -20,8 +20,10 @@ normalized values are written from the same registers: each element is read from
 written once. bf16 pairs unpack to f32 with a shift / mask (bf16 is the top half of an f32) and
 pack back with ``cvt.rn.bf16x2.f32``; fp8 pairs with ``cvt.rn.satfinite.e4m3x2.f32``. The last
 vector of a thread is predicated when cols is not a multiple of 8 NT (a tail within the row);
-the grid covers any number of rows. LayerNorm takes the variance around the mean from the
-registers (two reductions, no E[x^2] - mean^2 cancellation); add_rmsnorm adds with
+the grid covers any number of rows. LayerNorm reduces (sum, M2) pairs in one reduction and
+one barrier: each thread's M2 is taken around its own mean from the registers and pairs
+combine with Chan's update (`chan`: no E[x^2] - mean^2 cancellation); its w and b are read
+after the barrier and its registers capped (LN_MAXREG) for 4 CTAs per SM; add_rmsnorm adds with
 ``add.rn.bf16x2`` (the exact sum rounded once, as torch's bf16 add); quant_fp8 reduces the
 maximum on packed ``abs/max.bf16x2`` (exact: amax is one of the inputs) and takes
 448 / amax and scale with IEEE ``div.rn``, so it is bitwise equal to its numpy reference.
@@ -251,30 +253,108 @@ def rmsnorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u
     each_row(row, rows, CTAS, [x], body, EF)
 
 
+def _count(row):
+    """Elements of the row this thread holds: 8 V (an int) without a row tail, else a register
+    (``selp.f32``: 8 V or 8 (V - 1) where the last vector is predicated off)."""
+    if row.tail is None:
+        return 8 * row.v
+    return T.ptx.selp.f32(8.0 * row.v, 8.0 * (row.v - 1), row.tail)
+
+
+def _warp_counts(row):
+    """Elements each warp holds (trace-time ints): the cross-warp combine's weights."""
+    left = row.nvec - (row.v - 1) * row.nt  # threads below `left` hold V vectors, others V - 1
+    return [sum(8 * (row.v - 1 + (t < left)) for t in range(32 * w, 32 * w + 32))
+            for w in range(row.nw)]
+
+
+def chan(a, b):
+    """Combine two (sum, M2, n) partials (M2: sum of squares around the partial's own mean):
+    sum = sa + sb, M2 = M2a + M2b + (sa/na - sb/nb)^2 na nb / (na + nb) (Chan, Golub and
+    LeVeque's pairwise update: no E[x^2] - mean^2 cancellation). Symmetric to the bit in a and
+    b (IEEE add and mul commute, the difference only changes sign), so both lanes of a
+    butterfly get the same result. Counts are ints when known at trace time (then 1 / n and
+    na nb / (na + nb) are immediates: ``add``, ``sub``, ``mul``, ``fma``), else f32 registers
+    (a row tail: ``max``, ``div.rn``); an empty partial (n = 0, sum 0) adds nothing."""
+    (sa, ma, na), (sb, mb, nb) = a, b
+    if isinstance(na, int) and isinstance(nb, int):
+        if not na or not nb:
+            return b if not na else a
+        if na == nb:  # (d / na)^2 * na / 2 = d^2 / (2 na)
+            d, c = sa - sb, 1.0 / (2 * na)
+        else:
+            d, c = sa * (1.0 / na) - sb * (1.0 / nb), na * nb / (na + nb)
+        return sa + sb, T.ptx.fma.rn.f32(d, d * c, ma + mb), na + nb
+    na, nb = (n if not isinstance(n, int) else T.ptx.mov.f32(float(n)) for n in (na, nb))
+    d = sa / T.ptx.max.f32(na, 1.0) - sb / T.ptx.max.f32(nb, 1.0)
+    n = na + nb
+    c = (na * nb) / T.ptx.max.f32(n, 1.0)
+    return sa + sb, T.ptx.fma.rn.f32(d, d * c, ma + mb), n
+
+
+def block_mean_m2(part, row, s_slot, m_slot):
+    """(sum, M2) of the whole row from each thread's (sum, M2, n) partial, in one barrier:
+    ``shfl.sync.bfly.b32`` of sum and M2 (and n when it is a register) over offsets 16..1 with
+    `chan`, then (several warps) lane 0 stores its warp's pair (``st.shared.b32`` x2),
+    ``bar.sync 0``, and every thread combines the NW pairs in warp order with the warp counts
+    as immediates (``ld.shared.f32`` x2 per warp), so all threads agree bit for bit."""
+    for off in (16, 8, 4, 2, 1):
+        other = [T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(v, off, 0x1F, FULL))
+                 if not isinstance(v, int) else v * 1 for v in part]
+        if isinstance(part[2], int):
+            other[2] = part[2]
+        part = chan(part, other)
+    s, m2 = part[0], part[1]
+    if row.nw == 1:
+        return s, m2
+    with T.if_(T.laneid() == 0):
+        T.ptx.st.shared.b32(s_slot(T.tid.x >> 5), s)
+        T.ptx.st.shared.b32(m_slot(T.tid.x >> 5), m2)
+    T.ptx.bar.sync(0)
+    acc = None
+    for i, n in enumerate(_warp_counts(row)):
+        p = (T.ptx.ld.shared.f32(s_slot(i)), T.ptx.ld.shared.f32(m_slot(i)), n)
+        acc = p if acc is None else chan(acc, p)
+    return acc[0], acc[1]
+
+
+# LayerNorm's register cap: uncapped, ptxas schedules the 8 w/b loads of the store phase
+# beside the row's 32 f32 values and takes 96 registers (2 CTAs of 256 per SM); capped at 64 it
+# fits without spilling (tests/zoo/test_norms.py) and 4 CTAs per SM keep twice the row loads in
+# flight (docs/TUNING.md, "LayerNorm behind RMSNorm on the same bytes").
+LN_MAXREG = 64
+
+
 @T.kernel(**KERNEL)
 def layernorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gptr[T.bf16],
               rows: T.u32, eps: T.f32, cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0,
-              EF: T.const = 0, MAXREG: T.const = 0):
+              EF: T.const = 0, MAXREG: T.const = LN_MAXREG):
     row = Row(cols, BLOCK)
     red = _red(row, "red")
-    red2 = _red(row, "red2")  # no barrier between the two uses
-    wv, bv = row.load(w), row.load(b)
+    red2 = _red(row, "red2")  # M2 beside the sum: one barrier for both
 
     def body(r, base, vecs, parity):
         xs = unpack_row(vecs[0])
-        mean = block_reduce(sum_of(xs), add, slots(red, parity), row.nw) * (1.0 / cols)
-        ds = [[v - mean for v in vals] for vals in xs]
+        n = _count(row)
+        s = sum_of(xs)  # a predicated-off vector holds zeros
+        mean_t = s * (1.0 / n) if isinstance(n, int) else s / T.ptx.max.f32(n, 1.0)
+        ds = [[v - mean_t for v in vals] for vals in xs]
         if row.tail is None:
-            sq = sum_of(ds, "square")
-        else:  # a predicated-off vector holds zeros: its (0 - mean)^2 must not enter the variance
-            sq = T.ptx.selp.f32(sum_of(ds[-1:], "square"), 0.0, row.tail)
+            m2 = sum_of(ds, "square")
+        else:  # a predicated-off vector's (0 - mean)^2 must not enter M2
+            m2 = T.ptx.selp.f32(sum_of(ds[-1:], "square"), 0.0, row.tail)
             if len(ds) > 1:
-                sq = sq + sum_of(ds[:-1], "square")
-        var = block_reduce(sq, add, slots(red2, parity), row.nw)
-        rr = _rsqrt_mean(var, cols, eps)
-        row.store(out, base, pack_row([[T.ptx.fma.rn.f32(d * rr, wv_, bv_) for d, wv_, bv_ in
-                                        zip(dv, wvs, bvs)] for dv, wvs, bvs in
-                                       zip(ds, unpack_row(wv), unpack_row(bv))]))
+                m2 = m2 + sum_of(ds[:-1], "square")
+        total, m2 = block_mean_m2((s, m2, n), row, slots(red, parity), slots(red2, parity))
+        mean = total * (1.0 / cols)
+        rr = _rsqrt_mean(m2, cols, eps)
+        # w and b are read here, after the barrier (L1/L2 hits: every row reads the same 2 x
+        # cols bf16), so they hold no registers while the row waits for the reduction
+        wv, bv = row.load(w), row.load(b)
+        row.store(out, base, pack_row([[T.ptx.fma.rn.f32((v - mean) * rr, wv_, bv_)
+                                        for v, wv_, bv_ in zip(xv, wvs, bvs)]
+                                       for xv, wvs, bvs in
+                                       zip(xs, unpack_row(wv), unpack_row(bv))]))
     each_row(row, rows, CTAS, [x], body, EF)
 
 
@@ -438,7 +518,7 @@ def _ln(x, w, b, eps):
 LAYERNORM = T.suite(
     layernorm, inputs=_ln_inputs, reference=_ln, outputs=["out"], cases=_norm_cases(dict(
         b512=dict(BLOCK=512), ef=dict(EF=1), b512_ef=dict(BLOCK=512, EF=1), p128_b1024=P1024,
-        p128_b1024_ef=dict(P1024, EF=1))),
+        p128_b1024_ef=dict(P1024, EF=1), r0=dict(MAXREG=0), r80=dict(MAXREG=80))),
     tolerance=T.tolerance(rtol=2 ** -7, atol=1e-5), constraints=constraints,
     flops=lambda rows, cols: 7 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 4 * cols,
     baselines=_torch("layer_norm", x="x", w="w", b="b", eps=EPS_LN))
