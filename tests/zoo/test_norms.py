@@ -1,5 +1,7 @@
 """zoo/kernels/norms.py: RMSNorm, LayerNorm, residual-add + RMSNorm and fp8 quantization."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,9 @@ def test_shapes_the_kernels_cannot_run_are_refused_when_declared(suite):
                                          r"CTA per row\), EF=1 0 or 1 and MAXREG=8 0 \(no cap\)"):
         T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
                 cases=[T.case("knobs", rows=4, cols=4096, CTAS=5000, EF=1, MAXREG=8)])
+    with pytest.raises(ValueError, match=r"case 'hint': L2=64 must be 0 \(no hint\), 128 or 256"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
+                cases=[T.case("hint", rows=4, cols=4096, L2=64)])
 
 
 def test_tails_and_layouts():
@@ -180,3 +185,14 @@ def test_layernorm_holds_as_many_rows_per_sm_as_rmsnorm_without_spilling():
     assert resident_ctas_per_sm(norms.LAYERNORM, ln) >= resident_ctas_per_sm(norms.RMSNORM, rms)
     ck = norms.LAYERNORM.kernel.compile("sm_90a", **norms.LAYERNORM.consts(ln))
     assert ck.resources.spill_stores == 0 and ck.resources.stack_frame == 0
+
+
+def test_the_l2_prefetch_hint_reaches_the_row_loads_only():
+    """L2=256 puts ``.L2::256B`` on the row's loads (ptxas: LDG.E.LTC256B.128) and not on w's
+    (read once per CTA, from L2)."""
+    suite = norms.RMSNORM
+    case = next(c for c in suite.cases if c.name == "r5_c1000_b64_l2p256")
+    ptx = suite.kernel.compile("sm_90a", **suite.consts(case)).ptx
+    loads = re.findall(r"ld\.global\S*", ptx)
+    assert loads.count("ld.global.L2::256B.v4.b32") == 2  # the row's two vectors
+    assert loads.count("ld.global.v4.b32") == 2  # w's

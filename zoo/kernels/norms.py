@@ -33,7 +33,9 @@ persistent (`each_row`: CTA c takes rows c, c + G, ... and loads the next row be
 and stores the current one, so its loads are in flight through the barrier and the arithmetic;
 w (and b) are loaded once per CTA; the reduction words alternate between two halves per row);
 EF=1 loads with ``ld.global.cs`` (evict-first: each element is read once, so the L2 keeps its
-dirty lines instead); MAXREG caps the registers (``.maxnreg``) for one more CTA per SM.
+dirty lines instead); MAXREG caps the registers (``.maxnreg``) for one more CTA per SM; L2=128
+or 256 adds the prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the row's loads (SASS
+``LDG.E.LTC128B.128`` / ``LTC256B``: the L2 fetches whole 128/256-byte blocks from HBM).
 
 Shapes: cols must be a multiple of 8 (rows are read as 16-byte vectors) and at most
 8 * BLOCK * 16 (16 vectors per thread); rows * cols < 2^32 (u32 element offsets).
@@ -91,11 +93,13 @@ class Row:
     def pred(self, j):
         return self.tail if j == self.v - 1 else None
 
-    def load(self, ptr, base=None, row_ok=None, EF=0):
+    def load(self, ptr, base=None, row_ok=None, EF=0, L2=0):
         """The thread's vectors of a bf16 row at element offset `base`: V lists of 4 b32 words
         (zeros where the row's tail predicates a vector off). `row_ok` predicates every vector
-        (a prefetch past the last row); EF=1 loads with ``.cs`` (evict-first)."""
-        ld = T.ptx.ld.global_.cs.v4.b32 if EF else T.ptx.ld.global_.v4.b32
+        (a prefetch past the last row); EF=1 loads with ``.cs`` (evict-first), L2=128 or 256
+        with the L2 prefetch-size hint ``.L2::128B`` / ``.L2::256B`` (PTX ISA 7.4, ld)."""
+        ld = T.ptx["ld.global" + (".cs" if EF else "") + (f".L2::{L2}B" if L2 else "")
+                   + ".v4.b32"]
         addr = ptr.at(self.col if base is None else base + self.col)
         out = []
         for j in range(self.v):
@@ -165,7 +169,7 @@ def slots(red, parity):
     return lambda i: red.at(parity, i)
 
 
-def each_row(row, rows, CTAS, ptrs, body, EF):
+def each_row(row, rows, CTAS, ptrs, body, EF, L2=0):
     """Run ``body(r, base, vectors, parity)`` for the rows of this CTA, where `vectors` holds the
     thread's packed vectors of each pointer in `ptrs` for row r (element offset `base`).
 
@@ -177,14 +181,16 @@ def each_row(row, rows, CTAS, ptrs, body, EF):
     cols = row.cols
     if not CTAS:
         base = T.ctaid.x * cols
-        body(T.ctaid.x, base, [row.load(p, base, EF=EF) for p in ptrs], 0)
+        body(T.ctaid.x, base, [row.load(p, base, EF=EF, L2=L2) for p in ptrs], 0)
         return
     step = T.nctaid.x
-    cur = [row.load(p, T.ctaid.x * cols, EF=EF) for p in ptrs]  # the grid holds <= rows CTAs
+    # the grid holds <= rows CTAs
+    cur = [row.load(p, T.ctaid.x * cols, EF=EF, L2=L2) for p in ptrs]
     it = T.reg(T.u32, init=0)
     with T.range(T.ctaid.x, rows, step) as r:
         nr = r + step
-        nxt = [row.load(p, nr * cols, row_ok=nr < rows, EF=EF) for p in ptrs]
+        nxt = [row.load(p, nr * cols, row_ok=nr < rows, EF=EF, L2=L2)
+               for p in ptrs]
         body(r, r * cols, cur, it & 1)
         for dst, src in zip(cur, nxt):
             for dv, sv in zip(dst, src):
@@ -239,7 +245,7 @@ KERNEL = dict(grid=_grid, block=_block, maxnreg=_maxnreg)
 @T.kernel(**KERNEL)
 def rmsnorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
             eps: T.f32, cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0,
-            EF: T.const = 0, MAXREG: T.const = 0):
+            EF: T.const = 0, MAXREG: T.const = 0, L2: T.const = 0):
     row = Row(cols, BLOCK)
     red = _red(row, "red")
     wv = row.load(w)  # once per CTA (a persistent CTA keeps it for all its rows)
@@ -250,7 +256,7 @@ def rmsnorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u
         rr = _rsqrt_mean(total, cols, eps)
         row.store(out, base, pack_row([[a * rr * b for a, b in zip(xv, wv_)]
                                        for xv, wv_ in zip(xs, unpack_row(wv))]))
-    each_row(row, rows, CTAS, [x], body, EF)
+    each_row(row, rows, CTAS, [x], body, EF, L2)
 
 
 def _count(row):
@@ -328,7 +334,7 @@ LN_MAXREG = 64
 @T.kernel(**KERNEL)
 def layernorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gptr[T.bf16],
               rows: T.u32, eps: T.f32, cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0,
-              EF: T.const = 0, MAXREG: T.const = LN_MAXREG):
+              EF: T.const = 0, MAXREG: T.const = LN_MAXREG, L2: T.const = 0):
     row = Row(cols, BLOCK)
     red = _red(row, "red")
     red2 = _red(row, "red2")  # M2 beside the sum: one barrier for both
@@ -355,14 +361,14 @@ def layernorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gp
                                         for v, wv_, bv_ in zip(xv, wvs, bvs)]
                                        for xv, wvs, bvs in
                                        zip(xs, unpack_row(wv), unpack_row(bv))]))
-    each_row(row, rows, CTAS, [x], body, EF)
+    each_row(row, rows, CTAS, [x], body, EF, L2)
 
 
 @T.kernel(**KERNEL)
 def add_rmsnorm(x: T.gptr[T.bf16], residual: T.gptr[T.bf16], w: T.gptr[T.bf16],
                 h: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, eps: T.f32,
                 cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0, EF: T.const = 0,
-                MAXREG: T.const = 0):
+                MAXREG: T.const = 0, L2: T.const = 0):
     row = Row(cols, BLOCK)
     red = _red(row, "red")
     wv = row.load(w)
@@ -376,7 +382,7 @@ def add_rmsnorm(x: T.gptr[T.bf16], residual: T.gptr[T.bf16], w: T.gptr[T.bf16],
         rr = _rsqrt_mean(total, cols, eps)
         row.store(out, base, pack_row([[a * rr * c for a, c in zip(hvals, wvals)]
                                        for hvals, wvals in zip(hs, unpack_row(wv))]))
-    each_row(row, rows, CTAS, [x, residual], body, EF)
+    each_row(row, rows, CTAS, [x, residual], body, EF, L2)
 
 
 def _bmax(a, b):
@@ -386,7 +392,7 @@ def _bmax(a, b):
 @T.kernel(**KERNEL)
 def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: T.u32,
               cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0, EF: T.const = 0,
-              MAXREG: T.const = 0):
+              MAXREG: T.const = 0, L2: T.const = 0):
     row = Row(cols, BLOCK)
     red = T.shared(T.b32, (2, max(row.nw, 1)), name="red")
 
@@ -411,7 +417,7 @@ def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: 
             packed.append([T.ptx.mov.b32([pairs[0], pairs[1]]),
                            T.ptx.mov.b32([pairs[2], pairs[3]])])
         row.store(q, base, packed, vec_bytes=8)
-    each_row(row, rows, CTAS, [x], body, EF)
+    each_row(row, rows, CTAS, [x], body, EF, L2)
 
 
 # --- cases, references, rules ------------------------------------------------------------------
@@ -419,9 +425,11 @@ def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: 
 EPS_RMS, EPS_LN = 1e-6, 1e-5
 
 
-def constraints(rows, cols, BLOCK, CTAS, EF, MAXREG):
+def constraints(rows, cols, BLOCK, CTAS, EF, MAXREG, L2=0):
     """The shapes these kernels accept (checked when the suite is declared)."""
     out = []
+    if L2 not in (0, 128, 256):
+        out.append(f"L2={L2} must be 0 (no hint), 128 or 256 (ld's .L2::128B / .L2::256B)")
     if not 0 <= CTAS <= 4096 or EF not in (0, 1) or (MAXREG and not 32 <= MAXREG <= 255):
         out.append(f"CTAS={CTAS} must be in 0..4096 (0: one CTA per row), EF={EF} 0 or 1 and "
                    f"MAXREG={MAXREG} 0 (no cap) or in 32..255 (.maxnreg)")
@@ -472,13 +480,15 @@ def _norm_cases(variants):
     registers per thread against threads per row, MAXREG caps registers for one more CTA per SM,
     CTAS makes the grid persistent (as many CTAs as are resident: 132 SMs times what the
     registers allow, rounded down so that every CTA takes the same number of rows; checked in
-    tests/zoo/test_norms.py), EF loads with evict-first. `variants`: name suffix -> constants."""
+    tests/zoo/test_norms.py), EF loads with evict-first, L2 with the L2 prefetch-size hint.
+    `variants`: name suffix -> constants."""
     big = dict(rows=16384, cols=8192, **BENCH)
     return [T.case("r1_c520", rows=1, cols=520),
             T.case("r5_c1000_b64", rows=5, cols=1000, BLOCK=64),
             T.case("r3_c4096", rows=3, cols=4096),
             T.case("r7_c1000_b64_p3_ef", rows=7, cols=1000, BLOCK=64, CTAS=3, EF=1),
             T.case("r5_c4096_p2", rows=5, cols=4096, CTAS=2),
+            T.case("r5_c1000_b64_l2p256", rows=5, cols=1000, BLOCK=64, L2=256),
             T.case("r16384_c8192", **big)] + [
             T.case(f"r16384_c8192_{name}", **big, **params) for name, params in variants.items()]
 
@@ -486,6 +496,8 @@ def _norm_cases(variants):
 # the variants each kernel is timed in (docs/TUNING.md: what each is predicted to do)
 P512 = dict(BLOCK=512, CTAS=256, MAXREG=64)  # 2 CTAs of 512 per SM: 64 rows each
 P1024 = dict(BLOCK=1024, CTAS=128)  # 1 CTA of 1024 per SM: 128 rows each
+# the row's loads with the L2 prefetch-size hint (SASS LDG.E.LTC128B / LTC256B.128)
+L2P128, L2P256 = dict(L2=128), dict(L2=256)
 
 
 def _torch(op, **args):
@@ -498,7 +510,8 @@ RMSNORM = T.suite(
     reference=lambda x, w, eps: {"out": _rms(x, w, eps).astype(BF16)},
     outputs=["out"], cases=_norm_cases(dict(
         b512=dict(BLOCK=512), b128=dict(BLOCK=128), r64=dict(MAXREG=64), ef=dict(EF=1),
-        p256_b512=P512, p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024)), tolerance=ONE_BF16_ULP,
+        p256_b512=P512, p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024, l2p128=L2P128,
+        l2p256=L2P256)), tolerance=ONE_BF16_ULP,
     constraints=constraints, flops=lambda rows, cols: 4 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 2 * cols,
     baselines=_torch("rms_norm", x="x", w="w", eps=EPS_RMS))
 
@@ -518,7 +531,8 @@ def _ln(x, w, b, eps):
 LAYERNORM = T.suite(
     layernorm, inputs=_ln_inputs, reference=_ln, outputs=["out"], cases=_norm_cases(dict(
         b512=dict(BLOCK=512), ef=dict(EF=1), b512_ef=dict(BLOCK=512, EF=1), p128_b1024=P1024,
-        p128_b1024_ef=dict(P1024, EF=1), r0=dict(MAXREG=0), r80=dict(MAXREG=80))),
+        p128_b1024_ef=dict(P1024, EF=1), r0=dict(MAXREG=0), r80=dict(MAXREG=80),
+        l2p256=L2P256)),
     tolerance=T.tolerance(rtol=2 ** -7, atol=1e-5), constraints=constraints,
     flops=lambda rows, cols: 7 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 4 * cols,
     baselines=_torch("layer_norm", x="x", w="w", b="b", eps=EPS_LN))
@@ -539,7 +553,7 @@ ADD_RMSNORM = T.suite(
     add_rmsnorm, inputs=_add_inputs, reference=_add_rms, outputs=["h", "out"],
     cases=_norm_cases(dict(
         b512=dict(BLOCK=512), r64=dict(MAXREG=64), ef=dict(EF=1), p256_b512=P512,
-        p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024)),
+        p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024, l2p256=L2P256)),
     tolerance={"h": EXACT, "out": ONE_BF16_ULP}, constraints=constraints,
     flops=lambda rows, cols: 5 * rows * cols, bytes=lambda rows, cols: 8 * rows * cols + 2 * cols,
     baselines=_torch("add_rms_norm", x="x", residual="residual", w="w", eps=EPS_RMS))
@@ -563,7 +577,7 @@ QUANT_FP8 = T.suite(
     quant_fp8, inputs=_quant_inputs, reference=_quant, outputs=["q", "scale"],
     cases=_norm_cases(dict(
         b512=dict(BLOCK=512), ef=dict(EF=1), p256_b512=dict(BLOCK=512, CTAS=256),
-        p256_b512_ef=dict(BLOCK=512, CTAS=256, EF=1), p128_b1024=P1024)),
+        p256_b512_ef=dict(BLOCK=512, CTAS=256, EF=1), p128_b1024=P1024, l2p256=L2P256)),
     tolerance=EXACT, constraints=constraints,
     flops=lambda rows, cols: 3 * rows * cols, bytes=lambda rows, cols: 3 * rows * cols + 4 * rows,
     baselines=_torch("fp8_quant", x="x", amax_min=AMAX_MIN))
