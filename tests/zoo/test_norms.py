@@ -75,6 +75,10 @@ def test_shapes_the_kernels_cannot_run_are_refused_when_declared(suite):
     with pytest.raises(ValueError, match=r"case 'hint': L2=64 must be 0 \(no hint\), 128 or 256"):
         T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
                 cases=[T.case("hint", rows=4, cols=4096, L2=64)])
+    with pytest.raises(ValueError, match=r"case 'l1': L1=1 must be in \[0, 1\] and 0 with EF=1 "
+                                         r"\(ld takes a \.cs cache operator or an \.L1"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=norms.constraints,
+                cases=[T.case("l1", rows=4, cols=4096, L1=1, EF=1)])
 
 
 def test_tails_and_layouts():
@@ -196,3 +200,17 @@ def test_the_l2_prefetch_hint_reaches_the_row_loads_only():
     loads = re.findall(r"ld\.global\S*", ptx)
     assert loads.count("ld.global.L2::256B.v4.b32") == 2  # the row's two vectors
     assert loads.count("ld.global.v4.b32") == 2  # w's
+
+
+@pytest.mark.parametrize("suite", [norms.RMSNORM, norms.LAYERNORM], ids=lambda s: s.name)
+def test_l1_policy_keeps_the_parameters_and_streams_the_row(suite):
+    """L1=1: the persistent row loads (this row's and the next one's) ``.L1::no_allocate``,
+    w (and b) ``.L1::evict_last``; ptxas's SASS says LDG.E.NA.128 / LDG.E.EL.128."""
+    case = next(c for c in suite.cases if c.name == "r5_c4096_p2_l1na")
+    ck = suite.kernel.compile("sm_90a", **suite.consts(case))
+    loads = re.findall(r"ld\.global\S*", ck.ptx)
+    params = 2 if suite is norms.LAYERNORM else 1
+    assert loads.count("ld.global.L1::evict_last.v4.b32") == 2 * params  # V = 2 vectors
+    assert loads.count("ld.global.L1::no_allocate.v4.b32") == 2 * 2  # first row, next row
+    assert len(loads) == 2 * params + 4
+    assert {"LDG.E.NA.128", "LDG.E.EL.128"} <= set(re.findall(r"LDG\S*", ck.sass))
