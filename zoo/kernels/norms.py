@@ -324,12 +324,10 @@ def block_mean_m2(part, row, s_slot, m_slot):
     `chan`, then (several warps) lane 0 stores its warp's pair (``st.shared.b32`` x2),
     ``bar.sync 0``, and every thread combines the NW pairs in warp order with the warp counts
     as immediates (``ld.shared.f32`` x2 per warp), so all threads agree bit for bit."""
-    for off in (16, 8, 4, 2, 1):
-        other = [T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(v, off, 0x1F, FULL))
-                 if not isinstance(v, int) else v * 1 for v in part]
-        if isinstance(part[2], int):
-            other[2] = part[2]
-        part = chan(part, other)
+    for off in (16, 8, 4, 2, 1):  # a trace-time count is every lane's: nothing to exchange
+        part = chan(part, [v if isinstance(v, int) else
+                           T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(v, off, 0x1F, FULL))
+                           for v in part])
     s, m2 = part[0], part[1]
     if row.nw == 1:
         return s, m2
