@@ -345,7 +345,7 @@ def block_mean_m2(part, row, s_slot, m_slot):
 # LayerNorm's register cap: uncapped, ptxas schedules the 8 w/b loads of the store phase
 # beside the row's 32 f32 values and takes 96 registers (2 CTAs of 256 per SM); capped at 64 it
 # fits without spilling (tests/zoo/test_norms.py) and 4 CTAs per SM keep twice the row loads in
-# flight (docs/TUNING.md, "LayerNorm behind RMSNorm on the same bytes").
+# flight (docs/TUNING.md, "Memory-bound kernels, s3 round").
 LN_MAXREG = 64
 
 
