@@ -43,8 +43,10 @@ Shapes: cols must be a multiple of 8 (rows are read as 16-byte vectors) and at m
 8 * BLOCK * 16 (16 vectors per thread); rows * cols < 2^32 (u32 element offsets).
 
 Techniques: vectorized 16-byte coalesced access, one CTA per row, row in registers (single pass),
-warp-shuffle butterfly + shared-memory cross-warp reduction, packed bf16x2 arithmetic, fp8
-conversion with saturation, persistent rows with next-row prefetch, cache-streaming hints.
+warp-shuffle butterfly + shared-memory cross-warp reduction, a fused (sum, M2) reduction with
+Chan's pairwise combine (one barrier), packed bf16x2 arithmetic, fp8 conversion with
+saturation, persistent rows with next-row prefetch, register caps, cache-streaming, L1
+eviction-priority and L2 prefetch-size hints.
 
 Tags: vectorized, warp-shuffle, block-reduction, row-in-registers, single-pass, bf16, fp8,
 persistent
