@@ -33,6 +33,10 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   tile; every split stores its f32 partial in its own workspace slot and counts itself in with
   an acq_rel atomic; the split that arrives last sums the S slots in split order (bitwise the
   same whichever arrives last), resets the counter and runs the epilogue. No CTA waits.
+  REDUCE="red" (the small-M variants, docs/TUNING.md "Small M"): every split adds its partial
+  into ONE f32 tile with ``red.global.add.f32`` instead, so the last split reads one tile, not
+  S (the sum's order follows the arrivals: not bitwise reproducible, within one bf16 ulp), and
+  stores zeros back for the next launch.
 - Tails: TMA fills out-of-bounds box elements with zeros (K not a multiple of BK adds nothing;
   rows/columns past M/N compute zeros) and clips stores. TMA needs 16-byte row strides:
   K % 8 == 0 (bf16) or K % 16 == 0 (fp8), and N % 8 == 0 for an N-major B or EPI="tma".
@@ -301,21 +305,22 @@ def _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale):
 
 
 def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
-    """Split-K through global memory, deterministic: every split stores its f32 partial in its
-    own slot (``st.global.v4.f32``, lane-contiguous: coalesced), then one thread of the
-    warpgroup counts it in (``fence.acq_rel.gpu`` + ``atom.acq_rel.gpu.global.add.u32`` on the
-    tile's counter, after a named barrier). The split that arrives last sums all slots in split
-    order (``ld.global.cg.v4.f32``: L2, never a stale L1 line) into the accumulators, resets the
-    counter for the next launch and returns true: it runs the epilogue. No CTA ever waits for
-    another. Slot layout: [tile][split][warpgroup][BN / 8 float4][128 threads]."""
-    BN, S = cfg["BN"], cfg["SPLITK"]
-    nvec = BN // 8                        # float4s per thread
-    slot = nvec * WG * 4                  # one warpgroup's partial, in f32 elements
-    t = tid & (WG - 1)
-    base = (u.tile * (2 * S) + cw) * slot + (t << 2)
-    own = ws.at(base + u.split * (2 * slot))
-    for j in range(nvec):
-        T.ptx.st.global_.v4.f32(own + j * WG * 16, [acc[4 * j + i] for i in range(4)])
+    """Split-K through global memory: publish this split's partial (REDUCE "slots": its own
+    slot; "red": added into the tile's one f32 sum), count it in, and, in the split that
+    arrives last, bring the tile's whole sum into the accumulators. Returns that predicate:
+    only the last split runs the epilogue. No CTA ever waits for another."""
+    reducers = {"slots": _reduce_slots, "red": _reduce_red}
+    if cfg["REDUCE"] not in reducers:
+        raise ValueError(f"REDUCE = {cfg['REDUCE']!r}: expected 'slots' or 'red'")
+    return reducers[cfg["REDUCE"]](cfg, acc, ws, cnt, flag, u, cw, tid, leader)
+
+
+def _count_in(cfg, cnt, flag, u, cw, leader):
+    """After the warpgroup published its partial: a named barrier (every thread's stores or
+    reductions issued), then one thread counts the split in (``fence.acq_rel.gpu`` +
+    ``atom.acq_rel.gpu.global.add.u32`` on the tile's counter: the release publishes the
+    warpgroup's writes, the acquire makes every earlier split's visible), shares the old count
+    through shared memory, a second barrier. Returns (last split?, the counter's address)."""
     bar_id = 1 + cw
     T.ptx.bar.sync(bar_id, WG)
     counter = cnt.at(u.tile * 2 + cw)
@@ -324,7 +329,25 @@ def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
         old = T.ptx.atom.acq_rel.gpu.global_.add.u32(counter, 1)   # ... before the count
         T.ptx.st.shared.u32(flag.at(cw), old)
     T.ptx.bar.sync(bar_id, WG)
-    last = T.ptx.ld.shared.u32(flag.at(cw)) == S - 1
+    return T.ptx.ld.shared.u32(flag.at(cw)) == cfg["SPLITK"] - 1, counter
+
+
+def _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
+    """Deterministic: every split stores its f32 partial in its own slot (``st.global.v4.f32``,
+    lane-contiguous: coalesced) and counts in; the last sums all slots in split order
+    (``ld.global.cg.v4.f32``: L2, never a stale L1 line), bitwise the same whichever split
+    arrives last, and resets the counter for the next launch. It reads S partials alone, one
+    split's loads in flight at a time (unrolled, 16 splits spilled).
+    Slot layout: [tile][split][warpgroup][BN / 8 float4][128 threads]."""
+    BN, S = cfg["BN"], cfg["SPLITK"]
+    nvec = BN // 8                        # float4s per thread
+    slot = nvec * WG * 4                  # one warpgroup's partial, in f32 elements
+    t = tid & (WG - 1)
+    base = (u.tile * (2 * S) + cw) * slot + (t << 2)
+    own = ws.at(base + u.split * (2 * slot))
+    for j in range(nvec):
+        T.ptx.st.global_.v4.f32(own + j * WG * 16, [acc[4 * j + i] for i in range(4)])
+    last, counter = _count_in(cfg, cnt, flag, u, cw, leader)
     with T.if_(last, uniform=True):
         first = ws.at(base)
         for j in range(nvec):
@@ -335,6 +358,32 @@ def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
                 v = T.ptx.ld.global_.cg.v4.f32(addr + j * WG * 16)
                 for i in range(4):
                     acc[4 * j + i].set(T.ptx.add.rn.f32(acc[4 * j + i], v[i]))
+        with T.if_(leader):
+            T.ptx.st.relaxed.gpu.global_.u32(counter, 0)   # ready for the next launch
+    return last
+
+
+def _reduce_red(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
+    """One f32 sum per tile, zero at launch: every split adds its partial with
+    ``red.global.add.f32`` (register i of thread t at element i * 128 + t: one 128-byte line per
+    warp and instruction) and counts in; the last loads the sum once (``ld.global.cg.f32``, all
+    BN / 2 loads in flight: they land in the accumulators, no extra registers), stores zeros
+    back (``st.global.f32``, the same thread and address: program order) and resets the
+    counter. The last split reads one tile instead of S (1/S of the slots path's reads, in one
+    round trip instead of S), the reductions run in L2 concurrently with the other splits'
+    mainloops. Layout: [tile][warpgroup][BN / 2 registers][128 threads]."""
+    n = cfg["BN"] // 2                    # accumulators per thread
+    t = tid & (WG - 1)
+    sum_ = ws.at((u.tile * 2 + cw) * (n * WG) + t)
+    for i in range(n):
+        T.ptx.red.global_.add.f32(sum_ + i * (WG * 4), acc[i])
+    last, counter = _count_in(cfg, cnt, flag, u, cw, leader)
+    with T.if_(last, uniform=True):
+        for i in range(n):
+            acc[i].set(T.ptx.ld.global_.cg.f32(sum_ + i * (WG * 4)))
+        zero = T.reg(T.f32, init=0.0)
+        for i in range(n):
+            T.ptx.st.global_.f32(sum_ + i * (WG * 4), zero)
         with T.if_(leader):
             T.ptx.st.relaxed.gpu.global_.u32(counter, 0)   # ready for the next launch
     return last
@@ -419,9 +468,10 @@ def _bf16_kernel(name: str, CM: int):
                M: T.u32, N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                B_KMAJOR: T.const = True, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
                GROUP: T.const = 16 // CM, RASTER: T.const = "m", SPLITK: T.const = 1,
-               SMS: T.const = H200_SMS):
+               REDUCE: T.const = "slots", SMS: T.const = H200_SMS):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
-                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK)
+                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
+                   REDUCE=REDUCE)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM)(kernel)
 
@@ -432,9 +482,11 @@ def _fp8_kernel(name: str, CM: int):
                scale_b: T.gptr[T.f32], ws: T.gptr[T.f32], cnt: T.gptr[T.u32], M: T.u32,
                N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                EPI: T.const = "tma", EPI_BUFS: T.const = 2, GROUP: T.const = 16 // CM,
-               RASTER: T.const = "m", SPLITK: T.const = 1, SMS: T.const = H200_SMS):
+               RASTER: T.const = "m", SPLITK: T.const = 1, REDUCE: T.const = "slots",
+               SMS: T.const = H200_SMS):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
-                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK)
+                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
+                   REDUCE=REDUCE)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 
@@ -475,14 +527,17 @@ def _check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int,
         raise ValueError(f"{kernel}: " + "; ".join(problems))
 
 
-def _splitk_buffers(M, N, BN: int, CM: int, S: int) -> dict:
-    """Split-K workspace (one f32 tile per split: slots [tile][split][warpgroup]...) and one
-    counter per tile and warpgroup, zero at launch; the kernel leaves them zero again. With
-    SPLITK = 1 neither is touched (one element each)."""
+def _splitk_buffers(M, N, BN: int, CM: int, S: int, reduce: str = "slots") -> dict:
+    """Split-K workspace (REDUCE "slots": one f32 tile per split, [tile][split][warpgroup]...;
+    "red": one f32 tile per tile) and one counter per tile and warpgroup, zero at launch; the
+    kernel leaves them zero again. With SPLITK = 1 neither is touched (one element each)."""
+    if reduce not in ("slots", "red"):
+        raise ValueError(f"REDUCE = {reduce!r}: expected 'slots' or 'red'")
     if S == 1:
         return {"ws": np.zeros(1, np.float32), "cnt": np.zeros(1, np.uint32)}
     tiles = -(-(-(-M // BM)) // CM) * CM * -(-N // BN)
-    return {"ws": np.zeros(tiles * S * BM * BN, np.float32), "cnt": np.zeros(2 * tiles, np.uint32)}
+    per_tile = (S if reduce == "slots" else 1) * BM * BN
+    return {"ws": np.zeros(tiles * per_tile, np.float32), "cnt": np.zeros(2 * tiles, np.uint32)}
 
 
 def _c_map(epi: str):
@@ -494,7 +549,7 @@ def _c_map(epi: str):
 def _bf16_inputs(CM: int):
     bf16 = numpy_dtype("bf16")
 
-    def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1):
+    def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1, REDUCE="slots"):
         _check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2, SPLITK)
 
         def make():  # N(0, 1) / K^(1/4): unit-variance outputs at every K
@@ -506,7 +561,7 @@ def _bf16_inputs(CM: int):
         ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
         bbox = (BN // CM, 64) if B_KMAJOR else (64, CHUNK)
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
-                    **_splitk_buffers(M, N, BN, CM, SPLITK),
+                    **_splitk_buffers(M, N, BN, CM, SPLITK, REDUCE),
                     a_map=T.TensorMap("a", box=(BM, 64), swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=bbox, swizzle=128, l2_promotion=256),
                     c_map=_c_map(EPI))
@@ -527,7 +582,7 @@ BF16_TOLERANCE = T.tolerance(rtol=2.0 ** -7, atol=1e-3, rms=2e-3)
 def _fp8_inputs(CM: int):
     e4m3, bf16 = numpy_dtype("e4m3"), numpy_dtype("bf16")
 
-    def inputs(rng, M, N, K, BN=256, EPI="tma", SPLITK=1):
+    def inputs(rng, M, N, K, BN=256, EPI="tma", SPLITK=1, REDUCE="slots"):
         """Unit-variance outputs: x ~ N(0, 1) / K^(1/4) for both operands, quantized per tensor
         with scale = amax / 448 (e4m3's largest finite value), as fp8 training recipes do."""
         _check_shape("gemm_fp8", M, N, K, True, EPI, 1, SPLITK)
@@ -543,7 +598,7 @@ def _fp8_inputs(CM: int):
         key = rng_key(rng, "e4m3", M, N, K)
         ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
-                    **_splitk_buffers(M, N, BN, CM, SPLITK),
+                    **_splitk_buffers(M, N, BN, CM, SPLITK, REDUCE),
                     a_map=T.TensorMap("a", box=(BM, 128), swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=(BN // CM, 128), swizzle=128, l2_promotion=256),
                     c_map=_c_map(EPI))
@@ -587,12 +642,34 @@ VARIANTS = {
     # does a raster along N (B panels reused, A streamed) beat the one along M?
     "t256g128": dict(BN=256, STAGES=4, EPI_BUFS=2, SMS=128),
     "t256rn": dict(BN=256, STAGES=4, EPI_BUFS=2, RASTER="n"),
+    # small M (docs/TUNING.md "Small M"): split-K summed by red.global.add into one f32 tile
+    # ("r"), split factors that bring each shape to ~128 units, and 128 x 64 tiles (wgmma
+    # m64n64: twice the tiles of BN = 128 at the same M, 8 stages of 24 KB)
+    "t128k4r": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=4, REDUCE="red"),
+    "t128k8r": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=8, REDUCE="red"),
+    "t128k16r": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=16, REDUCE="red"),
+    "t256k2r": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=2, REDUCE="red"),
+    "t256k8r": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=8, REDUCE="red"),
+    "t64k2r": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2, REDUCE="red"),
+    "t64k8r": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=8, REDUCE="red"),
 }
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles).
 # At 128 x 1024 x 7168 the last split of a tile reads S x 64 KB of partials alone: 16 splits
 # fill the SMs but 1 MB per reducing CTA may cost more than it saves, so 8 is timed first.
 SPLITS = {(128, 4096, 4096): "t128k4", (128, 14336, 4096): "t256k2",
           (128, 4096, 14336): "t128k4", (128, 1024, 7168): "t128k8", (512, 1024, 7168): "t128k4"}
+# the small-M candidates timed beside each shape's main and alt (role "small", one-CTA kernels:
+# a 2-CTA cluster pairs tiles along M, and M = 128 has one row of them). Units per shape:
+# 128 x 4096 x K: 32 x 4, 64 x 2, 16 x 8 = 128; 128 x 14336 x 4096: 56 x 2 = 112;
+# 128 x 1024 x 7168: 8 x 8 = 64, 8 x 16 = 128, 16 x 8 = 128; 512 x 1024 x 7168: 32 x 4,
+# 16 x 8, 64 x 2 = 128; 512 x 4096 x K: 64 x 2 = 128 (docs/TUNING.md: the predictions)
+SMALL = {(128, 4096, 4096): ["t128k4r", "t64k2r", "t256k8r"],
+         (128, 4096, 14336): ["t128k4r", "t64k2r", "t256k8r"],
+         (128, 14336, 4096): ["t256k2r"],
+         (128, 1024, 7168): ["t128k8r", "t128k16r", "t64k8r"],
+         (512, 1024, 7168): ["t128k4r", "t256k8r", "t64k2r"],
+         (512, 4096, 4096): ["t256k2r"],
+         (512, 4096, 14336): ["t256k2r"]}
 # where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
@@ -600,7 +677,7 @@ SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (20
 def plan(M, N, K) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
-    other techniques, for docs/TUNING.md). The prediction counts tiles against 132 SMs."""
+    other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL). The prediction counts tiles against 132 SMs."""
     if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
         out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
     elif M >= 2048 and N == 1024:               # 64 x 4 tiles of 128 x 256: two waves
@@ -621,6 +698,7 @@ def plan(M, N, K) -> list:
         out.append(("c2", "t256s3", "sweep"))
     if (M, N, K) in SWEEP_SHAPES[1:3]:
         out += [("c2", "t256g128", "sweep"), ("c2", "t256rn", "sweep")]
+    out += [("c1", v, "small") for v in SMALL.get((M, N, K), [])]
     return out
 
 
@@ -687,6 +765,11 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            SMS=3),                        # raster along N: six units on three CTAs
     T.case("m128n128k256_splitk", M=128, N=128, K=256, BN=128, STAGES=2, SPLITK=2,
            SMS=2),                        # two CTAs, one tile: the later one reduces
+    T.case("m128n128k256_splitk_red", M=128, N=128, K=256, BN=128, STAGES=2, SPLITK=2,
+           REDUCE="red", SMS=2),          # the same through one red.global.add sum
+    T.case("m200n136k296_bn64_red", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           SPLITK=2, REDUCE="red", SMS=4),  # 64-wide tiles, tails, 12 units on 4 CTAs:
+                                            # the sums are zeroed and counters reset per tile
 ])
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
@@ -711,5 +794,7 @@ SUITE_FP8 = _fp8_suite(gemm_fp8, [
     T.case("m200n136k160", M=200, N=136, K=160),
     T.case("m256n384k128_persistent", M=256, N=384, K=128, BN=128, STAGES=3, SMS=2),
     T.case("m128n128k512_splitk", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2, SMS=2),
+    T.case("m128n128k512_splitk_red", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2,
+           REDUCE="red", SMS=2),
 ])
 SUITE_FP8_C2 = _fp8_suite(gemm_fp8_c2, [T.case("m200n136k160", M=200, N=136, K=160)])
