@@ -12,8 +12,9 @@
 #          split-K on/off, 128 CTAs, raster along N) and the N-major B (docs/TUNING.md)
 #   all    every benchmark case
 #   small  bf16 at M = 128 and 512 only (the 8 shapes of issue 15's small-M goal): each shape's
-#          main and alt beside the small-M candidates (role "small": red.global.add split-K,
-#          retuned split factors, 128 x 64 tiles; docs/TUNING.md "Small M"), in <= 300 s of
+#          main (128 x 14336 x 4096: and alt, 112 unsplit tiles) beside the small-M candidates
+#          (role "small": red.global.add split-K, retuned split factors, 128 x 64 tiles,
+#          stream-K; docs/TUNING.md "Small M"), in <= 300 s of
 #          device time: a correctness smoke of every new specialization first (15 s per job,
 #          the timed shards skipped unless it passes), then one seed and 30 s per timed job.
 #          One device call:   bash benchmarks/gemm_bench.sh small        (carry: nothing)
@@ -42,8 +43,8 @@ role() {  # role GROUP -> a -k expression over the role tags
     case "$1" in
         main) echo "main";; bf16) echo "gemm_bf16 and main";; fp8) echo "gemm_fp8 and main";;
         alt) echo "alt";; sweep) echo "sweep or kn";; all) echo "gemm_sm90";;
-        small) echo "gemm_bf16 and (main or alt or small)";;
-        smallfp8) echo "gemm_fp8 and (main or alt or small)";;
+        small) echo "gemm_bf16 and (main or small or (alt and m128n14336k4096_))";;
+        smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
                 "smallfp8)" >&2; return 1;;
     esac

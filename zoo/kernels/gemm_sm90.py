@@ -86,10 +86,14 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 class _Unit:
     """One work unit: the tile's first row `m0` and column `n0`, its index `tile` (row-major over
-    the tile grid), the split `split` and its K slices [kb, ke)."""
+    the tile grid), the split `split` and its K slices [kb, ke). A reducing unit adds `count` to
+    the tile's counter; the unit whose count brings it to `need` is the tile's last. `partial`:
+    None where every unit of a reducing schedule is a part of its tile (split-K), else the
+    predicate "not the whole K range" (stream-K: a whole tile needs no reduction)."""
 
-    def __init__(self, m0, n0, tile, split, kb, ke):
+    def __init__(self, m0, n0, tile, split, kb, ke, count=1, need=1, partial=None):
         self.m0, self.n0, self.tile, self.split, self.kb, self.ke = m0, n0, tile, split, kb, ke
+        self.count, self.need, self.partial = count, need, partial
 
 
 class _Schedule:
@@ -101,9 +105,16 @@ class _Schedule:
     first + r % rows, column r / rows); "n": the same with the roles of M and N swapped. A split
     s of S takes K slices [s * k_tiles / S, (s + 1) * k_tiles / S). Emits the counts once
     (shr/add/mul) and per unit a few div.u32/rem.u32/min.u32.
+
+    Stream-K (STREAMK, one-CTA kernels): the tiles' K slices, tile after tile in raster order,
+    form one sequence of tiles x k_tiles; CTA c takes the slices [c * total / grid,
+    (c + 1) * total / grid), i.e. the pieces of the (at most a few) tiles they fall in: every SM
+    gets the same number of slices whatever the tile count (112 tiles no longer leave 20 of 132
+    SMs idle), and a tile cut into pieces is summed like split-K (REDUCE "red", counting slices).
     """
 
-    def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int):
+    def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int,
+                 streamk: bool = False):
         self.tiles_n = (N + (BN - 1)) >> log2(BN)
         tiles_m = (M + (BM - 1)) >> log2(BM)
         self.units_m = (tiles_m + (CM - 1)) >> log2(CM) if CM > 1 else tiles_m
@@ -115,6 +126,17 @@ class _Schedule:
         self.rank = T.cluster_ctarank() if CM > 1 else 0
         self.first_unit = T.ctaid.x >> log2(CM) if CM > 1 else T.ctaid.x
         self.unit_step = T.nctaid.x >> log2(CM) if CM > 1 else T.nctaid.x
+        self.streamk = streamk
+        if streamk:
+            if CM > 1 or S > 1:
+                raise ValueError(f"STREAMK takes CM = 1 and SPLITK = 1 (got CM = {CM}, "
+                                 f"SPLITK = {S})")
+            total = self.units * k_tiles
+            self.g0 = (T.ctaid.x * total) / T.nctaid.x
+            self.g1 = ((T.ctaid.x + 1) * total) / T.nctaid.x
+            self.first_unit = self.g0 / k_tiles           # the tiles this CTA has slices of
+            self.units = (self.g1 + (k_tiles - 1)) / k_tiles
+            self.unit_step = 1
 
     def unit(self, p) -> _Unit:
         S = self.S
@@ -126,11 +148,18 @@ class _Schedule:
         a, b = first + r % width, r / width
         um, tn = (a, b) if self.RASTER == "m" else (b, a)
         tm = um * self.CM + self.rank if self.CM > 1 else um
+        if self.streamk:  # this CTA's slices of tile q (p = q): [max(g0, base), min(g1, end))
+            base = p * self.k_tiles
+            kb = T.ptx.max.u32(self.g0, base) - base
+            ke = T.ptx.min.u32(self.g1, base + self.k_tiles) - base
+            count = ke - kb
+            return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, 0, kb, ke, count=count,
+                         need=self.k_tiles, partial=count != self.k_tiles)
         if S == 1:
             return _Unit(tm * BM, tn * self.BN, None, 0, 0, self.k_tiles)
         kb = (split * self.k_tiles) / S
         ke = ((split + 1) * self.k_tiles) / S
-        return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, split, kb, ke)
+        return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, split, kb, ke, need=S)
 
 
 # --- the kernel body ---------------------------------------------------------------------------
@@ -156,7 +185,8 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
 
     def sched():  # built inside each role: no value lives across setmaxnreg (ptxas would spill)
         k_tiles = (K + (BK - 1)) >> (6 if esize == 2 else 7)
-        return _Schedule(M, N, k_tiles, BN, CM, cfg["GROUP"], cfg["RASTER"], cfg["SPLITK"])
+        return _Schedule(M, N, k_tiles, BN, CM, cfg["GROUP"], cfg["RASTER"], cfg["SPLITK"],
+                         cfg["STREAMK"])
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -246,7 +276,7 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
     ring = T.pipeline(STAGES)
     prev = T.reg(T.u32, init=0)               # the stage of the previous K slice
     leader = (tid & (WG - 1)) == 0
-    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if cfg["SPLITK"] > 1 else None
+    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if _reduces(cfg) else None
     da0 = desc(sA.ptr() + cw * (64 * 128), 16, 1024)
     db0 = desc(sB.ptr(), 16, 1024) if kmajor else desc(sB.ptr(), BK * 128, 1024)
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
@@ -285,7 +315,7 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
         T.ptx.wgmma.wait_group.sync.aligned(0)
         with T.if_(leader):
             release(prev)
-        if cfg["SPLITK"] == 1:
+        if not _reduces(cfg):
             _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
         else:
             with T.if_(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader),
@@ -304,6 +334,11 @@ def _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale):
             _epilogue_direct(cfg, acc, c, M, N, u.m0, u.n0, cw, tid, scale)
 
 
+def _reduces(cfg) -> bool:
+    """Whether units are parts of tiles summed through the workspace (split-K, stream-K)."""
+    return cfg["SPLITK"] > 1 or cfg["STREAMK"]
+
+
 def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
     """Split-K through global memory: publish this split's partial (REDUCE "slots": its own
     slot; "red": added into the tile's one f32 sum), count it in, and, in the split that
@@ -312,24 +347,28 @@ def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
     reducers = {"slots": _reduce_slots, "red": _reduce_red}
     if cfg["REDUCE"] not in reducers:
         raise ValueError(f"REDUCE = {cfg['REDUCE']!r}: expected 'slots' or 'red'")
+    if cfg["STREAMK"] and cfg["REDUCE"] != "red":
+        raise ValueError("STREAMK sums through REDUCE = 'red' (a tile has a varying number "
+                         "of pieces, so no fixed slots)")
     return reducers[cfg["REDUCE"]](cfg, acc, ws, cnt, flag, u, cw, tid, leader)
 
 
-def _count_in(cfg, cnt, flag, u, cw, leader):
+def _count_in(cnt, flag, u, cw, leader):
     """After the warpgroup published its partial: a named barrier (every thread's stores or
-    reductions issued), then one thread counts the split in (``fence.acq_rel.gpu`` +
-    ``atom.acq_rel.gpu.global.add.u32`` on the tile's counter: the release publishes the
-    warpgroup's writes, the acquire makes every earlier split's visible), shares the old count
-    through shared memory, a second barrier. Returns (last split?, the counter's address)."""
+    reductions issued), then one thread counts the unit in (``fence.acq_rel.gpu`` +
+    ``atom.acq_rel.gpu.global.add.u32`` of `u.count` on the tile's counter: the release
+    publishes the warpgroup's writes, the acquire makes every earlier unit's visible), shares
+    the old count through shared memory, a second barrier. Returns (the tile's last unit, i.e.
+    old + count == need?, the counter's address)."""
     bar_id = 1 + cw
     T.ptx.bar.sync(bar_id, WG)
     counter = cnt.at(u.tile * 2 + cw)
     with T.if_(leader):
         T.ptx.fence.acq_rel.gpu()         # the warpgroup's stores (ordered by the barrier) ...
-        old = T.ptx.atom.acq_rel.gpu.global_.add.u32(counter, 1)   # ... before the count
+        old = T.ptx.atom.acq_rel.gpu.global_.add.u32(counter, u.count)   # ... before the count
         T.ptx.st.shared.u32(flag.at(cw), old)
     T.ptx.bar.sync(bar_id, WG)
-    return T.ptx.ld.shared.u32(flag.at(cw)) == cfg["SPLITK"] - 1, counter
+    return T.ptx.ld.shared.u32(flag.at(cw)) == u.need - u.count, counter
 
 
 def _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
@@ -347,7 +386,7 @@ def _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
     own = ws.at(base + u.split * (2 * slot))
     for j in range(nvec):
         T.ptx.st.global_.v4.f32(own + j * WG * 16, [acc[4 * j + i] for i in range(4)])
-    last, counter = _count_in(cfg, cnt, flag, u, cw, leader)
+    last, counter = _count_in(cnt, flag, u, cw, leader)
     with T.if_(last, uniform=True):
         first = ws.at(base)
         for j in range(nvec):
@@ -375,18 +414,36 @@ def _reduce_red(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
     n = cfg["BN"] // 2                    # accumulators per thread
     t = tid & (WG - 1)
     sum_ = ws.at((u.tile * 2 + cw) * (n * WG) + t)
-    for i in range(n):
-        T.ptx.red.global_.add.f32(sum_ + i * (WG * 4), acc[i])
-    last, counter = _count_in(cfg, cnt, flag, u, cw, leader)
-    with T.if_(last, uniform=True):
+
+    def add():
         for i in range(n):
-            acc[i].set(T.ptx.ld.global_.cg.f32(sum_ + i * (WG * 4)))
+            T.ptx.red.global_.add.f32(sum_ + i * (WG * 4), acc[i])
+
+    def take():  # strong (relaxed.gpu) accesses, as the memory model wants beside atomics;
+        # they compile to the L2 loads and stores .cg would (LDG/STG.E.STRONG.GPU)
+        for i in range(n):
+            acc[i].set(T.ptx.ld.relaxed.gpu.global_.f32(sum_ + i * (WG * 4)))
         zero = T.reg(T.f32, init=0.0)
         for i in range(n):
-            T.ptx.st.global_.f32(sum_ + i * (WG * 4), zero)
+            T.ptx.st.relaxed.gpu.global_.f32(sum_ + i * (WG * 4), zero)
+
+    _if_partial(u, add)     # stream-K: a unit with the whole K range keeps its sum in registers
+    last, counter = _count_in(cnt, flag, u, cw, leader)
+    with T.if_(last, uniform=True):
+        _if_partial(u, take)
         with T.if_(leader):
             T.ptx.st.relaxed.gpu.global_.u32(counter, 0)   # ready for the next launch
     return last
+
+
+def _if_partial(u, body):
+    """`body()` where the unit is a part of its tile: always (split-K), or under the uniform
+    predicate `u.partial` (stream-K)."""
+    if u.partial is None:
+        body()
+    else:
+        with T.if_(u.partial, uniform=True):
+            body()
 
 
 def _ptr(bars):
@@ -449,8 +506,10 @@ def _epilogue_direct(cfg, acc, c, M, N, m0, n0, cw, tid, scale):
 
 def _grid(CM: int):
     """The persistent grid: one CTA per SM (SMS), never more CTAs than work units."""
-    def grid(M, N, BN, SPLITK, SMS):
+    def grid(M, N, K, BN, SPLITK, SMS, STREAMK):
         units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * SPLITK
+        if STREAMK:  # every CTA gets >= 1 slice: at least cdiv(K, 128) slices per tile
+            units = T.cdiv(M, BM) * T.cdiv(N, BN) * T.cdiv(K, 128)
         return (CM * min(SMS // CM, units),)
     return grid
 
@@ -468,10 +527,10 @@ def _bf16_kernel(name: str, CM: int):
                M: T.u32, N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                B_KMAJOR: T.const = True, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
                GROUP: T.const = 16 // CM, RASTER: T.const = "m", SPLITK: T.const = 1,
-               REDUCE: T.const = "slots", SMS: T.const = H200_SMS):
+               REDUCE: T.const = "slots", STREAMK: T.const = False, SMS: T.const = H200_SMS):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE)
+                   REDUCE=REDUCE, STREAMK=STREAMK)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM)(kernel)
 
@@ -483,10 +542,10 @@ def _fp8_kernel(name: str, CM: int):
                N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                EPI: T.const = "tma", EPI_BUFS: T.const = 2, GROUP: T.const = 16 // CM,
                RASTER: T.const = "m", SPLITK: T.const = 1, REDUCE: T.const = "slots",
-               SMS: T.const = H200_SMS):
+               STREAMK: T.const = False, SMS: T.const = H200_SMS):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE)
+                   REDUCE=REDUCE, STREAMK=STREAMK)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 
@@ -527,13 +586,18 @@ def _check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int,
         raise ValueError(f"{kernel}: " + "; ".join(problems))
 
 
-def _splitk_buffers(M, N, BN: int, CM: int, S: int, reduce: str = "slots") -> dict:
-    """Split-K workspace (REDUCE "slots": one f32 tile per split, [tile][split][warpgroup]...;
-    "red": one f32 tile per tile) and one counter per tile and warpgroup, zero at launch; the
-    kernel leaves them zero again. With SPLITK = 1 neither is touched (one element each)."""
+def _splitk_buffers(M, N, BN: int, CM: int, S: int, reduce: str = "slots",
+                    streamk: bool = False) -> dict:
+    """Split-K / stream-K workspace (REDUCE "slots": one f32 tile per split,
+    [tile][split][warpgroup]...; "red": one f32 tile per tile) and one counter per tile and
+    warpgroup, zero at launch; the kernel leaves them zero again. Without either neither is
+    touched (one element each)."""
     if reduce not in ("slots", "red"):
         raise ValueError(f"REDUCE = {reduce!r}: expected 'slots' or 'red'")
-    if S == 1:
+    if streamk and (reduce != "red" or S > 1 or CM > 1):
+        raise ValueError(f"STREAMK needs REDUCE = 'red', SPLITK = 1 and one CTA per cluster "
+                         f"(got REDUCE = {reduce!r}, SPLITK = {S}, CM = {CM})")
+    if S == 1 and not streamk:
         return {"ws": np.zeros(1, np.float32), "cnt": np.zeros(1, np.uint32)}
     tiles = -(-(-(-M // BM)) // CM) * CM * -(-N // BN)
     per_tile = (S if reduce == "slots" else 1) * BM * BN
@@ -549,7 +613,8 @@ def _c_map(epi: str):
 def _bf16_inputs(CM: int):
     bf16 = numpy_dtype("bf16")
 
-    def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1, REDUCE="slots"):
+    def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1, REDUCE="slots",
+               STREAMK=False):
         _check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2, SPLITK)
 
         def make():  # N(0, 1) / K^(1/4): unit-variance outputs at every K
@@ -561,7 +626,7 @@ def _bf16_inputs(CM: int):
         ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
         bbox = (BN // CM, 64) if B_KMAJOR else (64, CHUNK)
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
-                    **_splitk_buffers(M, N, BN, CM, SPLITK, REDUCE),
+                    **_splitk_buffers(M, N, BN, CM, SPLITK, REDUCE, STREAMK),
                     a_map=T.TensorMap("a", box=(BM, 64), swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=bbox, swizzle=128, l2_promotion=256),
                     c_map=_c_map(EPI))
@@ -582,7 +647,7 @@ BF16_TOLERANCE = T.tolerance(rtol=2.0 ** -7, atol=1e-3, rms=2e-3)
 def _fp8_inputs(CM: int):
     e4m3, bf16 = numpy_dtype("e4m3"), numpy_dtype("bf16")
 
-    def inputs(rng, M, N, K, BN=256, EPI="tma", SPLITK=1, REDUCE="slots"):
+    def inputs(rng, M, N, K, BN=256, EPI="tma", SPLITK=1, REDUCE="slots", STREAMK=False):
         """Unit-variance outputs: x ~ N(0, 1) / K^(1/4) for both operands, quantized per tensor
         with scale = amax / 448 (e4m3's largest finite value), as fp8 training recipes do."""
         _check_shape("gemm_fp8", M, N, K, True, EPI, 1, SPLITK)
@@ -598,7 +663,7 @@ def _fp8_inputs(CM: int):
         key = rng_key(rng, "e4m3", M, N, K)
         ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
-                    **_splitk_buffers(M, N, BN, CM, SPLITK, REDUCE),
+                    **_splitk_buffers(M, N, BN, CM, SPLITK, REDUCE, STREAMK),
                     a_map=T.TensorMap("a", box=(BM, 128), swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=(BN // CM, 128), swizzle=128, l2_promotion=256),
                     c_map=_c_map(EPI))
@@ -652,6 +717,9 @@ VARIANTS = {
     "t256k8r": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=8, REDUCE="red"),
     "t64k2r": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2, REDUCE="red"),
     "t64k8r": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=8, REDUCE="red"),
+    # stream-K: every SM the same number of K slices, pieces of a tile summed as by "r"
+    "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
+    "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
 }
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles).
 # At 128 x 1024 x 7168 the last split of a tile reads S x 64 KB of partials alone: 16 splits
@@ -662,14 +730,16 @@ SPLITS = {(128, 4096, 4096): "t128k4", (128, 14336, 4096): "t256k2",
 # a 2-CTA cluster pairs tiles along M, and M = 128 has one row of them). Units per shape:
 # 128 x 4096 x K: 32 x 4, 64 x 2, 16 x 8 = 128; 128 x 14336 x 4096: 56 x 2 = 112;
 # 128 x 1024 x 7168: 8 x 8 = 64, 8 x 16 = 128, 16 x 8 = 128; 512 x 1024 x 7168: 32 x 4,
-# 16 x 8, 64 x 2 = 128; 512 x 4096 x K: 64 x 2 = 128 (docs/TUNING.md: the predictions)
-SMALL = {(128, 4096, 4096): ["t128k4r", "t64k2r", "t256k8r"],
-         (128, 4096, 14336): ["t128k4r", "t64k2r", "t256k8r"],
-         (128, 14336, 4096): ["t256k2r"],
-         (128, 1024, 7168): ["t128k8r", "t128k16r", "t64k8r"],
-         (512, 1024, 7168): ["t128k4r", "t256k8r", "t64k2r"],
-         (512, 4096, 4096): ["t256k2r"],
-         (512, 4096, 14336): ["t256k2r"]}
+# 16 x 8, 64 x 2 = 128; 512 x 4096 x K: 64 x 2 = 128; stream-K ("sk") always 132 CTAs
+# (docs/TUNING.md: the predictions)
+SMALL = {(128, 4096, 4096): ["t128k4r", "t64k2r", "t256k8r", "t128sk"],
+         (128, 4096, 14336): ["t128k4r", "t256k8r", "t128sk"],
+         (128, 14336, 4096): ["t256k2r", "t256sk", "t128sk"],
+         (128, 1024, 7168): ["t128k8r", "t128k16r", "t64k8r", "t128sk"],
+         (512, 1024, 7168): ["t128k4r", "t256k8r", "t64k2r", "t128sk"],
+         (512, 4096, 4096): ["t256k2r", "t256sk"],
+         (512, 4096, 14336): ["t256k2r", "t256sk"],
+         (512, 14336, 4096): ["t256sk"]}
 # where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
@@ -770,6 +840,9 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     T.case("m200n136k296_bn64_red", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            SPLITK=2, REDUCE="red", SMS=4),  # 64-wide tiles, tails, 12 units on 4 CTAs:
                                             # the sums are zeroed and counters reset per tile
+    T.case("m200n136k296_streamk", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           STREAMK=True, REDUCE="red", SMS=4),  # 30 slices of 6 tiles on 4 CTAs: 7, 8, 7, 8;
+                                                # tiles 0, 2, 3, 5 whole, 1 and 4 in two pieces
 ])
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
@@ -796,5 +869,7 @@ SUITE_FP8 = _fp8_suite(gemm_fp8, [
     T.case("m128n128k512_splitk", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2, SMS=2),
     T.case("m128n128k512_splitk_red", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2,
            REDUCE="red", SMS=2),
+    T.case("m128n256k640_streamk", M=128, N=256, K=640, BN=128, STAGES=2, STREAMK=True,
+           REDUCE="red", SMS=3),            # 10 slices on 3 CTAs: both tiles in two pieces
 ])
 SUITE_FP8_C2 = _fp8_suite(gemm_fp8_c2, [T.case("m200n136k160", M=200, N=136, K=160)])
