@@ -17,7 +17,8 @@
 #          stream-K; docs/TUNING.md "Small M"), in <= 300 s of
 #          device time: a correctness smoke of every new specialization first (15 s per job,
 #          the timed shards skipped unless it passes), then one seed and 30 s per timed job.
-#          One device call:   bash benchmarks/gemm_bench.sh small        (carry: nothing)
+#          One device call:   bash benchmarks/gemm_bench.sh small        (carry: .whl; the M = 512
+#          shapes are timed beside pyptx too)
 #   smallfp8   the same for the fp8 kernels against torch._scaled_mm (a second call)
 # The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
 # one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy

@@ -37,6 +37,11 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   into ONE f32 tile with ``red.global.add.f32`` instead, so the last split reads one tile, not
   S (the sum's order follows the arrivals: not bitwise reproducible, within one bf16 ulp), and
   stores zeros back for the next launch.
+- **Stream-K** (STREAMK, one-CTA kernels, REDUCE="red"): the K slices of all tiles, tile after
+  tile, are dealt in equal contiguous runs to the persistent CTAs, so every SM streams the same
+  number of slices whatever the tile count; a tile cut between CTAs is summed as above,
+  counting slices (the piece that completes k_tiles runs the epilogue), a whole one never
+  touches the workspace.
 - Tails: TMA fills out-of-bounds box elements with zeros (K not a multiple of BK adds nothing;
   rows/columns past M/N compute zeros) and clips stores. TMA needs 16-byte row strides:
   K % 8 == 0 (bf16) or K % 16 == 0 (fp8), and N % 8 == 0 for an N-major B or EPI="tma".
