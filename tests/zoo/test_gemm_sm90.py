@@ -133,11 +133,17 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         ("SUITE", "m200n136k296_bn64_red"),
                                         ("SUITE_FP8", "m128n128k512_splitk_red"),
                                         ("SUITE", "m200n136k296_streamk"),
-                                        ("SUITE_FP8", "m128n256k640_streamk")])
+                                        ("SUITE_FP8", "m128n256k640_streamk"),
+                                        # 3 splits of 2 tiles on 4 persistent CTAs: racecheck's
+                                        # replay once ran a CTA's acquire of the split count
+                                        # before the increment it read (a false race)
+                                        ("SUITE", dict(M=256, N=128, K=384, BN=128, STAGES=2,
+                                                       SPLITK=3, SMS=4))],
+                         ids=lambda x: x if isinstance(x, str) else "m256n128k384_splitk3_p4")
 def test_persistent_and_cluster_kernels_are_sync_clean(suite, case):
     sc = pytest.importorskip("tirxh_sync_check")
     s = SUITES[suite]
-    c = _case(s, case)
+    c = _case(s, case) if isinstance(case, str) else T.case("splitk3_p4", **case)
     sync, race = sc.check_kernel(s.kernel, s.make_inputs(c, 0), consts=s.consts(c),
                                  grid=s.grid(c))
     findings = sync.findings + race.findings
@@ -164,11 +170,14 @@ _RELEASE = r"T\.ptx\.mbarrier\.arrive\.shared__cluster\.b64\(T\.sink, peer_empty
             "a checker gap (reported 2026-12-01): in racecheck's model atomics and strong "
             "(relaxed.gpu) accesses never race with each other, and the red sum is only "
             "touched by those, so a missing release/acquire on the count goes unseen"))),
+    ([(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
+      (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
+     dict(M=256, N=128, K=384, BN=128, STAGES=2, SPLITK=3, SMS=4), "race.read-write"),
     ([(r"wgmma\.wait_group\.sync\.aligned\(1\)", "wgmma.wait_group.sync.aligned(2)")], "SUITE",
      dict(M=128, N=128, K=512, BN=128, STAGES=2), "race.stage-reuse"),
     ([(_RELEASE, "pass")], "SUITE_C2", "m256n256k64_persistent", "mbarrier.arrival-count"),
 ], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "relaxed-red-split-k-count",
-        "release-a-group-early", "no-remote-release"])
+        "relaxed-split-k3-count-p4", "release-a-group-early", "no-remote-release"])
 def test_synchronization_mutations_are_caught(tmp_path, edits, suite, case, kind):
     """Without the proxy fence the TMA store may read C before stmatrix's writes reach the async
     proxy; without the read wait the next round overwrites chunks a store still reads; with a
