@@ -31,6 +31,14 @@ without a ``fence.proxy.async`` covering that state space ordered between them
 (``proxy.missing-fence``); accesses outside their
 buffer (``memory.out-of-bounds``). A conflict that exists only because lanes of one warp are
 separate threads after divergence is ``race.divergent-lanes`` (`racereport`).
+
+Morally strong accesses (atomics, ``.relaxed``/``.acquire`` loads) do not race in PTX's model,
+yet a strong *load* of bytes another thread's atomic read-modify-write (``red``/``atom``) updated
+before it in numsim's run, with nothing ordering that update before the load, reads a value that
+depends on timing: the last split of a ``red``-summed split-K reading the sum without a
+release/acquire on its counter. Such a load is checked again after its own acquire and at its
+thread's next ``fence``/``membar`` (the relaxed-load-then-fence idiom); one still unordered
+at the end is ``race.unordered-atomic-read``.
 """
 
 from __future__ import annotations
@@ -116,6 +124,10 @@ class RaceChecker(SyncEdges, RaceReports):
         self.bar_snap: dict = {}  # (cta, id, gen) -> clock
         self.bar_gen: dict = {}  # thread -> {(cta, id): gen it arrived in}
         self.bar_arrivals: dict = {}  # (cta, id) -> {gen: [(thread, clock at its arrival)]}
+        # strong loads of bytes an unordered atomic RMW of another thread updated: thread ->
+        # [(writer thread, its clock, read event, write event, region, offset, lane)]
+        self.atomic_reads: dict = {}
+        self.rmw_hist: dict = {}  # (region, word) -> {thread: (clock, event, byte offset)}
         self.cbar_snap: dict = {}  # (cluster, phase) -> join of that phase's arrivals
         self.cbar_gen: dict = {}  # thread -> cluster-barrier arrivals so far
         self.open_ops: dict = {}  # (warp, group family) -> async ops not yet committed
@@ -239,7 +251,27 @@ class RaceChecker(SyncEdges, RaceReports):
                 self.fence(i, e)
             for into, rest in joins.get(i, ()):
                 self._join(into, rest)
+        for t in sorted(self.atomic_reads):
+            self._settle_atomic_reads(t, final=True)
         return list(self.issues.values())
+
+    def _settle_atomic_reads(self, t: int, final: bool = False) -> None:
+        """Drop thread `t`'s pending strong loads whose atomic update is now ordered before
+        them; at the end (`final`) report those that never were."""
+        vc = self.clock(t)
+        left = [p for p in self.atomic_reads.get(t, ()) if vc[p[0]] < p[1]]
+        if final:
+            for wt, _, r, w, reg, off, lane in left:
+                self._race("race.unordered-atomic-read", w, r, reg, off, lane, message=(
+                    f"{describe_event(r)} reads bytes that {describe_event(w)} updates with "
+                    "an atomic read-modify-write, and nothing orders the update before the "
+                    "read (no release/acquire pair, no fence after a relaxed load): the "
+                    "value read depends on timing (it may miss the update)"))
+            left = []
+        if left:
+            self.atomic_reads[t] = left
+        else:
+            self.atomic_reads.pop(t, None)
 
     # -- memory ------------------------------------------------------------------------------------
     def mem(self, i: int, e) -> None:
@@ -393,6 +425,8 @@ class RaceChecker(SyncEdges, RaceReports):
         elif is_async:
             self._proxy_fence(e, t, vc, reg, idx, has, wt)
         # update the shadow
+        if writes and t < self.nthreads:
+            self._note_rmw(e, t, reg, idx, atomic)
         if writes:
             reg.wt[idx] = t
             reg.wc[idx] = vc[t]
@@ -409,9 +443,36 @@ class RaceChecker(SyncEdges, RaceReports):
                 reg.re[idx, c] = i
             else:
                 self.atomic_sync(e, t, reg, idx)
+                if self.rmw_hist and e.access == "read":
+                    self._pend_atomic_reads(e, t, reg, idx, lanes)
         else:
             u = np.unique(idx)
             reg.async_reads.append(AsyncRead(t, int(vc[t]), u, int(u[0]), int(u[-1]), i))
+
+    def _note_rmw(self, e, t, reg, idx, atomic) -> None:
+        """Each word's atomic read-modify-writes since its last plain or strong store: per
+        thread, the clock and event of its latest (the shadow keeps only the last writer, and
+        a reduction's last split has usually added its own partial last)."""
+        words = np.unique(idx // 4)
+        if atomic and e.access == "rmw":
+            for wd in words.tolist():
+                self.rmw_hist.setdefault((reg.name, wd), {})[t] = (int(self.clock(t)[t]), e,
+                                                                    wd * 4)
+        elif self.rmw_hist:
+            for wd in words.tolist():
+                self.rmw_hist.pop((reg.name, wd), None)
+
+    def _pend_atomic_reads(self, e, t, reg, idx, lanes) -> None:
+        """Record the atomic updates of a strong load's words by other threads that are not
+        (yet) ordered before it (called after its own acquire: `atomic_sync` ran)."""
+        vc = self.clock(t)
+        seen = set()
+        for wd in np.unique(idx // 4).tolist():
+            for wt, (wc, w, off) in self.rmw_hist.get((reg.name, wd), {}).items():
+                if wt == t or vc[wt] >= wc or (wt, wc) in seen:
+                    continue
+                seen.add((wt, wc))
+                self.atomic_reads.setdefault(t, []).append((wt, wc, e, w, reg, off, -1))
 
     def _async_conflicts(self, e, t, vc, reg, idx, lanes) -> None:
         if not reg.async_reads:

@@ -169,6 +169,8 @@ class SyncEdges:
                 for loc in self.pending_acq.pop(t, ()):
                     if loc in self.loc_sync:
                         np.maximum(self.vc[t], self.loc_sync[loc], out=self.vc[t])
+                if t in self.atomic_reads:  # a relaxed load then a fence: ordered now?
+                    self._settle_atomic_reads(t)
 
     # -- atomics and release/acquire ld/st -------------------------------------------------------
     def sem(self, e) -> "str | None":

@@ -41,6 +41,7 @@ KINDS = {
     "race.read-write": "error",
     "race.write-write": "error",
     "race.stage-reuse": "error",
+    "race.unordered-atomic-read": "error",
     "race.divergent-lanes": "error",
     "proxy.missing-fence": "error",
     "memory.out-of-bounds": "error",
