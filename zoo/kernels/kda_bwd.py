@@ -412,9 +412,11 @@ _COMMON = dict(inputs=inputs, reference=reference, outputs=list(GRADS), toleranc
 
 
 def _baselines(varlen: bool) -> list:
-    """FLA's chunk_kda forward + backward (its autograd) on the same inputs."""
+    """FLA's chunk_kda forward + backward (its autograd), and that backward alone, on the same
+    inputs (FLA draws its own output gradients: timing only)."""
     args = dict(_ARGS, cu_seqlens="cu_seqlens") if varlen else dict(_ARGS)
-    return [{"name": "fla.chunk_kda.fwd_bwd", "args": args}]
+    return [{"name": "fla.chunk_kda.fwd_bwd", "args": args},
+            {"name": "fla.chunk_kda.bwd", "args": args}]
 
 
 SUITE = T.suite(
