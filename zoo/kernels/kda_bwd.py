@@ -108,9 +108,13 @@ class _Lane:
         self.row0 = self.rg * ROWS
         self.a = T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(h)) * LOG2E)
         self.c1 = self.a * -LOG2E
-        addr = dt_bias.at(h * K + self.row0)
-        self.c0 = [self.c1 * x for i in range(ROWS // 4)
-                   for x in T.ptx.ld.global_.nc.v4.f32(addr + 16 * i)]
+        self.db = dt_bias.at(h * K + self.row0)
+
+    def c0(self):
+        """c0 of the lane's 16 rows: reloaded for each token (4 ``ld.global.nc.v4.f32``, L1
+        hits) rather than kept: 16 registers fewer across the walk, which has none to spare."""
+        return [self.c1 * x for i in range(ROWS // 4)
+                for x in T.ptx.ld.global_.nc.v4.f32(self.db + 16 * i)]
 
     def gate(self, graw, c0):
         """(exp(-z), s = sigmoid(z), decay = exp(-5 s)); exp(-z) clamped at 2^64 (s < 6e-20
@@ -150,8 +154,9 @@ def _forward_step(ln, S, tok, H, h, k, g_raw, v, beta):
     bt = _bf16(beta, tok * H + h)
     pk = [None] * 4
     kk = None
+    c0 = ln.c0()
     for r in range(ROWS):
-        decay = ln.gate(gr[r], ln.c0[r])[2]
+        decay = ln.gate(gr[r], c0[r])[2]
         for c in range(4):
             T.ptx.mul.f32(S[r][c], S[r][c], decay)
             pk[c] = kr[r] * S[r][c] if r == 0 else T.ptx.fma.rn.f32(kr[r], S[r][c], pk[c])
@@ -178,8 +183,9 @@ def _backward_step(ln, dS, Sp, part, tok, H, h, ins, outs):
     decay = []
     pk, pq, pd = [None] * 4, [None] * 4, [None] * 4
     kk = qq = kq = None
+    c0 = ln.c0()
     for r in range(ROWS):                                   # P = Diag(exp(g)) S_{t-1}
-        decay.append(ln.gate(gr[r], ln.c0[r])[2])
+        decay.append(ln.gate(gr[r], c0[r])[2])
         for c in range(4):
             Sp[r][c] = Sp[r][c] * decay[r]
             first = r == 0
