@@ -18,10 +18,12 @@ and the gate, dg_raw = dg (-5 exp(A_log)) s (1 - s).
 
 Inputs: q, k, g_raw [B, T, H, K] bf16; v, do [B, T, H, V] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K] f32; h0, dht [N, H, K, V] f32; cu_seqlens [N + 1] s32 (fixed lengths: 0, T, 2T,
-..); chunk_off [N + 1] s32 (first 64-token chunk of each sequence in `s0`). Outputs (f32): dq, dk,
-dg [B, T, H, K]; dv [B, T, H, V]; dbeta [B, T, H]; dh0 [N, H, K, V]. Workspaces (f32, zeros; each
-element written and read back by the same thread, so no synchronization guards them): s0
-[chunks, H, K, V] (every chunk's start state), ws [N H, 64, K, V] (a chunk's per-token states).
+..); chunk_off [N + 1] s32 (first 64-token chunk of each sequence in `s0`); order [N] s32 (the
+sequences, longest first: the grid's y order, so that a pack's long chains start first).
+Outputs (f32): dq, dk, dg [B, T, H, K]; dv [B, T, H, V]; dbeta [B, T, H]; dh0 [N, H, K, V].
+Workspaces (f32, zeros; each element written and read back by the same thread, so no
+synchronization guards them): s0 [chunks, H, K, V] (every chunk's start state), ws [N H, 64, K,
+V] (a chunk's per-token states, at the CTA's (grid y, head)).
 
 Algorithm, per CTA (head h, sequence n; 8 warps):
 1. forward: the recurrence from h0 over the whole sequence, storing each chunk's start state S0
@@ -108,6 +110,7 @@ class _Lane:
         self.row0 = self.rg * ROWS
         self.a = T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(h)) * LOG2E)
         self.c1 = self.a * -LOG2E
+        self.dt_bias = dt_bias
         self.db = dt_bias.at(h * K + self.row0)
 
     def c0(self):
@@ -170,9 +173,9 @@ def _forward_step(ln, S, tok, H, h, k, g_raw, v, beta):
             T.ptx.fma.rn.f32(S[r][c], kh, d[c], S[r][c])
 
 
-def _backward_step(ln, dS, Sp, part, tok, H, h, ins, outs):
-    """One token of the reverse walk: Sp is S_{t-1} (the lane's block, loaded), dS the gradient
-    of S_t, updated in place to that of S_{t-1}; the token's gradients are stored."""
+def _backward_step(ln, dS, ws_at, part, tok, H, h, ins, outs):
+    """One token of the reverse walk: S_{t-1} (the lane's block) is read at `ws_at`, dS (the
+    gradient of S_t) updated in place to that of S_{t-1}; the token's gradients are stored."""
     q, k, g_raw, v, beta, do = ins
     dq, dk, dg, dv, dbeta = outs
     row = (tok * H + h) * K
@@ -180,10 +183,11 @@ def _backward_step(ln, dS, Sp, part, tok, H, h, ins, outs):
     vc = _cols(v, (tok * H + h) * V + ln.col)
     doc = _cols(do, (tok * H + h) * V + ln.col)
     bt = _bf16(beta, tok * H + h)
+    Sp = [list(T.ptx.ld.global_.v4.f32(ws_at + r * V * 4)) for r in range(ROWS)]
+    c0 = ln.c0()
     decay = []
     pk, pq, pd = [None] * 4, [None] * 4, [None] * 4
     kk = qq = kq = None
-    c0 = ln.c0()
     for r in range(ROWS):                                   # P = Diag(exp(g)) S_{t-1}
         decay.append(ln.gate(gr[r], c0[r])[2])
         for c in range(4):
@@ -251,8 +255,9 @@ def _backward_step(ln, dS, Sp, part, tok, H, h, ins, outs):
         qx, kx, gx = (_bf16(x, row + ch) for x in (q, k, g_raw))
         T.ptx.st.global_.f32(dq.at(row + ch), rq * (dqh - qx * rq * qdq))
         T.ptx.st.global_.f32(dk.at(row + ch), rk * (dkh - kx * rk * kdk))
-        ex, s, _ = ln.gate(gx, ln.c0k)
-        T.ptx.st.global_.f32(dg.at(row + ch), dgs * ln.ga * s * (ex * s))
+        ex, s, _ = ln.gate(gx, ln.c1 * T.ptx.ld.global_.nc.f32(ln.dt_bias.at(h * K + ch)))
+        # dg_raw = dg (-5 exp(A_log)) s (1 - s), 1 - s = exp(-z) s
+        T.ptx.st.global_.f32(dg.at(row + ch), dgs * (ln.a * R.LOWER_BOUND) * s * (ex * s))
         T.ptx.st.global_.f32(dbeta.at(tok * H + h), db, pred=ch == 0)
 
 
@@ -265,22 +270,21 @@ def _grid(B, H, lens=None):
 def kda_bwd(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16],
             beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
             h0: T.gptr[T.f32], do: T.gptr[T.bf16], dht: T.gptr[T.f32],
-            cu_seqlens: T.gptr[T.s32], chunk_off: T.gptr[T.s32], s0: T.gptr[T.f32],
+            cu_seqlens: T.gptr[T.s32], chunk_off: T.gptr[T.s32], order: T.gptr[T.s32],
+            s0: T.gptr[T.f32],
             ws: T.gptr[T.f32], dq: T.gptr[T.f32], dk: T.gptr[T.f32], dv: T.gptr[T.f32],
             dg: T.gptr[T.f32], dbeta: T.gptr[T.f32], dh0: T.gptr[T.f32]):
     part = T.shared(T.f32, (2, WARPS, PART), name="sPart", align=16)
-    h, n, H = T.ctaid.x, T.ctaid.y, T.nctaid.x
+    h, H = T.ctaid.x, T.nctaid.x
+    n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.y))       # longest sequences first
     ln = _Lane(A_log, dt_bias, h)
-    ln.c0k = ln.c1 * T.ptx.ld.global_.nc.f32(dt_bias.at(h * K + (T.tid.x & (K - 1))))
-    ln.ga = ln.a * R.LOWER_BOUND                            # dg_raw = dg ga s (1 - s)
     start = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n))
     length = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n + 1)) - start
     cbase = T.ptx.ld.global_.nc.u32(chunk_off.at(n))
     nch = (length + (C - 1)) >> 6
     block = ln.row0 * V + ln.col                            # the lane's block in a [K, V] state
-    head = n * H + h
     S = [T.fragment(T.f32, 4) for _ in range(ROWS)]
-    _state_io(S, h0, head * (K * V) + block, store=False)
+    _state_io(S, h0, (n * H + h) * (K * V) + block, store=False)
     # 1. forward: every chunk's start state into s0
     with T.range(nch) as c:
         _state_io(S, s0, ((cbase + c) * H + h) * (K * V) + block, store=True)
@@ -289,7 +293,7 @@ def kda_bwd(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gp
             _forward_step(ln, S, tok0 + i, H, h, k, g_raw, v, beta)
     # 2. reverse, chunk by chunk: recompute the chunk's S_{t-1} into ws, walk it backwards
     dS = [T.fragment(T.f32, 4) for _ in range(ROWS)]
-    _state_io(dS, dht, head * (K * V) + block, store=False)
+    _state_io(dS, dht, (n * H + h) * (K * V) + block, store=False)
     ins, outs = (q, k, g_raw, v, beta, do), (dq, dk, dg, dv, dbeta)
     with T.range(nch) as cr:
         c = nch - 1 - cr
@@ -297,14 +301,14 @@ def kda_bwd(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gp
         tok0 = start + (c << 6)
         nv = T.ptx.min.u32(length - (c << 6), C)
         with T.range(nv) as i:
-            _state_io(S, ws, (head * C + i) * (K * V) + block, store=True)
+            _state_io(S, ws, ((T.ctaid.y * H + h) * C + i) * (K * V) + block, store=True)
             _forward_step(ln, S, tok0 + i, H, h, k, g_raw, v, beta)
         with T.range(nv) as ir:
             i = nv - 1 - ir
-            base = ws.at((head * C + i) * (K * V) + block)
-            Sp = [list(T.ptx.ld.global_.v4.f32(base + r * V * 4)) for r in range(ROWS)]
-            _backward_step(ln, dS, Sp, part, tok0 + i, H, h, ins, outs)
-    _state_io(dS, dh0, head * (K * V) + block, store=True)
+            _backward_step(ln, dS, ws.at(((T.ctaid.y * H + h) * C + i) * (K * V) + block),
+                           part, tok0 + i, H, h, ins, outs)
+    n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.y))       # again: no register kept for it
+    _state_io(dS, dh0, (n * H + h) * (K * V) + block, store=True)
 
 
 # --- inputs, reference, cases ------------------------------------------------------------------
@@ -342,7 +346,8 @@ def inputs(rng, B, T_, H, lens=None, gate="mixed"):
     x["do"] = rng.standard_normal((B, T_, H, V), np.float32).astype(x["v"].dtype)
     x["dht"] = rng.standard_normal((N, H, K, V), np.float32)
     small = B * T_ * H < R_LARGE
-    arrays = dict(x, cu_seqlens=cu, chunk_off=chunks,
+    order = np.argsort(-np.diff(cu), kind="stable").astype(np.int32)
+    arrays = dict(x, cu_seqlens=cu, chunk_off=chunks, order=order,
                   s0=np.zeros((int(chunks[-1]), H, K, V), np.float32),
                   ws=np.zeros((N * H, C, K, V), np.float32),
                   dq=np.zeros((B, T_, H, K), np.float32), dk=np.zeros((B, T_, H, K), np.float32),
