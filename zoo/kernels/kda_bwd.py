@@ -45,9 +45,11 @@ Numerics: float32 throughout (no tensor cores, no bf16 rounding of intermediates
 ``ex2.approx``/``rcp.approx``, the norms with ``rsqrt.approx`` (relative errors ~2^-22), so the
 gradients stay ~1e-5 relative of the float64 reference (rule: atol = rtol = 0.01).
 
-Cost: 3 passes over the sequence, each a serial chain of T token steps per (head, sequence) with
-one barrier and ~O(K V / 256) FMAs per thread per step; 2 x 64 KB of f32 state per token
-written/read to ws (L2-resident per CTA: 4 MB). It is a correct baseline, not a fast kernel.
+Cost: 3 passes over the sequence, each a serial chain of T token steps per (head, sequence), one
+barrier per backward step, ~O(K V / 256) FMAs per thread per step, and the per-token state (64
+KB of f32) written to ws and read back: 4 MB per CTA, more than L2 over all CTAs, so 128 KB of
+HBM traffic per token and head (T8192 H96: 103 GB, 24 ms at 4.25 TB/s, this design's floor).
+A correct baseline, not a fast kernel (docs/TUNING.md has its predicted times).
 
 The faster fused design (docs/TUNING.md, KDA item 5): (a) the forward kernel (kda_fwd.py) also
 stores S0 of every chunk (bf16 or f32, [chunks, H, K, V]); (b) a reverse pass per (value slice,
