@@ -198,7 +198,12 @@ for group in $WANT; do
         decode)
             bench decode "kda_decode and main";;
         bwd)
-            for s in $BWD_SHAPES; do bench "bwd-$s" "kda_bwd and $s and main"; done;;
+            # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
+            # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own
+            # threads under the pool's (2-core CPU, 2026-12-01)
+            for s in $BWD_SHAPES; do
+                OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 bench "bwd-$s" "kda_bwd and $s and main"
+            done;;
         *) echo "kda_bench: unknown group $group"; exit 2;;
     esac
 done
