@@ -245,19 +245,22 @@ def _backward_step(ln, dS, ws_at, part, tok, H, h, ins, outs):
                                        [red[3 * (4 * r4 + i) + j] for i in range(4)])
         T.ptx.st.shared.v4.f32(part.at(par, ln.warp, 3 * K), red[-3:] + [red[-1]],
                                pred=ln.rg == 0)
+    # channel ch's inputs, loaded by every thread (tid & 127) before the barrier so that their
+    # latency overlaps the wait; only threads < 128 use them
+    ch = T.tid.x & (K - 1)
+    qx, kx, gx = (_bf16(x, row + ch) for x in (q, k, g_raw))
+    dtb = T.ptx.ld.global_.nc.f32(ln.dt_bias.at(h * K + ch))
     T.ptx.bar.sync(0)
-    ch = T.tid.x
-    with T.if_(ch < K):
+    with T.if_(T.tid.x < K):
         acc = [None] * 6
         for w in range(WARPS):
             vals = [T.ptx.ld.shared.f32(part.at(par, w, ch + j * K)) for j in range(3)]
             vals += list(T.ptx.ld.shared.v4.f32(part.at(par, w, 3 * K)))[:3]
             acc = vals if w == 0 else [a + x for a, x in zip(acc, vals)]
         dqh, dkh, dgs, db, qdq, kdk = acc
-        qx, kx, gx = (_bf16(x, row + ch) for x in (q, k, g_raw))
         T.ptx.st.global_.f32(dq.at(row + ch), rq * (dqh - qx * rq * qdq))
         T.ptx.st.global_.f32(dk.at(row + ch), rk * (dkh - kx * rk * kdk))
-        ex, s, _ = ln.gate(gx, ln.c1 * T.ptx.ld.global_.nc.f32(ln.dt_bias.at(h * K + ch)))
+        ex, s, _ = ln.gate(gx, ln.c1 * dtb)
         # dg_raw = dg (-5 exp(A_log)) s (1 - s), 1 - s = exp(-z) s
         T.ptx.st.global_.f32(dg.at(row + ch), dgs * (ln.a * R.LOWER_BOUND) * s * (ex * s))
         T.ptx.st.global_.f32(dbeta.at(tok * H + h), db, pred=ch == 0)
