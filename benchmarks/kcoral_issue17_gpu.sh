@@ -2,10 +2,13 @@
 # Issue 17's GPU figures, one device call each (the lead runs them; carry .whl):
 #
 #   bash benchmarks/kcoral_issue17_gpu.sh clock   # nvidia-h200:    ~150-250 s of device time
+#   bash benchmarks/kcoral_issue17_gpu.sh gate    # nvidia-h200:    ~100-150 s of device time
 #   bash benchmarks/kcoral_issue17_gpu.sh multi   # nvidia-h200-x2: ~120-200 s of device time
 #
 # clock: benchmarks/kcoral_clock_check.py (per-round SM clocks and both regime ratios of the
 #        zoo's gemm_wgmma 8192^3 against torch.matmul, then a cool-down job);
+# gate:  benchmarks/kcoral_gate_check.py (zoo jobs with torch.compile baselines gated, ungated,
+#        gated again: does the launch gate take host overhead out of the timings?);
 # multi: benchmarks/kcoral_multi_gpu.py (each GPU solo vs both together, a remote agent on GPU 1).
 #
 # Set-up first: the carried wheels (.whl: grpcio-health-checking, which the image lacks; the
@@ -17,8 +20,9 @@ set -u
 what="${1:-}"
 case "$what" in
     clock) script=benchmarks/kcoral_clock_check.py; limit="${LIMIT:-300}" ;;
+    gate) script=benchmarks/kcoral_gate_check.py; limit="${LIMIT:-240}" ;;
     multi) script=benchmarks/kcoral_multi_gpu.py; limit="${LIMIT:-300}" ;;
-    *) echo "usage: bash benchmarks/kcoral_issue17_gpu.sh clock|multi" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/kcoral_issue17_gpu.sh clock|gate|multi" >&2; exit 2 ;;
 esac
 shift
 OUT="${OUT:-$PWD/gpu_out}"

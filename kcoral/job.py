@@ -27,7 +27,7 @@ canonical JSON form (defaults filled in) is `Job.doc`; boards and baselines read
                {"seed": 2, "when": "after", ...}],
       "timing": {"enabled": true, "warmup": 3, "min_iters": 10, "max_iters": 2000,
                  "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "seed": 0,
-                 "randomize": true, "cooldown_s": 0},
+                 "randomize": true, "cooldown_s": 0, "launch_gate": true},
       "baselines": [{"name": "torch.matmul", "args": {"a": "A", "b": "B", "out": "C"}}],
       "tools": [{"name": "ncu", "options": {"set": "basic"}}],
       "work": {"flops": 8192, "bytes": 49152},
@@ -228,7 +228,9 @@ class Timing(Model):
     """How the candidate and baselines are timed (`kcoral.measure`): ``randomize`` shuffles
     their order in every round so neither side always runs on the cooler card; with
     ``cooldown_s`` > 0 the board idles that long before a round whenever the previous one ran
-    below its full clock (off by default; the idle time does not count against ``budget_s``)."""
+    below its full clock (off by default; the idle time does not count against ``budget_s``).
+    ``launch_gate`` holds each round's work on the device until the host has enqueued all of
+    it (`kcoral.boards.launch_gate`), so a baseline's host overhead is not timed as GPU time."""
 
     enabled: bool = spec(Bool(), True)
     warmup: int = spec(Int(0, 10000), 3)
@@ -240,6 +242,7 @@ class Timing(Model):
     seed: int = spec(SEED, 0)
     randomize: bool = spec(Bool(), True)
     cooldown_s: float = spec(Num(0, 60), 0.0)
+    launch_gate: bool = spec(Bool(), True)
 
 
 @dataclass

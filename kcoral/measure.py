@@ -44,7 +44,8 @@ from .stats import clock_summary, paired_ratio, regime_of, regimes, rel_stderr_m
 from .tolerance import compare
 from .watchdog import NoWatchdog
 
-PROTOCOL = "kcoral-measure/2"  # /2: paired ratios, clock regimes, guards, random A/B order
+PROTOCOL = "kcoral-measure/3"  # /2: paired ratios, clock regimes, guards, random A/B order;
+# /3: each round held behind a launch gate, so host launch overhead is not timed
 POISON_ALT = 0x5A  # integer outputs: every other checked run is poisoned with this byte
 ORDER_SALT = 0x6B636F72  # separates the order/guard random stream from the input generators
 
@@ -304,6 +305,8 @@ class Session:
         samples: list = [[] for _ in fns]
         round_clocks: list = []
         candidate_first = cooldowns = 0
+        gate = {"requested": bool(t.launch_gate), "gated_rounds": 0, "late_rounds": 0,
+                "state": "off"}
         idle = 0.0
         mid = guards.mid_round()
         t0 = time.monotonic()
@@ -324,9 +327,12 @@ class Session:
                          if t.randomize and len(fns) > 1 else list(range(len(fns))))
                 candidate_first += int(order[0] == 0)
                 c0 = clock()
+                gated = t.launch_gate and not gate["late_rounds"]
                 with self.wd.guard(f"timed round {n}"):
-                    ms = self.dev.timed_batch([fns[i] for i in order], t.l2_flush)
+                    ms = self.dev.timed_batch([fns[i] for i in order], t.l2_flush, gate=gated)
                 c1 = clock()
+                if gated:
+                    self._count_gate(gate, self.dev.last_gate)
                 for k, i in enumerate(order):
                     samples[i].append(ms[k])
                 known = [c for c in (c0, c1) if c is not None]
@@ -353,11 +359,14 @@ class Session:
         throttled = clocks.pop("throttled", None)
         res = {"candidate": stats["candidate"], "converged": converged,
                "rel_noise": noise if math.isfinite(noise) else None,
+               # which series kept the job from converging: the candidate or a baseline
+               "rel_noise_by": {nm: (v if math.isfinite(v) else None) for nm, v in
+                                ((nm, rel_stderr_median(s)) for nm, s in zip(names, samples))},
                "rel_noise_target": t.rel_noise,
                "elapsed_s": time.monotonic() - t0, "interleaved": names,
                "order": "random per round" if t.randomize and len(fns) > 1 else "fixed",
                "candidate_first_rounds": candidate_first,
-               "l2_flush": t.l2_flush,
+               "l2_flush": t.l2_flush, "launch_gate": gate,
                "sm_clock_mhz": dict(clocks, before=readings[0], after=readings[-1]),
                "throttled": throttled, "clocks_mhz": round_clocks, "baselines": {}}
         if not any(c is not None for c in readings):
@@ -379,6 +388,21 @@ class Session:
                                  round_clocks, full)
         res.update(throughput(self.job.work, stats["candidate"]["median_ms"], self.dev.info()))
         return res
+
+    @staticmethod
+    def _count_gate(gate: dict, state: str) -> None:
+        """Tally how a gated round went (`kcoral.boards.launch_gate`). After one ``late``
+        round (a launcher waited for the device while the gate held it) the job's later rounds
+        run ungated; ``state`` keeps the reason a board could not gate at all."""
+        if state == "gated":
+            gate["gated_rounds"] += 1
+        elif state == "late":
+            gate["late_rounds"] += 1
+            gate["state"] = ("late: a launcher waited for the device while the round was held; "
+                             "later rounds ran ungated (host launch overhead timed)")
+            return
+        if gate["state"] == "off" or state != "gated":
+            gate["state"] = state
 
     def _timed_candidate(self) -> float:
         with self.wd.guard("a checked timed iteration"):

@@ -102,8 +102,14 @@ class Device:
     def sync(self) -> None:
         raise NotImplementedError
 
-    def timed_batch(self, fns: list, l2_flush: bool) -> list:
-        """Run each fn once, in order, each after a flush and between two events; ms each."""
+    #: how the last `timed_batch` held its work back: ``gated`` (all of it enqueued before the
+    #: device started: host launch overhead is not timed), ``late`` (the gate's timer released
+    #: it: a launcher waited for the device), ``off``, or ``unavailable: why``
+    last_gate = "off"
+
+    def timed_batch(self, fns: list, l2_flush: bool, gate: bool = False) -> list:
+        """Run each fn once, in order, each after a flush and between two events; ms each.
+        With `gate`, a board that can holds the whole batch until it is enqueued."""
         raise NotImplementedError
 
     def sm_clock_mhz(self) -> "float | None":

@@ -14,7 +14,9 @@ driver call:
   8-byte device address, a scalar its value in its dtype, a tensor map the 128-byte
   ``CUtensorMap`` from ``cuTensorMapEncodeTiled`` by value.
 - timing: ``cuMemsetD32Async`` over a buffer of 2x the L2 size (flush), then
-  ``cuEventRecord``/launch/``cuEventRecord``; elapsed times read after one sync per batch.
+  ``cuEventRecord``/launch/``cuEventRecord``; elapsed times read after one sync per batch. A
+  gated batch (`kcoral.boards.launch_gate`) first enqueues ``cuStreamWaitValue32`` on a mapped
+  host word and writes the word once the whole batch is enqueued.
 - faults: a sticky error from ``cuCtxSynchronize`` (illegal address, trap, misaligned address)
   poisons the context; it is reported as ``runtime.*`` with ``fatal`` so the worker restarts.
 """
@@ -28,6 +30,7 @@ import os
 import numpy as np
 
 from kcoral.boards import BoardSpec, Device
+from kcoral.boards.launch_gate import LaunchGate
 from kcoral.clocks import NvmlClock
 from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
@@ -204,6 +207,8 @@ class CudaDevice(Device):
         self.flush = int(self._check(cu.cuMemAlloc(self.flush_words * 4), "cuMemAlloc"))
         self._flush_val = 0
         self._events: list = []
+        self._launch_gate: "LaunchGate | None" = None
+        self._gate_error = ""
         try:  # NVML finds the device by its PCI bus id (its order is not CUDA's)
             bus = self._check(cu.cuDeviceGetPCIBusId(32, self.dev), "cuDeviceGetPCIBusId")
             bus = bus.split(b"\0")[0].decode() if isinstance(bus, bytes) else str(bus)
@@ -399,18 +404,43 @@ class CudaDevice(Device):
         self._check(self.cu.cuMemsetD32Async(self.flush, self._flush_val, self.flush_words,
                                              self.stream), "cuMemsetD32Async(L2 flush)")
 
-    def timed_batch(self, fns, l2_flush):
+    def timed_batch(self, fns, l2_flush, gate=False):
+        """With `gate`, the round's work waits behind a `LaunchGate` until all of it is
+        enqueued, so host launch overhead between the events is not timed (`last_gate` says
+        whether it was: ``gated``, ``late`` when the gate's timer had to open it, or
+        ``unavailable: why``)."""
         cu = self.cu
         evs = self._event_pairs(len(fns))
-        for fn, (a, b) in zip(fns, evs):
-            if l2_flush:
-                self.flush_l2()
-            self._check(cu.cuEventRecord(a, self.stream), "cuEventRecord")
-            fn()
-            self._check(cu.cuEventRecord(b, self.stream), "cuEventRecord")
+        held = self._gate() if gate else None
+        if held is not None:
+            held.close()
+        try:
+            for fn, (a, b) in zip(fns, evs):
+                if l2_flush:
+                    self.flush_l2()
+                self._check(cu.cuEventRecord(a, self.stream), "cuEventRecord")
+                fn()
+                self._check(cu.cuEventRecord(b, self.stream), "cuEventRecord")
+        finally:
+            if held is not None:
+                held.open()  # even on an error: never leave the stream waiting
+        if held is not None:
+            self.last_gate = "late" if held.late else "gated"
+        else:
+            self.last_gate = f"unavailable: {self._gate_error}" if gate else "off"
         self._check(cu.cuEventSynchronize(evs[-1][1]), "cuEventSynchronize", "runtime")
         return [float(self._check(cu.cuEventElapsedTime(a, b), "cuEventElapsedTime"))
                 for a, b in evs]
+
+    def _gate(self) -> "LaunchGate | None":
+        """The device's launch gate, made on first use; None (and `_gate_error`) when the
+        driver refuses stream memory operations on mapped host memory."""
+        if self._launch_gate is None and not self._gate_error:
+            try:
+                self._launch_gate = LaunchGate(self.cu, self._check, self.stream)
+            except JobFailure as e:
+                self._gate_error = e.message
+        return self._launch_gate
 
     def sm_clock_mhz(self):
         return self.clock.sm()
@@ -420,6 +450,8 @@ class CudaDevice(Device):
 
     def close(self):
         try:
+            if self._launch_gate is not None:
+                self._launch_gate.free()
             self.free_all()
             self.cu.cuDevicePrimaryCtxRelease(self.dev)
         except Exception:

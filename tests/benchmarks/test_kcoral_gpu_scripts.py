@@ -26,6 +26,7 @@ def _load(name):
 
 clock_check = _load("kcoral_clock_check")
 multi_gpu = _load("kcoral_multi_gpu")
+gate_check = _load("kcoral_gate_check")
 
 
 def test_describe_prints_clocks_and_both_regime_ratios(tmp_path, capsys):
@@ -42,6 +43,26 @@ def test_describe_prints_clocks_and_both_regime_ratios(tmp_path, capsys):
     assert "full" in out and "sustained" in out
     assert "tirxh bench: " in out and "full clock 0.86x, sustained 1.02x" in out
     assert rec["state"] == "done" and rec["summary"].startswith("gemm_wgmma: ")
+
+
+def test_the_gate_check_prints_each_series_and_the_gate(tmp_path, capsys):
+    t = _run(tmp_path, {})
+    ev = {"state": "done", "result": {"verified": True, "board": "fake0", "timing": t}}
+    rec = gate_check.describe("vadd gated", ev)
+    out = capsys.readouterr().out
+    assert "== vadd gated: gate {'requested': True" in out
+    assert set(rec["series"]) == {"candidate", "fake.add"}
+    assert rec["series"]["fake.add"]["median_us"] == pytest.approx(1380, rel=0.01)
+    assert rec["speedup"]["fake.add"] == pytest.approx(1.38 / 1.6, rel=0.01)
+    assert "paired 0.86" in out and "unavailable: the fake board" in out
+
+
+def test_the_gate_check_cases_exist():
+    for module, suite, case in gate_check.CASES + gate_check.SMOKE_CASES:
+        m = gate_check.kcoral_gpu.load_module(gate_check.kcoral_gpu.ROOT / "zoo" / "kernels"
+                                              / f"{module}.py")
+        s = getattr(m, suite)
+        assert case in [c.name for c in s.cases] and s.baselines
 
 
 def test_describe_of_a_failed_job_names_the_error(capsys):
@@ -89,6 +110,7 @@ needs_no_gpu = pytest.mark.skipif(gpu_count()[0] > 0, reason="this host has a GP
 
 @needs_no_gpu
 @pytest.mark.parametrize("script,says", [("kcoral_clock_check.py", "no GPU"),
+                                         ("kcoral_gate_check.py", "no GPU"),
                                          ("kcoral_multi_gpu.py", "needs 2 GPUs, found 0")])
 def test_without_a_gpu_the_scripts_say_so_and_exit_0(tmp_path, script, says):
     env = dict(os.environ, OUT=str(tmp_path))
@@ -100,5 +122,5 @@ def test_without_a_gpu_the_scripts_say_so_and_exit_0(tmp_path, script, says):
 def test_the_wrapper_names_its_two_runs(tmp_path):
     r = subprocess.run(["bash", str(BENCH / "kcoral_issue17_gpu.sh"), "bogus"],
                        capture_output=True, text=True, timeout=30, cwd=tmp_path)
-    assert r.returncode == 2 and "usage: bash benchmarks/kcoral_issue17_gpu.sh clock|multi" \
+    assert r.returncode == 2 and "usage: bash benchmarks/kcoral_issue17_gpu.sh clock|gate|multi" \
         in r.stderr

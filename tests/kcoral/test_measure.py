@@ -213,3 +213,45 @@ def test_the_mid_timing_guard_check_is_not_charged_to_the_timing_budget(tmp_path
     monkeypatch.setattr(guards.GuardRun, "mid_round", lambda self: 2)  # in the first batch
     t = _run(tmp_path, {"budget_s": 0.5, "min_iters": 10, "max_iters": 30})
     assert t["converged"] and t["candidate"]["n"] >= 10 and t["elapsed_s"] > 0.7
+
+
+class _GatedOnce(FakeDevice):
+    """A board whose third gated round had to be released by the gate's timer (a launcher
+    that waited for the device): later rounds must run ungated, and the result must say so."""
+
+    calls: list
+
+    def timed_batch(self, fns, l2_flush, gate=False):
+        out = super().timed_batch(fns, l2_flush)
+        if len(fns) == 1:  # a guard's checked iteration of the candidate alone, not a round
+            return out
+        self.calls = getattr(self, "calls", [])
+        self.calls.append(gate)
+        self.last_gate = ("late" if len(self.calls) == 3 else "gated") if gate else "off"
+        return out
+
+
+def test_a_late_gate_turns_the_gate_off_for_the_rest_of_the_job(tmp_path):
+    dev = {}
+
+    class Dev(_GatedOnce):
+        def __init__(self, spec):
+            super().__init__(spec)
+            dev["d"] = self
+
+    t = _run(tmp_path, {}, device=Dev)
+    g = t["launch_gate"]
+    calls = dev["d"].calls
+    assert calls[:3] == [True, True, True] and not any(calls[3:]) and len(calls) >= 40
+    assert g["requested"] and g["gated_rounds"] == 2 and g["late_rounds"] == 1
+    assert g["state"].startswith("late: a launcher waited for the device")
+
+
+def test_a_board_without_a_gate_says_why_and_gate_off_is_honoured(tmp_path):
+    t = _run(tmp_path, {})
+    assert t["launch_gate"]["gated_rounds"] == 0 and t["launch_gate"]["requested"]
+    assert t["launch_gate"]["state"] == \
+        "unavailable: the fake board models no host launch overhead"
+    off = _run(tmp_path, {"launch_gate": False})
+    assert off["launch_gate"] == {"requested": False, "gated_rounds": 0, "late_rounds": 0,
+                                  "state": "off"}

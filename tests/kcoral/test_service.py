@@ -23,7 +23,7 @@ def test_progress_stream_and_result(client):
     assert order == sorted(order)
     r = events[-1]["result"]
     assert r["status"] == "ok" and r["verified"] and r["board"] == "fake0"
-    assert r["protocol"] == "kcoral-measure/2" and "kcoral" in r["versions"]
+    assert r["protocol"] == "kcoral-measure/3" and "kcoral" in r["versions"]
     assert r["timing"]["candidate"]["median_ms"] == pytest.approx(0.05, rel=0.05)
     job = client.get_job(events[-1]["job_id"])
     assert job["state"] == "done" and job["result"]["status"] == "ok"

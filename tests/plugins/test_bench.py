@@ -29,6 +29,26 @@ def test_a_timing_is_timed():
     assert r.timed and r.not_timed == "" and r.verdict == "clean"
 
 
+def test_an_unconverged_line_names_the_noisy_series():
+    """On the H200 torch.compile's host overhead made its samples noisy while the candidate's
+    were tight: the line must say whose noise kept the job from converging."""
+    t = {"candidate": {"median_ms": 0.107, "iqr_ms": 0.001, "n": 2000}, "converged": False,
+         "rel_noise": 0.0104, "rel_noise_target": 0.01,
+         "rel_noise_by": {"candidate": 0.0002, "torch.compile.silu_mul": 0.0104}}
+    line = BenchResult("swiglu", "done", {"board": "cuda0", "verified": True, "timing": t}).summary
+    assert "noise 1.04% (torch.compile.silu_mul) > 1%" in line
+    t["rel_noise_by"] = {"candidate": 0.0104, "torch.compile.silu_mul": 0.0002}
+    line = BenchResult("swiglu", "done", {"board": "cuda0", "verified": True, "timing": t}).summary
+    assert "noise 1.04% > 1%" in line
+    t["rel_noise_target"] = 1e-6  # a fixed-rounds job (benchmarks/kcoral_clock_check.py)
+    line = BenchResult("swiglu", "done", {"board": "cuda0", "verified": True, "timing": t}).summary
+    assert "noise 1.04% > 0.0001%" in line
+    t["rel_noise_target"] = 0.01
+    del t["rel_noise_by"]  # a result from a protocol before /3
+    line = BenchResult("swiglu", "done", {"board": "cuda0", "verified": True, "timing": t}).summary
+    assert "noise 1.04% > 1%" in line
+
+
 def test_bench_against_an_unreachable_daemon_exits_1_with_the_reason(tirxh):
     tirxh.write("tirx.toml", "[project]\n")
     tirxh.run("init", ".", "--force")

@@ -38,8 +38,12 @@ def profile_session(config, nodeid: str, out: Path, json_path: "str | None" = No
         if not reports:
             raise UsageError("profile: nothing to do; give --ncu, --sanitizer TOOL or --iket "
                              "(installed by tirxh-ncu-profile / tirxh-iket)")
+        bad = any(getattr(r, "verdict", None) == "error" for r in reports)
+        status = ExitCode.FAILED if bad else ExitCode.OK
+        # the same exit status as the command's, in the document (as `tirxh check --json`), so
+        # an agent reading only the JSON acts on the same verdict as one reading $?
         doc = {"schema": SCHEMA, "command": "profile", "item": item.nodeid,
-               "reports": [r.to_json() for r in reports]}
+               "exitstatus": int(status), "reports": [r.to_json() for r in reports]}
         if json_stdout:
             sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
         else:
@@ -47,7 +51,6 @@ def profile_session(config, nodeid: str, out: Path, json_path: "str | None" = No
                 print(r.text)
         if json_path:
             Path(json_path).write_text(json.dumps(doc, indent=1, default=str))
-        bad = any(getattr(r, "verdict", None) == "error" for r in reports)
-        return ExitCode.FAILED if bad else ExitCode.OK
+        return status
 
     return wrap_session(config, doit)

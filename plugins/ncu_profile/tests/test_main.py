@@ -61,6 +61,7 @@ def test_profile_command_end_to_end(monkeypatch, tmp_path, read, capsys):
     doc = json.loads(out_json.read_text())
     assert doc["item"].startswith("kernels/vadd.py::vadd[n4096]")
     assert [r["tool"] for r in doc["reports"]] == ["ncu", "compute-sanitizer"]
+    assert doc["exitstatus"] == rc == 1  # the document carries the command's verdict
     assert client.docs[0]["launches"][0]["entry"] == "vadd"
 
 

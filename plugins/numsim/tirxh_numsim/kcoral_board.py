@@ -256,7 +256,7 @@ class SimDevice(Device):
     def sync(self):
         pass
 
-    def timed_batch(self, fns, l2_flush):  # pragma: no cover - can_time is False
+    def timed_batch(self, fns, l2_flush, gate=False):  # pragma: no cover - can_time is False
         raise JobFailure("unavailable.timing", TIMING_NOTE)
 
 
