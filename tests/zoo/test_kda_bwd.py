@@ -32,6 +32,15 @@ def test_small_case_matches_reference(suite, case):
 
 
 @SLOW
+def test_two_heads_of_a_pack_match_reference():
+    """Heads index every tensor with the stride H (the suites' small cases have one head each:
+    `tirxh check` simulates them within numsim's instruction budget): 2 heads x 2 sequences."""
+    case = T.case("extra", B=1, T_=50, H=2, lens=(20, 30), gate="deep")
+    res, inputs = simulate(MOD.SUITE_VARLEN, case)
+    assert_matches(MOD.SUITE_VARLEN, case, res, inputs)
+
+
+@SLOW
 def test_gradients_are_not_trivially_small():
     """The rule's atol of 0.01 is meaningful only if the gradients are not all below it."""
     case = MOD.SUITE.cases[0]
