@@ -11,6 +11,15 @@
 #   sweep  the remaining techniques (no cluster, 3-stage whole-tile epilogue, other tile widths,
 #          split-K on/off, 128 CTAs, raster along N) and the N-major B (docs/TUNING.md)
 #   all    every benchmark case
+#   small  bf16 at M = 128 and 512 only (the 8 shapes of issue 15's small-M goal): each shape's
+#          main (128 x 14336 x 4096: and alt, 112 unsplit tiles) beside the small-M candidates
+#          (role "small": red.global.add split-K, retuned split factors, 128 x 64 tiles,
+#          stream-K; docs/TUNING.md "Small M"), in <= 300 s of
+#          device time: a correctness smoke of every new specialization first (15 s per job,
+#          the timed shards skipped unless it passes), then one seed and 30 s per timed job.
+#          One device call:   bash benchmarks/gemm_bench.sh small        (carry: .whl; the M = 512
+#          shapes are timed beside pyptx too)
+#   smallfp8   the same for the fp8 kernels against torch._scaled_mm (a second call)
 # The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
 # one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy
 # reference, uploads) overlaps the GPU's timing of another, and a shape's variants stay in one
@@ -35,17 +44,33 @@ role() {  # role GROUP -> a -k expression over the role tags
     case "$1" in
         main) echo "main";; bf16) echo "gemm_bf16 and main";; fp8) echo "gemm_fp8 and main";;
         alt) echo "alt";; sweep) echo "sweep or kn";; all) echo "gemm_sm90";;
-        *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all)" >&2; return 1;;
+        small) echo "gemm_bf16 and (main or small or (alt and m128n14336k4096_))";;
+        smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
+        *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
+                "smallfp8)" >&2; return 1;;
     esac
 }
 roles=""
+small=""
 for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
+    case "$g" in small|smallfp8) small=1;; esac
 done
-# every shape once, largest M x N first, dealt round-robin so the shards carry similar work
+if [ -n "$small" ]; then  # the small-M shapes only, a smoke of every new specialization first
+    kern=$([ "$*" = smallfp8 ] && echo gemm_fp8 || echo gemm_bf16)
+    MAXM=512
+    # three shapes whose small-role cases cover every new specialization once (10 jobs)
+    export SMOKE="${SMOKE-gemm_sm90 and $kern and small and (m128n1024k7168_ or m128n4096k4096_ \
+or m512n4096k4096_)}"
+    export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
+    export TOTAL_LIMIT="${TOTAL_LIMIT-290}"
+fi
+# every shape once (M <= MAXM), largest M x N first, dealt round-robin so the shards carry
+# similar work
 shapes=${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 as g; \
-print(' '.join(f'm{M}n{N}k{K}' for M, N, K in sorted(g.SHAPES, key=lambda s: -s[0] * s[1])))")}
+print(' '.join(f'm{M}n{N}k{K}' for M, N, K in sorted(g.SHAPES, key=lambda s: -s[0] * s[1]) \
+               if M <= ${MAXM:-1 << 30}))")}
 n=${NSHARDS:-4}
 declare -a part
 i=0

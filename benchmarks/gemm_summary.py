@@ -80,6 +80,30 @@ def best_per_shape(items: list) -> list:
     return rows
 
 
+def ranking(items: list) -> list:
+    """Per (dtype, shape) with two or more timed variants: (dtype, shape, [(variant, ratio to
+    the goal's baseline)], fastest first), so a run of candidates beside a shape's main variant
+    (`gemm_bench.sh small`) shows every margin, not only the winner."""
+    by: dict = {}
+    for it in items:
+        if it["median_us"] is not None:
+            by.setdefault((it["dtype"], it["shape"]), []).append(it)
+    out = []
+    for (dtype, shape), its in sorted(by.items()):
+        if len(its) < 2:
+            continue
+        base = goal(dtype, shape[0])[0]
+        ranked = sorted(its, key=lambda i: i["median_us"])
+        out.append((dtype, shape, [(_variant(i), i["ratios"].get(base)) for i in ranked]))
+    return out
+
+
+def _variant(it: dict) -> str:
+    """'c2 t128k4r' for gemm_bf16_c2[m512n..._t128k4r]: the kernel's cluster and the suffix."""
+    suffix = it["case"].split("_", 1)[1] if "_" in it["case"] else it["case"]
+    return ("c2 " if it["kernel"].endswith("_c2") else "") + suffix
+
+
 def markdown(items: list) -> str:
     lines = ["## Every item", "",
              "| item | median | TFLOP/s | " + " | ".join(BASELINES.values())
@@ -103,6 +127,13 @@ def markdown(items: list) -> str:
                      f"{BASELINES[r['goal_baseline']]} | "
                      f"{r['goal']:.2f}x | {met} | "
                      f"{_ratio(r['ratios'].get('pyptx.gemm_hopper'))} |")
+    ranks = ranking(items)
+    if ranks:
+        lines += ["", "## Variants per shape, fastest first (ratio to the goal's baseline)", "",
+                  "| dtype | shape | variants |", "| --- | --- | --- |"]
+        lines += [f"| {dtype} | {_shape(shape)} | "
+                  + ", ".join(f"{v} {_ratio(r)}" for v, r in ranked) + " |"
+                  for dtype, shape, ranked in ranks]
     lines += not_timed(items)
     return "\n".join(lines) + "\n"
 

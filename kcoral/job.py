@@ -28,7 +28,8 @@ canonical JSON form (defaults filled in) is `Job.doc`; boards and baselines read
       "timing": {"enabled": true, "warmup": 3, "min_iters": 10, "max_iters": 2000,
                  "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "seed": 0,
                  "randomize": true, "cooldown_s": 0, "launch_gate": true},
-      "baselines": [{"name": "torch.matmul", "args": {"a": "A", "b": "B", "out": "C"}}],
+      "baselines": [{"name": "torch.matmul", "args": {"a": "A", "b": "B", "out": "C"},
+                     "optional": false}],
       "tools": [{"name": "ncu", "options": {"set": "basic"}}],
       "work": {"flops": 8192, "bytes": 49152},
       "budgets": {"queue_s": 600, "exec_s": 60, "launch_s": 10},
@@ -287,8 +288,15 @@ class Work(Model):
 
 @dataclass
 class BaselineRequest(Model):
+    """A baseline timed beside the candidate. An ``optional`` one (an operator-installed
+    library such as FLA, or torch on a board without it) that is not installed or cannot run
+    where the job runs is left out: the candidate is still timed and the result says which
+    baseline was missing and why (``timing.baselines_missing``) instead of the job being
+    refused."""
+
     name: str = spec(Str(PLUGIN, what="baseline name"))
     args: dict = spec(MapOf(Scalar(), max_len=32), {})
+    optional: bool = spec(Bool(), False)
 
 
 @dataclass
@@ -440,7 +448,7 @@ class Job(Model):
         names = sorted(baselines.names() if hasattr(baselines, "names") else baselines)
         if timed:
             for i, b in enumerate(self.baselines):
-                if b.name not in baselines:
+                if b.name not in baselines and not b.optional:
                     missing.add(f"baselines[{i}].name", f"unknown baseline {b.name!r}; "
                                                         f"installed: {names}")
         for i, c in enumerate(self.checks):

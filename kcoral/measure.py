@@ -136,6 +136,20 @@ class Session:
                 f()
         return all_launches
 
+    def _timed_baselines(self) -> tuple:
+        """``([(request, launcher)], {name: why})``: the job's baselines prepared for timing;
+        an optional one that is not installed here or cannot run on this board is left out
+        with its reason (a required one fails the job: `_baseline`)."""
+        out, missing = [], {}
+        for b in self.job.baselines:
+            try:
+                out.append((b, self._baseline(b.name, b.args)))
+            except JobFailure as e:
+                if not (b.optional and e.type == "unavailable.baseline"):
+                    raise
+                missing[b.name] = e.message
+        return out, missing
+
     def _baseline(self, name: str, args: dict, out_override: "dict | None" = None):
         try:
             bl = self.baselines.get(name)
@@ -289,8 +303,9 @@ class Session:
         t = self.job.timing
         self.progress("timing", "warm-up")
         guards.prepare()  # the timing inputs and the timed-output reference
-        names = ["candidate"] + [b.name for b in self.job.baselines]
-        fns = [self.kernel] + [self._baseline(b.name, b.args) for b in self.job.baselines]
+        baselines, missing = self._timed_baselines()
+        names = ["candidate"] + [b.name for b, _ in baselines]
+        fns = [self.kernel] + [fn for _, fn in baselines]
         with self.wd.guard("the candidate's warm-up launches"):
             for _ in range(t.warmup):
                 self.kernel()
@@ -377,14 +392,16 @@ class Session:
         if t.cooldown_s:
             res["cooldown"] = {"s": t.cooldown_s, "count": cooldowns, "idle_s": idle}
         by_name = {nm: s for nm, s in zip(names, samples)}
-        for b in self.job.baselines:
+        if missing:
+            res["baselines_missing"] = missing
+        for b, _ in baselines:
             st = stats[b.name]
             med_c = stats["candidate"]["median_ms"]
             res["baselines"][b.name] = dict(
                 st, speedup=paired_ratio(by_name["candidate"], by_name[b.name]),
                 speedup_of_medians=st["median_ms"] / med_c if med_c > 0 else None)
         res["regimes"] = regimes(by_name["candidate"],
-                                 {b.name: by_name[b.name] for b in self.job.baselines},
+                                 {b.name: by_name[b.name] for b, _ in baselines},
                                  round_clocks, full)
         res.update(throughput(self.job.work, stats["candidate"]["median_ms"], self.dev.info()))
         return res

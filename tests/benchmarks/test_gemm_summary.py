@@ -69,6 +69,24 @@ def test_fastest_variant_per_shape_and_goals(tmp_path, capsys):
     assert json.loads((tmp_path / "s.json").read_text())["best"][0]["dtype"] == "bf16"
 
 
+def test_variants_of_a_shape_are_ranked_fastest_first(tmp_path, capsys):
+    log = _log(tmp_path, [
+        _item("gemm_bf16", "m128n1024k7168_t128k8", 0.0175, {"torch.matmul": 0.766}),
+        _item("gemm_bf16", "m128n1024k7168_t128k8r", 0.0125, {"torch.matmul": 1.07}),
+        _item("gemm_bf16", "m128n1024k7168_t128sk", 0.0131, {"torch.matmul": 1.02}),
+        _item("gemm_bf16_c2", "m512n4096k4096_t128", 0.0306, {"torch.matmul": 0.939}),
+        _item("gemm_bf16", "m512n4096k4096_t256k2r", error="'c' differs"),
+    ])
+    ranks = S.ranking(S.read_items([log]))
+    assert ranks == [("bf16", (128, 1024, 7168),
+                      [("t128k8r", 1.07), ("t128sk", 1.02), ("t128k8", 0.766)])]
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "| bf16 | 128x1024x7168 | t128k8r 1.070x, t128sk 1.020x, t128k8 0.766x |" in out
+    assert "| bf16 | 128x1024x7168 | gemm_bf16[m128n1024k7168_t128k8r] | - | 1.070x cuBLAS " \
+           "| 0.95x | yes | - |" in out
+
+
 def test_a_line_that_is_not_json_is_named(tmp_path, capsys):
     p = tmp_path / "bad.jsonl"
     p.write_text(json.dumps(_item("gemm_bf16", "m128n128k128_t256", 0.01)) + "\n{oops\n")

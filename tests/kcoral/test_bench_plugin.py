@@ -76,7 +76,9 @@ def test_build_job_from_suite():
     assert doc["work"] == {"flops": 1000.0, "bytes": 12000.0}
     assert [(c.buffer, c.rtol, c.atol, c.rms) for c in job.checks] == [("out", 1e-6, 0.0, None)]
     # a baseline arg naming a case parameter takes its value
-    assert doc["baselines"] == [{"name": "torch.add", "args": {"n": 1000, "x": "y"}}]
+    # optional: a daemon without the baseline times the kernel alone and says so
+    assert doc["baselines"] == [{"name": "torch.add", "args": {"n": 1000, "x": "y"},
+                                 "optional": True}]
 
 
 def test_rms_relative_atol_becomes_the_strictest_seeds_absolute_atol():

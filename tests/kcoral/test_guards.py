@@ -15,7 +15,7 @@ from kcoral.boards import BoardSpec
 from kcoral.boards.fake import FakeDevice
 from kcoral.client import KCoralClient
 from kcoral.errors import JobFailure
-from kcoral.guards import GRID_BITS, GRID_SAMPLE, grid_of, perturbed_float
+from kcoral.guards import GRID_BITS, GRID_SAMPLE, _nan_agreed, grid_of, perturbed_float
 from kcoral.job import Job
 from kcoral.measure import run_job
 from kcoral.plugins import registries
@@ -178,6 +178,32 @@ def test_full_precision_inputs_are_perturbed_by_plain_noise():
     f[ok] += 0.25 * np.std(f[ok]) * np.random.default_rng(2).standard_normal(int(ok.sum()))
     np.testing.assert_array_equal(new, f.astype(np.float32))  # as before the grid rule
     assert new[5] == np.inf and np.isnan(new[9]) and new[ok].max() > a[ok].max()
+
+
+def test_fp8_inputs_at_their_maximum_stay_finite():
+    """On the H200 (2026-12-01) the zoo's fp8 GEMM at 8192^3, inputs scaled to e4m3's maximum
+    448, failed `correctness.perturbation`: the noise pushed 3 of 67M elements past 448, which
+    float8_e4m3fn (no infinity) turns into NaN, and NaN rows of C never compare equal."""
+    import ml_dtypes
+    x = np.random.default_rng(1).standard_normal((512, 1024)).astype(np.float32)
+    e = (x * (448 / np.abs(x).max())).astype(ml_dtypes.float8_e4m3fn)
+    e[0, :64] = 448  # plenty of elements at the maximum, so noise crosses it somewhere
+    assert grid_of(e.astype(np.float64)) is None
+    new = perturbed_float(e, np.random.default_rng(2), e.dtype).astype(np.float64)
+    assert not np.isnan(new).any() and np.abs(new).max() == 448
+    assert (new != e.astype(np.float64)).mean() > 0.5  # still a perturbation
+
+
+def test_shared_nans_agree_and_a_lone_nan_does_not():
+    """In place and fresh on the same inputs: a NaN both runs produce at one element is
+    agreement; a NaN in one run only stays a difference."""
+    a = np.array([1.0, np.nan, 3.0, np.nan], dtype=np.float32)
+    b = np.array([1.0, np.nan, np.nan, np.nan], dtype=np.float32)
+    x, y = _nan_agreed(a, b)
+    assert np.isnan(a[1]) and x[1] == y[1] == 0 and x[3] == y[3] == 0  # inputs left alone
+    assert x[2] == 3 and np.isnan(y[2])
+    i = np.array([1, 2], dtype=np.int32)
+    assert _nan_agreed(i, i)[0] is i
 
 
 def test_grid_needs_at_most_grid_bits_significant_bits():

@@ -10,7 +10,7 @@ from kcoral.blobs import BlobStore
 from kcoral.boards import BoardSpec
 from kcoral.boards.fake import FakeDevice
 from kcoral.errors import JobFailure
-from kcoral.job import Job, Work
+from kcoral.job import Job, JobError, Work
 from kcoral.measure import run_job, throughput
 from kcoral.plugins import registries
 
@@ -255,3 +255,36 @@ def test_a_board_without_a_gate_says_why_and_gate_off_is_honoured(tmp_path):
     off = _run(tmp_path, {"launch_gate": False})
     assert off["launch_gate"] == {"requested": False, "gated_rounds": 0, "late_rounds": 0,
                                   "state": "off"}
+
+
+def test_an_optional_baseline_that_is_not_installed_is_left_out_and_named(tmp_path):
+    """FLA on a daemon without it (H200, 2026-12-01: every KDA job was refused, nothing timed):
+    an optional baseline is left out, the candidate is timed against the others, and the
+    result names the missing one; a required one still fails the job."""
+    blobs, mod = _fake_module(tmp_path, time_ms=1.6)
+    n = 64
+    doc = {"target": "sm_90a", "module": {"format": "fake", "blob": mod},
+           "buffers": [{"name": "a", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
+                       {"name": "b", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
+                       {"name": "out", "dtype": "f32", "shape": [n], "output": True}],
+           "launches": [{"entry": "k", "grid": [1], "block": [64],
+                         "args": [{"buffer": "a"}, {"buffer": "b"}, {"buffer": "out"}]}],
+           "baselines": [{"name": "fla.chunk_kda", "optional": True},
+                         {"name": "fake.add", "args": {"a": "a", "b": "b", "out": "out",
+                                                        "time_ms": 1.38}}],
+           "timing": {"min_iters": 10, "max_iters": 10, "budget_s": 30}}
+    job = Job.from_json(doc)
+    reg = registries()
+    job.validate_plugins(reg.baselines, reg.tools)  # accepted: the missing one is optional
+    dev = FakeDevice(BoardSpec("f", "fake", "sm_90a", options={"noise": 0.001}))
+    dev.begin_job(job.doc)
+    t = run_job(job, dev, blobs, reg.baselines, lambda s, m: None)["timing"]
+    assert list(t["baselines"]) == ["fake.add"] and t["interleaved"] == ["candidate", "fake.add"]
+    assert t["baselines_missing"]["fla.chunk_kda"].startswith("unknown baseline 'fla.chunk_kda'")
+    doc["baselines"][0]["optional"] = False
+    required = Job.from_json(doc)
+    with pytest.raises(JobError, match=r"baselines\[0\]\.name: unknown baseline 'fla\.chunk_kda'"):
+        required.validate_plugins(reg.baselines, reg.tools)
+    dev.begin_job(required.doc)
+    with pytest.raises(JobFailure, match="unavailable.baseline: unknown baseline"):
+        run_job(required, dev, blobs, reg.baselines, lambda s, m: None)

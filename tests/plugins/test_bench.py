@@ -79,3 +79,12 @@ def test_no_timing_against_an_unreachable_daemon_exits_1_with_the_reason(tirxh):
     assert r.ret == 1, r
     assert "ERROR: tirxh bench --no-timing verified none of the 1 item(s): " in r.stderr
     assert "unavailable.daemon" in r.stderr
+
+
+def test_a_missing_optional_baseline_makes_the_item_incomplete_and_says_which():
+    t = {"candidate": {"median_ms": 0.58, "iqr_ms": 0.001, "n": 10}, "converged": True,
+         "baselines": {}, "baselines_missing": {
+             "fla.chunk_kda": "unknown baseline 'fla.chunk_kda'; installed: ['fake.add']"}}
+    r = BenchResult("kda_fwd", "done", {"board": "cuda0", "verified": True, "timing": t})
+    assert r.timed and r.verdict == "incomplete"  # timed, but the comparison is missing
+    assert "fla.chunk_kda not timed (unknown baseline 'fla.chunk_kda')" in r.summary

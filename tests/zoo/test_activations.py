@@ -1,6 +1,7 @@
 """zoo/kernels/activations.py: SwiGLU and GELU(tanh) on bf16 vectors."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -52,6 +53,10 @@ def test_shapes_the_kernels_cannot_run_are_refused_when_declared(suite):
                                          r"32..255"):
         T.suite(suite.kernel, inputs=suite.inputs, constraints=act.constraints,
                 cases=[T.case("cap", n=64, MAXREG=16)])
+    with pytest.raises(ValueError, match=r"case 'hint': L2=512 must be 0 \(no hint\), 128 or "
+                                         r"256"):
+        T.suite(suite.kernel, inputs=suite.inputs, constraints=act.constraints,
+                cases=[T.case("hint", n=64, L2=512)])
 
 
 @pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
@@ -78,3 +83,16 @@ def test_the_persistent_loop_covers_every_vector_once():
     assert act.SWIGLU.grid(case) == (3, 1, 1)
     _, out, exp = simulate(act.SWIGLU, case)
     assert act.ONE_BF16_ULP.compare(out["out"], exp["out"])["ok"]
+
+
+@pytest.mark.parametrize("name,spelling", [("n4099_u1_l2p256", "ld.global.L2::256B.v4.b32"),
+                                           ("n4099_p3_l2p128", "ld.global.L2::128B.v4.b32")])
+def test_the_l2_prefetch_hint_is_on_every_vector_load(name, spelling):
+    """Both paths (one tile per CTA, persistent) put the hint on each 16-byte load and on
+    nothing else (the scalar tail's ``ld.global.b16`` stays plain)."""
+    suite = act.SWIGLU
+    case = next(c for c in suite.cases if c.name == name)
+    loads = re.findall(r"ld\.global\S*", suite.kernel.compile("sm_90a", **suite.consts(case)).ptx)
+    vec = [ld for ld in loads if ".v4." in ld]
+    assert vec and set(vec) == {spelling}
+    assert "ld.global.b16" in loads

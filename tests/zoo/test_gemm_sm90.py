@@ -1,7 +1,8 @@
 """zoo/kernels/gemm_sm90.py (issue 15), on the CPU: every small case through numsim, compared
-bit by bit with numpy; the shapes TMA cannot describe refused with the rule; sync_check clean
-on the persistent and cluster kernels and a planted missing proxy fence caught; SASS with
-HGMMA/QGMMA, stmatrix and TMA stores, both setmaxnreg honoured, no spills."""
+bit by bit with numpy; the split-K / stream-K workspace left zero; sync_check clean on the
+persistent, cluster, split-K and stream-K kernels and planted synchronization bugs caught; SASS
+with HGMMA/QGMMA, stmatrix, TMA stores and red, both setmaxnreg honoured, no spills. The host
+side (inputs, shape rules, references, tolerances): test_gemm_host.py."""
 
 from __future__ import annotations
 
@@ -63,51 +64,56 @@ def test_small_case_in_numsim_matches_numpy(suite, case):
     assert np.all((ulps <= 1) | (diff < 1e-3)), diff[ulps > 1]
 
 
-@pytest.mark.parametrize("kernel,shape,kw,rule", [
-    ("bf16", (128, 128, 100), {}, r"K = 100: rows of A .* 200 bytes, not a multiple of 16"),
-    ("bf16", (128, 100, 64), {"B_KMAJOR": False}, r"N = 100: rows of an N-major B"),
-    ("bf16", (128, 100, 64), {}, r"N = 100: rows of C .*use EPI='direct'"),
-    ("bf16", (0, 128, 64), {}, r"M, N, K must be positive"),
-    ("fp8", (128, 128, 4104), {}, r"gemm_fp8: K = 4104: rows of A .*\(K % 16 != 0\)"),
-    ("bf16", (128, 128, 192), {"SPLITK": 4}, r"SPLITK = 4 needs at least 4 K slices of 64"),
-])
-def test_shapes_tma_cannot_describe_are_refused(kernel, shape, kw, rule):
-    M, N, K = shape
-    inputs = (G._bf16_inputs if kernel == "bf16" else G._fp8_inputs)(1)
-    with pytest.raises(ValueError, match=rule):
-        inputs(np.random.default_rng(0), M, N, K, **kw)
+def test_an_unknown_split_k_reduction_is_refused():
+    with pytest.raises(T.TraceError, match=r"REDUCE = 'atomic': expected 'slots' or 'red'"):
+        G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, SPLITK=2, REDUCE="atomic")
+
+
+def test_stream_k_needs_the_red_sum_and_one_cta_clusters():
+    with pytest.raises(T.TraceError, match=r"STREAMK takes CM = 1 and SPLITK = 1 \(got CM = 2"):
+        G.gemm_bf16_c2.compile("sm_90a", BN=128, STAGES=2, STREAMK=True, REDUCE="red")
+    with pytest.raises(T.TraceError, match=r"STREAMK sums through REDUCE = 'red'"):
+        G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, STREAMK=True)
+
+
+def test_stream_k_grid_is_every_sm_while_each_gets_a_slice():
+    c = _case(G.SUITE, "m128n14336k4096_t256sk")
+    assert G.SUITE.grid(c) == (132, 1, 1)          # 56 tiles x 64 slices on 132 SMs
+    assert G.SUITE.grid(_case(G.SUITE, "m200n136k296_streamk")) == (4, 1, 1)
+    small = T.case("x", M=64, N=64, K=128, BN=64, STREAMK=True, REDUCE="red")
+    assert G.SUITE.grid(small) == (1, 1, 1)        # one tile of 2 slices: one CTA (>= 1 each)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite,case", [("SUITE", "m128n128k256_splitk"),
+                                        ("SUITE", "m200n136k296_bn64_red"),
+                                        ("SUITE", "m200n136k296_streamk"),
+                                        ("SUITE_FP8", "m128n128k512_splitk_red")])
+def test_split_k_leaves_workspace_and_counters_zero(suite, case):
+    """The next launch starts from zero sums and counts: KCoral and callers reuse the
+    buffers, so a red sum not cleared by the split that read it would add into the next."""
+    ns = pytest.importorskip("tirxh_numsim")
+    s = SUITES[suite]
+    c = _case(s, case)
+    inputs = s.make_inputs(c, 0)
+    res = ns.run(s.kernel, inputs, consts=s.consts(c), grid=s.grid(c),
+                 outputs=["c", "ws", "cnt"])
+    # stream-K leaves the sums of whole tiles untouched: numsim says so, nothing else
+    others = [d for d in res.diagnostics
+              if not (d.kind == "numsim.unwritten-output" and d.data["output"] == "ws")]
+    assert not others and not res.incomplete, res.summary
+    assert not res.outputs["cnt"].any()
+    if c.params.get("REDUCE") == "red":
+        assert not res.outputs["ws"].any()
+    assert s.tolerance.compare(res.outputs["c"], s.expected(c, inputs)["c"])["ok"]
 
 
 def test_odd_n_takes_the_direct_epilogue_and_a_placeholder_map():
     c = _case(G.SUITE, "m4095n4097k4104_t256")
     assert c.params["EPI"] == "direct"
-    inputs = G._bf16_inputs(1)(np.random.default_rng(0), 130, 135, 40, BN=128, EPI="direct")
+    inputs = G.bf16_inputs(G.BM, 1)(np.random.default_rng(0), 130, 135, 40, BN=128,
+                                    EPI="direct")
     assert inputs["c_map"].source == "a"   # the direct epilogue never reads it
-
-
-def test_large_inputs_and_reference_are_computed_once_per_seed():
-    inputs = G._bf16_inputs(1)
-    x = inputs(np.random.default_rng(5), 1024, 512, 512)
-    y = inputs(np.random.default_rng(5), 1024, 512, 512)
-    z = inputs(np.random.default_rng(6), 1024, 512, 512)
-    assert x["a"] is y["a"] and x["b"] is y["b"] and x["a"] is not z["a"]
-    assert not x["a"].flags.writeable
-    r1 = G.bf16_reference(x["a"], x["b"])["c"]
-    assert G.bf16_reference(y["a"], y["b"])["c"] is r1
-    want = (x["a"].astype(np.float32) @ x["b"].astype(np.float32).T).astype(r1.dtype)
-    assert np.array_equal(r1.view(np.uint16), want.view(np.uint16))
-
-
-def test_tolerance_takes_a_one_ulp_flip_and_refuses_a_wrong_tile():
-    bf16 = G.numpy_dtype("bf16")
-    ref = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32) * 50
-    ref = ref.astype(bf16)
-    flip = ref.copy().view(np.uint16)
-    flip[3, 5] += 1
-    assert G.BF16_TOLERANCE.compare(flip.view(bf16), ref)["ok"]
-    wrong = ref.copy()
-    wrong[:64, :64] = 0
-    assert not G.BF16_TOLERANCE.compare(wrong, ref)["ok"]
 
 
 def test_grid_is_persistent_and_clusters_pair_tiles():
@@ -122,11 +128,22 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
 @pytest.mark.slow
 @pytest.mark.parametrize("suite,case", [("SUITE", "m256n256k64_persistent"),
                                         ("SUITE_C2", "m256n256k64_persistent"),
-                                        ("SUITE", "m128n128k256_splitk")])
+                                        ("SUITE", "m128n128k256_splitk"),
+                                        ("SUITE", "m128n128k256_splitk_red"),
+                                        ("SUITE", "m200n136k296_bn64_red"),
+                                        ("SUITE_FP8", "m128n128k512_splitk_red"),
+                                        ("SUITE", "m200n136k296_streamk"),
+                                        ("SUITE_FP8", "m128n256k640_streamk"),
+                                        # 3 splits of 2 tiles on 4 persistent CTAs: racecheck's
+                                        # replay once ran a CTA's acquire of the split count
+                                        # before the increment it read (a false race)
+                                        ("SUITE", dict(M=256, N=128, K=384, BN=128, STAGES=2,
+                                                       SPLITK=3, SMS=4))],
+                         ids=lambda x: x if isinstance(x, str) else "m256n128k384_splitk3_p4")
 def test_persistent_and_cluster_kernels_are_sync_clean(suite, case):
     sc = pytest.importorskip("tirxh_sync_check")
     s = SUITES[suite]
-    c = _case(s, case)
+    c = _case(s, case) if isinstance(case, str) else T.case("splitk3_p4", **case)
     sync, race = sc.check_kernel(s.kernel, s.make_inputs(c, 0), consts=s.consts(c),
                                  grid=s.grid(c))
     findings = sync.findings + race.findings
@@ -145,11 +162,22 @@ _RELEASE = r"T\.ptx\.mbarrier\.arrive\.shared__cluster\.b64\(T\.sink, peer_empty
     ([(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
       (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
      "m128n128k256_splitk", "race.read-write"),
+    pytest.param(
+        [(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
+         (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
+        "m128n128k256_splitk_red", "race.read-write",
+        marks=pytest.mark.xfail(strict=True, reason=(
+            "a checker gap (reported 2026-12-01): in racecheck's model atomics and strong "
+            "(relaxed.gpu) accesses never race with each other, and the red sum is only "
+            "touched by those, so a missing release/acquire on the count goes unseen"))),
+    ([(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
+      (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
+     dict(M=256, N=128, K=384, BN=128, STAGES=2, SPLITK=3, SMS=4), "race.read-write"),
     ([(r"wgmma\.wait_group\.sync\.aligned\(1\)", "wgmma.wait_group.sync.aligned(2)")], "SUITE",
      dict(M=128, N=128, K=512, BN=128, STAGES=2), "race.stage-reuse"),
     ([(_RELEASE, "pass")], "SUITE_C2", "m256n256k64_persistent", "mbarrier.arrival-count"),
-], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "release-a-group-early",
-        "no-remote-release"])
+], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "relaxed-red-split-k-count",
+        "relaxed-split-k3-count-p4", "release-a-group-early", "no-remote-release"])
 def test_synchronization_mutations_are_caught(tmp_path, edits, suite, case, kind):
     """Without the proxy fence the TMA store may read C before stmatrix's writes reach the async
     proxy; without the read wait the next round overwrites chunks a store still reads; with a
@@ -182,6 +210,8 @@ def _sass_ops(sass: str) -> dict:
     ("gemm_bf16", {}, "HGMMA"),
     ("gemm_bf16", {"B_KMAJOR": False, "BN": 128, "STAGES": 6}, "HGMMA"),
     ("gemm_bf16", {"BN": 128, "STAGES": 6, "SPLITK": 4}, "HGMMA"),
+    ("gemm_bf16", {"BN": 128, "STAGES": 6, "SPLITK": 4, "REDUCE": "red"}, "HGMMA"),
+    ("gemm_bf16", {"BN": 64, "STAGES": 8, "EPI_BUFS": 1, "SPLITK": 2, "REDUCE": "red"}, "HGMMA"),
     ("gemm_bf16_c2", {}, "HGMMA"),
     ("gemm_fp8", {}, "QGMMA"),
 ])
@@ -204,6 +234,8 @@ def test_sass_has_warpgroup_mma_tma_stores_and_no_spills(kernel, consts, mma):
     # fences at the start and the end only, never one per K slice (a cluster-scope release there
     # compiles to MEMBAR.ALL.GPU)
     assert ck.sass.count("MEMBAR.ALL.GPU") <= 2 + (consts.get("SPLITK", 1) > 1)  # + split-K count
+    if consts.get("REDUCE") == "red":         # one coalesced red per accumulator, no slots
+        assert ops.get("REDG") == consts["BN"] // 2 and "REDG.E.ADD.F32" in ck.sass
     if kernel.endswith("_c2"):                # B multicast; releases reach the peer's barrier
         assert "UTMALDG.2D.MULTICAST" in ck.sass and "SYNCS.ARRIVE.TRANS64.RED" in ck.sass
 

@@ -118,6 +118,10 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
     bl = []
     for b in tuple(baselines) or tuple(getattr(suite, "baselines", ()) or ()):
         b = dict(b) if isinstance(b, dict) else {"name": str(b), "args": {}}
+        # measure what can be measured: a baseline the daemon lacks (FLA not installed, torch
+        # absent on a board) is left out and named in the result, and the item is incomplete,
+        # unless the suite declares it required ({"name": ..., "optional": False})
+        b.setdefault("optional", True)
         # an arg naming a case parameter ("M": "M") takes that parameter's value
         b["args"] = {k: (case.params[v] if isinstance(v, str) and v in case.params else v)
                      for k, v in b.get("args", {}).items()}

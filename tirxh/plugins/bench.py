@@ -52,8 +52,9 @@ class BenchResult:
         if not self.timing_asked:  # correctness only: verified on the board is the whole ask
             return "clean" if r.get("verified") and not self.guards_incomplete else "incomplete"
         t = r.get("timing") or {}
-        if not t or "skipped" in t or not r.get("verified") or self.guards_incomplete:
-            return "incomplete"
+        if not t or "skipped" in t or not r.get("verified") or self.guards_incomplete or \
+                t.get("baselines_missing"):
+            return "incomplete"  # a declared baseline not timed: the comparison is missing
         if t.get("suspect"):
             return "review"
         return "clean" if t.get("converged") else "incomplete"
@@ -113,6 +114,8 @@ class BenchResult:
             parts.append(f"{t['floor_fraction']:.0%} of floor")
         for name, b in t.get("baselines", {}).items():
             parts.append(f"{b['speedup']:.2f}x vs {name}" + _regime_ratios(t, name))
+        for name, why in (t.get("baselines_missing") or {}).items():
+            parts.append(f"{name} not timed ({why.split(';')[0]})")
         if not t.get("converged"):
             parts.append(_noise(t))
         if t.get("suspect"):

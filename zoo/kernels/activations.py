@@ -21,7 +21,8 @@ persistent (CTAS CTAs, one wave of resident ones: a grid-stride loop over vector
 next iteration before it computes the current one, so no CTA launches or tail wave after the
 first, see `elementwise_persistent`); EF=1 loads with ``ld.global.cs`` (evict-first: an input
 line is never read again, so the L2 keeps the dirty lines it would otherwise write back during
-the kernel); MAXREG caps the registers (``.maxnreg``) so that more CTAs are resident.
+the kernel); MAXREG caps the registers (``.maxnreg``) so that more CTAs are resident; L2=128 or
+256 adds the L2 prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the loads.
 
 Techniques: vectorized 16-byte coalesced access, several loads in flight per thread, unpredicated
 fast path with a per-vector and per-element tail, fast-math exponentials, persistent grid-stride
@@ -78,15 +79,16 @@ def apply_vector(f, vectors):
     return out
 
 
-def _load(EF):
-    """The 16-byte load: ``ld.global.v4.b32``, or with EF=1 ``ld.global.cs.v4.b32`` (cache
+def _load(EF, L2=0):
+    """The 16-byte load: ``ld.global.v4.b32``; L2=128 or 256 adds the L2 prefetch-size hint
+    ``.L2::128B`` / ``.L2::256B`` (SASS ``LDG.E.LTC256B.128``); with EF=1 ``ld.global.cs`` (cache
     streaming: evict-first in L1 and L2, each input element is read once)."""
-    return T.ptx.ld.global_.cs.v4.b32 if EF else T.ptx.ld.global_.v4.b32
+    return T.ptx["ld.global" + (".cs" if EF else "") + (f".L2::{L2}B" if L2 else "") + ".v4.b32"]
 
 
-def elementwise(f, ins, out, n, BLOCK, UNROLL, EF):
+def elementwise(f, ins, out, n, BLOCK, UNROLL, EF, L2=0):
     """The kernel body shared by the activations, one tile per CTA (module docstring)."""
-    ld = _load(EF)
+    ld = _load(EF, L2)
     tile = BLOCK * UNROLL * 8
     base = T.ctaid.x * tile
     first = base + T.tid.x * 8
@@ -114,7 +116,7 @@ def _scalar(f, ins, out, e):
     T.ptx.st.global_.b16(out.at(e), T.ptx.cvt.rn.bf16.f32(f(*vals)))
 
 
-def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF):
+def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2=0):
     """The body of a persistent grid (CTAS > 0): thread g = ctaid * BLOCK + tid of the G * BLOCK
     threads takes the 8-element vectors g, g + G BLOCK, g + 2 G BLOCK, ... (every warp access
     still 512 contiguous bytes), UNROLL of them per iteration, and loads the next iteration's
@@ -122,7 +124,7 @@ def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF):
     loads are in flight while it computes). No CTA launches after the first wave, and every
     thread's share is within one vector of every other's, so there is no tail wave. Vectors past
     the last full one are predicated off; CTA 0 finishes the last n mod 8 elements."""
-    ld = _load(EF)
+    ld = _load(EF, L2)
     nvec = n >> 3
     span = T.nctaid.x * BLOCK  # vectors from one of a thread's vectors to the next
     step = span * UNROLL  # vectors per iteration
@@ -158,11 +160,11 @@ def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF):
         _scalar(f, ins, out, e)
 
 
-def _body(f, ins, out, n, BLOCK, UNROLL, CTAS, EF):
+def _body(f, ins, out, n, BLOCK, UNROLL, CTAS, EF, L2):
     if CTAS:
-        elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF)
+        elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2)
     else:
-        elementwise(f, ins, out, n, BLOCK, UNROLL, EF)
+        elementwise(f, ins, out, n, BLOCK, UNROLL, EF, L2)
 
 
 def _grid(n, BLOCK, UNROLL, CTAS):
@@ -176,20 +178,23 @@ def _maxnreg(MAXREG):
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
 def swiglu(a: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gptr[T.bf16], n: T.u32,
            BLOCK: T.const = 256, UNROLL: T.const = 2, CTAS: T.const = 0, EF: T.const = 0,
-           MAXREG: T.const = 0):
-    _body(silu_mul, [a, b], out, n, BLOCK, UNROLL, CTAS, EF)
+           MAXREG: T.const = 0, L2: T.const = 0):
+    _body(silu_mul, [a, b], out, n, BLOCK, UNROLL, CTAS, EF, L2)
 
 
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
 def gelu_tanh(x: T.gptr[T.bf16], out: T.gptr[T.bf16], n: T.u32, BLOCK: T.const = 256,
-              UNROLL: T.const = 2, CTAS: T.const = 0, EF: T.const = 0, MAXREG: T.const = 0):
-    _body(gelu, [x], out, n, BLOCK, UNROLL, CTAS, EF)
+              UNROLL: T.const = 2, CTAS: T.const = 0, EF: T.const = 0, MAXREG: T.const = 0,
+              L2: T.const = 0):
+    _body(gelu, [x], out, n, BLOCK, UNROLL, CTAS, EF, L2)
 
 
 # --- cases, references, rules ------------------------------------------------------------------
 
-def constraints(n, BLOCK, UNROLL, CTAS, EF, MAXREG):
+def constraints(n, BLOCK, UNROLL, CTAS, EF, MAXREG, L2=0):
     out = []
+    if L2 not in (0, 128, 256):
+        out.append(f"L2={L2} must be 0 (no hint), 128 or 256 (ld's .L2::128B / .L2::256B)")
     if not 1 <= n <= 1 << 31:
         out.append(f"n={n} must be in 1..2^31 (u32 element offsets, tile ends included)")
     if BLOCK % 32 or not 32 <= BLOCK <= 1024:
@@ -206,15 +211,20 @@ def constraints(n, BLOCK, UNROLL, CTAS, EF, MAXREG):
 def _cases(persistent):
     """Small: a single partial vector, a tail CTA with full and partial vectors, several full
     CTAs, the persistent grid (vectors left over for some threads, the scalar tail, evict-first
-    loads); large: 64M elements (128 MiB per tensor, twice the L2 each) with the variants of
-    docs/TUNING.md (UNROLL 2 and 4, 128-thread CTAs of one vector per thread, evict-first loads,
+    loads), the L2 prefetch hint on both paths; large: 64M elements (128 MiB per tensor, twice
+    the L2 each) with the variants of docs/TUNING.md (UNROLL 2 and 4, 128-thread CTAs of one or
+    four vectors per thread (the latter torch's vectorized-elementwise geometry), evict-first
+    loads, the L2 prefetch hint, a register cap of 48 (5 CTAs of 256 per SM instead of 4),
     persistent grids of `(ctas, maxreg)`: as many CTAs as are resident at once, 132 SMs times the
     CTAs of 256 threads the kernel's registers allow, under a register cap where one is given;
     tests/zoo/test_activations.py checks them against the compiled register count)."""
     big = [T.case("n64M", n=1 << 26, **BENCH),
            T.case("n64M_u4", n=1 << 26, UNROLL=4, **BENCH),
            T.case("n64M_b128_u1", n=1 << 26, BLOCK=128, UNROLL=1, **BENCH),
-           T.case("n64M_ef", n=1 << 26, EF=1, **BENCH)]
+           T.case("n64M_ef", n=1 << 26, EF=1, **BENCH),
+           T.case("n64M_l2p256", n=1 << 26, L2=256, **BENCH),
+           T.case("n64M_b128_u4", n=1 << 26, BLOCK=128, UNROLL=4, **BENCH),
+           T.case("n64M_r48", n=1 << 26, MAXREG=48, **BENCH)]
     for ctas, maxreg in persistent:
         name = f"n64M_p{ctas}" + (f"_r{maxreg}" if maxreg else "")
         big += [T.case(name, n=1 << 26, CTAS=ctas, MAXREG=maxreg, **BENCH),
@@ -222,7 +232,9 @@ def _cases(persistent):
     return [T.case("n5", n=5), T.case("n4099", n=4099),
             T.case("n16384_b128_u1", n=16384, BLOCK=128, UNROLL=1),
             T.case("n5_p2", n=5, BLOCK=32, CTAS=2),
-            T.case("n4099_p3_ef", n=4099, BLOCK=32, UNROLL=2, CTAS=3, EF=1)] + big
+            T.case("n4099_p3_ef", n=4099, BLOCK=32, UNROLL=2, CTAS=3, EF=1),
+            T.case("n4099_u1_l2p256", n=4099, UNROLL=1, L2=256),
+            T.case("n4099_p3_l2p128", n=4099, BLOCK=32, CTAS=3, L2=128)] + big
 
 
 def _bf16(rng, n):

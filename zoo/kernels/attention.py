@@ -615,8 +615,9 @@ def _large() -> list:
 
 
 SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument takes its value)
-    # Each is small enough for sync_check's explorer to finish (200000 states): two CTAs with two
-    # tiles each under the arrive hand-over is about its limit (docs/TUNING.md)
+    # Each is small enough for sync_check's explorer to finish (200000 states); the arrive
+    # hand-over's turn barriers are proven ordered from racecheck's clocks and not interleaved
+    # (`hbquery.bars_ordered`), so 4 tiles on 2 CTAs take ~11000 states (docs/TUNING.md)
     # the smallest: one CTA, two tiles of 2 and 1 KV blocks (the rings, the Q barriers and the O
     # staging carry over), the rendezvous ping-pong
     T.case("s200_causal_sync_p1", B=1, S=200, H=1, HKV=1, HG=1, CAUSAL=True, SMS=1,
@@ -627,6 +628,8 @@ SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument ta
     # persistent: 4 tiles of 4, 3, 2, 1 KV blocks on 2 CTAs (snake: 4 + 1, 3 + 2), rendezvous
     T.case("s400_causal_sync_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=2,
            PINGPONG="sync"),
+    # the same 4 tiles under the main variant's arrive hand-over (FlashAttention-3)
+    T.case("s400_causal_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=2),
     # GQA (2 query heads share a KV head), two batches, sections of 2 heads: 4 single-block
     # tiles on 2 CTAs under the arrive hand-over (the main variant's)
     T.case("gqa_b2h2kv1s80_p2", B=2, S=80, H=2, HKV=1, HG=2, CAUSAL=False, SMS=2),

@@ -33,6 +33,15 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   tile; every split stores its f32 partial in its own workspace slot and counts itself in with
   an acq_rel atomic; the split that arrives last sums the S slots in split order (bitwise the
   same whichever arrives last), resets the counter and runs the epilogue. No CTA waits.
+  REDUCE="red" (the small-M variants, docs/TUNING.md "Small M"): every split adds its partial
+  into ONE f32 tile with ``red.global.add.f32`` instead, so the last split reads one tile, not
+  S (the sum's order follows the arrivals: not bitwise reproducible, within one bf16 ulp), and
+  stores zeros back for the next launch.
+- **Stream-K** (STREAMK, one-CTA kernels, REDUCE="red"): the K slices of all tiles, tile after
+  tile, are dealt in equal contiguous runs to the persistent CTAs, so every SM streams the same
+  number of slices whatever the tile count; a tile cut between CTAs is summed as above,
+  counting slices (the piece that completes k_tiles runs the epilogue), a whole one never
+  touches the workspace.
 - Tails: TMA fills out-of-bounds box elements with zeros (K not a multiple of BK adds nothing;
   rows/columns past M/N compute zeros) and clips stores. TMA needs 16-byte row strides:
   K % 8 == 0 (bf16) or K % 16 == 0 (fp8), and N % 8 == 0 for an N-major B or EPI="tma".
@@ -48,7 +57,7 @@ register 4j + {0, 1} at columns 8j + 2t + {0, 1} (t = lane % 4), 4j + {2, 3} the
 rows down: exactly ``stmatrix``'s fragment of the 8 x 8 matrices (rows 16w..+7 | +8..+15) x
 (columns 8j..8j+7).
 
-Tolerance (bf16 C): inputs are N(0, 1) / K^(1/4), so C ~ N(0, 1) at every K, and the reference
+Tolerance (bf16 C; inputs, references and tolerances live in gemm_host.py): inputs are N(0, 1) / K^(1/4), so C ~ N(0, 1) at every K, and the reference
 is numpy's f32 product rounded to bf16. The kernel's f32 sums differ from numpy's in the last bits
 (tensor-core alignment and truncation, another order), so the bf16 roundings of the two can
 differ by one bf16 ulp (<= 2^-7 of |c|): rtol = 2^-7. Near zero (cancellation) the f32
@@ -60,12 +69,10 @@ normalized RMS error of the whole matrix must stay below 2e-3 (one-ulp flips; a 
 
 from __future__ import annotations
 
-import numpy as np
-
 import tirxh.lang as T
+from gemm_host import (BF16_TOLERANCE, FP8_TOLERANCE, bf16_inputs, bf16_reference, fp8_inputs,
+                       fp8_reference)
 from hopper import CHUNK, CHUNK_BYTES, WG, desc, log2, stmatrix_chunk, stmatrix_lanes
-from hostcache import Cache, rng_key
-from tirxh.api import numpy_dtype
 
 BM = 128                 # rows of C per CTA tile: two consumer warpgroups x 64 rows
 CONSUMERS = 2
@@ -82,10 +89,14 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 class _Unit:
     """One work unit: the tile's first row `m0` and column `n0`, its index `tile` (row-major over
-    the tile grid), the split `split` and its K slices [kb, ke)."""
+    the tile grid), the split `split` and its K slices [kb, ke). A reducing unit adds `count` to
+    the tile's counter; the unit whose count brings it to `need` is the tile's last. `partial`:
+    None where every unit of a reducing schedule is a part of its tile (split-K), else the
+    predicate "not the whole K range" (stream-K: a whole tile needs no reduction)."""
 
-    def __init__(self, m0, n0, tile, split, kb, ke):
+    def __init__(self, m0, n0, tile, split, kb, ke, count=1, need=1, partial=None):
         self.m0, self.n0, self.tile, self.split, self.kb, self.ke = m0, n0, tile, split, kb, ke
+        self.count, self.need, self.partial = count, need, partial
 
 
 class _Schedule:
@@ -97,9 +108,16 @@ class _Schedule:
     first + r % rows, column r / rows); "n": the same with the roles of M and N swapped. A split
     s of S takes K slices [s * k_tiles / S, (s + 1) * k_tiles / S). Emits the counts once
     (shr/add/mul) and per unit a few div.u32/rem.u32/min.u32.
+
+    Stream-K (STREAMK, one-CTA kernels): the tiles' K slices, tile after tile in raster order,
+    form one sequence of tiles x k_tiles; CTA c takes the slices [c * total / grid,
+    (c + 1) * total / grid), i.e. the pieces of the (at most a few) tiles they fall in: every SM
+    gets the same number of slices whatever the tile count (112 tiles no longer leave 20 of 132
+    SMs idle), and a tile cut into pieces is summed like split-K (REDUCE "red", counting slices).
     """
 
-    def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int):
+    def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int,
+                 streamk: bool = False):
         self.tiles_n = (N + (BN - 1)) >> log2(BN)
         tiles_m = (M + (BM - 1)) >> log2(BM)
         self.units_m = (tiles_m + (CM - 1)) >> log2(CM) if CM > 1 else tiles_m
@@ -111,6 +129,17 @@ class _Schedule:
         self.rank = T.cluster_ctarank() if CM > 1 else 0
         self.first_unit = T.ctaid.x >> log2(CM) if CM > 1 else T.ctaid.x
         self.unit_step = T.nctaid.x >> log2(CM) if CM > 1 else T.nctaid.x
+        self.streamk = streamk
+        if streamk:
+            if CM > 1 or S > 1:
+                raise ValueError(f"STREAMK takes CM = 1 and SPLITK = 1 (got CM = {CM}, "
+                                 f"SPLITK = {S})")
+            total = self.units * k_tiles
+            self.g0 = (T.ctaid.x * total) / T.nctaid.x
+            self.g1 = ((T.ctaid.x + 1) * total) / T.nctaid.x
+            self.first_unit = self.g0 / k_tiles           # the tiles this CTA has slices of
+            self.units = (self.g1 + (k_tiles - 1)) / k_tiles
+            self.unit_step = 1
 
     def unit(self, p) -> _Unit:
         S = self.S
@@ -122,11 +151,18 @@ class _Schedule:
         a, b = first + r % width, r / width
         um, tn = (a, b) if self.RASTER == "m" else (b, a)
         tm = um * self.CM + self.rank if self.CM > 1 else um
+        if self.streamk:  # this CTA's slices of tile q (p = q): [max(g0, base), min(g1, end))
+            base = p * self.k_tiles
+            kb = T.ptx.max.u32(self.g0, base) - base
+            ke = T.ptx.min.u32(self.g1, base + self.k_tiles) - base
+            count = ke - kb
+            return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, 0, kb, ke, count=count,
+                         need=self.k_tiles, partial=count != self.k_tiles)
         if S == 1:
             return _Unit(tm * BM, tn * self.BN, None, 0, 0, self.k_tiles)
         kb = (split * self.k_tiles) / S
         ke = ((split + 1) * self.k_tiles) / S
-        return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, split, kb, ke)
+        return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, split, kb, ke, need=S)
 
 
 # --- the kernel body ---------------------------------------------------------------------------
@@ -152,7 +188,8 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
 
     def sched():  # built inside each role: no value lives across setmaxnreg (ptxas would spill)
         k_tiles = (K + (BK - 1)) >> (6 if esize == 2 else 7)
-        return _Schedule(M, N, k_tiles, BN, CM, cfg["GROUP"], cfg["RASTER"], cfg["SPLITK"])
+        return _Schedule(M, N, k_tiles, BN, CM, cfg["GROUP"], cfg["RASTER"], cfg["SPLITK"],
+                         cfg["STREAMK"])
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -242,7 +279,7 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
     ring = T.pipeline(STAGES)
     prev = T.reg(T.u32, init=0)               # the stage of the previous K slice
     leader = (tid & (WG - 1)) == 0
-    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if cfg["SPLITK"] > 1 else None
+    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if _reduces(cfg) else None
     da0 = desc(sA.ptr() + cw * (64 * 128), 16, 1024)
     db0 = desc(sB.ptr(), 16, 1024) if kmajor else desc(sB.ptr(), BK * 128, 1024)
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
@@ -281,7 +318,7 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
         T.ptx.wgmma.wait_group.sync.aligned(0)
         with T.if_(leader):
             release(prev)
-        if cfg["SPLITK"] == 1:
+        if not _reduces(cfg):
             _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
         else:
             with T.if_(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader),
@@ -300,14 +337,50 @@ def _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale):
             _epilogue_direct(cfg, acc, c, M, N, u.m0, u.n0, cw, tid, scale)
 
 
+def _reduces(cfg) -> bool:
+    """Whether units are parts of tiles summed through the workspace (split-K, stream-K)."""
+    return cfg["SPLITK"] > 1 or cfg["STREAMK"]
+
+
 def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
-    """Split-K through global memory, deterministic: every split stores its f32 partial in its
-    own slot (``st.global.v4.f32``, lane-contiguous: coalesced), then one thread of the
-    warpgroup counts it in (``fence.acq_rel.gpu`` + ``atom.acq_rel.gpu.global.add.u32`` on the
-    tile's counter, after a named barrier). The split that arrives last sums all slots in split
-    order (``ld.global.cg.v4.f32``: L2, never a stale L1 line) into the accumulators, resets the
-    counter for the next launch and returns true: it runs the epilogue. No CTA ever waits for
-    another. Slot layout: [tile][split][warpgroup][BN / 8 float4][128 threads]."""
+    """Split-K through global memory: publish this split's partial (REDUCE "slots": its own
+    slot; "red": added into the tile's one f32 sum), count it in, and, in the split that
+    arrives last, bring the tile's whole sum into the accumulators. Returns that predicate:
+    only the last split runs the epilogue. No CTA ever waits for another."""
+    reducers = {"slots": _reduce_slots, "red": _reduce_red}
+    if cfg["REDUCE"] not in reducers:
+        raise ValueError(f"REDUCE = {cfg['REDUCE']!r}: expected 'slots' or 'red'")
+    if cfg["STREAMK"] and cfg["REDUCE"] != "red":
+        raise ValueError("STREAMK sums through REDUCE = 'red' (a tile has a varying number "
+                         "of pieces, so no fixed slots)")
+    return reducers[cfg["REDUCE"]](cfg, acc, ws, cnt, flag, u, cw, tid, leader)
+
+
+def _count_in(cnt, flag, u, cw, leader):
+    """After the warpgroup published its partial: a named barrier (every thread's stores or
+    reductions issued), then one thread counts the unit in (``fence.acq_rel.gpu`` +
+    ``atom.acq_rel.gpu.global.add.u32`` of `u.count` on the tile's counter: the release
+    publishes the warpgroup's writes, the acquire makes every earlier unit's visible), shares
+    the old count through shared memory, a second barrier. Returns (the tile's last unit, i.e.
+    old + count == need?, the counter's address)."""
+    bar_id = 1 + cw
+    T.ptx.bar.sync(bar_id, WG)
+    counter = cnt.at(u.tile * 2 + cw)
+    with T.if_(leader):
+        T.ptx.fence.acq_rel.gpu()         # the warpgroup's stores (ordered by the barrier) ...
+        old = T.ptx.atom.acq_rel.gpu.global_.add.u32(counter, u.count)   # ... before the count
+        T.ptx.st.shared.u32(flag.at(cw), old)
+    T.ptx.bar.sync(bar_id, WG)
+    return T.ptx.ld.shared.u32(flag.at(cw)) == u.need - u.count, counter
+
+
+def _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
+    """Deterministic: every split stores its f32 partial in its own slot (``st.global.v4.f32``,
+    lane-contiguous: coalesced) and counts in; the last sums all slots in split order
+    (``ld.global.cg.v4.f32``: L2, never a stale L1 line), bitwise the same whichever split
+    arrives last, and resets the counter for the next launch. It reads S partials alone, one
+    split's loads in flight at a time (unrolled, 16 splits spilled).
+    Slot layout: [tile][split][warpgroup][BN / 8 float4][128 threads]."""
     BN, S = cfg["BN"], cfg["SPLITK"]
     nvec = BN // 8                        # float4s per thread
     slot = nvec * WG * 4                  # one warpgroup's partial, in f32 elements
@@ -316,15 +389,7 @@ def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
     own = ws.at(base + u.split * (2 * slot))
     for j in range(nvec):
         T.ptx.st.global_.v4.f32(own + j * WG * 16, [acc[4 * j + i] for i in range(4)])
-    bar_id = 1 + cw
-    T.ptx.bar.sync(bar_id, WG)
-    counter = cnt.at(u.tile * 2 + cw)
-    with T.if_(leader):
-        T.ptx.fence.acq_rel.gpu()         # the warpgroup's stores (ordered by the barrier) ...
-        old = T.ptx.atom.acq_rel.gpu.global_.add.u32(counter, 1)   # ... before the count
-        T.ptx.st.shared.u32(flag.at(cw), old)
-    T.ptx.bar.sync(bar_id, WG)
-    last = T.ptx.ld.shared.u32(flag.at(cw)) == S - 1
+    last, counter = _count_in(cnt, flag, u, cw, leader)
     with T.if_(last, uniform=True):
         first = ws.at(base)
         for j in range(nvec):
@@ -338,6 +403,50 @@ def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
         with T.if_(leader):
             T.ptx.st.relaxed.gpu.global_.u32(counter, 0)   # ready for the next launch
     return last
+
+
+def _reduce_red(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
+    """One f32 sum per tile, zero at launch: every split adds its partial with
+    ``red.global.add.f32`` (register i of thread t at element i * 128 + t: one 128-byte line per
+    warp and instruction) and counts in; the last loads the sum once (``ld.global.cg.f32``, all
+    BN / 2 loads in flight: they land in the accumulators, no extra registers), stores zeros
+    back (``st.global.f32``, the same thread and address: program order) and resets the
+    counter. The last split reads one tile instead of S (1/S of the slots path's reads, in one
+    round trip instead of S), the reductions run in L2 concurrently with the other splits'
+    mainloops. Layout: [tile][warpgroup][BN / 2 registers][128 threads]."""
+    n = cfg["BN"] // 2                    # accumulators per thread
+    t = tid & (WG - 1)
+    sum_ = ws.at((u.tile * 2 + cw) * (n * WG) + t)
+
+    def add():
+        for i in range(n):
+            T.ptx.red.global_.add.f32(sum_ + i * (WG * 4), acc[i])
+
+    def take():  # strong (relaxed.gpu) accesses, as the memory model wants beside atomics;
+        # they compile to the L2 loads and stores .cg would (LDG/STG.E.STRONG.GPU)
+        for i in range(n):
+            acc[i].set(T.ptx.ld.relaxed.gpu.global_.f32(sum_ + i * (WG * 4)))
+        zero = T.reg(T.f32, init=0.0)
+        for i in range(n):
+            T.ptx.st.relaxed.gpu.global_.f32(sum_ + i * (WG * 4), zero)
+
+    _if_partial(u, add)     # stream-K: a unit with the whole K range keeps its sum in registers
+    last, counter = _count_in(cnt, flag, u, cw, leader)
+    with T.if_(last, uniform=True):
+        _if_partial(u, take)
+        with T.if_(leader):
+            T.ptx.st.relaxed.gpu.global_.u32(counter, 0)   # ready for the next launch
+    return last
+
+
+def _if_partial(u, body):
+    """`body()` where the unit is a part of its tile: always (split-K), or under the uniform
+    predicate `u.partial` (stream-K)."""
+    if u.partial is None:
+        body()
+    else:
+        with T.if_(u.partial, uniform=True):
+            body()
 
 
 def _ptr(bars):
@@ -400,8 +509,10 @@ def _epilogue_direct(cfg, acc, c, M, N, m0, n0, cw, tid, scale):
 
 def _grid(CM: int):
     """The persistent grid: one CTA per SM (SMS), never more CTAs than work units."""
-    def grid(M, N, BN, SPLITK, SMS):
+    def grid(M, N, K, BN, SPLITK, SMS, STREAMK):
         units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * SPLITK
+        if STREAMK:  # every CTA gets >= 1 slice: at least cdiv(K, 128) slices per tile
+            units = T.cdiv(M, BM) * T.cdiv(N, BN) * T.cdiv(K, 128)
         return (CM * min(SMS // CM, units),)
     return grid
 
@@ -419,9 +530,10 @@ def _bf16_kernel(name: str, CM: int):
                M: T.u32, N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                B_KMAJOR: T.const = True, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
                GROUP: T.const = 16 // CM, RASTER: T.const = "m", SPLITK: T.const = 1,
-               SMS: T.const = H200_SMS):
+               REDUCE: T.const = "slots", STREAMK: T.const = False, SMS: T.const = H200_SMS):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
-                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK)
+                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
+                   REDUCE=REDUCE, STREAMK=STREAMK)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM)(kernel)
 
@@ -432,9 +544,11 @@ def _fp8_kernel(name: str, CM: int):
                scale_b: T.gptr[T.f32], ws: T.gptr[T.f32], cnt: T.gptr[T.u32], M: T.u32,
                N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                EPI: T.const = "tma", EPI_BUFS: T.const = 2, GROUP: T.const = 16 // CM,
-               RASTER: T.const = "m", SPLITK: T.const = 1, SMS: T.const = H200_SMS):
+               RASTER: T.const = "m", SPLITK: T.const = 1, REDUCE: T.const = "slots",
+               STREAMK: T.const = False, SMS: T.const = H200_SMS):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
-                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK)
+                   EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
+                   REDUCE=REDUCE, STREAMK=STREAMK)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 
@@ -443,127 +557,6 @@ gemm_bf16 = _bf16_kernel("gemm_bf16", 1)
 gemm_bf16_c2 = _bf16_kernel("gemm_bf16_c2", 2)
 gemm_fp8 = _fp8_kernel("gemm_fp8", 1)
 gemm_fp8_c2 = _fp8_kernel("gemm_fp8_c2", 2)
-
-
-# --- inputs, references, tolerances ------------------------------------------------------------
-
-_LARGE = 1 << 27        # M * N * K above which inputs and references are kept for reuse
-# two correctness seeds x two shapes: `tirxh bench` runs a shape's variants back to back, and every
-# one regenerates the same inputs (the host computes a 8192^3 reference once, not per variant)
-_CACHE = Cache(4)
-
-
-def _check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int,
-                 splitk: int = 1) -> None:
-    """What TMA cannot describe, refused with the rule (global strides are multiples of 16),
-    and split-K with an empty split."""
-    problems = []
-    if min(M, N, K) < 1:
-        problems.append(f"M, N, K must be positive (got {M}, {N}, {K})")
-    elif splitk > -(-K * esize // 128):
-        problems.append(f"SPLITK = {splitk} needs at least {splitk} K slices of "
-                        f"{128 // esize} (K = {K})")
-    if (K * esize) % 16:
-        problems.append(f"K = {K}: rows of A (and of a K-major B) are {K * esize} bytes, not a "
-                        f"multiple of 16 (K % {16 // esize} != 0)")
-    if not kmajor and N % 8:
-        problems.append(f"N = {N}: rows of an N-major B are {2 * N} bytes, not a multiple of 16")
-    if epi == "tma" and N % 8:
-        problems.append(f"N = {N}: rows of C are {2 * N} bytes, not a multiple of 16; use "
-                        f"EPI='direct'")
-    if problems:
-        raise ValueError(f"{kernel}: " + "; ".join(problems))
-
-
-def _splitk_buffers(M, N, BN: int, CM: int, S: int) -> dict:
-    """Split-K workspace (one f32 tile per split: slots [tile][split][warpgroup]...) and one
-    counter per tile and warpgroup, zero at launch; the kernel leaves them zero again. With
-    SPLITK = 1 neither is touched (one element each)."""
-    if S == 1:
-        return {"ws": np.zeros(1, np.float32), "cnt": np.zeros(1, np.uint32)}
-    tiles = -(-(-(-M // BM)) // CM) * CM * -(-N // BN)
-    return {"ws": np.zeros(tiles * S * BM * BN, np.float32), "cnt": np.zeros(2 * tiles, np.uint32)}
-
-
-def _c_map(epi: str):
-    """The tensor map of C for TMA stores (64 x 64 boxes, 128B swizzle). The direct epilogue
-    never reads its map: with N % 8 != 0 no map over C exists, so it gets a valid one over A."""
-    return T.TensorMap("c" if epi == "tma" else "a", box=(64, 64), swizzle=128)
-
-
-def _bf16_inputs(CM: int):
-    bf16 = numpy_dtype("bf16")
-
-    def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1):
-        _check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2, SPLITK)
-
-        def make():  # N(0, 1) / K^(1/4): unit-variance outputs at every K
-            s = np.float32(K ** -0.25)
-            a = rng.standard_normal((M, K), dtype=np.float32) * s
-            b = rng.standard_normal((N, K) if B_KMAJOR else (K, N), dtype=np.float32) * s
-            return {"a": a.astype(bf16), "b": b.astype(bf16)}
-        key = rng_key(rng, "bf16", M, N, K, B_KMAJOR)
-        ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
-        bbox = (BN // CM, 64) if B_KMAJOR else (64, CHUNK)
-        return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
-                    **_splitk_buffers(M, N, BN, CM, SPLITK),
-                    a_map=T.TensorMap("a", box=(BM, 64), swizzle=128, l2_promotion=256),
-                    b_map=T.TensorMap("b", box=bbox, swizzle=128, l2_promotion=256),
-                    c_map=_c_map(EPI))
-    return inputs
-
-
-def bf16_reference(a, b, B_KMAJOR=True):
-    """C = bf16(A @ B) with f32 products and sums (numpy), rounded to nearest even."""
-    def compute():
-        bf = b.astype(np.float32)
-        return (a.astype(np.float32) @ (bf.T if B_KMAJOR else bf)).astype(numpy_dtype("bf16"))
-    return {"c": _CACHE.reference({"a": a, "b": b}, "c", compute)}
-
-
-BF16_TOLERANCE = T.tolerance(rtol=2.0 ** -7, atol=1e-3, rms=2e-3)
-
-
-def _fp8_inputs(CM: int):
-    e4m3, bf16 = numpy_dtype("e4m3"), numpy_dtype("bf16")
-
-    def inputs(rng, M, N, K, BN=256, EPI="tma", SPLITK=1):
-        """Unit-variance outputs: x ~ N(0, 1) / K^(1/4) for both operands, quantized per tensor
-        with scale = amax / 448 (e4m3's largest finite value), as fp8 training recipes do."""
-        _check_shape("gemm_fp8", M, N, K, True, EPI, 1, SPLITK)
-
-        def make():
-            out = {}
-            for name, rows in (("a", M), ("b", N)):
-                x = rng.standard_normal((rows, K), dtype=np.float32) * np.float32(K ** -0.25)
-                scale = np.float32(np.abs(x).max() / 448.0)
-                out[name] = (x / scale).astype(e4m3)
-                out[f"scale_{name}"] = np.array([scale], np.float32)
-            return out
-        key = rng_key(rng, "e4m3", M, N, K)
-        ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
-        return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
-                    **_splitk_buffers(M, N, BN, CM, SPLITK),
-                    a_map=T.TensorMap("a", box=(BM, 128), swizzle=128, l2_promotion=256),
-                    b_map=T.TensorMap("b", box=(BN // CM, 128), swizzle=128, l2_promotion=256),
-                    c_map=_c_map(EPI))
-    return inputs
-
-
-def fp8_reference(a, b, scale_a, scale_b):
-    """C = bf16(scale_a * scale_b * (A @ B^T)): exact fp8 products, f32 sums (numpy)."""
-    def compute():
-        acc = a.astype(np.float32) @ b.astype(np.float32).T
-        return (acc * (scale_a[0] * scale_b[0])).astype(numpy_dtype("bf16"))
-    return {"c": _CACHE.reference({"a": a, "b": b}, "c", compute)}
-
-
-# fp8 wgmma accumulates with 13 mantissa bits (alignment and truncation per k32 instruction; the
-# fp8 row of plugins/numsim/README.md, fitted to the H200), i.e. like cuBLAS's "fast accumulation".
-# On unit-variance outputs numsim's model gives a normalized RMS error of 2.2e-3 at K = 4096 and
-# 3.7e-3 at K = 14336, single elements off by up to 1.7% of the RMS: hence atol 0.05 (outputs
-# ~ N(0, 1)), rtol two bf16 ulps, rms 1e-2.
-FP8_TOLERANCE = T.tolerance(rtol=2.0 ** -6, atol=0.05, rms=1e-2)
 
 
 # --- cases and suites ---------------------------------------------------------------------------
@@ -587,12 +580,39 @@ VARIANTS = {
     # does a raster along N (B panels reused, A streamed) beat the one along M?
     "t256g128": dict(BN=256, STAGES=4, EPI_BUFS=2, SMS=128),
     "t256rn": dict(BN=256, STAGES=4, EPI_BUFS=2, RASTER="n"),
+    # small M (docs/TUNING.md "Small M"): split-K summed by red.global.add into one f32 tile
+    # ("r"), split factors that bring each shape to ~128 units, and 128 x 64 tiles (wgmma
+    # m64n64: twice the tiles of BN = 128 at the same M, 8 stages of 24 KB)
+    "t128k4r": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=4, REDUCE="red"),
+    "t128k8r": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=8, REDUCE="red"),
+    "t128k16r": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=16, REDUCE="red"),
+    "t256k2r": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=2, REDUCE="red"),
+    "t256k8r": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=8, REDUCE="red"),
+    "t64k2r": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2, REDUCE="red"),
+    "t64k8r": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=8, REDUCE="red"),
+    # stream-K: every SM the same number of K slices, pieces of a tile summed as by "r"
+    "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
+    "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
 }
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles).
 # At 128 x 1024 x 7168 the last split of a tile reads S x 64 KB of partials alone: 16 splits
 # fill the SMs but 1 MB per reducing CTA may cost more than it saves, so 8 is timed first.
 SPLITS = {(128, 4096, 4096): "t128k4", (128, 14336, 4096): "t256k2",
           (128, 4096, 14336): "t128k4", (128, 1024, 7168): "t128k8", (512, 1024, 7168): "t128k4"}
+# the small-M candidates timed beside each shape's main and alt (role "small", one-CTA kernels:
+# a 2-CTA cluster pairs tiles along M, and M = 128 has one row of them). Units per shape:
+# 128 x 4096 x K: 32 x 4, 64 x 2, 16 x 8 = 128; 128 x 14336 x 4096: 56 x 2 = 112;
+# 128 x 1024 x 7168: 8 x 8 = 64, 8 x 16 = 128, 16 x 8 = 128; 512 x 1024 x 7168: 32 x 4,
+# 16 x 8, 64 x 2 = 128; 512 x 4096 x K: 64 x 2 = 128; stream-K ("sk") always 132 CTAs
+# (docs/TUNING.md: the predictions)
+SMALL = {(128, 4096, 4096): ["t128k4r", "t64k2r", "t256k8r", "t128sk"],
+         (128, 4096, 14336): ["t128k4r", "t256k8r", "t128sk"],
+         (128, 14336, 4096): ["t256k2r", "t256sk", "t128sk"],
+         (128, 1024, 7168): ["t128k8r", "t128k16r", "t64k8r", "t128sk"],
+         (512, 1024, 7168): ["t128k4r", "t256k8r", "t64k2r", "t128sk"],
+         (512, 4096, 4096): ["t256k2r", "t256sk"],
+         (512, 4096, 14336): ["t256k2r", "t256sk"],
+         (512, 14336, 4096): ["t256sk"]}
 # where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
@@ -600,7 +620,7 @@ SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (20
 def plan(M, N, K) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
-    other techniques, for docs/TUNING.md). The prediction counts tiles against 132 SMs."""
+    other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL). The prediction counts tiles against 132 SMs."""
     if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
         out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
     elif M >= 2048 and N == 1024:               # 64 x 4 tiles of 128 x 256: two waves
@@ -621,6 +641,7 @@ def plan(M, N, K) -> list:
         out.append(("c2", "t256s3", "sweep"))
     if (M, N, K) in SWEEP_SHAPES[1:3]:
         out += [("c2", "t256g128", "sweep"), ("c2", "t256rn", "sweep")]
+    out += [("c1", v, "small") for v in SMALL.get((M, N, K), [])]
     return out
 
 
@@ -665,7 +686,7 @@ def _bf16_suites(kernel, small: list):
     small cases (the smallest is what sync_check runs)."""
     CM = 2 if kernel.name.endswith("_c2") else 1
     large = _large(f"c{CM}", fp8=False)
-    common = dict(inputs=_bf16_inputs(CM), reference=bf16_reference, outputs=["c"],
+    common = dict(inputs=bf16_inputs(BM, CM), reference=bf16_reference, outputs=["c"],
                   tolerance=BF16_TOLERANCE, flops=lambda M, N, K: 2 * M * N * K,
                   bytes=lambda M, N, K: 2 * (M * K + N * K + M * N))
     for c in small + large:
@@ -687,6 +708,14 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            SMS=3),                        # raster along N: six units on three CTAs
     T.case("m128n128k256_splitk", M=128, N=128, K=256, BN=128, STAGES=2, SPLITK=2,
            SMS=2),                        # two CTAs, one tile: the later one reduces
+    T.case("m128n128k256_splitk_red", M=128, N=128, K=256, BN=128, STAGES=2, SPLITK=2,
+           REDUCE="red", SMS=2),          # the same through one red.global.add sum
+    T.case("m200n136k296_bn64_red", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           SPLITK=2, REDUCE="red", SMS=4),  # 64-wide tiles, tails, 12 units on 4 CTAs:
+                                            # the sums are zeroed and counters reset per tile
+    T.case("m200n136k296_streamk", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           STREAMK=True, REDUCE="red", SMS=4),  # 30 slices of 6 tiles on 4 CTAs: 7, 8, 7, 8;
+                                                # tiles 0, 2, 3, 5 whole, 1 and 4 in two pieces
 ])
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
@@ -699,7 +728,7 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
 def _fp8_suite(kernel, small: list):
     CM = 2 if kernel.name.endswith("_c2") else 1
     args = {"M": "M", "N": "N", "K": "K"}
-    return T.suite(kernel, inputs=_fp8_inputs(CM), reference=fp8_reference, outputs=["c"],
+    return T.suite(kernel, inputs=fp8_inputs(BM, CM), reference=fp8_reference, outputs=["c"],
                    cases=small + _large(f"c{CM}", fp8=True), tolerance=FP8_TOLERANCE,
                    flops=lambda M, N, K: 2 * M * N * K, flops_dtype="fp8",
                    bytes=lambda M, N, K: M * K + N * K + 2 * M * N,
@@ -711,5 +740,9 @@ SUITE_FP8 = _fp8_suite(gemm_fp8, [
     T.case("m200n136k160", M=200, N=136, K=160),
     T.case("m256n384k128_persistent", M=256, N=384, K=128, BN=128, STAGES=3, SMS=2),
     T.case("m128n128k512_splitk", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2, SMS=2),
+    T.case("m128n128k512_splitk_red", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2,
+           REDUCE="red", SMS=2),
+    T.case("m128n256k640_streamk", M=128, N=256, K=640, BN=128, STAGES=2, STREAMK=True,
+           REDUCE="red", SMS=3),            # 10 slices on 3 CTAs: both tiles in two pieces
 ])
 SUITE_FP8_C2 = _fp8_suite(gemm_fp8_c2, [T.case("m200n136k160", M=200, N=136, K=160)])

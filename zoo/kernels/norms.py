@@ -20,8 +20,10 @@ normalized values are written from the same registers: each element is read from
 written once. bf16 pairs unpack to f32 with a shift / mask (bf16 is the top half of an f32) and
 pack back with ``cvt.rn.bf16x2.f32``; fp8 pairs with ``cvt.rn.satfinite.e4m3x2.f32``. The last
 vector of a thread is predicated when cols is not a multiple of 8 NT (a tail within the row);
-the grid covers any number of rows. LayerNorm takes the variance around the mean from the
-registers (two reductions, no E[x^2] - mean^2 cancellation); add_rmsnorm adds with
+the grid covers any number of rows. LayerNorm reduces (sum, M2) pairs in one reduction and
+one barrier: each thread's M2 is taken around its own mean from the registers and pairs
+combine with Chan's update (`chan`: no E[x^2] - mean^2 cancellation); its w and b are read
+after the barrier and its registers capped (LN_MAXREG) for 4 CTAs per SM; add_rmsnorm adds with
 ``add.rn.bf16x2`` (the exact sum rounded once, as torch's bf16 add); quant_fp8 reduces the
 maximum on packed ``abs/max.bf16x2`` (exact: amax is one of the inputs) and takes
 448 / amax and scale with IEEE ``div.rn``, so it is bitwise equal to its numpy reference.
@@ -31,14 +33,20 @@ persistent (`each_row`: CTA c takes rows c, c + G, ... and loads the next row be
 and stores the current one, so its loads are in flight through the barrier and the arithmetic;
 w (and b) are loaded once per CTA; the reduction words alternate between two halves per row);
 EF=1 loads with ``ld.global.cs`` (evict-first: each element is read once, so the L2 keeps its
-dirty lines instead); MAXREG caps the registers (``.maxnreg``) for one more CTA per SM.
+dirty lines instead); MAXREG caps the registers (``.maxnreg``) for one more CTA per SM; L2=128
+or 256 adds the prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the row's loads (SASS
+``LDG.E.LTC128B.128`` / ``LTC256B``: the L2 fetches whole 128/256-byte blocks from HBM); L1=1
+loads the row with ``.L1::no_allocate`` and w, b with ``.L1::evict_last``, so the SM's L1
+keeps the parameters every row reads.
 
 Shapes: cols must be a multiple of 8 (rows are read as 16-byte vectors) and at most
 8 * BLOCK * 16 (16 vectors per thread); rows * cols < 2^32 (u32 element offsets).
 
 Techniques: vectorized 16-byte coalesced access, one CTA per row, row in registers (single pass),
-warp-shuffle butterfly + shared-memory cross-warp reduction, packed bf16x2 arithmetic, fp8
-conversion with saturation, persistent rows with next-row prefetch, cache-streaming hints.
+warp-shuffle butterfly + shared-memory cross-warp reduction, a fused (sum, M2) reduction with
+Chan's pairwise combine (one barrier), packed bf16x2 arithmetic, fp8 conversion with
+saturation, persistent rows with next-row prefetch, register caps, cache-streaming, L1
+eviction-priority and L2 prefetch-size hints.
 
 Tags: vectorized, warp-shuffle, block-reduction, row-in-registers, single-pass, bf16, fp8,
 persistent
@@ -89,11 +97,12 @@ class Row:
     def pred(self, j):
         return self.tail if j == self.v - 1 else None
 
-    def load(self, ptr, base=None, row_ok=None, EF=0):
+    def load(self, ptr, base=None, row_ok=None, hint=""):
         """The thread's vectors of a bf16 row at element offset `base`: V lists of 4 b32 words
         (zeros where the row's tail predicates a vector off). `row_ok` predicates every vector
-        (a prefetch past the last row); EF=1 loads with ``.cs`` (evict-first)."""
-        ld = T.ptx.ld.global_.cs.v4.b32 if EF else T.ptx.ld.global_.v4.b32
+        (a prefetch past the last row); `hint`: ld's cache qualifiers (`row_hint`,
+        `param_hint`), ``ld.global<hint>.v4.b32``."""
+        ld = T.ptx["ld.global" + hint + ".v4.b32"]
         addr = ptr.at(self.col if base is None else base + self.col)
         out = []
         for j in range(self.v):
@@ -113,6 +122,26 @@ class Row:
         op = T.ptx.st.global_.v4.b32 if vec_bytes == 16 else T.ptx.st.global_.v2.b32
         for j, words in enumerate(vectors):
             op(addr + j * self.nt * vec_bytes, words, pred=self.pred(j))
+
+
+# L1 policies (ld's .L1::no_allocate / .L1::evict_last; PTX ISA, ld): L1 -> (the streamed
+# row's loads, the parameters' (w, b) loads). 1: the row never allocates in L1 (SASS
+# LDG.E.NA.128) and w, b are kept (LDG.E.EL.128), so every row's parameter loads hit L1. Not
+# offered: .L1::evict_first on the row, which ptxas compiles to the same LDG.E.EF.128 as
+# EF=1's .cs (measured 2% slower on rmsnorm).
+L1_HINTS = {0: ("", ""), 1: (".L1::no_allocate", ".L1::evict_last")}
+
+
+def row_hint(EF=0, L2=0, L1=0):
+    """ld qualifiers of the streamed rows: ``.cs`` (EF=1, evict-first in L1 and L2), the L1
+    priority (L1_HINTS) and the L2 prefetch size ``.L2::128B`` / ``.L2::256B`` (L2=128/256:
+    SASS ``LDG.E.LTC128B.128`` / ``LTC256B``, the L2 fetching whole 128/256-byte blocks)."""
+    return (".cs" if EF else "") + L1_HINTS[L1][0] + (f".L2::{L2}B" if L2 else "")
+
+
+def param_hint(L1=0):
+    """ld qualifiers of w and b (read by every row): the L1 priority's second half."""
+    return L1_HINTS[L1][1]
 
 
 def unpack(word):
@@ -163,7 +192,7 @@ def slots(red, parity):
     return lambda i: red.at(parity, i)
 
 
-def each_row(row, rows, CTAS, ptrs, body, EF):
+def each_row(row, rows, CTAS, ptrs, body, hint):
     """Run ``body(r, base, vectors, parity)`` for the rows of this CTA, where `vectors` holds the
     thread's packed vectors of each pointer in `ptrs` for row r (element offset `base`).
 
@@ -175,14 +204,15 @@ def each_row(row, rows, CTAS, ptrs, body, EF):
     cols = row.cols
     if not CTAS:
         base = T.ctaid.x * cols
-        body(T.ctaid.x, base, [row.load(p, base, EF=EF) for p in ptrs], 0)
+        body(T.ctaid.x, base, [row.load(p, base, hint=hint) for p in ptrs], 0)
         return
     step = T.nctaid.x
-    cur = [row.load(p, T.ctaid.x * cols, EF=EF) for p in ptrs]  # the grid holds <= rows CTAs
+    # the grid holds <= rows CTAs
+    cur = [row.load(p, T.ctaid.x * cols, hint=hint) for p in ptrs]
     it = T.reg(T.u32, init=0)
     with T.range(T.ctaid.x, rows, step) as r:
         nr = r + step
-        nxt = [row.load(p, nr * cols, row_ok=nr < rows, EF=EF) for p in ptrs]
+        nxt = [row.load(p, nr * cols, row_ok=nr < rows, hint=hint) for p in ptrs]
         body(r, r * cols, cur, it & 1)
         for dst, src in zip(cur, nxt):
             for dv, sv in zip(dst, src):
@@ -237,10 +267,10 @@ KERNEL = dict(grid=_grid, block=_block, maxnreg=_maxnreg)
 @T.kernel(**KERNEL)
 def rmsnorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
             eps: T.f32, cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0,
-            EF: T.const = 0, MAXREG: T.const = 0):
+            EF: T.const = 0, MAXREG: T.const = 0, L2: T.const = 0, L1: T.const = 0):
     row = Row(cols, BLOCK)
     red = _red(row, "red")
-    wv = row.load(w)  # once per CTA (a persistent CTA keeps it for all its rows)
+    wv = row.load(w, hint=param_hint(L1))  # once per CTA (persistent: for all its rows)
 
     def body(r, base, vecs, parity):
         xs = unpack_row(vecs[0])
@@ -248,44 +278,121 @@ def rmsnorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u
         rr = _rsqrt_mean(total, cols, eps)
         row.store(out, base, pack_row([[a * rr * b for a, b in zip(xv, wv_)]
                                        for xv, wv_ in zip(xs, unpack_row(wv))]))
-    each_row(row, rows, CTAS, [x], body, EF)
+    each_row(row, rows, CTAS, [x], body, row_hint(EF, L2, L1))
+
+
+def _count(row):
+    """Elements of the row this thread holds: 8 V (an int) without a row tail, else a register
+    (``selp.f32``: 8 V or 8 (V - 1) where the last vector is predicated off)."""
+    if row.tail is None:
+        return 8 * row.v
+    return T.ptx.selp.f32(8.0 * row.v, 8.0 * (row.v - 1), row.tail)
+
+
+def _warp_counts(row):
+    """Elements each warp holds (trace-time ints): the cross-warp combine's weights."""
+    left = row.nvec - (row.v - 1) * row.nt  # threads below `left` hold V vectors, others V - 1
+    return [sum(8 * (row.v - 1 + (t < left)) for t in range(32 * w, 32 * w + 32))
+            for w in range(row.nw)]
+
+
+def chan(a, b):
+    """Combine two (sum, M2, n) partials (M2: sum of squares around the partial's own mean):
+    sum = sa + sb, M2 = M2a + M2b + (sa/na - sb/nb)^2 na nb / (na + nb) (Chan, Golub and
+    LeVeque's pairwise update: no E[x^2] - mean^2 cancellation). Symmetric to the bit in a and
+    b (IEEE add and mul commute, the difference only changes sign), so both lanes of a
+    butterfly get the same result. Counts are ints when known at trace time (then 1 / n and
+    na nb / (na + nb) are immediates: ``add``, ``sub``, ``mul``, ``fma``), else f32 registers
+    (a row tail: ``max``, ``div.rn``); an empty partial (n = 0, sum 0) adds nothing."""
+    (sa, ma, na), (sb, mb, nb) = a, b
+    if isinstance(na, int) and isinstance(nb, int):
+        if not na or not nb:
+            return b if not na else a
+        if na == nb:  # (d / na)^2 * na / 2 = d^2 / (2 na)
+            d, c = sa - sb, 1.0 / (2 * na)
+        else:
+            d, c = sa * (1.0 / na) - sb * (1.0 / nb), na * nb / (na + nb)
+        return sa + sb, T.ptx.fma.rn.f32(d, d * c, ma + mb), na + nb
+    na, nb = (n if not isinstance(n, int) else T.ptx.mov.f32(float(n)) for n in (na, nb))
+    d = sa / T.ptx.max.f32(na, 1.0) - sb / T.ptx.max.f32(nb, 1.0)
+    n = na + nb
+    c = (na * nb) / T.ptx.max.f32(n, 1.0)
+    return sa + sb, T.ptx.fma.rn.f32(d, d * c, ma + mb), n
+
+
+def block_mean_m2(part, row, s_slot, m_slot):
+    """(sum, M2) of the whole row from each thread's (sum, M2, n) partial, in one barrier:
+    ``shfl.sync.bfly.b32`` of sum and M2 (and n when it is a register) over offsets 16..1 with
+    `chan`, then (several warps) lane 0 stores its warp's pair (``st.shared.b32`` x2),
+    ``bar.sync 0``, and every thread combines the NW pairs in warp order with the warp counts
+    as immediates (``ld.shared.f32`` x2 per warp), so all threads agree bit for bit."""
+    for off in (16, 8, 4, 2, 1):  # a trace-time count is every lane's: nothing to exchange
+        part = chan(part, [v if isinstance(v, int) else
+                           T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(v, off, 0x1F, FULL))
+                           for v in part])
+    s, m2 = part[0], part[1]
+    if row.nw == 1:
+        return s, m2
+    with T.if_(T.laneid() == 0):
+        T.ptx.st.shared.b32(s_slot(T.tid.x >> 5), s)
+        T.ptx.st.shared.b32(m_slot(T.tid.x >> 5), m2)
+    T.ptx.bar.sync(0)
+    acc = None
+    for i, n in enumerate(_warp_counts(row)):
+        p = (T.ptx.ld.shared.f32(s_slot(i)), T.ptx.ld.shared.f32(m_slot(i)), n)
+        acc = p if acc is None else chan(acc, p)
+    return acc[0], acc[1]
+
+
+# LayerNorm's register cap: uncapped, ptxas schedules the 8 w/b loads of the store phase
+# beside the row's 32 f32 values and takes 96 registers (2 CTAs of 256 per SM); capped at 64 it
+# fits without spilling (tests/zoo/test_norms.py) and 4 CTAs per SM keep twice the row loads in
+# flight (docs/TUNING.md, "Memory-bound kernels, s3 round").
+LN_MAXREG = 64
 
 
 @T.kernel(**KERNEL)
 def layernorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gptr[T.bf16],
               rows: T.u32, eps: T.f32, cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0,
-              EF: T.const = 0, MAXREG: T.const = 0):
+              EF: T.const = 0, MAXREG: T.const = LN_MAXREG, L2: T.const = 0,
+              L1: T.const = 0):
     row = Row(cols, BLOCK)
     red = _red(row, "red")
-    red2 = _red(row, "red2")  # no barrier between the two uses
-    wv, bv = row.load(w), row.load(b)
+    red2 = _red(row, "red2")  # M2 beside the sum: one barrier for both
 
     def body(r, base, vecs, parity):
         xs = unpack_row(vecs[0])
-        mean = block_reduce(sum_of(xs), add, slots(red, parity), row.nw) * (1.0 / cols)
-        ds = [[v - mean for v in vals] for vals in xs]
+        n = _count(row)
+        s = sum_of(xs)  # a predicated-off vector holds zeros
+        mean_t = s * (1.0 / n) if isinstance(n, int) else s / T.ptx.max.f32(n, 1.0)
+        ds = [[v - mean_t for v in vals] for vals in xs]
         if row.tail is None:
-            sq = sum_of(ds, "square")
-        else:  # a predicated-off vector holds zeros: its (0 - mean)^2 must not enter the variance
-            sq = T.ptx.selp.f32(sum_of(ds[-1:], "square"), 0.0, row.tail)
+            m2 = sum_of(ds, "square")
+        else:  # a predicated-off vector's (0 - mean)^2 must not enter M2
+            m2 = T.ptx.selp.f32(sum_of(ds[-1:], "square"), 0.0, row.tail)
             if len(ds) > 1:
-                sq = sq + sum_of(ds[:-1], "square")
-        var = block_reduce(sq, add, slots(red2, parity), row.nw)
-        rr = _rsqrt_mean(var, cols, eps)
-        row.store(out, base, pack_row([[T.ptx.fma.rn.f32(d * rr, wv_, bv_) for d, wv_, bv_ in
-                                        zip(dv, wvs, bvs)] for dv, wvs, bvs in
-                                       zip(ds, unpack_row(wv), unpack_row(bv))]))
-    each_row(row, rows, CTAS, [x], body, EF)
+                m2 = m2 + sum_of(ds[:-1], "square")
+        total, m2 = block_mean_m2((s, m2, n), row, slots(red, parity), slots(red2, parity))
+        mean = total * (1.0 / cols)
+        rr = _rsqrt_mean(m2, cols, eps)
+        # w and b are read here, after the barrier (L1/L2 hits: every row reads the same 2 x
+        # cols bf16), so they hold no registers while the row waits for the reduction
+        wv, bv = row.load(w, hint=param_hint(L1)), row.load(b, hint=param_hint(L1))
+        row.store(out, base, pack_row([[T.ptx.fma.rn.f32((v - mean) * rr, wv_, bv_)
+                                        for v, wv_, bv_ in zip(xv, wvs, bvs)]
+                                       for xv, wvs, bvs in
+                                       zip(xs, unpack_row(wv), unpack_row(bv))]))
+    each_row(row, rows, CTAS, [x], body, row_hint(EF, L2, L1))
 
 
 @T.kernel(**KERNEL)
 def add_rmsnorm(x: T.gptr[T.bf16], residual: T.gptr[T.bf16], w: T.gptr[T.bf16],
                 h: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, eps: T.f32,
                 cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0, EF: T.const = 0,
-                MAXREG: T.const = 0):
+                MAXREG: T.const = 0, L2: T.const = 0, L1: T.const = 0):
     row = Row(cols, BLOCK)
     red = _red(row, "red")
-    wv = row.load(w)
+    wv = row.load(w, hint=param_hint(L1))
 
     def body(r, base, vecs, parity):
         xv, rv = vecs
@@ -296,7 +403,7 @@ def add_rmsnorm(x: T.gptr[T.bf16], residual: T.gptr[T.bf16], w: T.gptr[T.bf16],
         rr = _rsqrt_mean(total, cols, eps)
         row.store(out, base, pack_row([[a * rr * c for a, c in zip(hvals, wvals)]
                                        for hvals, wvals in zip(hs, unpack_row(wv))]))
-    each_row(row, rows, CTAS, [x, residual], body, EF)
+    each_row(row, rows, CTAS, [x, residual], body, row_hint(EF, L2, L1))
 
 
 def _bmax(a, b):
@@ -306,7 +413,7 @@ def _bmax(a, b):
 @T.kernel(**KERNEL)
 def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: T.u32,
               cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0, EF: T.const = 0,
-              MAXREG: T.const = 0):
+              MAXREG: T.const = 0, L2: T.const = 0, L1: T.const = 0):
     row = Row(cols, BLOCK)
     red = T.shared(T.b32, (2, max(row.nw, 1)), name="red")
 
@@ -331,7 +438,7 @@ def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: 
             packed.append([T.ptx.mov.b32([pairs[0], pairs[1]]),
                            T.ptx.mov.b32([pairs[2], pairs[3]])])
         row.store(q, base, packed, vec_bytes=8)
-    each_row(row, rows, CTAS, [x], body, EF)
+    each_row(row, rows, CTAS, [x], body, row_hint(EF, L2, L1))
 
 
 # --- cases, references, rules ------------------------------------------------------------------
@@ -339,9 +446,14 @@ def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: 
 EPS_RMS, EPS_LN = 1e-6, 1e-5
 
 
-def constraints(rows, cols, BLOCK, CTAS, EF, MAXREG):
+def constraints(rows, cols, BLOCK, CTAS, EF, MAXREG, L2=0, L1=0):
     """The shapes these kernels accept (checked when the suite is declared)."""
     out = []
+    if L2 not in (0, 128, 256):
+        out.append(f"L2={L2} must be 0 (no hint), 128 or 256 (ld's .L2::128B / .L2::256B)")
+    if L1 not in L1_HINTS or (L1 and EF):
+        out.append(f"L1={L1} must be in {sorted(L1_HINTS)} and 0 with EF=1 (ld takes a .cs "
+                   "cache operator or an .L1 eviction priority, not both)")
     if not 0 <= CTAS <= 4096 or EF not in (0, 1) or (MAXREG and not 32 <= MAXREG <= 255):
         out.append(f"CTAS={CTAS} must be in 0..4096 (0: one CTA per row), EF={EF} 0 or 1 and "
                    f"MAXREG={MAXREG} 0 (no cap) or in 32..255 (.maxnreg)")
@@ -392,13 +504,17 @@ def _norm_cases(variants):
     registers per thread against threads per row, MAXREG caps registers for one more CTA per SM,
     CTAS makes the grid persistent (as many CTAs as are resident: 132 SMs times what the
     registers allow, rounded down so that every CTA takes the same number of rows; checked in
-    tests/zoo/test_norms.py), EF loads with evict-first. `variants`: name suffix -> constants."""
+    tests/zoo/test_norms.py), EF loads with evict-first, L2 with the L2 prefetch-size hint, L1
+    with L1 eviction priorities.
+    `variants`: name suffix -> constants."""
     big = dict(rows=16384, cols=8192, **BENCH)
     return [T.case("r1_c520", rows=1, cols=520),
             T.case("r5_c1000_b64", rows=5, cols=1000, BLOCK=64),
             T.case("r3_c4096", rows=3, cols=4096),
             T.case("r7_c1000_b64_p3_ef", rows=7, cols=1000, BLOCK=64, CTAS=3, EF=1),
             T.case("r5_c4096_p2", rows=5, cols=4096, CTAS=2),
+            T.case("r5_c1000_b64_l2p256", rows=5, cols=1000, BLOCK=64, L2=256),
+            T.case("r5_c4096_p2_l1na", rows=5, cols=4096, CTAS=2, L1=1),
             T.case("r16384_c8192", **big)] + [
             T.case(f"r16384_c8192_{name}", **big, **params) for name, params in variants.items()]
 
@@ -406,6 +522,9 @@ def _norm_cases(variants):
 # the variants each kernel is timed in (docs/TUNING.md: what each is predicted to do)
 P512 = dict(BLOCK=512, CTAS=256, MAXREG=64)  # 2 CTAs of 512 per SM: 64 rows each
 P1024 = dict(BLOCK=1024, CTAS=128)  # 1 CTA of 1024 per SM: 128 rows each
+# the row's loads with the L2 prefetch-size hint (SASS LDG.E.LTC128B / LTC256B.128)
+L2P128, L2P256 = dict(L2=128), dict(L2=256)
+L1NA = dict(L1=1)  # the row not allocated in L1, w (and b) evict_last (L1_HINTS)
 
 
 def _torch(op, **args):
@@ -418,7 +537,8 @@ RMSNORM = T.suite(
     reference=lambda x, w, eps: {"out": _rms(x, w, eps).astype(BF16)},
     outputs=["out"], cases=_norm_cases(dict(
         b512=dict(BLOCK=512), b128=dict(BLOCK=128), r64=dict(MAXREG=64), ef=dict(EF=1),
-        p256_b512=P512, p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024)), tolerance=ONE_BF16_ULP,
+        p256_b512=P512, p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024, l2p128=L2P128,
+        l2p256=L2P256, l1na=L1NA)), tolerance=ONE_BF16_ULP,
     constraints=constraints, flops=lambda rows, cols: 4 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 2 * cols,
     baselines=_torch("rms_norm", x="x", w="w", eps=EPS_RMS))
 
@@ -438,7 +558,8 @@ def _ln(x, w, b, eps):
 LAYERNORM = T.suite(
     layernorm, inputs=_ln_inputs, reference=_ln, outputs=["out"], cases=_norm_cases(dict(
         b512=dict(BLOCK=512), ef=dict(EF=1), b512_ef=dict(BLOCK=512, EF=1), p128_b1024=P1024,
-        p128_b1024_ef=dict(P1024, EF=1))),
+        p128_b1024_ef=dict(P1024, EF=1), r0=dict(MAXREG=0), r80=dict(MAXREG=80),
+        l2p256=L2P256, l1na=L1NA)),
     tolerance=T.tolerance(rtol=2 ** -7, atol=1e-5), constraints=constraints,
     flops=lambda rows, cols: 7 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 4 * cols,
     baselines=_torch("layer_norm", x="x", w="w", b="b", eps=EPS_LN))
@@ -459,7 +580,7 @@ ADD_RMSNORM = T.suite(
     add_rmsnorm, inputs=_add_inputs, reference=_add_rms, outputs=["h", "out"],
     cases=_norm_cases(dict(
         b512=dict(BLOCK=512), r64=dict(MAXREG=64), ef=dict(EF=1), p256_b512=P512,
-        p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024)),
+        p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024, l2p256=L2P256, l1na=L1NA)),
     tolerance={"h": EXACT, "out": ONE_BF16_ULP}, constraints=constraints,
     flops=lambda rows, cols: 5 * rows * cols, bytes=lambda rows, cols: 8 * rows * cols + 2 * cols,
     baselines=_torch("add_rms_norm", x="x", residual="residual", w="w", eps=EPS_RMS))
@@ -483,7 +604,7 @@ QUANT_FP8 = T.suite(
     quant_fp8, inputs=_quant_inputs, reference=_quant, outputs=["q", "scale"],
     cases=_norm_cases(dict(
         b512=dict(BLOCK=512), ef=dict(EF=1), p256_b512=dict(BLOCK=512, CTAS=256),
-        p256_b512_ef=dict(BLOCK=512, CTAS=256, EF=1), p128_b1024=P1024)),
+        p256_b512_ef=dict(BLOCK=512, CTAS=256, EF=1), p128_b1024=P1024, l2p256=L2P256)),
     tolerance=EXACT, constraints=constraints,
     flops=lambda rows, cols: 3 * rows * cols, bytes=lambda rows, cols: 3 * rows * cols + 4 * rows,
     baselines=_torch("fp8_quant", x="x", amax_min=AMAX_MIN))

@@ -17,7 +17,14 @@ matrix, CTA i taking tiles i, i + G, i + 2G, ... One thread per CTA drives the c
 Tiles at the edges are handled by TMA itself: a load fills the box's out-of-bounds elements with
 zeros, a store writes only the in-bounds ones, so any R and C (multiple of 8) is exact.
 
-Techniques: TMA (tensor maps, bulk tensor copies), mbarrier transaction-count completion, a
+BULK=1 copies the matrix as one flat array in 1-D chunks of BR * BC elements instead
+(``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`` and
+``cp.async.bulk.global.shared::cta.bulk_group``, no tensor map): each chunk is contiguous in
+memory (a 64 x 128 box touches 64 rows, 256 bytes each) and the last chunk is short (its byte
+count, ``min.u32``, arms the mbarrier and sizes both copies). Smaller chunks also even out the
+CTAs' shares: 16384 tiles over 396 CTAs leave some CTAs one tile (2.4%) more than others.
+
+Techniques: TMA (tensor maps, bulk tensor copies, 1-D bulk copies), mbarrier transaction-count completion, a
 STAGES-deep shared-memory ring, bulk async-groups (wait_group.read to recycle a stage early),
 persistent CTAs, single-thread issue.
 
@@ -39,21 +46,36 @@ def tiles(R, C, BR, BC):
     return T.cdiv(R, BR) * T.cdiv(C, BC)
 
 
-@T.kernel(grid=lambda R, C, BR, BC, CTAS: min(tiles(R, C, BR, BC), CTAS), block=32)
+def chunks(R, C, BR, BC):
+    return T.cdiv(R * C, BR * BC)
+
+
+def _grid(R, C, BR, BC, CTAS, BULK):
+    return min(chunks(R, C, BR, BC) if BULK else tiles(R, C, BR, BC), CTAS)
+
+
+@T.kernel(grid=_grid, block=32)
 def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
              out: T.gptr[T.bf16], R: T.u32, C: T.u32, BR: T.const = 64, BC: T.const = 128,
-             STAGES: T.const = 4, CTAS: T.const = 396):
+             STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0):
     tma_load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
                      ".mbarrier::complete_tx::bytes"]
     tma_store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"]
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
     buf = T.shared(T.bf16, (STAGES, BR, BC), align=1024, dynamic=True, name="buf")
     full = T.mbarrier(STAGES, name="full", dynamic=True)
     box_bytes = BR * BC * 2
+    chunk = BR * BC  # BULK: elements per 1-D chunk
     with T.if_(T.tid.x == 0):
-        col_tiles = (C + (BC - 1)) / BC
-        ntiles = ((R + (BR - 1)) / BR) * col_tiles
         grid = T.nctaid.x
         cta = T.ctaid.x
+        if BULK:
+            total = R * C
+            ntiles = (total + (chunk - 1)) / chunk
+        else:
+            col_tiles = (C + (BC - 1)) / BC
+            ntiles = ((R + (BR - 1)) / BR) * col_tiles
         mine = (ntiles - 1 - cta) / grid + 1  # tiles cta, cta + grid, ... below ntiles
 
         def coords(k):
@@ -62,9 +84,27 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
             tr = t / col_tiles
             return T.ptx.mov.s32((t - tr * col_tiles) * BC), T.ptx.mov.s32(tr * BR)
 
+        def span(k):
+            """BULK: (first element, bytes) of the CTA's k-th chunk; the last chunk is short
+            (``mad``, ``mul``, ``sub``, ``min.u32``, ``shl``)."""
+            off = (cta + k * grid) * chunk
+            return off, T.ptx.min.u32(total - off, chunk) << 1
+
         def load(k, stage):
-            full[stage].arrive_expect_tx(box_bytes)
-            tma_load(buf.at(stage), x_map[coords(k)], full[stage])
+            if BULK:
+                off, nbytes = span(k)
+                full[stage].arrive_expect_tx(nbytes)
+                bulk_load(buf.at(stage), x.at(off), nbytes, full[stage])
+            else:
+                full[stage].arrive_expect_tx(box_bytes)
+                tma_load(buf.at(stage), x_map[coords(k)], full[stage])
+
+        def store(k, stage):
+            if BULK:
+                off, nbytes = span(k)
+                bulk_store(out.at(off), buf.at(stage), nbytes)
+            else:
+                tma_store(out_map[coords(k)], buf.at(stage))
 
         for s in range(STAGES):
             full[s].init(1)
@@ -76,7 +116,7 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
         prev = T.reg(T.u32, init=0)  # the stage of the previous tile
         with T.range(mine) as k:
             full[ring.stage].wait(ring.phase)
-            tma_store(out_map[coords(k)], buf.at(ring.stage))
+            store(k, ring.stage)
             T.ptx.cp.async_.bulk.commit_group()
             with T.if_((k > 0) & (k + (STAGES - 1) < mine)):
                 T.ptx.cp.async_.bulk.wait_group.read(1)  # the previous tile's store has read
@@ -86,8 +126,11 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
         T.ptx.cp.async_.bulk.wait_group(0)
 
 
-def constraints(R, C, BR, BC, STAGES, CTAS):
+def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0):
     out = []
+    if BULK not in (0, 1):
+        out.append(f"BULK={BULK} must be 0 (2-D tensor tiles) or 1 (1-D chunks of BR*BC "
+                   "elements)")
     if R < 1 or C < 8 or C % 8:
         out.append(f"R={R} must be >= 1 and C={C} a positive multiple of 8 (TMA needs 16-byte "
                    "row strides)")
@@ -117,7 +160,13 @@ SUITE = T.suite(
            T.case("r16384_c8192_b128x128_s3", R=16384, C=8192, BR=128, BC=128, STAGES=3,
                   CTAS=264, **BENCH),
            T.case("r16384_c8192_b32x256_s6", R=16384, C=8192, BR=32, BC=256, STAGES=6,
-                  CTAS=264, **BENCH)],  # 96 KiB of stages: 2 CTAs per SM
+                  CTAS=264, **BENCH),  # 96 KiB of stages: 2 CTAs per SM
+           T.case("r8_c8_bulk", R=8, C=8, BR=8, BC=8, STAGES=2, BULK=1),
+           T.case("r100_c200_s2_bulk", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3, BULK=1),
+           # 1-D chunks of 16 KiB (one row) and of 8 KiB, 64 KiB of stages: 3 CTAs per SM
+           T.case("r16384_c8192_bulk", R=16384, C=8192, BULK=1, **BENCH),
+           T.case("r16384_c8192_bulk_8k_s8", R=16384, C=8192, BR=16, BC=256, STAGES=8,
+                  BULK=1, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}

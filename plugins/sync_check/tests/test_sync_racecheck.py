@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tirxh_numsim import events as ev
+from tirxh_numsim.memory import GLOBAL_STRIDE
 from tirxh_sync_check import check_trace
 
 
@@ -177,3 +178,31 @@ def test_async_store_without_recorded_reads_is_incomplete(tb):
     _, race = check_trace(b.trace)
     assert race.verdict == "incomplete"
     assert any(f.kind == "sync_check.not-modelled" and f.where.line == 9 for f in race.findings)
+
+
+def test_an_acquire_replays_after_the_release_it_read_in_numsims_run(tb):
+    """CTA 1's acq_rel count update read CTA 0's (numsim ran CTA 0's first), then reads what
+    CTA 0 wrote before its update. CTA 0 waits at a bar.sync for its other warp first, so a
+    warp-by-warp replay used to run CTA 1's acquire before CTA 0's release and report the data
+    as racing (zoo gemm_sm90, 3-way split-K on 4 persistent CTAs). Without acq_rel it races."""
+    def trace(sem):
+        b = tb(block=(64, 1, 1), grid=(2, 1, 1))
+        atom = SimpleNamespace(modifiers={"sem": sem}, spelling=f"atom.{sem}.gpu.global.add.u32")
+        b.add(ev.BarrierEvent, 1, 1, op="sync")
+        b.add(ev.BarrierEvent, 0, 1, op="sync")
+        b.add(ev.BarrierEvent, 0, 1, op="sync", released=True)
+        b.add(ev.BarrierEvent, 1, 1, op="sync", released=True)
+        b.add(ev.MemAccess, 0, 2, space="global", access="write", buffer="part",
+              ranges=[(0, 0, 4)])
+        cnt = [(0, GLOBAL_STRIDE, GLOBAL_STRIDE + 4)]  # the counter: another allocation
+        b.add(ev.MemAccess, 0, 3, space="global", access="rmw", atomic=True, buffer="cnt",
+              ranges=cnt, instr=atom)
+        b.add(ev.MemAccess, 0, 3, cta=1, space="global", access="rmw", atomic=True,
+              buffer="cnt", ranges=cnt, instr=atom)
+        b.add(ev.MemAccess, 0, 4, cta=1, space="global", access="read", buffer="part",
+              ranges=[(0, 0, 4)])
+        return b.trace
+    _, race = check_trace(trace("acq_rel"))
+    assert race.verdict == "clean", race.findings
+    _, race = check_trace(trace("relaxed"))
+    assert _race_kinds(race) == ["race.read-write"] and race.findings[0].where.line == 4

@@ -110,9 +110,11 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     names = _shared_names(kir)
     models = _distinct(model.build(trace, ignored, probes))
     eager_waits = hbquery.waits_ordered(checker, models)
+    ordered_bars = hbquery.bars_ordered(checker)
     results = []
     for cm in models:
-        r = synccheck.explore(cm, max_states, names, eager_waits=eager_waits)
+        r = synccheck.explore(cm, max_states, names, eager_waits=eager_waits,
+                              ordered_bars=ordered_bars)
         results.append(r)
         issues.extend(r.issues)
         notes.extend(cm.notes + r.notes)
@@ -148,7 +150,8 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
                                        SourceRef(e.loc.file, e.loc.line) if e is not None and
                                        e.loc is not None else where))
     stats.update(states=states, synccheck_s=round(time.perf_counter() - t0, 3),
-                 events=len(trace.events), eager_waits=eager_waits)
+                 events=len(trace.events), eager_waits=eager_waits,
+                 ordered_bars=len(ordered_bars))
     sync = _result("synccheck", sync_findings, sync_incomplete, stats,
                    f"{states} states explored")
     return sync, race

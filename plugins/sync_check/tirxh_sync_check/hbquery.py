@@ -1,7 +1,9 @@
 """Questions asked of racecheck's clocks after its run, for synccheck.
 
 `waits_ordered`: whether no mbarrier wait can consume another generation than in numsim's run
-(synccheck may then take enabled waits eagerly, `synccheck.explore`). `reinit_races`: mbarrier
+(synccheck may then take enabled waits eagerly, `synccheck.explore`). `bars_ordered`: the named
+barriers whose generations no interleaving can form otherwise (their arrivals are then taken
+eagerly too). `reinit_races`: mbarrier
 re-initializations that some other operation on the barrier is not ordered with (issue 13
 class 6: the finding belongs on the re-init, not on the hang it causes later).
 """
@@ -47,6 +49,41 @@ def waits_ordered(rc, models: list) -> bool:
                     if prev is not None and any(pre[p] < prev[1][p] for p in prev[0]):
                         return False
     return True
+
+
+def bars_ordered(rc) -> set:
+    """The named barriers whose generations are formed by the same arrivals in every
+    interleaving, as ``("bar", cta, id)`` keys (synccheck then takes their arrivals and waits
+    alone instead of interleaving them, `synccheck.explore`).
+
+    A barrier qualifies when every arrival of each generation n + 1 of numsim's run happens-after
+    every arrival of generation n (racecheck's clocks). Then no interleaving can move an arrival
+    into another generation: take the first generation (in completion time) formed otherwise in
+    some interleaving; every synchronization on the happens-before paths into its arrivals
+    completed earlier, so formed as in numsim's run, so those paths hold: generation n's members
+    all arrive before any of generation n + 1's, and generation n - 1 completed with its own, so
+    generation n completes with exactly its members. FlashAttention-3's ping-pong hand-over
+    (``bar.arrive`` to the other warpgroup, ``bar.sync`` on its own turn) is ordered this way by
+    the other barrier of the pair; a warp that arrives twice with nothing in between is not.
+    Runs with an alternative grouping (`groupings`) record nothing and prove nothing."""
+    if rc.bar_groups:
+        return set()
+    out = set()
+    for key, gens in rc.bar_arrivals.items():
+        ordered = True
+        for n in sorted(gens):
+            nxt = gens.get(n + 1)
+            if nxt is None:
+                continue
+            for ta, pre in nxt:
+                if any(pre[tm] < cm[tm] for tm, cm in gens[n] if tm != ta):
+                    ordered = False
+                    break
+            if not ordered:
+                break
+        if ordered:
+            out.add(("bar",) + tuple(key))
+    return out
 
 
 def reinit_races(rc) -> list:

@@ -9,7 +9,13 @@ order, holding back each event until what it waits for has been replayed:
 - a successful mbarrier wait until the barrier completed the phase it observed;
 - a released ``bar.sync`` until its generation released; a ``barrier.cluster.wait`` until every
   warp of the cluster made the matching arrival;
-- a wgmma ``wait_group`` until every warp of its warpgroup committed the groups it retires.
+- a wgmma ``wait_group`` until every warp of its warpgroup committed the groups it retires;
+- a synchronizing memory access (an atomic or reduction, a ``.acquire``/``.release`` load or
+  store) until every synchronizing access to the same words that numsim executed before it was
+  replayed: an acquire then reads from the release it read in numsim's run (a split-K
+  counter's last increment, read by another CTA). Replaying warp by warp had let a CTA's
+  acquire run before the other CTA's increment it had observed, and racecheck reported the
+  accesses that counter orders as races (zoo gemm_sm90's stream-K and 3-way split-K, 2026-12-01).
 
 Happens-before computed along this order includes the collective edges. When nothing is ready
 (a deadlocked reference run) the remaining events follow numsim's order.
@@ -51,9 +57,18 @@ def replay_order(trace, bar_groups: "dict | None" = None) -> list:
     carrivals: dict = {}  # warp -> cluster-barrier arrivals so far
     cwaits: dict = {}  # warp -> cluster-barrier waits so far
     commits: dict = {}  # warp -> wgmma groups committed so far
+    # synchronizing accesses per word, in numsim's order: each waits to be at every front
+    sync_words = {i: _sync_words(e) for i, e in enumerate(events) if _is_sync_access(e)}
+    word_queue: dict = {}
+    for i, words in sync_words.items():  # ascending i: numsim's order
+        for wd in words:
+            word_queue.setdefault(wd, []).append(i)
+    word_head = {wd: 0 for wd in word_queue}
     order: list = []
 
-    def ready(w, e) -> bool:
+    def ready(w, e, i) -> bool:
+        if i in sync_words:
+            return all(word_queue[wd][word_head[wd]] == i for wd in sync_words[i])
         if isinstance(e, ev.MBarrierEvent) and e.op in ("try_wait", "test_wait") and e.success:
             return done.get((e.space_cta, e.addr), 0) >= e.phase
         if isinstance(e, ev.BarrierEvent) and e.op == "sync" and e.released:
@@ -70,7 +85,9 @@ def replay_order(trace, bar_groups: "dict | None" = None) -> list:
             return all(commits.get(x, 0) >= need for x in members[(w[0], w[1] // 4)])
         return True
 
-    def apply(w, e) -> None:
+    def apply(w, e, i) -> None:
+        for wd in sync_words.get(i, ()):
+            word_head[wd] += 1
         if isinstance(e, ev.MBarrierEvent):
             if e.op == "init":
                 done[(e.space_cta, e.addr)] = 0
@@ -102,9 +119,9 @@ def replay_order(trace, bar_groups: "dict | None" = None) -> list:
             idx = by_warp[w]
             while pos[w] < len(idx):
                 e = events[idx[pos[w]]]
-                if not ready(w, e):
+                if not ready(w, e, idx[pos[w]]):
                     break
-                apply(w, e)
+                apply(w, e, idx[pos[w]])
                 order.append(idx[pos[w]])
                 pos[w] += 1
                 remaining -= 1
@@ -114,6 +131,26 @@ def replay_order(trace, bar_groups: "dict | None" = None) -> list:
             order.extend(left)
             break
     return order
+
+
+SYNC_SEMS = ("acquire", "release", "acq_rel")
+
+
+def _is_sync_access(e) -> bool:
+    """An access whose order against others on its words carries synchronization: a generic
+    atomic or reduction, or a load/store with acquire/release semantics."""
+    if not isinstance(e, ev.MemAccess) or e.proxy != ev.GENERIC or e.async_id is not None:
+        return False
+    mods = getattr(e.instr, "modifiers", None) or {}
+    return bool(e.atomic) or mods.get("sem") in SYNC_SEMS
+
+
+def _sync_words(e) -> frozenset:
+    """The 4-byte words `e` touches, keyed by state space (and the CTA whose shared memory it
+    addresses) and buffer: accesses to one word are replayed in numsim's order."""
+    where = (e.space, e.space_cta if e.space == "shared" else None, e.buffer)
+    return frozenset(where + (a,) for _, start, end in e.ranges
+                     for a in range(start // 4, max(start // 4 + 1, -(-end // 4))))
 
 
 def _threads(block) -> int:

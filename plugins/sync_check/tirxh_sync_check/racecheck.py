@@ -115,6 +115,7 @@ class RaceChecker(SyncEdges, RaceReports):
         self.bar_acc: dict = {}  # (cta, id) -> [arrived threads, gen, clock]
         self.bar_snap: dict = {}  # (cta, id, gen) -> clock
         self.bar_gen: dict = {}  # thread -> {(cta, id): gen it arrived in}
+        self.bar_arrivals: dict = {}  # (cta, id) -> {gen: [(thread, clock at its arrival)]}
         self.cbar_snap: dict = {}  # (cluster, phase) -> join of that phase's arrivals
         self.cbar_gen: dict = {}  # thread -> cluster-barrier arrivals so far
         self.open_ops: dict = {}  # (warp, group family) -> async ops not yet committed

@@ -90,6 +90,9 @@ class SyncEdges:
         st = self.bar_acc.setdefault(key, [0, 0, new_clock(self.n)])
         expected = e.count if e.count is not None else \
             -(-int(np.prod(self.trace.block)) // 32) * 32
+        # for `hbquery.bars_ordered`: each arrival's threads and clocks, per generation
+        self.bar_arrivals.setdefault(key, {}).setdefault(st[1], []).extend(
+            (t, self.clock(t).copy()) for t in ts)
         for t in ts:
             self.bar_gen.setdefault(t, {})[key] = st[1]
         np.maximum(st[2], self.release_all(ts, e), out=st[2])

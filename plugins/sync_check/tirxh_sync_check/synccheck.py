@@ -14,7 +14,10 @@ and commute with everything (barrier arrivals and waits, wgmma commit/wait, asyn
 arrivals and transaction completions that leave the phase incomplete) are taken alone when
 enabled. Enabled mbarrier waits are taken alone too when racecheck's clocks prove that no wait can
 consume another generation than in numsim's run (`hbquery.waits_ordered`); otherwise waits are
-interleaved so that a late waiter's overrun is found with its witness.
+interleaved so that a late waiter's overrun is found with its witness. Named barriers whose
+generations could be formed by other warps (``bar.arrive``, more users than a generation holds)
+are interleaved, unless racecheck's clocks prove every generation's arrivals happen-after the
+previous generation's (`hbquery.bars_ordered`: FlashAttention-3's ping-pong hand-over).
 
 Hardware rules modelled (PTX ISA 8.x, "Parallel Synchronization and Communication Instructions:
 mbarrier", "bar/barrier", "barrier.cluster"):
@@ -677,12 +680,16 @@ def _opname(op) -> str:
 
 
 def explore(cm: model.ClusterModel, max_states: int = DEFAULT_MAX_STATES,
-            names: "dict | None" = None, eager_waits: bool = False) -> ExploreResult:
+            names: "dict | None" = None, eager_waits: bool = False,
+            ordered_bars: "set | frozenset" = frozenset()) -> ExploreResult:
     """Explore one cluster's interleavings; see the module docstring. `names` maps shared
     addresses to variable names for messages; `eager_waits` (from `hbquery.waits_ordered`:
-    no wait can consume another generation) lets an enabled wait be taken alone."""
+    no wait can consume another generation) lets an enabled wait be taken alone;
+    `ordered_bars` (from `hbquery.bars_ordered`: named barriers whose generations no
+    interleaving forms otherwise) are not grouping-sensitive, so their arrivals are too."""
     _NAMES.clear()
     _NAMES.update(names or {})
     ex = _Explorer(cm, max_states)
     ex.eager_waits = eager_waits
+    ex.sensitive -= set(ordered_bars)
     return ex.run()

@@ -1,0 +1,64 @@
+"""benchmarks/zoo_perf_bench.sh on a machine without a GPU: `--list` names the smoke and timed
+items of each mode, so a case renamed in the zoo (a -k name that selects nothing) is caught
+here and not on the lent GPU; an unknown MODE is refused."""
+
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "zoo_perf_bench.sh"
+
+
+def _list(mode):
+    env = dict(os.environ, MODE=mode)
+    return subprocess.run(["bash", str(SCRIPT), "--list"], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _sections(out):
+    """{header: [item names]} from --list's output."""
+    got, head = {}, None
+    for line in out.splitlines():
+        if line.startswith("== "):
+            head = line[3:]
+            got[head] = []
+        elif "::" in line:
+            got[head].append(line.split("::")[1].split("@")[0])
+    return got
+
+
+@pytest.mark.slow(reason="seven tirxh bench --collect-only runs over the zoo")
+def test_new_mode_times_each_variant_beside_its_plain_case_one_kernel_per_shard():
+    r = _list("new")
+    assert r.returncode == 0, r.stderr
+    got = _sections(r.stdout)
+    shards = [v for k, v in got.items() if k.startswith("timed shard")]
+    assert len(shards) == 8
+    want = {"layernorm": 5, "rmsnorm": 4, "swiglu": 4, "tma_copy": 3, "add_rmsnorm": 3,
+            "quant_fp8": 2}
+    seen = {}
+    for items in shards:
+        kernels = {i.split("[")[0] for i in items}
+        assert len(kernels) == 1, items  # one suite: its inputs are prepared once
+        (k,) = kernels
+        plain = f"{k}[n64M]" if k == "swiglu" else f"{k}[r16384_c8192]"
+        assert plain not in items[1:], items  # where a shard has the plain case, it is first
+        seen.setdefault(k, []).extend(items)
+    assert {k: len(v) for k, v in seen.items()} == want  # every named case exists, once
+    for k, items in seen.items():
+        assert len(set(items)) == len(items)
+        assert (f"{k}[n64M]" if k == "swiglu" else f"{k}[r16384_c8192]") in items
+    smoke = got["smoke (correctness only)"]
+    assert all(re.search(r"_l2p|_l1na|_bulk|^layernorm\[", i) for i in smoke), smoke
+    assert {"tma_copy[r100_c200_s2_bulk]", "layernorm[r1_c520]",
+            "rmsnorm[r5_c1000_b64_l2p256]", "rmsnorm[r5_c4096_p2_l1na]"} <= set(smoke)
+
+
+def test_an_unknown_mode_is_refused():
+    r = _list("fast")
+    assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants) or 'new'" \
+        in r.stderr
