@@ -12,8 +12,13 @@
 #   variants  every forward variant of every shape (BV 64/128, 1/2 stages, helper warps:
 #             docs/TUNING.md; needs BUDGET of ~600 s)
 #   decode    the decode cases only
+#   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
+#             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
+#             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
+#             `bash benchmarks/kda_bench.sh bwd`, or `... smoke bwd` for its smoke alone)
 #   check     only step 1 below (no GPU needed)
-#   smoke     steps 1-3 only (a first call of ~2 min that proves no kernel hangs)
+#   smoke     steps 1-3 only (a first call of ~2 min that proves no kernel hangs; with bwd:
+#             the backward's small cases only)
 # KDA_BENCH_DRY=1 runs without a GPU (KCoral's sim board: numsim; checks the plumbing, slowly).
 # Steps: 1. registers / spills / shared memory of every compiled variant (CHECK=1 adds `tirxh
 # check`: numsim against float64 and sync_check, CPU minutes); 2. without a GPU, stop (saying
@@ -28,7 +33,7 @@
 # timed interleaved with the FLA baselines in the same job (ratio = FLA median / ours). The
 # summary (summary.md: times, ratios, the issue's goals, memory and serial-chain floors) is
 # written after every shape, so a command cut off still returns what was timed.
-# Env: BUDGET seconds after which no new job starts (default 270), OUT (default ./kda_out),
+# Env: BWD_SHAPES the backward's shapes in order (group bwd), BUDGET seconds after which no new job starts (default 270), OUT (default ./kda_out),
 # SHAPES the forward shapes in order (default: all; a second call can take those the first
 # call's budget left out, e.g. SHAPES="pack6_h96 pack6_h64 ..." bash benchmarks/kda_bench.sh).
 # Host time per large forward shape: its inputs and float64 reference (threads over chunks and
@@ -43,8 +48,9 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|decode|check|smoke) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, decode, check, smoke)"; exit 2;;
+    case "$g" in main|variants|decode|bwd|check|smoke) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, decode, bwd, check, smoke)"
+           exit 2;;
     esac
 done
 rm -rf "$WORK"
@@ -67,18 +73,19 @@ $PWD/plugins/iket:${PYTHONPATH:-}"
 # --- 1. CPU checks and resources -----------------------------------------------------------------
 if [ "${CHECK:-0}" = 1 ]; then
     echo "=== 1. tirxh check -k kda (numsim small cases, synccheck, racecheck)"
-    (cd zoo && tirxh check -k "kda_fwd or kda_decode" --junitxml "$OUT/check.xml") \
+    (cd zoo && tirxh check -k "kda_fwd or kda_decode or kda_bwd" --junitxml "$OUT/check.xml") \
         >"$LOGS/check.log" 2>&1
     tail -n 3 "$LOGS/check.log"
 fi
 echo "=== 1. compile and resources (ptxas, one process per kernel variant, in parallel; the \
 benches then hit the compile cache) at +$(( $(date +%s) - START ))s"
 for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)") \
-        TT1 TT2 TT4; do
+        TT1 TT2 TT4 bwd; do
     (cd zoo/kernels && python3 -c "
-import sys, kda_fwd as F, kda_decode as D
+import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW
 v = sys.argv[1]
-k, consts = (D.kda_decode, {'TT': int(v[2:])}) if v.startswith('TT') else (F.kda_fwd, F.VARIANTS[v])
+k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (D.kda_decode, {'TT': int(v[2:])})
+             if v.startswith('TT') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)
 r = ck.resources
 print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' ' + v,
@@ -89,6 +96,11 @@ done
 wait
 cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
 [ "$WANT" = check ] && exit 0
+# the backward's own call (group bwd alone, or with smoke) smokes and warms up kda_bwd only
+case " $WANT " in
+    *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
+    *) SMOKE_K="kda_bwd";;
+esac
 
 if [ -z "${KDA_BENCH_DRY:-}" ] && { ! nvidia-smi -L >"$WORK/gpus.txt" 2>&1 \
         || ! grep -q "^GPU" "$WORK/gpus.txt"; }; then
@@ -123,7 +135,7 @@ smoke() {  # every variant's small cases on the GPU, correctness only; stop on a
     mkdir -p "$WORK/smoke"
     timeout --kill-after=5 "${SMOKE_LIMIT:-90}" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --no-timing --exec-s "${SMOKE_EXEC_S:-15}" --target sm_90a \
-        -k "(kda_fwd or kda_decode) and not main and not alt" \
+        -k "$SMOKE_K and not main and not alt" \
         --report-log "$WORK/smoke/smoke.jsonl" >"$LOGS/smoke.log" 2>&1
     rc=$?
     tail -n 1 "$LOGS/smoke.log"
@@ -150,7 +162,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|decode)\[" "$LOGS/$1.log" | sed 's/^/    /'
+    grep -E "^kda_(fwd|decode|bwd)\[" "$LOGS/$1.log" | sed 's/^/    /'
     results
 }
 
@@ -164,9 +176,13 @@ warmup() {  # FLA's first calls compile (and autotune) its Triton kernels: do it
 # forward shapes, the headline ones first (if the budget runs out, those were timed)
 SHAPES="${SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64 \
 b2_t4096_h32}"
+BWD_SHAPES="${BWD_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64}"
 smoke
-[ "$WANT" = smoke ] && { echo "total $(( $(date +%s) - START ))s"; exit 0; }
+case " $WANT " in *" smoke "*) echo "total $(( $(date +%s) - START ))s"; exit 0;; esac
 case " $WANT " in *" main "*|*" variants "*|*" decode "*) warmup;; esac
+# FLA's backward kernels compile and autotune in a tiny job of their own
+case " $WANT " in *" bwd "*) bench warmup-bwd "kda_bwd and (t40_h1_deep or pack_17_1_64_30)";;
+esac
 for group in $WANT; do
     case "$group" in
         main)
@@ -181,6 +197,13 @@ for group in $WANT; do
             for s in $SHAPES; do bench "variants-$s" "kda_fwd and ${s}_"; done;;
         decode)
             bench decode "kda_decode and main";;
+        bwd)
+            # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
+            # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own
+            # threads under the pool's (2-core CPU, 2026-12-01)
+            for s in $BWD_SHAPES; do
+                OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 bench "bwd-$s" "kda_bwd and $s and main"
+            done;;
         *) echo "kda_bench: unknown group $group"; exit 2;;
     esac
 done

@@ -1,4 +1,5 @@
-"""Tables from `tirxh bench` report logs of the zoo's KDA kernels (kda_fwd, kda_decode; issue 18).
+"""Tables from `tirxh bench` report logs of the zoo's KDA kernels (kda_fwd, kda_decode, kda_bwd;
+issue 18).
 
     python benchmarks/kda_summary.py REPORT.jsonl [...] [--json OUT.json]
     python benchmarks/kda_summary.py --smoke SMOKE.jsonl   # exit 0 iff every item verified
@@ -8,7 +9,8 @@ incomplete (not timed) and exits 1 whatever happened, so kda_bench.sh asks this 
 every KDA item ran and matched its reference on every seed (a hang shows as the job's error).
 
 Prints markdown: every timed item (median, GB/s, ratio to each FLA baseline timed in the same
-job, SM clock), then per forward shape the fastest variant with the issue's goal (>= 2.5x
+job, SM clock), the backward's items (ratios to FLA's backward alone and forward + backward),
+then per forward shape the fastest variant with the issue's goal (>= 2.5x
 fla.chunk_kda), FLA's forward + backward time from the same job (fwd+bwd goal: >= 3x it, for a
 backward kernel), and two floors:
 
@@ -38,7 +40,9 @@ C = 64
 STEP_FLOPS = 2 * (2 * C * 128 * 128 + C * C * 128 * 10 / 16)
 STEP_S = STEP_FLOPS / (PEAK / SMS)
 FWD_GOAL, FWD_BWD_GOAL = 2.5, 3.0
-BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.fused_recurrent_kda")
+BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd",
+             "fla.fused_recurrent_kda")
+KERNELS = ("kda_fwd", "kda_decode", "kda_bwd")
 
 
 def _cases() -> dict:
@@ -56,7 +60,7 @@ def _cases() -> dict:
 def read_items(paths) -> list:
     """One dict per benchmarked KDA item in the report logs (later lines win for an item)."""
     return [_item(rec) for rec in item_reports(
-        paths, lambda rec: rec.get("kernel") in ("kda_fwd", "kda_decode"))]
+        paths, lambda rec: rec.get("kernel") in KERNELS)]
 
 
 def _item(rec: dict) -> dict:
@@ -134,8 +138,27 @@ def markdown(summary: dict) -> str:
                      f"{_f(r['fla_fwd_ms'])} | {_f(r['ratio'], '{:.2f}x')} | {met} | "
                      f"{_f(r['fla_fwd_bwd_ms'])} | {_f(r['memory_ms'])} | "
                      f"{_f(r['chain_ms'])} ({r['chains']} x {r['steps']}) |")
+    lines += _backward(summary["items"])
     lines += not_timed(summary["items"])
     return "\n".join(lines) + "\n"
+
+
+def _backward(items: list) -> list:
+    """The backward's timed items: its time, FLA's backward alone and forward + backward from
+    the same job (their medians: ratio x ours), and the ratios (> 1: kda_bwd is faster)."""
+    rows = [it for it in items if it["kernel"] == "kda_bwd" and it["median_ms"] is not None]
+    if not rows:
+        return []
+    out = ["", "## Backward (kda_bwd; FLA's figures from the same job)", "",
+           "| case | ms | FLA bwd ms | ratio | FLA fwd+bwd ms | ratio |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for it in sorted(rows, key=lambda i: i["case"] or ""):
+        r_b, r_fb = (it["ratios"].get(n) for n in ("fla.chunk_kda.bwd", "fla.chunk_kda.fwd_bwd"))
+        ms = it["median_ms"]
+        out.append(f"| {it['case']} | {_f(ms, '{:.3f}')} | "
+                   f"{_f(None if r_b is None else r_b * ms)} | {_f(r_b, '{:.2f}x')} | "
+                   f"{_f(None if r_fb is None else r_fb * ms)} | {_f(r_fb, '{:.2f}x')} |")
+    return out
 
 
 def render(items: list) -> str:
@@ -155,7 +178,7 @@ def smoke_verdict(paths) -> tuple:
     """(ok, lines): ok when the logs hold KDA items and KCoral verified every one of them (each
     correctness seed ok); a line per item, FAILED with the reason where not."""
     recs = item_reports(
-        paths, lambda rec: rec.get("kernel") in ("kda_fwd", "kda_decode"))
+        paths, lambda rec: rec.get("kernel") in KERNELS)
     lines, ok = [], bool(recs)
     for rec in recs:
         bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)

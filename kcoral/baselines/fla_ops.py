@@ -5,6 +5,7 @@
 - ``fla.chunk_kda.fwd_bwd``: the same forward and its backward through FLA's autograd
   (``torch.autograd.grad`` of (o, ht) against fixed random output gradients, for every input
   FLA differentiates), timed as one step;
+- ``fla.chunk_kda.bwd``: that backward alone (the forward run once, its graph kept);
 - ``fla.fused_recurrent_kda``: the decode kernel, updating the state in place (vLLM's use).
 
 Buffer roles (FLA's layouts): ``q``, ``k``, ``v``, ``g`` (log-decay, or the raw gate with
@@ -82,6 +83,32 @@ class ChunkKda(_FlaKda):
         return run
 
 
+def _autograd(t, args):
+    """(forward, inputs, grads) for a ``chunk_kda`` step under autograd: leaf copies of q, k, v,
+    g, beta and, when present, A_log, dt_bias and h0 (`inputs`); `forward()` returns the outputs
+    (o, and ht when h0 is given); `grads`, fixed N(0, 1) output gradients for them (seed 0)."""
+    import torch  # optional dependency (operator-installed); registered only when it imports
+    from fla.ops.kda import chunk_kda  # optional dependency (operator-installed)
+    kw = _kda_kwargs(t, args)
+    leaves = {n: t[n].detach().clone().requires_grad_() for n in
+              ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "h0") if n in t}
+    if "A_log" in leaves:
+        kw.update(A_log=leaves["A_log"], dt_bias=leaves.get("dt_bias"))
+        if kw["dt_bias"] is not None:
+            kw["dt_bias"] = kw["dt_bias"].reshape(-1)
+    gen = torch.Generator(device=t["v"].device).manual_seed(0)
+    do = torch.randn(t["v"].shape, generator=gen, device=t["v"].device, dtype=t["v"].dtype)
+    dht = (torch.randn(t["h0"].shape, generator=gen, device=t["v"].device,
+                       dtype=torch.float32) if "h0" in t else None)
+
+    def forward():
+        o, ht = chunk_kda(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
+                          initial_state=leaves.get("h0"), output_final_state=dht is not None,
+                          **kw)
+        return [o, ht] if dht is not None else [o]
+    return forward, list(leaves.values()), [do, dht] if dht is not None else [do]
+
+
 class ChunkKdaFwdBwd(_FlaKda):
     """``chunk_kda`` forward then backward (FLA's autograd): the gradients of (o, ht) against
     fixed N(0, 1) output gradients, with respect to q, k, v, g, beta and, when present, A_log,
@@ -93,27 +120,30 @@ class ChunkKdaFwdBwd(_FlaKda):
 
     def make(self, t, args):
         import torch  # optional dependency (operator-installed); registered only when it imports
-        from fla.ops.kda import chunk_kda  # optional dependency (operator-installed)
-        kw = _kda_kwargs(t, args)
-        leaves = {n: t[n].detach().clone().requires_grad_() for n in
-                  ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "h0") if n in t}
-        if "A_log" in leaves:
-            kw.update(A_log=leaves["A_log"], dt_bias=leaves.get("dt_bias"))
-            if kw["dt_bias"] is not None:
-                kw["dt_bias"] = kw["dt_bias"].reshape(-1)
-        gen = torch.Generator(device=t["v"].device).manual_seed(0)
-        do = torch.randn(t["v"].shape, generator=gen, device=t["v"].device, dtype=t["v"].dtype)
-        dht = (torch.randn(t["h0"].shape, generator=gen, device=t["v"].device,
-                           dtype=torch.float32) if "h0" in t else None)
-        inputs = list(leaves.values())
+        forward, inputs, grads = _autograd(t, args)
 
         def run():
-            o, ht = chunk_kda(leaves["q"], leaves["k"], leaves["v"], leaves["g"],
-                              leaves["beta"], initial_state=leaves.get("h0"),
-                              output_final_state=dht is not None, **kw)
-            outs, grads = ([o, ht], [do, dht]) if dht is not None else ([o], [do])
-            return torch.autograd.grad(outs, inputs, grads)
-        run._keep = (leaves, do, dht)
+            return torch.autograd.grad(forward(), inputs, grads)
+        run._keep = (inputs, grads)
+        return run
+
+
+class ChunkKdaBwd(ChunkKdaFwdBwd):
+    """FLA's backward alone: the forward runs once while the baseline is prepared (its graph
+    kept), then each timed call is ``torch.autograd.grad(..., retain_graph=True)`` of the same
+    outputs: the backward kernels (FLA's recomputation of the forward's intermediates
+    included), no forward. Timing only."""
+
+    name = "fla.chunk_kda.bwd"
+
+    def make(self, t, args):
+        import torch  # optional dependency (operator-installed); registered only when it imports
+        forward, inputs, grads = _autograd(t, args)
+        outs = forward()
+
+        def run():
+            return torch.autograd.grad(outs, inputs, grads, retain_graph=True)
+        run._keep = (outs, inputs, grads)
         return run
 
 
@@ -151,7 +181,7 @@ def fla_available() -> bool:
 
 
 def baselines() -> list:
-    return [ChunkKda(), ChunkKdaFwdBwd(), FusedRecurrentKda()]
+    return [ChunkKda(), ChunkKdaFwdBwd(), ChunkKdaBwd(), FusedRecurrentKda()]
 
 
 @hookimpl

@@ -75,7 +75,8 @@ def fake(monkeypatch):
     torch.randn = lambda shape, generator, device, dtype: generator.rng.standard_normal(
         shape).astype(np.float32).view(Tensor)
     torch.autograd = types.SimpleNamespace(
-        grad=lambda outs, inputs, grads: calls.append(("grad", len(outs), len(inputs))))
+        grad=lambda outs, inputs, grads, **kw: calls.append(
+            ("grad", len(outs), len(inputs)) + ((kw,) if kw else ())))
 
     def chunk_kda(q, k, v, g, beta, **kw):
         calls.append(("chunk_kda", sorted(kw)))
@@ -113,14 +114,15 @@ def _baseline(name):
     return {b.name: b for b in fla_ops.baselines()}[name]
 
 
-def test_registers_all_three_only_when_fla_imports(monkeypatch):
+def test_registers_all_four_only_when_fla_imports(monkeypatch):
     reg = BaselineRegistry()
     monkeypatch.setattr(fla_ops, "fla_available", lambda: False)
     fla_ops.kcoral_register_baselines(reg)
     assert reg.names() == []
     monkeypatch.setattr(fla_ops, "fla_available", lambda: True)
     fla_ops.kcoral_register_baselines(reg)
-    assert reg.names() == ["fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.fused_recurrent_kda"]
+    assert sorted(reg.names()) == ["fla.chunk_kda", "fla.chunk_kda.bwd", "fla.chunk_kda.fwd_bwd",
+                                   "fla.fused_recurrent_kda"]
 
 
 def test_forward_with_fused_gate_copies_out_and_final_state(fake):
@@ -157,6 +159,18 @@ def test_forward_backward_takes_gradients_of_every_input(fake):
     run()
     assert fake[-2][0] == "chunk_kda" and fake[-2][2]["output_final_state"]
     assert fake[-1] == ("grad", 2, 8)        # (o, ht) against q, k, v, g, beta, A_log, dt, h0
+
+
+def test_backward_alone_runs_the_forward_once_and_keeps_its_graph(fake):
+    names = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "h0", "cu_seqlens")
+    arrays, doc = _arrays(names)
+    run = _baseline("fla.chunk_kda.bwd").prepare(FakeDevice(arrays), doc,
+                                                 dict({n: n for n in names}, l2norm=True))
+    assert [c[0] for c in fake] == ["chunk_kda"]            # the forward, while preparing
+    run()
+    run()
+    assert [c[0] for c in fake] == ["chunk_kda", "grad", "grad"]
+    assert fake[-1] == ("grad", 2, 8, {"retain_graph": True})
 
 
 def test_decode_updates_the_state_in_place(fake):
