@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import sys
+import traceback
 
 
 def save(out: dict, name: str) -> "pathlib.Path | None":
@@ -31,3 +32,17 @@ def finish(out: dict, name: str, bad: list) -> int:
         print(f"{name}: NOT all done: " + "; ".join(bad), file=sys.stderr)
         return 1
     return 0
+
+
+def run_recorded(out: dict, describe, *args, **kwargs) -> "dict | None":
+    """``describe(*args, **kwargs)`` (runs one job and returns its record), the record appended
+    to ``out["runs"]``; an exception is kept in ``out["errors"]`` with its traceback and
+    printed, so one failed job does not end the device call."""
+    try:
+        rec = describe(*args, **kwargs)
+    except Exception:
+        out["errors"].append(traceback.format_exc())
+        print(out["errors"][-1], file=sys.stderr)
+        return None
+    out["runs"].append(rec)
+    return rec

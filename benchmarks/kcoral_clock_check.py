@@ -26,14 +26,13 @@ import pathlib
 import sys
 import tempfile
 import time
-import traceback
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import kcoral_gpu  # noqa: E402  (zoo_case, job_for: the jobs the one-GPU run builds)
-from gpu_out import finish, save  # noqa: E402  (the $OUT/<name>.json every script writes)
+from gpu_out import finish, run_recorded, save  # noqa: E402  ($OUT/<name>.json)
 from tirxh.plugins.bench import BenchResult  # noqa: E402  (the line tirxh bench prints)
 
 
@@ -151,14 +150,10 @@ def main(argv=None) -> int:
                                          f"the {a.budget:.0f} s budget used")
                     print(out["errors"][-1], file=sys.stderr)
                     continue
-                try:
-                    ev = cl.run(doc, timeout=3600)
-                    rec = describe(f"{a.case}, {label}", ev, a.every)
+                rec = run_recorded(out, lambda d=doc, lb=label: describe(
+                    f"{a.case}, {lb}", cl.run(d, timeout=3600), a.every))
+                if rec is not None:
                     rec["wall_s"] = time.time() - t0
-                    out["runs"].append(rec)
-                except Exception:
-                    out["errors"].append(traceback.format_exc())
-                    print(out["errors"][-1], file=sys.stderr)
                 save(out, "kcoral_clock_check")
     finally:
         d.stop(5)

@@ -23,7 +23,6 @@ import pathlib
 import sys
 import tempfile
 import time
-import traceback
 
 import numpy as np
 
@@ -32,7 +31,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import kcoral_gpu  # noqa: E402  (load_module, job building helpers)
-from gpu_out import finish, save  # noqa: E402  (the $OUT/<name>.json every script writes)
+from gpu_out import finish, run_recorded, save  # noqa: E402  ($OUT/<name>.json)
 
 # (module, suite, case): memory-bound kernels with eager and torch.compile baselines
 CASES = [("activations", "SWIGLU", "n64M"), ("norms", "RMSNORM", "r16384_c8192")]
@@ -116,13 +115,8 @@ def main(argv=None) -> int:
                 for label, gate in (("gated", True), ("ungated", False), ("gated again", True)):
                     job = json.loads(json.dumps(doc))
                     job["timing"]["launch_gate"] = gate
-                    try:
-                        ev = cl.run(job, timeout=600)
-                        rec = describe(f"{suite}[{case}] {label}", ev)
-                        out["runs"].append(rec)
-                    except Exception:
-                        out["errors"].append(traceback.format_exc())
-                        print(out["errors"][-1], file=sys.stderr)
+                    run_recorded(out, lambda j=job, lb=label: describe(
+                        f"{suite}[{case}] {lb}", cl.run(j, timeout=600)))
                     save(out, "kcoral_gate_check")
     finally:
         d.stop(5)

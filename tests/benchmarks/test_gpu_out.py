@@ -18,3 +18,15 @@ def test_finish_writes_the_file_and_fails_on_what_went_wrong(monkeypatch, tmp_pa
     err = capsys.readouterr().err
     assert "kcoral_x: NOT all done: smoke: failed timeout.exec" in err
     assert not list((tmp_path / "out").glob("*.tmp"))
+
+
+def test_run_recorded_keeps_the_record_or_the_traceback(capsys):
+    out = {"runs": [], "errors": []}
+    assert gpu_out.run_recorded(out, lambda x: {"label": x}, "a") == {"label": "a"}
+
+    def boom():
+        raise RuntimeError("the daemon went away")
+    assert gpu_out.run_recorded(out, boom) is None
+    assert out["runs"] == [{"label": "a"}]
+    assert "RuntimeError: the daemon went away" in out["errors"][0]
+    assert "the daemon went away" in capsys.readouterr().err

@@ -117,21 +117,25 @@ def _fake_module(tmp_path, **entry):
     return blobs, blobs.put(json.dumps({"kernels": {"k": dict({"op": "add"}, **entry)}}).encode())
 
 
+def _vadd_doc(mod, baselines: list, timing: dict, fake=None) -> dict:
+    """The fake vadd job (64 f32 elements) with `baselines` and `timing`."""
+    n = 64
+    return {"target": "sm_90a", "module": {"format": "fake", "blob": mod},
+            "buffers": [{"name": "a", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
+                        {"name": "b", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
+                        {"name": "out", "dtype": "f32", "shape": [n], "output": True}],
+            "launches": [{"entry": "k", "grid": [1], "block": [64],
+                          "args": [{"buffer": "a"}, {"buffer": "b"}, {"buffer": "out"}]}],
+            "baselines": baselines, "timing": timing, "fake": fake or {}}
+
+
 def _run(tmp_path, timing, fake=None, kernel=None, baseline=None, device=FakeDevice):
     """The fake vadd timed against fake.add; `kernel`/`baseline` add fields (time_ms,
     clock_sensitivity) to the candidate's entry and the baseline's args."""
     blobs, mod = _fake_module(tmp_path, **dict({"time_ms": 1.6}, **(kernel or {})))
-    n = 64
-    doc = {"target": "sm_90a", "module": {"format": "fake", "blob": mod},
-           "buffers": [{"name": "a", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
-                       {"name": "b", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
-                       {"name": "out", "dtype": "f32", "shape": [n], "output": True}],
-           "launches": [{"entry": "k", "grid": [1], "block": [64],
-                         "args": [{"buffer": "a"}, {"buffer": "b"}, {"buffer": "out"}]}],
-           "baselines": [{"name": "fake.add", "args": dict(
-               {"a": "a", "b": "b", "out": "out", "time_ms": 1.38}, **(baseline or {}))}],
-           "timing": dict({"min_iters": 40, "max_iters": 40, "budget_s": 30}, **timing),
-           "fake": fake or {}}
+    doc = _vadd_doc(mod, [{"name": "fake.add", "args": dict(
+        {"a": "a", "b": "b", "out": "out", "time_ms": 1.38}, **(baseline or {}))}],
+        dict({"min_iters": 40, "max_iters": 40, "budget_s": 30}, **timing), fake)
     job = Job.from_json(doc)
     dev = device(BoardSpec("f", "fake", "sm_90a", options={"noise": 0.001}))
     dev.begin_job(job.doc)
@@ -262,17 +266,10 @@ def test_an_optional_baseline_that_is_not_installed_is_left_out_and_named(tmp_pa
     an optional baseline is left out, the candidate is timed against the others, and the
     result names the missing one; a required one still fails the job."""
     blobs, mod = _fake_module(tmp_path, time_ms=1.6)
-    n = 64
-    doc = {"target": "sm_90a", "module": {"format": "fake", "blob": mod},
-           "buffers": [{"name": "a", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
-                       {"name": "b", "dtype": "f32", "shape": [n], "init": {"kind": "normal"}},
-                       {"name": "out", "dtype": "f32", "shape": [n], "output": True}],
-           "launches": [{"entry": "k", "grid": [1], "block": [64],
-                         "args": [{"buffer": "a"}, {"buffer": "b"}, {"buffer": "out"}]}],
-           "baselines": [{"name": "fla.chunk_kda", "optional": True},
-                         {"name": "fake.add", "args": {"a": "a", "b": "b", "out": "out",
-                                                        "time_ms": 1.38}}],
-           "timing": {"min_iters": 10, "max_iters": 10, "budget_s": 30}}
+    doc = _vadd_doc(mod, [{"name": "fla.chunk_kda", "optional": True},
+                          {"name": "fake.add", "args": {"a": "a", "b": "b", "out": "out",
+                                                         "time_ms": 1.38}}],
+                    {"min_iters": 10, "max_iters": 10, "budget_s": 30})
     job = Job.from_json(doc)
     reg = registries()
     job.validate_plugins(reg.baselines, reg.tools)  # accepted: the missing one is optional

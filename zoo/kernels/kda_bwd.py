@@ -383,14 +383,7 @@ def reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, do, dht, cu_seqlens, len
 
 
 def constraints(B, T_, H, lens=None):
-    out = []
-    if lens is not None and (B != 1 or sum(lens) != T_ or min(lens) < 0):
-        out.append(f"lens={lens!r}: a varlen pack is one row (B=1) of T_={T_} tokens")
-    if min(B, T_, H) < 1 or H > 65535:
-        out.append(f"B={B}, T_={T_}, H={H} must be positive (H <= 65535)")
-    N = B if lens is None else len(lens)
-    if N > 65535:
-        out.append(f"{N} sequences: at most 65535 (grid y)")
+    out, N = R.shape_problems(B, T_, H, lens, "y")
     chunks = sum(-(-x // C) for x in ([T_] * B if lens is None else lens))
     if max(B * T_, chunks * K, N * C * K) * H * K >= 1 << 32:
         out.append(f"B={B}, T_={T_}, H={H}, {N} sequences: every tensor (the workspaces s0 "

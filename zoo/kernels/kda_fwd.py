@@ -345,13 +345,8 @@ def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0):
         out.append(f"WARPS={WARPS} must be 0 (BV / 16), or 8 with BV = 64")
     if STAGES not in (1, 2):
         out.append(f"STAGES={STAGES} must be 1 or 2")
-    if lens is not None and (B != 1 or sum(lens) != T_ or min(lens) < 0):
-        out.append(f"lens={lens!r}: a varlen pack is one row (B=1) of T_={T_} tokens")
-    if min(B, T_, H) < 1 or H > 65535:
-        out.append(f"B={B}, T_={T_}, H={H} must be positive (H <= 65535)")
-    N = B if lens is None else len(lens)
-    if N > 65535:
-        out.append(f"{N} sequences: at most 65535 (grid z)")
+    shape, N = R.shape_problems(B, T_, H, lens, "z")
+    out += shape
     if B * T_ * H * V >= 1 << 32 or N * H * K * V >= 1 << 32:
         out.append(f"B={B}, T_={T_}, H={H}, {N} sequences: o and h0 must each hold fewer than "
                    f"2^32 elements (32-bit element offsets)")

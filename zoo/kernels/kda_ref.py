@@ -347,6 +347,21 @@ def backward(q, k, v, g_raw, beta, A_log, dt_bias, h0, do, dht=None, cu_seqlens=
 
 # --- inputs ------------------------------------------------------------------------------------
 
+def shape_problems(B: int, T_: int, H: int, lens, grid_axis: str) -> "tuple[list, int]":
+    """The shape rules every KDA kernel shares (a varlen pack is one row whose lengths sum to
+    T_; positive sizes; one sequence per grid index on `grid_axis`, at most 65535): the
+    problems found (for a suite's `constraints`) and the number of sequences N."""
+    out = []
+    if lens is not None and (B != 1 or sum(lens) != T_ or min(lens) < 0):
+        out.append(f"lens={lens!r}: a varlen pack is one row (B=1) of T_={T_} tokens")
+    if min(B, T_, H) < 1 or H > 65535:
+        out.append(f"B={B}, T_={T_}, H={H} must be positive (H <= 65535)")
+    N = B if lens is None else len(lens)
+    if N > 65535:
+        out.append(f"{N} sequences: at most 65535 (grid {grid_axis})")
+    return out, N
+
+
 GATES = ("mixed", "deep", "slow")
 
 
