@@ -66,6 +66,17 @@ def test_sync_check_is_clean():
 
 
 @SLOW
+@pytest.mark.parametrize("suite,case", [
+    pytest.param(s, c, id=c.name) for s in SUITES for c in s.cases
+    if c.small and "sync-slow" in c.tags])
+def test_cases_the_zoo_check_leaves_to_the_tests_are_sync_clean(suite, case):
+    """`tirxh check` over the zoo skips these in sync_check (zoo/tirx.toml `exclude_tags`): two
+    rows with a chunk boundary, three chunks, and a varlen pack are checked here."""
+    for result in sync_race(suite, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+@SLOW
 def test_single_buffered_partials_race(tmp_path):
     """The partials are double-buffered by token parity so that one barrier per token suffices:
     with one buffer, the next token's writes race with this token's reads."""

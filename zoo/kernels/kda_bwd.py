@@ -428,16 +428,21 @@ def _baselines(varlen: bool) -> list:
             {"name": "fla.chunk_kda.bwd", "args": args}]
 
 
+# sync_check of 256 threads over a whole backward recurrence is ~2 minutes per case on 2 cores
+# (numsim with an event trace): `tirxh check` over the zoo leaves the cases with this tag to
+# tests/zoo/test_kda_bwd.py (zoo/tirx.toml: [sync_check] exclude_tags) and checks the smallest
+SYNC_IN_TESTS = ("sync-slow",)
+
 SUITE = T.suite(
     kda_bwd, baselines=_baselines(False), **_COMMON,
     cases=[
         # the smallest (what sync_check runs): one chunk of 40 tokens, saturated gates
         T.case("t40_h1_deep", B=1, T_=40, H=1, gate="deep"),
         # two rows of 65 tokens: a chunk and a 1-token tail each; slow gates
-        T.case("b2_t65_h1_slow", B=2, T_=65, H=1, gate="slow"),
+        T.case("b2_t65_h1_slow", B=2, T_=65, H=1, gate="slow", tags=SYNC_IN_TESTS),
         # three chunks (64, 64, 22), mixed gates (one head: `tirxh check`'s sync_check runs
         # every small case within numsim's 5M warp-instruction budget, ~22K per token and CTA)
-        T.case("t150_h1_mixed", B=1, T_=150, H=1),
+        T.case("t150_h1_mixed", B=1, T_=150, H=1, tags=SYNC_IN_TESTS),
         T.case("t8192_h64", B=1, T_=8192, H=64, small=False, tags=("main",)),
         T.case("t8192_h96", B=1, T_=8192, H=96, small=False, tags=("main",)),
     ])
@@ -446,7 +451,8 @@ SUITE_VARLEN = T.suite(
     kda_bwd, baselines=_baselines(True), **_COMMON,
     cases=[
         # a pack of 4 sequences, one of a single token, one of exactly a chunk
-        T.case("pack_17_1_64_30", B=1, T_=112, H=1, lens=(17, 1, 64, 30), gate="deep"),
+        T.case("pack_17_1_64_30", B=1, T_=112, H=1, lens=(17, 1, 64, 30), gate="deep",
+               tags=SYNC_IN_TESTS),
         T.case("pack6_h64", B=1, T_=8192, H=64, lens=PACK6, small=False, tags=("main",)),
         T.case("pack6_h96", B=1, T_=8192, H=96, lens=PACK6, small=False, tags=("main",)),
         T.case("pack8x1024_h64", B=1, T_=8192, H=64, lens=PACK8, small=False, tags=("main",)),

@@ -76,6 +76,17 @@ def test_cases_smallest_checks_only_each_kernels_smallest_case(project, capsys):
     assert "1 failed, 1 compiled" in out
 
 
+def test_exclude_tags_leave_tagged_cases_unanalyzed(project, capsys):
+    src = (project / "kernels" / "pipe.py").read_text()
+    (project / "kernels" / "pipe.py").write_text(src.replace(
+        'T.case("k8", k=8)', 'T.case("k8", k=8, tags=("sync-slow",))'))
+    with open(project / "tirx.toml", "a") as f:
+        f.write('\n[sync_check]\nexclude_tags = ["sync-slow"]\n')
+    rc, out = _check(capsys, "-k", "buggy")
+    assert rc == 1, out
+    assert "1 failed, 1 compiled" in out  # k8 carries the tag: compiled, not analyzed
+
+
 def test_check_passes_the_fixed_kernel(project, capsys):
     rc, out = _check(capsys, "-k", "fixed")
     assert rc == 0, out

@@ -3,9 +3,12 @@
 Both analyses run on every small case of a kernel by default (a race or a hang may appear at
 one problem size only); ``cases = "smallest"`` restricts them to the small case with the fewest
 elements by its integer parameters (a simulated launch with an event trace is the expensive
-part). Other items get None (not applicable). ``[sync_check]`` keys in ``tirx.toml``:
-``enabled``, ``max_states`` (the explorer's bound; hitting it gives ``incomplete``), ``cases``
-(``"small"`` or ``"smallest"``), ``seed``.
+part: ~9x numsim's own run). ``exclude_tags`` leaves the small cases carrying one of those tags
+to another run (the zoo: KDA's backward recurrence costs 2 minutes of sync_check per case on 2
+cores, so `tirxh check` over the zoo checks its smallest and tests/zoo the rest). Other items
+get None (not applicable). ``[sync_check]`` keys in ``tirx.toml``: ``enabled``, ``max_states``
+(the explorer's bound; hitting it gives ``incomplete``), ``cases`` (``"small"`` or
+``"smallest"``), ``exclude_tags``, ``seed``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ def tirxh_addoption(parser):
     parser.addini(SECTION, "cases", "str", "small",
                   "which cases to check: every small case, or only each kernel's smallest",
                   choices=("small", "smallest"))
+    parser.addini(SECTION, "exclude_tags", "list[str]", [],
+                  "small cases with any of these tags are not analyzed (left to another run)")
     parser.addini(SECTION, "seed", "int", 0, "seed for suite.make_inputs")
 
 
@@ -54,6 +59,8 @@ def tirxh_check_item(item, compiled, config):
     if not case.small:
         return None
     if _opt(config, "cases", "small") == "smallest" and smallest_case(suite) is not case:
+        return None
+    if set(getattr(case, "tags", ()) or ()) & set(_opt(config, "exclude_tags", []) or ()):
         return None
     inputs = suite.make_inputs(case, int(_opt(config, "seed", 0)))
     target = compiled if compiled is not None and getattr(compiled, "ir", None) is not None \
