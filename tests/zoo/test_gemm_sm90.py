@@ -137,13 +137,22 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         # 3 splits of 2 tiles on 4 persistent CTAs: racecheck's
                                         # replay once ran a CTA's acquire of the split count
                                         # before the increment it read (a false race)
-                                        ("SUITE", dict(M=256, N=128, K=384, BN=128, STAGES=2,
-                                                       SPLITK=3, SMS=4))],
-                         ids=lambda x: x if isinstance(x, str) else "m256n128k384_splitk3_p4")
+                                        pytest.param("SUITE", dict(
+                                            M=256, N=128, K=384, BN=128, STAGES=2, SPLITK=3,
+                                            SMS=4), id="m256n128k384_splitk3_p4"),
+                                        # split-K in a 2-CTA cluster: > 200000 states
+                                        # (incomplete) before `hbquery.bars_ordered`
+                                        pytest.param("SUITE_C2", dict(
+                                            M=200, N=136, K=200, BN=64, STAGES=3, EPI_BUFS=1,
+                                            SPLITK=2), id="c2_m200n136k200_splitk2"),
+                                        pytest.param("SUITE_C2", dict(
+                                            M=200, N=136, K=200, BN=64, STAGES=3, EPI_BUFS=1,
+                                            SPLITK=2, REDUCE="red"),
+                                            id="c2_m200n136k200_splitk2_red")])
 def test_persistent_and_cluster_kernels_are_sync_clean(suite, case):
     sc = pytest.importorskip("tirxh_sync_check")
     s = SUITES[suite]
-    c = _case(s, case) if isinstance(case, str) else T.case("splitk3_p4", **case)
+    c = _case(s, case) if isinstance(case, str) else T.case("sync", **case)
     sync, race = sc.check_kernel(s.kernel, s.make_inputs(c, 0), consts=s.consts(c),
                                  grid=s.grid(c))
     findings = sync.findings + race.findings
