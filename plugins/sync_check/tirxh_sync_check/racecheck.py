@@ -453,13 +453,12 @@ class RaceChecker(SyncEdges, RaceReports):
         """Each word's atomic read-modify-writes since its last plain or strong store: per
         thread, the clock and event of its latest (the shadow keeps only the last writer, and
         a reduction's last split has usually added its own partial last)."""
-        words = np.unique(idx // 4)
         if atomic and e.access == "rmw":
-            for wd in words.tolist():
+            for wd in np.unique(idx // 4).tolist():
                 self.rmw_hist.setdefault((reg.name, wd), {})[t] = (int(self.clock(t)[t]), e,
                                                                     wd * 4)
-        elif self.rmw_hist:
-            for wd in words.tolist():
+        elif self.rmw_hist:  # every write passes here: no work unless atomics were seen
+            for wd in np.unique(idx // 4).tolist():
                 self.rmw_hist.pop((reg.name, wd), None)
 
     def _pend_atomic_reads(self, e, t, reg, idx, lanes) -> None:
