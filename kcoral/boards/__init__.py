@@ -103,7 +103,7 @@ class Device:
         raise NotImplementedError
 
     #: how the last `timed_batch` held its work back: ``gated`` (all of it enqueued before the
-    #: device started: host launch overhead is not timed), ``late`` (the gate's timer released
+    #: device started: host launch overhead is not timed), ``late`` (the gate's watcher released
     #: it: a launcher waited for the device), ``off``, or ``unavailable: why``
     last_gate = "off"
 

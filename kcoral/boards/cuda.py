@@ -407,7 +407,7 @@ class CudaDevice(Device):
     def timed_batch(self, fns, l2_flush, gate=False):
         """With `gate`, the round's work waits behind a `LaunchGate` until all of it is
         enqueued, so host launch overhead between the events is not timed (`last_gate` says
-        whether it was: ``gated``, ``late`` when the gate's timer had to open it, or
+        whether it was: ``gated``, ``late`` when the gate's watcher had to open it, or
         ``unavailable: why``)."""
         cu = self.cu
         evs = self._event_pairs(len(fns))

@@ -15,7 +15,7 @@ This is nvbench's "blocking kernel" idea done with a stream memory operation ins
 kernel, so it needs no module of its own.
 
 A launcher that waits for the GPU while the gate is closed (a baseline that synchronizes) would
-deadlock; a timer opens the gate after ``timeout_s`` and the round is reported as ``late``, and
+deadlock; a watcher opens the gate after ``timeout_s`` and the round is reported as ``late``, and
 the measurement stops gating the job's later rounds (`kcoral.measure` says so in the result).
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 
 MASK32 = 0xFFFFFFFF
 
@@ -32,51 +33,66 @@ class LaunchGate:
 
     `driver` is ``cuda.bindings.driver`` (or a test double with the same four calls);
     `check(result, what)` unwraps a driver result tuple and raises on an error. The word is
-    compared cyclically (``GEQ`` on the 32-bit difference), so the counter may wrap."""
+    compared cyclically (``GEQ`` on the 32-bit difference), so the counter may wrap. One watcher
+    thread per gate (started with it) releases a round left closed for ``timeout_s``: rounds
+    are short and many, so no thread is made per round."""
 
     def __init__(self, driver, check, stream, timeout_s: float = 2.0):
         self.cu, self._check, self.stream = driver, check, stream
         self.timeout_s = timeout_s
         self.value = 0
-        self.late = False  # the last round was opened by the timer, not by `open`
-        self._timer: "threading.Timer | None" = None
+        self.late = False  # the last round was opened by the watcher, not by `open`
+        self._cv = threading.Condition()
+        self._deadline: "float | None" = None  # when the held round is released regardless
+        self._stopped = False
         flags = driver.CU_MEMHOSTALLOC_DEVICEMAP | driver.CU_MEMHOSTALLOC_PORTABLE
         self.host = int(check(driver.cuMemHostAlloc(4, flags), "cuMemHostAlloc(launch gate)"))
         self.word = ctypes.c_uint32.from_address(self.host)
         self.word.value = 0
         self.device_ptr = int(check(driver.cuMemHostGetDevicePointer(self.host, 0),
                                     "cuMemHostGetDevicePointer(launch gate)"))
+        self._watcher = threading.Thread(target=self._watch, name="kcoral-launch-gate",
+                                         daemon=True)
+        self._watcher.start()
 
     def close(self) -> None:
-        """Enqueue the wait: work enqueued after this runs only once `open` (or the timer) has
-        written the next value."""
-        self.value = (self.value + 1) & MASK32
-        self.late = False
+        """Enqueue the wait: work enqueued after this runs only once `open` (or the watcher)
+        has written the next value."""
         geq = self.cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ
-        self._check(self.cu.cuStreamWaitValue32(self.stream, self.device_ptr, self.value, geq),
-                    "cuStreamWaitValue32(launch gate)")
-        self._timer = threading.Timer(self.timeout_s, self._release, args=(True,))
-        self._timer.daemon = True
-        self._timer.start()
+        with self._cv:
+            self.value = (self.value + 1) & MASK32
+            self.late = False
+            self._check(self.cu.cuStreamWaitValue32(self.stream, self.device_ptr, self.value,
+                                                    geq), "cuStreamWaitValue32(launch gate)")
+            self._deadline = time.monotonic() + self.timeout_s
+            self._cv.notify()
 
     def open(self) -> None:
         """Release the round (the host has enqueued all of it)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._release(False)
+        with self._cv:
+            self._deadline = None
+            self.word.value = self.value
 
-    def _release(self, by_timer: bool) -> None:
-        if by_timer and ((self.word.value - self.value) & MASK32) < (1 << 31):
-            return  # already open
-        if by_timer:
-            self.late = True
-        self.word.value = self.value
+    def _watch(self) -> None:
+        with self._cv:
+            while not self._stopped:
+                if self._deadline is None:
+                    self._cv.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cv.wait(left)
+                    continue
+                self._deadline = None  # a launcher waited for the device while held
+                self.late = True
+                self.word.value = self.value
 
     def free(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self.word.value = self.value  # never leave a stream waiting on freed memory
+        with self._cv:
+            self._stopped = True
+            self._deadline = None
+            self.word.value = self.value  # never leave a stream waiting on freed memory
+            self._cv.notify()
         try:
             self.cu.cuMemFreeHost(self.host)
         except Exception:  # the context may be gone already (a worker shutting down)

@@ -1,5 +1,5 @@
 """The cuda board's launch gate (`kcoral.boards.launch_gate`) against a driver double: the wait
-is enqueued with the next value, `open` releases it, the timer releases a round the host never
+is enqueued with the next value, `open` releases it, the watcher releases a round the host never
 opened (and says so), and the cyclic comparison survives the counter's wrap. The real driver
 path is exercised on the H200 (benchmarks/gpu_bench.sh: every timed job is gated)."""
 
@@ -107,3 +107,18 @@ def test_a_driver_that_refuses_the_wait_raises_a_typed_failure():
     g = LaunchGate(_Driver(refuse_wait=True), _check, "s", timeout_s=5.0)
     with pytest.raises(JobFailure, match=r"cuStreamWaitValue32\(launch gate\): error 801"):
         g.close()
+
+
+def test_rounds_make_no_threads():
+    """Rounds are short and many (2000 per job at most): one watcher per gate, none per round."""
+    import threading
+    drv = _Driver()
+    g = LaunchGate(drv, _check, "s", timeout_s=5.0)
+    before = threading.active_count()
+    for _ in range(500):
+        g.close()
+        g.open()
+    assert threading.active_count() == before and drv.waits[-1][2] == 500
+    g.free()
+    g._watcher.join(2)
+    assert not g._watcher.is_alive()  # free stops it
