@@ -443,9 +443,11 @@ class Scheduler:
         if self.on_finish is not None:
             self.on_finish(rec, res)
         msg = res.get("error", {}).get("message", "") if res.get("error") else ""
-        self._publish(rec, state, msg, result=res)
+        # out of memory before the event reaches a listener: a client that has its result
+        # finds the daemon's bookkeeping already done (the test that counts records raced it)
         self.records.pop(rec.job_id, None)
         self.finished_total += 1
+        self._publish(rec, state, msg, result=res)
 
     def provenance(self, board: Board) -> dict:
         """Where a result comes from: a local board, or a remote one and the agent identity
