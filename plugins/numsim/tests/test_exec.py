@@ -39,11 +39,13 @@ def _diverge_ref():
     return np.array(out, np.uint32)
 
 
-@pytest.mark.parametrize("trace", [False, True], ids=["batched", "per-warp"])
-def test_divergence_loops_break_reconverge(trace):
-    res = ns.run(diverge, dict(out=np.zeros(64, np.uint32)), grid=(1,), trace=trace)
+@pytest.mark.parametrize("per_warp,trace", [(False, False), (False, True), (True, True)],
+                         ids=["batched", "batched-traced", "per-warp"])
+def test_divergence_loops_break_reconverge(per_warp, trace):
+    res = ns.run(diverge, dict(out=np.zeros(64, np.uint32)), grid=(1,), trace=trace,
+                 per_warp=per_warp)
     assert res.verdict == "clean", res.summary()
-    assert res.stats["mode"] == ("per-warp" if trace else "batched")
+    assert res.stats["mode"] == ("per-warp" if per_warp else "batched")
     assert np.array_equal(res.outputs["out"], _diverge_ref())
 
 
@@ -202,7 +204,7 @@ def test_shfl_sync_pred_says_whether_the_source_lane_was_in_range(mode, b, c):
     assert "shfl.sync.pred" in res.stats["ops"]
 
 
-@pytest.mark.parametrize("trace", [False, True], ids=["batched", "per-warp"])
+@pytest.mark.parametrize("trace", [False, True], ids=["batched", "traced"])
 def test_barrier_id_in_a_register_may_differ_between_warps(trace):
     """Each warpgroup syncs on its own named barrier (id 1 + warpgroup, a register): the id is
     uniform in each warp, so the warps run together and each barrier counts its own 128."""

@@ -30,13 +30,14 @@ def _want(x, n):
 
 
 @pytest.mark.parametrize("n", [1, 7, 16])
-@pytest.mark.parametrize("trace", [False, True], ids=["batched", "per-warp"])
-def test_spilled_array_gives_the_right_result(n, trace):
+@pytest.mark.parametrize("per_warp,trace", [(False, False), (False, True), (True, True)],
+                         ids=["batched", "batched-traced", "per-warp"])
+def test_spilled_array_gives_the_right_result(n, per_warp, trace):
     x = (np.arange(128, dtype=np.uint32) * 2654435761 % 1000).astype(np.uint32)
     res = ns.run(spill, dict(x=x, out=np.zeros(128, np.uint32), n=n), outputs=["out"],
-                 trace=trace)
+                 trace=trace, per_warp=per_warp)
     assert res.verdict == "clean", res.summary()
-    assert res.stats["mode"] == ("per-warp" if trace else "batched")
+    assert res.stats["mode"] == ("per-warp" if per_warp else "batched")
     np.testing.assert_array_equal(res.outputs["out"], _want(x, n))
 
 

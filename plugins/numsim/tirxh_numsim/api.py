@@ -93,20 +93,26 @@ def _resolve(target, consts, grid, case, outputs):
 
 def run(target: Any, inputs: dict, *, consts: "dict | None" = None, grid=None, case=None,
         trace: bool = False, outputs: "list | None" = None, max_ctas: "int | None" = None,
-        max_instructions: int = 50_000_000) -> SimResult:
+        max_instructions: int = 50_000_000, per_warp: bool = False) -> SimResult:
     """Simulate one launch of `target` with `inputs` (parameter name -> array / number /
     `T.TensorMap`). `outputs` names pointer parameters whose elements must all be written by the
     kernel (taken from the suite for items).
 
     Unwritten outputs: instead of poisoning outputs (what a GPU run must do), numsim records
     every byte a kernel stores to global memory, which is exact and leaves in/out buffers (read,
-    then written) with their input values."""
+    then written) with their input values.
+
+    `per_warp`: run every warp alone and every CTA alone (no vectorization over warps; a traced
+    run then records each warp's events until it blocks, the interleaving numsim's traces had
+    before they were grouped). Same results and per-warp traces, several times slower: for
+    comparing traces (`events.py`)."""
     kir, grid, consts, outputs = _resolve(target, consts, grid, case, outputs)
     t0 = time.perf_counter()
     # the compiled kernel's registers bound how many CTAs fit a GPU (residency)
     regs = getattr(getattr(target, "resources", None), "registers", None) or None
     m = Machine(kir, tuple(grid) if not isinstance(grid, int) else (grid,), trace=trace,
-                max_instructions=max_instructions, max_ctas=max_ctas, regs=regs)
+                max_instructions=max_instructions, max_ctas=max_ctas, regs=regs,
+                per_warp=per_warp)
     arrays = {k: v for k, v in inputs.items() if not isinstance(v, TensorMap)}
     tmaps = {}
     for k, v in inputs.items():

@@ -15,14 +15,43 @@ Common fields (every event, from `Event`):
   mask of the issuing instruction.
 - ``seq``: the per-warp sequence number (0, 1, 2, ... in the order the warp executed its events;
   asynchronous completions get the issuing warp's next number when they are observed).
-- ``step``: the global scheduler step at which the event happened. Warps run cooperatively: one
-  warp runs until it blocks, so ``step`` orders all events of one CTA (and of one cluster) in the
-  single interleaving numsim chose. It is a witness interleaving, not the only legal one.
+- ``step``: the global scheduler step at which the event happened (it advances when a group of
+  warps blocks): a position in the single interleaving numsim chose, used in reports only.
 - ``instr``: the `tirxh.core.ir.Instr` (None for engine-side events), ``loc``: its `ir.Loc`.
 
 Addresses: global accesses use the fake 64-bit addresses numsim gives each bound buffer (see
 ``buffer``); shared accesses use 32-bit shared-window offsets of the CTA given by ``space_cta``
 (differs from ``cta`` for distributed shared memory). Byte ranges are half-open ``[start, end)``.
+
+What the consumers rely on (sync_check: model, order, racecheck, groupings, lanes, warpchecks):
+
+1. **Per-warp program order.** `Trace.by_warp` (events in trace order) is each warp's program
+   order and ``seq`` numbers it 0, 1, 2, ...; nothing else about a warp's events is ordered.
+2. **Per-warp attribution.** Every event belongs to one warp: ``lanes`` (and ``other``,
+   ``exited``, ``membermask``) are that warp's lane masks, ``ranges`` name its lanes (0-31, or -1
+   for an engine's range), ``buffer`` and ``space_cta`` are its first lane's.
+3. **One interleaving, the one numsim executed.** The trace order across warps is a legal
+   interleaving, and the state recorded in events is the state in that order: an mbarrier
+   event's ``phase``/``pending``/``completed_phase`` are the barrier's after *this warp's*
+   operation (model's reference generation of a wait, order's phase counting); a named barrier's
+   generations are consecutive arrival events of (cta, id) (order, groupings); synchronizing
+   accesses (atomics, acquire/release) to one word appear in the order numsim performed them
+   (order's per-word replay, racecheck's reads-from).
+4. **Asynchronous operations.** An ``issue`` precedes the accesses tagged with its ``op_id`` and
+   its completion; each warp's operation has its own ``op_id`` (one wgmma instruction of a
+   warpgroup: one issue, with its own id, per warp; racecheck joins the k-th of each warp);
+   operand reads without an ``async_id`` (wgmma's, cp.async's) precede their warp's issue from
+   the same instruction.
+
+No consumer relies on *which* interleaving numsim chose beyond that: synccheck explores the others
+from the per-warp programs, racecheck replays in `order.replay_order`. numsim runs a CTA's (or a
+cluster's) warps in groups vectorized over their lanes (`machine.Warps`): an instruction executed
+by a group records one event per warp, in warp order, and mbarrier operations act warp by warp.
+Different schedules give different witnesses of the same finding (which warps a named barrier's
+generations paired in the run, the order two racing accesses are reported in).
+``tirxh_numsim.run(..., per_warp=True)`` runs each warp alone until it blocks (numsim's traced
+schedule before the grouping): the same per-warp events (up to the mbarrier state other warps
+change), several times slower, for comparing traces; no consumer needs it.
 
 Keep this module stable: add fields with defaults at the end, never rename or reorder.
 """

@@ -405,8 +405,15 @@ class Interpreter:
 def _diverge(w, stmt, taken: np.ndarray, rest: np.ndarray, how: str) -> None:
     """Record that the warp's lanes split at `stmt` (a branch, a loop exit): sync_check models
     the two sides as separate threads from here on (issue 13 class 4)."""
-    if taken.any() and rest.any():
-        w.event(ev.Divergence, None, taken, loc=stmt.loc, other=w.lanes_int(rest), construct=how)
+    if not (taken.any() and rest.any()):
+        return
+    if w.nwarps > 1:  # recorded for the warps whose own lanes split
+        both = w.warps_of(taken) & w.warps_of(rest)
+        if not both.any():
+            return
+        keep = np.repeat(both, WARP)
+        taken, rest = taken & keep, rest & keep
+    w.event(ev.Divergence, None, taken, loc=stmt.loc, other=rest, construct=how)
 
 
 def describe_regions(regions) -> str:

@@ -5,8 +5,9 @@ instruction is executed once for all of them (vectorized over their lanes). Its 
 is explicit (`pc`, the active `mask`, a stack of `frames` for the structured statements it is
 inside: see `interp.py`), so a group can be **split** (warps that must go separate ways: some
 blocked on a barrier, some spinning, some free) and groups at the same point **merged** again
-(`sched.py`). A traced run keeps one warp per group, so that the event trace has each warp's
-program order.
+(`sched.py`). Traced runs group warps the same way: `Warps.event` records one event per warp of
+the group (its own lanes, CTA and sequence number), so the trace keeps each warp's program order
+(see `events.py` for the contract).
 
 Shared state lives in a `Group`: the CTAs admitted together (one cluster, or a batch of CTAs
 without clusters), their shared memory, named barriers, mbarriers and cluster barrier.
@@ -161,7 +162,7 @@ class Warps:
         self.alive = np.ones(self.L, bool)  # ~exited, kept to save a negation per statement
         self.exit_epoch = 0  # bumped whenever lanes exit
         self.warp_done = np.zeros(nw, bool)  # warps counted in group.exited_warps
-        self.seq = 0
+        self.seqs = [0] * nw  # per warp: the next event's sequence number
         self.wgmma_groups: list = []  # committed groups: list of [(reg, value, lanes), ...]
         self.wgmma_open: list = []  # uncommitted wgmma results
         self.wgmma_shadow: dict = {}  # reg id -> newest pending value (chained accumulation)
@@ -300,6 +301,7 @@ class Warps:
         n.__dict__.update(self.__dict__)
         n.ctas_local = [self.ctas_local[i] for i in part]
         n.warp_ids = [self.warp_ids[i] for i in part]
+        n.seqs = [self.seqs[i] for i in part]
         n.nwarps = len(part)
         n.L = n.nwarps * WARP
         for name in ("valid", "lane", "cta_local", "exited", "alive", "mask"):
@@ -331,6 +333,9 @@ class Warps:
             return False
         if self.maxnreg != o.maxnreg:
             return False
+        if self.m.trace is not None and (self.bulk_groups != o.bulk_groups or
+                                         self.cpasync_groups != o.cpasync_groups):
+            return False  # the trace records each warp's group numbers
         a, b = self.wgmma_warps is not None, o.wgmma_warps is not None
         if a != b:
             return False
@@ -361,6 +366,8 @@ class Warps:
             return np.concatenate(arrs)[perm]
         n.ctas_local = [keys[i][0] for i in order]
         n.warp_ids = [keys[i][1] for i in order]
+        seqs = [x for w in ws for x in w.seqs]
+        n.seqs = [seqs[i] for i in order]
         n.nwarps = len(keys)
         n.L = n.nwarps * WARP
         for name in ("valid", "lane", "cta_local", "exited", "alive", "mask"):
@@ -406,20 +413,60 @@ class Warps:
         return n
 
     # -- tracing -----------------------------------------------------------------------------------
-    def lanes_int(self, mask: np.ndarray) -> int:
-        bits = np.flatnonzero(mask[:WARP])
+    def lanes_int(self, mask: np.ndarray, w: int = 0) -> int:
+        """Warp `w`'s lanes set in the group-lane mask `mask`, as a 32-bit lane mask."""
+        bits = np.flatnonzero(mask[w * WARP:(w + 1) * WARP])
         return int(sum(1 << int(i) for i in bits))
 
     def event(self, cls, instr, mask, loc=None, **fields) -> None:
+        """Record `cls` for each warp of the group with a lane in `mask` (group lanes), in warp
+        order: the event carries that warp's CTA, lanes and next sequence number.
+
+        Fields may be given per lane of the group: a numpy array of `L` elements becomes the
+        warp's value (a bool array its 32-bit lane mask, any other array the value in its first
+        lane of `mask`); ``ranges`` name group lanes (``-1``: an engine range, recorded for
+        every warp of `mask`), recorded with the warp's own lane numbers."""
         m = self.m
         if m.trace is None:
             return
-        c = self.cta()
-        e = cls(cta=c.linear, warp=self.warp_ids[0], lanes=self.lanes_int(mask), seq=self.seq,
-                step=m.step, instr=instr, loc=loc or getattr(instr, "loc", None),
-                cluster=c.cluster, cta_rank=c.rank, **fields)
-        self.seq += 1
-        m.trace.events.append(e)
+        loc = loc or getattr(instr, "loc", None)
+        if self.nwarps == 1:
+            self._emit(0, cls, instr, mask, loc, fields)
+            return
+        for j in np.flatnonzero(mask.reshape(self.nwarps, WARP).any(axis=1)).tolist():
+            self._emit(j, cls, instr, mask, loc, fields)
+
+    def _emit(self, j: int, cls, instr, mask, loc, fields: dict) -> None:
+        own = {}
+        for k, v in fields.items():
+            if isinstance(v, np.ndarray) and v.shape == (self.L,):
+                if v.dtype == bool:
+                    v = self.lanes_int(v, j)
+                else:
+                    v = v[j * WARP + int(np.argmax(mask[j * WARP:(j + 1) * WARP]))]
+                    v = v.item() if isinstance(v, np.generic) else v
+            elif k == "ranges":
+                lo = j * WARP
+                v = [(ln - lo if ln >= 0 else -1, a, b) for ln, a, b in v
+                     if ln < 0 or lo <= ln < lo + WARP]
+            own[k] = v
+        c = self.cta(j)
+        e = cls(cta=c.linear, warp=self.warp_ids[j], lanes=self.lanes_int(mask, j),
+                seq=self.seqs[j], step=self.m.step, instr=instr, loc=loc,
+                cluster=c.cluster, cta_rank=c.rank, **own)
+        self.seqs[j] += 1
+        self.m.trace.events.append(e)
+
+    def each_warp(self, mask: np.ndarray):
+        """`mask` cut to each warp that has a lane in it, in warp order (semantics that must
+        act warp by warp in a traced run: one op id, one B-operand read per warp)."""
+        if self.nwarps == 1:
+            yield mask
+            return
+        for j in np.flatnonzero(mask.reshape(self.nwarps, WARP).any(axis=1)).tolist():
+            one = np.zeros(self.L, bool)
+            one[j * WARP:(j + 1) * WARP] = mask[j * WARP:(j + 1) * WARP]
+            yield one
 
 
 def _cut(x, idx):

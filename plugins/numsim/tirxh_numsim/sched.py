@@ -1,7 +1,7 @@
 """The scheduler: which group of warps runs next, CTAs admitted as they are needed, deadlocks.
 
 CTAs are admitted in units (one cluster, or a batch of CTAs when the kernel has no clusters and
-is not traced) in launch order. Every admitted group of warps runs until it blocks (a `Wait`),
+is not traced, else one CTA) in launch order. Every admitted group of warps runs until it blocks (a `Wait`),
 stops in a spin (`SpinWait`), splits or finishes; then the next one runs, round robin (a sweep).
 When a sweep makes no progress:
 
@@ -13,8 +13,9 @@ When a sweep makes no progress:
 3. otherwise the kernel is **deadlocked**: `Deadlock` names every admitted CTA's warps and
    where each one is stuck (and how many CTAs never started).
 
-Without a trace, warps that reach the same point after waiting are merged back into one group
-(`Warps.merge`), so warp-specialized kernels keep running vectorized over their warps.
+Warps that reach the same point after waiting are merged back into one group (`Warps.merge`), so
+warp-specialized kernels keep running vectorized over their warps, traced or not (a traced group
+records one event per warp: `Warps.event`); only `per_warp` runs keep every warp alone.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ MAX_REPORT_LINES = 40
 
 class Scheduler:
     """Runs one launch: `units` (lists of CTAs) are admitted in order through `make_unit`
-    (unit -> (Group, [Warps])); `merge` joins groups that meet (off when tracing, where a group
-    is one warp)."""
+    (unit -> (Group, [Warps])); `merge` joins groups that meet (off for `per_warp` runs, where a
+    group is one warp)."""
 
     def __init__(self, machine, units: list, make_unit, *, merge: bool):
         self.m = machine

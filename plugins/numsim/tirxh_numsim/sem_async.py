@@ -40,9 +40,14 @@ def _space_of(instr, idx: int) -> str:
 
 
 def _targets(w, instr, mask, idx: int):
-    """[(cta_local, shared addr, lanes mask)] for the mbarrier operand at index `idx`."""
+    """[(cta_local, shared addr, lanes mask)] for the mbarrier operand at index `idx`.
+
+    In a traced run each warp's lanes are a target of their own, in warp order: the warps of a
+    group then act on an mbarrier one after the other, as they would alone, and each warp's
+    event records the barrier state its own operation left."""
     space = _space_of(instr, idx)
     addrs = w.address(instr.operands[idx]).astype(np.int64)
+    per_warp = w.m.trace is not None and w.nwarps > 1
     out = {}
     for lane in np.flatnonzero(mask):
         a = int(addrs[lane])
@@ -55,11 +60,11 @@ def _targets(w, instr, mask, idx: int):
         if space == "shared::cluster" and a >> CLUSTER_SHIFT:
             cta = int(w.m.cta_of_rank(w, (a >> CLUSTER_SHIFT) - 1))
             a &= (1 << CLUSTER_SHIFT) - 1
-        key = (cta, a)
+        key = (cta, a, lane // WARP if per_warp else 0)
         if key not in out:
             out[key] = np.zeros(w.L, bool)
         out[key][lane] = True
-    return [(c, a, m) for (c, a), m in out.items()]
+    return [(c, a, m) for (c, a, _), m in out.items()]
 
 
 def _mbar(w, instr, cta, addr) -> "MBar | None":
@@ -268,8 +273,9 @@ def _cp_async(w, instr, mask):
         words = w.m.load(w, instr, "global", src + np.uint64(k), live, unit)
         words = np.where(live, words, 0)
         w.m.store(w, instr, "shared", dst + np.uint64(k), mask, unit, words)
-    w.event(ev.AsyncOp, instr, mask, engine="cp.async", stage="issue", op_id=new_async_id(w),
-            group=w.cpasync_groups, direction="load", nbytes=size)
+    for one in w.each_warp(mask) if w.m.trace is not None else ():  # an op id per warp
+        w.event(ev.AsyncOp, instr, one, engine="cp.async", stage="issue", op_id=new_async_id(w),
+                group=w.cpasync_groups, direction="load", nbytes=size)
 
 
 def _global_runs(base: int, offsets: np.ndarray, width: int) -> list:

@@ -430,8 +430,10 @@ def desc_addresses(desc: int, rows: int, K: int, esize: int, mn_major: bool) -> 
 
 
 def _smem_matrix(w, instr, desc: int, rows: int, K: int, atype: str, mn_major: bool,
-                 cta: int, row0: int = 0, nrows: "int | None" = None) -> np.ndarray:
-    """The (rows x K) matrix a descriptor describes in CTA `cta`'s shared memory, as float64."""
+                 cta: int, row0: int = 0, nrows: "int | None" = None,
+                 readers: "np.ndarray | None" = None) -> np.ndarray:
+    """The (rows x K) matrix a descriptor describes in CTA `cta`'s shared memory, as float64;
+    the trace records the read for the warps in `readers` (bool per warp; None: every warp)."""
     el = _ELEM[atype]
     esize = el.itemsize
     addrs = desc_addresses(desc, rows, K, esize, mn_major)
@@ -451,7 +453,8 @@ def _smem_matrix(w, instr, desc: int, rows: int, K: int, atype: str, mn_major: b
                     instr, severity="review", w=w)
     vals = np.ascontiguousarray(raw).view(el)[..., 0]
     if w.m.trace is not None:
-        w.event(ev.MemAccess, instr, np.ones(w.L, bool), space="shared", access="read",
+        lanes = np.ones(w.L, bool) if readers is None else np.repeat(readers, WARP)
+        w.event(ev.MemAccess, instr, lanes, space="shared", access="read",
                 ranges=_merge_ranges(addrs, esize), proxy=ev.ASYNC,
                 space_cta=w.group.ctas[cta].linear)
     return _as_f64(vals, atype)
@@ -512,6 +515,13 @@ def _wg_state(w, active: np.ndarray) -> bool:
 def _wg_claim(w, active: np.ndarray) -> None:
     if w.wgmma_warps is None:
         w.wgmma_warps = active.copy()
+
+
+def _one_warp(w, i: int) -> np.ndarray:
+    """Bool per warp: warp `i` of the group only."""
+    out = np.zeros(w.nwarps, bool)
+    out[i] = True
+    return out
 
 
 def _per_warp_first(w, mask, active):
@@ -578,7 +588,7 @@ def _wgmma(w, instr, mask):
         for j in range(W):
             if w.m.trace is not None:  # the trace records each warp's own 16 rows
                 A[j] = _smem_matrix(w, instr, int(descs[j]), 64, K, atype, bool(trans_a),
-                                    ctas[j], 16 * wis[j], 16)
+                                    ctas[j], 16 * wis[j], 16, readers=_one_warp(w, widx[j]))
                 continue
             key = (ctas[j], int(descs[j]))
             if key not in mats:
@@ -593,8 +603,11 @@ def _wgmma(w, instr, mask):
     for j in range(W):
         key = (ctas[j], int(descs[j]))
         if key not in mats:
+            # each issuing warp reads B (the trace records it for every warp using it)
+            readers = np.zeros(w.nwarps, bool)
+            readers[[widx[i] for i in range(W) if (ctas[i], int(descs[i])) == key]] = True
             mats[key] = (len(mats), _smem_matrix(w, instr, key[1], n, K, btype, bool(trans_b),
-                                                 ctas[j]))
+                                                 ctas[j], readers=readers))
         pick[j] = mats[key][0]
     Bs = np.stack([m for _, m in mats.values()])  # (unique, N, K)
     if "imm_scale_a" in op and int(op["imm_scale_a"].value) == -1:
@@ -629,10 +642,11 @@ def _wgmma(w, instr, mask):
     w.wgmma_last = (chain, D, [full[i] for i in range(len(dregs))])
     _wg_claim(w, active)
     w.wgmma_open.append(result)
-    w.m.async_ids += 1
-    w.event(ev.AsyncOp, instr, mask, engine="wgmma", stage="issue", op_id=w.m.async_ids,
-            group=len(w.wgmma_groups), direction="mma",
-            accumulators=tuple(f"%r{r.id}" for r in dregs))
+    for one in w.each_warp(mask):  # each warp issues its part (its own op id in the trace)
+        w.m.async_ids += 1
+        w.event(ev.AsyncOp, instr, one, engine="wgmma", stage="issue", op_id=w.m.async_ids,
+                group=len(w.wgmma_groups), direction="mma",
+                accumulators=tuple(f"%r{r.id}" for r in dregs))
 
 
 @semantic("wgmma.fence", fidelity="ordering_only",

@@ -94,7 +94,7 @@ def _record(w, instr, engine: str, cta: int, moff: int, lanes: list, width: int,
     w.event(ev.AsyncOp, instr, lm, engine=engine, stage="issue", op_id=aid, direction="store",
             mbarrier=moff, space_cta=dest, nbytes=width * len(lanes))
     w.event(ev.MemAccess, instr, lm, space="shared::cluster", access=access,
-            ranges=[(ln % 32, off, off + width) for ln, off in lanes], atomic=access == "rmw",
+            ranges=[(ln, off, off + width) for ln, off in lanes], atomic=access == "rmw",
             proxy=ev.GENERIC, space_cta=dest, async_id=aid)
     w.event(ev.AsyncOp, instr, lm, engine=engine, stage="complete", op_id=aid,
             direction="store", mbarrier=moff, space_cta=dest, nbytes=width * len(lanes))

@@ -57,13 +57,15 @@ def _bar(w, instr, mask):
         states[(c, bid)] = (st, st[1], count)
         if not _bar_try_release(g, c, st, count, _expected(count, nthreads)):
             released = released and not sync
-    bid0 = int(ids[np.flatnonzero(active)[0]])
+    # each warp's event names its own barrier and count (warps of a group may use different ones)
+    bid_l = np.repeat(ids.astype(np.int64), WARP)
+    count_l = None if counts is None else np.repeat(counts.astype(np.int64), WARP)
     count0 = None if counts is None else int(counts[np.flatnonzero(active)[0]])
-    w.event(ev.BarrierEvent, instr, mask, op="sync" if sync else "arrive", barrier=bid0,
-            count=count0)
+    w.event(ev.BarrierEvent, instr, mask, op="sync" if sync else "arrive", barrier=bid_l,
+            count=count_l)
     if not sync or released:
         if sync:
-            w.event(ev.BarrierEvent, instr, mask, op="sync", barrier=bid0, count=count0,
+            w.event(ev.BarrierEvent, instr, mask, op="sync", barrier=bid_l, count=count_l,
                     released=True)
         return None
     ((c, bid),) = arrivals
@@ -133,19 +135,19 @@ def aligned_event(w, instr, mask) -> None:
     """Record an ``.aligned`` warp-collective instruction without a member mask (mma.sync,
     ldmatrix, stmatrix) as a `WarpSync` event with the lanes that executed it: its memory events
     name only the lanes whose addresses it used, and sync_check needs the executing ones."""
-    w.event(ev.WarpSync, instr, mask, op=instr.binding.name, exited=w.lanes_int(w.exited))
+    w.event(ev.WarpSync, instr, mask, op=instr.binding.name, exited=w.exited)
 
 
 def collective_event(w, instr, mask) -> None:
     """Record a warp collective whose last operand is its member mask (shfl/vote/match/redux/
     bar.warp.sync/elect.sync) as a `WarpSync` event: sync_check checks the lanes that executed it
-    against the member mask and the lanes that exited (issue 13 class 3). The first executing
-    lane's member mask is recorded."""
+    against the member mask and the lanes that exited (issue 13 class 3). Each warp's first
+    executing lane's member mask is recorded."""
     if w.m.trace is None:
         return
-    mm = int(np.broadcast_to(w.read(instr.operands[-1], T("b32")), (w.L,))[mask][0])
+    mm = np.broadcast_to(w.read(instr.operands[-1], T("b32")), (w.L,)).astype(np.int64)
     w.event(ev.WarpSync, instr, mask, op=instr.binding.name, membermask=mm,
-            exited=w.lanes_int(w.exited))
+            exited=w.exited)
 
 
 @semantic("membar", "fence", fidelity="ordering_only",

@@ -3,9 +3,11 @@
 `Machine` owns the launch state (bound buffers, param space, diagnostics, statistics, the event
 trace) and provides the services semantic functions call: `load`/`store` (bounds-checked,
 diagnosed, traced), `sreg`, `finding`. `launch()` admits the grid's CTAs to the scheduler
-(`sched.py`): without a trace, batches of CTAs whose warps run vectorized together (split where
-they diverge at barriers and spins, merged again where they meet); with a trace, one warp per
-group so that the trace has each warp's program order.
+(`sched.py`): groups of warps that run vectorized together (split where they diverge at barriers
+and spins, merged again where they meet): batches of CTAs without a trace, one CTA at a time
+with one (which records each warp's events in its program order all the same: `Warps.event`,
+`events.py`). `per_warp` runs one warp per group (the traced mode before, kept to compare
+traces).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ GLOBAL = "global"  # the memory-region key of global memory (spin-loop wake-ups;
 class Machine:
     def __init__(self, kir: ir.KernelIR, grid: tuple, *, trace: bool = False,
                  max_instructions: int = 50_000_000, max_ctas: "int | None" = None,
-                 regs: "int | None" = None):
+                 regs: "int | None" = None, per_warp: bool = False):
         self.kir = kir
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.block = tuple(kir.block)
@@ -72,7 +74,8 @@ class Machine:
         self.residency = Need()  # CTAs that had to be resident together (sched, residency)
         self._dispatch: dict = {}
         self.async_ids = 0
-        self.mode = "per-warp"
+        self.per_warp = per_warp  # one warp per group, one CTA per unit (api.run)
+        self.mode = "per-warp" if per_warp else "batched"
         self.ctas_run = 0
         self.clock = 0
         self.current_instr = None
@@ -379,7 +382,7 @@ class Machine:
             sm = w.group.shared
             self._trace_mem(w, instr, "shared", lanes, aa, nbytes, words is not None,
                             atomic_rmw is not None,
-                            space_cta=w.group.ctas[int(cta[0])].linear if cta.size else None)
+                            lane_ctas=cta)
             ok = sm.in_bounds(aa, nbytes)
             if not ok.all():
                 bad = lanes[~ok]
@@ -492,17 +495,28 @@ class Machine:
         return rank
 
     def _trace_mem(self, w, instr, space, lanes, a, nbytes, write, atomic, bufname=False,
-                   space_cta=None):
+                   lane_ctas=None):
+        """Record a MemAccess of `lanes` (group lanes) at addresses `a`, one event per warp;
+        `lane_ctas`: per accessed lane, the group-local CTA whose shared memory it addresses
+        (None: the warp's own CTA)."""
         if self.trace is None:
             return
-        ranges = [(int(l) % WARP, int(x), int(x) + nbytes) for l, x in zip(lanes, a)]
+        ranges = [(int(l), int(x), int(x) + nbytes) for l, x in zip(lanes, a)]
         mask = np.zeros(w.L, bool)
         mask[lanes] = True
-        buf = self.gmem.name_of(int(a[0])) if bufname and len(a) else None
+        buf = None
+        if bufname and len(a):  # each warp's first lane names the buffer
+            buf = np.empty(w.L, object)
+            _, first = np.unique(lanes // WARP, return_index=True)
+            buf[lanes[first]] = [self.gmem.name_of(int(a[i])) for i in first]
+        if lane_ctas is None:  # the warp's own CTA
+            space_cta = np.repeat(np.asarray([w.cta(i).linear for i in range(w.nwarps)]), WARP)
+        else:  # each warp's first lane's
+            space_cta = np.zeros(w.L, np.int64)
+            space_cta[lanes] = np.asarray([c.linear for c in w.group.ctas], np.int64)[lane_ctas]
         w.event(ev.MemAccess, instr, mask, space=space,
                 access="rmw" if atomic else ("write" if write else "read"), ranges=ranges,
-                atomic=atomic, space_cta=w.cta().linear if space_cta is None else space_cta,
-                buffer=buf)
+                atomic=atomic, space_cta=space_cta, buffer=buf)
 
     # -- the launch --------------------------------------------------------------------------------
     def ctas(self) -> list:
@@ -524,8 +538,9 @@ class Machine:
 
     def units(self, ctas: list, nwarps: int) -> list:
         """The CTAs admitted together, in launch order: each cluster; without clusters, one CTA
-        per unit when tracing, else batches bounded by BATCH_LANES lanes and the local and
-        shared memory they need."""
+        per unit when tracing or with `per_warp` (a traced run interleaves one CTA's warps
+        only, and a deadlocked CTA is reported before later ones start), else batches bounded
+        by BATCH_LANES lanes and the local and shared memory they need."""
         csize = int(np.prod(self.cluster))
         if csize > 1:
             by_cluster: dict = {}
@@ -538,7 +553,7 @@ class Machine:
                     raise ValueError(f"cluster {cl} has {len(members)} CTAs, expected {csize}")
                 out.append(members)
             return out
-        if self.trace is not None:
+        if self.trace is not None or self.per_warp:
             return [[c] for c in ctas]
         lanes = nwarps * WARP
         per = max(1, BATCH_LANES // lanes)
@@ -554,15 +569,14 @@ class Machine:
                 raise ValueError(f"kernel {self.kir.name!r}: grid {self.grid} is not a multiple "
                                  f"of cluster {self.cluster}")
         nwarps = -(-int(np.prod(self.block)) // WARP)
-        traced = self.trace is not None
-        self.mode = "per-warp" if traced else "batched"
+        alone = self.per_warp
 
         def admit(unit):
             g = Group(unit, SharedMemory(self.shared_layout, len(unit)))
             g.shared.on_write = lambda: self.wrote(("shared", g.key))
             g.nwarps_total = nwarps * len(unit)
             self.ctas_run += len(unit)
-            if traced:
+            if alone:
                 return g, [Warps(self, g, [j], [k]) for j in range(len(unit))
                            for k in range(nwarps)]
             return g, [Warps(self, g, [j for j in range(len(unit)) for _ in range(nwarps)],
@@ -570,7 +584,7 @@ class Machine:
         # numpy's floating-point warnings say nothing numsim does not model explicitly (NaN
         # origins, division by zero are findings): off for the whole launch, once
         with np.errstate(all="ignore"):
-            Scheduler(self, self.units(self.ctas(), nwarps), admit, merge=not traced).run()
+            Scheduler(self, self.units(self.ctas(), nwarps), admit, merge=not alone).run()
 
     def finish_warps(self, w: Warps) -> None:
         """`w` reached the end of the kernel: its warps count as exited for barriers."""
