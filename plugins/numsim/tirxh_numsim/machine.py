@@ -415,8 +415,12 @@ class Warps:
     # -- tracing -----------------------------------------------------------------------------------
     def lanes_int(self, mask: np.ndarray, w: int = 0) -> int:
         """Warp `w`'s lanes set in the group-lane mask `mask`, as a 32-bit lane mask."""
-        bits = np.flatnonzero(mask[w * WARP:(w + 1) * WARP])
-        return int(sum(1 << int(i) for i in bits))
+        return int(np.packbits(mask[w * WARP:(w + 1) * WARP], bitorder="little").view("<u4")[0])
+
+    def _lane_masks(self, mask: np.ndarray) -> np.ndarray:
+        """Every warp's 32-bit lane mask of the group-lane mask `mask` (uint32 per warp)."""
+        return np.packbits(mask.reshape(self.nwarps, WARP), axis=1,
+                           bitorder="little").view("<u4")[:, 0]
 
     def event(self, cls, instr, mask, loc=None, **fields) -> None:
         """Record `cls` for each warp of the group with a lane in `mask` (group lanes), in warp
@@ -430,32 +434,38 @@ class Warps:
         if m.trace is None:
             return
         loc = loc or getattr(instr, "loc", None)
-        if self.nwarps == 1:
-            self._emit(0, cls, instr, mask, loc, fields)
-            return
-        for j in np.flatnonzero(mask.reshape(self.nwarps, WARP).any(axis=1)).tolist():
-            self._emit(j, cls, instr, mask, loc, fields)
-
-    def _emit(self, j: int, cls, instr, mask, loc, fields: dict) -> None:
-        own = {}
+        lanes = self._lane_masks(mask).tolist()
+        warps = [j for j in range(self.nwarps) if lanes[j]] if self.nwarps > 1 else [0]
+        per: dict = {}  # field -> value per warp index
+        first = None
         for k, v in fields.items():
             if isinstance(v, np.ndarray) and v.shape == (self.L,):
                 if v.dtype == bool:
-                    v = self.lanes_int(v, j)
+                    per[k] = self._lane_masks(v).tolist()
                 else:
-                    v = v[j * WARP + int(np.argmax(mask[j * WARP:(j + 1) * WARP]))]
-                    v = v.item() if isinstance(v, np.generic) else v
-            elif k == "ranges":
-                lo = j * WARP
-                v = [(ln - lo if ln >= 0 else -1, a, b) for ln, a, b in v
-                     if ln < 0 or lo <= ln < lo + WARP]
-            own[k] = v
-        c = self.cta(j)
-        e = cls(cta=c.linear, warp=self.warp_ids[j], lanes=self.lanes_int(mask, j),
-                seq=self.seqs[j], step=self.m.step, instr=instr, loc=loc,
-                cluster=c.cluster, cta_rank=c.rank, **own)
-        self.seqs[j] += 1
-        self.m.trace.events.append(e)
+                    if first is None:
+                        first = np.arange(self.nwarps) * WARP + \
+                            mask.reshape(self.nwarps, WARP).argmax(axis=1)
+                    per[k] = v[first].tolist()
+            elif k == "ranges" and v:
+                own: list = [[] for _ in range(self.nwarps)]
+                for ln, a, b in v:
+                    if ln >= 0:
+                        own[ln >> 5].append((ln & 31, a, b))
+                    else:  # an engine's range: every warp's
+                        for x in own:
+                            x.append((-1, a, b))
+                per[k] = own
+        events = m.trace.events
+        for j in warps:
+            own = dict(fields)
+            for k, vals in per.items():
+                own[k] = vals[j]
+            c = self.cta(j)
+            events.append(cls(cta=c.linear, warp=self.warp_ids[j], lanes=lanes[j],
+                              seq=self.seqs[j], step=m.step, instr=instr, loc=loc,
+                              cluster=c.cluster, cta_rank=c.rank, **own))
+            self.seqs[j] += 1
 
     def each_warp(self, mask: np.ndarray):
         """`mask` cut to each warp that has a lane in it, in warp order (semantics that must

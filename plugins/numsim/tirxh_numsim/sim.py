@@ -501,14 +501,17 @@ class Machine:
         (None: the warp's own CTA)."""
         if self.trace is None:
             return
-        ranges = [(int(l), int(x), int(x) + nbytes) for l, x in zip(lanes, a)]
+        a = np.asarray(a)
+        ranges = list(zip(lanes.tolist(), a.tolist(), (a + nbytes).tolist()))
         mask = np.zeros(w.L, bool)
         mask[lanes] = True
         buf = None
         if bufname and len(a):  # each warp's first lane names the buffer
             buf = np.empty(w.L, object)
             _, first = np.unique(lanes // WARP, return_index=True)
-            buf[lanes[first]] = [self.gmem.name_of(int(a[i])) for i in first]
+            bidx, _, ok = self.gmem.locate(a[first].astype(np.uint64), 1)
+            buf[lanes[first]] = [self.gmem.buffers[b].name if k else self.gmem.name_of(int(x))
+                                 for b, k, x in zip(bidx.tolist(), ok.tolist(), a[first])]
         if lane_ctas is None:  # the warp's own CTA
             space_cta = np.repeat(np.asarray([w.cta(i).linear for i in range(w.nwarps)]), WARP)
         else:  # each warp's first lane's
