@@ -5,8 +5,9 @@ the zoo's 256x256x256 bf16 wgmma + TMA + mbarrier GEMM (goal < 0.3 s, issue 19).
 
 Rows: the vector add; a compute-bound fma loop three ways: plain (batched), with an ``elect.sync``
 (any instruction that needs per-warp scheduling: mbarriers, elect, wgmma, TMA; before issue 19
-such a kernel ran one warp at a time) and traced (``trace=True``, one warp per group so the event
-trace has each warp's program order); and the zoo GEMM. Each figure is the median of `--repeat`
+such a kernel ran one warp at a time), traced (``trace=True``: a CTA's warps grouped, one event
+per warp) and traced with ``per_warp=True`` (one warp per group, the traced schedule before
+2026-12-01); and the zoo GEMM. Each figure is the median of `--repeat`
 runs (default 3) of `tirxh_numsim.run` including input binding and output copies (kernels are
 specialized once before timing); ``cpu s`` is the process CPU time of the same runs (less
 sensitive than wall time to other work on a shared machine): the goals and the
@@ -84,14 +85,15 @@ def bench(repeat: int = 3) -> list:
     rows.append({"benchmark": "vadd 1M f32", "wall_s": t, "cpu_s": c, "goal_s": 2.0,
                  "lane_instr": r.stats["lane_instructions"], "mode": r.stats["mode"]})
 
-    for name, kern, trace, nn in (("batched", fma_loop, False, 1 << 17),
-                                  ("elect.sync: per-warp scheduling", fma_loop_elect, False,
-                                   1 << 14),
-                                  ("traced", fma_loop, True, 1 << 14)):
+    for name, kern, trace, alone, nn in (
+            ("batched", fma_loop, False, False, 1 << 17),
+            ("elect.sync: per-warp scheduling", fma_loop_elect, False, False, 1 << 14),
+            ("traced", fma_loop, True, False, 1 << 14),
+            ("traced, per_warp", fma_loop, True, True, 1 << 14)):
         x = np.ones(nn, np.float32)
         t, c, r = _median(lambda: ns.run(kern, dict(x=x, out=np.empty(nn, np.float32), n=nn,
                                                     iters=64), grid=(nn // 128,),
-                                         trace=trace, outputs=["out"]), repeat)
+                                         trace=trace, per_warp=alone, outputs=["out"]), repeat)
         assert r.verdict == "clean" and np.all(r.outputs["out"] == 64.0), r.summary()
         rows.append({"benchmark": f"fma loop ({name})", "wall_s": t, "cpu_s": c,
                      "lane_instr": r.stats["lane_instructions"],

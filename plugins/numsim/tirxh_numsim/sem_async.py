@@ -295,7 +295,7 @@ def _trace_global(w, instr, lm, buf, ranges, aid, access: str = "read") -> None:
     docstring)."""
     if ranges:
         w.event(ev.MemAccess, instr, lm, space="global", access=access, ranges=ranges,
-                proxy=ev.ASYNC, space_cta=w.cta().linear,
+                proxy=ev.ASYNC, space_cta=w.cta(int(np.argmax(lm)) // WARP).linear,
                 buffer=buf.name, async_id=aid)
 
 
