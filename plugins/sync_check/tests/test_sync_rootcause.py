@@ -91,3 +91,24 @@ def test_a_blocked_warp_the_barrier_ran_past_is_overrun_not_parity_never(tb):
     kinds = {(f.kind, f.where.line) for f in sync.findings}
     assert ("mbarrier.phase-overrun", 4) in kinds and \
         ("mbarrier.parity-never", 4) not in kinds
+
+
+def test_a_tie_in_a_mixed_generation_does_not_depend_on_the_arrival_order():
+    """Two barrier instructions with as many arrivals in numsim's first mixed generation: the
+    one on the blocked barrier's line is the main one, whichever arrived first (numsim's grouped
+    and per-warp schedules order a generation's arrivals differently)."""
+    from types import SimpleNamespace as NS
+
+    from tirxh_sync_check.rootcause import _mixed_generation
+
+    instrs = {309: object(), 318: object()}  # one barrier instruction per line
+
+    def arrival(warp, line):
+        return NS(warp=warp, instr=instrs[line], loc=NS(file="k.py", line=line))
+    a = [arrival(w, 309) for w in (4, 5)]
+    b = [arrival(w, 318) for w in (8, 9)]
+    for order in (a + b, b + a, [a[0], b[0], a[1], b[1]]):
+        main, missing = _mixed_generation(order, 4, ("k.py", 318))
+        assert (main.loc.line, missing) == (318, [4, 5])
+    main, missing = _mixed_generation(a + b + [arrival(10, 309)], 5, ("k.py", 318))
+    assert (main.loc.line, missing) == (309, [8, 9])  # more arrivals decide first

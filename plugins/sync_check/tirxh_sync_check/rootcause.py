@@ -49,7 +49,7 @@ def _skipped_barrier(issue: Issue, trace, structure: Structure) -> "Issue | None
     for d in trace.block:
         threads *= d
     slots = (blocked.count if blocked.count is not None else -(-threads // 32) * 32) // 32
-    target, missing = _mixed_generation(arrivals, slots)
+    target, missing = _mixed_generation(arrivals, slots, _line(blocked))
     if target is None:
         # warps that executed the blocked barrier fewer times than others: they are the ones
         # missing if, with them, the open generation would be exactly full (otherwise the
@@ -87,10 +87,12 @@ def _skipped_barrier(issue: Issue, trace, structure: Structure) -> "Issue | None
                  data=dict(issue.data, missing_warps=missing))
 
 
-def _mixed_generation(arrivals: list, slots: int):
+def _mixed_generation(arrivals: list, slots: int, blocked_line=None):
     """(an arrival at the barrier instruction most of a mixed generation came from, the warps
     that arrived from another instruction) for the first generation (`slots` warps) of numsim's
-    run whose arrivals came from different barrier instructions; (None, None) if none did."""
+    run whose arrivals came from different barrier instructions; (None, None) if none did.
+    Between instructions with as many arrivals, one on the source line where warps hang
+    (`blocked_line`) is the main one, whatever order numsim's schedule had them arrive in."""
     gen: list = []
     for e in arrivals:
         gen.append(e)
@@ -100,7 +102,7 @@ def _mixed_generation(arrivals: list, slots: int):
         for a in gen:
             instrs.setdefault(id(a.instr), []).append(a)
         if len(instrs) > 1:
-            main = max(instrs.values(), key=len)
+            main = max(instrs.values(), key=lambda g: (len(g), _line(g[0]) == blocked_line))
             odd = sorted({a.warp for a in gen if a.instr is not main[0].instr})
             return main[0], odd
         gen = []
@@ -152,6 +154,10 @@ def _mbar(e):
     if isinstance(e, ev.MBarrierEvent):
         return (e.space_cta, e.addr)
     return None
+
+
+def _line(e) -> tuple:
+    return (e.loc.file, e.loc.line) if e.loc is not None else (None, None)
 
 
 def _where(e) -> str:
