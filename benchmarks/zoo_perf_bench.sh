@@ -15,8 +15,9 @@
 #     shards of 1-4 items, one kernel each so a shard prepares its 16384 x 8192 inputs once;
 #     smoke: the small cases of the changed code, LayerNorm's fused reduction, the L2 and L1
 #     hints, tma_copy's 1-D bulk chunks), and the s4 round's pipelined cumsum (`cumsum_pipe`)
-#     beside cumsum's best tile size, same limits; predictions in docs/TUNING.md
-#     ("Memory-bound kernels, s3 round", "cumsum_pipe")
+#     and filtered top-k (`topk_*_pipe`) beside the plain kernels' best cases, same limits;
+#     predictions in docs/TUNING.md ("Memory-bound kernels, s3 round", "cumsum_pipe",
+#     "topk_pipe")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -44,7 +45,7 @@ cross_entropy[r4096_c128256_ef]@"
 SHARDS_ALL="h200 and ($SH_ACT)|h200 and ($SH_RMS)|h200 and ($SH_CUM)|h200 and ($SH_LNQ)|\
 h200 and ($SH_SMX)"
 if [ "${MODE:-all}" = new ]; then
-    SMOKE_K="not h200 and (layernorm or _l2p or _l1na or _bulk or cumsum_pipe)"
+    SMOKE_K="not h200 and (layernorm or _l2p or _l1na or _bulk or cumsum_pipe or topk)"
     N_LN="layernorm[r16384_c8192]@ or layernorm[r16384_c8192_r0]@ or \
 layernorm[r16384_c8192_r80]@"
     N_LN2="layernorm[r16384_c8192_l2p256]@ or layernorm[r16384_c8192_l1na]@"
@@ -60,8 +61,14 @@ add_rmsnorm[r16384_c8192_l1na]@"
     N_CUM="cumsum[r1_c64M_t16k]@ or cumsum_pipe[r1_c64M_t16k_s2]@ or \
 cumsum_pipe[r1_c64M_t16k_s2_l2]@ or cumsum_pipe[r1_c64M_t16k_s2_l8]@ or \
 cumsum_pipe[r1_c64M_t16k_s3]@ or cumsum_pipe[r1_c64M_t8k_s3]@ or cumsum_pipe[r8_c4M_t16k_s2]@"
+    N_TOPK="topk_f32[r4096_c32768_k64_plain]@ or topk_f32_pipe[r4096_c32768_k64]@ or \
+topk_f32_pipe[r4096_c32768_k64_t1]@ or topk_f32_pipe[r4096_c32768_k64_agg]@ or \
+topk_f32_pipe[r16384_c8192_k50]@"
+    N_TOPKB="topk_bf16[r8192_c32768_k64]@ or topk_bf16_pipe[r8192_c32768_k64]@ or \
+topk_bf16_pipe[r8192_c32768_k16]@"
     SHARDS_ALL="h200 and ($N_LN)|h200 and ($N_LN2)|h200 and ($N_RMS)|h200 and ($N_RMS2)|\
-h200 and ($N_SWI)|h200 and ($N_TMA)|h200 and ($N_ADD)|h200 and ($N_QNT)|h200 and ($N_CUM)"
+h200 and ($N_SWI)|h200 and ($N_TMA)|h200 and ($N_ADD)|h200 and ($N_QNT)|h200 and ($N_CUM)|\
+h200 and ($N_TOPK)|h200 and ($N_TOPKB)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants) or 'new'" >&2
     exit 2
