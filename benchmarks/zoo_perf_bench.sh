@@ -70,7 +70,7 @@ topk_f32_pipe[r16384_c8192_k50]@"
 topk_bf16_pipe[r8192_c32768_k16]@"
     SHARDS_ALL="h200 and ($N_LN)|h200 and ($N_LN2)|h200 and ($N_RMS)|h200 and ($N_RMS2)|\
 h200 and ($N_SWI)|h200 and ($N_TMA)|h200 and ($N_ADD)|h200 and ($N_QNT)|h200 and ($N_CUM)|\
-h200 and ($N_TOPK)|h200 and ($N_TOPKB)|h200 and reduce_rows"
+h200 and ($N_TOPK)|h200 and ($N_TOPKB)|reduce_rows[r8192_c8192"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants) or 'new'" >&2
     exit 2
