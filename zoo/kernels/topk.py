@@ -184,8 +184,8 @@ class _Winners:
 
     def __init__(self):
         self.slot = T.shared(T.u32, (1,), name="slot")
-        self.skey = T.shared(T.u32, (MAX_K,), name="skey")
-        self.sidx = T.shared(T.u32, (MAX_K,), name="sidx")
+        self.skey = T.shared(T.u32, (MAX_K,), name="skey", align=16)
+        self.sidx = T.shared(T.u32, (MAX_K,), name="sidx", align=16)
 
     def take(self, elems, thr, ithr):
         for e in elems:
@@ -201,12 +201,19 @@ class _Winners:
         with T.if_(tid < k):
             mk = T.ptx.ld.shared.u32(self.skey.at(tid))
             mi = T.ptx.ld.shared.u32(self.sidx.at(tid))
+            # every winner's key and index by 16-byte loads issued up front (k is a constant: the
+            # comparisons unroll), instead of a loop of k dependent shared-memory round trips
             rank = T.reg(T.u32, init=0)
-            with T.range(k) as j:
-                ok = T.ptx.ld.shared.u32(self.skey.at(j))
-                oi = T.ptx.ld.shared.u32(self.sidx.at(j))
-                before = (ok > mk) | ((ok == mk) & (oi < mi))
-                T.ptx.add.u32(rank, rank, 1, pred=before)
+            for j0 in range(0, k, 4):
+                if j0 + 4 <= k:
+                    oks = T.ptx.ld.shared.v4.u32(self.skey.at(j0))
+                    ois = T.ptx.ld.shared.v4.u32(self.sidx.at(j0))
+                else:   # the last k % 4 (the slots past k were never written)
+                    oks = [T.ptx.ld.shared.u32(self.skey.at(j)) for j in range(j0, k)]
+                    ois = [T.ptx.ld.shared.u32(self.sidx.at(j)) for j in range(j0, k)]
+                for ok, oi in zip(oks, ois):
+                    before = (ok > mk) | ((ok == mk) & (oi < mi))
+                    T.ptx.add.u32(rank, rank, 1, pred=before)
             out = row * k + rank
             top = 1 << (keybits - 1)
             flip = T.ptx.selp.b32(top, (1 << keybits) - 1, T.ptx.and_.b32(mk, top) != 0)
