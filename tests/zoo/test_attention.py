@@ -150,6 +150,44 @@ def test_a_block_size_the_kernel_cannot_run_is_refused_when_specialized():
         A.attention_fwd.specialize(H=1, HKV=1, CAUSAL=True, BN=160)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("lazy", [0, 8])
+def test_lazy_rescaling_is_exact_where_row_maxima_jump_late(lazy, tmp_path):
+    """KV blocks run from the last down, so keys of block 0 scaled by 6 make the row maxima jump
+    in a tile's last block, past the lazy threshold (2^8): the rescale runs there, and O and
+    LSE match float64 attention as tightly as without it. With the rescale taken out (a
+    mutant), the same inputs fail: the test sees the branch that runs."""
+    ns = pytest.importorskip("tirxh_numsim")
+    case = _case("s400_causal_lazy8_p2")
+    s = A.SUITE
+    inputs = s.make_inputs(case, 3)
+    k = inputs["k"].astype(np.float32)
+    k[:, :128] *= 6.0
+    inputs["k"] = k.astype(inputs["k"].dtype)
+    consts = dict(s.consts(case), LAZY=lazy)
+    want = s.expected(case, inputs)
+
+    def run(kernel):
+        res = ns.run(kernel, dict(inputs), consts=consts, grid=s.grid(case),
+                     outputs=["o", "lse"])
+        assert res.verdict == "clean", res.summary
+        return (s.tolerance_for("o").compare(res.outputs["o"], want["o"]),
+                s.tolerance_for("lse").compare(res.outputs["lse"], want["lse"]))
+    o, lse = run(s.kernel)
+    assert o["ok"] and lse["ok"] and o["rms_ratio"] < 2.5e-3, (o, lse)
+    if lazy:
+        mut = _mutant(tmp_path, [(r"        sc = sm_state\.sc    # ex2", "        return\n"
+                                  "        sc = sm_state.sc    # ex2")])
+        o, lse = run(mut.kernel)
+        assert not o["ok"], o
+
+
+def test_a_lazy_threshold_out_of_range_is_refused():
+    with pytest.raises(TraceError, match=r"attention_fwd: LAZY = 20: the lazy-rescale threshold "
+                       r"in log2 units must be in \[0, 16\]"):
+        A.attention_fwd.specialize(H=1, HKV=1, LAZY=20)
+
+
 def test_an_unknown_pingpong_mode_is_refused():
     with pytest.raises(TraceError, match=r"attention.py:\d+: in kernel 'attention_fwd': "
                        r"ValueError: attention_fwd: PINGPONG = 'yes': expected 'arrive', "
@@ -173,7 +211,7 @@ def test_benchmark_plan_covers_every_shape_mask_and_variant():
                                          c.params["S"], c.params["CAUSAL"]) ==
                     (B, H, HKV, S, causal)]
             assert sorted(c.tags[0] for c in mine) == \
-                ["alt"] * (2 if causal else 3) + ["main", "sweep"]
+                ["alt"] * (3 if causal else 4) + ["main", "sweep"]
             main = next(c for c in mine if c.tags == ("main",))
             assert A.SUITE.grid(main) == (A.H200_SMS, 1, 1)          # persistent
             np_ = next(c for c in mine if c.name.endswith("_np"))
@@ -226,8 +264,8 @@ def _sass_ops(sass: str) -> dict:
 @pytest.mark.parametrize("consts", [
     dict(H=32, HKV=32, HG=4), dict(H=32, HKV=32, HG=4, CAUSAL=True), dict(H=32, HKV=8, HG=16),
     dict(H=32, HKV=32, HG=4, PINGPONG="sync"), dict(H=32, HKV=32, HG=4, PINGPONG=False),
-    dict(H=32, HKV=32, HG=4, BN=160),
-], ids=["noncausal", "causal", "gqa", "sync", "nopp", "bn160"])
+    dict(H=32, HKV=32, HG=4, BN=160), dict(H=32, HKV=32, HG=4, CAUSAL=True, LAZY=8),
+], ids=["noncausal", "causal", "gqa", "sync", "nopp", "bn160", "lazy8"])
 def test_sass_has_both_wgmma_forms_register_budgets_and_no_spills(consts):
     ck = A.attention_fwd.compile("sm_90a", **consts)
     r = ck.resources

@@ -72,6 +72,7 @@ BN = 128                 # keys per K/V block (the default of the BN constant)
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory a CTA may have on sm_90
 CONSUMERS = 2
 H200_SMS = 132
+FULL = 0xFFFFFFFF
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 SCALE_LOG2 = LOG2E / math.sqrt(D)   # softmax in base 2: exp(s / sqrt(D)) = 2^(s * SCALE_LOG2)
@@ -227,8 +228,9 @@ class _Softmax:
     """Online softmax state of one thread: rows g and g + 8 of its warp's 16 (index ri), the
     running max m (raw scores), the per-thread partial row sum l, the last rescale factor sc."""
 
-    def __init__(self, acc_s, bn: int):
+    def __init__(self, acc_s, bn: int, lazy: float = 0):
         self.s, self.bn = acc_s, bn
+        self.lazy = lazy / SCALE_LOG2   # the threshold in raw-score units (0: rescale always)
         self.m = [T.reg(T.f32, init=0.0) for _ in range(2)]
         self.l = [T.reg(T.f32, init=0.0) for _ in range(2)]
         self.sc = [T.reg(T.f32, init=1.0) for _ in range(2)]
@@ -250,7 +252,13 @@ class _Softmax:
 
     def update(self, first: bool):
         """m_new = max(m, rowmax S); sc = 2^((m - m_new) c); P = 2^(S c - m_new c) in place;
-        l = l sc + rowsum P (c = log2(e) / sqrt(D)). `first`: no previous m, l."""
+        l = l sc + rowsum P (c = log2(e) / sqrt(D)). `first`: no previous m, l.
+
+        Lazy rescaling (LAZY = tau > 0, FlashAttention-4's): the running max moves only when the
+        row's new maximum exceeds it by more than tau in log2 units; otherwise m, and sc = 1,
+        stay, P = 2^(S c - m c) <= 2^tau (bf16 and f32 hold that with the same relative
+        precision) and O is not rescaled (`rescale_o` skips a warp whose sc are all 1). O / l and
+        LSE = m c + lg2 l use the same m, so the result is the same."""
         for ri in range(2):
             vals = self.row(ri)
             mx = _quad(_tree(vals, T.ptx.max.f32), T.ptx.max.f32)
@@ -259,6 +267,9 @@ class _Softmax:
                 self.sc[ri].set(1.0)
             else:
                 m_new = T.ptx.max.f32(self.m[ri], mx)
+                if self.lazy:
+                    keep = T.ptx.sub.f32(m_new, self.m[ri]) <= self.lazy
+                    m_new = T.ptx.selp.f32(self.m[ri], m_new, keep)
                 T.ptx.ex2.approx.ftz.f32(self.sc[ri], T.ptx.mul.f32(
                     T.ptx.sub.f32(self.m[ri], m_new), SCALE_LOG2))
             neg = T.ptx.mul.f32(m_new, -SCALE_LOG2)
@@ -301,7 +312,7 @@ def _consumer(cfg, tiles, o_map, sm, lse, S, tid):
     acc_o = T.fragment(T.f32, D // 2)
     acc_s = T.fragment(T.f32, bn // 2)
     pb = [T.reg(T.bf16x2) for _ in range(bn // 4)]  # P in bf16: the A fragments of P V
-    sm_state = _Softmax(acc_s, bn)
+    sm_state = _Softmax(acc_s, bn, cfg["LAZY"])
     pv_running = T.reg(T.pred)                      # a P V issued in this tile is in flight
     k_ring, v_ring = T.pipeline(sm.stages), T.pipeline(sm.stages)
     q_phase = T.reg(T.u32, init=0)
@@ -344,8 +355,16 @@ def _consumer(cfg, tiles, o_map, sm, lse, S, tid):
         T.ptx.wgmma.commit_group.sync.aligned()
 
     def rescale_o():
-        for i in range(D // 2):
-            T.ptx.mul.f32(acc_o[i], acc_o[i], sm_state.sc[(i >> 1) & 1])
+        def muls():
+            for i in range(D // 2):
+                T.ptx.mul.f32(acc_o[i], acc_o[i], sm_state.sc[(i >> 1) & 1])
+        if not cfg["LAZY"]:
+            muls()
+            return
+        sc = sm_state.sc    # ex2.approx.ftz(0) is exactly 1: a kept max gives sc == 1
+        with T.if_(T.ptx.vote.any.sync.pred((sc[0] != 1.0) | (sc[1] != 1.0), FULL),
+                   uniform=True):
+            muls()
 
     def pack_p():
         for i in range(bn // 4):
@@ -473,14 +492,18 @@ def attention_fwd(q_map: T.tensormap, k_map: T.tensormap, v_map: T.tensormap,
                   o_map: T.tensormap, q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                   o: T.gptr[T.bf16], lse: T.gptr[T.f32], B: T.u32, S: T.u32, H: T.const,
                   HKV: T.const, CAUSAL: T.const = False, HG: T.const = 8,
-                  PINGPONG: T.const = "arrive", SMS: T.const = H200_SMS, BN: T.const = BN):
+                  PINGPONG: T.const = "arrive", SMS: T.const = H200_SMS, BN: T.const = BN,
+                  LAZY: T.const = 0):
     if PINGPONG not in ("arrive", "sync", False):
         raise ValueError(f"attention_fwd: PINGPONG = {PINGPONG!r}: expected 'arrive', 'sync' or "
                          "False")
     problems = _check_block(BN, CAUSAL)
     if problems:
         raise ValueError("attention_fwd: " + "; ".join(problems))
-    cfg = dict(H=H, HKV=HKV, CAUSAL=CAUSAL, HG=HG, PINGPONG=PINGPONG, BN=BN)
+    if not isinstance(LAZY, (int, float)) or isinstance(LAZY, bool) or not 0 <= LAZY <= 16:
+        raise ValueError(f"attention_fwd: LAZY = {LAZY!r}: the lazy-rescale threshold in log2 "
+                         "units must be in [0, 16] (0: rescale at every block)")
+    cfg = dict(H=H, HKV=HKV, CAUSAL=CAUSAL, HG=HG, PINGPONG=PINGPONG, BN=BN, LAZY=LAZY)
     _attention(cfg, (q_map, k_map, v_map, o_map), lse, B, S)
 
 
@@ -621,6 +644,7 @@ VARIANTS = {
     "sync": (dict(PINGPONG="sync"), "alt"),         # ping-pong by rendezvous
     "nopp": (dict(PINGPONG=False), "sweep"),        # persistent, no ping-pong
     "bn160": (dict(BN=160), "alt"),                 # KV blocks of 160 keys (non-causal only)
+    "lazy8": (dict(LAZY=8), "alt"),                 # O rescaled only when the max grows > 2^8
 }
 
 
@@ -671,6 +695,9 @@ SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument ta
     T.case("gqa_b2h2kv1s80_p2", B=2, S=80, H=2, HKV=1, HG=2, CAUSAL=False, SMS=2),
     # KV blocks of 160 keys: 4 tiles of 3 blocks (the first with an 80-key tail) on 2 CTAs
     T.case("s400_bn160_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=False, SMS=2, BN=160),
+    # lazy rescaling on the persistent causal schedule (tests/zoo/test_attention.py also runs
+    # it on inputs whose row maxima jump late, so both branches of the rescale run)
+    T.case("s400_causal_lazy8_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=2, LAZY=8),
 ]
 
 # hardware smoke cases (benchmarks/attn_bench.sh runs them, with the small ones, correctness only
