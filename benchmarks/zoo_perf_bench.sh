@@ -16,7 +16,8 @@
 #     smoke: the small cases of the changed code, LayerNorm's fused reduction, the L2 and L1
 #     hints, tma_copy's 1-D bulk chunks), and the s4 round's pipelined cumsum (`cumsum_pipe`)
 #     and filtered top-k (`topk_*_pipe`) beside the plain kernels' best cases, and the
-#     vectorized row sum (`reduce_rows`, now with torch.sum baselines), same limits;
+#     vectorized row sum (`reduce_rows`, now with torch.sum baselines) and the persistent
+#     transpose, same limits;
 #     predictions in docs/TUNING.md ("Memory-bound kernels, s3 round", "cumsum_pipe",
 #     "topk_pipe")
 #
@@ -47,7 +48,7 @@ SHARDS_ALL="h200 and ($SH_ACT)|h200 and ($SH_RMS)|h200 and ($SH_CUM)|h200 and ($
 h200 and ($SH_SMX)"
 if [ "${MODE:-all}" = new ]; then
     SMOKE_K="not h200 and (layernorm or _l2p or _l1na or _bulk or cumsum_pipe or topk or \
-reduce_rows)"
+reduce_rows or transpose)"
     N_LN="layernorm[r16384_c8192]@ or layernorm[r16384_c8192_r0]@ or \
 layernorm[r16384_c8192_r80]@"
     N_LN2="layernorm[r16384_c8192_l2p256]@ or layernorm[r16384_c8192_l1na]@"
@@ -70,7 +71,7 @@ topk_f32_pipe[r16384_c8192_k50]@"
 topk_bf16_pipe[r8192_c32768_k16]@"
     SHARDS_ALL="h200 and ($N_LN)|h200 and ($N_LN2)|h200 and ($N_RMS)|h200 and ($N_RMS2)|\
 h200 and ($N_SWI)|h200 and ($N_TMA)|h200 and ($N_ADD)|h200 and ($N_QNT)|h200 and ($N_CUM)|\
-h200 and ($N_TOPK)|h200 and ($N_TOPKB)|reduce_rows[r8192_c8192"
+h200 and ($N_TOPK)|h200 and ($N_TOPKB)|reduce_rows[r8192_c8192|h200 and transpose"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants) or 'new'" >&2
     exit 2
