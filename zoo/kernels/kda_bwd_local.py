@@ -90,7 +90,7 @@ class _Smem:
         self.t = T.shared(T.f32, (C, SC), name="sT", **mk)
         self.x = T.shared(T.f32, (C, SC), name="sX", **mk)
         self.dm = T.shared(T.f32, (C, SC), name="sDM", **mk)
-        self.ap = T.shared(T.f32, (C, SC), name="sAP", **mk)      # dA o P
+        self.ap = T.shared(T.f32, (C, SC), name="sAP", **mk)      # dtb, then dA o P
         self.ref = T.shared(T.f32, (NB, K), name="sRef", **mk)
         self.rn = T.shared(T.f32, (2, C), name="sRn", **mk)       # rk, scale rq
         self.beta = T.shared(T.f32, (C,), name="sBeta", **mk)
@@ -189,10 +189,11 @@ def _zeros(n):
     return [T.reg(T.f32, init=0.0) for _ in range(n)]
 
 
-def _fma_rows(acc, buf, at, v):
-    """acc[r] += buf[at(r)] * v for the 16 rows r of a block (``ld.shared.f32``, ``fma``)."""
+def _fma_rows(acc, base, step, v):
+    """acc[r] += (f32 at base + r * step bytes) * v for the 16 rows r of a block: one address
+    computed, the rest immediate offsets (``ld.shared.f32 [base + imm]``, ``fma``)."""
     for r in range(BLK):
-        T.ptx.fma.rn.f32(acc[r], T.ptx.ld.shared.f32(buf.at(*at(r))), v, acc[r])
+        T.ptx.fma.rn.f32(acc[r], T.ptx.ld.shared.f32(base + r * step), v, acc[r])
 
 
 def _factor(sm, hi, lo, d):
@@ -201,17 +202,22 @@ def _factor(sm, hi, lo, d):
                                 - T.ptx.ld.shared.f32(sm.ref.at(lo, d)))
 
 
-def _pairs(sm):
+def _pairs(sm, ck, dtb):
     """P[i, j] = sum_d KL[i, d] F_ab[d] KD[j, d] for j < i (0 elsewhere): thread = (column j,
-    row block a); the 16 rows of the block accumulate together."""
+    row block a); the 16 rows of the block accumulate together. First the thread stages its 16
+    elements of dtb in sAP (free until dA): 16 global loads in flight at once, where the X
+    phase's row loop would wait for one at a time."""
     t = T.tid.x
     j, a = t & (C - 1), t >> 6
     b = j >> 4
+    for r in range(BLK):
+        m = a * BLK + r
+        T.ptx.st.shared.f32(sm.ap.at(m, j), T.ptx.ld.global_.f32(dtb.at(ck.piece(m, C) + j)))
     acc = _zeros(BLK)
     with T.if_(b <= a):
         with T.range(K) as d:
             kd = T.ptx.ld.shared.f32(sm.kd.at(j, d)) * _factor(sm, a, b, d)
-            _fma_rows(acc, sm.kl, lambda r: (a * BLK + r, d), kd)
+            _fma_rows(acc, sm.kl.at(a * BLK, d), SK * 4, kd)
     for r in range(BLK):
         i = a * BLK + r
         T.ptx.st.shared.f32(sm.p.at(i, j), T.ptx.selp.f32(acc[r], 0.0, j < i))
@@ -237,17 +243,17 @@ def _inverse(sm):
             T.ptx.st.shared.f32(sm.t.at(i, j), val)
 
 
-def _t_dt(sm, ck, dtb, dm):
-    """X = T^T (dtb Diag(beta)) (thread = column j, row block mb of X), the first dbeta term
-    colsum(dtb o T) (row block 0's threads), and dm staged in shared memory."""
+def _t_dt(sm, ck, dm):
+    """X = T^T (dtb Diag(beta)) (thread = column j, row block mb of X; dtb staged in sAP), the
+    first dbeta term colsum(dtb o T) (row block 0's threads), and dm staged in shared memory."""
     t = T.tid.x
     j, mb = t & (C - 1), t >> 6
     acc = _zeros(BLK)
     db = T.reg(T.f32, init=0.0)
     bj = T.ptx.ld.shared.f32(sm.beta.at(j))
     with T.range(C) as i:
-        dtv = T.ptx.ld.global_.f32(dtb.at(ck.piece(i, C) + j))
-        _fma_rows(acc, sm.t, lambda r: (i, mb * BLK + r), dtv * bj)
+        dtv = T.ptx.ld.shared.f32(sm.ap.at(i, j))
+        _fma_rows(acc, sm.t.at(i, mb * BLK), 4, dtv * bj)
         T.ptx.fma.rn.f32(db, dtv, T.ptx.ld.shared.f32(sm.t.at(i, j)), db)
     for r in range(BLK):
         m = mb * BLK + r
@@ -264,7 +270,7 @@ def _da(sm):
     n, mb = t & (C - 1), t >> 6
     acc = _zeros(BLK)
     with T.range(C) as j:
-        _fma_rows(acc, sm.x, lambda r: (mb * BLK + r, j), T.ptx.ld.shared.f32(sm.t.at(n, j)))
+        _fma_rows(acc, sm.x.at(mb * BLK, j), SC * 4, T.ptx.ld.shared.f32(sm.t.at(n, j)))
     for r in range(BLK):
         m = mb * BLK + r
         dA = T.ptx.selp.f32(-acc[r], 0.0, n < m)
@@ -291,18 +297,16 @@ def _block_grads(sm, a, d):
             with T.range(BLK) as jj:
                 j = jj + b * BLK
                 kd = T.ptx.ld.shared.f32(sm.kd.at(j, d)) * f
-                _fma_rows(acc_p, sm.p, lambda r: (a * BLK + r, j), kd)
-                _fma_rows(acc_m, sm.dm, lambda r: (a * BLK + r, j), kd)
+                _fma_rows(acc_p, sm.p.at(a * BLK, j), SC * 4, kd)
+                _fma_rows(acc_m, sm.dm.at(a * BLK, j), SC * 4, kd)
     dbp, dbm = _zeros(BLK), _zeros(BLK)
     for a2 in range(NB):                 # db: columns of a against the rows of blocks a2 >= a
         with T.if_(a2 >= a):
             f = _factor(sm, a2, a, d)
             with T.range(BLK) as ii:
                 i = ii + a2 * BLK
-                _fma_rows(dbp, sm.p, lambda r: (i, a * BLK + r),
-                          T.ptx.ld.shared.f32(sm.kl.at(i, d)) * f)
-                _fma_rows(dbm, sm.dm, lambda r: (i, a * BLK + r),
-                          T.ptx.ld.shared.f32(sm.ql.at(i, d)) * f)
+                _fma_rows(dbp, sm.p.at(i, a * BLK), 4, T.ptx.ld.shared.f32(sm.kl.at(i, d)) * f)
+                _fma_rows(dbm, sm.dm.at(i, a * BLK), 4, T.ptx.ld.shared.f32(sm.ql.at(i, d)) * f)
     out = []
     ref = T.ptx.ld.shared.f32(sm.ref.at(a, d))
     for r in range(BLK):
@@ -392,8 +396,8 @@ def _dq_dk(sm, ck, q, k, dq, dk):
     (dq^ - q^ (q^ . dq^)) with dq^ = scale dqs (sDot holds the dots over k^, qs)."""
     t = T.tid.x
     d, hf = t & (K - 1), t >> 7
-    with T.range(C // 2) as ii:
-        i = ii * 2 + hf
+    for ii in range(C // 2):    # unrolled: the rows' global loads can be in flight together
+        i = hf + 2 * ii
         off = ck.row(i) + d
         valid = i < ck.nv
         rk = T.ptx.ld.shared.f32(sm.rn.at(0, i))
@@ -434,11 +438,11 @@ def kda_bwd_local(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     T.ptx.bar.sync(0)
     _gate(sm, ck, q, k, g_raw, A_log, dt_bias)
     T.ptx.bar.sync(0)
-    _pairs(sm)
+    _pairs(sm, ck, dtb)
     T.ptx.bar.sync(0)
     _inverse(sm)
     T.ptx.bar.sync(0)
-    _t_dt(sm, ck, dtb, dm)
+    _t_dt(sm, ck, dm)
     T.ptx.bar.sync(0)
     _da(sm)
     T.ptx.bar.sync(0)
