@@ -66,6 +66,25 @@ def test_gate_parameter_sums_cross_ctas_and_reset_the_counter():
 
 
 @SLOW
+def test_pass_1_stores_the_split_backwards_chunk_start_states():
+    """Pass 1's workspace s0 is piece 1 of the chunked split (kda_bwd_split.chunk_states), in
+    its token-by-token form: every chunk's start state within 1e-4 of float64."""
+    split = load("kda_bwd_split")
+    ref = load("kda_ref")
+    case = T.case("s0", B=1, T_=70, H=1, gate="mixed")
+    x = MOD.SUITE.make_inputs(case, 0)
+    res = ns.run(MOD.SUITE.kernel, x, grid=MOD.SUITE.grid(case), outputs=["s0"],
+                 consts=MOD.SUITE.consts(case))
+    q, k, g, beta = ref._prepare(x["q"], x["k"], x["g_raw"], x["beta"], x["A_log"],
+                                 x["dt_bias"], 0, 0, 70)
+    want, _ = split.chunk_states(k, np.asarray(x["v"][0], np.float64), g, beta, x["h0"][0])
+    got = res.outputs["s0"]                                  # [chunks, H, K, V]
+    assert got.shape == (2, 1, 128, 128)
+    err = np.abs(np.moveaxis(got, 0, 1) - want) / (1.0 + np.abs(want))
+    assert err.max() < 1e-4, float(err.max())
+
+
+@SLOW
 def test_dropped_dt_bias_in_the_dA_log_term_is_caught(tmp_path):
     """dA_log's term is dg_raw (g_raw + dt_bias): with dt_bias dropped the check fails."""
     mut = load_mutant("kda_bwd", "dgr, gx + dtb, T.ptx", "dgr, gx, T.ptx", tmp_path)
