@@ -451,10 +451,19 @@ def reference(x, k):
 _BASELINES = [{"name": "torch.topk", "args": {"x": "x", "k": "k"}},
               {"name": "torch.compile.topk", "args": {"x": "x", "k": "k"}}]
 _TOL = T.tolerance(rtol=0, atol=0)  # a selection: values and indices are exact
-_WORK = dict(flops=lambda rows, cols: rows * cols)
+
+
+def _suite_args(dt) -> dict:
+    """What every top-k suite of one dtype shares: inputs, the reference, the outputs, the exact
+    tolerance, the work (the row read once, k values and k int64 indices written), baselines."""
+    esize = 4 if dt == "f32" else 2
+    return dict(inputs=_inputs(dt), reference=reference, outputs=["values", "indices"],
+                tolerance=_TOL, flops=lambda rows, cols: rows * cols,
+                bytes=lambda rows, cols, k: esize * rows * cols + (esize + 8) * rows * k,
+                baselines=_BASELINES)
 
 SUITE_F32 = T.suite(
-    topk_f32, inputs=_inputs("f32"), reference=reference, outputs=["values", "indices"],
+    topk_f32, **_suite_args("f32"),
     cases=[
         make_case("r1_c1000_k7", rows=1, cols=1000, k=7, BLOCK=128),
         make_case("r3_c2052_k64", rows=3, cols=2052, k=64, BLOCK=128),
@@ -470,13 +479,11 @@ SUITE_F32 = T.suite(
         make_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, BLOCK=256,
                   small=False),
     ],
-    tolerance=_TOL, constraints=constraints_f32,
-    bytes=lambda rows, cols, k: 4 * rows * cols + 12 * rows * k, **_WORK,
-    baselines=_BASELINES,
+    constraints=constraints_f32,
 )
 
 SUITE_BF16 = T.suite(
-    topk_bf16, inputs=_inputs("bf16"), reference=reference, outputs=["values", "indices"],
+    topk_bf16, **_suite_args("bf16"),
     cases=[
         make_case("r3_c1000_k33", rows=3, cols=1000, k=33, BLOCK=64),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, BLOCK=1024,
@@ -484,9 +491,7 @@ SUITE_BF16 = T.suite(
         make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, BLOCK=512,
                   small=False),
     ],
-    tolerance=_TOL, constraints=constraints_bf16,
-    bytes=lambda rows, cols, k: 2 * rows * cols + 10 * rows * k, **_WORK,
-    baselines=_BASELINES,
+    constraints=constraints_bf16,
 )
 
 
@@ -523,7 +528,7 @@ def make_pipe_case(name, rows, cols, k, BLOCK=1024, AGG=0, PASSES=2, CTAS=132, s
 
 
 SUITE_F32_PIPE = T.suite(
-    topk_f32_pipe, inputs=_inputs("f32"), reference=reference, outputs=["values", "indices"],
+    topk_f32_pipe, **_suite_args("f32"),
     cases=[
         # 5 rows on 2 CTAs (3 and 2 rows: the row copy is refilled while a row is selected);
         # row 0 is heavy ties (T0 = 3 is shared by ~290 elements > 128 slots: the whole-row
@@ -541,19 +546,15 @@ SUITE_F32_PIPE = T.suite(
         make_pipe_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, BLOCK=256, CTAS=264,
                        small=False),
     ],
-    tolerance=_TOL, constraints=pipe_constraints_f32,
-    bytes=lambda rows, cols, k: 4 * rows * cols + 12 * rows * k, **_WORK,
-    baselines=_BASELINES,
+    constraints=pipe_constraints_f32,
 )
 
 SUITE_BF16_PIPE = T.suite(
-    topk_bf16_pipe, inputs=_inputs("bf16"), reference=reference, outputs=["values", "indices"],
+    topk_bf16_pipe, **_suite_args("bf16"),
     cases=[
         make_pipe_case("r4_c1000_k33", rows=4, cols=1000, k=33, BLOCK=64, CTAS=3),
         make_pipe_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False),
         make_pipe_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, small=False),
     ],
-    tolerance=_TOL, constraints=pipe_constraints_bf16,
-    bytes=lambda rows, cols, k: 2 * rows * cols + 10 * rows * k, **_WORK,
-    baselines=_BASELINES,
+    constraints=pipe_constraints_bf16,
 )
