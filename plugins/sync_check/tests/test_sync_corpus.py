@@ -54,6 +54,26 @@ def test_fixed_twin_is_clean(path):
     assert sync.verdict == "clean" and race.verdict == "clean"
 
 
+def _identity(findings) -> list:
+    return sorted((f.kind, f.severity, f.where.line if f.where else None) for f in findings)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_grouped_and_per_warp_traces_give_the_same_findings(path):
+    """numsim's traced run groups a CTA's warps (one event per warp); running every warp alone
+    (`per_warp`, the schedule before) gives the same verdicts and the same findings (kind,
+    severity, line) on both kernels: the analyses depend on no more than `events.py`'s contract."""
+    mod = load_module(path)
+    for name in ("buggy", "fixed"):
+        got = [check_kernel(getattr(mod, name), mod.inputs(), grid=mod.GRID, per_warp=pw)
+               for pw in (False, True)]
+        (gs, gr), (ps, pr) = got
+        assert (gs.verdict, gr.verdict) == (ps.verdict, pr.verdict), (name, got)
+        assert _identity(gs.findings + gr.findings) == _identity(ps.findings + pr.findings), \
+            f"{path.name} {name}:\n" + _show(gs.findings + gr.findings) + "\n--- per_warp:\n" + \
+            _show(ps.findings + pr.findings)
+
+
 def test_corpus_covers_every_finding_kind():
     kinds = {expectation(p)["kind"] for p in FILES}
     assert len(FILES) >= 24

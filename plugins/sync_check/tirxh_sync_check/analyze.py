@@ -29,11 +29,14 @@ from .report import KINDS, to_finding
 
 def check_kernel(kernel, inputs: dict, *, consts: "dict | None" = None, grid=None,
                  max_states: int = synccheck.DEFAULT_MAX_STATES,
-                 max_instructions: int = 5_000_000) -> "tuple[AnalyzerResult, AnalyzerResult]":
-    """Simulate `kernel` once on `inputs` (numsim, with a trace) and run both analyses."""
+                 max_instructions: int = 5_000_000,
+                 per_warp: bool = False) -> "tuple[AnalyzerResult, AnalyzerResult]":
+    """Simulate `kernel` once on `inputs` (numsim, with a trace) and run both analyses.
+    `per_warp`: numsim runs every warp alone (its traced schedule before warps were grouped;
+    slower, the same verdicts and findings: for comparing)."""
     t0 = time.perf_counter()
     res = tirxh_numsim.run(kernel, inputs, consts=consts, grid=grid, trace=True,
-                           max_instructions=max_instructions)
+                           max_instructions=max_instructions, per_warp=per_warp)
     sim_s = time.perf_counter() - t0
     kir = _kir(kernel, consts)
     buffers = {k: np.asarray(v).nbytes for k, v in inputs.items() if isinstance(v, np.ndarray)}
