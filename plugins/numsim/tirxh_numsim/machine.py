@@ -187,9 +187,14 @@ class Warps:
         return self.group.ctas[self.ctas_local[w]]
 
     def where(self) -> str:
+        """The CTA and warps of this group, for diagnostics (a traced run groups warps too, and
+        its findings name them as a per-warp run did)."""
         c = self.cta()
-        return f"cta {c.ctaid} warp {self.warp_ids[0]}" if self.nwarps == 1 else \
-            f"{self.nwarps} warps"
+        ctas = set(self.ctas_local)
+        if len(ctas) == 1:
+            return f"cta {c.ctaid} {warps_text(tuple(self.warp_ids))}"
+        return f"{self.nwarps} warps of {len(ctas)} CTAs (the first: cta {c.ctaid} " \
+            f"warp {self.warp_ids[0]})"
 
     def where_lane(self, lane: int) -> str:
         """The CTA and warp of lane `lane` of this group (for diagnostics)."""
@@ -477,6 +482,15 @@ class Warps:
             one = np.zeros(self.L, bool)
             one[j * WARP:(j + 1) * WARP] = mask[j * WARP:(j + 1) * WARP]
             yield one
+
+
+def warps_text(ws: tuple) -> str:
+    """``warp 3``, ``warps 0-3``, ``warps 0, 2, 5``."""
+    if len(ws) == 1:
+        return f"warp {ws[0]}"
+    if ws == tuple(range(ws[0], ws[-1] + 1)) and len(ws) > 2:
+        return f"warps {ws[0]}-{ws[-1]}"
+    return "warps " + ", ".join(str(x) for x in ws)
 
 
 def _cut(x, idx):

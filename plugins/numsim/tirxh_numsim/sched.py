@@ -25,7 +25,7 @@ from collections import deque
 import numpy as np
 
 from .interp import DONE, Interpreter
-from .machine import SPLIT, WARP, Deadlock, MBar, SpinWait
+from .machine import SPLIT, WARP, Deadlock, MBar, SpinWait, warps_text
 
 MAX_REPORT_LINES = 40
 
@@ -217,7 +217,7 @@ class Scheduler:
             head = f"cta {ctas[0].ctaid}" if len(ctas) == 1 else \
                 f"ctas {ctas[0].ctaid}..{ctas[-1].ctaid} ({len(ctas)} CTAs)"
             for ws, st in key:
-                text.append(f"{head} {_warps_text(ws)}: {st}")
+                text.append(f"{head} {warps_text(ws)}: {st}")
         if len(text) > MAX_REPORT_LINES:
             text = text[:MAX_REPORT_LINES] + [f"... and {len(text) - MAX_REPORT_LINES} more"]
         never = sum(len(u) for u in self.pending)
@@ -257,14 +257,6 @@ def _runs(lines: list) -> list:
         else:
             out.append((key, [cta]))
     return out
-
-
-def _warps_text(ws: tuple) -> str:
-    if len(ws) == 1:
-        return f"warp {ws[0]}"
-    if ws == tuple(range(ws[0], ws[-1] + 1)) and len(ws) > 2:
-        return f"warps {ws[0]}-{ws[-1]}"
-    return "warps " + ", ".join(str(x) for x in ws)
 
 
 __all__ = ["Scheduler"]
