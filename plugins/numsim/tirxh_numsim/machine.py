@@ -473,8 +473,8 @@ class Warps:
             self.seqs[j] += 1
 
     def each_warp(self, mask: np.ndarray):
-        """`mask` cut to each warp that has a lane in it, in warp order (semantics that must
-        act warp by warp in a traced run: one op id, one B-operand read per warp)."""
+        """`mask` cut to each warp that has a lane in it, in warp order (for what a traced run
+        records warp by warp: each warp's wgmma or cp.async issue has its own op id)."""
         if self.nwarps == 1:
             yield mask
             return
