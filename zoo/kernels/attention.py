@@ -45,7 +45,7 @@ Algorithm (docs/TUNING.md has the reasoning and the predicted gain of each step)
   stored by one lane per row (rows < S).
 
 Techniques: tma, mbarrier-pipeline, warp-specialized, setmaxnreg, wgmma (SS and RS), swizzle-128b,
-online-softmax, persistent, ping-pong named barriers, stmatrix + TMA store.
+online-softmax, persistent, ping-pong named barriers, stmatrix + TMA store, lazy rescaling (LAZY).
 Work (FLOPs): 4 * B * H * S^2 * 128 (two matrix products); half of it when causal (the
 convention of FlashAttention's benchmarks: S^2 / 2, not S (S + 1) / 2).
 """
@@ -64,7 +64,8 @@ from hostcache import Cache, rng_key
 from tirxh.api import numpy_dtype
 
 TAGS = ("tma", "mbarrier-pipeline", "warp-specialized", "setmaxnreg", "wgmma", "wgmma-rs",
-        "swizzle-128b", "online-softmax", "persistent", "ping-pong", "stmatrix", "tma-store")
+        "swizzle-128b", "online-softmax", "persistent", "ping-pong", "stmatrix", "tma-store",
+        "lazy-rescale")
 
 D = 128                  # head dimension
 BM = 128                 # query rows per tile: two consumer warpgroups x 64

@@ -46,7 +46,11 @@ under ~2e5): the check is bitwise, and it tests the algorithm, not rounding. On 
 the error of an element is bounded by about (log2(TILE) + tiles before it) * eps * sum |x| up to
 it; tests/zoo/test_cumsum.py checks that bound on normal data.
 
-Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan
+`cumsum_pipe` (below) is the same scan on a persistent grid whose tiles stream through a
+shared-memory ring (1-D bulk copies on mbarriers) while the look-back runs.
+
+Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan, persistent, bulk-copy,
+mbarrier-pipeline
 Work: 1 FLOP and 8 bytes per element.
 """
 
@@ -54,7 +58,8 @@ import numpy as np
 
 import tirxh.lang as T
 
-TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan")
+TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan",
+        "persistent", "bulk-copy", "mbarrier-pipeline")
 
 MAX_TOTALS = 256  # warp-chunk totals per tile: 8 per lane of the scanning warp
 MAX_PER_THREAD = 64  # elements a thread holds in registers

@@ -12,11 +12,15 @@ UNROLL)`` elements are summed by a scalar loop.
 Techniques: warp-level reduction without shared memory, grid of warps (4 warps per block),
 vectorized loads, independent accumulators (memory-level parallelism).
 Summation order differs from numpy's pairwise sum, so the tolerance is relative (f32 rounding).
+
+Tags: warp-shuffle, vectorized, memory-level-parallelism
 """
 
 import numpy as np
 
 import tirxh.lang as T
+
+TAGS = ("warp-shuffle", "vectorized", "memory-level-parallelism")
 
 WARPS = 4
 

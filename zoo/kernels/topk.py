@@ -27,7 +27,12 @@ coalesced loads), then a radix select over an order-preserving key:
 Rows wider than one CTA's registers (BLOCK * 64 elements) or than 65536 columns (the index digit)
 are refused when the suite is declared (``constraints``).
 
-Tags: radix-select, row-in-registers, vectorized, warp-shuffle, shared-atomics
+`topk_f32_pipe` / `topk_bf16_pipe` (below): persistent CTAs that stream the next row into shared
+memory (a 1-D bulk copy) while a threshold filter leaves ~0.2% of the row to the same exact
+selection.
+
+Tags: radix-select, row-in-registers, vectorized, warp-shuffle, shared-atomics, persistent,
+bulk-copy, threshold-filter
 Work: ~cols compares per element pass; bytes: the row read once, k values + k int64 indices written.
 """
 
@@ -36,7 +41,8 @@ import numpy as np
 import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
-TAGS = ("radix-select", "row-in-registers", "vectorized", "warp-shuffle", "shared-atomics")
+TAGS = ("radix-select", "row-in-registers", "vectorized", "warp-shuffle", "shared-atomics",
+        "persistent", "bulk-copy", "threshold-filter")
 
 MAX_K = 64
 MAX_PER_THREAD = 64

@@ -24,7 +24,9 @@ banks. Both directions are conflict-free and the tile keeps its 16-byte alignmen
 Techniques: shared-memory tiling, XOR swizzle, byte permutes (prmt) to transpose 16-bit
 elements in 32-bit words, vectorized 16-byte coalesced loads and stores, predicated edge tiles.
 
-Tags: vectorized, smem-tiling, swizzle, bank-conflict-free, prmt, bf16
+CTAS > 0: a persistent grid, the next tile's loads in flight while a tile is stored.
+
+Tags: vectorized, smem-tiling, swizzle, bank-conflict-free, prmt, bf16, persistent
 """
 
 import numpy as np
@@ -32,7 +34,8 @@ import numpy as np
 import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
-TAGS = ("vectorized", "smem-tiling", "swizzle", "bank-conflict-free", "prmt", "bf16")
+TAGS = ("vectorized", "smem-tiling", "swizzle", "bank-conflict-free", "prmt", "bf16",
+        "persistent")
 
 BF16 = numpy_dtype("bf16")
 BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
