@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tirxh.core import dist
 from tirxh.core.dist import exit_reason, numprocesses, usable_cpus
 from tirxh.core.errors import UsageError
 
@@ -76,7 +77,14 @@ def test_numprocesses_values():
     assert numprocesses(None) == 0
     assert numprocesses("0") == 0
     assert numprocesses("3") == 3
-    assert numprocesses("auto") == usable_cpus() >= 1
+    assert numprocesses("auto") == (usable_cpus() if usable_cpus() > 1 else 0)
+
+
+def test_auto_on_one_cpu_is_serial(monkeypatch):
+    monkeypatch.setattr(dist, "usable_cpus", lambda: 1)
+    assert numprocesses("auto") == 0
+    monkeypatch.setattr(dist, "usable_cpus", lambda: 6)
+    assert numprocesses("auto") == 6
 
 
 @pytest.mark.parametrize("value", ["-1", "two", "1.5", ""])
@@ -147,7 +155,8 @@ def test_keyword_selection_in_workers(many):
     assert p["summary"]["deselected"] == s["summary"]["deselected"] == 5
 
 
-def test_n_auto_and_more_workers_than_items(many):
+def test_n_auto_and_more_workers_than_items(many, monkeypatch):
+    monkeypatch.setattr(dist, "usable_cpus", lambda: 4)
     for n in ("auto", "8"):
         r = many.run("check", "-k", "c0", "-n", n, "--json")
         assert r.ret == 0, r
@@ -277,3 +286,14 @@ def test_ctrl_c_stops_the_workers(tirxh, tmp_path):
     for pid in workers:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_prints_in_workers_go_to_stderr_and_collection_prints_once(tirxh):
+    tirxh.project(b_many=MANY.replace("import numpy as np", "import numpy as np\nprint('importing')"))
+    tirxh.write("tirxconf.py", CLEAN_ANALYZER.replace(
+        "def tirxh_check_item(item):\n", "def tirxh_check_item(item):\n    print('checking')\n"))
+    r = tirxh.run_subprocess("check", "-n", "2", "--json")
+    assert r.ret == 0, r
+    assert json.loads(r.stdout.replace("importing\n", "", 1))["summary"]["passed"] == 5
+    assert r.stdout.count("importing") == 1  # the main process's collection; workers are quiet
+    assert r.stderr.count("checking") == 5  # each check, from a worker, on stderr

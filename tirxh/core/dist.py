@@ -54,11 +54,13 @@ def usable_cpus() -> int:
 
 
 def numprocesses(value: "str | int | None") -> int:
-    """``-n``'s value as a number of workers: ``auto`` = `usable_cpus`, 0 = serial."""
+    """``-n``'s value as a number of workers: ``auto`` = `usable_cpus` (0, serial, where that
+    is one: a lone worker would only add its start-up), 0 = serial."""
     if value is None:
         return 0
     if str(value) == "auto":
-        return usable_cpus()
+        n = usable_cpus()
+        return n if n > 1 else 0
     try:
         n = int(value)
     except ValueError:
