@@ -16,6 +16,10 @@
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
 #             `bash benchmarks/kda_bench.sh bwd`, or `... smoke bwd` for its smoke alone)
+#   local     piece 3 of the chunked backward (kda_bwd_local: the intra-chunk gradients from
+#             the reverse pass's pieces; f32 CUDA-core first version) alone, T8192 H96, H64 and
+#             the public pack at H96, on synthetic pieces (timing only: its small cases, smoked
+#             first, are the check); no baseline (FLA's backward is timed by group bwd)
 #   check     only step 1 below (no GPU needed)
 #   smoke     steps 1-3 only (a first call of ~2 min that proves no kernel hangs; with bwd:
 #             the backward's small cases only)
@@ -48,8 +52,8 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|decode|bwd|check|smoke) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, decode, bwd, check, smoke)"
+    case "$g" in main|variants|decode|bwd|local|check|smoke) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, decode, bwd, local, check, smoke)"
            exit 2;;
     esac
 done
@@ -80,11 +84,12 @@ fi
 echo "=== 1. compile and resources (ptxas, one process per kernel variant, in parallel; the \
 benches then hit the compile cache) at +$(( $(date +%s) - START ))s"
 for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)") \
-        TT1 TT2 TT4 bwd; do
+        TT1 TT2 TT4 bwd bwd_local; do
     (cd zoo/kernels && python3 -c "
-import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW
+import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 v = sys.argv[1]
-k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (D.kda_decode, {'TT': int(v[2:])})
+k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
+             else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)
 r = ck.resources
@@ -96,7 +101,8 @@ done
 wait
 cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
 [ "$WANT" = check ] && exit 0
-# the backward's own call (group bwd alone, or with smoke) smokes and warms up kda_bwd only
+# the backward's own call (group bwd or local alone, or with smoke) smokes and warms up the
+# backward kernels only (`-k kda_bwd` also selects kda_bwd_local's small cases)
 case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
     *) SMOKE_K="kda_bwd";;
@@ -135,7 +141,7 @@ smoke() {  # every variant's small cases on the GPU, correctness only; stop on a
     mkdir -p "$WORK/smoke"
     timeout --kill-after=5 "${SMOKE_LIMIT:-90}" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --no-timing --exec-s "${SMOKE_EXEC_S:-15}" --target sm_90a \
-        -k "$SMOKE_K and not main and not alt" \
+        -k "$SMOKE_K and not main and not alt and not timing" \
         --report-log "$WORK/smoke/smoke.jsonl" >"$LOGS/smoke.log" 2>&1
     rc=$?
     tail -n 1 "$LOGS/smoke.log"
@@ -162,7 +168,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|decode|bwd)\[" "$LOGS/$1.log" | sed 's/^/    /'
+    grep -E "^kda_(fwd|decode|bwd|bwd_local)\[" "$LOGS/$1.log" | sed 's/^/    /'
     results
 }
 
@@ -203,6 +209,11 @@ for group in $WANT; do
             # threads under the pool's (2-core CPU, 2026-12-01)
             for s in $BWD_SHAPES; do
                 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 bench "bwd-$s" "kda_bwd and $s and main"
+            done;;
+        local)
+            # synthetic pieces (no float64 reference on the host): seconds of input per shape
+            for s in ${LOCAL_SHAPES:-t8192_h96 t8192_h64 pack6_h96}; do
+                bench "local-$s" "kda_bwd_local and $s and timing"
             done;;
         *) echo "kda_bench: unknown group $group"; exit 2;;
     esac

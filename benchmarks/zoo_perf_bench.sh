@@ -16,6 +16,11 @@
 #     smoke: the small cases of the changed code, LayerNorm's fused reduction, the L2 and L1
 #     hints, tma_copy's 1-D bulk chunks), same limits; predictions in docs/TUNING.md
 #     ("Memory-bound kernels, s3 round")
+#   MODE=s4: ONLY session 4's kernels beside the plain ones they replace: the pipelined cumsum
+#     (`cumsum_pipe`), the filtered top-k (`topk_*_pipe`), the vectorized row sum
+#     (`reduce_rows`, now with torch.sum baselines), the persistent transpose; five shards,
+#     smoke over their small cases; predictions in docs/TUNING.md ("cumsum_pipe", "topk_pipe",
+#     "reduce_rows", "transpose")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -58,8 +63,20 @@ add_rmsnorm[r16384_c8192_l1na]@"
     N_QNT="quant_fp8[r16384_c8192]@ or quant_fp8[r16384_c8192_l2p256]@"
     SHARDS_ALL="h200 and ($N_LN)|h200 and ($N_LN2)|h200 and ($N_RMS)|h200 and ($N_RMS2)|\
 h200 and ($N_SWI)|h200 and ($N_TMA)|h200 and ($N_ADD)|h200 and ($N_QNT)"
+elif [ "${MODE:-all}" = s4 ]; then
+    SMOKE_K="not h200 and (cumsum_pipe or topk or reduce_rows or transpose)"
+    N_CUM="cumsum[r1_c64M_t16k]@ or cumsum_pipe[r1_c64M_t16k_s2]@ or \
+cumsum_pipe[r1_c64M_t16k_s2_l2]@ or cumsum_pipe[r1_c64M_t16k_s2_l8]@ or \
+cumsum_pipe[r1_c64M_t16k_s3]@ or cumsum_pipe[r1_c64M_t8k_s3]@ or cumsum_pipe[r8_c4M_t16k_s2]@"
+    N_TOPK="topk_f32[r4096_c32768_k64_plain]@ or topk_f32_pipe[r4096_c32768_k64]@ or \
+topk_f32_pipe[r4096_c32768_k64_t1]@ or topk_f32_pipe[r4096_c32768_k64_agg]@ or \
+topk_f32_pipe[r16384_c8192_k50]@"
+    N_TOPKB="topk_bf16[r8192_c32768_k64]@ or topk_bf16_pipe[r8192_c32768_k64]@ or \
+topk_bf16_pipe[r8192_c32768_k16]@"
+    SHARDS_ALL="h200 and ($N_CUM)|h200 and ($N_TOPK)|h200 and ($N_TOPKB)|\
+reduce_rows[r8192_c8192|h200 and transpose"
 elif [ "${MODE:-all}" != all ]; then
-    echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants) or 'new'" >&2
+    echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new' or 's4'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

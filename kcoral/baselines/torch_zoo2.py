@@ -1,7 +1,7 @@
 """torch baselines for the zoo's reductions, scans and decode attention, eager and compiled.
 
-``torch.softmax``, ``torch.topk``, ``torch.cumsum``, ``torch.cross_entropy`` (per row, no
-reduction) and ``torch.decode_sdpa`` (SDPA over the KV gathered from a paged cache), each also as
+``torch.softmax``, ``torch.topk``, ``torch.cumsum``, ``torch.sum`` (row sums),
+``torch.cross_entropy`` (per row, no reduction) and ``torch.decode_sdpa`` (SDPA over the KV gathered from a paged cache), each also as
 ``torch.compile.<op>`` (``torch.compile`` of the same function, compiled in ``prepare()`` by one
 call, outside the timed region). Registered only when
 torch imports; like `torch_ops`, they run on torch tensors that alias the job's device buffers.
@@ -89,6 +89,7 @@ ROW_OPS = (  # name, op(torch, args, *tensors), integer args, roles
     ("torch.topk", lambda torch, a, x: torch.topk(x, a["k"], dim=-1, largest=True, sorted=True),
      ("k",), ("x",)),
     ("torch.cumsum", lambda torch, a, x: torch.cumsum(x, dim=-1), (), ("x",)),
+    ("torch.sum", lambda torch, a, x: torch.sum(x, dim=-1), (), ("x",)),
     ("torch.cross_entropy", _cross_entropy, (), ("x", "target")),
 )
 

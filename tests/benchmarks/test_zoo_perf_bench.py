@@ -58,7 +58,24 @@ def test_new_mode_times_each_variant_beside_its_plain_case_one_kernel_per_shard(
             "rmsnorm[r5_c1000_b64_l2p256]", "rmsnorm[r5_c4096_p2_l1na]"} <= set(smoke)
 
 
+@pytest.mark.slow(reason="six tirxh bench --collect-only runs over the zoo")
+def test_s4_mode_times_the_new_kernels_beside_the_ones_they_replace():
+    r = _list("s4")
+    assert r.returncode == 0, r.stderr
+    got = _sections(r.stdout)
+    shards = [v for k, v in got.items() if k.startswith("timed shard")]
+    assert [s[0] for s in shards] == [
+        "cumsum[r1_c64M_t16k]", "topk_f32[r4096_c32768_k64_plain]",
+        "topk_bf16[r8192_c32768_k64]", "reduce_rows[r8192_c8192]", "transpose[r16384_c8192]"]
+    assert [len(s) for s in shards] == [7, 5, 3, 3, 5]   # every named case exists, once
+    assert all(len(set(s)) == len(s) for s in shards)
+    smoke = got["smoke (correctness only)"]
+    assert {"cumsum_pipe[r1_c5000]", "topk_f32_pipe[r5_c2052_k64]",
+            "topk_bf16_pipe[r4_c1000_k33]", "reduce_rows[r6_c1001_scalar]",
+            "transpose[r200_c136_p3]"} <= set(smoke)
+
+
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
-    assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants) or 'new'" \
-        in r.stderr
+    assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new' or " \
+        "'s4'" in r.stderr

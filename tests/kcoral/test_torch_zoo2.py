@@ -30,6 +30,7 @@ def fake_torch(monkeypatch):
     torch.cuda = types.SimpleNamespace(is_available=lambda: True)
     torch.softmax = lambda x, dim: np.exp(x) / np.exp(x).sum(axis=dim, keepdims=True)
     torch.cumsum = lambda x, dim: np.cumsum(x, axis=dim)
+    torch.sum = lambda x, dim: np.sum(x, axis=dim)
     torch.topk = lambda x, k, dim, largest, sorted: np.sort(x, axis=dim)[..., ::-1][..., :k]
 
     def compile_(fn, dynamic):
@@ -57,7 +58,8 @@ def test_registers_eager_and_compiled_only_when_torch_imports(monkeypatch):
     monkeypatch.setattr(tz, "torch_available", lambda: True)
     tz.kcoral_register_baselines(reg)
     assert reg.names() == sorted(f"torch.{prefix}{op}" for op in ("softmax", "topk", "cumsum",
-                                                                    "cross_entropy", "decode_sdpa")
+                                                                    "sum", "cross_entropy",
+                                                                    "decode_sdpa")
                                  for prefix in ("", "compile."))
 
 
@@ -69,6 +71,13 @@ def test_compiled_baseline_compiles_in_prepare(fake_torch):
     assert fake_torch == {"compile": 1, "compiled_runs": 1}  # compiled and warmed, untimed
     np.testing.assert_array_equal(run(), np.cumsum(x, axis=-1))
     assert fake_torch["compiled_runs"] == 2
+
+
+def test_row_sum_baseline_sums_each_row(fake_torch):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = {bl.name: bl for bl in tz.baselines()}["torch.compile.sum"]
+    run = b.prepare(FakeDevice({"x": x}), _doc(x), {"x": "x"})
+    np.testing.assert_array_equal(run(), x.sum(axis=-1))
 
 
 def test_eager_baseline_runs_the_torch_op(fake_torch):

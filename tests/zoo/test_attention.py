@@ -129,13 +129,63 @@ def test_small_case_in_numsim_matches_attention(case):
     (dict(B=0, S=64, H=1, HKV=1), r"B, S, H, HKV must be positive \(got 0, 64, 1, 1\)"),
     (dict(B=1, S=64, H=1, HKV=1, HG=0), r"HG = 0 \(heads per schedule section\)"),
     (dict(B=1 << 16, S=1 << 16, H=1, HKV=1), r"B \* H \* S = 4294967296: LSE indices"),
+    (dict(B=1, S=64, H=1, HKV=1, BN=72), r"BN = 72 keys per block: expected a multiple of 16"),
+    (dict(B=1, S=64, H=1, HKV=1, BN=176), r"BN = 176: 245760 bytes of shared memory, more "
+                                          r"than the 232448"),
+    (dict(B=1, S=64, H=1, HKV=1, BN=160, CAUSAL=True),
+     r"BN = 160 with CAUSAL: the causal schedule needs square blocks"),
 ])
 def test_shapes_the_kernel_cannot_run_are_refused(params, rule):
     with pytest.raises(ValueError, match="attention_fwd: " + rule):
         A.inputs(np.random.default_rng(0), **params)
     with pytest.raises(ValueError, match=r"case 'bad': " + rule):
         T.suite(A.attention_fwd, inputs=A.inputs, cases=[T.case("bad", **params)],
-                constraints=lambda B, S, H, HKV, HG=8: A._check_shape(B, S, H, HKV, HG))
+                constraints=lambda B, S, H, HKV, HG=8, BN=128, CAUSAL=False:
+                A._check_shape(B, S, H, HKV, HG, BN, CAUSAL))
+
+
+def test_a_block_size_the_kernel_cannot_run_is_refused_when_specialized():
+    with pytest.raises(TraceError, match=r"attention_fwd: BN = 160 with CAUSAL: the causal "
+                       r"schedule needs square blocks"):
+        A.attention_fwd.specialize(H=1, HKV=1, CAUSAL=True, BN=160)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lazy", [0, 8])
+def test_lazy_rescaling_is_exact_where_row_maxima_jump_late(lazy, tmp_path):
+    """KV blocks run from the last down, so keys of block 0 scaled by 6 make the row maxima jump
+    in a tile's last block, past the lazy threshold (2^8): the rescale runs there, and O and
+    LSE match float64 attention as tightly as without it. With the rescale taken out (a
+    mutant), the same inputs fail: the test sees the branch that runs."""
+    ns = pytest.importorskip("tirxh_numsim")
+    case = _case("s400_causal_lazy8_p2")
+    s = A.SUITE
+    inputs = s.make_inputs(case, 3)
+    k = inputs["k"].astype(np.float32)
+    k[:, :128] *= 6.0
+    inputs["k"] = k.astype(inputs["k"].dtype)
+    consts = dict(s.consts(case), LAZY=lazy)
+    want = s.expected(case, inputs)
+
+    def run(kernel):
+        res = ns.run(kernel, dict(inputs), consts=consts, grid=s.grid(case),
+                     outputs=["o", "lse"])
+        assert res.verdict == "clean", res.summary
+        return (s.tolerance_for("o").compare(res.outputs["o"], want["o"]),
+                s.tolerance_for("lse").compare(res.outputs["lse"], want["lse"]))
+    o, lse = run(s.kernel)
+    assert o["ok"] and lse["ok"] and o["rms_ratio"] < 2.5e-3, (o, lse)
+    if lazy:
+        mut = _mutant(tmp_path, [(r"        sc = sm_state\.sc    # ex2", "        return\n"
+                                  "        sc = sm_state.sc    # ex2")])
+        o, lse = run(mut.kernel)
+        assert not o["ok"], o
+
+
+def test_a_lazy_threshold_out_of_range_is_refused():
+    with pytest.raises(TraceError, match=r"attention_fwd: LAZY = 20: the lazy-rescale threshold "
+                       r"in log2 units must be in \[0, 16\]"):
+        A.attention_fwd.specialize(H=1, HKV=1, LAZY=20)
 
 
 def test_an_unknown_pingpong_mode_is_refused():
@@ -153,13 +203,15 @@ def test_sections_keep_about_16mb_of_k_and_v(H, HKV, S, hg):
 
 def test_benchmark_plan_covers_every_shape_mask_and_variant():
     large = [c for c in A.SUITE.cases if not c.small and c.tags != ("smoke",)]
-    assert len(large) == len(A.SHAPES) * 2 * len(A.VARIANTS)
+    assert len(large) == len(A.SHAPES) * (len(A.variants(False)) + len(A.variants(True)))
+    assert "bn160" in A.variants(False) and "bn160" not in A.variants(True)
     for B, H, HKV, S in A.SHAPES:
         for causal in (False, True):
             mine = [c for c in large if (c.params["B"], c.params["H"], c.params["HKV"],
                                          c.params["S"], c.params["CAUSAL"]) ==
                     (B, H, HKV, S, causal)]
-            assert sorted(c.tags[0] for c in mine) == ["alt", "alt", "main", "sweep"]
+            assert sorted(c.tags[0] for c in mine) == \
+                ["alt"] * (3 if causal else 4) + ["main", "sweep"]
             main = next(c for c in mine if c.tags == ("main",))
             assert A.SUITE.grid(main) == (A.H200_SMS, 1, 1)          # persistent
             np_ = next(c for c in mine if c.name.endswith("_np"))
@@ -175,7 +227,7 @@ def test_smoke_cases_run_every_variant_on_full_grids_with_several_tiles_per_cta(
     assert not any(c.small for c in smoke)
     for causal in (False, True):
         mine = [c for c in smoke if c.params["CAUSAL"] == causal]
-        assert sorted(c.name.rsplit("_", 1)[1] for c in mine) == sorted(A.VARIANTS)
+        assert sorted(c.name.rsplit("_", 1)[1] for c in mine) == sorted(A.variants(causal))
         for c in mine:
             tiles = c.params["B"] * c.params["H"] * -(-c.params["S"] // A.BM)
             grid = A.SUITE.grid(c)[0]
@@ -212,7 +264,8 @@ def _sass_ops(sass: str) -> dict:
 @pytest.mark.parametrize("consts", [
     dict(H=32, HKV=32, HG=4), dict(H=32, HKV=32, HG=4, CAUSAL=True), dict(H=32, HKV=8, HG=16),
     dict(H=32, HKV=32, HG=4, PINGPONG="sync"), dict(H=32, HKV=32, HG=4, PINGPONG=False),
-], ids=["noncausal", "causal", "gqa", "sync", "nopp"])
+    dict(H=32, HKV=32, HG=4, BN=160), dict(H=32, HKV=32, HG=4, CAUSAL=True, LAZY=8),
+], ids=["noncausal", "causal", "gqa", "sync", "nopp", "bn160", "lazy8"])
 def test_sass_has_both_wgmma_forms_register_budgets_and_no_spills(consts):
     ck = A.attention_fwd.compile("sm_90a", **consts)
     r = ck.resources
@@ -222,10 +275,11 @@ def test_sass_has_both_wgmma_forms_register_budgets_and_no_spills(consts):
     assert not [w for w in r.warnings if re.search(r"C75(08|13|14)", w)], r.warnings
     ops = _sass_ops(ck.sass)
     # Q K^T of the first block and of the loop (SS), P V of the loop and of the last block (RS:
-    # A from registers, V transposed), 8 k16 steps each
-    ss = re.findall(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], ", ck.sass)
+    # A from registers, V transposed): Q K^T in 8 k16 steps of N = BN, P V in BN / 16 of N = 128
+    bn = consts.get("BN", 128)
+    ss = re.findall(rf"HGMMA\.64x{bn}x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], ", ck.sass)
     rs = re.findall(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", ck.sass)
-    assert (len(ss), len(rs)) == (16, 16)
+    assert (len(ss), len(rs)) == (16, 2 * bn // 16)
     assert ops.get("USETMAXREG.DEALLOC.CTAPOOL") == 1 and \
         ops.get("USETMAXREG.TRY_ALLOC.CTAPOOL") == 1
     # the consumers' setmaxnreg.inc draws on the CTA's pool: what it got at launch (registers x
@@ -236,7 +290,7 @@ def test_sass_has_both_wgmma_forms_register_budgets_and_no_spills(consts):
     assert ops.get("STSM.16.M88.4") == 8        # two 64 x 64 chunks of O per consumer
     assert ops.get("UTMASTG.4D") == 2 and ops.get("UTMALDG.4D") == 10  # Q, K, K, V, V: 2 boxes
     assert "LDL" not in str(ops) and "STL" not in str(ops)
-    assert ops.get("MUFU.EX2") == 2 * 64 + 2    # the first block's and the loop's P, 2 rescales
+    assert ops.get("MUFU.EX2") == 2 * bn // 2 + 2   # the first block's and the loop's P, 2 rescales
     regs = max(int(x) for x in re.findall(r"\bR(\d+)\b", ck.sass))
     assert regs < A.CONSUMER_REGS, regs
 

@@ -215,3 +215,85 @@ def test_the_perturbation_guard_passes_cumsum_whatever_the_schedule(tmp_path):
     assert g["status"] == "passed" and g["perturbed"] == ["x"]
     assert set(g["skipped"]) == {"flags", "counter"}  # the scratch: all zeros, left alone
     assert all(r["ok"] for r in res["correctness"]) and res["sim"]["launches"] >= 8
+
+
+# --- cumsum_pipe: persistent CTAs, tiles streamed through a bulk-copy ring --------------------------
+
+PIPE = MOD.SUITE_PIPE
+PIPE_SMALL = [c for c in PIPE.cases if c.small]
+
+
+def _pipe_case(name):
+    return next(c for c in PIPE.cases if c.name == name)
+
+
+@pytest.mark.parametrize("case", PIPE_SMALL, ids=lambda c: c.name)
+def test_pipe_small_case_is_exact(case):
+    res, inputs = simulate(PIPE, case)
+    assert_matches(PIPE, case, res, inputs)
+
+
+def test_pipe_second_launch_takes_one_ticket_per_cta_and_the_next_epoch():
+    """A persistent launch takes one ticket per CTA (not per tile), so the epoch is the ticket
+    over the grid size; the second launch's flags all carry epoch 1 and its prefixes are right
+    although the first launch's flags were left in place."""
+    case = _pipe_case("r3_c3004_s3")
+    res, inputs = simulate(PIPE, case)
+    grid = PIPE.grid(case)[0]
+    assert grid == 5 and int(res.outputs["counter"][0]) == grid
+    again = dict(inputs, x=np.flip(inputs["x"], axis=1).copy(),
+                 flags=res.outputs["flags"], counter=res.outputs["counter"])
+    res2, _ = simulate(PIPE, case, inputs=again)
+    assert_matches(PIPE, case, res2, again)
+    assert int(res2.outputs["counter"][0]) == 2 * grid
+    tags = res2.outputs["flags"] >> np.uint64(32)
+    assert set((tags >> np.uint64(2)).tolist()) == {1}
+    assert set((tags & np.uint64(3)).tolist()) == {MOD.ST_P}
+
+
+def _pipe_sync(suite, case):
+    sc = pytest.importorskip("tirxh_sync_check")
+    sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
+                                 consts=suite.consts(case), grid=suite.grid(case))
+    return sc, [f.kind for f in sync.findings + race.findings], sync, race
+
+
+def test_pipe_is_sync_clean():
+    _, kinds, sync, race = _pipe_sync(PIPE, _pipe_case("r1_c5000"))
+    assert kinds == [] and sync.verdict == race.verdict == "clean"
+
+
+@pytest.mark.parametrize("old,new,kind", [
+    # the stage refilled before every thread has read it into registers
+    ("        _scan_chunks(chunks, lane, lambda c: wt.at(c * nw + warp))\n"
+     "        T.ptx.bar.sync(0)     # every thread read the stage: refill it with tile k + STAGES\n"
+     "        with T.if_((tid == 0) & (k + STAGES < mine)):\n"
+     "            load(k + STAGES, ring.stage)\n",
+     "        with T.if_((tid == 0) & (k + STAGES < mine)):\n"
+     "            load(k + STAGES, ring.stage)\n"
+     "        _scan_chunks(chunks, lane, lambda c: wt.at(c * nw + warp))\n"
+     "        T.ptx.bar.sync(0)\n", "race"),
+    # no barrier between warp 0's offsets and the other warps' reads of them
+    ("            _tile_prefix(flags, wt, nt, lane, tile, t_in_row, epoch, LOOK)\n"
+     "        T.ptx.bar.sync(0)\n",
+     "            _tile_prefix(flags, wt, nt, lane, tile, t_in_row, epoch, LOOK)\n", "race"),
+])
+def test_pipe_synchronization_mutations_are_caught(old, new, kind, tmp_path):
+    mut = load_mutant("cumsum", old, new, tmp_path)
+    sc, kinds, _, _ = _pipe_sync(mut.SUITE_PIPE, _pipe_case("r1_c5000"))
+    assert any(k.startswith(kind) for k in kinds), kinds
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(rows=1, cols=1002), r"cols=1002 must be a multiple of VEC=4"),
+    (dict(rows=1, cols=1 << 20, CTAS=133),
+     r"CTAS=133 must be in \[1, 132\]: one wave of 1 CTA\(s\) per SM on 132 SMs"),
+    (dict(rows=1, cols=1 << 20, BLOCK=256, STAGES=3, CTAS=265),
+     r"CTAS=265 must be in \[1, 264\]: one wave of 2 CTA\(s\) per SM"),
+    (dict(rows=1, cols=1 << 20, STAGES=4),
+     r"STAGES=4: need at least 2 stages and STAGES \* tile \* 4 = 262144 bytes within 232448"),
+    (dict(rows=1, cols=1 << 20, STAGES=1), r"STAGES=1: need at least 2 stages"),
+])
+def test_pipe_refused_shapes_name_the_case_and_the_constraint(params, match):
+    with pytest.raises(ValueError, match=r"case 'bad': " + match):
+        declare(PIPE, MOD.make_pipe_case("bad", **params), MOD.pipe_constraints)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tirxh.lang as T
+from tirxh.api import TraceError
 
 ZOO = Path(__file__).resolve().parents[2] / "zoo" / "kernels"
 
@@ -244,6 +245,52 @@ def test_sass_has_warpgroup_mma_tma_stores_and_no_spills(kernel, consts, mma):
         assert ops.get("REDG") == consts["BN"] // 2 and "REDG.E.ADD.F32" in ck.sass
     if kernel.endswith("_c2"):                # B multicast; releases reach the peer's barrier
         assert "UTMALDG.2D.MULTICAST" in ck.sass and "SYNCS.ARRIVE.TRANS64.RED" in ck.sass
+
+
+def test_deferred_epilogue_stores_each_tile_under_the_next_ones_mmas():
+    """EPI_DEFER: the epilogue is emitted twice (inside the K loop, for the previous tile, and
+    after the unit loop, for the last), from bf16 registers packed once: no spills, no local
+    memory, the consumers within their setmaxnreg budget, ptxas keeps the wgmma pipeline."""
+    ck = G.gemm_bf16_c2.compile("sm_90a", **G.VARIANTS["t256d"])
+    r = ck.resources
+    assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0)
+    assert not [w for w in r.warnings if re.search(r"C75(08|13|14)", w)], r.warnings
+    ops = _sass_ops(ck.sass)
+    assert ops.get("STSM") == 2 * 16 and ops.get("UTMASTG") == 2 * 4
+    regs = max(int(x) for x in re.findall(r"\bR(\d+)\b", ck.sass))
+    assert regs < G.CONSUMER_REGS, regs
+
+
+@pytest.mark.parametrize("consts", [dict(SPLITK=2), dict(STREAMK=True, REDUCE="red"),
+                                    dict(EPI="direct")], ids=["splitk", "streamk", "direct"])
+def test_deferred_epilogue_is_refused_where_it_cannot_apply(consts):
+    with pytest.raises(TraceError, match=r"EPI_DEFER takes EPI = 'tma' without SPLITK or "
+                                         r"STREAMK"):
+        G.gemm_bf16.specialize(BN=128, STAGES=2, EPI_DEFER=True, **consts)
+
+
+@pytest.mark.slow
+def test_deferred_epilogue_packing_before_the_last_group_retires_is_caught(tmp_path):
+    """Packing the accumulators before `wait_group 0` reads registers a wgmma still writes."""
+    sc = pytest.importorskip("tirxh_sync_check")
+    src = (ZOO / "gemm_sm90.py").read_text()
+    old = ("        T.ptx.wgmma.wait_group.sync.aligned(0)\n        with T.if_(leader):\n"
+           "            release(prev)\n        if defer:\n"
+           "            for i in range(0, BN // 2, 2):\n"
+           "                bf16x2(_scaled(acc, i, scale), _scaled(acc, i + 1, scale), "
+           "packed[i // 2])\n")
+    new = ("        if defer:\n            for i in range(0, BN // 2, 2):\n"
+           "                bf16x2(_scaled(acc, i, scale), _scaled(acc, i + 1, scale), "
+           "packed[i // 2])\n        T.ptx.wgmma.wait_group.sync.aligned(0)\n"
+           "        with T.if_(leader):\n            release(prev)\n        if defer:\n")
+    assert src.count(old) == 1
+    path = tmp_path / "gemm_defer_mut.py"
+    path.write_text(src.replace(old, new))
+    s = _load(path, "zoo_gemm_sm90_defer_mut").SUITE
+    c = _case(s, "m256n256k64_persistent_defer")
+    sync, race = sc.check_kernel(s.kernel, s.make_inputs(c, 0), consts=s.consts(c),
+                                 grid=s.grid(c))
+    assert "wgmma.accumulator-early" in {f.kind for f in sync.findings + race.findings}
 
 
 def _variants() -> list:

@@ -1,10 +1,12 @@
 """zoo/kernels/kda_bwd.py: every small case in numsim against the float64 gradients under the
 public rule (atol = rtol = 0.01 on every element; saturated, slow and mixed gates, a chunk tail, a
-varlen pack with a one-token and a one-chunk sequence), clean under sync_check (and not clean
+varlen pack with a one-token and a one-chunk sequence; dA_log and ddt_bias summed over the
+CTAs of a head), clean under sync_check (and not clean
 when the partials' double buffer is removed), refused shapes, and the cases' inputs."""
 
 import numpy as np
 import pytest
+import tirxh_numsim as ns
 
 import tirxh.lang as T
 from tests.zoo._zoo import sync_race
@@ -13,6 +15,10 @@ from tests.zoo.zoo_modules import assert_matches, load, load_mutant, mismatches,
 MOD = load("kda_bwd")
 SLOW = pytest.mark.slow   # numsim / sync_check of 256 threads over the whole recurrence: ~5-30 s
 SUITES = (MOD.SUITE, MOD.SUITE_VARLEN)
+TOL = MOD.TOLERANCE
+# mixed gates (deep ones saturate: s (1 - s) ~ 0 leaves dA_log, ddt_bias ~ 0), 2 heads x 3
+# sequences: the gate parameters' sums over CTAs
+MIXED = T.case("mixed_pack", B=1, T_=40, H=2, lens=(7, 20, 13), gate="mixed")
 
 
 def _cases():
@@ -41,11 +47,63 @@ def test_two_heads_of_a_pack_match_reference():
 
 
 @SLOW
+def test_gate_parameter_sums_cross_ctas_and_reset_the_counter():
+    """dA_log and ddt_bias sum every (head, sequence) CTA's slot: 2 heads x 3 sequences, checked
+    against float64; the last CTA of each head resets its counter (a second launch would
+    otherwise never find a last CTA) and every CTA wrote its slot."""
+    suite, case = MOD.SUITE_VARLEN, MIXED
+    inputs = suite.make_inputs(case, 0)
+    res = ns.run(suite.kernel, inputs, grid=suite.grid(case),
+                 outputs=["dA_log", "ddt_bias", "cnt", "gred", "dg"], consts=suite.consts(case))
+    assert res.verdict == "clean", [f.message for f in res.diagnostics]
+    exp = suite.expected(case, inputs)
+    for n in ("dA_log", "ddt_bias"):
+        assert TOL.compare(res.outputs[n], exp[n])["ok"], n
+    assert not res.outputs["cnt"].any()
+    # the slots hold each CTA's sums: ddt_bias is their sum over the sequences
+    np.testing.assert_allclose(res.outputs["gred"][:, :, 0].sum(0), res.outputs["ddt_bias"],
+                               rtol=1e-5, atol=1e-5)
+
+
+@SLOW
+def test_pass_1_stores_the_split_backwards_chunk_start_states():
+    """Pass 1's workspace s0 is piece 1 of the chunked split (kda_bwd_split.chunk_states), in
+    its token-by-token form: every chunk's start state within 1e-4 of float64."""
+    split = load("kda_bwd_split")
+    ref = load("kda_ref")
+    case = T.case("s0", B=1, T_=70, H=1, gate="mixed")
+    x = MOD.SUITE.make_inputs(case, 0)
+    res = ns.run(MOD.SUITE.kernel, x, grid=MOD.SUITE.grid(case), outputs=["s0"],
+                 consts=MOD.SUITE.consts(case))
+    q, k, g, beta = ref._prepare(x["q"], x["k"], x["g_raw"], x["beta"], x["A_log"],
+                                 x["dt_bias"], 0, 0, 70)
+    want, _ = split.chunk_states(k, np.asarray(x["v"][0], np.float64), g, beta, x["h0"][0])
+    got = res.outputs["s0"]                                  # [chunks, H, K, V]
+    assert got.shape == (2, 1, 128, 128)
+    err = np.abs(np.moveaxis(got, 0, 1) - want) / (1.0 + np.abs(want))
+    assert err.max() < 1e-4, float(err.max())
+
+
+@SLOW
+def test_dropped_dt_bias_in_the_dA_log_term_is_caught(tmp_path):
+    """dA_log's term is dg_raw (g_raw + dt_bias): with dt_bias dropped the check fails."""
+    mut = load_mutant("kda_bwd", "dgr, gx + dtb, T.ptx", "dgr, gx, T.ptx", tmp_path)
+    res, inputs = simulate(mut.SUITE_VARLEN, MIXED)
+    exp = mut.SUITE_VARLEN.expected(MIXED, inputs)
+    assert not TOL.compare(res.outputs["dA_log"], exp["dA_log"])["ok"]
+    assert TOL.compare(res.outputs["ddt_bias"], exp["ddt_bias"])["ok"]
+
+
+@SLOW
 def test_gradients_are_not_trivially_small():
     """The rule's atol of 0.01 is meaningful only if the gradients are not all below it."""
     case = MOD.SUITE.cases[0]
     exp = MOD.SUITE.expected(case, MOD.SUITE.make_inputs(case, 0))
     for n in ("dq", "dk", "dv", "dbeta", "dh0"):
+        assert np.sqrt(np.mean(np.square(exp[n]))) > 0.05, n
+    # saturated gates have s (1 - s) ~ 0: the gate parameters' gradients are checked on mixed
+    exp = MOD.SUITE_VARLEN.expected(MIXED, MOD.SUITE_VARLEN.make_inputs(MIXED, 0))
+    for n in ("dA_log", "ddt_bias"):
         assert np.sqrt(np.mean(np.square(exp[n]))) > 0.05, n
 
 
@@ -103,6 +161,7 @@ def test_workspaces_and_offsets():
     assert list(x["order"]) == [2, 3, 0, 1]               # longest first
     assert x["s0"].shape == (4, 2, 128, 128) and x["ws"].shape == (8, 64, 128, 128)
     assert not x["s0"].any() and not x["dq"].any()     # zeros: KCoral's guards see workspaces
+    assert x["gred"].shape == (4, 2, 2, 128) and x["cnt"].shape == (2,) and not x["cnt"].any()
 
 
 @pytest.mark.parametrize("params,match", [

@@ -4,12 +4,14 @@ two-stage ring with saturated gates, helper warps; the scaled-down public varlen
 under sync_check, every benchmarked variant compiled without spills within its shared-memory
 budget, refused shapes, and inputs shared by a shape's variants."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
 import tirxh.lang as T
 from tests.zoo._zoo import sync_race
-from tests.zoo.zoo_modules import assert_matches, load, simulate
+from tests.zoo.zoo_modules import ZOO, assert_matches, load, mismatches, simulate
 
 MOD = load("kda_fwd")
 SUITES = (MOD.SUITE, MOD.SUITE_VARLEN)
@@ -120,3 +122,39 @@ def test_variants_of_a_large_shape_share_inputs(monkeypatch):
     e = MOD.inputs(np.random.default_rng(6), **params)
     assert d["q"] is c["q"] and d["o"] is not c["o"] and e["q"] is not c["q"]
     assert np.array_equal(c["q"], a["q"]) and np.array_equal(c["order"], [0])
+
+
+# --- kda_fwd_s0: the forward that saves every chunk's start state (chunked backward, piece 1) ---
+
+@pytest.mark.parametrize("case", _cases(MOD.SUITE_S0))
+def test_saved_chunk_states_match_the_split_backwards_piece_1(case):
+    """o, ht and S0 of every chunk within the public rule of float64 (S0 against
+    kda_bwd_split.chunk_states), and the first chunk's S0 of each sequence is its h0 exactly
+    (a state stored before any chunk changed it: f32 in, f32 out)."""
+    s = MOD.SUITE_S0
+    res, inputs = simulate(s, case)
+    assert_matches(s, case, res, inputs)
+    rep = s.tolerance_for("s0").compare(res.outputs["s0"], s.expected(case, inputs)["s0"])
+    assert rep["rms_ratio"] < 0.01, rep
+    firsts = inputs["chunk_off"][:-1]
+    np.testing.assert_array_equal(res.outputs["s0"][firsts], inputs["h0"])
+
+
+def test_states_saved_after_the_chunks_update_are_caught(tmp_path):
+    """The stores moved after the chunk's state update: slot c holds S0 of chunk c + 1 and the
+    check fails, so the test above is not vacuous."""
+    src = (ZOO / "kda_fwd.py").read_text()
+    store = src[src.index("        if s0 is not None:      # S0 of chunk c"):
+                src.index("        sm.full[ring.stage].wait(ring.phase)\n        nv =")]
+    step = "            _state_step(sm, ck, ln, st, o, tok0, H, h, vcol0)\n"
+    assert src.count(store) == 1 and src.count(step) == 1
+    late = store.replace("        if s0 is not None:", "            if s0 is not None:") \
+        .replace("\n            ", "\n                ").replace("with state_warps():", "if True:")
+    path = tmp_path / "kda_fwd_late.py"
+    path.write_text(src.replace(store, "").replace(step, step + late))
+    spec = importlib.util.spec_from_file_location("kda_fwd_late", path)
+    mut = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mut)
+    case = next(c for c in mut.SUITE_S0.cases if c.name == "t150_h1_v64s2_deep")
+    res, inputs = simulate(mut.SUITE_S0, case)
+    assert res.verdict == "clean" and mismatches(mut.SUITE_S0, case, res, inputs)

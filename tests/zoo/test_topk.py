@@ -8,7 +8,8 @@ from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, m
                                   simulate)
 
 MOD = load("topk")
-CASES = [(s, c) for s in (MOD.SUITE_F32, MOD.SUITE_BF16) for c in s.cases if c.small]
+CASES = [(s, c) for s in (MOD.SUITE_F32, MOD.SUITE_BF16, MOD.SUITE_F32_PIPE, MOD.SUITE_BF16_PIPE)
+         for c in s.cases if c.small]
 
 
 @pytest.mark.parametrize("suite,case", CASES, ids=[f"{s.name}-{c.name}" for s, c in CASES])
@@ -59,7 +60,80 @@ def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
 def test_the_check_catches_ties_taken_past_k(tmp_path):
     """Without the index threshold every element equal to the k-th value is taken (row 0 of the
     case is mostly ties): more than k winners, a wrong selection or a slot past the end."""
-    mut = load_mutant("topk", "(inv_index(e) >= ithr)", "(inv_index(e) >= 0)", tmp_path)
+    mut = load_mutant("topk", "(e.inv() >= ithr)", "(e.inv() >= 0)", tmp_path)
     case = next(c for c in mut.SUITE_F32.cases if c.name == "r3_c2052_k64")
     res, inputs = simulate(mut.SUITE_F32, case)
     assert res.verdict != "clean" or mismatches(mut.SUITE_F32, case, res, inputs)
+
+
+# --- topk_*_pipe: persistent CTAs, the next row streamed in, a threshold filter -------------------
+
+def _pipe_case(name):
+    return next(c for c in MOD.SUITE_F32_PIPE.cases if c.name == name)
+
+
+def _wrong_rows(suite, case, res, inputs) -> list:
+    want = suite.expected(case, inputs)
+    return [r for r in range(case.params["rows"])
+            if not (np.array_equal(res.outputs["indices"][r], want["indices"][r]) and
+                    np.array_equal(res.outputs["values"][r], want["values"][r]))]
+
+
+@pytest.mark.parametrize("old,new,wrong", [
+    # the whole-row path dropped: only row 0 (heavy ties: more candidates than slots) needs it
+    ("            _select_exact(select, winners, elems, k, keybits, AGG)\n"
+     "        winners.store(", "            pass\n        winners.store(", [0]),
+    # the candidate path selecting among nothing: every other row needs it
+    ("            _select_exact(select, winners, [_Elem(ck, lambda: ci)], k, keybits, AGG,\n"
+     "                          match=lambda e: valid)",
+     "            pass", [1, 2, 3, 4]),
+])
+def test_pipe_rows_take_the_path_their_candidates_ask_for(old, new, wrong, tmp_path):
+    """Both paths of the selection run and each is needed where expected (the unmutated kernel
+    is exact on every row: test_small_case_is_exact)."""
+    mut = load_mutant("topk", old, new, tmp_path)
+    case = _pipe_case("r5_c2052_k64")
+    res, inputs = simulate(mut.SUITE_F32_PIPE, case)
+    assert _wrong_rows(mut.SUITE_F32_PIPE, case, res, inputs) == wrong
+
+
+def test_pipe_threshold_filter_keeps_rows_whose_maxima_sit_in_few_threads():
+    """Adversarial for the filter: the k largest all in one thread's elements. T0 (the k-th
+    largest thread maximum) is then far below them, still reached by at least k elements (the
+    top-k threads' maxima), so the selection stays exact."""
+    case = _pipe_case("r5_c2052_k64")
+    inputs = MOD.SUITE_F32_PIPE.make_inputs(case, 1)
+    x = inputs["x"]
+    x[1] = -np.abs(x[1])
+    x[1, [4 * 128 * c + j for c in range(4) for j in range(4)]] = 100.0 + np.arange(16)
+    res, _ = simulate(MOD.SUITE_F32_PIPE, case, inputs=inputs)
+    assert_matches(MOD.SUITE_F32_PIPE, case, res, inputs)
+
+
+def test_pipe_sync_clean_and_a_refill_before_the_barrier_is_caught(tmp_path):
+    sc = pytest.importorskip("tirxh_sync_check")
+    case = _pipe_case("r5_c2052_k64")
+
+    def kinds(suite):
+        sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
+                                     consts=suite.consts(case), grid=suite.grid(case))
+        return [f.kind for f in sync.findings + race.findings], sync.verdict, race.verdict
+    assert kinds(MOD.SUITE_F32_PIPE) == ([], "clean", "clean")
+    mut = load_mutant("topk", "        T.ptx.bar.sync(0)     # every thread holds its keys: the "
+                      "copy may take the next row\n", "", tmp_path)
+    found, _, _ = kinds(mut.SUITE_F32_PIPE)
+    assert any(k.startswith("race") for k in found), found
+
+
+@pytest.mark.parametrize("dt,params,match", [
+    ("f32", dict(rows=1, cols=65536, k=4), r"cols=65536: the row copy and 1024 candidate slots "
+                                           r"take 270336 bytes"),
+    ("f32", dict(rows=1, cols=1024, k=4, PASSES=3), r"PASSES=3 \(digits of the threshold T0\)"),
+    ("bf16", dict(rows=1, cols=1024, k=4, CTAS=0), r"CTAS=0 must be positive"),
+    ("bf16", dict(rows=1, cols=1000, k=65), r"k=65 must be in"),
+])
+def test_pipe_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
+    suite = MOD.SUITE_F32_PIPE if dt == "f32" else MOD.SUITE_BF16_PIPE
+    rules = MOD.pipe_constraints_f32 if dt == "f32" else MOD.pipe_constraints_bf16
+    with pytest.raises(ValueError, match=r"case 'bad': " + match):
+        declare(suite, MOD.make_pipe_case("bad", **params), rules)

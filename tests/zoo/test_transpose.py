@@ -1,5 +1,6 @@
 """zoo/kernels/transpose.py: shared-memory transpose with an XOR swizzle."""
 
+import importlib.util
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -7,7 +8,7 @@ import pytest
 
 import tirxh.lang as T
 
-from ._zoo import check, load, small_cases, sync_race
+from ._zoo import ZOO, check, load, small_cases, sync_race
 
 tp = load("transpose")
 
@@ -86,3 +87,21 @@ def test_the_tile_barrier_orders_writes_before_reads():
     case = next(c for c in tp.SUITE.cases if c.name == "r200_c96_tr128")
     sync, race = sync_race(tp.SUITE, case)
     assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_persistent_tiles_are_sync_clean_and_need_the_second_barrier(tmp_path):
+    """The persistent grid stashes the next tile over the one just emitted: the barrier after
+    `emit` is what orders them (racecheck finds the overlap without it)."""
+    case = next(c for c in tp.SUITE.cases if c.name == "r200_c136_p3")
+    sync, race = sync_race(tp.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+    src = (ZOO / "transpose.py").read_text()
+    old = "        emit(r0, c0)\n        T.ptx.bar.sync(0)                     # the tile read"
+    assert src.count(old) == 1
+    path = tmp_path / "transpose_mut.py"
+    path.write_text(src.replace(old, "        emit(r0, c0)\n        pass  # the tile read"))
+    spec = importlib.util.spec_from_file_location("transpose_mut", path)
+    mut = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mut)
+    sync, race = sync_race(mut.SUITE, case)
+    assert any(f.kind.startswith("race") for f in race.findings), race.findings

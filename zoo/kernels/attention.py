@@ -45,7 +45,7 @@ Algorithm (docs/TUNING.md has the reasoning and the predicted gain of each step)
   stored by one lane per row (rows < S).
 
 Techniques: tma, mbarrier-pipeline, warp-specialized, setmaxnreg, wgmma (SS and RS), swizzle-128b,
-online-softmax, persistent, ping-pong named barriers, stmatrix + TMA store.
+online-softmax, persistent, ping-pong named barriers, stmatrix + TMA store, lazy rescaling (LAZY).
 Work (FLOPs): 4 * B * H * S^2 * 128 (two matrix products); half of it when causal (the
 convention of FlashAttention's benchmarks: S^2 / 2, not S (S + 1) / 2).
 """
@@ -64,20 +64,22 @@ from hostcache import Cache, rng_key
 from tirxh.api import numpy_dtype
 
 TAGS = ("tma", "mbarrier-pipeline", "warp-specialized", "setmaxnreg", "wgmma", "wgmma-rs",
-        "swizzle-128b", "online-softmax", "persistent", "ping-pong", "stmatrix", "tma-store")
+        "swizzle-128b", "online-softmax", "persistent", "ping-pong", "stmatrix", "tma-store",
+        "lazy-rescale")
 
 D = 128                  # head dimension
 BM = 128                 # query rows per tile: two consumer warpgroups x 64
-BN = 128                 # keys per K/V block
+BN = 128                 # keys per K/V block (the default of the BN constant)
+SMEM_LIMIT = 227 * 1024  # dynamic shared memory a CTA may have on sm_90
 CONSUMERS = 2
 H200_SMS = 132
+FULL = 0xFFFFFFFF
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 SCALE_LOG2 = LOG2E / math.sqrt(D)   # softmax in base 2: exp(s / sqrt(D)) = 2^(s * SCALE_LOG2)
 PRODUCER_REGS, CONSUMER_REGS = 24, 240   # 128 * 24 + 256 * 240 = 64512 of 65536 registers
 BAR_TURN = 1             # named barriers 1, 2: consumer warpgroup 0's / 1's turn to issue MMAs
 BAR_EPI = 3              # named barriers 3, 4: one consumer warpgroup (its epilogue)
-TILE_BYTES = BN * D * 2  # one K or V block (two 64-column boxes)
 STAGES = 2               # K and V ring depth
 
 
@@ -93,9 +95,10 @@ class _Tiles:
     once (shr/mul/add/div) and per tile a few div.u32/min.u32/selp.
     """
 
-    def __init__(self, B, S, H: int, HG: int):
+    def __init__(self, B, S, H: int, HG: int, bn: int):
         self.H, self.HG = H, HG
         self.nm = (S + (BM - 1)) >> log2(BM)
+        self.nkv = (S + (bn - 1)) >> log2(bn) if bn & (bn - 1) == 0 else (S + (bn - 1)) / bn
         self.bh = B * H
         self.total = self.bh * self.nm
         self.span = self.nm * HG
@@ -122,21 +125,21 @@ class _Tiles:
 
     def blocks(self, m_block, causal: bool):
         """KV blocks of a tile: all of them, or (causal, BM == BN) those up to the diagonal."""
-        return m_block + 1 if causal else self.nm
+        return m_block + 1 if causal else self.nkv
 
 
 # --- the kernel body ---------------------------------------------------------------------------
 
 class _Smem:
     """Shared memory: Q (2 boxes of 128 x 64), K and V rings (STAGES x 2 boxes of BN x 64), the
-    O staging chunks (2 consumers x 2 chunks of 64 x 64), all 128B-swizzled: 192 KB (a third
-    stage would need 256 KB of the 227 KB); and the mbarriers."""
+    O staging chunks (2 consumers x 2 chunks of 64 x 64), all 128B-swizzled: 192 KB at BN = 128
+    (a third stage would need 256 KB of the 227 KB), 224 KB at BN = 160; and the mbarriers."""
 
-    def __init__(self, stages: int):
+    def __init__(self, stages: int, bn: int):
         sw = dict(align=1024, swizzle=128, dynamic=True)
         self.q = T.shared(T.bf16, (2, BM, 64), name="sQ", **sw)
-        self.k = T.shared(T.bf16, (stages, 2, BN, 64), name="sK", **sw)
-        self.v = T.shared(T.bf16, (stages, 2, BN, 64), name="sV", **sw)
+        self.k = T.shared(T.bf16, (stages, 2, bn, 64), name="sK", **sw)
+        self.v = T.shared(T.bf16, (stages, 2, bn, 64), name="sV", **sw)
         self.o = T.shared(T.bf16, (CONSUMERS, 2, 64, 64), name="sO", **sw)
         self.q_full = T.mbarrier(1, name="q_full", dynamic=True)
         self.q_empty = T.mbarrier(1, name="q_empty", dynamic=True)
@@ -159,18 +162,25 @@ class _Smem:
         T.ptx.fence.mbarrier_init.release.cluster()
 
 
+def smem_bytes(bn: int) -> int:
+    """The kernel's dynamic shared memory at BN = bn (tiles; the mbarriers' bytes are below the
+    1 KB alignment slack)."""
+    return 2 * BM * 128 + 2 * STAGES * bn * D * 2 + CONSUMERS * 2 * CHUNK_BYTES
+
+
 def _attention(cfg: dict, maps: tuple, lse, B, S):
-    sm = _Smem(STAGES)
+    sm = _Smem(STAGES, cfg["BN"])
     tid = T.tid.x
     with T.if_(tid == 0):
         sm.init()
     T.ptx.bar.sync(0)
     with T.role((tid >> 7) == 0, dec=PRODUCER_REGS):
         with T.if_(tid == 0):
-            _producer(cfg, _Tiles(B, S, cfg["H"], cfg["HG"]), maps, sm)
+            _producer(cfg, _Tiles(B, S, cfg["H"], cfg["HG"], cfg["BN"]), maps, sm)
     with T.else_():
         T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
-        _consumer(cfg, _Tiles(B, S, cfg["H"], cfg["HG"]), maps[3], sm, lse, S, T.tid.x)
+        _consumer(cfg, _Tiles(B, S, cfg["H"], cfg["HG"], cfg["BN"]), maps[3], sm, lse, S,
+                  T.tid.x)
 
 
 def _producer(cfg, tiles, maps, sm):
@@ -179,7 +189,8 @@ def _producer(cfg, tiles, maps, sm):
     q_map, k_map, v_map, _ = maps
     for m in maps[:3]:
         T.ptx.prefetch.tensormap(m)
-    G = cfg["H"] // cfg["HKV"]
+    G, bn = cfg["H"] // cfg["HKV"], cfg["BN"]
+    tile_bytes = bn * D * 2
     k_ring, v_ring = T.pipeline(sm.stages), T.pipeline(sm.stages)
     q_phase = T.reg(T.u32, init=0)
     q_base, k_base, v_base = sm.q.ptr(), sm.k.ptr(), sm.v.ptr()
@@ -190,10 +201,10 @@ def _producer(cfg, tiles, maps, sm):
         st = ring.stage
         with T.iket.range("wait_empty"):
             empty[st].wait(ring.phase ^ 1)
-        full[st].arrive_expect_tx(TILE_BYTES)
-        dst = base + st * TILE_BYTES
+        full[st].arrive_expect_tx(tile_bytes)
+        dst = base + st * tile_bytes
         for half in range(2):
-            load(dst + half * (BN * 128), tmap[half * 64, kvh, nb * BN, b], full[st])
+            load(dst + half * (bn * 128), tmap[half * 64, kvh, nb * bn, b], full[st])
         ring.advance()
 
     with T.range(tiles.rounds) as rnd:
@@ -218,15 +229,16 @@ class _Softmax:
     """Online softmax state of one thread: rows g and g + 8 of its warp's 16 (index ri), the
     running max m (raw scores), the per-thread partial row sum l, the last rescale factor sc."""
 
-    def __init__(self, acc_s):
-        self.s = acc_s
+    def __init__(self, acc_s, bn: int, lazy: float = 0):
+        self.s, self.bn = acc_s, bn
+        self.lazy = lazy / SCALE_LOG2   # the threshold in raw-score units (0: rescale always)
         self.m = [T.reg(T.f32, init=0.0) for _ in range(2)]
         self.l = [T.reg(T.f32, init=0.0) for _ in range(2)]
         self.sc = [T.reg(T.f32, init=1.0) for _ in range(2)]
 
     def row(self, ri: int) -> list:
         """The thread's registers of row ri: 4j + 2ri + {0, 1} for the BN / 8 column groups j."""
-        return [self.s[4 * j + 2 * ri + e] for j in range(BN // 8) for e in range(2)]
+        return [self.s[4 * j + 2 * ri + e] for j in range(self.bn // 8) for e in range(2)]
 
     def mask(self, S, key0, row0, causal: bool, t4):
         """-inf for keys past S (and past the row when causal): key = key0 + 2 t4 + 8j + e."""
@@ -234,14 +246,20 @@ class _Softmax:
             row = row0 + 8 * ri
             lim = T.ptx.min.u32(row + 1, S) if causal else S
             rel = T.ptx.sub.s32(T.ptx.cvt.s32.u32(lim - key0), T.ptx.cvt.s32.u32(t4 << 1))
-            for j in range(BN // 8):
+            for j in range(self.bn // 8):
                 for e in range(2):
                     r = self.s[4 * j + 2 * ri + e]
                     T.ptx.selp.f32(r, r, float("-inf"), rel > 8 * j + e)
 
     def update(self, first: bool):
         """m_new = max(m, rowmax S); sc = 2^((m - m_new) c); P = 2^(S c - m_new c) in place;
-        l = l sc + rowsum P (c = log2(e) / sqrt(D)). `first`: no previous m, l."""
+        l = l sc + rowsum P (c = log2(e) / sqrt(D)). `first`: no previous m, l.
+
+        Lazy rescaling (LAZY = tau > 0, FlashAttention-4's): the running max moves only when the
+        row's new maximum exceeds it by more than tau in log2 units; otherwise m, and sc = 1,
+        stay, P = 2^(S c - m c) <= 2^tau (bf16 and f32 hold that with the same relative
+        precision) and O is not rescaled (`rescale_o` skips a warp whose sc are all 1). O / l and
+        LSE = m c + lg2 l use the same m, so the result is the same."""
         for ri in range(2):
             vals = self.row(ri)
             mx = _quad(_tree(vals, T.ptx.max.f32), T.ptx.max.f32)
@@ -250,6 +268,9 @@ class _Softmax:
                 self.sc[ri].set(1.0)
             else:
                 m_new = T.ptx.max.f32(self.m[ri], mx)
+                if self.lazy:
+                    keep = T.ptx.sub.f32(m_new, self.m[ri]) <= self.lazy
+                    m_new = T.ptx.selp.f32(self.m[ri], m_new, keep)
                 T.ptx.ex2.approx.ftz.f32(self.sc[ri], T.ptx.mul.f32(
                     T.ptx.sub.f32(self.m[ri], m_new), SCALE_LOG2))
             neg = T.ptx.mul.f32(m_new, -SCALE_LOG2)
@@ -280,25 +301,26 @@ def _quad(v, op):
 
 def _consumer(cfg, tiles, o_map, sm, lse, S, tid):
     """One warpgroup (cw = 0, 1): rows 64 cw .. 64 cw + 63 of every tile of the CTA."""
-    causal, pingpong, H = cfg["CAUSAL"], cfg["PINGPONG"], cfg["H"]
+    causal, pingpong, H, bn = cfg["CAUSAL"], cfg["PINGPONG"], cfg["H"], cfg["BN"]
+    tile_bytes = bn * D * 2
     cw = (tid >> 7) - 1
     lane = T.laneid()
     t4 = lane & 3
     row_in_tile = (cw << 6) + (((tid >> 5) & 3) << 4) + (lane >> 2)
     leader = (tid & (WG - 1)) == 0
-    mma_qk = T.ptx[f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16"]
+    mma_qk = T.ptx[f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16"]
     mma_pv = T.ptx[f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.bf16.bf16"]
     acc_o = T.fragment(T.f32, D // 2)
-    acc_s = T.fragment(T.f32, BN // 2)
-    pb = [T.reg(T.bf16x2) for _ in range(BN // 4)]  # P in bf16: the A fragments of P V
-    sm_state = _Softmax(acc_s)
+    acc_s = T.fragment(T.f32, bn // 2)
+    pb = [T.reg(T.bf16x2) for _ in range(bn // 4)]  # P in bf16: the A fragments of P V
+    sm_state = _Softmax(acc_s, bn, cfg["LAZY"])
     pv_running = T.reg(T.pred)                      # a P V issued in this tile is in flight
     k_ring, v_ring = T.pipeline(sm.stages), T.pipeline(sm.stages)
     q_phase = T.reg(T.u32, init=0)
     no, yes = T.ptx.mov.pred(0), T.ptx.mov.pred(1)
     dq = desc(sm.q.ptr() + cw * (64 * 128), 16, 1024)
     dk0 = desc(sm.k.ptr(), 16, 1024)
-    dv0 = desc(sm.v.ptr(), BN * 128, 1024)      # MN-major: LBO = one 64-column box
+    dv0 = desc(sm.v.ptr(), bn * 128, 1024)      # MN-major: LBO = one 64-column box
     o_base = sm.o.ptr() + cw * (2 * CHUNK_BYTES)
     st_lanes = stmatrix_lanes(o_base, tid)
     epi_bar = cw + BAR_EPI
@@ -318,27 +340,35 @@ def _consumer(cfg, tiles, o_map, sm, lse, S, tid):
             T.ptx.bar.sync(their_turn, 2 * WG)
 
     def qk(stage):
-        db = dk0 + T.ptx.cvt.u64.u32(stage * (TILE_BYTES >> 4))
+        db = dk0 + T.ptx.cvt.u64.u32(stage * (tile_bytes >> 4))
         T.ptx.wgmma.fence.sync.aligned()
         for kk in range(D // 16):   # 16 dims a step: box kk / 4, 32 bytes into its rows
             off = 2 * (kk % 4)
             mma_qk(acc_s, dq + (off + (kk // 4) * (BM * 128 >> 4)),
-                   db + (off + (kk // 4) * (BN * 128 >> 4)), no if kk == 0 else yes, 1, 1, 0, 0)
+                   db + (off + (kk // 4) * (bn * 128 >> 4)), no if kk == 0 else yes, 1, 1, 0, 0)
         T.ptx.wgmma.commit_group.sync.aligned()
 
     def pv(stage):
-        db = dv0 + T.ptx.cvt.u64.u32(stage * (TILE_BYTES >> 4))
+        db = dv0 + T.ptx.cvt.u64.u32(stage * (tile_bytes >> 4))
         T.ptx.wgmma.fence.sync.aligned()     # O was rescaled and P written by this thread
-        for kk in range(BN // 16):  # 16 keys a step: 16 rows of 128 bytes
+        for kk in range(bn // 16):  # 16 keys a step: 16 rows of 128 bytes
             mma_pv(acc_o, pb[4 * kk: 4 * kk + 4], db + kk * (2048 >> 4), yes, 1, 1, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
 
     def rescale_o():
-        for i in range(D // 2):
-            T.ptx.mul.f32(acc_o[i], acc_o[i], sm_state.sc[(i >> 1) & 1])
+        def muls():
+            for i in range(D // 2):
+                T.ptx.mul.f32(acc_o[i], acc_o[i], sm_state.sc[(i >> 1) & 1])
+        if not cfg["LAZY"]:
+            muls()
+            return
+        sc = sm_state.sc    # ex2.approx.ftz(0) is exactly 1: a kept max gives sc == 1
+        with T.if_(T.ptx.vote.any.sync.pred((sc[0] != 1.0) | (sc[1] != 1.0), FULL),
+                   uniform=True):
+            muls()
 
     def pack_p():
-        for i in range(BN // 4):
+        for i in range(bn // 4):
             bf16x2(acc_s[2 * i], acc_s[2 * i + 1], pb[i])
 
     def wait_full(bars, ring, what: str):
@@ -399,7 +429,7 @@ def _consumer(cfg, tiles, o_map, sm, lse, S, tid):
             turn_end()
             T.ptx.wgmma.wait_group.sync.aligned(0)
             release(sm.k_empty, k_ring)
-            sm_state.mask(S, (n - 1) * BN, mb * BM + row_in_tile, causal, t4)
+            sm_state.mask(S, (n - 1) * bn, mb * BM + row_in_tile, causal, t4)
             sm_state.update(first=True)
             pv_running.set(False)
             with T.range(1, n):
@@ -463,11 +493,18 @@ def attention_fwd(q_map: T.tensormap, k_map: T.tensormap, v_map: T.tensormap,
                   o_map: T.tensormap, q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                   o: T.gptr[T.bf16], lse: T.gptr[T.f32], B: T.u32, S: T.u32, H: T.const,
                   HKV: T.const, CAUSAL: T.const = False, HG: T.const = 8,
-                  PINGPONG: T.const = "arrive", SMS: T.const = H200_SMS):
+                  PINGPONG: T.const = "arrive", SMS: T.const = H200_SMS, BN: T.const = BN,
+                  LAZY: T.const = 0):
     if PINGPONG not in ("arrive", "sync", False):
         raise ValueError(f"attention_fwd: PINGPONG = {PINGPONG!r}: expected 'arrive', 'sync' or "
                          "False")
-    cfg = dict(H=H, HKV=HKV, CAUSAL=CAUSAL, HG=HG, PINGPONG=PINGPONG)
+    problems = _check_block(BN, CAUSAL)
+    if problems:
+        raise ValueError("attention_fwd: " + "; ".join(problems))
+    if not isinstance(LAZY, (int, float)) or isinstance(LAZY, bool) or not 0 <= LAZY <= 16:
+        raise ValueError(f"attention_fwd: LAZY = {LAZY!r}: the lazy-rescale threshold in log2 "
+                         "units must be in [0, 16] (0: rescale at every block)")
+    cfg = dict(H=H, HKV=HKV, CAUSAL=CAUSAL, HG=HG, PINGPONG=PINGPONG, BN=BN, LAZY=LAZY)
     _attention(cfg, (q_map, k_map, v_map, o_map), lse, B, S)
 
 
@@ -477,9 +514,24 @@ _LARGE = 1 << 24        # B * S * H * D above which inputs and references are ke
 _CACHE = Cache(2)       # the two correctness seeds of one shape: its variants run back to back
 
 
-def _check_shape(B, S, H, HKV, HG) -> list:
-    """The rules a case breaks (T.suite refuses it at declaration)."""
+def _check_block(bn, causal) -> list:
+    """The rules a KV block size breaks: wgmma's N (a multiple of 16 for the P V steps, at most
+    256), the shared memory of two stages, and the causal schedule's square blocks."""
     out = []
+    if not isinstance(bn, int) or bn < 16 or bn % 16 or bn > 256:
+        out.append(f"BN = {bn!r} keys per block: expected a multiple of 16 in [16, 256]")
+    elif smem_bytes(bn) > SMEM_LIMIT:
+        out.append(f"BN = {bn}: {smem_bytes(bn)} bytes of shared memory, more than the "
+                   f"{SMEM_LIMIT} a CTA may have")
+    elif causal and bn != BM:
+        out.append(f"BN = {bn} with CAUSAL: the causal schedule needs square blocks (BN = {BM}: "
+                   "only the diagonal block is masked)")
+    return out
+
+
+def _check_shape(B, S, H, HKV, HG, BN=BN, CAUSAL=False) -> list:
+    """The rules a case breaks (T.suite refuses it at declaration)."""
+    out = _check_block(BN, CAUSAL)
     if min(B, S, H, HKV) < 1:
         out.append(f"B, S, H, HKV must be positive (got {B}, {S}, {H}, {HKV})")
     elif H % HKV or (H // HKV) & (H // HKV - 1):
@@ -491,10 +543,10 @@ def _check_shape(B, S, H, HKV, HG) -> list:
     return out
 
 
-def inputs(rng, B, S, H, HKV, CAUSAL=False, HG=8):
+def inputs(rng, B, S, H, HKV, CAUSAL=False, HG=8, BN=BN):
     """q, k, v ~ N(0, 1) in bf16, q scaled by 2 (scores with a standard deviation of 2: peaky
     rows and flat ones both occur); o and lse to be written."""
-    problems = _check_shape(B, S, H, HKV, HG)
+    problems = _check_shape(B, S, H, HKV, HG, BN, CAUSAL)
     if problems:
         raise ValueError("attention_fwd: " + "; ".join(problems))
     bf16 = numpy_dtype("bf16")
@@ -507,16 +559,17 @@ def inputs(rng, B, S, H, HKV, CAUSAL=False, HG=8):
     arrays = _CACHE.arrays(rng_key(rng, B, S, H, HKV), make) if B * S * H * D > _LARGE \
         else make()
     return dict(arrays, o=np.empty((B, S, H, D), bf16), lse=np.empty((B, H, S), np.float32),
-                B=B, S=S, **tensor_maps())
+                B=B, S=S, **tensor_maps(BN))
 
 
-def tensor_maps() -> dict:
-    """The TMA maps: boxes of 128 tokens x 64 dims of one head (Q, K, V: a tile's or a block's
-    half) and of 64 tokens x 64 dims (O: one consumer's staging chunk), 128B-swizzled."""
+def tensor_maps(bn: int = BN) -> dict:
+    """The TMA maps: boxes of 128 tokens x 64 dims of one head (Q: a tile's half), of bn tokens
+    x 64 dims (K, V: a block's half) and of 64 tokens x 64 dims (O: one consumer's staging
+    chunk), 128B-swizzled."""
     box = dict(swizzle=128, l2_promotion=256)
     return dict(q_map=T.TensorMap("q", box=(1, BM, 1, 64), **box),
-                k_map=T.TensorMap("k", box=(1, BN, 1, 64), **box),
-                v_map=T.TensorMap("v", box=(1, BN, 1, 64), **box),
+                k_map=T.TensorMap("k", box=(1, bn, 1, 64), **box),
+                v_map=T.TensorMap("v", box=(1, bn, 1, 64), **box),
                 o_map=T.TensorMap("o", box=(1, 64, 1, 64), **box))
 
 
@@ -591,7 +644,15 @@ VARIANTS = {
     "np": (dict(SMS=1 << 20), "alt"),               # one CTA per tile: the hardware schedules
     "sync": (dict(PINGPONG="sync"), "alt"),         # ping-pong by rendezvous
     "nopp": (dict(PINGPONG=False), "sweep"),        # persistent, no ping-pong
+    "bn160": (dict(BN=160), "alt"),                 # KV blocks of 160 keys (non-causal only)
+    "lazy8": (dict(LAZY=8), "alt"),                 # O rescaled only when the max grows > 2^8
 }
+
+
+def variants(causal: bool) -> dict:
+    """The VARIANTS a mask can run (BN != 128 is refused when causal)."""
+    return {v: pr for v, pr in VARIANTS.items()
+            if not _check_block(pr[0].get("BN", BN), causal)}
 L2_WORKING_SET = 16 << 20   # the K and V bytes a schedule section keeps hot (H200 L2: 50 MB)
 
 
@@ -606,7 +667,7 @@ def _large() -> list:
     out = []
     for B, H, HKV, S in SHAPES:
         for causal in (False, True):
-            for v, (params, role) in VARIANTS.items():
+            for v, (params, role) in variants(causal).items():
                 name = f"b{B}h{H}" + (f"kv{HKV}" if HKV != H else "") + f"s{S}" \
                     + ("_causal" if causal else "") + f"_{v}"
                 out.append(T.case(name, small=False, tags=(role,), B=B, S=S, H=H, HKV=HKV,
@@ -633,6 +694,11 @@ SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument ta
     # GQA (2 query heads share a KV head), two batches, sections of 2 heads: 4 single-block
     # tiles on 2 CTAs under the arrive hand-over (the main variant's)
     T.case("gqa_b2h2kv1s80_p2", B=2, S=80, H=2, HKV=1, HG=2, CAUSAL=False, SMS=2),
+    # KV blocks of 160 keys: 4 tiles of 3 blocks (the first with an 80-key tail) on 2 CTAs
+    T.case("s400_bn160_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=False, SMS=2, BN=160),
+    # lazy rescaling on the persistent causal schedule (tests/zoo/test_attention.py also runs
+    # it on inputs whose row maxima jump late, so both branches of the rescale run)
+    T.case("s400_causal_lazy8_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=2, LAZY=8),
 ]
 
 # hardware smoke cases (benchmarks/attn_bench.sh runs them, with the small ones, correctness only
@@ -645,12 +711,13 @@ SMOKE = [T.case(f"smoke_{name}_{v}", small=False, tags=("smoke",), CAUSAL=causal
          for name, causal, shape in (
              ("b1h32kv8s1000_causal", True, dict(B=1, S=1000, H=32, HKV=8, HG=8)),
              ("b1h16s1000_p32", False, dict(B=1, S=1000, H=16, HKV=16, HG=4, SMS=32)))
-         for v, (params, _) in VARIANTS.items()]
+         for v, (params, _) in variants(causal).items()]
 
 SUITE = T.suite(
     attention_fwd, inputs=inputs, reference=reference, outputs=["o", "lse"],
     cases=SMALL + SMOKE + _large(), tolerance=TOLERANCE,
-    constraints=lambda B, S, H, HKV, HG: _check_shape(B, S, H, HKV, HG),
+    constraints=lambda B, S, H, HKV, HG, BN=BN, CAUSAL=False: _check_shape(B, S, H, HKV, HG,
+                                                                            BN, CAUSAL),
     flops=lambda B, S, H, CAUSAL=False: 4 * B * H * S * S * D // (2 if CAUSAL else 1),
     bytes=lambda B, S, H, HKV: 4 * B * S * D * (H + HKV) + 4 * B * H * S,
     baselines=[{"name": "torch.sdpa", "args": {"q": "q", "k": "k", "v": "v", "layout": "bshd",

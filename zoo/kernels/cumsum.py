@@ -46,7 +46,11 @@ under ~2e5): the check is bitwise, and it tests the algorithm, not rounding. On 
 the error of an element is bounded by about (log2(TILE) + tiles before it) * eps * sum |x| up to
 it; tests/zoo/test_cumsum.py checks that bound on normal data.
 
-Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan
+`cumsum_pipe` (below) is the same scan on a persistent grid whose tiles stream through a
+shared-memory ring (1-D bulk copies on mbarriers) while the look-back runs.
+
+Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan, persistent, bulk-copy,
+mbarrier-pipeline
 Work: 1 FLOP and 8 bytes per element.
 """
 
@@ -54,7 +58,8 @@ import numpy as np
 
 import tirxh.lang as T
 
-TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan")
+TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan",
+        "persistent", "bulk-copy", "mbarrier-pipeline")
 
 MAX_TOTALS = 256  # warp-chunk totals per tile: 8 per lane of the scanning warp
 MAX_PER_THREAD = 64  # elements a thread holds in registers
@@ -182,6 +187,39 @@ def _scan_totals(wt, nt, lane):
     return agg, write_back
 
 
+def _scan_chunks(chunks, lane, total_at):
+    """Every chunk's elements (VEC per thread, a warp's 32 VEC in a row) become their inclusive
+    scan within the warp's chunk (in-thread adds, one warp ladder); lane 31 stores the chunk's
+    warp total at ``total_at(c)``. The warp's exclusive offset is added now, so no register per
+    chunk stays live across the look-back."""
+    for c, v in enumerate(chunks):
+        for i in range(1, len(v)):
+            T.ptx.add.f32(v[i], v[i], v[i - 1])
+        incl = _warp_scan(T.reg(T.f32, init=v[-1]), lane)
+        excl = T.ptx.sub.f32(incl, v[-1])
+        for i in range(len(v)):
+            T.ptx.add.f32(v[i], v[i], excl)
+        with T.if_(lane == 31):
+            T.ptx.st.shared.f32(total_at(c), incl)
+
+
+def _tile_prefix(flags, totals, nt, lane, tile, t_in_row, epoch, LOOK):
+    """Warp 0, once the tile's warp totals are in `totals`: scan them, publish the tile's flag
+    (a row's first tile: P, the others: A), look back, and leave each total's offset in
+    `totals`. Publishing comes first: nothing a tile waits for is behind another tile's wait
+    (numsim runs CTAs in lockstep batches)."""
+    agg, write_back = _scan_totals(totals, nt, lane)
+    first = t_in_row == 0
+    status = T.ptx.selp.u32(ST_P, ST_A, first)
+    with T.if_(lane == 0):
+        T.ptx.st.relaxed.gpu.global_.b64(
+            flags.at(tile), T.ptx.mov.b64([agg, T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), status)]))
+    prefix = T.reg(T.f32, init=0.0)
+    with T.if_(~first, uniform=True):
+        prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, lane, LOOK))
+    write_back(prefix)
+
+
 @T.kernel(grid=_ticket_grid, block=lambda BLOCK: BLOCK)
 def cumsum(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64], counter: T.gptr[T.u64],
            rows: T.u32, cols: T.u32, BLOCK: T.const = 256, CHUNKS: T.const = 4,
@@ -238,32 +276,12 @@ def cumsum(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64], counter: 
         v = [T.reg(T.f32, init=0.0) for _ in range(VEC)]
         vld(v if VEC > 1 else v[0], xaddr + 4 * c * step, pred=in_row(c))
         chunks.append(v)
-    for c, v in enumerate(chunks):  # v becomes the scan within the warp's chunk
-        for i in range(1, VEC):
-            T.ptx.add.f32(v[i], v[i], v[i - 1])
-        incl = _warp_scan(T.reg(T.f32, init=v[-1]), lane)
-        excl = T.ptx.sub.f32(incl, v[-1])
-        for i in range(VEC):  # added now: no register per chunk stays live across the wait
-            T.ptx.add.f32(v[i], v[i], excl)
-        with T.if_(lane == 31):
-            T.ptx.st.shared.f32(wt.at(c * nw + warp), incl)
+    _scan_chunks(chunks, lane, lambda c: wt.at(c * nw + warp))
     T.ptx.bar.sync(0)
 
     # 3. warp 0: scan the warp totals (chunk-major), look back, leave each (chunk, warp) offset
     with T.if_(warp == 0, uniform=True):
-        agg, write_back = _scan_totals(wt, nt, lane)
-        # publish first (a row's first tile: P, the others: A), then look back: nothing a tile
-        # waits for is behind another tile's wait (numsim runs CTAs in lockstep batches)
-        first = t_in_row == 0
-        status = T.ptx.selp.u32(ST_P, ST_A, first)
-        with T.if_(lane == 0):
-            T.ptx.st.relaxed.gpu.global_.b64(
-                flags.at(tile), T.ptx.mov.b64([agg, T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2),
-                                                                  status)]))
-        prefix = T.reg(T.f32, init=0.0)
-        with T.if_(~first, uniform=True):
-            prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, lane, LOOK))
-        write_back(prefix)
+        _tile_prefix(flags, wt, nt, lane, tile, t_in_row, epoch, LOOK)
     T.ptx.bar.sync(0)
 
     # 4. add the offsets, store
@@ -272,6 +290,118 @@ def cumsum(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64], counter: 
         off = T.ptx.ld.shared.f32(wt.at(c * nw + warp))
         vst(oaddr + 4 * c * step, [T.ptx.add.f32(vi, off) for vi in v] if VEC > 1
             else T.ptx.add.f32(v[0], off), pred=in_row(c))
+
+
+# -- the persistent, pipelined variant ------------------------------------------------------------
+
+def _pipe_grid(rows, cols, BLOCK=256, CHUNKS=4, CTAS=132):
+    return min(rows * T.cdiv(cols, tile_elems(BLOCK, CHUNKS, 4)), CTAS)
+
+
+def pipe_smem_bytes(BLOCK, CHUNKS, STAGES) -> int:
+    """The tile ring's bytes (the mbarriers and the totals are below 2 KB)."""
+    return STAGES * tile_elems(BLOCK, CHUNKS, 4) * 4
+
+
+@T.kernel(grid=_pipe_grid, block=lambda BLOCK: BLOCK)
+def cumsum_pipe(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
+                counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 512,
+                CHUNKS: T.const = 8, STAGES: T.const = 2, LOOK: T.const = 4,
+                CTAS: T.const = 132):
+    """`cumsum` with the tile loads taken off the look-back's critical path (docs/TUNING.md,
+    "cumsum"): a persistent grid of CTAS CTAs, CTA c scanning tiles c, c + G, c + 2G, ... (G
+    CTAs, every row's tiles in one global order) from a STAGES-deep shared-memory ring that one
+    thread fills with 1-D bulk copies (``cp.async.bulk``, completing on the stage's mbarrier) as
+    soon as the CTA has read a stage into registers. While the CTA waits for its predecessors'
+    flags, the next STAGES - 1 tiles are already streaming in, so an SM's loads no longer stop
+    for the look-back; `cumsum` (one tile per CTA) stops them from the end of its loads to its
+    exit. Per tile, as `cumsum`: scan in registers, warp totals to shared memory, warp 0
+    publishes A, looks back, publishes P, every thread adds its offset and stores. Two CTA
+    barriers per tile and no more: a warp writes the next tile's totals only into its own
+    slots, which only it reads after the second barrier, and warp 0 rewrites every slot only
+    after the next first barrier, which every warp reaches after its reads.
+
+    Waiting is safe because every CTA of the grid is resident (the grid is at most one wave:
+    `pipe_constraints`) and scans its tiles in increasing order: the CTA holding the lowest
+    unfinished tile is scanning it, and all of that tile's predecessors are done. The epoch of
+    a launch is one ticket per CTA divided by the grid size (a launch takes exactly G tickets),
+    so flags stay self-resetting across launches as in `cumsum`."""
+    tile_n = tile_elems(BLOCK, CHUNKS, 4)
+    nw = BLOCK // 32
+    nt = nw * CHUNKS
+    buf = T.shared(T.f32, (STAGES, tile_n), name="ring", align=128, dynamic=True)
+    full = T.mbarrier(STAGES, name="full", dynamic=True)
+    wt = T.shared(T.f32, (nt,), name="wtot")
+    bcast = T.shared(T.u32, (1,), name="epoch")
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    tid = T.tid.x
+    lane = T.laneid()
+    warp = tid >> 5
+    grid = T.nctaid.x
+    cta = T.ctaid.x
+    per_row = T.ptx.div.u32(T.ptx.add.u32(cols, tile_n - 1), tile_n)
+    ntiles = rows * per_row
+    mine = (ntiles - 1 - cta) / grid + 1       # tiles cta, cta + grid, ... below ntiles
+
+    def span(k):
+        """(row, first column, tile index in its row) of the CTA's k-th tile."""
+        t = cta + k * grid
+        row = t / per_row
+        t_in_row = t - row * per_row
+        return t, row, t_in_row, t_in_row * tile_n
+
+    def load(k, stage):
+        """Thread 0: the k-th tile's elements (the row's last tile is short) into `stage`."""
+        _, row, _, col0 = span(k)
+        nbytes = T.ptx.min.u32(cols - col0, tile_n) << 2
+        full[stage].arrive_expect_tx(nbytes)
+        bulk_load(buf.at(stage, 0), x.at(row * cols + col0), nbytes, full[stage])
+
+    with T.if_(tid == 0):
+        ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
+        epoch = T.ptx.cvt.u32.u64(T.ptx.div.u64(ticket, T.ptx.cvt.u64.u32(grid)))
+        T.ptx.st.shared.u32(bcast.at(0), T.ptx.and_.b32(epoch, EPOCH_MASK))
+        for s in range(STAGES):
+            full[s].init(1)
+        T.ptx.fence.mbarrier_init.release.cluster()
+        for s in range(STAGES):
+            with T.if_(mine > s):
+                load(s, s)
+    T.ptx.bar.sync(0)
+    epoch = T.ptx.ld.shared.u32(bcast.at(0))
+    ring = T.pipeline(STAGES)
+    e0 = tid * 4
+    step = BLOCK * 4
+    with T.range(mine) as k:
+        tile, row, t_in_row, col0 = span(k)
+        full[ring.stage].wait(ring.phase)
+
+        def in_row(c):
+            return T.ptx.add.u32(col0, e0 + c * step if c else e0) < cols
+
+        # 1. this thread's CHUNKS x 4 elements from the stage (16-byte shared loads), scanned
+        chunks = []
+        for c in range(CHUNKS):
+            v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+            T.ptx.ld.shared.v4.f32(v, buf.at(ring.stage, e0 + c * step), pred=in_row(c))
+            chunks.append(v)
+        _scan_chunks(chunks, lane, lambda c: wt.at(c * nw + warp))
+        T.ptx.bar.sync(0)     # every thread read the stage: refill it with tile k + STAGES
+        with T.if_((tid == 0) & (k + STAGES < mine)):
+            load(k + STAGES, ring.stage)
+        ring.advance()
+
+        # 2. warp 0: the totals' scan, publish A (a row's first tile: P), look back, offsets
+        with T.if_(warp == 0, uniform=True):
+            _tile_prefix(flags, wt, nt, lane, tile, t_in_row, epoch, LOOK)
+        T.ptx.bar.sync(0)
+
+        # 3. add the offsets, store (16-byte stores straight from the registers)
+        oaddr = out.at(row * cols + col0 + e0)
+        for c, v in enumerate(chunks):
+            off = T.ptx.ld.shared.f32(wt.at(c * nw + warp))
+            T.ptx.st.global_.v4.f32(oaddr + 4 * c * step, [T.ptx.add.f32(vi, off) for vi in v],
+                                    pred=in_row(c))
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -352,6 +482,61 @@ SUITE = T.suite(
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order (docstring)
     constraints=constraints,
+    flops=lambda rows, cols: rows * cols, bytes=lambda rows, cols: 8 * rows * cols,
+    baselines=[{"name": "torch.cumsum", "args": {"x": "x"}},
+               {"name": "torch.compile.cumsum", "args": {"x": "x"}}],
+)
+
+
+H200_SMS, SMEM_PER_SM, THREADS_PER_SM = 132, 227 * 1024, 2048
+
+
+def pipe_constraints(rows, cols, BLOCK, CHUNKS, STAGES, LOOK, CTAS):
+    """The shapes and constants `cumsum_pipe` accepts: `cumsum`'s, 16-byte rows (the bulk
+    copies), and a grid that is one wave of the H200 (waiting on another CTA is safe only if it
+    runs)."""
+    why = constraints(rows, cols, BLOCK, CHUNKS, 4, LOOK, 0)
+    smem = pipe_smem_bytes(BLOCK, CHUNKS, STAGES)
+    if STAGES < 2 or smem > SMEM_PER_SM:
+        why.append(f"STAGES={STAGES}: need at least 2 stages and STAGES * tile * 4 = {smem} "
+                   f"bytes within {SMEM_PER_SM} of shared memory")
+    else:
+        per_sm = min(SMEM_PER_SM // (smem + 1024), THREADS_PER_SM // BLOCK)
+        if not 1 <= CTAS <= H200_SMS * per_sm:
+            why.append(f"CTAS={CTAS} must be in [1, {H200_SMS * per_sm}]: one wave of "
+                       f"{per_sm} CTA(s) per SM on {H200_SMS} SMs (every CTA must be resident)")
+    return why
+
+
+def make_pipe_case(name, rows, cols, BLOCK=512, CHUNKS=8, STAGES=2, LOOK=4, CTAS=132,
+                   small=True):
+    return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
+                  BLOCK=BLOCK, CHUNKS=CHUNKS, STAGES=STAGES, LOOK=LOOK, CTAS=CTAS)
+
+
+SUITE_PIPE = T.suite(
+    cumsum_pipe, inputs=inputs, reference=reference, outputs=["out"],
+    cases=[
+        # 5 tiles of 1024 (the last of 904) on 2 CTAs: 3 and 2 tiles, the ring wraps
+        make_pipe_case("r1_c5000", rows=1, cols=5000, BLOCK=64, CHUNKS=4, CTAS=2, LOOK=1),
+        # 3 rows of 12 tiles of 256 on 5 CTAs, 3 stages: rows start mid-CTA
+        make_pipe_case("r3_c3004_s3", rows=3, cols=3004, BLOCK=32, CHUNKS=2, STAGES=3, CTAS=5,
+                       LOOK=1),
+        # 71 tiles of 128 per row on 4 CTAs: look-back windows of 64 flags are crossed
+        make_pipe_case("r2_c9000_t128", rows=2, cols=9000, BLOCK=32, CHUNKS=1, CTAS=4, LOOK=2),
+        # the H200's: 16K-element tiles in 2 or 3 stages (one CTA per SM), 8K in 3 (two). The
+        # CTAs scan a wave of G tiles at about the same time, so a tile's nearest P is about G
+        # tiles back: ceil(G / (32 LOOK)) look-back rounds (LOOK = 4: 2 rounds at G = 132)
+        make_pipe_case("r1_c64M_t16k_s2", rows=1, cols=1 << 26, small=False),
+        make_pipe_case("r1_c64M_t16k_s2_l2", rows=1, cols=1 << 26, LOOK=2, small=False),
+        make_pipe_case("r1_c64M_t16k_s2_l8", rows=1, cols=1 << 26, LOOK=8, small=False),
+        make_pipe_case("r1_c64M_t16k_s3", rows=1, cols=1 << 26, STAGES=3, small=False),
+        make_pipe_case("r1_c64M_t8k_s3", rows=1, cols=1 << 26, BLOCK=256, STAGES=3, CTAS=264,
+                       LOOK=8, small=False),
+        make_pipe_case("r8_c4M_t16k_s2", rows=8, cols=1 << 22, small=False),
+    ],
+    tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order (module docstring)
+    constraints=pipe_constraints,
     flops=lambda rows, cols: rows * cols, bytes=lambda rows, cols: 8 * rows * cols,
     baselines=[{"name": "torch.cumsum", "args": {"x": "x"}},
                {"name": "torch.compile.cumsum", "args": {"x": "x"}}],

@@ -24,6 +24,12 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   storing thread waits ``cp.async.bulk.wait_group.read 0``. EPI="direct" stores bf16 straight
   from registers with predicated ``st.global.b16`` (for N % 8 != 0, where no 16-byte row stride
   exists for a tensor map over C).
+- **The epilogue under the next tile's MMAs** (EPI_DEFER, the ``t256d`` variant): a unit's
+  accumulators are packed to bf16 registers (``cvt.rn.bf16x2.f32``, the fp8 scales applied)
+  once its last wgmma group retired, and stored (the staged chunks and TMA stores above) right
+  after the next unit's first K slice is issued, so the tensor cores work while C is written;
+  the last unit's tile after the loop. Not with split-K or stream-K (their epilogue needs the
+  tile's sum first) or EPI="direct".
 - **2-CTA clusters with TMA multicast** (the ``*_c2`` kernels): the two CTAs of a cluster take
   vertically adjacent tiles (same B panel); each loads its own A and half of B with
   ``.multicast::cluster`` into both CTAs, halving B's L2-to-SM traffic. A stage is refilled only
@@ -72,7 +78,7 @@ from __future__ import annotations
 import tirxh.lang as T
 from gemm_host import (BF16_TOLERANCE, FP8_TOLERANCE, bf16_inputs, bf16_reference, fp8_inputs,
                        fp8_reference)
-from hopper import CHUNK, CHUNK_BYTES, WG, desc, log2, stmatrix_chunk, stmatrix_lanes
+from hopper import CHUNK, CHUNK_BYTES, WG, bf16x2, desc, log2, stmatrix_chunk, stmatrix_lanes
 
 BM = 128                 # rows of C per CTA tile: two consumer warpgroups x 64 rows
 CONSUMERS = 2
@@ -284,6 +290,15 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
     db0 = desc(sB.ptr(), 16, 1024) if kmajor else desc(sB.ptr(), BK * 128, 1024)
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
     peer_empty = T.ptx.mapa.shared__cluster.u32(_ptr(empty), sched.rank ^ 1) if CM > 1 else None
+    defer = cfg["EPI_DEFER"]
+    if defer and (_reduces(cfg) or cfg["EPI"] != "tma"):
+        raise ValueError("EPI_DEFER takes EPI = 'tma' without SPLITK or STREAMK (a reducing "
+                         "unit's epilogue needs the tile's sum first)")
+    if defer:   # the previous unit's C tile, packed to bf16, stored under this unit's MMAs
+        packed = [T.reg(T.bf16x2) for _ in range(BN // 4)]
+        pending = T.reg(T.pred)
+        pending.set(False)
+        pm0, pn0 = T.reg(T.u32, init=0), T.reg(T.u32, init=0)
 
     def release(stage):
         empty[stage].arrive()
@@ -313,17 +328,31 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
                 T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous slice's group retired
             with T.if_(leader & accumulate):
                 release(prev)
+            if defer:   # the first slice's MMAs are in flight: store the previous C tile now
+                with T.if_(pending & ~accumulate, uniform=True):
+                    _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None,
+                                  packed=packed)
+                    pending.set(False)
             prev.set(st)
             ring.advance()
         T.ptx.wgmma.wait_group.sync.aligned(0)
         with T.if_(leader):
             release(prev)
-        if not _reduces(cfg):
+        if defer:
+            for i in range(0, BN // 2, 2):
+                bf16x2(_scaled(acc, i, scale), _scaled(acc, i + 1, scale), packed[i // 2])
+            pm0.set(u.m0)
+            pn0.set(u.n0)
+            pending.set(True)
+        elif not _reduces(cfg):
             _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
         else:
             with T.if_(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader),
                        uniform=True):
                 _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
+    if defer:       # the last unit's C tile
+        with T.if_(pending, uniform=True):
+            _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None, packed=packed)
     if cfg["EPI"] == "tma":
         with T.if_(leader):
             T.ptx.cp.async_.bulk.wait_group(0)  # the last stores completed before the CTA exits
@@ -458,7 +487,7 @@ def _scaled(acc, i, scale):
     return acc[i] if scale is None else T.ptx.mul.rn.f32(acc[i], scale)
 
 
-def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale):
+def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=None):
     """Accumulators -> bf16 -> 128B-swizzled 64 x 64 chunks (``stmatrix.x4``) -> TMA stores.
 
     Lane l of warp w addresses row 16w + 8 * (l / 8 % 2) + l % 8 of the chunk and its 16-byte
@@ -477,7 +506,7 @@ def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale):
         group = range(r0, min(r0 + nbufs, chunks))
         for ci in group:
             stmatrix_chunk(acc, ci, col_off, (ci - r0) * CHUNK_BYTES,
-                           value=lambda i: _scaled(acc, i, scale))
+                           value=lambda i: _scaled(acc, i, scale), packed=packed)
         T.ptx.fence.proxy.async_.shared__cta()   # generic writes -> the TMA engine's reads
         T.ptx.bar.sync(bar_id, WG)
         with T.if_(leader):
@@ -530,10 +559,11 @@ def _bf16_kernel(name: str, CM: int):
                M: T.u32, N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                B_KMAJOR: T.const = True, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
                GROUP: T.const = 16 // CM, RASTER: T.const = "m", SPLITK: T.const = 1,
-               REDUCE: T.const = "slots", STREAMK: T.const = False, SMS: T.const = H200_SMS):
+               REDUCE: T.const = "slots", STREAMK: T.const = False, SMS: T.const = H200_SMS,
+               EPI_DEFER: T.const = False):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE, STREAMK=STREAMK)
+                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM)(kernel)
 
@@ -545,10 +575,11 @@ def _fp8_kernel(name: str, CM: int):
                N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                EPI: T.const = "tma", EPI_BUFS: T.const = 2, GROUP: T.const = 16 // CM,
                RASTER: T.const = "m", SPLITK: T.const = 1, REDUCE: T.const = "slots",
-               STREAMK: T.const = False, SMS: T.const = H200_SMS):
+               STREAMK: T.const = False, SMS: T.const = H200_SMS,
+               EPI_DEFER: T.const = False):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE, STREAMK=STREAMK)
+                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 
@@ -569,6 +600,8 @@ SHAPES = ([(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)]
 # 64 x 64 bf16 chunk 8 KB per consumer
 VARIANTS = {
     "t256": dict(BN=256, STAGES=4, EPI_BUFS=2),     # 4 stages; C staged in two rounds
+    # the epilogue deferred: a tile's C (packed to bf16) is stored under the next tile's MMAs
+    "t256d": dict(BN=256, STAGES=4, EPI_BUFS=2, EPI_DEFER=True),
     "t256s3": dict(BN=256, STAGES=3, EPI_BUFS=4),   # 3 stages; the whole C tile at once
     "t128": dict(BN=128, STAGES=6, EPI_BUFS=2),     # 128 x 128 tiles: twice as many (small M)
     # split-K: S units per tile, so that a few tiles still occupy every SM
@@ -626,7 +659,7 @@ def plan(M, N, K) -> list:
     elif M >= 2048 and N == 1024:               # 64 x 4 tiles of 128 x 256: two waves
         out = [("c2", "t256", "main"), ("c2", "t128", "alt")]
     elif M >= 2048:
-        out = [("c2", "t256", "main"), ("c1", "t256", "alt")]
+        out = [("c2", "t256", "main"), ("c1", "t256", "alt"), ("c2", "t256d", "alt")]
     elif M == 512 and N == 14336:               # 224 tiles of 128 x 256 or 448 of 128 x 128
         out = [("c1", "t256", "main"), ("c2", "t128", "alt"), ("c1", "t128", "sweep")]
     elif M == 512 and N == 1024:
@@ -656,6 +689,8 @@ def _large(kernel: str, fp8: bool) -> list:
         for kern, v, role in plan(M, N, K):
             if kern == kernel and not (fp8 and role == "sweep"):   # the sweep is bf16's
                 p = dict(VARIANTS[v], M=M, N=N, K=K)
+                if N % 8 and p.get("EPI_DEFER"):
+                    continue                # no staged epilogue to defer (direct stores)
                 if N % 8:
                     p["EPI"] = "direct"
                 out.append(T.case(f"m{M}n{N}k{K}_{v}", small=False, tags=(role,), **p))
@@ -716,12 +751,20 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     T.case("m200n136k296_streamk", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            STREAMK=True, REDUCE="red", SMS=4),  # 30 slices of 6 tiles on 4 CTAs: 7, 8, 7, 8;
                                                 # tiles 0, 2, 3, 5 whole, 1 and 4 in two pieces
+    # the deferred epilogue: one CTA, four tiles (each stored under the next one's first K
+    # slice, the last after the loop); and 6 tiles with tails on 2 CTAs, 5 K slices each
+    T.case("m256n256k64_persistent_defer", M=256, N=256, K=64, BN=128, STAGES=2, EPI_BUFS=1,
+           SMS=1, EPI_DEFER=True),
+    T.case("m200n136k296_bn64_defer", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           SMS=2, EPI_DEFER=True),
 ])
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
     T.case("m200n136k72", M=200, N=136, K=72),
     T.case("m100n256k128_kn", M=100, N=256, K=128, B_KMAJOR=False),  # the peer's tile is empty
     T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2),
+    T.case("m256n256k64_persistent_defer", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2,
+           EPI_DEFER=True),
 ])
 
 
@@ -739,6 +782,8 @@ def _fp8_suite(kernel, small: list):
 SUITE_FP8 = _fp8_suite(gemm_fp8, [
     T.case("m200n136k160", M=200, N=136, K=160),
     T.case("m256n384k128_persistent", M=256, N=384, K=128, BN=128, STAGES=3, SMS=2),
+    T.case("m256n384k128_persistent_defer", M=256, N=384, K=128, BN=128, STAGES=3, SMS=2,
+           EPI_DEFER=True),     # the scales applied when the tile is packed
     T.case("m128n128k512_splitk", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2, SMS=2),
     T.case("m128n128k512_splitk_red", M=128, N=128, K=512, BN=128, STAGES=2, SPLITK=2,
            REDUCE="red", SMS=2),

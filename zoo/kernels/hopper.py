@@ -64,15 +64,18 @@ def stmatrix_lanes(base, tid):
     return [lane_base + (((rr & 6) ^ (2 * s)) << 4) for s in range(4)]
 
 
-def stmatrix_chunk(acc, ci: int, col_off: list, buf_off: int = 0, value=None):
+def stmatrix_chunk(acc, ci: int, col_off: list, buf_off: int = 0, value=None, packed=None):
     """Columns 64ci..64ci+63 of a 64-row wgmma accumulator `acc` (f32) as bf16 into one
     128B-swizzled 64 x 64 chunk: four ``stmatrix.sync.aligned.m8n8.x4.shared.b16`` at the lane
     addresses `col_off` (`stmatrix_lanes`) + `buf_off`, after 16 ``cvt.rn.bf16x2.f32``.
     `value(i)` (optional) gives the f32 register to store for accumulator register i (a scaled
-    copy, say); by default acc[i] itself."""
+    copy, say); by default acc[i] itself. `packed` (instead of `acc`): the accumulator already
+    converted, register i / 2 holding bf16x2 of registers i, i + 1 (no cvt here)."""
     get = value or (lambda i: acc[i])
 
     def pair(i):
+        if packed is not None:
+            return packed[i // 2]
         hi = get(i + 1)
         return bf16x2(get(i), hi)
     for s in range(4):

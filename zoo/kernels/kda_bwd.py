@@ -14,16 +14,22 @@ walking t from the last token down with dS (the gradient of the state S_t; dht a
 
 then through the normalization, dx = r (dy - y (y . dy)) with y = x r, r = (|x|^2 + 1e-6)^-1/2
 (y . dy from column sums: q^ . dq^ = scale do . (P^T q^ + (q^ . k^) d), k^ . dk^ = d . dd + de . e),
-and the gate, dg_raw = dg (-5 exp(A_log)) s (1 - s).
+and the gate, dg_raw = dg (-5 exp(A_log)) s (1 - s); with z = exp(A_log) (g_raw + dt_bias),
+ddt_bias = sum over tokens of dg_raw and dA_log = sum over tokens and channels of dg_raw (g_raw +
+dt_bias).
 
 Inputs: q, k, g_raw [B, T, H, K] bf16; v, do [B, T, H, V] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K] f32; h0, dht [N, H, K, V] f32; cu_seqlens [N + 1] s32 (fixed lengths: 0, T, 2T,
 ..); chunk_off [N + 1] s32 (first 64-token chunk of each sequence in `s0`); order [N] s32 (the
 sequences, longest first: the grid's y order, so that a pack's long chains start first).
-Outputs (f32): dq, dk, dg [B, T, H, K]; dv [B, T, H, V]; dbeta [B, T, H]; dh0 [N, H, K, V].
-Workspaces (f32, zeros; each element written and read back by the same thread, so no
-synchronization guards them): s0 [chunks, H, K, V] (every chunk's start state), ws [N H, 64, K,
-V] (a chunk's per-token states, at the CTA's (grid y, head)).
+Outputs (f32): dq, dk, dg [B, T, H, K]; dv [B, T, H, V]; dbeta [B, T, H]; dh0 [N, H, K, V];
+dA_log [H], ddt_bias [H, K] (the gate parameters', as FLA's autograd returns them).
+Workspaces (zeros; each element of s0 and ws written and read back by the same thread, so no
+synchronization guards them): s0 [chunks, H, K, V] f32 (every chunk's start state), ws [N H,
+64, K, V] f32 (a chunk's per-token states, at the CTA's (grid y, head)); gred [N, H, 2, K] f32
+(each CTA's per-channel sums of dg_raw and dg_raw (g_raw + dt_bias), at its grid y) and cnt
+[H] u32 (CTAs of the head done; the last one sums the N slots in grid-y order, deterministic,
+and resets it to zero for the next launch).
 
 Algorithm, per CTA (head h, sequence n; 8 warps):
 1. forward: the recurrence from h0 over the whole sequence, storing each chunk's start state S0
@@ -175,9 +181,10 @@ def _forward_step(ln, S, tok, H, h, k, g_raw, v, beta):
             T.ptx.fma.rn.f32(S[r][c], kh, d[c], S[r][c])
 
 
-def _backward_step(ln, dS, ws_at, part, tok, H, h, ins, outs):
+def _backward_step(ln, dS, ws_at, part, gacc, tok, H, h, ins, outs):
     """One token of the reverse walk: S_{t-1} (the lane's block) is read at `ws_at`, dS (the
-    gradient of S_t) updated in place to that of S_{t-1}; the token's gradients are stored."""
+    gradient of S_t) updated in place to that of S_{t-1}; the token's gradients are stored and
+    channel k's gate-parameter terms added to its sums in `gacc` (shared, [2, K])."""
     q, k, g_raw, v, beta, do = ins
     dq, dk, dg, dv, dbeta = outs
     row = (tok * H + h) * K
@@ -262,8 +269,55 @@ def _backward_step(ln, dS, ws_at, part, tok, H, h, ins, outs):
         T.ptx.st.global_.f32(dk.at(row + ch), rk * (dkh - kx * rk * kdk))
         ex, s, _ = ln.gate(gx, ln.c1 * dtb)
         # dg_raw = dg (-5 exp(A_log)) s (1 - s), 1 - s = exp(-z) s
-        T.ptx.st.global_.f32(dg.at(row + ch), dgs * (ln.a * R.LOWER_BOUND) * s * (ex * s))
+        dgr = dgs * (ln.a * R.LOWER_BOUND) * s * (ex * s)
+        T.ptx.st.global_.f32(dg.at(row + ch), dgr)
+        # z = exp(A_log) (g_raw + dt_bias): ddt_bias += dg_raw, dA_log += dg_raw (g_raw + dt_bias)
+        # (the thread's own shared slots: read and written by it alone, no barrier)
+        T.ptx.st.shared.f32(gacc.at(0, ch), T.ptx.ld.shared.f32(gacc.at(0, ch)) + dgr)
+        T.ptx.st.shared.f32(gacc.at(1, ch), T.ptx.fma.rn.f32(
+            dgr, gx + dtb, T.ptx.ld.shared.f32(gacc.at(1, ch))))
         T.ptx.st.global_.f32(dbeta.at(tok * H + h), db, pred=ch == 0)
+
+
+def _gate_params_grad(gsum, flag, gred, cnt, d_A_log, d_dt_bias, h, H):
+    """dA_log [H] and ddt_bias [H, K] from every (head, sequence) CTA's per-channel sums
+    `gsum`: each CTA stores its sums in its own slot of `gred` ([N, H, 2, K], by grid y) and
+    counts itself in on the head's counter (``fence.acq_rel.gpu`` by every thread, ``bar.sync``,
+    one ``atom.acq_rel.gpu.global.add.u32``); the last CTA of the head sums the N slots in grid-y
+    order (``ld.global.cg``: L2, never a stale L1 line; bitwise the same whichever CTA arrives
+    last: no atomics in the sum), stores ddt_bias (threads < K, one channel each) and dA_log
+    (warp 0: 4 channels a lane, then a 5-step ``shfl.sync.bfly`` butterfly), and resets the
+    counter for the next launch."""
+    ch = T.tid.x & (K - 1)
+    with T.if_(T.tid.x < K):
+        own = gred.at((T.ctaid.y * H + h) * (2 * K) + ch)
+        T.ptx.st.global_.f32(own, T.ptx.ld.shared.f32(gsum.at(0, ch)))
+        T.ptx.st.global_.f32(own + K * 4, T.ptx.ld.shared.f32(gsum.at(1, ch)))
+    T.ptx.fence.acq_rel.gpu()   # every thread's slot before the arrival below (cumulative)
+    T.ptx.bar.sync(0)
+    with T.if_(T.tid.x == 0):
+        old = T.ptx.atom.acq_rel.gpu.global_.add.u32(cnt.at(h), 1)
+        T.ptx.st.shared.u32(flag.at(0), old)
+    T.ptx.bar.sync(0)
+    with T.if_(T.ptx.ld.shared.u32(flag.at(0)) == T.nctaid.y - 1, uniform=True):
+        with T.if_(T.tid.x < K):
+            acc = T.reg(T.f32, init=0.0)
+            with T.range(T.nctaid.y) as m:
+                T.ptx.add.f32(acc, acc, T.ptx.ld.global_.cg.f32(
+                    gred.at((m * H + h) * (2 * K) + ch)))
+            T.ptx.st.global_.f32(d_dt_bias.at(h * K + ch), acc)
+        with T.if_(T.tid.x < 32):
+            acc = T.reg(T.f32, init=0.0)
+            with T.range(T.nctaid.y) as m:
+                at = gred.at((m * H + h) * (2 * K) + K + ch)
+                for j in range(K // 32):
+                    T.ptx.add.f32(acc, acc, T.ptx.ld.global_.cg.f32(at + j * 32 * 4))
+            tot = acc
+            for off in (1, 2, 4, 8, 16):
+                tot = tot + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(tot, off, 0x1F, FULL))
+            with T.if_(T.tid.x == 0):
+                T.ptx.st.global_.f32(d_A_log.at(h), tot)
+                T.ptx.st.relaxed.gpu.global_.u32(cnt.at(h), 0)   # ready for the next launch
 
 
 def _grid(B, H, lens=None):
@@ -278,8 +332,16 @@ def kda_bwd(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gp
             cu_seqlens: T.gptr[T.s32], chunk_off: T.gptr[T.s32], order: T.gptr[T.s32],
             s0: T.gptr[T.f32],
             ws: T.gptr[T.f32], dq: T.gptr[T.f32], dk: T.gptr[T.f32], dv: T.gptr[T.f32],
-            dg: T.gptr[T.f32], dbeta: T.gptr[T.f32], dh0: T.gptr[T.f32]):
+            dg: T.gptr[T.f32], dbeta: T.gptr[T.f32], dh0: T.gptr[T.f32],
+            gred: T.gptr[T.f32], cnt: T.gptr[T.u32], dA_log: T.gptr[T.f32],
+            ddt_bias: T.gptr[T.f32]):
     part = T.shared(T.f32, (2, WARPS, PART), name="sPart", align=16)
+    gsum = T.shared(T.f32, (2, K), name="sGateSum", align=16)
+    flag = T.shared(T.u32, (1,), name="sLast", align=4)
+    with T.if_(T.tid.x < K):    # the channel threads' sums start at zero (their own slots)
+        zero = T.reg(T.f32, init=0.0)
+        T.ptx.st.shared.f32(gsum.at(0, T.tid.x), zero)
+        T.ptx.st.shared.f32(gsum.at(1, T.tid.x), zero)
     h, H = T.ctaid.x, T.nctaid.x
     n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.y))       # longest sequences first
     ln = _Lane(A_log, dt_bias, h)
@@ -311,15 +373,16 @@ def kda_bwd(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gp
         with T.range(nv) as ir:
             i = nv - 1 - ir
             _backward_step(ln, dS, ws.at(((T.ctaid.y * H + h) * C + i) * (K * V) + block),
-                           part, tok0 + i, H, h, ins, outs)
+                           part, gsum, tok0 + i, H, h, ins, outs)
     n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.y))       # again: no register kept for it
     _state_io(dS, dh0, (n * H + h) * (K * V) + block, store=True)
+    _gate_params_grad(gsum, flag, gred, cnt, dA_log, ddt_bias, h, H)
 
 
 # --- inputs, reference, cases ------------------------------------------------------------------
 
 _REFS = R.RefCache()
-GRADS = ("dq", "dk", "dv", "dg", "dbeta", "dh0")
+GRADS = ("dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias")
 
 
 def _offsets(B, T_, lens):
@@ -357,7 +420,9 @@ def inputs(rng, B, T_, H, lens=None, gate="mixed"):
                   ws=np.zeros((N * H, C, K, V), np.float32),
                   dq=np.zeros((B, T_, H, K), np.float32), dk=np.zeros((B, T_, H, K), np.float32),
                   dv=np.zeros((B, T_, H, V), np.float32), dg=np.zeros((B, T_, H, K), np.float32),
-                  dbeta=np.zeros((B, T_, H), np.float32), dh0=np.zeros((N, H, K, V), np.float32))
+                  dbeta=np.zeros((B, T_, H), np.float32), dh0=np.zeros((N, H, K, V), np.float32),
+                  gred=np.zeros((N, H, 2, K), np.float32), cnt=np.zeros(H, np.uint32),
+                  dA_log=np.zeros(H, np.float32), ddt_bias=np.zeros((H, K), np.float32))
     if small:   # the reference now, while the inputs are at hand (the suite asks for it next)
         _REFS.put({n: arrays[n] for n in REF_ARGS},
                   _reference(x, cu, varlen, "recurrent"))

@@ -83,6 +83,7 @@ from tirxh.core.types import numpy_dtype
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_chunk as P  # noqa: E402 - after the path that finds it
+import kda_bwd_split as SPLIT  # noqa: E402
 import kda_ref as R  # noqa: E402
 from kda_chunk import C, FULL, K, TILE, V, afrag, ld4, mma, st4, unpack  # noqa: E402
 
@@ -183,13 +184,12 @@ def _block(BV=64, WARPS=0):
     return 32 * (WARPS or BV // 16)
 
 
-@T.kernel(grid=_grid, block=_block)
-def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T.tensormap,
-            q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16],
-            beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
-            h0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32],
-            o: T.gptr[T.bf16], ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64,
-            STAGES: T.const = 2, WARPS: T.const = 0):
+def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, STAGES, WARPS,
+             s0=None, chunk_off=None):
+    """The kernel body (`kda_fwd`; `kda_fwd_s0` also stores every chunk's start state S0 into
+    `s0` [chunks, H, K, V] at the sequence's first chunk `chunk_off[n]`: piece 1 of the chunked
+    backward, kda_bwd_split.chunk_states, in kda_bwd's workspace layout)."""
+    q_map, k_map, g_map, v_map = maps
     NW = WARPS or BV // 16       # warps preparing each chunk (4 or 8)
     NS = BV // 16                # of them, warps holding the state: 16 value rows each
     NT = 32 * NW
@@ -214,6 +214,7 @@ def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T
     # S^T of the warp: rows v = vcol0 + g (+8), channels 8j + 2t (+1) (f32 loads, each 8 lanes
     # one 32-byte sector of a row of h0 [k][v])
     hbase = (n * H + h) * (K * V) + vcol0 + ln.g
+    cbase = T.ptx.ld.global_.nc.u32(chunk_off.at(n)) if s0 is not None else None
     st = [T.fragment(T.f32, 4) for _ in range(16)]
     with state_warps():
         for j in range(16):
@@ -251,6 +252,13 @@ def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T
             nxt = c + (STAGES - 1)
             with T.if_(nxt < nchunks):
                 issue(nxt, T.ptx.rem.u32(nxt, STAGES) if STAGES > 1 else 0)
+        if s0 is not None:      # S0 of chunk c, stored while the chunk is prepared
+            with state_warps():
+                sbase = ((cbase + c) * H + h) * (K * V) + vcol0 + ln.g
+                for j in range(16):
+                    for e in range(4):
+                        ch = 8 * j + 2 * ln.t + (e & 1)
+                        T.ptx.st.global_.f32(s0.at(sbase + ch * V + 8 * (e >> 1)), st[j][e])
         sm.full[ring.stage].wait(ring.phase)
         nv = T.ptx.min.u32(length - (c << 6), C)
         ck = P.Chunk(sm, ring.stage, nv)
@@ -278,6 +286,31 @@ def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T
             for e in range(4):
                 ch = 8 * j + 2 * ln.t + (e & 1)
                 T.ptx.st.global_.f32(ht.at(hbase + ch * V + 8 * (e >> 1)), st[j][e])
+
+
+@T.kernel(grid=_grid, block=_block)
+def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T.tensormap,
+            q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16],
+            beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+            h0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32],
+            o: T.gptr[T.bf16], ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64,
+            STAGES: T.const = 2, WARPS: T.const = 0):
+    _forward((q_map, k_map, g_map, v_map), beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht,
+             Trow, BV, STAGES, WARPS)
+
+
+@T.kernel(grid=_grid, block=_block)
+def kda_fwd_s0(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T.tensormap,
+               q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16],
+               beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+               h0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], chunk_off: T.gptr[T.s32],
+               order: T.gptr[T.s32], o: T.gptr[T.bf16], ht: T.gptr[T.f32],
+               s0: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64, STAGES: T.const = 2,
+               WARPS: T.const = 0):
+    """The forward of training: `kda_fwd` that also saves every chunk's start state (f32) for
+    the chunked backward (docs/TUNING.md, "The chunked backward", piece 1)."""
+    _forward((q_map, k_map, g_map, v_map), beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht,
+             Trow, BV, STAGES, WARPS, s0=s0, chunk_off=chunk_off)
 
 
 # --- inputs, reference, cases ------------------------------------------------------------------
@@ -426,6 +459,52 @@ SUITE = T.suite(
         T.case("t256_h4_v64s2", B=1, T_=256, H=4),
         *_large("t8192"),
         *_large("b2_t4096", B=2, T_=4096, heads=(32,)),
+    ])
+
+# --- kda_fwd_s0: the forward of training (piece 1 of the chunked backward) ----------------------
+
+def inputs_s0(rng, B, T_, H, lens=None, gate="mixed"):
+    """`inputs`, with each sequence's first 64-token chunk (`chunk_off`, kda_bwd's) and the S0
+    workspace [chunks, H, K, V] to be written."""
+    x = inputs(rng, B, T_, H, lens, gate)
+    ln = np.diff(x["cu_seqlens"])
+    chunk_off = np.concatenate([[0], np.cumsum(-(-ln // C))]).astype(np.int32)
+    return dict(x, chunk_off=chunk_off,
+                s0=np.empty((int(chunk_off[-1]), H, K, V), np.float32))
+
+
+def reference_s0(q, k, v, g_raw, beta, A_log, dt_bias, h0, cu_seqlens, lens=None):
+    """`reference`, and S0 of every chunk of every sequence (kda_bwd_split.chunk_states,
+    float64, from the same normalized and gated inputs as kda_ref.forward)."""
+    out = dict(reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, cu_seqlens, lens))
+    states = []
+    for n in range(len(cu_seqlens) - 1):
+        b, t0, t1 = ((0, int(cu_seqlens[n]), int(cu_seqlens[n + 1])) if lens is not None
+                     else (n, 0, q.shape[1]))
+        _, kn, gn, bn = R._prepare(q, k, g_raw, beta, A_log, dt_bias, b, t0, t1)
+        s, _ = SPLIT.chunk_states(kn, np.asarray(v[b, t0:t1], np.float64), gn, bn, h0[n])
+        states.append(np.moveaxis(s, 0, 1))              # [H, n, K, V] -> [n, H, K, V]
+    out["s0"] = np.concatenate(states).astype(np.float32)
+    return out
+
+
+def _bytes_s0(B, T_, H, lens=None):
+    """`_bytes`, and S0 written (f32) once per chunk and head."""
+    ln = [T_] * B if lens is None else list(lens)
+    return _bytes(B, T_, H, lens) + sum(-(-x // C) for x in ln) * H * K * V * 4
+
+
+SUITE_S0 = T.suite(
+    kda_fwd_s0, inputs=inputs_s0, reference=reference_s0, outputs=["o", "ht", "s0"],
+    tolerance=TOLERANCE, constraints=constraints, flops=_flops, bytes=_bytes_s0,
+    baselines=_baselines(False),
+    cases=[
+        # three chunks (64, 64, 22 tokens), deep gates: S0 of chunks 1 and 2 through the ring
+        T.case("t150_h1_v64s2_deep", B=1, T_=150, H=1, gate="deep"),
+        # a pack of 3 sequences (3, 1, 1 chunks: offsets 0, 3, 4), 8 warps holding 128 columns
+        T.case("pack_130_8_30_v128", B=1, T_=168, H=1, lens=(130, 8, 30), BV=128),
+        *[T.case(f"t8192_h{H}_{v}", small=False, tags=("main",), B=1, T_=8192, H=H,
+                 **VARIANTS[v]) for H, v in MAIN.items() if H in (64, 96)],
     ])
 
 SUITE_VARLEN = T.suite(

@@ -24,7 +24,9 @@ banks. Both directions are conflict-free and the tile keeps its 16-byte alignmen
 Techniques: shared-memory tiling, XOR swizzle, byte permutes (prmt) to transpose 16-bit
 elements in 32-bit words, vectorized 16-byte coalesced loads and stores, predicated edge tiles.
 
-Tags: vectorized, smem-tiling, swizzle, bank-conflict-free, prmt, bf16
+CTAS > 0: a persistent grid, the next tile's loads in flight while a tile is stored.
+
+Tags: vectorized, smem-tiling, swizzle, bank-conflict-free, prmt, bf16, persistent
 """
 
 import numpy as np
@@ -32,7 +34,8 @@ import numpy as np
 import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
-TAGS = ("vectorized", "smem-tiling", "swizzle", "bank-conflict-free", "prmt", "bf16")
+TAGS = ("vectorized", "smem-tiling", "swizzle", "bank-conflict-free", "prmt", "bf16",
+        "persistent")
 
 BF16 = numpy_dtype("bf16")
 BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
@@ -40,50 +43,97 @@ TC = 64  # tile columns (input)
 THREADS = 256
 
 
-@T.kernel(grid=lambda R, C, TR: (T.cdiv(C, TC), T.cdiv(R, TR)), block=THREADS)
-def transpose(x: T.gptr[T.bf16], out: T.gptr[T.bf16], R: T.u32, C: T.u32, TR: T.const = 64):
+def _grid(R, C, TR, CTAS=0):
+    if CTAS:
+        return (min(CTAS, T.cdiv(C, TC) * T.cdiv(R, TR)),)
+    return (T.cdiv(C, TC), T.cdiv(R, TR))
+
+
+@T.kernel(grid=_grid, block=THREADS)
+def transpose(x: T.gptr[T.bf16], out: T.gptr[T.bf16], R: T.u32, C: T.u32, TR: T.const = 64,
+              CTAS: T.const = 0):
+    """CTAS = 0: one tile per CTA (a 2-D grid). CTAS > 0: a persistent grid of CTAS CTAs, CTA c
+    moving tiles c, c + G, ... with the next tile's loads issued right after this tile is in
+    shared memory, so they are in flight while this tile is stored (a one-tile CTA has nothing
+    in flight from its last load to its exit)."""
     tile = T.shared(T.b32, (TR, TC // 2), align=16, name="tile")
     tid = T.tid.x
-    r0 = T.ctaid.y * TR
-    c0 = T.ctaid.x * TC
     # load: thread -> (row tid/8 + 32m, chunk tid%8)
     lr = tid >> 3
     ch = tid & 7
-    col_ok = c0 + ch * 8 < C
-    vecs = []
-    for m in range(TR // 32):
-        row = r0 + lr + 32 * m
-        words = [T.reg(T.b32, init=0) for _ in range(4)]  # zeros where the tile leaves x
-        T.ptx.ld.global_.v4.b32(words, x.at(row * C + c0 + ch * 8), pred=col_ok & (row < R))
-        vecs.append(words)
-    for m, words in enumerate(vecs):  # row lr + 32m: chunk ^ ((row / 8) mod 8)
-        swz = ch ^ (((lr >> 3) + 4 * m) & 7)
-        T.ptx.st.shared.v4.b32(tile.at(lr + 32 * m, swz * 4), words)
-    T.ptx.bar.sync(0)
     # store: thread -> (column pair p = tid/8, row group g = tid%8 (+8 for TR = 128))
     p = tid >> 3
     g = tid & 7
-    oc = c0 + p * 2
-    c_ok = oc < C
-    for m in range(TR // 64):
-        gg = g + 8 * m
-        word = (((p >> 2) ^ g) << 2) + (p & 3)  # the swizzled word of column pair p
-        w = [T.ptx.ld.shared.b32(tile.at(gg * 8 + k, word)) for k in range(8)]
-        even = [T.ptx.prmt.b32(w[2 * i], w[2 * i + 1], 0x5410) for i in range(4)]
-        odd = [T.ptx.prmt.b32(w[2 * i], w[2 * i + 1], 0x7632) for i in range(4)]
-        ok = c_ok & (r0 + gg * 8 < R)
-        T.ptx.st.global_.v4.b32(out.at(oc * R + r0 + gg * 8), even, pred=ok)
-        T.ptx.st.global_.v4.b32(out.at((oc + 1) * R + r0 + gg * 8), odd, pred=ok)
+
+    def load(r0, c0, vecs):
+        col_ok = c0 + ch * 8 < C
+        for m, words in enumerate(vecs):
+            row = r0 + lr + 32 * m
+            for w in words:    # zeros where the tile leaves x
+                w.set(0)
+            T.ptx.ld.global_.v4.b32(words, x.at(row * C + c0 + ch * 8), pred=col_ok & (row < R))
+
+    def stash(vecs):
+        for m, words in enumerate(vecs):  # row lr + 32m: chunk ^ ((row / 8) mod 8)
+            swz = ch ^ (((lr >> 3) + 4 * m) & 7)
+            T.ptx.st.shared.v4.b32(tile.at(lr + 32 * m, swz * 4), words)
+
+    def emit(r0, c0):
+        oc = c0 + p * 2
+        c_ok = oc < C
+        for m in range(TR // 64):
+            gg = g + 8 * m
+            word = (((p >> 2) ^ g) << 2) + (p & 3)  # the swizzled word of column pair p
+            w = [T.ptx.ld.shared.b32(tile.at(gg * 8 + k, word)) for k in range(8)]
+            even = [T.ptx.prmt.b32(w[2 * i], w[2 * i + 1], 0x5410) for i in range(4)]
+            odd = [T.ptx.prmt.b32(w[2 * i], w[2 * i + 1], 0x7632) for i in range(4)]
+            ok = c_ok & (r0 + gg * 8 < R)
+            T.ptx.st.global_.v4.b32(out.at(oc * R + r0 + gg * 8), even, pred=ok)
+            T.ptx.st.global_.v4.b32(out.at((oc + 1) * R + r0 + gg * 8), odd, pred=ok)
+
+    vecs = [[T.reg(T.b32) for _ in range(4)] for _ in range(TR // 32)]
+    if not CTAS:
+        r0 = T.ctaid.y * TR
+        c0 = T.ctaid.x * TC
+        load(r0, c0, vecs)
+        stash(vecs)
+        T.ptx.bar.sync(0)
+        emit(r0, c0)
+        return
+    ncol = (C + (TC - 1)) / TC
+    ntiles = ncol * ((R + (TR - 1)) / TR)
+    grid = T.nctaid.x
+    cta = T.ctaid.x
+    mine = (ntiles - 1 - cta) / grid + 1       # tiles cta, cta + grid, ... below ntiles
+
+    def origin(t):
+        ty = t / ncol
+        return ty * TR, (t - ty * ncol) * TC
+
+    r0, c0 = origin(cta)
+    load(r0, c0, vecs)
+    with T.range(mine) as i:
+        t = cta + i * grid
+        r0, c0 = origin(t)
+        stash(vecs)
+        T.ptx.bar.sync(0)
+        with T.if_(i + 1 < mine):             # the next tile's loads, in flight during emit
+            nr0, nc0 = origin(t + grid)
+            load(nr0, nc0, vecs)
+        emit(r0, c0)
+        T.ptx.bar.sync(0)                     # the tile read before the next stash
 
 
-def constraints(R, C, TR):
+def constraints(R, C, TR, CTAS=0):
     out = []
+    if CTAS < 0:
+        out.append(f"CTAS={CTAS} must be 0 (a CTA per tile) or the persistent grid's size")
     if R < 8 or C < 8 or R % 8 or C % 8:
         out.append(f"R={R} and C={C} must be positive multiples of 8 (rows of x and of out are "
                    "moved as 16-byte vectors)")
     if TR not in (64, 128):
         out.append(f"TR={TR} must be 64 or 128")
-    elif T.cdiv(R, TR) > 65535:
+    elif not CTAS and T.cdiv(R, TR) > 65535:
         out.append(f"R={R}: more than 65535 row tiles of TR={TR} (grid.y limit)")
     if R * C >= 1 << 32:
         out.append(f"R*C = {R * C} must be below 2^32 (u32 element offsets)")
@@ -100,8 +150,14 @@ SUITE = T.suite(
     outputs=["out"],
     cases=[T.case("r8_c8", R=8, C=8), T.case("r72_c136", R=72, C=136),
            T.case("r200_c96_tr128", R=200, C=96, TR=128),
+           # persistent: 6 and 4 tiles (edge tiles included) on 3 and 2 CTAs
+           T.case("r200_c136_p3", R=200, C=136, CTAS=3),
+           T.case("r200_c96_tr128_p2", R=200, C=96, TR=128, CTAS=2),
            T.case("r16384_c8192", R=16384, C=8192, **BENCH),
-           T.case("r16384_c8192_tr128", R=16384, C=8192, TR=128, **BENCH)],
+           T.case("r16384_c8192_tr128", R=16384, C=8192, TR=128, **BENCH),
+           T.case("r16384_c8192_p1056", R=16384, C=8192, CTAS=1056, **BENCH),
+           T.case("r16384_c8192_p528", R=16384, C=8192, CTAS=528, **BENCH),
+           T.case("r16384_c8192_tr128_p528", R=16384, C=8192, TR=128, CTAS=528, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # data movement: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.transpose", "args": {"x": "x", "out": "out"}}

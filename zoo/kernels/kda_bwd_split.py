@@ -1,0 +1,212 @@
+"""The chunked KDA backward split into the pieces its fast kernels compute (issue 18, docs/TUNING.md
+KDA item 5): the contract between the kernels, as numpy references. Not a kernel module (no
+suite): each kernel of the split is checked against the piece here that it computes, and the
+pieces together against `kda_ref._chunked_backward` / `_recurrent_backward` (equal to ~1e-13).
+
+Per sequence and head (normalized q, k, the gate g, beta; chunks of C = 64 tokens; QE = scale q
+exp(G), KE = k exp(G), KL = k exp(G_C - G), the pairwise products M, A and Tb = (I + A)^-1
+Diag(beta) of kda_ref.chunked):
+
+1. `chunk_states` (a forward pass: kda_fwd with a constant that stores S0, or kda_bwd's pass 1):
+   S0 of every chunk, the only state the backward keeps (serial over chunks).
+2. `chunk_reverse` (one CTA per (value slice, head, sequence), dS^T on chip, serial over chunks
+   from the last): with dS1 the gradient of the chunk's final state,
+
+       R = V - KE S0,  Delta = Tb R,  dDelta = M^T dO + KL dS1,  dR = Tb^T dDelta  (= dv)
+       dS0 = QE^T dO + Diag(exp(G_C)) dS1 - KE^T dR                      (to the previous chunk)
+
+   and what piece 3 needs, every product that contracts over the value dimension (so piece 3
+   never reads a [C, V] or [K, V] tile): dqe = dO S0^T, dke = -dR S0^T, dkl = Delta dS1^T
+   ([C, K] each), dm = lower(dO Delta^T), dtb = lower(dDelta R^T) ([C, C] each) and dgs =
+   exp(G_C) rowsum(dS1 o S0) ([K]). Per chunk and head 2 C^2 + 3 C K + K floats (131 KB in f32):
+   at T8192 H96, 1.6 GB written and read once (~0.75 ms of HBM at 4.25 TB/s; bf16 halves it).
+3. `chunk_local` (one CTA per chunk and head, all chunks in parallel): from those and the
+   chunk's own q, k, g, beta (its prep recomputed: norms, gate, A, (I + A)^-1), the gradients of
+   normalized q, k, of g and of beta:
+
+       dT = dtb Diag(beta),  dbeta = colsum(dtb o T) + rowsum(dA o P),  P = A / beta (rows)
+       dA = -strict_lower(T^T dT T^T),  dP = Diag(beta) dA
+       the pairwise products X[i, j] = sum_d a_i b_j exp(G_i - G_j) (P: a = b = k; M: a = q
+       scaled, b = k): da = (dX (b exp(-G))) o exp(G), db = (dX^T (a exp(G))) o exp(-G),
+       dG += a o da - b o db;  dG += dqe o QE + dke o KE - dkl o KL;  dG[C - 1] += dgs +
+       colsum(dkl o KL);  dg = reverse cumulative sum of dG within the chunk
+
+   then (in the kernel, as kda_bwd does per token) the L2 norms' and the gate's chains and the
+   per-channel sums for dA_log and ddt_bias.
+
+The pairwise products are evaluated here as the kernels must, with the 16-row block references
+of kda_chunk.py: for i in block a and j in block b <= a, exp(G_i - G_j) = 2^(G_i - r_a) 2^(r_a -
+r_b) 2^(r_b - G_j) with r_a the cumulative log-decay at block a's first row, so every factor is
+<= 1 or <= e^75 (the gate's bound -5 over 16 rows) and nothing overflows in float32 under
+saturated gates, where exp(G) exp(-G) over 64 rows reaches e^320. `chunk_local(dtype=float32)`
+is that claim checked (tests/zoo/test_kda_bwd_split.py).
+
+Layouts: chunked, head first, as kda_ref's internals ([H, n, C, ...]); `split_backward` takes and
+returns kda_ref._chunked_backward's (time first), so it is a drop-in for it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+# the zoo is a directory of kernel files, not a package (see kda_fwd.py)
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_ref as R  # noqa: E402 - after the path that finds it
+
+BLOCK = 16                # rows per block of the block-local decay factors (kda_chunk.NB = 4)
+PIECES = ("dqe", "dke", "dkl", "dm", "dtb", "dgs")   # piece 2 -> piece 3, per chunk and head
+
+
+def _tr(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _prep(qc, kc, gc, bc):
+    """The chunk quantities every piece recomputes (float64, [H, n, C, ...]): G, QE (scale
+    included in qc), KE, KL, P = k_i . k_j exp(G_i - G_j) (all i, j), A, T = (I + A)^-1, Tb, M."""
+    G = R._cumulative(gc)
+    ep, en = np.exp(G), np.exp(-G)
+    gl = G[:, :, -1]
+    kl = kc * np.exp(gl[:, :, None, :] - G)
+    kn_t = np.ascontiguousarray(_tr(kc * en))
+    P = (kc * ep) @ kn_t
+    A = np.tril(P, -1) * bc[..., :, None]
+    eye = np.eye(gc.shape[2])
+    Tm = np.linalg.solve(eye + A, np.broadcast_to(eye, A.shape))
+    return dict(G=G, gl=gl, ke=kc * ep, qe=qc * ep, kl=kl, P=P, A=A, T=Tm,
+                Tb=Tm * bc[..., None, :], M=np.tril((qc * ep) @ kn_t))
+
+
+def chunk_states(k, v, g, beta, h0, C: int = R.CHUNK) -> np.ndarray:
+    """Piece 1: S0 of every chunk of one sequence ([H, n, K, V], float64) and the final state
+    (returned second). k, g [T, H, K] normalized and gated, v [T, H, V], beta [T, H]."""
+    T_ = len(k)
+    n = -(-T_ // C)
+    kc, vc, gc, bc = (R._blocks(x, n, C) for x in (k, v, g, beta))
+    p = _prep(np.zeros_like(kc), kc, gc, bc)
+    S = np.array(h0, np.float64)
+    out = np.zeros((S.shape[0], n) + S.shape[1:])
+    for i in range(n):
+        out[:, i] = S
+        delta = p["Tb"][:, i] @ (vc[:, i] - p["ke"][:, i] @ S)
+        S = np.exp(p["gl"][:, i])[:, :, None] * S + _tr(p["kl"][:, i]) @ delta
+    return out, S
+
+
+def chunk_reverse(q, k, v, g, beta, S0, scale, do, dht, C: int = R.CHUNK) -> dict:
+    """Piece 2 for one sequence: walking the chunks from the last with dS (the gradient of the
+    chunk's final state), {"dv" [H, n, C, V], "dh0" [H, K, V]} and the per-chunk `PIECES`
+    ([H, n, ...]: dqe, dke, dkl [C, K]; dm, dtb [C, C]; dgs [K]). S0: `chunk_states`."""
+    T_, H = np.shape(q)[:2]
+    n = -(-T_ // C)
+    qc, kc, vc, gc, bc, doc = (R._blocks(x, n, C) for x in (q, k, v, g, beta, do))
+    p = _prep(qc * scale, kc, gc, bc)
+    out = {name: np.zeros(shape) for name, shape in (
+        ("dv", vc.shape), ("dqe", kc.shape), ("dke", kc.shape), ("dkl", kc.shape),
+        ("dm", p["A"].shape), ("dtb", p["A"].shape), ("dgs", p["gl"].shape))}
+    dS = np.array(dht, np.float64)
+    for i in reversed(range(n)):
+        S, dO = S0[:, i], doc[:, i]
+        res = vc[:, i] - p["ke"][:, i] @ S
+        delta = p["Tb"][:, i] @ res
+        dD = _tr(p["M"][:, i]) @ dO + p["kl"][:, i] @ dS
+        dR = _tr(p["Tb"][:, i]) @ dD
+        eg = np.exp(p["gl"][:, i])
+        out["dv"][:, i] = dR
+        out["dqe"][:, i], out["dke"][:, i] = dO @ _tr(S), -dR @ _tr(S)
+        out["dkl"][:, i] = delta @ _tr(dS)
+        out["dm"][:, i], out["dtb"][:, i] = np.tril(dO @ _tr(delta)), np.tril(dD @ _tr(res))
+        out["dgs"][:, i] = (dS * S).sum(-1) * eg
+        dS = _tr(p["qe"][:, i]) @ dO + eg[:, :, None] * dS - _tr(p["ke"][:, i]) @ dR
+    out["dh0"] = dS
+    return out
+
+
+def _block_refs(G):
+    """r_a: the cumulative log-decay at each 16-row block's first row, [..., C / 16, K], and
+    the within-block offsets G_i - r_a of every row ([..., C, K], each in [-75, 0])."""
+    refs = G[..., ::BLOCK, :]
+    return refs, G - np.repeat(refs, BLOCK, axis=-2)
+
+
+def pair_grads(dX, a, b, G, dtype=np.float64):
+    """da, db, dG of X[i, j] = sum_d a_i b_j exp(G_i - G_j) (j <= i; dX lower triangular) with
+    the block-local factors (module docstring): L = 2^(G_i - r_a) <= 1, D = 2^(r_b - G_j) <=
+    e^75, F_ab = 2^(r_a - r_b) <= 1 (b < a), evaluated in `dtype` (the kernels' float32).
+    [..., C, C] and [..., C, K] inputs; C a multiple of 16."""
+    C = G.shape[-2]
+    if C % BLOCK:
+        raise ValueError(f"kda_bwd_split.pair_grads: the chunk ({C} rows) must be a multiple of "
+                         f"{BLOCK} rows")
+    refs, off = _block_refs(np.asarray(G, np.float64))
+    L, D = np.exp(off).astype(dtype), np.exp(-off).astype(dtype)
+    dX, a, b = (np.asarray(x).astype(dtype) for x in (dX, a, b))
+    da, db = np.zeros_like(a), np.zeros_like(b)
+    nb = C // BLOCK
+    for ia in range(nb):
+        ra = slice(ia * BLOCK, ia * BLOCK + BLOCK)
+        for ib in range(ia + 1):
+            rb = slice(ib * BLOCK, ib * BLOCK + BLOCK)
+            F = np.exp(refs[..., ia, None, :] - refs[..., ib, None, :]).astype(dtype)
+            dXab = dX[..., ra, rb]
+            da[..., ra, :] += dXab @ (b[..., rb, :] * D[..., rb, :] * F)
+            db[..., rb, :] += _tr(dXab) @ (a[..., ra, :] * L[..., ra, :] * F)
+    da *= L
+    db *= D
+    return da, db, a * da - b * db
+
+
+def chunk_local(q, k, g, beta, scale, pieces: dict, dtype=np.float64, C: int = R.CHUNK):
+    """Piece 3 for one sequence: (dq, dk, dg, dbeta) of the normalized q, k, the gate g and beta
+    (time first, as kda_ref._chunked_backward returns them) from `pieces` (chunk_reverse's
+    PIECES). The chunk's own quantities (G, T, P's diagonal blocks) are float64 here; the
+    products with decay factors run in `dtype`."""
+    T_, H = np.shape(q)[:2]
+    n = -(-T_ // C)
+    qc, kc, gc, bc = (R._blocks(x, n, C) for x in (q, k, g, beta))
+    qc = qc * scale
+    p = _prep(qc, kc, gc, bc)
+    G = p["G"]
+    dtb = pieces["dtb"]
+    dT = dtb * bc[..., None, :]
+    dbeta = (dtb * p["T"]).sum(-2)
+    dA = -np.tril(_tr(p["T"]) @ dT @ _tr(p["T"]), -1)
+    dbeta += (dA * p["P"]).sum(-1)
+    dP = dA * bc[..., :, None]
+    ep = np.exp(G).astype(dtype)
+    dq = np.asarray(pieces["dqe"]).astype(dtype) * ep
+    dk = (np.asarray(pieces["dke"]).astype(dtype) * ep
+          + np.asarray(pieces["dkl"]).astype(dtype)
+          * np.exp(p["gl"][:, :, None, :] - G).astype(dtype))
+    dG = (pieces["dqe"] * p["qe"] + pieces["dke"] * p["ke"] - pieces["dkl"] * p["kl"])
+    dG = dG.astype(dtype)
+    for dX, a in ((dP, kc), (pieces["dm"], qc)):
+        da, db, dg_ = pair_grads(dX, a, kc, G, dtype)
+        if a is kc:
+            dk = dk + da + db
+        else:
+            dq, dk = dq + da, dk + db
+        dG = dG + dg_
+    dG[..., -1, :] += (pieces["dgs"] + (pieces["dkl"] * p["kl"]).sum(-2)).astype(dtype)
+    dg = np.flip(np.cumsum(np.flip(dG, -2), -2), -2)
+
+    def unblock(x):
+        return np.moveaxis(x, 0, 2).reshape((n * C, H) + x.shape[3:])[:T_]
+    return (unblock(dq * scale), unblock(dk), unblock(dg),
+            unblock(dbeta[..., None])[..., 0])
+
+
+def split_backward(q, k, v, g, beta, h0, scale, do, dht, C: int = R.CHUNK):
+    """The three pieces in order for one sequence: the same signature and results as
+    kda_ref._chunked_backward (dq, dk, dv, dg, dbeta, dh0), float64."""
+    S0, _ = chunk_states(k, v, g, beta, h0, C)
+    rev = chunk_reverse(q, k, v, g, beta, S0, scale, do, dht, C)
+    dq, dk, dg, dbeta = chunk_local(q, k, g, beta, scale, {n: rev[n] for n in PIECES}, C=C)
+    T_, H = np.shape(q)[:2]
+    n = -(-T_ // C)
+    dv = np.moveaxis(rev["dv"], 0, 2).reshape((n * C, H) + rev["dv"].shape[3:])[:T_]
+    return dq, dk, dv, dg, dbeta, rev["dh0"]
