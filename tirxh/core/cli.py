@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import __version__
 from .config import (CONFTEST_FILE, Config, Parser, collect_plugin_toolset, declare_core_ini,
                      find_rootdir, load_toml, loaded_distributions, validate)
+from .dist import numprocesses
 from .errors import UsageError
 from .irprint import format_kernel
 from .keywords import compile_expression
@@ -32,6 +33,8 @@ from .runner import compile_item
 from .scaffold import init_project
 
 RUN_COMMANDS = ("check", "bench", "build")
+# commands with -n; bench has it only to refuse it with the reason (see `_check_numprocesses`)
+PARALLEL_COMMANDS = ("check", "bench")
 COMMANDS = RUN_COMMANDS + ("show", "profile", "plugins", "init")
 SHOW_KINDS = ("ir", "ptx", "sass", "resources")
 
@@ -121,6 +124,12 @@ def build_argparser(parser, commands=()) -> argparse.ArgumentParser:
         p.add_argument("--collect-only", action="store_true", help="list items; run nothing")
         p.add_argument("-x", "--exitfirst", action="store_true",
                        help="stop after the first failed item")
+        if name in PARALLEL_COMMANDS:
+            p.add_argument("-n", "--numprocesses", default="0", metavar="N",
+                           help="run items in N worker processes ('auto': one per usable CPU; "
+                                "default 0: in this process); the report is a serial run's"
+                           + ("" if name == "check" else "; `tirxh bench` refuses it (a "
+                              "board runs one job at a time)"))
         if name == "build":
             p.add_argument("--builddir", metavar="DIR",
                            help="output directory (default: [build] builddir)")
@@ -164,8 +173,10 @@ def build_argparser(parser, commands=()) -> argparse.ArgumentParser:
 # start-up
 # -------------------------------------------------------------------------------------------------
 
-def configure(argv: list):
-    """Everything up to ``tirxh_configure``; returns the `Config` (see module docstring)."""
+def configure(argv: list, worker: "dict | None" = None):
+    """Everything up to ``tirxh_configure``; returns the `Config` (see module docstring).
+
+    `worker`: set in a worker process of ``-n`` (`tirxh.core.worker`), as `Config.worker`."""
     rootdir, inipath, pm = _load_plugins(argv)
     data = load_toml(inipath) if inipath else {}
     parser = Parser()
@@ -181,15 +192,35 @@ def configure(argv: list):
     ini = validate(data, parser, inipath, ignore_sections=pm.blocked_names | _unloaded(pm, data),
                    targets=toolset[1], loaded=loaded_distributions(pm))
     config = Config(ns, pm, rootdir, inipath, ini, parser, ns.command)
+    config.args = list(argv)
+    config.worker = worker
     config.setup_toolset(toolset)
     if getattr(ns, "keyword", None):
         compile_expression(ns.keyword)  # a syntax error is a usage error before any work
+    _check_numprocesses(ns)
     pm.hook.tirxh_configure.call_historic(kwargs={"config": config})
     if getattr(ns, "trace_config", False) and getattr(ns, "json", False):
         # stdout carries the JSON document, so the plugin table goes to stderr
         sys.stderr.write("\n".join(format_plugin_table(pm.plugin_infos(), pm.blocked_names))
                          + "\n")
     return config
+
+
+def _check_numprocesses(ns) -> None:
+    """A bad ``-n`` is a usage error before any work; ``tirxh bench -n`` is refused.
+
+    Why bench stays serial: every bench item is a job on a KCoral board, and a board runs one
+    job at a time (timing needs the card to itself), so workers would only queue on it; without
+    ``[bench] kcoral`` each worker would start its own embedded daemon on the same GPU; and
+    ``--no-timing`` is the same board-side verification, one job at a time. What workers can
+    speed up is compiling, which ``tirxh check -n auto`` does (and leaves in the artifact cache
+    for the bench run that follows)."""
+    n = numprocesses(getattr(ns, "numprocesses", None))
+    if n and ns.command == "bench":
+        raise UsageError(f"tirxh bench -n {ns.numprocesses}: bench runs its items one at a time "
+                         "(each is a job on a KCoral board, which runs one job at a time); run "
+                         "`tirxh check -n auto` first to compile and check in parallel (its "
+                         "cubins stay in the artifact cache), then `tirxh bench` without -n")
 
 
 def _load_plugins(argv: list):

@@ -264,7 +264,11 @@ class Config:
     inipath: the project; ini: validated ``tirx.toml`` values (``getini(section, key)``);
     isa / targets / transforms: the instruction set, target registry and IR transform registry
     the plugins contributed (activated for the language and the compiler); project_targets: the
-    targets items are built for; cache: the artifact cache (disabled by ``--no-cache``).
+    targets items are built for; cache: the artifact cache (disabled by ``--no-cache``);
+    args: the command line it was made from (worker processes are configured from it);
+    worker: None in the process that reports, else the worker's facts (``{"id": "gw0"}``, see
+    `tirxh.core.dist`): a reporter registers only where it is None, as pytest-xdist's
+    ``workerinput`` tells pytest's own reporters to stay out of workers.
     """
 
     def __init__(self, option, pm, rootdir: Path, inipath: "Path | None", ini: dict,
@@ -284,6 +288,8 @@ class Config:
         self.project_targets: list = []
         self.stash: dict = {}  # for plugins: keep per-run state here, not in module globals
         self.warnings: list = []  # what `warn` said, in order
+        self.args: list = []
+        self.worker: "dict | None" = None
 
     # -- values ----------------------------------------------------------------------------------
     def getini(self, section: str, key: str) -> Any:

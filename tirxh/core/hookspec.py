@@ -62,6 +62,9 @@ def tirxh_configure(config):
 
     :param config: the run's `tirxh.core.config.Config` (options, ``getini``, ``pm``, ``isa``,
         ``targets``, ``transforms``, ``cache``, ``stash`` for per-run plugin state).
+        In a worker process of ``tirxh check -n`` it is also called, with ``config.worker`` set
+        (``{"id": "gw0"}``; None in the main process): a plugin that writes a report registers
+        its writer only where ``config.worker`` is None (`tirxh.core.dist`).
     :return: ignored.
     """
 

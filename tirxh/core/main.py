@@ -16,10 +16,12 @@ from pathlib import Path
 
 from .. import __version__
 
+from . import durations
+from .dist import numprocesses, run_in_workers
 from .errors import UsageError
 from .nodeids import find_item
 from .nodes import Session, collect
-from .reports import OUTCOMES, ItemReport, SessionFinish, SessionStart
+from .reports import OUTCOMES, SessionFinish, SessionStart
 from .runner import run_item, untimed_status
 
 
@@ -102,7 +104,9 @@ def _collection_status(session) -> "ExitCode | None":
 
 
 def run_items(config, session) -> ExitCode:
-    """``check``/``bench``/``build``: collect, then each item through `runner.run_item`."""
+    """``check``/``bench``/``build``: collect, then each item through `runner.run_item`, in this
+    process or (``-n``) in worker processes (`dist.run_in_workers`); reports in collection
+    order either way."""
     _collect(config, session)
     early = _collection_status(session)
     if config.getoption("collect_only"):
@@ -113,20 +117,29 @@ def run_items(config, session) -> ExitCode:
     if early is not None:
         return early
     hook = config.pm.hook
-    maxfail = 1 if config.getoption("exitfirst") else 0
+    exitfirst = bool(config.getoption("exitfirst"))
+    n = min(numprocesses(config.getoption("numprocesses")), len(session.items))
+    reports = run_in_workers(config, session.items, n, exitfirst) if n else \
+        (run_item(item, config.command) for item in session.items)
+    done: list = config.stash["item_reports"]
     failures = 0
-    for item in session.items:
-        rep: ItemReport = run_item(item, config.command)
-        config.stash["item_reports"].append(rep)
-        hook.tirxh_report(report=rep, config=config)
-        if rep.outcome in ("failed", "error"):
-            failures += 1
-            if maxfail and failures >= maxfail:
-                session.shouldstop = f"stopping after {failures} failure (-x)"
-                break
+    try:
+        for rep in reports:
+            done.append(rep)
+            hook.tirxh_report(report=rep, config=config)
+            if rep.outcome in ("failed", "error"):
+                failures += 1
+                if exitfirst:
+                    left = len(session.items) - len(done)
+                    session.shouldstop = f"stopping after {failures} failure (-x)" + (
+                        f": {left} item{'s' if left != 1 else ''} not run" if left else "")
+                    break
+    finally:
+        reports.close()  # -x or Ctrl-C: stop the workers now
+        durations.save(config, done)
     bad = failures or any(r.outcome == "failed" for r in session.collect_reports)
     if config.command == "bench" and not session.shouldstop:
-        why = untimed_status(config.stash["item_reports"])
+        why = untimed_status(done)
         if why:  # an agent believes exit codes: a bench that timed nothing did not succeed
             session.exit_reason = why
             return ExitCode.FAILED

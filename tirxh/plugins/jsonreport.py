@@ -16,7 +16,8 @@ from tirxh.core.reports import SCHEMA
 
 @hookimpl
 def tirxh_configure(config):
-    if config.getoption("json") and config.command in ("check", "bench", "build"):
+    if config.getoption("json") and config.command in ("check", "bench", "build") and \
+            not config.worker:  # a worker of -n: the main process reports
         config.pm.register(JsonReport(config), "jsonreport_writer")
 
 

@@ -25,7 +25,7 @@ def tirxh_addoption(parser):
 @hookimpl
 def tirxh_configure(config):
     path = config.getoption("junitxml")
-    if path:
+    if path and not config.worker:  # a worker of -n: the main process reports
         config.pm.register(JUnitXml(Path(path)), "junitxml_writer")
 
 

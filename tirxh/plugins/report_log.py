@@ -22,7 +22,7 @@ def tirxh_addoption(parser):
 @hookimpl
 def tirxh_configure(config):
     path = config.getoption("report_log")
-    if path:
+    if path and not config.worker:  # a worker of -n would truncate the main process's log
         config.pm.register(ReportLog(Path(path)), "report_log_writer")
 
 

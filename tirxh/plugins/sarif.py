@@ -29,7 +29,7 @@ def tirxh_addoption(parser):
 @hookimpl
 def tirxh_configure(config):
     path = config.getoption("sarif")
-    if path:
+    if path and not config.worker:  # a worker of -n: the main process reports
         config.pm.register(SarifReport(Path(path), config), "sarif_writer")
 
 

@@ -24,7 +24,8 @@ _ORDER = ("failed", "error", "incomplete", "passed", "compiled", "skipped")
 
 @hookimpl
 def tirxh_configure(config):
-    if config.command not in ("check", "bench", "build") or config.getoption("json"):
+    if config.command not in ("check", "bench", "build") or config.getoption("json") or \
+            config.worker:  # a worker of -n: the main process reports
         return
     config.pm.register(TerminalReporter(config), "terminalreporter")
 

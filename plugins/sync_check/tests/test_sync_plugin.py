@@ -122,3 +122,12 @@ def test_finding_json_round_trip():
     back = Finding.from_json(json.loads(json.dumps(f.to_json())))
     assert back.kind == f.kind and back.where.line == f.where.line
     assert back.related[0].line == f.related[0].line and back.witness == f.witness
+
+
+def test_findings_checked_in_worker_processes_are_summarized(project, capsys):
+    """`tirxh check -n 2`: the analysis runs in workers; the summary comes from the reports."""
+    rc, serial = _check(capsys, "-k", "buggy")
+    rc_n, par = _check(capsys, "-k", "buggy", "-n", "2")
+    assert rc == rc_n == 1, par
+    assert "sync_check findings" in par and "full.wait(ring.phase)" in par
+    assert par.splitlines()[:-1] == serial.splitlines()[:-1]  # the last line has the time

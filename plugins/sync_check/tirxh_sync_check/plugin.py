@@ -13,7 +13,7 @@ get None (not applicable). ``[sync_check]`` keys in ``tirx.toml``: ``enabled``, 
 
 from __future__ import annotations
 
-from tirxh.api import hookimpl, ini_value
+from tirxh.api import Finding, hookimpl, ini_value
 
 from .analyze import check_kernel
 from .report import format_finding
@@ -68,13 +68,23 @@ def tirxh_check_item(item, compiled, config):
     consts = dict(getattr(item, "consts", None) or suite.consts(case))
     sync, race = check_kernel(target, inputs, consts=consts, grid=suite.grid(case),
                               max_states=int(_opt(config, "max_states", 200_000)))
-    shown = _SHOWN.setdefault(id(config), [])
-    shown.extend((getattr(item, "nodeid", suite.name), f) for r in (sync, race)
-                 for f in r.findings if f.severity != "incomplete")
     return [sync, race]
 
 
 _SHOWN: dict = {}  # id(config) -> [(item id, Finding)] for the terminal summary
+_ANALYZERS = ("synccheck", "racecheck")
+
+
+@hookimpl
+def tirxh_report(report, config):
+    """Findings for the summary, from the reports (not from `tirxh_check_item`): with
+    ``tirxh check -n`` the check runs in a worker process and only reports reach this one."""
+    if report.event != "item_report":
+        return
+    shown = _SHOWN.setdefault(id(config), [])
+    shown.extend((report.nodeid, Finding.from_json(f)) for r in report.results()
+                 if r["analyzer"] in _ANALYZERS
+                 for f in r["findings"] if f["severity"] != "incomplete")
 
 
 @hookimpl
