@@ -41,14 +41,17 @@ def test_shared_memory_accesses_are_bank_conflict_free(name):
     case = next(c for c in tp.SUITE.cases if c.name == name)
     res = numsim.run(tp.transpose, tp.SUITE.make_inputs(case), consts=tp.SUITE.consts(case),
                      grid=tp.SUITE.grid(case), outputs=["out"], trace=True)
-    shared = _instructions([e for e in res.trace.events if getattr(e, "space", None) == "shared"])
+    shared = [a for events in res.trace.by_warp().values()
+              for a in _instructions([e for e in events if getattr(e, "space", None) == "shared"])]
     assert {e.access for e in shared} == {"read", "write"}
     assert max(_worst_conflict(e) for e in shared) == 1
 
 
 def _instructions(events) -> list:
-    """numsim records a vector access as one event per element (consecutive, same instruction):
-    merge them back into one access per warp instruction, one byte range per lane."""
+    """numsim records a vector access as one event per element (consecutive in the warp's
+    program order, same instruction): merge them back into one access per warp instruction, one
+    byte range per lane. `events`: one warp's, in its program order (`Trace.by_warp`: a traced
+    run executes a CTA's warps together, so the trace interleaves their events)."""
     out = []
     for e in events:
         last = out[-1] if out else None
