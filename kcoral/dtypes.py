@@ -42,6 +42,14 @@ def is_float(name: str) -> bool:
     return name in _FLOATS
 
 
+def finfo(dt):
+    """Float limits of numpy's and ml_dtypes' float types alike: ``ml_dtypes.finfo``. Whether
+    ``np.finfo`` takes bfloat16 / float8 depends on the numpy and ml_dtypes versions (the H200
+    host's did not: "data type dtype(bfloat16) not compatible with finfo", every bf16 job's
+    perturbation guard, 2026-12-01)."""
+    return ml_dtypes.finfo(dt)
+
+
 def scalar_problem(name: str, value) -> "str | None":
     """Why `value` cannot be passed as a scalar of PTX type `name` (None when it can): an
     integer type takes an integer in its range, a float type a finite number, pred a bool."""
@@ -53,7 +61,7 @@ def scalar_problem(name: str, value) -> "str | None":
     if name in _FLOATS:
         if not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
             return f"expected a finite number for {name}, got {value!r}"
-        info = np.finfo(dtype_of(name))
+        info = finfo(dtype_of(name))
         if abs(value) > float(info.max):
             return f"{value!r} is outside the range of {name} (|x| <= {float(info.max):g})"
         return None

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import dtype_of, is_float
+from .dtypes import dtype_of, finfo, is_float
 from .errors import JobFailure
 from .tolerance import compare
 
@@ -356,7 +356,7 @@ def perturbed_float(a: np.ndarray, rng, dt: np.dtype) -> "np.ndarray | None":
         # within the type's finite range: an e4m3 input scaled to its maximum (448, the zoo's
         # fp8 GEMMs) would otherwise gain NaNs where the noise crosses it (float8_e4m3fn has no
         # infinity), and NaN rows are no test of whether the output follows the input
-        top = float(np.finfo(dt).max)  # ml_dtypes registers its bf16/fp8 types with finfo
+        top = float(finfo(dt).max)
         vals = np.clip(vals + NOISE * sd * rng.standard_normal(vals.size), -top, top)
     else:
         step = max(NOISE * sd, float(np.ldexp(1.0, q)))

@@ -1,9 +1,11 @@
 """KCoral's element types (kcoral/dtypes.py) and tirxh's (tirxh/core/types.py) give the same
 answers, so a type tirxh compiles is a type KCoral can hold; scalars are range-checked."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
+from kcoral import dtypes
 from kcoral.dtypes import NAMES, UNSUPPORTED, dtype_of, is_float, scalar_problem
 from tirxh.api import DTYPES, numpy_dtype
 
@@ -40,3 +42,20 @@ def test_scalar_ranges(dtype, value, ok):
 def test_fp8_and_bf16_arrays():
     a = np.arange(4, dtype=np.float32).astype(dtype_of("bf16"))
     assert a.dtype.name == "bfloat16" and dtype_of("e4m3").itemsize == 1
+
+
+def test_float_limits_do_not_depend_on_np_finfo_knowing_ml_dtypes(monkeypatch):
+    """The H200 host's numpy refused np.finfo(bfloat16) ("not compatible with finfo"), failing
+    every bf16 job's perturbation guard; the limits come from ml_dtypes.finfo, whatever numpy
+    knows."""
+    real = np.finfo
+
+    def strict(dt):
+        if np.dtype(dt) in (np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn)):
+            raise ValueError(f"data type {np.dtype(dt)!r} not compatible with finfo")
+        return real(dt)
+    monkeypatch.setattr(np, "finfo", strict)
+    assert float(dtypes.finfo(ml_dtypes.bfloat16).max) > 3e38
+    assert float(dtypes.finfo(ml_dtypes.float8_e4m3fn).max) == 448.0
+    assert float(dtypes.finfo(np.float32).max) == float(real(np.float32).max)
+    assert dtypes.scalar_problem("bf16", 1e39) is not None
