@@ -37,7 +37,7 @@
 # timed interleaved with the FLA baselines in the same job (ratio = FLA median / ours). The
 # summary (summary.md: times, ratios, the issue's goals, memory and serial-chain floors) is
 # written after every shape, so a command cut off still returns what was timed.
-# Env: BWD_SHAPES the backward's shapes in order (group bwd), BUDGET seconds after which no new job starts (default 270), OUT (default ./kda_out),
+# Env: BWD_SHAPES the backward's shapes in order (group bwd), BUDGET seconds after which no new job starts (default 270; 520 when the call may run 600 s: set-up and smoke took 130 s on the H200), WARMUP_EXEC_S the FLA warm-up job's execution budget (default 240), OUT (default ./kda_out),
 # SHAPES the forward shapes in order (default: all; a second call can take those the first
 # call's budget left out, e.g. SHAPES="pack6_h96 pack6_h64 ..." bash benchmarks/kda_bench.sh).
 # Host time per large forward shape: its inputs and float64 reference (threads over chunks and
@@ -175,8 +175,10 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
 warmup() {  # FLA's first calls compile (and autotune) its Triton kernels: do it in a tiny job
     # (the small cases carry the same baselines; fixed, varlen and decode compile different
     # variants). Triton's on-disk cache keeps what a job compiled even if the job runs out of time.
-    bench warmup "(kda_fwd and (t40_h1_v128_deep or pack_17_8_30_v128)) or \
-(kda_decode and n2_h2_t1)"
+    # Its own execution budget: on the H200 (2026-12-01 22:26) FLA's first compile and autotune
+    # ran past the 60 s of a timed job, the worker was killed and the call's budget was gone.
+    EXEC_S="${WARMUP_EXEC_S:-240}" bench warmup "(kda_fwd and (t40_h1_v128_deep or \
+pack_17_8_30_v128)) or (kda_decode and n2_h2_t1)"
 }
 
 # forward shapes, the headline ones first (if the budget runs out, those were timed)
