@@ -29,7 +29,7 @@
 # in a second call. A shape whose client runs out of budget is listed under "Not timed" in
 # summary.md.
 #
-# Env: BUDGET seconds for the timed clients (default 180), TOTAL_LIMIT (default 285),
+# Env: ATTN_K a -k expression over case names instead of the groups, BUDGET seconds for the timed clients (default 180), TOTAL_LIMIT (default 285),
 # SMOKE_LIMIT (default 90; 0 skips the smoke pass), SEEDS (default 1), SHAPES (e.g.
 # "b4h32s8192 b2h16s16384" to restrict), OUT (default ./gpu_out: gpu_bench.tar.gz with every
 # log and report, summary.md, summary.json).
@@ -55,6 +55,8 @@ for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
 done
+# ATTN_K replaces the groups by any -k expression over case names (e.g. "bn160 or lazy8")
+[ -n "${ATTN_K:-}" ] && roles="$ATTN_K"
 # one client per shape, the largest first (if the budget runs out, the S = 16384 and 8192 rows
 # were timed)
 shapes=${SHAPES:-"b2h16s16384 b4h32s8192 b4h32kv8s8192 b4h32s2048"}

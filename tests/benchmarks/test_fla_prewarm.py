@@ -1,0 +1,44 @@
+"""benchmarks/fla_prewarm.py must warm exactly the shapes kda_bench.sh times: its table is checked
+against the zoo's KDA suites (shapes, heads, the varlen packs) and the script's SHAPES list."""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "zoo" / "kernels"))
+
+import fla_prewarm  # noqa: E402
+import kda_decode  # noqa: E402
+import kda_fwd  # noqa: E402
+
+
+def _bench_shapes(var):
+    text = (ROOT / "benchmarks" / "kda_bench.sh").read_text()
+    m = re.search(var + r'="\$\{' + var + r':-([^}]*)\}"', text)
+    return m.group(1).replace("\\\n", " ").split()
+
+
+def test_every_timed_forward_shape_is_warmed_with_the_suites_geometry():
+    cases = {c.name: c for s in (kda_fwd.SUITE, kda_fwd.SUITE_VARLEN) for c in s.cases}
+    for shape in _bench_shapes("SHAPES") + _bench_shapes("BWD_SHAPES"):
+        B, T, H, lens = fla_prewarm.SHAPES[shape]
+        case = next(c for cid, c in cases.items() if cid.startswith(shape + "_v"))
+        p = case.params
+        assert (p["B"], p["T_"], p["H"], p.get("lens")) == (B, T, H, lens), shape
+
+
+def test_every_decode_timing_case_is_warmed():
+    timed = {c.name: c.params for c in kda_decode.SUITE.cases if not c.small}
+    assert set(timed) == set(fla_prewarm.DECODE)
+    for cid, p in timed.items():
+        assert (p["N"], p["H"], p["TT"]) == fla_prewarm.DECODE[cid]
+
+
+def test_unknown_shape_is_refused_by_name_before_torch_is_needed(capsys):
+    with pytest.raises(SystemExit):
+        fla_prewarm.main(["--shapes", "t8192_h96,t123", "--decode", "n9"])
+    err = capsys.readouterr().err
+    assert "unknown shape(s) t123, n9" in err and "t8192_h96" in err.split("forward")[1]
