@@ -20,6 +20,10 @@
 #             the reverse pass's pieces; f32 CUDA-core first version) alone, T8192 H96, H64 and
 #             the public pack at H96, on synthetic pieces (timing only: its small cases, smoked
 #             first, are the check); no baseline (FLA's backward is timed by group bwd)
+#   reverse   piece 2 of the chunked backward (kda_bwd_reverse: the serial reverse pass over
+#             the chunks, dv, dh0 and the pieces; f32 CUDA-core first version) alone, T8192
+#             H96, H64 and the public pack at H96 (REVERSE_SHAPES), on a synthetic S0 (timing
+#             only, as local); no baseline
 #   check     only step 1 below (no GPU needed)
 #   smoke     steps 1-3 only (a first call of ~2 min that proves no kernel hangs; with bwd:
 #             the backward's small cases only)
@@ -37,7 +41,8 @@
 # timed interleaved with the FLA baselines in the same job (ratio = FLA median / ours). The
 # summary (summary.md: times, ratios, the issue's goals, memory and serial-chain floors) is
 # written after every shape, so a command cut off still returns what was timed.
-# Env: BWD_SHAPES the backward's shapes in order (group bwd), BUDGET seconds after which no new job starts (default 270; 520 when the call may run 600 s: set-up and smoke took 130 s on the H200), WARMUP_EXEC_S the FLA warm-up job's execution budget (default 240), OUT (default ./kda_out),
+# Env: BWD_SHAPES the backward's shapes in order (group bwd), LOCAL_SHAPES / REVERSE_SHAPES
+# (groups local, reverse), BUDGET seconds after which no new job starts (default 270; 520 when the call may run 600 s: set-up and smoke took 130 s on the H200), WARMUP_EXEC_S the FLA warm-up job's execution budget (default 240), OUT (default ./kda_out),
 # SHAPES the forward shapes in order (default: all; a second call can take those the first
 # call's budget left out, e.g. SHAPES="pack6_h96 pack6_h64 ..." bash benchmarks/kda_bench.sh).
 # Host time per large forward shape: its inputs and float64 reference (threads over chunks and
@@ -52,8 +57,9 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|decode|bwd|local|check|smoke) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, decode, bwd, local, check, smoke)"
+    case "$g" in main|variants|decode|bwd|local|reverse|check|smoke) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, decode, bwd, local, reverse, check,
+           smoke)"
            exit 2;;
     esac
 done
@@ -107,11 +113,13 @@ fi
 echo "=== 1. compile and resources (ptxas, one process per kernel variant, in parallel; the \
 benches then hit the compile cache) at +$(( $(date +%s) - START ))s"
 for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)") \
-        TT1 TT2 TT4 bwd bwd_local; do
+        TT1 TT2 TT4 bwd bwd_local bwd_reverse; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
+import kda_bwd_reverse as BR
 v = sys.argv[1]
 k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
+             else (BR.kda_bwd_reverse, {}) if v == 'bwd_reverse'
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)
@@ -125,7 +133,8 @@ wait
 cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
 [ "$WANT" = check ] && exit 0
 # the backward's own call (group bwd or local alone, or with smoke) smokes and warms up the
-# backward kernels only (`-k kda_bwd` also selects kda_bwd_local's small cases)
+# backward kernels only (`-k kda_bwd` also selects kda_bwd_local's and kda_bwd_reverse's small
+# cases)
 case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
     *) SMOKE_K="kda_bwd";;
@@ -191,7 +200,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|decode|bwd|bwd_local)\[" "$LOGS/$1.log" | sed 's/^/    /'
+    grep -E "^kda_(fwd|decode|bwd|bwd_local|bwd_reverse)\[" "$LOGS/$1.log" | sed 's/^/    /'
     results
 }
 
@@ -252,6 +261,11 @@ for group in $WANT; do
             # synthetic pieces (no float64 reference on the host): seconds of input per shape
             for s in ${LOCAL_SHAPES:-t8192_h96 t8192_h64 pack6_h96}; do
                 bench "local-$s" "kda_bwd_local and $s and timing"
+            done;;
+        reverse)
+            # a synthetic S0 (no float64 forward on the host): seconds of input per shape
+            for s in ${REVERSE_SHAPES:-t8192_h96 t8192_h64 pack6_h96}; do
+                bench "reverse-$s" "kda_bwd_reverse and $s and timing"
             done;;
         *) echo "kda_bench: unknown group $group"; exit 2;;
     esac
