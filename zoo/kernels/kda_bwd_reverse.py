@@ -38,8 +38,10 @@ Phases per chunk (256 threads, ``bar.sync`` between; "col" threads own value col
    row block) -> T by forward substitution (threads 0..63) beside the second gate pass (KE, QE,
    KL, exp(G_C); threads 0..127) and dO staged (threads 128..255)
  a: R (col) -> sR; dgs (threads 0..127, a key row each)
- b: Delta (col) -> sD; dqe (key) -> global; dDelta (col) kept in registers
- c: dkl (key), dm (column and row block) -> global          d: dDelta -> sD (Delta is dead)
+ b: Delta (col) -> sD; dqe (key) -> global
+ c: dkl (key), dm (column and row block) -> global; dDelta (col) into registers (sD still
+   holds Delta; computed last so that its 32 values are not live across the products)
+ d: dDelta -> sD (Delta is dead)
  e: dR (col) -> dv and registers; dtb -> global                f: dR -> sR (R is dead)
  g: dke (key) -> global; dS <- exp(G_C) dS + QE^T dO - KE^T dR (col, 64 keys in two passes)
 
