@@ -8,6 +8,12 @@ import numpy as np
 import pytest
 
 import tirxh_sync_check as sc
+from kcoral.blobs import BlobStore
+from kcoral.boards import BoardSpec
+from kcoral.measure import run_job
+from kcoral.plugins import registries
+from tirxh.api import build_job
+from tirxh_numsim.kcoral_board import SimDevice
 from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
                                   relaunch_on_scratch, scan_error_and_bound, simulate,
                                   small_cases)
@@ -158,3 +164,20 @@ def test_h200_cases_fit_four_ctas_per_sm_without_spills(case):
     assert meta["block"][0] == 256 and smem >= MOD.stash_bytes(256, case.params["SCH"])
     assert 4 * 256 * res.registers <= REGS_PER_SM
     assert 4 * (smem + CTA_RESERVED) <= SMEM_PER_SM
+
+
+def test_kcorals_protocol_passes_on_the_sim_board(tmp_path):
+    """What the H200 run does, on the CPU: KCoral's whole job (seeds, repeated launches on one
+    scratch, the perturbation guard in place and fresh) on numsim's board; the scratch
+    (`flags`, `counter`: zeros) is left alone by the guard, every correctness check passes."""
+    case = _case("r1_c12000_t256")
+    blobs = BlobStore(tmp_path / "blobs")
+    compiled = SUITE.kernel.compile("sm_90a", **SUITE.consts(case))
+    job = build_job(compiled, SUITE, case, put=blobs.put)
+    dev = SimDevice(BoardSpec("sim0", "sim", "sm_90a", timing=False))
+    dev.begin_job(job.doc)
+    res = run_job(job, dev, blobs, registries().baselines, lambda *a: None)
+    g = res["guards"]["perturbation"]
+    assert g["status"] == "passed" and g["perturbed"] == ["x"]
+    assert set(g["skipped"]) == {"flags", "counter"}
+    assert all(r["ok"] for r in res["correctness"]) and res["sim"]["launches"] >= 8
