@@ -4,7 +4,7 @@ on the path between a CTA's start and its loads.
 
 Why (issue 14; docs/TUNING.md "cumsum_smem (session 5)"): `cumsum` measured 68.9% of the copy
 bandwidth with 16K-element tiles, and the tile sizes tried (4K to 16K elements) fit one model: a
-CTA holds its tile from its loads to its stores, and for Z ~ 3.4-3.9 us of that lifetime (start,
+CTA holds its tile from its loads to its stores, and for Z ~ 3.5-4.0 us of that lifetime (start,
 ticket, scan, look-back, barriers) it moves no bytes. With B bytes of tiles resident per SM, an
 SM moves 2B bytes per lifetime, so the bandwidth reached is about NS / (NS + Z), NS = 2B /
 (32.2 KB/us, an SM's share of 4.25 TB/s): the register-only kernels hold B = 96 KB (4K tiles, 6
@@ -16,8 +16,8 @@ lowers Z:
    loaded into registers (16-byte ``ld.global.v4``, as `cumsum`), the rest by thread 0 with one
    1-D bulk copy (``cp.async.bulk``, completing on an mbarrier) into shared memory. Defaults
    (BLOCK 256, CHUNKS 6, SCH 13): 19456-element tiles, 24 KB in registers and 52 KB in shared
-   memory per CTA, 4 CTAs per SM (64 registers under ``.maxnreg 64``, no spills; 4 x 53.8 KB of
-   the SM's 228 KB): B = 304 KB, NS = 18.9 us;
+   memory per CTA, 4 CTAs per SM (64 registers under ``.maxnreg 64``, no spills; 4 x (52.7 +
+   1 reserved) KB of the SM's 228 KB): B = 304 KB, NS = 19.3 us;
 2. the tile index is the block index (``%ctaid.x``), so both loads are issued at the CTA's first
    instructions; the ticket (``atom.global.add.u64``) is still taken, for the launch's epoch
    only, and read after the scan, so its latency overlaps the loads (`cumsum` waits for it
@@ -33,8 +33,8 @@ lowers Z:
    register chunks and to its shared chunks (read back) and stores them with ``st.global.v4``.
 
 Predicted (written before any measurement, docs/TUNING.md): with Z down to 1.5-2.5 us (no
-ticket before the loads; the shared chunks' scan adds ~0.3 us), NS / (NS + Z) = 88-93%, 136-144
-us at 64M floats; with Z unchanged, 83-85%.
+ticket before the loads; the shared chunks' scan adds ~0.3 us), NS / (NS + Z) = 88-93%, less
+~2% for the grid's drain: 86-91%, 139-147 us at 64M floats; with Z unchanged, 81-84%.
 
 Flags, epochs and numerics are `cumsum`'s (its module docstring): 64-bit flag words (value, status,
 epoch), self-resetting across launches; the check is bit-exact on dyadic inputs.
@@ -203,7 +203,7 @@ def cumsum_smem(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
                                 pred=in_row(c))
 
 
-# -- cases ------------------------------------------------------------------------------------------
+# -- cases -----------------------------------------------------------------------------------------
 
 def constraints(rows, cols, BLOCK, CHUNKS, SCH, LOOK, ORDER, SG, MAXREG):
     """The shapes and constants `cumsum_smem` accepts (checked when the suite is declared)."""
