@@ -647,6 +647,7 @@ VARIANTS = {
     "nopp": (dict(PINGPONG=False), "sweep"),        # persistent, no ping-pong
     "bn160": (dict(BN=160), "alt"),                 # KV blocks of 160 keys (non-causal only)
     "lazy8": (dict(LAZY=8), "main"),                # p, O rescaled only when the max grows > 2^8
+    "bn160_lazy8": (dict(BN=160, LAZY=8), "alt"),   # both (non-causal only): session 5
 }
 
 
@@ -700,6 +701,9 @@ SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument ta
     # lazy rescaling on the persistent causal schedule (tests/zoo/test_attention.py also runs
     # it on inputs whose row maxima jump late, so both branches of the rescale run)
     T.case("s400_causal_lazy8_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=2, LAZY=8),
+    # both: 4 tiles of 3 blocks of 160 keys (an 80-key tail) with the lazy rescale
+    T.case("s400_bn160_lazy8_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=False, SMS=2, BN=160,
+           LAZY=8),
 ]
 
 # hardware smoke cases (benchmarks/attn_bench.sh runs them, with the small ones, correctness only
