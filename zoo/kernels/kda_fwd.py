@@ -309,10 +309,12 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
 
 # --- the warp-specialized body (PREP > 0) -------------------------------------------------------
 
-# registers per thread of the prep and the state warps (``setmaxnreg``): the whole 64K file
-# (PREP x 32 x prep + BV / 2 x 32 x state <= 65536; the entry cap is 65536 / threads, 168 for
-# 12 warps, below what the state phase holds: S^T 64, Y 64, Delta 32, operands)
-WS_REGS = {128: (88, 208), 64: (None, None)}
+# registers per thread of the prep and the state warps (``setmaxnreg``), per (BV, PREP), the
+# largest splits without local memory in the SASS (ptxas's spill report misses what it spills
+# across setmaxnreg regions, so tests/zoo/test_kda_fwd.py counts STL/LDL): 4 + 8 warps (the
+# entry cap 168 is below the state's ~200) 104 / 200; 8 + 4 warps 136 / 232; 4 + 4 warps need
+# no split (255 at entry). 8 prep + 8 state warps would need >= 104 + 184 > 65536 / 512: none.
+WS_REGS = {(128, 4): (104, 200), (64, 4): (None, None), (64, 8): (136, 232)}
 
 
 class _Slot:
@@ -379,22 +381,22 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
     separated by the named barrier 1 of their PREP x 32 threads) while warps PREP .. PREP + BV / 16
     - 1 run the state phase of chunk c; the two rings of two stages meet at the mbarriers:
 
-        prep, chunk c (stage s = c % 2):  [c >= 2: wait empty[s] (chunk c - 2 released), thread 0
-            issues chunk c's TMA]  wait full[s]  norms .. inverse  fence.proxy.async  arrive ready[s]
-        state, chunk c:  wait ready[s]  _state_step  fence.proxy.async  arrive empty[s]
+        prep, chunk c (stage s = c % 2):  [c >= 2: wait empty[s]]  wait full[s]  norms .. inverse
+            fence.proxy.async  bar 1  arrive ready[s]
+        state, chunk c:  wait ready[s]  _state_step  fence.proxy.async  arrive empty[s]; the first
+            state thread then waits empty[s] and issues chunk c + 2's TMA into the stage
 
-    A chunk costs max(state, TMA latency + prep) instead of prep + state: the stage of chunk c is
-    the one chunk c - 2 held, so its load starts when the state warps release chunk c - 2.
-    The prep warps exit after their last chunk; no CTA-wide barrier follows the split."""
+    A chunk costs max(state, prep) instead of prep + state while the TMA latency fits in the
+    longer of the two (chunk c + 2's load starts when the state warps leave chunk c, and prep
+    needs it only after chunk c + 1). Each role loads its own sequence scalars and lane offsets
+    after the split, so nothing but the barriers lives across ``setmaxnreg`` (values live from
+    the entry into a role were spilled to local memory). The prep warps exit after their last
+    chunk; no CTA-wide barrier follows the split."""
     NT = 32 * PREP
     NS = BV // 16
-    regs = WS_REGS[BV]
+    regs = WS_REGS[BV, PREP]
     sm = _SmemWS(BV)
     tid = T.tid.x
-    warp = tid >> 5
-    H = T.nctaid.y
-    h = T.ctaid.y
-    n, start, length, bidx, t0, nchunks = _sequence(order, cu_seqlens, Trow)
     with T.if_(tid == 0):
         for s in range(2):
             sm.full[s].init(1)
@@ -402,19 +404,15 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
             sm.empty[s].init(32 * NS)
         T.ptx.fence.mbarrier_init.release.cluster()
     T.ptx.bar.sync(0)
-    ln = P.Lanes()
-    with T.role(warp < PREP, dec=regs[0]):
+    with T.role((tid >> 5) < PREP, dec=regs[0]):
+        H, h = T.nctaid.y, T.ctaid.y
+        n, start, length, bidx, t0, nchunks = _sequence(order, cu_seqlens, Trow)
+        ln = P.Lanes()
         gl = P.GateLanes(NT, A_log, dt_bias, h)
-        with T.if_(tid == 0):
-            for c in range(2):
-                with T.if_(c < nchunks):
-                    _issue(sm, maps, c, c, t0 + (c << 6), h, bidx)
         ring = T.pipeline(2)
         with T.range(nchunks) as c:
-            with T.if_(c >= 2):
+            with T.if_(c >= 2):     # M, Tb, 2^G_63 of chunk c - 2 read (redundant: full[s] follows)
                 sm.empty[ring.stage].wait(ring.phase ^ 1)
-                with T.if_(tid == 0):
-                    _issue(sm, maps, c, ring.stage, t0 + (c << 6), h, bidx)
             sm.full[ring.stage].wait(ring.phase)
             nv = T.ptx.min.u32(length - (c << 6), C)
             ck = P.Chunk(sm, ring.stage, nv)
@@ -435,10 +433,19 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
             T.ptx.bar.sync(1, NT)      # sA, sD, sBeta, sRn ... are the prep warps' own: reused
             sm.ready[ring.stage].arrive()
             ring.advance()
-    with T.role(warp >= PREP, inc=regs[1]):
-        sw = warp - PREP
+    with T.role((tid >> 5) >= PREP, inc=regs[1]):
+        H, h = T.nctaid.y, T.ctaid.y
+        n, start, length, bidx, t0, nchunks = _sequence(order, cu_seqlens, Trow)
+        ln = P.Lanes()
+        tid = T.tid.x
+        sw = (tid >> 5) - PREP
         vcol0 = T.ctaid.x * BV + (sw << 4)
         hbase = (n * H + h) * (K * V) + vcol0 + ln.g
+        issuer = tid == 32 * PREP
+        with T.if_(issuer):
+            for c in range(2):
+                with T.if_(c < nchunks):
+                    _issue(sm, maps, c, c, t0 + (c << 6), h, bidx)
         st = [T.fragment(T.f32, 4) for _ in range(16)]
         _state_io(st, ln, h0, hbase, load=True)
         ring = T.pipeline(2)
@@ -450,6 +457,10 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
                         warp=sw)
             T.ptx.fence.proxy.async_.shared__cta()   # O staged over V before the stage's next TMA
             sm.empty[ring.stage].arrive()
+            with T.if_(issuer):     # chunk c + 2 into the stage once every state warp left it
+                with T.if_(c + 2 < nchunks):
+                    sm.empty[ring.stage].wait(ring.phase)
+                    _issue(sm, maps, c + 2, ring.stage, t0 + ((c + 2) << 6), h, bidx)
             ring.advance()
         _state_io(st, ln, ht, hbase, load=False)
 
@@ -548,8 +559,9 @@ def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0, PREP=0):
         out.append(f"WARPS={WARPS} must be 0 (BV / 16), or 8 with BV = 64")
     if STAGES not in (1, 2):
         out.append(f"STAGES={STAGES} must be 1 or 2")
-    if PREP not in (0, 4):
-        out.append(f"PREP={PREP} must be 0 or 4 (one prep warpgroup: kda_chunk's 4-warp phases)")
+    if PREP not in (0, 4, 8) or (PREP == 8 and BV != 64):
+        out.append(f"PREP={PREP} with BV={BV}: prep warps must be 0, 4 or 8, and 8 only with "
+                   f"BV = 64 (8 prep + 8 state warps do not fit in the register file)")
     elif PREP and (STAGES != 2 or WARPS):
         out.append(f"PREP={PREP} (warp-specialized) takes STAGES=2 and WARPS=0, not "
                    f"STAGES={STAGES}, WARPS={WARPS}")
@@ -584,7 +596,8 @@ VARIANTS = {"v64s2": dict(BV=64, STAGES=2), "v64s1": dict(BV=64, STAGES=1),
             "v128s2": dict(BV=128, STAGES=2),
             "v64s2w8": dict(BV=64, STAGES=2, WARPS=8),   # 4 helper warps in the preparation
             # warp-specialized: 4 prep warps for chunk c + 1, BV / 16 state warps on chunk c
-            "v128ws": dict(BV=128, PREP=4), "v64ws": dict(BV=64, PREP=4)}
+            "v128ws": dict(BV=128, PREP=4), "v64ws": dict(BV=64, PREP=4),
+            "v64ws8": dict(BV=64, PREP=8)}
 MAIN = {64: "v64s2", 96: "v128s2", 32: "v64s2"}   # predicted fastest (docs/TUNING.md)
 
 
@@ -639,6 +652,8 @@ SUITE = T.suite(
         T.case("t150_h1_v128ws_deep", B=1, T_=150, H=1, BV=128, PREP=4, gate="deep"),
         # warp-specialized with BV = 64: two value slices, one chunk and a 1-token tail
         T.case("b2_t65_h1_v64ws_slow", B=2, T_=65, H=1, BV=64, PREP=4, gate="slow"),
+        # 8 prep warps (kda_chunk's 8-warp phases) for 4 state warps: two chunks (64 + 36)
+        T.case("t100_h1_v64ws8", B=1, T_=100, H=1, BV=64, PREP=8),
         *_large("t8192"),
         *_large("b2_t4096", B=2, T_=4096, heads=(32,)),
     ])
