@@ -3,7 +3,9 @@
 # within 300 s of device time (set-up included):
 #
 #   (device) bash benchmarks/kda_bench.sh [GROUP ...]
-#   carry: .whl (fla_core-0.6.0, flash_linear_attention-0.6.0, grpcio_health_checking)
+#   carry: .whl (fla_core-0.6.0, flash_linear_attention-0.6.0, grpcio_health_checking) and,
+#   from an earlier call, .carry/triton-autotune.tgz (that call's $OUT/triton-autotune.tgz:
+#   FLA's autotune results, so the prewarm below only compiles)
 #
 # GROUPS (default: main):
 #   main      the forward's predicted fastest variant per shape (kda_fwd, against fla.chunk_kda
@@ -24,6 +26,10 @@
 #             the reverse pass's pieces; f32 CUDA-core first version) alone, T8192 H96, H64 and
 #             the public pack at H96, on synthetic pieces (timing only: its small cases, smoked
 #             first, are the check); no baseline (FLA's backward is timed by group bwd)
+#   s0        piece 1 of the chunked backward (kda_fwd_s0: the forward that also stores each
+#             chunk's start state) at S0_SHAPES (default T8192 H96, H64), S0_EXEC_S (default
+#             180) per job; `main` and `variants` leave it out (its 0.8 GB output makes a job
+#             ~2x longer)
 #   check     only step 1 below (no GPU needed)
 #   smoke     steps 1-3 only (a first call of ~2 min that proves no kernel hangs; with bwd:
 #             the backward's small cases only)
@@ -56,14 +62,28 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|decode|bwd|local|check|smoke) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, ws, decode, bwd, local, check, smoke)"
+    case "$g" in main|variants|ws|decode|bwd|local|s0|check|smoke) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, ws, decode, bwd, local, s0, check, \
+smoke)"
            exit 2;;
     esac
 done
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
+# FLA's autotune results travel between calls: each (H, varlen) key costs minutes of autotuning
+# (T8192 H96: 85 s for the forward, 165 s more for forward + backward, 2026-12-01), far more
+# than a call can spend on every shape. Triton keeps them as <hash>/<kernel>.autotune.json
+# under TRITON_CACHE_DIR; results() saves those (kilobytes) to $OUT/triton-autotune.tgz, and a
+# later call that carries it as .carry/triton-autotune.tgz starts from them (same GPU kind,
+# driver and Triton: otherwise the hashes differ and Triton autotunes again, nothing worse).
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/kda_triton_cache}"
+mkdir -p "$TRITON_CACHE_DIR"
+if [ -f .carry/triton-autotune.tgz ]; then
+    tar -xzf .carry/triton-autotune.tgz -C "$TRITON_CACHE_DIR" \
+        && echo "=== carried FLA autotune results: $(find "$TRITON_CACHE_DIR" \
+            -name '*.autotune.json' | wc -l) files"
+fi
 
 # --- set-up: carried wheels (FLA), the project and its plugins (no index reachable) -----------
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -93,6 +113,7 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" ws "*) pw_shapes="t8192_h96 t8192_h64";; esac
 case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
+case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
 if [ -z "${KDA_BENCH_DRY:-}" ] && [ -n "$pw_shapes$pw_decode" ] \
         && nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
     pw_list=$(printf '%s\n' $pw_shapes | awk '!seen[$0]++' | paste -sd, -)
@@ -134,6 +155,7 @@ cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
 case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
     *" ws "*) SMOKE_K="kda_fwd";;
+    *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     *) SMOKE_K="kda_bwd";;
 esac
 
@@ -163,6 +185,8 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
     python3 benchmarks/kda_summary.py "$WORK"/*.jsonl --json "$OUT/summary.json" \
         >"$OUT/summary.md" 2>>"$LOGS/summary.log"
     tar -czf "$OUT/kda_bench.tar.gz" -C "$WORK" --exclude ./kcoral . 2>/dev/null
+    (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' -print0 \
+        | tar -czf "$OUT/triton-autotune.tgz" --null -T -) 2>/dev/null
 }
 
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
@@ -238,7 +262,7 @@ for group in $WANT; do
         main)
             n=0
             for s in $SHAPES; do  # the two headline shapes, then decode, then the rest
-                bench "main-$s" "kda_fwd and ${s}_ and main"
+                bench "main-$s" "kda_fwd and not kda_fwd_s0 and ${s}_ and main"
                 n=$((n + 1))
                 [ "$n" = 2 ] && bench decode "kda_decode and main"
             done
@@ -249,7 +273,15 @@ or v64ws8)"
             bench ws-t8192_h64 "kda_fwd and not kda_fwd_s0 and t8192_h64_ and (v64s2 or v64ws \
 or v128ws)";;
         variants)
-            for s in $SHAPES; do bench "variants-$s" "kda_fwd and ${s}_"; done;;
+            for s in $SHAPES; do bench "variants-$s" "kda_fwd and not kda_fwd_s0 and ${s}_"; done;;
+        s0)
+            # piece 1 of the chunked backward: it stores 64 KB per chunk and head (0.8 GB at
+            # T8192 H96), which every correctness check and guard downloads and compares: its
+            # job ran past 60 s on the H200 (2026-12-01), hence its own execution budget
+            wait_prewarm
+            for s in ${S0_SHAPES:-t8192_h96 t8192_h64}; do
+                EXEC_S="${S0_EXEC_S:-180}" bench "s0-$s" "kda_fwd_s0 and ${s}_"
+            done;;
         decode)
             bench decode "kda_decode and main";;
         bwd)

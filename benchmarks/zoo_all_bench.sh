@@ -59,7 +59,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     exit 0
 fi
 # the smoke pass: each selected kernel's small cases that run its headline variant's code
-SMOKE="${SMOKE:-not h200 and not smoke and (vadd[n4096] or reduce_rows[r33_c1024] or \
+SMOKE="${SMOKE:-not h200 and not smoke and (vadd[n4096] or reduce_rows[r33_c2048] or \
 gemm_bf16_c2[m200n136k72] or gemm_fp8_c2[m200n136k160] or attention_fwd[s200_causal] or \
 decode_attention[b2_g4_p32_s2] or kda_decode[n2_h2_t1] or kda_fwd[t256_h4_v64s2] or \
 rmsnorm[r3_c4096] or layernorm[r3_c4096] or quant_fp8[r3_c4096] or softmax[r3 or \

@@ -301,9 +301,11 @@ class Session:
     # --- timing -------------------------------------------------------------------------------
     def timing(self, guards: GuardRun) -> dict:
         t = self.job.timing
-        self.progress("timing", "warm-up")
+        self.progress("correctness", "guards: the first launch on the timing inputs, checked")
         guards.prepare()  # the timing inputs and the timed-output reference
+        self.progress("timing", f"preparing {len(self.job.baselines)} baseline(s)")
         baselines, missing = self._timed_baselines()
+        self.progress("timing", "warm-up")
         names = ["candidate"] + [b.name for b, _ in baselines]
         fns = [self.kernel] + [fn for _, fn in baselines]
         with self.wd.guard("the candidate's warm-up launches"):
@@ -481,6 +483,8 @@ def run_job(job: Job, dev, blobs, baselines, progress, watchdog=None) -> dict:
                     timing = {"skipped": getattr(dev, "timing_note", "") or
                               f"board kind {dev.kind!r} does not time (correctness only)"}
                     g.repeat()  # the timed-output guard, untimed
+                s.progress("correctness", "guards: the candidate on perturbed inputs, in "
+                           "place and fresh")
                 g.perturbation()
         except JobFailure as e:  # a guard caught it: the runs it passed are part of the story
             e.data.setdefault("correctness", before)

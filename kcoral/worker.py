@@ -364,35 +364,39 @@ class WorkerHandle:
         except (BrokenPipeError, OSError):
             self.restart()
             self._send(msg)
-        deadline = time.monotonic() + exec_budget_s
+        start = time.monotonic()
+        deadline = start + exec_budget_s
+        timeline = Timeline(start)
         while True:
             left = deadline - time.monotonic()
             if cancelled is not None and cancelled.is_set():
-                return self._failed(job_id, "cancelled.by-client",
-                                    "cancelled while running; the worker was restarted",
-                                    "cancelled")
+                return timeline.onto(self._failed(
+                    job_id, "cancelled.by-client",
+                    "cancelled while running; the worker was restarted", "cancelled"))
             if left <= 0:
-                return self._failed(job_id, "timeout.exec",
-                                    f"the job ran past its execution budget of "
-                                    f"{exec_budget_s:g} s; the worker was killed and "
-                                    f"restarted")
+                return timeline.onto(self._failed(
+                    job_id, "timeout.exec",
+                    f"the job ran past its execution budget of {exec_budget_s:g} s "
+                    f"({timeline.last()}); the worker was killed and restarted"))
             try:
                 msg = self._q.get(timeout=min(left, 0.2))
             except queue.Empty:
                 continue
             if msg is None:
                 code = self.proc.wait()
-                return self._failed(job_id, "runtime.worker-crash",
-                                    f"the worker process died (exit status {code}) while "
-                                    f"running the job; it was restarted")
+                return timeline.onto(self._failed(
+                    job_id, "runtime.worker-crash",
+                    f"the worker process died (exit status {code}) while running the job "
+                    f"({timeline.last()}); it was restarted"))
             if msg["event"] == "progress":
+                timeline.add(msg["state"], msg.get("message", ""))
                 on_progress(msg["state"], msg.get("message", ""))
             elif msg["event"] == "result":
                 res = msg["result"]
                 if msg.get("fatal"):
                     self.proc.wait(timeout=30)
                     self._restart_quietly(res)
-                return res
+                return timeline.onto(res) if isinstance(res, dict) else res
 
     def _failed(self, job_id, type_, message, status="failed") -> dict:
         res = {"job_id": job_id, "board": self.spec.name, "board_type": self.spec.type,
@@ -411,6 +415,37 @@ class WorkerHandle:
         except Exception as e:
             res["worker_restarted"] = False
             res["worker_error"] = str(e)
+
+
+class Timeline:
+    """When each of a job's progress events came, seconds from the start of its run: kept in
+    the result (``run_s``, ``timeline``) so a slow or killed job says where its time went (a
+    timeout names the last phase reached). Of the timing loop's reports (one per batch of
+    samples) only the latest of a run of them is kept, and at most MAX events."""
+
+    MAX = 32
+
+    def __init__(self, start: float):
+        self.start = start
+        self.events: list = []
+
+    def add(self, state: str, message: str) -> None:
+        event = [round(time.monotonic() - self.start, 3), str(state)[:40], str(message)[:200]]
+        if self.events and " samples, " in event[2] and " samples, " in self.events[-1][2]:
+            self.events[-1] = event
+        elif len(self.events) < self.MAX:
+            self.events.append(event)
+
+    def last(self) -> str:
+        if not self.events:
+            return "no progress reported"
+        t, state, message = self.events[-1]
+        return f"its last progress, at +{t:.1f} s: {state}" + (f": {message}" if message else "")
+
+    def onto(self, res: dict) -> dict:
+        res.setdefault("run_s", round(time.monotonic() - self.start, 3))
+        res.setdefault("timeline", list(self.events))
+        return res
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ def test_fastest_variant_goal_and_techniques(S, tmp_path, capsys):
         _item("b4h32s8192_p", 7.0, 1.05, 628),
         _item("b4h32s8192_np", 7.7, 0.95, 571),
         _item("b4h32s8192_nopp", 8.4, 0.87, 523),
+        _item("b4h32s8192_lazy8", 7.5, 0.98, 586),
         _item("b4h32s8192_causal_sync", 4.0, 0.97, 550),
         _item("b4h32kv8s8192_causal_p", error="'o' differs: 3 of 134217728"),
         _item("s200", 0.01, 1.0),                      # a small case: not a benchmark shape
@@ -50,7 +51,8 @@ def test_fastest_variant_goal_and_techniques(S, tmp_path, capsys):
     ]) + "\n")
     items = S.read_items([log])
     assert sorted(i["case"] for i in items) == ["b4h32kv8s8192_causal_p", "b4h32s8192_causal_sync",
-                                                "b4h32s8192_nopp", "b4h32s8192_np",
+                                                "b4h32s8192_lazy8", "b4h32s8192_nopp",
+                                                "b4h32s8192_np",
                                                 "b4h32s8192_p"]
     best = {(r["shape"], r["causal"]): r for r in S.best_per_shape(items)}
     assert best[(4, 32, 32, 8192), False]["variant"] == "p"
@@ -58,12 +60,12 @@ def test_fastest_variant_goal_and_techniques(S, tmp_path, capsys):
         "anchor"] == 596
     assert best[(4, 32, 32, 8192), True]["goal_met"] is False
     (key, rel), = [t for t in S.techniques(items) if t[0] == ((4, 32, 32, 8192), False)]
-    assert rel == pytest.approx({"np": 7.0 / 7.7, "nopp": 7.0 / 8.4})
+    assert rel == pytest.approx({"np": 7.0 / 7.7, "nopp": 7.0 / 8.4, "lazy8": 7.0 / 7.5})
     assert S.main([str(log), "--json", str(tmp_path / "s.json")]) == 0
     out = capsys.readouterr().out
     assert "| B4 H32 S8192 | p | 628 | 1.050x | yes | 596 TFLOP/s |" in out
     assert "| B4 H32 S8192 causal | sync | 550 | 0.970x | NO | 565 TFLOP/s |" in out
-    assert "| B4 H32 S8192 | 0.909x | - | 0.833x |" in out
+    assert "| B4 H32 S8192 | 0.909x | - | 0.833x | - | 0.933x |" in out
     assert "- attention_fwd[b4h32kv8s8192_causal_p]: failed: 'o' differs: 3 of 134217728" in out
     assert json.loads((tmp_path / "s.json").read_text())["best"][0]["variant"] == "p"
 

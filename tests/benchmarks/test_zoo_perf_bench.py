@@ -72,7 +72,7 @@ def test_s4_mode_times_the_new_kernels_beside_the_ones_they_replace():
     smoke = got["smoke (correctness only)"]
     assert {"cumsum_pipe[r1_c5000]", "topk_f32_pipe[r5_c2052_k64]",
             "topk_bf16_pipe[r4_c1000_k33]", "reduce_rows[r6_c1001_scalar]",
-            "transpose[r200_c136_p3]"} <= set(smoke)
+            "transpose[r200_c136_tr64_p3]"} <= set(smoke)
 
 
 def test_an_unknown_mode_is_refused():

@@ -51,3 +51,19 @@ def test_longest_first_uses_history_then_the_heuristic(tmp_path):
                             SimpleNamespace(nodeid="known-fast", duration=0.1)])
     order = [items[i].nodeid for i in durations.longest_first(config, items)]
     assert order == ["known-slow", "small", "compile-only", "big", "known-fast"]
+
+
+def test_no_cache_neither_reads_nor_writes_the_history(tmp_path):
+    """`--no-cache` ignores the artifact cache: nothing is written under its root, and a history
+    already there does not order the run."""
+    config = _config(tmp_path)
+    durations.save(config, [SimpleNamespace(nodeid="a", duration=5.0)])
+    off = SimpleNamespace(rootdir=config.rootdir, command="check",
+                          cache=ArtifactCache(tmp_path / "cache", enabled=False))
+    assert durations.load(off) == {}
+    durations.save(off, [SimpleNamespace(nodeid="b", duration=1.0)])
+    assert durations.load(config) == {"a": 5.0}
+    fresh = SimpleNamespace(rootdir=config.rootdir, command="check",
+                            cache=ArtifactCache(tmp_path / "other", enabled=False))
+    durations.save(fresh, [SimpleNamespace(nodeid="c", duration=1.0)])
+    assert not (tmp_path / "other").exists()

@@ -96,8 +96,16 @@ def test_worker_failure_is_typed_and_the_board_recovers(daemon, client, fake, et
     assert ev["state"] == "failed"
     assert ev["result"]["error"]["type"] == etype
     assert ev["result"]["worker_restarted"] is True
+    # where the job's time went: the worker's run time and its progress events, and a
+    # timeout names the last phase the job reached
+    assert 0 <= ev["result"]["run_s"] < 30
+    if etype == "timeout.exec":
+        assert "its last progress, at +" in ev["result"]["error"]["message"]
+        assert [e[1] for e in ev["result"]["timeline"]][:1] == ["loaded"]
     after = client.run(fake_job(client))
     assert after["state"] == "done"
+    states = [e[1] for e in after["result"]["timeline"]]
+    assert states[0] == "loaded" and "correctness" in states and after["result"]["run_s"] > 0
     b = client.boards()[0]
     assert b["properties"]["worker_restarts"] == 1 and b["state"] == "idle"
 

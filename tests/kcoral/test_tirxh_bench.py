@@ -31,6 +31,11 @@ def test_embedded_daemon_is_announced(tirxh):
         assert bench["data"]["state"] == "done" and res["board_type"] == "sim", r
         assert res["verified"] and res["timing"] == {"skipped": "the sim board never times"}
         assert "never times" in bench["longrepr"]
+    # where the item's time went: the client's job building and submit, the worker's run
+    res = bench["data"]["result"]
+    assert set(res["client_s"]) == {"build_job", "submit"}
+    assert all(v >= 0 for v in res["client_s"].values()) and res["run_s"] > 0
+    assert [e[1] for e in res["timeline"]][0] == "loaded"
     assert (tirxh.path / ".kcoral" / "kcoral.sqlite").exists()  # the embedded daemon's history
 
 

@@ -35,7 +35,7 @@ def _worst_conflict(ev) -> int:
     return worst
 
 
-@pytest.mark.parametrize("name", ["r72_c136", "r200_c96_tr128"])
+@pytest.mark.parametrize("name", ["r72_c136", "r200_c96_tr64"])
 def test_shared_memory_accesses_are_bank_conflict_free(name):
     numsim = pytest.importorskip("tirxh_numsim")
     case = next(c for c in tp.SUITE.cases if c.name == name)
@@ -87,7 +87,7 @@ def test_shapes_the_kernel_cannot_run_are_refused_when_declared():
 
 
 def test_the_tile_barrier_orders_writes_before_reads():
-    case = next(c for c in tp.SUITE.cases if c.name == "r200_c96_tr128")
+    case = next(c for c in tp.SUITE.cases if c.name == "r72_c136")
     sync, race = sync_race(tp.SUITE, case)
     assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
 
@@ -95,7 +95,7 @@ def test_the_tile_barrier_orders_writes_before_reads():
 def test_persistent_tiles_are_sync_clean_and_need_the_second_barrier(tmp_path):
     """The persistent grid stashes the next tile over the one just emitted: the barrier after
     `emit` is what orders them (racecheck finds the overlap without it)."""
-    case = next(c for c in tp.SUITE.cases if c.name == "r200_c136_p3")
+    case = next(c for c in tp.SUITE.cases if c.name == "r200_c136_tr64_p3")
     sync, race = sync_race(tp.SUITE, case)
     assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
     src = (ZOO / "transpose.py").read_text()

@@ -9,7 +9,8 @@ get a heuristic guess: a small case of a Suite is simulated by the analyzers (se
 minutes), anything else is only compiled (a fraction of a second).
 
 The history only orders work; a missing, stale or unreadable file costs nothing but a worse
-order.
+order. ``--no-cache`` (the artifact cache disabled) neither reads nor writes it: a run told to
+ignore the cache leaves nothing under the cache's root.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ def history_path(config) -> Path:
 
 
 def load(config) -> dict:
-    """node id -> seconds from the last runs ({} when there is no readable history)."""
+    """node id -> seconds from the last runs ({} when there is no readable history, or the
+    cache is disabled)."""
+    if not config.cache.enabled:
+        return {}
     try:
         data = json.loads(history_path(config).read_text())
     except (OSError, ValueError):
@@ -46,7 +50,7 @@ def load(config) -> dict:
 
 def save(config, reports: list) -> None:
     """Merge the durations of `reports` (`ItemReport`) into the history; never fails a run."""
-    if not reports:
+    if not reports or not config.cache.enabled:
         return
     path = history_path(config)
     data = load(config)

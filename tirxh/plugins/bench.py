@@ -10,6 +10,7 @@ A refused job becomes a typed error by its refusal code (`bench_error`), never b
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass, field
 
 from kcoral.errors import KCoralError
@@ -212,10 +213,12 @@ def tirxh_bench_item(item, compiled, config):
     client = client_for(config)
     before, after = config.getini("bench", "seeds_before"), config.getini("bench", "seeds_after")
     timing = not config.getoption("no_timing")
+    started = time.monotonic()
     job = build_job(compiled, item.suite, item.case, put=client.put_blob,
                     seeds=range(1, before + after + 1), before=before,
                     budgets={"exec_s": budget} if budget else None,
                     timing=None if timing else {"enabled": False})
+    built = time.monotonic()
     timeout = float(config.getini("bench", "timeout_s") or 600.0)
     tty = sys.stderr.isatty()
     last = None
@@ -240,7 +243,12 @@ def tirxh_bench_item(item, compiled, config):
                                                           "message": "no events"}},
                           timing_asked=timing)
     else:
-        res = BenchResult(item.name, last["state"], last.get("result") or {},
+        result = dict(last.get("result") or {})
+        # where this item's wall time went on the client: the job's inputs, host reference and
+        # blob uploads (`build_job`), then the daemon's queue and run (`submit`)
+        result["client_s"] = {"build_job": round(built - started, 3),
+                              "submit": round(time.monotonic() - built, 3)}
+        res = BenchResult(item.name, last["state"], result,
                           config.stash.get("kcoral_address", ""), last["job_id"], timing)
     config.stash.setdefault("kcoral_results", []).append(res)
     return res

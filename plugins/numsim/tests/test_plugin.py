@@ -125,6 +125,7 @@ def _project(tmp_path, ref, extra=""):
 def _check(tmp_path):
     env = dict(os.environ)
     env.pop("TIRXH_DISABLE_PLUGIN_AUTOLOAD", None)
+    env["TIRXH_CACHE_DIR"] = str(tmp_path / ".tirxh-cache")   # hermetic: not the user's cache
     return subprocess.run([sys.executable, "-m", "tirxh", "check", "-v"], cwd=tmp_path,
                           capture_output=True, text=True, env=env, timeout=300)
 
