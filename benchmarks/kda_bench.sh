@@ -271,7 +271,7 @@ for group in $WANT; do
             bench ws-t8192_h96 "kda_fwd and not kda_fwd_s0 and t8192_h96_ and (v128s2 or v128ws \
 or v64ws8)"
             bench ws-t8192_h64 "kda_fwd and not kda_fwd_s0 and t8192_h64_ and (v64s2 or v64ws \
-or v128ws)";;
+or v128ws) and not v64s2w8";;
         variants)
             for s in $SHAPES; do bench "variants-$s" "kda_fwd and not kda_fwd_s0 and ${s}_"; done;;
         s0)
