@@ -21,6 +21,11 @@
 #     (`reduce_rows`, now with torch.sum baselines), the persistent transpose; five shards,
 #     smoke over their small cases; predictions in docs/TUNING.md ("cumsum_pipe", "topk_pipe",
 #     "reduce_rows", "transpose")
+#   MODE=s5: ONLY session 5's `cumsum_smem` (tiles split between registers and a bulk-copied
+#     shared part, block order) beside the `cumsum` cases it is meant to replace: three shards
+#     of 2-3 items (the 1x64M default and its ticket-order control; the register-only and
+#     smaller-shared variants beside `cumsum`'s 8K tiles; 8 rows of 4M), smoke over
+#     cumsum_smem's small cases; predictions in docs/TUNING.md ("cumsum_smem (session 5)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -75,8 +80,15 @@ topk_f32_pipe[r16384_c8192_k50]@"
 topk_bf16_pipe[r8192_c32768_k16]@"
     SHARDS_ALL="h200 and ($N_CUM)|h200 and ($N_TOPK)|h200 and ($N_TOPKB)|\
 reduce_rows[r8192_c8192|h200 and transpose"
+elif [ "${MODE:-all}" = s5 ]; then
+    SMOKE_K="not h200 and cumsum_smem"
+    N_C1="cumsum[r1_c64M_t16k]@ or cumsum_smem[r1_c64M]@ or cumsum_smem[r1_c64M_o1]@"
+    N_C2="cumsum[r1_c64M_t8k]@ or cumsum_smem[r1_c64M_s0]@ or cumsum_smem[r1_c64M_s8]@"
+    N_C3="cumsum[r8_c4M_t16k]@ or cumsum_smem[r8_c4M]@"
+    SHARDS_ALL="h200 and ($N_C1)|h200 and ($N_C2)|h200 and ($N_C3)"
 elif [ "${MODE:-all}" != all ]; then
-    echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new' or 's4'" >&2
+    echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4' or" \
+        "'s5'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

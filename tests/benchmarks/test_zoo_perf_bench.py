@@ -75,7 +75,23 @@ def test_s4_mode_times_the_new_kernels_beside_the_ones_they_replace():
             "transpose[r200_c136_tr64_p3]"} <= set(smoke)
 
 
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_s5_mode_times_cumsum_smem_beside_the_cumsum_cases_it_replaces():
+    r = _list("s5")
+    assert r.returncode == 0, r.stderr
+    got = _sections(r.stdout)
+    shards = [v for k, v in got.items() if k.startswith("timed shard")]
+    assert shards == [
+        ["cumsum[r1_c64M_t16k]", "cumsum_smem[r1_c64M]", "cumsum_smem[r1_c64M_o1]"],
+        ["cumsum[r1_c64M_t8k]", "cumsum_smem[r1_c64M_s8]", "cumsum_smem[r1_c64M_s0]"],
+        ["cumsum[r8_c4M_t16k]", "cumsum_smem[r8_c4M]"]]
+    smoke = got["smoke (correctness only)"]
+    assert len(smoke) == 5 and all(i.startswith("cumsum_smem[") for i in smoke), smoke
+    assert {"cumsum_smem[r1_c3080]", "cumsum_smem[r3_c2604]",
+            "cumsum_smem[r2_c9000_b160_o1]"} <= set(smoke)
+
+
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
-    assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new' or " \
-        "'s4'" in r.stderr
+    assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
+        "'s4' or 's5'" in r.stderr

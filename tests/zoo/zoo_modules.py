@@ -71,3 +71,31 @@ def declare(suite, case, constraints):
     raises here, as the zoo module's own suite would when the module is collected."""
     return T.suite(suite.kernel, inputs=suite.inputs, reference=suite.reference,
                    outputs=suite.outputs, cases=[case], constraints=constraints)
+
+
+def relaunch_on_scratch(suite, case, res, inputs):
+    """A second launch of a scan with flags (zoo/kernels/cumsum*.py) on the first launch's
+    scratch, `flags` and `counter` left in place as a timing loop leaves them, the rows
+    reversed; its outputs must match. Returns (result, flag statuses, flag epochs) as sets."""
+    again = dict(inputs, x=np.flip(inputs["x"], axis=1).copy(),
+                 flags=res.outputs["flags"], counter=res.outputs["counter"])
+    res2, _ = simulate(suite, case, inputs=again)
+    assert_matches(suite, case, res2, again)
+    tags = res2.outputs["flags"] >> np.uint64(32)
+    return (res2, set((tags & np.uint64(3)).tolist()),
+            set((tags >> np.uint64(2)).tolist()))
+
+
+def scan_error_and_bound(suite, case, tile: int, seed: int = 5):
+    """A scan kernel (zoo/kernels/cumsum*.py) on normal data (sd 10, off the suite's dyadic
+    grid): each element's error against the float64 cumsum, and the bound `cumsum`'s docstring
+    states, (log2(tile) + tiles up to it) * eps * sum |x| up to it."""
+    inputs = suite.make_inputs(case, 3)
+    rng = np.random.default_rng(seed)
+    inputs["x"] = (rng.standard_normal(inputs["x"].shape) * 10).astype(np.float32)
+    res, _ = simulate(suite, case, inputs=inputs)
+    x = inputs["x"].astype(np.float64)
+    err = np.abs(res.outputs["out"] - np.cumsum(x, axis=1))
+    tiles_before = np.arange(x.shape[1]) // tile + 1
+    eps = np.finfo(np.float32).eps
+    return err, (np.log2(tile) + tiles_before) * eps * np.cumsum(np.abs(x), axis=1)

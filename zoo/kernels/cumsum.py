@@ -203,6 +203,24 @@ def _scan_chunks(chunks, lane, total_at):
             T.ptx.st.shared.f32(total_at(c), incl)
 
 
+def split_ticket(ticket, ntiles, bcast):
+    """Thread 0: a ticket (epoch * ntiles + tile, u64) to (tile, epoch's low bits) in the two
+    words of ``bcast``. The first 2^32 tickets take a 32-bit division (a 64-bit one is a
+    ~70-instruction subroutine, on `cumsum`'s path to the first load), the others a 64-bit one."""
+    lo, hi = T.reg(T.u32), T.reg(T.u32)
+    T.ptx.mov.b64([lo, hi], ticket)
+    with T.if_(hi == 0):
+        epoch = lo / ntiles
+        T.ptx.st.shared.v2.u32(bcast.at(0), [lo - epoch * ntiles,
+                                             T.ptx.and_.b32(epoch, EPOCH_MASK)])
+    with T.else_():
+        n64 = T.ptx.cvt.u64.u32(ntiles)
+        epoch64 = T.ptx.div.u64(ticket, n64)
+        T.ptx.st.shared.v2.u32(bcast.at(0), [
+            T.ptx.cvt.u32.u64(T.ptx.sub.u64(ticket, T.ptx.mul.lo.u64(epoch64, n64))),
+            T.ptx.and_.b32(T.ptx.cvt.u32.u64(epoch64), EPOCH_MASK)])
+
+
 def _tile_prefix(flags, totals, nt, lane, tile, t_in_row, epoch, LOOK):
     """Warp 0, once the tile's warp totals are in `totals`: scan them, publish the tile's flag
     (a row's first tile: P, the others: A), look back, and leave each total's offset in
@@ -236,20 +254,8 @@ def cumsum(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64], counter: 
     # 1. the tile, in the order CTAs start: ticket = epoch * tiles + tile
     per_row = T.ptx.div.u32(T.ptx.add.u32(cols, tile_n - 1), tile_n)
     with T.if_(tid == 0):
-        ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
-        ntiles = rows * per_row
-        lo, hi = T.reg(T.u32), T.reg(T.u32)
-        T.ptx.mov.b64([lo, hi], ticket)
-        with T.if_(hi == 0):  # the first 2^32 tickets: a 32-bit division (a 64-bit one is a
-            epoch = lo / ntiles  # ~70-instruction subroutine on the path to the first load)
-            T.ptx.st.shared.v2.u32(bcast.at(0), [lo - epoch * ntiles,
-                                                 T.ptx.and_.b32(epoch, EPOCH_MASK)])
-        with T.else_():
-            n64 = T.ptx.cvt.u64.u32(ntiles)
-            epoch64 = T.ptx.div.u64(ticket, n64)
-            T.ptx.st.shared.v2.u32(bcast.at(0), [
-                T.ptx.cvt.u32.u64(T.ptx.sub.u64(ticket, T.ptx.mul.lo.u64(epoch64, n64))),
-                T.ptx.and_.b32(T.ptx.cvt.u32.u64(epoch64), EPOCH_MASK)])
+        split_ticket(T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1), rows * per_row,
+                     bcast)
     T.ptx.bar.sync(0)
     tile, epoch = T.ptx.ld.shared.v2.u32(bcast.at(0))
     row = tile / per_row
