@@ -13,6 +13,10 @@
 #             in this order: T8192 H96, H64, decode, the varlen packs, B2 T4096 H32
 #   variants  every forward variant of every shape (BV 64/128, 1/2 stages, helper warps:
 #             docs/TUNING.md; needs BUDGET of ~600 s)
+#   ws        the warp-specialized forward (PREP prep warps hand chunk c + 1 to the state warps:
+#             docs/TUNING.md, "Warp specialization") against its plain base in the same call:
+#             T8192 H96 (v128s2, v128ws, v64ws8), then T8192 H64 (v64s2, v64ws, v64ws8, v128ws);
+#             its smoke covers every kda_fwd small case
 #   decode    the decode cases only
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
@@ -63,9 +67,9 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|decode|bwd|local|reverse|s0|check|smoke) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, decode, bwd, local, reverse, s0,
-           check, smoke)"
+    case "$g" in main|variants|ws|decode|bwd|local|reverse|s0|check|smoke) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, ws, decode, bwd, local, reverse, \
+s0, check, smoke)"
            exit 2;;
     esac
 done
@@ -110,7 +114,8 @@ BWD_SHAPES="${BWD_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96
 # process fills Triton's on-disk compile and autotune caches while step 1 compiles ours.
 PREWARM=
 pw_shapes=; pw_decode=; pw_bwd=
-case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";; esac
+case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
+    *" ws "*) pw_shapes="t8192_h96 t8192_h64";; esac
 case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
 case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
@@ -157,6 +162,7 @@ cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
 # cases)
 case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
+    *" ws "*) SMOKE_K="kda_fwd";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     *) SMOKE_K="kda_bwd";;
 esac
@@ -255,7 +261,7 @@ pack_17_8_30_v128)) or (kda_decode and n2_h2_t1)"
 
 smoke
 case " $WANT " in *" smoke "*) echo "total $(( $(date +%s) - START ))s"; exit 0;; esac
-case " $WANT " in *" main "*|*" variants "*|*" decode "*) warmup;; esac
+case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" decode "*) warmup;; esac
 # FLA's backward kernels compile and autotune in a tiny job of their own
 case " $WANT " in *" bwd "*) wait_prewarm; bench warmup-bwd "kda_bwd and (t40_h1_deep or pack_17_1_64_30)";;
 esac
@@ -269,6 +275,11 @@ for group in $WANT; do
                 [ "$n" = 2 ] && bench decode "kda_decode and main"
             done
             [ "$n" -lt 2 ] && bench decode "kda_decode and main";;
+        ws)
+            bench ws-t8192_h96 "kda_fwd and not kda_fwd_s0 and t8192_h96_ and (v128s2 or v128ws \
+or v64ws8)"
+            bench ws-t8192_h64 "kda_fwd and not kda_fwd_s0 and t8192_h64_ and (v64s2 or v64ws \
+or v128ws) and not v64s2w8";;
         variants)
             for s in $SHAPES; do bench "variants-$s" "kda_fwd and not kda_fwd_s0 and ${s}_"; done;;
         s0)

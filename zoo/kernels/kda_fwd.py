@@ -93,10 +93,12 @@ TAGS = ("linear-attention", "chunked-scan", "mma-sync", "tma", "mbarrier-pipelin
 
 # --- phase 6: the state ------------------------------------------------------------------------
 
-def _state_step(sm, ck, ln, st, o, row_tok, H, h, vcol0):
+def _state_step(sm, ck, ln, st, o, row_tok, H, h, vcol0, warp=None):
     """One warp's value rows: Y, Z, Delta, O (stored), then the state update; `st` is the warp's
-    S^T (16 C fragments: channels 8j .. 8j + 7)."""
-    warp = T.tid.x >> 5
+    S^T (16 C fragments: channels 8j .. 8j + 7); `warp` its index among the state warps (default:
+    its warp in the CTA)."""
+    if warp is None:
+        warp = T.tid.x >> 5
     wv = warp & 3                                   # chunk pair of the warp's rows in its half
     vh = warp >> 2                                  # 64-column half of the value slice
     pk, pq = ln.bases(ck.k, "B"), ln.bases(ck.q, "B")
@@ -178,10 +180,53 @@ def _grid(B, H, lens=None, BV=64):
     return (V // BV, H, B if lens is None else len(lens))
 
 
-def _block(BV=64, WARPS=0):
+def _block(BV=64, WARPS=0, PREP=0):
     """4 warps per 64 value columns, or WARPS (8 with BV = 64: four of them help prepare the
-    chunk and hold no state)."""
-    return 32 * (WARPS or BV // 16)
+    chunk and hold no state); warp-specialized (PREP > 0): PREP prep warps and BV / 16 state
+    warps."""
+    return 32 * (PREP + BV // 16 if PREP else WARPS or BV // 16)
+
+
+def _sequence(order, cu_seqlens, Trow):
+    """The CTA's sequence (grid z in `order`): its index n, first token `start` in the pack,
+    `length`, batch row `bidx` and token `t0` of the start in that row, and its chunks."""
+    n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.z))
+    start = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n))
+    length = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n + 1)) - start
+    bidx = start / Trow
+    t0 = start - bidx * Trow
+    return n, start, length, bidx, t0, (length + (C - 1)) >> 6
+
+
+def _state_io(st, ln, buf, base, load):
+    """The warp's S^T fragments loaded from (`load`) or stored to the f32 [k][v] rows of `buf`:
+    element (v = g (+ 8), channel 8j + 2t (+ 1)) at `base` + channel * V (+ 8), with `base` the
+    lane's value column (each 8 lanes one 32-byte sector of a row)."""
+    for j in range(16):
+        for e in range(4):
+            ch = 8 * j + 2 * ln.t + (e & 1)
+            at = buf.at(base + ch * V + 8 * (e >> 1))
+            if load:
+                T.ptx.ld.global_.f32(st[j][e], at)
+            else:
+                T.ptx.st.global_.f32(at, st[j][e])
+
+
+def _issue(sm, maps, c, stage, row, h, bidx):
+    """One thread: the TMA loads of chunk c (first token `row` of batch row `bidx`) into `stage`
+    on its mbarrier ``sm.full[stage]``: q, k, g_raw (two 64-channel boxes each), v (BV / 64)."""
+    q_map, k_map, g_map, v_map = maps
+    BV = sm.BV
+    tma = T.ptx["cp.async.bulk.tensor.4d.shared::cluster.global.tile"
+                ".mbarrier::complete_tx::bytes"]
+    sm.full[stage].arrive_expect_tx(3 * 2 * TILE + (BV // 64) * TILE)
+    for buf, tmap in ((sm.q, q_map), (sm.k, k_map), (sm.g, g_map)):
+        for hf in range(2):
+            tma(buf.ptr() + stage * (2 * TILE) + hf * TILE, tmap[64 * hf, h, row, bidx],
+                sm.full[stage])
+    for vh in range(BV // 64):
+        tma(sm.v.ptr() + stage * ((BV // 64) * TILE) + vh * TILE,
+            v_map[T.ctaid.x * BV + 64 * vh, h, row, bidx], sm.full[stage])
 
 
 def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, STAGES, WARPS,
@@ -202,12 +247,7 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
     warp = tid >> 5
     H = T.nctaid.y
     h = T.ctaid.y
-    n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.z))
-    start = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n))
-    length = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n + 1)) - start
-    bidx = start / Trow                              # the batch row and token of the start
-    t0 = start - bidx * Trow
-    nchunks = (length + (C - 1)) >> 6
+    n, start, length, bidx, t0, nchunks = _sequence(order, cu_seqlens, Trow)
     vcol0 = T.ctaid.x * BV + (warp << 4)             # the warp's first value column
     ln = P.Lanes()
     gl = P.GateLanes(NT, A_log, dt_bias, h)
@@ -217,30 +257,15 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
     cbase = T.ptx.ld.global_.nc.u32(chunk_off.at(n)) if s0 is not None else None
     st = [T.fragment(T.f32, 4) for _ in range(16)]
     with state_warps():
-        for j in range(16):
-            for e in range(4):
-                ch = 8 * j + 2 * ln.t + (e & 1)
-                T.ptx.ld.global_.f32(st[j][e], h0.at(hbase + ch * V + 8 * (e >> 1)))
+        _state_io(st, ln, h0, hbase, load=True)
     with T.if_(tid == 0):
         for s in range(STAGES):
             sm.full[s].init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
     T.ptx.bar.sync(0)
-    stage_bytes = 3 * 2 * TILE + (BV // 64) * TILE
-    tma = T.ptx["cp.async.bulk.tensor.4d.shared::cluster.global.tile"
-                ".mbarrier::complete_tx::bytes"]
 
     def issue(c, stage):
-        """Thread 0: the TMA loads of chunk c into `stage`."""
-        row = t0 + (c << 6)
-        sm.full[stage].arrive_expect_tx(stage_bytes)
-        for buf, tmap in ((sm.q, q_map), (sm.k, k_map), (sm.g, g_map)):
-            for hf in range(2):
-                tma(buf.ptr() + stage * (2 * TILE) + hf * TILE, tmap[64 * hf, h, row, bidx],
-                    sm.full[stage])
-        for vh in range(BV // 64):
-            tma(sm.v.ptr() + stage * ((BV // 64) * TILE) + vh * TILE,
-                v_map[T.ctaid.x * BV + 64 * vh, h, row, bidx], sm.full[stage])
+        _issue(sm, maps, c, stage, t0 + (c << 6), h, bidx)
 
     with T.if_(tid == 0):
         for c in range(STAGES - 1):
@@ -255,10 +280,7 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
         if s0 is not None:      # S0 of chunk c, stored while the chunk is prepared
             with state_warps():
                 sbase = ((cbase + c) * H + h) * (K * V) + vcol0 + ln.g
-                for j in range(16):
-                    for e in range(4):
-                        ch = 8 * j + 2 * ln.t + (e & 1)
-                        T.ptx.st.global_.f32(s0.at(sbase + ch * V + 8 * (e >> 1)), st[j][e])
+                _state_io(st, ln, s0, sbase, load=False)
         sm.full[ring.stage].wait(ring.phase)
         nv = T.ptx.min.u32(length - (c << 6), C)
         ck = P.Chunk(sm, ring.stage, nv)
@@ -282,21 +304,180 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
         T.ptx.bar.sync(0)
         ring.advance()
     with state_warps():
-        for j in range(16):
-            for e in range(4):
-                ch = 8 * j + 2 * ln.t + (e & 1)
-                T.ptx.st.global_.f32(ht.at(hbase + ch * V + 8 * (e >> 1)), st[j][e])
+        _state_io(st, ln, ht, hbase, load=False)
 
 
-@T.kernel(grid=_grid, block=_block)
+# --- the warp-specialized body (PREP > 0) -------------------------------------------------------
+
+# registers per thread of the prep and the state warps (``setmaxnreg``), per (BV, PREP), the
+# largest splits without local memory in the SASS (ptxas's spill report misses what it spills
+# across setmaxnreg regions, so tests/zoo/test_kda_fwd.py counts STL/LDL): 4 + 8 warps (the
+# entry cap 168 is below the state's ~200) 104 / 200; 8 + 4 warps 136 / 232; 4 + 4 warps need
+# no split (255 at entry). 8 prep + 8 state warps would need >= 104 + 184 > 65536 / 512: none.
+WS_REGS = {(128, 4): (104, 200), (64, 4): (None, None), (64, 8): (136, 232)}
+
+
+class _Slot:
+    """A buffer with one copy per input stage, addressed through the stage register: slot 0 is
+    kda_chunk.Smem's buffer `b0`, slot 1 `b1` (same shape); ``ptr()`` and ``at()`` as a
+    SharedBuffer's (one ``selp`` per chunk, one ``add`` per register-indexed address)."""
+
+    def __init__(self, b0, b1, stage):
+        self.b0 = b0
+        self.base = T.ptx.selp.u32(b1.ptr(), b0.ptr(), stage != 0)
+
+    def ptr(self):
+        return self.base
+
+    def at(self, *idx):
+        """[slot base + row-major offset of idx] (register indices: one ``mad`` each)."""
+        stride, const, addr = self.b0.dtype.nbytes, 0, self.base
+        for i, d in reversed(list(zip(idx, self.b0.shape))):
+            if isinstance(i, int):
+                const += i * stride
+            else:
+                addr = T.ptx.mad.lo.u32(i, stride, addr)
+            stride *= d
+        return Addr(addr, const)
+
+
+class _SmemWS(P.Smem):
+    """kda_chunk.Smem with two stages, a second copy of what the prep warps hand to the state
+    warps besides the stage's tiles (M, Tb, 2^G_63: written for chunk c + 1 while the state warps
+    read chunk c's), and the handover mbarriers: ready[s] (the prep warps' threads arrive when
+    stage s's operands are complete) and empty[s] (the state warps' threads arrive when they
+    are done with stage s: its tiles, M, Tb and 2^G_63 may be overwritten)."""
+
+    def __init__(self, BV: int):
+        super().__init__(BV, 2)
+        sw = dict(align=1024, swizzle=128, dynamic=True)
+        self.m1 = T.shared(T.bf16, (64, 64), name="sM1", **sw)
+        self.tb1 = T.shared(T.bf16, (64, 64), name="sTb1", **sw)
+        self.egl1 = T.shared(T.f32, (K,), name="sEgl1", align=16, dynamic=True)
+        self.ready = T.mbarrier(2, name="ready", dynamic=True)
+        self.empty = T.mbarrier(2, name="empty", dynamic=True)
+
+    def view(self, stage):
+        """The Smem of the chunk in `stage` (a register): its M, Tb and 2^G_63 slots."""
+        return _StageView(self, stage)
+
+
+class _StageView:
+    """`_SmemWS` seen by one chunk: ``m``, ``tb``, ``egl`` are the stage's slots, every other
+    buffer the shared one."""
+
+    def __init__(self, sm: _SmemWS, stage):
+        self._sm = sm
+        self.m = _Slot(sm.m, sm.m1, stage)
+        self.tb = _Slot(sm.tb, sm.tb1, stage)
+        self.egl = _Slot(sm.egl, sm.egl1, stage)
+
+    def __getattr__(self, name):
+        return getattr(self._sm, name)
+
+
+def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, PREP):
+    """The warp-specialized body: warps 0 .. PREP - 1 prepare chunk c + 1 (kda_chunk's phases,
+    separated by the named barrier 1 of their PREP x 32 threads) while warps PREP .. PREP + BV / 16
+    - 1 run the state phase of chunk c; the two rings of two stages meet at the mbarriers:
+
+        prep, chunk c (stage s = c % 2):  [c >= 2: wait empty[s]]  wait full[s]  norms .. inverse
+            fence.proxy.async  bar 1  arrive ready[s]
+        state, chunk c:  wait ready[s]  _state_step  fence.proxy.async  arrive empty[s]; the first
+            state thread then waits empty[s] and issues chunk c + 2's TMA into the stage
+
+    A chunk costs max(state, prep) instead of prep + state while the TMA latency fits in the
+    longer of the two (chunk c + 2's load starts when the state warps leave chunk c, and prep
+    needs it only after chunk c + 1). Each role loads its own sequence scalars and lane offsets
+    after the split, so nothing but the barriers lives across ``setmaxnreg`` (values live from
+    the entry into a role were spilled to local memory). The prep warps exit after their last
+    chunk; no CTA-wide barrier follows the split."""
+    NT = 32 * PREP
+    NS = BV // 16
+    regs = WS_REGS[BV, PREP]
+    sm = _SmemWS(BV)
+    tid = T.tid.x
+    with T.if_(tid == 0):
+        for s in range(2):
+            sm.full[s].init(1)
+            sm.ready[s].init(NT)
+            sm.empty[s].init(32 * NS)
+        T.ptx.fence.mbarrier_init.release.cluster()
+    T.ptx.bar.sync(0)
+    with T.role((tid >> 5) < PREP, dec=regs[0]):
+        H, h = T.nctaid.y, T.ctaid.y
+        n, start, length, bidx, t0, nchunks = _sequence(order, cu_seqlens, Trow)
+        ln = P.Lanes()
+        gl = P.GateLanes(NT, A_log, dt_bias, h)
+        ring = T.pipeline(2)
+        with T.range(nchunks) as c:
+            with T.if_(c >= 2):     # M, Tb, 2^G_63 of chunk c - 2 read (redundant: full[s] follows)
+                sm.empty[ring.stage].wait(ring.phase ^ 1)
+            sm.full[ring.stage].wait(ring.phase)
+            nv = T.ptx.min.u32(length - (c << 6), C)
+            ck = P.Chunk(sm, ring.stage, nv)
+            vw = sm.view(ring.stage)
+            P.norms(vw, ck, beta, start + (c << 6), H, h, PREP)
+            T.ptx.bar.sync(1, NT)
+            P.gate(vw, ck, gl)
+            T.ptx.bar.sync(1, NT)
+            P.factors(vw, NT)
+            T.ptx.bar.sync(1, NT)
+            P.blocks(vw, ck, ln, PREP)
+            T.ptx.bar.sync(1, NT)
+            P.materialize(vw, ck, NT)
+            P.diag_inverse(vw, PREP)
+            T.ptx.bar.sync(1, NT)
+            P.inverse_blocks(vw, ln)
+            T.ptx.fence.proxy.async_.shared__cta()   # in-place writes before the stage's next TMA
+            T.ptx.bar.sync(1, NT)      # sA, sD, sBeta, sRn ... are the prep warps' own: reused
+            sm.ready[ring.stage].arrive()
+            ring.advance()
+    with T.role((tid >> 5) >= PREP, inc=regs[1]):
+        H, h = T.nctaid.y, T.ctaid.y
+        n, start, length, bidx, t0, nchunks = _sequence(order, cu_seqlens, Trow)
+        ln = P.Lanes()
+        tid = T.tid.x
+        sw = (tid >> 5) - PREP
+        vcol0 = T.ctaid.x * BV + (sw << 4)
+        hbase = (n * H + h) * (K * V) + vcol0 + ln.g
+        issuer = tid == 32 * PREP
+        with T.if_(issuer):
+            for c in range(2):
+                with T.if_(c < nchunks):
+                    _issue(sm, maps, c, c, t0 + (c << 6), h, bidx)
+        st = [T.fragment(T.f32, 4) for _ in range(16)]
+        _state_io(st, ln, h0, hbase, load=True)
+        ring = T.pipeline(2)
+        with T.range(nchunks) as c:
+            sm.ready[ring.stage].wait(ring.phase)
+            nv = T.ptx.min.u32(length - (c << 6), C)
+            ck = P.Chunk(sm, ring.stage, nv)
+            _state_step(sm.view(ring.stage), ck, ln, st, o, start + (c << 6), H, h, vcol0,
+                        warp=sw)
+            T.ptx.fence.proxy.async_.shared__cta()   # O staged over V before the stage's next TMA
+            sm.empty[ring.stage].arrive()
+            with T.if_(issuer):     # chunk c + 2 into the stage once every state warp left it
+                with T.if_(c + 2 < nchunks):
+                    sm.empty[ring.stage].wait(ring.phase)
+                    _issue(sm, maps, c + 2, ring.stage, t0 + ((c + 2) << 6), h, bidx)
+            ring.advance()
+        _state_io(st, ln, ht, hbase, load=False)
+
+
+@T.kernel(grid=_grid, block=_block, min_blocks=lambda PREP=0: 1 if PREP else None)
 def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T.tensormap,
             q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16],
             beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
             h0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32],
             o: T.gptr[T.bf16], ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64,
-            STAGES: T.const = 2, WARPS: T.const = 0):
-    _forward((q_map, k_map, g_map, v_map), beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht,
-             Trow, BV, STAGES, WARPS)
+            STAGES: T.const = 2, WARPS: T.const = 0, PREP: T.const = 0):
+    maps = (q_map, k_map, g_map, v_map)
+    if PREP:    # warp-specialized: PREP prep warps hand chunks to BV / 16 state warps
+        _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, PREP)
+    else:
+        _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, STAGES,
+                 WARPS)
 
 
 @T.kernel(grid=_grid, block=_block)
@@ -370,7 +551,7 @@ def reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, cu_seqlens, lens=None):
     return {"o": o.astype(np.float32), "ht": ht.astype(np.float32)}
 
 
-def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0):
+def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0, PREP=0):
     out = []
     if BV not in (64, 128):
         out.append(f"BV={BV} must be 64 or 128 (value columns per CTA: 16 per warp)")
@@ -378,6 +559,12 @@ def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0):
         out.append(f"WARPS={WARPS} must be 0 (BV / 16), or 8 with BV = 64")
     if STAGES not in (1, 2):
         out.append(f"STAGES={STAGES} must be 1 or 2")
+    if PREP not in (0, 4, 8) or (PREP == 8 and BV != 64):
+        out.append(f"PREP={PREP} with BV={BV}: prep warps must be 0, 4 or 8, and 8 only with "
+                   f"BV = 64 (8 prep + 8 state warps do not fit in the register file)")
+    elif PREP and (STAGES != 2 or WARPS):
+        out.append(f"PREP={PREP} (warp-specialized) takes STAGES=2 and WARPS=0, not "
+                   f"STAGES={STAGES}, WARPS={WARPS}")
     shape, N = R.shape_problems(B, T_, H, lens, "z")
     out += shape
     if B * T_ * H * V >= 1 << 32 or N * H * K * V >= 1 << 32:
@@ -407,7 +594,10 @@ PACK6 = (1300, 547, 2048, 963, 271, 3063)      # the public varlen pack (8192 to
 PACK8 = (1024,) * 8
 VARIANTS = {"v64s2": dict(BV=64, STAGES=2), "v64s1": dict(BV=64, STAGES=1),
             "v128s2": dict(BV=128, STAGES=2),
-            "v64s2w8": dict(BV=64, STAGES=2, WARPS=8)}   # 4 helper warps in the preparation
+            "v64s2w8": dict(BV=64, STAGES=2, WARPS=8),   # 4 helper warps in the preparation
+            # warp-specialized: 4 prep warps for chunk c + 1, BV / 16 state warps on chunk c
+            "v128ws": dict(BV=128, PREP=4), "v64ws": dict(BV=64, PREP=4),
+            "v64ws8": dict(BV=64, PREP=8)}
 MAIN = {64: "v64s2", 96: "v128s2", 32: "v64s2"}   # predicted fastest (docs/TUNING.md)
 
 
@@ -457,6 +647,13 @@ SUITE = T.suite(
         # T a multiple of the chunk (4 full chunks, no tail), 4 heads x 2 value slices = 8 CTAs;
         # the final state's RMS ~10x o's: its atol must be its own (the H200's T = 8192 report)
         T.case("t256_h4_v64s2", B=1, T_=256, H=4),
+        # warp-specialized: three chunks (64, 64, 22) through the handover ring with saturated
+        # gates (chunk 2 reuses stage 0 after the state warps release chunk 0), 4 + 8 warps
+        T.case("t150_h1_v128ws_deep", B=1, T_=150, H=1, BV=128, PREP=4, gate="deep"),
+        # warp-specialized with BV = 64: two value slices, one chunk and a 1-token tail
+        T.case("b2_t65_h1_v64ws_slow", B=2, T_=65, H=1, BV=64, PREP=4, gate="slow"),
+        # 8 prep warps (kda_chunk's 8-warp phases) for 4 state warps: two chunks (64 + 36)
+        T.case("t100_h1_v64ws8", B=1, T_=100, H=1, BV=64, PREP=8),
         *_large("t8192"),
         *_large("b2_t4096", B=2, T_=4096, heads=(32,)),
     ])
@@ -512,6 +709,8 @@ SUITE_VARLEN = T.suite(
     cases=[
         # a pack of 3 short sequences (3 CTAs)
         T.case("pack_17_8_30_v128", B=1, T_=55, H=1, lens=(17, 8, 30), BV=128),
+        # warp-specialized over a pack of 3: sequences of 2, 1 and 1 chunks in one row
+        T.case("pack_100_8_30_v128ws", B=1, T_=138, H=1, lens=(100, 8, 30), BV=128, PREP=4),
         *_large("pack6", lens=PACK6),
         *_large("pack8x1024", lens=PACK8),
     ])
