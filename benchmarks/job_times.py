@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from report_tables import cli, item_reports
-
-
-def _bench_phase(rec: dict) -> dict:
-    return next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None) or {}
+from report_tables import bench_phase, bench_result, cli, item_reports
 
 
 def phases(timeline: list, run_s) -> list:
@@ -36,10 +32,8 @@ def phases(timeline: list, run_s) -> list:
 
 def read(paths) -> list:
     items = []
-    for rec in item_reports(paths, lambda r: any(p["phase"] == "bench"
-                                                 for p in r.get("phases", []))):
-        bench = _bench_phase(rec)
-        res = (bench.get("data") or {}).get("result") or {}
+    for rec in item_reports(paths, lambda r: bench_phase(r) is not None):
+        bench, res = bench_phase(rec), bench_result(rec)
         client = res.get("client_s") or {}
         timing = res.get("timing") or {}
         items.append({"item": f"{rec.get('kernel', '?')}[{rec.get('case', '?')}]",

@@ -45,39 +45,12 @@ def exact(x):
     return x
 
 
-def reverse(q, k, v, g, beta, S0, scale, do, dht, op_state=exact, op=exact, C=R.CHUNK):
-    """kda_bwd_split.chunk_reverse with every product's operands passed through `op_state`
-    (S0, dS) or `op` (the rest; dO is bf16 already), accumulated in float64."""
-    n = -(-len(q) // C)
-    qc, kc, vc, gc, bc, doc = (R._blocks(x, n, C) for x in (q, k, v, g, beta, do))
-    p = SP._prep(qc * scale, kc, gc, bc)
-    names = {"dv": vc, "dqe": kc, "dke": kc, "dkl": kc, "dm": p["A"], "dtb": p["A"],
-             "dgs": p["gl"]}
-    out = {name: np.zeros(like.shape) for name, like in names.items()}
-    dS = np.array(dht, np.float64)
-    for i in reversed(range(n)):
-        S, dO, eg = op_state(S0[:, i]), doc[:, i], np.exp(p["gl"][:, i])
-        ke, tb, kl, qe = (op(p[x][:, i]) for x in ("ke", "Tb", "kl", "qe"))
-        res = vc[:, i] - ke @ S
-        delta = op(tb @ op(res))
-        dD = SP._tr(op(p["M"][:, i])) @ dO + kl @ op_state(dS)
-        dR = SP._tr(tb) @ op(dD)
-        out["dv"][:, i] = dR
-        out["dqe"][:, i], out["dke"][:, i] = dO @ SP._tr(S), -op(dR) @ SP._tr(S)
-        out["dkl"][:, i] = delta @ SP._tr(op_state(dS))
-        out["dm"][:, i] = np.tril(dO @ SP._tr(delta))
-        out["dtb"][:, i] = np.tril(op(dD) @ SP._tr(op(res)))
-        out["dgs"][:, i] = (dS * S0[:, i]).sum(-1) * eg
-        dS = SP._tr(qe) @ dO + eg[:, :, None] * dS - SP._tr(ke) @ op(dR)
-    out["dh0"] = dS
-    return out
-
-
 def _inner(store_s0, store_pieces, op_state, op):
     """A drop-in for kda_ref._chunked_backward: the split with the given roundings."""
     def backward(q, k, v, g, beta, h0, scale, do, dht, C: int = R.CHUNK):
         S0, _ = SP.chunk_states(k, v, g, beta, h0, C)
-        rev = reverse(q, k, v, g, beta, store_s0(S0), scale, do, dht, op_state, op, C)
+        rev = SP.chunk_reverse(q, k, v, g, beta, store_s0(S0), scale, do, dht, C,
+                               op_state=op_state, op=op)
         dq, dk, dg, dbeta = SP.chunk_local(q, k, g, beta, scale,
                                            {m: store_pieces(rev[m]) for m in SP.PIECES}, C=C)
         H, n, _, V = rev["dv"].shape

@@ -31,7 +31,7 @@ import math
 import sys
 from pathlib import Path
 
-from report_tables import bench_timing, cli, item_reports, not_timed
+from report_tables import bench_phase, bench_result, bench_timing, cli, item_reports, not_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 COPY_BW = 4.25e12            # B/s, measured device-to-device copy on this H200
@@ -182,8 +182,7 @@ def smoke_verdict(paths) -> tuple:
         paths, lambda rec: rec.get("kernel") in KERNELS)
     lines, ok = [], bool(recs)
     for rec in recs:
-        bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
-        result = ((bench or {}).get("data") or {}).get("result") or {}
+        bench, result = bench_phase(rec), bench_result(rec)
         seeds = result.get("correctness") or []
         good = bool(result.get("verified")) and bool(seeds) and all(c.get("ok") for c in seeds)
         why = ((result.get("error") or {}).get("message") or (bench or {}).get("longrepr")

@@ -31,12 +31,22 @@ def item_reports(paths, keep) -> list:
     return list(items.values())
 
 
+def bench_phase(rec: dict) -> "dict | None":
+    """The item report's bench phase (None when the item was not benchmarked)."""
+    return next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
+
+
+def bench_result(rec: dict) -> dict:
+    """KCoral's result document of the item's bench phase ({} when there is none)."""
+    return ((bench_phase(rec) or {}).get("data") or {}).get("result") or {}
+
+
 def bench_timing(rec: dict) -> "tuple[dict, str]":
     """(the bench phase's timing, "") when it holds a candidate median, else ({}, why not)."""
-    bench = next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)
+    bench = bench_phase(rec)
     if bench is None:
         return {}, "not benchmarked"
-    result = (bench.get("data") or {}).get("result") or {}
+    result = bench_result(rec)
     timing = result.get("timing") or {}
     if "candidate" in timing:
         return timing, ""

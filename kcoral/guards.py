@@ -377,18 +377,18 @@ def perturbed_float(a: np.ndarray, rng, dt: np.dtype) -> "np.ndarray | None":
         # infinity), and NaN rows are no test of whether the output follows the input
         top = float(finfo(dt).max)
         noise *= wide(NOISE * sd)
-        new_f = noise              # in place: each fresh 0.5 GB array costs its page faults
+        new_f = noise   # in place (here and below): each fresh 0.5 GB array costs page faults
         new_f += f
         np.clip(new_f, -top, top, out=new_f)
     else:
         lo, hi = (f.min(), f.max()) if all_finite else (f[finite].min(), f[finite].max())
         noise *= wide(max(NOISE * sd, float(np.ldexp(1.0, q))))
-        new_f = np.clip(np.ldexp(np.round(np.ldexp(f + noise, -q)), q), lo, hi)
-    if not all_finite:
-        new_f[~finite] = f[~finite]
+        new_f = noise
+        new_f += f
+        new_f = np.clip(np.ldexp(np.round(np.ldexp(new_f, -q)), q), lo, hi)
     new = new_f.astype(dt)
-    if not all_finite:
-        new[~finite] = np.asarray(a)[~finite]   # NaN payloads and signs bit for bit
+    if not all_finite:   # non-finite elements kept bit for bit (NaN payloads and signs too)
+        new[~finite] = np.asarray(a)[~finite]
     return None if _same_bits(new, a) else new
 
 

@@ -97,10 +97,18 @@ def chunk_states(k, v, g, beta, h0, C: int = R.CHUNK) -> np.ndarray:
     return out, S
 
 
-def chunk_reverse(q, k, v, g, beta, S0, scale, do, dht, C: int = R.CHUNK) -> dict:
+def _same(x):
+    return x
+
+
+def chunk_reverse(q, k, v, g, beta, S0, scale, do, dht, C: int = R.CHUNK, op_state=_same,
+                  op=_same) -> dict:
     """Piece 2 for one sequence: walking the chunks from the last with dS (the gradient of the
     chunk's final state), {"dv" [H, n, C, V], "dh0" [H, K, V]} and the per-chunk `PIECES`
-    ([H, n, ...]: dqe, dke, dkl [C, K]; dm, dtb [C, C]; dgs [K]). S0: `chunk_states`."""
+    ([H, n, ...]: dqe, dke, dkl [C, K]; dm, dtb [C, C]; dgs [K]). S0: `chunk_states`.
+    `op_state` (S0, dS) and `op` (every other operand; dO is an input) model how a kernel's
+    products round their operands (benchmarks/kda_precision.py: bf16, bf16 hi + lo); both
+    default to exact, and the accumulation is float64 either way."""
     T_, H = np.shape(q)[:2]
     n = -(-T_ // C)
     qc, kc, vc, gc, bc, doc = (R._blocks(x, n, C) for x in (q, k, v, g, beta, do))
@@ -110,18 +118,19 @@ def chunk_reverse(q, k, v, g, beta, S0, scale, do, dht, C: int = R.CHUNK) -> dic
         ("dm", p["A"].shape), ("dtb", p["A"].shape), ("dgs", p["gl"].shape))}
     dS = np.array(dht, np.float64)
     for i in reversed(range(n)):
-        S, dO = S0[:, i], doc[:, i]
-        res = vc[:, i] - p["ke"][:, i] @ S
-        delta = p["Tb"][:, i] @ res
-        dD = _tr(p["M"][:, i]) @ dO + p["kl"][:, i] @ dS
-        dR = _tr(p["Tb"][:, i]) @ dD
-        eg = np.exp(p["gl"][:, i])
+        S, dO, eg = op_state(S0[:, i]), doc[:, i], np.exp(p["gl"][:, i])
+        ke, tb, kl, qe = (op(p[x][:, i]) for x in ("ke", "Tb", "kl", "qe"))
+        res = vc[:, i] - ke @ S
+        delta = op(tb @ op(res))
+        dD = _tr(op(p["M"][:, i])) @ dO + kl @ op_state(dS)
+        dR = _tr(tb) @ op(dD)
         out["dv"][:, i] = dR
-        out["dqe"][:, i], out["dke"][:, i] = dO @ _tr(S), -dR @ _tr(S)
-        out["dkl"][:, i] = delta @ _tr(dS)
-        out["dm"][:, i], out["dtb"][:, i] = np.tril(dO @ _tr(delta)), np.tril(dD @ _tr(res))
-        out["dgs"][:, i] = (dS * S).sum(-1) * eg
-        dS = _tr(p["qe"][:, i]) @ dO + eg[:, :, None] * dS - _tr(p["ke"][:, i]) @ dR
+        out["dqe"][:, i], out["dke"][:, i] = dO @ _tr(S), -op(dR) @ _tr(S)
+        out["dkl"][:, i] = delta @ _tr(op_state(dS))
+        out["dm"][:, i] = np.tril(dO @ _tr(delta))
+        out["dtb"][:, i] = np.tril(op(dD) @ _tr(op(res)))
+        out["dgs"][:, i] = (dS * S0[:, i]).sum(-1) * eg
+        dS = _tr(qe) @ dO + eg[:, :, None] * dS - _tr(ke) @ op(dR)
     out["dh0"] = dS
     return out
 
