@@ -45,6 +45,11 @@ def exact(x):
     return x
 
 
+def f32(x):
+    """x rounded to float32 (a kernel's f32 storage), back in float64."""
+    return np.asarray(np.asarray(x, np.float32), np.float64)
+
+
 def _inner(store_s0, store_pieces, op_state, op):
     """A drop-in for kda_ref._chunked_backward: the split with the given roundings."""
     def backward(q, k, v, g, beta, h0, scale, do, dht, C: int = R.CHUNK):
@@ -59,6 +64,25 @@ def _inner(store_s0, store_pieces, op_state, op):
     return backward
 
 
+def _inner_chain(op_state, op):
+    """A drop-in for kda_ref._chunked_backward through piece 2 as a chain (kda_bwd_chain.py):
+    chain_operands (float64, stored: N as the chain's operand `op`, exp(G_C) and B in f32),
+    the chain with dS rounded by `op_state` for its product (f32 accumulation is below these),
+    dS1 stored in f32, then chunk_pieces and piece 3 exact."""
+    def backward(q, k, v, g, beta, h0, scale, do, dht, C: int = R.CHUNK):
+        S0, _ = SP.chunk_states(k, v, g, beta, h0, C)
+        ops = SP.chain_operands(q, k, g, beta, scale, do, C)
+        dS1, dh0 = SP.chain(f32(ops["eg"]), ops["N"], f32(ops["B"]), dht, op_state=op_state,
+                            op=op)
+        rev = SP.chunk_pieces(q, k, v, g, beta, S0, scale, do, f32(dS1), C)
+        dq, dk, dg, dbeta = SP.chunk_local(q, k, g, beta, scale, {m: rev[m] for m in SP.PIECES},
+                                           C=C)
+        H, n, _, V = rev["dv"].shape
+        dv = np.moveaxis(rev["dv"], 0, 2).reshape(n * C, H, V)[:len(q)]
+        return dq, dk, dv, dg, dbeta, dh0
+    return backward
+
+
 VARIANTS = {
     "exact": (exact, exact, exact, exact),
     "S0 stored bf16": (bf16, exact, exact, exact),
@@ -67,6 +91,11 @@ VARIANTS = {
     "S0, dS split, rest bf16": (exact, exact, split, bf16),
     "S0, dS bf16, rest split": (exact, exact, bf16, split),
     "split operands": (exact, exact, split, split),
+    # piece 2 as a chain (kda_bwd_chain.py): dS <- exp(G_C) dS + N dS + B, the product N dS
+    "chain: N, dS bf16": (bf16, bf16),
+    "chain: N split, dS bf16": (bf16, split),
+    "chain: N bf16, dS split": (split, bf16),
+    "chain: N, dS split": (split, split),
 }
 
 
@@ -85,7 +114,8 @@ def study(case: str, variants=tuple(VARIANTS), seed: int = 0) -> dict:
     original = R._chunked_backward
     try:
         for name in variants:
-            R._chunked_backward = _inner(*VARIANTS[name])   # kda_ref.backward's inner pass
+            make = _inner_chain if name.startswith("chain") else _inner
+            R._chunked_backward = make(*VARIANTS[name])   # kda_ref.backward's inner pass
             got = R.backward(*args, cu_seqlens=cu, method="chunked")
             out[name] = {n: float(np.max(np.abs(got[n] - ref[n])
                                          / (0.01 + 0.01 * np.abs(ref[n])))) for n in GRADS}

@@ -53,6 +53,26 @@ def test_chunk_states_end_in_the_forward_final_state():
     np.testing.assert_allclose(S0[:, 1], mid, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("gate", R.GATES)
+def test_the_chain_split_equals_the_reverse_pass(gate):
+    """Piece 2 as chain_operands -> chain -> chunk_pieces (kda_bwd_chain.py's split) gives
+    chunk_reverse's every output; the chain's dS1 is the dS chunk_reverse walks with."""
+    q, k, v, g, beta, h0, scale, do, dht = _sequence(gate)
+    S0, _ = S.chunk_states(k, v, g, beta, h0)
+    rev = S.chunk_reverse(q, k, v, g, beta, S0, scale, do, dht)
+    ops = S.chain_operands(q, k, g, beta, scale, do)
+    assert ops["N"].shape == (2, 3, 128, 128) and ops["eg"].shape == (2, 3, 128)
+    dS1, dh0 = S.chain(ops["eg"], ops["N"], ops["B"], dht)
+    np.testing.assert_array_equal(dS1[:, -1], dht)
+    assert _close(dh0, rev["dh0"], 1e-12), gate
+    got = S.chunk_pieces(q, k, v, g, beta, S0, scale, do, dS1)
+    for name in ("dv",) + S.PIECES:
+        assert _close(got[name], rev[name], 1e-12), (name, gate)
+    # a wrong sign on N is not the reverse pass
+    _, bad = S.chain(ops["eg"], -ops["N"], ops["B"], dht)
+    assert not _close(bad, rev["dh0"], 1e-3)
+
+
 def _pieces(gate, T_=128):
     args = _sequence(gate, T_=T_)
     q, k, v, g, beta, h0, scale, do, dht = args

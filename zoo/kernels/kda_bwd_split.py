@@ -101,6 +101,31 @@ def _same(x):
     return x
 
 
+def _reverse_body(p, i, vc, doc, S0, dS, out, op_state=_same, op=_same):
+    """Chunk i of `chunk_reverse` given S0 (its start state) and dS (the gradient of its final
+    state): dv and the PIECES into `out`; returns dR (which the state's update needs)."""
+    S, dO, eg = op_state(S0), doc[:, i], np.exp(p["gl"][:, i])
+    ke, tb, kl = (op(p[x][:, i]) for x in ("ke", "Tb", "kl"))
+    res = vc[:, i] - ke @ S
+    delta = op(tb @ op(res))
+    dD = _tr(op(p["M"][:, i])) @ dO + kl @ op_state(dS)
+    dR = _tr(tb) @ op(dD)
+    out["dv"][:, i] = dR
+    out["dqe"][:, i], out["dke"][:, i] = dO @ _tr(S), -op(dR) @ _tr(S)
+    out["dkl"][:, i] = delta @ _tr(op_state(dS))
+    out["dm"][:, i] = np.tril(dO @ _tr(delta))
+    out["dtb"][:, i] = np.tril(op(dD) @ _tr(op(res)))
+    out["dgs"][:, i] = (dS * S0).sum(-1) * eg
+    return dR
+
+
+def _reverse_outputs(p, vc):
+    return {name: np.zeros(shape) for name, shape in (
+        ("dv", vc.shape), ("dqe", p["ke"].shape), ("dke", p["ke"].shape),
+        ("dkl", p["ke"].shape), ("dm", p["A"].shape), ("dtb", p["A"].shape),
+        ("dgs", p["gl"].shape))}
+
+
 def chunk_reverse(q, k, v, g, beta, S0, scale, do, dht, C: int = R.CHUNK, op_state=_same,
                   op=_same) -> dict:
     """Piece 2 for one sequence: walking the chunks from the last with dS (the gradient of the
@@ -113,25 +138,69 @@ def chunk_reverse(q, k, v, g, beta, S0, scale, do, dht, C: int = R.CHUNK, op_sta
     n = -(-T_ // C)
     qc, kc, vc, gc, bc, doc = (R._blocks(x, n, C) for x in (q, k, v, g, beta, do))
     p = _prep(qc * scale, kc, gc, bc)
-    out = {name: np.zeros(shape) for name, shape in (
-        ("dv", vc.shape), ("dqe", kc.shape), ("dke", kc.shape), ("dkl", kc.shape),
-        ("dm", p["A"].shape), ("dtb", p["A"].shape), ("dgs", p["gl"].shape))}
+    out = _reverse_outputs(p, vc)
     dS = np.array(dht, np.float64)
     for i in reversed(range(n)):
-        S, dO, eg = op_state(S0[:, i]), doc[:, i], np.exp(p["gl"][:, i])
-        ke, tb, kl, qe = (op(p[x][:, i]) for x in ("ke", "Tb", "kl", "qe"))
-        res = vc[:, i] - ke @ S
-        delta = op(tb @ op(res))
-        dD = _tr(op(p["M"][:, i])) @ dO + kl @ op_state(dS)
-        dR = _tr(tb) @ op(dD)
-        out["dv"][:, i] = dR
-        out["dqe"][:, i], out["dke"][:, i] = dO @ _tr(S), -op(dR) @ _tr(S)
-        out["dkl"][:, i] = delta @ _tr(op_state(dS))
-        out["dm"][:, i] = np.tril(dO @ _tr(delta))
-        out["dtb"][:, i] = np.tril(op(dD) @ _tr(op(res)))
-        out["dgs"][:, i] = (dS * S0[:, i]).sum(-1) * eg
-        dS = _tr(qe) @ dO + eg[:, :, None] * dS - _tr(ke) @ op(dR)
+        dR = _reverse_body(p, i, vc, doc, S0[:, i], dS, out, op_state, op)
+        qe, ke = op(p["qe"][:, i]), op(p["ke"][:, i])
+        eg = np.exp(p["gl"][:, i])
+        dS = _tr(qe) @ doc[:, i] + eg[:, :, None] * dS - _tr(ke) @ op(dR)
     out["dh0"] = dS
+    return out
+
+
+# --- piece 2 as a chain (issue 18, kda_bwd_chain.py): the serial part alone ------------------
+#
+# dS (the gradient of a chunk's final state) obeys a linear recurrence that never reads S0 or
+# V: with dDelta = M^T dO + KL dS1 and dR = Tb^T dDelta,
+#
+#     dS0 = Diag(exp(G_C)) dS1 + N dS1 + B,   N = -KE^T Tb^T KL  [K, K],
+#                                             B = (QE^T - KE^T Tb^T M^T) dO  [K, V],
+#
+# so piece 2 splits into 2a `chain_operands` (exp(G_C), N, B of every chunk: all chunks in
+# parallel), 2b `chain` (the only serial part: one [K, K] x [K, V] product a chunk, whose value
+# columns are independent, so any number of CTAs can share a head) and 2c `chunk_pieces`
+# (chunk_reverse's dv and PIECES of every chunk from S0 and the chained dS1: in parallel).
+# Piece 3 reads the same PIECES as before.
+
+def chain_operands(q, k, g, beta, scale, do, C: int = R.CHUNK) -> dict:
+    """Piece 2a for one sequence ([T, H, ...] normalized q, k, the gate g, beta; dO): per chunk
+    {"eg": exp(G_C) [H, n, K], "N": -KE^T Tb^T KL [H, n, K, K], "B": (QE^T - KE^T Tb^T M^T) dO
+    [H, n, K, V]} (float64). Rows past the sequence are zero in KE, KL, QE and dO, so they
+    add nothing; exp(G_C) of a tail chunk is its last valid row's."""
+    T_ = len(q)
+    n = -(-T_ // C)
+    qc, kc, gc, bc, doc = (R._blocks(x, n, C) for x in (q, k, g, beta, do))
+    p = _prep(qc * scale, kc, gc, bc)
+    w = _tr(p["ke"]) @ _tr(p["Tb"])                     # KE^T Tb^T [K, C]
+    return {"eg": np.exp(p["gl"]), "N": -(w @ p["kl"]),
+            "B": (_tr(p["qe"]) - w @ _tr(p["M"])) @ doc}
+
+
+def chain(eg, N, B, dht, op_state=_same, op=_same):
+    """Piece 2b for one sequence: (dS1 [H, n, K, V], the gradient of every chunk's final state,
+    and dh0 [H, K, V]) from `chain_operands`' arrays and dht [H, K, V]: dS <- exp(G_C) dS +
+    N dS + B from the last chunk. `op_state` (dS) and `op` (N) round the product's operands as
+    `chunk_reverse`'s do (exp(G_C) and B enter in full precision, as in the kernel)."""
+    n = N.shape[1]
+    dS = np.array(dht, np.float64)
+    dS1 = np.zeros(B.shape)
+    for i in reversed(range(n)):
+        dS1[:, i] = dS
+        dS = eg[:, i][:, :, None] * dS + op(N[:, i]) @ op_state(dS) + B[:, i]
+    return dS1, dS
+
+
+def chunk_pieces(q, k, v, g, beta, S0, scale, do, dS1, C: int = R.CHUNK) -> dict:
+    """Piece 2c for one sequence: `chunk_reverse`'s dv and PIECES ([H, n, ...]) of every chunk
+    at once from S0 (`chunk_states`) and dS1 (`chain`): nothing crosses chunks."""
+    T_ = len(q)
+    n = -(-T_ // C)
+    qc, kc, vc, gc, bc, doc = (R._blocks(x, n, C) for x in (q, k, v, g, beta, do))
+    p = _prep(qc * scale, kc, gc, bc)
+    out = _reverse_outputs(p, vc)
+    for i in range(n):
+        _reverse_body(p, i, vc, doc, S0[:, i], dS1[:, i], out)
     return out
 
 
