@@ -124,3 +124,13 @@ def test_pair_grads_refuse_a_chunk_not_made_of_16_row_blocks():
     G = np.zeros((24, 4))
     with pytest.raises(ValueError, match=r"the chunk \(24 rows\) must be a multiple of 16"):
         S.pair_grads(np.zeros((24, 24)), G, G, G)
+
+
+def test_the_forward_state_is_the_same_chain_walked_forward():
+    """state_operands + chain over the chunks in order give chunk_states' S0 of every chunk
+    and the final state (kda_bwd_chain.py's FORWARD walk)."""
+    q, k, v, g, beta, h0, scale, _, _ = _sequence("deep", T_=150)
+    S0, last = S.chunk_states(k, v, g, beta, h0)
+    ops = S.state_operands(k, v, g, beta)
+    xs, xn = S.chain(*(ops[n][:, ::-1] for n in ("eg", "N", "B")), h0)
+    assert _close(xs[:, ::-1], S0, 1e-12) and _close(xn, last, 1e-12)

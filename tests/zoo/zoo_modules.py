@@ -47,6 +47,17 @@ def assert_matches(suite, case, res, inputs) -> None:
                "bfloat16" in str(np.asarray(res.outputs[n]).dtype))
 
 
+def normalized_rms_errors(suite, case, res, inputs) -> dict:
+    """{output: RMS(result - reference) / RMS(reference)} of one simulated case."""
+    expected = suite.expected(case, inputs)
+    out = {}
+    for name in suite.outputs:
+        ref = np.asarray(expected[name], np.float64)
+        err = np.asarray(res.outputs[name], np.float64) - ref
+        out[name] = float(np.sqrt(np.mean(err ** 2) / np.mean(ref ** 2)))
+    return out
+
+
 def load_mutant(stem: str, old: str, new: str, tmp_path):
     """The zoo module with one exact piece of its source replaced (the piece must occur once)."""
     src = (ZOO / f"{stem}.py").read_text()

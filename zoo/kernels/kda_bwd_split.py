@@ -177,6 +177,19 @@ def chain_operands(q, k, g, beta, scale, do, C: int = R.CHUNK) -> dict:
             "B": (_tr(p["qe"]) - w @ _tr(p["M"])) @ doc}
 
 
+def state_operands(k, v, g, beta, C: int = R.CHUNK) -> dict:
+    """The forward's state recurrence in the chain's form: S1 = Diag(exp(G_C)) S0 + N S0 + B
+    with N = -KL^T Tb KE (the transpose of chain_operands' N) and B = KL^T Tb V, per chunk
+    ({"eg", "N", "B"} [H, n, ...], float64), so `chain` walked from the first chunk gives every
+    chunk's S0 (kda_bwd_chain.py with FORWARD=1: piece 1 in the chain's precision)."""
+    T_ = len(k)
+    n = -(-T_ // C)
+    kc, vc, gc, bc = (R._blocks(x, n, C) for x in (k, v, g, beta))
+    p = _prep(np.zeros_like(kc), kc, gc, bc)
+    w = _tr(p["kl"]) @ p["Tb"]                          # KL^T Tb [K, C]
+    return {"eg": np.exp(p["gl"]), "N": -(w @ p["ke"]), "B": w @ vc}
+
+
 def chain(eg, N, B, dht, op_state=_same, op=_same):
     """Piece 2b for one sequence: (dS1 [H, n, K, V], the gradient of every chunk's final state,
     and dh0 [H, K, V]) from `chain_operands`' arrays and dht [H, K, V]: dS <- exp(G_C) dS +
