@@ -97,11 +97,13 @@ def test_refused_shapes_name_the_case_and_the_rule(params, match):
 
 
 def test_compiles_without_shared_memory():
-    """ptxas on this machine: 255 registers (24 bytes spilled) and no shared memory, so the
-    register file decides residency: 8 warps an SM at 255 registers."""
+    """ptxas on this machine: 255 registers and no shared memory, so the register file decides
+    residency: 8 warps an SM. 112 bytes spilled (2026-12-02: ~12 ``STL.64``/``LDL.64`` pairs
+    a chunk beside 384 HMMA, ptxas hoisting N's fragment loads; 24 bytes when every state
+    store computed its own address, at 512 more address instructions a chunk)."""
     ck = MOD.kda_bwd_chain.compile("sm_90a", WARPS=2)
     r = ck.resources
-    assert r.registers <= 255 and r.spill_stores <= 32, r
+    assert r.registers <= 255 and r.spill_stores <= 128, r
     assert r.smem_static == 0 and int(ck.launch_metadata()["dynamic_smem"]) == 0
 
 

@@ -26,8 +26,8 @@ Work split (warp w of the CTA: value rows v0 = 16 (WARPS ctaid.x + w) .. v0 + 15
 value rows x 128 key channels, f32) lives in the warp's mma.sync accumulators across chunks (16
 m16n8 C fragments, as kda_fwd's state), and per chunk
 
- 1. dS^T stored to xs[c] ([chunks, H, K, V] f32, kda_fwd's `_state_io` layout: each 8 lanes one
-    32-byte sector of a row);
+ 1. dS^T stored to xs[c] ([chunks, H, K, V] f32, kda_fwd's layout: each 8 lanes one 32-byte
+    sector of a row);
  2. its A fragments, hi = ``cvt.rn.bf16x2.f32`` of the accumulators, lo = the same of what hi
     leaves (``shl``/``and`` to unpack, ``sub``): 8 k-steps x (4 + 4) registers;
  3. dS^T <- dS^T Diag(exp(G_C)) + B^T (``ld.global.nc.v2.f32``: the lane's two channels; B^T
@@ -66,7 +66,6 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_bwd as BW  # noqa: E402 - after the path that finds it
 import kda_bwd_split as SP  # noqa: E402
-import kda_fwd as F  # noqa: E402
 import kda_ref as R  # noqa: E402
 from kda_chunk import C, K, V, afrag, mma, pack, unpack  # noqa: E402
 
@@ -83,14 +82,27 @@ _BF16 = numpy_dtype("bf16")
 # --- the kernel ---------------------------------------------------------------------------------
 
 class _Lane:
-    """g = lane / 4, t = lane % 4 (the mma fragments' roles) and the warp's first value row;
-    the state's loads and stores are kda_fwd's `_state_io` (element (v = g (+ 8), channel 8j +
-    2t (+ 1)) of a [K, V] f32 state at channel * V + v: each 8 lanes one 32-byte sector)."""
+    """g = lane / 4, t = lane % 4 (the mma fragments' roles) and the warp's first value row."""
 
     def __init__(self, WARPS):
         self.lane = T.laneid()
         self.g, self.t = self.lane >> 2, self.lane & 3
         self.v0 = (T.ctaid.x * WARPS + (T.tid.x >> 5)) << 4
+
+
+def _state_io(st, ln, buf, base, load):
+    """The warp's dS^T to or from a [K, V] f32 state whose lane element 0 is `base` (its value
+    row v0 + g): element (v = g (+ 8), channel 8j + 2t (+ 1)) at channel * V + v, kda_fwd's
+    layout (each 8 lanes one 32-byte sector); one address a call (``mad.wide``) and immediate
+    offsets after it."""
+    row = buf.at(base + ln.t * (2 * V))
+    for j in range(NT):
+        for e in range(4):
+            at = row + 4 * ((8 * j + (e & 1)) * V + 8 * (e >> 1))
+            if load:
+                T.ptx.ld.global_.f32(st[j][e], at)
+            else:
+                T.ptx.st.global_.f32(at, st[j][e])
 
 
 def _split(st):
@@ -115,8 +127,9 @@ def _step(st, ln, hc, nfrag, bt, eg):
     with dS^T's operand split (module docstring, steps 2-4)."""
     ahi, alo = _split(st)
     brow = bt.at((hc * V + ln.v0 + ln.g) * K + 2 * ln.t)
+    erow = eg.at(hc * K + 2 * ln.t)
     for j in range(NT):
-        e2 = T.ptx.ld.global_.nc.v2.f32(eg.at(hc * K + 8 * j + 2 * ln.t))
+        e2 = T.ptx.ld.global_.nc.v2.f32(erow + 4 * 8 * j)
         b0 = T.ptx.ld.global_.nc.v2.f32(brow + 4 * 8 * j)
         b8 = T.ptx.ld.global_.nc.v2.f32(brow + 4 * (8 * K + 8 * j))
         for e in range(4):
@@ -155,13 +168,13 @@ def kda_bwd_chain(nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
     ln = _Lane(WARPS)
     st = [T.fragment(T.f32, 4) for _ in range(NT)]
     sbase = (n * H + h) * (K * V) + ln.v0 + ln.g
-    F._state_io(st, ln, x0, sbase, load=True)
+    _state_io(st, ln, x0, sbase, load=True)
     with T.range(nch) as i:
         c = cbase + (i if FORWARD else nch - 1 - i)
         hc = c * H + h
-        F._state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
+        _state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
         _step(st, ln, hc, nfrag, bt, eg)
-    F._state_io(st, ln, xn, sbase, load=False)
+    _state_io(st, ln, xn, sbase, load=False)
 
 
 # --- operands, inputs, reference, cases -----------------------------------------------------
