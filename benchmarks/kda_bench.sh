@@ -30,6 +30,13 @@
 #             the chunks, dv, dh0 and the pieces; f32 CUDA-core first version) alone, T8192
 #             H96, H64 and the public pack at H96 (REVERSE_SHAPES), on a synthetic S0 (timing
 #             only, as local), REVERSE_EXEC_S (default 180) per job; no baseline
+#   chain     piece 2's serial part on tensor cores (kda_bwd_chain: dS <- exp(G_C) dS + N dS
+#             + B over the chunks, bf16 hi + lo mma.sync; FORWARD=1 the same chain giving
+#             every chunk's S0) alone, T8192 H96, H64 and the public pack at H96 / H64
+#             (CHAIN_SHAPES; WARPS 2 and 4, and the forward walk at T8192 H96), on synthetic
+#             operands (timing only: its small cases, smoked first, are the check),
+#             CHAIN_EXEC_S (default 180) per job; no baseline. Its smoke covers kda_bwd_chain
+#             only when it is the only group
 #   s0        piece 1 of the chunked backward (kda_fwd_s0: the forward that also stores each
 #             chunk's start state) at S0_SHAPES (default T8192 H96, H64), S0_EXEC_S (default
 #             180) per job; `main` and `variants` leave it out (its 0.8 GB output makes a job
@@ -52,7 +59,7 @@
 # summary (summary.md: times, ratios, the issue's goals, memory and serial-chain floors) is
 # written after every shape, so a command cut off still returns what was timed.
 # Env: BWD_SHAPES the backward's shapes in order (group bwd), LOCAL_SHAPES / REVERSE_SHAPES
-# (groups local, reverse), BUDGET seconds after which no new job starts (default 270; 520 when the call may run 600 s: set-up and smoke took 130 s on the H200), WARMUP_EXEC_S the FLA warm-up job's execution budget (default 240), OUT (default ./kda_out),
+# / CHAIN_SHAPES (groups local, reverse, chain), BUDGET seconds after which no new job starts (default 270; 520 when the call may run 600 s: set-up and smoke took 130 s on the H200), WARMUP_EXEC_S the FLA warm-up job's execution budget (default 240), OUT (default ./kda_out),
 # SHAPES the forward shapes in order (default: all; a second call can take those the first
 # call's budget left out, e.g. SHAPES="pack6_h96 pack6_h64 ..." bash benchmarks/kda_bench.sh).
 # Host time per large forward shape: its inputs and float64 reference (threads over chunks and
@@ -67,9 +74,9 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|decode|bwd|local|reverse|s0|check|smoke) ;;
+    case "$g" in main|variants|ws|decode|bwd|local|reverse|chain|s0|check|smoke) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, decode, bwd, local, reverse, \
-s0, check, smoke)"
+chain, s0, check, smoke)"
            exit 2;;
     esac
 done
@@ -138,13 +145,14 @@ fi
 echo "=== 1. compile and resources (ptxas, one process per kernel variant, in parallel; the \
 benches then hit the compile cache) at +$(( $(date +%s) - START ))s"
 for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)") \
-        TT1 TT2 TT4 bwd bwd_local bwd_reverse; do
+        TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
-import kda_bwd_reverse as BR
+import kda_bwd_reverse as BR, kda_bwd_chain as BC
 v = sys.argv[1]
 k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
              else (BR.kda_bwd_reverse, {}) if v == 'bwd_reverse'
+             else (BC.kda_bwd_chain, {'WARPS': 2}) if v == 'bwd_chain'
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)
@@ -164,6 +172,7 @@ case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
     *" ws "*) SMOKE_K="kda_fwd";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
+    " chain ") SMOKE_K="kda_bwd_chain";;
     *) SMOKE_K="kda_bwd";;
 esac
 
@@ -229,7 +238,8 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|decode|bwd|bwd_local|bwd_reverse)\[" "$LOGS/$1.log" | sed 's/^/    /'
+    grep -E "^kda_(fwd|decode|bwd|bwd_local|bwd_reverse|bwd_chain)\[" "$LOGS/$1.log" \
+        | sed 's/^/    /'
     results
 }
 
@@ -311,6 +321,14 @@ or v128ws) and not v64s2w8";;
             for s in ${REVERSE_SHAPES:-t8192_h96 t8192_h64 pack6_h96}; do
                 EXEC_S="${REVERSE_EXEC_S:-180}" bench "reverse-$s" \
                     "kda_bwd_reverse and $s and timing"
+            done;;
+        chain)
+            # synthetic operands (no float64 prep on the host): seconds of input per shape;
+            # 1.6 GB in (N's fragments, B^T) and 0.8 GB of dS1 out at T8192 H96 for the guards
+            # to move, as reverse's
+            for s in ${CHAIN_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64}; do
+                EXEC_S="${CHAIN_EXEC_S:-180}" bench "chain-$s" \
+                    "kda_bwd_chain and ${s}_ and timing"
             done;;
         *) echo "kda_bench: unknown group $group"; exit 2;;
     esac
