@@ -33,7 +33,8 @@
 #   chain     piece 2's serial part on tensor cores (kda_bwd_chain: dS <- exp(G_C) dS + N dS
 #             + B over the chunks, bf16 hi + lo mma.sync; FORWARD=1 the same chain giving
 #             every chunk's S0) alone, T8192 H96, H64 and the public pack at H96 / H64
-#             (CHAIN_SHAPES; WARPS 2 and 4, and the forward walk at T8192 H96), on synthetic
+#             (CHAIN_SHAPES; N staged in shared memory with 8 warps a CTA, and read from
+#             global memory by 2-warp CTAs; the forward walk at T8192 H96), on synthetic
 #             operands (timing only: its small cases, smoked first, are the check),
 #             CHAIN_EXEC_S (default 180) per job; no baseline. Its smoke covers kda_bwd_chain
 #             only when it is the only group
@@ -145,7 +146,7 @@ fi
 echo "=== 1. compile and resources (ptxas, one process per kernel variant, in parallel; the \
 benches then hit the compile cache) at +$(( $(date +%s) - START ))s"
 for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)") \
-        TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain; do
+        TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC
@@ -153,6 +154,7 @@ v = sys.argv[1]
 k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
              else (BR.kda_bwd_reverse, {}) if v == 'bwd_reverse'
              else (BC.kda_bwd_chain, {'WARPS': 2}) if v == 'bwd_chain'
+             else (BC.kda_bwd_chain, {'WARPS': 8, 'STAGED': 1}) if v == 'bwd_chain_s8'
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)

@@ -45,12 +45,30 @@ def test_mutants_are_caught(old, new, tmp_path):
     assert mismatches(mut.SUITE, case, res, inputs)
 
 
-def test_sync_check_is_clean():
-    """Two chunks (64 + 2 rows), two warps: no shared memory and no barrier, each warp reads
-    the operands and writes its own value rows of xs and xn."""
-    case = T.case("sync", B=1, T_=66, H=1, gate="deep", WARPS=2)
+@pytest.mark.parametrize("params", [dict(T_=66, WARPS=2), dict(T_=150, WARPS=2, STAGED=1)],
+                         ids=["global", "staged"])
+def test_sync_check_is_clean(params):
+    """Global: two chunks (64 + 2 rows), two warps, no shared memory and no barrier, each
+    warp reads the operands and writes its own value rows of xs and xn. Staged: three chunks
+    through the two-stage ring (the third reuses stage 0 after the `empty` wait)."""
+    case = T.case("sync", B=1, H=1, gate="deep", **params)
     for result in sync_race(MOD.SUITE, case):
         assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+@SLOW
+@pytest.mark.parametrize("old,new,match", [
+    # thread 0 refills the stage before chunk i - 1's readers are done with it
+    ("                empty[nxt].wait(((i - 1) >> 1) & 1)\n", "                pass\n",
+     "conflict on shared sN"),
+    # the warps read the stage before its bulk copy completed
+    ("        full[ring.stage].wait(ring.phase)\n", "", "conflict on shared sN"),
+], ids=["no_empty_wait", "no_full_wait"])
+def test_sync_check_catches_the_ring_without_its_waits(old, new, match, tmp_path):
+    mut = load_mutant("kda_bwd_chain", old, new, tmp_path)
+    case = T.case("sync", B=1, T_=150, H=1, gate="deep", WARPS=2, STAGED=1)
+    found = [f.message for r in sync_race(mut.SUITE, case) for f in r.findings]
+    assert any(match in m for m in found), found
 
 
 def test_fragments_round_trip_and_carry_the_split():
@@ -89,6 +107,7 @@ def test_inputs_layout():
     (dict(B=2, T_=10, H=1, lens=(4, 6)), r"a varlen pack is one row \(B=1\)"),
     (dict(B=1, T_=10, H=1, WARPS=3), r"WARPS=3 must be 1, 2, 4 or 8"),
     (dict(B=1, T_=10, H=1, FORWARD=2), r"FORWARD=2 must be 0"),
+    (dict(B=1, T_=10, H=1, STAGED=2), r"STAGED=2 must be 0"),
 ])
 def test_refused_shapes_name_the_case_and_the_rule(params, match):
     with pytest.raises(ValueError, match=r"case 'bad': .*" + match):
@@ -105,6 +124,16 @@ def test_compiles_without_shared_memory():
     r = ck.resources
     assert r.registers <= 255 and r.spill_stores <= 128, r
     assert r.smem_static == 0 and int(ck.launch_metadata()["dynamic_smem"]) == 0
+
+
+def test_staged_compiles_to_one_cta_of_8_warps_an_sm():
+    """STAGED=1, WARPS=8: 242 registers, no spills (2026-12-02), 128 KB of ring and its
+    mbarriers: one CTA (a whole head) an SM."""
+    ck = MOD.kda_bwd_chain.compile("sm_90a", WARPS=8, STAGED=1)
+    r = ck.resources
+    assert r.registers <= 255 and r.spill_stores == 0, r
+    smem = r.smem_static + int(ck.launch_metadata()["dynamic_smem"])
+    assert 128 * 1024 < smem <= 129 * 1024 and 256 * r.registers <= 65536, (smem, r)
 
 
 def _numsim(kernel, arrays, grid, outputs, consts=None):

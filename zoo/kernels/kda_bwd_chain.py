@@ -33,14 +33,20 @@ m16n8 C fragments, as kda_fwd's state), and per chunk
  3. dS^T <- dS^T Diag(exp(G_C)) + B^T (``ld.global.nc.v2.f32``: the lane's two channels; B^T
     [chunks, H, V, K] f32 so a lane's pair is 8 contiguous bytes);
  4. dS^T += dS1^T N^T: 8 k-steps x 16 n-tiles x 3 mma.sync m16n8k16, the B fragments of N^T
-    read straight from global memory in their register layout (`nfrag` [chunks, H, 8, 16, 32,
-    4] u32: k-step s, n-tile j, lane, then hi b0, hi b1, lo b0, lo b1: one coalesced
-    ``ld.global.nc.v4.b32`` per lane and fragment pair, 512 bytes a warp).
+    in their register layout (`nfrag` [chunks, H, 8, 16, 32, 4] u32: k-step s, n-tile j,
+    lane, then hi b0, hi b1, lo b0, lo b1: 16 bytes a lane and fragment pair, 512 contiguous
+    bytes a warp), read either
 
-No shared memory and no barrier: every warp is its own chain, so the kernel is trivially free of
-races; its cost is that every warp reads all of N_c (64 KB a chunk: V / 16 = 8 reads per chunk
-and head, from L2 after the first), the bound docs/TUNING.md names and the next version (N_c
-staged once per CTA in shared memory, or wgmma with N_c^T from shared memory) removes.
+    - STAGED=0: by every warp straight from global memory (``ld.global.nc.v4.b32``): no
+      shared memory and no barrier, every warp its own chain; but every warp reads all of
+      N_c (64 KB a chunk: V / 16 = 8 reads per chunk and head, from L2 after the first), so
+      the L2-to-SM traffic is ~3.3x the HBM bytes (docs/TUNING.md);
+    - STAGED=1: from a two-stage shared ring (2 x 64 KB) that thread 0 fills with one
+      ``cp.async.bulk`` a chunk on the stage's `full` mbarrier (transaction bytes), chunk i + 1
+      while the warps work on chunk i, once every thread has arrived on the stage's `empty`
+      mbarrier after its reads of chunk i - 1 (``ld.shared.v4.b32``: 4 wavefronts a warp
+      instruction, no conflict). N then crosses L2 once per CTA; with WARPS = 8 a CTA is a
+      whole head (one CTA an SM: 128 KB of shared memory, 242 registers).
 
 Inputs: nfrag (above; kda_bwd_split.chain_operands' N as `fragments`), bt [chunks, H, V, K],
 eg [chunks, H, K] f32 (B^T and exp(G_C) of every chunk), x0 [N, H, K, V] f32 (dht; h0 with
@@ -48,7 +54,8 @@ FORWARD), cu_seqlens [N + 1], chunk_off [N + 1] (each sequence's first chunk), o
 (longest first: grid z) s32. Outputs: xs [chunks, H, K, V] f32 (dS1 of every chunk; S0 with
 FORWARD), xn [N, H, K, V] f32 (dh0; the final state with FORWARD).
 
-Tags: linear-attention, backward, chunked-scan, mma-sync, state-in-registers, varlen
+Tags: linear-attention, backward, chunked-scan, mma-sync, state-in-registers, mbarrier-pipeline,
+varlen
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ import kda_ref as R  # noqa: E402
 from kda_chunk import C, K, V, afrag, mma, pack, unpack  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked-scan", "mma-sync", "state-in-registers",
-        "varlen")
+        "mbarrier-pipeline", "varlen")
 
 KS = K // 16              # k-steps of the product (16 key channels each)
 NT = K // 8               # n-tiles (8 key channels each)
@@ -122,9 +129,10 @@ def _split(st):
     return his, los
 
 
-def _step(st, ln, hc, nfrag, bt, eg):
+def _step(st, ln, hc, bt, eg, frag):
     """One chunk (head-chunk index hc = chunk * H + h): dS^T <- dS^T Diag(eg) + B^T + dS^T N^T
-    with dS^T's operand split (module docstring, steps 2-4)."""
+    with dS^T's operand split (module docstring, steps 2-4); `frag(s, j)` loads the lane's
+    four words of N's fragments for k-step s and n-tile j (global or shared memory)."""
     ahi, alo = _split(st)
     brow = bt.at((hc * V + ln.v0 + ln.g) * K + 2 * ln.t)
     erow = eg.at(hc * K + 2 * ln.t)
@@ -135,14 +143,74 @@ def _step(st, ln, hc, nfrag, bt, eg):
         for e in range(4):
             add = (b0, b8)[e >> 1][e & 1]
             T.ptx.fma.rn.f32(st[j][e], st[j][e], e2[e & 1], add)
-    fbase = nfrag.at(hc * FRAG + 4 * ln.lane)
     for s in range(KS):
         for j in range(NT):
-            w = T.ptx.ld.global_.nc.v4.b32(fbase + 4 * (s * NT + j) * 32 * 4)
+            w = frag(s, j)
             hi, lo = [w[0], w[1]], [w[2], w[3]]
             mma(st[j], alo[s], hi)
             mma(st[j], ahi[s], lo)
             mma(st[j], ahi[s], hi)
+
+
+def _frag_offset(s, j):
+    """Bytes from a lane's first word of a chunk's `nfrag` to its words of (s, j)."""
+    return 4 * (s * NT + j) * 32 * 4
+
+
+def _walk_global(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD):
+    """STAGED=0: each warp reads N's fragments straight from global memory (L2)."""
+    with T.range(nch) as i:
+        c = cbase + (i if FORWARD else nch - 1 - i)
+        hc = c * H + h
+        _state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
+        fbase = nfrag.at(hc * FRAG + 4 * ln.lane)
+        _step(st, ln, hc, bt, eg,
+              lambda s, j: T.ptx.ld.global_.nc.v4.b32(fbase + _frag_offset(s, j)))
+
+
+def _walk_staged(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, WARPS):
+    """STAGED=1: N's 64 KB of a chunk copied once per CTA into a two-stage shared ring (one
+    ``cp.async.bulk`` by thread 0 on the stage's `full` mbarrier, transaction bytes), each warp
+    reading its fragments with ``ld.shared.v4.b32`` (512 contiguous bytes a warp instruction),
+    every thread arriving on the stage's `empty` mbarrier when its reads are consumed. Thread
+    0 refills the other stage with chunk i + 1 at the top of chunk i, after `empty` says
+    chunk i - 1's readers are done with it (parity ((i - 1) >> 1) & 1: that stage's use
+    number (i - 1) / 2)."""
+    sn = T.shared(T.u32, (2, FRAG), align=128, dynamic=True, name="sN")
+    full = T.mbarrier(2, name="full", dynamic=True)
+    empty = T.mbarrier(2, name="empty", dynamic=True)
+    bulk = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    tid = T.tid.x
+
+    def chunk_of(i):
+        return cbase + (i if FORWARD else nch - 1 - i)
+
+    def load(i, stage):
+        full[stage].arrive_expect_tx(FRAG * 4)
+        bulk(sn.at(stage, 0), nfrag.at((chunk_of(i) * H + h) * FRAG), FRAG * 4, full[stage])
+    with T.if_(tid == 0):
+        for s in range(2):
+            full[s].init(1)
+            empty[s].init(32 * WARPS)
+        T.ptx.fence.mbarrier_init.release.cluster()
+    T.ptx.bar.sync(0)
+    with T.if_((tid == 0) & (nch > 0)):
+        load(0, 0)
+    ring = T.pipeline(2)
+    with T.range(nch) as i:
+        with T.if_((tid == 0) & (i + 1 < nch)):
+            nxt = ring.stage ^ 1
+            with T.if_(i >= 1):
+                empty[nxt].wait(((i - 1) >> 1) & 1)
+            load(i + 1, nxt)
+        hc = chunk_of(i) * H + h
+        _state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
+        sbase = sn.at(ring.stage, ln.lane * 4)
+        full[ring.stage].wait(ring.phase)
+        _step(st, ln, hc, bt, eg,
+              lambda s, j: T.ptx.ld.shared.v4.b32(sbase + _frag_offset(s, j)))
+        empty[ring.stage].arrive()
+        ring.advance()
 
 
 def _grid(B, T_, H, lens=None, WARPS=2):
@@ -158,7 +226,7 @@ def _block(WARPS=2):
 def kda_bwd_chain(nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
                   x0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], chunk_off: T.gptr[T.s32],
                   order: T.gptr[T.s32], xs: T.gptr[T.f32], xn: T.gptr[T.f32],
-                  WARPS: T.const = 2, FORWARD: T.const = 0):
+                  WARPS: T.const = 2, FORWARD: T.const = 0, STAGED: T.const = 0):
     H, h = T.nctaid.y, T.ctaid.y
     n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.z))        # longest sequences first
     start = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n))
@@ -169,11 +237,10 @@ def kda_bwd_chain(nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
     st = [T.fragment(T.f32, 4) for _ in range(NT)]
     sbase = (n * H + h) * (K * V) + ln.v0 + ln.g
     _state_io(st, ln, x0, sbase, load=True)
-    with T.range(nch) as i:
-        c = cbase + (i if FORWARD else nch - 1 - i)
-        hc = c * H + h
-        _state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
-        _step(st, ln, hc, nfrag, bt, eg)
+    if STAGED:
+        _walk_staged(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, WARPS)
+    else:
+        _walk_global(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD)
     _state_io(st, ln, xn, sbase, load=False)
 
 
@@ -298,7 +365,7 @@ def reference(nfrag, bt, eg, x0, cu_seqlens, chunk_off, FORWARD=0, **_):
     return out
 
 
-def timing_inputs(rng, B, T_, H, lens=None, WARPS=2, FORWARD=0):
+def timing_inputs(rng, B, T_, H, lens=None):
     """The large (timing) cases: synthetic operands of the right sizes (exp(G_C) = 1/2, N and
     B ~ N(0, 1) / 64: the chain stays bounded; its time does not depend on the values), no
     reference (SUITE's small cases are the check; the bench smokes them on the GPU first)."""
@@ -314,13 +381,16 @@ def timing_inputs(rng, B, T_, H, lens=None, WARPS=2, FORWARD=0):
                 chunk_off=chunk_off, order=order, **_outputs(H, N, chunks))
 
 
-def constraints(B, T_, H, lens=None, WARPS=2, FORWARD=0):
+def constraints(B, T_, H, lens=None, WARPS=2, FORWARD=0, STAGED=0):
     out, N = R.shape_problems(B, T_, H, lens, "z")
     if WARPS not in (1, 2, 4, 8):
         out.append(f"WARPS={WARPS} must be 1, 2, 4 or 8 (16 value columns each, V = {V})")
     if FORWARD not in (0, 1):
         out.append(f"FORWARD={FORWARD} must be 0 (dS from the last chunk) or 1 (S0 from the "
                    f"first)")
+    if STAGED not in (0, 1):
+        out.append(f"STAGED={STAGED} must be 0 (N read by every warp from global memory) or "
+                   f"1 (staged once per CTA in shared memory)")
     chunks = -(-T_ // C) * B if lens is None else sum(-(-x // C) for x in lens)
     if max(chunks * FRAG, chunks * K * V, N * K * V) * H >= 1 << 32:
         out.append(f"B={B}, T_={T_}, H={H}: nfrag and xs ({chunks} chunks x H x 64 KB) must "
@@ -371,16 +441,24 @@ SUITE = T.suite(
         T.case("fwd_t150_h1_deep", B=1, T_=150, H=1, gate="deep", FORWARD=1),
         # FORWARD over a varlen pack on 2 heads
         T.case("fwd_pack_80_1_30_h2", B=1, T_=111, H=2, lens=(80, 1, 30), FORWARD=1),
+        # STAGED: N through the two-stage shared ring, 8 warps, three chunks (the third
+        # reuses stage 0), saturated gates
+        T.case("s8_t150_h1_deep", B=1, T_=150, H=1, gate="deep", WARPS=8, STAGED=1),
+        # STAGED, 4 warps, the forward walk over a varlen pack with a one-chunk sequence
+        T.case("s4_fwd_pack_80_1_30_h2", B=1, T_=111, H=2, lens=(80, 1, 30), WARPS=4,
+               STAGED=1, FORWARD=1),
     ])
 
 # timing only (no reference: `timing_inputs`), tagged "timing": `benchmarks/kda_bench.sh chain`
-# times them and leaves them out of its smoke step; kda_bwd_reverse's shapes, WARPS 2 (main)
-# and 4, and the forward walk at T8192 H96
+# times them and leaves them out of its smoke step; kda_bwd_reverse's shapes, the staged
+# version with 8 warps (main: one CTA a head and an SM) and the global one with 2 (alt), and
+# the forward walk at T8192 H96
+_VARIANTS = {"s8": dict(WARPS=8, STAGED=1), "w2": dict(WARPS=2)}
 SUITE_TIMING = T.suite(
     kda_bwd_chain, inputs=timing_inputs, **_COMMON,
-    cases=[T.case(f"{name}_h{H}_w{w}", B=1, T_=8192, H=H, lens=lens, WARPS=w, small=False,
-                  tags=("timing", "main" if w == 2 else "alt"))
+    cases=[T.case(f"{name}_h{H}_{v}", B=1, T_=8192, H=H, lens=lens, small=False,
+                  tags=("timing", "main" if v == "s8" else "alt"), **params)
            for name, lens in (("t8192", None), ("pack6", PACK6)) for H in (96, 64)
-           for w in (2, 4)]
-    + [T.case("fwd_t8192_h96_w2", B=1, T_=8192, H=96, WARPS=2, FORWARD=1, small=False,
-              tags=("timing", "alt"))])
+           for v, params in _VARIANTS.items()]
+    + [T.case("fwd_t8192_h96_s8", B=1, T_=8192, H=96, WARPS=8, STAGED=1, FORWARD=1,
+              small=False, tags=("timing", "alt"))])
