@@ -146,19 +146,25 @@ def _numsim(kernel, arrays, grid, outputs, consts=None):
 GRADS = ("dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias")
 
 
-def _chained(gate, lens, H):
+def _chained(gate, lens, H, prep=False):
     """(the final gradients of the chained pieces, kda_ref.backward's): S0 of every chunk by
     the kernel's forward walk and dS1 by its reverse walk (numsim, operands from float64
-    chain_operands / state_operands), then kda_bwd_split.chunk_pieces (float64, the parallel
-    part of piece 2 not yet a kernel) and kda_bwd_local (numsim)."""
+    chain_operands / state_operands, or with `prep` the reverse walk's from kda_bwd_chain_prep
+    in numsim), then kda_bwd_split.chunk_pieces (float64, the parallel part of piece 2 not yet
+    a kernel) and kda_bwd_local (numsim)."""
     BW, BL, R, SP = load("kda_bwd"), load("kda_bwd_local"), MOD.R, MOD.SP
     T_ = 150 if lens is None else sum(lens)
     x = BW.inputs(np.random.default_rng(1), 1, T_, H, lens=lens, gate=gate)
     grid = MOD._grid(1, T_, H, lens, WARPS=4)
     fwd = _numsim(MOD.kda_bwd_chain, MOD.chain_inputs(x, lens, FORWARD=1), grid, MOD.OUTPUTS,
                   dict(WARPS=4, FORWARD=1))
-    rev = _numsim(MOD.kda_bwd_chain, MOD.chain_inputs(x, lens), grid, MOD.OUTPUTS,
-                  dict(WARPS=4))
+    rev_in = MOD.chain_inputs(x, lens)
+    if prep:
+        PR = load("kda_bwd_chain_prep")
+        ops = _numsim(PR.kda_bwd_chain_prep, PR.prep_inputs(x, lens), PR._grid(1, T_, H, lens),
+                      PR.OUTPUTS)
+        rev_in.update(ops)
+    rev = _numsim(MOD.kda_bwd_chain, rev_in, grid, MOD.OUTPUTS, dict(WARPS=4))
     pieces = {n: [] for n in SP.PIECES}
     dv = np.zeros(x["v"].shape)
     for n, (b, t0, t1) in enumerate(R.spans(1, T_, x["cu_seqlens"] if lens else None)):
@@ -185,16 +191,19 @@ def _chained(gate, lens, H):
 
 
 @SLOW
-@pytest.mark.parametrize("gate,lens,H", [("deep", None, 1), ("mixed", (80, 1, 30), 2)],
-                         ids=["t150_deep", "pack_80_1_30_h2"])
-def test_the_chunked_backward_chains_to_the_public_rule(gate, lens, H):
+@pytest.mark.parametrize("gate,lens,H,prep", [("deep", None, 1, False),
+                                              ("mixed", (80, 1, 30), 2, False),
+                                              ("deep", None, 1, True)],
+                         ids=["t150_deep", "pack_80_1_30_h2", "t150_deep_prep_kernel"])
+def test_the_chunked_backward_chains_to_the_public_rule(gate, lens, H, prep):
     """Every final gradient of `_chained` within the public rule (atol = rtol = 0.01) of
     kda_ref.backward: worst 0.025 of the allowance (dbeta of the deep case, dg of the pack) on
     2026-12-02.
     Unlike kda_fwd_s0's bf16 S0 (dq, dk, dbeta up to 6.2x the allowance on the deep case:
-    test_kda_bwd_reverse.py), the chain's hi + lo S0 passes."""
+    test_kda_bwd_reverse.py), the chain's hi + lo S0 passes. With `prep` the reverse chain's
+    operands come from kda_bwd_chain_prep (numsim): prep -> chain -> chunk_pieces -> local."""
     BW = load("kda_bwd")
-    got, ref = _chained(gate, lens, H)
+    got, ref = _chained(gate, lens, H, prep)
     for n in GRADS:
         rep = BW.TOLERANCE.compare(np.asarray(got[n], np.float32), ref[n].astype(np.float32))
         assert rep["ok"], (n, rep)
