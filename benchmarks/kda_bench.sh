@@ -36,10 +36,11 @@
 #             (CHAIN_SHAPES; N staged in shared memory with 8 warps a CTA, and read from
 #             global memory by 2-warp CTAs; the forward walk at T8192 H96), on synthetic
 #             operands (timing only: its small cases, smoked first, are the check),
-#             CHAIN_EXEC_S (default 180) per job; no baseline. After the first shape, piece
-#             2a (kda_bwd_chain_prep: the chain's operands of every chunk, f32 CUDA-core first
-#             version) at PREP_SHAPES (default T8192 H96). Its smoke covers kda_bwd_chain and
-#             kda_bwd_chain_prep only when it is the only group
+#             CHAIN_EXEC_S (default 180) per job; no baseline. After the first shape, pieces
+#             2a and 2c (kda_bwd_chain_prep: the chain's operands of every chunk;
+#             kda_bwd_chain_pieces: dv and the pieces from S0 and dS1; f32 CUDA-core first
+#             versions) at PREP_SHAPES (default T8192 H96). Its smoke covers the three
+#             kda_bwd_chain* kernels only when it is the only group
 #   s0        piece 1 of the chunked backward (kda_fwd_s0: the forward that also stores each
 #             chunk's start state) at S0_SHAPES (default T8192 H96, H64), S0_EXEC_S (default
 #             180) per job; `main` and `variants` leave it out (its 0.8 GB output makes a job
@@ -148,16 +149,19 @@ fi
 echo "=== 1. compile and resources (ptxas, one process per kernel variant, in parallel; the \
 benches then hit the compile cache) at +$(( $(date +%s) - START ))s"
 for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)") \
-        TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep; do
+        TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
+        bwd_chain_pieces; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC, kda_bwd_chain_prep as BP
+import kda_bwd_chain_pieces as BQ
 v = sys.argv[1]
 k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
              else (BR.kda_bwd_reverse, {}) if v == 'bwd_reverse'
              else (BC.kda_bwd_chain, {'WARPS': 2}) if v == 'bwd_chain'
              else (BC.kda_bwd_chain, {'WARPS': 8, 'STAGED': 1}) if v == 'bwd_chain_s8'
              else (BP.kda_bwd_chain_prep, {}) if v == 'bwd_chain_prep'
+             else (BQ.kda_bwd_chain_pieces, {}) if v == 'bwd_chain_pieces'
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)
@@ -243,7 +247,8 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep)\[" "$LOGS/$1.log" \
+    grep -E "^kda_(fwd|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
+bwd_chain_pieces)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
 }
@@ -334,12 +339,14 @@ or v128ws) and not v64s2w8";;
             first=1
             for s in ${CHAIN_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "chain-$s" \
-                    "kda_bwd_chain and not kda_bwd_chain_prep and ${s}_ and timing"
+                    "kda_bwd_chain and not kda_bwd_chain_p and ${s}_ and timing"
                 if [ "$first" = 1 ]; then
                     first=0
                     for p in ${PREP_SHAPES:-t8192_h96}; do
                         EXEC_S="${CHAIN_EXEC_S:-180}" bench "chainprep-$p" \
                             "kda_bwd_chain_prep and $p and timing"
+                        EXEC_S="${CHAIN_EXEC_S:-180}" bench "chainpieces-$p" \
+                            "kda_bwd_chain_pieces and $p and timing"
                     done
                 fi
             done;;

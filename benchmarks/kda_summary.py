@@ -1,5 +1,6 @@
 """Tables from `tirxh bench` report logs of the zoo's KDA kernels (kda_fwd, kda_fwd_s0, kda_decode,
-kda_bwd, kda_bwd_local, kda_bwd_reverse, kda_bwd_chain, kda_bwd_chain_prep; issue 18).
+kda_bwd, kda_bwd_local, kda_bwd_reverse, kda_bwd_chain, kda_bwd_chain_prep,
+kda_bwd_chain_pieces; issue 18).
 
     python benchmarks/kda_summary.py REPORT.jsonl [...] [--json OUT.json]
     python benchmarks/kda_summary.py --smoke SMOKE.jsonl   # exit 0 iff every item verified
@@ -43,7 +44,7 @@ FWD_GOAL, FWD_BWD_GOAL = 2.5, 3.0
 BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd",
              "fla.fused_recurrent_kda")
 KERNELS = ("kda_fwd", "kda_fwd_s0", "kda_decode", "kda_bwd", "kda_bwd_local",
-           "kda_bwd_reverse", "kda_bwd_chain", "kda_bwd_chain_prep")
+           "kda_bwd_reverse", "kda_bwd_chain", "kda_bwd_chain_prep", "kda_bwd_chain_pieces")
 
 
 def _cases() -> dict:

@@ -58,6 +58,14 @@ def normalized_rms_errors(suite, case, res, inputs) -> dict:
     return out
 
 
+def matches_within(suite, case) -> dict:
+    """Simulate `case`, assert it matches the reference (`assert_matches`) and return its
+    `normalized_rms_errors`, for a test to hold them below the kernel's measured level."""
+    res, inputs = simulate(suite, case)
+    assert_matches(suite, case, res, inputs)
+    return normalized_rms_errors(suite, case, res, inputs)
+
+
 def load_mutant(stem: str, old: str, new: str, tmp_path):
     """The zoo module with one exact piece of its source replaced (the piece must occur once)."""
     src = (ZOO / f"{stem}.py").read_text()

@@ -131,16 +131,22 @@ def _grid(B, T_, H, lens=None):
     return BL._grid(B, T_, H, lens)
 
 
+def chunk_cta(chunk_tok, chunk_rows):
+    """kda_bwd_reverse's shared memory and chunk (grid x the head, y the chunk: its first
+    token and valid rows from kda_bwd_local's chunk map), for a CTA per head and chunk."""
+    c = T.ctaid.y
+    return BR._Smem(), BR._Chunk(T.ctaid.x, T.nctaid.x,
+                                 T.ptx.ld.global_.nc.u32(chunk_tok.at(c)),
+                                 T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
+
+
 @T.kernel(grid=_grid, block=256)
 def kda_bwd_chain_prep(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                        beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
                        do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
                        chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
                        eg: T.gptr[T.f32]):
-    sm = BR._Smem()
-    c = T.ctaid.y
-    ck = BR._Chunk(T.ctaid.x, T.nctaid.x, T.ptx.ld.global_.nc.u32(chunk_tok.at(c)),
-                   T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
+    sm, ck = chunk_cta(chunk_tok, chunk_rows)
     BL._norms(sm, ck, q, k, beta)
     T.ptx.bar.sync(0)
     BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)

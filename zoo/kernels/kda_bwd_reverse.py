@@ -308,8 +308,9 @@ def _update_state(sm, dS):
             T.ptx.st.global_.f32(base + r * V * 4, T.ptx.fma.rn.f32(eg, old, acc[r]))
 
 
-def _chunk(sm, ck, ins, s0, dS, outs):
-    """One chunk of the reverse walk (module docstring's phases)."""
+def _chunk(sm, ck, ins, s0, dS, outs, update=True):
+    """One chunk of the reverse walk (module docstring's phases); without `update`, dS is only
+    read (kda_bwd_chain_pieces: every chunk at once from its own dS1)."""
     q, k, g_raw, v_in, beta, A_log, dt_bias, do = ins
     dv, dqe, dke, dkl, dm, dtb, dgs = outs
     BL._norms(sm, ck, q, k, beta)
@@ -338,7 +339,8 @@ def _chunk(sm, ck, ins, s0, dS, outs):
     _store_rows(sm.r, d_r)
     T.ptx.bar.sync(0)
     _key_product(ck, sm.r, _Mat(s0, ck.state()), dke, sign=-1.0)
-    _update_state(sm, dS)
+    if update:
+        _update_state(sm, dS)
     T.ptx.bar.sync(0)
 
 
