@@ -167,20 +167,22 @@ def _chained(gate, lens, H, kernels=False):
     """(the final gradients of the chained pieces, kda_ref.backward's): S0 of every chunk by
     the kernel's forward walk and dS1 by its reverse walk (numsim, operands from float64
     chain_operands / state_operands), then kda_bwd_split.chunk_pieces (float64) and
-    kda_bwd_local (numsim). With `kernels` the reverse walk's operands come from
-    kda_bwd_chain_prep and dv and the pieces from kda_bwd_chain_pieces (numsim both)."""
+    kda_bwd_local (numsim). With `kernels` both walks' operands come from kda_bwd_chain_prep
+    and dv and the pieces from kda_bwd_chain_pieces (numsim both)."""
     BW, BL, R, SP = load("kda_bwd"), load("kda_bwd_local"), MOD.R, MOD.SP
     T_ = 150 if lens is None else sum(lens)
     x = BW.inputs(np.random.default_rng(1), 1, T_, H, lens=lens, gate=gate)
     grid = MOD._grid(1, T_, H, lens, WARPS=4)
-    fwd = _numsim(MOD.kda_bwd_chain, MOD.chain_inputs(x, lens, FORWARD=1), grid, MOD.OUTPUTS,
-                  dict(WARPS=4, FORWARD=1))
-    rev_in = MOD.chain_inputs(x, lens)
-    if kernels:
-        PR = load("kda_bwd_chain_prep")
-        rev_in.update(_numsim(PR.kda_bwd_chain_prep, PR.prep_inputs(x, lens),
-                              PR._grid(1, T_, H, lens), PR.OUTPUTS))
-    rev = _numsim(MOD.kda_bwd_chain, rev_in, grid, MOD.OUTPUTS, dict(WARPS=4))
+    walks = {}
+    for forward in (1, 0):
+        ins = MOD.chain_inputs(x, lens, FORWARD=forward)
+        if kernels:
+            PR = load("kda_bwd_chain_prep")
+            ins.update(_numsim(PR.kda_bwd_chain_prep, PR.prep_inputs(x, lens, forward),
+                               PR._grid(1, T_, H, lens), PR.OUTPUTS, dict(FORWARD=forward)))
+        walks[forward] = _numsim(MOD.kda_bwd_chain, ins, grid, MOD.OUTPUTS,
+                                 dict(WARPS=4, FORWARD=forward))
+    fwd, rev = walks[1], walks[0]
     if kernels:
         PC = load("kda_bwd_chain_pieces")
         got = _numsim(PC.kda_bwd_chain_pieces, PC.pieces_inputs(x, fwd["xs"], rev["xs"], lens),
@@ -209,8 +211,8 @@ def test_the_chunked_backward_chains_to_the_public_rule(gate, lens, H, kernels):
     kda_ref.backward: worst 0.025 of the allowance (dbeta of the deep case, dg of the pack) on
     2026-12-02.
     Unlike kda_fwd_s0's bf16 S0 (dq, dk, dbeta up to 6.2x the allowance on the deep case:
-    test_kda_bwd_reverse.py), the chain's hi + lo S0 passes. With `kernels`: prep -> chain ->
-    pieces -> local, every step a kernel in numsim but the forward walk's operands."""
+    test_kda_bwd_reverse.py), the chain's hi + lo S0 passes. With `kernels`: prep (both walks)
+    -> chain (both walks) -> pieces -> local, every step a kernel in numsim."""
     BW = load("kda_bwd")
     got, ref = _chained(gate, lens, H, kernels)
     for n in GRADS:

@@ -1,6 +1,6 @@
 """zoo/kernels/kda_bwd_chain_prep.py (piece 2a of the chain split: kda_bwd_chain's operands of
-every chunk at once): every small case in numsim against kda_bwd_split.chain_operands in
-float64 (B^T and exp(G_C) by the suite's rule; N's fragment words as what the chain multiplies
+every chunk at once, and with FORWARD the forward walk's): every small case in numsim against
+kda_bwd_split.chain_operands / state_operands in float64 (B^T and exp(G_C) by the suite's rule; N's fragment words as what the chain multiplies
 by, hi + lo); the dropped M W term is caught; sync_check clean; resources. The chained check
 (prep -> chain -> chunk_pieces -> kda_bwd_local within the public rule) is in
 test_kda_bwd_chain.py."""
@@ -19,13 +19,16 @@ SLOW = pytest.mark.slow   # numsim of 256 threads: ~340K warp-instructions (~2 s
 def _run(mod, case):
     import tirxh_numsim as ns  # the numsim plugin distribution (installed with the project)
     x = mod.SUITE.make_inputs(case, 0)
-    res = ns.run(mod.kda_bwd_chain_prep, x, grid=mod.SUITE.grid(case), outputs=list(mod.OUTPUTS))
+    res = ns.run(mod.kda_bwd_chain_prep, x, grid=mod.SUITE.grid(case), outputs=list(mod.OUTPUTS),
+                 consts=mod.SUITE.consts(case))
     return res, x
 
 
 def _n_error(mod, res, x, case):
     """Normalized RMS error of N (hi + lo of the kernel's words against the float64 N)."""
-    N = mod.CH._operands(dict(x), case.params.get("lens"))[0]
+    fwd = case.params.get("FORWARD", 0)
+    raw = dict(x, **{"v" if fwd else "do": x["y"]})
+    N = mod.CH._operands(raw, case.params.get("lens"), forward=bool(fwd))[0]
     err = mod.CH.unsplit(np.asarray(res.outputs["nfrag"])) - N
     return float(np.sqrt(np.mean(err ** 2) / np.mean(N ** 2)))
 
@@ -78,6 +81,6 @@ def test_inputs_and_refused_shapes():
 def test_timing_inputs():
     """The timing suite: raw inputs, dO and the chunk map, no reference."""
     x = MOD.timing_inputs(np.random.default_rng(0), 1, 200, 2, lens=(150, 50))
-    assert list(x["chunk_rows"]) == [64, 64, 22, 50] and x["do"].shape == (1, 200, 2, 128)
+    assert list(x["chunk_rows"]) == [64, 64, 22, 50] and x["y"].shape == (1, 200, 2, 128)
     assert x["nfrag"].shape == (4, 2, 8, 16, 32, 4)
     assert all(not c.small for c in MOD.SUITE_TIMING.cases) and MOD.SUITE_TIMING.reference is None

@@ -11,17 +11,20 @@ M = lower(qs_i . k^_j 2^(G_i - G_j)), T = (I + Diag(beta) P)^-1, Tb = T Diag(bet
     N = -W^T KL  [K, K] (written as kda_bwd_chain's `nfrag`: bf16 hi + lo B fragments)
     B^T = dO^T U  [V, K] (f32),   exp(G_C) [K] (f32)
 
-since N = -KE^T Tb^T KL and B = (QE^T - KE^T Tb^T M^T) dO = U^T dO.
+since N = -KE^T Tb^T KL and B = (QE^T - KE^T Tb^T M^T) dO = U^T dO. With FORWARD=1 the forward
+walk's operands (kda_bwd_split.state_operands): X = Tb^T KL [C, K], N = -X^T KE (= N^T of the
+backward's: -KL^T Tb KE), B^T = V^T X, exp(G_C).
 
 Phases (256 threads, ``bar.sync`` between): kda_bwd_reverse's prep (norms -> gate -> P, M ->
-T beside KE, QE, KL, exp(G_C) and dO staged) -> W ("col" threads: channel d = t % 128, 32
-rows) into the G tile -> U (col) into the P tile -> N (thread = input channel b = t % 128,
+T beside KE, QE, KL, exp(G_C) and y = dO (V with FORWARD) staged) -> W ("col" threads: channel
+d = t % 128, 32 rows) into the G tile -> U (col) into the P tile (FORWARD: X into the G tile,
+no U) -> N (thread = input channel b = t % 128,
 64 output channels 64 (t / 128) ..: 64 accumulators; the pair (b, b ^ 1) exchanged with
 ``shfl.sync.bfly`` so that the thread of the row's parity packs hi = ``cvt.rn.bf16x2.f32`` and
 lo = the same of what hi leaves, and stores the two fragment words) and B^T (thread = value
 column v, 64 channels: ``st.global.v4.f32`` along its row of B^T), exp(G_C).
 
-Inputs: q, k, g_raw, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H], dt_bias [H, K]
+Inputs: q, k, g_raw, y [B, T, H, 128] bf16 (y: dO, or V with FORWARD); beta [B, T, H] bf16; A_log [H], dt_bias [H, K]
 f32; chunk_tok, chunk_rows [chunks] s32 (kda_bwd_local's chunk map). Outputs: nfrag [chunks,
 H, 8, 16, 32, 4] u32, bt [chunks, H, V, K] f32, eg [chunks, H, K] f32 (kda_bwd_chain's
 inputs). Rows past a sequence: k^ = q^ = 0, beta = 0, dO = 0, so they add nothing.
@@ -65,6 +68,18 @@ def _left_tb(sm):
         T.ptx.st.shared.f32(sm.r.at(i0 + r, d), acc[r])
 
 
+def _right_tb(sm):
+    """FORWARD, col threads: X[i, d] = beta_i sum_j T[j, i] KL[j, d] (X = Tb^T KL) into the
+    G tile (sm.r)."""
+    d, i0 = BR._roles()
+    acc = BL._zeros(HALF)
+    with T.range(C) as j:
+        BR._rows32(acc, sm.t.at(j, i0), 4, T.ptx.ld.shared.f32(sm.kl_.at(j, d)))
+    for r in range(HALF):
+        i = i0 + r
+        T.ptx.st.shared.f32(sm.r.at(i, d), acc[r] * T.ptx.ld.shared.f32(sm.beta.at(i)))
+
+
 def _u(sm):
     """Col threads: U[i, d] = QE[i, d] - sum_j M[i, j] W[j, d] into the P tile (sm.dlt)."""
     d, i0 = BR._roles()
@@ -77,8 +92,9 @@ def _u(sm):
 
 
 def _outer(tile, col_tile, col, a0):
-    """acc[r] = sum_i tile[i, a0 + r] col_tile[i, col] for the thread's 64 r (the tile's row
-    i read as a broadcast run of 16-row... 64 contiguous words, the column operand its own)."""
+    """acc[r] = sum_i tile[i, a0 + r] col_tile[i, col] for the thread's 64 r: per row i one
+    load of the thread's column operand and 64 broadcast loads of the row's contiguous words
+    a0 .. a0 + 63 (the same for the whole warp)."""
     acc = BL._zeros(ROWS)
     with T.range(C) as i:
         x = T.ptx.ld.shared.f32(col_tile.at(i, col))
@@ -88,13 +104,14 @@ def _outer(tile, col_tile, col, a0):
     return acc
 
 
-def _n_fragments(sm, ck, nfrag):
-    """N[a, b] = -sum_i W[i, a] KL[i, b] (thread: b = t % 128, a = a0 .. a0 + 63) as
-    kda_bwd_chain's fragment words: for output row a = 8j + g and the input pair b_even = 16s +
-    2t' + 8 o, hi and lo words at ((((hc 8 + s) 16 + j) 32 + 4 g + t') 4 + o (+ 2))."""
+def _n_fragments(sm, ck, nfrag, right):
+    """N[a, b] = -sum_i W[i, a] right[i, b] (W in sm.r; right: KL, or KE with FORWARD; thread:
+    b = t % 128, a = a0 .. a0 + 63) as kda_bwd_chain's fragment words: for output row a = 8j +
+    g and the input pair b_even = 16s + 2t' + 8 o, hi and lo words at ((((hc 8 + s) 16 + j) 32
+    + 4 g + t') 4 + o (+ 2))."""
     b = T.tid.x & (K - 1)
     a0 = (T.tid.x >> 7) * ROWS
-    acc = _outer(sm.r, sm.kl_, b, a0)
+    acc = _outer(sm.r, right, b, a0)
     odd = (b & 1) == 1
     rem = b & 15
     hc = ck.c * ck.H + ck.h
@@ -115,12 +132,13 @@ def _n_fragments(sm, ck, nfrag):
         T.ptx.st.global_.b32(at + 8, lw, pred=mine)
 
 
-def _b_rows(sm, ck, bt):
-    """B^T[v, d] = sum_i dO[i, v] U[i, d] (thread: v = t % 128, d = d0 .. d0 + 63), stored
-    along the thread's row of bt (16 ``st.global.v4.f32``)."""
+def _b_rows(sm, ck, bt, left):
+    """B^T[v, d] = sum_i Y[i, v] left[i, d] (Y: dO, or V with FORWARD, staged in sm.do; left:
+    U, or X with FORWARD; thread: v = t % 128, d = d0 .. d0 + 63), stored along the thread's
+    row of bt (16 ``st.global.v4.f32``)."""
     v = T.tid.x & (V - 1)
     d0 = (T.tid.x >> 7) * ROWS
-    acc = _outer(sm.dlt, sm.do, v, d0)
+    acc = _outer(left, sm.do, v, d0)
     row = bt.at(((ck.c * ck.H + ck.h) * V + v) * K + d0)
     for q in range(ROWS // 4):
         T.ptx.st.global_.v4.f32(row + 16 * q, acc[4 * q:4 * q + 4])
@@ -143,9 +161,9 @@ def chunk_cta(chunk_tok, chunk_rows):
 @T.kernel(grid=_grid, block=256)
 def kda_bwd_chain_prep(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                        beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
-                       do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
+                       y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
                        chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
-                       eg: T.gptr[T.f32]):
+                       eg: T.gptr[T.f32], FORWARD: T.const = 0):
     sm, ck = chunk_cta(chunk_tok, chunk_rows)
     BL._norms(sm, ck, q, k, beta)
     T.ptx.bar.sync(0)
@@ -154,14 +172,20 @@ def kda_bwd_chain_prep(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf1
     BR._pairs(sm)
     T.ptx.bar.sync(0)
     BL._inverse(sm)
-    BR._decayed(sm, ck, q, k, do)
+    BR._decayed(sm, ck, q, k, y)        # y (dO, or V) staged in sm.do
     T.ptx.bar.sync(0)
-    _left_tb(sm)
-    T.ptx.bar.sync(0)
-    _u(sm)
-    T.ptx.bar.sync(0)
-    _n_fragments(sm, ck, nfrag)
-    _b_rows(sm, ck, bt)
+    if FORWARD:
+        _right_tb(sm)
+        T.ptx.bar.sync(0)
+        _n_fragments(sm, ck, nfrag, sm.ke)
+        _b_rows(sm, ck, bt, sm.r)
+    else:
+        _left_tb(sm)
+        T.ptx.bar.sync(0)
+        _u(sm)
+        T.ptx.bar.sync(0)
+        _n_fragments(sm, ck, nfrag, sm.kl_)
+        _b_rows(sm, ck, bt, sm.dlt)
     with T.if_(T.tid.x < K):
         d = T.tid.x
         T.ptx.st.global_.f32(eg.at((ck.c * ck.H + ck.h) * K + d), T.ptx.ld.shared.f32(sm.eg.at(d)))
@@ -170,7 +194,7 @@ def kda_bwd_chain_prep(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf1
 # --- inputs, reference, cases ------------------------------------------------------------------
 
 OUTPUTS = ("nfrag", "bt", "eg")
-_RAW = ("q", "k", "g_raw", "beta", "A_log", "dt_bias", "do")
+_RAW = ("q", "k", "g_raw", "beta", "A_log", "dt_bias")
 
 
 def _outputs(H, chunks):
@@ -179,28 +203,28 @@ def _outputs(H, chunks):
                 eg=np.zeros((chunks, H, K), np.float32))
 
 
-def prep_inputs(x, lens=None):
-    """The kernel's arguments from kda_bwd's inputs `x`: the raw tensors, the chunk map,
-    zeroed outputs."""
+def prep_inputs(x, lens=None, FORWARD=0):
+    """The kernel's arguments from kda_bwd's inputs `x`: the raw tensors (y = dO, or V with
+    FORWARD), the chunk map, zeroed outputs."""
     B, T_, H = x["q"].shape[:3]
     tok, rows = BL._chunk_map(B, T_, lens)
-    return dict({n: x[n] for n in _RAW}, chunk_tok=tok, chunk_rows=rows,
-                **_outputs(H, len(tok)))
+    return dict({n: x[n] for n in _RAW}, y=x["v"] if FORWARD else x["do"], chunk_tok=tok,
+                chunk_rows=rows, **_outputs(H, len(tok)))
 
 
-def inputs(rng, B, T_, H, lens=None, gate="mixed"):
+def inputs(rng, B, T_, H, lens=None, gate="mixed", FORWARD=0):
     """kda_bwd's inputs for the shape and gate regime, as the kernel's (`prep_inputs`), with
     cu_seqlens kept for the reference."""
     x = BW.inputs(rng, B, T_, H, lens=lens, gate=gate)
-    return dict(prep_inputs(x, lens), cu_seqlens=x["cu_seqlens"])
+    return dict(prep_inputs(x, lens, FORWARD), cu_seqlens=x["cu_seqlens"])
 
 
-def reference(q, k, g_raw, beta, A_log, dt_bias, do, cu_seqlens, lens=None, **_):
-    """kda_bwd_split.chain_operands of every sequence in float64 (kda_bwd_chain._operands),
-    N as `nfrag` (the bf16 hi + lo of the float64 N)."""
-    x = dict(q=q, k=k, g_raw=g_raw, beta=beta, A_log=A_log, dt_bias=dt_bias, do=do,
-             cu_seqlens=cu_seqlens)
-    Nm, Bm, egm = CH._operands(x, lens)
+def reference(q, k, g_raw, beta, A_log, dt_bias, y, cu_seqlens, lens=None, FORWARD=0, **_):
+    """kda_bwd_split.chain_operands (state_operands with FORWARD) of every sequence in float64
+    (kda_bwd_chain._operands), N as `nfrag` (the bf16 hi + lo of the float64 N)."""
+    x = dict(q=q, k=k, g_raw=g_raw, beta=beta, A_log=A_log, dt_bias=dt_bias,
+             cu_seqlens=cu_seqlens, **{"v" if FORWARD else "do": y})
+    Nm, Bm, egm = CH._operands(x, lens, forward=bool(FORWARD))
     return dict(nfrag=CH.fragments(Nm), bt=np.swapaxes(Bm, -1, -2).astype(np.float32),
                 eg=egm.astype(np.float32))
 
@@ -210,12 +234,15 @@ def timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
     values), no reference (SUITE's small cases are the check; the bench smokes them first)."""
     x = BL.timing_inputs(rng, B, T_, H, lens, gate)
     keep = ("q", "k", "g_raw", "beta", "A_log", "dt_bias", "chunk_tok", "chunk_rows")
-    do = rng.standard_normal((B, T_, H, V), np.float32).astype(x["q"].dtype)
-    return dict({n: x[n] for n in keep}, do=do, **_outputs(H, len(x["chunk_tok"])))
+    y = rng.standard_normal((B, T_, H, V), np.float32).astype(x["q"].dtype)
+    return dict({n: x[n] for n in keep}, y=y, **_outputs(H, len(x["chunk_tok"])))
 
 
-def constraints(B, T_, H, lens=None):
-    return BL.constraints(B, T_, H, lens)
+def constraints(B, T_, H, lens=None, FORWARD=0):
+    out = BL.constraints(B, T_, H, lens)
+    if FORWARD not in (0, 1):
+        out.append(f"FORWARD={FORWARD} must be 0 (chain_operands) or 1 (state_operands)")
+    return out
 
 
 def _bytes(B, T_, H, lens=None):
@@ -244,6 +271,11 @@ SUITE = T.suite(
         T.case("t20_h1_deep", B=1, T_=20, H=1, gate="deep"),
         # a varlen pack (2 chunks, a one-token sequence, a tail) on 2 heads, mixed gates
         T.case("pack_80_1_30_h2", B=1, T_=111, H=2, lens=(80, 1, 30), gate="mixed",
+               tags=BW.SYNC_IN_TESTS),
+        # FORWARD (the forward walk's operands): one 20-row chunk, deep gates
+        T.case("fwd_t20_h1_deep", B=1, T_=20, H=1, gate="deep", FORWARD=1),
+        # FORWARD over the pack on 2 heads
+        T.case("fwd_pack_80_1_30_h2", B=1, T_=111, H=2, lens=(80, 1, 30), FORWARD=1,
                tags=BW.SYNC_IN_TESTS),
     ])
 
