@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 
 import tirxh.lang as T
-from tirxh.core.types import numpy_dtype
+from tirxh.api import numpy_dtype
 
 # the zoo is a directory of kernel files, not a package (see kda_fwd.py)
 if str(Path(__file__).parent) not in sys.path:
@@ -247,7 +247,6 @@ def kda_bwd_chain(nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
 # --- operands, inputs, reference, cases -----------------------------------------------------
 
 OUTPUTS = ("xs", "xn")
-_ARGS = ("nfrag", "bt", "eg", "x0", "cu_seqlens", "chunk_off", "order")
 
 
 def bf16_split(x):

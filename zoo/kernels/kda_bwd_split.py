@@ -34,6 +34,13 @@ Diag(beta) of kda_ref.chunked):
    then (in the kernel, as kda_bwd does per token) the L2 norms' and the gate's chains and the
    per-channel sums for dA_log and ddt_bias.
 
+Piece 2 as a chain (session 6, kda_bwd_chain*.py): the reverse pass's only serial dependency
+is dS0 = Diag(exp(G_C)) dS1 + N dS1 + B with N, B from the chunk's own inputs, so piece 2 splits
+into `chain_operands` (2a, all chunks in parallel), `chain` (2b, serial: one [K, K] x [K, V]
+product a chunk) and `chunk_pieces` (2c, all chunks in parallel, from S0 and the chained dS1);
+piece 3 reads the same PIECES. The forward's state is the same chain with N^T
+(`state_operands`), which gives S0 in the chain's precision.
+
 The pairwise products are evaluated here as the kernels must, with the 16-row block references
 of kda_chunk.py: for i in block a and j in block b <= a, exp(G_i - G_j) = 2^(G_i - r_a) 2^(r_a -
 r_b) 2^(r_b - G_j) with r_a the cumulative log-decay at block a's first row, so every factor is
