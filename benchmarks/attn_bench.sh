@@ -31,7 +31,8 @@
 #
 # Env: ATTN_K a -k expression over case names instead of the groups, BUDGET seconds for the timed clients (default 180), TOTAL_LIMIT (default 285),
 # SMOKE_LIMIT (default 90; 0 skips the smoke pass), SMOKE_K (a -k expression that narrows the
-# smoke pass to a new variant's small and smoke cases, e.g. "pairs"), SEEDS (default 1), SHAPES (e.g.
+# smoke pass to a new variant's small and smoke cases, e.g. "pairs"), SEEDS (default 1),
+# SHAPES (e.g.
 # "b4h32s8192 b2h16s16384" to restrict), OUT (default ./gpu_out: gpu_bench.tar.gz with every
 # log and report, summary.md, summary.json).
 # Exits 0 without a GPU, saying so.
@@ -68,7 +69,8 @@ done
 echo "attn_bench: one client per shape: $shapes; roles: $roles"
 
 smoke=""
-[ "${SMOKE_LIMIT:-90}" = 0 ] || smoke="attention_fwd and not (main or alt or sweep)${SMOKE_K:+ and ($SMOKE_K)}"
+[ "${SMOKE_LIMIT:-90}" = 0 ] ||
+    smoke="attention_fwd and not (main or alt or sweep)${SMOKE_K:+ and ($SMOKE_K)}"
 SMOKE="$smoke" SMOKE_LIMIT="${SMOKE_LIMIT:-90}" SMOKE_EXEC_S=15 SMOKE_GATE=1 SEEDS="${SEEDS:-1}" \
     TOTAL_LIMIT="${TOTAL_LIMIT:-285}" SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-180}" OUT="$OUT" \
     bash benchmarks/gpu_bench.sh

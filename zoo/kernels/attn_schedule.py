@@ -37,14 +37,14 @@ from types import SimpleNamespace
 
 ORDERS = ("snake", "pairs")
 BM = 128                       # query rows per tile (attention.BM)
+D = 128                        # head dimension
+L2_WORKING_SET = 16 << 20      # the K and V bytes a schedule section keeps hot (H200 L2: 50 MB)
 
 
 def host_ops(grid: int, cta: int) -> SimpleNamespace:
     """The integer `ops` of CTA `cta` of `grid` (the model's)."""
     return SimpleNamespace(sel=lambda a, b, p: a if p else b, umin=min, grid=lambda: grid,
                            cta=lambda: cta)
-D = 128                        # head dimension
-L2_WORKING_SET = 16 << 20      # the K and V bytes a schedule section keeps hot (H200 L2: 50 MB)
 
 
 def heads_per_section(H: int, HKV: int, S: int) -> int:
