@@ -706,10 +706,10 @@ SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument ta
     # both: 4 tiles of 3 blocks of 160 keys (an 80-key tail) with the lazy rescale
     T.case("s400_bn160_lazy8_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=False, SMS=2, BN=160,
            LAZY=8),
-    # the causal pair order (zoo/kernels/attn_schedule.py), its split tail round with short
-    # tiles left over (2 units, units 3 + 0 and 2 + 1, on 3 CTAs): CTA 0 runs query block 3,
-    # CTA 1 blocks 2 and 0, CTA 2 block 1
-    T.case("s400_causal_pairs_lazy8_p3", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=True, SMS=3,
+    # the causal pair order (zoo/kernels/attn_schedule.py), its split tail round with a short
+    # tile left over and an idle CTA (units 2 + 0 and the middle block 1 on 3 CTAs): CTA 0
+    # runs query block 2, CTA 1 blocks 1 and 0, CTA 2 nothing (the middle unit's missing half)
+    T.case("s384_causal_pairs_lazy8_p3", B=1, S=384, H=1, HKV=1, HG=1, CAUSAL=True, SMS=3,
            LAZY=8, ORDER="pairs"),
     # with GQA (2 query heads on 1 KV head), a 44-key tail, an odd nm (3: the middle block is
     # a unit alone), a full round of units and a split tail (4 units on 3 CTAs): CTA 0 runs
