@@ -71,6 +71,17 @@ def test_the_pair_order_balances_every_causal_benchmark_shape():
         [31 * 65 + 33, 15 * 129 + 98, 8 * 17, 31 * 65 + 33]
 
 
+def test_the_pair_order_reads_no_more_kv_heads_at_once_than_the_snake():
+    """A round of units reads at most the snake's number of KV heads (8 / 4 / 32 / 8: 32 MB at
+    the MHA shapes, 32 MB for GQA's 8 KV heads of 4 MB)."""
+    got = []
+    for B, H, HKV, S_ in SHAPES:
+        hg = S.heads_per_section(H, HKV, S_)
+        got.append([S.kv_heads_in_flight(o, S.per_cta(o, B, S_, H, hg, 132), H, HKV)
+                    for o in S.ORDERS])
+    assert got == [[8, 8], [4, 4], [32, 32], [8, 8]]
+
+
 def test_heads_per_section_keeps_about_16mb_of_k_and_v_in_l2():
     assert [S.heads_per_section(H, HKV, S_) for _, H, HKV, S_ in SHAPES] == [4, 2, 16, 16]
 

@@ -150,6 +150,15 @@ def makespan(per: list, causal: bool = True, nkv: int = 0, overhead: float = 0.0
     return {"max": max(loads), "min": min(loads), "mean": mean, "efficiency": mean / max(loads)}
 
 
+def kv_heads_in_flight(order: str, per: list, H: int, HKV: int) -> int:
+    """The most distinct (b, KV head) pairs whose K and V one round of the order reads at once
+    (a round of units for "pairs": two tiles a CTA), what the sections keep within the L2."""
+    step = 2 if order == "pairs" else 1
+    rounds = max(len(tiles) for tiles in per)
+    return max(len({(b, h // (H // HKV)) for tiles in per for b, h, _ in tiles[k:k + 1]})
+               for k in range(0, rounds, step))
+
+
 def check_cover(per: list, B: int, S: int, H: int) -> None:
     """Every tile exactly once (ValueError naming the first tile run twice or never)."""
     seen = {}
