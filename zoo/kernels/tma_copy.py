@@ -24,6 +24,10 @@ memory (a 64 x 128 box touches 64 rows, 256 bytes each) and the last chunk is sh
 count, ``min.u32``, arms the mbarrier and sizes both copies). Smaller chunks also even out the
 CTAs' shares: 16384 tiles over 396 CTAs leave some CTAs one tile (2.4%) more than others.
 
+POL=1 adds ``.L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first.b64`` policy to
+the loads (each input line is read once: torch.compile's kernels mark such loads evict-first),
+POL=2 to the stores as well (the output is never read back by the kernel).
+
 Techniques: TMA (tensor maps, bulk tensor copies, 1-D bulk copies), mbarrier transaction-count completion, a
 STAGES-deep shared-memory ring, bulk async-groups (wait_group.read to recycle a stage early),
 persistent CTAs, single-thread issue.
@@ -57,17 +61,22 @@ def _grid(R, C, BR, BC, CTAS, BULK):
 @T.kernel(grid=_grid, block=32)
 def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
              out: T.gptr[T.bf16], R: T.u32, C: T.u32, BR: T.const = 64, BC: T.const = 128,
-             STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0):
+             STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0, POL: T.const = 0):
+    lh = ".L2::cache_hint" if POL else ""  # POL: evict-first policies (module docstring)
+    sh = ".L2::cache_hint" if POL == 2 else ""
     tma_load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-                     ".mbarrier::complete_tx::bytes"]
-    tma_store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"]
-    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
-    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
+                     ".mbarrier::complete_tx::bytes" + lh]
+    tma_store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" + sh]
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" + lh]
+    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group" + sh]
     buf = T.shared(T.bf16, (STAGES, BR, BC), align=1024, dynamic=True, name="buf")
     full = T.mbarrier(STAGES, name="full", dynamic=True)
     box_bytes = BR * BC * 2
     chunk = BR * BC  # BULK: elements per 1-D chunk
     with T.if_(T.tid.x == 0):
+        policy = T.ptx.createpolicy.fractional.L2__evict_first.b64() if POL else None
+        lp = (policy,) if POL else ()  # the policy operand of the hinted copies
+        sp = (policy,) if POL == 2 else ()
         grid = T.nctaid.x
         cta = T.ctaid.x
         if BULK:
@@ -94,17 +103,17 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
             if BULK:
                 off, nbytes = span(k)
                 full[stage].arrive_expect_tx(nbytes)
-                bulk_load(buf.at(stage), x.at(off), nbytes, full[stage])
+                bulk_load(buf.at(stage), x.at(off), nbytes, full[stage], *lp)
             else:
                 full[stage].arrive_expect_tx(box_bytes)
-                tma_load(buf.at(stage), x_map[coords(k)], full[stage])
+                tma_load(buf.at(stage), x_map[coords(k)], full[stage], *lp)
 
         def store(k, stage):
             if BULK:
                 off, nbytes = span(k)
-                bulk_store(out.at(off), buf.at(stage), nbytes)
+                bulk_store(out.at(off), buf.at(stage), nbytes, *sp)
             else:
-                tma_store(out_map[coords(k)], buf.at(stage))
+                tma_store(out_map[coords(k)], buf.at(stage), *sp)
 
         for s in range(STAGES):
             full[s].init(1)
@@ -126,8 +135,11 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
         T.ptx.cp.async_.bulk.wait_group(0)
 
 
-def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0):
+def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0, POL=0):
     out = []
+    if POL not in (0, 1, 2):
+        out.append(f"POL={POL} must be 0 (no policy), 1 (evict-first loads) or 2 (loads and "
+                   "stores)")
     if BULK not in (0, 1):
         out.append(f"BULK={BULK} must be 0 (2-D tensor tiles) or 1 (1-D chunks of BR*BC "
                    "elements)")
@@ -166,7 +178,18 @@ SUITE = T.suite(
            # 1-D chunks of 16 KiB (one row) and of 8 KiB, 64 KiB of stages: 3 CTAs per SM
            T.case("r16384_c8192_bulk", R=16384, C=8192, BULK=1, **BENCH),
            T.case("r16384_c8192_bulk_8k_s8", R=16384, C=8192, BR=16, BC=256, STAGES=8,
-                  BULK=1, **BENCH)],
+                  BULK=1, **BENCH),
+           # session 6 (docs/TUNING.md "Session 6"): evict-first policies; grids whose CTAs
+           # take equal shares (16384 tiles: 256 CTAs of 64, or 128 of 128 with a deeper ring)
+           T.case("r100_c200_s2_pol", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3, POL=1),
+           T.case("r100_c200_s2_bulk_pol2", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3,
+                  BULK=1, POL=2),
+           T.case("r130_c264_pol2", R=130, C=264, BR=64, BC=128, STAGES=3, CTAS=2, POL=2),
+           T.case("r16384_c8192_p256", R=16384, C=8192, CTAS=256, **BENCH),
+           T.case("r16384_c8192_pol", R=16384, C=8192, POL=1, **BENCH),
+           T.case("r16384_c8192_pol2", R=16384, C=8192, POL=2, **BENCH),
+           T.case("r16384_c8192_p256_s6", R=16384, C=8192, STAGES=6, CTAS=256, **BENCH),
+           T.case("r16384_c8192_p128_s12", R=16384, C=8192, STAGES=12, CTAS=128, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
