@@ -76,12 +76,14 @@ add_rmsnorm[r16384_c8192_l1na]@"
 h200 and ($N_SWI)|h200 and ($N_TMA)|h200 and ($N_ADD)|h200 and ($N_QNT)"
 elif [ "${MODE:-all}" = s6 ]; then
     SMOKE_K="not h200 and (rmsnorm[r5_c1000_b64_pol_st_late]@ or \
-rmsnorm[r7_c1000_b64_p3_pol_late]@ or swiglu[n4099_u1_pol_st]@ or swiglu[n4099_p3_pol_st]@ or \
+rmsnorm[r7_c1000_b64_p3_pol_late]@ or rmsnorm[r5_c1000_b64_pol2]@ or \
+swiglu[n4099_u1_pol_st]@ or swiglu[n4099_p3_pol_st]@ or \
 tma_copy[r100_c200_s2_pol]@ or tma_copy[r100_c200_s2_bulk_pol2]@ or tma_copy[r130_c264_pol2]@ or \
 reduce_rows[r7_c1100_w2_u2]@ or reduce_rows[r3_c1100_w16_u1_pol]@ or \
 reduce_rows[r5_c600_w4_scalar]@)"
     S6_RMS="(rmsnorm[r16384_c8192]@ or rmsnorm[r16384_c8192_tri_pol]@ or \
-rmsnorm[r16384_c8192_tri]@ or rmsnorm[r16384_c8192_b512_r40]@ or rmsnorm[r16384_c8192_pol]@ or \
+rmsnorm[r16384_c8192_tri]@ or rmsnorm[r16384_c8192_tri_pol2]@ or \
+rmsnorm[r16384_c8192_b512_r40]@ or rmsnorm[r16384_c8192_pol]@ or \
 rmsnorm[r16384_c8192_stcs]@ or rmsnorm[r16384_c8192_tri_pol_stcs]@) and not add_rmsnorm"
     S6_SWI="swiglu[n64M]@ or swiglu[n64M_b128_u1]@ or swiglu[n64M_b128_u4]@ or \
 swiglu[n64M_b128_u4_stcs]@ or swiglu[n64M_stcs]@ or swiglu[n64M_b128_u1_pol]@ or \

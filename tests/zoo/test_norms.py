@@ -217,11 +217,12 @@ def test_l1_policy_keeps_the_parameters_and_streams_the_row(suite):
 
 
 def test_session6_knobs_are_checked_when_declared():
-    with pytest.raises(ValueError, match=r"case 'pol': POL=1, ST=0 and WLATE=0 must be 0 or 1, "
-                                         r"and POL=1 needs EF=0, L1=0 and L2=0"):
+    with pytest.raises(ValueError, match=r"case 'pol': POL=1 must be 0, 1 or 2, ST=0 and WLATE=0 "
+                                         r"0 or 1, and POL > 0 needs EF=0, L1=0 and L2=0"):
         T.suite(norms.rmsnorm, inputs=norms.RMSNORM.inputs, constraints=norms.constraints,
                 cases=[T.case("pol", rows=4, cols=4096, POL=1, EF=1)])
-    with pytest.raises(ValueError, match=r"case 'st': POL=0, ST=2 and WLATE=0 must be 0 or 1"):
+    with pytest.raises(ValueError, match=r"case 'st': POL=0 must be 0, 1 or 2, ST=2 and "
+                                         r"WLATE=0 0 or 1"):
         T.suite(norms.rmsnorm, inputs=norms.RMSNORM.inputs, constraints=norms.constraints,
                 cases=[T.case("st", rows=4, cols=4096, ST=2)])
 
@@ -242,10 +243,15 @@ def test_the_inductor_geometry_is_four_ctas_of_512_per_sm_with_triton_policies()
         **suite.consts(case)).block == (512, 1, 1)
     ptx = _ptx(suite, "r16384_c8192_tri_pol_stcs")
     body = ptx.split("bar.sync", 1)
-    assert len(re.findall(r"ld\.global\.L1::evict_first\.L2::cache_hint\.v4\.b32 .*%rd1;",
-                          body[0])) == 2
-    assert len(re.findall(r"ld\.global\.L1::evict_last\.L2::cache_hint\.v4\.b32 .*%rd2;",
-                          body[1])) == 2  # w after the reduction
+    first = re.search(r"createpolicy\.fractional\.L2::evict_first\.b64 \t(%rd\d+);", ptx)[1]
+    last = re.search(r"createpolicy\.fractional\.L2::evict_last\.b64 \t(%rd\d+);", ptx)[1]
+    assert len(re.findall(r"ld\.global\.L1::evict_first\.L2::cache_hint\.v4\.b32 .*"
+                          + first + ";", body[0])) == 2
+    assert len(re.findall(r"ld\.global\.L1::evict_last\.L2::cache_hint\.v4\.b32 .*"
+                          + last + ";", body[1])) == 2  # w after the reduction
     assert "createpolicy.fractional.L2::evict_first.b64" in body[0]
     assert len(re.findall(r"st\.global\.cs\.v4\.b32", ptx)) == 2
     assert "cache_hint" not in _ptx(suite, "r16384_c8192_stcs")
+    pol2 = _ptx(suite, "r16384_c8192_tri_pol2")  # one evict-last policy for the row and w
+    assert pol2.count("createpolicy") == 1 and "evict_first" not in pol2
+    assert len(re.findall(r"ld\.global\.L1::evict_last\.L2::cache_hint\.v4\.b32", pol2)) == 4

@@ -22,7 +22,10 @@ next iteration before it computes the current one, so no CTA launches or tail wa
 first, see `elementwise_persistent`); EF=1 loads with ``ld.global.cs`` (evict-first: an input
 line is never read again, so the L2 keeps the dirty lines it would otherwise write back during
 the kernel); MAXREG caps the registers (``.maxnreg``) so that more CTAs are resident; L2=128 or
-256 adds the L2 prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the loads.
+256 adds the L2 prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the loads. swiglu only
+(session 6): POL=1 loads with Triton's evict-first spelling (``.L1::evict_first.L2::cache_hint``
+and a ``createpolicy.fractional.L2::evict_first.b64`` policy), ST=1 stores with
+``st.global.cs``.
 
 Techniques: vectorized 16-byte coalesced access, several loads in flight per thread, unpredicated
 fast path with a per-vector and per-element tail, fast-math exponentials, persistent grid-stride

@@ -37,7 +37,12 @@ dirty lines instead); MAXREG caps the registers (``.maxnreg``) for one more CTA 
 or 256 adds the prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the row's loads (SASS
 ``LDG.E.LTC128B.128`` / ``LTC256B``: the L2 fetches whole 128/256-byte blocks from HBM); L1=1
 loads the row with ``.L1::no_allocate`` and w, b with ``.L1::evict_last``, so the SM's L1
-keeps the parameters every row reads.
+keeps the parameters every row reads. rmsnorm only (session 6, what torch.compile's kernel
+does): POL=1 gives the row Triton's evict-first spelling (``ld.global.L1::evict_first.
+L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first.b64`` policy) and w its
+evict-last one, POL=2 evict-last on both (`Policies`); WLATE=1 reads w after the reduction
+(no registers held through the barrier: 16 warps per row fit 32 registers, 4 CTAs of 512 per
+SM); ST=1 stores with ``st.global.cs``.
 
 Shapes: cols must be a multiple of 8 (rows are read as 16-byte vectors) and at most
 8 * BLOCK * 16 (16 vectors per thread); rows * cols < 2^32 (u32 element offsets).
@@ -154,24 +159,28 @@ class Policies:
     ``createpolicy.fractional.L2::evict_first.b64`` policy (inductor's
     ``eviction_policy='evict_first'`` on a load read once), the parameters every row re-reads
     ``.L1::evict_last.L2::cache_hint`` with an ``L2::evict_last`` policy (its broadcast loads).
-    Unlike EF=1's ``.cs`` (SASS ``LDG.E.EF.128``, measured 2% slower), the L2 priority comes from
-    the policy word, not the cache operator. POL=0: no policies, no hints (`row_hint`)."""
+    POL=2: the row evict-last as well, as the first pass of inductor's looped reduction reads x
+    (it reads x again in a second loop, from L1 or L2, evict-first). Unlike EF=1's ``.cs`` (SASS
+    ``LDG.E.EF.128``, measured 2% slower), the L2 priority comes from the policy word, not the
+    cache operator. POL=0: no policies, no hints (`row_hint`)."""
 
-    ROW, PARAM = ".L1::evict_first.L2::cache_hint", ".L1::evict_last.L2::cache_hint"
+    FIRST, LAST = ".L1::evict_first.L2::cache_hint", ".L1::evict_last.L2::cache_hint"
 
     def __init__(self, POL):
-        self.on = bool(POL)
-        if self.on:  # two createpolicy per thread, once per CTA
-            self.row = T.ptx.createpolicy.fractional.L2__evict_first.b64()
+        self.pol = POL
+        self.row = self.param = None
+        if POL:  # one createpolicy per policy and thread, once per CTA
             self.param = T.ptx.createpolicy.fractional.L2__evict_last.b64()
-        else:
-            self.row = self.param = None
+            self.row = (T.ptx.createpolicy.fractional.L2__evict_first.b64() if POL == 1
+                        else self.param)
 
     def row_hint(self, EF=0, L2=0, L1=0):
-        return self.ROW if self.on else row_hint(EF, L2, L1)
+        if self.pol:
+            return self.FIRST if self.pol == 1 else self.LAST
+        return row_hint(EF, L2, L1)
 
     def param_hint(self, L1=0):
-        return self.PARAM if self.on else param_hint(L1)
+        return self.LAST if self.pol else param_hint(L1)
 
 
 def store_hint(ST=0):
@@ -494,9 +503,10 @@ EPS_RMS, EPS_LN = 1e-6, 1e-5
 def constraints(rows, cols, BLOCK, CTAS, EF, MAXREG, L2=0, L1=0, POL=0, ST=0, WLATE=0):
     """The shapes these kernels accept (checked when the suite is declared)."""
     out = []
-    if {POL, ST, WLATE} - {0, 1} or (POL and (EF or L1 or L2)):
-        out.append(f"POL={POL}, ST={ST} and WLATE={WLATE} must be 0 or 1, and POL=1 needs EF=0, "
-                   "L1=0 and L2=0 (its loads carry their own L1 priority and L2 policy)")
+    if POL not in (0, 1, 2) or {ST, WLATE} - {0, 1} or (POL and (EF or L1 or L2)):
+        out.append(f"POL={POL} must be 0, 1 or 2, ST={ST} and WLATE={WLATE} 0 or 1, and POL > 0 "
+                   "needs EF=0, L1=0 and L2=0 (its loads carry their own L1 priority and L2 "
+                   "policy)")
     if L2 not in (0, 128, 256):
         out.append(f"L2={L2} must be 0 (no hint), 128 or 256 (ld's .L2::128B / .L2::256B)")
     if L1 not in L1_HINTS or (L1 and EF):
@@ -578,14 +588,16 @@ L1NA = dict(L1=1)  # the row not allocated in L1, w (and b) evict_last (L1_HINTS
 # after the reduction, ~32 registers (4 CTAs of 512 per SM: 2048 threads), Triton's eviction
 # policies (Policies); and streaming stores (ST=1), which it does not use
 TRI = dict(BLOCK=512, MAXREG=32, WLATE=1)  # its geometry and occupancy
-S6_VARIANTS = dict(tri_pol=dict(TRI, POL=1), tri=TRI, b512_r40=dict(BLOCK=512, MAXREG=40),
-                   pol=dict(POL=1), stcs=dict(ST=1), tri_pol_stcs=dict(TRI, POL=1, ST=1))
+S6_VARIANTS = dict(tri_pol=dict(TRI, POL=1), tri=TRI, tri_pol2=dict(TRI, POL=2),
+                   b512_r40=dict(BLOCK=512, MAXREG=40), pol=dict(POL=1), stcs=dict(ST=1),
+                   tri_pol_stcs=dict(TRI, POL=1, ST=1))
 # their small cases (rmsnorm only: the other norms take no POL / ST / WLATE): a row tail with
 # all three, and a persistent grid whose next-row loads take the policy under a predicate
 S6_SMALL = [T.case("r5_c1000_b64_pol_st_late", rows=5, cols=1000, BLOCK=64, POL=1, ST=1,
                    WLATE=1),
             T.case("r7_c1000_b64_p3_pol_late", rows=7, cols=1000, BLOCK=64, CTAS=3, POL=1,
-                   WLATE=1)]
+                   WLATE=1),
+            T.case("r5_c1000_b64_pol2", rows=5, cols=1000, BLOCK=64, POL=2)]
 
 
 def _torch(op, **args):
