@@ -20,7 +20,8 @@
 #     16 warps per row at full occupancy, Triton's evict-first policies, streaming stores, equal
 #     TMA shares) beside each kernel's default case, first in its shard: four shards (rmsnorm,
 #     swiglu, tma_copy, reduce_rows; 5-8 items each, most likely winners first, so the time
-#     limit cuts the least likely), smoke over their small cases; predictions in
+#     limit cuts the least likely) and a fifth, `reg_copy` (the copy as torch.compile does it,
+#     the control for tma_copy), smoke over their small cases; predictions in
 #     docs/TUNING.md ("Session 6: what inductor's kernels do differently")
 #   MODE=s4: ONLY session 4's kernels beside the plain ones they replace: the pipelined cumsum
 #     (`cumsum_pipe`), the filtered top-k (`topk_*_pipe`), the vectorized row sum
@@ -80,7 +81,7 @@ rmsnorm[r7_c1000_b64_p3_pol_late]@ or rmsnorm[r5_c1000_b64_pol2]@ or \
 swiglu[n4099_u1_pol_st]@ or swiglu[n4099_p3_pol_st]@ or \
 tma_copy[r100_c200_s2_pol]@ or tma_copy[r100_c200_s2_bulk_pol2]@ or tma_copy[r130_c264_pol2]@ or \
 reduce_rows[r7_c1100_w2_u2]@ or reduce_rows[r3_c1100_w16_u1_pol]@ or \
-reduce_rows[r5_c600_w4_scalar]@)"
+reduce_rows[r5_c600_w4_scalar]@ or reg_copy[r8_c8]@ or reg_copy[r100_c200_b32_u2]@)"
     S6_RMS="(rmsnorm[r16384_c8192]@ or rmsnorm[r16384_c8192_tri_pol]@ or \
 rmsnorm[r16384_c8192_tri]@ or rmsnorm[r16384_c8192_tri_pol2]@ or \
 rmsnorm[r16384_c8192_b512_r40]@ or rmsnorm[r16384_c8192_pol]@ or \
@@ -94,7 +95,10 @@ tma_copy[r16384_c8192_p128_s12]@"
     S6_RED="reduce_rows[r8192_c8192]@ or reduce_rows[r8192_c8192_w16_u1]@ or \
 reduce_rows[r8192_c8192_w16_u1_pol_r32]@ or reduce_rows[r8192_c8192_w16_u2_r40]@ or \
 reduce_rows[r8192_c8192_w4_u4]@"
-    SHARDS_ALL="h200 and ($S6_RMS)|h200 and ($S6_SWI)|h200 and ($S6_TMA)|$S6_RED"
+    S6_REG="reg_copy[r16384_c8192]@ or reg_copy[r16384_c8192_b128_u4]@ or \
+reg_copy[r16384_c8192_b256_u2]@"
+    SHARDS_ALL="h200 and ($S6_RMS)|h200 and ($S6_SWI)|h200 and ($S6_TMA)|$S6_RED|\
+h200 and ($S6_REG)"
 elif [ "${MODE:-all}" = s4 ]; then
     SMOKE_K="not h200 and (cumsum_pipe or topk or reduce_rows or transpose)"
     N_CUM="cumsum[r1_c64M_t16k]@ or cumsum_pipe[r1_c64M_t16k_s2]@ or \

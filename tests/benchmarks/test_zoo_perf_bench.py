@@ -71,12 +71,13 @@ def test_new_mode_times_each_variant_beside_its_plain_case_one_kernel_per_shard(
 def test_s6_mode_times_the_inductor_variants_after_each_default_case():
     shards, smoke = _timed_and_smoke("s6")
     assert [s[0] for s in shards] == ["rmsnorm[r16384_c8192]", "swiglu[n64M]",
-                                      "tma_copy[r16384_c8192]", "reduce_rows[r8192_c8192]"]
-    assert [len(s) for s in shards] == [8, 8, 6, 5]  # every named case exists, once
+                                      "tma_copy[r16384_c8192]", "reduce_rows[r8192_c8192]",
+                                      "reg_copy[r16384_c8192]"]
+    assert [len(s) for s in shards] == [8, 8, 6, 5, 3]  # every named case exists, once
     assert all(len(set(s)) == len(s) and len({i.split("[")[0] for i in s}) == 1
                for s in shards)
     assert shards[0][1] == "rmsnorm[r16384_c8192_tri_pol]"  # the likeliest winner next
-    assert len(smoke) == 11 and all(re.search(r"_pol|_st|_w\d", i) for i in smoke), smoke
+    assert len(smoke) == 13 and all(re.search(r"_pol|_st|_w\d|reg_copy", i) for i in smoke)
 
 
 @pytest.mark.slow(reason="six tirxh bench --collect-only runs over the zoo")

@@ -11,7 +11,7 @@ from ._zoo import check, load, resident_ctas_per_sm, small_cases, sync_race
 tc = load("tma_copy")
 
 
-@pytest.mark.parametrize("suite,case", small_cases(tc.SUITE))
+@pytest.mark.parametrize("suite,case", small_cases(tc.SUITE, tc.REG_COPY))
 def test_small_cases_match_the_reference_in_numsim(suite, case):
     res = check(suite, case)
     assert res.verdict == "clean", [f.message for f in res.findings]
@@ -91,3 +91,23 @@ def test_the_equal_share_grids_fit_one_wave():
         assert tc.SUITE.grid(case) == (grid, 1, 1)
         assert tc.tiles(16384, 8192, 64, 128) % grid == 0
         assert resident_ctas_per_sm(tc.SUITE, case) == per_sm and grid <= 132 * per_sm
+
+
+def test_reg_copy_is_inductors_pointwise_copy():
+    """BLOCK=128, UNROLL=1: 131072 CTAs of 128 threads, one 16-byte load and store each, 16
+    CTAs per SM (the thread limit); UNROLL=4 issues its 4 loads before the first store."""
+    suite = tc.REG_COPY
+    big = next(c for c in suite.cases if c.name == "r16384_c8192")
+    assert suite.grid(big) == (131072, 1, 1) and resident_ctas_per_sm(suite, big) == 16
+    u4 = next(c for c in suite.cases if c.name == "r16384_c8192_b128_u4")
+    ptx = suite.kernel.compile("sm_90a", **suite.consts(u4)).ptx
+    ops = re.findall(r"(ld|st)\.global\.v4\.b32", ptx)
+    assert ops == ["ld"] * 4 + ["st"] * 4
+    assert "shared" not in ptx and "cache_hint" not in ptx
+
+
+def test_reg_copy_refuses_what_it_cannot_copy():
+    with pytest.raises(ValueError, match=r"(?s)case 'odd': R=4 must be >= 1, C=12 a positive "
+                                         r"multiple of 8.*BLOCK=48 must be a multiple of 32"):
+        T.suite(tc.reg_copy, inputs=tc.REG_COPY.inputs, constraints=tc.reg_constraints,
+                cases=[T.case("odd", R=4, C=12, BLOCK=48)])

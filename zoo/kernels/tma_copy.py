@@ -28,11 +28,17 @@ POL=1 adds ``.L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first.
 the loads (each input line is read once: torch.compile's kernels mark such loads evict-first),
 POL=2 to the stores as well (the output is never read back by the kernel).
 
+`reg_copy` (session 6) is the control that tells a TMA limit from an HBM one: the copy as
+torch.compile's pointwise kernel does it, through registers, no shared memory and no hints:
+thread t of a CTA of BLOCK owns the 16-byte vectors (CTA * UNROLL + u) * BLOCK + t, u < UNROLL,
+each ``@p ld.global.v4.b32`` (p: the vector is below R * C / 8) issued before the first
+``@p st.global.v4.b32``. BLOCK = 128, UNROLL = 1 is inductor's XBLOCK = 1024 with 4 warps.
+
 Techniques: TMA (tensor maps, bulk tensor copies, 1-D bulk copies), mbarrier transaction-count completion, a
 STAGES-deep shared-memory ring, bulk async-groups (wait_group.read to recycle a stage early),
 persistent CTAs, single-thread issue.
 
-Tags: tma, mbarrier-pipeline, persistent, bulk-async-group, data-movement, bf16
+Tags: tma, mbarrier-pipeline, persistent, bulk-async-group, data-movement, bf16, vectorized
 """
 
 import numpy as np
@@ -40,7 +46,8 @@ import numpy as np
 import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
-TAGS = ("tma", "mbarrier-pipeline", "persistent", "bulk-async-group", "data-movement", "bf16")
+TAGS = ("tma", "mbarrier-pipeline", "persistent", "bulk-async-group", "data-movement", "bf16",
+        "vectorized")
 
 BF16 = numpy_dtype("bf16")
 BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
@@ -192,5 +199,54 @@ SUITE = T.suite(
            T.case("r16384_c8192_p128_s12", R=16384, C=8192, STAGES=12, CTAS=128, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
+    baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
+               for c in ("", ".compile")])
+
+
+# --- reg_copy: the register copy torch.compile generates (module docstring) -------------------
+
+def _reg_grid(R, C, BLOCK, UNROLL):
+    return max(1, T.cdiv(R * C // 8, BLOCK * UNROLL))
+
+
+@T.kernel(grid=_reg_grid, block=lambda BLOCK: BLOCK)
+def reg_copy(x: T.gptr[T.bf16], out: T.gptr[T.bf16], R: T.u32, C: T.u32, BLOCK: T.const = 128,
+             UNROLL: T.const = 1):
+    nvec = (R * C) >> 3
+    first = T.ctaid.x * (BLOCK * UNROLL) + T.tid.x
+    held = []
+    for u in range(UNROLL):  # every load before the first store
+        v = first + u * BLOCK if u else first
+        ok = v < nvec
+        words = [T.reg(T.b32) for _ in range(4)]
+        T.ptx.ld.global_.v4.b32(words, x.at(v * 8), pred=ok)
+        held.append((v, ok, words))
+    for v, ok, words in held:
+        T.ptx.st.global_.v4.b32(out.at(v * 8), words, pred=ok)
+
+
+def reg_constraints(R, C, BLOCK, UNROLL):
+    out = []
+    if R < 1 or C < 8 or C % 8 or R * C >= 1 << 32:
+        out.append(f"R={R} must be >= 1, C={C} a positive multiple of 8 (16-byte vectors) and "
+                   "R*C below 2^32")
+    if BLOCK % 32 or not 32 <= BLOCK <= 1024 or not 1 <= UNROLL <= 8:
+        out.append(f"BLOCK={BLOCK} must be a multiple of 32 in 32..1024 and UNROLL={UNROLL} in "
+                   "1..8")
+    return out
+
+
+REG_COPY = T.suite(
+    reg_copy, inputs=lambda rng, R, C: dict(
+        x=rng.standard_normal((R, C), dtype=np.float32).astype(BF16),
+        out=np.empty((R, C), BF16), R=R, C=C),
+    reference=lambda x: {"out": x.copy()}, outputs=["out"],
+    cases=[T.case("r8_c8", R=8, C=8, BLOCK=32),  # 8 vectors: 24 threads predicated off
+           T.case("r100_c200_b32_u2", R=100, C=200, BLOCK=32, UNROLL=2),  # a partial last CTA
+           T.case("r16384_c8192", R=16384, C=8192, **BENCH),  # inductor's geometry
+           T.case("r16384_c8192_b256_u2", R=16384, C=8192, BLOCK=256, UNROLL=2, **BENCH),
+           T.case("r16384_c8192_b128_u4", R=16384, C=8192, UNROLL=4, **BENCH)],
+    tolerance=T.tolerance(rtol=0, atol=0), constraints=reg_constraints,
+    flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
                for c in ("", ".compile")])
