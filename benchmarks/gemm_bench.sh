@@ -20,10 +20,11 @@
 #          One device call:   bash benchmarks/gemm_bench.sh small        (carry: .whl; the M = 512
 #          shapes are timed beside pyptx too)
 #   smallfp8   the same for the fp8 kernels against torch._scaled_mm (a second call)
-#   wave   bf16 at every M >= 2048 shape (issue 15's >= 1.00x goal): each shape's main, the
-#          deferred epilogue (`_t256d`) and the stream-K tail candidates (role "wave": `_t256skt`,
-#          `_t256sktd`; `_t128skt` at 2048 x 1024 x 7168; docs/TUNING.md "Wave quantization at
-#          M >= 2048"), in <= 400 s of device time: a correctness smoke of the new
+#   wave   bf16 at every M >= 2048 shape (issue 15's >= 1.00x goal): each shape's main beside
+#          the stream-K tail and the spread deferred epilogue (role "wave": `_t256skt`,
+#          `_t256ds`, `_t256sktds`; `_t128skt`, `_t256skt` at 2048 x 1024 x 7168; 43 jobs;
+#          docs/TUNING.md "Wave quantization at M >= 2048"), in <= 400 s of device time:
+#          a correctness smoke of the new
 #          specializations first (the timed shards skipped unless it passes), then one client per
 #          shape, started weakest shape first (gemm_sm90.WAVE_SHAPES), one seed, 30 s per job.
 #          One device call:   bash benchmarks/gemm_bench.sh wave        (carry: .whl for pyptx)
@@ -53,7 +54,7 @@ role() {  # role GROUP -> a -k expression over the role tags
         alt) echo "alt";; sweep) echo "sweep or kn";; all) echo "gemm_sm90";;
         small) echo "gemm_bf16 and (main or small or (alt and m128n14336k4096_))";;
         smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
-        wave) echo "gemm_bf16 and (main or wave or _t256d)";;
+        wave) echo "gemm_bf16 and (main or wave)";;
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
                 "smallfp8, wave)" >&2; return 1;;
     esac

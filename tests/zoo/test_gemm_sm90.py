@@ -80,9 +80,9 @@ def test_stream_k_needs_the_red_sum_and_no_split_k():
         G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, STREAMK="last", REDUCE="red")
 
 
-def test_stream_k_tail_grid_and_cases_at_every_large_shape():
-    """The tail variants run on every SM (66 clusters) at every M >= 2048 shape, are bf16's
-    only, and WAVE_SHAPES lists each such shape once."""
+def test_wave_cases_at_every_large_shape_run_on_every_sm():
+    """The stream-K tail and spread-epilogue variants run on every SM (66 clusters) at every
+    M >= 2048 shape, are bf16's only, and WAVE_SHAPES lists each such shape once."""
     large = sorted(s for s in G.SHAPES if s[0] >= 2048 and s[1] % 8 == 0)
     assert sorted(G.WAVE_SHAPES) == large
     names = {c.name for c in G.SUITE_C2_PEERS.cases if "wave" in c.tags}
@@ -90,7 +90,8 @@ def test_stream_k_tail_grid_and_cases_at_every_large_shape():
         for v in G.WAVE[M, N, K]:
             c = _case(G.SUITE_C2_PEERS, f"m{M}n{N}k{K}_{v}")
             assert G.SUITE_C2_PEERS.grid(c) == (132, 1, 1)
-            assert c.params["STREAMK"] == "tail"
+            assert c.params.get("STREAMK") == ("tail" if "skt" in v else None)
+            assert c.params.get("EPI_DEFER") == ("spread" if v.endswith("ds") else None)
             names.discard(c.name)
     assert not names
     assert not [c for c in G.SUITE_FP8_C2.cases if "wave" in c.tags]
@@ -166,6 +167,7 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         ("SUITE", "m200n136k296_streamk"),
                                         ("SUITE_FP8", "m128n256k640_streamk"),
                                         ("SUITE", "m200n136k296_streamk_tail_defer"),
+                                        ("SUITE", "m200n264k296_defer_spread"),
                                         # stream-K in clusters: one tile pair cut between
                                         # 2 clusters (2 + 3 slices). Two clusters with two
                                         # units each (the suite's tail case) exceed the
@@ -302,6 +304,12 @@ def test_deferred_epilogue_stores_each_tile_under_the_next_ones_mmas():
     assert ops.get("STSM") == 2 * 16 and ops.get("UTMASTG") == 2 * 4
     regs = max(int(x) for x in re.findall(r"\bR(\d+)\b", ck.sass))
     assert regs < G.CONSUMER_REGS, regs
+
+
+def test_deferred_epilogue_takes_true_or_spread():
+    with pytest.raises(TraceError, match=r"EPI_DEFER = 'late': expected False, True .* "
+                                         r"'spread'"):
+        G.gemm_bf16.specialize(BN=128, STAGES=2, EPI_DEFER="late")
 
 
 @pytest.mark.parametrize("consts", [dict(SPLITK=2), dict(STREAMK=True, REDUCE="red"),

@@ -28,8 +28,11 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   accumulators are packed to bf16 registers (``cvt.rn.bf16x2.f32``, the fp8 scales applied)
   once its last wgmma group retired, and stored (the staged chunks and TMA stores above) right
   after the next unit's first K slice is issued, so the tensor cores work while C is written;
-  the last unit's tile after the loop. Not with split-K or stream-K (their epilogue needs the
-  tile's sum first) or EPI="direct".
+  the last unit's tile after the loop. EPI_DEFER="spread" (``t256ds``): round r of the
+  staged chunks after the next unit's slice r is issued, one queued slice of MMAs per round
+  instead of one for all (a unit of fewer slices flushes the rest after its loop). Not with
+  split-K or full stream-K (their epilogue needs the tile's sum first) or EPI="direct"; with
+  STREAMK="tail" a cut tile is packed once summed.
 - **2-CTA clusters with TMA multicast** (the ``*_c2`` kernels): the two CTAs of a cluster take
   vertically adjacent tiles (same B panel); each loads its own A and half of B with
   ``.multicast::cluster`` into both CTAs, halving B's L2-to-SM traffic. A stage is refilled only
@@ -334,11 +337,16 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
     peer_empty = T.ptx.mapa.shared__cluster.u32(_ptr(empty), sched.rank ^ 1) if CM > 1 else None
     defer = cfg["EPI_DEFER"]
+    if defer not in (False, True, "spread"):
+        raise ValueError(f"EPI_DEFER = {defer!r}: expected False, True (the previous tile "
+                         f"stored after the first K slice is issued) or 'spread' (one round "
+                         f"of EPI_BUFS chunks after each of the first K slices)")
     if defer and ((_reduces(cfg) and cfg["STREAMK"] != "tail") or cfg["EPI"] != "tma"):
         raise ValueError("EPI_DEFER takes EPI = 'tma' without SPLITK or STREAMK (a reducing "
                          "unit's epilogue needs the tile's sum first), STREAMK = 'tail' "
                          "excepted (mostly whole tiles; a cut one is packed once summed)")
     if defer:   # the previous unit's C tile, packed to bf16, stored under this unit's MMAs
+        nrounds = -(-(BN // CHUNK) // cfg["EPI_BUFS"])
         packed = [T.reg(T.bf16x2) for _ in range(BN // 4)]
         pending = T.reg(T.pred)
         pending.set(False)
@@ -372,7 +380,14 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
                 T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous slice's group retired
             with T.if_(leader & accumulate):
                 release(prev)
-            if defer:   # the first slice's MMAs are in flight: store the previous C tile now
+            if defer == "spread":  # round r of the previous C tile under slice kb + r
+                for r in range(nrounds):
+                    with T.if_(pending & (kt == u.kb + r), uniform=True):
+                        _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None,
+                                      packed=packed, rounds=[r])
+                        if r == nrounds - 1:
+                            pending.set(False)
+            elif defer:  # the first slice's MMAs are in flight: store the previous C tile now
                 with T.if_(pending & ~accumulate, uniform=True):
                     _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None,
                                   packed=packed)
@@ -382,6 +397,13 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
         T.ptx.wgmma.wait_group.sync.aligned(0)
         with T.if_(leader):
             release(prev)
+        if defer == "spread":  # a unit of fewer slices than rounds: the rest before repacking
+            with T.if_(pending, uniform=True):
+                for r in range(1, nrounds):
+                    with T.if_(u.ke - u.kb <= r, uniform=True):
+                        _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None,
+                                      packed=packed, rounds=[r])
+                pending.set(False)
         def finish():   # the tile's sum is in `acc`: store it now, or pack it for later
             if defer:
                 for i in range(0, BN // 2, 2):
@@ -542,8 +564,11 @@ def _scaled(acc, i, scale):
     return acc[i] if scale is None else T.ptx.mul.rn.f32(acc[i], scale)
 
 
-def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=None):
-    """Accumulators -> bf16 -> 128B-swizzled 64 x 64 chunks (``stmatrix.x4``) -> TMA stores.
+def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=None,
+                  rounds=None):
+    """Accumulators -> bf16 -> 128B-swizzled 64 x 64 chunks (``stmatrix.x4``) -> TMA stores,
+    in rounds of EPI_BUFS chunks (`rounds`: only those, by index; the spread deferred epilogue
+    stores one round per K slice).
 
     Lane l of warp w addresses row 16w + 8 * (l / 8 % 2) + l % 8 of the chunk and its 16-byte
     column group 2s + l / 16 (s = the stmatrix of the chunk), swizzled by XOR with the row % 8.
@@ -555,6 +580,8 @@ def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=No
     chunks = BN // CHUNK
     bar_id = 1 + cw
     for r0 in range(0, chunks, nbufs):
+        if rounds is not None and r0 // nbufs not in rounds:
+            continue
         with T.if_(leader):  # earlier stores of this warpgroup finished reading the chunks
             T.ptx.cp.async_.bulk.wait_group.read(0)
         T.ptx.bar.sync(bar_id, WG)
@@ -682,10 +709,13 @@ VARIANTS = {
     "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     # wave quantization at M >= 2048 (docs/TUNING.md "Wave quantization"): whole tiles for
-    # the full waves, stream-K over the last partial wave only; "d": with the deferred epilogue
+    # the full waves, stream-K over the last partial wave only ("skt"); the deferred tile's two
+    # store rounds under the next tile's first two K slices ("ds": a slice queued on the tensor
+    # cores per round, not one for both as in "d"); both ("sktds")
     "t256skt": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="tail", REDUCE="red"),
-    "t256sktd": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="tail", REDUCE="red",
-                     EPI_DEFER=True),
+    "t256ds": dict(BN=256, STAGES=4, EPI_BUFS=2, EPI_DEFER="spread"),
+    "t256sktds": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="tail", REDUCE="red",
+                      EPI_DEFER="spread"),
     "t128skt": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK="tail", REDUCE="red"),
 }
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles).
@@ -712,16 +742,16 @@ SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (20
 
 
 # wave quantization at M >= 2048 (docs/TUNING.md "Wave quantization at M >= 2048"): every
-# such shape ends in a partial wave of 128 x 256 tiles (132 SMs = 4 x 3 x 11, tile counts are
-# 2^k or 7 x 2^k), ~3% of its time; the stream-K tail ("skt") and with it the deferred
-# epilogue ("sktd") are timed beside each shape's main (role "wave"). The weakest shapes
-# against cuBLAS first (2026-12-01 medians): benchmarks/gemm_bench.sh wave starts them first.
+# such shape's tile count is a multiple of 128 below 33 x 128, so 4 of 132 SMs idle through the
+# last tile time (3.0%); the stream-K tail ("skt"), the spread deferred epilogue ("ds") and
+# both ("sktds") are timed beside each shape's main (role "wave"). The weakest shapes against
+# cuBLAS first (2026-12-01 medians): benchmarks/gemm_bench.sh wave starts them first.
 WAVE_SHAPES = [(8192, 1024, 7168), (2048, 4096, 4096), (2048, 1024, 7168), (8192, 14336, 4096),
                (4096, 4096, 4096), (8192, 4096, 4096), (2048, 4096, 14336), (8192, 4096, 14336),
                (6144, 6144, 6144), (2048, 14336, 4096), (8192, 8192, 8192)]
 # 2048 x 1024 x 7168: 64 pairs of 128 x 128 tiles (main) or 32 of 128 x 256, fewer than the 66
 # clusters: no full wave, the whole shape stream-K (every cluster ~109 or ~54 slices)
-WAVE = {s: ["t256skt", "t256sktd"] for s in WAVE_SHAPES}
+WAVE = {s: ["t256skt", "t256sktds", "t256ds"] for s in WAVE_SHAPES}
 WAVE[2048, 1024, 7168] = ["t128skt", "t256skt"]
 
 
@@ -841,6 +871,12 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            STREAMK="tail", REDUCE="red", SMS=4),
     T.case("m200n136k296_streamk_tail_defer", M=200, N=136, K=296, BN=64, STAGES=3,
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER=True),
+    # the spread deferred epilogue (2 rounds of one 64 x 64 chunk per 128-wide tile): units
+    # of one K slice (round 1 flushed after the unit's loop), and of 5 (round r under slice r)
+    T.case("m256n256k64_persistent_defer_spread", M=256, N=256, K=64, BN=128, STAGES=2,
+           EPI_BUFS=1, SMS=1, EPI_DEFER="spread"),
+    T.case("m200n264k296_defer_spread", M=200, N=264, K=296, BN=128, STAGES=3, EPI_BUFS=1,
+           SMS=2, EPI_DEFER="spread"),
 ])
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
@@ -856,6 +892,10 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
            STREAMK="tail", REDUCE="red", SMS=4),
     T.case("m200n136k296_streamk_tail_defer", M=200, N=136, K=296, BN=64, STAGES=3,
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER=True),
+    # 3 pairs of 128-wide tiles on 2 clusters, the spread deferred epilogue: whole pairs, then
+    # pieces of 2 slices (both rounds under the piece's slices)
+    T.case("m200n264k232_streamk_tail_defer_spread", M=200, N=264, K=232, BN=128, STAGES=3,
+           EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER="spread"),
 ])
 
 
