@@ -21,8 +21,9 @@
 #          shapes are timed beside pyptx too)
 #   smallfp8   the same for the fp8 kernels against torch._scaled_mm (a second call)
 #   wave   bf16 at every M >= 2048 shape (issue 15's >= 1.00x goal): each shape's main beside
-#          the stream-K tail and the spread deferred epilogue (role "wave": `_t256skt`,
-#          `_t256ds`, `_t256sktds`; `_t128skt`, `_t256skt` at 2048 x 1024 x 7168; 43 jobs;
+#          the stream-K tail, alone and with the spread deferred epilogue (role "wave":
+#          `_t256skt`, `_t256sktds`, `_t256sktds4`; `_t128skt`, `_t256skt` at
+#          2048 x 1024 x 7168; 43 jobs;
 #          docs/TUNING.md "Wave quantization at M >= 2048"), in <= 400 s of device time:
 #          a correctness smoke of the new
 #          specializations first (the timed shards skipped unless it passes), then one client per

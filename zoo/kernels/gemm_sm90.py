@@ -28,7 +28,7 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   accumulators are packed to bf16 registers (``cvt.rn.bf16x2.f32``, the fp8 scales applied)
   once its last wgmma group retired, and stored (the staged chunks and TMA stores above) right
   after the next unit's first K slice is issued, so the tensor cores work while C is written;
-  the last unit's tile after the loop. EPI_DEFER="spread" (``t256ds``): round r of the
+  the last unit's tile after the loop. EPI_DEFER="spread" (``t256sktds``): round r of the
   staged chunks after the next unit's slice r is issued, one queued slice of MMAs per round
   instead of one for all (a unit of fewer slices flushes the rest after its loop). Not with
   split-K or full stream-K (their epilogue needs the tile's sum first) or EPI="direct"; with
@@ -709,13 +709,15 @@ VARIANTS = {
     "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     # wave quantization at M >= 2048 (docs/TUNING.md "Wave quantization"): whole tiles for
-    # the full waves, stream-K over the last partial wave only ("skt"); the deferred tile's two
-    # store rounds under the next tile's first two K slices ("ds": a slice queued on the tensor
-    # cores per round, not one for both as in "d"); both ("sktds")
+    # the full waves, stream-K over the last partial wave only ("skt"); with it the deferred
+    # tile's two store rounds under the next tile's first two K slices ("ds": a slice queued on
+    # the tensor cores per round, not one for both as in "d"), or four rounds of one chunk
+    # under the first four ("ds4": 16 KB less staging, a round shorter than a slice)
     "t256skt": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="tail", REDUCE="red"),
-    "t256ds": dict(BN=256, STAGES=4, EPI_BUFS=2, EPI_DEFER="spread"),
     "t256sktds": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="tail", REDUCE="red",
                       EPI_DEFER="spread"),
+    "t256sktds4": dict(BN=256, STAGES=4, EPI_BUFS=1, STREAMK="tail", REDUCE="red",
+                       EPI_DEFER="spread"),
     "t128skt": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK="tail", REDUCE="red"),
 }
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles).
@@ -743,15 +745,15 @@ SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (20
 
 # wave quantization at M >= 2048 (docs/TUNING.md "Wave quantization at M >= 2048"): every
 # such shape's tile count is a multiple of 128 below 33 x 128, so 4 of 132 SMs idle through the
-# last tile time (3.0%); the stream-K tail ("skt"), the spread deferred epilogue ("ds") and
-# both ("sktds") are timed beside each shape's main (role "wave"). The weakest shapes against
+# last tile time (3.0%); the stream-K tail ("skt") alone and with the spread deferred epilogue
+# in 2 or 4 rounds ("sktds", "sktds4") are timed beside each shape's main (role "wave"). The weakest shapes against
 # cuBLAS first (2026-12-01 medians): benchmarks/gemm_bench.sh wave starts them first.
 WAVE_SHAPES = [(8192, 1024, 7168), (2048, 4096, 4096), (2048, 1024, 7168), (8192, 14336, 4096),
                (4096, 4096, 4096), (8192, 4096, 4096), (2048, 4096, 14336), (8192, 4096, 14336),
                (6144, 6144, 6144), (2048, 14336, 4096), (8192, 8192, 8192)]
 # 2048 x 1024 x 7168: 64 pairs of 128 x 128 tiles (main) or 32 of 128 x 256, fewer than the 66
 # clusters: no full wave, the whole shape stream-K (every cluster ~109 or ~54 slices)
-WAVE = {s: ["t256skt", "t256sktds", "t256ds"] for s in WAVE_SHAPES}
+WAVE = {s: ["t256skt", "t256sktds", "t256sktds4"] for s in WAVE_SHAPES}
 WAVE[2048, 1024, 7168] = ["t128skt", "t256skt"]
 
 
