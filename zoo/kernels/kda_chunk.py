@@ -218,10 +218,21 @@ class GateLanes:
         self.c1, self.c0 = c1, [c1 * db[0], c1 * db[1]]
 
 
-def gate(sm, ck, gl):
+def gate(sm, ck, gl, batch=0):
     """In place over the chunk's raw tiles (each element read and written by one thread):
     sK <- KL, sQ <- QL (q^ scale 2^(G - r_a)), sG <- KD = k^ 2^(r_a - G); per block and channel
-    the block's total and first-row gate (log2 units) into sRef."""
+    the block's total and first-row gate (log2 units) into sRef.
+
+    `batch` = 0: row by row (load, compute, store), the order of the measured variants: ptxas
+    cannot move row i + 1's loads above row i's stores (same tiles, addresses it cannot tell
+    apart), so every row pays the shared-load latency and its whole dependent chain (LDS, ex2,
+    rcp, the running sum, ex2, the Newton steps, pack, STS: ~160 cycles) before the next row
+    starts. `batch` = b > 0: b rows' loads first, then their math, then their stores, so the
+    rows' chains overlap (only the running sum is serial: one add per row) and the ex2 are
+    ``.ftz`` (no denormal fix-up multiplies: every ex2 input here gives a normal result or one
+    that only enters 1 + x). Same values as row by row but for that flush."""
+    ex2 = T.ptx.ex2.approx.ftz.f32 if batch else T.ptx.ex2.approx.f32
+    step = batch or 1
     for bl in range(gl.nblk):
         a = gl.blk0 + bl
         rowb = a << 11                               # 16 rows x 128 bytes
@@ -229,38 +240,43 @@ def gate(sm, ck, gl):
                                                                      ("g", ck.g))}
         s = [None, None]
         ref = [None, None]
-        for i in range(16):
-            r8 = i & 7
-            at = {n: Addr(v[r8], i * 128) for n, v in addrs.items()}
-            row = (a << 4) + i
-            valid = row < ck.nv
-            gw = T.ptx.ld.shared.b32(at["g"])
-            kw = T.ptx.ld.shared.b32(at["k"])
-            qw = T.ptx.ld.shared.b32(at["q"])
-            rk = T.ptx.ld.shared.f32(sm.rn.at(0, row))
-            rq = T.ptx.ld.shared.f32(sm.rn.at(1, row))
-            graw, kv, qv = unpack(gw), unpack(kw), unpack(qw)
-            kl, ql, kd = [], [], []
-            for e in range(2):
-                x = T.ptx.min.f32(T.ptx.fma.rn.f32(graw[e], gl.c1, gl.c0[e]), 64.0)
-                sig = T.ptx.rcp.approx.f32(T.ptx.ex2.approx.f32(x) + 1.0)
-                g2 = T.ptx.selp.f32(sig * G2, 0.0, valid)
-                if i == 0:
-                    s[e] = g2
-                    ref[e] = g2
-                    lfac = dfac = None
-                else:
-                    s[e] = s[e] + g2
-                    lfac = T.ptx.ex2.approx.f32(s[e] - ref[e])   # in [2^-108, 1]: normal
-                    dfac = rcp_fma(lfac)
-                kn = kv[e] * rk
-                qn = qv[e] * rq
-                kl.append(kn if lfac is None else kn * lfac)
-                ql.append(qn if lfac is None else qn * lfac)
-                kd.append(kn if dfac is None else kn * dfac)
-            T.ptx.st.shared.b32(at["k"], pack(*kl))
-            T.ptx.st.shared.b32(at["q"], pack(*ql))
-            T.ptx.st.shared.b32(at["g"], pack(*kd))
+        for i0 in range(0, 16, step):
+            rows = range(i0, min(i0 + step, 16))
+            at = {i: {n: Addr(v[i & 7], i * 128) for n, v in addrs.items()} for i in rows}
+            words, valid = {}, {}
+            for i in rows:                           # the loads of the batch
+                row = (a << 4) + i
+                valid[i] = row < ck.nv
+                words[i] = (T.ptx.ld.shared.b32(at[i]["g"]), T.ptx.ld.shared.b32(at[i]["k"]),
+                            T.ptx.ld.shared.b32(at[i]["q"]),
+                            T.ptx.ld.shared.f32(sm.rn.at(0, row)),
+                            T.ptx.ld.shared.f32(sm.rn.at(1, row)))
+            out = {}
+            for i in rows:                           # their math
+                gw, kw, qw, rk, rq = words[i]
+                graw, kv, qv = unpack(gw), unpack(kw), unpack(qw)
+                kl, ql, kd = [], [], []
+                for e in range(2):
+                    x = T.ptx.min.f32(T.ptx.fma.rn.f32(graw[e], gl.c1, gl.c0[e]), 64.0)
+                    sig = T.ptx.rcp.approx.f32(ex2(x) + 1.0)
+                    g2 = T.ptx.selp.f32(sig * G2, 0.0, valid[i])
+                    if i == 0:
+                        s[e] = g2
+                        ref[e] = g2
+                        lfac = dfac = None
+                    else:
+                        s[e] = s[e] + g2
+                        lfac = ex2(s[e] - ref[e])            # in [2^-108, 1]: normal
+                        dfac = rcp_fma(lfac)
+                    kn = kv[e] * rk
+                    qn = qv[e] * rq
+                    kl.append(kn if lfac is None else kn * lfac)
+                    ql.append(qn if lfac is None else qn * lfac)
+                    kd.append(kn if dfac is None else kn * dfac)
+                out[i] = (pack(*kl), pack(*ql), pack(*kd))
+            for i in rows:                           # their stores
+                for n, wd in zip(("k", "q", "g"), out[i]):
+                    T.ptx.st.shared.b32(at[i][n], wd)
         for e in range(2):
             T.ptx.st.shared.f32(sm.ref.at(a, 0, 2 * gl.p + e), s[e])
             T.ptx.st.shared.f32(sm.ref.at(a, 1, 2 * gl.p + e), ref[e])
@@ -359,24 +375,37 @@ def _block_out(sm, ln, x, a, b, acc, pm):
 
 # --- phase 5: operands for the state, and (I + A)^-1 -------------------------------------------
 
-def materialize(sm, ck, NT):
+def materialize(sm, ck, NT, batch=False):
     """In place: sK <- KE = KL E_a, sQ <- QG = QL E_a, sG <- KLL = KD 2^(G_63 - r_b), with one
-    ``mul.rn.bf16x2`` per element pair (16-byte vectors; the factor row of the vector's block)."""
+    ``mul.rn.bf16x2`` per element pair (16-byte vectors; the factor row of the vector's block).
+
+    `batch`: each tile's vectors (and factor rows) are all loaded before its first store, so
+    their latencies overlap (row by row, ptxas keeps every load after the previous store: the
+    same in-place hazard as the gate's)."""
     tid = T.tid.x
     lchunk = tid & 15
     rows0 = tid >> 4                             # the thread's rows: rows0 + NT/16 * k
     step = NT // 16
     phys = ((lchunk & 7) ^ (rows0 & 7)) << 4
     base_off = (lchunk >> 3) * TILE + (rows0 << 7) + phys
+    n = C * 16 // NT
     for tile, table in ((ck.k, sm.e), (ck.q, sm.e), (ck.g, sm.eg)):
         base = tile + base_off
         fbase = table.ptr() + (lchunk << 4)
-        for kk in range(C * 16 // NT):
-            a = (kk * step) // 16
-            addr = Addr(base, kk * step * 128)
-            data = T.ptx.ld.shared.v4.b32(addr)
-            fac = T.ptx.ld.shared.v4.b32(Addr(fbase, a * 2 * K))
-            T.ptx.st.shared.v4.b32(addr, [T.ptx.mul.rn.bf16x2(d, f) for d, f in zip(data, fac)])
+        for k0 in range(0, n, n if batch else 1):
+            ks = range(k0, n if batch else k0 + 1)
+            addr = {kk: Addr(base, kk * step * 128) for kk in ks}
+            fa = {}
+            data = {}
+            for kk in ks:
+                a = (kk * step) // 16
+                data[kk] = T.ptx.ld.shared.v4.b32(addr[kk])
+                if a not in fa:
+                    fa[a] = T.ptx.ld.shared.v4.b32(Addr(fbase, a * 2 * K))
+            for kk in ks:
+                fac = fa[(kk * step) // 16]
+                T.ptx.st.shared.v4.b32(addr[kk], [T.ptx.mul.rn.bf16x2(d, f)
+                                                  for d, f in zip(data[kk], fac)])
 
 
 def diag_inverse(sm, NW):
