@@ -17,6 +17,12 @@
 #             docs/TUNING.md, "Warp specialization") against its plain base in the same call:
 #             T8192 H96 (v128s2, v128ws, v64ws8), then T8192 H64 (v64s2, v64ws, v64ws8, v128ws);
 #             its smoke covers every kda_fwd small case
+#   wsb       the batched prep (BATCH=8: the gate's rows and materialize's vectors loaded before
+#             their in-place stores; docs/TUNING.md, "The prep's in-place chains") beside its
+#             unbatched bases in the same job: T8192 H96 (v128s2, v128s2b, v128ws, v128wsb,
+#             v64ws8b), T8192 H64 (v64ws8, v64ws8b, v64wsb, v128wsb), then the packs (pack6 and
+#             8 x 1024 at H96: v128wsb, v128s2b; at H64: v64ws8b, v64wsb) as the budget allows;
+#             `BUDGET=330 bash benchmarks/kda_bench.sh wsb` (<= 400 s of device time in all)
 #   decode    the decode cases only
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
@@ -67,9 +73,9 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|decode|bwd|local|reverse|s0|check|smoke) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, ws, decode, bwd, local, reverse, \
-s0, check, smoke)"
+    case "$g" in main|variants|ws|wsb|decode|bwd|local|reverse|s0|check|smoke) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, decode, bwd, local, \
+reverse, s0, check, smoke)"
            exit 2;;
     esac
 done
@@ -115,7 +121,9 @@ BWD_SHAPES="${BWD_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96
 PREWARM=
 pw_shapes=; pw_decode=; pw_bwd=
 case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
-    *" ws "*) pw_shapes="t8192_h96 t8192_h64";; esac
+    *" ws "*) pw_shapes="t8192_h96 t8192_h64";;
+    *" wsb "*) pw_shapes="t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96 \
+pack8x1024_h64";; esac
 case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
 case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
@@ -166,7 +174,7 @@ cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
 # cases)
 case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
-    *" ws "*) SMOKE_K="kda_fwd";;
+    *" ws "*|*" wsb "*) SMOKE_K="kda_fwd";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     *) SMOKE_K="kda_bwd";;
 esac
@@ -265,7 +273,7 @@ pack_17_8_30_v128)) or (kda_decode and n2_h2_t1)"
 
 smoke
 case " $WANT " in *" smoke "*) echo "total $(( $(date +%s) - START ))s"; exit 0;; esac
-case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" decode "*) warmup;; esac
+case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" wsb "*|*" decode "*) warmup;; esac
 # FLA's backward kernels compile and autotune in a tiny job of their own
 case " $WANT " in *" bwd "*) wait_prewarm; bench warmup-bwd "kda_bwd and (t40_h1_deep or pack_17_1_64_30)";;
 esac
@@ -280,10 +288,20 @@ for group in $WANT; do
             done
             [ "$n" -lt 2 ] && bench decode "kda_decode and main";;
         ws)
+            # (substrings: v128ws also names v128wsb; the batched variants are group wsb's)
+            nob="not v128s2b and not v128wsb and not v64wsb and not v64ws8b"
             bench ws-t8192_h96 "kda_fwd and not kda_fwd_s0 and t8192_h96_ and (v128s2 or v128ws \
-or v64ws8)"
+or v64ws8) and $nob"
             bench ws-t8192_h64 "kda_fwd and not kda_fwd_s0 and t8192_h64_ and (v64s2 or v64ws \
-or v128ws) and not v64s2w8";;
+or v128ws) and not v64s2w8 and $nob";;
+        wsb)
+            fwd="kda_fwd and not kda_fwd_s0"
+            bench wsb-t8192_h96 "$fwd and t8192_h96_ and (v128s2 or v128ws or v64ws8b)"
+            bench wsb-t8192_h64 "$fwd and t8192_h64_ and (v64ws8 or v64wsb or v128wsb)"
+            for s in pack6 pack8x1024; do
+                bench "wsb-${s}_h96" "$fwd and ${s}_h96_ and (v128wsb or v128s2b)"
+                bench "wsb-${s}_h64" "$fwd and ${s}_h64_ and (v64ws8b or v64wsb)"
+            done;;
         variants)
             for s in $SHAPES; do bench "variants-$s" "kda_fwd and not kda_fwd_s0 and ${s}_"; done;;
         s0)
