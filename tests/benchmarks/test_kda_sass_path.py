@@ -1,7 +1,8 @@
 """benchmarks/kda_sass_path.py, the per-phase issue counts and dependent-chain estimates behind
 docs/TUNING.md's "The prep's in-place chains": the scoreboard walk on hand-written SASS, the
 phase split's refusal of a body without the prep's barriers, and on the compiled variants the
-claim the batched prep rests on (the gate's chain is latency, not issue, row by row)."""
+claims the batched prep rests on (row by row, the gate's chain is latency, not issue; the
+batched gate, materialize and A/M blocks have shorter chains)."""
 
 import sys
 from pathlib import Path
@@ -57,6 +58,8 @@ def test_batched_gate_is_issue_bound_where_row_by_row_was_latency_bound():
     assert old["gate"]["chain"] > 2.5 * old["gate"]["issue"], old["gate"]
     assert new["gate"]["chain"] < 1.5 * new["gate"]["issue"], new["gate"]
     assert new["gate"]["mufu"] == old["gate"]["mufu"]
-    assert new["materialize+diag"]["chain"] < old["materialize+diag"]["chain"]
-    for p in ("factors", "blocks", "inverse"):     # the phases BATCH does not touch
+    # materialize's vectors loaded before their stores; the A/M blocks of a unit side by side
+    assert new["materialize+diag"]["chain"] < 0.8 * old["materialize+diag"]["chain"]
+    assert new["blocks"]["chain"] < 0.6 * old["blocks"]["chain"], (old["blocks"], new["blocks"])
+    for p in ("factors", "inverse"):     # the phases BATCH does not touch
         assert new[p]["issue"] == pytest.approx(old[p]["issue"], rel=0.05), p

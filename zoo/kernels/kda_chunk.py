@@ -156,12 +156,22 @@ class Chunk:
 
 # --- phase 2: norms and beta ------------------------------------------------------------------
 
-def norms(sm, ck, beta, tok0, H, h, NW):
+def norms(sm, ck, beta, tok0, H, h, NW, beta_first=False):
     """rk (row 0..63) and rq * scale into sRn, beta into sBeta (0 past the valid rows).
 
     With 4 warps a thread sums a whole row (both 64-channel halves: 16 ``ld.shared.v4``); with
-    8 a half row and one ``shfl.sync.bfly`` 16 adds the other half."""
+    8 a half row and one ``shfl.sync.bfly`` 16 adds the other half. `beta_first`: the global
+    load of beta before the sums (its ~500-cycle latency under them, not after)."""
     tid = T.tid.x
+
+    def load_beta():
+        with T.if_(tid < C):
+            b = T.reg(T.f32, init=0.0)
+            with T.if_(tid < ck.nv):
+                b.set(T.ptx.cvt.f32.bf16(T.ptx.ld.global_.nc.b16(beta.at((tok0 + tid) * H + h))))
+            T.ptx.st.shared.f32(sm.beta.at(tid), b)
+    if beta_first:
+        load_beta()
     w, lane = tid >> 5, T.laneid()
     if NW == 4:
         x, row, halves = w >> 1, ((w & 1) << 5) + lane, (0, 1)
@@ -191,11 +201,8 @@ def norms(sm, ck, beta, tok0, H, h, NW):
     else:
         with T.if_(lane < 16):
             T.ptx.st.shared.f32(sm.rn.at(x, row), r)
-    with T.if_(tid < C):
-        b = T.reg(T.f32, init=0.0)
-        with T.if_(tid < ck.nv):
-            b.set(T.ptx.cvt.f32.bf16(T.ptx.ld.global_.nc.b16(beta.at((tok0 + tid) * H + h))))
-        T.ptx.st.shared.f32(sm.beta.at(tid), b)
+    if not beta_first:
+        load_beta()
 
 
 # --- phase 3: gate, block-local decays, in-place operands -------------------------------------
@@ -273,10 +280,10 @@ def gate(sm, ck, gl, batch=0):
                     kl.append(kn if lfac is None else kn * lfac)
                     ql.append(qn if lfac is None else qn * lfac)
                     kd.append(kn if dfac is None else kn * dfac)
-                out[i] = (pack(*kl), pack(*ql), pack(*kd))
+                out[i] = (kl, ql, kd)
             for i in rows:                           # their stores
-                for n, wd in zip(("k", "q", "g"), out[i]):
-                    T.ptx.st.shared.b32(at[i][n], wd)
+                for n, vals in zip(("k", "q", "g"), out[i]):
+                    T.ptx.st.shared.b32(at[i][n], pack(*vals))
         for e in range(2):
             T.ptx.st.shared.f32(sm.ref.at(a, 0, 2 * gl.p + e), s[e])
             T.ptx.st.shared.f32(sm.ref.at(a, 1, 2 * gl.p + e), ref[e])
@@ -317,10 +324,15 @@ def units(NW) -> list:
     return [[u] for u in order]
 
 
-def blocks(sm, ck, ln, NW):
+def blocks(sm, ck, ln, NW, interleave=1):
     """Each warp its units: A fragments of KL_a (or QL_a) for the 8 channel steps, times KD_b^T
     (scaled by F_ab off the diagonal); A: rows times beta, masked to j < i, f32 into sA; M:
-    masked to j <= i, bf16 into sM (``stmatrix``)."""
+    masked to j <= i, bf16 into sM (``stmatrix``).
+
+    `interleave` = n > 1: up to n of a unit's a + 1 blocks side by side (channel step outer,
+    block inner), so their 2 n accumulators' chains of 8 dependent mma overlap instead of
+    following each other block by block (same sums in the same order: the same values; n = 2
+    where the prep's registers are few: 4 prep warps next to 8 state warps)."""
     warp = T.tid.x >> 5
     pa = {n: ln.bases(getattr(ck, n), "A") for n in ("k", "q")}
     pb = ln.bases(ck.g, "B")
@@ -329,19 +341,28 @@ def blocks(sm, ck, ln, NW):
         with T.if_(warp == w, uniform=True):
             for x, a in mine:
                 af = [ld4(pa[x][s & 3], s >> 2, 16 * a) for s in range(8)]
-                for b in range(a + 1):
-                    acc = [T.fragment(T.f32, 4, init=0.0) for _ in range(2)]
-                    pair = PAIRS.index((a, b)) if b < a else None
+                groups = [list(range(b0, min(b0 + interleave, a + 1)))
+                          for b0 in range(0, a + 1, interleave)]
+                for bs in groups:
+                    accs = {b: [T.fragment(T.f32, 4, init=0.0) for _ in range(2)] for b in bs}
                     for s in range(8):
-                        bf = ld4(pb[s & 3], s >> 2, 16 * b)
-                        if pair is not None:   # KD_b 2^(r_a - r_b): channels 16s + 2t (+8)
-                            f0 = T.ptx.ld.shared.b32(sm.f.at(pair, 16 * s + 2 * ln.t))
-                            f1 = T.ptx.ld.shared.b32(sm.f.at(pair, 16 * s + 8 + 2 * ln.t))
-                            bf = [T.ptx.mul.rn.bf16x2(bf[0], f0), T.ptx.mul.rn.bf16x2(bf[1], f1),
-                                  T.ptx.mul.rn.bf16x2(bf[2], f0), T.ptx.mul.rn.bf16x2(bf[3], f1)]
-                        mma(acc[0], af[s], bf[0:2])
-                        mma(acc[1], af[s], bf[2:4])
-                    _block_out(sm, ln, x, a, b, acc, pm)
+                        for b in bs:
+                            _block_step(sm, ln, pb, af, a, b, s, accs[b])
+                    for b in bs:
+                        _block_out(sm, ln, x, a, b, accs[b], pm)
+
+
+def _block_step(sm, ln, pb, af, a, b, s, acc):
+    """Channel step s of block (a, b): KD_b's B fragments (times F_ab off the diagonal), 2 mma."""
+    pair = PAIRS.index((a, b)) if b < a else None
+    bf = ld4(pb[s & 3], s >> 2, 16 * b)
+    if pair is not None:   # KD_b 2^(r_a - r_b): channels 16s + 2t (+8)
+        f0 = T.ptx.ld.shared.b32(sm.f.at(pair, 16 * s + 2 * ln.t))
+        f1 = T.ptx.ld.shared.b32(sm.f.at(pair, 16 * s + 8 + 2 * ln.t))
+        bf = [T.ptx.mul.rn.bf16x2(bf[0], f0), T.ptx.mul.rn.bf16x2(bf[1], f1),
+              T.ptx.mul.rn.bf16x2(bf[2], f0), T.ptx.mul.rn.bf16x2(bf[3], f1)]
+    mma(acc[0], af[s], bf[0:2])
+    mma(acc[1], af[s], bf[2:4])
 
 
 def _block_out(sm, ln, x, a, b, acc, pm):

@@ -285,13 +285,13 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
         nv = T.ptx.min.u32(length - (c << 6), C)
         ck = P.Chunk(sm, ring.stage, nv)
         tok0 = start + (c << 6)
-        P.norms(sm, ck, beta, tok0, H, h, NW)
+        P.norms(sm, ck, beta, tok0, H, h, NW, bool(BATCH))
         T.ptx.bar.sync(0)
         P.gate(sm, ck, gl, BATCH)
         T.ptx.bar.sync(0)
         P.factors(sm, NT)
         T.ptx.bar.sync(0)
-        P.blocks(sm, ck, ln, NW)
+        P.blocks(sm, ck, ln, NW, 4 if BATCH else 1)
         T.ptx.bar.sync(0)
         P.materialize(sm, ck, NT, bool(BATCH))
         P.diag_inverse(sm, NW)
@@ -314,7 +314,10 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
 # across setmaxnreg regions, so tests/zoo/test_kda_fwd.py counts STL/LDL): 4 + 8 warps (the
 # entry cap 168 is below the state's ~200) 104 / 200; 8 + 4 warps 136 / 232; 4 + 4 warps need
 # no split (255 at entry). 8 prep + 8 state warps would need >= 104 + 184 > 65536 / 512: none.
-WS_REGS = {(128, 4): (104, 200), (64, 4): (None, None), (64, 8): (136, 232)}
+# The batched prep (BATCH, key (BV, PREP, BATCH)) at 4 + 8 warps: 120 / 192 (its interleaved A/M
+# blocks spilled 3 values at 104; the state fits 192 without local memory).
+WS_REGS = {(128, 4): (104, 200), (64, 4): (None, None), (64, 8): (136, 232),
+           (128, 4, 8): (120, 192)}
 
 
 class _Slot:
@@ -395,7 +398,7 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
     chunk; no CTA-wide barrier follows the split."""
     NT = 32 * PREP
     NS = BV // 16
-    regs = WS_REGS[BV, PREP]
+    regs = WS_REGS.get((BV, PREP, BATCH), WS_REGS[BV, PREP])
     sm = _SmemWS(BV)
     tid = T.tid.x
     with T.if_(tid == 0):
@@ -418,13 +421,13 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
             nv = T.ptx.min.u32(length - (c << 6), C)
             ck = P.Chunk(sm, ring.stage, nv)
             vw = sm.view(ring.stage)
-            P.norms(vw, ck, beta, start + (c << 6), H, h, PREP)
+            P.norms(vw, ck, beta, start + (c << 6), H, h, PREP, bool(BATCH))
             T.ptx.bar.sync(1, NT)
             P.gate(vw, ck, gl, BATCH)
             T.ptx.bar.sync(1, NT)
             P.factors(vw, NT)
             T.ptx.bar.sync(1, NT)
-            P.blocks(vw, ck, ln, PREP)
+            P.blocks(vw, ck, ln, PREP, 4 if BATCH else 1)
             T.ptx.bar.sync(1, NT)
             P.materialize(vw, ck, NT, bool(BATCH))
             P.diag_inverse(vw, PREP)
