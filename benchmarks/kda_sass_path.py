@@ -14,6 +14,9 @@ inverse | off-diagonal inverse). For each phase this reports
   the longest is taken, plus the code before the first branch; elsewhere a branch's code is
   counted as executed (the norms' ``tid < 64`` beta loads).
 
+and, as a last row, one state warp's chunk (from its wait on ``ready[s]`` to its arrival on
+``empty[s]``: the body after the role's ``USETMAXREG.TRY_ALLOC``; 232 HMMA per chunk).
+
 A phase with w prep warps per SM sub-partition then costs about max(chain, w x issue, MUFU pipe):
 a chain far above the issue count is a latency-bound phase that more warps or more independent
 work per warp would shorten. The fixed latencies are published Hopper microbenchmark orders of
@@ -124,7 +127,26 @@ def phases(sass: str) -> list[dict]:
         out.append(dict(phase=name, issue=len(common) + len(longest), issue_all=len(body),
                         chain=path, mufu=sum(s.startswith("MUFU") or " MUFU" in s
                                              for s in common + longest)))
+    body = _state_body(ins)
+    if body is not None:
+        out.append(dict(phase="state (one warp)", issue=len(body), issue_all=len(body),
+                        chain=chain(body), mufu=sum(s.startswith("MUFU") for s in body),
+                        hmma=sum(s.startswith("HMMA") for s in body)))
     return out
+
+
+def _state_body(ins: list[str]):
+    """The state warps' chunk: after their ``setmaxnreg`` (``USETMAXREG.TRY_ALLOC``), from the
+    first mbarrier wait (``TRYWAIT``: ready[s]) to the next ``SYNCS.ARRIVE`` (empty[s]); None
+    where the SASS has no such role (4 + 4 warps need no register split)."""
+    alloc = next((i for i, s in enumerate(ins) if "USETMAXREG.TRY_ALLOC" in s), None)
+    if alloc is None:
+        return None
+    wait = next((i for i in range(alloc, len(ins)) if "TRYWAIT" in ins[i]), None)
+    if wait is None:
+        return None
+    end = next((i for i in range(wait, len(ins)) if ins[i].startswith("SYNCS.ARRIVE")), None)
+    return ins[wait + 1:end] if end is not None else None
 
 
 def table(rows: list[dict]) -> str:
@@ -132,8 +154,10 @@ def table(rows: list[dict]) -> str:
              "| --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['phase']} | {r['issue']} | {r['chain']} | {r['mufu']} |")
-    tot = {k: sum(r[k] for r in rows) for k in ("issue", "chain", "mufu")}
-    lines.append(f"| total | {tot['issue']} | {tot['chain']} | {tot['mufu']} |")
+    prep = [r for r in rows if r["phase"] in PHASES]
+    tot = {k: sum(r[k] for r in prep) for k in ("issue", "chain", "mufu")}
+    lines.insert(2 + len(prep), f"| prep total | {tot['issue']} | {tot['chain']} | "
+                                f"{tot['mufu']} |")
     return "\n".join(lines)
 
 

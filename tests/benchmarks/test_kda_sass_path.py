@@ -63,3 +63,5 @@ def test_batched_gate_is_issue_bound_where_row_by_row_was_latency_bound():
     assert new["blocks"]["chain"] < 0.6 * old["blocks"]["chain"], (old["blocks"], new["blocks"])
     for p in ("factors", "inverse"):     # the phases BATCH does not touch
         assert new[p]["issue"] == pytest.approx(old[p]["issue"], rel=0.05), p
+    # the state warps' chunk is found: its 232 mma.sync (16 value rows x the chunk's products)
+    assert old["state (one warp)"]["hmma"] == new["state (one warp)"]["hmma"] == 232

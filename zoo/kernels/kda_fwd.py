@@ -56,6 +56,9 @@ Variants (constants): BV = 64 or 128 value columns per CTA (4 or 8 warps), STAGE
 stages (BV = 64 with one stage: 106 KB of shared memory, two CTAs per SM; two stages 164 KB;
 BV = 128 with two 180 KB). One thread's mbarrier-tracked TMA and the CTA barriers are the only
 synchronization; every thread runs every chunk, so no barrier waits on an exited thread.
+PREP > 0: the warp-specialized body (`_forward_ws`). BATCH = 8: the prep's latency chains
+shortened, same values (kda_chunk: the gate's rows and materialize's vectors loaded before
+their in-place stores, the A/M blocks of a unit side by side, beta loaded first).
 
 Numerics: the MMA operands are bf16 (the state, the residual Z and Delta rounded once per chunk),
 accumulation f32; the state itself stays f32 across chunks. A numpy model of exactly these
@@ -606,8 +609,9 @@ VARIANTS = {"v64s2": dict(BV=64, STAGES=2), "v64s1": dict(BV=64, STAGES=1),
             # warp-specialized: 4 prep warps for chunk c + 1, BV / 16 state warps on chunk c
             "v128ws": dict(BV=128, PREP=4), "v64ws": dict(BV=64, PREP=4),
             "v64ws8": dict(BV=64, PREP=8),
-            # the same with the prep's in-place phases batched (gate rows, materialize vectors
-            # loaded before their stores: docs/TUNING.md, "The prep's in-place chains")
+            # the same with the prep's chains shortened (BATCH: gate rows and materialize vectors
+            # loaded before their stores, A/M blocks side by side: docs/TUNING.md, "The prep's
+            # in-place chains")
             "v128s2b": dict(BV=128, STAGES=2, BATCH=8), "v128wsb": dict(BV=128, PREP=4, BATCH=8),
             "v64wsb": dict(BV=64, PREP=4, BATCH=8), "v64ws8b": dict(BV=64, PREP=8, BATCH=8)}
 MAIN = {64: "v64s2", 96: "v128s2", 32: "v64s2"}   # predicted fastest (docs/TUNING.md)
