@@ -1,0 +1,346 @@
+"""Top-k per row, one warp per row: the row read once from HBM, the selection hidden under the loads.
+
+Same contract as `topk.py` (values and int64 indices of the k largest, largest first, ties to the
+lower index, -0.0 below +0.0, no NaN inputs, k <= 64), same reference, inputs and baselines.
+
+Why another variant: `topk_*_pipe` selects a row with the whole CTA (1024 threads): ~8 radix
+passes over the candidates, each two ``bar.sync`` and a serial warp-0 digit scan, so an SM spends
+~5-7 us per row on a chain of barriers with little in flight and is selection bound (57% of copy
+bandwidth at 4096 x 32768 f32, 36% for bf16; docs/TUNING.md "topk_warp"). Here a row belongs to
+ONE warp and an SM streams ~24 rows at once: no CTA barrier anywhere, so while one warp selects,
+the others' loads keep HBM busy, and the cost that matters is instructions per element, not
+latency.
+
+Per warp, persistent over rows ``w, w + W, ...`` (W warps in the grid):
+1. stream: 16-byte ``ld.global.nc.v4`` per lane, UNROLL per lane per step, the next step's loads
+   issued before the current step is examined (two register sets, the loop unrolled by two);
+2. filter: a running threshold ``thr`` (f32; -inf at the row's start): per 16-byte vector the
+   lane's maximum (``max.f32``, bf16 pairs with ``max.bf16x2``), ``vote.any.sync`` over the warp;
+   only a warp holding a vector that reaches ``thr`` goes on, and then each element that reaches
+   it is appended to the warp's candidate buffer in shared memory (key and column; slots by
+   ``vote.ballot.sync`` + ``popc`` of the lanes below, no atomics);
+3. refine: when the buffer could overflow with the next vector (more than CAP - 32 * VEC
+   entries), the warp computes the exact k-th largest (key, lowest column) of the buffer, keeps
+   exactly those k entries (compacted, ballot slots again) and raises ``thr`` to the k-th key's
+   float. Elements dropped now or later rank below k kept ones, so the answer stays exact; the
+   threshold climbs (top 17% of the first 384 elements, ~3% after ~2300, ~0.5% after ~14000) and
+   a 32768-element row takes ~3 refines;
+4. the exact selection is a bitwise binary search, no histogram: each lane counts its E = CAP/32
+   buffered keys at or above a candidate (``setp`` + predicated ``add``), ``redux.sync.add.u32``
+   sums the warp, one bit decided per round (32 rounds f32, 16 bf16); among keys equal to the
+   threshold, 16 more rounds over the column pick the lowest ones (only when more are equal than
+   needed: a uniform branch). No shared atomics, no hot bins, no barrier but ``bar.warp.sync``;
+5. at the row's end one more refine leaves the k winners in slots 0..k-1; lanes rank them
+   (larger key, then lower column, against all k with broadcast 16-byte shared loads) and store.
+
+Every `cols` that is a multiple of VEC works (the last step's vectors past the row are not
+loaded and never pass the filter); rows wider than 65536 columns (16-bit column search) and
+k > 64 are refused when the suite is declared.
+
+Tags: radix-select, warp-per-row, threshold-filter, warp-ballot, redux, vectorized, persistent
+Work: ~1.5 lane instructions per element (load share, maxima, vote) plus ~1.3k per refine.
+"""
+
+import sys
+from pathlib import Path
+
+import tirxh.lang as T
+
+# the zoo is a directory of kernel files, not a package: tirxh's collection puts it on sys.path,
+# a test that loads this file by path does not
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import topk as _tk  # noqa: E402  (after the path set-up above)
+
+TAGS = ("radix-select", "warp-per-row", "threshold-filter", "warp-ballot", "redux",
+        "vectorized", "persistent")
+
+FULL = 0xFFFFFFFF
+MAX_COLS = 1 << 16
+NEG_INF = float("-inf")
+
+
+def _elements(words, dt):
+    """The f32 values of one 16-byte vector in column order (bf16: the low half of a word is the
+    lower column; expanded exactly, ``shl.b32`` / ``and.b32``)."""
+    if dt == "f32":
+        return list(words)
+    out = []
+    for w in words:
+        out.append(T.ptx.mov.f32(T.ptx.shl.b32(w, 16)))
+        out.append(T.ptx.mov.f32(T.ptx.and_.b32(w, 0xFFFF0000)))
+    return out
+
+
+def _vector_max(words, dt):
+    """The largest element of one 16-byte vector as f32: 3 ``max.f32`` (f32) or 3 ``max.bf16x2``
+    and the larger of the two halves (bf16)."""
+    if dt == "f32":
+        a, b, c, d = words
+        return T.ptx.max.f32(T.ptx.max.f32(a, b), T.ptx.max.f32(c, d))
+    a, b, c, d = words
+    m = T.ptx.max.bf16x2(T.ptx.max.bf16x2(a, b), T.ptx.max.bf16x2(c, d))
+    return T.ptx.max.f32(T.ptx.mov.f32(T.ptx.shl.b32(m, 16)),
+                         T.ptx.mov.f32(T.ptx.and_.b32(m, 0xFFFF0000)))
+
+
+def _key(value, dt):
+    """The order-preserving unsigned key of an (expanded) element: f32's, bf16's top 16 bits."""
+    key = _tk._keys_f32(T.ptx.mov.b32(value))
+    return key if dt == "f32" else T.ptx.shr.u32(key, 16)
+
+
+def _value_bits(key, keybits):
+    """The float bits of a key (the inverse of `_key`): flip the sign bit of a non-negative
+    value's key, every bit of a negative one's."""
+    top = 1 << (keybits - 1)
+    flip = T.ptx.selp.b32(top, (1 << keybits) - 1, T.ptx.and_.b32(key, top) != 0)
+    return T.ptx.xor.b32(key, flip)
+
+
+class _Buffer:
+    """A warp's candidate buffer: CAP keys and CAP columns in shared memory (the warp's slice),
+    `n` entries (a warp-uniform register), the running threshold `thr` (f32)."""
+
+    def __init__(self, WARPS, CAP):
+        self.keys = T.shared(T.u32, (WARPS * CAP,), name="bkey", align=16)
+        self.cols = T.shared(T.u32, (WARPS * CAP,), name="bcol", align=16)
+        self.CAP = CAP
+        self.lane = T.laneid()
+        self.below = T.sreg("lanemask_lt")
+        self.base = (T.tid.x >> 5) * CAP
+        self.n = T.reg(T.u32, init=0)
+        self.thr = T.reg(T.f32, init=NEG_INF)
+
+    def append(self, p, key_of, col):
+        """Append the element of each lane where `p` (in lane order): one ballot, one slot."""
+        b = T.ptx.vote.ballot.sync.b32(p, FULL)
+        pos = self.base + self.n + T.ptx.popc.b32(T.ptx.and_.b32(b, self.below))
+        with T.if_(p):
+            T.ptx.st.shared.u32(self.keys.at(pos), key_of())
+            T.ptx.st.shared.u32(self.cols.at(pos), col)
+        self.n.set(self.n + T.ptx.popc.b32(b))
+
+    def _count(self, preds):
+        """How many of the warp's entries satisfy their predicate: per lane ``@p add``, then
+        ``redux.sync.add.u32``."""
+        cnt = T.reg(T.u32, init=0)
+        for p in preds:
+            T.ptx.add.u32(cnt, cnt, 1, pred=p)
+        return T.ptx.redux.sync.add.u32(cnt, FULL)
+
+    def refine(self, k, keybits):
+        """Keep exactly the k largest entries (key, then the lowest column), compacted to slots
+        0..k-1; `thr` becomes the k-th key's float. Needs n >= k."""
+        E = self.CAP // 32
+        T.ptx.bar.warp.sync(FULL)          # the other lanes' appends are visible
+        slots = [self.base + self.lane + 32 * e for e in range(E)]
+        valid = [(self.lane + 32 * e) < self.n for e in range(E)]
+        keys = [T.reg(T.u32, init=0) for _ in range(E)]  # empty slots: key 0 is never counted
+        cols = [T.reg(T.u32, init=0) for _ in range(E)]
+        for e in range(E):
+            T.ptx.ld.shared.u32(keys[e], self.keys.at(slots[e]), pred=valid[e])
+            T.ptx.ld.shared.u32(cols[e], self.cols.at(slots[e]), pred=valid[e])
+        # the k-th largest key, one bit a round from the top
+        kth = T.reg(T.u32, init=0)
+        for bit in range(keybits - 1, -1, -1):
+            t = T.ptx.or_.b32(kth, 1 << bit)
+            T.ptx.mov.u32(kth, t, pred=self._count([key >= t for key in keys]) >= k)
+        need = T.reg(T.u32, init=k)        # of the entries equal to kth
+        T.ptx.sub.u32(need, need, self._count([key > kth for key in keys]))
+        ties = self._count([key == kth for key in keys])
+        last = T.reg(T.u32, init=0xFFFF)   # the highest column kept among ties
+        with T.if_(ties > need, uniform=True):   # more equal than needed: the lowest columns
+            last.set(0)
+            for bit in range(15, -1, -1):
+                t = T.ptx.or_.b32(last, 1 << bit)
+                lower = self._count([(key == kth) & (col < t) for key, col in zip(keys, cols)])
+                T.ptx.mov.u32(last, t, pred=lower < need)
+        T.ptx.bar.warp.sync(FULL)          # every lane has read its entries before any write
+        kept = T.reg(T.u32, init=0)
+        for key, col in zip(keys, cols):
+            keep = (key > kth) | ((key == kth) & (col <= last))
+            b = T.ptx.vote.ballot.sync.b32(keep, FULL)
+            pos = self.base + kept + T.ptx.popc.b32(T.ptx.and_.b32(b, self.below))
+            with T.if_(keep):
+                T.ptx.st.shared.u32(self.keys.at(pos), key)
+                T.ptx.st.shared.u32(self.cols.at(pos), col)
+            kept.set(kept + T.ptx.popc.b32(b))
+        self.n.set(kept)
+        bits = _value_bits(kth, keybits)
+        self.thr.set(T.ptx.mov.f32(bits if keybits == 32 else T.ptx.shl.b32(bits, 16)))
+
+    def store(self, row, k, values, indices, keybits, dt):
+        """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
+        broadcast 16-byte loads) and stored; leaves the buffer empty."""
+        T.ptx.bar.warp.sync(FULL)          # the compaction's writes are visible
+        for h in range(T.cdiv(k, 32)):
+            j = self.lane + 32 * h
+            mine = j < k
+            mk = T.reg(T.u32, init=0)
+            mi = T.reg(T.u32, init=0)
+            T.ptx.ld.shared.u32(mk, self.keys.at(self.base + j), pred=mine)
+            T.ptx.ld.shared.u32(mi, self.cols.at(self.base + j), pred=mine)
+            rank = T.reg(T.u32, init=0)
+            for i0 in range(0, k, 4):
+                if i0 + 4 <= k:
+                    oks = T.ptx.ld.shared.v4.u32(self.keys.at(self.base + i0))
+                    ois = T.ptx.ld.shared.v4.u32(self.cols.at(self.base + i0))
+                else:
+                    oks = [T.ptx.ld.shared.u32(self.keys.at(self.base + i)) for i in range(i0, k)]
+                    ois = [T.ptx.ld.shared.u32(self.cols.at(self.base + i)) for i in range(i0, k)]
+                for ok, oi in zip(oks, ois):
+                    T.ptx.add.u32(rank, rank, 1, pred=(ok > mk) | ((ok == mk) & (oi < mi)))
+            with T.if_(mine):
+                out = row * k + rank
+                bits = _value_bits(mk, keybits)
+                if dt == "f32":
+                    T.ptx.st.global_.b32(values.at(out), bits)
+                else:
+                    T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
+                T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(mi))
+        T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
+        self.n.set(0)
+        self.thr.set(NEG_INF)
+
+
+def _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, dt):
+    vec = _tk.VEC[dt]
+    keybits = 32 if dt == "f32" else 16
+    nvec = cols // vec
+    groups = T.cdiv(T.cdiv(nvec, 32), UNROLL)      # steps of UNROLL vectors per lane
+    buf = _Buffer(WARPS, CAP)
+    lane = buf.lane
+    rtype = T.f32 if dt == "f32" else T.b32
+    regs = [[[T.reg(rtype, init=0) for _ in range(4)] for _ in range(UNROLL)] for _ in range(2)]
+
+    def load(row_elem, g, regset):
+        """Step g's vectors into `regset` (vectors past the row are not loaded)."""
+        for u in range(UNROLL):
+            v = (g * UNROLL + u) * 32 + lane
+            if dt == "f32":
+                T.ptx.ld.global_.nc.v4.f32(regset[u], x.at(row_elem + v * vec), pred=v < nvec)
+            else:
+                T.ptx.ld.global_.nc.v4.b32(regset[u], x.at(row_elem + v * vec), pred=v < nvec)
+
+    def examine(g, regset):
+        """Filter step g's vectors against thr, refining first where the buffer could overflow."""
+        for u in range(UNROLL):
+            v = (g * UNROLL + u) * 32 + lane
+            ok = v < nvec
+            words = regset[u]
+            hit = ok & (_vector_max(words, dt) >= buf.thr)
+            with T.if_(T.ptx.vote.any.sync.pred(hit, FULL), uniform=True):
+                with T.if_(buf.n > CAP - 32 * vec, uniform=True):
+                    buf.refine(k, keybits)
+                for j, val in enumerate(_elements(words, dt)):
+                    buf.append(ok & (val >= buf.thr), lambda val=val: _key(val, dt),
+                               v * vec + j)
+
+    gw = T.ctaid.x * WARPS + (T.tid.x >> 5)
+    with T.range(gw, rows, T.nctaid.x * WARPS) as row:
+        row_elem = row * cols
+        load(row_elem, 0, regs[0])
+        with T.range(0, groups, 2) as g:
+            load(row_elem, g + 1, regs[1])
+            examine(g, regs[0])
+            load(row_elem, g + 2, regs[0])
+            with T.if_(g + 1 < groups, uniform=True):
+                examine(g + 1, regs[1])
+        buf.refine(k, keybits)
+        buf.store(row, k, values, indices, keybits, dt)
+
+
+def _grid(rows, WARPS=8, CTAS=396):
+    return min(CTAS, T.cdiv(rows, WARPS))
+
+
+@T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS)
+def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64],
+                  rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
+                  UNROLL: T.const = 2, CAP: T.const = 512, CTAS: T.const = 396):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, "f32")
+
+
+@T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS)
+def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64],
+                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
+                   UNROLL: T.const = 2, CAP: T.const = 512, CTAS: T.const = 396):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, "bf16")
+
+
+# -- cases ------------------------------------------------------------------------------------------
+
+SMEM_LIMIT = 227 * 1024
+
+
+def _constraints(dt):
+    vec = _tk.VEC[dt]
+
+    def constraints(rows, cols, k, WARPS, UNROLL, CAP, CTAS):
+        """The shapes the kernel accepts (checked when the suite is declared)."""
+        why = []
+        if not 1 <= k <= min(_tk.MAX_K, cols):
+            why.append(f"k={k} must be in [1, min({_tk.MAX_K}, cols)]")
+        if cols % vec:
+            why.append(f"cols={cols} must be a multiple of {vec} ({dt} rows start 16-byte "
+                       "aligned)")
+        if cols > MAX_COLS:
+            why.append(f"cols={cols} exceeds {MAX_COLS} (the 16-bit column search)")
+        if CAP % 32 or CAP - 32 * vec < _tk.MAX_K:
+            why.append(f"CAP={CAP} must be a multiple of 32 with room for {_tk.MAX_K} kept "
+                       f"entries and one vector per lane ({32 * vec}): at least "
+                       f"{_tk.MAX_K + 32 * vec}")
+        if not 1 <= WARPS <= 32:
+            why.append(f"WARPS={WARPS} must be in [1, 32]")
+        elif 8 * CAP * WARPS > SMEM_LIMIT:
+            why.append(f"WARPS={WARPS} buffers of CAP={CAP} take {8 * CAP * WARPS} bytes of "
+                       f"shared memory, more than {SMEM_LIMIT}")
+        if UNROLL < 1:
+            why.append(f"UNROLL={UNROLL} must be positive")
+        if rows < 1 or CTAS < 1:
+            why.append(f"rows={rows} and CTAS={CTAS} must be positive")
+        return why
+    return constraints
+
+
+constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
+
+
+def make_case(name, rows, cols, k, WARPS=8, UNROLL=2, CAP=512, CTAS=396, small=True):
+    """A case; large ones are the H200's (tag h200), never simulated."""
+    return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols, k=k,
+                  WARPS=WARPS, UNROLL=UNROLL, CAP=CAP, CTAS=CTAS)
+
+
+SUITE_F32 = T.suite(
+    topk_f32_warp, **_tk._suite_args("f32"),
+    cases=[
+        # 5 rows on 2 warps (3 and 2 rows each); row 0 is heavy ties (-3..3: the column search)
+        make_case("r5_c2052_k64", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=256),
+        make_case("r3_c1000_k1", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, CAP=192),
+        make_case("r4_c4100_k7_u1", rows=4, cols=4100, k=7, WARPS=2, UNROLL=1, CTAS=2,
+                  CAP=192),
+        make_case("r2_c64_k64", rows=2, cols=64, k=64, WARPS=2),
+        make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
+        make_case("r4096_c32768_k64_u4", rows=4096, cols=32768, k=64, UNROLL=4, small=False),
+        make_case("r4096_c32768_k64_c1024", rows=4096, cols=32768, k=64, CAP=1024,
+                  small=False),
+        make_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, small=False),
+        make_case("r16384_c8192_k50_w16", rows=16384, cols=8192, k=50, WARPS=16, CTAS=264,
+                  small=False),
+    ],
+    constraints=constraints_f32,
+)
+
+SUITE_BF16 = T.suite(
+    topk_bf16_warp, **_tk._suite_args("bf16"),
+    cases=[
+        make_case("r4_c1000_k33", rows=4, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320),
+        make_case("r3_c2056_k64", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, CAP=320),
+        make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False),
+        make_case("r8192_c32768_k64_u4", rows=8192, cols=32768, k=64, UNROLL=4, small=False),
+        make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, small=False),
+    ],
+    constraints=constraints_bf16,
+)
