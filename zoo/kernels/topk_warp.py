@@ -58,6 +58,7 @@ TAGS = ("radix-select", "warp-per-row", "threshold-filter", "warp-ballot", "redu
 FULL = 0xFFFFFFFF
 MAX_COLS = 1 << 16
 NEG_INF = float("-inf")
+GUESS_MULT = 2  # the next row starts from the rank 2k value of this one
 
 
 def _elements(words, dt):
@@ -99,27 +100,37 @@ def _value_bits(key, keybits):
 
 
 class _Buffer:
-    """A warp's candidate buffer: CAP keys and CAP columns in shared memory (the warp's slice),
-    `n` entries (a warp-uniform register), the running threshold `thr` (f32)."""
+    """A warp's candidate buffer in shared memory: CAP (raw bits, column) pairs in the warp's
+    slice, its fill counter (taken with ``atom.shared.add.u32``), the running threshold `thr`
+    (f32) and `guess`, the threshold a row starts from (the previous row's, see `refine`)."""
 
     def __init__(self, WARPS, CAP):
-        self.keys = T.shared(T.u32, (WARPS * CAP,), name="bkey", align=16)
-        self.cols = T.shared(T.u32, (WARPS * CAP,), name="bcol", align=16)
+        self.pairs = T.shared(T.u32, (WARPS * CAP * 2,), name="pairs", align=16)
+        self.fill = T.shared(T.u32, (WARPS,), name="fill")
         self.CAP = CAP
         self.lane = T.laneid()
-        self.below = T.sreg("lanemask_lt")
-        self.base = (T.tid.x >> 5) * CAP
-        self.n = T.reg(T.u32, init=0)
+        self.warp = T.tid.x >> 5
+        self.base = self.warp * (2 * CAP)
         self.thr = T.reg(T.f32, init=NEG_INF)
+        self.guess = T.reg(T.f32, init=NEG_INF)
 
-    def append(self, p, key_of, col):
-        """Append the element of each lane where `p` (in lane order): one ballot, one slot."""
-        b = T.ptx.vote.ballot.sync.b32(p, FULL)
-        pos = self.base + self.n + T.ptx.popc.b32(T.ptx.and_.b32(b, self.below))
-        with T.if_(p):
-            T.ptx.st.shared.u32(self.keys.at(pos), key_of())
-            T.ptx.st.shared.u32(self.cols.at(pos), col)
-        self.n.set(self.n + T.ptx.popc.b32(b))
+    def reset(self, thr):
+        """An empty buffer (lane 0 writes the counter; ``bar.warp.sync`` orders it before the
+        appends of the other lanes) and the threshold `thr`."""
+        with T.if_(self.lane == 0):
+            T.ptx.st.shared.u32(self.fill.at(self.warp), 0)
+        T.ptx.bar.warp.sync(FULL)
+        self.thr.set(thr)
+
+    def count(self):
+        """The entries so far, the same in every lane (after ``bar.warp.sync``)."""
+        T.ptx.bar.warp.sync(FULL)
+        return T.ptx.ld.shared.u32(self.fill.at(self.warp))
+
+    def append(self, p, bits, col):
+        """Where `p`, one slot (``atom.shared.add.u32``) and the (bits, column) pair in it."""
+        pos = T.ptx.atom.shared.add.u32(self.fill.at(self.warp), 1, pred=p)
+        T.ptx.st.shared.v2.b32(self.pairs.at(self.base + 2 * pos), [bits, col], pred=p)
 
     def _count(self, preds):
         """How many of the warp's entries satisfy their predicate: per lane ``@p add``, then
@@ -129,23 +140,34 @@ class _Buffer:
             T.ptx.add.u32(cnt, cnt, 1, pred=p)
         return T.ptx.redux.sync.add.u32(cnt, FULL)
 
-    def refine(self, k, keybits):
+    def refine(self, k, keybits, dt, final=False):
         """Keep exactly the k largest entries (key, then the lowest column), compacted to slots
-        0..k-1; `thr` becomes the k-th key's float. Needs n >= k."""
+        0..k-1 (as raw bits, so that every entry is keyed the same way at the next refine; as keys
+        when `final`, for `store`); `thr` becomes the k-th key's float. Needs at least k entries.
+        `final`: also the next row's `guess`, the float of the top 16 key bits of the entry of
+        rank k * GUESS_MULT (a value that about that many elements of a row like this one reach;
+        -inf when fewer were buffered: the next row then finds its own threshold)."""
         E = self.CAP // 32
-        T.ptx.bar.warp.sync(FULL)          # the other lanes' appends are visible
-        slots = [self.base + self.lane + 32 * e for e in range(E)]
-        valid = [(self.lane + 32 * e) < self.n for e in range(E)]
+        n = self.count()
+        valid = [(self.lane + 32 * e) < n for e in range(E)]
         keys = [T.reg(T.u32, init=0) for _ in range(E)]  # empty slots: key 0 is never counted
         cols = [T.reg(T.u32, init=0) for _ in range(E)]
         for e in range(E):
-            T.ptx.ld.shared.u32(keys[e], self.keys.at(slots[e]), pred=valid[e])
-            T.ptx.ld.shared.u32(cols[e], self.cols.at(slots[e]), pred=valid[e])
-        # the k-th largest key, one bit a round from the top
+            T.ptx.ld.shared.v2.u32([keys[e], cols[e]],
+                                   self.pairs.at(self.base + 2 * (self.lane + 32 * e)),
+                                   pred=valid[e])
+            T.ptx.mov.u32(keys[e], _key(keys[e], dt), pred=valid[e])
+        # the k-th largest key, one bit a round from the top; at the row's end also the rank
+        # GUESS_RANK key's top 16 bits in the same rounds
         kth = T.reg(T.u32, init=0)
+        rank = k * GUESS_MULT
+        far = T.reg(T.u32, init=0)
         for bit in range(keybits - 1, -1, -1):
             t = T.ptx.or_.b32(kth, 1 << bit)
             T.ptx.mov.u32(kth, t, pred=self._count([key >= t for key in keys]) >= k)
+            if final and bit >= keybits - 16:
+                tf = T.ptx.or_.b32(far, 1 << bit)
+                T.ptx.mov.u32(far, tf, pred=self._count([key >= tf for key in keys]) >= rank)
         need = T.reg(T.u32, init=k)        # of the entries equal to kth
         T.ptx.sub.u32(need, need, self._count([key > kth for key in keys]))
         ties = self._count([key == kth for key in keys])
@@ -158,38 +180,39 @@ class _Buffer:
                 T.ptx.mov.u32(last, t, pred=lower < need)
         T.ptx.bar.warp.sync(FULL)          # every lane has read its entries before any write
         kept = T.reg(T.u32, init=0)
+        below = T.sreg("lanemask_lt")
         for key, col in zip(keys, cols):
             keep = (key > kth) | ((key == kth) & (col <= last))
             b = T.ptx.vote.ballot.sync.b32(keep, FULL)
-            pos = self.base + kept + T.ptx.popc.b32(T.ptx.and_.b32(b, self.below))
-            with T.if_(keep):
-                T.ptx.st.shared.u32(self.keys.at(pos), key)
-                T.ptx.st.shared.u32(self.cols.at(pos), col)
+            pos = kept + T.ptx.popc.b32(T.ptx.and_.b32(b, below))
+            stored = key if final else _raw_bits(key, keybits)   # appends after it are raw
+            T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, col], pred=keep)
             kept.set(kept + T.ptx.popc.b32(b))
-        self.n.set(kept)
-        bits = _value_bits(kth, keybits)
-        self.thr.set(T.ptx.mov.f32(bits if keybits == 32 else T.ptx.shl.b32(bits, 16)))
+        with T.if_(self.lane == 0):
+            T.ptx.st.shared.u32(self.fill.at(self.warp), k)
+        T.ptx.bar.warp.sync(FULL)
+        self.thr.set(_key_float(kth, keybits))
+        if final:
+            self.guess.set(_key_float(far, keybits))
+            T.ptx.mov.f32(self.guess, NEG_INF, pred=n < rank)
 
     def store(self, row, k, values, indices, keybits, dt):
         """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
-        broadcast 16-byte loads) and stored; leaves the buffer empty."""
-        T.ptx.bar.warp.sync(FULL)          # the compaction's writes are visible
+        broadcast 16-byte loads: two pairs each) and stored."""
         for h in range(T.cdiv(k, 32)):
             j = self.lane + 32 * h
             mine = j < k
             mk = T.reg(T.u32, init=0)
             mi = T.reg(T.u32, init=0)
-            T.ptx.ld.shared.u32(mk, self.keys.at(self.base + j), pred=mine)
-            T.ptx.ld.shared.u32(mi, self.cols.at(self.base + j), pred=mine)
+            T.ptx.ld.shared.v2.u32([mk, mi], self.pairs.at(self.base + 2 * j), pred=mine)
             rank = T.reg(T.u32, init=0)
-            for i0 in range(0, k, 4):
-                if i0 + 4 <= k:
-                    oks = T.ptx.ld.shared.v4.u32(self.keys.at(self.base + i0))
-                    ois = T.ptx.ld.shared.v4.u32(self.cols.at(self.base + i0))
+            for i0 in range(0, k, 2):
+                if i0 + 2 <= k:
+                    w = T.ptx.ld.shared.v4.u32(self.pairs.at(self.base + 2 * i0))
+                    others = [(w[0], w[1]), (w[2], w[3])]
                 else:
-                    oks = [T.ptx.ld.shared.u32(self.keys.at(self.base + i)) for i in range(i0, k)]
-                    ois = [T.ptx.ld.shared.u32(self.cols.at(self.base + i)) for i in range(i0, k)]
-                for ok, oi in zip(oks, ois):
+                    others = [tuple(T.ptx.ld.shared.v2.u32(self.pairs.at(self.base + 2 * i0)))]
+                for ok, oi in others:
                     T.ptx.add.u32(rank, rank, 1, pred=(ok > mk) | ((ok == mk) & (oi < mi)))
             with T.if_(mine):
                 out = row * k + rank
@@ -200,8 +223,17 @@ class _Buffer:
                     T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
                 T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(mi))
         T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
-        self.n.set(0)
-        self.thr.set(NEG_INF)
+
+
+def _raw_bits(key, keybits):
+    """The f32 bits (bf16: expanded) whose key is `key`: what the buffer holds between refines."""
+    bits = _value_bits(key, keybits)
+    return bits if keybits == 32 else T.ptx.shl.b32(bits, 16)
+
+
+def _key_float(key, keybits):
+    """The f32 whose key (to `keybits`) is `key`."""
+    return T.ptx.mov.f32(_raw_bits(key, keybits))
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, dt):
@@ -227,19 +259,16 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, dt):
         """Filter step g's vectors against thr, refining first where the buffer could overflow."""
         for u in range(UNROLL):
             v = (g * UNROLL + u) * 32 + lane
-            ok = v < nvec
             words = regset[u]
-            hit = ok & (_vector_max(words, dt) >= buf.thr)
+            hit = (v < nvec) & (_vector_max(words, dt) >= buf.thr)
             with T.if_(T.ptx.vote.any.sync.pred(hit, FULL), uniform=True):
-                with T.if_(buf.n > CAP - 32 * vec, uniform=True):
-                    buf.refine(k, keybits)
-                for j, val in enumerate(_elements(words, dt)):
-                    buf.append(ok & (val >= buf.thr), lambda val=val: _key(val, dt),
-                               v * vec + j)
+                with T.if_(buf.count() > CAP - 32 * vec, uniform=True):
+                    buf.refine(k, keybits, dt)
+                with T.if_(hit):
+                    for j, val in enumerate(_elements(words, dt)):
+                        buf.append(val >= buf.thr, val, v * vec + j)
 
-    gw = T.ctaid.x * WARPS + (T.tid.x >> 5)
-    with T.range(gw, rows, T.nctaid.x * WARPS) as row:
-        row_elem = row * cols
+    def stream(row_elem):
         load(row_elem, 0, regs[0])
         with T.range(0, groups, 2) as g:
             load(row_elem, g + 1, regs[1])
@@ -247,7 +276,18 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, dt):
             load(row_elem, g + 2, regs[0])
             with T.if_(g + 1 < groups, uniform=True):
                 examine(g + 1, regs[1])
-        buf.refine(k, keybits)
+
+    gw = T.ctaid.x * WARPS + buf.warp
+    with T.range(gw, rows, T.nctaid.x * WARPS) as row:
+        row_elem = row * cols
+        # from the previous row's guess; where fewer than k elements reach it (the row is not
+        # like the previous one), once more from -inf: every element is then considered
+        buf.reset(buf.guess)
+        stream(row_elem)
+        with T.if_(buf.count() < k, uniform=True):
+            buf.reset(NEG_INF)
+            stream(row_elem)
+        buf.refine(k, keybits, dt, final=True)
         buf.store(row, k, values, indices, keybits, dt)
 
 
