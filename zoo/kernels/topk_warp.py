@@ -130,7 +130,8 @@ class _Buffer:
     def append(self, p, bits, col):
         """Where `p`, one slot (``atom.shared.add.u32``) and the (bits, column) pair in it."""
         pos = T.ptx.atom.shared.add.u32(self.fill.at(self.warp), 1, pred=p)
-        T.ptx.st.shared.v2.b32(self.pairs.at(self.base + 2 * pos), [bits, col], pred=p)
+        T.ptx.st.shared.v2.b32(self.pairs.at(self.base + 2 * pos),  # one type per vector
+                               [T.ptx.mov.b32(bits), T.ptx.mov.b32(col)], pred=p)
 
     def _count(self, preds):
         """How many of the warp's entries satisfy their predicate: per lane ``@p add``, then
@@ -295,17 +296,23 @@ def _grid(rows, WARPS=8, CTAS=396):
     return min(CTAS, T.cdiv(rows, WARPS))
 
 
-@T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS)
+def _maxnreg(MAXREG):
+    return MAXREG or None  # 0: no cap (ptxas chooses)
+
+
+@T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64],
                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
-                  UNROLL: T.const = 2, CAP: T.const = 512, CTAS: T.const = 396):
+                  UNROLL: T.const = 2, CAP: T.const = 512, CTAS: T.const = 396,
+                  MAXREG: T.const = 80):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, "f32")
 
 
-@T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS)
+@T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64],
                    rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
-                   UNROLL: T.const = 2, CAP: T.const = 512, CTAS: T.const = 396):
+                   UNROLL: T.const = 2, CAP: T.const = 512, CTAS: T.const = 396,
+                  MAXREG: T.const = 80):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, "bf16")
 
 
@@ -317,7 +324,7 @@ SMEM_LIMIT = 227 * 1024
 def _constraints(dt):
     vec = _tk.VEC[dt]
 
-    def constraints(rows, cols, k, WARPS, UNROLL, CAP, CTAS):
+    def constraints(rows, cols, k, WARPS, UNROLL, CAP, CTAS, MAXREG):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -338,6 +345,8 @@ def _constraints(dt):
                        f"shared memory, more than {SMEM_LIMIT}")
         if UNROLL < 1:
             why.append(f"UNROLL={UNROLL} must be positive")
+        if MAXREG and not 32 <= MAXREG <= 255:
+            why.append(f"MAXREG={MAXREG} must be 0 (no cap) or in 32..255 (.maxnreg)")
         if rows < 1 or CTAS < 1:
             why.append(f"rows={rows} and CTAS={CTAS} must be positive")
         return why
@@ -347,10 +356,11 @@ def _constraints(dt):
 constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 
-def make_case(name, rows, cols, k, WARPS=8, UNROLL=2, CAP=512, CTAS=396, small=True):
+def make_case(name, rows, cols, k, WARPS=8, UNROLL=2, CAP=512, CTAS=396, MAXREG=80,
+              small=True):
     """A case; large ones are the H200's (tag h200), never simulated."""
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols, k=k,
-                  WARPS=WARPS, UNROLL=UNROLL, CAP=CAP, CTAS=CTAS)
+                  WARPS=WARPS, UNROLL=UNROLL, CAP=CAP, CTAS=CTAS, MAXREG=MAXREG)
 
 
 SUITE_F32 = T.suite(
