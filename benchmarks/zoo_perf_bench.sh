@@ -94,12 +94,13 @@ elif [ "${MODE:-all}" = s5 ]; then
 elif [ "${MODE:-all}" = topk3 ]; then
     SMOKE_K="not h200 and topk_warp"
     N_W1="topk_f32_pipe[r4096_c32768_k64]@ or topk_f32_warp[r4096_c32768_k64]@ or \
-topk_f32_warp[r4096_c32768_k64_u4]@ or topk_f32_warp[r4096_c32768_k64_c1024]@ or \
-topk_f32_warp[r4096_c32768_k64_r0]@ or topk_f32_warp[r4096_c32768_k64_p4]@"
+topk_f32_warp[r4096_c32768_k64_s12]@ or topk_f32_warp[r4096_c32768_k64_v1]@ or \
+topk_f32_warp[r4096_c32768_k64_m80]@"
     N_W2="topk_f32_pipe[r16384_c8192_k50]@ or topk_f32_warp[r16384_c8192_k50]@ or \
-topk_f32_warp[r16384_c8192_k50_w16]@"
+topk_f32_warp[r16384_c8192_k50_m80]@"
     N_W3="topk_bf16_pipe[r8192_c32768_k64]@ or topk_bf16_warp[r8192_c32768_k64]@ or \
-topk_bf16_warp[r8192_c32768_k64_u4]@ or topk_bf16_warp[r8192_c32768_k16]@"
+topk_bf16_warp[r8192_c32768_k64_v2]@ or topk_bf16_warp[r8192_c32768_k64_s12]@ or \
+topk_bf16_warp[r8192_c32768_k16]@"
     SHARDS_ALL="h200 and ($N_W1)|h200 and ($N_W2)|h200 and ($N_W3)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \

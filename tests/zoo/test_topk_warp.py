@@ -68,7 +68,7 @@ def test_ties_take_the_lowest_indices_and_signed_zeros_order_as_keys():
     """Equal values everywhere but one: the first k columns after it. -0.0 ranks below +0.0 as
     topk.py's contract says (the numpy reference sees them equal, so this is asserted here)."""
     suite = MOD.SUITE_F32
-    case = MOD.make_case("ties", rows=2, cols=1024, k=10, WARPS=1, CTAS=1, CAP=192)
+    case = MOD.make_case("ties", rows=2, cols=1024, k=10, WARPS=1, CTAS=1, CAP=320)
     inputs = suite.make_inputs(case, 0)
     inputs["x"][0] = 1.5
     inputs["x"][0, 700] = 2.0
@@ -96,13 +96,18 @@ def test_sync_check_clean():
     ("f32", dict(rows=1, cols=32, k=33), r"k=33 must be in"),
     ("bf16", dict(rows=1, cols=1001, k=4), r"cols=1001 must be a multiple of 8 \(bf16"),
     ("f32", dict(rows=1, cols=1 << 17, k=4), r"cols=131072 exceeds 65536"),
-    ("bf16", dict(rows=1, cols=1024, k=4, CAP=256), r"CAP=256 must be a multiple of 32 with "
-                                                    r"room .* at least 320"),
+    ("bf16", dict(rows=1, cols=1024, k=4, CAP=256, dt="bf16"), r"CAP=256 must be a multiple "
+                                                               r"of 32 with room .* at least 320"),
+    ("f32", dict(rows=1, cols=1024, k=4, CAP=512, VECS=4), r"CAP=512 must be .* VECS=4 vectors "
+                                                           r"per lane \(512\): at least 576"),
     ("f32", dict(rows=1, cols=1024, k=4, WARPS=32, CAP=1024), r"WARPS=32 buffers of CAP=1024 "
-                                                              r"take 262144 bytes"),
+                                                              r"and rings of STAGES=8 take "
+                                                              r"393344 bytes"),
+    ("f32", dict(rows=1, cols=1024, k=4, STAGES=3), r"STAGES=3 \(the cp.async ring\) must be a "
+                                                    r"multiple of VECS=2"),
+    ("f32", dict(rows=1 << 16, cols=1 << 16, k=4), r"rows\*cols=4294967296 must be below 2\^32"),
     ("f32", dict(rows=1, cols=1024, k=4, MAXREG=16), r"MAXREG=16 must be 0"),
-    ("f32", dict(rows=1, cols=1024, k=4, UNROLL=0), r"UNROLL=0 must be positive"),
-    ("f32", dict(rows=0, cols=1024, k=4), r"rows=0 and CTAS=396 must be positive"),
+    ("f32", dict(rows=0, cols=1024, k=4), r"rows=0 and CTAS=264 must be positive"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16

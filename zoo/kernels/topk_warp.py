@@ -45,6 +45,7 @@ import sys
 from pathlib import Path
 
 import tirxh.lang as T
+from tirxh.core import ir
 
 # the zoo is a directory of kernel files, not a package: tirxh's collection puts it on sys.path,
 # a test that loads this file by path does not
@@ -152,12 +153,16 @@ class _Buffer:
         n = self.count()
         valid = [(self.lane + 32 * e) < n for e in range(E)]
         keys = [T.reg(T.u32, init=0) for _ in range(E)]  # empty slots: key 0 is never counted
-        cols = [T.reg(T.u32, init=0) for _ in range(E)]
-        for e in range(E):
-            T.ptx.ld.shared.v2.u32([keys[e], cols[e]],
-                                   self.pairs.at(self.base + 2 * (self.lane + 32 * e)),
-                                   pred=valid[e])
+        at = [self.pairs.at(self.base + 2 * (self.lane + 32 * e)) for e in range(E)]
+        for e in range(E):   # the columns stay in shared memory (registers: 3 CTAs per SM)
+            T.ptx.ld.shared.u32(keys[e], at[e], pred=valid[e])
             T.ptx.mov.u32(keys[e], _key(keys[e], dt), pred=valid[e])
+
+        def col(e):
+            c = T.reg(T.u32, init=0)
+            T.ptx.ld.shared.u32(c, self.pairs.at(self.base + 2 * (self.lane + 32 * e) + 1),
+                                pred=valid[e])
+            return c
         # the k-th largest key, one bit a round from the top; at the row's end also the rank
         # GUESS_RANK key's top 16 bits in the same rounds
         kth = T.reg(T.u32, init=0)
@@ -177,17 +182,21 @@ class _Buffer:
             last.set(0)
             for bit in range(15, -1, -1):
                 t = T.ptx.or_.b32(last, 1 << bit)
-                lower = self._count([(key == kth) & (col < t) for key, col in zip(keys, cols)])
+                lower = self._count([(key == kth) & (col(e) < t) for e, key in enumerate(keys)])
                 T.ptx.mov.u32(last, t, pred=lower < need)
-        T.ptx.bar.warp.sync(FULL)          # every lane has read its entries before any write
+        # compaction in place: entry e's slot (lane + 32e) is read in round e, and round e
+        # writes only slots below 32(e + 1) (a kept entry moves down), so one bar.warp.sync per
+        # round (its reads before its writes) orders every read before the write over it
         kept = T.reg(T.u32, init=0)
         below = T.sreg("lanemask_lt")
-        for key, col in zip(keys, cols):
-            keep = (key > kth) | ((key == kth) & (col <= last))
+        for e, key in enumerate(keys):
+            c = col(e)
+            keep = (key > kth) | ((key == kth) & (c <= last))
             b = T.ptx.vote.ballot.sync.b32(keep, FULL)
             pos = kept + T.ptx.popc.b32(T.ptx.and_.b32(b, below))
             stored = key if final else _raw_bits(key, keybits)   # appends after it are raw
-            T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, col], pred=keep)
+            T.ptx.bar.warp.sync(FULL)
+            T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, c], pred=keep)
             kept.set(kept + T.ptx.popc.b32(b))
         with T.if_(self.lane == 0):
             T.ptx.st.shared.u32(self.fill.at(self.warp), k)
@@ -237,62 +246,140 @@ def _key_float(key, keybits):
     return T.ptx.mov.f32(_raw_bits(key, keybits))
 
 
-def _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, dt):
+class _Ring:
+    """A warp's ring of STAGES 16-byte vectors per lane in shared memory, filled by
+    ``cp.async.cg.shared.global``, one commit group per step of VECS vectors. Each lane reads
+    back only what it copied itself: no cross-lane ordering. The ring runs over the warp's rows
+    back to back (`steps` vectors per lane per row, padded to a multiple of VECS), so the next
+    row streams in while this one's last vectors, its final refine and its ranking run.
+
+    Step t reads stages tV..tV+V-1 (mod STAGES) and first refills the V stages step t-1 read
+    (their registers were used then: no write-after-read), STAGES - VECS stages ahead; the
+    cursors are byte offsets and a 64-bit global pointer, advanced by adds, so a step costs
+    ~10 instructions of bookkeeping for all its vectors."""
+
+    def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step):
+        self.data = T.shared(T.b32, (WARPS * STAGES * 32 * 4,), name="ring", align=16)
+        self.rows, self.nvec, self.S, self.V = rows, nvec, STAGES, VECS
+        self.lane = buf.lane
+        self.steps = T.cdiv(T.cdiv(nvec, 32), VECS) * VECS    # vectors per lane per row
+        self.tail = self.steps * 32 != nvec     # vectors past the row exist: check each
+        self.sbase = self.data.ptr() + (buf.warp * STAGES * 32 + buf.lane) * 16
+        self.span = STAGES * 512                                # a lane's ring, in bytes
+        esize = 16 // vec
+        # the issue cursor: row, vector step, global address, stage offset
+        self.row = T.reg(T.u32, init=first_row)
+        self.v = T.reg(T.u32, init=0)
+        self.gp = T.reg(T.u64, init=0)
+        self.gp.set(x.at(first_row * cols + self.lane * vec).base)
+        # to the next row's first vector: W rows on, less the row's (padded) steps
+        self.jump = T.ptx.cvt.u64.u32(row_step * (cols * esize)) - T.reg(
+            T.u64, init=self.steps * 512)
+        self.soff = T.reg(T.u32, init=0)
+        self.row_step = row_step
+
+    def ok(self, v, u):
+        """Whether this lane's vector u of step v is in the row (None: always, no tail)."""
+        return ((v + u) * 32 + self.lane < self.nvec) if self.tail else None
+
+    def issue(self):
+        """The next step's VECS vectors of this lane (nothing past the row or the warp's last
+        row) into the stages at the issue offset, one commit group."""
+        live = self.row < self.rows
+        for u in range(self.V):
+            ok = self.ok(self.v, u)
+            ok = live if ok is None else (live & ok)
+            T.ptx.cp.async_.cg.shared.global_(
+                ir.Addr(self.sbase + self.soff, u * 512), ir.Addr(self.gp, u * 512), 16, pred=ok)
+        T.ptx.cp.async_.commit_group()
+        T.ptx.add.u64(self.gp, self.gp, self.V * 512)
+        self.v.set(self.v + self.V)
+        with T.if_(self.v == self.steps, uniform=True):
+            self.v.set(0)
+            self.row.set(self.row + self.row_step)
+            T.ptx.add.u64(self.gp, self.gp, self.jump)
+        self.soff.set(self.soff + self.V * 512)
+        T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
+
+
+def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
-    groups = T.cdiv(T.cdiv(nvec, 32), UNROLL)      # steps of UNROLL vectors per lane
     buf = _Buffer(WARPS, CAP)
     lane = buf.lane
-    rtype = T.f32 if dt == "f32" else T.b32
-    regs = [[[T.reg(rtype, init=0) for _ in range(4)] for _ in range(UNROLL)] for _ in range(2)]
+    gw = T.ctaid.x * WARPS + buf.warp
+    grid_warps = T.nctaid.x * WARPS
+    ring = _Ring(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, gw, grid_warps)
+    steps = ring.steps
+    ahead = STAGES // VECS - 1                         # steps in flight beyond the current
+    mine = T.reg(T.u32, init=0)                       # this warp's rows: gw, gw + W, ...
+    with T.if_(gw < rows, uniform=True):
+        mine.set((rows - 1 - gw) / grid_warps + 1)
+    for _ in range(ahead):                             # the ring's first stages in flight
+        ring.issue()
+    row = T.reg(T.u32, init=gw)
+    v = T.reg(T.u32, init=0)                           # the row's next vector step (x VECS)
+    soff = T.reg(T.u32, init=0)                        # its stages' offset in the ring
+    buf.reset(buf.guess)
 
-    def load(row_elem, g, regset):
-        """Step g's vectors into `regset` (vectors past the row are not loaded)."""
-        for u in range(UNROLL):
-            v = (g * UNROLL + u) * 32 + lane
-            if dt == "f32":
-                T.ptx.ld.global_.nc.v4.f32(regset[u], x.at(row_elem + v * vec), pred=v < nvec)
-            else:
-                T.ptx.ld.global_.nc.v4.b32(regset[u], x.at(row_elem + v * vec), pred=v < nvec)
-
-    def examine(g, regset):
-        """Filter step g's vectors against thr, refining first where the buffer could overflow."""
-        for u in range(UNROLL):
-            v = (g * UNROLL + u) * 32 + lane
-            words = regset[u]
-            hit = (v < nvec) & (_vector_max(words, dt) >= buf.thr)
-            with T.if_(T.ptx.vote.any.sync.pred(hit, FULL), uniform=True):
-                with T.if_(buf.count() > CAP - 32 * vec, uniform=True):
-                    buf.refine(k, keybits, dt)
+    def examine(vectors):
+        """Filter VECS vectors per lane ((words, in the row or None, first column) each)
+        against thr; one ``vote.any`` for all, one overflow check (room for all) and refine."""
+        if dt == "f32":
+            vectors = [([T.ptx.mov.f32(w) for w in words], ok, c) for words, ok, c in vectors]
+        hits = []
+        for words, ok, _ in vectors:
+            reach = _vector_max(words, dt) >= buf.thr
+            hits.append(reach if ok is None else ok & reach)
+        anyhit = hits[0]
+        for h in hits[1:]:
+            anyhit = anyhit | h
+        with T.if_(T.ptx.vote.any.sync.pred(anyhit, FULL), uniform=True):
+            with T.if_(buf.count() > CAP - VECS * 32 * vec, uniform=True):
+                buf.refine(k, keybits, dt)
+            for hit, (words, _, col0) in zip(hits, vectors):
                 with T.if_(hit):
                     for j, val in enumerate(_elements(words, dt)):
-                        buf.append(val >= buf.thr, val, v * vec + j)
+                        buf.append(val >= buf.thr, val, col0() + j)
 
-    def stream(row_elem):
-        load(row_elem, 0, regs[0])
-        with T.range(0, groups, 2) as g:
-            load(row_elem, g + 1, regs[1])
-            examine(g, regs[0])
-            load(row_elem, g + 2, regs[0])
-            with T.if_(g + 1 < groups, uniform=True):
-                examine(g + 1, regs[1])
+    with T.range(mine * (steps // VECS)):
+        ring.issue()                                   # into the stages the last step read
+        T.ptx.cp.async_.wait_group(ahead)              # this step's stages landed
+        vectors = []
+        at = ring.sbase + soff
+        for u in range(VECS):
+            ok = ring.ok(v, u)
+            words = [T.reg(T.b32, init=0) for _ in range(4)]
+            T.ptx.ld.shared.v4.b32(words, ir.Addr(at, u * 512), pred=ok)  # not ok: not copied
+            vectors.append((words, ok, lambda u=u: ((v + u) * 32 + lane) * vec))
+        examine(vectors)
+        soff.set(soff + VECS * 512)
+        T.ptx.mov.u32(soff, 0, pred=soff == ring.span)
+        v.set(v + VECS)
+        with T.if_(v == steps, uniform=True):          # the row's last vectors: select it
+            # fewer than k elements reached the previous row's guess (the row is unlike it):
+            # once more from -inf, straight from global memory (exact, slower)
+            with T.if_(buf.count() < k, uniform=True):
+                buf.reset(NEG_INF)
+                with T.range(0, steps, VECS) as u0:
+                    again = []
+                    for u in range(VECS):
+                        ucol = (u0 + u) * 32 + lane
+                        words = [T.reg(T.b32, init=0) for _ in range(4)]
+                        T.ptx.ld.global_.nc.v4.b32(words, x.at(row * cols + ucol * vec),
+                                                   pred=ucol < nvec)
+                        again.append((words, ucol < nvec, lambda ucol=ucol: ucol * vec))
+                    examine(again)
+            buf.refine(k, keybits, dt, final=True)
+            buf.store(row, k, values, indices, keybits, dt)
+            buf.reset(buf.guess)
+            v.set(0)
+            row.set(row + grid_warps)
+    T.ptx.cp.async_.wait_all()                         # nothing in flight at exit
 
-    gw = T.ctaid.x * WARPS + buf.warp
-    with T.range(gw, rows, T.nctaid.x * WARPS) as row:
-        row_elem = row * cols
-        # from the previous row's guess; where fewer than k elements reach it (the row is not
-        # like the previous one), once more from -inf: every element is then considered
-        buf.reset(buf.guess)
-        stream(row_elem)
-        with T.if_(buf.count() < k, uniform=True):
-            buf.reset(NEG_INF)
-            stream(row_elem)
-        buf.refine(k, keybits, dt, final=True)
-        buf.store(row, k, values, indices, keybits, dt)
 
-
-def _grid(rows, WARPS=8, CTAS=396):
+def _grid(rows, WARPS=8, CTAS=396):  # noqa: N803 (the kernel's parameter names)
     return min(CTAS, T.cdiv(rows, WARPS))
 
 
@@ -303,17 +390,17 @@ def _maxnreg(MAXREG):
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64],
                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
-                  UNROLL: T.const = 2, CAP: T.const = 512, CTAS: T.const = 396,
-                  MAXREG: T.const = 80):
-    _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, "f32")
+                  STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
+                  CTAS: T.const = 264, MAXREG: T.const = 128):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32")
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64],
                    rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
-                   UNROLL: T.const = 2, CAP: T.const = 512, CTAS: T.const = 396,
-                  MAXREG: T.const = 80):
-    _topk_warp(x, values, indices, rows, cols, k, WARPS, UNROLL, CAP, "bf16")
+                   STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
+                   CTAS: T.const = 264, MAXREG: T.const = 128):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16")
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -321,10 +408,16 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
 SMEM_LIMIT = 227 * 1024
 
 
+def smem_bytes(WARPS, STAGES, CAP) -> int:  # noqa: N803
+    """A CTA's shared memory: per warp CAP (bits, column) pairs, STAGES x 512 bytes of ring, a
+    4-byte fill counter."""
+    return WARPS * (8 * CAP + 512 * STAGES + 4)
+
+
 def _constraints(dt):
     vec = _tk.VEC[dt]
 
-    def constraints(rows, cols, k, WARPS, UNROLL, CAP, CTAS, MAXREG):
+    def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -334,17 +427,21 @@ def _constraints(dt):
                        "aligned)")
         if cols > MAX_COLS:
             why.append(f"cols={cols} exceeds {MAX_COLS} (the 16-bit column search)")
-        if CAP % 32 or CAP - 32 * vec < _tk.MAX_K:
+        if CAP % 32 or CAP - VECS * 32 * vec < _tk.MAX_K:
             why.append(f"CAP={CAP} must be a multiple of 32 with room for {_tk.MAX_K} kept "
-                       f"entries and one vector per lane ({32 * vec}): at least "
-                       f"{_tk.MAX_K + 32 * vec}")
+                       f"entries and VECS={VECS} vectors per lane ({VECS * 32 * vec}): at least "
+                       f"{_tk.MAX_K + VECS * 32 * vec}")
         if not 1 <= WARPS <= 32:
             why.append(f"WARPS={WARPS} must be in [1, 32]")
-        elif 8 * CAP * WARPS > SMEM_LIMIT:
-            why.append(f"WARPS={WARPS} buffers of CAP={CAP} take {8 * CAP * WARPS} bytes of "
-                       f"shared memory, more than {SMEM_LIMIT}")
-        if UNROLL < 1:
-            why.append(f"UNROLL={UNROLL} must be positive")
+        elif smem_bytes(WARPS, STAGES, CAP) > SMEM_LIMIT:
+            why.append(f"WARPS={WARPS} buffers of CAP={CAP} and rings of STAGES={STAGES} take "
+                       f"{smem_bytes(WARPS, STAGES, CAP)} bytes of shared memory, more than "
+                       f"{SMEM_LIMIT}")
+        if VECS < 1 or STAGES % VECS or not 2 * VECS <= STAGES <= 32:
+            why.append(f"STAGES={STAGES} (the cp.async ring) must be a multiple of VECS={VECS}, "
+                       "at least two steps of it, at most 32")
+        if rows * cols >= 1 << 32:
+            why.append(f"rows*cols={rows * cols} must be below 2^32 (32-bit element indices)")
         if MAXREG and not 32 <= MAXREG <= 255:
             why.append(f"MAXREG={MAXREG} must be 0 (no cap) or in 32..255 (.maxnreg)")
         if rows < 1 or CTAS < 1:
@@ -356,32 +453,30 @@ def _constraints(dt):
 constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 
-def make_case(name, rows, cols, k, WARPS=8, UNROLL=2, CAP=512, CTAS=396, MAXREG=80,
-              small=True):
+def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
+              MAXREG=128, small=True, dt="f32"):
     """A case; large ones are the H200's (tag h200), never simulated."""
+    VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols, k=k,
-                  WARPS=WARPS, UNROLL=UNROLL, CAP=CAP, CTAS=CTAS, MAXREG=MAXREG)
+                  WARPS=WARPS, STAGES=STAGES, VECS=VECS, CAP=CAP, CTAS=CTAS, MAXREG=MAXREG)
 
 
 SUITE_F32 = T.suite(
     topk_f32_warp, **_tk._suite_args("f32"),
     cases=[
         # 5 rows on 2 warps (3 and 2 rows each); row 0 is heavy ties (-3..3: the column search)
-        make_case("r5_c2052_k64", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=256),
-        make_case("r3_c1000_k1", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, CAP=192),
-        make_case("r4_c4100_k7_u1", rows=4, cols=4100, k=7, WARPS=2, UNROLL=1, CTAS=2,
-                  CAP=192),
+        make_case("r5_c2052_k64", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=320),
+        make_case("r3_c1000_k1_v1", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=192),
+        make_case("r4_c4100_k7_s2", rows=4, cols=4100, k=7, WARPS=2, STAGES=2, VECS=1,
+                  CTAS=2, CAP=192),
         make_case("r2_c64_k64", rows=2, cols=64, k=64, WARPS=2),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
-        make_case("r4096_c32768_k64_u4", rows=4096, cols=32768, k=64, UNROLL=4, small=False),
-        make_case("r4096_c32768_k64_c1024", rows=4096, cols=32768, k=64, CAP=1024,
-                  small=False),
-        make_case("r4096_c32768_k64_p4", rows=4096, cols=32768, k=64, CTAS=528, MAXREG=64,
-                  small=False),
-        make_case("r4096_c32768_k64_r0", rows=4096, cols=32768, k=64, MAXREG=0, CTAS=264,
+        make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
+        make_case("r4096_c32768_k64_v1", rows=4096, cols=32768, k=64, VECS=1, small=False),
+        make_case("r4096_c32768_k64_m80", rows=4096, cols=32768, k=64, MAXREG=80, CTAS=396,
                   small=False),
         make_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, small=False),
-        make_case("r16384_c8192_k50_w16", rows=16384, cols=8192, k=50, WARPS=16, CTAS=264,
+        make_case("r16384_c8192_k50_m80", rows=16384, cols=8192, k=50, MAXREG=80, CTAS=396,
                   small=False),
     ],
     constraints=constraints_f32,
@@ -390,11 +485,15 @@ SUITE_F32 = T.suite(
 SUITE_BF16 = T.suite(
     topk_bf16_warp, **_tk._suite_args("bf16"),
     cases=[
-        make_case("r4_c1000_k33", rows=4, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320),
-        make_case("r3_c2056_k64", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, CAP=320),
-        make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False),
-        make_case("r8192_c32768_k64_u4", rows=8192, cols=32768, k=64, UNROLL=4, small=False),
-        make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, small=False),
+        make_case("r4_c1000_k33", rows=4, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320, dt="bf16"),
+        make_case("r3_c2056_k64_v2", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, VECS=2, CAP=576,
+                  dt="bf16"),
+        make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
+                  small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_s12", rows=8192, cols=32768, k=64, STAGES=12, small=False,
+                  dt="bf16"),
+        make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, small=False, dt="bf16"),
     ],
     constraints=constraints_bf16,
 )
