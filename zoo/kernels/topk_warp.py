@@ -74,6 +74,21 @@ def _elements(words, dt):
     return out
 
 
+def _element_bits(word, j, dt):
+    """Element j's f32 bits from the 32-bit word holding it (bf16: shifted to the top half;
+    the low half of a word is the lower column)."""
+    if dt == "f32":
+        return word
+    return T.ptx.shl.b32(T.ptx.shr.u32(word, T.ptx.shl.b32(T.ptx.and_.b32(j, 1), 4)), 16)
+
+
+def _global_bits(x, index, dt):
+    """Element `index`'s f32 bits from global memory (bf16: a 16-bit load, shifted up)."""
+    if dt == "f32":
+        return T.ptx.ld.global_.nc.b32(x.at(index))
+    return T.ptx.shl.b32(T.ptx.cvt.u32.u16(T.ptx.ld.global_.nc.u16(x.at(index))), 16)
+
+
 def _vector_max(words, dt):
     """The largest element of one 16-byte vector as f32: 3 ``max.f32`` (f32) or 3 ``max.bf16x2``
     and the larger of the two halves (bf16)."""
@@ -129,7 +144,8 @@ class _Buffer:
         return T.ptx.ld.shared.u32(self.fill.at(self.warp))
 
     def append(self, p, bits, col):
-        """Where `p`, one slot (``atom.shared.add.u32``) and the (bits, column) pair in it."""
+        """Where `p` (always: None), one slot (``atom.shared.add.u32``) and the (bits, column)
+        pair in it."""
         pos = T.ptx.atom.shared.add.u32(self.fill.at(self.warp), 1, pred=p)
         T.ptx.st.shared.v2.b32(self.pairs.at(self.base + 2 * pos),  # one type per vector
                                [T.ptx.mov.b32(bits), T.ptx.mov.b32(col)], pred=p)
@@ -324,12 +340,13 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
     buf.reset(buf.guess)
 
     def examine(vectors):
-        """Filter VECS vectors per lane ((words, in the row or None, first column) each)
-        against thr; one ``vote.any`` for all, one overflow check (room for all) and refine."""
+        """Filter VECS vectors per lane ((words, in the row or None, first column, element j's
+        bits) each) against thr; one ``vote.any`` for all, one overflow check (room for all) and
+        refine, then the elements that reach thr appended."""
         if dt == "f32":
-            vectors = [([T.ptx.mov.f32(w) for w in words], ok, c) for words, ok, c in vectors]
+            vectors = [([T.ptx.mov.f32(w) for w in words], ok, c, f) for words, ok, c, f in vectors]
         hits = []
-        for words, ok, _ in vectors:
+        for words, ok, _, _ in vectors:
             reach = _vector_max(words, dt) >= buf.thr
             hits.append(reach if ok is None else ok & reach)
         anyhit = hits[0]
@@ -338,10 +355,18 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
         with T.if_(T.ptx.vote.any.sync.pred(anyhit, FULL), uniform=True):
             with T.if_(buf.count() > CAP - VECS * 32 * vec, uniform=True):
                 buf.refine(k, keybits, dt)
-            for hit, (words, _, col0) in zip(hits, vectors):
+            for hit, (words, _, col0, fetch) in zip(hits, vectors):
                 with T.if_(hit):
+                    # which elements reach thr (a bit each), then one round per such element
+                    # (usually one): fetched again by its index, no per-element ballot
+                    mask = T.reg(T.u32, init=0)
                     for j, val in enumerate(_elements(words, dt)):
-                        buf.append(val >= buf.thr, val, col0() + j)
+                        T.ptx.or_.b32(mask, mask, 1 << j, pred=val >= buf.thr)
+                    c0 = col0()
+                    with T.while_(lambda: mask != 0):
+                        j = T.ptx.bfind.u32(mask)
+                        T.ptx.xor.b32(mask, mask, T.ptx.shl.b32(1, j))
+                        buf.append(None, fetch(j), c0 + j)
 
     with T.range(mine * (steps // VECS)):
         ring.issue()                                   # into the stages the last step read
@@ -352,7 +377,10 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
             ok = ring.ok(v, u)
             words = [T.reg(T.b32, init=0) for _ in range(4)]
             T.ptx.ld.shared.v4.b32(words, ir.Addr(at, u * 512), pred=ok)  # not ok: not copied
-            vectors.append((words, ok, lambda u=u: ((v + u) * 32 + lane) * vec))
+            vectors.append((words, ok, lambda u=u: ((v + u) * 32 + lane) * vec,
+                            lambda j, u=u: _element_bits(
+                                T.ptx.ld.shared.b32(ir.Addr(at + (j >> (vec // 8)) * 4,
+                                                            u * 512)), j, dt)))
         examine(vectors)
         soff.set(soff + VECS * 512)
         T.ptx.mov.u32(soff, 0, pred=soff == ring.span)
@@ -369,7 +397,9 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
                         words = [T.reg(T.b32, init=0) for _ in range(4)]
                         T.ptx.ld.global_.nc.v4.b32(words, x.at(row * cols + ucol * vec),
                                                    pred=ucol < nvec)
-                        again.append((words, ucol < nvec, lambda ucol=ucol: ucol * vec))
+                        again.append((words, ucol < nvec, lambda ucol=ucol: ucol * vec,
+                                      lambda j, ucol=ucol: _global_bits(
+                                          x, row * cols + ucol * vec + j, dt)))
                     examine(again)
             buf.refine(k, keybits, dt, final=True)
             buf.store(row, k, values, indices, keybits, dt)
