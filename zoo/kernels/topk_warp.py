@@ -3,44 +3,48 @@
 Same contract as `topk.py` (values and int64 indices of the k largest, largest first, ties to the
 lower index, -0.0 below +0.0, no NaN inputs, k <= 64), same reference, inputs and baselines.
 
-Why another variant: `topk_*_pipe` selects a row with the whole CTA (1024 threads): ~8 radix
-passes over the candidates, each two ``bar.sync`` and a serial warp-0 digit scan, so an SM spends
-~5-7 us per row on a chain of barriers with little in flight and is selection bound (57% of copy
-bandwidth at 4096 x 32768 f32, 36% for bf16; docs/TUNING.md "topk_warp"). Here a row belongs to
-ONE warp and an SM streams ~24 rows at once: no CTA barrier anywhere, so while one warp selects,
-the others' loads keep HBM busy, and the cost that matters is instructions per element, not
-latency.
+Why another variant: `topk_*_pipe` selects a row with the whole CTA: ~8 radix passes over the
+candidates, each two ``bar.sync`` behind a serial warp-0 digit scan, so an SM spends ~5 us per
+row on a chain of barriers with little in flight: selection bound (57% of copy bandwidth at
+4096 x 32768 f32, 36% for bf16; docs/TUNING.md "topk_warp"). Here a row belongs to ONE warp and
+an SM streams 16 rows at once: no CTA barrier anywhere, so while one warp selects, the others'
+copies keep HBM busy, and what counts is instructions per element, not latency.
 
 Per warp, persistent over rows ``w, w + W, ...`` (W warps in the grid):
-1. stream: 16-byte ``ld.global.nc.v4`` per lane, UNROLL per lane per step, the next step's loads
-   issued before the current step is examined (two register sets, the loop unrolled by two);
-2. filter: a running threshold ``thr`` (f32; -inf at the row's start): per 16-byte vector the
-   lane's maximum (``max.f32``, bf16 pairs with ``max.bf16x2``), ``vote.any.sync`` over the warp;
-   only a warp holding a vector that reaches ``thr`` goes on, and then each element that reaches
-   it is appended to the warp's candidate buffer in shared memory (key and column; slots by
-   ``vote.ballot.sync`` + ``popc`` of the lanes below, no atomics);
-3. refine: when the buffer could overflow with the next vector (more than CAP - 32 * VEC
-   entries), the warp computes the exact k-th largest (key, lowest column) of the buffer, keeps
-   exactly those k entries (compacted, ballot slots again) and raises ``thr`` to the k-th key's
-   float. Elements dropped now or later rank below k kept ones, so the answer stays exact; the
-   threshold climbs (top 17% of the first 384 elements, ~3% after ~2300, ~0.5% after ~14000) and
-   a 32768-element row takes ~3 refines;
-4. the exact selection is a bitwise binary search, no histogram: each lane counts its E = CAP/32
-   buffered keys at or above a candidate (``setp`` + predicated ``add``), ``redux.sync.add.u32``
-   sums the warp, one bit decided per round (32 rounds f32, 16 bf16); among keys equal to the
-   threshold, 16 more rounds over the column pick the lowest ones (only when more are equal than
-   needed: a uniform branch). No shared atomics, no hot bins, no barrier but ``bar.warp.sync``;
-5. at the row's end one more refine leaves the k winners in slots 0..k-1; lanes rank them
-   (larger key, then lower column, against all k with broadcast 16-byte shared loads) and store.
+1. stream (`_Ring`): a per-warp ring of STAGES 16-byte vectors per lane in shared memory, filled
+   by ``cp.async.cg.shared.global`` one commit group per step of VECS vectors, STAGES - VECS
+   vectors per lane in flight; the ring runs across the warp's rows, so the next row streams in
+   while this one is selected. Cursors are byte offsets and a 64-bit pointer (adds only);
+2. filter: a running threshold ``thr`` (f32): per vector the lane's maximum (``max.f32``; bf16
+   ``max.bf16x2``), one ``vote.any.sync`` per step; a lane whose vector reaches ``thr`` builds a
+   bit mask of its elements that do and appends them one round each (usually one), re-read by
+   index from the ring: slot by ``atom.shared.add.u32`` on the warp's counter, the (raw bits,
+   column) pair into the warp's candidate buffer (CAP pairs);
+3. refine: before a step whose vectors could overflow the buffer (more than CAP - VECS * 32 *
+   VEC entries), the warp keeps exactly the k largest (key, then lowest column), compacted, and
+   raises ``thr`` to the k-th key's float. Elements dropped now or later rank below k kept ones,
+   so the answer stays exact. The selection is a bitwise binary search, no histogram: each lane
+   counts its CAP/32 buffered keys at or above a candidate (``setp``, ``@p add``) and
+   ``redux.sync.add.u32`` sums the warp, one bit a round (32 rounds f32, 16 bf16); among keys
+   equal to the k-th, 16 rounds over the column pick the lowest ones, only when more are equal
+   than needed (a uniform branch). No hot bins, no barrier but ``bar.warp.sync``;
+4. the row starts from the previous row's guess: the top 16 key bits of its rank-2k entry (one
+   more search in the final refine's rounds), so a row like the previous one buffers ~2k
+   elements and needs no refine before its end; the first row of a warp starts from -inf. If
+   fewer than k elements reach the guess (a row unlike the last), it is read again from global
+   memory from -inf: exact either way;
+5. at the row's end one more refine (over 8 entries per lane when at most 256 are buffered)
+   leaves the k winners in slots 0..k-1; lanes rank them (larger key, then lower column, against
+   all k by broadcast 16-byte shared loads) and store.
 
-Every `cols` that is a multiple of VEC works (the last step's vectors past the row are not
-loaded and never pass the filter); rows wider than 65536 columns (16-bit column search) and
-k > 64 are refused when the suite is declared.
+Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
+examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
+are refused when the suite is declared.
 
-Tags: radix-select, warp-per-row, threshold-filter, warp-ballot, redux, vectorized, persistent
-Work: ~1.5 lane instructions per element (load share, maxima, vote) plus ~1.3k per refine.
+Tags: radix-select, warp-per-row, threshold-filter, cp-async, warp-ballot, redux, persistent
+Work (numsim, PTX warp-instructions per row, normal data, a warp's first row / later rows): f32
+32768 k64 21.0k / 12.2k, f32 8192 k50 9.9k / 5.3k, bf16 32768 k64 22.8k / 12.4k.
 """
-
 import sys
 from pathlib import Path
 
@@ -53,8 +57,8 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import topk as _tk  # noqa: E402  (after the path set-up above)
 
-TAGS = ("radix-select", "warp-per-row", "threshold-filter", "warp-ballot", "redux",
-        "vectorized", "persistent")
+TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ballot", "redux",
+        "persistent")
 
 FULL = 0xFFFFFFFF
 MAX_COLS = 1 << 16
@@ -158,14 +162,14 @@ class _Buffer:
             T.ptx.add.u32(cnt, cnt, 1, pred=p)
         return T.ptx.redux.sync.add.u32(cnt, FULL)
 
-    def refine(self, k, keybits, dt, final=False):
+    def refine(self, k, keybits, dt, final=False, E=None):
         """Keep exactly the k largest entries (key, then the lowest column), compacted to slots
         0..k-1 (as raw bits, so that every entry is keyed the same way at the next refine; as keys
         when `final`, for `store`); `thr` becomes the k-th key's float. Needs at least k entries.
         `final`: also the next row's `guess`, the float of the top 16 key bits of the entry of
         rank k * GUESS_MULT (a value that about that many elements of a row like this one reach;
         -inf when fewer were buffered: the next row then finds its own threshold)."""
-        E = self.CAP // 32
+        E = E or self.CAP // 32            # entries per lane looked at (n <= 32 E)
         n = self.count()
         valid = [(self.lane + 32 * e) < n for e in range(E)]
         keys = [T.reg(T.u32, init=0) for _ in range(E)]  # empty slots: key 0 is never counted
@@ -401,7 +405,13 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
                                       lambda j, ucol=ucol: _global_bits(
                                           x, row * cols + ucol * vec + j, dt)))
                     examine(again)
-            buf.refine(k, keybits, dt, final=True)
+            # a row that started from a good guess ends with ~2k entries: a refine over 8 per
+            # lane costs half of one over CAP / 32
+            small = min(8, CAP // 32)
+            with T.if_(buf.count() <= 32 * small, uniform=True):
+                buf.refine(k, keybits, dt, final=True, E=small)
+            with T.else_():
+                buf.refine(k, keybits, dt, final=True)
             buf.store(row, k, values, indices, keybits, dt)
             buf.reset(buf.guess)
             v.set(0)
