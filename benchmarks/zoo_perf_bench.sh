@@ -95,9 +95,9 @@ elif [ "${MODE:-all}" = topk3 ]; then
     SMOKE_K="not h200 and topk_warp"
     N_W1="topk_f32_pipe[r4096_c32768_k64]@ or topk_f32_warp[r4096_c32768_k64]@ or \
 topk_f32_warp[r4096_c32768_k64_s12]@ or topk_f32_warp[r4096_c32768_k64_v1]@ or \
-topk_f32_warp[r4096_c32768_k64_m80]@"
+topk_f32_warp[r4096_c32768_k64_m80]@ or topk_f32_warp[r4096_c32768_k64_v4]@"
     N_W2="topk_f32_pipe[r16384_c8192_k50]@ or topk_f32_warp[r16384_c8192_k50]@ or \
-topk_f32_warp[r16384_c8192_k50_m80]@"
+topk_f32_warp[r16384_c8192_k50_m80]@ or topk_f32_warp[r16384_c8192_k50_v4]@"
     N_W3="topk_bf16_pipe[r8192_c32768_k64]@ or topk_bf16_warp[r8192_c32768_k64]@ or \
 topk_bf16_warp[r8192_c32768_k64_v2]@ or topk_bf16_warp[r8192_c32768_k64_s12]@ or \
 topk_bf16_warp[r8192_c32768_k16]@"

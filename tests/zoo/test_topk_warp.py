@@ -54,6 +54,20 @@ def test_without_the_fallback_exactly_the_shifted_rows_go_wrong(tmp_path):
     assert _wrong_rows(mut.SUITE_F32, case, res, inputs) == [2, 3]
 
 
+def test_rows_like_the_last_need_no_second_read(tmp_path):
+    """Normal rows, three per warp, the second read disabled: every row after a warp's first
+    starts from the carried threshold (the rank-2k value, or the smallest entry cut to 12 bits
+    where fewer were buffered) and is still exact, so the carried value was reached by k."""
+    mut = load_mutant("topk_warp", "        with T.if_(buf.count() < k, uniform=True):\n",
+                      "        with T.if_(buf.count() > 0xFFFFFFF, uniform=True):\n", tmp_path)
+    for k, cap in ((64, 320), (5, 512)):
+        case = MOD.make_case("normal", rows=6, cols=2048, k=k, WARPS=2, CTAS=1, CAP=cap)
+        inputs = mut.SUITE_F32.make_inputs(case, 1)
+        inputs["x"][:] = np.random.default_rng(k).standard_normal((6, 2048)).astype(np.float32)
+        res, _ = simulate(mut.SUITE_F32, case, inputs=inputs)
+        assert _wrong_rows(mut.SUITE_F32, case, res, inputs) == []
+
+
 def test_without_the_column_search_the_row_of_ties_goes_wrong(tmp_path):
     """Row 0 holds integers -3..3 (hundreds of elements equal to the k-th value): keeping every
     tie overflows k and takes columns above the lowest ones."""

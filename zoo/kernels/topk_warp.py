@@ -28,7 +28,7 @@ Per warp, persistent over rows ``w, w + W, ...`` (W warps in the grid):
    ``redux.sync.add.u32`` sums the warp, one bit a round (32 rounds f32, 16 bf16); among keys
    equal to the k-th, 16 rounds over the column pick the lowest ones, only when more are equal
    than needed (a uniform branch). No hot bins, no barrier but ``bar.warp.sync``;
-4. the row starts from the previous row's guess: the top 16 key bits of its rank-2k entry (one
+4. the row starts from the previous row's guess: the top 16 key bits of its rank 2k+16 entry (one
    more search in the final refine's rounds), so a row like the previous one buffers ~2k
    elements and needs no refine before its end; the first row of a warp starts from -inf. If
    fewer than k elements reach the guess (a row unlike the last), it is read again from global
@@ -63,7 +63,9 @@ TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ba
 FULL = 0xFFFFFFFF
 MAX_COLS = 1 << 16
 NEG_INF = float("-inf")
-GUESS_MULT = 2  # the next row starts from the rank 2k value of this one
+# the next row starts from this row's value of rank 2k + 16: a row like it holds ~that many
+# elements above it, fewer than k only ~4 standard deviations down (~sqrt(2 * rank) each)
+GUESS_MULT, GUESS_PLUS = 2, 16
 
 
 def _elements(words, dt):
@@ -167,8 +169,8 @@ class _Buffer:
         0..k-1 (as raw bits, so that every entry is keyed the same way at the next refine; as keys
         when `final`, for `store`); `thr` becomes the k-th key's float. Needs at least k entries.
         `final`: also the next row's `guess`, the float of the top 16 key bits of the entry of
-        rank k * GUESS_MULT (a value that about that many elements of a row like this one reach;
-        -inf when fewer were buffered: the next row then finds its own threshold)."""
+        rank 2k + 16 (a value that about that many elements of a row like this one reach;
+        with fewer buffered, of the smallest entry, cut to 12 bits)."""
         E = E or self.CAP // 32            # entries per lane looked at (n <= 32 E)
         n = self.count()
         valid = [(self.lane + 32 * e) < n for e in range(E)]
@@ -183,10 +185,12 @@ class _Buffer:
             T.ptx.ld.shared.u32(c, self.pairs.at(self.base + 2 * (self.lane + 32 * e) + 1),
                                 pred=valid[e])
             return c
-        # the k-th largest key, one bit a round from the top; at the row's end also the rank
-        # GUESS_RANK key's top 16 bits in the same rounds
+        # the k-th largest key, one bit a round from the top; at the row's end also the
+        # rank 2k + 16 key's top 16 bits in the same rounds
         kth = T.reg(T.u32, init=0)
-        rank = k * GUESS_MULT
+        rank = T.reg(T.u32, init=k * GUESS_MULT + GUESS_PLUS)
+        if final:
+            T.ptx.min.u32(rank, rank, n)   # fewer buffered: the smallest entry (see below)
         far = T.reg(T.u32, init=0)
         for bit in range(keybits - 1, -1, -1):
             t = T.ptx.or_.b32(kth, 1 << bit)
@@ -223,8 +227,12 @@ class _Buffer:
         T.ptx.bar.warp.sync(FULL)
         self.thr.set(_key_float(kth, keybits))
         if final:
+            # fewer than that rank buffered: exactly n elements of this row reach the
+            # smallest of them (none above it was dropped), so a row like it may hold fewer
+            # than k: start lower, the key cut to its top 12 bits (at most 1/8 of an octave)
+            T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1),
+                           pred=n < k * GUESS_MULT + GUESS_PLUS)
             self.guess.set(_key_float(far, keybits))
-            T.ptx.mov.f32(self.guess, NEG_INF, pred=n < rank)
 
     def store(self, row, k, values, indices, keybits, dt):
         """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
@@ -512,10 +520,14 @@ SUITE_F32 = T.suite(
         make_case("r2_c64_k64", rows=2, cols=64, k=64, WARPS=2),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
-        make_case("r4096_c32768_k64_v1", rows=4096, cols=32768, k=64, VECS=1, small=False),
+        make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
+                  small=False),
         make_case("r4096_c32768_k64_m80", rows=4096, cols=32768, k=64, MAXREG=80, CTAS=396,
                   small=False),
+        make_case("r4096_c32768_k64_v1", rows=4096, cols=32768, k=64, VECS=1, small=False),
         make_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, small=False),
+        make_case("r16384_c8192_k50_v4", rows=16384, cols=8192, k=50, VECS=4, CAP=640,
+                  small=False),
         make_case("r16384_c8192_k50_m80", rows=16384, cols=8192, k=50, MAXREG=80, CTAS=396,
                   small=False),
     ],
