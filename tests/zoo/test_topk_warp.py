@@ -5,6 +5,7 @@ fallback from -inf, the column search among ties), sync_check, refused shapes.""
 import numpy as np
 import pytest
 
+from tests.zoo._zoo import SMS, resident_ctas_per_sm
 from tests.zoo.zoo_modules import assert_matches, declare, load, load_mutant, simulate
 
 MOD = load("topk_warp")
@@ -128,3 +129,18 @@ def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     rules = MOD.constraints_f32 if dt == "f32" else MOD.constraints_bf16
     with pytest.raises(ValueError, match=r"case 'bad': .*" + match):
         declare(suite, MOD.make_case("bad", **params), rules)
+
+
+DEFAULTS = [(MOD.SUITE_F32, "r4096_c32768_k64"), (MOD.SUITE_F32, "r16384_c8192_k50"),
+            (MOD.SUITE_BF16, "r8192_c32768_k64")]
+
+
+@pytest.mark.slow(reason="three ptxas compiles of the benchmarked defaults (~7 s each)")
+@pytest.mark.parametrize("suite,name", DEFAULTS, ids=[n for _, n in DEFAULTS])
+def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
+    """The predictions (docs/TUNING.md "topk_warp") assume 2 CTAs of 8 warps per SM, all
+    resident (the persistent grid is one wave) and no spill traffic."""
+    case = _case(suite, name)
+    r = suite.kernel.compile("sm_90a", **suite.consts(case)).resources
+    assert (r.spill_stores, r.spill_loads) == (0, 0)
+    assert suite.grid(case)[0] == SMS * resident_ctas_per_sm(suite, case) == 264

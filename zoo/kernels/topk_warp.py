@@ -149,12 +149,11 @@ class _Buffer:
         T.ptx.bar.warp.sync(FULL)
         return T.ptx.ld.shared.u32(self.fill.at(self.warp))
 
-    def append(self, p, bits, col):
-        """Where `p` (always: None), one slot (``atom.shared.add.u32``) and the (bits, column)
-        pair in it."""
-        pos = T.ptx.atom.shared.add.u32(self.fill.at(self.warp), 1, pred=p)
+    def append(self, bits, col):
+        """One slot (``atom.shared.add.u32``) and the (bits, column) pair in it."""
+        pos = T.ptx.atom.shared.add.u32(self.fill.at(self.warp), 1)
         T.ptx.st.shared.v2.b32(self.pairs.at(self.base + 2 * pos),  # one type per vector
-                               [T.ptx.mov.b32(bits), T.ptx.mov.b32(col)], pred=p)
+                               [T.ptx.mov.b32(bits), T.ptx.mov.b32(col)])
 
     def _count(self, preds):
         """How many of the warp's entries satisfy their predicate: per lane ``@p add``, then
@@ -176,7 +175,7 @@ class _Buffer:
         valid = [(self.lane + 32 * e) < n for e in range(E)]
         keys = [T.reg(T.u32, init=0) for _ in range(E)]  # empty slots: key 0 is never counted
         at = [self.pairs.at(self.base + 2 * (self.lane + 32 * e)) for e in range(E)]
-        for e in range(E):   # the columns stay in shared memory (registers: 3 CTAs per SM)
+        for e in range(E):   # the columns stay in shared memory (fewer registers)
             T.ptx.ld.shared.u32(keys[e], at[e], pred=valid[e])
             T.ptx.mov.u32(keys[e], _key(keys[e], dt), pred=valid[e])
 
@@ -378,7 +377,7 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
                     with T.while_(lambda: mask != 0):
                         j = T.ptx.bfind.u32(mask)
                         T.ptx.xor.b32(mask, mask, T.ptx.shl.b32(1, j))
-                        buf.append(None, fetch(j), c0 + j)
+                        buf.append(fetch(j), c0 + j)
 
     with T.range(mine * (steps // VECS)):
         ring.issue()                                   # into the stages the last step read
