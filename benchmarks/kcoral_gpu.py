@@ -38,6 +38,10 @@ from gpu_out import save  # noqa: E402  (the $OUT/kcoral_gpu.json written after 
 
 
 def load_module(path: pathlib.Path):
+    """A zoo module by path; its folder goes on sys.path first, as `tirxh` does, because zoo
+    modules import their siblings (attention and the gemms import `hopper`)."""
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
@@ -45,10 +49,19 @@ def load_module(path: pathlib.Path):
 
 
 def zoo_case(name: str, case: str, target="sm_90a"):
+    """`name` is a zoo module (its SUITE) or MODULE:ATTR for a module's other suites
+    (gemm_sm90:SUITE_C2)."""
     from tirxh.core.compiler import compile_kernel
-    m = load_module(ROOT / "zoo" / "kernels" / f"{name}.py")
-    s = m.SUITE
-    c = next(c for c in s.cases if c.name == case) if isinstance(case, str) else case
+    module, _, attr = name.partition(":")
+    m = load_module(ROOT / "zoo" / "kernels" / f"{module}.py")
+    s = getattr(m, attr or "SUITE")
+    if isinstance(case, str):
+        c = next((c for c in s.cases if c.name == case), None)
+        if c is None:
+            raise SystemExit(f"zoo case {case!r} is not in {name} (suite {s.name}); its cases: "
+                             + ", ".join(c.name for c in s.cases))
+    else:
+        c = case
     return s, c, compile_kernel(s.kernel, target, s.consts(c))
 
 

@@ -42,3 +42,15 @@ def test_unknown_shape_is_refused_by_name_before_torch_is_needed(capsys):
         fla_prewarm.main(["--shapes", "t8192_h96,t123", "--decode", "n9"])
     err = capsys.readouterr().err
     assert "unknown shape(s) t123, n9" in err and "t8192_h96" in err.split("forward")[1]
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "benchmarks").glob("*.sh")), ids=lambda p: p.name)
+def test_no_bare_wait_beside_a_background_prewarm(script):
+    """A bare `wait` waits for every background child, the prewarm included: on the H200
+    (2026-12-02) kda_bench.sh's compile step waited 536 s for FLA's autotune and the call timed
+    nothing. Scripts that start a long-lived background job wait for named pids only."""
+    text = script.read_text()
+    if "PREWARM=$!" not in text:
+        return
+    bare = [n for n, line in enumerate(text.splitlines(), 1) if re.fullmatch(r"\s*wait\s*", line)]
+    assert not bare, f"{script.name}: bare `wait` at line(s) {bare}"

@@ -65,6 +65,25 @@ def test_the_gate_check_cases_exist():
         assert case in [c.name for c in s.cases] and s.baselines
 
 
+def test_zoo_case_takes_a_modules_other_suite_and_names_a_missing_case():
+    """`--suite MODULE:ATTR` (the clock check on gemm_sm90's cluster GEMM); a sibling import
+    (`hopper`) resolves; a case name that is not there is refused with the suite's cases."""
+    kg = clock_check.kcoral_gpu
+    s, c, ck = kg.zoo_case("gemm_sm90:SUITE_C2", "m200n136k72")
+    assert (s.name, c.name) == ("gemm_bf16_c2", "m200n136k72") and ck.ptx
+    with pytest.raises(SystemExit, match=r"'nope' is not in gemm_sm90:SUITE_C2 .*m200n136k72"):
+        kg.zoo_case("gemm_sm90:SUITE_C2", "nope")
+
+
+def test_describe_names_the_kernel_and_baseline(tmp_path, capsys):
+    t = _run(tmp_path, {}, fake={})
+    ev = {"state": "done", "result": {"verified": True, "board": "fake0", "timing": t}}
+    rec = clock_check.describe("lazy8", ev, every=10, baseline="fake.add", kernel="attention_fwd")
+    out = capsys.readouterr().out
+    assert "median of per-round fake.add/attention_fwd" in out
+    assert rec["summary"].startswith("attention_fwd")
+
+
 def test_describe_of_a_failed_job_names_the_error(capsys):
     ev = {"state": "failed", "result": {"error": {"type": "timeout.launch", "message": "hung"}}}
     rec = clock_check.describe("smoke", ev, every=5)

@@ -20,7 +20,7 @@ def test_shards_are_one_k_expression_per_group_in_the_order_given():
     r = _run("--shards", "kda", "vector")
     assert r.returncode == 0
     assert r.stdout.strip().split("|") == [
-        "kda_fwd[t8192_h64_v64s2]@",
+        "kda_fwd[t8192_h64_v64ws8]@",
         "vadd[n64M]@ or reduce_rows[r8192_c8192]@ or gemm_mma[m4096n4096k4096]@sm_90a"]
 
 
@@ -31,6 +31,32 @@ def test_every_group_by_default():
 def test_an_unknown_group_is_refused_by_name():
     r = _run("--shards", "norms", "gemms")
     assert r.returncode == 2 and "unknown group 'gemms'" in r.stderr
+
+
+@pytest.mark.slow   # one zoo collection per group: ~3 s each
+def test_every_group_selects_its_items():
+    """Each headline item exists under its current case name (cases are renamed when a faster
+    variant becomes the default: session 5's transpose and reduce_rows, session 6's kda_fwd)."""
+    r = subprocess.run(["bash", str(SCRIPT), "--list"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    groups = r.stdout.split("== ")[1:]
+    assert len(groups) == 9
+    for g in groups:
+        name, *items = g.strip().splitlines()
+        assert items, f"group {name} selects nothing"
+    assert sum(len(g.strip().splitlines()) - 1 for g in groups) >= 24
+
+
+def test_list_refuses_a_group_that_selects_nothing(tmp_path):
+    script = tmp_path / "benchmarks" / "zoo_all_bench.sh"
+    script.parent.mkdir()
+    (tmp_path / "zoo").mkdir()
+    script.write_text(SCRIPT.read_text().replace('G[kda]="kda_fwd[t8192_h64_v64ws8]@"',
+                                                 'G[kda]="kda_fwd[no_such_case]@"'))
+    r = subprocess.run(["bash", str(script), "--list", "kda"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "no item selected by group(s): kda" in r.stderr
 
 
 @pytest.mark.skipif(gpu_count()[0] > 0, reason="this host has a GPU")
