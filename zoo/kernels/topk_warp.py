@@ -42,8 +42,9 @@ examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows
 are refused when the suite is declared.
 
 Tags: radix-select, warp-per-row, threshold-filter, cp-async, warp-ballot, redux, persistent
-Work (numsim, PTX warp-instructions per row, normal data, a warp's first row / later rows): f32
-32768 k64 21.0k / 12.2k, f32 8192 k50 9.9k / 5.3k, bf16 32768 k64 22.8k / 12.4k.
+Work: the row read once; numsim counts (PTX warp-instructions per row, normal data, a warp's
+first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, bf16 32768 k64
+22.8k / 13.0k.
 """
 import sys
 from pathlib import Path
