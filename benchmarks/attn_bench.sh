@@ -7,7 +7,8 @@
 # GROUPS (default: main) select cases by their role tags (VARIANTS in attention.py):
 #   main   the predicted fastest variant: persistent (132 CTAs), FlashAttention-3 ping-pong
 #   alt    one CTA per tile (the hardware's scheduler), the rendezvous ping-pong, and KV
-#          blocks of 160 keys (non-causal only), lazy rescaling (LAZY=8)
+#          blocks of 160 keys (non-causal only), lazy rescaling (LAZY=8), the causal pair
+#          tile order (pairs_lazy8, causal only: zoo/kernels/attn_schedule.py)
 #   sweep  no ping-pong (what the turns are worth)
 #   all    every benchmark case
 # Shapes (B, H, HKV, S): 4x32x32x2048, 4x32x32x8192, 2x16x16x16384, 4x32x8x8192 (GQA), each
@@ -30,7 +31,9 @@
 # summary.md.
 #
 # Env: ATTN_K a -k expression over case names instead of the groups, BUDGET seconds for the timed clients (default 180), TOTAL_LIMIT (default 285),
-# SMOKE_LIMIT (default 90; 0 skips the smoke pass), SEEDS (default 1), SHAPES (e.g.
+# SMOKE_LIMIT (default 90; 0 skips the smoke pass), SMOKE_K (a -k expression that narrows the
+# smoke pass to a new variant's small and smoke cases, e.g. "pairs"), SEEDS (default 1),
+# SHAPES (e.g.
 # "b4h32s8192 b2h16s16384" to restrict), OUT (default ./gpu_out: gpu_bench.tar.gz with every
 # log and report, summary.md, summary.json).
 # Exits 0 without a GPU, saying so.
@@ -67,7 +70,8 @@ done
 echo "attn_bench: one client per shape: $shapes; roles: $roles"
 
 smoke=""
-[ "${SMOKE_LIMIT:-90}" = 0 ] || smoke="attention_fwd and not (main or alt or sweep)"
+[ "${SMOKE_LIMIT:-90}" = 0 ] ||
+    smoke="attention_fwd and not (main or alt or sweep)${SMOKE_K:+ and ($SMOKE_K)}"
 SMOKE="$smoke" SMOKE_LIMIT="${SMOKE_LIMIT:-90}" SMOKE_EXEC_S=15 SMOKE_GATE=1 SEEDS="${SEEDS:-1}" \
     TOTAL_LIMIT="${TOTAL_LIMIT:-285}" SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-180}" OUT="$OUT" \
     bash benchmarks/gpu_bench.sh

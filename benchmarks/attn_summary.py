@@ -20,7 +20,8 @@ from report_tables import bench_timing, cli, item_reports, json_option, not_time
 _CASE = re.compile(r"^b(\d+)h(\d+)(?:kv(\d+))?s(\d+)(_causal)?_(\w+)$")
 BASELINE = "torch.sdpa"
 GOAL = 1.00
-TECHNIQUES = ("np", "sync", "nopp", "bn160", "lazy8", "bn160_lazy8")   # the variants of zoo attention.py but p
+TECHNIQUES = ("np", "sync", "nopp", "bn160", "lazy8", "bn160_lazy8",
+              "pairs_lazy8")   # the variants of zoo attention.py but p
 # torch SDPA on this H200, TFLOP/s (docs/ANCHORS: 2026-11-29, do_bench), for context
 ANCHORS = {(4, 32, 32, 2048): (589, 481), (4, 32, 32, 8192): (596, 565),
            (2, 16, 16, 16384): (607, 573)}

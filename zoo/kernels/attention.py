@@ -19,7 +19,11 @@ Algorithm (docs/TUNING.md has the reasoning and the predicted gain of each step)
   tiles c, 2G - 1 - c, 2G + c, ... (G CTAs; a snake, so that per-CTA work evens out when tile
   costs fall along the order) of an order that walks HG heads at a time (their K and V stay in
   L2 while every query block of them is processed) and, inside, query blocks from the last
-  (costliest when causal) to the first. SMS >= tiles is the non-persistent launch.
+  (costliest when causal) to the first. SMS >= tiles is the non-persistent launch. ORDER =
+  "pairs" (causal): a CTA runs query blocks nm - 1 - p and p of one head back to back (nm + 1
+  KV blocks, the same for every pair), with a split last round: the snake's per-CTA loads
+  spread 1040-3023 blocks at B2 H16 S16384 and 104-219 at B4 H32 S2048, the pairs' 1968-2033
+  and 119-136 (zoo/kernels/attn_schedule.py: the order and its model).
 - Warpgroup 0 is the producer (``setmaxnreg.dec``): one thread loads, per tile, K of the first
   block, then Q (once the consumers released the previous tile's Q), then K of block j+1 and V of
   block j alternately, with TMA into two 2-stage rings (K and V have their own `full`/`empty`
@@ -55,10 +59,13 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from types import SimpleNamespace
 
 import numpy as np
 
 import tirxh.lang as T
+from attn_schedule import ORDERS, TileOrder, heads_per_section
 from hopper import CHUNK_BYTES, WG, bf16x2, desc, log2, stmatrix_chunk, stmatrix_lanes
 from hostcache import Cache, rng_key
 from tirxh.api import numpy_dtype
@@ -87,45 +94,43 @@ STAGES = 2               # K and V ring depth
 
 class _Tiles:
     """The static persistent schedule (built inside each role: no value may live across
-    ``setmaxnreg``, ptxas would spill it).
+    ``setmaxnreg``, ptxas would spill it): zoo/kernels/attn_schedule.py's `TileOrder` on device
+    registers (``selp.u32`` / ``min.u32``; the model runs the same arithmetic on integers).
 
-    Tiles t in [0, B * H * nm) (nm query blocks per head) are ordered by sections of HG
+    "snake": tiles t in [0, B * H * nm) (nm query blocks per head) are ordered by sections of HG
     consecutive (b, h) pairs; inside a section, query block nm - 1 - t / width first, then the
-    head. Round k of CTA c takes t = k * G + (c, or G - 1 - c in odd rounds). Emits the counts
-    once (shr/mul/add/div) and per tile a few div.u32/min.u32/selp.
+    head. Round k of CTA c takes t = k * G + (c, or G - 1 - c in odd rounds). "pairs" (causal):
+    round 2j + e runs tile e of unit j G + c, a unit being query blocks nm - 1 - p and p of one
+    head (the same nm + 1 KV blocks for every unit). Emits the counts once
+    (shr/mul/add/div) and per tile a few div.u32/min.u32/selp.
     """
 
-    def __init__(self, B, S, H: int, HG: int, bn: int):
-        self.H, self.HG = H, HG
+    def __init__(self, B, S, H: int, HG: int, bn: int, order: str = "snake"):
         self.nm = (S + (BM - 1)) >> log2(BM)
         self.nkv = (S + (bn - 1)) >> log2(bn) if bn & (bn - 1) == 0 else (S + (bn - 1)) / bn
-        self.bh = B * H
-        self.total = self.bh * self.nm
-        self.span = self.nm * HG
-        self.grid = T.nctaid.x
-        self.cta = T.ctaid.x
-        self.rounds = (self.total + (self.grid - 1)) / self.grid
+        self.order = TileOrder(order, B * H, H, HG, self.nm, _DEVICE_OPS)
+        self.rounds = self.order.rounds
 
-    def tile(self, k):
-        """The linear tile index of round `k` (a snake over the CTAs)."""
-        odd = (k & 1) == 1
-        idx = T.ptx.selp.u32(self.grid - 1 - self.cta, self.cta, odd)
-        return k * self.grid + idx
-
-    def coords(self, t):
-        """(b, h, m_block) of tile `t`."""
-        sec = t / self.span
-        r = t - sec * self.span
-        first = sec * self.HG
-        width = T.ptx.min.u32(self.bh - first, self.HG)
-        mi = r / width
-        bh = first + (r - mi * width)
-        b = bh / self.H
-        return b, bh - b * self.H, self.nm - 1 - mi
+    @contextmanager
+    def each(self, rnd):
+        """``with tiles.each(rnd) as (b, h, mb):`` the body runs for round rnd's tile, if this
+        CTA has one (uniform branches: ``idx < count``, and for "pairs" the short half)."""
+        idx, half = self.order.tile(rnd)
+        with T.if_(self.order.valid(idx), uniform=True):
+            b, h, mb, keep = self.order.coords(idx, half)
+            if keep is True:
+                yield b, h, mb
+            else:
+                with T.if_(keep, uniform=True):
+                    yield b, h, mb
 
     def blocks(self, m_block, causal: bool):
         """KV blocks of a tile: all of them, or (causal, BM == BN) those up to the diagonal."""
         return m_block + 1 if causal else self.nkv
+
+
+_DEVICE_OPS = SimpleNamespace(sel=T.ptx.selp.u32, umin=T.ptx.min.u32, grid=lambda: T.nctaid.x,
+                              cta=lambda: T.ctaid.x)
 
 
 # --- the kernel body ---------------------------------------------------------------------------
@@ -176,11 +181,11 @@ def _attention(cfg: dict, maps: tuple, lse, B, S):
     T.ptx.bar.sync(0)
     with T.role((tid >> 7) == 0, dec=PRODUCER_REGS):
         with T.if_(tid == 0):
-            _producer(cfg, _Tiles(B, S, cfg["H"], cfg["HG"], cfg["BN"]), maps, sm)
+            _producer(cfg, _Tiles(B, S, cfg["H"], cfg["HG"], cfg["BN"], cfg["ORDER"]), maps, sm)
     with T.else_():
         T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
-        _consumer(cfg, _Tiles(B, S, cfg["H"], cfg["HG"], cfg["BN"]), maps[3], sm, lse, S,
-                  T.tid.x)
+        _consumer(cfg, _Tiles(B, S, cfg["H"], cfg["HG"], cfg["BN"], cfg["ORDER"]), maps[3], sm,
+                  lse, S, T.tid.x)
 
 
 def _producer(cfg, tiles, maps, sm):
@@ -208,9 +213,7 @@ def _producer(cfg, tiles, maps, sm):
         ring.advance()
 
     with T.range(tiles.rounds) as rnd:
-        t = tiles.tile(rnd)
-        with T.if_(t < tiles.total, uniform=True):
-            b, h, mb = tiles.coords(t)
+        with tiles.each(rnd) as (b, h, mb):
             kvh = h >> log2(G) if G > 1 else h
             n = tiles.blocks(mb, cfg["CAUSAL"])
             kv(k_ring, sm.k_full, sm.k_empty, k_base, k_map, n - 1, kvh, b)
@@ -415,9 +418,7 @@ def _consumer(cfg, tiles, o_map, sm, lse, S, tid):
         with T.if_(cw == 1, uniform=True):
             turn_end()
     with T.range(tiles.rounds) as rnd:
-        t = tiles.tile(rnd)
-        with T.if_(t < tiles.total, uniform=True):
-            b, h, mb = tiles.coords(t)
+        with tiles.each(rnd) as (b, h, mb):
             n = tiles.blocks(mb, causal)
             acc_o.fill(0.0)
             sm.q_full.wait(q_phase)
@@ -494,7 +495,7 @@ def attention_fwd(q_map: T.tensormap, k_map: T.tensormap, v_map: T.tensormap,
                   o: T.gptr[T.bf16], lse: T.gptr[T.f32], B: T.u32, S: T.u32, H: T.const,
                   HKV: T.const, CAUSAL: T.const = False, HG: T.const = 8,
                   PINGPONG: T.const = "arrive", SMS: T.const = H200_SMS, BN: T.const = BN,
-                  LAZY: T.const = 0):
+                  LAZY: T.const = 0, ORDER: T.const = "snake"):
     if PINGPONG not in ("arrive", "sync", False):
         raise ValueError(f"attention_fwd: PINGPONG = {PINGPONG!r}: expected 'arrive', 'sync' or "
                          "False")
@@ -504,7 +505,11 @@ def attention_fwd(q_map: T.tensormap, k_map: T.tensormap, v_map: T.tensormap,
     if not isinstance(LAZY, (int, float)) or isinstance(LAZY, bool) or not 0 <= LAZY <= 16:
         raise ValueError(f"attention_fwd: LAZY = {LAZY!r}: the lazy-rescale threshold in log2 "
                          "units must be in [0, 16] (0: rescale at every block)")
-    cfg = dict(H=H, HKV=HKV, CAUSAL=CAUSAL, HG=HG, PINGPONG=PINGPONG, BN=BN, LAZY=LAZY)
+    if ORDER not in ORDERS:
+        raise ValueError(f"attention_fwd: ORDER = {ORDER!r}: expected one of {ORDERS} (the tile "
+                         "order, zoo/kernels/attn_schedule.py)")
+    cfg = dict(H=H, HKV=HKV, CAUSAL=CAUSAL, HG=HG, PINGPONG=PINGPONG, BN=BN, LAZY=LAZY,
+               ORDER=ORDER)
     _attention(cfg, (q_map, k_map, v_map, o_map), lse, B, S)
 
 
@@ -648,21 +653,18 @@ VARIANTS = {
     "bn160": (dict(BN=160), "alt"),                 # KV blocks of 160 keys (non-causal only)
     "lazy8": (dict(LAZY=8), "main"),                # p, O rescaled only when the max grows > 2^8
     "bn160_lazy8": (dict(BN=160, LAZY=8), "alt"),   # both (non-causal only): session 5
+    # lazy8 with the causal tiles paired (query blocks nm - 1 - p and p of a head on one CTA:
+    # every CTA the same work; zoo/kernels/attn_schedule.py), causal only: session 6
+    "pairs_lazy8": (dict(LAZY=8, ORDER="pairs"), "alt"),
 }
 
 
 def variants(causal: bool) -> dict:
-    """The VARIANTS a mask can run (BN != 128 is refused when causal)."""
+    """The VARIANTS a mask can run (BN != 128 is refused when causal; a tile order other than
+    the snake is for the causal triangle only: non-causal tiles all cost the same)."""
     return {v: pr for v, pr in VARIANTS.items()
-            if not _check_block(pr[0].get("BN", BN), causal)}
-L2_WORKING_SET = 16 << 20   # the K and V bytes a schedule section keeps hot (H200 L2: 50 MB)
-
-
-def heads_per_section(H: int, HKV: int, S: int) -> int:
-    """Query heads per schedule section: as many KV heads as keep ~16 MB of K and V in L2
-    (S * 512 bytes each), times the query heads that share each; at most every head."""
-    kv = max(1, min(HKV, L2_WORKING_SET // (S * D * 2 * 2)))
-    return min(H, kv * (H // HKV))
+            if not _check_block(pr[0].get("BN", BN), causal)
+            and (causal or pr[0].get("ORDER", "snake") == "snake")}
 
 
 def _large() -> list:
@@ -704,6 +706,16 @@ SMALL = [   # (every case names CAUSAL: the SDPA baseline's `causal` argument ta
     # both: 4 tiles of 3 blocks of 160 keys (an 80-key tail) with the lazy rescale
     T.case("s400_bn160_lazy8_p2", B=1, S=400, H=1, HKV=1, HG=1, CAUSAL=False, SMS=2, BN=160,
            LAZY=8),
+    # the causal pair order (zoo/kernels/attn_schedule.py), its split tail round with a short
+    # tile left over and an idle CTA (units 2 + 0 and the middle block 1 on 3 CTAs): CTA 0
+    # runs query block 2, CTA 1 blocks 1 and 0, CTA 2 nothing (the middle unit's missing half)
+    T.case("s384_causal_pairs_lazy8_p3", B=1, S=384, H=1, HKV=1, HG=1, CAUSAL=True, SMS=3,
+           LAZY=8, ORDER="pairs"),
+    # with GQA (2 query heads on 1 KV head), a 44-key tail, an odd nm (3: the middle block is
+    # a unit alone), a full round of units and a split tail (4 units on 3 CTAs): CTA 0 runs
+    # head 0's blocks 2, 0 and head 1's middle block 1, CTA 1 head 1's 2, 0, CTA 2 head 0's 1
+    T.case("gqa_b1h2kv1s300_causal_pairs_lazy8_p3", B=1, S=300, H=2, HKV=1, HG=2, CAUSAL=True,
+           SMS=3, LAZY=8, ORDER="pairs"),
 ]
 
 # hardware smoke cases (benchmarks/attn_bench.sh runs them, with the small ones, correctness only
