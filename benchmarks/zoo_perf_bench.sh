@@ -16,6 +16,13 @@
 #     smoke: the small cases of the changed code, LayerNorm's fused reduction, the L2 and L1
 #     hints, tma_copy's 1-D bulk chunks), same limits; predictions in docs/TUNING.md
 #     ("Memory-bound kernels, s3 round")
+#   MODE=s6: ONLY session 6's variants (what torch.compile's inductor kernels do differently:
+#     16 warps per row at full occupancy, Triton's evict-first policies, streaming stores, equal
+#     TMA shares) beside each kernel's default case, first in its shard: four shards (rmsnorm,
+#     swiglu, tma_copy, reduce_rows; 5-8 items each, most likely winners first, so the time
+#     limit cuts the least likely) and a fifth, `reg_copy` (the copy as torch.compile does it,
+#     the control for tma_copy), smoke over their small cases; predictions in
+#     docs/TUNING.md ("Session 6: what inductor's kernels do differently")
 #   MODE=s4: ONLY session 4's kernels beside the plain ones they replace: the pipelined cumsum
 #     (`cumsum_pipe`), the filtered top-k (`topk_*_pipe`), the vectorized row sum
 #     (`reduce_rows`, now with torch.sum baselines), the persistent transpose; five shards,
@@ -73,6 +80,30 @@ add_rmsnorm[r16384_c8192_l1na]@"
     N_QNT="quant_fp8[r16384_c8192]@ or quant_fp8[r16384_c8192_l2p256]@"
     SHARDS_ALL="h200 and ($N_LN)|h200 and ($N_LN2)|h200 and ($N_RMS)|h200 and ($N_RMS2)|\
 h200 and ($N_SWI)|h200 and ($N_TMA)|h200 and ($N_ADD)|h200 and ($N_QNT)"
+elif [ "${MODE:-all}" = s6 ]; then
+    SMOKE_K="not h200 and (rmsnorm[r5_c1000_b64_pol_st_late]@ or \
+rmsnorm[r7_c1000_b64_p3_pol_late]@ or rmsnorm[r5_c1000_b64_pol2]@ or \
+swiglu[n4099_u1_pol_st]@ or swiglu[n4099_p3_pol_st]@ or \
+tma_copy[r100_c200_s2_pol]@ or tma_copy[r100_c200_s2_bulk_pol2]@ or tma_copy[r130_c264_pol2]@ or \
+reduce_rows[r7_c1100_w2_u2]@ or reduce_rows[r3_c1100_w16_u1_pol]@ or \
+reduce_rows[r5_c600_w4_scalar]@ or reg_copy[r8_c8]@ or reg_copy[r100_c200_b32_u2]@)"
+    S6_RMS="(rmsnorm[r16384_c8192]@ or rmsnorm[r16384_c8192_tri_pol]@ or \
+rmsnorm[r16384_c8192_tri]@ or rmsnorm[r16384_c8192_tri_pol2]@ or \
+rmsnorm[r16384_c8192_b512_r40]@ or rmsnorm[r16384_c8192_pol]@ or \
+rmsnorm[r16384_c8192_stcs]@ or rmsnorm[r16384_c8192_tri_pol_stcs]@) and not add_rmsnorm"
+    S6_SWI="swiglu[n64M]@ or swiglu[n64M_b128_u1]@ or swiglu[n64M_b128_u4]@ or \
+swiglu[n64M_b128_u4_stcs]@ or swiglu[n64M_stcs]@ or swiglu[n64M_b128_u1_pol]@ or \
+swiglu[n64M_b128_u4_pol]@ or swiglu[n64M_b128_u1_stcs]@"
+    S6_TMA="tma_copy[r16384_c8192]@ or tma_copy[r16384_c8192_p256]@ or \
+tma_copy[r16384_c8192_pol]@ or tma_copy[r16384_c8192_pol2]@ or tma_copy[r16384_c8192_p256_s6]@ or \
+tma_copy[r16384_c8192_p128_s12]@"
+    S6_RED="reduce_rows[r8192_c8192]@ or reduce_rows[r8192_c8192_w16_u1]@ or \
+reduce_rows[r8192_c8192_w16_u1_pol_r32]@ or reduce_rows[r8192_c8192_w16_u2_r40]@ or \
+reduce_rows[r8192_c8192_w4_u4]@"
+    S6_REG="reg_copy[r16384_c8192]@ or reg_copy[r16384_c8192_b128_u4]@ or \
+reg_copy[r16384_c8192_b256_u2]@"
+    SHARDS_ALL="h200 and ($S6_RMS)|h200 and ($S6_SWI)|h200 and ($S6_TMA)|$S6_RED|\
+h200 and ($S6_REG)"
 elif [ "${MODE:-all}" = s4 ]; then
     SMOKE_K="not h200 and (cumsum_pipe or topk or reduce_rows or transpose)"
     N_CUM="cumsum[r1_c64M_t16k]@ or cumsum_pipe[r1_c64M_t16k_s2]@ or \
@@ -84,7 +115,8 @@ topk_f32_pipe[r16384_c8192_k50]@"
     N_TOPKB="topk_bf16[r8192_c32768_k64]@ or topk_bf16_pipe[r8192_c32768_k64]@ or \
 topk_bf16_pipe[r8192_c32768_k16]@"
     SHARDS_ALL="h200 and ($N_CUM)|h200 and ($N_TOPK)|h200 and ($N_TOPKB)|\
-reduce_rows[r8192_c8192|h200 and transpose"
+reduce_rows[r8192_c8192]@ or reduce_rows[r8192_c8192_u4]@ or \
+reduce_rows[r8192_c8192_scalar]@|h200 and transpose"
 elif [ "${MODE:-all}" = s5 ]; then
     SMOKE_K="not h200 and cumsum_smem"
     N_C1="cumsum[r1_c64M_t16k]@ or cumsum_smem[r1_c64M]@ or cumsum_smem[r1_c64M_o1]@"

@@ -31,6 +31,15 @@ def _sections(out):
     return got
 
 
+def _timed_and_smoke(mode):
+    """([[item, ...] per timed shard], [smoke items]) of `mode`'s --list (which must succeed)."""
+    r = _list(mode)
+    assert r.returncode == 0, r.stderr
+    got = _sections(r.stdout)
+    return ([v for k, v in got.items() if k.startswith("timed shard")],
+            got["smoke (correctness only)"])
+
+
 @pytest.mark.slow(reason="seven tirxh bench --collect-only runs over the zoo")
 def test_new_mode_times_each_variant_beside_its_plain_case_one_kernel_per_shard():
     r = _list("new")
@@ -56,6 +65,19 @@ def test_new_mode_times_each_variant_beside_its_plain_case_one_kernel_per_shard(
     assert all(re.search(r"_l2p|_l1na|_bulk|^layernorm\[", i) for i in smoke), smoke
     assert {"tma_copy[r100_c200_s2_bulk]", "layernorm[r1_c520]",
             "rmsnorm[r5_c1000_b64_l2p256]", "rmsnorm[r5_c4096_p2_l1na]"} <= set(smoke)
+
+
+@pytest.mark.slow(reason="five tirxh bench --collect-only runs over the zoo")
+def test_s6_mode_times_the_inductor_variants_after_each_default_case():
+    shards, smoke = _timed_and_smoke("s6")
+    assert [s[0] for s in shards] == ["rmsnorm[r16384_c8192]", "swiglu[n64M]",
+                                      "tma_copy[r16384_c8192]", "reduce_rows[r8192_c8192]",
+                                      "reg_copy[r16384_c8192]"]
+    assert [len(s) for s in shards] == [8, 8, 6, 5, 3]  # every named case exists, once
+    assert all(len(set(s)) == len(s) and len({i.split("[")[0] for i in s}) == 1
+               for s in shards)
+    assert shards[0][1] == "rmsnorm[r16384_c8192_tri_pol]"  # the likeliest winner next
+    assert len(smoke) == 13 and all(re.search(r"_pol|_st|_w\d|reg_copy", i) for i in smoke)
 
 
 @pytest.mark.slow(reason="six tirxh bench --collect-only runs over the zoo")

@@ -96,3 +96,27 @@ def test_the_l2_prefetch_hint_is_on_every_vector_load(name, spelling):
     vec = [ld for ld in loads if ".v4." in ld]
     assert vec and set(vec) == {spelling}
     assert "ld.global.b16" in loads
+
+
+def test_session6_knobs_are_checked_when_declared():
+    with pytest.raises(ValueError, match=r"case 'pol': POL=1 and ST=3 must be 0 or 1, and POL=1 "
+                                         r"needs EF=0"):
+        T.suite(act.swiglu, inputs=act.SWIGLU.inputs, constraints=act.constraints,
+                cases=[T.case("pol", n=64, POL=1, ST=3, EF=1)])
+
+
+@pytest.mark.parametrize("name", ["n4099_u1_pol_st", "n4099_p3_pol_st"])
+def test_policies_and_streaming_stores_are_on_every_vector_access(name):
+    """POL=1: every 16-byte load is Triton's evict-first spelling with the one policy register;
+    ST=1: every 16-byte store is st.global.cs; the scalar tail stays plain on both paths."""
+    suite = act.SWIGLU
+    case = next(c for c in suite.cases if c.name == name)
+    ptx = suite.kernel.compile("sm_90a", **suite.consts(case)).ptx
+    loads = re.findall(r"ld\.global\S* .*", ptx)
+    vec = [ld for ld in loads if ".v4." in ld]
+    assert vec and all(re.match(r"ld\.global\.L1::evict_first\.L2::cache_hint\.v4\.b32 .*%rd1;",
+                                ld) for ld in vec), vec
+    stores = re.findall(r"st\.global\S*", ptx)
+    assert {s for s in stores if ".v4." in s} == {"st.global.cs.v4.b32"}
+    assert "ld.global.b16" in ptx and "st.global.b16" in ptx
+    assert ptx.count("createpolicy") == 1

@@ -214,3 +214,44 @@ def test_l1_policy_keeps_the_parameters_and_streams_the_row(suite):
     assert loads.count("ld.global.L1::no_allocate.v4.b32") == 2 * 2  # first row, next row
     assert len(loads) == 2 * params + 4
     assert {"LDG.E.NA.128", "LDG.E.EL.128"} <= set(re.findall(r"LDG\S*", ck.sass))
+
+
+def test_session6_knobs_are_checked_when_declared():
+    with pytest.raises(ValueError, match=r"case 'pol': POL=1 must be 0, 1 or 2, ST=0 and WLATE=0 "
+                                         r"0 or 1, and POL > 0 needs EF=0, L1=0 and L2=0"):
+        T.suite(norms.rmsnorm, inputs=norms.RMSNORM.inputs, constraints=norms.constraints,
+                cases=[T.case("pol", rows=4, cols=4096, POL=1, EF=1)])
+    with pytest.raises(ValueError, match=r"case 'st': POL=0 must be 0, 1 or 2, ST=2 and "
+                                         r"WLATE=0 0 or 1"):
+        T.suite(norms.rmsnorm, inputs=norms.RMSNORM.inputs, constraints=norms.constraints,
+                cases=[T.case("st", rows=4, cols=4096, ST=2)])
+
+
+def _ptx(suite, name):
+    case = next(c for c in suite.cases if c.name == name)
+    return suite.kernel.compile("sm_90a", **suite.consts(case)).ptx
+
+
+def test_the_inductor_geometry_is_four_ctas_of_512_per_sm_with_triton_policies():
+    """`_tri_pol` mirrors torch.compile's kernel at 16384 x 8192 (docs/TUNING.md, session 6):
+    16 warps per row at 32 registers (w read after the barrier) is 4 CTAs per SM, 2048 threads,
+    without spills; the row's loads are evict-first with an L2 policy, w's evict-last; ST=1
+    stores with st.global.cs."""
+    suite = norms.RMSNORM
+    case = next(c for c in suite.cases if c.name == "r16384_c8192_tri_pol")
+    assert resident_ctas_per_sm(suite, case) == 4 and suite.kernel.specialize(
+        **suite.consts(case)).block == (512, 1, 1)
+    ptx = _ptx(suite, "r16384_c8192_tri_pol_stcs")
+    body = ptx.split("bar.sync", 1)
+    first = re.search(r"createpolicy\.fractional\.L2::evict_first\.b64 \t(%rd\d+);", ptx)[1]
+    last = re.search(r"createpolicy\.fractional\.L2::evict_last\.b64 \t(%rd\d+);", ptx)[1]
+    assert len(re.findall(r"ld\.global\.L1::evict_first\.L2::cache_hint\.v4\.b32 .*"
+                          + first + ";", body[0])) == 2
+    assert len(re.findall(r"ld\.global\.L1::evict_last\.L2::cache_hint\.v4\.b32 .*"
+                          + last + ";", body[1])) == 2  # w after the reduction
+    assert "createpolicy.fractional.L2::evict_first.b64" in body[0]
+    assert len(re.findall(r"st\.global\.cs\.v4\.b32", ptx)) == 2
+    assert "cache_hint" not in _ptx(suite, "r16384_c8192_stcs")
+    pol2 = _ptx(suite, "r16384_c8192_tri_pol2")  # one evict-last policy for the row and w
+    assert pol2.count("createpolicy") == 1 and "evict_first" not in pol2
+    assert len(re.findall(r"ld\.global\.L1::evict_last\.L2::cache_hint\.v4\.b32", pol2)) == 4

@@ -1,15 +1,17 @@
 """zoo/kernels/tma_copy.py: a persistent TMA load/store copy through a shared-memory ring."""
 
+import re
+
 import pytest
 
 import tirxh.lang as T
 
-from ._zoo import check, load, small_cases, sync_race
+from ._zoo import check, load, resident_ctas_per_sm, small_cases, sync_race
 
 tc = load("tma_copy")
 
 
-@pytest.mark.parametrize("suite,case", small_cases(tc.SUITE))
+@pytest.mark.parametrize("suite,case", small_cases(tc.SUITE, tc.REG_COPY))
 def test_small_cases_match_the_reference_in_numsim(suite, case):
     res = check(suite, case)
     assert res.verdict == "clean", [f.message for f in res.findings]
@@ -59,3 +61,53 @@ def test_bulk_mode_is_0_or_1():
     with pytest.raises(ValueError, match=r"case 'b2': BULK=2 must be 0 \(2-D tensor tiles\) or 1"):
         T.suite(tc.tma_copy, inputs=tc.inputs, constraints=tc.constraints,
                 cases=[T.case("b2", R=64, C=64, BULK=2)])
+
+
+def test_policy_mode_is_0_1_or_2():
+    with pytest.raises(ValueError, match=r"case 'pol': POL=3 must be 0 \(no policy\), 1 "
+                                         r"\(evict-first loads\) or 2"):
+        T.suite(tc.tma_copy, inputs=tc.inputs, constraints=tc.constraints,
+                cases=[T.case("pol", R=8, C=8, BR=8, BC=8, STAGES=2, POL=3)])
+
+
+@pytest.mark.parametrize("name,loads,stores", [("r16384_c8192_pol", 1, 0),
+                                               ("r16384_c8192_pol2", 1, 1),
+                                               ("r16384_c8192", 0, 0)])
+def test_evict_first_policies_go_on_the_copies_they_name(name, loads, stores):
+    case = next(c for c in tc.SUITE.cases if c.name == name)
+    ptx = tc.SUITE.kernel.compile("sm_90a", **tc.SUITE.consts(case)).ptx
+    copies = re.findall(r"cp\.async\.bulk\.tensor\.2d\.(\S+)", ptx)
+    ld = {c.endswith(".L2::cache_hint") for c in copies if c.startswith("shared::cluster")}
+    st = {c.endswith(".L2::cache_hint") for c in copies if c.startswith("global")}
+    assert (ld, st) == ({bool(loads)}, {bool(stores)})  # every load (store) or none
+    assert ("createpolicy.fractional.L2::evict_first.b64" in ptx) == bool(loads)
+
+
+def test_the_equal_share_grids_fit_one_wave():
+    """16384 tiles: 256 CTAs of 64 (3 or 2 per SM fit) or 128 of 128 (192 KB rings, 1 per SM)."""
+    for name, grid, per_sm in (("r16384_c8192_p256", 256, 3), ("r16384_c8192_p256_s6", 256, 2),
+                               ("r16384_c8192_p128_s12", 128, 1)):
+        case = next(c for c in tc.SUITE.cases if c.name == name)
+        assert tc.SUITE.grid(case) == (grid, 1, 1)
+        assert tc.tiles(16384, 8192, 64, 128) % grid == 0
+        assert resident_ctas_per_sm(tc.SUITE, case) == per_sm and grid <= 132 * per_sm
+
+
+def test_reg_copy_is_inductors_pointwise_copy():
+    """BLOCK=128, UNROLL=1: 131072 CTAs of 128 threads, one 16-byte load and store each, 16
+    CTAs per SM (the thread limit); UNROLL=4 issues its 4 loads before the first store."""
+    suite = tc.REG_COPY
+    big = next(c for c in suite.cases if c.name == "r16384_c8192")
+    assert suite.grid(big) == (131072, 1, 1) and resident_ctas_per_sm(suite, big) == 16
+    u4 = next(c for c in suite.cases if c.name == "r16384_c8192_b128_u4")
+    ptx = suite.kernel.compile("sm_90a", **suite.consts(u4)).ptx
+    ops = re.findall(r"(ld|st)\.global\.v4\.b32", ptx)
+    assert ops == ["ld"] * 4 + ["st"] * 4
+    assert "shared" not in ptx and "cache_hint" not in ptx
+
+
+def test_reg_copy_refuses_what_it_cannot_copy():
+    with pytest.raises(ValueError, match=r"(?s)case 'odd': R=4 must be >= 1, C=12 a positive "
+                                         r"multiple of 8.*BLOCK=48 must be a multiple of 32"):
+        T.suite(tc.reg_copy, inputs=tc.REG_COPY.inputs, constraints=tc.reg_constraints,
+                cases=[T.case("odd", R=4, C=12, BLOCK=48)])

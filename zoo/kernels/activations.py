@@ -22,7 +22,10 @@ next iteration before it computes the current one, so no CTA launches or tail wa
 first, see `elementwise_persistent`); EF=1 loads with ``ld.global.cs`` (evict-first: an input
 line is never read again, so the L2 keeps the dirty lines it would otherwise write back during
 the kernel); MAXREG caps the registers (``.maxnreg``) so that more CTAs are resident; L2=128 or
-256 adds the L2 prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the loads.
+256 adds the L2 prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the loads. swiglu only
+(session 6): POL=1 loads with Triton's evict-first spelling (``.L1::evict_first.L2::cache_hint``
+and a ``createpolicy.fractional.L2::evict_first.b64`` policy), ST=1 stores with
+``st.global.cs``.
 
 Techniques: vectorized 16-byte coalesced access, several loads in flight per thread, unpredicated
 fast path with a per-vector and per-element tail, fast-math exponentials, persistent grid-stride
@@ -79,16 +82,34 @@ def apply_vector(f, vectors):
     return out
 
 
-def _load(EF, L2=0):
+def _load(EF, L2=0, POL=0):
     """The 16-byte load: ``ld.global.v4.b32``; L2=128 or 256 adds the L2 prefetch-size hint
     ``.L2::128B`` / ``.L2::256B`` (SASS ``LDG.E.LTC256B.128``); with EF=1 ``ld.global.cs`` (cache
-    streaming: evict-first in L1 and L2, each input element is read once)."""
-    return T.ptx["ld.global" + (".cs" if EF else "") + (f".L2::{L2}B" if L2 else "") + ".v4.b32"]
+    streaming: evict-first in L1 and L2, each input element is read once). POL=1: Triton's
+    spelling of an evict-first load, ``ld.global.L1::evict_first.L2::cache_hint.v4.b32`` with
+    a ``createpolicy.fractional.L2::evict_first.b64`` policy made once per thread (the returned
+    callable appends it to every load)."""
+    op = T.ptx["ld.global" + (".cs" if EF else "")
+               + (".L1::evict_first.L2::cache_hint" if POL else "")
+               + (f".L2::{L2}B" if L2 else "") + ".v4.b32"]
+    if not POL:
+        return op
+    policy = T.ptx.createpolicy.fractional.L2__evict_first.b64()
+
+    def ld(*args, pred=None):
+        return op(*args, policy) if pred is None else op(*args, policy, pred=pred)
+    return ld
 
 
-def elementwise(f, ins, out, n, BLOCK, UNROLL, EF, L2=0):
+def _store(ST=0):
+    """The 16-byte store: ``st.global.v4.b32``; ST=1 ``st.global.cs.v4.b32`` (streaming: the
+    output line is written once and never read here, so the L2 may evict it first)."""
+    return T.ptx["st.global" + (".cs" if ST else "") + ".v4.b32"]
+
+
+def elementwise(f, ins, out, n, BLOCK, UNROLL, EF, L2=0, POL=0, ST=0):
     """The kernel body shared by the activations, one tile per CTA (module docstring)."""
-    ld = _load(EF, L2)
+    ld, st = _load(EF, L2, POL), _store(ST)
     tile = BLOCK * UNROLL * 8
     base = T.ctaid.x * tile
     first = base + T.tid.x * 8
@@ -98,13 +119,13 @@ def elementwise(f, ins, out, n, BLOCK, UNROLL, EF, L2=0):
     with T.if_(base + tile <= n, uniform=True):  # the whole tile is in range
         loaded = [[ld(a + j * step) for a in addrs] for j in range(UNROLL)]
         for j, vecs in enumerate(loaded):
-            T.ptx.st.global_.v4.b32(oaddr + j * step, apply_vector(f, vecs))
+            st(oaddr + j * step, apply_vector(f, vecs))
     with T.else_():  # the CTA holding the end of the array
         for j in range(UNROLL):
             i = first + j * BLOCK * 8
             with T.if_(i + 8 <= n):
                 vecs = [ld(a + j * step) for a in addrs]
-                T.ptx.st.global_.v4.b32(oaddr + j * step, apply_vector(f, vecs))
+                st(oaddr + j * step, apply_vector(f, vecs))
             with T.else_():
                 with T.range(i, n) as e:  # at most 7 elements
                     _scalar(f, ins, out, e)
@@ -116,7 +137,7 @@ def _scalar(f, ins, out, e):
     T.ptx.st.global_.b16(out.at(e), T.ptx.cvt.rn.bf16.f32(f(*vals)))
 
 
-def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2=0):
+def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2=0, POL=0, ST=0):
     """The body of a persistent grid (CTAS > 0): thread g = ctaid * BLOCK + tid of the G * BLOCK
     threads takes the 8-element vectors g, g + G BLOCK, g + 2 G BLOCK, ... (every warp access
     still 512 contiguous bytes), UNROLL of them per iteration, and loads the next iteration's
@@ -124,7 +145,7 @@ def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2=0):
     loads are in flight while it computes). No CTA launches after the first wave, and every
     thread's share is within one vector of every other's, so there is no tail wave. Vectors past
     the last full one are predicated off; CTA 0 finishes the last n mod 8 elements."""
-    ld = _load(EF, L2)
+    ld, st = _load(EF, L2, POL), _store(ST)
     nvec = n >> 3
     span = T.nctaid.x * BLOCK  # vectors from one of a thread's vectors to the next
     step = span * UNROLL  # vectors per iteration
@@ -150,7 +171,7 @@ def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2=0):
         nxt = load(v + step)
         for u, (_, _, vecs) in enumerate(cur):
             w = v + u * span if u else v
-            T.ptx.st.global_.v4.b32(out.at(w * 8), apply_vector(f, vecs), pred=w < nvec)
+            st(out.at(w * 8), apply_vector(f, vecs), pred=w < nvec)
         for (_, _, dst), (_, _, src) in zip(cur, nxt):
             for dw, sw in zip(dst, src):
                 for d, s_ in zip(dw, sw):
@@ -160,11 +181,11 @@ def elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2=0):
         _scalar(f, ins, out, e)
 
 
-def _body(f, ins, out, n, BLOCK, UNROLL, CTAS, EF, L2):
+def _body(f, ins, out, n, BLOCK, UNROLL, CTAS, EF, L2, POL=0, ST=0):
     if CTAS:
-        elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2)
+        elementwise_persistent(f, ins, out, n, BLOCK, UNROLL, EF, L2, POL, ST)
     else:
-        elementwise(f, ins, out, n, BLOCK, UNROLL, EF, L2)
+        elementwise(f, ins, out, n, BLOCK, UNROLL, EF, L2, POL, ST)
 
 
 def _grid(n, BLOCK, UNROLL, CTAS):
@@ -178,8 +199,8 @@ def _maxnreg(MAXREG):
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
 def swiglu(a: T.gptr[T.bf16], b: T.gptr[T.bf16], out: T.gptr[T.bf16], n: T.u32,
            BLOCK: T.const = 256, UNROLL: T.const = 2, CTAS: T.const = 0, EF: T.const = 0,
-           MAXREG: T.const = 0, L2: T.const = 0):
-    _body(silu_mul, [a, b], out, n, BLOCK, UNROLL, CTAS, EF, L2)
+           MAXREG: T.const = 0, L2: T.const = 0, POL: T.const = 0, ST: T.const = 0):
+    _body(silu_mul, [a, b], out, n, BLOCK, UNROLL, CTAS, EF, L2, POL, ST)
 
 
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
@@ -191,8 +212,11 @@ def gelu_tanh(x: T.gptr[T.bf16], out: T.gptr[T.bf16], n: T.u32, BLOCK: T.const =
 
 # --- cases, references, rules ------------------------------------------------------------------
 
-def constraints(n, BLOCK, UNROLL, CTAS, EF, MAXREG, L2=0):
+def constraints(n, BLOCK, UNROLL, CTAS, EF, MAXREG, L2=0, POL=0, ST=0):
     out = []
+    if POL not in (0, 1) or ST not in (0, 1) or (POL and EF):
+        out.append(f"POL={POL} and ST={ST} must be 0 or 1, and POL=1 needs EF=0 (ld takes a .cs "
+                   "cache operator or an .L1 eviction priority, not both)")
     if L2 not in (0, 128, 256):
         out.append(f"L2={L2} must be 0 (no hint), 128 or 256 (ld's .L2::128B / .L2::256B)")
     if not 1 <= n <= 1 << 31:
@@ -258,11 +282,24 @@ def _torch(op, **args):
     return [{"name": f"torch.{op}", "args": args}, {"name": f"torch.compile.{op}", "args": args}]
 
 
+# session 6 (docs/TUNING.md, "Session 6: what inductor's kernels do differently"): streaming
+# stores (ST=1) and Triton's evict-first policy (POL=1) on the plain, torch's (b128_u1: inductor's
+# XBLOCK=1024, 4 warps) and the best measured (b128_u4) geometries; small cases: a tail CTA
+# (full vectors, then scalars) and a persistent grid with both
+S6_CASES = [T.case("n4099_u1_pol_st", n=4099, UNROLL=1, POL=1, ST=1),
+            T.case("n4099_p3_pol_st", n=4099, BLOCK=32, CTAS=3, POL=1, ST=1)] + [
+    T.case(f"n64M_{name}", n=1 << 26, **params, **BENCH) for name, params in (
+        ("b128_u4_stcs", dict(BLOCK=128, UNROLL=4, ST=1)), ("stcs", dict(ST=1)),
+        ("b128_u1_pol", dict(BLOCK=128, UNROLL=1, POL=1)),
+        ("b128_u4_pol", dict(BLOCK=128, UNROLL=4, POL=1)),
+        ("b128_u1_stcs", dict(BLOCK=128, UNROLL=1, ST=1)))]
+
 SWIGLU = T.suite(
     swiglu, inputs=lambda rng, n: dict(a=_bf16(rng, n), b=_bf16(rng, n),
                                        out=np.empty(n, BF16), n=n),
     reference=lambda a, b: {"out": (_f64(a) * _f64(b) / (1 + np.exp(-_f64(a)))).astype(BF16)},
-    outputs=["out"], cases=_cases([(396, 0), (528, 64)]), tolerance=ONE_BF16_ULP, constraints=constraints,
+    outputs=["out"], cases=_cases([(396, 0), (528, 64)]) + S6_CASES, tolerance=ONE_BF16_ULP,
+    constraints=constraints,
     flops=lambda n: 10 * n, bytes=lambda n: 6 * n,
     baselines=_torch("silu_mul", a="a", b="b"))
 

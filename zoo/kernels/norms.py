@@ -37,7 +37,12 @@ dirty lines instead); MAXREG caps the registers (``.maxnreg``) for one more CTA 
 or 256 adds the prefetch-size hint ``.L2::128B`` / ``.L2::256B`` to the row's loads (SASS
 ``LDG.E.LTC128B.128`` / ``LTC256B``: the L2 fetches whole 128/256-byte blocks from HBM); L1=1
 loads the row with ``.L1::no_allocate`` and w, b with ``.L1::evict_last``, so the SM's L1
-keeps the parameters every row reads.
+keeps the parameters every row reads. rmsnorm only (session 6, what torch.compile's kernel
+does): POL=1 gives the row Triton's evict-first spelling (``ld.global.L1::evict_first.
+L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first.b64`` policy) and w its
+evict-last one, POL=2 evict-last on both (`Policies`); WLATE=1 reads w after the reduction
+(no registers held through the barrier: 16 warps per row fit 32 registers, 4 CTAs of 512 per
+SM); ST=1 stores with ``st.global.cs``.
 
 Shapes: cols must be a multiple of 8 (rows are read as 16-byte vectors) and at most
 8 * BLOCK * 16 (16 vectors per thread); rows * cols < 2^32 (u32 element offsets).
@@ -97,29 +102,33 @@ class Row:
     def pred(self, j):
         return self.tail if j == self.v - 1 else None
 
-    def load(self, ptr, base=None, row_ok=None, hint=""):
+    def load(self, ptr, base=None, row_ok=None, hint="", policy=None):
         """The thread's vectors of a bf16 row at element offset `base`: V lists of 4 b32 words
         (zeros where the row's tail predicates a vector off). `row_ok` predicates every vector
         (a prefetch past the last row); `hint`: ld's cache qualifiers (`row_hint`,
-        `param_hint`), ``ld.global<hint>.v4.b32``."""
+        `param_hint`), ``ld.global<hint>.v4.b32``; `policy`: the b64 cache-policy operand
+        that a hint with ``.L2::cache_hint`` takes (`Policies`)."""
         ld = T.ptx["ld.global" + hint + ".v4.b32"]
+        extra = () if policy is None else (policy,)
         addr = ptr.at(self.col if base is None else base + self.col)
         out = []
         for j in range(self.v):
             tail = self.pred(j)
             p = tail if row_ok is None else (row_ok if tail is None else row_ok & tail)
             if p is None:
-                words = ld(addr + j * self.nt * 16)
+                words = ld(addr + j * self.nt * 16, *extra)
             else:  # zeros where the tail is off; a row predicated off is never used
                 words = [T.reg(T.b32, init=0) if tail is not None else T.reg(T.b32)
                          for _ in range(4)]
-                ld(words, addr + j * self.nt * 16, pred=p)
+                ld(words, addr + j * self.nt * 16, *extra, pred=p)
             out.append(list(words))
         return out
 
-    def store(self, ptr, base, vectors, vec_bytes=16):
+    def store(self, ptr, base, vectors, vec_bytes=16, hint=""):
+        """``st.global<hint>.v4.b32`` (``.v2.b32`` for 8-byte vectors) of each vector; `hint`:
+        the cache operator of the output (`store_hint`)."""
         addr = ptr.at(base + self.col)
-        op = T.ptx.st.global_.v4.b32 if vec_bytes == 16 else T.ptx.st.global_.v2.b32
+        op = T.ptx["st.global" + hint + (".v4.b32" if vec_bytes == 16 else ".v2.b32")]
         for j, words in enumerate(vectors):
             op(addr + j * self.nt * vec_bytes, words, pred=self.pred(j))
 
@@ -142,6 +151,42 @@ def row_hint(EF=0, L2=0, L1=0):
 def param_hint(L1=0):
     """ld qualifiers of w and b (read by every row): the L1 priority's second half."""
     return L1_HINTS[L1][1]
+
+
+class Policies:
+    """POL=1: torch.compile's (Triton's) eviction policies, as its generated PTX spells them:
+    the streamed row ``ld.global.L1::evict_first.L2::cache_hint.v4.b32`` with a
+    ``createpolicy.fractional.L2::evict_first.b64`` policy (inductor's
+    ``eviction_policy='evict_first'`` on a load read once), the parameters every row re-reads
+    ``.L1::evict_last.L2::cache_hint`` with an ``L2::evict_last`` policy (its broadcast loads).
+    POL=2: the row evict-last as well, as the first pass of inductor's looped reduction reads x
+    (it reads x again in a second loop, from L1 or L2, evict-first). Unlike EF=1's ``.cs`` (SASS
+    ``LDG.E.EF.128``, measured 2% slower), the L2 priority comes from the policy word, not the
+    cache operator. POL=0: no policies, no hints (`row_hint`)."""
+
+    FIRST, LAST = ".L1::evict_first.L2::cache_hint", ".L1::evict_last.L2::cache_hint"
+
+    def __init__(self, POL):
+        self.pol = POL
+        self.row = self.param = None
+        if POL:  # one createpolicy per policy and thread, once per CTA
+            self.param = T.ptx.createpolicy.fractional.L2__evict_last.b64()
+            self.row = (T.ptx.createpolicy.fractional.L2__evict_first.b64() if POL == 1
+                        else self.param)
+
+    def row_hint(self, EF=0, L2=0, L1=0):
+        if self.pol:
+            return self.FIRST if self.pol == 1 else self.LAST
+        return row_hint(EF, L2, L1)
+
+    def param_hint(self, L1=0):
+        return self.LAST if self.pol else param_hint(L1)
+
+
+def store_hint(ST=0):
+    """st's cache operator for the output: ST=1 ``st.global.cs`` (streaming: the line is
+    written once and never read by this kernel, so the L2 may evict it first)."""
+    return ".cs" if ST else ""
 
 
 def unpack(word):
@@ -192,7 +237,7 @@ def slots(red, parity):
     return lambda i: red.at(parity, i)
 
 
-def each_row(row, rows, CTAS, ptrs, body, hint):
+def each_row(row, rows, CTAS, ptrs, body, hint, policy=None):
     """Run ``body(r, base, vectors, parity)`` for the rows of this CTA, where `vectors` holds the
     thread's packed vectors of each pointer in `ptrs` for row r (element offset `base`).
 
@@ -204,15 +249,16 @@ def each_row(row, rows, CTAS, ptrs, body, hint):
     cols = row.cols
     if not CTAS:
         base = T.ctaid.x * cols
-        body(T.ctaid.x, base, [row.load(p, base, hint=hint) for p in ptrs], 0)
+        body(T.ctaid.x, base, [row.load(p, base, hint=hint, policy=policy) for p in ptrs], 0)
         return
     step = T.nctaid.x
     # the grid holds <= rows CTAs
-    cur = [row.load(p, T.ctaid.x * cols, hint=hint) for p in ptrs]
+    cur = [row.load(p, T.ctaid.x * cols, hint=hint, policy=policy) for p in ptrs]
     it = T.reg(T.u32, init=0)
     with T.range(T.ctaid.x, rows, step) as r:
         nr = r + step
-        nxt = [row.load(p, nr * cols, row_ok=nr < rows, hint=hint) for p in ptrs]
+        nxt = [row.load(p, nr * cols, row_ok=nr < rows, hint=hint, policy=policy)
+               for p in ptrs]
         body(r, r * cols, cur, it & 1)
         for dst, src in zip(cur, nxt):
             for dv, sv in zip(dst, src):
@@ -267,18 +313,26 @@ KERNEL = dict(grid=_grid, block=_block, maxnreg=_maxnreg)
 @T.kernel(**KERNEL)
 def rmsnorm(x: T.gptr[T.bf16], w: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
             eps: T.f32, cols: T.const, BLOCK: T.const = 256, CTAS: T.const = 0,
-            EF: T.const = 0, MAXREG: T.const = 0, L2: T.const = 0, L1: T.const = 0):
+            EF: T.const = 0, MAXREG: T.const = 0, L2: T.const = 0, L1: T.const = 0,
+            POL: T.const = 0, ST: T.const = 0, WLATE: T.const = 0):
     row = Row(cols, BLOCK)
     red = _red(row, "red")
-    wv = row.load(w, hint=param_hint(L1))  # once per CTA (persistent: for all its rows)
+    pol = Policies(POL)
+
+    def load_w():
+        return row.load(w, hint=pol.param_hint(L1), policy=pol.param)
+    # w once per CTA (persistent: for all its rows); WLATE=1: after each row's reduction, as
+    # torch.compile's kernel does (an L1/L2 hit that holds no registers through the barrier)
+    wv = None if WLATE else load_w()
 
     def body(r, base, vecs, parity):
         xs = unpack_row(vecs[0])
         total = block_reduce(sum_of(xs, "square"), add, slots(red, parity), row.nw)
         rr = _rsqrt_mean(total, cols, eps)
         row.store(out, base, pack_row([[a * rr * b for a, b in zip(xv, wv_)]
-                                       for xv, wv_ in zip(xs, unpack_row(wv))]))
-    each_row(row, rows, CTAS, [x], body, row_hint(EF, L2, L1))
+                                       for xv, wv_ in zip(xs, unpack_row(wv or load_w()))]),
+                  hint=store_hint(ST))
+    each_row(row, rows, CTAS, [x], body, pol.row_hint(EF, L2, L1), pol.row)
 
 
 def _count(row):
@@ -446,9 +500,13 @@ def quant_fp8(x: T.gptr[T.bf16], q: T.gptr[T.e4m3], scale: T.gptr[T.f32], rows: 
 EPS_RMS, EPS_LN = 1e-6, 1e-5
 
 
-def constraints(rows, cols, BLOCK, CTAS, EF, MAXREG, L2=0, L1=0):
+def constraints(rows, cols, BLOCK, CTAS, EF, MAXREG, L2=0, L1=0, POL=0, ST=0, WLATE=0):
     """The shapes these kernels accept (checked when the suite is declared)."""
     out = []
+    if POL not in (0, 1, 2) or {ST, WLATE} - {0, 1} or (POL and (EF or L1 or L2)):
+        out.append(f"POL={POL} must be 0, 1 or 2, ST={ST} and WLATE={WLATE} 0 or 1, and POL > 0 "
+                   "needs EF=0, L1=0 and L2=0 (its loads carry their own L1 priority and L2 "
+                   "policy)")
     if L2 not in (0, 128, 256):
         out.append(f"L2={L2} must be 0 (no hint), 128 or 256 (ld's .L2::128B / .L2::256B)")
     if L1 not in L1_HINTS or (L1 and EF):
@@ -525,6 +583,21 @@ P1024 = dict(BLOCK=1024, CTAS=128)  # 1 CTA of 1024 per SM: 128 rows each
 # the row's loads with the L2 prefetch-size hint (SASS LDG.E.LTC128B / LTC256B.128)
 L2P128, L2P256 = dict(L2=128), dict(L2=256)
 L1NA = dict(L1=1)  # the row not allocated in L1, w (and b) evict_last (L1_HINTS)
+# session 6 (docs/TUNING.md, "Session 6: what inductor's kernels do differently"): what
+# torch.compile's kernel does at 16384 x 8192: 16 warps per row (2 vectors per thread), w read
+# after the reduction, ~32 registers (4 CTAs of 512 per SM: 2048 threads), Triton's eviction
+# policies (Policies); and streaming stores (ST=1), which it does not use
+TRI = dict(BLOCK=512, MAXREG=32, WLATE=1)  # its geometry and occupancy
+S6_VARIANTS = dict(tri_pol=dict(TRI, POL=1), tri=TRI, tri_pol2=dict(TRI, POL=2),
+                   b512_r40=dict(BLOCK=512, MAXREG=40), pol=dict(POL=1), stcs=dict(ST=1),
+                   tri_pol_stcs=dict(TRI, POL=1, ST=1))
+# their small cases (rmsnorm only: the other norms take no POL / ST / WLATE): a row tail with
+# all three, and a persistent grid whose next-row loads take the policy under a predicate
+S6_SMALL = [T.case("r5_c1000_b64_pol_st_late", rows=5, cols=1000, BLOCK=64, POL=1, ST=1,
+                   WLATE=1),
+            T.case("r7_c1000_b64_p3_pol_late", rows=7, cols=1000, BLOCK=64, CTAS=3, POL=1,
+                   WLATE=1),
+            T.case("r5_c1000_b64_pol2", rows=5, cols=1000, BLOCK=64, POL=2)]
 
 
 def _torch(op, **args):
@@ -538,7 +611,7 @@ RMSNORM = T.suite(
     outputs=["out"], cases=_norm_cases(dict(
         b512=dict(BLOCK=512), b128=dict(BLOCK=128), r64=dict(MAXREG=64), ef=dict(EF=1),
         p256_b512=P512, p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024, l2p128=L2P128,
-        l2p256=L2P256, l1na=L1NA)), tolerance=ONE_BF16_ULP,
+        l2p256=L2P256, l1na=L1NA, **S6_VARIANTS)) + S6_SMALL, tolerance=ONE_BF16_ULP,
     constraints=constraints, flops=lambda rows, cols: 4 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 2 * cols,
     baselines=_torch("rms_norm", x="x", w="w", eps=EPS_RMS))
 

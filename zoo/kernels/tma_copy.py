@@ -24,11 +24,21 @@ memory (a 64 x 128 box touches 64 rows, 256 bytes each) and the last chunk is sh
 count, ``min.u32``, arms the mbarrier and sizes both copies). Smaller chunks also even out the
 CTAs' shares: 16384 tiles over 396 CTAs leave some CTAs one tile (2.4%) more than others.
 
+POL=1 adds ``.L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first.b64`` policy to
+the loads (each input line is read once: torch.compile's kernels mark such loads evict-first),
+POL=2 to the stores as well (the output is never read back by the kernel).
+
+`reg_copy` (session 6) is the control that tells a TMA limit from an HBM one: the copy as
+torch.compile's pointwise kernel does it, through registers, no shared memory and no hints:
+thread t of a CTA of BLOCK owns the 16-byte vectors (CTA * UNROLL + u) * BLOCK + t, u < UNROLL,
+each ``@p ld.global.v4.b32`` (p: the vector is below R * C / 8) issued before the first
+``@p st.global.v4.b32``. BLOCK = 128, UNROLL = 1 is inductor's XBLOCK = 1024 with 4 warps.
+
 Techniques: TMA (tensor maps, bulk tensor copies, 1-D bulk copies), mbarrier transaction-count completion, a
 STAGES-deep shared-memory ring, bulk async-groups (wait_group.read to recycle a stage early),
 persistent CTAs, single-thread issue.
 
-Tags: tma, mbarrier-pipeline, persistent, bulk-async-group, data-movement, bf16
+Tags: tma, mbarrier-pipeline, persistent, bulk-async-group, data-movement, bf16, vectorized
 """
 
 import numpy as np
@@ -36,7 +46,8 @@ import numpy as np
 import tirxh.lang as T
 from tirxh.core.types import numpy_dtype
 
-TAGS = ("tma", "mbarrier-pipeline", "persistent", "bulk-async-group", "data-movement", "bf16")
+TAGS = ("tma", "mbarrier-pipeline", "persistent", "bulk-async-group", "data-movement", "bf16",
+        "vectorized")
 
 BF16 = numpy_dtype("bf16")
 BENCH = dict(small=False, tags=("h200",))  # large cases: timed on the H200, never simulated
@@ -57,17 +68,22 @@ def _grid(R, C, BR, BC, CTAS, BULK):
 @T.kernel(grid=_grid, block=32)
 def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
              out: T.gptr[T.bf16], R: T.u32, C: T.u32, BR: T.const = 64, BC: T.const = 128,
-             STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0):
+             STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0, POL: T.const = 0):
+    lh = ".L2::cache_hint" if POL else ""  # POL: evict-first policies (module docstring)
+    sh = ".L2::cache_hint" if POL == 2 else ""
     tma_load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-                     ".mbarrier::complete_tx::bytes"]
-    tma_store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"]
-    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
-    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
+                     ".mbarrier::complete_tx::bytes" + lh]
+    tma_store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" + sh]
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" + lh]
+    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group" + sh]
     buf = T.shared(T.bf16, (STAGES, BR, BC), align=1024, dynamic=True, name="buf")
     full = T.mbarrier(STAGES, name="full", dynamic=True)
     box_bytes = BR * BC * 2
     chunk = BR * BC  # BULK: elements per 1-D chunk
     with T.if_(T.tid.x == 0):
+        policy = T.ptx.createpolicy.fractional.L2__evict_first.b64() if POL else None
+        lp = (policy,) if POL else ()  # the policy operand of the hinted copies
+        sp = (policy,) if POL == 2 else ()
         grid = T.nctaid.x
         cta = T.ctaid.x
         if BULK:
@@ -94,17 +110,17 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
             if BULK:
                 off, nbytes = span(k)
                 full[stage].arrive_expect_tx(nbytes)
-                bulk_load(buf.at(stage), x.at(off), nbytes, full[stage])
+                bulk_load(buf.at(stage), x.at(off), nbytes, full[stage], *lp)
             else:
                 full[stage].arrive_expect_tx(box_bytes)
-                tma_load(buf.at(stage), x_map[coords(k)], full[stage])
+                tma_load(buf.at(stage), x_map[coords(k)], full[stage], *lp)
 
         def store(k, stage):
             if BULK:
                 off, nbytes = span(k)
-                bulk_store(out.at(off), buf.at(stage), nbytes)
+                bulk_store(out.at(off), buf.at(stage), nbytes, *sp)
             else:
-                tma_store(out_map[coords(k)], buf.at(stage))
+                tma_store(out_map[coords(k)], buf.at(stage), *sp)
 
         for s in range(STAGES):
             full[s].init(1)
@@ -126,8 +142,11 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
         T.ptx.cp.async_.bulk.wait_group(0)
 
 
-def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0):
+def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0, POL=0):
     out = []
+    if POL not in (0, 1, 2):
+        out.append(f"POL={POL} must be 0 (no policy), 1 (evict-first loads) or 2 (loads and "
+                   "stores)")
     if BULK not in (0, 1):
         out.append(f"BULK={BULK} must be 0 (2-D tensor tiles) or 1 (1-D chunks of BR*BC "
                    "elements)")
@@ -166,8 +185,68 @@ SUITE = T.suite(
            # 1-D chunks of 16 KiB (one row) and of 8 KiB, 64 KiB of stages: 3 CTAs per SM
            T.case("r16384_c8192_bulk", R=16384, C=8192, BULK=1, **BENCH),
            T.case("r16384_c8192_bulk_8k_s8", R=16384, C=8192, BR=16, BC=256, STAGES=8,
-                  BULK=1, **BENCH)],
+                  BULK=1, **BENCH),
+           # session 6 (docs/TUNING.md "Session 6"): evict-first policies; grids whose CTAs
+           # take equal shares (16384 tiles: 256 CTAs of 64, or 128 of 128 with a deeper ring)
+           T.case("r100_c200_s2_pol", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3, POL=1),
+           T.case("r100_c200_s2_bulk_pol2", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3,
+                  BULK=1, POL=2),
+           T.case("r130_c264_pol2", R=130, C=264, BR=64, BC=128, STAGES=3, CTAS=2, POL=2),
+           T.case("r16384_c8192_p256", R=16384, C=8192, CTAS=256, **BENCH),
+           T.case("r16384_c8192_pol", R=16384, C=8192, POL=1, **BENCH),
+           T.case("r16384_c8192_pol2", R=16384, C=8192, POL=2, **BENCH),
+           T.case("r16384_c8192_p256_s6", R=16384, C=8192, STAGES=6, CTAS=256, **BENCH),
+           T.case("r16384_c8192_p128_s12", R=16384, C=8192, STAGES=12, CTAS=128, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
+    baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
+               for c in ("", ".compile")])
+
+
+# --- reg_copy: the register copy torch.compile generates (module docstring) -------------------
+
+def _reg_grid(R, C, BLOCK, UNROLL):
+    return max(1, T.cdiv(R * C // 8, BLOCK * UNROLL))
+
+
+@T.kernel(grid=_reg_grid, block=lambda BLOCK: BLOCK)
+def reg_copy(x: T.gptr[T.bf16], out: T.gptr[T.bf16], R: T.u32, C: T.u32, BLOCK: T.const = 128,
+             UNROLL: T.const = 1):
+    nvec = (R * C) >> 3
+    first = T.ctaid.x * (BLOCK * UNROLL) + T.tid.x
+    held = []
+    for u in range(UNROLL):  # every load before the first store
+        v = first + u * BLOCK if u else first
+        ok = v < nvec
+        words = [T.reg(T.b32) for _ in range(4)]
+        T.ptx.ld.global_.v4.b32(words, x.at(v * 8), pred=ok)
+        held.append((v, ok, words))
+    for v, ok, words in held:
+        T.ptx.st.global_.v4.b32(out.at(v * 8), words, pred=ok)
+
+
+def reg_constraints(R, C, BLOCK, UNROLL):
+    out = []
+    if R < 1 or C < 8 or C % 8 or R * C >= 1 << 32:
+        out.append(f"R={R} must be >= 1, C={C} a positive multiple of 8 (16-byte vectors) and "
+                   "R*C below 2^32")
+    if BLOCK % 32 or not 32 <= BLOCK <= 1024 or not 1 <= UNROLL <= 8:
+        out.append(f"BLOCK={BLOCK} must be a multiple of 32 in 32..1024 and UNROLL={UNROLL} in "
+                   "1..8")
+    return out
+
+
+REG_COPY = T.suite(
+    reg_copy, inputs=lambda rng, R, C: dict(
+        x=rng.standard_normal((R, C), dtype=np.float32).astype(BF16),
+        out=np.empty((R, C), BF16), R=R, C=C),
+    reference=lambda x: {"out": x.copy()}, outputs=["out"],
+    cases=[T.case("r8_c8", R=8, C=8, BLOCK=32),  # 8 vectors: 24 threads predicated off
+           T.case("r100_c200_b32_u2", R=100, C=200, BLOCK=32, UNROLL=2),  # a partial last CTA
+           T.case("r16384_c8192", R=16384, C=8192, **BENCH),  # inductor's geometry
+           T.case("r16384_c8192_b256_u2", R=16384, C=8192, BLOCK=256, UNROLL=2, **BENCH),
+           T.case("r16384_c8192_b128_u4", R=16384, C=8192, UNROLL=4, **BENCH)],
+    tolerance=T.tolerance(rtol=0, atol=0), constraints=reg_constraints,
+    flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
                for c in ("", ".compile")])

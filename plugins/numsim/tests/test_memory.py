@@ -100,3 +100,26 @@ def test_the_split_layout_puts_the_window_at_the_next_16_byte_boundary(static, w
     lay = SharedLayout.of(k.specialize())
     assert lay.symbols["pad"] == 0 and lay.symbols["tirx_dsmem"] == lay.symbols["win"] == window
     assert lay.size == window + 1024
+
+
+@T.kernel(grid=1, block=32)
+def _hinted_copy(src: T.gptr[T.u32], out: T.gptr[T.u32]):
+    first = T.ptx.createpolicy.fractional.L2__evict_first.b64()
+    last = T.reg(T.b64)
+    T.ptx.createpolicy.fractional.L2__evict_last.b64(last, 0.5)
+    i = T.tid.x * 4
+    v = T.ptx["ld.global.L1::evict_first.L2::cache_hint.v4.b32"](src.at(i), first)
+    T.ptx["st.global.L2::cache_hint.v4.b32"](out.at(i), v, last)
+
+
+def test_cache_policies_change_no_data():
+    """createpolicy gives an opaque word (representative): .L2::cache_hint loads and stores that
+    take it move exactly the bytes they move without it, so kernels with Triton-style eviction
+    policies are checked like any other."""
+    src = np.arange(128, dtype=np.uint32) * 2654435761
+    res = ns.run(_hinted_copy, dict(src=src, out=np.zeros(128, np.uint32)), grid=(1,))
+    assert res.verdict == "clean", res.summary()
+    np.testing.assert_array_equal(res.outputs["out"], src)
+    ptx = _hinted_copy.ptx("sm_90a")
+    assert "createpolicy.fractional.L2::evict_first.b64" in ptx
+    assert re.search(r"ld\.global\.L1::evict_first\.L2::cache_hint\.v4\.b32 .*, %rd\d+;", ptx)

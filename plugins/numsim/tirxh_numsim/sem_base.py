@@ -815,6 +815,19 @@ def _st(w, instr, mask):
 
 semantic("prefetch", fidelity="ordering_only", note="A cache hint; no data effect.")(
     lambda w, i, m: None)
+# the opaque policy word numsim hands out: the hardware's encoding is undocumented, and the only
+# legal use of the word is as the cache-policy operand of an .L2::cache_hint access, which
+# numsim (no cache model) ignores
+POLICY_TOKEN = np.uint64(0x4E554D53494D0001)
+
+
+@semantic("createpolicy", "createpolicy.range", fidelity="representative")
+def _createpolicy(w, instr, mask):
+    """An L2 cache policy: a fixed opaque b64 word (no cache model, so the .L2::cache_hint
+    accesses that take it read and write exactly as without it)."""
+    w.write(instr.operands[0], np.full(w.L, POLICY_TOKEN, np.uint64), mask)
+
+
 semantic("nanosleep", fidelity="ordering_only", note="No timing model; returns at once.")(
     lambda w, i, m: None)
 
