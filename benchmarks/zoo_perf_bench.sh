@@ -136,7 +136,7 @@ topk_bf16_warp[r8192_c32768_k16]@"
     SHARDS_ALL="h200 and ($N_W1)|h200 and ($N_W2)|h200 and ($N_W3)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5' or 'topk3'" >&2
+        "'s5', 's6' or 'topk3'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

@@ -116,7 +116,7 @@ def test_s5_mode_times_cumsum_smem_beside_the_cumsum_cases_it_replaces():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4', 's5' or 'topk3'" in r.stderr
+        "'s4', 's5', 's6' or 'topk3'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
