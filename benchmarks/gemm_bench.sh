@@ -20,6 +20,15 @@
 #          One device call:   bash benchmarks/gemm_bench.sh small        (carry: .whl; the M = 512
 #          shapes are timed beside pyptx too)
 #   smallfp8   the same for the fp8 kernels against torch._scaled_mm (a second call)
+#   wave   bf16 at every M >= 2048 shape (issue 15's >= 1.00x goal): each shape's main beside
+#          the stream-K tail, alone and with the spread deferred epilogue (role "wave":
+#          `_t256skt`, `_t256sktds`, `_t256sktds4`; `_t128skt`, `_t256skt` at
+#          2048 x 1024 x 7168; 43 jobs;
+#          docs/TUNING.md "Wave quantization at M >= 2048"), in <= 400 s of device time:
+#          a correctness smoke of the new
+#          specializations first (the timed shards skipped unless it passes), then one client per
+#          shape, started weakest shape first (gemm_sm90.WAVE_SHAPES), one seed, 30 s per job.
+#          One device call:   bash benchmarks/gemm_bench.sh wave        (carry: .whl for pyptx)
 # The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
 # one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy
 # reference, uploads) overlaps the GPU's timing of another, and a shape's variants stay in one
@@ -46,17 +55,23 @@ role() {  # role GROUP -> a -k expression over the role tags
         alt) echo "alt";; sweep) echo "sweep or kn";; all) echo "gemm_sm90";;
         small) echo "gemm_bf16 and (main or small or (alt and m128n14336k4096_))";;
         smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
+        wave) echo "gemm_bf16 and (main or wave)";;
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
-                "smallfp8)" >&2; return 1;;
+                "smallfp8, wave)" >&2; return 1;;
     esac
 }
 roles=""
 small=""
+wave=""
 for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
-    case "$g" in small|smallfp8) small=1;; esac
+    case "$g" in small|smallfp8) small=1;; wave) wave=1;; esac
 done
+if [ -n "$wave" ] && [ "$*" != wave ]; then
+    echo "gemm_bench: the wave group runs alone (its own shapes, smoke and limits)" >&2
+    exit 2
+fi
 if [ -n "$small" ]; then  # the small-M shapes only, a smoke of every new specialization first
     kern=$([ "$*" = smallfp8 ] && echo gemm_fp8 || echo gemm_bf16)
     MAXM=512
@@ -65,6 +80,15 @@ if [ -n "$small" ]; then  # the small-M shapes only, a smoke of every new specia
 or m512n4096k4096_)}"
     export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
     export TOTAL_LIMIT="${TOTAL_LIMIT-290}"
+fi
+if [ -n "$wave" ]; then  # M >= 2048 only, weakest first: one client per shape
+    export SMOKE="${SMOKE-gemm_sm90 and gemm_bf16 and wave and (m2048n4096k4096_ or \
+m2048n1024k7168_)}"
+    export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
+    export TOTAL_LIMIT="${TOTAL_LIMIT-400}" SHARE_INPUTS="${SHARE_INPUTS-1}"
+    SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
+as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE_SHAPES))")}"
+    NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
 fi
 # every shape once (M <= MAXM), largest M x N first, dealt round-robin so the shards carry
 # similar work

@@ -17,6 +17,16 @@
 #             docs/TUNING.md, "Warp specialization") against its plain base in the same call:
 #             T8192 H96 (v128s2, v128ws, v64ws8), then T8192 H64 (v64s2, v64ws, v64ws8, v128ws);
 #             its smoke covers every kda_fwd small case
+#   wsb       the batched prep (BATCH=8: the gate's rows and materialize's vectors loaded before
+#             their in-place stores, the A/M blocks side by side; docs/TUNING.md, "The prep's
+#             in-place chains") beside today's fastest in the same job: T8192 H96 (v128s2,
+#             v128s2b, v128wsb), then T8192 H64 (v64ws8, v64ws8b, v64wsb); ~370 s of device time
+#             (the ws call of 2026-12-02: 104 s to the first job, ~50 s per variant at H96 and
+#             ~37 s at H64): `BUDGET=390 bash benchmarks/kda_bench.sh wsb`
+#   wsbpacks  the batched prep on the varlen packs, one variant per job: pack6 at H96
+#             (v128wsb) and H64 (v64ws8b), then 8 x 1024 (the same); step 0 prewarms FLA's
+#             varlen kernels: `BUDGET=390 bash benchmarks/kda_bench.sh wsbpacks` (carry the
+#             autotune cache of an earlier call, or its first job may autotune)
 #   decode    the decode cases only
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
@@ -67,9 +77,9 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|decode|bwd|local|reverse|s0|check|smoke) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, ws, decode, bwd, local, reverse, \
-s0, check, smoke)"
+    case "$g" in main|variants|ws|wsb|wsbpacks|decode|bwd|local|reverse|s0|check|smoke) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, decode, bwd, \
+local, reverse, s0, check, smoke)"
            exit 2;;
     esac
 done
@@ -115,7 +125,8 @@ BWD_SHAPES="${BWD_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96
 PREWARM=
 pw_shapes=; pw_decode=; pw_bwd=
 case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
-    *" ws "*) pw_shapes="t8192_h96 t8192_h64";; esac
+    *" ws "*|*" wsb "*) pw_shapes="t8192_h96 t8192_h64";;
+    *" wsbpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";; esac
 case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
 case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
@@ -166,7 +177,7 @@ cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
 # cases)
 case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
-    *" ws "*) SMOKE_K="kda_fwd";;
+    *" ws "*|*" wsb "*|*" wsbpacks "*) SMOKE_K="kda_fwd";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     *) SMOKE_K="kda_bwd";;
 esac
@@ -265,7 +276,8 @@ pack_17_8_30_v128)) or (kda_decode and n2_h2_t1)"
 
 smoke
 case " $WANT " in *" smoke "*) echo "total $(( $(date +%s) - START ))s"; exit 0;; esac
-case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" decode "*) warmup;; esac
+case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" wsb "*|*" wsbpacks "*|*" decode "*)
+    warmup;; esac
 # FLA's backward kernels compile and autotune in a tiny job of their own
 case " $WANT " in *" bwd "*) wait_prewarm; bench warmup-bwd "kda_bwd and (t40_h1_deep or pack_17_1_64_30)";;
 esac
@@ -280,10 +292,22 @@ for group in $WANT; do
             done
             [ "$n" -lt 2 ] && bench decode "kda_decode and main";;
         ws)
+            # (substrings: v128ws also names v128wsb; the batched variants are group wsb's)
+            nob="not v128s2b and not v128wsb and not v64wsb and not v64ws8b"
             bench ws-t8192_h96 "kda_fwd and not kda_fwd_s0 and t8192_h96_ and (v128s2 or v128ws \
-or v64ws8)"
+or v64ws8) and $nob"
             bench ws-t8192_h64 "kda_fwd and not kda_fwd_s0 and t8192_h64_ and (v64s2 or v64ws \
-or v128ws) and not v64s2w8";;
+or v128ws) and not v64s2w8 and $nob";;
+        wsb)
+            fwd="kda_fwd and not kda_fwd_s0"
+            bench wsb-t8192_h96 "$fwd and t8192_h96_ and (v128s2 or v128wsb)"
+            bench wsb-t8192_h64 "$fwd and t8192_h64_ and (v64ws8 or v64wsb)";;
+        wsbpacks)
+            fwd="kda_fwd and not kda_fwd_s0"
+            for s in pack6 pack8x1024; do
+                bench "wsb-${s}_h96" "$fwd and ${s}_h96_v128wsb"
+                bench "wsb-${s}_h64" "$fwd and ${s}_h64_v64ws8b"
+            done;;
         variants)
             for s in $SHAPES; do bench "variants-$s" "kda_fwd and not kda_fwd_s0 and ${s}_"; done;;
         s0)

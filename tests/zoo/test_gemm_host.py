@@ -62,12 +62,20 @@ def test_split_k_and_stream_k_settings_are_checked():
     with pytest.raises(ValueError, match=r"REDUCE = 'atomic': expected 'slots' or 'red'"):
         H.bf16_inputs(128, 1)(np.random.default_rng(0), 128, 128, 256, BN=128, SPLITK=2,
                               REDUCE="atomic")
-    with pytest.raises(ValueError, match=r"STREAMK needs REDUCE = 'red', SPLITK = 1 .*'slots'"):
+    with pytest.raises(ValueError,
+                       match=r"STREAMK needs REDUCE = 'red' and SPLITK = 1 .*'slots'"):
         H.bf16_inputs(128, 1)(np.random.default_rng(0), 128, 128, 256, BN=128, STREAMK=True)
-    with pytest.raises(ValueError, match=r"STREAMK needs .*CM = 2"):
+    with pytest.raises(ValueError, match=r"STREAMK needs .*SPLITK = 2\)"):
         H.bf16_inputs(128, 2)(np.random.default_rng(0), 128, 128, 256, BN=128, STREAMK=True,
-                              REDUCE="red")
+                              REDUCE="red", SPLITK=2)
     one = H.splitk_buffers(200, 136, 128, 64, 1, 1)
     assert one["ws"].size == 1 and one["cnt"].size == 1       # nothing to reduce
     sk = H.splitk_buffers(200, 136, 128, 64, 1, 1, "red", streamk=True)
     assert sk["ws"].size == 6 * 128 * 64 and not sk["ws"].any() and not sk["cnt"].any()
+    # the stream-K tail cuts fewer tiles than the grid has workers: 132 slots, not 2048
+    tail = H.splitk_buffers(8192, 8192, 128, 256, 2, 1, "red", streamk="tail", workers=66)
+    assert tail["ws"].size == 132 * 128 * 256 and tail["cnt"].size == 2 * 132
+    few = H.splitk_buffers(2048, 1024, 128, 256, 2, 1, "red", streamk="tail", workers=66)
+    assert few["ws"].size == 64 * 128 * 256           # 32 pairs: all of them on the tail
+    every = H.splitk_buffers(8192, 8192, 128, 256, 2, 1, "red", streamk="tail")
+    assert every["cnt"].size == 2 * 2048               # no grid given: a slot per tile

@@ -70,11 +70,31 @@ def test_an_unknown_split_k_reduction_is_refused():
         G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, SPLITK=2, REDUCE="atomic")
 
 
-def test_stream_k_needs_the_red_sum_and_one_cta_clusters():
-    with pytest.raises(T.TraceError, match=r"STREAMK takes CM = 1 and SPLITK = 1 \(got CM = 2"):
-        G.gemm_bf16_c2.compile("sm_90a", BN=128, STAGES=2, STREAMK=True, REDUCE="red")
+def test_stream_k_needs_the_red_sum_and_no_split_k():
+    with pytest.raises(T.TraceError, match=r"STREAMK takes SPLITK = 1 \(got SPLITK = 2\)"):
+        G.gemm_bf16_c2.compile("sm_90a", BN=128, STAGES=2, STREAMK="tail", REDUCE="red",
+                               SPLITK=2)
     with pytest.raises(T.TraceError, match=r"STREAMK sums through REDUCE = 'red'"):
         G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, STREAMK=True)
+    with pytest.raises(T.TraceError, match=r"STREAMK = 'last': expected False, True .* 'tail'"):
+        G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, STREAMK="last", REDUCE="red")
+
+
+def test_wave_cases_at_every_large_shape_run_on_every_sm():
+    """The stream-K tail and spread-epilogue variants run on every SM (66 clusters) at every
+    M >= 2048 shape, are bf16's only, and WAVE_SHAPES lists each such shape once."""
+    large = sorted(s for s in G.SHAPES if s[0] >= 2048 and s[1] % 8 == 0)
+    assert sorted(G.WAVE_SHAPES) == large
+    names = {c.name for c in G.SUITE_C2_PEERS.cases if "wave" in c.tags}
+    for M, N, K in G.WAVE_SHAPES:
+        for v in G.WAVE[M, N, K]:
+            c = _case(G.SUITE_C2_PEERS, f"m{M}n{N}k{K}_{v}")
+            assert G.SUITE_C2_PEERS.grid(c) == (132, 1, 1)
+            assert c.params.get("STREAMK") == ("tail" if "skt" in v else None)
+            assert c.params.get("EPI_DEFER") == ("spread" if "ds" in v else None)
+            names.discard(c.name)
+    assert not names
+    assert not [c for c in G.SUITE_FP8_C2.cases if "wave" in c.tags]
 
 
 def test_stream_k_grid_is_every_sm_while_each_gets_a_slice():
@@ -89,19 +109,30 @@ def test_stream_k_grid_is_every_sm_while_each_gets_a_slice():
 @pytest.mark.parametrize("suite,case", [("SUITE", "m128n128k256_splitk"),
                                         ("SUITE", "m200n136k296_bn64_red"),
                                         ("SUITE", "m200n136k296_streamk"),
+                                        ("SUITE", "m200n136k296_streamk_tail"),
+                                        ("SUITE_C2", "m200n136k296_streamk_tail_defer"),
+                                        # 5 tiles of one slice on 4 CTAs: one whole tile
+                                        # each, the last tile's one slice on CTA 3 alone,
+                                        # CTAs 0-2 no tail unit at all
+                                        pytest.param("SUITE", dict(
+                                            M=128, N=320, K=64, BN=64, STAGES=2, EPI_BUFS=1,
+                                            STREAMK="tail", REDUCE="red", SMS=4),
+                                            id="m128n320k64_streamk_tail_p4"),
                                         ("SUITE_FP8", "m128n128k512_splitk_red")])
 def test_split_k_leaves_workspace_and_counters_zero(suite, case):
     """The next launch starts from zero sums and counts: KCoral and callers reuse the
     buffers, so a red sum not cleared by the split that read it would add into the next."""
     ns = pytest.importorskip("tirxh_numsim")
     s = SUITES[suite]
-    c = _case(s, case)
+    c = _case(s, case) if isinstance(case, str) else T.case("tail", **case)
     inputs = s.make_inputs(c, 0)
     res = ns.run(s.kernel, inputs, consts=s.consts(c), grid=s.grid(c),
                  outputs=["c", "ws", "cnt"])
-    # stream-K leaves the sums of whole tiles untouched: numsim says so, nothing else
+    # stream-K leaves the sums of whole tiles untouched (and on the tail only, the counters of
+    # whole tiles: a slot per tile the tail may have): numsim says so, nothing else
+    untouched = ("ws", "cnt") if c.params.get("STREAMK") == "tail" else ("ws",)
     others = [d for d in res.diagnostics
-              if not (d.kind == "numsim.unwritten-output" and d.data["output"] == "ws")]
+              if not (d.kind == "numsim.unwritten-output" and d.data["output"] in untouched)]
     assert not others and not res.incomplete, res.summary
     assert not res.outputs["cnt"].any()
     if c.params.get("REDUCE") == "red":
@@ -135,6 +166,17 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         ("SUITE_FP8", "m128n128k512_splitk_red"),
                                         ("SUITE", "m200n136k296_streamk"),
                                         ("SUITE_FP8", "m128n256k640_streamk"),
+                                        ("SUITE", "m200n136k296_streamk_tail_defer"),
+                                        ("SUITE", "m200n264k296_defer_spread"),
+                                        # stream-K in clusters: one tile pair cut between
+                                        # 2 clusters (2 + 3 slices). Two clusters with two
+                                        # units each (the suite's tail case) exceed the
+                                        # 200000-state bound, as the plain persistent c2
+                                        # kernel does (docs/TUNING.md "Wave quantization")
+                                        pytest.param("SUITE_C2", dict(
+                                            M=200, N=64, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+                                            STREAMK="tail", REDUCE="red"),
+                                            id="c2_m200n64k296_streamk_tail"),
                                         # 3 splits of 2 tiles on 4 persistent CTAs: racecheck's
                                         # replay once ran a CTA's acquire of the split count
                                         # before the increment it read (a false race)
@@ -220,6 +262,7 @@ def _sass_ops(sass: str) -> dict:
     ("gemm_bf16", {"BN": 128, "STAGES": 6, "SPLITK": 4, "REDUCE": "red"}, "HGMMA"),
     ("gemm_bf16", {"BN": 64, "STAGES": 8, "EPI_BUFS": 1, "SPLITK": 2, "REDUCE": "red"}, "HGMMA"),
     ("gemm_bf16_c2", {}, "HGMMA"),
+    ("gemm_bf16_c2", G.VARIANTS["t256skt"], "HGMMA"),   # stream-K tail: one epilogue copy
     ("gemm_fp8", {}, "QGMMA"),
 ])
 def test_sass_has_warpgroup_mma_tma_stores_and_no_spills(kernel, consts, mma):
@@ -240,7 +283,9 @@ def test_sass_has_warpgroup_mma_tma_stores_and_no_spills(kernel, consts, mma):
     assert "LDL" not in ops and "STL" not in ops
     # fences at the start and the end only, never one per K slice (a cluster-scope release there
     # compiles to MEMBAR.ALL.GPU)
-    assert ck.sass.count("MEMBAR.ALL.GPU") <= 2 + (consts.get("SPLITK", 1) > 1)  # + split-K count
+    counts = consts.get("SPLITK", 1) > 1 or bool(consts.get("STREAMK"))
+    # + the split-K / stream-K count (its fence.acq_rel and its acq_rel atomic)
+    assert ck.sass.count("MEMBAR.ALL.GPU") <= 2 + 2 * counts
     if consts.get("REDUCE") == "red":         # one coalesced red per accumulator, no slots
         assert ops.get("REDG") == consts["BN"] // 2 and "REDG.E.ADD.F32" in ck.sass
     if kernel.endswith("_c2"):                # B multicast; releases reach the peer's barrier
@@ -261,6 +306,12 @@ def test_deferred_epilogue_stores_each_tile_under_the_next_ones_mmas():
     assert regs < G.CONSUMER_REGS, regs
 
 
+def test_deferred_epilogue_takes_true_or_spread():
+    with pytest.raises(TraceError, match=r"EPI_DEFER = 'late': expected False, True .* "
+                                         r"'spread'"):
+        G.gemm_bf16.specialize(BN=128, STAGES=2, EPI_DEFER="late")
+
+
 @pytest.mark.parametrize("consts", [dict(SPLITK=2), dict(STREAMK=True, REDUCE="red"),
                                     dict(EPI="direct")], ids=["splitk", "streamk", "direct"])
 def test_deferred_epilogue_is_refused_where_it_cannot_apply(consts):
@@ -275,15 +326,12 @@ def test_deferred_epilogue_packing_before_the_last_group_retires_is_caught(tmp_p
     sc = pytest.importorskip("tirxh_sync_check")
     src = (ZOO / "gemm_sm90.py").read_text()
     old = ("        T.ptx.wgmma.wait_group.sync.aligned(0)\n        with T.if_(leader):\n"
-           "            release(prev)\n        if defer:\n"
-           "            for i in range(0, BN // 2, 2):\n"
-           "                bf16x2(_scaled(acc, i, scale), _scaled(acc, i + 1, scale), "
-           "packed[i // 2])\n")
-    new = ("        if defer:\n            for i in range(0, BN // 2, 2):\n"
-           "                bf16x2(_scaled(acc, i, scale), _scaled(acc, i + 1, scale), "
-           "packed[i // 2])\n        T.ptx.wgmma.wait_group.sync.aligned(0)\n"
-           "        with T.if_(leader):\n            release(prev)\n        if defer:\n")
-    assert src.count(old) == 1
+           "            release(prev)\n")
+    pack = ("                    bf16x2(_scaled(acc, i, scale), _scaled(acc, i + 1, scale), "
+            "packed[i // 2])\n")
+    new = ("        if defer:  # the mutation: pack once more before the last group retired\n"
+           "            for i in range(0, BN // 2, 2):\n" + pack[4:] + old)
+    assert src.count(old) == 1 and src.count(pack) == 1
     path = tmp_path / "gemm_defer_mut.py"
     path.write_text(src.replace(old, new))
     s = _load(path, "zoo_gemm_sm90_defer_mut").SUITE

@@ -37,7 +37,8 @@ def test_small_case_matches_reference(case):
 
 
 def _variant(p):
-    return p.get("BV", 64), p.get("STAGES", 2), p.get("WARPS", 0), p.get("PREP", 0)
+    return (p.get("BV", 64), p.get("STAGES", 2), p.get("WARPS", 0), p.get("PREP", 0),
+            p.get("BATCH", 0))
 
 
 def test_small_cases_cover_every_variant():
@@ -75,8 +76,10 @@ def test_final_state_is_checked_against_its_own_rms():
     # the handover: 3 chunks, so chunk 2's TMA waits for the state warps to release stage 0
     dict(B=1, T_=150, H=1, BV=128, PREP=4, gate="deep"),
     dict(B=1, T_=40, H=1, BV=64, PREP=4),
-    dict(B=1, T_=100, H=1, BV=64, PREP=8)],
-    ids=["v128", "v64_helpers", "v128ws_3chunks", "v64ws", "v64ws8_2chunks"])
+    dict(B=1, T_=100, H=1, BV=64, PREP=8),
+    # the batched prep: the in-place phases' loads ahead of their stores, within one thread
+    dict(B=1, T_=100, H=1, BV=64, PREP=8, BATCH=8)],
+    ids=["v128", "v64_helpers", "v128ws_3chunks", "v64ws", "v64ws8_2chunks", "v64ws8b_2chunks"])
 def test_sync_check_is_clean(params):
     case = T.case("sync", **params)
     for result in sync_race(MOD.SUITE, case):
@@ -110,6 +113,7 @@ def test_benchmarked_variants_have_no_spills_and_fit(variant):
                                             r"prep \+ 8 state warps do not fit"),
     (dict(B=1, T_=10, H=1, PREP=4, STAGES=1), r"PREP=4 \(warp-specialized\) takes STAGES=2 and "
                                               r"WARPS=0, not STAGES=1, WARPS=0"),
+    (dict(B=1, T_=10, H=1, BATCH=3), r"BATCH=3 must be 0 \(the prep's in-place phases row by row\) or 8"),
     (dict(B=2, T_=10, H=1, lens=(4, 6)), r"lens=\(4, 6\): a varlen pack is one row \(B=1\)"),
     (dict(B=1, T_=10, H=1, lens=(4, 5)), r"lens=\(4, 5\): a varlen pack is one row \(B=1\) of "
                                           r"T_=10 tokens"),

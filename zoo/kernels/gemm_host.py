@@ -42,19 +42,24 @@ def check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int,
 
 
 def splitk_buffers(M, N, BM: int, BN: int, CM: int, S: int, reduce: str = "slots",
-                    streamk: bool = False) -> dict:
+                   streamk=False, workers: int | None = None) -> dict:
     """Split-K / stream-K workspace (REDUCE "slots": one f32 tile per split,
     [tile][split][warpgroup]...; "red": one f32 tile per tile) and one counter per tile and
     warpgroup, zero at launch; the kernel leaves them zero again. Without either neither is
-    touched (one element each)."""
+    touched (one element each). STREAMK="tail" cuts only the tiles of the last partial wave,
+    fewer than `workers` (the persistent grid's CTAs or clusters) units: that many slots
+    (every tile's where `workers` is None)."""
     if reduce not in ("slots", "red"):
         raise ValueError(f"REDUCE = {reduce!r}: expected 'slots' or 'red'")
-    if streamk and (reduce != "red" or S > 1 or CM > 1):
-        raise ValueError(f"STREAMK needs REDUCE = 'red', SPLITK = 1 and one CTA per cluster "
-                         f"(got REDUCE = {reduce!r}, SPLITK = {S}, CM = {CM})")
+    if streamk and (reduce != "red" or S > 1):
+        raise ValueError(f"STREAMK needs REDUCE = 'red' and SPLITK = 1 (got REDUCE = "
+                         f"{reduce!r}, SPLITK = {S})")
     if S == 1 and not streamk:
         return {"ws": np.zeros(1, np.float32), "cnt": np.zeros(1, np.uint32)}
-    tiles = -(-(-(-M // BM)) // CM) * CM * -(-N // BN)
+    units = -(-(-(-M // BM)) // CM) * -(-N // BN)
+    if streamk == "tail" and workers is not None:
+        units = min(units, workers)
+    tiles = units * CM
     per_tile = (S if reduce == "slots" else 1) * BM * BN
     return {"ws": np.zeros(tiles * per_tile, np.float32), "cnt": np.zeros(2 * tiles, np.uint32)}
 
@@ -65,11 +70,13 @@ def c_map(epi: str):
     return T.TensorMap("c" if epi == "tma" else "a", box=(64, 64), swizzle=128)
 
 
-def bf16_inputs(BM: int, CM: int):
+def bf16_inputs(BM: int, CM: int, sms: int | None = None):
+    """`sms`: the kernel's default persistent grid (its SMS constant), which sizes a
+    STREAMK="tail" workspace; None sizes it for every tile."""
     bf16 = numpy_dtype("bf16")
 
     def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1, REDUCE="slots",
-               STREAMK=False):
+               STREAMK=False, SMS=sms):
         check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2, SPLITK)
 
         def make():  # N(0, 1) / K^(1/4): unit-variance outputs at every K
@@ -81,7 +88,8 @@ def bf16_inputs(BM: int, CM: int):
         ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
         bbox = (BN // CM, 64) if B_KMAJOR else (64, CHUNK)
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
-                    **splitk_buffers(M, N, BM, BN, CM, SPLITK, REDUCE, STREAMK),
+                    **splitk_buffers(M, N, BM, BN, CM, SPLITK, REDUCE, STREAMK,
+                                     None if SMS is None else SMS // CM),
                     a_map=T.TensorMap("a", box=(BM, 64), swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=bbox, swizzle=128, l2_promotion=256),
                     c_map=c_map(EPI))
@@ -99,10 +107,12 @@ def bf16_reference(a, b, B_KMAJOR=True):
 BF16_TOLERANCE = T.tolerance(rtol=2.0 ** -7, atol=1e-3, rms=2e-3)
 
 
-def fp8_inputs(BM: int, CM: int):
+def fp8_inputs(BM: int, CM: int, sms: int | None = None):
+    """`sms`: as bf16_inputs'."""
     e4m3, bf16 = numpy_dtype("e4m3"), numpy_dtype("bf16")
 
-    def inputs(rng, M, N, K, BN=256, EPI="tma", SPLITK=1, REDUCE="slots", STREAMK=False):
+    def inputs(rng, M, N, K, BN=256, EPI="tma", SPLITK=1, REDUCE="slots", STREAMK=False,
+               SMS=sms):
         """Unit-variance outputs: x ~ N(0, 1) / K^(1/4) for both operands, quantized per tensor
         with scale = amax / 448 (e4m3's largest finite value), as fp8 training recipes do."""
         check_shape("gemm_fp8", M, N, K, True, EPI, 1, SPLITK)
@@ -118,7 +128,8 @@ def fp8_inputs(BM: int, CM: int):
         key = rng_key(rng, "e4m3", M, N, K)
         ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
-                    **splitk_buffers(M, N, BM, BN, CM, SPLITK, REDUCE, STREAMK),
+                    **splitk_buffers(M, N, BM, BN, CM, SPLITK, REDUCE, STREAMK,
+                                     None if SMS is None else SMS // CM),
                     a_map=T.TensorMap("a", box=(BM, 128), swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=(BN // CM, 128), swizzle=128, l2_promotion=256),
                     c_map=c_map(EPI))

@@ -28,8 +28,11 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   accumulators are packed to bf16 registers (``cvt.rn.bf16x2.f32``, the fp8 scales applied)
   once its last wgmma group retired, and stored (the staged chunks and TMA stores above) right
   after the next unit's first K slice is issued, so the tensor cores work while C is written;
-  the last unit's tile after the loop. Not with split-K or stream-K (their epilogue needs the
-  tile's sum first) or EPI="direct".
+  the last unit's tile after the loop. EPI_DEFER="spread" (``t256sktds``): round r of the
+  staged chunks after the next unit's slice r is issued, one queued slice of MMAs per round
+  instead of one for all (a unit of fewer slices flushes the rest after its loop). Not with
+  split-K or full stream-K (their epilogue needs the tile's sum first) or EPI="direct"; with
+  STREAMK="tail" a cut tile is packed once summed.
 - **2-CTA clusters with TMA multicast** (the ``*_c2`` kernels): the two CTAs of a cluster take
   vertically adjacent tiles (same B panel); each loads its own A and half of B with
   ``.multicast::cluster`` into both CTAs, halving B's L2-to-SM traffic. A stage is refilled only
@@ -43,11 +46,14 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   into ONE f32 tile with ``red.global.add.f32`` instead, so the last split reads one tile, not
   S (the sum's order follows the arrivals: not bitwise reproducible, within one bf16 ulp), and
   stores zeros back for the next launch.
-- **Stream-K** (STREAMK, one-CTA kernels, REDUCE="red"): the K slices of all tiles, tile after
-  tile, are dealt in equal contiguous runs to the persistent CTAs, so every SM streams the same
-  number of slices whatever the tile count; a tile cut between CTAs is summed as above,
-  counting slices (the piece that completes k_tiles runs the epilogue), a whole one never
-  touches the workspace.
+- **Stream-K** (STREAMK, REDUCE="red"): the K slices of all tiles, tile after tile, are dealt
+  in equal contiguous runs to the persistent CTAs (or 2-CTA clusters, both CTAs taking the same
+  pieces of their paired tiles), so every SM streams the same number of slices whatever the
+  tile count; a tile cut between CTAs is summed as above, counting slices (the piece that
+  completes k_tiles runs the epilogue), a whole one never touches the workspace.
+  STREAMK="tail" (the ``*skt`` variants, docs/TUNING.md "Wave quantization at M >= 2048"):
+  whole tiles for every full wave, stream-K over the last partial wave's tiles only: 256 tiles
+  on 132 SMs take 1.94 tile times instead of 2, and a whole tile skips the count.
 - Tails: TMA fills out-of-bounds box elements with zeros (K not a multiple of BK adds nothing;
   rows/columns past M/N compute zeros) and clips stores. TMA needs 16-byte row strides:
   K % 8 == 0 (bf16) or K % 16 == 0 (fp8), and N % 8 == 0 for an N-major B or EPI="tma".
@@ -94,8 +100,9 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 # --- the tile schedule (descriptors and the epilogue's stmatrix chunks: hopper.py) ----------
 
 class _Unit:
-    """One work unit: the tile's first row `m0` and column `n0`, its index `tile` (row-major over
-    the tile grid), the split `split` and its K slices [kb, ke). A reducing unit adds `count` to
+    """One work unit: the tile's first row `m0` and column `n0`, its workspace and counter index
+    `tile` (row-major over the tile grid; STREAMK="tail": over the tail's tiles), the split
+    `split` and its K slices [kb, ke). A reducing unit adds `count` to
     the tile's counter; the unit whose count brings it to `need` is the tile's last. `partial`:
     None where every unit of a reducing schedule is a part of its tile (split-K), else the
     predicate "not the whole K range" (stream-K: a whole tile needs no reduction)."""
@@ -115,11 +122,18 @@ class _Schedule:
     s of S takes K slices [s * k_tiles / S, (s + 1) * k_tiles / S). Emits the counts once
     (shr/add/mul) and per unit a few div.u32/rem.u32/min.u32.
 
-    Stream-K (STREAMK, one-CTA kernels): the tiles' K slices, tile after tile in raster order,
-    form one sequence of tiles x k_tiles; CTA c takes the slices [c * total / grid,
-    (c + 1) * total / grid), i.e. the pieces of the (at most a few) tiles they fall in: every SM
-    gets the same number of slices whatever the tile count (112 tiles no longer leave 20 of 132
-    SMs idle), and a tile cut into pieces is summed like split-K (REDUCE "red", counting slices).
+    Stream-K (STREAMK=True): the units' K slices, unit after unit in raster order, form one
+    sequence of units x k_tiles; worker c (a CTA, or a cluster whose CTAs take the same pieces
+    of their paired tiles) takes the slices [c * total / workers, (c + 1) * total / workers),
+    i.e. the pieces of the (at most a few) units they fall in: every SM gets the same number of
+    slices whatever the tile count (112 tiles no longer leave 20 of 132 SMs idle), and a tile
+    cut into pieces is summed like split-K (REDUCE "red", counting slices).
+
+    Stream-K on the tail only (STREAMK="tail", the "data-parallel + stream-K" hybrid): the
+    first dp = units / workers units of each worker are whole tiles (worker + i * workers,
+    as without stream-K: no workspace), and only the last partial wave's units (units mod
+    workers of them) are dealt as slices over all workers. 256 tiles on 132 SMs then take
+    1.94 tile times instead of 2; only the tail's tiles are cut (into ~2 pieces each).
     """
 
     def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int,
@@ -136,20 +150,46 @@ class _Schedule:
         self.first_unit = T.ctaid.x >> log2(CM) if CM > 1 else T.ctaid.x
         self.unit_step = T.nctaid.x >> log2(CM) if CM > 1 else T.nctaid.x
         self.streamk = streamk
+        if streamk not in (False, True, "tail"):
+            raise ValueError(f"STREAMK = {streamk!r}: expected False, True (every tile's K "
+                             f"slices dealt evenly) or 'tail' (whole tiles for the full waves, "
+                             f"the last partial wave's slices dealt evenly)")
         if streamk:
-            if CM > 1 or S > 1:
-                raise ValueError(f"STREAMK takes CM = 1 and SPLITK = 1 (got CM = {CM}, "
-                                 f"SPLITK = {S})")
-            total = self.units * k_tiles
-            self.g0 = (T.ctaid.x * total) / T.nctaid.x
-            self.g1 = ((T.ctaid.x + 1) * total) / T.nctaid.x
-            self.first_unit = self.g0 / k_tiles           # the tiles this CTA has slices of
-            self.units = (self.g1 + (k_tiles - 1)) / k_tiles
-            self.unit_step = 1
+            if S > 1:
+                raise ValueError(f"STREAMK takes SPLITK = 1 (got SPLITK = {S})")
+            # workers are clusters (CM = 2: both CTAs take the same units, the same K ranges,
+            # so the B multicast stays paired); the units before `dp` are whole tiles
+            workers, c = self.unit_step, self.first_unit
+            self.worker, self.workers = c, workers
+            if streamk == "tail":
+                self.dp = self.units / workers          # full waves: whole tiles, no workspace
+                dp_slices = self.dp * workers * k_tiles
+                total = self.units * k_tiles - dp_slices
+                self.g0 = dp_slices + (c * total) / workers
+                self.g1 = dp_slices + ((c + 1) * total) / workers
+            else:
+                total = self.units * k_tiles
+                self.g0 = (c * total) / workers
+                self.g1 = ((c + 1) * total) / workers
+            self.q0 = self.g0 / k_tiles        # the first unit this worker has slices of
+            pieces = (self.g1 + (k_tiles - 1)) / k_tiles - self.q0
+            if streamk == "tail":  # fewer tail slices than workers: no unit, not an empty one
+                self.units = self.dp + T.ptx.min.u32(pieces, self.g1 - self.g0)
+            else:                  # the grid gives every worker >= 1 slice
+                self.units = pieces
+            self.first_unit, self.unit_step = 0, 1
 
     def unit(self, p) -> _Unit:
         S = self.S
         q, split = (p / S, p % S) if S > 1 else (p, 0)
+        lo, hi = None, None   # stream-K: the worker's slices [lo, hi) that unit p draws from
+        if self.streamk == "tail":  # p < dp: the whole tile worker + p * workers; then pieces
+            whole = p < self.dp
+            q = T.ptx.selp.u32(self.worker + p * self.workers, self.q0 + (p - self.dp), whole)
+            lo = T.ptx.selp.u32(q * self.k_tiles, self.g0, whole)
+            hi = T.ptx.selp.u32((q + 1) * self.k_tiles, self.g1, whole)
+        elif self.streamk:
+            q, lo, hi = self.q0 + p, self.g0, self.g1
         g = q / self.span
         first = g * self.GROUP
         r = q - g * self.span
@@ -157,12 +197,18 @@ class _Schedule:
         a, b = first + r % width, r / width
         um, tn = (a, b) if self.RASTER == "m" else (b, a)
         tm = um * self.CM + self.rank if self.CM > 1 else um
-        if self.streamk:  # this CTA's slices of tile q (p = q): [max(g0, base), min(g1, end))
-            base = p * self.k_tiles
-            kb = T.ptx.max.u32(self.g0, base) - base
-            ke = T.ptx.min.u32(self.g1, base + self.k_tiles) - base
+        if self.streamk:  # this worker's slices of tile q: [max(lo, base), min(hi, end))
+            base = q * self.k_tiles
+            kb = T.ptx.max.u32(lo, base) - base
+            ke = T.ptx.min.u32(hi, base + self.k_tiles) - base
             count = ke - kb
-            return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, 0, kb, ke, count=count,
+            # the workspace slot: the tile's index, or on the tail only its index there (the
+            # whole tiles before it never touch the workspace: 132 slots, not every tile's)
+            slot = tm * self.tiles_n + tn
+            if self.streamk == "tail":
+                tail_q = q - self.dp * self.workers
+                slot = tail_q * self.CM + self.rank if self.CM > 1 else tail_q
+            return _Unit(tm * BM, tn * self.BN, slot, 0, kb, ke, count=count,
                          need=self.k_tiles, partial=count != self.k_tiles)
         if S == 1:
             return _Unit(tm * BM, tn * self.BN, None, 0, 0, self.k_tiles)
@@ -291,10 +337,16 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
     peer_empty = T.ptx.mapa.shared__cluster.u32(_ptr(empty), sched.rank ^ 1) if CM > 1 else None
     defer = cfg["EPI_DEFER"]
-    if defer and (_reduces(cfg) or cfg["EPI"] != "tma"):
+    if defer not in (False, True, "spread"):
+        raise ValueError(f"EPI_DEFER = {defer!r}: expected False, True (the previous tile "
+                         f"stored after the first K slice is issued) or 'spread' (one round "
+                         f"of EPI_BUFS chunks after each of the first K slices)")
+    if defer and ((_reduces(cfg) and cfg["STREAMK"] != "tail") or cfg["EPI"] != "tma"):
         raise ValueError("EPI_DEFER takes EPI = 'tma' without SPLITK or STREAMK (a reducing "
-                         "unit's epilogue needs the tile's sum first)")
+                         "unit's epilogue needs the tile's sum first), STREAMK = 'tail' "
+                         "excepted (mostly whole tiles; a cut one is packed once summed)")
     if defer:   # the previous unit's C tile, packed to bf16, stored under this unit's MMAs
+        nrounds = -(-(BN // CHUNK) // cfg["EPI_BUFS"])
         packed = [T.reg(T.bf16x2) for _ in range(BN // 4)]
         pending = T.reg(T.pred)
         pending.set(False)
@@ -328,7 +380,14 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
                 T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous slice's group retired
             with T.if_(leader & accumulate):
                 release(prev)
-            if defer:   # the first slice's MMAs are in flight: store the previous C tile now
+            if defer == "spread":  # round r of the previous C tile under slice kb + r
+                for r in range(nrounds):
+                    with T.if_(pending & (kt == u.kb + r), uniform=True):
+                        _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None,
+                                      packed=packed, rounds=[r])
+                        if r == nrounds - 1:
+                            pending.set(False)
+            elif defer:  # the first slice's MMAs are in flight: store the previous C tile now
                 with T.if_(pending & ~accumulate, uniform=True):
                     _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None,
                                   packed=packed)
@@ -338,18 +397,36 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
         T.ptx.wgmma.wait_group.sync.aligned(0)
         with T.if_(leader):
             release(prev)
-        if defer:
-            for i in range(0, BN // 2, 2):
-                bf16x2(_scaled(acc, i, scale), _scaled(acc, i + 1, scale), packed[i // 2])
-            pm0.set(u.m0)
-            pn0.set(u.n0)
-            pending.set(True)
-        elif not _reduces(cfg):
-            _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
+        if defer == "spread":  # a unit of fewer slices than rounds: the rest before repacking
+            with T.if_(pending, uniform=True):
+                for r in range(1, nrounds):
+                    with T.if_(u.ke - u.kb <= r, uniform=True):
+                        _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None,
+                                      packed=packed, rounds=[r])
+                pending.set(False)
+        def finish():   # the tile's sum is in `acc`: store it now, or pack it for later
+            if defer:
+                for i in range(0, BN // 2, 2):
+                    bf16x2(_scaled(acc, i, scale), _scaled(acc, i + 1, scale), packed[i // 2])
+                pm0.set(u.m0)
+                pn0.set(u.n0)
+                pending.set(True)
+            else:
+                _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
+
+        if not _reduces(cfg):
+            finish()
+        elif cfg["STREAMK"] == "tail":   # a whole tile (most of them) skips the count too
+            last = T.reg(T.pred)
+            last.set(True)
+            with T.if_(u.partial, uniform=True):
+                last.set(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader))
+            with T.if_(last, uniform=True):   # one copy of the epilogue, not one per branch
+                finish()
         else:
             with T.if_(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader),
                        uniform=True):
-                _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
+                finish()
     if defer:       # the last unit's C tile
         with T.if_(pending, uniform=True):
             _epilogue_tma(cfg, None, sC, c_map, pm0, pn0, cw, tid, leader, None, packed=packed)
@@ -487,8 +564,11 @@ def _scaled(acc, i, scale):
     return acc[i] if scale is None else T.ptx.mul.rn.f32(acc[i], scale)
 
 
-def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=None):
-    """Accumulators -> bf16 -> 128B-swizzled 64 x 64 chunks (``stmatrix.x4``) -> TMA stores.
+def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=None,
+                  rounds=None):
+    """Accumulators -> bf16 -> 128B-swizzled 64 x 64 chunks (``stmatrix.x4``) -> TMA stores,
+    in rounds of EPI_BUFS chunks (`rounds`: only those, by index; the spread deferred epilogue
+    stores one round per K slice).
 
     Lane l of warp w addresses row 16w + 8 * (l / 8 % 2) + l % 8 of the chunk and its 16-byte
     column group 2s + l / 16 (s = the stmatrix of the chunk), swizzled by XOR with the row % 8.
@@ -500,6 +580,8 @@ def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=No
     chunks = BN // CHUNK
     bar_id = 1 + cw
     for r0 in range(0, chunks, nbufs):
+        if rounds is not None and r0 // nbufs not in rounds:
+            continue
         with T.if_(leader):  # earlier stores of this warpgroup finished reading the chunks
             T.ptx.cp.async_.bulk.wait_group.read(0)
         T.ptx.bar.sync(bar_id, WG)
@@ -540,8 +622,8 @@ def _grid(CM: int):
     """The persistent grid: one CTA per SM (SMS), never more CTAs than work units."""
     def grid(M, N, K, BN, SPLITK, SMS, STREAMK):
         units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * SPLITK
-        if STREAMK:  # every CTA gets >= 1 slice: at least cdiv(K, 128) slices per tile
-            units = T.cdiv(M, BM) * T.cdiv(N, BN) * T.cdiv(K, 128)
+        if STREAMK:  # every worker gets >= 1 slice: at least cdiv(K, 128) slices per unit
+            units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * T.cdiv(K, 128)
         return (CM * min(SMS // CM, units),)
     return grid
 
@@ -626,6 +708,17 @@ VARIANTS = {
     # stream-K: every SM the same number of K slices, pieces of a tile summed as by "r"
     "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
+    # wave quantization at M >= 2048 (docs/TUNING.md "Wave quantization"): whole tiles for
+    # the full waves, stream-K over the last partial wave only ("skt"); with it the deferred
+    # tile's two store rounds under the next tile's first two K slices ("ds": a slice queued on
+    # the tensor cores per round, not one for both as in "d"), or four rounds of one chunk
+    # under the first four ("ds4": 16 KB less staging, a round shorter than a slice)
+    "t256skt": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="tail", REDUCE="red"),
+    "t256sktds": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="tail", REDUCE="red",
+                      EPI_DEFER="spread"),
+    "t256sktds4": dict(BN=256, STAGES=4, EPI_BUFS=1, STREAMK="tail", REDUCE="red",
+                       EPI_DEFER="spread"),
+    "t128skt": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK="tail", REDUCE="red"),
 }
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles).
 # At 128 x 1024 x 7168 the last split of a tile reads S x 64 KB of partials alone: 16 splits
@@ -650,10 +743,25 @@ SMALL = {(128, 4096, 4096): ["t128k4r", "t64k2r", "t256k8r", "t128sk"],
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
 
+# wave quantization at M >= 2048 (docs/TUNING.md "Wave quantization at M >= 2048"): every
+# such shape's tile count is a multiple of 128 below 33 x 128, so 4 of 132 SMs idle through the
+# last tile time (3.0%); the stream-K tail ("skt") alone and with the spread deferred epilogue
+# in 2 or 4 rounds ("sktds", "sktds4") are timed beside each shape's main (role "wave"). The weakest shapes against
+# cuBLAS first (2026-12-01 medians): benchmarks/gemm_bench.sh wave starts them first.
+WAVE_SHAPES = [(8192, 1024, 7168), (2048, 4096, 4096), (2048, 1024, 7168), (8192, 14336, 4096),
+               (4096, 4096, 4096), (8192, 4096, 4096), (2048, 4096, 14336), (8192, 4096, 14336),
+               (6144, 6144, 6144), (2048, 14336, 4096), (8192, 8192, 8192)]
+# 2048 x 1024 x 7168: 64 pairs of 128 x 128 tiles (main) or 32 of 128 x 256, fewer than the 66
+# clusters: no full wave, the whole shape stream-K (every cluster ~109 or ~54 slices)
+WAVE = {s: ["t256skt", "t256sktds", "t256sktds4"] for s in WAVE_SHAPES}
+WAVE[2048, 1024, 7168] = ["t128skt", "t256skt"]
+
+
 def plan(M, N, K) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
-    other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL). The prediction counts tiles against 132 SMs."""
+    other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL) or "wave"
+    (the stream-K tail at M >= 2048, WAVE). The prediction counts tiles against 132 SMs."""
     if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
         out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
     elif M >= 2048 and N == 1024:               # 64 x 4 tiles of 128 x 256: two waves
@@ -675,6 +783,7 @@ def plan(M, N, K) -> list:
     if (M, N, K) in SWEEP_SHAPES[1:3]:
         out += [("c2", "t256g128", "sweep"), ("c2", "t256rn", "sweep")]
     out += [("c1", v, "small") for v in SMALL.get((M, N, K), [])]
+    out += [("c2", v, "wave") for v in WAVE.get((M, N, K), [])]
     return out
 
 
@@ -687,7 +796,7 @@ def _large(kernel: str, fp8: bool) -> list:
         if fp8 and K % 16:       # TMA and _scaled_mm need 16-byte fp8 rows
             continue
         for kern, v, role in plan(M, N, K):
-            if kern == kernel and not (fp8 and role == "sweep"):   # the sweep is bf16's
+            if kern == kernel and not (fp8 and role in ("sweep", "wave")):   # bf16's only
                 p = dict(VARIANTS[v], M=M, N=N, K=K)
                 if N % 8 and p.get("EPI_DEFER"):
                     continue                # no staged epilogue to defer (direct stores)
@@ -721,7 +830,7 @@ def _bf16_suites(kernel, small: list):
     small cases (the smallest is what sync_check runs)."""
     CM = 2 if kernel.name.endswith("_c2") else 1
     large = _large(f"c{CM}", fp8=False)
-    common = dict(inputs=bf16_inputs(BM, CM), reference=bf16_reference, outputs=["c"],
+    common = dict(inputs=bf16_inputs(BM, CM, H200_SMS), reference=bf16_reference, outputs=["c"],
                   tolerance=BF16_TOLERANCE, flops=lambda M, N, K: 2 * M * N * K,
                   bytes=lambda M, N, K: 2 * (M * K + N * K + M * N))
     for c in small + large:
@@ -757,6 +866,19 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            SMS=1, EPI_DEFER=True),
     T.case("m200n136k296_bn64_defer", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            SMS=2, EPI_DEFER=True),
+    # stream-K on the tail: 6 tiles of 5 slices on 4 CTAs: tiles 0-3 whole (one each), the
+    # tail's 2 tiles x 5 slices dealt 2, 3, 2, 3: each cut in two; the same with the deferred
+    # epilogue (a whole tile's C under the next piece's MMAs, a cut one's once summed)
+    T.case("m200n136k296_streamk_tail", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           STREAMK="tail", REDUCE="red", SMS=4),
+    T.case("m200n136k296_streamk_tail_defer", M=200, N=136, K=296, BN=64, STAGES=3,
+           EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER=True),
+    # the spread deferred epilogue (2 rounds of one 64 x 64 chunk per 128-wide tile): units
+    # of one K slice (round 1 flushed after the unit's loop), and of 5 (round r under slice r)
+    T.case("m256n256k64_persistent_defer_spread", M=256, N=256, K=64, BN=128, STAGES=2,
+           EPI_BUFS=1, SMS=1, EPI_DEFER="spread"),
+    T.case("m200n264k296_defer_spread", M=200, N=264, K=296, BN=128, STAGES=3, EPI_BUFS=1,
+           SMS=2, EPI_DEFER="spread"),
 ])
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
@@ -765,13 +887,25 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
     T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2),
     T.case("m256n256k64_persistent_defer", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2,
            EPI_DEFER=True),
+    # stream-K on the tail in clusters: 3 tile pairs (the second row's tiles end at M = 200)
+    # on 2 clusters: pairs 0, 1 whole, pair 2's 5 slices dealt 2 and 3, both CTAs of a cluster
+    # the same pieces (the B multicast stays paired); each tile summed in its own slot
+    T.case("m200n136k296_streamk_tail", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           STREAMK="tail", REDUCE="red", SMS=4),
+    T.case("m200n136k296_streamk_tail_defer", M=200, N=136, K=296, BN=64, STAGES=3,
+           EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER=True),
+    # 3 pairs of 128-wide tiles on 2 clusters, the spread deferred epilogue: whole pairs, then
+    # pieces of 2 slices (both rounds under the piece's slices)
+    T.case("m200n264k232_streamk_tail_defer_spread", M=200, N=264, K=232, BN=128, STAGES=3,
+           EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER="spread"),
 ])
 
 
 def _fp8_suite(kernel, small: list):
     CM = 2 if kernel.name.endswith("_c2") else 1
     args = {"M": "M", "N": "N", "K": "K"}
-    return T.suite(kernel, inputs=fp8_inputs(BM, CM), reference=fp8_reference, outputs=["c"],
+    return T.suite(kernel, inputs=fp8_inputs(BM, CM, H200_SMS), reference=fp8_reference,
+                   outputs=["c"],
                    cases=small + _large(f"c{CM}", fp8=True), tolerance=FP8_TOLERANCE,
                    flops=lambda M, N, K: 2 * M * N * K, flops_dtype="fp8",
                    bytes=lambda M, N, K: M * K + N * K + 2 * M * N,

@@ -156,12 +156,22 @@ class Chunk:
 
 # --- phase 2: norms and beta ------------------------------------------------------------------
 
-def norms(sm, ck, beta, tok0, H, h, NW):
+def norms(sm, ck, beta, tok0, H, h, NW, beta_first=False):
     """rk (row 0..63) and rq * scale into sRn, beta into sBeta (0 past the valid rows).
 
     With 4 warps a thread sums a whole row (both 64-channel halves: 16 ``ld.shared.v4``); with
-    8 a half row and one ``shfl.sync.bfly`` 16 adds the other half."""
+    8 a half row and one ``shfl.sync.bfly`` 16 adds the other half. `beta_first`: the global
+    load of beta before the sums (its ~500-cycle latency under them, not after)."""
     tid = T.tid.x
+
+    def load_beta():
+        with T.if_(tid < C):
+            b = T.reg(T.f32, init=0.0)
+            with T.if_(tid < ck.nv):
+                b.set(T.ptx.cvt.f32.bf16(T.ptx.ld.global_.nc.b16(beta.at((tok0 + tid) * H + h))))
+            T.ptx.st.shared.f32(sm.beta.at(tid), b)
+    if beta_first:
+        load_beta()
     w, lane = tid >> 5, T.laneid()
     if NW == 4:
         x, row, halves = w >> 1, ((w & 1) << 5) + lane, (0, 1)
@@ -191,11 +201,8 @@ def norms(sm, ck, beta, tok0, H, h, NW):
     else:
         with T.if_(lane < 16):
             T.ptx.st.shared.f32(sm.rn.at(x, row), r)
-    with T.if_(tid < C):
-        b = T.reg(T.f32, init=0.0)
-        with T.if_(tid < ck.nv):
-            b.set(T.ptx.cvt.f32.bf16(T.ptx.ld.global_.nc.b16(beta.at((tok0 + tid) * H + h))))
-        T.ptx.st.shared.f32(sm.beta.at(tid), b)
+    if not beta_first:
+        load_beta()
 
 
 # --- phase 3: gate, block-local decays, in-place operands -------------------------------------
@@ -218,10 +225,23 @@ class GateLanes:
         self.c1, self.c0 = c1, [c1 * db[0], c1 * db[1]]
 
 
-def gate(sm, ck, gl):
+def gate(sm, ck, gl, batch=0):
     """In place over the chunk's raw tiles (each element read and written by one thread):
     sK <- KL, sQ <- QL (q^ scale 2^(G - r_a)), sG <- KD = k^ 2^(r_a - G); per block and channel
-    the block's total and first-row gate (log2 units) into sRef."""
+    the block's total and first-row gate (log2 units) into sRef.
+
+    `batch` = 0: row by row (load, compute, store), the order of the measured variants: ptxas
+    cannot move row i + 1's loads above row i's stores (same tiles, addresses it cannot tell
+    apart), so every row pays the shared-load latency and its whole dependent chain (LDS, ex2,
+    rcp, the running sum, ex2, the Newton steps, pack, STS: ~220 cycles) before the next row
+    starts. `batch` = b > 0: b rows' loads first, then their math, then their stores, so the
+    rows' chains overlap (only the running sum is serial: one add per row), and the ex2 and the
+    sigmoid's rcp are ``.ftz`` (no denormal fix-ups: 4 instructions per element of ~36; every
+    ex2 input here gives a normal result or one that only enters 1 + x, the rcp's input is
+    1 + x >= 1). Same values as row by row but for that flush."""
+    ex2 = T.ptx.ex2.approx.ftz.f32 if batch else T.ptx.ex2.approx.f32
+    rcp = T.ptx.rcp.approx.ftz.f32 if batch else T.ptx.rcp.approx.f32   # of 1 + x >= 1
+    step = batch or 1
     for bl in range(gl.nblk):
         a = gl.blk0 + bl
         rowb = a << 11                               # 16 rows x 128 bytes
@@ -229,38 +249,43 @@ def gate(sm, ck, gl):
                                                                      ("g", ck.g))}
         s = [None, None]
         ref = [None, None]
-        for i in range(16):
-            r8 = i & 7
-            at = {n: Addr(v[r8], i * 128) for n, v in addrs.items()}
-            row = (a << 4) + i
-            valid = row < ck.nv
-            gw = T.ptx.ld.shared.b32(at["g"])
-            kw = T.ptx.ld.shared.b32(at["k"])
-            qw = T.ptx.ld.shared.b32(at["q"])
-            rk = T.ptx.ld.shared.f32(sm.rn.at(0, row))
-            rq = T.ptx.ld.shared.f32(sm.rn.at(1, row))
-            graw, kv, qv = unpack(gw), unpack(kw), unpack(qw)
-            kl, ql, kd = [], [], []
-            for e in range(2):
-                x = T.ptx.min.f32(T.ptx.fma.rn.f32(graw[e], gl.c1, gl.c0[e]), 64.0)
-                sig = T.ptx.rcp.approx.f32(T.ptx.ex2.approx.f32(x) + 1.0)
-                g2 = T.ptx.selp.f32(sig * G2, 0.0, valid)
-                if i == 0:
-                    s[e] = g2
-                    ref[e] = g2
-                    lfac = dfac = None
-                else:
-                    s[e] = s[e] + g2
-                    lfac = T.ptx.ex2.approx.f32(s[e] - ref[e])   # in [2^-108, 1]: normal
-                    dfac = rcp_fma(lfac)
-                kn = kv[e] * rk
-                qn = qv[e] * rq
-                kl.append(kn if lfac is None else kn * lfac)
-                ql.append(qn if lfac is None else qn * lfac)
-                kd.append(kn if dfac is None else kn * dfac)
-            T.ptx.st.shared.b32(at["k"], pack(*kl))
-            T.ptx.st.shared.b32(at["q"], pack(*ql))
-            T.ptx.st.shared.b32(at["g"], pack(*kd))
+        for i0 in range(0, 16, step):
+            rows = range(i0, min(i0 + step, 16))
+            at = {i: {n: Addr(v[i & 7], i * 128) for n, v in addrs.items()} for i in rows}
+            words, valid = {}, {}
+            for i in rows:                           # the loads of the batch
+                row = (a << 4) + i
+                valid[i] = row < ck.nv
+                words[i] = (T.ptx.ld.shared.b32(at[i]["g"]), T.ptx.ld.shared.b32(at[i]["k"]),
+                            T.ptx.ld.shared.b32(at[i]["q"]),
+                            T.ptx.ld.shared.f32(sm.rn.at(0, row)),
+                            T.ptx.ld.shared.f32(sm.rn.at(1, row)))
+            out = {}
+            for i in rows:                           # their math
+                gw, kw, qw, rk, rq = words[i]
+                graw, kv, qv = unpack(gw), unpack(kw), unpack(qw)
+                kl, ql, kd = [], [], []
+                for e in range(2):
+                    x = T.ptx.min.f32(T.ptx.fma.rn.f32(graw[e], gl.c1, gl.c0[e]), 64.0)
+                    sig = rcp(ex2(x) + 1.0)
+                    g2 = T.ptx.selp.f32(sig * G2, 0.0, valid[i])
+                    if i == 0:
+                        s[e] = g2
+                        ref[e] = g2
+                        lfac = dfac = None
+                    else:
+                        s[e] = s[e] + g2
+                        lfac = ex2(s[e] - ref[e])            # in [2^-108, 1]: normal
+                        dfac = rcp_fma(lfac)
+                    kn = kv[e] * rk
+                    qn = qv[e] * rq
+                    kl.append(kn if lfac is None else kn * lfac)
+                    ql.append(qn if lfac is None else qn * lfac)
+                    kd.append(kn if dfac is None else kn * dfac)
+                out[i] = (kl, ql, kd)
+            for i in rows:                           # their stores
+                for n, vals in zip(("k", "q", "g"), out[i]):
+                    T.ptx.st.shared.b32(at[i][n], pack(*vals))
         for e in range(2):
             T.ptx.st.shared.f32(sm.ref.at(a, 0, 2 * gl.p + e), s[e])
             T.ptx.st.shared.f32(sm.ref.at(a, 1, 2 * gl.p + e), ref[e])
@@ -301,10 +326,15 @@ def units(NW) -> list:
     return [[u] for u in order]
 
 
-def blocks(sm, ck, ln, NW):
+def blocks(sm, ck, ln, NW, interleave=1):
     """Each warp its units: A fragments of KL_a (or QL_a) for the 8 channel steps, times KD_b^T
     (scaled by F_ab off the diagonal); A: rows times beta, masked to j < i, f32 into sA; M:
-    masked to j <= i, bf16 into sM (``stmatrix``)."""
+    masked to j <= i, bf16 into sM (``stmatrix``).
+
+    `interleave` = n > 1: up to n of a unit's a + 1 blocks side by side (channel step outer,
+    block inner), so their 2 n accumulators' chains of 8 dependent mma overlap instead of
+    following each other block by block (same sums in the same order: the same values; n = 2
+    where the prep's registers are few: 4 prep warps next to 8 state warps)."""
     warp = T.tid.x >> 5
     pa = {n: ln.bases(getattr(ck, n), "A") for n in ("k", "q")}
     pb = ln.bases(ck.g, "B")
@@ -313,19 +343,28 @@ def blocks(sm, ck, ln, NW):
         with T.if_(warp == w, uniform=True):
             for x, a in mine:
                 af = [ld4(pa[x][s & 3], s >> 2, 16 * a) for s in range(8)]
-                for b in range(a + 1):
-                    acc = [T.fragment(T.f32, 4, init=0.0) for _ in range(2)]
-                    pair = PAIRS.index((a, b)) if b < a else None
+                groups = [list(range(b0, min(b0 + interleave, a + 1)))
+                          for b0 in range(0, a + 1, interleave)]
+                for bs in groups:
+                    accs = {b: [T.fragment(T.f32, 4, init=0.0) for _ in range(2)] for b in bs}
                     for s in range(8):
-                        bf = ld4(pb[s & 3], s >> 2, 16 * b)
-                        if pair is not None:   # KD_b 2^(r_a - r_b): channels 16s + 2t (+8)
-                            f0 = T.ptx.ld.shared.b32(sm.f.at(pair, 16 * s + 2 * ln.t))
-                            f1 = T.ptx.ld.shared.b32(sm.f.at(pair, 16 * s + 8 + 2 * ln.t))
-                            bf = [T.ptx.mul.rn.bf16x2(bf[0], f0), T.ptx.mul.rn.bf16x2(bf[1], f1),
-                                  T.ptx.mul.rn.bf16x2(bf[2], f0), T.ptx.mul.rn.bf16x2(bf[3], f1)]
-                        mma(acc[0], af[s], bf[0:2])
-                        mma(acc[1], af[s], bf[2:4])
-                    _block_out(sm, ln, x, a, b, acc, pm)
+                        for b in bs:
+                            _block_step(sm, ln, pb, af, a, b, s, accs[b])
+                    for b in bs:
+                        _block_out(sm, ln, x, a, b, accs[b], pm)
+
+
+def _block_step(sm, ln, pb, af, a, b, s, acc):
+    """Channel step s of block (a, b): KD_b's B fragments (times F_ab off the diagonal), 2 mma."""
+    pair = PAIRS.index((a, b)) if b < a else None
+    bf = ld4(pb[s & 3], s >> 2, 16 * b)
+    if pair is not None:   # KD_b 2^(r_a - r_b): channels 16s + 2t (+8)
+        f0 = T.ptx.ld.shared.b32(sm.f.at(pair, 16 * s + 2 * ln.t))
+        f1 = T.ptx.ld.shared.b32(sm.f.at(pair, 16 * s + 8 + 2 * ln.t))
+        bf = [T.ptx.mul.rn.bf16x2(bf[0], f0), T.ptx.mul.rn.bf16x2(bf[1], f1),
+              T.ptx.mul.rn.bf16x2(bf[2], f0), T.ptx.mul.rn.bf16x2(bf[3], f1)]
+    mma(acc[0], af[s], bf[0:2])
+    mma(acc[1], af[s], bf[2:4])
 
 
 def _block_out(sm, ln, x, a, b, acc, pm):
@@ -359,24 +398,37 @@ def _block_out(sm, ln, x, a, b, acc, pm):
 
 # --- phase 5: operands for the state, and (I + A)^-1 -------------------------------------------
 
-def materialize(sm, ck, NT):
+def materialize(sm, ck, NT, batch=False):
     """In place: sK <- KE = KL E_a, sQ <- QG = QL E_a, sG <- KLL = KD 2^(G_63 - r_b), with one
-    ``mul.rn.bf16x2`` per element pair (16-byte vectors; the factor row of the vector's block)."""
+    ``mul.rn.bf16x2`` per element pair (16-byte vectors; the factor row of the vector's block).
+
+    `batch`: each tile's vectors (and factor rows) are all loaded before its first store, so
+    their latencies overlap (row by row, ptxas keeps every load after the previous store: the
+    same in-place hazard as the gate's)."""
     tid = T.tid.x
     lchunk = tid & 15
     rows0 = tid >> 4                             # the thread's rows: rows0 + NT/16 * k
     step = NT // 16
     phys = ((lchunk & 7) ^ (rows0 & 7)) << 4
     base_off = (lchunk >> 3) * TILE + (rows0 << 7) + phys
+    n = C * 16 // NT
     for tile, table in ((ck.k, sm.e), (ck.q, sm.e), (ck.g, sm.eg)):
         base = tile + base_off
         fbase = table.ptr() + (lchunk << 4)
-        for kk in range(C * 16 // NT):
-            a = (kk * step) // 16
-            addr = Addr(base, kk * step * 128)
-            data = T.ptx.ld.shared.v4.b32(addr)
-            fac = T.ptx.ld.shared.v4.b32(Addr(fbase, a * 2 * K))
-            T.ptx.st.shared.v4.b32(addr, [T.ptx.mul.rn.bf16x2(d, f) for d, f in zip(data, fac)])
+        for k0 in range(0, n, n if batch else 1):
+            ks = range(k0, n if batch else k0 + 1)
+            addr = {kk: Addr(base, kk * step * 128) for kk in ks}
+            fa = {}
+            data = {}
+            for kk in ks:
+                a = (kk * step) // 16
+                data[kk] = T.ptx.ld.shared.v4.b32(addr[kk])
+                if a not in fa:
+                    fa[a] = T.ptx.ld.shared.v4.b32(Addr(fbase, a * 2 * K))
+            for kk in ks:
+                fac = fa[(kk * step) // 16]
+                T.ptx.st.shared.v4.b32(addr[kk], [T.ptx.mul.rn.bf16x2(d, f)
+                                                  for d, f in zip(data[kk], fac)])
 
 
 def diag_inverse(sm, NW):

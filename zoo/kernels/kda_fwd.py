@@ -56,6 +56,9 @@ Variants (constants): BV = 64 or 128 value columns per CTA (4 or 8 warps), STAGE
 stages (BV = 64 with one stage: 106 KB of shared memory, two CTAs per SM; two stages 164 KB;
 BV = 128 with two 180 KB). One thread's mbarrier-tracked TMA and the CTA barriers are the only
 synchronization; every thread runs every chunk, so no barrier waits on an exited thread.
+PREP > 0: the warp-specialized body (`_forward_ws`). BATCH = 8: the prep's latency chains
+shortened, same values (kda_chunk: the gate's rows and materialize's vectors loaded before
+their in-place stores, the A/M blocks of a unit side by side, beta loaded first).
 
 Numerics: the MMA operands are bf16 (the state, the residual Z and Delta rounded once per chunk),
 accumulation f32; the state itself stays f32 across chunks. A numpy model of exactly these
@@ -230,7 +233,7 @@ def _issue(sm, maps, c, stage, row, h, bidx):
 
 
 def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, STAGES, WARPS,
-             s0=None, chunk_off=None):
+             s0=None, chunk_off=None, BATCH=0):
     """The kernel body (`kda_fwd`; `kda_fwd_s0` also stores every chunk's start state S0 into
     `s0` [chunks, H, K, V] at the sequence's first chunk `chunk_off[n]`: piece 1 of the chunked
     backward, kda_bwd_split.chunk_states, in kda_bwd's workspace layout)."""
@@ -285,15 +288,15 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
         nv = T.ptx.min.u32(length - (c << 6), C)
         ck = P.Chunk(sm, ring.stage, nv)
         tok0 = start + (c << 6)
-        P.norms(sm, ck, beta, tok0, H, h, NW)
+        P.norms(sm, ck, beta, tok0, H, h, NW, bool(BATCH))
         T.ptx.bar.sync(0)
-        P.gate(sm, ck, gl)
+        P.gate(sm, ck, gl, BATCH)
         T.ptx.bar.sync(0)
         P.factors(sm, NT)
         T.ptx.bar.sync(0)
-        P.blocks(sm, ck, ln, NW)
+        P.blocks(sm, ck, ln, NW, 4 if BATCH else 1)
         T.ptx.bar.sync(0)
-        P.materialize(sm, ck, NT)
+        P.materialize(sm, ck, NT, bool(BATCH))
         P.diag_inverse(sm, NW)
         T.ptx.bar.sync(0)
         P.inverse_blocks(sm, ln)
@@ -314,7 +317,10 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
 # across setmaxnreg regions, so tests/zoo/test_kda_fwd.py counts STL/LDL): 4 + 8 warps (the
 # entry cap 168 is below the state's ~200) 104 / 200; 8 + 4 warps 136 / 232; 4 + 4 warps need
 # no split (255 at entry). 8 prep + 8 state warps would need >= 104 + 184 > 65536 / 512: none.
-WS_REGS = {(128, 4): (104, 200), (64, 4): (None, None), (64, 8): (136, 232)}
+# The batched prep (BATCH, key (BV, PREP, BATCH)) at 4 + 8 warps: 120 / 192 (its interleaved A/M
+# blocks spilled 3 values at 104; the state fits 192 without local memory).
+WS_REGS = {(128, 4): (104, 200), (64, 4): (None, None), (64, 8): (136, 232),
+           (128, 4, 8): (120, 192)}
 
 
 class _Slot:
@@ -376,7 +382,8 @@ class _StageView:
         return getattr(self._sm, name)
 
 
-def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, PREP):
+def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, PREP,
+                BATCH=0):
     """The warp-specialized body: warps 0 .. PREP - 1 prepare chunk c + 1 (kda_chunk's phases,
     separated by the named barrier 1 of their PREP x 32 threads) while warps PREP .. PREP + BV / 16
     - 1 run the state phase of chunk c; the two rings of two stages meet at the mbarriers:
@@ -394,7 +401,7 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
     chunk; no CTA-wide barrier follows the split."""
     NT = 32 * PREP
     NS = BV // 16
-    regs = WS_REGS[BV, PREP]
+    regs = WS_REGS.get((BV, PREP, BATCH), WS_REGS[BV, PREP])
     sm = _SmemWS(BV)
     tid = T.tid.x
     with T.if_(tid == 0):
@@ -417,15 +424,15 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
             nv = T.ptx.min.u32(length - (c << 6), C)
             ck = P.Chunk(sm, ring.stage, nv)
             vw = sm.view(ring.stage)
-            P.norms(vw, ck, beta, start + (c << 6), H, h, PREP)
+            P.norms(vw, ck, beta, start + (c << 6), H, h, PREP, bool(BATCH))
             T.ptx.bar.sync(1, NT)
-            P.gate(vw, ck, gl)
+            P.gate(vw, ck, gl, BATCH)
             T.ptx.bar.sync(1, NT)
             P.factors(vw, NT)
             T.ptx.bar.sync(1, NT)
-            P.blocks(vw, ck, ln, PREP)
+            P.blocks(vw, ck, ln, PREP, 4 if BATCH else 1)
             T.ptx.bar.sync(1, NT)
-            P.materialize(vw, ck, NT)
+            P.materialize(vw, ck, NT, bool(BATCH))
             P.diag_inverse(vw, PREP)
             T.ptx.bar.sync(1, NT)
             P.inverse_blocks(vw, ln)
@@ -471,13 +478,14 @@ def kda_fwd(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map: T
             beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
             h0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32],
             o: T.gptr[T.bf16], ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64,
-            STAGES: T.const = 2, WARPS: T.const = 0, PREP: T.const = 0):
+            STAGES: T.const = 2, WARPS: T.const = 0, PREP: T.const = 0, BATCH: T.const = 0):
     maps = (q_map, k_map, g_map, v_map)
     if PREP:    # warp-specialized: PREP prep warps hand chunks to BV / 16 state warps
-        _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, PREP)
+        _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, PREP,
+                    BATCH)
     else:
         _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, STAGES,
-                 WARPS)
+                 WARPS, BATCH=BATCH)
 
 
 @T.kernel(grid=_grid, block=_block)
@@ -551,7 +559,7 @@ def reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, cu_seqlens, lens=None):
     return {"o": o.astype(np.float32), "ht": ht.astype(np.float32)}
 
 
-def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0, PREP=0):
+def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0, PREP=0, BATCH=0):
     out = []
     if BV not in (64, 128):
         out.append(f"BV={BV} must be 64 or 128 (value columns per CTA: 16 per warp)")
@@ -565,6 +573,9 @@ def constraints(B, T_, H, lens=None, BV=64, STAGES=2, WARPS=0, PREP=0):
     elif PREP and (STAGES != 2 or WARPS):
         out.append(f"PREP={PREP} (warp-specialized) takes STAGES=2 and WARPS=0, not "
                    f"STAGES={STAGES}, WARPS={WARPS}")
+    if BATCH not in (0, 8):
+        out.append(f"BATCH={BATCH} must be 0 (the prep's in-place phases row by row) or 8 "
+                   f"(gate rows loaded 8 at a time before their stores; the one checked)")
     shape, N = R.shape_problems(B, T_, H, lens, "z")
     out += shape
     if B * T_ * H * V >= 1 << 32 or N * H * K * V >= 1 << 32:
@@ -597,7 +608,12 @@ VARIANTS = {"v64s2": dict(BV=64, STAGES=2), "v64s1": dict(BV=64, STAGES=1),
             "v64s2w8": dict(BV=64, STAGES=2, WARPS=8),   # 4 helper warps in the preparation
             # warp-specialized: 4 prep warps for chunk c + 1, BV / 16 state warps on chunk c
             "v128ws": dict(BV=128, PREP=4), "v64ws": dict(BV=64, PREP=4),
-            "v64ws8": dict(BV=64, PREP=8)}
+            "v64ws8": dict(BV=64, PREP=8),
+            # the same with the prep's chains shortened (BATCH: gate rows and materialize vectors
+            # loaded before their stores, A/M blocks side by side: docs/TUNING.md, "The prep's
+            # in-place chains")
+            "v128s2b": dict(BV=128, STAGES=2, BATCH=8), "v128wsb": dict(BV=128, PREP=4, BATCH=8),
+            "v64wsb": dict(BV=64, PREP=4, BATCH=8), "v64ws8b": dict(BV=64, PREP=8, BATCH=8)}
 MAIN = {64: "v64s2", 96: "v128s2", 32: "v64s2"}   # predicted fastest (docs/TUNING.md)
 
 
@@ -654,6 +670,14 @@ SUITE = T.suite(
         T.case("b2_t65_h1_v64ws_slow", B=2, T_=65, H=1, BV=64, PREP=4, gate="slow"),
         # 8 prep warps (kda_chunk's 8-warp phases) for 4 state warps: two chunks (64 + 36)
         T.case("t100_h1_v64ws8", B=1, T_=100, H=1, BV=64, PREP=8),
+        # the prep's in-place phases batched (BATCH = 8 gate rows, materialize's vectors loaded
+        # before their stores): three chunks (64, 64, 22) with saturated gates through the
+        # handover ring (4 + 8 warps), two rows with a 1-token tail (8 + 4 warps), the plain
+        # body (8 warps, BV 128) and 4 + 4 warps, each a chunk and a tail
+        T.case("t150_h1_v128wsb_deep", B=1, T_=150, H=1, BV=128, PREP=4, BATCH=8, gate="deep"),
+        T.case("b2_t65_h1_v64ws8b_slow", B=2, T_=65, H=1, BV=64, PREP=8, BATCH=8, gate="slow"),
+        T.case("t100_h1_v128s2b", B=1, T_=100, H=1, BV=128, BATCH=8),
+        T.case("t100_h1_v64wsb_deep", B=1, T_=100, H=1, BV=64, PREP=4, BATCH=8, gate="deep"),
         *_large("t8192"),
         *_large("b2_t4096", B=2, T_=4096, heads=(32,)),
     ])
@@ -711,6 +735,9 @@ SUITE_VARLEN = T.suite(
         T.case("pack_17_8_30_v128", B=1, T_=55, H=1, lens=(17, 8, 30), BV=128),
         # warp-specialized over a pack of 3: sequences of 2, 1 and 1 chunks in one row
         T.case("pack_100_8_30_v128ws", B=1, T_=138, H=1, lens=(100, 8, 30), BV=128, PREP=4),
+        # batched prep, 8 + 4 warps, over the same pack (rows of neighbours masked in the gate)
+        T.case("pack_100_8_30_v64ws8b", B=1, T_=138, H=1, lens=(100, 8, 30), BV=64, PREP=8,
+               BATCH=8),
         *_large("pack6", lens=PACK6),
         *_large("pack8x1024", lens=PACK8),
     ])

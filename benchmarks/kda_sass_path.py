@@ -1,0 +1,183 @@
+"""Per-phase issue counts and dependent-chain estimates of the KDA forward's prep warps, from
+the SASS ptxas makes on this machine (no GPU): the model behind docs/TUNING.md's "The prep's
+in-place chains" (issue 18).
+
+The prep loop of a warp-specialized variant is straight-line code between the named-barrier
+``BAR.SYNC 0x1`` of its phases (norms | gate | factors | A/M blocks | materialize + diagonal
+inverse | off-diagonal inverse). For each phase this reports
+
+- ``issue``: SASS instructions (one issue cycle each per warp);
+- ``chain``: cycles of one warp issuing them in order with a register scoreboard: an
+  instruction starts one cycle after the previous one or when its source registers are ready,
+  whichever is later (fixed latencies below; no pipe contention; memory in order). Where the
+  phase branches on the warp index (one unit per warp), each branch region is walked alone and
+  the longest is taken, plus the code before the first branch; elsewhere a branch's code is
+  counted as executed (the norms' ``tid < 64`` beta loads).
+
+and, as a last row, one state warp's chunk (from its wait on ``ready[s]`` to its arrival on
+``empty[s]``: the body after the role's ``USETMAXREG.TRY_ALLOC``; 232 HMMA per chunk).
+
+A phase with w prep warps per SM sub-partition then costs about max(chain, w x issue, MUFU pipe):
+a chain far above the issue count is a latency-bound phase that more warps or more independent
+work per warp would shorten. The fixed latencies are published Hopper microbenchmark orders of
+magnitude, not measurements here; the model is calibrated against the measured chunk times in
+docs/TUNING.md.
+
+    python benchmarks/kda_sass_path.py v64ws8 v64ws8b      # one table per variant
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo" / "kernels"))
+import kda_fwd as F  # noqa: E402 - the zoo's kernel files are found through this path
+
+# latency in cycles until the destination registers can be read, by opcode prefix (longest
+# prefix wins); everything else is an ALU op of ~5 cycles
+LATENCY = {"LDS": 30, "LDSM": 33, "LDG": 500, "LD": 500, "MUFU": 18, "HMMA": 33, "S2R": 25,
+           "SHFL": 30, "F2F": 10, "I2F": 10, "F2I": 10, "DMMA": 40}
+ALU = 5
+PHASES = ("norms", "gate", "factors", "blocks", "materialize+diag", "inverse")
+UNITS = ("blocks", "materialize+diag", "inverse")   # phases whose branches are per-warp units
+
+_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?P<text>[^;]*);")
+_REG = re.compile(r"\b(R\d+|P\d)\b")
+
+
+def instructions(sass: str) -> list[str]:
+    """The instruction texts of a ``cuobjdump -sass``/``nvdisasm`` listing, in order."""
+    return [m.group("text").strip() for m in _INSTR.finditer(sass)]
+
+
+def _width(op: str) -> int:
+    if op.startswith("HMMA") or ".128" in op or op.startswith("LDSM") and ".x4" in op.lower():
+        return 4
+    if ".64" in op or op.startswith("LDSM") and ".x2" in op.lower():
+        return 2
+    return 1
+
+
+def _operands(text: str):
+    """(opcode, destination registers, source registers) of one instruction."""
+    body = re.sub(r"^@!?P\d\s+", "", text)
+    guard = re.match(r"^@!?(P\d)\s+", text)
+    op, _, rest = body.partition(" ")
+    parts = [p.strip() for p in rest.split(",")]
+    regs = [_REG.findall(p) for p in parts]
+    if not parts or op.startswith(("ST", "BAR", "BRA", "SYNCS", "MEMBAR", "RED", "ATOM")):
+        dst, srcs = [], [r for rs in regs for r in rs]
+    else:
+        dst, srcs = regs[0], [r for rs in regs[1:] for r in rs]
+    w = _width(op)
+    if w > 1:
+        dst = [f"R{int(r[1:]) + i}" for r in dst if r.startswith("R") for i in range(w)] or dst
+    if op.startswith("HMMA"):        # A (4), B (2), C (4) registers
+        widths = [4, 2, 4]
+        srcs = [f"R{int(r[1:]) + i}" for r, n in zip(srcs, widths) if r.startswith("R")
+                for i in range(n)]
+    if guard:
+        srcs.append(guard.group(1))
+    return op, [r for r in dst if r not in ("RZ", "PT")], srcs
+
+
+def chain(instrs: list[str]) -> int:
+    """Cycles for one warp to issue `instrs` in order with a register scoreboard."""
+    ready: dict[str, int] = {}
+    t = 0
+    for text in instrs:
+        op, dst, srcs = _operands(text)
+        t = max([t + 1] + [ready.get(r, 0) for r in srcs])
+        lat = next((LATENCY[k] for k in sorted(LATENCY, key=len, reverse=True)
+                    if op.startswith(k)), ALU)
+        for r in dst:
+            ready[r] = t + lat
+    return max([t] + list(ready.values()))
+
+
+def _branch_regions(instrs: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Code outside ``@P BRA`` skipped regions, and each region (a branch to a label skips the
+    instructions up to the next branch or the end: one warp's unit)."""
+    cuts = [i for i, s in enumerate(instrs) if re.search(r"@!?P\d\s+BRA", s)]
+    if not cuts:
+        return instrs, []
+    common = instrs[:cuts[0]]
+    regions = [instrs[a + 1:b] for a, b in zip(cuts, cuts[1:] + [len(instrs)])]
+    return common, regions
+
+
+def phases(sass: str) -> list[dict]:
+    """The prep loop's phases (between its ``BAR.SYNC 0x1``): issue, chain and MUFU counts."""
+    ins = instructions(sass)
+    bars = [i for i, s in enumerate(ins) if s.startswith("BAR.SYNC") and "0x1," in s]
+    if len(bars) < len(PHASES):
+        raise ValueError(f"{len(bars)} BAR.SYNC 0x1 in the SASS: not a warp-specialized KDA "
+                         f"forward (its prep loop has {len(PHASES)} named barriers)")
+    # norms start after the last full[s] wait before the first barrier
+    waits = [i for i in range(bars[0]) if "TRYWAIT" in ins[i]]
+    starts = [waits[-1] + 1 if waits else 0] + [b + 1 for b in bars[:len(PHASES) - 1]]
+    out = []
+    for name, a, b in zip(PHASES, starts, bars):
+        body = ins[a:b]
+        common, regions = _branch_regions(body) if name in UNITS else (body, [])
+        longest = max(regions, key=chain) if regions else []
+        path = chain(common + longest)
+        out.append(dict(phase=name, issue=len(common) + len(longest), issue_all=len(body),
+                        chain=path, mufu=sum(s.startswith("MUFU") or " MUFU" in s
+                                             for s in common + longest)))
+    body = _state_body(ins)
+    if body is not None:
+        out.append(dict(phase="state (one warp)", issue=len(body), issue_all=len(body),
+                        chain=chain(body), mufu=sum(s.startswith("MUFU") for s in body),
+                        hmma=sum(s.startswith("HMMA") for s in body)))
+    return out
+
+
+def _state_body(ins: list[str]):
+    """The state warps' chunk: after their ``setmaxnreg`` (``USETMAXREG.TRY_ALLOC``), from the
+    first mbarrier wait (``TRYWAIT``: ready[s]) to the next ``SYNCS.ARRIVE`` (empty[s]); None
+    where the SASS has no such role (4 + 4 warps need no register split)."""
+    alloc = next((i for i, s in enumerate(ins) if "USETMAXREG.TRY_ALLOC" in s), None)
+    if alloc is None:
+        return None
+    wait = next((i for i in range(alloc, len(ins)) if "TRYWAIT" in ins[i]), None)
+    if wait is None:
+        return None
+    end = next((i for i in range(wait, len(ins)) if ins[i].startswith("SYNCS.ARRIVE")), None)
+    return ins[wait + 1:end] if end is not None else None
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| phase | SASS issued (one warp) | dependent chain, cycles | MUFU |",
+             "| --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['phase']} | {r['issue']} | {r['chain']} | {r['mufu']} |")
+    prep = [r for r in rows if r["phase"] in PHASES]
+    tot = {k: sum(r[k] for r in prep) for k in ("issue", "chain", "mufu")}
+    lines.insert(2 + len(prep), f"| prep total | {tot['issue']} | {tot['chain']} | "
+                                f"{tot['mufu']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[-1].strip())
+        return 2
+    for v in argv:
+        if v not in F.VARIANTS:
+            print(f"kda_sass_path: unknown variant {v!r}; known: {', '.join(F.VARIANTS)}")
+            return 2
+        print(f"## {v} ({F.VARIANTS[v]})\n\n{table(phases(variant_sass(v)))}\n")
+    return 0
+
+
+def variant_sass(variant: str) -> str:
+    """The SASS of one kda_fwd variant (VARIANTS), compiled for sm_90a on this machine."""
+    ck = F.kda_fwd.compile("sm_90a", **F.VARIANTS[variant])
+    return ck.sass() if callable(ck.sass) else ck.sass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
