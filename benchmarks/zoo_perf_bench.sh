@@ -33,6 +33,11 @@
 #     of 2-3 items (the 1x64M default and its ticket-order control; the register-only and
 #     smaller-shared variants beside `cumsum`'s 8K tiles; 8 rows of 4M), smoke over
 #     cumsum_smem's small cases; predictions in docs/TUNING.md ("cumsum_smem (session 5)")
+#   MODE=topk3: ONLY `topk_*_warp` (zoo/kernels/topk_warp.py: one warp per row, a running
+#     threshold, no CTA barrier) beside the `topk_*_pipe` case of the same shape, first in its
+#     shard; three shards (f32 4096 x 32768 k64, f32 16384 x 8192 k50, bf16 8192 x 32768 k64),
+#     smoke over topk_warp's small cases; run with TOTAL_LIMIT=200; predictions in
+#     docs/TUNING.md ("topk_warp")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -118,9 +123,20 @@ elif [ "${MODE:-all}" = s5 ]; then
     N_C2="cumsum[r1_c64M_t8k]@ or cumsum_smem[r1_c64M_s0]@ or cumsum_smem[r1_c64M_s8]@"
     N_C3="cumsum[r8_c4M_t16k]@ or cumsum_smem[r8_c4M]@"
     SHARDS_ALL="h200 and ($N_C1)|h200 and ($N_C2)|h200 and ($N_C3)"
+elif [ "${MODE:-all}" = topk3 ]; then
+    SMOKE_K="not h200 and topk_warp"
+    N_W1="topk_f32_pipe[r4096_c32768_k64]@ or topk_f32_warp[r4096_c32768_k64]@ or \
+topk_f32_warp[r4096_c32768_k64_s12]@ or topk_f32_warp[r4096_c32768_k64_v1]@ or \
+topk_f32_warp[r4096_c32768_k64_m80]@ or topk_f32_warp[r4096_c32768_k64_v4]@"
+    N_W2="topk_f32_pipe[r16384_c8192_k50]@ or topk_f32_warp[r16384_c8192_k50]@ or \
+topk_f32_warp[r16384_c8192_k50_m80]@ or topk_f32_warp[r16384_c8192_k50_v4]@"
+    N_W3="topk_bf16_pipe[r8192_c32768_k64]@ or topk_bf16_warp[r8192_c32768_k64]@ or \
+topk_bf16_warp[r8192_c32768_k64_v2]@ or topk_bf16_warp[r8192_c32768_k64_s12]@ or \
+topk_bf16_warp[r8192_c32768_k16]@"
+    SHARDS_ALL="h200 and ($N_W1)|h200 and ($N_W2)|h200 and ($N_W3)"
 elif [ "${MODE:-all}" != all ]; then
-    echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4' or" \
-        "'s5'" >&2
+    echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
+        "'s5', 's6' or 'topk3'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

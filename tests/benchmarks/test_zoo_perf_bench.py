@@ -116,4 +116,20 @@ def test_s5_mode_times_cumsum_smem_beside_the_cumsum_cases_it_replaces():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4' or 's5'" in r.stderr
+        "'s4', 's5', 's6' or 'topk3'" in r.stderr
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_topk3_mode_times_each_warp_variant_beside_the_pipe_case_of_its_shape():
+    r = _list("topk3")
+    assert r.returncode == 0, r.stderr
+    got = _sections(r.stdout)
+    shards = [v for k, v in got.items() if k.startswith("timed shard")]
+    assert [s[0] for s in shards] == ["topk_f32_pipe[r4096_c32768_k64]",
+                                      "topk_f32_pipe[r16384_c8192_k50]",
+                                      "topk_bf16_pipe[r8192_c32768_k64]"]
+    assert [len(s) for s in shards] == [6, 4, 5]  # every named case exists
+    assert all(i.startswith(("topk_f32_warp[", "topk_bf16_warp[")) for s in shards
+               for i in s[1:])
+    assert got["smoke (correctness only)"] and all(
+        "_warp[" in i for i in got["smoke (correctness only)"])

@@ -1,0 +1,146 @@
+"""zoo/kernels/topk_warp.py: small cases exact in numsim (values and indices, ties by lowest
+index, k = 1 and 64, tails), the paths each row takes (the previous row's threshold and the
+fallback from -inf, the column search among ties), sync_check, refused shapes."""
+
+import numpy as np
+import pytest
+
+from tests.zoo._zoo import SMS, resident_ctas_per_sm
+from tests.zoo.zoo_modules import assert_matches, declare, load, load_mutant, simulate
+
+MOD = load("topk_warp")
+CASES = [(s, c) for s in (MOD.SUITE_F32, MOD.SUITE_BF16) for c in s.cases if c.small]
+
+
+def _case(suite, name):
+    return next(c for c in suite.cases if c.name == name)
+
+
+def _wrong_rows(suite, case, res, inputs) -> list:
+    want = suite.expected(case, inputs)
+    return [r for r in range(case.params["rows"])
+            if not (np.array_equal(res.outputs["indices"][r], want["indices"][r]) and
+                    np.array_equal(res.outputs["values"][r], want["values"][r]))]
+
+
+@pytest.mark.parametrize("suite,case", CASES, ids=[f"{s.name}-{c.name}" for s, c in CASES])
+def test_small_case_is_exact(suite, case):
+    res, inputs = simulate(suite, case)
+    assert_matches(suite, case, res, inputs)
+
+
+def _shifted_inputs():
+    """Two warps (warp 0: rows 0, 2; warp 1: rows 1, 3) over normal rows, rows 2 and 3 far below
+    the rows before them: the threshold carried over from rows 0 and 1 (the rank-16 value: ~40
+    elements stay buffered at a row's end, so it is set) is reached by no element."""
+    suite = MOD.SUITE_F32
+    case = MOD.make_case("shifted", rows=4, cols=2048, k=8, WARPS=2, CTAS=1)
+    inputs = suite.make_inputs(case, 2)
+    inputs["x"][:] = np.random.default_rng(3).standard_normal((4, 2048)).astype(np.float32)
+    inputs["x"][2:4] -= 100.0
+    return suite, case, inputs
+
+
+def test_a_row_below_the_carried_threshold_is_scanned_again_and_exact():
+    suite, case, inputs = _shifted_inputs()
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert_matches(suite, case, res, inputs)
+
+
+def test_without_the_fallback_exactly_the_shifted_rows_go_wrong(tmp_path):
+    mut = load_mutant("topk_warp", "        with T.if_(buf.count() < k, uniform=True):\n",
+                      "        with T.if_(buf.count() > 0xFFFFFFF, uniform=True):\n", tmp_path)
+    suite, case, inputs = _shifted_inputs()
+    res, _ = simulate(mut.SUITE_F32, case, inputs=inputs)
+    assert _wrong_rows(mut.SUITE_F32, case, res, inputs) == [2, 3]
+
+
+def test_rows_like_the_last_need_no_second_read(tmp_path):
+    """Normal rows, three per warp, the second read disabled: every row after a warp's first
+    starts from the carried threshold (the rank-2k value, or the smallest entry cut to 12 bits
+    where fewer were buffered) and is still exact, so the carried value was reached by k."""
+    mut = load_mutant("topk_warp", "        with T.if_(buf.count() < k, uniform=True):\n",
+                      "        with T.if_(buf.count() > 0xFFFFFFF, uniform=True):\n", tmp_path)
+    for k, cap in ((64, 320), (5, 512)):
+        case = MOD.make_case("normal", rows=6, cols=2048, k=k, WARPS=2, CTAS=1, CAP=cap)
+        inputs = mut.SUITE_F32.make_inputs(case, 1)
+        inputs["x"][:] = np.random.default_rng(k).standard_normal((6, 2048)).astype(np.float32)
+        res, _ = simulate(mut.SUITE_F32, case, inputs=inputs)
+        assert _wrong_rows(mut.SUITE_F32, case, res, inputs) == []
+
+
+def test_without_the_column_search_the_row_of_ties_goes_wrong(tmp_path):
+    """Row 0 holds integers -3..3 (hundreds of elements equal to the k-th value): keeping every
+    tie overflows k and takes columns above the lowest ones."""
+    mut = load_mutant("topk_warp", "        with T.if_(ties > need, uniform=True):",
+                      "        with T.if_(ties > 0xFFFFFFF, uniform=True):", tmp_path)
+    case = _case(MOD.SUITE_F32, "r5_c2052_k64")
+    res, inputs = simulate(mut.SUITE_F32, case)
+    assert 0 in _wrong_rows(mut.SUITE_F32, case, res, inputs)
+
+
+def test_ties_take_the_lowest_indices_and_signed_zeros_order_as_keys():
+    """Equal values everywhere but one: the first k columns after it. -0.0 ranks below +0.0 as
+    topk.py's contract says (the numpy reference sees them equal, so this is asserted here)."""
+    suite = MOD.SUITE_F32
+    case = MOD.make_case("ties", rows=2, cols=1024, k=10, WARPS=1, CTAS=1, CAP=320)
+    inputs = suite.make_inputs(case, 0)
+    inputs["x"][0] = 1.5
+    inputs["x"][0, 700] = 2.0
+    inputs["x"][1] = -1.0
+    inputs["x"][1, 3::7] = -0.0
+    inputs["x"][1, 900] = 0.0
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert res.outputs["indices"][0].tolist() == [700] + list(range(9))
+    assert res.outputs["indices"][1].tolist() == [900] + list(range(3, 3 + 7 * 9, 7))
+    assert res.outputs["values"][0].tolist() == [2.0] + [1.5] * 9
+
+
+def test_sync_check_clean():
+    sc = pytest.importorskip("tirxh_sync_check")
+    for suite, name in ((MOD.SUITE_F32, "r5_c2052_k64"), (MOD.SUITE_BF16, "r4_c1000_k33")):
+        case = _case(suite, name)
+        sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
+                                     consts=suite.consts(case), grid=suite.grid(case))
+        assert [f.kind for f in sync.findings + race.findings] == []
+        assert (sync.verdict, race.verdict) == ("clean", "clean")
+
+
+@pytest.mark.parametrize("dt,params,match", [
+    ("f32", dict(rows=1, cols=1000, k=65), r"k=65 must be in \[1, min\(64, cols\)\]"),
+    ("f32", dict(rows=1, cols=32, k=33), r"k=33 must be in"),
+    ("bf16", dict(rows=1, cols=1001, k=4), r"cols=1001 must be a multiple of 8 \(bf16"),
+    ("f32", dict(rows=1, cols=1 << 17, k=4), r"cols=131072 exceeds 65536"),
+    ("bf16", dict(rows=1, cols=1024, k=4, CAP=256, dt="bf16"), r"CAP=256 must be a multiple "
+                                                               r"of 32 with room .* at least 320"),
+    ("f32", dict(rows=1, cols=1024, k=4, CAP=512, VECS=4), r"CAP=512 must be .* VECS=4 vectors "
+                                                           r"per lane \(512\): at least 576"),
+    ("f32", dict(rows=1, cols=1024, k=4, WARPS=32, CAP=1024), r"WARPS=32 buffers of CAP=1024 "
+                                                              r"and rings of STAGES=8 take "
+                                                              r"393344 bytes"),
+    ("f32", dict(rows=1, cols=1024, k=4, STAGES=3), r"STAGES=3 \(the cp.async ring\) must be a "
+                                                    r"multiple of VECS=2"),
+    ("f32", dict(rows=1 << 16, cols=1 << 16, k=4), r"rows\*cols=4294967296 must be below 2\^32"),
+    ("f32", dict(rows=1, cols=1024, k=4, MAXREG=16), r"MAXREG=16 must be 0"),
+    ("f32", dict(rows=0, cols=1024, k=4), r"rows=0 and CTAS=264 must be positive"),
+])
+def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
+    suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
+    rules = MOD.constraints_f32 if dt == "f32" else MOD.constraints_bf16
+    with pytest.raises(ValueError, match=r"case 'bad': .*" + match):
+        declare(suite, MOD.make_case("bad", **params), rules)
+
+
+DEFAULTS = [(MOD.SUITE_F32, "r4096_c32768_k64"), (MOD.SUITE_F32, "r16384_c8192_k50"),
+            (MOD.SUITE_BF16, "r8192_c32768_k64")]
+
+
+@pytest.mark.slow(reason="three ptxas compiles of the benchmarked defaults (~7 s each)")
+@pytest.mark.parametrize("suite,name", DEFAULTS, ids=[n for _, n in DEFAULTS])
+def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
+    """The predictions (docs/TUNING.md "topk_warp") assume 2 CTAs of 8 warps per SM, all
+    resident (the persistent grid is one wave) and no spill traffic."""
+    case = _case(suite, name)
+    r = suite.kernel.compile("sm_90a", **suite.consts(case)).resources
+    assert (r.spill_stores, r.spill_loads) == (0, 0)
+    assert suite.grid(case)[0] == SMS * resident_ctas_per_sm(suite, case) == 264

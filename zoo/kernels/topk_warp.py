@@ -1,0 +1,551 @@
+"""Top-k per row, one warp per row: the row read once from HBM, the selection hidden under the loads.
+
+Same contract as `topk.py` (values and int64 indices of the k largest, largest first, ties to the
+lower index, -0.0 below +0.0, no NaN inputs, k <= 64), same reference, inputs and baselines.
+
+Why another variant: `topk_*_pipe` selects a row with the whole CTA: ~8 radix passes over the
+candidates, each two ``bar.sync`` behind a serial warp-0 digit scan, so an SM spends ~5 us per
+row on a chain of barriers with little in flight: selection bound (57% of copy bandwidth at
+4096 x 32768 f32, 36% for bf16; docs/TUNING.md "topk_warp"). Here a row belongs to ONE warp and
+an SM streams 16 rows at once: no CTA barrier anywhere, so while one warp selects, the others'
+copies keep HBM busy, and what counts is instructions per element, not latency.
+
+Per warp, persistent over rows ``w, w + W, ...`` (W warps in the grid):
+1. stream (`_Ring`): a per-warp ring of STAGES 16-byte vectors per lane in shared memory, filled
+   by ``cp.async.cg.shared.global`` one commit group per step of VECS vectors, STAGES - VECS
+   vectors per lane in flight; the ring runs across the warp's rows, so the next row streams in
+   while this one is selected. Cursors are byte offsets and a 64-bit pointer (adds only);
+2. filter: a running threshold ``thr`` (f32): per vector the lane's maximum (``max.f32``; bf16
+   ``max.bf16x2``), one ``vote.any.sync`` per step; a lane whose vector reaches ``thr`` builds a
+   bit mask of its elements that do and appends them one round each (usually one), re-read by
+   index from the ring: slot by ``atom.shared.add.u32`` on the warp's counter, the (raw bits,
+   column) pair into the warp's candidate buffer (CAP pairs);
+3. refine: before a step whose vectors could overflow the buffer (more than CAP - VECS * 32 *
+   VEC entries), the warp keeps exactly the k largest (key, then lowest column), compacted, and
+   raises ``thr`` to the k-th key's float. Elements dropped now or later rank below k kept ones,
+   so the answer stays exact. The selection is a bitwise binary search, no histogram: each lane
+   counts its CAP/32 buffered keys at or above a candidate (``setp``, ``@p add``) and
+   ``redux.sync.add.u32`` sums the warp, one bit a round (32 rounds f32, 16 bf16); among keys
+   equal to the k-th, 16 rounds over the column pick the lowest ones, only when more are equal
+   than needed (a uniform branch). No hot bins, no barrier but ``bar.warp.sync``;
+4. the row starts from the previous row's guess: the top 16 key bits of its rank 2k+16 entry (one
+   more search in the final refine's rounds), so a row like the previous one buffers ~2k
+   elements and needs no refine before its end; the first row of a warp starts from -inf. If
+   fewer than k elements reach the guess (a row unlike the last), it is read again from global
+   memory from -inf: exact either way;
+5. at the row's end one more refine (over 8 entries per lane when at most 256 are buffered)
+   leaves the k winners in slots 0..k-1; lanes rank them (larger key, then lower column, against
+   all k by broadcast 16-byte shared loads) and store.
+
+Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
+examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
+are refused when the suite is declared.
+
+Tags: radix-select, warp-per-row, threshold-filter, cp-async, warp-ballot, redux, persistent
+Work: the row read once; numsim counts (PTX warp-instructions per row, normal data, a warp's
+first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, bf16 32768 k64
+22.8k / 13.0k.
+"""
+import sys
+from pathlib import Path
+
+import tirxh.lang as T
+from tirxh.core import ir
+
+# the zoo is a directory of kernel files, not a package: tirxh's collection puts it on sys.path,
+# a test that loads this file by path does not
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import topk as _tk  # noqa: E402  (after the path set-up above)
+
+TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ballot", "redux",
+        "persistent")
+
+FULL = 0xFFFFFFFF
+MAX_COLS = 1 << 16
+NEG_INF = float("-inf")
+# the next row starts from this row's value of rank 2k + 16: a row like it holds ~that many
+# elements above it, fewer than k only ~4 standard deviations down (~sqrt(2 * rank) each)
+GUESS_MULT, GUESS_PLUS = 2, 16
+
+
+def _elements(words, dt):
+    """The f32 values of one 16-byte vector in column order (bf16: the low half of a word is the
+    lower column; expanded exactly, ``shl.b32`` / ``and.b32``)."""
+    if dt == "f32":
+        return list(words)
+    out = []
+    for w in words:
+        out.append(T.ptx.mov.f32(T.ptx.shl.b32(w, 16)))
+        out.append(T.ptx.mov.f32(T.ptx.and_.b32(w, 0xFFFF0000)))
+    return out
+
+
+def _element_bits(word, j, dt):
+    """Element j's f32 bits from the 32-bit word holding it (bf16: shifted to the top half;
+    the low half of a word is the lower column)."""
+    if dt == "f32":
+        return word
+    return T.ptx.shl.b32(T.ptx.shr.u32(word, T.ptx.shl.b32(T.ptx.and_.b32(j, 1), 4)), 16)
+
+
+def _global_bits(x, index, dt):
+    """Element `index`'s f32 bits from global memory (bf16: a 16-bit load, shifted up)."""
+    if dt == "f32":
+        return T.ptx.ld.global_.nc.b32(x.at(index))
+    return T.ptx.shl.b32(T.ptx.cvt.u32.u16(T.ptx.ld.global_.nc.u16(x.at(index))), 16)
+
+
+def _vector_max(words, dt):
+    """The largest element of one 16-byte vector as f32: 3 ``max.f32`` (f32) or 3 ``max.bf16x2``
+    and the larger of the two halves (bf16)."""
+    if dt == "f32":
+        a, b, c, d = words
+        return T.ptx.max.f32(T.ptx.max.f32(a, b), T.ptx.max.f32(c, d))
+    a, b, c, d = words
+    m = T.ptx.max.bf16x2(T.ptx.max.bf16x2(a, b), T.ptx.max.bf16x2(c, d))
+    return T.ptx.max.f32(T.ptx.mov.f32(T.ptx.shl.b32(m, 16)),
+                         T.ptx.mov.f32(T.ptx.and_.b32(m, 0xFFFF0000)))
+
+
+def _key(value, dt):
+    """The order-preserving unsigned key of an (expanded) element: f32's, bf16's top 16 bits."""
+    key = _tk._keys_f32(T.ptx.mov.b32(value))
+    return key if dt == "f32" else T.ptx.shr.u32(key, 16)
+
+
+def _value_bits(key, keybits):
+    """The float bits of a key (the inverse of `_key`): flip the sign bit of a non-negative
+    value's key, every bit of a negative one's."""
+    top = 1 << (keybits - 1)
+    flip = T.ptx.selp.b32(top, (1 << keybits) - 1, T.ptx.and_.b32(key, top) != 0)
+    return T.ptx.xor.b32(key, flip)
+
+
+class _Buffer:
+    """A warp's candidate buffer in shared memory: CAP (raw bits, column) pairs in the warp's
+    slice, its fill counter (taken with ``atom.shared.add.u32``), the running threshold `thr`
+    (f32) and `guess`, the threshold a row starts from (the previous row's, see `refine`)."""
+
+    def __init__(self, WARPS, CAP):
+        self.pairs = T.shared(T.u32, (WARPS * CAP * 2,), name="pairs", align=16)
+        self.fill = T.shared(T.u32, (WARPS,), name="fill")
+        self.CAP = CAP
+        self.lane = T.laneid()
+        self.warp = T.tid.x >> 5
+        self.base = self.warp * (2 * CAP)
+        self.thr = T.reg(T.f32, init=NEG_INF)
+        self.guess = T.reg(T.f32, init=NEG_INF)
+
+    def reset(self, thr):
+        """An empty buffer (lane 0 writes the counter; ``bar.warp.sync`` orders it before the
+        appends of the other lanes) and the threshold `thr`."""
+        with T.if_(self.lane == 0):
+            T.ptx.st.shared.u32(self.fill.at(self.warp), 0)
+        T.ptx.bar.warp.sync(FULL)
+        self.thr.set(thr)
+
+    def count(self):
+        """The entries so far, the same in every lane (after ``bar.warp.sync``)."""
+        T.ptx.bar.warp.sync(FULL)
+        return T.ptx.ld.shared.u32(self.fill.at(self.warp))
+
+    def append(self, bits, col):
+        """One slot (``atom.shared.add.u32``) and the (bits, column) pair in it."""
+        pos = T.ptx.atom.shared.add.u32(self.fill.at(self.warp), 1)
+        T.ptx.st.shared.v2.b32(self.pairs.at(self.base + 2 * pos),  # one type per vector
+                               [T.ptx.mov.b32(bits), T.ptx.mov.b32(col)])
+
+    def _count(self, preds):
+        """How many of the warp's entries satisfy their predicate: per lane ``@p add``, then
+        ``redux.sync.add.u32``."""
+        cnt = T.reg(T.u32, init=0)
+        for p in preds:
+            T.ptx.add.u32(cnt, cnt, 1, pred=p)
+        return T.ptx.redux.sync.add.u32(cnt, FULL)
+
+    def refine(self, k, keybits, dt, final=False, E=None):
+        """Keep exactly the k largest entries (key, then the lowest column), compacted to slots
+        0..k-1 (as raw bits, so that every entry is keyed the same way at the next refine; as keys
+        when `final`, for `store`); `thr` becomes the k-th key's float. Needs at least k entries.
+        `final`: also the next row's `guess`, the float of the top 16 key bits of the entry of
+        rank 2k + 16 (a value that about that many elements of a row like this one reach;
+        with fewer buffered, of the smallest entry, cut to 12 bits)."""
+        E = E or self.CAP // 32            # entries per lane looked at (n <= 32 E)
+        n = self.count()
+        valid = [(self.lane + 32 * e) < n for e in range(E)]
+        keys = [T.reg(T.u32, init=0) for _ in range(E)]  # empty slots: key 0 is never counted
+        at = [self.pairs.at(self.base + 2 * (self.lane + 32 * e)) for e in range(E)]
+        for e in range(E):   # the columns stay in shared memory (fewer registers)
+            T.ptx.ld.shared.u32(keys[e], at[e], pred=valid[e])
+            T.ptx.mov.u32(keys[e], _key(keys[e], dt), pred=valid[e])
+
+        def col(e):
+            c = T.reg(T.u32, init=0)
+            T.ptx.ld.shared.u32(c, self.pairs.at(self.base + 2 * (self.lane + 32 * e) + 1),
+                                pred=valid[e])
+            return c
+        # the k-th largest key, one bit a round from the top; at the row's end also the
+        # rank 2k + 16 key's top 16 bits in the same rounds
+        kth = T.reg(T.u32, init=0)
+        rank = T.reg(T.u32, init=k * GUESS_MULT + GUESS_PLUS)
+        if final:
+            T.ptx.min.u32(rank, rank, n)   # fewer buffered: the smallest entry (see below)
+        far = T.reg(T.u32, init=0)
+        for bit in range(keybits - 1, -1, -1):
+            t = T.ptx.or_.b32(kth, 1 << bit)
+            T.ptx.mov.u32(kth, t, pred=self._count([key >= t for key in keys]) >= k)
+            if final and bit >= keybits - 16:
+                tf = T.ptx.or_.b32(far, 1 << bit)
+                T.ptx.mov.u32(far, tf, pred=self._count([key >= tf for key in keys]) >= rank)
+        need = T.reg(T.u32, init=k)        # of the entries equal to kth
+        T.ptx.sub.u32(need, need, self._count([key > kth for key in keys]))
+        ties = self._count([key == kth for key in keys])
+        last = T.reg(T.u32, init=0xFFFF)   # the highest column kept among ties
+        with T.if_(ties > need, uniform=True):   # more equal than needed: the lowest columns
+            last.set(0)
+            for bit in range(15, -1, -1):
+                t = T.ptx.or_.b32(last, 1 << bit)
+                lower = self._count([(key == kth) & (col(e) < t) for e, key in enumerate(keys)])
+                T.ptx.mov.u32(last, t, pred=lower < need)
+        # compaction in place: entry e's slot (lane + 32e) is read in round e, and round e
+        # writes only slots below 32(e + 1) (a kept entry moves down), so one bar.warp.sync per
+        # round (its reads before its writes) orders every read before the write over it
+        kept = T.reg(T.u32, init=0)
+        below = T.sreg("lanemask_lt")
+        for e, key in enumerate(keys):
+            c = col(e)
+            keep = (key > kth) | ((key == kth) & (c <= last))
+            b = T.ptx.vote.ballot.sync.b32(keep, FULL)
+            pos = kept + T.ptx.popc.b32(T.ptx.and_.b32(b, below))
+            stored = key if final else _raw_bits(key, keybits)   # appends after it are raw
+            T.ptx.bar.warp.sync(FULL)
+            T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, c], pred=keep)
+            kept.set(kept + T.ptx.popc.b32(b))
+        with T.if_(self.lane == 0):
+            T.ptx.st.shared.u32(self.fill.at(self.warp), k)
+        T.ptx.bar.warp.sync(FULL)
+        self.thr.set(_key_float(kth, keybits))
+        if final:
+            # fewer than that rank buffered: exactly n elements of this row reach the
+            # smallest of them (none above it was dropped), so a row like it may hold fewer
+            # than k: start lower, the key cut to its top 12 bits (at most 1/8 of an octave)
+            T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1),
+                           pred=n < k * GUESS_MULT + GUESS_PLUS)
+            self.guess.set(_key_float(far, keybits))
+
+    def store(self, row, k, values, indices, keybits, dt):
+        """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
+        broadcast 16-byte loads: two pairs each) and stored."""
+        for h in range(T.cdiv(k, 32)):
+            j = self.lane + 32 * h
+            mine = j < k
+            mk = T.reg(T.u32, init=0)
+            mi = T.reg(T.u32, init=0)
+            T.ptx.ld.shared.v2.u32([mk, mi], self.pairs.at(self.base + 2 * j), pred=mine)
+            rank = T.reg(T.u32, init=0)
+            for i0 in range(0, k, 2):
+                if i0 + 2 <= k:
+                    w = T.ptx.ld.shared.v4.u32(self.pairs.at(self.base + 2 * i0))
+                    others = [(w[0], w[1]), (w[2], w[3])]
+                else:
+                    others = [tuple(T.ptx.ld.shared.v2.u32(self.pairs.at(self.base + 2 * i0)))]
+                for ok, oi in others:
+                    T.ptx.add.u32(rank, rank, 1, pred=(ok > mk) | ((ok == mk) & (oi < mi)))
+            with T.if_(mine):
+                out = row * k + rank
+                bits = _value_bits(mk, keybits)
+                if dt == "f32":
+                    T.ptx.st.global_.b32(values.at(out), bits)
+                else:
+                    T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
+                T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(mi))
+        T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
+
+
+def _raw_bits(key, keybits):
+    """The f32 bits (bf16: expanded) whose key is `key`: what the buffer holds between refines."""
+    bits = _value_bits(key, keybits)
+    return bits if keybits == 32 else T.ptx.shl.b32(bits, 16)
+
+
+def _key_float(key, keybits):
+    """The f32 whose key (to `keybits`) is `key`."""
+    return T.ptx.mov.f32(_raw_bits(key, keybits))
+
+
+class _Ring:
+    """A warp's ring of STAGES 16-byte vectors per lane in shared memory, filled by
+    ``cp.async.cg.shared.global``, one commit group per step of VECS vectors. Each lane reads
+    back only what it copied itself: no cross-lane ordering. The ring runs over the warp's rows
+    back to back (`steps` vectors per lane per row, padded to a multiple of VECS), so the next
+    row streams in while this one's last vectors, its final refine and its ranking run.
+
+    Step t reads stages tV..tV+V-1 (mod STAGES) and first refills the V stages step t-1 read
+    (their registers were used then: no write-after-read), STAGES - VECS stages ahead; the
+    cursors are byte offsets and a 64-bit global pointer, advanced by adds, so a step costs
+    ~10 instructions of bookkeeping for all its vectors."""
+
+    def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step):
+        self.data = T.shared(T.b32, (WARPS * STAGES * 32 * 4,), name="ring", align=16)
+        self.rows, self.nvec, self.S, self.V = rows, nvec, STAGES, VECS
+        self.lane = buf.lane
+        self.steps = T.cdiv(T.cdiv(nvec, 32), VECS) * VECS    # vectors per lane per row
+        self.tail = self.steps * 32 != nvec     # vectors past the row exist: check each
+        self.sbase = self.data.ptr() + (buf.warp * STAGES * 32 + buf.lane) * 16
+        self.span = STAGES * 512                                # a lane's ring, in bytes
+        esize = 16 // vec
+        # the issue cursor: row, vector step, global address, stage offset
+        self.row = T.reg(T.u32, init=first_row)
+        self.v = T.reg(T.u32, init=0)
+        self.gp = T.reg(T.u64, init=0)
+        self.gp.set(x.at(first_row * cols + self.lane * vec).base)
+        # to the next row's first vector: W rows on, less the row's (padded) steps
+        self.jump = T.ptx.cvt.u64.u32(row_step * (cols * esize)) - T.reg(
+            T.u64, init=self.steps * 512)
+        self.soff = T.reg(T.u32, init=0)
+        self.row_step = row_step
+
+    def ok(self, v, u):
+        """Whether this lane's vector u of step v is in the row (None: always, no tail)."""
+        return ((v + u) * 32 + self.lane < self.nvec) if self.tail else None
+
+    def issue(self):
+        """The next step's VECS vectors of this lane (nothing past the row or the warp's last
+        row) into the stages at the issue offset, one commit group."""
+        live = self.row < self.rows
+        for u in range(self.V):
+            ok = self.ok(self.v, u)
+            ok = live if ok is None else (live & ok)
+            T.ptx.cp.async_.cg.shared.global_(
+                ir.Addr(self.sbase + self.soff, u * 512), ir.Addr(self.gp, u * 512), 16, pred=ok)
+        T.ptx.cp.async_.commit_group()
+        T.ptx.add.u64(self.gp, self.gp, self.V * 512)
+        self.v.set(self.v + self.V)
+        with T.if_(self.v == self.steps, uniform=True):
+            self.v.set(0)
+            self.row.set(self.row + self.row_step)
+            T.ptx.add.u64(self.gp, self.gp, self.jump)
+        self.soff.set(self.soff + self.V * 512)
+        T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
+
+
+def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
+    vec = _tk.VEC[dt]
+    keybits = 32 if dt == "f32" else 16
+    nvec = cols // vec
+    buf = _Buffer(WARPS, CAP)
+    lane = buf.lane
+    gw = T.ctaid.x * WARPS + buf.warp
+    grid_warps = T.nctaid.x * WARPS
+    ring = _Ring(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, gw, grid_warps)
+    steps = ring.steps
+    ahead = STAGES // VECS - 1                         # steps in flight beyond the current
+    mine = T.reg(T.u32, init=0)                       # this warp's rows: gw, gw + W, ...
+    with T.if_(gw < rows, uniform=True):
+        mine.set((rows - 1 - gw) / grid_warps + 1)
+    for _ in range(ahead):                             # the ring's first stages in flight
+        ring.issue()
+    row = T.reg(T.u32, init=gw)
+    v = T.reg(T.u32, init=0)                           # the row's next vector step (x VECS)
+    soff = T.reg(T.u32, init=0)                        # its stages' offset in the ring
+    buf.reset(buf.guess)
+
+    def examine(vectors):
+        """Filter VECS vectors per lane ((words, in the row or None, first column, element j's
+        bits) each) against thr; one ``vote.any`` for all, one overflow check (room for all) and
+        refine, then the elements that reach thr appended."""
+        if dt == "f32":
+            vectors = [([T.ptx.mov.f32(w) for w in words], ok, c, f) for words, ok, c, f in vectors]
+        hits = []
+        for words, ok, _, _ in vectors:
+            reach = _vector_max(words, dt) >= buf.thr
+            hits.append(reach if ok is None else ok & reach)
+        anyhit = hits[0]
+        for h in hits[1:]:
+            anyhit = anyhit | h
+        with T.if_(T.ptx.vote.any.sync.pred(anyhit, FULL), uniform=True):
+            with T.if_(buf.count() > CAP - VECS * 32 * vec, uniform=True):
+                buf.refine(k, keybits, dt)
+            for hit, (words, _, col0, fetch) in zip(hits, vectors):
+                with T.if_(hit):
+                    # which elements reach thr (a bit each), then one round per such element
+                    # (usually one): fetched again by its index, no per-element ballot
+                    mask = T.reg(T.u32, init=0)
+                    for j, val in enumerate(_elements(words, dt)):
+                        T.ptx.or_.b32(mask, mask, 1 << j, pred=val >= buf.thr)
+                    c0 = col0()
+                    with T.while_(lambda: mask != 0):
+                        j = T.ptx.bfind.u32(mask)
+                        T.ptx.xor.b32(mask, mask, T.ptx.shl.b32(1, j))
+                        buf.append(fetch(j), c0 + j)
+
+    with T.range(mine * (steps // VECS)):
+        ring.issue()                                   # into the stages the last step read
+        T.ptx.cp.async_.wait_group(ahead)              # this step's stages landed
+        vectors = []
+        at = ring.sbase + soff
+        for u in range(VECS):
+            ok = ring.ok(v, u)
+            words = [T.reg(T.b32, init=0) for _ in range(4)]
+            T.ptx.ld.shared.v4.b32(words, ir.Addr(at, u * 512), pred=ok)  # not ok: not copied
+            vectors.append((words, ok, lambda u=u: ((v + u) * 32 + lane) * vec,
+                            lambda j, u=u: _element_bits(
+                                T.ptx.ld.shared.b32(ir.Addr(at + (j >> (vec // 8)) * 4,
+                                                            u * 512)), j, dt)))
+        examine(vectors)
+        soff.set(soff + VECS * 512)
+        T.ptx.mov.u32(soff, 0, pred=soff == ring.span)
+        v.set(v + VECS)
+        with T.if_(v == steps, uniform=True):          # the row's last vectors: select it
+            # fewer than k elements reached the previous row's guess (the row is unlike it):
+            # once more from -inf, straight from global memory (exact, slower)
+            with T.if_(buf.count() < k, uniform=True):
+                buf.reset(NEG_INF)
+                with T.range(0, steps, VECS) as u0:
+                    again = []
+                    for u in range(VECS):
+                        ucol = (u0 + u) * 32 + lane
+                        words = [T.reg(T.b32, init=0) for _ in range(4)]
+                        T.ptx.ld.global_.nc.v4.b32(words, x.at(row * cols + ucol * vec),
+                                                   pred=ucol < nvec)
+                        again.append((words, ucol < nvec, lambda ucol=ucol: ucol * vec,
+                                      lambda j, ucol=ucol: _global_bits(
+                                          x, row * cols + ucol * vec + j, dt)))
+                    examine(again)
+            # a row that started from a good guess ends with ~2k entries: a refine over 8 per
+            # lane costs half of one over CAP / 32
+            small = min(8, CAP // 32)
+            with T.if_(buf.count() <= 32 * small, uniform=True):
+                buf.refine(k, keybits, dt, final=True, E=small)
+            with T.else_():
+                buf.refine(k, keybits, dt, final=True)
+            buf.store(row, k, values, indices, keybits, dt)
+            buf.reset(buf.guess)
+            v.set(0)
+            row.set(row + grid_warps)
+    T.ptx.cp.async_.wait_all()                         # nothing in flight at exit
+
+
+def _grid(rows, WARPS=8, CTAS=396):  # noqa: N803 (the kernel's parameter names)
+    return min(CTAS, T.cdiv(rows, WARPS))
+
+
+def _maxnreg(MAXREG):
+    return MAXREG or None  # 0: no cap (ptxas chooses)
+
+
+@T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
+def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64],
+                  rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
+                  STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
+                  CTAS: T.const = 264, MAXREG: T.const = 128):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32")
+
+
+@T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
+def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64],
+                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
+                   STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
+                   CTAS: T.const = 264, MAXREG: T.const = 128):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16")
+
+
+# -- cases ------------------------------------------------------------------------------------------
+
+SMEM_LIMIT = 227 * 1024
+
+
+def smem_bytes(WARPS, STAGES, CAP) -> int:  # noqa: N803
+    """A CTA's shared memory: per warp CAP (bits, column) pairs, STAGES x 512 bytes of ring, a
+    4-byte fill counter."""
+    return WARPS * (8 * CAP + 512 * STAGES + 4)
+
+
+def _constraints(dt):
+    vec = _tk.VEC[dt]
+
+    def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG):
+        """The shapes the kernel accepts (checked when the suite is declared)."""
+        why = []
+        if not 1 <= k <= min(_tk.MAX_K, cols):
+            why.append(f"k={k} must be in [1, min({_tk.MAX_K}, cols)]")
+        if cols % vec:
+            why.append(f"cols={cols} must be a multiple of {vec} ({dt} rows start 16-byte "
+                       "aligned)")
+        if cols > MAX_COLS:
+            why.append(f"cols={cols} exceeds {MAX_COLS} (the 16-bit column search)")
+        if CAP % 32 or CAP - VECS * 32 * vec < _tk.MAX_K:
+            why.append(f"CAP={CAP} must be a multiple of 32 with room for {_tk.MAX_K} kept "
+                       f"entries and VECS={VECS} vectors per lane ({VECS * 32 * vec}): at least "
+                       f"{_tk.MAX_K + VECS * 32 * vec}")
+        if not 1 <= WARPS <= 32:
+            why.append(f"WARPS={WARPS} must be in [1, 32]")
+        elif smem_bytes(WARPS, STAGES, CAP) > SMEM_LIMIT:
+            why.append(f"WARPS={WARPS} buffers of CAP={CAP} and rings of STAGES={STAGES} take "
+                       f"{smem_bytes(WARPS, STAGES, CAP)} bytes of shared memory, more than "
+                       f"{SMEM_LIMIT}")
+        if VECS < 1 or STAGES % VECS or not 2 * VECS <= STAGES <= 32:
+            why.append(f"STAGES={STAGES} (the cp.async ring) must be a multiple of VECS={VECS}, "
+                       "at least two steps of it, at most 32")
+        if rows * cols >= 1 << 32:
+            why.append(f"rows*cols={rows * cols} must be below 2^32 (32-bit element indices)")
+        if MAXREG and not 32 <= MAXREG <= 255:
+            why.append(f"MAXREG={MAXREG} must be 0 (no cap) or in 32..255 (.maxnreg)")
+        if rows < 1 or CTAS < 1:
+            why.append(f"rows={rows} and CTAS={CTAS} must be positive")
+        return why
+    return constraints
+
+
+constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
+
+
+def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
+              MAXREG=128, small=True, dt="f32"):
+    """A case; large ones are the H200's (tag h200), never simulated."""
+    VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
+    return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols, k=k,
+                  WARPS=WARPS, STAGES=STAGES, VECS=VECS, CAP=CAP, CTAS=CTAS, MAXREG=MAXREG)
+
+
+SUITE_F32 = T.suite(
+    topk_f32_warp, **_tk._suite_args("f32"),
+    cases=[
+        # 5 rows on 2 warps (3 and 2 rows each); row 0 is heavy ties (-3..3: the column search)
+        make_case("r5_c2052_k64", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=320),
+        make_case("r3_c1000_k1_v1", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=192),
+        make_case("r4_c4100_k7_s2", rows=4, cols=4100, k=7, WARPS=2, STAGES=2, VECS=1,
+                  CTAS=2, CAP=192),
+        make_case("r2_c64_k64", rows=2, cols=64, k=64, WARPS=2),
+        make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
+        make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
+        make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
+                  small=False),
+        make_case("r4096_c32768_k64_m80", rows=4096, cols=32768, k=64, MAXREG=80, CTAS=396,
+                  small=False),
+        make_case("r4096_c32768_k64_v1", rows=4096, cols=32768, k=64, VECS=1, small=False),
+        make_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, small=False),
+        make_case("r16384_c8192_k50_v4", rows=16384, cols=8192, k=50, VECS=4, CAP=640,
+                  small=False),
+        make_case("r16384_c8192_k50_m80", rows=16384, cols=8192, k=50, MAXREG=80, CTAS=396,
+                  small=False),
+    ],
+    constraints=constraints_f32,
+)
+
+SUITE_BF16 = T.suite(
+    topk_bf16_warp, **_tk._suite_args("bf16"),
+    cases=[
+        make_case("r4_c1000_k33", rows=4, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320, dt="bf16"),
+        make_case("r3_c2056_k64_v2", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, VECS=2, CAP=576,
+                  dt="bf16"),
+        make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
+                  small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_s12", rows=8192, cols=32768, k=64, STAGES=12, small=False,
+                  dt="bf16"),
+        make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, small=False, dt="bf16"),
+    ],
+    constraints=constraints_bf16,
+)
