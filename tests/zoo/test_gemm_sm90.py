@@ -29,10 +29,14 @@ def _load(path: Path, name: str):
 G = _load(ZOO / "gemm_sm90.py", "zoo_gemm_sm90_test")
 SUITES = {name: s for name, s in vars(G).items() if isinstance(s, T.Suite)}
 SMALL = [(name, c.name) for name, s in SUITES.items() for c in s.cases if c.small]
+# the cluster stream-K tail's small cases: out of the suite (sync_check's unsettled finding,
+# gemm_sm90.C2_TAIL_SMALL), checked by numsim here all the same
+SMALL += [("SUITE_C2", c.name) for c in G.C2_TAIL_SMALL]
 
 
 def _case(suite, name):
-    return next(c for c in suite.cases if c.name == name)
+    extra = G.C2_TAIL_SMALL if suite is G.SUITE_C2 else []
+    return next(c for c in [*suite.cases, *extra] if c.name == name)
 
 
 def _ordered(x: np.ndarray) -> np.ndarray:
