@@ -64,10 +64,10 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 # the smoke pass: each selected kernel's small cases that run its headline variant's code
 SMOKE="${SMOKE:-not h200 and not smoke and (vadd[n4096] or reduce_rows[r33_c2048] or \
-gemm_bf16_c2[m200n136k72] or gemm_fp8_c2[m200n136k160] or attention_fwd[s200_causal] or \
-decode_attention[b2_g4_p32_s2] or kda_decode[n2_h2_t1] or kda_fwd[t256_h4_v64s2] or \
+gemm_bf16_c2[m200n136k72] or gemm_fp8_c2[m200n136k160] or attention_fwd[s400_causal_lazy8_p2] or \
+decode_attention[b2_g4_p32_s2] or kda_decode[n2_h2_t1] or kda_fwd[t100_h1_v64ws8] or \
 rmsnorm[r3_c4096] or layernorm[r3_c4096] or quant_fp8[r3_c4096] or softmax[r3 or \
-cross_entropy[r3 or swiglu[n4099] or rope[ or transpose[r33 or tma_copy[r100 or cumsum[r3 or \
-topk_f32[r3)}" SMOKE_GATE=1 SHARDS="$shards" SEEDS="${SEEDS:-1}" SHARE_INPUTS=1 \
+cross_entropy[r3 or swiglu[n4099] or rope[ or transpose[r33 or tma_copy[r100 or \
+cumsum_smem[r3_c2604] or topk_f32_pipe[r5_c2052_k64] or topk_bf16_pipe[r4_c1000_k33])}" SMOKE_GATE=1 SHARDS="$shards" SEEDS="${SEEDS:-1}" SHARE_INPUTS=1 \
     EXEC_S="${EXEC_S:-90}" TOTAL_LIMIT="${TOTAL_LIMIT:-540}" TAIL="${TAIL:-40}" \
     exec bash benchmarks/gpu_bench.sh
