@@ -206,3 +206,40 @@ def test_an_acquire_replays_after_the_release_it_read_in_numsims_run(tb):
     assert race.verdict == "clean", race.findings
     _, race = check_trace(trace("relaxed"))
     assert _race_kinds(race) == ["race.read-write"] and race.findings[0].where.line == 4
+
+
+def test_a_phase_holds_the_arrivals_it_held_in_numsims_run(tb):
+    """Warp 1's arrival (after its write) and warp 0's, which completed the phase in numsim's
+    run; warp 2 waits on the phase and reads. A warp-by-warp replay ran warp 0's completing
+    arrival first, so the phase's clock left warp 1's release out and the read raced (the 2-CTA
+    cluster GEMM's `empty` barrier, 2026-12-02). Without warp 1's arrival before the phase's
+    completion in numsim's order, its write is unordered and races."""
+    def trace(arrive_first):
+        b = tb(block=(96, 1, 1))
+        _w(b, 1, 1, 0, 4)
+        if arrive_first:
+            b.add(ev.MBarrierEvent, 1, 2, op="arrive", addr=64, count=1, phase=0)
+        b.add(ev.MBarrierEvent, 0, 3, op="arrive", addr=64, count=1, phase=1,
+              completed_phase=True)
+        if not arrive_first:  # counted in the next phase
+            b.add(ev.MBarrierEvent, 1, 2, op="arrive", addr=64, count=1, phase=1)
+        b.add(ev.MBarrierEvent, 2, 4, op="try_wait", addr=64, parity=0, success=True, phase=1)
+        _r(b, 2, 5, 0, 4)
+        return b.trace
+    _, race = check_trace(trace(True))
+    assert race.verdict == "clean", race.findings
+    _, race = check_trace(trace(False))
+    assert _race_kinds(race) == ["race.read-write"] and race.findings[0].where.line == 5
+
+
+def test_a_phase_the_replay_cannot_form_is_incomplete(tb):
+    """An arrival held for its phase while what it waits for is held behind it (a trace no
+    legal schedule gives): racecheck keeps numsim's order for the rest and says `incomplete`."""
+    b = tb(block=(64, 1, 1))
+    b.add(ev.MBarrierEvent, 1, 1, op="try_wait", addr=128, parity=0, success=True, phase=1)
+    b.add(ev.MBarrierEvent, 1, 2, op="arrive", addr=64, count=1, phase=0)
+    b.add(ev.MBarrierEvent, 0, 3, op="arrive", addr=64, count=1, phase=1, completed_phase=True)
+    b.add(ev.MBarrierEvent, 0, 4, op="arrive", addr=128, count=1, phase=1, completed_phase=True)
+    _, race = check_trace(b.trace)
+    assert race.verdict == "incomplete"
+    assert [(f.kind, f.where.line) for f in race.findings] == [("sync_check.not-modelled", 3)]

@@ -101,7 +101,14 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     race_issues, checker = racecheck.check(trace, kir, buffers, ignored)
     race_findings = _dedupe([to_finding(i) for i in race_issues])
     rstats = {"racecheck_s": round(time.perf_counter() - t0, 3), "events": len(trace.events)}
-    race = _result("racecheck", race_findings, list(not_run), rstats,
+    race_incomplete = list(not_run)
+    if checker.replay_stuck:
+        e = trace.events[checker.replay_stuck[0]]
+        race_incomplete.append(Finding(
+            "sync_check.not-modelled", "racecheck's replay could not give this mbarrier "
+            "arrival the phase it counted in numsim's run (the phases' clocks are not known)",
+            "incomplete", SourceRef(e.loc.file, e.loc.line) if e.loc is not None else where))
+    race = _result("racecheck", race_findings, race_incomplete, rstats,
                    f"{len(trace.events)} events checked")
 
     # -- synccheck -------------------------------------------------------------------------------

@@ -7,6 +7,14 @@ run ahead of the other three. `replay_order` re-sequences the events, warp by wa
 order, holding back each event until what it waits for has been replayed:
 
 - a successful mbarrier wait until the barrier completed the phase it observed;
+- an mbarrier arrival (``arrive``, an async op's ``complete_tx``) until the barrier completed
+  the phases before the one it counted in numsim's run, and the arrival that completed a phase
+  until every other arrival of that phase was replayed: racecheck snapshots a phase's clock at
+  the completing event, so each phase must hold exactly numsim's arrivals. Holding only the
+  waits had let another CTA's arrivals (each behind its own warpgroup's wgmma wait) complete a
+  phase of a 2-CTA cluster's `empty` barrier before this CTA's, whose releases then fell into the
+  next phase: the producer's wait acquired nothing and racecheck reported the stage's reuse as
+  a race (zoo gemm_sm90's cluster GEMM on two clusters, 2026-12-02);
 - a released ``bar.sync`` until its generation released; a ``barrier.cluster.wait`` until every
   warp of the cluster made the matching arrival;
 - a wgmma ``wait_group`` until every warp of its warpgroup committed the groups it retires;
@@ -30,7 +38,11 @@ from __future__ import annotations
 from tirxh_numsim import events as ev
 
 
-def replay_order(trace, bar_groups: "dict | None" = None) -> list:
+def replay_order(trace, bar_groups: "dict | None" = None,
+                 stuck: "list | None" = None) -> list:
+    """The replay order (event indices). `stuck`, when given, receives the mbarrier arrivals
+    the phase rule still held back when nothing else could move (numsim's order then follows
+    for the rest, and the phases' clocks may be wrong: the caller says `incomplete`)."""
     events = trace.events
     bar_groups = bar_groups or {}
     group_size: dict = {}
@@ -64,11 +76,22 @@ def replay_order(trace, bar_groups: "dict | None" = None) -> list:
         for wd in words:
             word_queue.setdefault(wd, []).append(i)
     word_head = {wd: 0 for wd in word_queue}
+    arrivals = _mbarrier_phases(events)
+    group_left = {}  # (barrier, init epoch, phase) -> its arrivals not replayed yet
+    for g in arrivals.values():
+        group_left[g[0]] = group_left.get(g[0], 0) + 1
+    inits_done: dict = {}  # (space_cta, addr) -> inits replayed
     order: list = []
 
     def ready(w, e, i) -> bool:
         if i in sync_words:
             return all(word_queue[wd][word_head[wd]] == i for wd in sync_words[i])
+        if i in arrivals:
+            (key, epoch, ph), completes = arrivals[i]
+            inits = inits_done.get(key, 0)
+            if inits < epoch or (inits == epoch and done.get(key, 0) < ph):
+                return False
+            return not completes or group_left[(key, epoch, ph)] == 1
         if isinstance(e, ev.MBarrierEvent) and e.op in ("try_wait", "test_wait") and e.success:
             return done.get((e.space_cta, e.addr), 0) >= e.phase
         if isinstance(e, ev.BarrierEvent) and e.op == "sync" and e.released:
@@ -88,9 +111,12 @@ def replay_order(trace, bar_groups: "dict | None" = None) -> list:
     def apply(w, e, i) -> None:
         for wd in sync_words.get(i, ()):
             word_head[wd] += 1
+        if i in arrivals:
+            group_left[arrivals[i][0]] -= 1
         if isinstance(e, ev.MBarrierEvent):
             if e.op == "init":
                 done[(e.space_cta, e.addr)] = 0
+                inits_done[(e.space_cta, e.addr)] = inits_done.get((e.space_cta, e.addr), 0) + 1
             elif e.completed_phase:
                 key = (e.space_cta, e.addr)
                 done[key] = done.get(key, 0) + 1
@@ -128,12 +154,37 @@ def replay_order(trace, bar_groups: "dict | None" = None) -> list:
                 progressed = True
         if not progressed:  # blocked in the reference run too: keep numsim's order
             left = sorted(i for w in warps for i in by_warp[w][pos[w]:])
+            if stuck is not None:
+                stuck.extend(by_warp[w][pos[w]] for w in warps
+                             if pos[w] < len(by_warp[w]) and by_warp[w][pos[w]] in arrivals)
             order.extend(left)
             break
     return order
 
 
 SYNC_SEMS = ("acquire", "release", "acq_rel")
+
+
+def _mbarrier_phases(events) -> dict:
+    """Every mbarrier arrival (``arrive``, ``complete_tx``) -> ((barrier, init epoch, phase it
+    counted in), whether it completed that phase), along numsim's order: the phase is the
+    number of phases the barrier completed since its latest init before the arrival."""
+    out: dict = {}
+    epoch: dict = {}
+    phase: dict = {}
+    for i, e in enumerate(events):
+        if not isinstance(e, ev.MBarrierEvent):
+            continue
+        key = (e.space_cta, e.addr)
+        if e.op == "init":
+            epoch[key] = epoch.get(key, 0) + 1
+            phase[key] = 0
+        elif e.op in ("arrive", "complete_tx"):
+            ph = phase.get(key, 0)
+            out[i] = ((key, epoch.get(key, 0), ph), bool(e.completed_phase))
+            if e.completed_phase:
+                phase[key] = ph + 1
+    return out
 
 
 def _is_sync_access(e) -> bool:

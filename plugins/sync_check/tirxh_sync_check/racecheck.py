@@ -138,6 +138,8 @@ class RaceChecker(SyncEdges, RaceReports):
         self.fenced: dict = {}  # thread -> a fence ran since its last atomic
         self.pending_acq: dict = {}  # thread -> locations read by relaxed atomics
         self.notes: list = []
+        # mbarrier arrivals the replay could not place in numsim's phases (`order`): incomplete
+        self.replay_stuck: list = []
         # for `hbquery`: phase completions, waits, inits, and each mbarrier op's clocks
         self.completions: dict = {}  # (cta, addr, phases after) -> ([threads], released clock)
         self.waits: dict = {}  # id(wait event) -> [(thread, its clock before the acquire)]
@@ -233,7 +235,7 @@ class RaceChecker(SyncEdges, RaceReports):
         # numsim's order, re-sequenced so that warpgroup-collective waits come after the
         # issues they depend on (see `order`)
         forks, joins = self.lanes.forks, self.lanes.joins
-        for i in replay_order(self.trace, self.bar_groups):
+        for i in replay_order(self.trace, self.bar_groups, self.replay_stuck):
             for p, c in forks.get(i, ()):
                 self._fork(p, c)
             e = self.events[i]
