@@ -204,3 +204,25 @@ def test_strict_row_after_a_row_of_ties_starts_from_minus_inf_not_a_second_read(
         assert_matches(suite, case, res, inputs)
         votes[strict] = res.stats["ops"]["vote.sync"]
     assert votes == {0: 48, 1: 32}
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_strict_rows_of_minus_inf_keep_the_lowest_columns(dt):
+    """-inf is a value like any other: a row of 2048 with 20 finite elements and a row that is
+    all -inf but one +inf; k = 64 takes -inf elements, the lowest columns first, across the
+    strict refines (the k-th key + 1 of -inf is -FLT_MAX's)."""
+    suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
+    case = MOD.make_case("ninf", rows=2, cols=2048, k=64, WARPS=1, CTAS=1, CAP=320, dt=dt,
+                         STRICT=1)
+    inputs = suite.make_inputs(case, 0)
+    x = np.full((2, 2048), -np.inf, np.float32)
+    x[0, 1000:1020] = np.arange(20, dtype=np.float32)
+    x[1, 1500] = np.inf
+    inputs["x"][:] = x.astype(inputs["x"].dtype)
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert res.outputs["indices"][0].tolist() == list(range(1019, 999, -1)) + list(range(44))
+    assert res.outputs["indices"][1].tolist() == [1500] + list(range(63))
+    # the values by equality (the suite's tolerance check takes -inf - -inf = NaN as a mismatch)
+    want = suite.expected(case, inputs)
+    assert np.array_equal(res.outputs["values"], want["values"])
+    assert np.array_equal(res.outputs["indices"], want["indices"])
