@@ -5,10 +5,12 @@
 #   (device) bash benchmarks/attn_bench.sh [GROUP ...]
 #
 # GROUPS (default: main) select cases by their role tags (VARIANTS in attention.py):
-#   main   the predicted fastest variant: persistent (132 CTAs), FlashAttention-3 ping-pong
-#   alt    one CTA per tile (the hardware's scheduler), the rendezvous ping-pong, and KV
-#          blocks of 160 keys (non-causal only), lazy rescaling (LAZY=8), the causal pair
-#          tile order (pairs_lazy8, causal only: zoo/kernels/attn_schedule.py)
+#   main   the fastest measured variant: persistent (132 CTAs), FlashAttention-3 ping-pong,
+#          lazy rescaling (LAZY=8), causal tiles in pairs (pairs_lazy8:
+#          zoo/kernels/attn_schedule.py)
+#   alt    the persistent snake without the lazy rescale (p) and with it when causal, one CTA
+#          per tile (the hardware's scheduler), the rendezvous ping-pong, KV blocks of 160 keys
+#          (non-causal only)
 #   sweep  no ping-pong (what the turns are worth)
 #   all    every benchmark case
 # Shapes (B, H, HKV, S): 4x32x32x2048, 4x32x32x8192, 2x16x16x16384, 4x32x8x8192 (GQA), each
