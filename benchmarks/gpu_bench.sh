@@ -19,6 +19,8 @@
 # PROBE: a -k expression over benchmarks/probes (hardware facts numsim assumes), run first,
 # correctness only. SMOKE_GATE=1: skip the timed shards when the smoke pass did not exit 0 (a
 # GEMM that hangs on hardware would otherwise spend the whole budget on timeouts).
+# BENCH_ARGS: more `tirxh bench` options for the timed shards (e.g. '--min-rounds 300': jobs
+# long enough to reach the sustained clock, so each result has both regimes).
 # PROFILES: `tirxh profile` runs against the same daemon before the timed shards, separated by
 # ';', each "NODEID OPTIONS" relative to zoo/ (e.g. 'kernels/attention.py::attention_fwd[CASE]
 # --ncu --ncu-set full'), PROFILE_LIMIT seconds each (default 120); artifacts in profile_N/ and
@@ -113,7 +115,7 @@ i=0
 for k in "${shards[@]}"; do
     (timeout --kill-after=10 "${BENCH_LIMIT:-420}" python3 benchmarks/bench_with.py \
         --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} \
-        ${SHARE_INPUTS:+--share-inputs} -k "$k" \
+        ${SHARE_INPUTS:+--share-inputs} -k "$k" ${BENCH_ARGS:-} \
         --target sm_90a --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
      echo "shard $i ($k): rc=$? at +$(( $(date +%s) - START ))s" >>"$LOGS/shard_$i.log") &
     pids+=($!)
