@@ -4,9 +4,9 @@ overhead. A fake client stands in for KCoral."""
 
 import argparse
 import hashlib
+import pathlib
 import subprocess
 import sys
-import textwrap
 import types
 
 import numpy as np
@@ -17,6 +17,8 @@ from tirxh.api import Parser, TransformRegistry, compile_kernel
 from tirxh.testing import check_plugin
 from tirxh_iket import plugin
 from tirxh_iket.transform import TRANSFORM
+
+ZOO = pathlib.Path(__file__).resolve().parents[3] / "zoo"
 
 
 @T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
@@ -149,29 +151,11 @@ def test_refused_job_is_an_error_report(monkeypatch, tmp_path):
 
 
 def test_on_a_sim_board_the_profile_says_iket_needs_time(tmp_path):
-    """End to end through an embedded KCoral daemon whose only board is numsim's: the profiling
-    build runs there (its outputs checked), and the tool declines by the board's type."""
-    (tmp_path / "tirx.toml").write_text('[project]\nkernels = ["k.py"]\ntargets = ["sm_90a"]\n')
-    (tmp_path / "k.py").write_text(textwrap.dedent('''
-        import numpy as np
-        import tirxh.lang as T
-
-        @T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
-        def scale(x: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
-            i = T.ctaid.x * 128 + T.tid.x
-            with T.if_(i < n):
-                with T.iket.range("load"):
-                    v = T.ptx.ld.global_.f32(x.at(i))
-                T.ptx.st.global_.f32(out.at(i), v + v)
-
-        SUITE = T.suite(scale, inputs=lambda rng, n: dict(
-                            x=rng.standard_normal(n, dtype=np.float32),
-                            out=np.empty(n, np.float32), n=n),
-                        reference=lambda x: {"out": x + x}, outputs=["out"],
-                        cases=[T.case("n1000", n=1000)])
-    '''))
-    r = subprocess.run([sys.executable, "-m", "tirxh", "profile", "k.py::scale[n1000]",
-                        "--iket", "--out", str(tmp_path / "out")], cwd=tmp_path,
+    """End to end through an embedded KCoral daemon whose only board is numsim's (the zoo's
+    vadd): the profiling build runs there (its outputs checked), and the tool declines by the
+    board's type."""
+    r = subprocess.run([sys.executable, "-m", "tirxh", "profile", "--rootdir", str(ZOO),
+                        "kernels/vadd.py::vadd[n1000]", "--iket", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "iket: board 'sim0' is of type 'sim'; iket records time on a CUDA board" in r.stdout
