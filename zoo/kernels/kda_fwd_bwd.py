@@ -25,8 +25,9 @@ compile-time constants (from the variant), and which buffer each parameter reads
 `simulate` runs the plan in numsim (each launch on the arrays the previous ones left: what a
 board does with one job's buffers); tests/zoo/test_kda_fwd_bwd.py checks every output of the
 small cases against `reference` (o and ht under the public forward rule, every gradient under
-the public backward rule: atol = rtol = 0.01). `job_launches` lays the plan out as KCoral
-launches over named buffers (the job model's `launches` list and non-output buffers: scratch).
+the public backward rule: atol = rtol = 0.01). benchmarks/kda_fwd_bwd_bench.py makes the plan one
+KCoral job (`tirxh.core.planjob`: the seven entries in one module, the launches in order over
+named buffers, SCRATCH zeroed) with `fla.chunk_kda.fwd_bwd` as its baseline.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -171,10 +172,11 @@ def reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, do, dht, cu_seqlens, len
     return out
 
 
-def simulate(arrays, plan):
+def simulate(arrays, plan, before=None):
     """Run `plan` (a list of `Step`) in numsim, in order, each launch on the buffers the
     previous ones left; returns the buffers after the last launch. A launch that numsim does
-    not find clean raises AssertionError naming the step."""
+    not find clean raises AssertionError naming the step. `before(step, args)`, if given, sees
+    each launch's arguments first (the tests sync-check every launch on them)."""
     # optional dependency: numsim is the CPU simulator's plugin distribution, needed only here
     import tirxh_numsim as ns
     bufs = dict(arrays)
@@ -182,6 +184,8 @@ def simulate(arrays, plan):
         args = {}
         for p in st.kernel.runtime_params:
             args[p.name] = bufs[st.buffer(p.name)]
+        if before is not None:
+            before(st, args)
         outs = [p.name for p in st.kernel.runtime_params if _writes(st, p.name)]
         res = ns.run(st.kernel, args, grid=st.grid, outputs=outs, consts=st.consts)
         if res.verdict != "clean":
@@ -269,29 +273,16 @@ CASES = [
     Case("t8192_h64", 1, 8192, 64, small=False),
 ]
 
-for _c in CASES:
-    _bad = constraints(**_c.params())
-    if _bad:
-        raise ValueError(f"kda_fwd_bwd case {_c.name!r}: " + "; ".join(_bad))
 
 
-def job_launches(plan, arrays) -> list:
-    """The plan as KCoral launches over named buffers: per step the entry, grid, block,
-    dynamic shared memory and, per parameter, the buffer (or scalar, or tensormap) it binds;
-    what `kcoral.job.Launch` holds once a module carries every entry (docs/TUNING.md says what
-    is missing for that)."""
-    out = []
-    for st in plan:
-        args = []
-        for p in st.kernel.runtime_params:
-            v = arrays[st.buffer(p.name)]
-            if p.kind == "tensormap":
-                args.append({"tensormap": v.describe(np.asarray(arrays[v.source]))})
-            elif p.kind == "ptr":
-                args.append({"buffer": st.buffer(p.name)})
-            else:
-                args.append({"scalar": int(v), "dtype": p.dtype.name})
-        out.append({"step": st.name, "entry": st.kernel.name,
-                    "grid": list(st.grid) + [1] * (3 - len(st.grid)), "args": args,
-                    "consts": dict(st.consts)})
-    return out
+def _check_cases():
+    """Every case's shape rules at import, as T.suite checks a suite's (a shape some launch
+    cannot run is refused here, not simulated or timed into a wrong answer)."""
+    for c in CASES:
+        bad = constraints(**c.params())
+        if bad:
+            raise ValueError(f"kda_fwd_bwd case {c.name!r}: " + "; ".join(bad))
+
+
+_check_cases()
+
