@@ -19,6 +19,12 @@
 # PROBE: a -k expression over benchmarks/probes (hardware facts numsim assumes), run first,
 # correctness only. SMOKE_GATE=1: skip the timed shards when the smoke pass did not exit 0 (a
 # GEMM that hangs on hardware would otherwise spend the whole budget on timeouts).
+# BENCH_ARGS: more `tirxh bench` options for the timed shards (e.g. '--min-rounds 300': jobs
+# long enough to reach the sustained clock, so each result has both regimes).
+# PROFILES: `tirxh profile` runs against the same daemon before the timed shards, separated by
+# ';', each "NODEID OPTIONS" relative to zoo/ (e.g. 'kernels/attention.py::attention_fwd[CASE]
+# --ncu --ncu-set full'), PROFILE_LIMIT seconds each (default 120); artifacts in profile_N/ and
+# profile_N.json inside the archive. SHARDS='' (set and empty) times nothing.
 # Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
 # Output: $OUT/gpu_bench.tar.gz (logs/shard_N.log, bench_N.jsonl, daemon.log, nvidia-smi).
 set -u
@@ -86,7 +92,20 @@ if [ -n "${TOTAL_LIMIT:-}" ]; then  # the whole run's cap: the shards get what i
     [ "$left" -lt "${BENCH_LIMIT:-420}" ] && BENCH_LIMIT=$(( left > 10 ? left : 10 ))
     echo "timed shards: ${BENCH_LIMIT:-420}s left of TOTAL_LIMIT=${TOTAL_LIMIT}s"
 fi
-IFS='|' read -r -a shards <<<"${SHARDS:-h200}"
+if [ -n "${PROFILES:-}" ]; then
+    IFS=';' read -r -a profiles <<<"$PROFILES"
+    j=0
+    for p in "${profiles[@]}"; do
+        # shellcheck disable=SC2086  # NODEID and its options, split on purpose
+        timeout --kill-after=10 "${PROFILE_LIMIT:-120}" python3 -m tirxh profile --rootdir zoo \
+            --kcoral "$ADDR" --target sm_90a $p --out "$WORK/profile_$j" \
+            --json-file "$WORK/profile_$j.json" >"$LOGS/profile_$j.log" 2>&1
+        echo "=== profile $j ($p): rc=$? at +$(( $(date +%s) - START ))s"
+        tail -n "${TAIL:-40}" "$LOGS/profile_$j.log"
+        j=$((j + 1))
+    done
+fi
+IFS='|' read -r -a shards <<<"${SHARDS-h200}"
 if [ -n "${SMOKE_GATE:-}" ] && [ "$smoke_rc" != 0 ]; then
     echo "=== timed shards SKIPPED: the smoke pass exited $smoke_rc (SMOKE_GATE)"
     shards=()
@@ -96,7 +115,7 @@ i=0
 for k in "${shards[@]}"; do
     (timeout --kill-after=10 "${BENCH_LIMIT:-420}" python3 benchmarks/bench_with.py \
         --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} \
-        ${SHARE_INPUTS:+--share-inputs} -k "$k" \
+        ${SHARE_INPUTS:+--share-inputs} -k "$k" ${BENCH_ARGS:-} \
         --target sm_90a --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
      echo "shard $i ($k): rc=$? at +$(( $(date +%s) - START ))s" >>"$LOGS/shard_$i.log") &
     pids+=($!)
@@ -107,6 +126,7 @@ kill "$DAEMON" 2>/dev/null
 nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv \
     >"$WORK/nvidia-smi-after.csv" 2>&1
 for f in "$LOGS"/shard_*.log; do
+    [ -e "$f" ] || continue
     echo "=== $f"
     sed -n '/= KCoral/,$p' "$f" | tail -n "${TAIL:-40}"
 done

@@ -4,26 +4,29 @@
 # baselines (eager and torch.compile, cuBLAS / _scaled_mm / pyptx, SDPA, FLA), protocol
 # kcoral-measure/3, paired ratios split by clock regime:
 #
-#   (device, carry .whl) bash benchmarks/zoo_all_bench.sh [GROUP ...]    # default: every group
+#   (device, carry .whl) bash benchmarks/zoo_all_bench.sh [GROUP ...]    # default: half1 half2
 #   (anywhere) bash benchmarks/zoo_all_bench.sh --list [GROUP ...]      # the items, no GPU
 #   (anywhere) bash benchmarks/zoo_all_bench.sh --shards [GROUP ...]    # the SHARDS string
 #
 # One `tirxh bench` client per group (benchmarks/gpu_bench.sh: one daemon; the host builds one
 # group's inputs and references while the GPU times another's), a correctness-only smoke pass of
-# each kernel's first small case first (SMOKE_GATE: nothing is timed if it fails). Groups in
-# the order their jobs reach the board; what TOTAL_LIMIT (default 540 s) cuts is each group's
-# last items. Measured cost per job on the H200 (2026-12-01): 4-25 s of the board (the first
-# torch.compile of a shape compiles inside its job, ~20 s); FLA's first Triton compile and
-# autotune ~110 s (run the kda group with benchmarks/kda_bench.sh, which warms FLA up first, or
-# without the FLA wheels: its jobs then say why FLA is not there and time the kernel alone).
-# Env: SEEDS (default 1), EXEC_S (default 90), TOTAL_LIMIT, OUT; see gpu_bench.sh.
+# each kernel's first small case first (SMOKE_GATE: nothing is timed if it fails). What
+# TOTAL_LIMIT (default 540 s) cuts is each group's last items.
+# The whole zoo does not fit one device call (600 s): measured on the H200 (session 7,
+# 2026-12-02), nine clients timed 12 items in the 381 s left after set-up (74 s) and smoke, one
+# of them a kda_fwd job that spent its 90 s budget in FLA's first Triton autotune: ~24 s of the
+# board per item (the first torch.compile of a shape compiles inside its job). So two calls,
+# `half1` (vector gemm decode norms: 12 items) and `half2` (softmax activations movement
+# attention: 13 items), and the kda group through benchmarks/kda_bench.sh, which warms FLA up
+# first (here, without the FLA wheels, its job says why FLA is not there and times the kernel
+# alone). Env: SEEDS (default 1), EXEC_S (default 90), TOTAL_LIMIT, OUT; see gpu_bench.sh.
 set -u
 cd "$(dirname "$0")/.."
 declare -A G
 G[vector]="vadd[n64M]@ or reduce_rows[r8192_c8192]@ or gemm_mma[m4096n4096k4096]@sm_90a"
 G[gemm]="gemm_bf16_c2[m8192n8192k8192_t256]@ or gemm_fp8_c2[m8192n8192k8192_t256]@ or \
 gemm_wgmma[m4096n4096k4096_bn256]@"
-G[attention]="attention_fwd[b4h32s8192_lazy8]@ or attention_fwd[b4h32s8192_causal_lazy8]@"
+G[attention]="attention_fwd[b4h32s8192_lazy8]@ or attention_fwd[b4h32s8192_causal_pairs_lazy8]@"
 G[decode]="decode_attention[b32_h32x8_l8k_p64]@ or kda_decode[n256_h64_t1]@"
 G[kda]="kda_fwd[t8192_h64_v64ws8]@"
 # rmsnorm[r16384_c8192]@ also selects add_rmsnorm's case of that name (-k matches substrings)
@@ -34,12 +37,14 @@ G[activations]="swiglu[n64M]@ or gelu_tanh[n64M_u4]@ or rope[t16384_h32_d128]@"
 G[movement]="transpose[r16384_c8192]@ or tma_copy[r16384_c8192]@ or cumsum_smem[r1_c64M]@ or \
 topk_f32_pipe[r4096_c32768_k64]@ or topk_bf16_pipe[r8192_c32768_k64]@"
 ORDER="vector gemm decode kda norms softmax activations movement attention"
+declare -A HALF=([half1]="vector gemm decode norms" [half2]="softmax activations movement attention")
 mode=run
 case "${1:-}" in --list) mode=list; shift ;; --shards) mode=shards; shift ;; esac
-groups="${*:-$ORDER}"
+groups=
+for a in ${*:-half1 half2}; do groups="$groups ${HALF[$a]:-$a}"; done
 shards=""
 for g in $groups; do
-    [ -n "${G[$g]:-}" ] || { echo "zoo_all_bench: unknown group '$g' (groups: $ORDER)" >&2; exit 2; }
+    [ -n "${G[$g]:-}" ] || { echo "zoo_all_bench: unknown group '$g' (groups: $ORDER; half1, half2)" >&2; exit 2; }
     shards="${shards:+$shards|}${G[$g]}"
 done
 if [ "$mode" = shards ]; then
@@ -64,7 +69,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 # the smoke pass: each selected kernel's small cases that run its headline variant's code
 SMOKE="${SMOKE:-not h200 and not smoke and (vadd[n4096] or reduce_rows[r33_c2048] or \
-gemm_bf16_c2[m200n136k72] or gemm_fp8_c2[m200n136k160] or attention_fwd[s400_causal_lazy8_p2] or \
+gemm_bf16_c2[m200n136k72] or gemm_fp8_c2[m200n136k160] or attention_fwd[s384_causal_pairs_lazy8_p3] or \
 decode_attention[b2_g4_p32_s2] or kda_decode[n2_h2_t1] or kda_fwd[t100_h1_v64ws8] or \
 rmsnorm[r3_c4096] or layernorm[r3_c4096] or quant_fp8[r3_c4096] or softmax[r3 or \
 cross_entropy[r3 or swiglu[n4099] or rope[ or transpose[r33 or tma_copy[r100 or \

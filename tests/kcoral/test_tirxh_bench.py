@@ -115,3 +115,32 @@ def test_no_timing_is_a_correctness_pass_that_exits_on_what_it_verified(tirxh):
     r = tirxh.run("bench", "--no-timing", "-k", "small")
     assert r.ret == 1, r
     r.fnmatch_lines(["*vadd*failed correctness.mismatch*"])
+
+
+def test_min_rounds_and_timing_budget_reach_the_job(tirxh, tmp_path):
+    """The sustained clock regime needs long jobs: ``--min-rounds`` asks KCoral for that many
+    paired rounds and gives them a budget that lets them run (60 s unless told)."""
+    d = start_daemon(tmp_path / "state", fake_boards=1)
+    try:
+        tirxh.project(vadd=VADD)
+        tirxh.run("bench", "--kcoral", d.address, "--min-rounds", "300")
+        tirxh.run("bench", "--kcoral", d.address, "--min-rounds", "5000", "--timing-budget", "30")
+        timings = [json.loads(j["job_json"])["timing"] for j in d.store.list()]
+        assert {(t["min_iters"], t["max_iters"], t["budget_s"]) for t in timings} == \
+            {(300, 2000, 60.0), (5000, 5000, 30.0)}
+    finally:
+        d.stop(1)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--min-rounds", "0"], "--min-rounds 0: expected 1 to 1000000 rounds"),
+    (["--timing-budget", "601"], "--timing-budget 601.0: expected 0 < seconds <= 600"),
+    (["--min-rounds", "100", "--exec-budget", "50"],
+     "--timing-budget 60 s is not below the execution budget of 50 s"),
+    (["--timing-budget", "120"], "--timing-budget 120 s is not below the execution budget of "
+                                 "120 s"),
+])
+def test_a_bad_round_count_or_timing_budget_is_a_usage_error(tirxh, args, message):
+    tirxh.project(vadd=VADD)
+    r = tirxh.run("bench", *args)
+    assert r.ret != 0 and message in r.stderr, r

@@ -171,6 +171,14 @@ def tirxh_addoption(parser):
     parser.addoption("--exec-budget", type=float, default=None, metavar="SECONDS",
                      help="execution budget of each bench job on its board (default: [bench] "
                           "exec_s, else the daemon's 120 s)")
+    parser.addoption("--min-rounds", type=int, default=None, metavar="N",
+                     help="time at least N paired rounds (KCoral's timing.min_iters): long "
+                          "enough for the board to reach its sustained clock, so the result "
+                          "reports both clock regimes (an H200 under attention or GEMM load "
+                          "throttles within ~20 rounds); the rounds may take --timing-budget")
+    parser.addoption("--timing-budget", type=float, default=None, metavar="SECONDS",
+                     help="seconds of timed rounds per job (KCoral's timing.budget_s; default "
+                          "2 s, 60 s with --min-rounds); must stay below the execution budget")
     parser.addini("bench", "exec_s", "float", None,
                   "execution budget of each bench job on its board, seconds (a hung kernel is "
                   "stopped sooner by the per-launch watchdog)", check=_positive)
@@ -201,10 +209,41 @@ def exec_budget(config) -> "float | None":
     return v
 
 
+MAX_ROUNDS = 10 ** 6     # KCoral's bound on timing.min_iters / max_iters
+MAX_TIMING_S = 600.0     # KCoral's bound on timing.budget_s
+
+
+def timing_overrides(config) -> dict:
+    """The job's timing fields from ``--min-rounds`` and ``--timing-budget`` ({} for neither):
+    min_iters N with max_iters raised to match, budget_s (60 s by default when rounds are asked
+    for: 2 s would end them first). Refused here, not on the board: a count or budget outside
+    KCoral's bounds, and a timing budget at or above the job's execution budget (the board
+    would kill the job mid-timing and report nothing)."""
+    rounds, budget = config.getoption("min_rounds"), config.getoption("timing_budget")
+    out: dict = {}
+    if rounds is not None:
+        if not 1 <= rounds <= MAX_ROUNDS:
+            raise UsageError(f"--min-rounds {rounds}: expected 1 to {MAX_ROUNDS} rounds")
+        out.update(min_iters=rounds, max_iters=max(rounds, 2000))
+        budget = 60.0 if budget is None else budget
+    if budget is not None:
+        if not 0 < budget <= MAX_TIMING_S:
+            raise UsageError(f"--timing-budget {budget!r}: expected 0 < seconds <= "
+                             f"{MAX_TIMING_S:g}")
+        exec_s = exec_budget(config) or 120.0   # the daemon's default execution budget
+        if budget >= exec_s:
+            raise UsageError(f"--timing-budget {budget:g} s is not below the execution budget "
+                             f"of {exec_s:g} s (--exec-budget): the job would be killed while "
+                             "timing")
+        out["budget_s"] = budget
+    return out
+
+
 @hookimpl
 def tirxh_configure(config):
     if config.command == "bench":
         exec_budget(config)  # a bad --exec-budget is a usage error before anything runs
+        timing_overrides(config)  # and so is a bad --min-rounds / --timing-budget
 
 
 @hookimpl
@@ -217,7 +256,7 @@ def tirxh_bench_item(item, compiled, config):
     job = build_job(compiled, item.suite, item.case, put=client.put_blob,
                     seeds=range(1, before + after + 1), before=before,
                     budgets={"exec_s": budget} if budget else None,
-                    timing=None if timing else {"enabled": False})
+                    timing=timing_overrides(config) or None if timing else {"enabled": False})
     built = time.monotonic()
     timeout = float(config.getini("bench", "timeout_s") or 600.0)
     tty = sys.stderr.isatty()

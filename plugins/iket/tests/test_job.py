@@ -54,6 +54,9 @@ def test_profiling_job_of_a_zoo_kernel_packs(module, kernel, case, capacity):
     before = copy.deepcopy(plain_doc)
     doc = profiling_job(plain_doc, prof, layout, "f" * 64)
     assert plain_doc == before  # the normal build's job is left as it was (it is timed too)
+    assert "ir" not in doc["module"]  # the normal build's IR is another program than the cubin
+    assert profiling_job(plain_doc, prof, layout, "f" * 64, ir_blob="e" * 64)["module"]["ir"] \
+        == "e" * 64
     job = kcoral_job.Job.from_json(doc)
     ln = job.doc["launches"][0]
     assert job.doc["module"]["blob"] == "f" * 64

@@ -113,3 +113,9 @@ def test_loads_into_kcorals_plugin_manager():
     from kcoral.plugins import build
     regs = build(extra_plugins=["tirxh_iket.kcoral_tool"], autoload=False)
     assert "iket" in regs.tools.names()
+
+
+def test_a_sim_board_is_declined_by_type():
+    assert IketTool().available(BoardSpec("sim0", "sim", "sm_90a")) == \
+        "board 'sim0' is of type 'sim'; iket records time on a CUDA board"
+    assert IketTool().available(FAKE) is None  # the CPU tests' stand-in for a GPU board

@@ -4,6 +4,9 @@ overhead. A fake client stands in for KCoral."""
 
 import argparse
 import hashlib
+import pathlib
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -14,6 +17,8 @@ from tirxh.api import Parser, TransformRegistry, compile_kernel
 from tirxh.testing import check_plugin
 from tirxh_iket import plugin
 from tirxh_iket.transform import TRANSFORM
+
+ZOO = pathlib.Path(__file__).resolve().parents[3] / "zoo"
 
 
 @T.kernel(grid=lambda n: T.cdiv(n, 128), block=128)
@@ -98,6 +103,10 @@ def test_profile_item(monkeypatch, tmp_path):
     inst, plain = client.docs
     assert inst["module"]["blob"] != plain["module"]["blob"]
     assert b"iket_trace" in client.blobs[inst["module"]["blob"]]  # the instrumented cubin
+    # and its IR (what a sim board runs), not the normal build's: a sim board ran that and
+    # refused the trace buffer as a surplus argument
+    assert inst["module"]["ir"] != plain["module"]["ir"]
+    assert b"iket_trace" in client.blobs[inst["module"]["ir"]]
     assert inst["buffers"][-1]["name"] == "iket_trace"
     assert inst["buffers"][-1]["shape"] == [8 * 4 * 16 * 32]  # 8 CTAs x 4 warps x 16 records
     assert inst["launches"][0]["args"][-1] == {"buffer": "iket_trace"}
@@ -139,3 +148,15 @@ def test_refused_job_is_an_error_report(monkeypatch, tmp_path):
     rep = plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
                                     config=_config(["--iket"]), request={"out": tmp_path})
     assert rep.verdict == "error" and "UNAVAILABLE: failed to connect" in rep.text
+
+
+def test_on_a_sim_board_the_profile_says_iket_needs_time(tmp_path):
+    """End to end through an embedded KCoral daemon whose only board is numsim's (the zoo's
+    vadd): the profiling build runs there (its outputs checked), and the tool declines by the
+    board's type."""
+    r = subprocess.run([sys.executable, "-m", "tirxh", "profile", "--rootdir", str(ZOO),
+                        "kernels/vadd.py::vadd[n1000]", "--iket", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "iket: board 'sim0' is of type 'sim'; iket records time on a CUDA board" in r.stdout
+    assert "arguments for kernel" not in r.stdout

@@ -61,17 +61,23 @@ def add_trace_buffer(doc: dict, layout: TraceLayout, launch: int = 0,
 
 
 def profiling_job(plain_doc: dict, profiling_build, layout: TraceLayout, cubin_blob: str,
-                  launch: int = 0, options: "dict | None" = None) -> dict:
+                  launch: int = 0, options: "dict | None" = None,
+                  ir_blob: "str | None" = None) -> dict:
     """The profiling build's job from the normal build's job document `plain_doc`.
 
     `profiling_build` is the instrumented `CompiledKernel` (`transform.compile_profiling_build`),
     `cubin_blob` the digest its cubin was uploaded under. Buffers, inputs, runs and checks stay
     the normal build's (the profiling build must compute the same result); the module and the
     launch's entry, params, block, cluster and dynamic shared memory become the profiling
-    build's; then `add_trace_buffer`. `plain_doc` is not modified.
+    build's; then `add_trace_buffer`. `plain_doc` is not modified. The module's IR (what a sim
+    board runs) becomes `ir_blob`, the profiling build's IR, or is dropped: the normal build's
+    IR is another program than the cubin (a sim board ran it and refused the trace buffer as a
+    fifth argument of a four-parameter kernel).
     """
     d = copy.deepcopy(plain_doc)
-    d["module"] = dict(d.get("module") or {}, format="cubin", blob=cubin_blob)
+    module = {k: v for k, v in (d.get("module") or {}).items() if k != "ir"}
+    d["module"] = dict(module, format="cubin", blob=cubin_blob, **({"ir": ir_blob} if ir_blob
+                                                                    else {}))
     try:
         ln = d["launches"][launch]
     except (KeyError, IndexError):

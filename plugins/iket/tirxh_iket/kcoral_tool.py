@@ -98,7 +98,13 @@ class IketTool(Tool):
     options = IketOptions
 
     def available(self, board) -> "str | None":
-        return None  # needs only the board's GPU and kcoral.runjob
+        """Needs only the board's GPU and kcoral.runjob: a sim board runs the profiling build
+        (its outputs checked) but its clocks are numsim's counters, not time."""
+        kind = getattr(board, "type", None)
+        if kind == "sim":
+            return (f"board {getattr(board, 'name', '?')!r} is of type {kind!r}; iket records "
+                    "time on a CUDA board")
+        return None
 
     def run(self, job, workdir: pathlib.Path, board):
         workdir = pathlib.Path(workdir)

@@ -85,7 +85,8 @@ def tirxh_profile_item(item, compiled, config, request):
     timeout = float(config.getini("bench", "timeout_s") or 900.0)
     plain = build_job(compiled, item.suite, item.case, put=client.put_blob).to_doc()
     doc = profiling_job(plain, prof, layout, client.put_blob(prof.cubin),
-                        options={k: v for k, v in opt.items() if k in ("roles", "max_sms")})
+                        options={k: v for k, v in opt.items() if k in ("roles", "max_sms")},
+                        ir_blob=client.put_blob(prof.ir_json().encode()))
     try:
         res = _submit(client, doc, timeout)
         base = _submit(client, dict(plain, tools=[]), timeout)

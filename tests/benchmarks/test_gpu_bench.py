@@ -1,0 +1,40 @@
+"""benchmarks/gpu_bench.sh without a GPU (GPU_BENCH_DRY: the same daemon and clients on the
+local boards, here numsim's): each PROFILES entry is one `tirxh profile` run against the daemon,
+its outcome printed; SHARDS='' times nothing; BENCH_ARGS reach every shard's `tirxh bench`.
+One test: the script works in a fixed folder (/tmp/gpu_bench), so two runs must not overlap."""
+
+import os
+import pathlib
+import subprocess
+import tarfile
+
+import pytest
+
+from kcoral.boards.cuda import gpu_count
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path, **env):
+    r = subprocess.run(["bash", "benchmarks/gpu_bench.sh"], cwd=ROOT,
+                       env=dict(os.environ, GPU_BENCH_DRY="1", OUT=str(tmp_path), **env),
+                       capture_output=True, text=True, timeout=300)
+    return r.stdout + r.stderr
+
+
+@pytest.mark.slow  # a KCoral daemon and three tirxh processes, twice: ~30 s
+@pytest.mark.skipif(gpu_count()[0] > 0, reason="this host has a GPU: the jobs would run")
+def test_profiles_shards_and_bench_args(tmp_path):
+    out = _run(tmp_path / "a", SHARDS="",
+               PROFILES="kernels/vadd.py::vadd[n1000] --ncu;kernels/vadd.py::vadd[n1000] --iket")
+    assert "=== profile 0 (kernels/vadd.py::vadd[n1000] --ncu): rc=1" in out, out
+    assert "ncu: board 'sim0' is of type 'sim'; profilers need a CUDA board" in out
+    assert "=== profile 1 (kernels/vadd.py::vadd[n1000] --iket): rc=1" in out
+    assert "iket: board 'sim0' is of type 'sim'; iket records time on a CUDA board" in out
+    assert "shard_" not in out
+    assert (tmp_path / "a" / "gpu_bench.tar.gz").exists()
+
+    _run(tmp_path / "b", SHARDS="vadd[n1000]@", BENCH_ARGS="--min-rounds 0")
+    with tarfile.open(tmp_path / "b" / "gpu_bench.tar.gz") as tar:
+        log = tar.extractfile("./logs/shard_0.log").read().decode()
+    assert "--min-rounds 0: expected 1 to 1000000 rounds" in log, log
