@@ -80,8 +80,12 @@ def test_small_cases_cover_every_variant():
 
 
 @pytest.mark.parametrize("params", [dict(B=1, T_=100, H=1, BV=64, PREP=8),
-                                    dict(B=1, T_=100, H=1, BV=64, PREP=8, BLOCKS=1)],
-                         ids=["v64ws8l", "v64ws8m"])
+                                    dict(B=1, T_=100, H=1, BV=64, PREP=8, BLOCKS=1),
+                                    # the 4 + 8 warps' setmaxnreg split within the CTA's pool
+                                    # (128 / 192 exceeded it: a hang on the GPU, numsim fine)
+                                    dict(B=1, T_=40, H=1, BV=128, PREP=4, gate="deep"),
+                                    dict(B=1, T_=40, H=1, BV=128, PREP=4, BLOCKS=1)],
+                         ids=["v64ws8l", "v64ws8m", "v128wsl", "v128wsm"])
 def test_sync_check_is_clean(params):
     for result in sync_race(MOD.SUITE_SLIM, T.case("sync", **params)):
         assert result.verdict == "clean", [f.message for f in result.findings]

@@ -520,8 +520,12 @@ def gate_slim(sm, ck, gl):
         rowb = (a << 11) + (h8 << 10)                # 16 rows x 128 bytes, then 8 rows
         # row i of the half: swizzled column offset eoff[i] (its row % 8 is i), then i rows on
         row0 = (a << 4) + (h8 << 3)
-        base = {n: [tb + rowb + o for o in gl.eoff] for n, tb in (("q", ck.q), ("k", ck.k),
-                                                                   ("g", ck.g))}
+        # the pair's swizzled offsets (GateLanes.eoff) made here, not held across the chunk
+        # loop: 8 fewer live registers where 4 prep warps have 120
+        half, j = gl.p >> 5, (gl.p & 31) >> 2
+        inner = (half * TILE) + ((gl.p & 3) << 2) + rowb
+        eoff = [inner + ((j ^ r8) << 4) for r8 in range(8)]
+        base = {n: [tb + o for o in eoff] for n, tb in (("q", ck.q), ("k", ck.k), ("g", ck.g))}
         s = [T.ptx.selp.f32(0.0, s_r[e], first) for e in range(2)]
         ref = [ref_r[e] for e in range(2)]
         words, valid = [], []

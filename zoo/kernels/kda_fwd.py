@@ -321,9 +321,10 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
 # blocks spilled 3 values at 104; the state fits 192 without local memory).
 WS_REGS = {(128, 4): (104, 200), (64, 4): (None, None), (64, 8): (136, 232),
            (128, 4, 8): (120, 192)}
-# kda_fwd_slim (key + "slim"): its looped gate keeps one more value live at 4 + 8 warps (120
-# spilled one word around the loop): 128 / 192, the whole register file (128 x 128 + 256 x 192)
-WS_REGS[128, 4, 8, "slim"] = (128, 192)
+# kda_fwd_slim (BATCH 8) takes the batched split: 120 / 192 is the whole pool of 168 x 384
+# registers the CTA gets at launch (128 / 192 would need 65,536: sync_check's
+# setmaxnreg.pool-exhausted, a hang on the GPU); its gate loop makes its offsets per trip
+# (kda_chunk.gate_slim) so that 120 holds it without local memory
 
 
 class _Slot:
@@ -401,11 +402,12 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
     needs it only after chunk c + 1). Each role loads its own sequence scalars and lane offsets
     after the split, so nothing but the barriers lives across ``setmaxnreg`` (values live from
     the entry into a role were spilled to local memory). The prep warps exit after their last
-    chunk; no CTA-wide barrier follows the split."""
+    chunk; no CTA-wide barrier follows the split. `slim` (kda_fwd_slim): the gate and the
+    diagonal inverse in their looped / one-path forms, `slim_blocks` the A/M blocks too (the
+    same quantities in less code: kda_chunk's *_slim)."""
     NT = 32 * PREP
     NS = BV // 16
-    regs = WS_REGS.get((BV, PREP, BATCH, "slim") if slim else (BV, PREP, BATCH),
-                       WS_REGS.get((BV, PREP, BATCH), WS_REGS[BV, PREP]))
+    regs = WS_REGS.get((BV, PREP, BATCH), WS_REGS[BV, PREP])
     sm = _SmemWS(BV)
     tid = T.tid.x
     with T.if_(tid == 0):
