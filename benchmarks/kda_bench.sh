@@ -96,9 +96,10 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|decode|bwd|local|reverse|chain|s0|check|smoke) ;;
+    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|decode|bwd|local|reverse|chain|fb|s0|check\
+        |smoke) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, decode, bwd, \
-local, reverse, chain, s0, check, smoke)"
+local, reverse, chain, fb, s0, check, smoke)"
            exit 2;;
     esac
 done
@@ -149,6 +150,8 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
 case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
 case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
+case " $WANT " in *" fb "*) pw_shapes="$pw_shapes ${FB_SHAPES:-t8192_h96 t8192_h64}"; pw_bwd=--bwd;;
+esac
 if [ -z "${KDA_BENCH_DRY:-}" ] && [ -n "$pw_shapes$pw_decode" ] \
         && nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
     pw_list=$(printf '%s\n' $pw_shapes | awk '!seen[$0]++' | paste -sd, -)
@@ -195,6 +198,16 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 " "$v" >"$WORK/res_$v.txt" 2>&1) &
     COMPILES="$COMPILES $!"
 done
+# group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
+# small cases' (which H96 shares) and H64's, into the cache its jobs read
+FB="python3 benchmarks/kda_fwd_bwd_bench.py --cache $WORK/fbcache"
+FBPRE_SMALL=; FBPRE_H64=
+case " $WANT " in *" fb "*)
+    $FB --build-only --cases t20_h1_deep >"$LOGS/fb-prebuild-small.log" 2>&1 &
+    FBPRE_SMALL=$!
+    $FB --build-only --cases t8192_h64 >"$LOGS/fb-prebuild-h64.log" 2>&1 &
+    FBPRE_H64=$!;;
+esac
 # the compiles only: a bare `wait` also waited for step 0's prewarm (536 s on the H200,
 # 2026-12-02: the whole call went by before the smoke started)
 wait $COMPILES
@@ -210,12 +223,16 @@ or v64ws8l or v128wsm or v64ws8m)";;
     *" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*) SMOKE_K="kda_fwd";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
+    # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
+    # chain case here, for the flow's smoke step
+    " fb ") SMOKE_K="kda_bwd_chain and s8_t150_h1_deep";;
     *) SMOKE_K="kda_bwd";;
 esac
 
 if [ -z "${KDA_BENCH_DRY:-}" ] && { ! nvidia-smi -L >"$WORK/gpus.txt" 2>&1 \
         || ! grep -q "^GPU" "$WORK/gpus.txt"; }; then
     echo "=== 2. no NVIDIA GPU here ($(head -c 200 "$WORK/gpus.txt")): nothing timed."
+    for p in $FBPRE_SMALL $FBPRE_H64; do kill "$p" 2>/dev/null; done
     exit 0
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
@@ -396,6 +413,45 @@ or v128ws) and not v64s2w8 and $nob";;
                     done
                 fi
             done;;
+        fb)
+            # KDA forward + backward as ONE job per case (zoo/kernels/kda_fwd_bwd.py: seven
+            # launches over shared scratch, one merged module; benchmarks/kda_fwd_bwd_bench.py)
+            # against fla.chunk_kda.fwd_bwd in the same job. The merged module is assembled by
+            # ptxas (~80 s on one core, cached by its PTX: step 1 starts both in the
+            # background; the small cases and H96 share one). The plan's small cases on the GPU
+            # first (float64 reference, every output under the public rules); nothing timed if
+            # one fails. Large cases: synthetic inputs, no reference (~37 / ~25 ms a launch
+            # predicted: docs/PERFORMANCE.md), their own execution budget (guards move ~10 GB
+            # of scratch and outputs at H96).
+            [ -n "$FBPRE_SMALL" ] && wait "$FBPRE_SMALL"
+            echo "=== fb: the plan's small cases (+$(( $(date +%s) - START ))s)"
+            timeout --kill-after=5 "${FB_SMOKE_LIMIT:-200}" $FB --kcoral "$ADDR" --no-timing \
+                --exec-s "${FB_SMOKE_EXEC_S:-30}" --report "$WORK/fb-smoke.jsonl" \
+                >"$LOGS/fb-smoke.log" 2>&1
+            rc=$?
+            sed 's/^/    /' "$LOGS/fb-smoke.log" | tail -n 8
+            if [ "$rc" != 0 ]; then
+                echo "=== fb smoke FAILED (rc $rc): nothing timed"
+                kill "$FBPRE_H64" 2>/dev/null
+                results
+                continue
+            fi
+            wait_prewarm
+            for s in ${FB_SHAPES:-t8192_h96 t8192_h64}; do
+                [ "$s" = t8192_h64 ] && [ -n "$FBPRE_H64" ] && wait "$FBPRE_H64"
+                left=$(( BUDGET - ($(date +%s) - START) ))
+                if [ "$left" -le 20 ]; then
+                    echo "=== budget spent: fb-$s not run" | tee -a "$WORK/skipped"
+                    continue
+                fi
+                echo "=== fb-$s (+$(( $(date +%s) - START ))s)"
+                timeout --kill-after=5 "$left" $FB --kcoral "$ADDR" --cases "$s" \
+                    --exec-s "${FB_EXEC_S:-180}" --report "$WORK/fb-$s.jsonl" \
+                    >>"$LOGS/fb-$s.log" 2>&1
+                sed 's/^/    /' "$LOGS/fb-$s.log" | tail -n 3
+            done
+            cat "$WORK"/fb-*.jsonl >"$OUT/fb.jsonl" 2>/dev/null
+            results;;
         *) echo "kda_bench: unknown group $group"; exit 2;;
     esac
 done

@@ -38,6 +38,11 @@
 #     shard; three shards (f32 4096 x 32768 k64, f32 16384 x 8192 k50, bf16 8192 x 32768 k64),
 #     smoke over topk_warp's small cases; run with TOTAL_LIMIT=200; predictions in
 #     docs/TUNING.md ("topk_warp")
+#   MODE=topk4: ONLY session 7's STRICT top-k warp variants (`_st`: the filter passes only keys
+#     above the k-th after a refine, so a row of ties stops appending) beside the `_pipe` and the
+#     session-6 `_warp` case of the same shape (controls, first in the shard); three shards, smoke
+#     over topk_warp's small STRICT cases; run with TOTAL_LIMIT=240; predictions in
+#     docs/TUNING.md ("topk_warp, corrected (session 7)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -134,9 +139,18 @@ topk_f32_warp[r16384_c8192_k50_m80]@ or topk_f32_warp[r16384_c8192_k50_v4]@"
 topk_bf16_warp[r8192_c32768_k64_v2]@ or topk_bf16_warp[r8192_c32768_k64_s12]@ or \
 topk_bf16_warp[r8192_c32768_k16]@"
     SHARDS_ALL="h200 and ($N_W1)|h200 and ($N_W2)|h200 and ($N_W3)"
+elif [ "${MODE:-all}" = topk4 ]; then
+    SMOKE_K="not h200 and topk_warp and _st"
+    N_S1="topk_f32_pipe[r4096_c32768_k64]@ or topk_f32_warp[r4096_c32768_k64]@ or \
+topk_f32_warp[r4096_c32768_k64_st]@"
+    N_S2="topk_f32_pipe[r16384_c8192_k50]@ or topk_f32_warp[r16384_c8192_k50]@ or \
+topk_f32_warp[r16384_c8192_k50_st]@"
+    N_S3="topk_bf16_pipe[r8192_c32768_k64]@ or topk_bf16_warp[r8192_c32768_k64]@ or \
+topk_bf16_warp[r8192_c32768_k64_st]@"
+    SHARDS_ALL="h200 and ($N_S1)|h200 and ($N_S2)|h200 and ($N_S3)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 's6' or 'topk3'" >&2
+        "'s5', 's6', 'topk3' or 'topk4'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

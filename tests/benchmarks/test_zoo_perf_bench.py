@@ -116,7 +116,7 @@ def test_s5_mode_times_cumsum_smem_beside_the_cumsum_cases_it_replaces():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4', 's5', 's6' or 'topk3'" in r.stderr
+        "'s4', 's5', 's6', 'topk3' or 'topk4'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -133,3 +133,16 @@ def test_topk3_mode_times_each_warp_variant_beside_the_pipe_case_of_its_shape():
                for i in s[1:])
     assert got["smoke (correctness only)"] and all(
         "_warp[" in i for i in got["smoke (correctness only)"])
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_topk4_mode_times_each_strict_variant_after_the_pipe_and_warp_controls():
+    shards, smoke = _timed_and_smoke("topk4")
+    assert shards == [
+        ["topk_f32_pipe[r4096_c32768_k64]", "topk_f32_warp[r4096_c32768_k64]",
+         "topk_f32_warp[r4096_c32768_k64_st]"],
+        ["topk_f32_pipe[r16384_c8192_k50]", "topk_f32_warp[r16384_c8192_k50]",
+         "topk_f32_warp[r16384_c8192_k50_st]"],
+        ["topk_bf16_pipe[r8192_c32768_k64]", "topk_bf16_warp[r8192_c32768_k64]",
+         "topk_bf16_warp[r8192_c32768_k64_st]"]]
+    assert len(smoke) == 4 and all(re.search(r"_warp\[.*_st\]$", i) for i in smoke), smoke

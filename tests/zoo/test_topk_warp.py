@@ -98,7 +98,8 @@ def test_ties_take_the_lowest_indices_and_signed_zeros_order_as_keys():
 
 def test_sync_check_clean():
     sc = pytest.importorskip("tirxh_sync_check")
-    for suite, name in ((MOD.SUITE_F32, "r5_c2052_k64"), (MOD.SUITE_BF16, "r4_c1000_k33")):
+    for suite, name in ((MOD.SUITE_F32, "r5_c2052_k64"), (MOD.SUITE_BF16, "r4_c1000_k33"),
+                        (MOD.SUITE_F32, "r3_c260_k64_st"), (MOD.SUITE_BF16, "r5_c1000_k33_st")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -123,6 +124,7 @@ def test_sync_check_clean():
     ("f32", dict(rows=1 << 16, cols=1 << 16, k=4), r"rows\*cols=4294967296 must be below 2\^32"),
     ("f32", dict(rows=1, cols=1024, k=4, MAXREG=16), r"MAXREG=16 must be 0"),
     ("f32", dict(rows=0, cols=1024, k=4), r"rows=0 and CTAS=264 must be positive"),
+    ("bf16", dict(rows=1, cols=1024, k=4, STRICT=2, dt="bf16"), r"STRICT=2 must be 0 or 1"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
@@ -132,10 +134,11 @@ def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
 
 
 DEFAULTS = [(MOD.SUITE_F32, "r4096_c32768_k64"), (MOD.SUITE_F32, "r16384_c8192_k50"),
-            (MOD.SUITE_BF16, "r8192_c32768_k64")]
+            (MOD.SUITE_BF16, "r8192_c32768_k64"), (MOD.SUITE_F32, "r4096_c32768_k64_st"),
+            (MOD.SUITE_F32, "r16384_c8192_k50_st"), (MOD.SUITE_BF16, "r8192_c32768_k64_st")]
 
 
-@pytest.mark.slow(reason="three ptxas compiles of the benchmarked defaults (~7 s each)")
+@pytest.mark.slow(reason="six ptxas compiles of the benchmarked defaults (~7 s each)")
 @pytest.mark.parametrize("suite,name", DEFAULTS, ids=[n for _, n in DEFAULTS])
 def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
     """The predictions (docs/TUNING.md "topk_warp") assume 2 CTAs of 8 warps per SM, all
@@ -144,3 +147,82 @@ def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
     r = suite.kernel.compile("sm_90a", **suite.consts(case)).resources
     assert (r.spill_stores, r.spill_loads) == (0, 0)
     assert suite.grid(case)[0] == SMS * resident_ctas_per_sm(suite, case) == 264
+
+
+def _tie_row_run(strict, dt="f32"):
+    """One warp, one row of integers -3..3 (thousands equal to the k-th value), k = 64."""
+    suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
+    case = MOD.make_case("tie", rows=1, cols=4096, k=64, WARPS=1, CTAS=1, CAP=320, dt=dt,
+                         STRICT=strict)
+    inputs = suite.make_inputs(case, 0)
+    inputs["x"][0] = np.random.default_rng(5).integers(-3, 4, 4096).astype(inputs["x"].dtype)
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert_matches(suite, case, res, inputs)
+    return res.stats["ops"]
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_strict_threshold_stops_a_row_of_ties_appending_and_stays_exact(dt):
+    """STRICT (session 7, docs/TUNING.md "topk_warp, corrected"): after a refine the filter
+    passes only keys above the k-th, so the ~500 elements equal to 3.0 past the first refine
+    are no longer appended (warp-level atomics: 74 -> 11 f32) nor refined over (``redux.sync``
+    rounds 816 -> 150; the session-6 filter's >= kept appending them: the suite's row 0 made
+    warp 0 the kernel's tail); the answer is the same."""
+    plain, strict = _tie_row_run(0, dt), _tie_row_run(1, dt)
+    assert strict["atom"] * 4 < plain["atom"]
+    assert strict["redux.sync"] * 4 < plain["redux.sync"]
+
+
+def test_strict_threshold_keeps_the_lowest_columns_among_values_equal_across_a_refine():
+    """Equal values on both sides of a refine: the ones after it are dropped by the strict
+    filter and must rank below every kept one (higher columns): the k lowest columns win."""
+    suite = MOD.SUITE_F32
+    case = MOD.make_case("eq", rows=1, cols=2048, k=40, WARPS=1, CTAS=1, CAP=320, STRICT=1)
+    inputs = suite.make_inputs(case, 0)
+    inputs["x"][0] = -1.0
+    inputs["x"][0, 5::9] = 2.5            # 227 equal maxima spread over the row, > CAP - 256
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert res.outputs["indices"][0].tolist() == list(range(5, 5 + 9 * 40, 9))
+    assert_matches(suite, case, res, inputs)
+
+
+def test_strict_row_after_a_row_of_ties_starts_from_minus_inf_not_a_second_read():
+    """STRICT: a row of ties (every buffered entry equal to the k-th at its end) carries -inf,
+    not its k-th value 3.0 (which fewer than k normal elements reach): the next row streams
+    through the ring once (16 filter steps, one ``vote.any`` each), where the session-6 rule
+    misses the guess and reads it again from global memory (16 more). Both exact."""
+    suite = MOD.SUITE_F32
+    votes = {}
+    for strict in (0, 1):
+        case = MOD.make_case("tie_then_normal", rows=2, cols=4096, k=64, WARPS=1, CTAS=1,
+                             CAP=320, STRICT=strict)
+        inputs = suite.make_inputs(case, 0)
+        rng = np.random.default_rng(9)
+        inputs["x"][0] = rng.integers(-3, 4, 4096).astype(np.float32)
+        inputs["x"][1] = rng.standard_normal(4096).astype(np.float32)
+        res, _ = simulate(suite, case, inputs=inputs)
+        assert_matches(suite, case, res, inputs)
+        votes[strict] = res.stats["ops"]["vote.sync"]
+    assert votes == {0: 48, 1: 32}
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_strict_rows_of_minus_inf_keep_the_lowest_columns(dt):
+    """-inf is a value like any other: a row of 2048 with 20 finite elements and a row that is
+    all -inf but one +inf; k = 64 takes -inf elements, the lowest columns first, across the
+    strict refines (the k-th key + 1 of -inf is -FLT_MAX's)."""
+    suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
+    case = MOD.make_case("ninf", rows=2, cols=2048, k=64, WARPS=1, CTAS=1, CAP=320, dt=dt,
+                         STRICT=1)
+    inputs = suite.make_inputs(case, 0)
+    x = np.full((2, 2048), -np.inf, np.float32)
+    x[0, 1000:1020] = np.arange(20, dtype=np.float32)
+    x[1, 1500] = np.inf
+    inputs["x"][:] = x.astype(inputs["x"].dtype)
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert res.outputs["indices"][0].tolist() == list(range(1019, 999, -1)) + list(range(44))
+    assert res.outputs["indices"][1].tolist() == [1500] + list(range(63))
+    # the values by equality (the suite's tolerance check takes -inf - -inf = NaN as a mismatch)
+    want = suite.expected(case, inputs)
+    assert np.array_equal(res.outputs["values"], want["values"])
+    assert np.array_equal(res.outputs["indices"], want["indices"])

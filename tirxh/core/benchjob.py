@@ -80,18 +80,8 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
                             "init": {"kind": "empty"} if name in outputs and name not in inplace
                             else {"kind": "blob", "blob": put(array_bytes(a))}})
             args.append({"buffer": name})
-        elif p["kind"] == "scalar":
-            if isinstance(v, np.ndarray) and v.size != 1:
-                raise ValueError(f"{where}: scalar parameter {name!r} got an array of shape "
-                                 f"{v.shape}")
-            args.append({"scalar": v.item() if hasattr(v, "item") else v, "dtype": p["dtype"]})
-        elif p["kind"] == "tensormap":
-            if not isinstance(v, TensorMap):
-                raise ValueError(f"{where}: tensormap parameter {name!r} needs a T.TensorMap "
-                                 f"input, got {type(v).__name__}")
-            args.append({"tensormap": v.describe(np.asarray(first[v.source]))})
         else:
-            raise ValueError(f"parameter {name!r}: unknown kind {p['kind']!r}")
+            args.append(value_arg(where, p, v, first))
     for o in outputs:
         if not any(b["name"] == o for b in buffers):
             raise ValueError(f"{suite.name}: output {o!r} is not a pointer parameter")
@@ -140,12 +130,36 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
            "guards": dict({"seeds_before": before, "seeds_after": len(seeds) - before},
                           **(guards or {})),
            "work": work}
+    return parse_doc(where, doc, budgets)
+
+
+def parse_doc(where: str, doc: dict, budgets: "dict | None" = None) -> Job:
+    """`doc` with its `budgets` as a typed job; ValueError names the item (`where`) and each
+    invalid field. Shared with `tirxh.core.planjob`."""
     if budgets:
         doc["budgets"] = {k: float(v) for k, v in budgets.items() if v is not None}
     try:
         return Job.parse(doc)
     except ValueError as e:  # kcoral.errors.JobError: each problem names its field
         raise ValueError(f"{where}: the KCoral job is invalid: {e}") from None
+
+
+def value_arg(where: str, p: dict, v, arrays: dict) -> dict:
+    """The launch arg of a scalar or tensormap parameter `p` (launch metadata) with value `v`
+    (a tensormap's source array looked up in `arrays`); ValueError names what does not fit.
+    Shared with `tirxh.core.planjob`."""
+    name = p["name"]
+    if p["kind"] == "scalar":
+        if isinstance(v, np.ndarray) and v.size != 1:
+            raise ValueError(f"{where}: scalar parameter {name!r} got an array of shape "
+                             f"{v.shape}")
+        return {"scalar": v.item() if hasattr(v, "item") else v, "dtype": p["dtype"]}
+    if p["kind"] == "tensormap":
+        if not isinstance(v, TensorMap):
+            raise ValueError(f"{where}: tensormap parameter {name!r} needs a T.TensorMap "
+                             f"input, got {type(v).__name__}")
+        return {"tensormap": v.describe(np.asarray(arrays[v.source]))}
+    raise ValueError(f"parameter {name!r}: unknown kind {p['kind']!r}")
 
 
 def _module(compiled, put) -> dict:

@@ -37,6 +37,14 @@ Per warp, persistent over rows ``w, w + W, ...`` (W warps in the grid):
    leaves the k winners in slots 0..k-1; lanes rank them (larger key, then lower column, against
    all k by broadcast 16-byte shared loads) and store.
 
+STRICT=1 (session 7, the `_st` cases; docs/TUNING.md "topk_warp, corrected"): after a refine the
+threshold is the float of the k-th key + 1, so elements EQUAL to the k-th (which rank below every
+kept entry: their columns are higher) are no longer appended. Without it a row of ties passes
+the filter thousands of times (the suite's row 0: 123k warp-instructions against ~21k for a
+normal row, which made warp 0 the kernel's tail); the carried guess stays a ``>=`` threshold.
+A row that ends with over a quarter of its buffered entries equal to the k-th carries -inf to
+the next (which would otherwise miss the guess and be read twice).
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -127,7 +135,8 @@ class _Buffer:
     slice, its fill counter (taken with ``atom.shared.add.u32``), the running threshold `thr`
     (f32) and `guess`, the threshold a row starts from (the previous row's, see `refine`)."""
 
-    def __init__(self, WARPS, CAP):
+    def __init__(self, WARPS, CAP, strict=False):
+        self.strict = strict
         self.pairs = T.shared(T.u32, (WARPS * CAP * 2,), name="pairs", align=16)
         self.fill = T.shared(T.u32, (WARPS,), name="fill")
         self.CAP = CAP
@@ -225,7 +234,14 @@ class _Buffer:
         with T.if_(self.lane == 0):
             T.ptx.st.shared.u32(self.fill.at(self.warp), k)
         T.ptx.bar.warp.sync(FULL)
-        self.thr.set(_key_float(kth, keybits))
+        if self.strict and not final:
+            # STRICT: every later element has a higher column than the k kept ones, so one equal
+            # to the k-th ranks below all of them: the filter passes only keys above it (the
+            # float of key + 1; past +inf a NaN, which nothing reaches). A row of ties stops
+            # appending its tied value after the first refine.
+            self.thr.set(_key_float(kth + 1, keybits))
+        else:
+            self.thr.set(_key_float(kth, keybits))
         if final:
             # fewer than that rank buffered: exactly n elements of this row reach the
             # smallest of them (none above it was dropped), so a row like it may hold fewer
@@ -233,6 +249,13 @@ class _Buffer:
             T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1),
                            pred=n < k * GUESS_MULT + GUESS_PLUS)
             self.guess.set(_key_float(far, keybits))
+            if self.strict:
+                # a row where over a quarter of the buffered entries equal the k-th (a row of
+                # ties: the strict filter dropped the rest of them) predicts nothing about the
+                # next; that one starts from -inf through the ring (a first row's cost) instead
+                # of missing the guess and reading the row again from global memory, one
+                # dependent load round trip a step. Exact either way.
+                T.ptx.mov.f32(self.guess, NEG_INF, pred=ties * 4 > n)
 
     def store(self, row, k, values, indices, keybits, dt):
         """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
@@ -330,11 +353,11 @@ class _Ring:
         T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
 
 
-def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt):
+def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
-    buf = _Buffer(WARPS, CAP)
+    buf = _Buffer(WARPS, CAP, strict=bool(STRICT))
     lane = buf.lane
     gw = T.ctaid.x * WARPS + buf.warp
     grid_warps = T.nctaid.x * WARPS
@@ -439,16 +462,16 @@ def _maxnreg(MAXREG):
 def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64],
                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
-                  CTAS: T.const = 264, MAXREG: T.const = 128):
-    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32")
+                  CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64],
                    rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
-                   CTAS: T.const = 264, MAXREG: T.const = 128):
-    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16")
+                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -465,7 +488,7 @@ def smem_bytes(WARPS, STAGES, CAP) -> int:  # noqa: N803
 def _constraints(dt):
     vec = _tk.VEC[dt]
 
-    def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG):
+    def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -494,6 +517,8 @@ def _constraints(dt):
             why.append(f"MAXREG={MAXREG} must be 0 (no cap) or in 32..255 (.maxnreg)")
         if rows < 1 or CTAS < 1:
             why.append(f"rows={rows} and CTAS={CTAS} must be positive")
+        if STRICT not in (0, 1):
+            why.append(f"STRICT={STRICT} must be 0 or 1 (the strict threshold after a refine)")
         return why
     return constraints
 
@@ -502,11 +527,12 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
-              MAXREG=128, small=True, dt="f32"):
+              MAXREG=128, small=True, dt="f32", STRICT=0):
     """A case; large ones are the H200's (tag h200), never simulated."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols, k=k,
-                  WARPS=WARPS, STAGES=STAGES, VECS=VECS, CAP=CAP, CTAS=CTAS, MAXREG=MAXREG)
+                  WARPS=WARPS, STAGES=STAGES, VECS=VECS, CAP=CAP, CTAS=CTAS, MAXREG=MAXREG,
+                  **({"STRICT": STRICT} if STRICT else {}))
 
 
 SUITE_F32 = T.suite(
@@ -518,6 +544,13 @@ SUITE_F32 = T.suite(
         make_case("r4_c4100_k7_s2", rows=4, cols=4100, k=7, WARPS=2, STAGES=2, VECS=1,
                   CTAS=2, CAP=192),
         make_case("r2_c64_k64", rows=2, cols=64, k=64, WARPS=2),
+        # STRICT (session 7): row 0 of ties (warp 0's first row; its next row, 2, starts from
+        # -inf), k = 1 on one warp over three rows, k = 64 over a 2-step row
+        make_case("r5_c2052_k64_st", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=320,
+                  STRICT=1),
+        make_case("r3_c1000_k1_v1_st", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=192,
+                  STRICT=1),
+        make_case("r3_c260_k64_st", rows=3, cols=260, k=64, WARPS=1, CTAS=1, STRICT=1),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
         make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
@@ -526,6 +559,8 @@ SUITE_F32 = T.suite(
                   small=False),
         make_case("r4096_c32768_k64_v1", rows=4096, cols=32768, k=64, VECS=1, small=False),
         make_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, small=False),
+        make_case("r4096_c32768_k64_st", rows=4096, cols=32768, k=64, STRICT=1, small=False),
+        make_case("r16384_c8192_k50_st", rows=16384, cols=8192, k=50, STRICT=1, small=False),
         make_case("r16384_c8192_k50_v4", rows=16384, cols=8192, k=50, VECS=4, CAP=640,
                   small=False),
         make_case("r16384_c8192_k50_m80", rows=16384, cols=8192, k=50, MAXREG=80, CTAS=396,
@@ -538,6 +573,8 @@ SUITE_BF16 = T.suite(
     topk_bf16_warp, **_tk._suite_args("bf16"),
     cases=[
         make_case("r4_c1000_k33", rows=4, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320, dt="bf16"),
+        make_case("r5_c1000_k33_st", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320,
+                  dt="bf16", STRICT=1),
         make_case("r3_c2056_k64_v2", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, VECS=2, CAP=576,
                   dt="bf16"),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
@@ -546,6 +583,8 @@ SUITE_BF16 = T.suite(
         make_case("r8192_c32768_k64_s12", rows=8192, cols=32768, k=64, STAGES=12, small=False,
                   dt="bf16"),
         make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_st", rows=8192, cols=32768, k=64, STRICT=1, small=False,
+                  dt="bf16"),
     ],
     constraints=constraints_bf16,
 )

@@ -1,0 +1,119 @@
+"""zoo/kernels/kda_fwd_bwd.py (KDA forward + backward as one plan of seven launches): the plan's
+order and buffers, its shape rules, and every output of the small cases in numsim (each launch
+on what the previous ones left) against the float64 reference under the public rules (o, ht:
+the forward's; every gradient: atol = rtol = 0.01); a plan that feeds the pieces the wrong
+state is caught; sync_check clean on every launch of the smallest case."""
+
+import os
+
+import numpy as np
+import pytest
+
+from tests.zoo.zoo_modules import load
+
+MOD = load("kda_fwd_bwd")
+SLOW = pytest.mark.slow   # numsim of seven launches: ~30 s a chunk and head on one core
+_REF_ARGS = ("q", "k", "v", "g_raw", "beta", "A_log", "dt_bias", "h0", "do", "dht",
+             "cu_seqlens")
+
+
+def _run(case, plan=None):
+    """(simulated buffers, reference, inputs) of a case, seed 1."""
+    x = MOD.inputs(np.random.default_rng(1), **case.params(), gate=case.gate)
+    out = MOD.simulate(x, plan or MOD.steps(**case.params()))
+    ref = MOD.reference(**{n: x[n] for n in _REF_ARGS}, lens=case.lens)
+    return out, ref, x
+
+
+def _worst(out, ref):
+    """Per output: the largest |error| over the rule's allowance (1 = the rule's edge) of the
+    gradients (atol = rtol = 0.01), and the comparison report of every output."""
+    reps = {n: MOD.TOLERANCE[n].compare(np.asarray(out[n], np.float32), ref[n])
+            for n in MOD.OUTPUTS}
+    worst = {n: float(np.max(np.abs(np.asarray(out[n], np.float64) - ref[n])
+                             / (0.01 + 0.01 * np.abs(ref[n].astype(np.float64)))))
+             for n in MOD.GRADS}
+    return reps, worst
+
+
+def test_the_plan_is_seven_launches_in_order_over_shared_scratch():
+    plan = MOD.steps(1, 8192, 96)
+    assert [s.name for s in plan] == ["fwd", "prep_f", "chain_f", "prep_b", "chain_b",
+                                      "pieces", "local"]
+    assert plan[0].consts == dict(BV=128, PREP=4, BATCH=8)      # v128wsb at H96
+    assert MOD.steps(1, 8192, 64)[0].consts == dict(BV=64, PREP=8, BATCH=8)   # v64ws8b
+    # the forward walk's S0 and the reverse walk's dS1 are what the pieces read
+    assert plan[2].buffer("xs") == "s0" and plan[4].buffer("xs") == "ds1"
+    assert plan[5].buffer("s0") == "s0" and plan[5].buffer("ds1") == "ds1"
+    # both walks' operands in the same scratch (the forward's consumed before prep_b runs)
+    assert {plan[1].buffer(p) for p in ("nfrag", "bt", "eg")} == {"nfrag", "bt", "eg"}
+    assert plan[3].buffer("y") == "do" and plan[1].buffer("y") == "v"
+    assert plan[4].buffer("xn") == "dh0" and plan[2].buffer("x0") == "h0"
+    assert plan[2].grid == (1, 96, 1) and plan[6].grid == (96, 128)
+
+
+def test_every_parameter_binds_a_buffer_of_the_plan():
+    case = MOD.CASES[3]
+    x = MOD.inputs(np.random.default_rng(0), **case.params())
+    plan = MOD.steps(**case.params())
+    bound = {st.buffer(p.name) for st in plan for p in st.kernel.runtime_params}
+    assert bound <= set(x) and set(MOD.SCRATCH) <= bound and set(MOD.OUTPUTS) <= bound
+    assert x["Trow"] == 111 and x["q_map"].source == "q"
+    assert x["s0"].shape == (4, 2, 128, 128) and x["nfrag"].shape[:2] == (4, 2)
+
+
+def test_an_unknown_forward_variant_is_refused():
+    with pytest.raises(ValueError, match="forward variant 'v99' is not one of kda_fwd's"):
+        MOD.steps(1, 64, 1, forward="v99")
+
+
+def test_shapes_every_step_refuses_are_reported():
+    assert MOD.constraints(1, 8192, 96) == []
+    assert MOD.constraints(1, 8192, 96, lens=(100, 100)) == [
+        "lens=(100, 100): a varlen pack is one row (B=1) of T_=8192 tokens"]
+    assert MOD.constraints(1, 100, 0) == ["B=1, T_=100, H=0 must be positive (H <= 65535)"]
+
+
+@SLOW
+@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small], ids=lambda c: c.name)
+def test_small_case_meets_the_public_rules(case):
+    """Measured 2026-12-02 (numsim): every output passes; the gradients' worst |error| is a
+    small fraction of the allowance (kda_bwd_chain's chained check: <= 0.025)."""
+    out, ref, _ = _run(case)
+    reps, worst = _worst(out, ref)
+    assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
+    assert max(worst.values()) < 0.1, worst
+
+
+@SLOW
+def test_pieces_fed_the_reverse_walks_input_state_are_caught():
+    """The pieces must read the chained dS1 (chain_b's `xs`): reading dht's buffer-sized
+    neighbour, the forward walk's S0, instead fails the public rule."""
+    case = MOD.CASES[0]
+    plan = MOD.steps(**case.params())
+    plan[5] = plan[5]._replace(bind=dict(ds1="s0"))
+    out, ref, _ = _run(case, plan)
+    reps, _ = _worst(out, ref)
+    assert not all(reps[n]["ok"] for n in MOD.GRADS)
+
+
+@SLOW
+@pytest.mark.skipif(not os.environ.get("TIRXH_PLAN_SYNC"), reason=(
+    "879 s on one core (2026-12-02): every one of the plan's kernels is sync-checked on its own "
+    "in its test file and in the zoo's `tirxh check`; TIRXH_PLAN_SYNC=1 checks them again on "
+    "the buffers the plan's earlier launches leave"))
+def test_sync_check_is_clean_on_every_launch_of_the_smallest_case():
+    """sync_check (synccheck, racecheck) on each of the seven launches of one 20-row chunk,
+    each on the buffers the plan's earlier launches left (numsim in between)."""
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    case = MOD.CASES[0]
+    x = MOD.inputs(np.random.default_rng(1), **case.params(), gate=case.gate)
+    unclean = {}
+
+    def check(step, args):
+        for result in analyze.check_kernel(step.kernel, args, consts=step.consts,
+                                           grid=step.grid):
+            if result.verdict != "clean":
+                unclean[step.name] = [f.message for f in result.findings]
+    MOD.simulate(x, MOD.steps(**case.params()), before=check)
+    assert not unclean, unclean

@@ -1,0 +1,288 @@
+"""Kimi Delta Attention forward + backward as one item (issue 18's fwd+bwd goal: >= 3x FLA's
+`chunk_kda` forward + backward through its autograd, `fla.chunk_kda.fwd_bwd`): the launches, in
+order, that turn the raw inputs and the output gradients into o, ht and every gradient, with the
+intermediate (scratch) buffers between them, one float64 reference for all of it, and the
+declared work. docs/TUNING.md "Forward + backward as one item" has the plan and the prediction.
+
+Not a kernel: a plan of seven launches of the zoo's KDA kernels (docs/TUNING.md "The chunked
+backward: the chain" says why these pieces). Per launch, `STEPS` names the kernel, its
+compile-time constants (from the variant), and which buffer each parameter reads or writes:
+
+ 1. ``fwd``     kda_fwd (v128wsb at H96, v64ws8b at H64: the fastest measured forwards): o, ht;
+ 2. ``prep_f``  kda_bwd_chain_prep FORWARD=1: the forward walk's operands (N^T, KL^T Tb V,
+                exp(G_C)) of every chunk into the scratch `nfrag`, `bt`, `eg`;
+ 3. ``chain_f`` kda_bwd_chain FORWARD=1 (s8: 8 warps, N staged in shared memory): S0 of every
+                chunk into the scratch `s0` (the chain's hi + lo precision: kda_fwd_s0's bf16 S0
+                misses the public backward rule by up to 6.2x on saturated gates, docs/TUNING.md
+                piece 2), the final state into the scratch `hn` (ht again, unused);
+ 4. ``prep_b``  kda_bwd_chain_prep FORWARD=0: the reverse walk's operands into the same `nfrag`,
+                `bt`, `eg` (the forward walk has consumed them: the launches run in order);
+ 5. ``chain_b`` kda_bwd_chain FORWARD=0 (s8): dS1 of every chunk into the scratch `ds1`, dh0;
+ 6. ``pieces``  kda_bwd_chain_pieces: dv, and the PIECES (dqe, dke, dkl, dm, dtb, dgs, scratch);
+ 7. ``local``   kda_bwd_local: dq, dk, dg (of g_raw), dbeta, dA_log, ddt_bias (its `gred`, `cnt`
+                workspaces zeroed once: kda_bwd's slot-and-counter sums leave them reset).
+
+`simulate` runs the plan in numsim (each launch on the arrays the previous ones left: what a
+board does with one job's buffers); tests/zoo/test_kda_fwd_bwd.py checks every output of the
+small cases against `reference` (o and ht under the public forward rule, every gradient under
+the public backward rule: atol = rtol = 0.01). benchmarks/kda_fwd_bwd_bench.py makes the plan one
+KCoral job (`tirxh.core.planjob`: the seven entries in one module, the launches in order over
+named buffers, SCRATCH zeroed) with `fla.chunk_kda.fwd_bwd` as its baseline.
+
+Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
+dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
+chunk map chunk_tok, chunk_rows [chunks] s32. Outputs: o [B, T, H, V] bf16, ht [N, H, K, V] and
+the gradients dq, dk, dv, dg [B, T, H, 128], dbeta [B, T, H], dh0 [N, H, K, V], dA_log [H],
+ddt_bias [H, K] f32.
+
+Tags: linear-attention, forward, backward, chunked-scan, multi-launch, varlen
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple
+from pathlib import Path
+
+import numpy as np
+
+import tirxh.lang as T
+from tirxh.api import numpy_dtype
+
+# the zoo is a directory of kernel files, not a package (see kda_fwd.py)
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_bwd as BW  # noqa: E402 - after the path that finds it
+import kda_bwd_chain as CH  # noqa: E402
+import kda_bwd_chain_pieces as PC  # noqa: E402
+import kda_bwd_chain_prep as PR  # noqa: E402
+import kda_bwd_local as BL  # noqa: E402
+import kda_bwd_split as SP  # noqa: E402
+import kda_fwd as FW  # noqa: E402
+import kda_ref as R  # noqa: E402
+from kda_chunk import K, V  # noqa: E402
+
+TAGS = ("linear-attention", "forward", "backward", "chunked-scan", "multi-launch", "varlen")
+
+# the forward variant and the chains' by head count (the fastest measured forward of each:
+# docs/PERFORMANCE.md, session 7; the chain's s8: one CTA a head, N staged once per CTA)
+FORWARDS = {96: "v128wsb", 64: "v64ws8b"}
+CHAIN = dict(WARPS=8, STAGED=1)
+SMALL_FORWARD = "v128wsb"          # small cases: the H96 forward (one warp-specialized CTA)
+
+
+class Step(NamedTuple):
+    """One launch: its name in the plan, the kernel, its constants and, per kernel parameter,
+    the buffer it reads or writes (a parameter not named binds the buffer of its own name)."""
+
+    name: str
+    kernel: object
+    consts: dict
+    grid: tuple
+    bind: dict
+
+    def buffer(self, param: str) -> str:
+        return self.bind.get(param, param)
+
+
+def _forward_consts(H, forward=None):
+    name = forward or FORWARDS.get(H, SMALL_FORWARD)
+    if name not in FW.VARIANTS:
+        raise ValueError(f"forward variant {name!r} is not one of kda_fwd's "
+                         f"{sorted(FW.VARIANTS)}")
+    return dict(FW.VARIANTS[name])
+
+
+def steps(B, T_, H, lens=None, forward=None) -> list:
+    """The plan for a shape: seven `Step`s in launch order (module docstring)."""
+    fc = _forward_consts(H, forward)
+    walk = dict(nfrag="nfrag", bt="bt", eg="eg")
+    return [
+        Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
+        Step("prep_f", PR.kda_bwd_chain_prep, dict(FORWARD=1), PR._grid(B, T_, H, lens),
+             dict(y="v", **walk)),
+        Step("chain_f", CH.kda_bwd_chain, dict(CHAIN, FORWARD=1),
+             CH._grid(B, T_, H, lens, CHAIN["WARPS"]), dict(x0="h0", xs="s0", xn="hn", **walk)),
+        Step("prep_b", PR.kda_bwd_chain_prep, dict(FORWARD=0), PR._grid(B, T_, H, lens),
+             dict(y="do", **walk)),
+        Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0),
+             CH._grid(B, T_, H, lens, CHAIN["WARPS"]), dict(x0="dht", xs="ds1", xn="dh0", **walk)),
+        Step("pieces", PC.kda_bwd_chain_pieces, {}, PC._grid(B, T_, H, lens), {}),
+        Step("local", BL.kda_bwd_local, {}, BL._grid(B, T_, H, lens), {}),
+    ]
+
+
+# --- buffers ------------------------------------------------------------------------------------
+
+FORWARD_OUTPUTS = ("o", "ht")
+GRADS = BW.GRADS
+OUTPUTS = FORWARD_OUTPUTS + GRADS
+SCRATCH = ("nfrag", "bt", "eg", "s0", "hn", "ds1") + SP.PIECES + ("gred", "cnt")
+
+
+def _scratch(B, T_, H, lens):
+    chunks = BL._chunks(B, T_, lens)
+    N = B if lens is None else len(lens)
+    out = dict(PR._outputs(H, chunks), s0=np.zeros((chunks, H, K, V), np.float32),
+               hn=np.zeros((N, H, K, V), np.float32), ds1=np.zeros((chunks, H, K, V), np.float32))
+    pieces = PC._outputs(B, T_, H, chunks)
+    out.update({n: pieces[n] for n in SP.PIECES})
+    local = BL._outputs(B, T_, H, chunks)
+    out.update(gred=local["gred"], cnt=local["cnt"])
+    return out
+
+
+def _outputs(B, T_, H, N):
+    z = np.zeros
+    return dict(o=np.zeros((B, T_, H, V), numpy_dtype("bf16")), ht=z((N, H, K, V), np.float32),
+                dq=z((B, T_, H, K), np.float32), dk=z((B, T_, H, K), np.float32),
+                dv=z((B, T_, H, V), np.float32), dg=z((B, T_, H, K), np.float32),
+                dbeta=z((B, T_, H), np.float32), dh0=z((N, H, K, V), np.float32),
+                dA_log=z(H, np.float32), ddt_bias=z((H, K), np.float32))
+
+
+_RAW = ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "h0", "do", "dht", "cu_seqlens",
+        "chunk_off", "order")
+
+
+def arrays_from(x, B, T_, H, lens=None):
+    """Every buffer of the plan from kda_bwd's inputs `x` (raw tensors, do, dht, offsets): the
+    inputs, the chunk map, the forward's tensormaps and row length, zeroed scratch and
+    outputs."""
+    tok, rows = BL._chunk_map(B, T_, lens)
+    N = len(x["cu_seqlens"]) - 1
+    return dict({n: x[n] for n in _RAW}, chunk_tok=tok, chunk_rows=rows, Trow=T_,
+                **FW._tensormaps(), **_scratch(B, T_, H, lens), **_outputs(B, T_, H, N))
+
+
+def inputs(rng, B, T_, H, lens=None, gate="mixed"):
+    """kda_bwd's inputs for the shape and gate regime (v, h0 scaled so that the forward's
+    outputs have RMS in [1, 2)), laid out as the plan's buffers (`arrays_from`)."""
+    return arrays_from(BW.inputs(rng, B, T_, H, lens=lens, gate=gate), B, T_, H, lens)
+
+
+def reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, do, dht, cu_seqlens, lens=None):
+    """o, ht (kda_ref.forward) and every gradient (kda_ref.backward, token by token), float64
+    rounded to f32."""
+    cu = None if lens is None else cu_seqlens
+    o, ht = R.forward(q, k, v, g_raw, beta, A_log, dt_bias, h0, cu_seqlens=cu)
+    out = {"o": o.astype(np.float32), "ht": ht.astype(np.float32)}
+    out.update(BW.reference(q, k, v, g_raw, beta, A_log, dt_bias, h0, do, dht, cu_seqlens,
+                            lens=lens))
+    return out
+
+
+def simulate(arrays, plan, before=None):
+    """Run `plan` (a list of `Step`) in numsim, in order, each launch on the buffers the
+    previous ones left; returns the buffers after the last launch. A launch that numsim does
+    not find clean raises AssertionError naming the step. `before(step, args)`, if given, sees
+    each launch's arguments first (the tests sync-check every launch on them)."""
+    # optional dependency: numsim is the CPU simulator's plugin distribution, needed only here
+    import tirxh_numsim as ns
+    bufs = dict(arrays)
+    for st in plan:
+        args = {}
+        for p in st.kernel.runtime_params:
+            args[p.name] = bufs[st.buffer(p.name)]
+        if before is not None:
+            before(st, args)
+        outs = [p.name for p in st.kernel.runtime_params if _writes(st, p.name)]
+        res = ns.run(st.kernel, args, grid=st.grid, outputs=outs, consts=st.consts)
+        if res.verdict != "clean":
+            raise AssertionError(f"kda_fwd_bwd step {st.name!r} ({st.kernel.name}): "
+                                 f"{res.summary()}")
+        for p in outs:
+            bufs[st.buffer(p)] = res.outputs[p]
+    return bufs
+
+
+# what each kernel writes (by parameter name): its module's OUTPUTS, the chain's xs/xn, the
+# local kernel's workspaces
+_WRITES = {"kda_fwd": ("o", "ht"), "kda_bwd_chain_prep": PR.OUTPUTS,
+           "kda_bwd_chain": CH.OUTPUTS, "kda_bwd_chain_pieces": PC.OUTPUTS,
+           "kda_bwd_local": BL.OUTPUTS + ("gred", "cnt")}
+
+
+def _writes(st, param):
+    return param in _WRITES[st.kernel.name]
+
+
+def constraints(B, T_, H, lens=None, forward=None):
+    """Every step's shape rules (the forward's with its variant's constants)."""
+    fc = _forward_consts(H, forward)
+    out = FW.constraints(B, T_, H, lens, **fc)
+    out += CH.constraints(B, T_, H, lens, **CHAIN)
+    out += PR.constraints(B, T_, H, lens) + PC.constraints(B, T_, H, lens)
+    out += BL.constraints(B, T_, H, lens)
+    return sorted(set(out))
+
+
+def _bytes(B, T_, H, lens=None):
+    """The sum of the seven launches' declared bytes (each kernel's own `_bytes`: inputs read,
+    outputs and scratch written, scratch read back by the next launch)."""
+    chain = CH._bytes(B, T_, H, lens, CHAIN["WARPS"])
+    return (FW._bytes(B, T_, H, lens) + 2 * PR._bytes(B, T_, H, lens) + 2 * chain
+            + PC._bytes(B, T_, H, lens) + BL._bytes(B, T_, H, lens))
+
+
+def _flops(B, T_, H, lens=None):
+    """The forward's matrix products (kda_fwd._flops) and the two chains' split products
+    (kda_bwd_chain._flops: three bf16 mma a multiply-add); the parallel backward pieces run
+    on the CUDA cores today and are not counted (their products are ~3x the forward's)."""
+    return FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
+
+
+# per output: the public forward rule on o and ht, the public backward rule on every gradient
+TOLERANCE = dict({n: FW.TOLERANCE for n in FORWARD_OUTPUTS}, **{n: BW.TOLERANCE for n in GRADS})
+
+
+def _baselines(varlen: bool) -> list:
+    """FLA's forward + backward through its autograd on the same inputs (optional: without FLA
+    the plan is timed alone and the item is incomplete, as the other KDA items)."""
+    args = dict(BW._ARGS, cu_seqlens="cu_seqlens") if varlen else dict(BW._ARGS)
+    return [{"name": "fla.chunk_kda.fwd_bwd", "args": args}]
+
+
+class Case(NamedTuple):
+    """A shape of the plan (kda's case parameters), small (checked in numsim) or large
+    (timed)."""
+
+    name: str
+    B: int
+    T_: int
+    H: int
+    lens: object = None        # a varlen pack's lengths, or None
+    gate: str = "mixed"
+    small: bool = True
+
+    def params(self):
+        return dict(B=self.B, T_=self.T_, H=self.H, lens=self.lens)
+
+
+CASES = [
+    # the smallest: one 20-row chunk, saturated gates
+    Case("t20_h1_deep", 1, 20, 1, gate="deep"),
+    # three chunks (64, 64, 22: a tail), saturated gates
+    Case("t150_h1_deep", 1, 150, 1, gate="deep"),
+    # two chunks (64 + a 6-row tail) on 2 heads, mixed gates
+    Case("t70_h2_mixed", 1, 70, 2),
+    # a varlen pack (2 chunks, a one-token sequence, a tail) on 2 heads
+    Case("pack_80_1_30_h2", 1, 111, 2, lens=(80, 1, 30)),
+    # the timed shapes (issue 18's)
+    Case("t8192_h96", 1, 8192, 96, small=False),
+    Case("t8192_h64", 1, 8192, 64, small=False),
+]
+
+
+
+def _check_cases():
+    """Every case's shape rules at import, as T.suite checks a suite's (a shape some launch
+    cannot run is refused here, not simulated or timed into a wrong answer)."""
+    for c in CASES:
+        bad = constraints(**c.params())
+        if bad:
+            raise ValueError(f"kda_fwd_bwd case {c.name!r}: " + "; ".join(bad))
+
+
+_check_cases()
+
