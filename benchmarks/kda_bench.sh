@@ -27,6 +27,14 @@
 #             (v128wsb) and H64 (v64ws8b), then 8 x 1024 (the same); step 0 prewarms FLA's
 #             varlen kernels: `BUDGET=390 bash benchmarks/kda_bench.sh wsbpacks` (carry the
 #             autotune cache of an earlier call, or its first job may autotune)
+#   wsc       kda_fwd_slim (the batched ws prep in less code: the gate a runtime loop, one
+#             diagonal-inverse path, and with BLOCKS=1 the A/M blocks one runtime path too;
+#             docs/TUNING.md, "The prep's code size") beside its controls in the same job:
+#             T8192 H96 (v128wsb, v128wsl, v128wsm), then T8192 H64 (v64ws8b, v64ws8l, v64ws8m);
+#             its smoke covers those variants' small cases only; ~365 s of device time
+#             (wsb's per-item times): `BUDGET=390 bash benchmarks/kda_bench.sh wsc` (its
+#             smoke runs first and stops the call on a failure or hang; `... smoke wsc`: the
+#             smoke alone, ~2 min)
 #   decode    the decode cases only
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
@@ -88,8 +96,9 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|wsb|wsbpacks|decode|bwd|local|reverse|chain|fb|s0|check|smoke) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, decode, bwd, \
+    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|decode|bwd|local|reverse|chain|fb|s0|check\
+        |smoke) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, decode, bwd, \
 local, reverse, chain, fb, s0, check, smoke)"
            exit 2;;
     esac
@@ -136,7 +145,7 @@ BWD_SHAPES="${BWD_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96
 PREWARM=
 pw_shapes=; pw_decode=; pw_bwd=
 case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
-    *" ws "*|*" wsb "*) pw_shapes="t8192_h96 t8192_h64";;
+    *" ws "*|*" wsb "*|*" wsc "*) pw_shapes="t8192_h96 t8192_h64";;
     *" wsbpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";; esac
 case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
@@ -163,6 +172,8 @@ echo "=== 1. compile and resources (ptxas, one process per kernel variant, in pa
 benches then hit the compile cache) at +$(( $(date +%s) - START ))s"
 COMPILES=
 for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)") \
+        $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*('slim_' + v for v in \
+F.SLIM_VARIANTS))") \
         TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
         bwd_chain_pieces; do
     (cd zoo/kernels && python3 -c "
@@ -177,7 +188,8 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (BP.kda_bwd_chain_prep, {}) if v == 'bwd_chain_prep'
              else (BQ.kda_bwd_chain_pieces, {}) if v == 'bwd_chain_pieces'
              else (D.kda_decode, {'TT': int(v[2:])})
-             if v.startswith('TT') else (F.kda_fwd, F.VARIANTS[v]))
+             if v.startswith('TT') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
+             if v.startswith('slim_') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)
 r = ck.resources
 print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' ' + v,
@@ -206,7 +218,9 @@ cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
 # cases)
 case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
-    *" ws "*|*" wsb "*|*" wsbpacks "*) SMOKE_K="kda_fwd";;
+    " wsc "|" smoke wsc "|" wsc smoke ") SMOKE_K="kda_fwd and (v128wsb or v64ws8b or v128wsl \
+or v64ws8l or v128wsm or v64ws8m)";;
+    *" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*) SMOKE_K="kda_fwd";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
@@ -278,7 +292,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
+    grep -E "^kda_(fwd|fwd_slim|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
 bwd_chain_pieces)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
@@ -312,8 +326,8 @@ pack_17_8_30_v128)) or (kda_decode and n2_h2_t1)"
 
 smoke
 case " $WANT " in *" smoke "*) echo "total $(( $(date +%s) - START ))s"; exit 0;; esac
-case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" wsb "*|*" wsbpacks "*|*" decode "*)
-    warmup;; esac
+case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*\
+    |*" decode "*) warmup;; esac
 # FLA's backward kernels compile and autotune in a tiny job of their own
 case " $WANT " in *" bwd "*) wait_prewarm; bench warmup-bwd "kda_bwd and (t40_h1_deep or pack_17_1_64_30)";;
 esac
@@ -338,6 +352,11 @@ or v128ws) and not v64s2w8 and $nob";;
             fwd="kda_fwd and not kda_fwd_s0"
             bench wsb-t8192_h96 "$fwd and t8192_h96_ and (v128s2 or v128wsb)"
             bench wsb-t8192_h64 "$fwd and t8192_h64_ and (v64ws8 or v64wsb)";;
+        wsc)
+            # kda_fwd_slim's variants beside their kda_fwd controls, one job per shape
+            fwd="kda_fwd and not kda_fwd_s0"
+            bench wsc-t8192_h96 "$fwd and t8192_h96_ and (v128wsb or v128wsl or v128wsm)"
+            bench wsc-t8192_h64 "$fwd and t8192_h64_ and (v64ws8b or v64ws8l or v64ws8m)";;
         wsbpacks)
             fwd="kda_fwd and not kda_fwd_s0"
             for s in pack6 pack8x1024; do

@@ -17,6 +17,11 @@ inverse | off-diagonal inverse). For each phase this reports
 and, as a last row, one state warp's chunk (from its wait on ``ready[s]`` to its arrival on
 ``empty[s]``: the body after the role's ``USETMAXREG.TRY_ALLOC``; 232 HMMA per chunk).
 
+It also reports the code's size (``code_size``: the prep loop's and the kernel's bytes), which
+the six measured warp-specialized variants' chunk times follow better than the walk
+(docs/TUNING.md, "The prep's code size"), and counts kda_fwd_slim's runtime loops once per trip
+(``trips``).
+
 A phase with w prep warps per SM sub-partition then costs about max(chain, w x issue, MUFU pipe):
 a chain far above the issue count is a latency-bound phase that more warps or more independent
 work per warp would shorten. The fixed latencies are published Hopper microbenchmark orders of
@@ -108,25 +113,35 @@ def _branch_regions(instrs: list[str]) -> tuple[list[str], list[list[str]]]:
     return common, regions
 
 
-def phases(sass: str) -> list[dict]:
-    """The prep loop's phases (between its ``BAR.SYNC 0x1``): issue, chain and MUFU counts."""
-    ins = instructions(sass)
+def _prep_loop(ins: list[str]) -> tuple[int, list[int]]:
+    """(the norms' first instruction: after the last full[s] wait before the first named
+    barrier, the prep loop's ``BAR.SYNC 0x1`` indices)."""
     bars = [i for i, s in enumerate(ins) if s.startswith("BAR.SYNC") and "0x1," in s]
     if len(bars) < len(PHASES):
         raise ValueError(f"{len(bars)} BAR.SYNC 0x1 in the SASS: not a warp-specialized KDA "
                          f"forward (its prep loop has {len(PHASES)} named barriers)")
-    # norms start after the last full[s] wait before the first barrier
     waits = [i for i in range(bars[0]) if "TRYWAIT" in ins[i]]
-    starts = [waits[-1] + 1 if waits else 0] + [b + 1 for b in bars[:len(PHASES) - 1]]
+    return (waits[-1] + 1 if waits else 0), bars
+
+
+def phases(sass: str, trips: dict | None = None) -> list[dict]:
+    """The prep loop's phases (between its ``BAR.SYNC 0x1``): issue, chain and MUFU counts;
+    `trips` {phase: n}: the phase is a runtime loop (kda_fwd_slim's gate) whose body runs n
+    times per chunk: its counts times n."""
+    ins = instructions(sass)
+    start, bars = _prep_loop(ins)
+    starts = [start] + [b + 1 for b in bars[:len(PHASES) - 1]]
     out = []
     for name, a, b in zip(PHASES, starts, bars):
         body = ins[a:b]
         common, regions = _branch_regions(body) if name in UNITS else (body, [])
         longest = max(regions, key=chain) if regions else []
         path = chain(common + longest)
-        out.append(dict(phase=name, issue=len(common) + len(longest), issue_all=len(body),
-                        chain=path, mufu=sum(s.startswith("MUFU") or " MUFU" in s
-                                             for s in common + longest)))
+        n = (trips or {}).get(name, 1)
+        out.append(dict(phase=name, issue=n * (len(common) + len(longest)),
+                        issue_all=len(body), chain=n * path,
+                        mufu=n * sum(s.startswith("MUFU") or " MUFU" in s
+                                     for s in common + longest)))
     body = _state_body(ins)
     if body is not None:
         out.append(dict(phase="state (one warp)", issue=len(body), issue_all=len(body),
@@ -149,6 +164,31 @@ def _state_body(ins: list[str]):
     return ins[wait + 1:end] if end is not None else None
 
 
+def code_size(sass: str) -> dict:
+    """Bytes of code (16 per SASS instruction): the whole kernel, and the prep loop (from the
+    norms' start, as `phases`, to the last of its ``BAR.SYNC 0x1``: every warp's branches).
+    The warp-specialized variants' measured chunk times follow the prep loop's size, not its
+    issue or chain counts (docs/TUNING.md, "The prep's code size")."""
+    ins = instructions(sass)
+    start, bars = _prep_loop(ins)
+    return dict(kernel=16 * len(ins), prep_loop=16 * (bars[len(PHASES) - 1] + 1 - start))
+
+
+def trips(variant: str) -> dict:
+    """The runtime loops of a variant's prep per chunk: kda_fwd_slim's gate runs its 8-row body
+    2 x (blocks per thread) times (4 with 4 prep warps, 2 with 8); with BLOCKS = 1 the A/M
+    loop body (one block; a unit's A-fragment loads counted with it: an upper estimate) runs
+    once per block of the busiest warp (5 with 4 prep warps, 4 with 8); kda_fwd's are
+    unrolled."""
+    if variant not in F.SLIM_VARIANTS:
+        return {}
+    c = F.SLIM_VARIANTS[variant]
+    out = {"gate": 2 * (4 // (c["PREP"] // 2))}
+    if c.get("BLOCKS"):
+        out["blocks"] = 5 if c["PREP"] == 4 else 4
+    return out
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| phase | SASS issued (one warp) | dependent chain, cycles | MUFU |",
              "| --- | --- | --- | --- |"]
@@ -165,17 +205,25 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[-1].strip())
         return 2
+    known = {**F.VARIANTS, **F.SLIM_VARIANTS}
     for v in argv:
-        if v not in F.VARIANTS:
-            print(f"kda_sass_path: unknown variant {v!r}; known: {', '.join(F.VARIANTS)}")
+        if v not in known:
+            print(f"kda_sass_path: unknown variant {v!r}; known: {', '.join(known)}")
             return 2
-        print(f"## {v} ({F.VARIANTS[v]})\n\n{table(phases(variant_sass(v)))}\n")
+        sass = variant_sass(v)
+        size = code_size(sass) if "PREP" in known[v] else None
+        note = (f"code: kernel {size['kernel'] / 1024:.0f} KB, prep loop "
+                f"{size['prep_loop'] / 1024:.1f} KB\n\n" if size else "")
+        print(f"## {v} ({known[v]})\n\n{note}{table(phases(sass, trips(v)))}\n")
     return 0
 
 
 def variant_sass(variant: str) -> str:
-    """The SASS of one kda_fwd variant (VARIANTS), compiled for sm_90a on this machine."""
-    ck = F.kda_fwd.compile("sm_90a", **F.VARIANTS[variant])
+    """The SASS of one kda_fwd variant (VARIANTS) or kda_fwd_slim variant (SLIM_VARIANTS),
+    compiled for sm_90a on this machine."""
+    kernel, consts = ((F.kda_fwd_slim, F.SLIM_VARIANTS[variant]) if variant in F.SLIM_VARIANTS
+                      else (F.kda_fwd, F.VARIANTS[variant]))
+    ck = kernel.compile("sm_90a", **consts)
     return ck.sass() if callable(ck.sass) else ck.sass
 
 

@@ -43,7 +43,8 @@ STEP_S = STEP_FLOPS / (PEAK / SMS)
 FWD_GOAL, FWD_BWD_GOAL = 2.5, 3.0
 BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd",
              "fla.fused_recurrent_kda")
-KERNELS = ("kda_fwd", "kda_fwd_s0", "kda_decode", "kda_bwd", "kda_bwd_local",
+FWD_KERNELS = ("kda_fwd", "kda_fwd_slim")     # the forwards whose fastest variant is a shape's
+KERNELS = ("kda_fwd", "kda_fwd_slim", "kda_fwd_s0", "kda_decode", "kda_bwd", "kda_bwd_local",
            "kda_bwd_reverse", "kda_bwd_chain", "kda_bwd_chain_prep", "kda_bwd_chain_pieces")
 
 
@@ -53,7 +54,8 @@ def _cases() -> dict:
     import kda_decode  # the zoo is a directory of kernel files on sys.path, not a package
     import kda_fwd
     out = {}
-    for suite in (kda_fwd.SUITE, kda_fwd.SUITE_VARLEN, kda_decode.SUITE):
+    for suite in (kda_fwd.SUITE, kda_fwd.SUITE_VARLEN, kda_fwd.SUITE_SLIM,
+                  kda_fwd.SUITE_SLIM_VARLEN, kda_decode.SUITE):
         for c in suite.cases:
             out[(suite.name, c.name)] = c.params
     return out
@@ -98,14 +100,14 @@ def summarize(items: list, cases: dict) -> dict:
     """Per forward shape: the fastest timed variant, the ratios, FLA's times, the floors."""
     best: dict = {}
     for it in items:
-        if it["kernel"] != "kda_fwd" or it["median_ms"] is None:
+        if it["kernel"] not in FWD_KERNELS or it["median_ms"] is None:
             continue
         s = shape_of(it["case"])
         if s not in best or it["median_ms"] < best[s]["median_ms"]:
             best[s] = it
     rows = []
     for s, it in sorted(best.items()):
-        params = next(p for (k, c), p in cases.items() if k == "kda_fwd" and c == it["case"])
+        params = next(p for (k, c), p in cases.items() if k == it["kernel"] and c == it["case"])
         r_fwd = it["ratios"].get("fla.chunk_kda")
         r_fb = it["ratios"].get("fla.chunk_kda.fwd_bwd")
         rows.append(dict(shape=s, case=it["case"], median_ms=it["median_ms"], ratio=r_fwd,

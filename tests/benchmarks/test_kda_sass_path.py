@@ -65,3 +65,37 @@ def test_batched_gate_is_issue_bound_where_row_by_row_was_latency_bound():
         assert new[p]["issue"] == pytest.approx(old[p]["issue"], rel=0.05), p
     # the state warps' chunk is found: its 232 mma.sync (16 value rows x the chunk's products)
     assert old["state (one warp)"]["hmma"] == new["state (one warp)"]["hmma"] == 232
+
+
+PREP_LISTING = "\n".join(
+    [f"        /*{16 * i:04x}*/                   {text} ;" for i, text in enumerate(
+        ["MOV R1, R2", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R7+URZ], R2", "FADD R3, R1, R1"]
+        + ["BAR.SYNC.DEFER_BLOCKING 0x1, 0x80"] * 6 + ["EXIT"])])
+
+
+def test_code_size_counts_the_prep_loop_and_the_kernel():
+    """16 bytes an instruction: the kernel's 10, the prep loop's from after the last mbarrier
+    wait before the first named barrier to the sixth named barrier (7 instructions)."""
+    assert S.code_size(PREP_LISTING) == {"kernel": 160, "prep_loop": 112}
+
+
+def test_code_size_refuses_a_body_without_the_prep_barriers():
+    with pytest.raises(ValueError, match=r"1 BAR.SYNC 0x1 in the SASS: not a warp-specialized "
+                                         r"KDA forward"):
+        S.code_size("/*0010*/ BAR.SYNC.DEFER_BLOCKING 0x1, 0x100 ;")
+
+
+def test_trips_of_the_slim_prep_loops():
+    """kda_fwd_slim's gate body runs 2 x (blocks per thread) times per chunk, its looped A/M
+    block once per block of the busiest warp; kda_fwd's phases are unrolled (no trips)."""
+    assert S.trips("v128wsb") == {} and S.trips("v64ws8") == {}
+    assert S.trips("v128wsl") == {"gate": 4} and S.trips("v64ws8l") == {"gate": 2}
+    assert S.trips("v128wsm") == {"gate": 4, "blocks": 5}
+    assert S.trips("v64ws8m") == {"gate": 2, "blocks": 4}
+
+
+def test_trips_multiply_a_phase():
+    once = S.phases(PREP_LISTING)
+    twice = S.phases(PREP_LISTING, {"norms": 2})
+    assert twice[0]["issue"] == 2 * once[0]["issue"] == 2
+    assert twice[0]["chain"] == 2 * once[0]["chain"] and twice[1:] == once[1:]

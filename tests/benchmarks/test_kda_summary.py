@@ -113,3 +113,18 @@ def test_smoke_verdict_fails_without_items_and_names_a_bad_line(tmp_path, capsys
     log.write_text("oops\n")
     assert S.main(["--smoke", str(log)]) == 2
     assert f"{log}:1: not a JSON line" in capsys.readouterr().err
+
+
+def test_slim_forward_competes_for_its_shape(tmp_path, capsys):
+    """kda_fwd_slim's items (session 7) are read, and its variant is the shape's fastest when it
+    is: beside kda_fwd's control in the same job, with the floors of its case's parameters."""
+    log = _log(tmp_path, [
+        _item("kda_fwd", "t8192_h64_v64ws8b", 0.857, {"fla.chunk_kda": 2.06}),
+        _item("kda_fwd_slim", "t8192_h64_v64ws8m", 0.6, {"fla.chunk_kda": 2.95}),
+    ])
+    assert S.main([str(log), "--json", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| t8192_h64 | t8192_h64_v64ws8m | 0.6000 | 1.770 | 2.95x | yes |" in out
+    assert "kda_fwd_slim[t8192_h64_v64ws8m] | 0.6000 |" in out
+    row = json.loads((tmp_path / "s.json").read_text())["shapes"][0]
+    assert (row["chains"], row["steps"]) == (64, 128)

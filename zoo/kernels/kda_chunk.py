@@ -492,3 +492,152 @@ def _store_tb(pt, a, b, u, beta):
         regs += [pack(u[n][0] * beta[0], u[n][1] * beta[0]),
                  pack(u[n][2] * beta[1], u[n][3] * beta[1])]
     st4(pt[b], 0, 16 * a, [regs[0], regs[1], regs[2], regs[3]], trans=True)
+
+
+# --- the prep's code made smaller (session 7, kda_fwd's SLIM kernel: docs/TUNING.md, "The prep's
+# code size") ----------------------------------------------------------------------------------
+#
+# The warp-specialized variants' measured chunk time follows the size of the prep loop's code
+# (~0.18K cycles per KB over six variants), not its dependent chains: the prep is straight-line
+# code of 65-93 KB executed once per chunk. These forms compute the same quantities with a
+# runtime loop (the gate) or one code path for every warp (the diagonal inverse).
+
+def gate_slim(sm, ck, gl):
+    """`gate` with BATCH = 8 as a runtime loop over the thread's (block, 8-row half) pairs
+    (``.pragma "nounroll"``): one 8-row body instead of 2 or 4 unrolled copies. The running
+    sum and the block's first-row gate are loop-carried registers (reset at a block's first
+    half); row 0 takes the general form (its factor 2^(s - r_a) = 2^0 = 1 exactly), and
+    D = 2^(r_a - G) is an ``ex2`` of its own instead of the Newton reciprocal (1 MUFU instead
+    of 6 FMA-pipe instructions: the code, not the MUFU pipe, is what a chunk waits for). sRef
+    is written at every half (the second overwrites the first with the block's total)."""
+    ex2, rcp = T.ptx.ex2.approx.ftz.f32, T.ptx.rcp.approx.ftz.f32
+    s_r = [T.reg(T.f32, init=0.0) for _ in range(2)]
+    ref_r = [T.reg(T.f32, init=0.0) for _ in range(2)]
+    with T.range(2 * gl.nblk, unroll=1) as it:
+        a = gl.blk0 + (it >> 1)
+        h8 = it & 1
+        first = h8 == 0
+        rowb = (a << 11) + (h8 << 10)                # 16 rows x 128 bytes, then 8 rows
+        # row i of the half: swizzled column offset eoff[i] (its row % 8 is i), then i rows on
+        row0 = (a << 4) + (h8 << 3)
+        # the pair's swizzled offsets (GateLanes.eoff) made here, not held across the chunk
+        # loop: 8 fewer live registers where 4 prep warps have 120
+        half, j = gl.p >> 5, (gl.p & 31) >> 2
+        inner = (half * TILE) + ((gl.p & 3) << 2) + rowb
+        eoff = [inner + ((j ^ r8) << 4) for r8 in range(8)]
+        base = {n: [tb + o for o in eoff] for n, tb in (("q", ck.q), ("k", ck.k), ("g", ck.g))}
+        s = [T.ptx.selp.f32(0.0, s_r[e], first) for e in range(2)]
+        ref = [ref_r[e] for e in range(2)]
+        words, valid = [], []
+        for i in range(8):                           # the loads of the 8 rows
+            row = row0 + i
+            valid.append(row < ck.nv)
+            words.append((T.ptx.ld.shared.b32(Addr(base["g"][i], i * 128)),
+                          T.ptx.ld.shared.b32(Addr(base["k"][i], i * 128)),
+                          T.ptx.ld.shared.b32(Addr(base["q"][i], i * 128)),
+                          T.ptx.ld.shared.f32(sm.rn.at(0, row)),
+                          T.ptx.ld.shared.f32(sm.rn.at(1, row))))
+        out = []
+        for i in range(8):                           # their math
+            gw, kw, qw, rk, rq = words[i]
+            graw, kv, qv = unpack(gw), unpack(kw), unpack(qw)
+            kl, ql, kd = [], [], []
+            for e in range(2):
+                x = T.ptx.min.f32(T.ptx.fma.rn.f32(graw[e], gl.c1, gl.c0[e]), 64.0)
+                sig = rcp(ex2(x) + 1.0)
+                g2 = T.ptx.selp.f32(sig * G2, 0.0, valid[i])
+                if i == 0:                           # the block's first row: r_a = its gate
+                    ref[e] = T.ptx.selp.f32(g2, ref[e], first)
+                s[e] = s[e] + g2
+                lfac = ex2(s[e] - ref[e])            # in [2^-108, 1]
+                dfac = ex2(ref[e] - s[e])            # in [1, 2^108]
+                kn = kv[e] * rk
+                qn = qv[e] * rq
+                kl.append(kn * lfac)
+                ql.append(qn * lfac)
+                kd.append(kn * dfac)
+            out.append((kl, ql, kd))
+        for i in range(8):                           # their stores
+            for n, vals in zip(("k", "q", "g"), out[i]):
+                T.ptx.st.shared.b32(Addr(base[n][i], i * 128), pack(*vals))
+        for e in range(2):
+            T.ptx.st.shared.f32(sm.ref.at(a, 0, 2 * gl.p + e), s[e])
+            T.ptx.st.shared.f32(sm.ref.at(a, 1, 2 * gl.p + e), ref[e])
+            s_r[e].set(s[e])
+            ref_r[e].set(ref[e])
+
+
+def diag_inverse_slim(sm):
+    """`diag_inverse` with the block index a register (a = warp < 4): one code path instead of
+    four unrolled copies (one per warp), the same forward substitution in the same order."""
+    warp, lane = T.tid.x >> 5, T.laneid()
+    j = lane & 15
+    with T.if_(warp < NB, uniform=True):
+        abase = sm.a.ptr() + warp * (16 * (A_STRIDE + 1) * 4)     # A[16a][16a]
+        dbase = sm.d.ptr() + warp * (16 * D_STRIDE * 4) + (j << 2)
+        x = []
+        for i in range(16):
+            acc = T.ptx.selp.f32(1.0, 0.0, j == i)
+            row = [T.ptx.ld.shared.f32(Addr(abase, (i * A_STRIDE + m) * 4)) for m in range(i)]
+            for m in range(i):
+                acc = T.ptx.fma.rn.f32(T.ptx.neg.f32(row[m]), x[m], acc)
+            x.append(acc)
+        with T.if_(lane < 16):
+            for i in range(16):
+                T.ptx.st.shared.f32(Addr(dbase, i * D_STRIDE * 4), x[i])
+
+
+def blocks_slim(sm, ck, ln, NW):
+    """`blocks` as one runtime path for every warp: the warp's operand (x = warp & 1: A from KL
+    for even warps, M from QL for odd ones: `units` gives each warp units of one operand) and
+    row block a are registers, and the blocks (a, b <= a) of a unit a runtime loop (one block a
+    trip: its 8 channel steps, 2 accumulators); F_ab's words are selected as bf16 1.0 on the
+    diagonal (an exact product), the mask is col < row + x there. The unrolled form has one
+    branch per warp (22-23 KB of SASS); this one ~2 blocks' worth, for a longer chain per block
+    (8 dependent mma pairs a trip instead of up to 4 blocks side by side)."""
+    warp = T.tid.x >> 5
+    g, t = ln.g, ln.t
+    xq = warp & 1                                    # 0: A (KL, beta, f32), 1: M (QL, bf16)
+    pa = ln.bases(T.ptx.selp.u32(ck.q, ck.k, xq == 1), "A")
+    pb = ln.bases(ck.g, "B")
+    one = 0x3F803F80                                 # bf16x2 (1.0, 1.0)
+    nunits = 1 if NW == 8 else 2
+    with T.if_(warp < NW, uniform=True):
+        with T.range(nunits, unroll=1) as u:
+            hi = 3 - (warp >> 1)                     # units(): row blocks 3, 3, 2, 2, 1, 1, 0, 0
+            a = hi if NW == 8 else T.ptx.selp.u32(hi, warp >> 1, u == 0)   # 4 warps: (3, 0), (2, 1)
+            arow = a << 11                           # 16 rows x 128 bytes
+            af = [ld4(pa[s & 3] + arow, s >> 2, 0) for s in range(8)]
+            beta = [T.ptx.ld.shared.f32(sm.beta.at((a << 4) + g + 8 * hh)) for hh in range(2)]
+            with T.range(a + 1, unroll=1) as b:
+                diag = a == b
+                # PAIRS.index((a, b)) for b < a: (a - 1) + b (5 - b) / 2; 0 on the diagonal
+                pair = T.ptx.selp.u32(0, (a - 1) + ((b * (5 - b)) >> 1), diag)
+                fbase = sm.f.ptr() + pair * (2 * K) + (t << 2)
+                brow = b << 11
+                acc = [T.fragment(T.f32, 4, init=0.0) for _ in range(2)]
+                for s in range(8):
+                    bf = ld4(pb[s & 3] + brow, s >> 2, 0)
+                    f0 = T.ptx.selp.b32(one, T.ptx.ld.shared.b32(Addr(fbase, 32 * s)), diag)
+                    f1 = T.ptx.selp.b32(one, T.ptx.ld.shared.b32(Addr(fbase, 32 * s + 16)),
+                                        diag)
+                    bf = [T.ptx.mul.rn.bf16x2(bf[0], f0), T.ptx.mul.rn.bf16x2(bf[1], f1),
+                          T.ptx.mul.rn.bf16x2(bf[2], f0), T.ptx.mul.rn.bf16x2(bf[3], f1)]
+                    mma(acc[0], af[s], bf[0:2])
+                    mma(acc[1], af[s], bf[2:4])
+                vals = [[None] * 4 for _ in range(2)]
+                for n in range(2):
+                    for e in range(4):
+                        col, row = 8 * n + 2 * t + (e & 1), g + 8 * (e >> 1)
+                        v = T.ptx.selp.f32(acc[n][e], 0.0, col < row + xq)
+                        vals[n][e] = T.ptx.selp.f32(v, acc[n][e], diag)
+                with T.if_(xq == 0, uniform=True):   # A: rows times beta, f32 into sA
+                    for n in range(2):
+                        for hh in range(2):
+                            at = sm.a.at((a << 4) + g + 8 * hh, (b << 4) + 8 * n + 2 * t)
+                            T.ptx.st.shared.v2.f32(at, [vals[n][2 * hh] * beta[hh],
+                                                        vals[n][2 * hh + 1] * beta[hh]])
+                with T.if_(xq == 1, uniform=True):   # M: bf16 into sM (stmatrix)
+                    regs = [pack(vals[0][0], vals[0][1]), pack(vals[0][2], vals[0][3]),
+                            pack(vals[1][0], vals[1][1]), pack(vals[1][2], vals[1][3])]
+                    st4(ln.at(sm.m.ptr(), "A", b) + arow, 0, 0, regs)

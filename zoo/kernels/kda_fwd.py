@@ -321,6 +321,10 @@ def _forward(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV,
 # blocks spilled 3 values at 104; the state fits 192 without local memory).
 WS_REGS = {(128, 4): (104, 200), (64, 4): (None, None), (64, 8): (136, 232),
            (128, 4, 8): (120, 192)}
+# kda_fwd_slim (BATCH 8) takes the batched split: 120 / 192 is the whole pool of 168 x 384
+# registers the CTA gets at launch (128 / 192 would need 65,536: sync_check's
+# setmaxnreg.pool-exhausted, a hang on the GPU); its gate loop makes its offsets per trip
+# (kda_chunk.gate_slim) so that 120 holds it without local memory
 
 
 class _Slot:
@@ -383,7 +387,7 @@ class _StageView:
 
 
 def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, PREP,
-                BATCH=0):
+                BATCH=0, slim=False, slim_blocks=False):
     """The warp-specialized body: warps 0 .. PREP - 1 prepare chunk c + 1 (kda_chunk's phases,
     separated by the named barrier 1 of their PREP x 32 threads) while warps PREP .. PREP + BV / 16
     - 1 run the state phase of chunk c; the two rings of two stages meet at the mbarriers:
@@ -398,7 +402,9 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
     needs it only after chunk c + 1). Each role loads its own sequence scalars and lane offsets
     after the split, so nothing but the barriers lives across ``setmaxnreg`` (values live from
     the entry into a role were spilled to local memory). The prep warps exit after their last
-    chunk; no CTA-wide barrier follows the split."""
+    chunk; no CTA-wide barrier follows the split. `slim` (kda_fwd_slim): the gate and the
+    diagonal inverse in their looped / one-path forms, `slim_blocks` the A/M blocks too (the
+    same quantities in less code: kda_chunk's *_slim)."""
     NT = 32 * PREP
     NS = BV // 16
     regs = WS_REGS.get((BV, PREP, BATCH), WS_REGS[BV, PREP])
@@ -426,14 +432,23 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
             vw = sm.view(ring.stage)
             P.norms(vw, ck, beta, start + (c << 6), H, h, PREP, bool(BATCH))
             T.ptx.bar.sync(1, NT)
-            P.gate(vw, ck, gl, BATCH)
+            if slim:
+                P.gate_slim(vw, ck, gl)
+            else:
+                P.gate(vw, ck, gl, BATCH)
             T.ptx.bar.sync(1, NT)
             P.factors(vw, NT)
             T.ptx.bar.sync(1, NT)
-            P.blocks(vw, ck, ln, PREP, 4 if BATCH else 1)
+            if slim_blocks:
+                P.blocks_slim(vw, ck, ln, PREP)
+            else:
+                P.blocks(vw, ck, ln, PREP, 4 if BATCH else 1)
             T.ptx.bar.sync(1, NT)
             P.materialize(vw, ck, NT, bool(BATCH))
-            P.diag_inverse(vw, PREP)
+            if slim:
+                P.diag_inverse_slim(vw)
+            else:
+                P.diag_inverse(vw, PREP)
             T.ptx.bar.sync(1, NT)
             P.inverse_blocks(vw, ln)
             T.ptx.fence.proxy.async_.shared__cta()   # in-place writes before the stage's next TMA
@@ -500,6 +515,23 @@ def kda_fwd_s0(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap, v_map
     the chunked backward (docs/TUNING.md, "The chunked backward", piece 1)."""
     _forward((q_map, k_map, g_map, v_map), beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht,
              Trow, BV, STAGES, WARPS, s0=s0, chunk_off=chunk_off)
+
+
+@T.kernel(grid=_grid, block=lambda BV=128, PREP=4: _block(BV, 0, PREP), min_blocks=1)
+def kda_fwd_slim(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap,
+                 v_map: T.tensormap, q: T.gptr[T.bf16], k: T.gptr[T.bf16],
+                 g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16], beta: T.gptr[T.bf16],
+                 A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32], h0: T.gptr[T.f32],
+                 cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32], o: T.gptr[T.bf16],
+                 ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 128, PREP: T.const = 4,
+                 BLOCKS: T.const = 0):
+    """`kda_fwd`'s warp-specialized body with the batched prep (BATCH = 8) in less code: the
+    gate as a runtime loop over 8-row halves and one diagonal-inverse path for every warp
+    (kda_chunk.gate_slim, diag_inverse_slim; docs/TUNING.md, "The prep's code size"). A kernel
+    of its own so that kda_fwd's PTX stays as it is (tests/zoo/test_kda_fwd_slim.py pins it).
+    BLOCKS = 1: the A/M blocks too as one runtime path (kda_chunk.blocks_slim)."""
+    _forward_ws((q_map, k_map, g_map, v_map), beta, A_log, dt_bias, h0, cu_seqlens, order, o,
+                ht, Trow, BV, PREP, BATCH=8, slim=True, slim_blocks=bool(BLOCKS))
 
 
 # --- inputs, reference, cases ------------------------------------------------------------------
@@ -740,4 +772,66 @@ SUITE_VARLEN = T.suite(
                BATCH=8),
         *_large("pack6", lens=PACK6),
         *_large("pack8x1024", lens=PACK8),
+    ])
+
+# --- kda_fwd_slim: the batched warp-specialized prep in less code (session 7) --------------------
+
+# the controls are kda_fwd's v128wsb and v64ws8b: the same phases, the same register split
+SLIM_VARIANTS = {"v128wsl": dict(BV=128, PREP=4), "v64ws8l": dict(BV=64, PREP=8),
+                 # the A/M blocks as one runtime path as well
+                 "v128wsm": dict(BV=128, PREP=4, BLOCKS=1),
+                 "v64ws8m": dict(BV=64, PREP=8, BLOCKS=1)}
+
+
+def constraints_slim(B, T_, H, lens=None, BV=128, PREP=4, BLOCKS=0):
+    if PREP not in (4, 8):
+        return [f"PREP={PREP}: kda_fwd_slim is warp-specialized, prep warps must be 4 or 8"]
+    if BLOCKS not in (0, 1):
+        return [f"BLOCKS={BLOCKS} must be 0 (kda_chunk.blocks, unrolled) or 1 (blocks_slim)"]
+    return constraints(B, T_, H, lens, BV=BV, PREP=PREP, BATCH=8)
+
+
+def _large_slim(name, lens=None, heads=(96, 64)) -> list:
+    """Each shape with the variants of its head count's prep (BV 128 at H96, BV 64 at H64: the
+    other one is predicted slower, as kda_fwd's measurements say); tagged "alt" (kda_bench.sh's
+    main group times kda_fwd's MAIN only, until a measurement makes one of these the main)."""
+    return [T.case(f"{name}_h{H}_{v}", small=False, tags=("alt",), B=1, T_=8192, H=H,
+                   lens=lens, **params)
+            for H in heads for v, params in SLIM_VARIANTS.items()
+            if params["BV"] == (128 if H == 96 else 64)]
+
+
+_COMMON_SLIM = dict(_COMMON, constraints=constraints_slim)
+
+SUITE_SLIM = T.suite(
+    kda_fwd_slim, baselines=_baselines(False), **_COMMON_SLIM,
+    cases=[
+        # 4 prep warps (2 blocks per thread: the loop's carry reset at the second block's first
+        # half) for 8 state warps: three chunks (64, 64, 22) through the handover ring with
+        # saturated gates (the deepest factors 2^(+-108) of the loop's general row 0 form)
+        T.case("t150_h1_v128wsl_deep", B=1, T_=150, H=1, BV=128, PREP=4, gate="deep"),
+        # 8 prep warps (one block per thread, two halves) for 4 state warps: two rows of a chunk
+        # and a 1-token tail over two value slices
+        T.case("b2_t65_h1_v64ws8l_slow", B=2, T_=65, H=1, BV=64, PREP=8, gate="slow"),
+        # 8 + 4 warps through three chunks with mixed gates
+        T.case("t150_h1_v64ws8l", B=1, T_=150, H=1, BV=64, PREP=8),
+        # the A/M blocks as a runtime loop too (BLOCKS = 1): 4 + 8 warps (two units per warp,
+        # the loop over units) through three chunks with saturated gates; 8 + 4 warps, a chunk
+        # and a 1-token tail over two value slices
+        T.case("t150_h1_v128wsm_deep", B=1, T_=150, H=1, BV=128, PREP=4, BLOCKS=1, gate="deep"),
+        T.case("b2_t65_h1_v64ws8m", B=2, T_=65, H=1, BV=64, PREP=8, BLOCKS=1),
+        *_large_slim("t8192"),
+    ])
+
+SUITE_SLIM_VARLEN = T.suite(
+    kda_fwd_slim, baselines=_baselines(True), **_COMMON_SLIM,
+    cases=[
+        # a pack of 3 (2, 1 and 1 chunks in one row): neighbours' rows masked in the loop's gate
+        T.case("pack_100_8_30_v128wsl", B=1, T_=138, H=1, lens=(100, 8, 30), BV=128, PREP=4),
+        T.case("pack_100_8_30_v64ws8l", B=1, T_=138, H=1, lens=(100, 8, 30), BV=64, PREP=8,
+               gate="deep"),
+        T.case("pack_100_8_30_v64ws8m", B=1, T_=138, H=1, lens=(100, 8, 30), BV=64, PREP=8,
+               BLOCKS=1, gate="slow"),
+        *_large_slim("pack6", lens=PACK6),
+        *_large_slim("pack8x1024", lens=PACK8),
     ])
