@@ -42,10 +42,7 @@ def _timed_and_smoke(mode):
 
 @pytest.mark.slow(reason="seven tirxh bench --collect-only runs over the zoo")
 def test_new_mode_times_each_variant_beside_its_plain_case_one_kernel_per_shard():
-    r = _list("new")
-    assert r.returncode == 0, r.stderr
-    got = _sections(r.stdout)
-    shards = [v for k, v in got.items() if k.startswith("timed shard")]
+    shards, smoke = _timed_and_smoke("new")
     assert len(shards) == 8
     want = {"layernorm": 5, "rmsnorm": 4, "swiglu": 4, "tma_copy": 3, "add_rmsnorm": 3,
             "quant_fp8": 2}
@@ -61,7 +58,6 @@ def test_new_mode_times_each_variant_beside_its_plain_case_one_kernel_per_shard(
     for k, items in seen.items():
         assert len(set(items)) == len(items)
         assert (f"{k}[n64M]" if k == "swiglu" else f"{k}[r16384_c8192]") in items
-    smoke = got["smoke (correctness only)"]
     assert all(re.search(r"_l2p|_l1na|_bulk|^layernorm\[", i) for i in smoke), smoke
     assert {"tma_copy[r100_c200_s2_bulk]", "layernorm[r1_c520]",
             "rmsnorm[r5_c1000_b64_l2p256]", "rmsnorm[r5_c4096_p2_l1na]"} <= set(smoke)
@@ -82,16 +78,12 @@ def test_s6_mode_times_the_inductor_variants_after_each_default_case():
 
 @pytest.mark.slow(reason="six tirxh bench --collect-only runs over the zoo")
 def test_s4_mode_times_the_new_kernels_beside_the_ones_they_replace():
-    r = _list("s4")
-    assert r.returncode == 0, r.stderr
-    got = _sections(r.stdout)
-    shards = [v for k, v in got.items() if k.startswith("timed shard")]
+    shards, smoke = _timed_and_smoke("s4")
     assert [s[0] for s in shards] == [
         "cumsum[r1_c64M_t16k]", "topk_f32[r4096_c32768_k64_plain]",
         "topk_bf16[r8192_c32768_k64]", "reduce_rows[r8192_c8192]", "transpose[r16384_c8192]"]
     assert [len(s) for s in shards] == [7, 5, 3, 3, 5]   # every named case exists, once
     assert all(len(set(s)) == len(s) for s in shards)
-    smoke = got["smoke (correctness only)"]
     assert {"cumsum_pipe[r1_c5000]", "topk_f32_pipe[r5_c2052_k64]",
             "topk_bf16_pipe[r4_c1000_k33]", "reduce_rows[r6_c1001_scalar]",
             "transpose[r200_c136_tr64_p3]"} <= set(smoke)
@@ -99,15 +91,11 @@ def test_s4_mode_times_the_new_kernels_beside_the_ones_they_replace():
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
 def test_s5_mode_times_cumsum_smem_beside_the_cumsum_cases_it_replaces():
-    r = _list("s5")
-    assert r.returncode == 0, r.stderr
-    got = _sections(r.stdout)
-    shards = [v for k, v in got.items() if k.startswith("timed shard")]
+    shards, smoke = _timed_and_smoke("s5")
     assert shards == [
         ["cumsum[r1_c64M_t16k]", "cumsum_smem[r1_c64M]", "cumsum_smem[r1_c64M_o1]"],
         ["cumsum[r1_c64M_t8k]", "cumsum_smem[r1_c64M_s8]", "cumsum_smem[r1_c64M_s0]"],
         ["cumsum[r8_c4M_t16k]", "cumsum_smem[r8_c4M]"]]
-    smoke = got["smoke (correctness only)"]
     assert len(smoke) == 5 and all(i.startswith("cumsum_smem[") for i in smoke), smoke
     assert {"cumsum_smem[r1_c3080]", "cumsum_smem[r3_c2604]",
             "cumsum_smem[r2_c9000_b160_o1]"} <= set(smoke)
@@ -121,18 +109,14 @@ def test_an_unknown_mode_is_refused():
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
 def test_topk3_mode_times_each_warp_variant_beside_the_pipe_case_of_its_shape():
-    r = _list("topk3")
-    assert r.returncode == 0, r.stderr
-    got = _sections(r.stdout)
-    shards = [v for k, v in got.items() if k.startswith("timed shard")]
+    shards, smoke = _timed_and_smoke("topk3")
     assert [s[0] for s in shards] == ["topk_f32_pipe[r4096_c32768_k64]",
                                       "topk_f32_pipe[r16384_c8192_k50]",
                                       "topk_bf16_pipe[r8192_c32768_k64]"]
     assert [len(s) for s in shards] == [6, 4, 5]  # every named case exists
     assert all(i.startswith(("topk_f32_warp[", "topk_bf16_warp[")) for s in shards
                for i in s[1:])
-    assert got["smoke (correctness only)"] and all(
-        "_warp[" in i for i in got["smoke (correctness only)"])
+    assert smoke and all("_warp[" in i for i in smoke)
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
