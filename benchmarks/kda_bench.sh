@@ -34,7 +34,8 @@
 #             its smoke covers those variants' small cases only; ~365 s of device time
 #             (wsb's per-item times): `BUDGET=390 bash benchmarks/kda_bench.sh wsc` (its
 #             smoke runs first and stops the call on a failure or hang; `... smoke wsc`: the
-#             smoke alone, ~2 min)
+#             smoke alone, ~2 min); WSC_SHAPES=t8192_h64 times one shape (~190 s with the
+#             autotune cache carried)
 #   decode    the decode cases only
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
@@ -103,6 +104,11 @@ local, reverse, chain, fb, s0, check, smoke)"
            exit 2;;
     esac
 done
+# group wsc's shapes (WSC_SHAPES, default both), refused here rather than after the smoke pass
+for s in ${WSC_SHAPES:-}; do
+    case "$s" in t8192_h96|t8192_h64) ;;
+        *) echo "kda_bench: WSC_SHAPES takes t8192_h96 and t8192_h64, not $s"; exit 2;; esac
+done
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
@@ -145,7 +151,8 @@ BWD_SHAPES="${BWD_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96
 PREWARM=
 pw_shapes=; pw_decode=; pw_bwd=
 case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
-    *" ws "*|*" wsb "*|*" wsc "*) pw_shapes="t8192_h96 t8192_h64";;
+    *" ws "*|*" wsb "*) pw_shapes="t8192_h96 t8192_h64";;
+    *" wsc "*) pw_shapes="${WSC_SHAPES:-t8192_h96 t8192_h64}";;
     *" wsbpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";; esac
 case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
@@ -355,8 +362,12 @@ or v128ws) and not v64s2w8 and $nob";;
         wsc)
             # kda_fwd_slim's variants beside their kda_fwd controls, one job per shape
             fwd="kda_fwd and not kda_fwd_s0"
-            bench wsc-t8192_h96 "$fwd and t8192_h96_ and (v128wsb or v128wsl or v128wsm)"
-            bench wsc-t8192_h64 "$fwd and t8192_h64_ and (v64ws8b or v64ws8l or v64ws8m)";;
+            for s in ${WSC_SHAPES:-t8192_h96 t8192_h64}; do
+                case "$s" in
+                    t8192_h96) bench wsc-$s "$fwd and ${s}_ and (v128wsb or v128wsl or v128wsm)";;
+                    t8192_h64) bench wsc-$s "$fwd and ${s}_ and (v64ws8b or v64ws8l or v64ws8m)";;
+                esac
+            done;;
         wsbpacks)
             fwd="kda_fwd and not kda_fwd_s0"
             for s in pack6 pack8x1024; do
