@@ -25,7 +25,8 @@
 # ';', each "NODEID OPTIONS" relative to zoo/ (e.g. 'kernels/attention.py::attention_fwd[CASE]
 # --ncu --ncu-set full'), PROFILE_LIMIT seconds each (default 120); artifacts in profile_N/ and
 # profile_N.json inside the archive. SHARDS='' (set and empty) times nothing.
-# Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
+# Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines), and
+# .carry/tirxh-cache.tgz from an earlier call's $OUT (benchmarks/compile_cache.sh).
 # Output: $OUT/gpu_bench.tar.gz (logs/shard_N.log, bench_N.jsonl, daemon.log, nvidia-smi).
 set -u
 cd "$(dirname "$0")/.."
@@ -35,12 +36,14 @@ LOGS="$WORK/logs"
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
+. benchmarks/compile_cache.sh
 START=$(date +%s)
 if [ -z "${GPU_BENCH_DRY:-}" ] && ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu_bench: SKIPPED: no NVIDIA GPU here (nvidia-smi -L failed)"
     exit 0
 fi
 
+restore_compile_cache
 # --- set-up: carried wheels, the project and its plugins (no index reachable there) ----------
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -136,4 +139,5 @@ for f in "$LOGS"/worker-*.log; do
     [ -s "$f" ] && { echo "=== $f (last lines)"; tail -n "${TAIL:-40}" "$f"; }
 done
 tar -czf "$OUT/gpu_bench.tar.gz" -C "$WORK" --exclude=kcoral . 2>/dev/null
+save_compile_cache "$OUT"
 echo "total $(( $(date +%s) - START ))s"

@@ -5,7 +5,8 @@
 #   (device) bash benchmarks/kda_bench.sh [GROUP ...]
 #   carry: .whl (fla_core-0.6.0, flash_linear_attention-0.6.0, grpcio_health_checking) and,
 #   from an earlier call, .carry/triton-autotune.tgz (that call's $OUT/triton-autotune.tgz:
-#   FLA's autotune results, so the prewarm below only compiles)
+#   FLA's autotune results, so the prewarm below only compiles) and .carry/tirxh-cache.tgz
+#   (its $OUT/tirxh-cache.tgz: our cubins, benchmarks/compile_cache.sh)
 #
 # GROUPS (default: main):
 #   main      the forward's predicted fastest variant per shape (kda_fwd, against fla.chunk_kda
@@ -112,6 +113,8 @@ done
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
+. benchmarks/compile_cache.sh
+restore_compile_cache
 # FLA's autotune results travel between calls: each (H, varlen) key costs minutes of autotuning
 # (T8192 H96: 85 s for the forward, 165 s more for forward + backward, 2026-12-01), far more
 # than a call can spend on every shape. Triton keeps them as <hash>/<kernel>.autotune.json
@@ -265,6 +268,7 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
     tar -czf "$OUT/kda_bench.tar.gz" -C "$WORK" --exclude ./kcoral . 2>/dev/null
     (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' -print0 \
         | tar -czf "$OUT/triton-autotune.tgz" --null -T -) 2>/dev/null
+    save_compile_cache "$OUT"
 }
 
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
