@@ -1,38 +1,52 @@
-# Sourced by the device scripts (gpu_bench.sh, kda_bench.sh): tirxh's compile cache travels
-# between device calls, as FLA's autotune results do.
+# Sourced by the device scripts (gpu_bench.sh, kda_bench.sh): the compile caches travel between
+# device calls, as FLA's autotune results do.
 #
-# A call starts on a fresh machine more often than not, and assembling the zoo's large kernels
-# is most of its set-up (kda_bench.sh: 64 s of 16-core ptxas before the smoke pass, 2026-12-02,
-# of a 30-minute session budget). The cache is content-addressed (tirxh/core/cache.py: the key
-# covers the PTX, the target, the options, the transforms and the toolchain's versions), so an
-# entry carried from another machine is either exactly what this one would build or never
-# looked up: nothing stale can be used.
+# A call starts on a fresh machine more often than not, and compiling is much of its set-up:
+# assembling the zoo's large kernels (kda_bench.sh: 64 s of 16-core ptxas before the smoke
+# pass, 2026-12-02) and torch.compile's first compile of every baseline shape, inside the jobs
+# (the zoo run of session 7: ~24 s of the board per item). Both caches are content-addressed:
+# tirxh's key covers the PTX, the target, the options, the transforms and the toolchain's
+# versions (tirxh/core/cache.py); Inductor's and Triton's cover the graph, torch, Triton and the
+# device. An entry carried from another machine is either exactly what this one would build or
+# never looked up.
 #
-#   restore_compile_cache            .carry/tirxh-cache.tgz (an earlier call's $OUT/tirxh-cache.tgz)
-#                                    -> $TIRXH_CACHE_DIR
-#   save_compile_cache OUTDIR        $TIRXH_CACHE_DIR's cubins and logs -> OUTDIR/tirxh-cache.tgz
-#                                    (no SASS text; skipped past COMPILE_CACHE_MAX_MB, default 15,
-#                                    under the device's 16 MiB per returned file)
+#   restore_compile_cache     .carry/tirxh-cache.tgz -> $TIRXH_CACHE_DIR and
+#                             .carry/inductor-cache.tgz -> $TORCHINDUCTOR_CACHE_DIR (when set)
+#   save_compile_cache OUT    the same back to OUT/ (tirxh: cubins and logs, no SASS text);
+#                             an archive over COMPILE_CACHE_MAX_MB (default 15, under the
+#                             device's 16 MiB per returned file) is not saved
 
-restore_compile_cache() {
-    [ -f .carry/tirxh-cache.tgz ] || return 0
-    mkdir -p "$TIRXH_CACHE_DIR"
-    if tar -xzf .carry/tirxh-cache.tgz -C "$TIRXH_CACHE_DIR" 2>/dev/null; then
-        echo "=== carried compile cache: $(find "$TIRXH_CACHE_DIR" -name cubin | wc -l) cubins"
+restore_carried() {  # restore_carried NAME DIR
+    local name=$1 dir=$2
+    [ -n "$dir" ] && [ -f ".carry/$name.tgz" ] || return 0
+    mkdir -p "$dir"
+    if tar -xzf ".carry/$name.tgz" -C "$dir" 2>/dev/null; then
+        echo "=== carried $name: $(find "$dir" -type f | wc -l) files"
     else
-        echo "=== carried compile cache unreadable (.carry/tirxh-cache.tgz): building from scratch"
+        echo "=== carried $name unreadable (.carry/$name.tgz): building from scratch"
     fi
 }
 
-save_compile_cache() {
-    local out=$1 max_mb=${COMPILE_CACHE_MAX_MB:-15}
-    [ -d "$TIRXH_CACHE_DIR" ] || return 0
-    (cd "$TIRXH_CACHE_DIR" && find . \( -name cubin -o -name log \) -print0 \
-        | tar -czf "$out/tirxh-cache.tgz.part" --null -T -) 2>/dev/null || return 0
-    if [ "$(stat -c %s "$out/tirxh-cache.tgz.part")" -gt $(( max_mb * 1048576 )) ]; then
-        echo "=== compile cache over ${max_mb} MB: not saved"
-        rm -f "$out/tirxh-cache.tgz.part"
+save_carried() {  # save_carried NAME DIR OUT [find predicates]
+    local name=$1 dir=$2 out=$3 max_mb=${COMPILE_CACHE_MAX_MB:-15}
+    shift 3
+    [ -n "$dir" ] && [ -d "$dir" ] || return 0
+    (cd "$dir" && find . -type f "$@" -print0 \
+        | tar -czf "$out/$name.tgz.part" --null -T -) 2>/dev/null || return 0
+    if [ "$(stat -c %s "$out/$name.tgz.part")" -gt $(( max_mb * 1048576 )) ]; then
+        echo "=== $name over ${max_mb} MB: not saved"
+        rm -f "$out/$name.tgz.part"
         return 0
     fi
-    mv "$out/tirxh-cache.tgz.part" "$out/tirxh-cache.tgz"
+    mv "$out/$name.tgz.part" "$out/$name.tgz"
+}
+
+restore_compile_cache() {
+    restore_carried tirxh-cache "${TIRXH_CACHE_DIR:-}"
+    restore_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}"
+}
+
+save_compile_cache() {
+    save_carried tirxh-cache "${TIRXH_CACHE_DIR:-}" "$1" \( -name cubin -o -name log \)
+    save_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}" "$1"
 }

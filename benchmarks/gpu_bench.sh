@@ -26,7 +26,8 @@
 # --ncu --ncu-set full'), PROFILE_LIMIT seconds each (default 120); artifacts in profile_N/ and
 # profile_N.json inside the archive. SHARDS='' (set and empty) times nothing.
 # Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines), and
-# .carry/tirxh-cache.tgz from an earlier call's $OUT (benchmarks/compile_cache.sh).
+# .carry/tirxh-cache.tgz and .carry/inductor-cache.tgz from an earlier call's $OUT
+# (benchmarks/compile_cache.sh: our cubins and torch.compile's baselines).
 # Output: $OUT/gpu_bench.tar.gz (logs/shard_N.log, bench_N.jsonl, daemon.log, nvidia-smi).
 set -u
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ WORK=/tmp/gpu_bench
 LOGS="$WORK/logs"
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
-export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
+export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache
 . benchmarks/compile_cache.sh
 START=$(date +%s)
 if [ -z "${GPU_BENCH_DRY:-}" ] && ! nvidia-smi -L >/dev/null 2>&1; then

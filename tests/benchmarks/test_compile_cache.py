@@ -1,6 +1,6 @@
-"""benchmarks/compile_cache.sh: tirxh's compile cache saved at the end of one device call and
-restored at the start of the next (cubins and logs only; a cache too big to come back is not
-saved rather than truncated)."""
+"""benchmarks/compile_cache.sh: tirxh's and torch.compile's compile caches saved at the end of
+one device call and restored at the start of the next (tirxh's: cubins and logs only; a cache
+too big to come back is not saved rather than truncated)."""
 
 import os
 import subprocess
@@ -39,7 +39,7 @@ def test_a_saved_cache_restores_its_cubins_and_logs_without_sass(tmp_path):
     (carry / ".carry").mkdir(parents=True)
     (out / "tirxh-cache.tgz").rename(carry / ".carry" / "tirxh-cache.tgz")
     done = bash(carry, "restore_compile_cache", TIRXH_CACHE_DIR=str(second))
-    assert "carried compile cache: 2 cubins" in done.stdout
+    assert "carried tirxh-cache: 4 files" in done.stdout
     assert (second / "cd" / ("cd" + "1" * 62) / "cubin").read_bytes() == b"\x7fELF two"
     assert not list(second.rglob("sass"))
 
@@ -52,8 +52,26 @@ def test_no_carried_cache_is_nothing_and_an_oversized_one_is_not_saved(tmp_path)
     fill(cache, "ef" + "2" * 62, os.urandom(1536 * 1024))  # incompressible 1.5 MB
     done = bash(tmp_path, 'save_compile_cache "$OUTDIR"', TIRXH_CACHE_DIR=str(cache),
                 OUTDIR=str(out), COMPILE_CACHE_MAX_MB="1")
-    assert "compile cache over 1 MB: not saved" in done.stdout
+    assert "tirxh-cache over 1 MB: not saved" in done.stdout
     assert list(out.iterdir()) == []
+
+
+def test_inductors_cache_travels_whole_when_its_directory_is_set(tmp_path):
+    ind, out, back = tmp_path / "ind", tmp_path / "out", tmp_path / "call2"
+    (ind / "fxgraph" / "ab").mkdir(parents=True)
+    (ind / "fxgraph" / "ab" / "entry").write_bytes(b"graph")
+    (ind / "triton" / "0" / "k").mkdir(parents=True)
+    (ind / "triton" / "0" / "k" / "k.cubin").write_bytes(b"\x7fELF")
+    out.mkdir()
+    bash(tmp_path, 'save_compile_cache "$OUTDIR"', TORCHINDUCTOR_CACHE_DIR=str(ind),
+         TIRXH_CACHE_DIR=str(tmp_path / "none"), OUTDIR=str(out))
+    assert [p.name for p in out.iterdir()] == ["inductor-cache.tgz"]
+    (back / ".carry").mkdir(parents=True)
+    (out / "inductor-cache.tgz").rename(back / ".carry" / "inductor-cache.tgz")
+    done = bash(back, "restore_compile_cache", TORCHINDUCTOR_CACHE_DIR=str(back / "ind"),
+                TIRXH_CACHE_DIR=str(back / "tx"))
+    assert "carried inductor-cache: 2 files" in done.stdout and not (back / "tx").exists()
+    assert (back / "ind" / "triton" / "0" / "k" / "k.cubin").read_bytes() == b"\x7fELF"
 
 
 def test_both_device_scripts_restore_and_save_it():
