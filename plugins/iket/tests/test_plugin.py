@@ -129,8 +129,9 @@ def test_profile_item(monkeypatch, tmp_path, capsys):
     assert rep.summary["overhead"]["registers"]["instrumented"] > 0
     assert "instrumentation overhead" in rep.text and rep.text.startswith("iket timeline")
     assert rep.to_json()["artifacts"]["iket_summary.txt"].endswith("iket_summary.txt")
-    # no baselines: the profile reports the ratio of the two builds only
+    # no baselines: the profile reports the ratio of the two builds only; one correctness seed
     assert inst["baselines"] == [] and plain["baselines"] == []
+    assert [r["seed"] for r in inst["runs"]] == [r["seed"] for r in plain["runs"]] == [1]
     # the phases, in order, on stderr: what a run killed by `timeout` leaves in its log
     lines = capsys.readouterr().err.splitlines()
     assert all(line.startswith("iket [+") for line in lines), lines
