@@ -29,7 +29,7 @@ def test_small_case_matches_reference(case):
 @SLOW
 @pytest.mark.parametrize("old,new", [
     # the A operand's lo part dropped: every product's A plain bf16
-    ("            mma(acc[j], alo, bhi)\n", ""),
+    ("                mma(acc[j], alo, bhi)\n", "                pass\n"),
     # dm and dtb's lower mask off by one (the diagonal zeroed)
     ("col + e <= row", "col + e < row"),
 ], ids=["a_lo", "diagonal"])
@@ -96,7 +96,7 @@ def test_sync_check_is_clean():
 
 
 def test_compiles_without_spills():
-    """ptxas on this machine (2026-12-02): 148 registers, no spills; kda_bwd_reverse's 227 KB
+    """ptxas on this machine (2026-12-02): 150 registers, no spills; kda_bwd_reverse's 227 KB
     of shared memory: one CTA of 256 threads an SM."""
     r = MOD.kda_bwd_pieces_tc.compile("sm_90a").resources
     assert r.spill_stores == 0 and r.registers <= 168, r
@@ -109,5 +109,7 @@ def test_same_interface_as_the_f32_kernel():
     names = [p.name for p in MOD.kda_bwd_pieces_tc.runtime_params]
     assert names == [p.name for p in PC.kda_bwd_chain_pieces.runtime_params]
     assert MOD.OUTPUTS == PC.OUTPUTS and MOD.SUITE_TIMING.reference is None
-    # 3 mma a multiply-add: 3 x 2 x (5 C K V + 5 C C V) per chunk and head
-    assert MOD._flops(1, 8192, 96) == 3 * 2 * (5 * 64 * 128 * 128 + 5 * 64 * 64 * 128) * 128 * 96
+    # 3 mma a multiply-add, 2 where dO is an operand: 2 x (3 (4 C K V + 3 C C V) + 2 (C K V
+    # + 2 C C V)) per chunk and head
+    ckv, ccv = 64 * 128 * 128, 64 * 64 * 128
+    assert MOD._flops(1, 8192, 96) == 2 * (3 * (4 * ckv + 3 * ccv) + 2 * (ckv + 2 * ccv)) * 12288

@@ -1,5 +1,5 @@
 """Kimi Delta Attention backward, piece 2c of the chain split with its products on tensor cores
-(issue 18; docs/TUNING.md "Pieces on tensor cores"): the same inputs and outputs as
+(issue 18; docs/TUNING.md "Forward + backward at 3x"): the same inputs and outputs as
 kda_bwd_chain_pieces (dv and the pieces piece 3 reads, every chunk at once, one CTA per (head,
 chunk), from the chunk's S0 and dS1), so kda_fwd_bwd's plan can swap it in (plan "tc").
 
@@ -14,7 +14,8 @@ KL, dO staged) is kda_bwd_reverse's f32 phases, unchanged, into the same f32 sha
 nine products after it are ``mma.sync.m16n8k16`` (bf16 operands, f32 accumulators) instead of
 f32 FMAs with one ``ld.shared`` each. Every operand is split into bf16 hi + lo (hi =
 ``cvt.rn.bf16x2.f32`` of the f32 pair, lo = the same of what hi leaves) and each product is
-three mma (lo hi + hi lo + hi hi; lo lo is ~2^-16 of the sum): benchmarks/kda_precision.py
+three mma (lo hi + hi lo + hi hi; lo lo is ~2^-16 of the sum), two where one operand is dO
+(bf16 input values, exact: its lo is zero): benchmarks/kda_precision.py
 shows plain bf16 operands in piece 2 missing the public backward rule by up to 27x (dk) and
 170x (dbeta), and every operand split meeting it with >= 20x to spare. Operands come straight
 from the f32 tiles (``ld.shared.f32`` pairs, stride 129) and, for S0 and dS1, from global memory
@@ -76,10 +77,13 @@ def _split2(x0, x1):
 class _Src:
     """An f32 matrix read element by element: element (r, c) at address at(r, c), and (r + dr,
     c + dc) at dr rs + dc cs bytes from it, so a fragment costs one address and immediate
-    offsets. `scale`, if given, multiplies element (r, c) by the f32 at scale(c) (+ dc 4)."""
+    offsets. `scale`, if given, multiplies element (r, c) by the f32 at scale(c) (+ dc 4).
+    `exact`: every element is a bf16 value (dO staged from its bf16 input), so its lo part is
+    zero and the products skip the mma that would multiply it."""
 
-    def __init__(self, at, rs, cs, ld, scale=None):
+    def __init__(self, at, rs, cs, ld, scale=None, exact=False):
         self.at, self.rs, self.cs, self.ld, self.scale = at, rs, cs, ld, scale
+        self.exact = exact
 
     def pair(self, base, sbase, dr, dc, step):
         """The f32 pair at (dr, dc) and (dr, dc) + step, step (1, 0) or (0, 1)."""
@@ -93,13 +97,13 @@ class _Src:
         return out
 
 
-def _shared(tile, stride, transposed=False):
+def _shared(tile, stride, transposed=False, exact=False):
     """A row-major f32 tile of `stride` words a row (or its transpose)."""
     def ld(a):
         return T.ptx.ld.shared.f32(a)
     if transposed:
-        return _Src(lambda r, c: tile.at(c, r), 4, 4 * stride, ld)
-    return _Src(lambda r, c: tile.at(r, c), 4 * stride, 4, ld)
+        return _Src(lambda r, c: tile.at(c, r), 4, 4 * stride, ld, exact=exact)
+    return _Src(lambda r, c: tile.at(r, c), 4 * stride, 4, ld, exact=exact)
 
 
 def _global(mat, transposed=False):
@@ -113,13 +117,18 @@ def _global(mat, transposed=False):
 
 
 def _frag(src, base, sbase, coords, step):
-    """The hi and lo fragment words of the f32 pairs at `coords` (offsets from `base`)."""
+    """The hi and lo fragment words of the f32 pairs at `coords` (offsets from `base`); lo is
+    None for an exact source (its pairs convert without rounding)."""
     his, los = [], []
     for dr, dc in coords:
-        hi, lo = _split2(*src.pair(base, sbase, dr, dc, step))
+        pair = src.pair(base, sbase, dr, dc, step)
+        if src.exact:
+            his.append(pack(*pair))
+            continue
+        hi, lo = _split2(*pair)
         his.append(hi)
         los.append(lo)
-    return his, los
+    return his, (los or None)
 
 
 class _Lane:
@@ -141,8 +150,9 @@ class _Lane:
 
 def _product(ln, acc, a, b, n0s, ksteps):
     """acc[j] += A[m0 .., :] B[:, n0s[j] ..] over 16 ksteps columns of A (`_Src` operands),
-    each product three mma.sync of the split operands: per k-step one address for A's
-    fragment and one for the B fragments of every n-tile (they sit 8 cs apart)."""
+    each product three mma.sync of the split operands (two when one is exact: lo hi or hi lo
+    is zero): per k-step one address for A's fragment and one for the B fragments of every
+    n-tile (they sit 8 cs apart)."""
     r = ln.m0 + ln.g
     with T.range(ksteps) as s:
         k0 = (s << 4) + 2 * ln.t
@@ -152,8 +162,10 @@ def _product(ln, acc, a, b, n0s, ksteps):
         bbase = b.at(k0, n0s[0] + ln.g)
         for j, n0 in enumerate(n0s):
             bhi, blo = _frag(b, bbase + 8 * j * b.cs, None, [(0, 0), (8, 0)], (1, 0))
-            mma(acc[j], alo, bhi)
-            mma(acc[j], ahi, blo)
+            if alo is not None:
+                mma(acc[j], alo, bhi)
+            if blo is not None:
+                mma(acc[j], ahi, blo)
             mma(acc[j], ahi, bhi)
 
 
@@ -260,13 +272,14 @@ def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16
     acc = _acc(len(wide))
     _product(ln, acc, _tb(sm), _shared(sm.r, SK), wide, C // 16)
     _to_tile(ln, wide, acc, sm.dlt)
-    _piece_out(ln, ck, dqe, _shared(sm.do, SK), _global(S0, True), V // 16)
+    _piece_out(ln, ck, dqe, _shared(sm.do, SK, exact=True), _global(S0, True), V // 16)
     T.ptx.bar.sync(0)
     # dkl = Delta dS1^T, dm = lower(dO Delta^T); dDelta = M^T dO + KL dS1 kept in registers
     _piece_out(ln, ck, dkl, _shared(sm.dlt, SK), _global(dS, True), V // 16)
-    _lower_out(ln, ck, dm, _shared(sm.do, SK), _shared(sm.dlt, SK, True))
+    _lower_out(ln, ck, dm, _shared(sm.do, SK, exact=True), _shared(sm.dlt, SK, True))
     d_delta = _acc(len(wide))
-    _product(ln, d_delta, _shared(sm.m, C, True), _shared(sm.do, SK), wide, C // 16)
+    _product(ln, d_delta, _shared(sm.m, C, True), _shared(sm.do, SK, exact=True), wide,
+             C // 16)
     _product(ln, d_delta, _shared(sm.kl_, SK), _global(dS), wide, K // 16)
     T.ptx.bar.sync(0)
     _to_tile(ln, wide, d_delta, sm.dlt)
@@ -301,11 +314,11 @@ _bytes = PC._bytes
 
 
 def _flops(B, T_, H, lens=None):
-    """The products' mma work: per chunk and head 9 [64 x 128 x 64]-equivalent products
-    (R, dqe, dkl, dke, dDelta's KL dS1: C K V each; Delta, dR, dDelta's M^T dO: C C V; dm, dtb:
-    C C V) at 2 FLOPs a multiply-add, three bf16 mma each (the split)."""
-    per = 5 * C * K * V + 3 * C * C * V + 2 * C * C * V
-    return 3 * 2 * per * BL._chunks(B, T_, lens) * H
+    """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: R, dkl, dke,
+    dDelta's KL dS1 (C K V each), Delta, dR, dtb (C C V) as three bf16 mma (the split); dqe
+    (C K V), dm and dDelta's M^T dO (C C V) as two (dO exact)."""
+    per = 3 * (4 * C * K * V + 3 * C * C * V) + 2 * (C * K * V + 2 * C * C * V)
+    return 2 * per * BL._chunks(B, T_, lens) * H
 
 
 # split bf16 products (hi + lo: ~2^-16 relative a product) in f32 accumulation: the f32
