@@ -216,7 +216,8 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-FB="python3 benchmarks/kda_fwd_bwd_bench.py --cache $WORK/fbcache"
+# FB_PLAN=tc: the plan with piece 2c on tensor cores (kda_fwd_bwd.PIECES; default f32)
+FB="python3 benchmarks/kda_fwd_bwd_bench.py --cache $WORK/fbcache --plan ${FB_PLAN:-f32}"
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)
     $FB --build-only --cases t20_h1_deep >"$LOGS/fb-prebuild-small.log" 2>&1 &

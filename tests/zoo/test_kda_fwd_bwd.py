@@ -1,5 +1,5 @@
 """zoo/kernels/kda_fwd_bwd.py (KDA forward + backward as one plan of seven launches): the plan's
-order and buffers, its shape rules, and every output of the small cases in numsim (each launch
+order and buffers, plan "tc" (piece 2c on tensor cores) beside it, its shape rules, and every output of the small cases in numsim (each launch
 on what the previous ones left) against the float64 reference under the public rules (o, ht:
 the forward's; every gradient: atol = rtol = 0.01); a plan that feeds the pieces the wrong
 state is caught; sync_check clean on every launch of the smallest case."""
@@ -62,6 +62,19 @@ def test_every_parameter_binds_a_buffer_of_the_plan():
     assert x["s0"].shape == (4, 2, 128, 128) and x["nfrag"].shape[:2] == (4, 2)
 
 
+def test_plan_tc_swaps_piece_2c_alone():
+    """Plan "tc": kda_bwd_pieces_tc in step 6 (the same parameters, buffers and grid), every
+    other launch the f32 plan's; its declared FLOPs add the pieces' split products."""
+    f32, tc = MOD.steps(1, 8192, 96), MOD.steps(1, 8192, 96, plan="tc")
+    assert tc[5].kernel.name == "kda_bwd_pieces_tc" and f32[5].kernel.name == "kda_bwd_chain_pieces"
+    assert [s._replace(kernel=None) for s in tc] == [s._replace(kernel=None) for s in f32]
+    assert [s.kernel for s in tc[:5] + tc[6:]] == [s.kernel for s in f32[:5] + f32[6:]]
+    assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == MOD.TC._flops(
+        1, 8192, 96)
+    with pytest.raises(ValueError, match=r"plan 'wgmma' is not one of \['f32', 'tc'\]"):
+        MOD.steps(1, 64, 1, plan="wgmma")
+
+
 def test_an_unknown_forward_variant_is_refused():
     with pytest.raises(ValueError, match="forward variant 'v99' is not one of kda_fwd's"):
         MOD.steps(1, 64, 1, forward="v99")
@@ -83,6 +96,18 @@ def test_small_case_meets_the_public_rules(case):
     reps, worst = _worst(out, ref)
     assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
     assert max(worst.values()) < 0.1, worst
+
+
+@SLOW
+def test_plan_tc_meets_the_public_rules():
+    """Plan "tc" on three chunks (64, 64, 22) under saturated gates, every launch in numsim:
+    every output within the public rules; the gradients' worst |error| 0.096 of the allowance
+    on 2026-12-02 (dbeta: the split products' ~2^-16; the f32 plan's 0.025)."""
+    case = next(c for c in MOD.CASES if c.name == "t150_h1_deep")
+    out, ref, _ = _run(case, MOD.steps(**case.params(), plan="tc"))
+    reps, worst = _worst(out, ref)
+    assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
+    assert max(worst.values()) < 0.25, worst
 
 
 @SLOW

@@ -19,6 +19,8 @@ compile-time constants (from the variant), and which buffer each parameter reads
                 `bt`, `eg` (the forward walk has consumed them: the launches run in order);
  5. ``chain_b`` kda_bwd_chain FORWARD=0 (s8): dS1 of every chunk into the scratch `ds1`, dh0;
  6. ``pieces``  kda_bwd_chain_pieces: dv, and the PIECES (dqe, dke, dkl, dm, dtb, dgs, scratch);
+                with plan "tc" kda_bwd_pieces_tc (the same inputs and outputs, its products
+                on tensor cores: docs/TUNING.md "Forward + backward at 3x");
  7. ``local``   kda_bwd_local: dq, dk, dg (of g_raw), dbeta, dA_log, ddt_bias (its `gred`, `cnt`
                 workspaces zeroed once: kda_bwd's slot-and-counter sums leave them reset).
 
@@ -57,6 +59,7 @@ import kda_bwd_chain as CH  # noqa: E402
 import kda_bwd_chain_pieces as PC  # noqa: E402
 import kda_bwd_chain_prep as PR  # noqa: E402
 import kda_bwd_local as BL  # noqa: E402
+import kda_bwd_pieces_tc as TC  # noqa: E402
 import kda_bwd_split as SP  # noqa: E402
 import kda_fwd as FW  # noqa: E402
 import kda_ref as R  # noqa: E402
@@ -69,6 +72,9 @@ TAGS = ("linear-attention", "forward", "backward", "chunked-scan", "multi-launch
 FORWARDS = {96: "v128wsb", 64: "v64ws8b"}
 CHAIN = dict(WARPS=8, STAGED=1)
 SMALL_FORWARD = "v128wsb"          # small cases: the H96 forward (one warp-specialized CTA)
+# the plans: which kernel computes piece 2c (the f32 correctness-first one, or its products on
+# tensor cores); every other launch is the same
+PIECES = {"f32": PC.kda_bwd_chain_pieces, "tc": TC.kda_bwd_pieces_tc}
 
 
 class Step(NamedTuple):
@@ -93,8 +99,11 @@ def _forward_consts(H, forward=None):
     return dict(FW.VARIANTS[name])
 
 
-def steps(B, T_, H, lens=None, forward=None) -> list:
-    """The plan for a shape: seven `Step`s in launch order (module docstring)."""
+def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
+    """The plan for a shape: seven `Step`s in launch order (module docstring); `plan` names
+    piece 2c's kernel (`PIECES`)."""
+    if plan not in PIECES:
+        raise ValueError(f"plan {plan!r} is not one of {sorted(PIECES)}")
     fc = _forward_consts(H, forward)
     walk = dict(nfrag="nfrag", bt="bt", eg="eg")
     return [
@@ -107,7 +116,7 @@ def steps(B, T_, H, lens=None, forward=None) -> list:
              dict(y="do", **walk)),
         Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0),
              CH._grid(B, T_, H, lens, CHAIN["WARPS"]), dict(x0="dht", xs="ds1", xn="dh0", **walk)),
-        Step("pieces", PC.kda_bwd_chain_pieces, {}, PC._grid(B, T_, H, lens), {}),
+        Step("pieces", PIECES[plan], {}, PC._grid(B, T_, H, lens), {}),
         Step("local", BL.kda_bwd_local, {}, BL._grid(B, T_, H, lens), {}),
     ]
 
@@ -200,6 +209,7 @@ def simulate(arrays, plan, before=None):
 # local kernel's workspaces
 _WRITES = {"kda_fwd": ("o", "ht"), "kda_bwd_chain_prep": PR.OUTPUTS,
            "kda_bwd_chain": CH.OUTPUTS, "kda_bwd_chain_pieces": PC.OUTPUTS,
+           "kda_bwd_pieces_tc": TC.OUTPUTS,
            "kda_bwd_local": BL.OUTPUTS + ("gred", "cnt")}
 
 
@@ -225,11 +235,13 @@ def _bytes(B, T_, H, lens=None):
             + PC._bytes(B, T_, H, lens) + BL._bytes(B, T_, H, lens))
 
 
-def _flops(B, T_, H, lens=None):
+def _flops(B, T_, H, lens=None, plan="f32"):
     """The forward's matrix products (kda_fwd._flops) and the two chains' split products
-    (kda_bwd_chain._flops: three bf16 mma a multiply-add); the parallel backward pieces run
-    on the CUDA cores today and are not counted (their products are ~3x the forward's)."""
-    return FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
+    (kda_bwd_chain._flops: three bf16 mma a multiply-add), with plan "tc" piece 2c's split
+    products (kda_bwd_pieces_tc._flops); the parallel pieces on the CUDA cores are not
+    counted (their products are ~3x the forward's)."""
+    out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
+    return out + (TC._flops(B, T_, H, lens) if plan == "tc" else 0)
 
 
 # per output: the public forward rule on o and ht, the public backward rule on every gradient
