@@ -246,16 +246,7 @@ def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16
                       dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
                       dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32]):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    # the prep: kda_bwd_reverse's f32 phases (dO staged in sm.do)
-    BL._norms(sm, ck, q, k, beta)
-    T.ptx.bar.sync(0)
-    BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
-    T.ptx.bar.sync(0)
-    BR._pairs(sm)
-    T.ptx.bar.sync(0)
-    BL._inverse(sm)
-    BR._decayed(sm, ck, q, k, do)
-    T.ptx.bar.sync(0)
+    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do)    # f32 phases, dO in sm.do
     ln = _Lane()
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
