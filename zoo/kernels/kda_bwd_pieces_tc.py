@@ -41,6 +41,7 @@ Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, var
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -141,6 +142,12 @@ class _Lane:
         self.g, self.t = lane >> 2, lane & 3
         self.m0 = (w & 3) << 4
         self.half = w >> 2
+
+    def below(self, rows):
+        """The same roles `rows` rows further down (the second half of a [128, n] output)."""
+        out = copy.copy(self)
+        out.m0 = self.m0 + rows
+        return out
 
     def cols(self, n):
         """First columns of the warp's n-tiles of an [C, n] output (n / 16 tiles of 8)."""
