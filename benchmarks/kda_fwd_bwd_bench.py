@@ -4,7 +4,7 @@ autograd (`fla.chunk_kda.fwd_bwd`) in the same job: `bash benchmarks/kda_bench.s
 
     python benchmarks/kda_fwd_bwd_bench.py --kcoral HOST:PORT --no-timing   # the small cases
     python benchmarks/kda_fwd_bwd_bench.py --kcoral HOST:PORT --cases t8192_h96 t8192_h64
-    python benchmarks/kda_fwd_bwd_bench.py --kcoral HOST:PORT --plan tc ...  # 2c on tensor cores
+    python benchmarks/kda_fwd_bwd_bench.py --kcoral HOST:PORT --plan tc ...  # 2a, 2c on tensor cores
 
 Small cases carry the float64 reference of every output (o, ht: the forward's public rule;
 the gradients: atol = rtol = 0.01), seeds 1 and 2 before timing; large cases synthetic inputs
@@ -76,7 +76,7 @@ def item(plan_name):
 
 def build(case, put=None, seeds=(1, 2), timing=None, exec_s=None, cache=Path("/tmp/kda_fb"),
           plan_name="f32"):
-    """The plan job of `case` (a kda_fwd_bwd.Case) with plan `plan_name` (kda_fwd_bwd.PIECES;
+    """The plan job of `case` (a kda_fwd_bwd.Case) with plan `plan_name` (kda_fwd_bwd.PLANS;
     the job is named kda_fwd_bwd[case], or kda_fwd_bwd_<plan>[case] for another plan)."""
     plan = M.steps(**case.params(), plan=plan_name)
     runs = []
@@ -108,8 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--report", type=Path, default=None, help="JSON lines of the results")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/kda_fb"), help="cubin cache")
     ap.add_argument("--build-only", action="store_true", help="build and validate, no daemon")
-    ap.add_argument("--plan", choices=sorted(M.PIECES), default="f32",
-                    help="piece 2c's kernel (kda_fwd_bwd.PIECES; default f32)")
+    ap.add_argument("--plan", choices=sorted(M.PLANS), default="f32",
+                    help="pieces 2a and 2c's kernels (kda_fwd_bwd.PLANS; default f32)")
     a = ap.parse_args(argv)
     by_name = {c.name: c for c in M.CASES}
     names = a.cases or [c.name for c in M.CASES if c.small]
