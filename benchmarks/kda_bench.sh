@@ -61,6 +61,12 @@
 #             kda_bwd_chain_pieces: dv and the pieces from S0 and dS1; f32 CUDA-core first
 #             versions) at PREP_SHAPES (default T8192 H96). Its smoke covers the three
 #             kda_bwd_chain* kernels only when it is the only group
+#   tc        pieces 2a and 2c on tensor cores (kda_bwd_prep_tc, kda_bwd_pieces_tc: the f32
+#             kernels' products as split bf16 mma.sync, same inputs and outputs) beside the f32
+#             kda_bwd_chain_prep and kda_bwd_chain_pieces at TC_SHAPES (default T8192 H96),
+#             synthetic inputs, S0 and dS1 (timing only: the small cases of all four, smoked
+#             first, are the check), CHAIN_EXEC_S (default 180) per job; no baseline;
+#             predictions in docs/PERFORMANCE.md "Pieces on tensor cores"
 #   s0        piece 1 of the chunked backward (kda_fwd_s0: the forward that also stores each
 #             chunk's start state) at S0_SHAPES (default T8192 H96, H64), S0_EXEC_S (default
 #             180) per job; `main` and `variants` leave it out (its 0.8 GB output makes a job
@@ -99,9 +105,9 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|decode|bwd|local|reverse|chain|fb|s0|check\
-        |smoke) ;;
+        |smoke|tc) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, decode, bwd, \
-local, reverse, chain, fb, s0, check, smoke)"
+local, reverse, chain, fb, s0, check, smoke, tc)"
            exit 2;;
     esac
 done
@@ -185,11 +191,11 @@ for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)
         $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*('slim_' + v for v in \
 F.SLIM_VARIANTS))") \
         TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
-        bwd_chain_pieces; do
+        bwd_chain_pieces bwd_pieces_tc bwd_prep_tc; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC, kda_bwd_chain_prep as BP
-import kda_bwd_chain_pieces as BQ
+import kda_bwd_chain_pieces as BQ, kda_bwd_pieces_tc as BT, kda_bwd_prep_tc as BA
 v = sys.argv[1]
 k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
              else (BR.kda_bwd_reverse, {}) if v == 'bwd_reverse'
@@ -197,6 +203,8 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (BC.kda_bwd_chain, {'WARPS': 8, 'STAGED': 1}) if v == 'bwd_chain_s8'
              else (BP.kda_bwd_chain_prep, {}) if v == 'bwd_chain_prep'
              else (BQ.kda_bwd_chain_pieces, {}) if v == 'bwd_chain_pieces'
+             else (BT.kda_bwd_pieces_tc, {}) if v == 'bwd_pieces_tc'
+             else (BA.kda_bwd_prep_tc, {}) if v == 'bwd_prep_tc'
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
              if v.startswith('slim_') else (F.kda_fwd, F.VARIANTS[v]))
@@ -210,7 +218,8 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-FB="python3 benchmarks/kda_fwd_bwd_bench.py --cache $WORK/fbcache"
+# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default f32)
+FB="python3 benchmarks/kda_fwd_bwd_bench.py --cache $WORK/fbcache --plan ${FB_PLAN:-f32}"
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)
     $FB --build-only --cases t20_h1_deep >"$LOGS/fb-prebuild-small.log" 2>&1 &
@@ -233,6 +242,7 @@ or v64ws8l or v128wsm or v64ws8m)";;
     *" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*) SMOKE_K="kda_fwd";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
+    " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc)";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
     # chain case here, for the flow's smoke step
     " fb ") SMOKE_K="kda_bwd_chain and s8_t150_h1_deep";;
@@ -304,7 +314,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
     grep -E "^kda_(fwd|fwd_slim|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
-bwd_chain_pieces)\[" "$LOGS/$1.log" \
+bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
 }
@@ -427,6 +437,14 @@ or v128ws) and not v64s2w8 and $nob";;
                             "kda_bwd_chain_pieces and $p and timing"
                     done
                 fi
+            done;;
+        tc)
+            # pieces 2a and 2c on tensor cores beside the f32 kernels, one bench process per
+            # shape; inputs as chain's (2c: 0.8 GB of S0 and dS1 in, ~1.9 GB of dv and pieces
+            # out at H96; 2a: 1.6 GB of N and B^T out)
+            for s in ${TC_SHAPES:-t8192_h96}; do
+                EXEC_S="${CHAIN_EXEC_S:-180}" bench "tc-$s" "(kda_bwd_chain_p or \
+kda_bwd_pieces_tc or kda_bwd_prep_tc) and $s and timing"
             done;;
         fb)
             # KDA forward + backward as ONE job per case (zoo/kernels/kda_fwd_bwd.py: seven

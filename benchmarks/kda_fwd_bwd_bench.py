@@ -4,6 +4,7 @@ autograd (`fla.chunk_kda.fwd_bwd`) in the same job: `bash benchmarks/kda_bench.s
 
     python benchmarks/kda_fwd_bwd_bench.py --kcoral HOST:PORT --no-timing   # the small cases
     python benchmarks/kda_fwd_bwd_bench.py --kcoral HOST:PORT --cases t8192_h96 t8192_h64
+    python benchmarks/kda_fwd_bwd_bench.py --kcoral HOST:PORT --plan tc ...  # 2a, 2c on tensor cores
 
 Small cases carry the float64 reference of every output (o, ht: the forward's public rule;
 the gradients: atol = rtol = 0.01), seeds 1 and 2 before timing; large cases synthetic inputs
@@ -68,9 +69,16 @@ def _assemble(cache: Path):
     return assemble
 
 
-def build(case, put=None, seeds=(1, 2), timing=None, exec_s=None, cache=Path("/tmp/kda_fb")):
-    """The plan job of `case` (a kda_fwd_bwd.Case)."""
-    plan = M.steps(**case.params())
+def item(plan_name):
+    """The job's item name: kda_fwd_bwd for the f32 plan, kda_fwd_bwd_<plan> for another."""
+    return "kda_fwd_bwd" if plan_name == "f32" else f"kda_fwd_bwd_{plan_name}"
+
+
+def build(case, put=None, seeds=(1, 2), timing=None, exec_s=None, cache=Path("/tmp/kda_fb"),
+          plan_name="f32"):
+    """The plan job of `case` (a kda_fwd_bwd.Case) with plan `plan_name` (kda_fwd_bwd.PLANS;
+    the job is named kda_fwd_bwd[case], or kda_fwd_bwd_<plan>[case] for another plan)."""
+    plan = M.steps(**case.params(), plan=plan_name)
     runs = []
     for i, seed in enumerate(seeds if case.small else seeds[:1]):
         rng = np.random.default_rng(seed)
@@ -83,9 +91,10 @@ def build(case, put=None, seeds=(1, 2), timing=None, exec_s=None, cache=Path("/t
     steps = [(f"kda_fb_{st.name}", st.kernel.compile("sm_90a", **st.consts), st.grid, st.bind)
              for st in plan]
     return build_plan_job(
-        f"kda_fwd_bwd[{case.name}]", steps, runs, M.OUTPUTS, M.TOLERANCE, scratch=M.SCRATCH,
+        f"{item(plan_name)}[{case.name}]", steps, runs, M.OUTPUTS, M.TOLERANCE, scratch=M.SCRATCH,
         put=put, baselines=M._baselines(case.lens is not None),
-        work={"flops": M._flops(**case.params()), "bytes": M._bytes(**case.params())},
+        work={"flops": M._flops(**case.params(), plan=plan_name),
+              "bytes": M._bytes(**case.params())},
         timing=timing, budgets={"exec_s": exec_s} if exec_s else None,
         guards={"perturb": PERTURB}, assemble=_assemble(cache))
 
@@ -99,6 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--report", type=Path, default=None, help="JSON lines of the results")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/kda_fb"), help="cubin cache")
     ap.add_argument("--build-only", action="store_true", help="build and validate, no daemon")
+    ap.add_argument("--plan", choices=sorted(M.PLANS), default="f32",
+                    help="pieces 2a and 2c's kernels (kda_fwd_bwd.PLANS; default f32)")
     a = ap.parse_args(argv)
     by_name = {c.name: c for c in M.CASES}
     names = a.cases or [c.name for c in M.CASES if c.small]
@@ -117,15 +128,15 @@ def main(argv=None) -> int:
         t0 = time.monotonic()
         job = build(by_name[n], put=client.put_blob if client else None,
                     timing={"enabled": False} if a.no_timing else None, exec_s=a.exec_s,
-                    cache=a.cache)
+                    cache=a.cache, plan_name=a.plan)
         if client is None:
-            print(f"kda_fwd_bwd[{n}]: job valid, {len(job.launches)} launches, "
+            print(f"{item(a.plan)}[{n}]: job valid, {len(job.launches)} launches, "
                   f"{len(job.buffers)} buffers, built in {time.monotonic() - t0:.1f} s")
             continue
         last = None
         for ev in client.submit(job, timeout=1200):
             last = ev
-        res = BenchResult(f"kda_fwd_bwd[{n}]", last["state"] if last else "failed",
+        res = BenchResult(f"{item(a.plan)}[{n}]", last["state"] if last else "failed",
                           dict((last or {}).get("result") or {}), a.kcoral,
                           (last or {}).get("job_id", ""), not a.no_timing)
         print(res.summary, flush=True)

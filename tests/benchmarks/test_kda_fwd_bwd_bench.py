@@ -43,6 +43,14 @@ def test_group_fb_times_the_plans_large_cases_and_prewarms_them():
     assert "|fb|" in text and "pw_bwd=--bwd" in text.split('*" fb "*)')[1].split("esac")[0]
 
 
+def test_plan_names_the_job_and_an_unknown_plan_is_refused(capsys):
+    assert B.item("f32") == "kda_fwd_bwd" and B.item("tc") == "kda_fwd_bwd_tc"
+    with pytest.raises(SystemExit):
+        B.main(["--build-only", "--plan", "wgmma"])
+    assert "invalid choice: 'wgmma'" in capsys.readouterr().err
+    assert '--plan ${FB_PLAN:-f32}' in (ROOT / "benchmarks" / "kda_bench.sh").read_text()
+
+
 @pytest.mark.slow
 def test_a_small_case_builds_a_valid_job_of_seven_launches(monkeypatch, tmp_path):
     """The kernels compiled, the job laid out and validated (kcoral.job); the merged module's

@@ -1,5 +1,5 @@
 """zoo/kernels/kda_fwd_bwd.py (KDA forward + backward as one plan of seven launches): the plan's
-order and buffers, its shape rules, and every output of the small cases in numsim (each launch
+order and buffers, plan "tc" (piece 2c on tensor cores) beside it, its shape rules, and every output of the small cases in numsim (each launch
 on what the previous ones left) against the float64 reference under the public rules (o, ht:
 the forward's; every gradient: atol = rtol = 0.01); a plan that feeds the pieces the wrong
 state is caught; sync_check clean on every launch of the smallest case."""
@@ -62,6 +62,25 @@ def test_every_parameter_binds_a_buffer_of_the_plan():
     assert x["s0"].shape == (4, 2, 128, 128) and x["nfrag"].shape[:2] == (4, 2)
 
 
+def test_plan_tc_swaps_pieces_2a_and_2c_alone():
+    """Plan "tc": kda_bwd_prep_tc in steps 2 and 4, kda_bwd_pieces_tc in step 6 (the same
+    parameters, buffers, constants and grids), every other launch the f32 plan's; its declared
+    FLOPs add their split products."""
+    f32, tc = MOD.steps(1, 8192, 96), MOD.steps(1, 8192, 96, plan="tc")
+    assert [s.kernel.name for s in tc] == ["kda_fwd", "kda_bwd_prep_tc", "kda_bwd_chain",
+                                           "kda_bwd_prep_tc", "kda_bwd_chain",
+                                           "kda_bwd_pieces_tc", "kda_bwd_local"]
+    assert [s._replace(kernel=None) for s in tc] == [s._replace(kernel=None) for s in f32]
+    assert [s.kernel for s in tc[::2]] == [s.kernel for s in f32[::2]]
+    for a, b in ((tc[1], f32[1]), (tc[5], f32[5])):
+        assert [p.name for p in a.kernel.runtime_params] == [p.name for p in b.kernel.runtime_params]
+    extra = MOD.TC._flops(1, 8192, 96) + MOD.PT._flops(1, 8192, 96) + MOD.PT._flops(
+        1, 8192, 96, FORWARD=1)
+    assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
+    with pytest.raises(ValueError, match=r"plan 'wgmma' is not one of \['f32', 'tc'\]"):
+        MOD.steps(1, 64, 1, plan="wgmma")
+
+
 def test_an_unknown_forward_variant_is_refused():
     with pytest.raises(ValueError, match="forward variant 'v99' is not one of kda_fwd's"):
         MOD.steps(1, 64, 1, forward="v99")
@@ -83,6 +102,19 @@ def test_small_case_meets_the_public_rules(case):
     reps, worst = _worst(out, ref)
     assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
     assert max(worst.values()) < 0.1, worst
+
+
+@SLOW
+@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small], ids=lambda c: c.name)
+def test_plan_tc_meets_the_public_rules(case):
+    """Plan "tc" (2a and 2c on tensor cores), every launch in numsim: every output within the
+    public rules; the gradients' worst |error| / allowance on 2026-12-02: 0.109 (dbeta, three
+    saturated chunks; the f32 plan's 0.025: the split products' ~2^-16), 0.065 (dg, the
+    pack), 0.051 (dg, 2 heads mixed), 0.024 (dk, one 20-row chunk)."""
+    out, ref, _ = _run(case, MOD.steps(**case.params(), plan="tc"))
+    reps, worst = _worst(out, ref)
+    assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
+    assert max(worst.values()) < 0.25, worst
 
 
 @SLOW

@@ -158,13 +158,10 @@ def chunk_cta(chunk_tok, chunk_rows):
                                  T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
 
 
-@T.kernel(grid=_grid, block=256)
-def kda_bwd_chain_prep(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
-                       beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
-                       y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
-                       chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
-                       eg: T.gptr[T.f32], FORWARD: T.const = 0):
-    sm, ck = chunk_cta(chunk_tok, chunk_rows)
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y):
+    """kda_bwd_reverse's prep phases of one chunk (norms -> gate -> P, M -> T beside KE, QE,
+    KL, exp(G_C) and y staged in sm.do), each ended by ``bar.sync``; shared with
+    kda_bwd_pieces_tc, whose products read the same tiles."""
     BL._norms(sm, ck, q, k, beta)
     T.ptx.bar.sync(0)
     BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
@@ -172,8 +169,18 @@ def kda_bwd_chain_prep(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf1
     BR._pairs(sm)
     T.ptx.bar.sync(0)
     BL._inverse(sm)
-    BR._decayed(sm, ck, q, k, y)        # y (dO, or V) staged in sm.do
+    BR._decayed(sm, ck, q, k, y)
     T.ptx.bar.sync(0)
+
+
+@T.kernel(grid=_grid, block=256)
+def kda_bwd_chain_prep(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                       beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+                       y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
+                       chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
+                       eg: T.gptr[T.f32], FORWARD: T.const = 0):
+    sm, ck = chunk_cta(chunk_tok, chunk_rows)
+    prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y)     # y (dO, or V) staged in sm.do
     if FORWARD:
         _right_tb(sm)
         T.ptx.bar.sync(0)

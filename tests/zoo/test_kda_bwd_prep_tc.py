@@ -1,0 +1,89 @@
+"""zoo/kernels/kda_bwd_prep_tc.py (piece 2a with its products on tensor cores, split bf16
+operands): every small case (both walks) in numsim against kda_bwd_split.chain_operands /
+state_operands in float64 (B^T and exp(G_C) by kda_bwd_chain_prep's rule, N's fragment words
+as hi + lo); a dropped M W term, N's words in the wrong n-tile and a wrong lo word are caught
+(the dropped lo product of the shared `_product` is test_kda_bwd_pieces_tc's); sync_check clean on both walks; resources; the interface of kda_bwd_chain_prep. The
+chained check (plan "tc": both walks' operands -> chain -> kda_bwd_pieces_tc -> kda_bwd_local
+within the public rule) is in test_kda_fwd_bwd.py."""
+
+import pytest
+
+import tirxh.lang as T
+from tests.zoo._zoo import resident_ctas_per_sm, sync_race
+from tests.zoo.test_kda_bwd_chain_prep import _n_error, _run
+from tests.zoo.zoo_modules import assert_matches, load, load_mutant, mismatches
+
+MOD = load("kda_bwd_prep_tc")
+SLOW = pytest.mark.slow   # numsim of 256 threads: ~167K warp-instructions (~1 s) a chunk
+
+
+def _sim(mod, case):
+    """(result, inputs) of one case through kda_bwd_chain_prep's test driver (the kernel
+    attribute is this module's)."""
+    class _As:
+        kda_bwd_chain_prep = mod.kda_bwd_prep_tc
+        SUITE, OUTPUTS = mod.SUITE, mod.OUTPUTS
+    return _run(_As, case)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if "t20" in c.name else SLOW)
+                                  for c in MOD.SUITE.cases if c.small], ids=lambda c: c.name)
+def test_small_case_matches_reference(case):
+    res, x = _sim(MOD, case)
+    assert_matches(MOD.SUITE, case, res, x)
+    # N: 4.9e-6 to 5.7e-6 normalized RMS on 2026-12-02 (split products; the f32 kernel's
+    # 6e-7 to 7e-7); B^T 2.5e-6 to 4.0e-6 (the rule 1e-5)
+    assert _n_error(MOD, res, x, case) < 1e-5
+
+
+@SLOW
+@pytest.mark.parametrize("old,new,fwd", [
+    # B = (QE - M W)^T dO: U = QE
+    ("T.ptx.ld.shared.f32(sm.qe.at(row, col)) - acc[j][e])",
+     "T.ptx.ld.shared.f32(sm.qe.at(row, col)))", 0),
+    # N's words of n-tile a / 8 stored at the next n-tile's (h of the row pair ignored)
+    ("at = base + 4 * (sp * 16 * 32 * 4 + h * 32 * 4)", "at = base + 4 * (sp * 16 * 32 * 4)", 1),
+    # the odd column's lo word replaced by the even one's: N at bf16 precision there
+    ("                                             words[1][1]])",
+     "                                             words[0][1]])", 0),
+], ids=["no_m_w", "n_tile", "lo_word"])
+def test_mutants_are_caught(old, new, fwd, tmp_path):
+    mut = load_mutant("kda_bwd_prep_tc", old, new, tmp_path)
+    case = next(c for c in mut.SUITE.cases if c.name == ("fwd_t20_h1_deep" if fwd else
+                                                         "t20_h1_deep"))
+    res, x = _sim(mut, case)
+    assert mismatches(mut.SUITE, case, res, x) or _n_error(mut, res, x, case) > 1e-4
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t20_h1_deep", "fwd_t20_h1_deep"])
+def test_sync_check_is_clean(name):
+    """One chunk of 20 rows, each walk: the prep, then W / X and U written over the G and P
+    tiles between barriers, N and B^T read from them."""
+    case = next(c for c in MOD.SUITE.cases if c.name == name)
+    for result in sync_race(MOD.SUITE, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_compiles_without_spills():
+    """ptxas on this machine (2026-12-02): 149 / 147 registers (FORWARD 0 / 1), no spills;
+    kda_bwd_reverse's 227 KB of shared memory: one CTA of 256 threads an SM."""
+    for fwd in (0, 1):
+        r = MOD.kda_bwd_prep_tc.compile("sm_90a", FORWARD=fwd).resources
+        assert r.spill_stores == 0 and r.registers <= 168, r
+    assert resident_ctas_per_sm(MOD.SUITE, MOD.SUITE.cases[0]) == 1
+
+
+def test_same_interface_as_the_f32_kernel():
+    PR = load("kda_bwd_chain_prep")
+    assert ([p.name for p in MOD.kda_bwd_prep_tc.runtime_params]
+            == [p.name for p in PR.kda_bwd_chain_prep.runtime_params])
+    assert MOD.OUTPUTS == PR.OUTPUTS and MOD.SUITE_TIMING.reference is None
+    # W, U (or X) and N three mma a multiply-add, B^T two: per chunk and head
+    ck, kk = 64 * 64 * 128, 128 * 64 * 128
+    assert MOD._flops(1, 8192, 96) == 2 * (3 * (2 * ck + kk) + 2 * kk) * 12288
+    assert MOD._flops(1, 8192, 96, FORWARD=1) == 2 * (3 * (ck + kk) + 2 * kk) * 12288
+    with pytest.raises(ValueError, match=r"FORWARD=2 must be 0"):
+        T.suite(MOD.kda_bwd_prep_tc, inputs=MOD.inputs, reference=MOD.reference,
+                outputs=["bt"], constraints=MOD.constraints,
+                cases=[T.case("bad", B=1, T_=10, H=1, FORWARD=2)])

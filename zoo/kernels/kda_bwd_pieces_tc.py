@@ -1,0 +1,343 @@
+"""Kimi Delta Attention backward, piece 2c of the chain split with its products on tensor cores
+(issue 18; docs/TUNING.md "Forward + backward at 3x"): the same inputs and outputs as
+kda_bwd_chain_pieces (dv and the pieces piece 3 reads, every chunk at once, one CTA per (head,
+chunk), from the chunk's S0 and dS1), so kda_fwd_bwd's plan can swap it in (plan "tc").
+
+Math (kda_bwd_split.chunk_pieces), per chunk and head, with the chunk's prep,
+
+    R = V - KE S0,  Delta = Tb R,  dDelta = M^T dO + KL dS1,  dR = Tb^T dDelta  (= dv)
+    dqe = dO S0^T, dke = -dR S0^T, dkl = Delta dS1^T, dm = lower(dO Delta^T),
+    dtb = lower(dDelta R^T), dgs = exp(G_C) rowsum(dS1 o S0)
+
+What changes against kda_bwd_chain_pieces: the prep (norms, gate, P, M, the inverse T, KE, QE,
+KL, dO staged) is kda_bwd_reverse's f32 phases, unchanged, into the same f32 shared tiles; the
+nine products after it are ``mma.sync.m16n8k16`` (bf16 operands, f32 accumulators) instead of
+f32 FMAs with one ``ld.shared`` each. Every operand is split into bf16 hi + lo (hi =
+``cvt.rn.bf16x2.f32`` of the f32 pair, lo = the same of what hi leaves) and each product is
+three mma (lo hi + hi lo + hi hi; lo lo is ~2^-16 of the sum), two where one operand is dO
+(bf16 input values, exact: its lo is zero): benchmarks/kda_precision.py
+shows plain bf16 operands in piece 2 missing the public backward rule by up to 27x (dk) and
+170x (dbeta), and every operand split meeting it with >= 20x to spare. Operands come straight
+from the f32 tiles (``ld.shared.f32`` pairs, stride 129) and, for S0 and dS1, from global memory
+(``ld.global.f32``, L1/L2), split in registers as they are loaded: no bf16 copies to stage.
+
+Work split (products): warp w takes m-tile w % 4 (16 rows) of a [C, 128] output and the
+column half w / 4 (8 n-tiles of 8: 32 accumulators), or 4 n-tiles of a [C, C] output; the
+contraction runs in a device loop of 16-wide k-steps (A fragment once a k-step, B fragments per
+n-tile). dgs: warp w, key rows 16 w .. 16 w + 15, a row's S0 and dS1 read as one
+``ld.global.v4.f32`` per lane and summed by a ``shfl.sync.bfly`` butterfly.
+
+Phases (``bar.sync`` between): prep -> R (into the G tile), dgs -> Delta (into the P tile),
+dqe -> dkl, dm, then dDelta into registers (Delta still in the P tile) -> dDelta into the P tile
+-> dR (dv stored; registers), dtb -> dR into the R tile -> dke.
+
+Inputs and outputs: kda_bwd_chain_pieces's (q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B,
+T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32; s0, ds1 [chunks,
+H, K, V] f32 -> dv [B, T, H, V]; dqe, dke, dkl [chunks, H, C, K]; dm, dtb [chunks, H, C, C];
+dgs [chunks, H, K] f32).
+
+Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import tirxh.lang as T
+
+# the zoo is a directory of kernel files, not a package (see kda_fwd.py)
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_bwd as BW  # noqa: E402 - after the path that finds it
+import kda_bwd_chain_pieces as PC  # noqa: E402
+import kda_bwd_chain_prep as PR  # noqa: E402
+import kda_bwd_local as BL  # noqa: E402
+import kda_bwd_reverse as BR  # noqa: E402
+from kda_chunk import C, K, V, mma, pack, unpack  # noqa: E402
+
+SK = BR.SK               # row stride (f32 words) of the prep's [C, 128] tiles
+
+TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
+        "varlen")
+
+FULL = 0xFFFFFFFF
+
+
+# --- split-operand products from f32 sources ----------------------------------------------------
+
+def _split2(x0, x1):
+    """(hi, lo) bf16x2 words of the f32 pair: hi = rn(x), lo = rn(x - hi) (``cvt.rn.bf16x2``,
+    ``shl``/``and``, 2 ``sub``, ``cvt.rn.bf16x2``)."""
+    hi = pack(x0, x1)
+    h0, h1 = unpack(hi)
+    return hi, pack(x0 - h0, x1 - h1)
+
+
+class _Src:
+    """An f32 matrix read element by element: element (r, c) at address at(r, c), and (r + dr,
+    c + dc) at dr rs + dc cs bytes from it, so a fragment costs one address and immediate
+    offsets. `scale`, if given, multiplies element (r, c) by the f32 at scale(c) (+ dc 4).
+    `exact`: every element is a bf16 value (dO staged from its bf16 input), so its lo part is
+    zero and the products skip the mma that would multiply it."""
+
+    def __init__(self, at, rs, cs, ld, scale=None, exact=False):
+        self.at, self.rs, self.cs, self.ld, self.scale = at, rs, cs, ld, scale
+        self.exact = exact
+
+    def pair(self, base, sbase, dr, dc, step):
+        """The f32 pair at (dr, dc) and (dr, dc) + step, step (1, 0) or (0, 1)."""
+        out = []
+        for e in range(2):
+            r, c = dr + e * step[0], dc + e * step[1]
+            x = self.ld(base + r * self.rs + c * self.cs)
+            if self.scale is not None:
+                x = x * T.ptx.ld.shared.f32(sbase + 4 * c)
+            out.append(x)
+        return out
+
+
+def _shared(tile, stride, transposed=False, exact=False):
+    """A row-major f32 tile of `stride` words a row (or its transpose)."""
+    def ld(a):
+        return T.ptx.ld.shared.f32(a)
+    if transposed:
+        return _Src(lambda r, c: tile.at(c, r), 4, 4 * stride, ld, exact=exact)
+    return _Src(lambda r, c: tile.at(r, c), 4 * stride, 4, ld, exact=exact)
+
+
+def _global(mat, transposed=False):
+    """A [K, V] f32 global state (``ld.global.f32``: L1 and L2 serve the repeats) as B[kk, v],
+    or B[v, kk] transposed."""
+    def ld(a):
+        return T.ptx.ld.global_.f32(a)
+    if transposed:
+        return _Src(lambda r, c: mat.at(c * V + r), 4, 4 * V, ld)
+    return _Src(lambda r, c: mat.at(r * V + c), 4 * V, 4, ld)
+
+
+def _frag(src, base, sbase, coords, step):
+    """The hi and lo fragment words of the f32 pairs at `coords` (offsets from `base`); lo is
+    None for an exact source (its pairs convert without rounding)."""
+    his, los = [], []
+    for dr, dc in coords:
+        pair = src.pair(base, sbase, dr, dc, step)
+        if src.exact:
+            his.append(pack(*pair))
+            continue
+        hi, lo = _split2(*pair)
+        his.append(hi)
+        los.append(lo)
+    return his, (los or None)
+
+
+class _Lane:
+    """The warp's tile roles: g = lane / 4, t = lane % 4, its m-tile (rows m0 .. m0 + 15) and
+    column half (w / 4)."""
+
+    def __init__(self):
+        lane = T.laneid()
+        w = T.tid.x >> 5
+        self.g, self.t = lane >> 2, lane & 3
+        self.m0 = (w & 3) << 4
+        self.half = w >> 2
+
+    def below(self, rows):
+        """The same roles `rows` rows further down (the second half of a [128, n] output)."""
+        out = copy.copy(self)
+        out.m0 = self.m0 + rows
+        return out
+
+    def cols(self, n):
+        """First columns of the warp's n-tiles of an [C, n] output (n / 16 tiles of 8)."""
+        tiles = n // 16
+        return [self.half * (8 * tiles) + 8 * j for j in range(tiles)]
+
+
+def _product(ln, acc, a, b, n0s, ksteps):
+    """acc[j] += A[m0 .., :] B[:, n0s[j] ..] over 16 ksteps columns of A (`_Src` operands),
+    each product three mma.sync of the split operands (two when one is exact: lo hi or hi lo
+    is zero): per k-step one address for A's fragment and one for the B fragments of every
+    n-tile (they sit 8 cs apart)."""
+    r = ln.m0 + ln.g
+    with T.range(ksteps) as s:
+        k0 = (s << 4) + 2 * ln.t
+        abase = a.at(r, k0)
+        asc = a.scale and a.scale(k0)
+        ahi, alo = _frag(a, abase, asc, [(0, 0), (8, 0), (0, 8), (8, 8)], (0, 1))
+        bbase = b.at(k0, n0s[0] + ln.g)
+        for j, n0 in enumerate(n0s):
+            bhi, blo = _frag(b, bbase + 8 * j * b.cs, None, [(0, 0), (8, 0)], (1, 0))
+            if alo is not None:
+                mma(acc[j], alo, bhi)
+            if blo is not None:
+                mma(acc[j], ahi, blo)
+            mma(acc[j], ahi, bhi)
+
+
+def _acc(n):
+    return [BL._zeros(4) for _ in range(n)]
+
+
+def _elements(ln, n0s):
+    """(j, e, row, col) of every accumulator element of the warp (the mma C layout)."""
+    for j, n0 in enumerate(n0s):
+        for e in range(4):
+            yield j, e, ln.m0 + ln.g + 8 * (e >> 1), n0 + 2 * ln.t + (e & 1)
+
+
+def _pairs_of(ln, n0s, acc):
+    """(row, col, [x, x']) of each adjacent pair of accumulator elements (col even)."""
+    for j, n0 in enumerate(n0s):
+        for h in range(2):
+            yield (ln.m0 + ln.g + 8 * h, n0 + 2 * ln.t, [acc[j][2 * h], acc[j][2 * h + 1]])
+
+
+def _tb(sm):
+    """Tb = T Diag(beta) as A[i, j] = T[i, j] beta_j."""
+    src = _shared(sm.t, C)
+    src.scale = lambda c: sm.beta.at(c)
+    return src
+
+
+def _to_tile(ln, n0s, acc, tile):
+    for j, e, row, col in _elements(ln, n0s):
+        T.ptx.st.shared.f32(tile.at(row, col), acc[j][e])
+
+
+def _piece_out(ln, ck, out, a, b, ksteps, sign=1.0):
+    """out[i, kk] = sign A B (dqe, dke, dkl: [chunks, H, C, K]), pairs as ``st.global.v2``."""
+    n0s = ln.cols(K)
+    acc = _acc(len(n0s))
+    _product(ln, acc, a, b, n0s, ksteps)
+    for row, col, xs in _pairs_of(ln, n0s, acc):
+        vals = xs if sign == 1.0 else [x * sign for x in xs]
+        T.ptx.st.global_.v2.f32(out.at(ck.piece(row, K) + col), vals)
+
+
+def _lower_out(ln, ck, out, a, b):
+    """out[i, j] = (A B)[i, j] for j <= i, zero above (dm, dtb: [chunks, H, C, C])."""
+    n0s = ln.cols(C)
+    acc = _acc(len(n0s))
+    _product(ln, acc, a, b, n0s, V // 16)
+    for row, col, xs in _pairs_of(ln, n0s, acc):
+        vals = [T.ptx.selp.f32(x, 0.0, col + e <= row) for e, x in enumerate(xs)]
+        T.ptx.st.global_.v2.f32(out.at(ck.piece(row, C) + col), vals)
+
+
+def _dgs(ck, sm, s0, ds1, dgs):
+    """dgs[kk] = exp(G_C, kk) sum_v dS1[kk, v] S0[kk, v]: warp w, key rows 16 w .. 16 w + 15,
+    lane 4 values a row (``ld.global.v4.f32``), a 5-step butterfly."""
+    lane = T.laneid()
+    w = T.tid.x >> 5
+    for r in range(K // 8):
+        kk = (w << 4) + r
+        a = T.ptx.ld.global_.v4.f32(s0.at(kk * V + 4 * lane))
+        b = T.ptx.ld.global_.v4.f32(ds1.at(kk * V + 4 * lane))
+        s = a[0] * b[0]
+        for e in range(1, 4):
+            s = T.ptx.fma.rn.f32(a[e], b[e], s)
+        for m in (16, 8, 4, 2, 1):
+            s = s + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(T.ptx.mov.b32(s), m, 0x1F, FULL))
+        T.ptx.st.global_.f32(dgs.at((ck.c * ck.H + ck.h) * K + kk),
+                             s * T.ptx.ld.shared.f32(sm.eg.at(kk)), pred=lane == 0)
+
+
+@T.kernel(grid=PC._grid, block=256)
+def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                      v: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
+                      dt_bias: T.gptr[T.f32], do: T.gptr[T.bf16],
+                      chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
+                      s0: T.gptr[T.f32], ds1: T.gptr[T.f32], dv: T.gptr[T.f32],
+                      dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
+                      dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32]):
+    sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
+    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do)    # f32 phases, dO in sm.do
+    ln = _Lane()
+    S0 = BR._Mat(s0, ck.state())
+    dS = BR._Mat(ds1, ck.state())
+    wide = ln.cols(V)
+    # R = V - KE S0 (rows past the sequence: V = 0, KE = 0) into the G tile
+    acc = _acc(len(wide))
+    _product(ln, acc, _shared(sm.ke, SK), _global(S0), wide, K // 16)
+    for j, e, row, col in _elements(ln, wide):
+        x = T.ptx.selp.f32(BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv)
+        T.ptx.st.shared.f32(sm.r.at(row, col), x - acc[j][e])
+    _dgs(ck, sm, S0, dS, dgs)
+    T.ptx.bar.sync(0)
+    # Delta = T Diag(beta) R into the P tile; dqe = dO S0^T
+    acc = _acc(len(wide))
+    _product(ln, acc, _tb(sm), _shared(sm.r, SK), wide, C // 16)
+    _to_tile(ln, wide, acc, sm.dlt)
+    _piece_out(ln, ck, dqe, _shared(sm.do, SK, exact=True), _global(S0, True), V // 16)
+    T.ptx.bar.sync(0)
+    # dkl = Delta dS1^T, dm = lower(dO Delta^T); dDelta = M^T dO + KL dS1 kept in registers
+    _piece_out(ln, ck, dkl, _shared(sm.dlt, SK), _global(dS, True), V // 16)
+    _lower_out(ln, ck, dm, _shared(sm.do, SK, exact=True), _shared(sm.dlt, SK, True))
+    d_delta = _acc(len(wide))
+    _product(ln, d_delta, _shared(sm.m, C, True), _shared(sm.do, SK, exact=True), wide,
+             C // 16)
+    _product(ln, d_delta, _shared(sm.kl_, SK), _global(dS), wide, K // 16)
+    T.ptx.bar.sync(0)
+    _to_tile(ln, wide, d_delta, sm.dlt)
+    T.ptx.bar.sync(0)
+    # dR = Diag(beta) T^T dDelta (= dv, stored where the row is valid); dtb = lower(dDelta R^T)
+    acc = _acc(len(wide))
+    _product(ln, acc, _shared(sm.t, C, True), _shared(sm.dlt, SK), wide, C // 16)
+    d_r = []
+    for h, (row, col, xs) in enumerate(_pairs_of(ln, wide, acc)):
+        bj = T.ptx.ld.shared.f32(sm.beta.at(row))
+        xs = [x * bj for x in xs]
+        T.ptx.st.global_.v2.f32(dv.at(ck.row(row) + col), xs, pred=row < ck.nv)
+        if h % 2 == 0:
+            d_r.append([])
+        d_r[-1] += xs
+    _lower_out(ln, ck, dtb, _shared(sm.dlt, SK), _shared(sm.r, SK, True))
+    T.ptx.bar.sync(0)
+    _to_tile(ln, wide, d_r, sm.r)
+    T.ptx.bar.sync(0)
+    # dke = -dR S0^T
+    _piece_out(ln, ck, dke, _shared(sm.r, SK), _global(S0, True), V // 16, sign=-1.0)
+
+
+# --- inputs, reference, cases: kda_bwd_chain_pieces's ------------------------------------------
+
+OUTPUTS = PC.OUTPUTS
+inputs = PC.inputs
+reference = PC.reference
+timing_inputs = PC.timing_inputs
+constraints = PC.constraints
+_bytes = PC._bytes
+
+
+def _flops(B, T_, H, lens=None):
+    """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: R, dkl, dke,
+    dDelta's KL dS1 (C K V each), Delta, dR, dtb (C C V) as three bf16 mma (the split); dqe
+    (C K V), dm and dDelta's M^T dO (C C V) as two (dO exact)."""
+    per = 3 * (4 * C * K * V + 3 * C * C * V) + 2 * (C * K * V + 2 * C * C * V)
+    return 2 * per * BL._chunks(B, T_, lens) * H
+
+
+# split bf16 products (hi + lo: ~2^-16 relative a product) in f32 accumulation: the f32
+# kernel's rule (every element within rtol 1e-3 + 1e-3 RMS(ref), normalized RMS 1e-4)
+TOLERANCE = PC.TOLERANCE
+
+SUITE = T.suite(
+    kda_bwd_pieces_tc, inputs=inputs, reference=reference, outputs=list(OUTPUTS),
+    tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
+    flops_dtype="bf16", cases=[
+        # the smallest (what `tirxh check`'s sync_check runs): one 20-row chunk, deep gates
+        T.case("t20_h1_deep", B=1, T_=20, H=1, gate="deep"),
+        # three chunks (64, 64, 22: a tail) under saturated gates
+        T.case("t150_h1_deep", B=1, T_=150, H=1, gate="deep", tags=BW.SYNC_IN_TESTS),
+        # a varlen pack (2 chunks, a one-token sequence, a tail) on 2 heads, mixed gates
+        T.case("pack_80_1_30_h2", B=1, T_=111, H=2, lens=(80, 1, 30), gate="mixed",
+               tags=BW.SYNC_IN_TESTS),
+    ])
+
+# timing only (no reference: `timing_inputs`), tagged "timing": kda_bwd_local's shapes;
+# `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_pieces
+SUITE_TIMING = T.suite(
+    kda_bwd_pieces_tc, inputs=timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
+    bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(BL.SUITE_TIMING.cases))

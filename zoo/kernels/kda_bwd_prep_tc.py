@@ -1,0 +1,159 @@
+"""Kimi Delta Attention backward, piece 2a of the chain split with its products on tensor cores
+(issue 18; docs/TUNING.md "Forward + backward at 3x"): the same inputs and outputs as
+kda_bwd_chain_prep (kda_bwd_chain's operands of every chunk at once, one CTA per (head, chunk);
+with FORWARD=1 the forward walk's), so kda_fwd_bwd's plan "tc" swaps it in for both walks.
+
+Math (kda_bwd_split.chain_operands / state_operands), per chunk and head, with the chunk's prep:
+
+    W = Tb KE,  U = QE - M W  [C, K];  N = -W^T KL  [K, K];  B^T = dO^T U  [V, K]
+    FORWARD:  X = Tb^T KL  [C, K];  N = -X^T KE;  B^T = V^T X
+
+What changes against kda_bwd_chain_prep: its prep (kda_bwd_chain_prep.prep, f32 CUDA cores) is
+unchanged; the four products after it are kda_bwd_pieces_tc's split-operand ``mma.sync`` (bf16
+hi + lo, three mma a product, two for B^T whose dO or V is exact in bf16), warp w on m-tile w %
+4 and half the columns ([128, 128] outputs in two passes of 64 rows). N's accumulators need no
+exchange to become kda_bwd_chain's fragment words: lane (g, t) holds N[a, b .. b + 1] for rows
+a = m0 + g (+ 8) and columns b = n0 + 2t, which is the B-fragment pair of N^T for k-step b / 16,
+n-tile a / 8 and the same lane; its two n-tiles 16 s and 16 s + 8 give the four words (hi b0,
+hi b1, lo b0, lo b1) of one ``st.global.v4.b32``.
+
+Inputs and outputs: kda_bwd_chain_prep's (q, k, g_raw, y [B, T, H, 128] bf16, y = dO or V with
+FORWARD; beta [B, T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32
+-> nfrag [chunks, H, 8, 16, 32, 4] u32, bt [chunks, H, V, K] f32, eg [chunks, H, K] f32).
+
+Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import tirxh.lang as T
+
+# the zoo is a directory of kernel files, not a package (see kda_fwd.py)
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_bwd_chain as CH  # noqa: E402 - after the path that finds it
+import kda_bwd_chain_prep as PR  # noqa: E402
+import kda_bwd_local as BL  # noqa: E402
+import kda_bwd_pieces_tc as TC  # noqa: E402
+from kda_chunk import C, K, V  # noqa: E402
+
+TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
+        "varlen")
+
+SK = TC.SK
+_shared = TC._shared
+
+
+def _rows_scaled(ln, n0s, acc, tile, beta):
+    """tile[i, c] = beta_i acc (X = Diag(beta) T^T KL)."""
+    for j, e, row, col in TC._elements(ln, n0s):
+        T.ptx.st.shared.f32(tile.at(row, col), acc[j][e] * T.ptx.ld.shared.f32(beta.at(row)))
+
+
+def _n_fragments(ln, hc, nfrag, left, right):
+    """N = -left^T right ([K, K]: left, right [C, K] f32 tiles) as kda_bwd_chain's fragment
+    words, one ``st.global.v4.b32`` a (k-step, n-tile) pair of accumulator tiles."""
+    wide = ln.cols(K)
+    for rows in (0, C):
+        lr = ln.below(rows)
+        acc = TC._acc(len(wide))
+        TC._product(lr, acc, _shared(left, SK, transposed=True), _shared(right, SK), wide,
+                    C // 16)
+        # lane word of k-step 4 half, n-tile m0 / 8; then + s' (k-steps) and + h (n-tiles)
+        first = (((hc * 8 + lr.half * 4) * 16 + (lr.m0 >> 3)) * 32 + 4 * lr.g + lr.t) * 4
+        base = nfrag.at(first)
+        for sp in range(len(wide) // 2):
+            for h in range(2):
+                words = [TC._split2(-acc[2 * sp + o][2 * h], -acc[2 * sp + o][2 * h + 1])
+                         for o in range(2)]
+                at = base + 4 * (sp * 16 * 32 * 4 + h * 32 * 4)
+                T.ptx.st.global_.v4.b32(at, [words[0][0], words[1][0], words[0][1],
+                                             words[1][1]])
+
+
+def _b_rows(ln, hc, bt, y, left):
+    """B^T[v, d] = sum_i Y[i, v] left[i, d] (Y exact bf16 in sm.do: two mma a product),
+    ``st.global.v2.f32`` pairs along bt's rows."""
+    wide = ln.cols(K)
+    for rows in (0, C):
+        lr = ln.below(rows)
+        acc = TC._acc(len(wide))
+        TC._product(lr, acc, _shared(y, SK, transposed=True, exact=True), _shared(left, SK),
+                    wide, C // 16)
+        for row, col, xs in TC._pairs_of(lr, wide, acc):
+            T.ptx.st.global_.v2.f32(bt.at((hc * V + row) * K + col), xs)
+
+
+@T.kernel(grid=PR._grid, block=256)
+def kda_bwd_prep_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                    beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+                    y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
+                    chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
+                    eg: T.gptr[T.f32], FORWARD: T.const = 0):
+    sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
+    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y)    # f32 phases, y in sm.do
+    ln = TC._Lane()
+    wide = ln.cols(K)
+    hc = ck.c * ck.H + ck.h
+    acc = TC._acc(len(wide))
+    if FORWARD:
+        # X = Diag(beta) T^T KL into the G tile; N = -X^T KE; B^T = V^T X
+        TC._product(ln, acc, _shared(sm.t, C, transposed=True), _shared(sm.kl_, SK), wide,
+                    C // 16)
+        _rows_scaled(ln, wide, acc, sm.r, sm.beta)
+        T.ptx.bar.sync(0)
+        _n_fragments(ln, hc, nfrag, sm.r, sm.ke)
+        _b_rows(ln, hc, bt, sm.do, sm.r)
+    else:
+        # W = Tb KE into the G tile; U = QE - M W into the P tile; N = -W^T KL; B^T = dO^T U
+        TC._product(ln, acc, TC._tb(sm), _shared(sm.ke, SK), wide, C // 16)
+        TC._to_tile(ln, wide, acc, sm.r)
+        T.ptx.bar.sync(0)
+        acc = TC._acc(len(wide))
+        TC._product(ln, acc, _shared(sm.m, C), _shared(sm.r, SK), wide, C // 16)
+        for j, e, row, col in TC._elements(ln, wide):
+            T.ptx.st.shared.f32(sm.dlt.at(row, col),
+                                T.ptx.ld.shared.f32(sm.qe.at(row, col)) - acc[j][e])
+        T.ptx.bar.sync(0)
+        _n_fragments(ln, hc, nfrag, sm.r, sm.kl_)
+        _b_rows(ln, hc, bt, sm.do, sm.dlt)
+    with T.if_(T.tid.x < K):
+        d = T.tid.x
+        T.ptx.st.global_.f32(eg.at(hc * K + d), T.ptx.ld.shared.f32(sm.eg.at(d)))
+
+
+# --- inputs, reference, cases: kda_bwd_chain_prep's ----------------------------------------------
+
+OUTPUTS = PR.OUTPUTS
+inputs = PR.inputs
+prep_inputs = PR.prep_inputs
+reference = PR.reference
+timing_inputs = PR.timing_inputs
+constraints = PR.constraints
+_bytes = PR._bytes
+
+
+def _flops(B, T_, H, lens=None, FORWARD=0):
+    """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: W, U (C C K) or X
+    (C C K), and N (K C K) as three bf16 mma; B^T (V C K) as two (dO or V exact)."""
+    first = C * C * K * (1 if FORWARD else 2)
+    per = 3 * (first + K * C * K) + 2 * V * C * K
+    return 2 * per * BL._chunks(B, T_, lens) * H
+
+
+# kda_bwd_chain_prep's rule for B^T and exp(G_C); N is checked as hi + lo in the tests
+TOLERANCE = PR.TOLERANCE
+
+SUITE = T.suite(
+    kda_bwd_prep_tc, inputs=inputs, reference=reference, outputs=["bt", "eg"],
+    tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
+    flops_dtype="bf16", cases=list(PR.SUITE.cases))
+
+# timing only (no reference), tagged "timing": kda_bwd_local's shapes; `benchmarks/kda_bench.sh
+# tc` times T8192 H96 beside kda_bwd_chain_prep
+SUITE_TIMING = T.suite(
+    kda_bwd_prep_tc, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
+    bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(PR.SUITE_TIMING.cases))
