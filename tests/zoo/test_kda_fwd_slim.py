@@ -125,3 +125,72 @@ def test_slim_constraints_name_the_rule():
                 constraints=MOD.constraints_slim, cases=[T.case("bad", B=1, T_=10, H=1, PREP=0)])
     assert MOD.constraints_slim(1, 64, 1, BLOCKS=2) == [
         "BLOCKS=2 must be 0 (kda_chunk.blocks, unrolled) or 1 (blocks_slim)"]
+
+
+# --- kda_fwd_slim.py's kda_fwd_ahead (session 8): the norms one chunk ahead, the A/M blocks in
+# two warp-uniform paths (H64) --------------------------------------------------------------
+
+AHEAD = load("kda_fwd_slim")
+AHEAD_SUITES = (AHEAD.SUITE, AHEAD.SUITE_VARLEN)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for s in AHEAD_SUITES
+                                  for c in s.cases if c.small])
+def test_ahead_small_case_matches_reference(case):
+    suite = AHEAD.SUITE_VARLEN if case.params.get("lens") else AHEAD.SUITE
+    res, inputs = simulate(suite, case)
+    assert_matches(suite, case, res, inputs)
+    rep = suite.tolerance_for("o").compare(res.outputs["o"], suite.expected(case, inputs)["o"])
+    assert rep["rms_ratio"] < 0.01
+
+
+def test_ahead_small_cases_cover_every_variant():
+    def key(p):
+        return p.get("AHEAD", 1), p.get("BLOCKS", 2)
+    small = {key(c.params) for s in AHEAD_SUITES for c in s.cases if c.small}
+    assert {key(v) for v in AHEAD.VARIANTS.values()} <= small
+
+
+@pytest.mark.parametrize("params", [dict(B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep"),
+                                    dict(B=1, T_=100, H=1, AHEAD=1, BLOCKS=0)],
+                         ids=["v64ws8q_3chunks", "v64ws8p_2chunks"])
+def test_ahead_sync_check_is_clean(params):
+    """Three chunks: chunk 2's norms are made into stage 0 after the state warps released
+    chunk 0 (full[0]'s second phase), beside chunk 1's inverse on the named barrier 2."""
+    for result in sync_race(AHEAD.SUITE, T.case("sync", **params)):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+@pytest.mark.parametrize("variant", sorted(AHEAD.VARIANTS))
+def test_ahead_variants_have_no_local_memory_and_fit(variant):
+    ck = AHEAD.kda_fwd_ahead.compile("sm_90a", **AHEAD.VARIANTS[variant])
+    r = ck.resources
+    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+    sass = ck.sass() if callable(ck.sass) else ck.sass
+    assert " STL" not in sass and " LDL" not in sass
+    assert ck.launch_metadata()["dynamic_smem"] <= 227 * 1024
+
+
+def test_ahead_constraints_name_the_rule():
+    assert "8 prep + 4 state warp form" in AHEAD.constraints(1, 64, 1, BV=128, PREP=4)[0]
+    assert AHEAD.constraints(1, 64, 1, AHEAD=2) == [
+        "AHEAD=2 must be 0 or 1 (chunk c + 1's norms beside chunk c's inverse)"]
+    assert AHEAD.constraints(1, 64, 1, BLOCKS=1) == [
+        "BLOCKS=1 must be 0 (kda_chunk.blocks, unrolled) or 2 (blocks_wide)"]
+    with pytest.raises(ValueError, match=r"case 'bad': AHEAD=3 must be 0 or 1"):
+        T.suite(AHEAD.kda_fwd_ahead, inputs=MOD.inputs, reference=MOD.reference,
+                outputs=["o"], constraints=AHEAD.constraints,
+                cases=[T.case("bad", B=1, T_=10, H=1, AHEAD=3)])
+    with pytest.raises(ValueError, match=r"blocks_wide: 4 prep warps; it takes 8"):
+        AHEAD.blocks_wide(None, None, None, 4)
+
+
+def test_slim_variants_ptx_is_unchanged_by_the_ahead_kernel():
+    """kda_fwd_slim's four variants as session 7 left them (kda_fwd's _forward_ws, kda_chunk's
+    norms and blocks_slim were extended for kda_fwd_ahead with defaults that emit the same
+    instructions)."""
+    pins = {"v128wsl": "66345766ec074fec80d50092", "v64ws8l": "99a0303f116b74bd853a0098",
+            "v128wsm": "e679cef412423abc302a0bf6", "v64ws8m": "cccc17c6d4993e7c20e0db62"}
+    assert set(pins) == set(MOD.SLIM_VARIANTS)
+    for v, h in pins.items():
+        assert _ptx_hash(MOD.kda_fwd_slim, MOD.SLIM_VARIANTS[v]) == h, v
