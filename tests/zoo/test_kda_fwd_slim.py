@@ -14,7 +14,7 @@ import pytest
 
 import tirxh.lang as T
 from tests.zoo._zoo import sync_race
-from tests.zoo.zoo_modules import assert_matches, load, simulate
+from tests.zoo.zoo_modules import assert_matches, load, load_mutant, simulate
 
 pytestmark = pytest.mark.slow      # numsim and sync_check of the KDA forward (as test_kda_fwd.py)
 MOD = load("kda_fwd")
@@ -159,6 +159,17 @@ def test_ahead_sync_check_is_clean(params):
     chunk 0 (full[0]'s second phase), beside chunk 1's inverse on the named barrier 2."""
     for result in sync_race(AHEAD.SUITE, T.case("sync", **params)):
         assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_ahead_with_one_beta_buffer_is_a_race(tmp_path):
+    """The per-stage sBeta is what makes the look-ahead safe: with one buffer, warps 4 .. 7
+    write chunk c + 1's beta while warps 0 .. 3's inverse reads chunk c's (no barrier between
+    them), and racecheck says so."""
+    mutant = load_mutant("kda_fwd_slim", 'SLOTS = F._SmemWS.SLOTS + ("beta",)',
+                         "SLOTS = F._SmemWS.SLOTS", tmp_path)
+    case = T.case("sync", B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep")
+    found = [f.message for r in sync_race(mutant.SUITE, case) for f in r.findings]
+    assert any("conflict on shared sBeta" in m for m in found), found
 
 
 @pytest.mark.parametrize("variant", sorted(AHEAD.VARIANTS))
