@@ -182,6 +182,22 @@ def test_ahead_variants_have_no_local_memory_and_fit(variant):
     assert ck.launch_metadata()["dynamic_smem"] <= 227 * 1024
 
 
+def test_ahead_prep_claims_the_predictions_rest_on():
+    """docs/TUNING.md ("H64: the prep's path") predicts from these: with AHEAD the prep loop has
+    no norms phase (they are made beside the inverse: a row of their own) at about the same
+    code size as v64ws8l; with BLOCKS = 2 the A/M blocks' code is under half of v64ws8l's and
+    the prep loop at least 10 KB smaller."""
+    sass = {v: SP.variant_sass(v) for v in ("v64ws8l", "v64ws8n", "v64ws8p", "v64ws8q")}
+    rows = {v: {r["phase"]: r for r in SP.phases(s, SP.trips(v))} for v, s in sass.items()}
+    size = {v: SP.code_size(s)["prep_loop"] for v, s in sass.items()}
+    for v in ("v64ws8p", "v64ws8q"):
+        assert "norms" not in rows[v] and "norms ahead" in rows[v], rows[v]
+    assert abs(size["v64ws8p"] - size["v64ws8l"]) < 4096
+    for v in ("v64ws8n", "v64ws8q"):
+        assert rows[v]["blocks"]["issue_all"] < 0.5 * rows["v64ws8l"]["blocks"]["issue_all"]
+        assert size[v] < size["v64ws8l"] - 10 * 1024
+
+
 def test_ahead_constraints_name_the_rule():
     assert "8 prep + 4 state warp form" in AHEAD.constraints(1, 64, 1, BV=128, PREP=4)[0]
     assert AHEAD.constraints(1, 64, 1, AHEAD=2) == [
