@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from tests.benchmarks._listing import sections
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "kda_bench.sh"
 
@@ -22,14 +24,7 @@ def _jobs(*groups, **env) -> dict:
     """{job name: [kernel[case], ...]} of the groups' --list output (which must succeed)."""
     r = _run(*groups, KDA_BENCH_LIST="1", **env)
     assert r.returncode == 0, r.stdout + r.stderr
-    got, head = {}, None
-    for line in r.stdout.splitlines():
-        if line.startswith("== "):
-            head = line[3:]
-            got[head] = []
-        elif "::" in line:
-            got[head].append(line.split("::")[1].split("@")[0])
-    return got
+    return sections(r.stdout)
 
 
 @pytest.mark.slow(reason="three tirxh bench --collect-only runs over the zoo")

@@ -18,6 +18,7 @@ from tests.zoo.zoo_modules import assert_matches, load, load_mutant, simulate
 
 pytestmark = pytest.mark.slow      # numsim and sync_check of the KDA forward (as test_kda_fwd.py)
 MOD = load("kda_fwd")
+AHEAD = load("kda_fwd_slim")       # kda_fwd_ahead (session 8), tested at the end of this file
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import kda_sass_path as SP  # noqa: E402 - benchmarks/ is not a package: found through the path
@@ -91,9 +92,13 @@ def test_sync_check_is_clean(params):
         assert result.verdict == "clean", [f.message for f in result.findings]
 
 
-@pytest.mark.parametrize("variant", sorted(MOD.SLIM_VARIANTS))
-def test_variants_have_no_local_memory_and_fit(variant):
-    ck = MOD.kda_fwd_slim.compile("sm_90a", **MOD.SLIM_VARIANTS[variant])
+@pytest.mark.parametrize("kernel,variant", [
+    *[("kda_fwd_slim", v) for v in sorted(MOD.SLIM_VARIANTS)],
+    *[("kda_fwd_ahead", v) for v in sorted(AHEAD.VARIANTS)]])
+def test_variants_have_no_local_memory_and_fit(kernel, variant):
+    mod = MOD if kernel == "kda_fwd_slim" else AHEAD
+    consts = (mod.SLIM_VARIANTS if mod is MOD else mod.VARIANTS)[variant]
+    ck = getattr(mod, kernel).compile("sm_90a", **consts)
     r = ck.resources
     assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
     sass = ck.sass() if callable(ck.sass) else ck.sass
@@ -130,7 +135,6 @@ def test_slim_constraints_name_the_rule():
 # --- kda_fwd_slim.py's kda_fwd_ahead (session 8): the norms one chunk ahead, the A/M blocks in
 # two warp-uniform paths (H64) --------------------------------------------------------------
 
-AHEAD = load("kda_fwd_slim")
 AHEAD_SUITES = (AHEAD.SUITE, AHEAD.SUITE_VARLEN)
 
 
@@ -170,16 +174,6 @@ def test_ahead_with_one_beta_buffer_is_a_race(tmp_path):
     case = T.case("sync", B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep")
     found = [f.message for r in sync_race(mutant.SUITE, case) for f in r.findings]
     assert any("conflict on shared sBeta" in m for m in found), found
-
-
-@pytest.mark.parametrize("variant", sorted(AHEAD.VARIANTS))
-def test_ahead_variants_have_no_local_memory_and_fit(variant):
-    ck = AHEAD.kda_fwd_ahead.compile("sm_90a", **AHEAD.VARIANTS[variant])
-    r = ck.resources
-    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
-    sass = ck.sass() if callable(ck.sass) else ck.sass
-    assert " STL" not in sass and " LDL" not in sass
-    assert ck.launch_metadata()["dynamic_smem"] <= 227 * 1024
 
 
 def test_ahead_prep_claims_the_predictions_rest_on():
