@@ -6,6 +6,7 @@ prediction rests on), and kda_fwd's existing variants' PTX unchanged by it (anot
 imports kda_fwd.py and kda_chunk.py)."""
 
 import hashlib
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -163,6 +164,22 @@ def test_ahead_sync_check_is_clean(params):
     chunk 0 (full[0]'s second phase), beside chunk 1's inverse on the named barrier 2."""
     for result in sync_race(AHEAD.SUITE, T.case("sync", **params)):
         assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_ahead_waiting_on_the_wrong_phase_is_reported(tmp_path, monkeypatch):
+    """The look-ahead waits on full[s ^ 1] at chunk c + 1's phase (ring.phase ^ ring.stage);
+    the three-chunk case tells it from ring.phase (chunk 2's wait would return on chunk 0's
+    completed phase and read the tiles before their TMA): sync_check reports it."""
+    mutant = load_mutant("kda_fwd", "sm.full[stage].wait(ring.phase ^ ring.stage)",
+                         "sm.full[stage].wait(ring.phase)", tmp_path)
+    monkeypatch.setitem(sys.modules, "kda_fwd", mutant)     # what kda_fwd_slim.py imports
+    spec = importlib.util.spec_from_file_location("kda_fwd_slim_on_mutant",
+                                                  ROOT / "zoo" / "kernels" / "kda_fwd_slim.py")
+    ahead = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ahead)
+    case = T.case("sync", B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep")
+    found = [f.message for r in sync_race(ahead.SUITE, case) for f in r.findings]
+    assert any("full[0]" in m and "missed" in m for m in found), found
 
 
 def test_ahead_with_one_beta_buffer_is_a_race(tmp_path):
