@@ -156,13 +156,12 @@ def test_ahead_small_cases_cover_every_variant():
     assert {key(v) for v in AHEAD.VARIANTS.values()} <= small
 
 
-@pytest.mark.parametrize("params", [dict(B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep"),
-                                    dict(B=1, T_=100, H=1, AHEAD=1, BLOCKS=0)],
-                         ids=["v64ws8q_3chunks", "v64ws8p_2chunks"])
-def test_ahead_sync_check_is_clean(params):
+def test_ahead_sync_check_is_clean():
     """Three chunks: chunk 2's norms are made into stage 0 after the state warps released
-    chunk 0 (full[0]'s second phase), beside chunk 1's inverse on the named barrier 2."""
-    for result in sync_race(AHEAD.SUITE, T.case("sync", **params)):
+    chunk 0 (full[0]'s second phase), beside chunk 1's inverse on the named barrier 2 (q: the
+    look-ahead and blocks_wide; p differs from it only by v64ws8l's unrolled blocks)."""
+    case = T.case("sync", B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep")
+    for result in sync_race(AHEAD.SUITE, case):
         assert result.verdict == "clean", [f.message for f in result.findings]
 
 
