@@ -32,7 +32,7 @@
 # in a second call. A shape whose client runs out of budget is listed under "Not timed" in
 # summary.md.
 #
-# Env: ROUNDS (paired rounds per timed job, e.g. 300: both clock regimes, below), ATTN_K a -k expression over case names instead of the groups, BUDGET seconds for the timed clients (default 180), TOTAL_LIMIT (default 285),
+# Env: ROUNDS (paired rounds per timed job, e.g. 300: both clock regimes, below), B2B (launches per sample), ATTN_K a -k expression over case names instead of the groups, BUDGET seconds for the timed clients (default 180), TOTAL_LIMIT (default 285),
 # SMOKE_LIMIT (default 90; 0 skips the smoke pass), SMOKE_K (a -k expression that narrows the
 # smoke pass to a new variant's small and smoke cases, e.g. "pairs"), SEEDS (default 1),
 # SHAPES (e.g.
@@ -76,8 +76,10 @@ smoke=""
     smoke="attention_fwd and not (main or alt or sweep)${SMOKE_K:+ and ($SMOKE_K)}"
 # ROUNDS: at least that many paired rounds per timed job (tirxh bench --min-rounds, up to 60 s of
 # timing): the board reaches its sustained clock inside the job, which then reports the ratio at
-# full clock and sustained (issue 16's goal holds in both)
+# full clock and sustained (issue 16's goal holds in both). B2B: launches per sample (tirxh bench
+# --back-to-back): S2048's rounds of one launch a side never heated the board (session 8)
 [ -n "${ROUNDS:-}" ] && export BENCH_ARGS="--min-rounds $ROUNDS" EXEC_S="${EXEC_S:-120}"
+[ -n "${B2B:-}" ] && export BENCH_ARGS="${BENCH_ARGS:-} --back-to-back $B2B"
 SMOKE="$smoke" SMOKE_LIMIT="${SMOKE_LIMIT:-90}" SMOKE_EXEC_S=15 SMOKE_GATE=1 SEEDS="${SEEDS:-1}" \
     TOTAL_LIMIT="${TOTAL_LIMIT:-285}" SHARDS="$SHARDS" BENCH_LIMIT="${BUDGET:-180}" OUT="$OUT" \
     bash benchmarks/gpu_bench.sh

@@ -23,9 +23,17 @@
 # long enough to reach the sustained clock, so each result has both regimes).
 # PROFILES: `tirxh profile` runs against the same daemon before the timed shards, separated by
 # ';', each "NODEID OPTIONS" relative to zoo/ (e.g. 'kernels/attention.py::attention_fwd[CASE]
-# --ncu --ncu-set full'), PROFILE_LIMIT seconds each (default 120); artifacts in profile_N/ and
-# profile_N.json inside the archive. SHARDS='' (set and empty) times nothing.
-# Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines).
+# --ncu --ncu-set full'), PROFILE_LIMIT seconds each (default 120), and never past TOTAL_LIMIT
+# less 30 s (each profile gets what is left, at least 10 s; the timed shards get what the
+# profiles left, so the log tail below is always reached). A profile killed at its limit
+# (rc=124) still shows its phase lines (`iket [+12.3s] ...`) in the tail printed here.
+# Artifacts in profile_N/ and profile_N.json inside the archive, less the Chrome JSON
+# (iket_trace.json: ~100 MB for a full attention trace; rebuild it from iket_trace.bin and
+# iket_trace.layout.json with `python -m tirxh_iket render`). SHARDS='' (set and empty) times
+# nothing.
+# Carry .whl (grpcio-health-checking, and pyptx / fla / nvidia-ml-py for their baselines), and
+# .carry/tirxh-cache.tgz and .carry/inductor-cache.tgz from an earlier call's $OUT
+# (benchmarks/compile_cache.sh: our cubins and torch.compile's baselines).
 # Output: $OUT/gpu_bench.tar.gz (logs/shard_N.log, bench_N.jsonl, daemon.log, nvidia-smi).
 set -u
 cd "$(dirname "$0")/.."
@@ -34,13 +42,15 @@ WORK=/tmp/gpu_bench
 LOGS="$WORK/logs"
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
-export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
+export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache
+. benchmarks/compile_cache.sh
 START=$(date +%s)
 if [ -z "${GPU_BENCH_DRY:-}" ] && ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu_bench: SKIPPED: no NVIDIA GPU here (nvidia-smi -L failed)"
     exit 0
 fi
 
+restore_compile_cache
 # --- set-up: carried wheels, the project and its plugins (no index reachable there) ----------
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -87,23 +97,31 @@ if [ -n "${SMOKE:-}" ]; then
     grep -E "^(FAILED|ERROR)|failed|passed|incomplete" "$LOGS/smoke.log" | tail -n 30
 fi
 
-if [ -n "${TOTAL_LIMIT:-}" ]; then  # the whole run's cap: the shards get what is left of it
-    left=$(( TOTAL_LIMIT - ($(date +%s) - START) - 15 ))
-    [ "$left" -lt "${BENCH_LIMIT:-420}" ] && BENCH_LIMIT=$(( left > 10 ? left : 10 ))
-    echo "timed shards: ${BENCH_LIMIT:-420}s left of TOTAL_LIMIT=${TOTAL_LIMIT}s"
-fi
 if [ -n "${PROFILES:-}" ]; then
     IFS=';' read -r -a profiles <<<"$PROFILES"
     j=0
     for p in "${profiles[@]}"; do
+        limit="${PROFILE_LIMIT:-120}"
+        if [ -n "${TOTAL_LIMIT:-}" ]; then  # 30 s kept for the shards' floor and the archive
+            left=$(( TOTAL_LIMIT - ($(date +%s) - START) - 30 ))
+            [ "$left" -lt "$limit" ] && limit=$(( left > 10 ? left : 10 ))
+        fi
+        echo "=== profile $j ($p): limit ${limit}s, started at +$(( $(date +%s) - START ))s"
         # shellcheck disable=SC2086  # NODEID and its options, split on purpose
-        timeout --kill-after=10 "${PROFILE_LIMIT:-120}" python3 -m tirxh profile --rootdir zoo \
+        timeout --kill-after=10 "$limit" python3 -m tirxh profile --rootdir zoo \
             --kcoral "$ADDR" --target sm_90a $p --out "$WORK/profile_$j" \
             --json-file "$WORK/profile_$j.json" >"$LOGS/profile_$j.log" 2>&1
-        echo "=== profile $j ($p): rc=$? at +$(( $(date +%s) - START ))s"
+        rc=$?
+        [ "$rc" = 124 ] || [ "$rc" = 137 ] && rc="$rc (killed at its ${limit}s limit)"
+        echo "=== profile $j ($p): rc=$rc at +$(( $(date +%s) - START ))s"
         tail -n "${TAIL:-40}" "$LOGS/profile_$j.log"
         j=$((j + 1))
     done
+fi
+if [ -n "${TOTAL_LIMIT:-}" ]; then  # the whole run's cap: the shards get what is left of it
+    left=$(( TOTAL_LIMIT - ($(date +%s) - START) - 15 ))
+    [ "$left" -lt "${BENCH_LIMIT:-420}" ] && BENCH_LIMIT=$(( left > 10 ? left : 10 ))
+    echo "timed shards: ${BENCH_LIMIT:-420}s left of TOTAL_LIMIT=${TOTAL_LIMIT}s"
 fi
 IFS='|' read -r -a shards <<<"${SHARDS-h200}"
 if [ -n "${SMOKE_GATE:-}" ] && [ "$smoke_rc" != 0 ]; then
@@ -135,5 +153,7 @@ find "$WORK/kcoral" -name "*.log" -exec cp {} "$LOGS/" \; 2>/dev/null
 for f in "$LOGS"/worker-*.log; do
     [ -s "$f" ] && { echo "=== $f (last lines)"; tail -n "${TAIL:-40}" "$f"; }
 done
-tar -czf "$OUT/gpu_bench.tar.gz" -C "$WORK" --exclude=kcoral . 2>/dev/null
+tar -czf "$OUT/gpu_bench.tar.gz" -C "$WORK" --exclude=kcoral --exclude=iket_trace.json . \
+    2>/dev/null
+save_compile_cache "$OUT"
 echo "total $(( $(date +%s) - START ))s"

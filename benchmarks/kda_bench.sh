@@ -5,7 +5,8 @@
 #   (device) bash benchmarks/kda_bench.sh [GROUP ...]
 #   carry: .whl (fla_core-0.6.0, flash_linear_attention-0.6.0, grpcio_health_checking) and,
 #   from an earlier call, .carry/triton-autotune.tgz (that call's $OUT/triton-autotune.tgz:
-#   FLA's autotune results, so the prewarm below only compiles)
+#   FLA's autotune results, so the prewarm below only compiles) and .carry/tirxh-cache.tgz
+#   (its $OUT/tirxh-cache.tgz: our cubins, benchmarks/compile_cache.sh)
 #
 # GROUPS (default: main):
 #   main      the forward's predicted fastest variant per shape (kda_fwd, against fla.chunk_kda
@@ -34,12 +35,13 @@
 #             its smoke covers those variants' small cases only; ~365 s of device time
 #             (wsb's per-item times): `BUDGET=390 bash benchmarks/kda_bench.sh wsc` (its
 #             smoke runs first and stops the call on a failure or hang; `... smoke wsc`: the
-#             smoke alone, ~2 min)
+#             smoke alone, ~2 min); WSC_SHAPES=t8192_h64 times one shape (~190 s with the
+#             autotune cache carried)
 #   wsd       kda_fwd_ahead (zoo/kernels/kda_fwd_slim.py, session 8: v64ws8l with the next
 #             chunk's norms beside the inverse (p), the A/M blocks as two warp-uniform loops (n),
 #             both (q); docs/TUNING.md, "H64: the prep's path") beside kda_fwd_slim's v64ws8l in
-#             one job at T8192 H64; its smoke covers those kernels' small cases only; ~260 s of
-#             device time (wsc's per-item times: ~104 s to the first job, ~37 s per variant):
+#             one job at T8192 H64; its smoke covers those kernels' small cases only; ~230 s of
+#             device time (the H64-only wsc call: 187 s for three variants, ~37 s a variant):
 #             `BUDGET=300 bash benchmarks/kda_bench.sh wsd`
 #   slimpacks the slim forwards on the varlen packs against FLA's varlen chunk_kda, one job
 #             per shape: pack6 at H96 (v128wsl) and H64 (SLIM_H64, default "v64ws8l v64ws8q"),
@@ -116,6 +118,11 @@ slimpacks, decode, bwd, local, reverse, chain, fb, s0, check, smoke)"
            exit 2;;
     esac
 done
+# group wsc's shapes (WSC_SHAPES, default both), refused here rather than after the smoke pass
+for s in ${WSC_SHAPES:-}; do
+    case "$s" in t8192_h96|t8192_h64) ;;
+        *) echo "kda_bench: WSC_SHAPES takes t8192_h96 and t8192_h64, not $s"; exit 2;; esac
+done
 LIST="${KDA_BENCH_LIST:-}"
 SLIM_H64="${SLIM_H64:-v64ws8l v64ws8q}"
 if [ -n "$LIST" ]; then
@@ -126,6 +133,8 @@ rm -rf "$WORK"
 mkdir -p "$LOGS"
 [ -n "$LIST" ] || mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
+. benchmarks/compile_cache.sh
+[ -n "$LIST" ] || restore_compile_cache
 # FLA's autotune results travel between calls: each (H, varlen) key costs minutes of autotuning
 # (T8192 H96: 85 s for the forward, 165 s more for forward + backward, 2026-12-01), far more
 # than a call can spend on every shape. Triton keeps them as <hash>/<kernel>.autotune.json
@@ -165,7 +174,8 @@ BWD_SHAPES="${BWD_SHAPES:-t8192_h96 t8192_h64 pack6_h96 pack6_h64 pack8x1024_h96
 PREWARM=
 pw_shapes=; pw_decode=; pw_bwd=
 case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
-    *" ws "*|*" wsb "*|*" wsc "*) pw_shapes="t8192_h96 t8192_h64";;
+    *" ws "*|*" wsb "*) pw_shapes="t8192_h96 t8192_h64";;
+    *" wsc "*) pw_shapes="${WSC_SHAPES:-t8192_h96 t8192_h64}";;
     *" wsd "*) pw_shapes="t8192_h64";;
     *" wsbpacks "*|*" slimpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";;
 esac
@@ -297,6 +307,7 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
     tar -czf "$OUT/kda_bench.tar.gz" -C "$WORK" --exclude ./kcoral . 2>/dev/null
     (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' -print0 \
         | tar -czf "$OUT/triton-autotune.tgz" --null -T -) 2>/dev/null
+    save_compile_cache "$OUT"
 }
 
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
@@ -404,8 +415,12 @@ or v128ws) and not v64s2w8 and $nob";;
         wsc)
             # kda_fwd_slim's variants beside their kda_fwd controls, one job per shape
             fwd="kda_fwd and not kda_fwd_s0"
-            bench wsc-t8192_h96 "$fwd and t8192_h96_ and (v128wsb or v128wsl or v128wsm)"
-            bench wsc-t8192_h64 "$fwd and t8192_h64_ and (v64ws8b or v64ws8l or v64ws8m)";;
+            for s in ${WSC_SHAPES:-t8192_h96 t8192_h64}; do
+                case "$s" in
+                    t8192_h96) bench wsc-$s "$fwd and ${s}_ and (v128wsb or v128wsl or v128wsm)";;
+                    t8192_h64) bench wsc-$s "$fwd and ${s}_ and (v64ws8b or v64ws8l or v64ws8m)";;
+                esac
+            done;;
         wsd)
             # kda_fwd_ahead's variants (kda_fwd_slim.py) after their control v64ws8l (kda_fwd.py's
             # items are collected first), one job: the four share the inputs and reference

@@ -27,7 +27,7 @@ canonical JSON form (defaults filled in) is `Job.doc`; boards and baselines read
                {"seed": 2, "when": "after", ...}],
       "timing": {"enabled": true, "warmup": 3, "min_iters": 10, "max_iters": 2000,
                  "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "seed": 0,
-                 "randomize": true, "cooldown_s": 0, "launch_gate": true},
+                 "randomize": true, "cooldown_s": 0, "launch_gate": true, "repeat": 1},
       "baselines": [{"name": "torch.matmul", "args": {"a": "A", "b": "B", "out": "C"},
                      "optional": false}],
       "tools": [{"name": "ncu", "options": {"set": "basic"}}],
@@ -231,7 +231,10 @@ class Timing(Model):
     ``cooldown_s`` > 0 the board idles that long before a round whenever the previous one ran
     below its full clock (off by default; the idle time does not count against ``budget_s``).
     ``launch_gate`` holds each round's work on the device until the host has enqueued all of
-    it (`kcoral.boards.launch_gate`), so a baseline's host overhead is not timed as GPU time."""
+    it (`kcoral.boards.launch_gate`), so a baseline's host overhead is not timed as GPU time.
+    ``repeat`` > 1 makes each sample that many back-to-back launches, timed together and
+    divided (`kcoral.measure.back_to_back`): a short kernel then keeps the board busy enough
+    to reach its sustained clock."""
 
     enabled: bool = spec(Bool(), True)
     warmup: int = spec(Int(0, 10000), 3)
@@ -244,6 +247,7 @@ class Timing(Model):
     randomize: bool = spec(Bool(), True)
     cooldown_s: float = spec(Num(0, 60), 0.0)
     launch_gate: bool = spec(Bool(), True)
+    repeat: int = spec(Int(1, 1000), 1)
 
 
 @dataclass
@@ -316,6 +320,7 @@ class FakeDirectives(Model):
     hang: bool = spec(Bool(), False)
     hang_after: int = spec(Int(0, 10 ** 6), 0)  # with hang: launches that succeed first
     throttle_after: int = spec(Int(0, 10 ** 6), 0)  # timed rounds at full clock (0: never slow)
+    throttle_after_launches: int = spec(Int(0, 10 ** 7), 0)  # or launches back to back
     throttled_mhz: float = spec(Num(1, 10000), 1680.0)
     fault: bool = spec(Bool(), False)
     sleep_s: float = spec(Num(0, 3600), 0.0)

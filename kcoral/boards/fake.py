@@ -106,6 +106,8 @@ class FakeDevice(Device):
         self.launches = 0  # of the candidate's kernels in this job (``hang_after``)
         self.rounds = 0    # timed rounds since the card was last cool (``throttle_after``)
         self._last_round = 0.0
+        self.busy_ms = 0.0  # modelled device time of every launch so far (`charge`)
+        self.hot_launches = 0  # launches since the card was last cool (``throttle_after_launches``)
 
     def info(self) -> dict:
         return {"name": "fake numpy device", "kind": "fake", "driver": "none",
@@ -117,7 +119,7 @@ class FakeDevice(Device):
 
     def begin_job(self, job_doc: dict) -> None:
         self.directives = dict(job_doc.get("fake", {}))
-        self.launches = self.rounds = 0
+        self.launches = self.rounds = self.hot_launches = 0
         log = self.spec.options.get("run_log")
         if log:
             fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -194,9 +196,17 @@ class FakeDevice(Device):
                 self._pending_fault = True
                 return
             op(*args())
+            self.charge(run)
         run.time_ms = float(k.get("time_ms", 0.01))
         run.clock_sensitivity = float(k.get("clock_sensitivity", 0.0))
         return run
+
+    def charge(self, launch) -> None:
+        """Add one launch's modelled time to `busy_ms`: its ``time_ms`` scaled by
+        (full / current clock) ** its ``clock_sensitivity``. Time follows the launches a
+        timed function made, so a sample of several back-to-back launches costs their sum."""
+        self.busy_ms += launch.time_ms * (FULL_MHZ / self._clock()) ** launch.clock_sensitivity
+        self.hot_launches += 1
 
     def sync(self):
         if self._pending_fault:
@@ -205,20 +215,22 @@ class FakeDevice(Device):
                              "encountered (fake fault)", fatal=True)
 
     def timed_batch(self, fns, l2_flush, gate=False):
-        """Run each fn; its time is its ``time_ms`` with seeded noise, scaled by
-        (full / current clock) ** its ``clock_sensitivity`` (the clock model: see
-        `sm_clock_mhz`). Host launch overhead is not modelled, so a gate has nothing to hold."""
+        """Run each fn; its time is the modelled time of the launches it made (`charge`; a
+        function that launched nothing of this board's counts as one launch of its own
+        ``time_ms``), with seeded noise (the clock model: see `sm_clock_mhz`). Host launch
+        overhead is not modelled, so a gate has nothing to hold."""
         self.last_gate = "unavailable: the fake board models no host launch overhead" \
             if gate else "off"
         now = time.monotonic()
         if now - self._last_round >= COOL_S:
-            self.rounds = 0  # the card idled: it is back at full clock
+            self.rounds = self.hot_launches = 0  # the card idled: it is back at full clock
         clock = self._clock()
         out = []
         for f in fns:
+            start = self.busy_ms
             f()
-            base = getattr(f, "time_ms", 0.01) * (FULL_MHZ / clock) ** getattr(
-                f, "clock_sensitivity", 0.0)
+            base = self.busy_ms - start or getattr(f, "time_ms", 0.01) * (
+                FULL_MHZ / clock) ** getattr(f, "clock_sensitivity", 0.0)
             out.append(base * (1.0 + self._noise * float(self._rng.standard_normal())))
         self.sync()
         self.rounds += 1
@@ -229,10 +241,14 @@ class FakeDevice(Device):
         return self._clock()
 
     def _clock(self) -> float:
-        """Full clock, until ``throttle_after`` timed rounds have run back to back (then
-        ``throttled_mhz``, until the card idles `COOL_S`): a power-limited card."""
+        """Full clock, until ``throttle_after`` timed rounds (or ``throttle_after_launches``
+        launches) have run back to back (then ``throttled_mhz``, until the card idles
+        `COOL_S`): a power-limited card, which a stream of launches heats faster than rounds
+        of one launch a side do."""
         n = self.directives.get("throttle_after", 0)
-        if n and self.rounds >= n and time.monotonic() - self._last_round < COOL_S:
+        m = self.directives.get("throttle_after_launches", 0)
+        if ((n and self.rounds >= n) or (m and self.hot_launches >= m)) \
+                and time.monotonic() - self._last_round < COOL_S:
             return float(self.directives.get("throttled_mhz", 1680.0))
         return FULL_MHZ
 
@@ -258,6 +274,7 @@ class FakeBaseline:
 
         def run():
             view("out")[...] = view("a") + view("b")
+            device.charge(run)
         run.time_ms = float(args.get("time_ms", 0.1))
         run.clock_sensitivity = float(args.get("clock_sensitivity", 0.0))
         return run

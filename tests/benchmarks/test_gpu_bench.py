@@ -1,6 +1,8 @@
 """benchmarks/gpu_bench.sh without a GPU (GPU_BENCH_DRY: the same daemon and clients on the
 local boards, here numsim's): each PROFILES entry is one `tirxh profile` run against the daemon,
-its outcome printed; SHARDS='' times nothing; BENCH_ARGS reach every shard's `tirxh bench`.
+its outcome printed with its phase lines, capped by PROFILE_LIMIT and by what is left of
+TOTAL_LIMIT (a killed one is named, and the script still ends with its archive); SHARDS='' times
+nothing; BENCH_ARGS reach every shard's `tirxh bench`.
 One test: the script works in a fixed folder (/tmp/gpu_bench), so two runs must not overlap."""
 
 import os
@@ -22,7 +24,7 @@ def _run(tmp_path, **env):
     return r.stdout + r.stderr
 
 
-@pytest.mark.slow  # a KCoral daemon and three tirxh processes, twice: ~30 s
+@pytest.mark.slow  # a KCoral daemon and up to three tirxh processes, four times: ~25 s
 @pytest.mark.skipif(gpu_count()[0] > 0, reason="this host has a GPU: the jobs would run")
 def test_profiles_shards_and_bench_args(tmp_path):
     out = _run(tmp_path / "a", SHARDS="",
@@ -31,6 +33,7 @@ def test_profiles_shards_and_bench_args(tmp_path):
     assert "ncu: board 'sim0' is of type 'sim'; profilers need a CUDA board" in out
     assert "=== profile 1 (kernels/vadd.py::vadd[n1000] --iket): rc=1" in out
     assert "iket: board 'sim0' is of type 'sim'; iket records time on a CUDA board" in out
+    assert "iket [+" in out and "profiling build: running" in out  # the phases, in the tail
     assert "shard_" not in out
     assert (tmp_path / "a" / "gpu_bench.tar.gz").exists()
 
@@ -38,3 +41,17 @@ def test_profiles_shards_and_bench_args(tmp_path):
     with tarfile.open(tmp_path / "b" / "gpu_bench.tar.gz") as tar:
         log = tar.extractfile("./logs/shard_0.log").read().decode()
     assert "--min-rounds 0: expected 1 to 1000000 rounds" in log, log
+
+    # a profile past its limit is killed and named, and the script goes on to its archive
+    out = _run(tmp_path / "c", SHARDS="", PROFILE_LIMIT="1",
+               PROFILES="kernels/vadd.py::vadd[n1000] --iket")
+    assert "=== profile 0 (kernels/vadd.py::vadd[n1000] --iket): limit 1s" in out, out
+    assert "rc=124 (killed at its 1s limit)" in out, out
+    assert (tmp_path / "c" / "gpu_bench.tar.gz").exists() and "total " in out
+
+    # TOTAL_LIMIT caps each profile (less 30 s, at least 10 s), then the shards get the rest
+    out = _run(tmp_path / "d", SHARDS="", TOTAL_LIMIT="35",
+               PROFILES="kernels/vadd.py::vadd[n1000] --iket")
+    assert "=== profile 0 (kernels/vadd.py::vadd[n1000] --iket): limit 10s" in out, out
+    assert "=== profile 0 (kernels/vadd.py::vadd[n1000] --iket): rc=1 " in out, out
+    assert out.index("rc=1 ") < out.index("s left of TOTAL_LIMIT=35s")

@@ -210,6 +210,13 @@ def test_inplace_outputs_are_uploaded_not_poisoned():
     assert "out" not in plain["runs"][0]["inputs"]
 
 
+def test_back_to_back_samples_are_named_in_the_line():
+    r = _res()
+    assert "(IQR 1.00, n=40)" in r.summary  # one launch a sample: nothing added
+    r.result["timing"]["repeat"] = 20
+    assert "50.00 us (IQR 1.00, n=40 x 20 back to back)" in r.summary
+
+
 def test_both_regime_ratios_are_printed_when_they_differ():
     r = _res()
     t = r.result["timing"]

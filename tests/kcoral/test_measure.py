@@ -187,6 +187,28 @@ def test_cooldown_brings_rounds_back_to_full_clock(tmp_path):
     assert cool["regimes"]["full"]["rounds"] >= 30
 
 
+def test_back_to_back_samples_are_per_launch_and_heat_the_board(tmp_path):
+    """``repeat``: each sample is that many launches a side, divided; the stream of launches
+    reaches the sustained clock where rounds of one launch a side do not (attention at S2048
+    on the H200: 600 such rounds stayed at 1980 MHz, session 8)."""
+    fake = {"throttle_after_launches": 200, "throttled_mhz": 1680}
+    single = _run(tmp_path, {}, fake=fake, baseline={"clock_sensitivity": 1.0})
+    assert single["repeat"] == 1 and single["throttled"] is False  # 80 timed launches
+    b2b = _run(tmp_path, {"repeat": 10}, fake=fake, baseline={"clock_sensitivity": 1.0})
+    assert b2b["repeat"] == 10 and b2b["candidate"]["n"] == 40
+    assert b2b["candidate"]["median_ms"] == pytest.approx(1.6, rel=0.01)  # per launch
+    assert b2b["throttled"] is True and b2b["regimes"]["sustained"]["rounds"] >= 25
+    assert b2b["regimes"]["sustained"]["baselines"]["fake.add"]["speedup"] == pytest.approx(
+        1.38 * 1980 / 1680 / 1.6, rel=0.01)
+
+
+@pytest.mark.parametrize("repeat", [0, 1001, 2.5])
+def test_back_to_back_count_is_bounded(tmp_path, repeat):
+    _, mod = _fake_module(tmp_path)
+    with pytest.raises(JobError, match="repeat"):
+        Job.from_json(_vadd_doc(mod, [], {"repeat": repeat}))
+
+
 class _NoClock(FakeDevice):
     clock_note = "nvidia-ml-py is not installed (test)"
 

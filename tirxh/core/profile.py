@@ -29,6 +29,10 @@ def profile_session(config, nodeid: str, out: Path, json_path: "str | None" = No
         if compiled is None:
             sys.stderr.write(f"{item.nodeid}: compile {phase.outcome}: {phase.longrepr}\n")
             return ExitCode.FAILED
+        # a progress line before the profilers' own (they may run for minutes on a board): a
+        # run killed by an outer timeout shows it got this far
+        sys.stderr.write(f"profile {item.nodeid}: compiled in {phase.duration:.1f} s\n")
+        sys.stderr.flush()
         # each profiler reads its own options from `config`; the request carries what the
         # command itself decides (the artifact directory) and lets a script ask programmatically
         request = {"ncu": None, "sanitizer": None, "iket": None, "out": out}

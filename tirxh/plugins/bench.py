@@ -105,8 +105,9 @@ class BenchResult:
         if not t or "skipped" in t:
             return f"{self.item}: not timed ({t.get('skipped', 'timing disabled')})"
         c = t["candidate"]
+        b2b = f" x {t['repeat']} back to back" if t.get("repeat", 1) > 1 else ""
         parts = [f"{self.item}: {c['median_ms'] * 1e3:.2f} us (IQR {c['iqr_ms'] * 1e3:.2f}, "
-                 f"n={c['n']})"]
+                 f"n={c['n']}{b2b})"]
         if t.get("tflops"):
             parts.append(f"{t['tflops']:.1f} TFLOP/s")
         if t.get("gbps"):
@@ -179,6 +180,11 @@ def tirxh_addoption(parser):
     parser.addoption("--timing-budget", type=float, default=None, metavar="SECONDS",
                      help="seconds of timed rounds per job (KCoral's timing.budget_s; default "
                           "2 s, 60 s with --min-rounds); must stay below the execution budget")
+    parser.addoption("--back-to-back", type=int, default=None, metavar="N",
+                     help="each timed sample is N launches in a row, timed together and "
+                          "divided (KCoral's timing.repeat): a kernel much shorter than a "
+                          "round's host time then keeps the board busy enough to reach its "
+                          "sustained clock; with --min-rounds, both regimes for short kernels")
     parser.addini("bench", "exec_s", "float", None,
                   "execution budget of each bench job on its board, seconds (a hung kernel is "
                   "stopped sooner by the per-launch watchdog)", check=_positive)
@@ -211,16 +217,23 @@ def exec_budget(config) -> "float | None":
 
 MAX_ROUNDS = 10 ** 6     # KCoral's bound on timing.min_iters / max_iters
 MAX_TIMING_S = 600.0     # KCoral's bound on timing.budget_s
+MAX_REPEAT = 1000        # KCoral's bound on timing.repeat
 
 
 def timing_overrides(config) -> dict:
-    """The job's timing fields from ``--min-rounds`` and ``--timing-budget`` ({} for neither):
-    min_iters N with max_iters raised to match, budget_s (60 s by default when rounds are asked
-    for: 2 s would end them first). Refused here, not on the board: a count or budget outside
-    KCoral's bounds, and a timing budget at or above the job's execution budget (the board
-    would kill the job mid-timing and report nothing)."""
+    """The job's timing fields from ``--min-rounds``, ``--timing-budget`` and
+    ``--back-to-back`` ({} for none): min_iters N with max_iters raised to match, budget_s (60 s
+    by default when rounds are asked for: 2 s would end them first), repeat. Refused here, not
+    on the board: a count or budget outside KCoral's bounds, and a timing budget at or above
+    the job's execution budget (the board would kill the job mid-timing and report nothing)."""
     rounds, budget = config.getoption("min_rounds"), config.getoption("timing_budget")
+    repeat = config.getoption("back_to_back")
     out: dict = {}
+    if repeat is not None:
+        if not 1 <= repeat <= MAX_REPEAT:
+            raise UsageError(f"--back-to-back {repeat}: expected 1 to {MAX_REPEAT} launches "
+                             "per sample")
+        out["repeat"] = repeat
     if rounds is not None:
         if not 1 <= rounds <= MAX_ROUNDS:
             raise UsageError(f"--min-rounds {rounds}: expected 1 to {MAX_ROUNDS} rounds")
@@ -243,7 +256,7 @@ def timing_overrides(config) -> dict:
 def tirxh_configure(config):
     if config.command == "bench":
         exec_budget(config)  # a bad --exec-budget is a usage error before anything runs
-        timing_overrides(config)  # and so is a bad --min-rounds / --timing-budget
+        timing_overrides(config)  # and so is a bad --min-rounds / --timing-budget / --back-to-back
 
 
 @hookimpl

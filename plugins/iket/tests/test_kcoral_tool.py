@@ -66,6 +66,11 @@ def test_tool_runs_runjob_and_renders(tmp_path, gemm_layout):
                           np.frombuffer(trace, np.uint8))
     doc = json.loads((work / "iket_trace.json").read_text())
     assert any(e["ph"] == "X" for e in doc["traceEvents"])
+    # how long each rendering step took on the board, in the summary and its text
+    steps = list(r.summary["render_s"])
+    assert steps[:3] == ["decode", "summary", "chrome"] and steps[3:] in ([], ["png"])
+    assert all(v >= 0 for v in r.summary["render_s"].values())
+    assert "rendered in decode " in (work / "iket_summary.txt").read_text()
 
 
 def test_tool_reports_runjob_failure(tmp_path, gemm_layout):

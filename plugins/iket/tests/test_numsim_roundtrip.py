@@ -3,6 +3,10 @@ activemask and a monotonic %globaltimer/%clock64): the buffer it writes must dec
 the events the kernel's control flow implies. This checks the instrumentation's semantics (warp
 regions, leader election, sequence numbers, site ids) without a GPU."""
 
+import importlib.util
+import pathlib
+import types
+
 import numpy as np
 import pytest
 
@@ -90,3 +94,58 @@ def test_divergent_branch_records_once_per_warp():
     assert tl.issues == []
     assert [(w.cta, w.warp) for w in tl.warps] == [(0, 1)]  # warp 0 never enters the branch
     assert [s.name for s in tl.warps[0].spans] == ["tail"]
+
+
+ZOO = pathlib.Path(__file__).resolve().parents[3] / "zoo" / "kernels"
+ATTN_CASE = "s384_causal_pairs_lazy8_p3"  # 3 persistent CTAs of 12 warps, causal, 3 KV blocks
+
+
+@pytest.fixture
+def attention(monkeypatch):
+    """zoo/kernels/attention.py: the FA3-style kernel of the profiles killed in sessions 7 and 8
+    (producer warpgroup with setmaxnreg.dec and one elected thread, two consumer warpgroups with
+    setmaxnreg.inc and named barriers), its small case, and its profiling build."""
+    monkeypatch.syspath_prepend(str(ZOO))  # it imports attn_schedule beside it
+    spec = importlib.util.spec_from_file_location("zoo_attention_iket", ZOO / "attention.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    suite = mod.SUITE
+    case = next(c for c in suite.cases if c.name == ATTN_CASE)
+    consts, grid = suite.consts(case), tuple(suite.grid(case)) + (1, 1)
+    ck, layout = compile_profiling_build(suite.kernel, "sm_90a", consts, capacity=64)
+    inputs = suite.make_inputs(case, 1)
+    trace = np.zeros(layout.buffer_bytes(grid[:3]) // 8, np.uint64)
+    return types.SimpleNamespace(suite=suite, consts=consts, grid=grid[:3], ck=ck, layout=layout,
+                                 inputs=inputs, instrumented=dict(inputs, iket_trace=trace))
+
+
+def test_warp_specialized_attention_runs_instrumented(attention):
+    """The records sit inside the producer's single-thread branch and the consumers' barrier
+    waits: numsim runs the profiling build to the end (no deadlock), it computes bit for bit what
+    the normal build computes, and every warp's ranges pair up."""
+    a = attention
+    res = numsim.run(a.ck, a.instrumented, consts=a.consts, grid=a.grid,
+                     outputs=list(a.suite.outputs))
+    assert res.verdict == "clean", res.diagnostics
+    plain = numsim.run(a.suite.kernel, a.inputs, consts=a.consts, grid=a.grid,
+                       outputs=list(a.suite.outputs))
+    for name in a.suite.outputs:
+        np.testing.assert_array_equal(res.outputs[name], plain.outputs[name])
+    tl = decode(res.outputs["iket_trace"].view(np.uint8), a.layout)
+    assert tl.issues == []
+    roles = {}
+    for w in tl.warps:
+        roles.setdefault(w.role, set()).add(w.warp)
+    # the producer's one thread (warp 0) and all 8 consumer warps record; warps 1-3 never do
+    assert roles == {"wait_empty": {0}, "epilogue+softmax+wait_k+wait_v": set(range(4, 12))}
+    consumer = next(w for w in tl.warps if w.warp == 4)
+    assert [s.name for s in consumer.spans].count("epilogue") >= 1
+
+
+def test_warp_specialized_attention_instrumented_is_sync_clean(attention):
+    """synccheck and racecheck over the profiling build (~4 s): the trace stores add no race and
+    no barrier misuse to the producer/consumer protocol."""
+    sync_check = pytest.importorskip("tirxh_sync_check", reason="plugins/sync_check")
+    sc, rc = sync_check.check_kernel(attention.ck, attention.instrumented,
+                                     consts=attention.consts, grid=attention.grid)
+    assert (sc.verdict, rc.verdict) == ("clean", "clean"), (sc.findings, rc.findings)

@@ -2,13 +2,15 @@
 
 import json
 import pathlib
+import time
 
 import pytest
 
 import tracegen
 from tirxh_iket.chrome import to_chrome, write_chrome
 from tirxh_iket.decode import decode, load
-from tirxh_iket.png import write_png
+from tirxh_iket.layout import Site, TraceLayout
+from tirxh_iket.png import bars, write_png
 from tirxh_iket.summary import format_summary, summarize
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -88,6 +90,60 @@ def test_png_written(gemm_timeline, tmp_path):
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     assert info == {"rows": 6, "sms_shown": 2, "sms_total": 4}
+
+
+@pytest.fixture
+def attention_layout():
+    """The sites of zoo/kernels/attention.py's profiling build (4 ranges of the consumers, one
+    of the producer), 12 warps per CTA, a full capacity of 1024 records per warp."""
+    f = "/zoo/kernels/attention.py"
+    sites = [Site(kind, name, f, line) for name, line in
+             (("wait_empty", 207), ("wait_k", 378), ("wait_v", 378), ("softmax", 406),
+              ("epilogue", 449)) for kind in ("begin", "end")]
+    return TraceLayout(kernel="attention_fwd", capacity=1024, warps_per_cta=12,
+                       block=(384, 1, 1), sites=sites)
+
+
+def test_png_bars_are_the_spans_of_the_shown_sms(gemm_timeline):
+    b = bars(gemm_timeline, max_sms=2)
+    shown = [w for w in gemm_timeline.warps if w.sm in (0, 1)]
+    assert len(b["x0"]) == sum(len(w.spans) for w in shown)
+    assert len(b["mark_x"]) == sum(len(w.marks) for w in shown)
+    assert b["labels"] == ["SM0 epilogue+mma #1", "SM0 epilogue+mma #2", "SM0 load",
+                           "SM1 epilogue+mma #1", "SM1 epilogue+mma #2", "SM1 load"]
+    assert b["names"] == ["epilogue", "load", "mma"]
+    load_rows = b["y"][b["name"] == b["names"].index("load")]
+    assert sorted(set(load_rows)) == [2.0, 5.0]  # the producers' lanes only
+    first = min((s for w in shown for s in w.spans), key=lambda s: s.start)
+    assert b["x0"].min() == pytest.approx(first.start / 1e3) and (b["width"] > 0).all()
+    assert set(b["height"]) == {0.8}  # no nested ranges in this schedule
+
+
+def test_png_of_a_full_attention_trace_is_one_collection(attention_layout, tmp_path,
+                                                         monkeypatch):
+    """The first 12 SMs of a full --iket-capacity 1024 attention trace (40,000 ranges, the
+    shape of the profile killed in sessions 7 and 8; 12 CTAs are what the PNG shows of 132):
+    one artist for all bars. One ``broken_barh`` per range took 340 s here; now ~2 s. The
+    time bound is 20x that, so only the old behaviour fails it."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+    sched = tracegen.attention_schedule(nctas=12, tiles=2048 * 12 // 132)
+    tl = decode(tracegen.write(attention_layout, 12, sched), attention_layout)
+    assert not tl.issues and sum(len(w.spans) for w in tl.warps) > 35_000
+    calls = {"add_collection": 0, "broken_barh": 0}
+    for name in calls:
+        orig = getattr(Axes, name)
+
+        def counted(self, *a, _orig=orig, _name=name, **k):
+            calls[_name] += 1
+            return _orig(self, *a, **k)
+        monkeypatch.setattr(Axes, name, counted)
+    t = time.perf_counter()
+    info = write_png(tl, tmp_path / "a.png")
+    assert time.perf_counter() - t < 40
+    assert calls == {"add_collection": 1, "broken_barh": 0}
+    assert info == {"rows": 12 * 9, "sms_shown": 12, "sms_total": 12}
 
 
 def fixture_layout(buf: pathlib.Path) -> pathlib.Path:

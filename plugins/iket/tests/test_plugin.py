@@ -48,28 +48,42 @@ def _config(argv):
 
 
 class FakeClient:
-    def __init__(self, refuse=None):
-        self.blobs, self.docs, self.refuse = {}, [], refuse
+    """`refuse`: every submission is refused; `refuse_plain`: only the normal build's (the job
+    without tools)."""
+
+    def __init__(self, refuse=None, refuse_plain=None):
+        self.blobs, self.docs, self.refuse, self.refuse_plain = {}, [], refuse, refuse_plain
+        self.uploaded = set()
 
     def put_blob(self, data):
         dg = hashlib.sha256(data).hexdigest()
         self.blobs[dg] = data
         return dg
 
+    def upload(self):
+        new = [dg for dg in self.blobs if dg not in self.uploaded]
+        self.uploaded.update(new)
+        return new
+
     def submit(self, doc, timeout=None):
         doc = doc.to_doc() if hasattr(doc, "to_doc") else doc  # a kcoral.job.Job or its JSON
         self.docs.append(doc)
-        if self.refuse:
+        if self.refuse or (self.refuse_plain and not doc["tools"]):
             from kcoral.client import KCoralError
-            raise KCoralError("UNAVAILABLE", self.refuse)
+            raise KCoralError("UNAVAILABLE", self.refuse or self.refuse_plain)
         tools = {}
         if doc["tools"]:
             tools["iket"] = {"status": "ok", "verdict": None,
-                             "summary": {"warps": 32, "verdict": "ok"},
+                             "summary": {"warps": 32, "verdict": "ok",
+                                         "render_s": {"decode": 0.5, "png": 1.25}},
                              "artifacts": {"iket_summary.txt": self.put_blob(b"iket timeline")}}
         median = 0.011 if doc["tools"] else 0.010
+        yield {"state": "queued", "job_id": str(len(self.docs)), "message": "position 0",
+               "board": "", "result": None}
+        yield {"state": "running", "job_id": str(len(self.docs)), "message": "timing",
+               "board": "cuda0", "result": None}
         yield {"state": "done", "job_id": str(len(self.docs)), "message": "",
-               "result": {"status": "ok", "tools": tools,
+               "result": {"status": "ok", "run_s": 3.5, "tools": tools,
                           "timing": {"candidate": {"median_ms": median},
                                      "sm_clock_mhz": {"before": 1755, "after": 1740}}}}
 
@@ -91,7 +105,7 @@ def test_the_profiling_build_is_the_pipeline_plus_the_registered_transform():
     assert prof.transforms["iket"].capacity == 4
 
 
-def test_profile_item(monkeypatch, tmp_path):
+def test_profile_item(monkeypatch, tmp_path, capsys):
     client = FakeClient()
     monkeypatch.setattr(plugin, "client_for", lambda config: client)
     item = types.SimpleNamespace(name="k.py::scale[n1024]@sm_90a", kernel=scale, suite=SUITE,
@@ -115,6 +129,37 @@ def test_profile_item(monkeypatch, tmp_path):
     assert rep.summary["overhead"]["registers"]["instrumented"] > 0
     assert "instrumentation overhead" in rep.text and rep.text.startswith("iket timeline")
     assert rep.to_json()["artifacts"]["iket_summary.txt"].endswith("iket_summary.txt")
+    # no baselines: the profile reports the ratio of the two builds only; one correctness seed
+    assert inst["baselines"] == [] and plain["baselines"] == []
+    assert [r["seed"] for r in inst["runs"]] == [r["seed"] for r in plain["runs"]] == [1]
+    # the phases, in order, on stderr: what a run killed by `timeout` leaves in its log
+    lines = capsys.readouterr().err.splitlines()
+    assert all(line.startswith("iket [+") for line in lines), lines
+    want = ["profiling build compiled: 2 annotation sites, capacity 16",
+            f"jobs built: inputs and expected outputs of {len(plain['runs'])} runs",
+            f"uploaded {len(client.uploaded)} blobs",
+            "profiling build: queued", "profiling build: running on cuda0: timing",
+            "profiling job ok (run 3.5 s on the board); iket ok; rendered on the board: "
+            "decode 0.5 s, png 1.2 s",
+            "1 artifacts downloaded into", "normal build: queued", "normal build: running",
+            "normal build timed: ok"]
+    at = 0
+    for w in want:
+        at = next((i for i in range(at, len(lines)) if w in lines[i]), None)
+        assert at is not None, (w, lines)
+
+
+def test_a_failed_normal_build_keeps_the_timeline(monkeypatch, tmp_path, capsys):
+    """The artifacts are downloaded before the normal build is timed; if that job is refused,
+    the report keeps the timeline and says the overhead is unknown."""
+    client = FakeClient(refuse_plain="daemon stopping")
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
+    item = types.SimpleNamespace(name="s", kernel=scale, suite=SUITE, case=SUITE.cases[0])
+    rep = plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
+                                    config=_config(["--iket"]), request={"out": tmp_path})
+    assert rep.verdict is None and rep.summary["overhead"]["ratio"] is None
+    assert (tmp_path / "s" / "iket_summary.txt").read_bytes() == b"iket timeline"
+    assert "normal build not timed: UNAVAILABLE: daemon stopping" in capsys.readouterr().err
 
 
 def test_not_requested():
@@ -160,3 +205,8 @@ def test_on_a_sim_board_the_profile_says_iket_needs_time(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "iket: board 'sim0' is of type 'sim'; iket records time on a CUDA board" in r.stdout
     assert "arguments for kernel" not in r.stdout
+    # the phases reached, through a real daemon: the job ran on sim0, the tool declined
+    err = r.stderr
+    assert "profile kernels/vadd.py::vadd[n1000]@sm_90a: compiled in " in err
+    assert "iket [+" in err and "profiling build: running: running on sim0" in err
+    assert "iket unavailable" in err, err

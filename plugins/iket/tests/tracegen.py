@@ -63,3 +63,37 @@ def gemm_schedule(nsms=4, tiles_per_sm=3, k_iters=4, t_load=900.0, t_mma=1000.0,
         for w, evs in cons.items():
             out[(cta, w)] = (sm, w, evs)
     return out
+
+
+def attention_schedule(nctas=132, tiles=2048, kv_blocks=16, consumers=range(4, 12)):
+    """A persistent causal FA3-style attention kernel, shaped like zoo/kernels/attention.py's
+    B4 H32 S2048 profile: CTA c takes tiles c, c + nctas, ...; tile i has (i % kv_blocks) + 1
+    KV blocks. Warp 0 (the producer thread) waits for 2 free stages per block ("wait_empty");
+    each consumer warp records wait_k, then (wait_k, wait_v, softmax) per further block, then
+    wait_v and the epilogue. With the defaults: ~905,000 events, at most 960 per warp (a full
+    --iket-capacity 1024 buffer). Returns {(cta, warp): (sm, hwwarp, events)}."""
+    out = {}
+    for cta in range(nctas):
+        prod, cons = [], {w: [] for w in consumers}
+        t = 50.0 * (cta % 7)
+        for tile in range(cta, tiles, nctas):
+            n = tile % kv_blocks + 1
+            for j in range(2 * n):
+                prod += [("begin", "wait_empty", t + 300 * j),
+                         ("end", "wait_empty", t + 300 * j + 120)]
+            for w, ev in cons.items():
+                s = t + (w // 8) * 40
+                ev += [("begin", "wait_k", s), ("end", "wait_k", s + 50)]
+                s += 200
+                for _ in range(1, n):
+                    ev += [("begin", "wait_k", s), ("end", "wait_k", s + 30),
+                           ("begin", "wait_v", s + 100), ("end", "wait_v", s + 130),
+                           ("begin", "softmax", s + 200), ("end", "softmax", s + 500)]
+                    s += 600
+                ev += [("begin", "wait_v", s), ("end", "wait_v", s + 40),
+                       ("begin", "epilogue", s + 100), ("end", "epilogue", s + 900)]
+            t += 600 * n + 1000
+        out[(cta, 0)] = (cta, 0, prod)
+        for w, ev in cons.items():
+            out[(cta, w)] = (cta, w, ev)
+    return out

@@ -60,5 +60,7 @@ def to_chrome(tl: Timeline) -> dict:
 
 
 def write_chrome(tl: Timeline, path) -> None:
+    """Write the document in one `json.dumps`: `json.dump` to a file streams through the pure
+    Python encoder, 2-3x slower on the ~460,000 ranges of a full attention trace."""
     with open(path, "w") as f:
-        json.dump(to_chrome(tl), f, separators=(",", ":"))
+        f.write(json.dumps(to_chrome(tl), separators=(",", ":")))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import pathlib
 import subprocess
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,10 +69,25 @@ def find_trace(out_dir: pathlib.Path, param: str) -> np.ndarray:
 
 def render(data, layout: TraceLayout, workdir: pathlib.Path, clock_ghz=None,
            role_names=None, max_sms: int = 12) -> "tuple[dict, dict]":
-    """Decode `data` and write the artifacts; returns (artifacts, summary)."""
+    """Decode `data` and write the artifacts; returns (artifacts, summary).
+
+    The summary's ``render_s`` says how long each step took (decode, summary, chrome, png), so
+    a slow profile shows whether the board's CPU was the cause (issue of sessions 7 and 8: the
+    PNG of a full attention trace took minutes)."""
+    times = {}
+    t = time.perf_counter()
+
+    def lap(step):
+        nonlocal t
+        now = time.perf_counter()
+        times[step] = round(now - t, 3)
+        t = now
+
     tl = decode(data, layout, clock_ghz=clock_ghz, role_names=role_names)
+    lap("decode")
     s = summarize(tl)
     s["instrumentation"] = dict(layout.cost)
+    lap("summary")
     arts = {}
     raw = workdir / "iket_trace.bin"
     np.asarray(data, dtype=np.uint8).tofile(raw)
@@ -80,16 +96,19 @@ def render(data, layout: TraceLayout, workdir: pathlib.Path, clock_ghz=None,
     arts["iket_trace.layout.json"] = workdir / "iket_trace.layout.json"
     write_chrome(tl, workdir / "iket_trace.json")
     arts["iket_trace.json"] = workdir / "iket_trace.json"
-    (workdir / "iket_summary.txt").write_text(format_summary(s) + "\n")
-    arts["iket_summary.txt"] = workdir / "iket_summary.txt"
-    (workdir / "iket_summary.json").write_text(json.dumps(s, indent=1))
-    arts["iket_summary.json"] = workdir / "iket_summary.json"
+    lap("chrome")
     if tl.warps:
         try:
             write_png(tl, workdir / "iket_timeline.png", max_sms=max_sms)
             arts["iket_timeline.png"] = workdir / "iket_timeline.png"
         except RuntimeError as e:  # matplotlib missing on the board: say so, keep the rest
             s["issues"].append(str(e))
+        lap("png")
+    s["render_s"] = times
+    (workdir / "iket_summary.txt").write_text(format_summary(s) + "\n")
+    arts["iket_summary.txt"] = workdir / "iket_summary.txt"
+    (workdir / "iket_summary.json").write_text(json.dumps(s, indent=1))
+    arts["iket_summary.json"] = workdir / "iket_summary.json"
     return arts, s
 
 

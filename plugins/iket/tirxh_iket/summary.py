@@ -114,4 +114,6 @@ def format_summary(s: dict) -> str:
         out.append(f"  issue: {msg}")
     if s["issues_total"] > len(s["issues"]):
         out.append(f"  ... and {s['issues_total'] - len(s['issues'])} more issues")
+    if s.get("render_s"):  # set by the KCoral tool (kcoral_tool.render)
+        out.append("  rendered in " + ", ".join(f"{k} {v:.2f} s" for k, v in s["render_s"].items()))
     return "\n".join(out)

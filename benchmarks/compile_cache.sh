@@ -1,0 +1,52 @@
+# Sourced by the device scripts (gpu_bench.sh, kda_bench.sh): the compile caches travel between
+# device calls, as FLA's autotune results do.
+#
+# A call starts on a fresh machine more often than not, and compiling is much of its set-up:
+# assembling the zoo's large kernels (kda_bench.sh: 64 s of 16-core ptxas before the smoke
+# pass, 2026-12-02) and torch.compile's first compile of every baseline shape, inside the jobs
+# (the zoo run of session 7: ~24 s of the board per item). Both caches are content-addressed:
+# tirxh's key covers the PTX, the target, the options, the transforms and the toolchain's
+# versions (tirxh/core/cache.py); Inductor's and Triton's cover the graph, torch, Triton and the
+# device. An entry carried from another machine is either exactly what this one would build or
+# never looked up.
+#
+#   restore_compile_cache     .carry/tirxh-cache.tgz -> $TIRXH_CACHE_DIR and
+#                             .carry/inductor-cache.tgz -> $TORCHINDUCTOR_CACHE_DIR (when set)
+#   save_compile_cache OUT    the same back to OUT/ (tirxh: cubins and logs, no SASS text);
+#                             an archive over COMPILE_CACHE_MAX_MB (default 15, under the
+#                             device's 16 MiB per returned file) is not saved
+
+restore_carried() {  # restore_carried NAME DIR
+    local name=$1 dir=$2
+    [ -n "$dir" ] && [ -f ".carry/$name.tgz" ] || return 0
+    mkdir -p "$dir"
+    if tar -xzf ".carry/$name.tgz" -C "$dir" 2>/dev/null; then
+        echo "=== carried $name: $(find "$dir" -type f | wc -l) files"
+    else
+        echo "=== carried $name unreadable (.carry/$name.tgz): building from scratch"
+    fi
+}
+
+save_carried() {  # save_carried NAME DIR OUT [find predicates]
+    local name=$1 dir=$2 out=$3 max_mb=${COMPILE_CACHE_MAX_MB:-15}
+    shift 3
+    [ -n "$dir" ] && [ -d "$dir" ] || return 0
+    (cd "$dir" && find . -type f "$@" -print0 \
+        | tar -czf "$out/$name.tgz.part" --null -T -) 2>/dev/null || return 0
+    if [ "$(stat -c %s "$out/$name.tgz.part")" -gt $(( max_mb * 1048576 )) ]; then
+        echo "=== $name over ${max_mb} MB: not saved"
+        rm -f "$out/$name.tgz.part"
+        return 0
+    fi
+    mv "$out/$name.tgz.part" "$out/$name.tgz"
+}
+
+restore_compile_cache() {
+    restore_carried tirxh-cache "${TIRXH_CACHE_DIR:-}"
+    restore_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}"
+}
+
+save_compile_cache() {
+    save_carried tirxh-cache "${TIRXH_CACHE_DIR:-}" "$1" \( -name cubin -o -name log \)
+    save_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}" "$1"
+}

@@ -1,0 +1,81 @@
+"""benchmarks/compile_cache.sh: tirxh's and torch.compile's compile caches saved at the end of
+one device call and restored at the start of the next (tirxh's: cubins and logs only; a cache
+too big to come back is not saved rather than truncated)."""
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LIB = ROOT / "benchmarks" / "compile_cache.sh"
+
+
+def bash(cwd, script, **env):
+    full = {**os.environ, **env}
+    return subprocess.run(["bash", "-c", f". {LIB}\n{script}"], cwd=cwd, env=full,
+                          capture_output=True, text=True, timeout=30, check=True)
+
+
+def fill(cache: Path, key: str, cubin: bytes):
+    d = cache / key[:2] / key
+    d.mkdir(parents=True)
+    (d / "cubin").write_bytes(cubin)
+    (d / "log").write_text("ptxas info: 0 bytes stack")
+    (d / "sass").write_text("SASS " * 1000)
+
+
+def test_a_saved_cache_restores_its_cubins_and_logs_without_sass(tmp_path):
+    first, second, out = tmp_path / "first", tmp_path / "second", tmp_path / "out"
+    out.mkdir()
+    fill(first, "ab" + "0" * 62, b"\x7fELF one")
+    fill(first, "cd" + "1" * 62, b"\x7fELF two")
+    bash(tmp_path, 'save_compile_cache "$OUTDIR"', TIRXH_CACHE_DIR=str(first), OUTDIR=str(out))
+    with tarfile.open(out / "tirxh-cache.tgz") as t:
+        names = sorted(n for n in t.getnames() if not n.endswith(("/", ".")))
+    assert all(n.endswith(("cubin", "log")) for n in names) and len(names) == 4
+
+    carry = tmp_path / "next_call"
+    (carry / ".carry").mkdir(parents=True)
+    (out / "tirxh-cache.tgz").rename(carry / ".carry" / "tirxh-cache.tgz")
+    done = bash(carry, "restore_compile_cache", TIRXH_CACHE_DIR=str(second))
+    assert "carried tirxh-cache: 4 files" in done.stdout
+    assert (second / "cd" / ("cd" + "1" * 62) / "cubin").read_bytes() == b"\x7fELF two"
+    assert not list(second.rglob("sass"))
+
+
+def test_no_carried_cache_is_nothing_and_an_oversized_one_is_not_saved(tmp_path):
+    done = bash(tmp_path, "restore_compile_cache", TIRXH_CACHE_DIR=str(tmp_path / "c"))
+    assert done.stdout == "" and not (tmp_path / "c").exists()
+    cache, out = tmp_path / "big", tmp_path / "out"
+    out.mkdir()
+    fill(cache, "ef" + "2" * 62, os.urandom(1536 * 1024))  # incompressible 1.5 MB
+    done = bash(tmp_path, 'save_compile_cache "$OUTDIR"', TIRXH_CACHE_DIR=str(cache),
+                OUTDIR=str(out), COMPILE_CACHE_MAX_MB="1")
+    assert "tirxh-cache over 1 MB: not saved" in done.stdout
+    assert list(out.iterdir()) == []
+
+
+def test_inductors_cache_travels_whole_when_its_directory_is_set(tmp_path):
+    ind, out, back = tmp_path / "ind", tmp_path / "out", tmp_path / "call2"
+    (ind / "fxgraph" / "ab").mkdir(parents=True)
+    (ind / "fxgraph" / "ab" / "entry").write_bytes(b"graph")
+    (ind / "triton" / "0" / "k").mkdir(parents=True)
+    (ind / "triton" / "0" / "k" / "k.cubin").write_bytes(b"\x7fELF")
+    out.mkdir()
+    bash(tmp_path, 'save_compile_cache "$OUTDIR"', TORCHINDUCTOR_CACHE_DIR=str(ind),
+         TIRXH_CACHE_DIR=str(tmp_path / "none"), OUTDIR=str(out))
+    assert [p.name for p in out.iterdir()] == ["inductor-cache.tgz"]
+    (back / ".carry").mkdir(parents=True)
+    (out / "inductor-cache.tgz").rename(back / ".carry" / "inductor-cache.tgz")
+    done = bash(back, "restore_compile_cache", TORCHINDUCTOR_CACHE_DIR=str(back / "ind"),
+                TIRXH_CACHE_DIR=str(back / "tx"))
+    assert "carried inductor-cache: 2 files" in done.stdout and not (back / "tx").exists()
+    assert (back / "ind" / "triton" / "0" / "k" / "k.cubin").read_bytes() == b"\x7fELF"
+
+
+def test_both_device_scripts_restore_and_save_it():
+    for name in ("gpu_bench.sh", "kda_bench.sh"):
+        text = (ROOT / "benchmarks" / name).read_text()
+        assert ". benchmarks/compile_cache.sh" in text, name
+        assert text.index("restore_compile_cache") < text.index("save_compile_cache"), name
