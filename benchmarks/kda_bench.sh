@@ -37,6 +37,16 @@
 #             smoke runs first and stops the call on a failure or hang; `... smoke wsc`: the
 #             smoke alone, ~2 min); WSC_SHAPES=t8192_h64 times one shape (~190 s with the
 #             autotune cache carried)
+#   wsd       kda_fwd_ahead (zoo/kernels/kda_fwd_slim.py, session 8: v64ws8l with the next
+#             chunk's norms beside the inverse (p), the A/M blocks as two warp-uniform loops (n),
+#             both (q); docs/TUNING.md, "H64: the prep's path") beside kda_fwd_slim's v64ws8l in
+#             one job at T8192 H64; its smoke covers those kernels' small cases only; ~230 s of
+#             device time (the H64-only wsc call: 187 s for three variants, ~37 s a variant):
+#             `BUDGET=300 bash benchmarks/kda_bench.sh wsd`
+#   slimpacks the slim forwards on the varlen packs against FLA's varlen chunk_kda, one job
+#             per shape: pack6 at H96 (v128wsl) and H64 (SLIM_H64, default "v64ws8l v64ws8q"),
+#             then 8 x 1024 (the same); step 0 prewarms FLA's varlen kernels (carry the
+#             autotune cache); ~330 s: `BUDGET=360 bash benchmarks/kda_bench.sh slimpacks`
 #   decode    the decode cases only
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
@@ -74,6 +84,9 @@
 #   check     only step 1 below (no GPU needed)
 #   smoke     steps 1-3 only (a first call of ~2 min that proves no kernel hangs; with bwd:
 #             the backward's small cases only)
+# KDA_BENCH_LIST=1 (anywhere, no GPU, seconds): the smoke's and every job's items for the
+# GROUPs as `tirxh bench --collect-only` selects them, one "== NAME" line before each, and
+# nothing else run: a -k that selects nothing (a renamed case) shows here, not on the GPU.
 # KDA_BENCH_DRY=1 runs without a GPU (KCoral's sim board: numsim; checks the plumbing, slowly).
 # Steps: 1. registers / spills / shared memory of every compiled variant (CHECK=1 adds `tirxh
 # check`: numsim against float64 and sync_check, CPU minutes); 2. without a GPU, stop (saying
@@ -104,10 +117,10 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|decode|bwd|local|reverse|chain|fb|s0|check\
-        |smoke|tc) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, decode, bwd, \
-local, reverse, chain, fb, s0, check, smoke, tc)"
+    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|slimpacks|decode|bwd|local|reverse|chain\
+        |fb|s0|check|smoke|tc) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, \
+slimpacks, decode, bwd, local, reverse, chain, fb, s0, check, smoke, tc)"
            exit 2;;
     esac
 done
@@ -116,11 +129,18 @@ for s in ${WSC_SHAPES:-}; do
     case "$s" in t8192_h96|t8192_h64) ;;
         *) echo "kda_bench: WSC_SHAPES takes t8192_h96 and t8192_h64, not $s"; exit 2;; esac
 done
+LIST="${KDA_BENCH_LIST:-}"
+SLIM_H64="${SLIM_H64:-v64ws8l v64ws8q}"
+if [ -n "$LIST" ]; then
+    WORK=$(mktemp -d)
+    LOGS="$WORK/logs"
+fi
 rm -rf "$WORK"
-mkdir -p "$LOGS" "$OUT"
+mkdir -p "$LOGS"
+[ -n "$LIST" ] || mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
 . benchmarks/compile_cache.sh
-restore_compile_cache
+[ -n "$LIST" ] || restore_compile_cache
 # FLA's autotune results travel between calls: each (H, varlen) key costs minutes of autotuning
 # (T8192 H96: 85 s for the forward, 165 s more for forward + backward, 2026-12-01), far more
 # than a call can spend on every shape. Triton keeps them as <hash>/<kernel>.autotune.json
@@ -142,7 +162,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD:$PWD/plugins/numsim:$PWD/plugins/sync_check:$PWD/plugins/ncu_profile:\
 $PWD/plugins/iket:${PYTHONPATH:-}"
-[ -n "${KDA_BENCH_DRY:-}" ] || python3 -m pip install -q --no-index --no-deps --no-build-isolation \
+[ -n "${KDA_BENCH_DRY:-}$LIST" ] || python3 -m pip install -q --no-index --no-deps --no-build-isolation \
     -e . \
     $(for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && printf -- '-e %s ' "$d"; done) \
     >"$LOGS/install.log" 2>&1 \
@@ -162,13 +182,15 @@ pw_shapes=; pw_decode=; pw_bwd=
 case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" ws "*|*" wsb "*) pw_shapes="t8192_h96 t8192_h64";;
     *" wsc "*) pw_shapes="${WSC_SHAPES:-t8192_h96 t8192_h64}";;
-    *" wsbpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";; esac
+    *" wsd "*) pw_shapes="t8192_h64";;
+    *" wsbpacks "*|*" slimpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";;
+esac
 case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
 case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
 case " $WANT " in *" fb "*) pw_shapes="$pw_shapes ${FB_SHAPES:-t8192_h96 t8192_h64}"; pw_bwd=--bwd;;
 esac
-if [ -z "${KDA_BENCH_DRY:-}" ] && [ -n "$pw_shapes$pw_decode" ] \
+if [ -z "${KDA_BENCH_DRY:-}$LIST" ] && [ -n "$pw_shapes$pw_decode" ] \
         && nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
     pw_list=$(printf '%s\n' $pw_shapes | awk '!seen[$0]++' | paste -sd, -)
     python3 benchmarks/fla_prewarm.py --shapes "$pw_list" $pw_bwd \
@@ -178,6 +200,7 @@ if [ -z "${KDA_BENCH_DRY:-}" ] && [ -n "$pw_shapes$pw_decode" ] \
 fi
 
 # --- 1. CPU checks and resources -----------------------------------------------------------------
+if [ -z "$LIST" ]; then
 if [ "${CHECK:-0}" = 1 ]; then
     echo "=== 1. tirxh check -k kda (numsim small cases, synccheck, racecheck)"
     (cd zoo && tirxh check -k "kda_fwd or kda_decode or kda_bwd" --junitxml "$OUT/check.xml") \
@@ -190,10 +213,12 @@ COMPILES=
 for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)") \
         $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*('slim_' + v for v in \
 F.SLIM_VARIANTS))") \
+        $(cd zoo/kernels && python3 -c "import kda_fwd_slim as S; print(*('ahead_' + v for v in \
+S.VARIANTS))") \
         TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
         bwd_chain_pieces bwd_pieces_tc bwd_prep_tc; do
     (cd zoo/kernels && python3 -c "
-import sys, kda_fwd as F, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
+import sys, kda_fwd as F, kda_fwd_slim as S, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC, kda_bwd_chain_prep as BP
 import kda_bwd_chain_pieces as BQ, kda_bwd_pieces_tc as BT, kda_bwd_prep_tc as BA
 v = sys.argv[1]
@@ -206,7 +231,8 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (BT.kda_bwd_pieces_tc, {}) if v == 'bwd_pieces_tc'
              else (BA.kda_bwd_prep_tc, {}) if v == 'bwd_prep_tc'
              else (D.kda_decode, {'TT': int(v[2:])})
-             if v.startswith('TT') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
+             if v.startswith('TT') else (S.kda_fwd_ahead, S.VARIANTS[v[6:]])
+             if v.startswith('ahead_') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
              if v.startswith('slim_') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)
 r = ck.resources
@@ -231,6 +257,7 @@ esac
 # 2026-12-02: the whole call went by before the smoke started)
 wait $COMPILES
 cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
+fi
 [ "$WANT" = check ] && exit 0
 # the backward's own call (group bwd or local alone, or with smoke) smokes and warms up the
 # backward kernels only (`-k kda_bwd` also selects kda_bwd_local's and kda_bwd_reverse's small
@@ -239,7 +266,10 @@ case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
     " wsc "|" smoke wsc "|" wsc smoke ") SMOKE_K="kda_fwd and (v128wsb or v64ws8b or v128wsl \
 or v64ws8l or v128wsm or v64ws8m)";;
+    " wsd "|" smoke wsd "|" wsd smoke ") SMOKE_K="kda_fwd_ahead or (kda_fwd_slim and v64ws8l)";;
     *" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*) SMOKE_K="kda_fwd";;
+    # kda_fwd_slim names kda_fwd.py's slim kernel and the file of kda_fwd_ahead: both
+    *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc)";;
@@ -249,6 +279,7 @@ or v64ws8l or v128wsm or v64ws8m)";;
     *) SMOKE_K="kda_bwd";;
 esac
 
+if [ -z "$LIST" ]; then
 if [ -z "${KDA_BENCH_DRY:-}" ] && { ! nvidia-smi -L >"$WORK/gpus.txt" 2>&1 \
         || ! grep -q "^GPU" "$WORK/gpus.txt"; }; then
     echo "=== 2. no NVIDIA GPU here ($(head -c 200 "$WORK/gpus.txt")): nothing timed."
@@ -271,8 +302,16 @@ for _ in $(seq 60); do [ -s "$WORK/port" ] && break; sleep 1; done
 [ -s "$WORK/port" ] || { echo "kcoral serve did not start"; tail -20 "$LOGS/kcoral.log"; exit 1; }
 ADDR="127.0.0.1:$(cat "$WORK/port")"
 python3 -m kcoral.cli boards --daemon "$ADDR" 2>&1 | tee "$WORK/boards.txt" || true
+else
+    trap 'rm -rf "$WORK"' EXIT
+fi
+
+list_items() {  # KDA_BENCH_LIST: the items `-k EXPR` selects in the zoo
+    (cd zoo && python3 -m tirxh bench --collect-only -q -k "$1" 2>&1) | grep '::'
+}
 
 results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
+    [ -z "$LIST" ] || return 0
     python3 benchmarks/kda_summary.py "$WORK"/*.jsonl --json "$OUT/summary.json" \
         >"$OUT/summary.md" 2>>"$LOGS/summary.log"
     tar -czf "$OUT/kda_bench.tar.gz" -C "$WORK" --exclude ./kcoral . 2>/dev/null
@@ -282,11 +321,16 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
 }
 
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
+    if [ -n "$LIST" ]; then
+        echo "== smoke"
+        list_items "($SMOKE_K) and not main and not alt and not timing"
+        return
+    fi
     echo "=== 3. smoke (small cases, no timing) at +$(( $(date +%s) - START ))s"
     mkdir -p "$WORK/smoke"
     timeout --kill-after=5 "${SMOKE_LIMIT:-90}" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --no-timing --exec-s "${SMOKE_EXEC_S:-15}" --target sm_90a \
-        -k "$SMOKE_K and not main and not alt and not timing" \
+        -k "($SMOKE_K) and not main and not alt and not timing" \
         --report-log "$WORK/smoke/smoke.jsonl" >"$LOGS/smoke.log" 2>&1
     rc=$?
     tail -n 1 "$LOGS/smoke.log"
@@ -304,6 +348,11 @@ ${SMOKE_LIMIT:-90} s, a kernel may hang): nothing timed. Logs: $OUT/kda_bench.ta
 }
 
 bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spent
+    if [ -n "$LIST" ]; then
+        echo "== $1"
+        list_items "$2"
+        return
+    fi
     left=$(( BUDGET - ($(date +%s) - START) ))
     if [ "$left" -le 20 ]; then
         echo "=== budget spent: $1 not run" | tee -a "$WORK/skipped"
@@ -348,7 +397,7 @@ pack_17_8_30_v128)) or (kda_decode and n2_h2_t1)"
 smoke
 case " $WANT " in *" smoke "*) echo "total $(( $(date +%s) - START ))s"; exit 0;; esac
 case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*\
-    |*" decode "*) warmup;; esac
+    |*" wsd "*|*" slimpacks "*|*" decode "*) warmup;; esac
 # FLA's backward kernels compile and autotune in a tiny job of their own
 case " $WANT " in *" bwd "*) wait_prewarm; bench warmup-bwd "kda_bwd and (t40_h1_deep or pack_17_1_64_30)";;
 esac
@@ -381,6 +430,18 @@ or v128ws) and not v64s2w8 and $nob";;
                     t8192_h96) bench wsc-$s "$fwd and ${s}_ and (v128wsb or v128wsl or v128wsm)";;
                     t8192_h64) bench wsc-$s "$fwd and ${s}_ and (v64ws8b or v64ws8l or v64ws8m)";;
                 esac
+            done;;
+        wsd)
+            # kda_fwd_ahead's variants (kda_fwd_slim.py) after their control v64ws8l (kda_fwd.py's
+            # items are collected first), one job: the four share the inputs and reference
+            bench wsd-t8192_h64 "kda_fwd and t8192_h64_ and (v64ws8l or v64ws8n or v64ws8p \
+or v64ws8q)";;
+        slimpacks)
+            # the slim forwards on the packs: v128wsl at H96, SLIM_H64 at H64 (one job a shape)
+            h64=$(printf ' or %s' $SLIM_H64)
+            for s in pack6 pack8x1024; do
+                bench "slim-${s}_h96" "kda_fwd and ${s}_h96_v128wsl"
+                bench "slim-${s}_h64" "kda_fwd and ${s}_h64_ and (${h64# or })"
             done;;
         wsbpacks)
             fwd="kda_fwd and not kda_fwd_s0"
@@ -447,6 +508,10 @@ or v128ws) and not v64s2w8 and $nob";;
 kda_bwd_pieces_tc or kda_bwd_prep_tc) and $s and timing"
             done;;
         fb)
+            if [ -n "$LIST" ]; then
+                echo "== fb: benchmarks/kda_fwd_bwd_bench.py's own cases (not tirxh items)"
+                continue
+            fi
             # KDA forward + backward as ONE job per case (zoo/kernels/kda_fwd_bwd.py: seven
             # launches over shared scratch, one merged module; benchmarks/kda_fwd_bwd_bench.py)
             # against fla.chunk_kda.fwd_bwd in the same job. The merged module is assembled by
@@ -488,5 +553,6 @@ kda_bwd_pieces_tc or kda_bwd_prep_tc) and $s and timing"
         *) echo "kda_bench: unknown group $group"; exit 2;;
     esac
 done
+[ -z "$LIST" ] || exit 0
 cat "$OUT/summary.md" 2>/dev/null
 echo "total $(( $(date +%s) - START ))s; results in $OUT"

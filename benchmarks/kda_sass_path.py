@@ -39,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo" / "kernels"))
 import kda_fwd as F  # noqa: E402 - the zoo's kernel files are found through this path
+import kda_fwd_slim as FA  # noqa: E402
 
 # latency in cycles until the destination registers can be read, by opcode prefix (longest
 # prefix wins); everything else is an ALU op of ~5 cycles
@@ -47,6 +48,11 @@ LATENCY = {"LDS": 30, "LDSM": 33, "LDG": 500, "LD": 500, "MUFU": 18, "HMMA": 33,
 ALU = 5
 PHASES = ("norms", "gate", "factors", "blocks", "materialize+diag", "inverse")
 UNITS = ("blocks", "materialize+diag", "inverse")   # phases whose branches are per-warp units
+# kda_fwd_ahead with AHEAD = 1 (kda_fwd_slim.py): no norms phase in the loop; its last phase is
+# materialize, then warps 0 .. 3 invert (diagonal, ``BAR.SYNC 0x2``, the blocks below) while
+# warps 4 .. 7 make the next chunk's norms: one row per path (the norms row counts what warps
+# 4 .. 7 issue after materialize; its chain includes materialize)
+PHASES_AHEAD = ("gate", "factors", "blocks", "materialize+inverse", "norms ahead")
 
 _INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?P<text>[^;]*);")
 _REG = re.compile(r"\b(R\d+|P\d)\b")
@@ -124,11 +130,55 @@ def _prep_loop(ins: list[str]) -> tuple[int, list[int]]:
     return (waits[-1] + 1 if waits else 0), bars
 
 
+def _row(name, path, n=1, issue_all=None):
+    return dict(phase=name, issue=n * len(path), issue_all=len(path) if issue_all is None
+                else issue_all, chain=n * chain(path),
+                mufu=n * sum(s.startswith("MUFU") or " MUFU" in s for s in path))
+
+
+def _is_ahead(ins: list[str]) -> bool:
+    return any(s.startswith("BAR.SYNC") and " 0x2," in s for s in ins)
+
+
+def _phases_ahead(ins: list[str], trips: dict | None) -> list[dict]:
+    """`phases` of a kda_fwd_ahead variant with AHEAD = 1 (the prologue's norms and barrier
+    come first; the loop has 4 ``BAR.SYNC 0x1``): gate, factors, blocks as `phases` splits
+    them, then the last phase as two rows: warps 0 .. 3's path (materialize, the diagonal
+    inverse up to ``BAR.SYNC 0x2``, the longest warp branch of the blocks below) and warps
+    4 .. 7's (the code after the join of warps 0 .. 3's branch: the wait on the next chunk's
+    full[s], its norms; the chain from materialize on)."""
+    bars = [i for i, s in enumerate(ins) if s.startswith("BAR.SYNC") and "0x1," in s][-4:]
+    bar2 = next(i for i, s in enumerate(ins) if s.startswith("BAR.SYNC") and " 0x2," in s)
+    waits = [i for i in range(bars[0]) if "TRYWAIT" in ins[i]]
+    start = waits[-1] + 1
+    out = []
+    for name, a, b in zip(PHASES_AHEAD, [start, bars[0] + 1, bars[1] + 1], bars[:3]):
+        body = ins[a:b]
+        common, regions = _branch_regions(body) if name == "blocks" else (body, [])
+        longest = max(regions, key=chain) if regions else []
+        out.append(_row(name, common + longest, (trips or {}).get(name, 1), len(body)))
+    wait = next(i for i in range(bar2, bars[3]) if "TRYWAIT" in ins[i])
+    join = max(i for i in range(bar2, wait) if ins[i].startswith("BSYNC"))
+    first_branch = next(i for i in range(bars[2] + 1, bar2) if re.search(r"@!?P\d\s+BRA",
+                                                                       ins[i]))
+    mat = ins[bars[2] + 1:first_branch]
+    common, regions = _branch_regions(ins[bar2 + 1:join])
+    inv = common + (max(regions, key=chain) if regions else [])
+    out.append(_row("materialize+inverse", mat + ins[first_branch + 1:bar2 + 1] + inv,
+                    issue_all=bar2 - bars[2] + len(ins[bar2 + 1:join])))
+    norms = ins[join + 1:bars[3]]
+    row = _row("norms ahead", mat + norms, issue_all=len(norms))
+    out.append(dict(row, issue=len(norms)))
+    return out
+
+
 def phases(sass: str, trips: dict | None = None) -> list[dict]:
     """The prep loop's phases (between its ``BAR.SYNC 0x1``): issue, chain and MUFU counts;
     `trips` {phase: n}: the phase is a runtime loop (kda_fwd_slim's gate) whose body runs n
-    times per chunk: its counts times n."""
+    times per chunk: its counts times n. kda_fwd_ahead's AHEAD layout: `_phases_ahead`."""
     ins = instructions(sass)
+    if _is_ahead(ins):
+        return _phases_ahead(ins, trips) + _state_rows(ins)
     start, bars = _prep_loop(ins)
     starts = [start] + [b + 1 for b in bars[:len(PHASES) - 1]]
     out = []
@@ -142,12 +192,16 @@ def phases(sass: str, trips: dict | None = None) -> list[dict]:
                         issue_all=len(body), chain=n * path,
                         mufu=n * sum(s.startswith("MUFU") or " MUFU" in s
                                      for s in common + longest)))
+    return out + _state_rows(ins)
+
+
+def _state_rows(ins: list[str]) -> list[dict]:
     body = _state_body(ins)
-    if body is not None:
-        out.append(dict(phase="state (one warp)", issue=len(body), issue_all=len(body),
-                        chain=chain(body), mufu=sum(s.startswith("MUFU") for s in body),
-                        hmma=sum(s.startswith("HMMA") for s in body)))
-    return out
+    if body is None:
+        return []
+    return [dict(phase="state (one warp)", issue=len(body), issue_all=len(body),
+                 chain=chain(body), mufu=sum(s.startswith("MUFU") for s in body),
+                 hmma=sum(s.startswith("HMMA") for s in body))]
 
 
 def _state_body(ins: list[str]):
@@ -170,6 +224,10 @@ def code_size(sass: str) -> dict:
     The warp-specialized variants' measured chunk times follow the prep loop's size, not its
     issue or chain counts (docs/TUNING.md, "The prep's code size")."""
     ins = instructions(sass)
+    if _is_ahead(ins):
+        bars = [i for i, s in enumerate(ins) if s.startswith("BAR.SYNC") and "0x1," in s][-4:]
+        start = [i for i in range(bars[0]) if "TRYWAIT" in ins[i]][-1] + 1
+        return dict(kernel=16 * len(ins), prep_loop=16 * (bars[-1] + 1 - start))
     start, bars = _prep_loop(ins)
     return dict(kernel=16 * len(ins), prep_loop=16 * (bars[len(PHASES) - 1] + 1 - start))
 
@@ -180,6 +238,8 @@ def trips(variant: str) -> dict:
     loop body (one block; a unit's A-fragment loads counted with it: an upper estimate) runs
     once per block of the busiest warp (5 with 4 prep warps, 4 with 8); kda_fwd's are
     unrolled."""
+    if variant in FA.VARIANTS:
+        return {"gate": 2}          # 8 prep warps; the blocks unrolled or blocks_wide's paths
     if variant not in F.SLIM_VARIANTS:
         return {}
     c = F.SLIM_VARIANTS[variant]
@@ -194,7 +254,7 @@ def table(rows: list[dict]) -> str:
              "| --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['phase']} | {r['issue']} | {r['chain']} | {r['mufu']} |")
-    prep = [r for r in rows if r["phase"] in PHASES]
+    prep = [r for r in rows if r["phase"] in PHASES + PHASES_AHEAD]
     tot = {k: sum(r[k] for r in prep) for k in ("issue", "chain", "mufu")}
     lines.insert(2 + len(prep), f"| prep total | {tot['issue']} | {tot['chain']} | "
                                 f"{tot['mufu']} |")
@@ -205,7 +265,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[-1].strip())
         return 2
-    known = {**F.VARIANTS, **F.SLIM_VARIANTS}
+    known = {**F.VARIANTS, **F.SLIM_VARIANTS, **FA.VARIANTS}
     for v in argv:
         if v not in known:
             print(f"kda_sass_path: unknown variant {v!r}; known: {', '.join(known)}")
@@ -222,6 +282,7 @@ def variant_sass(variant: str) -> str:
     """The SASS of one kda_fwd variant (VARIANTS) or kda_fwd_slim variant (SLIM_VARIANTS),
     compiled for sm_90a on this machine."""
     kernel, consts = ((F.kda_fwd_slim, F.SLIM_VARIANTS[variant]) if variant in F.SLIM_VARIANTS
+                      else (FA.kda_fwd_ahead, FA.VARIANTS[variant]) if variant in FA.VARIANTS
                       else (F.kda_fwd, F.VARIANTS[variant]))
     ck = kernel.compile("sm_90a", **consts)
     return ck.sass() if callable(ck.sass) else ck.sass

@@ -1,5 +1,9 @@
 """benchmarks/kda_bench.sh's argument checks: a wrong group or shape is refused by name before
-the script touches the GPU, the pip cache or the daemon (a device call is minutes of budget)."""
+the script touches the GPU, the pip cache or the daemon (a device call is minutes of budget);
+and without a GPU, KDA_BENCH_LIST=1 names the smoke's and every job's items of a group as
+`tirxh bench --collect-only` selects them, so a -k that selects nothing or the wrong variants
+(a renamed case, a substring that also matches another variant) is caught here and not on the
+lent GPU."""
 
 import os
 import subprocess
@@ -7,14 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks._listing import sections
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "kda_bench.sh"
 
 
-def run_script(*groups, **env):
+def run_script(*groups, timeout=30, **env):
     full = {**os.environ, "OUT": "/nonexistent/never-created", **env}
     return subprocess.run(["bash", str(SCRIPT), *groups], cwd=ROOT, env=full,
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.parametrize("groups, env, message", [
@@ -35,3 +41,48 @@ def test_group_wsc_times_and_prewarms_the_shapes_it_is_given():
     text = SCRIPT.read_text()
     assert 'pw_shapes="${WSC_SHAPES:-t8192_h96 t8192_h64}"' in text
     assert "for s in ${WSC_SHAPES:-t8192_h96 t8192_h64}; do" in text
+
+
+def _jobs(*groups, **env) -> dict:
+    """{job name: [kernel[case], ...]} of the groups' listing (which must succeed, and create
+    no OUT)."""
+    r = run_script(*groups, timeout=300, KDA_BENCH_LIST="1", **env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not Path("/nonexistent/never-created").exists()
+    return sections(r.stdout)
+
+
+@pytest.mark.slow(reason="three tirxh bench --collect-only runs over the zoo")
+def test_wsd_times_the_ahead_variants_after_their_control_in_one_job():
+    jobs = _jobs("wsd")
+    assert jobs["wsd-t8192_h64"] == [
+        "kda_fwd_slim[t8192_h64_v64ws8l]", "kda_fwd_ahead[t8192_h64_v64ws8n]",
+        "kda_fwd_ahead[t8192_h64_v64ws8p]", "kda_fwd_ahead[t8192_h64_v64ws8q]"]
+    smoke = jobs["smoke"]
+    ahead = [i for i in smoke if i.startswith("kda_fwd_ahead[")]
+    assert len(ahead) == 5 and all("t8192" not in i for i in smoke)    # every small case
+    assert {i for i in smoke if not i.startswith("kda_fwd_ahead[")} == {
+        "kda_fwd_slim[b2_t65_h1_v64ws8l_slow]", "kda_fwd_slim[t150_h1_v64ws8l]",
+        "kda_fwd_slim[pack_100_8_30_v64ws8l]"}                          # the control's
+    assert set(jobs) == {"smoke", "warmup", "wsd-t8192_h64"}
+
+
+@pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
+def test_slimpacks_times_each_pack_per_head_count_against_the_chosen_h64_variants():
+    jobs = _jobs("slimpacks")
+    for pack in ("pack6", "pack8x1024"):
+        assert jobs[f"slim-{pack}_h96"] == [f"kda_fwd_slim[{pack}_h96_v128wsl]"]
+        assert jobs[f"slim-{pack}_h64"] == [f"kda_fwd_slim[{pack}_h64_v64ws8l]",
+                                            f"kda_fwd_ahead[{pack}_h64_v64ws8q]"]
+    assert all(i.startswith(("kda_fwd_slim[", "kda_fwd_ahead[")) for i in jobs["smoke"])
+    other = _jobs("slimpacks", SLIM_H64="v64ws8p")
+    assert other["slim-pack6_h64"] == ["kda_fwd_ahead[pack6_h64_v64ws8p]"]
+
+
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_wsc_still_selects_only_its_own_variants():
+    """kda_fwd_ahead's variants (v64ws8n/p/q) share wsc's prefixes: its jobs keep their three."""
+    jobs = _jobs("wsc", WSC_SHAPES="t8192_h64")
+    assert jobs["wsc-t8192_h64"] == ["kda_fwd[t8192_h64_v64ws8b]",
+                                     "kda_fwd_slim[t8192_h64_v64ws8l]",
+                                     "kda_fwd_slim[t8192_h64_v64ws8m]"]

@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from tests.benchmarks._listing import sections
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "zoo_perf_bench.sh"
 
@@ -19,23 +21,11 @@ def _list(mode):
                           text=True, timeout=300)
 
 
-def _sections(out):
-    """{header: [item names]} from --list's output."""
-    got, head = {}, None
-    for line in out.splitlines():
-        if line.startswith("== "):
-            head = line[3:]
-            got[head] = []
-        elif "::" in line:
-            got[head].append(line.split("::")[1].split("@")[0])
-    return got
-
-
 def _timed_and_smoke(mode):
     """([[item, ...] per timed shard], [smoke items]) of `mode`'s --list (which must succeed)."""
     r = _list(mode)
     assert r.returncode == 0, r.stderr
-    got = _sections(r.stdout)
+    got = sections(r.stdout)
     return ([v for k, v in got.items() if k.startswith("timed shard")],
             got["smoke (correctness only)"])
 

@@ -6,6 +6,7 @@ prediction rests on), and kda_fwd's existing variants' PTX unchanged by it (anot
 imports kda_fwd.py and kda_chunk.py)."""
 
 import hashlib
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -14,10 +15,11 @@ import pytest
 
 import tirxh.lang as T
 from tests.zoo._zoo import sync_race
-from tests.zoo.zoo_modules import assert_matches, load, simulate
+from tests.zoo.zoo_modules import assert_matches, load, load_mutant, simulate
 
 pytestmark = pytest.mark.slow      # numsim and sync_check of the KDA forward (as test_kda_fwd.py)
 MOD = load("kda_fwd")
+AHEAD = load("kda_fwd_slim")       # kda_fwd_ahead (session 8), tested at the end of this file
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import kda_sass_path as SP  # noqa: E402 - benchmarks/ is not a package: found through the path
@@ -91,9 +93,13 @@ def test_sync_check_is_clean(params):
         assert result.verdict == "clean", [f.message for f in result.findings]
 
 
-@pytest.mark.parametrize("variant", sorted(MOD.SLIM_VARIANTS))
-def test_variants_have_no_local_memory_and_fit(variant):
-    ck = MOD.kda_fwd_slim.compile("sm_90a", **MOD.SLIM_VARIANTS[variant])
+@pytest.mark.parametrize("kernel,variant", [
+    *[("kda_fwd_slim", v) for v in sorted(MOD.SLIM_VARIANTS)],
+    *[("kda_fwd_ahead", v) for v in sorted(AHEAD.VARIANTS)]])
+def test_variants_have_no_local_memory_and_fit(kernel, variant):
+    mod = MOD if kernel == "kda_fwd_slim" else AHEAD
+    consts = (mod.SLIM_VARIANTS if mod is MOD else mod.VARIANTS)[variant]
+    ck = getattr(mod, kernel).compile("sm_90a", **consts)
     r = ck.resources
     assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
     sass = ck.sass() if callable(ck.sass) else ck.sass
@@ -125,3 +131,103 @@ def test_slim_constraints_name_the_rule():
                 constraints=MOD.constraints_slim, cases=[T.case("bad", B=1, T_=10, H=1, PREP=0)])
     assert MOD.constraints_slim(1, 64, 1, BLOCKS=2) == [
         "BLOCKS=2 must be 0 (kda_chunk.blocks, unrolled) or 1 (blocks_slim)"]
+
+
+# --- kda_fwd_slim.py's kda_fwd_ahead (session 8): the norms one chunk ahead, the A/M blocks in
+# two warp-uniform paths (H64) --------------------------------------------------------------
+
+AHEAD_SUITES = (AHEAD.SUITE, AHEAD.SUITE_VARLEN)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for s in AHEAD_SUITES
+                                  for c in s.cases if c.small])
+def test_ahead_small_case_matches_reference(case):
+    suite = AHEAD.SUITE_VARLEN if case.params.get("lens") else AHEAD.SUITE
+    res, inputs = simulate(suite, case)
+    assert_matches(suite, case, res, inputs)
+    rep = suite.tolerance_for("o").compare(res.outputs["o"], suite.expected(case, inputs)["o"])
+    assert rep["rms_ratio"] < 0.01
+
+
+def test_ahead_small_cases_cover_every_variant():
+    def key(p):
+        return p.get("AHEAD", 1), p.get("BLOCKS", 2)
+    small = {key(c.params) for s in AHEAD_SUITES for c in s.cases if c.small}
+    assert {key(v) for v in AHEAD.VARIANTS.values()} <= small
+
+
+def test_ahead_sync_check_is_clean():
+    """Three chunks: chunk 2's norms are made into stage 0 after the state warps released
+    chunk 0 (full[0]'s second phase), beside chunk 1's inverse on the named barrier 2 (q: the
+    look-ahead and blocks_wide; p differs from it only by v64ws8l's unrolled blocks)."""
+    case = T.case("sync", B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep")
+    for result in sync_race(AHEAD.SUITE, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_ahead_waiting_on_the_wrong_phase_is_reported(tmp_path, monkeypatch):
+    """The look-ahead waits on full[s ^ 1] at chunk c + 1's phase (ring.phase ^ ring.stage);
+    the three-chunk case tells it from ring.phase (chunk 2's wait would return on chunk 0's
+    completed phase and read the tiles before their TMA): sync_check reports it."""
+    mutant = load_mutant("kda_fwd", "sm.full[stage].wait(ring.phase ^ ring.stage)",
+                         "sm.full[stage].wait(ring.phase)", tmp_path)
+    monkeypatch.setitem(sys.modules, "kda_fwd", mutant)     # what kda_fwd_slim.py imports
+    spec = importlib.util.spec_from_file_location("kda_fwd_slim_on_mutant",
+                                                  ROOT / "zoo" / "kernels" / "kda_fwd_slim.py")
+    ahead = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ahead)
+    case = T.case("sync", B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep")
+    found = [f.message for r in sync_race(ahead.SUITE, case) for f in r.findings]
+    assert any("full[0]" in m and "missed" in m for m in found), found
+
+
+def test_ahead_with_one_beta_buffer_is_a_race(tmp_path):
+    """The per-stage sBeta is what makes the look-ahead safe: with one buffer, warps 4 .. 7
+    write chunk c + 1's beta while warps 0 .. 3's inverse reads chunk c's (no barrier between
+    them), and racecheck says so."""
+    mutant = load_mutant("kda_fwd_slim", 'SLOTS = F._SmemWS.SLOTS + ("beta",)',
+                         "SLOTS = F._SmemWS.SLOTS", tmp_path)
+    case = T.case("sync", B=1, T_=150, H=1, AHEAD=1, BLOCKS=2, gate="deep")
+    found = [f.message for r in sync_race(mutant.SUITE, case) for f in r.findings]
+    assert any("conflict on shared sBeta" in m for m in found), found
+
+
+def test_ahead_prep_claims_the_predictions_rest_on():
+    """docs/TUNING.md ("H64: the prep's path") predicts from these: with AHEAD the prep loop has
+    no norms phase (they are made beside the inverse: a row of their own) at about the same
+    code size as v64ws8l; with BLOCKS = 2 the A/M blocks' code is under half of v64ws8l's and
+    the prep loop at least 10 KB smaller."""
+    sass = {v: SP.variant_sass(v) for v in ("v64ws8l", "v64ws8n", "v64ws8p", "v64ws8q")}
+    rows = {v: {r["phase"]: r for r in SP.phases(s, SP.trips(v))} for v, s in sass.items()}
+    size = {v: SP.code_size(s)["prep_loop"] for v, s in sass.items()}
+    for v in ("v64ws8p", "v64ws8q"):
+        assert "norms" not in rows[v] and "norms ahead" in rows[v], rows[v]
+    assert abs(size["v64ws8p"] - size["v64ws8l"]) < 4096
+    for v in ("v64ws8n", "v64ws8q"):
+        assert rows[v]["blocks"]["issue_all"] < 0.5 * rows["v64ws8l"]["blocks"]["issue_all"]
+        assert size[v] < size["v64ws8l"] - 10 * 1024
+
+
+def test_ahead_constraints_name_the_rule():
+    assert "8 prep + 4 state warp form" in AHEAD.constraints(1, 64, 1, BV=128, PREP=4)[0]
+    assert AHEAD.constraints(1, 64, 1, AHEAD=2) == [
+        "AHEAD=2 must be 0 or 1 (chunk c + 1's norms beside chunk c's inverse)"]
+    assert AHEAD.constraints(1, 64, 1, BLOCKS=1) == [
+        "BLOCKS=1 must be 0 (kda_chunk.blocks, unrolled) or 2 (blocks_wide)"]
+    with pytest.raises(ValueError, match=r"case 'bad': AHEAD=3 must be 0 or 1"):
+        T.suite(AHEAD.kda_fwd_ahead, inputs=MOD.inputs, reference=MOD.reference,
+                outputs=["o"], constraints=AHEAD.constraints,
+                cases=[T.case("bad", B=1, T_=10, H=1, AHEAD=3)])
+    with pytest.raises(ValueError, match=r"blocks_wide: 4 prep warps; it takes 8"):
+        AHEAD.blocks_wide(None, None, None, 4)
+
+
+def test_slim_variants_ptx_is_unchanged_by_the_ahead_kernel():
+    """kda_fwd_slim's four variants as session 7 left them (kda_fwd's _forward_ws, kda_chunk's
+    norms and blocks_slim were extended for kda_fwd_ahead with defaults that emit the same
+    instructions)."""
+    pins = {"v128wsl": "66345766ec074fec80d50092", "v64ws8l": "99a0303f116b74bd853a0098",
+            "v128wsm": "e679cef412423abc302a0bf6", "v64ws8m": "cccc17c6d4993e7c20e0db62"}
+    assert set(pins) == set(MOD.SLIM_VARIANTS)
+    for v, h in pins.items():
+        assert _ptx_hash(MOD.kda_fwd_slim, MOD.SLIM_VARIANTS[v]) == h, v

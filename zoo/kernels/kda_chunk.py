@@ -156,13 +156,14 @@ class Chunk:
 
 # --- phase 2: norms and beta ------------------------------------------------------------------
 
-def norms(sm, ck, beta, tok0, H, h, NW, beta_first=False):
+def norms(sm, ck, beta, tok0, H, h, NW, beta_first=False, tid=None):
     """rk (row 0..63) and rq * scale into sRn, beta into sBeta (0 past the valid rows).
 
     With 4 warps a thread sums a whole row (both 64-channel halves: 16 ``ld.shared.v4``); with
     8 a half row and one ``shfl.sync.bfly`` 16 adds the other half. `beta_first`: the global
-    load of beta before the sums (its ~500-cycle latency under them, not after)."""
-    tid = T.tid.x
+    load of beta before the sums (its ~500-cycle latency under them, not after). `tid`: the
+    thread's index among the NW warps doing it (default ``tid.x``: warps 0 .. NW - 1)."""
+    tid = T.tid.x if tid is None else tid
 
     def load_beta():
         with T.if_(tid < C):
@@ -625,19 +626,30 @@ def blocks_slim(sm, ck, ln, NW):
                           T.ptx.mul.rn.bf16x2(bf[2], f0), T.ptx.mul.rn.bf16x2(bf[3], f1)]
                     mma(acc[0], af[s], bf[0:2])
                     mma(acc[1], af[s], bf[2:4])
-                vals = [[None] * 4 for _ in range(2)]
-                for n in range(2):
-                    for e in range(4):
-                        col, row = 8 * n + 2 * t + (e & 1), g + 8 * (e >> 1)
-                        v = T.ptx.selp.f32(acc[n][e], 0.0, col < row + xq)
-                        vals[n][e] = T.ptx.selp.f32(v, acc[n][e], diag)
-                with T.if_(xq == 0, uniform=True):   # A: rows times beta, f32 into sA
-                    for n in range(2):
-                        for hh in range(2):
-                            at = sm.a.at((a << 4) + g + 8 * hh, (b << 4) + 8 * n + 2 * t)
-                            T.ptx.st.shared.v2.f32(at, [vals[n][2 * hh] * beta[hh],
-                                                        vals[n][2 * hh + 1] * beta[hh]])
-                with T.if_(xq == 1, uniform=True):   # M: bf16 into sM (stmatrix)
-                    regs = [pack(vals[0][0], vals[0][1]), pack(vals[0][2], vals[0][3]),
-                            pack(vals[1][0], vals[1][1]), pack(vals[1][2], vals[1][3])]
-                    st4(ln.at(sm.m.ptr(), "A", b) + arow, 0, 0, regs)
+                block_out_slim(sm, ln, acc, a, arow, b, xq, diag, beta)
+
+
+def block_out_slim(sm, ln, acc, a, arow, b, xq, diag, beta):
+    """Block (a, b)'s output in `blocks_slim`'s one-path form (also kda_fwd_slim.py's
+    blocks_wide): a, b registers or constants, arow = a << 11 (the row block's byte offset in
+    a tile), xq the warp's operand, diag the predicate a == b. Masked on the diagonal
+    (col < row + xq); A rows times `beta` (f32 into sA) or M (bf16 into sM): ``selp``, ``mul``,
+    ``st.shared.v2.f32`` or ``cvt.rn.bf16x2.f32`` and ``stmatrix``, each store behind a
+    warp-uniform branch on xq."""
+    g, t = ln.g, ln.t
+    vals = [[None] * 4 for _ in range(2)]
+    for n in range(2):
+        for e in range(4):
+            col, row = 8 * n + 2 * t + (e & 1), g + 8 * (e >> 1)
+            v = T.ptx.selp.f32(acc[n][e], 0.0, col < row + xq)
+            vals[n][e] = T.ptx.selp.f32(v, acc[n][e], diag)
+    with T.if_(xq == 0, uniform=True):   # A: rows times beta, f32 into sA
+        for n in range(2):
+            for hh in range(2):
+                at = sm.a.at((a << 4) + g + 8 * hh, (b << 4) + 8 * n + 2 * t)
+                T.ptx.st.shared.v2.f32(at, [vals[n][2 * hh] * beta[hh],
+                                            vals[n][2 * hh + 1] * beta[hh]])
+    with T.if_(xq == 1, uniform=True):   # M: bf16 into sM (stmatrix)
+        regs = [pack(vals[0][0], vals[0][1]), pack(vals[0][2], vals[0][3]),
+                pack(vals[1][0], vals[1][1]), pack(vals[1][2], vals[1][3])]
+        st4(ln.at(sm.m.ptr(), "A", b) + arow, 0, 0, regs)

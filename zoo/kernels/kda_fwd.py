@@ -356,7 +356,10 @@ class _SmemWS(P.Smem):
     warps besides the stage's tiles (M, Tb, 2^G_63: written for chunk c + 1 while the state warps
     read chunk c's), and the handover mbarriers: ready[s] (the prep warps' threads arrive when
     stage s's operands are complete) and empty[s] (the state warps' threads arrive when they
-    are done with stage s: its tiles, M, Tb and 2^G_63 may be overwritten)."""
+    are done with stage s: its tiles, M, Tb and 2^G_63 may be overwritten). SLOTS: the buffers
+    with a copy per stage (`name` and `name1`), in the order a view makes their slots."""
+
+    SLOTS = ("m", "tb", "egl")
 
     def __init__(self, BV: int):
         super().__init__(BV, 2)
@@ -373,21 +376,20 @@ class _SmemWS(P.Smem):
 
 
 class _StageView:
-    """`_SmemWS` seen by one chunk: ``m``, ``tb``, ``egl`` are the stage's slots, every other
-    buffer the shared one."""
+    """`_SmemWS` seen by one chunk: the buffers of ``sm.SLOTS`` (``m``, ``tb``, ``egl``) are the
+    stage's slots, every other buffer the shared one."""
 
     def __init__(self, sm: _SmemWS, stage):
         self._sm = sm
-        self.m = _Slot(sm.m, sm.m1, stage)
-        self.tb = _Slot(sm.tb, sm.tb1, stage)
-        self.egl = _Slot(sm.egl, sm.egl1, stage)
+        for name in sm.SLOTS:
+            setattr(self, name, _Slot(getattr(sm, name), getattr(sm, name + "1"), stage))
 
     def __getattr__(self, name):
         return getattr(self._sm, name)
 
 
 def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BV, PREP,
-                BATCH=0, slim=False, slim_blocks=False):
+                BATCH=0, slim=False, slim_blocks=False, blocks=None, ahead=False, smem=None):
     """The warp-specialized body: warps 0 .. PREP - 1 prepare chunk c + 1 (kda_chunk's phases,
     separated by the named barrier 1 of their PREP x 32 threads) while warps PREP .. PREP + BV / 16
     - 1 run the state phase of chunk c; the two rings of two stages meet at the mbarriers:
@@ -404,11 +406,14 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
     the entry into a role were spilled to local memory). The prep warps exit after their last
     chunk; no CTA-wide barrier follows the split. `slim` (kda_fwd_slim): the gate and the
     diagonal inverse in their looped / one-path forms, `slim_blocks` the A/M blocks too (the
-    same quantities in less code: kda_chunk's *_slim)."""
+    same quantities in less code: kda_chunk's *_slim). `blocks` (kda_fwd_slim.py's kernel): the
+    A/M blocks' phase, called as blocks(view, chunk, lanes, PREP); `ahead`: warps 4 .. 7 make
+    the norms of chunk c + 1 while warps 0 .. 3 invert chunk c's diagonal blocks (`_norms_ahead`;
+    PREP = 8, `smem` with a sBeta per stage)."""
     NT = 32 * PREP
     NS = BV // 16
     regs = WS_REGS.get((BV, PREP, BATCH), WS_REGS[BV, PREP])
-    sm = _SmemWS(BV)
+    sm = (smem or _SmemWS)(BV)
     tid = T.tid.x
     with T.if_(tid == 0):
         for s in range(2):
@@ -423,6 +428,12 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
         ln = P.Lanes()
         gl = P.GateLanes(NT, A_log, dt_bias, h)
         ring = T.pipeline(2)
+        if ahead:               # chunk 0's norms: every later chunk's are made one chunk ahead
+            with T.if_(0 < nchunks, uniform=True):
+                sm.full[ring.stage].wait(ring.phase)
+                ck = P.Chunk(sm, ring.stage, T.ptx.min.u32(length, C))
+                P.norms(sm.view(ring.stage), ck, beta, start, H, h, PREP, True)
+                T.ptx.bar.sync(1, NT)
         with T.range(nchunks) as c:
             with T.if_(c >= 2):     # M, Tb, 2^G_63 of chunk c - 2 read (redundant: full[s] follows)
                 sm.empty[ring.stage].wait(ring.phase ^ 1)
@@ -430,8 +441,9 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
             nv = T.ptx.min.u32(length - (c << 6), C)
             ck = P.Chunk(sm, ring.stage, nv)
             vw = sm.view(ring.stage)
-            P.norms(vw, ck, beta, start + (c << 6), H, h, PREP, bool(BATCH))
-            T.ptx.bar.sync(1, NT)
+            if not ahead:
+                P.norms(vw, ck, beta, start + (c << 6), H, h, PREP, bool(BATCH))
+                T.ptx.bar.sync(1, NT)
             if slim:
                 P.gate_slim(vw, ck, gl)
             else:
@@ -439,18 +451,23 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
             T.ptx.bar.sync(1, NT)
             P.factors(vw, NT)
             T.ptx.bar.sync(1, NT)
-            if slim_blocks:
+            if blocks is not None:
+                blocks(vw, ck, ln, PREP)
+            elif slim_blocks:
                 P.blocks_slim(vw, ck, ln, PREP)
             else:
                 P.blocks(vw, ck, ln, PREP, 4 if BATCH else 1)
             T.ptx.bar.sync(1, NT)
             P.materialize(vw, ck, NT, bool(BATCH))
-            if slim:
-                P.diag_inverse_slim(vw)
+            if ahead:
+                _norms_ahead(sm, vw, ln, ring, c, nchunks, length, start, beta, H, h)
             else:
-                P.diag_inverse(vw, PREP)
-            T.ptx.bar.sync(1, NT)
-            P.inverse_blocks(vw, ln)
+                if slim:
+                    P.diag_inverse_slim(vw)
+                else:
+                    P.diag_inverse(vw, PREP)
+                T.ptx.bar.sync(1, NT)
+                P.inverse_blocks(vw, ln)
             T.ptx.fence.proxy.async_.shared__cta()   # in-place writes before the stage's next TMA
             T.ptx.bar.sync(1, NT)      # sA, sD, sBeta, sRn ... are the prep warps' own: reused
             sm.ready[ring.stage].arrive()
@@ -485,6 +502,28 @@ def _forward_ws(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, 
                     _issue(sm, maps, c + 2, ring.stage, t0 + ((c + 2) << 6), h, bidx)
             ring.advance()
         _state_io(st, ln, ht, hbase, load=False)
+
+
+def _norms_ahead(sm, vw, ln, ring, c, nchunks, length, start, beta, H, h):
+    """8 prep warps after `materialize` of chunk c: warps 0 .. 3 invert its diagonal blocks and
+    the blocks below them (`diag_inverse_slim`, the named barrier 2 of their 128 threads,
+    `inverse_blocks`: the only warps those phases use), while warps 4 .. 7 wait for chunk
+    c + 1's tiles (full[s ^ 1], its phase ring.phase ^ ring.stage) and make its norms and beta
+    (the 4-warp form, into sRn and the other stage's sBeta: chunk c's inverse still reads its
+    own). The norms phase and one CTA barrier leave the prep's path; chunk c + 1's TMA was
+    issued when the state warps left chunk c - 1, a prep phase earlier."""
+    tid = T.tid.x
+    with T.if_((tid >> 5) < 4, uniform=True):
+        P.diag_inverse_slim(vw)
+        T.ptx.bar.sync(2, 128)
+        P.inverse_blocks(vw, ln)
+    with T.if_((tid >> 5) >= 4, uniform=True):
+        with T.if_(c + 1 < nchunks, uniform=True):
+            stage = ring.stage ^ 1
+            sm.full[stage].wait(ring.phase ^ ring.stage)
+            ck = P.Chunk(sm, stage, T.ptx.min.u32(length - ((c + 1) << 6), C))
+            P.norms(sm.view(stage), ck, beta, start + ((c + 1) << 6), H, h, 4, True,
+                    tid=tid - 128)
 
 
 @T.kernel(grid=_grid, block=_block, min_blocks=lambda PREP=0: 1 if PREP else None)
