@@ -9,7 +9,8 @@ operands (norms, gate and the decayed KL, KD, QL, the inverse T) and the ones
 after the products (dbeta, the reverse scan and gate chain, the norms' dots, dq and dk, the gate
 parameters' sums) are kda_bwd_local's functions, unchanged; the products between them are
 kda_bwd_pieces_tc's split-operand ``mma.sync.m16n8k16`` (every f32 operand as bf16 hi + lo,
-three mma a product: lo hi + hi lo + hi hi) instead of f32 FMAs with one ``ld.shared`` each:
+three mma a product: lo hi + hi lo + hi hi; the pair gradients three ways, below) instead of
+f32 FMAs with one ``ld.shared`` each:
 
     X = T^T dtb Diag(beta)                    [C, C]   (kda_bwd_pieces_tc._product)
     dA = -strict_lower(X T^T), dA o P, dP      [C, C]   (the same)
@@ -17,7 +18,11 @@ three mma a product: lo hi + hi lo + hi hi) instead of f32 FMAs with one ``ld.sh
     da_P, da_M = (dP, dm) (KD F_a.)  x L       [C, K]   (one B fragment for both A operands)
     db_P + db_M = (dP^T (KL F_.b) + dm^T (QL F_.b)) x D   (one accumulator: only the sum is used)
 
-The pair gradients (da, db) take a fourth mma, lo lo (`_block_products`: dG's sums cancel).
+The pair gradients (da, db) split both operands three ways (hi + mid + lo, six mma a product:
+`_block_products`): dG's sums cancel, and with the two-way split dg and ddt_bias (a head's sum
+of dg over every token) carried 16x kda_bwd_local's error and grew with the chunks (numsim,
+mixed gates: ddt_bias 0.13 of the public allowance at 2 chunks, 0.30 at 10; three ways 0.020
+and 0.014, kda_bwd_local's 0.008 and 0.023).
 
 The decay factors stay kda_bwd_local's 16-row block references: a k-step of 16 contraction rows
 is exactly one row block s, so its B fragment's elements (one channel d a lane and n-tile) take
@@ -56,7 +61,7 @@ if str(Path(__file__).parent) not in sys.path:
 import kda_bwd as BW  # noqa: E402 - after the path that finds it
 import kda_bwd_local as BL  # noqa: E402
 import kda_bwd_pieces_tc as TC  # noqa: E402
-from kda_chunk import C, K, mma, unpack  # noqa: E402
+from kda_chunk import C, K, mma, pack, unpack  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
         "varlen")
@@ -147,13 +152,29 @@ def _scaled(src, f):
     return TC._Src(src.at, src.rs, src.cs, lambda a: src.ld(a) * f)
 
 
+def _frag3(src, base, coords, step):
+    """(hi, mid, lo) bf16x2 fragment words of the f32 pairs at `coords` from `base`: x = hi +
+    mid + lo to ~2^-24 (kda_bwd_pieces_tc._split2 twice)."""
+    parts = ([], [], [])
+    for dr, dc in coords:
+        x0, x1 = src.pair(base, None, dr, dc, step)
+        hi, mid = TC._split2(x0, x1)
+        (h0, h1), (m0, m1) = unpack(hi), unpack(mid)
+        for out, w in zip(parts, (hi, mid, pack((x0 - h0) - m0, (x1 - h1) - m1))):
+            out.append(w)
+    return parts
+
+
+# the products of the three-way split kept (index sums <= 2), smallest first
+SPLIT3 = [(1, 1), (2, 0), (0, 2), (1, 0), (0, 1), (0, 0)]
+
+
 def _block_products(sm, ln, terms, first, stop, factor):
     """acc[j] += A[m0 .., 16 s ..] (B[16 s .., n0s[j] ..] x F_s) over the k-steps s in [first,
-    stop) for each (A, B, acc) in `terms` ([C, C] and [C, K] `_Src`s): one A fragment per
-    distinct A and one scaled B fragment per distinct B and n-tile, FOUR mma a product (lo lo
-    too: dG's sums cancel, and the fourth term halves dg's error, 0.113 -> 0.058 of the public
-    allowance on the mixed pack, ddt_bias's 0.26 -> 0.15; numsim, 2026-12-02). factor(s, d)
-    is the B elements' factor of k-step (row block) s and channel d."""
+    stop) for each (A, B, acc) in `terms` ([C, C] and [C, K] `_Src`s): one three-way A
+    fragment per distinct A and one scaled three-way B fragment per distinct B and n-tile, six
+    mma a product (SPLIT3; the module docstring says why three ways). factor(s, d) is the B
+    elements' factor of k-step (row block) s and channel d."""
     n0s = ln.cols(K)
     r = ln.m0 + ln.g
     with T.range(first, stop) as s:
@@ -161,20 +182,16 @@ def _block_products(sm, ln, terms, first, stop, factor):
         afr = {}
         for a, _, _ in terms:
             if id(a) not in afr:
-                afr[id(a)] = TC._frag(a, a.at(r, k0), None, A_PAIRS, (0, 1))
+                afr[id(a)] = _frag3(a, a.at(r, k0), A_PAIRS, (0, 1))
         for j, n0 in enumerate(n0s):
             f = factor(s, n0 + ln.g)
             bfr = {}
             for _, b, _ in terms:
                 if id(b) not in bfr:
-                    bfr[id(b)] = TC._frag(_scaled(b, f), b.at(k0, n0 + ln.g), None, B_PAIRS,
-                                          (1, 0))
+                    bfr[id(b)] = _frag3(_scaled(b, f), b.at(k0, n0 + ln.g), B_PAIRS, (1, 0))
             for a, b, acc in terms:
-                (ahi, alo), (bhi, blo) = afr[id(a)], bfr[id(b)]
-                mma(acc[j], alo, bhi)
-                mma(acc[j], ahi, blo)
-                mma(acc[j], ahi, bhi)
-                mma(acc[j], alo, blo)
+                for x, y in SPLIT3:
+                    mma(acc[j], afr[id(a)][x], bfr[id(b)][y])
 
 
 def _grads(sm, ln):
@@ -298,9 +315,10 @@ _bytes = BL._bytes
 
 def _flops(B, T_, H, lens=None):
     """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: X, dA (C C C each)
-    and P as three bf16 mma (the split), da_P, da_M, db_P, db_M as four (lo lo too); P and the
-    pair gradients over the 10 of 16 block pairs on or below the diagonal (10/16 C C K each)."""
-    per = 3 * (2 * C * C * C + (10 * C * C * K) // 16) + 4 * 4 * (10 * C * C * K) // 16
+    and P as three bf16 mma (the split), da_P, da_M, db_P, db_M as six (the three-way split);
+    P and the pair gradients over the 10 of 16 block pairs on or below the diagonal (10/16 C C
+    K each)."""
+    per = 3 * (2 * C * C * C + (10 * C * C * K) // 16) + 6 * 4 * (10 * C * C * K) // 16
     return 2 * per * BL._chunks(B, T_, lens) * H
 
 
