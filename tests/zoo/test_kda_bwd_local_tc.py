@@ -3,8 +3,9 @@ cores, split bf16 operands): every small case in numsim against the float64 fina
 under the public rule (one 20-row tail chunk and two chunks with a tail under saturated gates;
 a varlen pack with a one-token and a one-chunk sequence, 2 heads, mixed gates), checked like
 kda_bwd_local's; a dropped block factor (P's or the pair gradients') and the pair gradients'
-A operand in plain bf16 are caught; sync_check clean; the instruction count the docs' prediction rests on; resources;
-the interface of kda_bwd_local (plan "tc" swaps it in: test_kda_fwd_bwd.py)."""
+A operand in plain bf16 are caught; sync_check clean; the instruction count the docs'
+prediction rests on; resources; the interface of kda_bwd_local (plan "tc" swaps it in:
+test_kda_fwd_bwd.py)."""
 
 import numpy as np
 import pytest
