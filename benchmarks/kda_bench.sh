@@ -71,9 +71,10 @@
 #             kda_bwd_chain_pieces: dv and the pieces from S0 and dS1; f32 CUDA-core first
 #             versions) at PREP_SHAPES (default T8192 H96). Its smoke covers the three
 #             kda_bwd_chain* kernels only when it is the only group
-#   tc        pieces 2a and 2c on tensor cores (kda_bwd_prep_tc, kda_bwd_pieces_tc: the f32
-#             kernels' products as split bf16 mma.sync, same inputs and outputs) beside the f32
-#             kda_bwd_chain_prep and kda_bwd_chain_pieces at TC_SHAPES (default T8192 H96),
+#   tc        pieces 2a, 2c and 3 on tensor cores (kda_bwd_prep_tc, kda_bwd_pieces_tc,
+#             kda_bwd_local_tc: the f32 kernels' products as split bf16 mma.sync, same inputs
+#             and outputs) beside the f32 kda_bwd_chain_prep, kda_bwd_chain_pieces and
+#             kda_bwd_local at TC_SHAPES (default T8192 H96),
 #             synthetic inputs, S0 and dS1 (timing only: the small cases of all four, smoked
 #             first, are the check), CHAIN_EXEC_S (default 180) per job; no baseline;
 #             predictions in docs/PERFORMANCE.md "Pieces on tensor cores"
@@ -216,11 +217,12 @@ F.SLIM_VARIANTS))") \
         $(cd zoo/kernels && python3 -c "import kda_fwd_slim as S; print(*('ahead_' + v for v in \
 S.VARIANTS))") \
         TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
-        bwd_chain_pieces bwd_pieces_tc bwd_prep_tc; do
+        bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_fwd_slim as S, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC, kda_bwd_chain_prep as BP
 import kda_bwd_chain_pieces as BQ, kda_bwd_pieces_tc as BT, kda_bwd_prep_tc as BA
+import kda_bwd_local_tc as BLT
 v = sys.argv[1]
 k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
              else (BR.kda_bwd_reverse, {}) if v == 'bwd_reverse'
@@ -230,6 +232,7 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (BQ.kda_bwd_chain_pieces, {}) if v == 'bwd_chain_pieces'
              else (BT.kda_bwd_pieces_tc, {}) if v == 'bwd_pieces_tc'
              else (BA.kda_bwd_prep_tc, {}) if v == 'bwd_prep_tc'
+             else (BLT.kda_bwd_local_tc, {}) if v == 'bwd_local_tc'
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (S.kda_fwd_ahead, S.VARIANTS[v[6:]])
              if v.startswith('ahead_') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
@@ -272,7 +275,7 @@ or v64ws8l or v128wsm or v64ws8m)";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
-    " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc)";;
+    " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
     # chain case here, for the flow's smoke step
     " fb ") SMOKE_K="kda_bwd_chain and s8_t150_h1_deep";;
@@ -363,7 +366,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
     grep -E "^kda_(fwd|fwd_slim|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
-bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc)\[" "$LOGS/$1.log" \
+bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
 }
@@ -500,12 +503,13 @@ or v64ws8q)";;
                 fi
             done;;
         tc)
-            # pieces 2a and 2c on tensor cores beside the f32 kernels, one bench process per
-            # shape; inputs as chain's (2c: 0.8 GB of S0 and dS1 in, ~1.9 GB of dv and pieces
-            # out at H96; 2a: 1.6 GB of N and B^T out)
+            # pieces 2a, 2c and 3 on tensor cores beside the f32 kernels, one bench process
+            # per shape; inputs as chain's (2c: 0.8 GB of S0 and dS1 in, ~1.9 GB of dv and
+            # pieces out at H96; 2a: 1.6 GB of N and B^T out) and local's (3: 1.6 GB of
+            # synthetic pieces in; `kda_bwd_local` selects kda_bwd_local_tc too)
             for s in ${TC_SHAPES:-t8192_h96}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "tc-$s" "(kda_bwd_chain_p or \
-kda_bwd_pieces_tc or kda_bwd_prep_tc) and $s and timing"
+kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local) and $s and timing"
             done;;
         fb)
             if [ -n "$LIST" ]; then

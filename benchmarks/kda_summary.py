@@ -1,6 +1,6 @@
 """Tables from `tirxh bench` report logs of the zoo's KDA kernels (kda_fwd, kda_fwd_s0, kda_decode,
 kda_bwd, kda_bwd_local, kda_bwd_reverse, kda_bwd_chain, kda_bwd_chain_prep,
-kda_bwd_chain_pieces, kda_bwd_pieces_tc, kda_bwd_prep_tc; issue 18).
+kda_bwd_chain_pieces, kda_bwd_pieces_tc, kda_bwd_prep_tc, kda_bwd_local_tc; issue 18).
 
     python benchmarks/kda_summary.py REPORT.jsonl [...] [--json OUT.json]
     python benchmarks/kda_summary.py --smoke SMOKE.jsonl   # exit 0 iff every item verified
@@ -46,7 +46,7 @@ BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd",
 FWD_KERNELS = ("kda_fwd", "kda_fwd_slim")     # the forwards whose fastest variant is a shape's
 KERNELS = ("kda_fwd", "kda_fwd_slim", "kda_fwd_s0", "kda_decode", "kda_bwd", "kda_bwd_local",
            "kda_bwd_reverse", "kda_bwd_chain", "kda_bwd_chain_prep", "kda_bwd_chain_pieces",
-           "kda_bwd_pieces_tc", "kda_bwd_prep_tc")
+           "kda_bwd_pieces_tc", "kda_bwd_prep_tc", "kda_bwd_local_tc")
 
 
 def _cases() -> dict:

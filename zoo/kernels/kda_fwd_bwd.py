@@ -29,8 +29,9 @@ the public backward rule: atol = rtol = 0.01). benchmarks/kda_fwd_bwd_bench.py m
 KCoral job (`tirxh.core.planjob`: the seven entries in one module, the launches in order over
 named buffers, SCRATCH zeroed) with `fla.chunk_kda.fwd_bwd` as its baseline.
 
-Plan "tc" (`PLANS`) runs steps 2, 4 and 6 with kda_bwd_prep_tc and kda_bwd_pieces_tc: the same
-inputs and outputs, their products on tensor cores (docs/TUNING.md "Forward + backward at 3x").
+Plan "tc" (`PLANS`) runs steps 2, 4, 6 and 7 with kda_bwd_prep_tc, kda_bwd_pieces_tc and
+kda_bwd_local_tc: the same inputs and outputs, their products on tensor cores (docs/TUNING.md
+"Forward + backward at 3x").
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -60,6 +61,7 @@ import kda_bwd_chain as CH  # noqa: E402
 import kda_bwd_chain_pieces as PC  # noqa: E402
 import kda_bwd_chain_prep as PR  # noqa: E402
 import kda_bwd_local as BL  # noqa: E402
+import kda_bwd_local_tc as LT  # noqa: E402
 import kda_bwd_pieces_tc as TC  # noqa: E402
 import kda_bwd_prep_tc as PT  # noqa: E402
 import kda_bwd_split as SP  # noqa: E402
@@ -74,10 +76,10 @@ TAGS = ("linear-attention", "forward", "backward", "chunked-scan", "multi-launch
 FORWARDS = {96: "v128wsb", 64: "v64ws8b"}
 CHAIN = dict(WARPS=8, STAGED=1)
 SMALL_FORWARD = "v128wsb"          # small cases: the H96 forward (one warp-specialized CTA)
-# the plans: which kernels compute pieces 2a (both walks) and 2c (the f32 correctness-first
+# the plans: which kernels compute pieces 2a (both walks), 2c and 3 (the f32 correctness-first
 # ones, or their products on tensor cores); every other launch is the same
-PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces),
-         "tc": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc)}
+PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_local),
+         "tc": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc)}
 
 
 class Step(NamedTuple):
@@ -104,10 +106,10 @@ def _forward_consts(H, forward=None):
 
 def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     """The plan for a shape: seven `Step`s in launch order (module docstring); `plan` names
-    the kernels of pieces 2a and 2c (`PLANS`)."""
+    the kernels of pieces 2a, 2c and 3 (`PLANS`)."""
     if plan not in PLANS:
         raise ValueError(f"plan {plan!r} is not one of {sorted(PLANS)}")
-    prep, pieces = PLANS[plan]
+    prep, pieces, local = PLANS[plan]
     fc = _forward_consts(H, forward)
     walk = dict(nfrag="nfrag", bt="bt", eg="eg")
     return [
@@ -121,7 +123,7 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
         Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0),
              CH._grid(B, T_, H, lens, CHAIN["WARPS"]), dict(x0="dht", xs="ds1", xn="dh0", **walk)),
         Step("pieces", pieces, {}, PC._grid(B, T_, H, lens), {}),
-        Step("local", BL.kda_bwd_local, {}, BL._grid(B, T_, H, lens), {}),
+        Step("local", local, {}, BL._grid(B, T_, H, lens), {}),
     ]
 
 
@@ -214,7 +216,8 @@ def simulate(arrays, plan, before=None):
 _WRITES = {"kda_fwd": ("o", "ht"), "kda_bwd_chain_prep": PR.OUTPUTS,
            "kda_bwd_chain": CH.OUTPUTS, "kda_bwd_chain_pieces": PC.OUTPUTS,
            "kda_bwd_pieces_tc": TC.OUTPUTS, "kda_bwd_prep_tc": PT.OUTPUTS,
-           "kda_bwd_local": BL.OUTPUTS + ("gred", "cnt")}
+           "kda_bwd_local": BL.OUTPUTS + ("gred", "cnt"),
+           "kda_bwd_local_tc": LT.OUTPUTS + ("gred", "cnt")}
 
 
 def _writes(st, param):
@@ -242,11 +245,12 @@ def _bytes(B, T_, H, lens=None):
 def _flops(B, T_, H, lens=None, plan="f32"):
     """The forward's matrix products (kda_fwd._flops) and the two chains' split products
     (kda_bwd_chain._flops: three bf16 mma a multiply-add), with plan "tc" pieces 2a's (both
-    walks) and 2c's split products; the parallel pieces on the CUDA cores are not counted
+    walks), 2c's and 3's split products; the parallel pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
     if plan == "tc":
         out += TC._flops(B, T_, H, lens) + sum(PT._flops(B, T_, H, lens, f) for f in (0, 1))
+        out += LT._flops(B, T_, H, lens)
     return out
 
 

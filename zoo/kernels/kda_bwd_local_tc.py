@@ -1,0 +1,336 @@
+"""Kimi Delta Attention backward, piece 3 of the chunked split with its products on tensor cores
+(issue 18; docs/TUNING.md "Forward + backward at 3x"): the same inputs, outputs and parameter
+order as kda_bwd_local (dq, dk, dg, dbeta, dA_log, ddt_bias of every chunk at once, one CTA per
+(head, chunk), from the chunk's own q, k, g_raw, beta and the reverse pass's pieces), so
+kda_fwd_bwd's plan "tc" can swap it in.
+
+Math: kda_bwd_local's (its module docstring). What changes: the f32 phases that build the
+operands (norms, gate and the decayed KL, KD, QL, the inverse T) and the ones
+after the products (dbeta, the reverse scan and gate chain, the norms' dots, dq and dk, the gate
+parameters' sums) are kda_bwd_local's functions, unchanged; the products between them are
+kda_bwd_pieces_tc's split-operand ``mma.sync.m16n8k16`` (every f32 operand as bf16 hi + lo,
+three mma a product: lo hi + hi lo + hi hi; the pair gradients three ways, below) instead of
+f32 FMAs with one ``ld.shared`` each:
+
+    X = T^T dtb Diag(beta)                    [C, C]   (kda_bwd_pieces_tc._product)
+    dA = -strict_lower(X T^T), dA o P, dP      [C, C]   (the same)
+    P = strict_lower(KL F KD^T)               [C, C]   (F folded into KL's fragment)
+    da_P, da_M = (dP, dm) (KD F_a.)  x L       [C, K]   (one B fragment for both A operands)
+    db_P + db_M = (dP^T (KL F_.b) + dm^T (QL F_.b)) x D   (one accumulator: only the sum is used)
+
+The pair gradients (da, db) split both operands three ways (hi + mid + lo, six mma a product:
+`_block_products`): dG's sums cancel, and with the two-way split dg and ddt_bias (a head's sum
+of dg over every token) carried 16x kda_bwd_local's error and grew with the chunks (numsim,
+mixed gates: ddt_bias 0.13 of the public allowance at 2 chunks, 0.30 at 10; three ways 0.020
+and 0.014, kda_bwd_local's 0.008 and 0.023).
+
+The decay factors stay kda_bwd_local's 16-row block references: a k-step of 16 contraction rows
+is exactly one row block s, so its B fragment's elements (one channel d a lane and n-tile) take
+one factor F = 2^(r_a - r_s) (da) or 2^(r_s - r_a) (db), a = the warp's m-tile, before the
+split; k-steps past the triangle (s > a for da, s < a for db) are skipped (their factors can
+overflow; their dP, dm are zero). P's block (a, b) takes F_ab on its A operand KL (the
+contraction index: one factor an element of the fragment, `_Decayed`); blocks past the diagonal
+are skipped and stored as zeros. The elementwise terms (dqs, dk^, dG) are computed per
+accumulator element, in the mma C layout, and the chunk's column sum of dkl k^ exp(G_C - G)
+by a ``shfl.sync.bfly`` over a warp's 8 row groups and a [4, K] shared partial per m-tile.
+
+Work split: warp w takes m-tile w % 4 (16 rows) and column half w / 4 of each output
+(kda_bwd_pieces_tc._Lane); the da and db accumulators (3 x 32 a lane) stay in registers across
+the barrier that frees KL, KD, QL, and the elementwise results go straight into those tiles.
+
+Phases (``bar.sync`` between): norms and beta -> gate, G, KL, KD, QL -> P (dtb staged) -> T ->
+X (mma), dbeta's colsum(dtb o T), dm staged -> dA (mma), dA o P, dP -> dbeta; the db and da
+products -> the elementwise terms into the freed tiles, column partials -> (the partials
+folded) the reverse scan and gate chain, the norms' dots -> dq, dk -> the gate parameters' sums.
+
+Shared memory: kda_bwd_local's 216 KB and the [4, K] column partials (2 KB).
+
+Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import tirxh.lang as T
+
+# the zoo is a directory of kernel files, not a package (see kda_fwd.py)
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_bwd as BW  # noqa: E402 - after the path that finds it
+import kda_bwd_local as BL  # noqa: E402
+import kda_bwd_pieces_tc as TC  # noqa: E402
+from kda_chunk import C, K, mma, pack, unpack  # noqa: E402
+
+TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
+        "varlen")
+
+NB, SK, SC = BL.NB, BL.SK, BL.SC
+FULL = TC.FULL
+A_PAIRS = [(0, 0), (8, 0), (0, 8), (8, 8)]     # an A fragment's f32 pairs (rows g, g + 8)
+B_PAIRS = [(0, 0), (8, 0)]                     # a B fragment's (k rows 2t, 2t + 8)
+
+
+def _stage(tile, ck, piece):
+    """tile = the chunk's [C, C] piece (16 elements a thread, consecutive threads on
+    consecutive columns: 16 global loads in flight at once)."""
+    t = T.tid.x
+    for r in range(C * C // 256):
+        m, c = r * 4 + (t >> 6), t & (C - 1)
+        T.ptx.st.shared.f32(tile.at(m, c), T.ptx.ld.global_.f32(piece.at(ck.piece(m, C) + c)))
+
+
+class _Decayed(TC._Src):
+    """KL (rows of block a) with column d times F_ab[d] = 2^(r_a - r_b) as it is loaded: the
+    A operand of P's block (a, b). kda_bwd_pieces_tc._product hands `scale(k0)` (here k0
+    itself) to `pair` as its `sbase`."""
+
+    def __init__(self, src, sm, a, b):
+        super().__init__(src.at, src.rs, src.cs, src.ld, scale=lambda k0: k0)
+        self.sm, self.a, self.b = sm, a, b
+
+    def pair(self, base, k0, dr, dc, step):
+        return [src * BL._factor(self.sm, self.a, self.b, k0 + dc + e * step[1])
+                for e, src in enumerate(TC._Src.pair(
+                    TC._Src(self.at, self.rs, self.cs, self.ld), base, None, dr, dc, step))]
+
+
+def _pairs(sm, ln, ck, dtb):
+    """P[i, j] = sum_d KL[i, d] F_ab[d] KD[j, d] for j < i, 0 elsewhere (mma): the warp's
+    m-tile a against its two column blocks b (skipped past the diagonal, b > a: zeros stored);
+    first dtb staged in sAP (free until dA)."""
+    _stage(sm.ap, ck, dtb)
+    a = ln.m0 >> 4
+    kdt = TC._shared(sm.kd, SK, transposed=True)
+    for bl in range(2):
+        b = 2 * ln.half + bl
+        n0s = [16 * b, 16 * b + 8]
+        acc = TC._acc(2)
+        with T.if_(b <= a):
+            TC._product(ln, acc, _Decayed(TC._shared(sm.kl, SK), sm, a, b), kdt, n0s, K // 16)
+        for j, e, row, col in TC._elements(ln, n0s):
+            T.ptx.st.shared.f32(sm.p.at(row, col), T.ptx.selp.f32(acc[j][e], 0.0, col < row))
+
+
+def _x_and_staging(sm, ln, ck, dm):
+    """X = T^T dtb Diag(beta) (mma; dtb staged in sAP by `_pairs`) into sX; dbeta's
+    first term colsum(dtb o T) into sDb (threads 0..63); dm staged in sDM (16 elements a
+    thread, consecutive threads on consecutive columns)."""
+    n0s = ln.cols(C)
+    acc = TC._acc(len(n0s))
+    TC._product(ln, acc, TC._shared(sm.t, SC, transposed=True), TC._shared(sm.ap, SC), n0s,
+                C // 16)
+    for j, e, row, col in TC._elements(ln, n0s):
+        T.ptx.st.shared.f32(sm.x.at(row, col), acc[j][e] * T.ptx.ld.shared.f32(sm.beta.at(col)))
+    _stage(sm.dm, ck, dm)
+    t = T.tid.x
+    with T.if_(t < C):
+        s = None
+        for i in range(C):
+            x = T.ptx.ld.shared.f32(sm.ap.at(i, t))
+            y = T.ptx.ld.shared.f32(sm.t.at(i, t))
+            s = x * y if s is None else T.ptx.fma.rn.f32(x, y, s)
+        T.ptx.st.shared.f32(sm.db.at(t), s)
+
+
+def _da(sm, ln):
+    """dA = -strict_lower(X T^T) (mma): dA o P into sAP (dbeta's second term), dP = Diag(beta)
+    dA over P (each element read, then written, by the lane that computed it)."""
+    n0s = ln.cols(C)
+    acc = TC._acc(len(n0s))
+    TC._product(ln, acc, TC._shared(sm.x, SC), TC._shared(sm.t, SC, transposed=True), n0s,
+                C // 16)
+    for j, e, m, n in TC._elements(ln, n0s):
+        dA = T.ptx.selp.f32(-acc[j][e], 0.0, n < m)
+        T.ptx.st.shared.f32(sm.ap.at(m, n), dA * T.ptx.ld.shared.f32(sm.p.at(m, n)))
+        T.ptx.st.shared.f32(sm.p.at(m, n), dA * T.ptx.ld.shared.f32(sm.beta.at(m)))
+
+
+def _scaled(src, f):
+    """`src` with every element multiplied by the register f as it is loaded."""
+    return TC._Src(src.at, src.rs, src.cs, lambda a: src.ld(a) * f)
+
+
+def _frag3(src, base, coords, step):
+    """(hi, mid, lo) bf16x2 fragment words of the f32 pairs at `coords` from `base`: x = hi +
+    mid + lo to ~2^-24 (kda_bwd_pieces_tc._split2 twice)."""
+    parts = ([], [], [])
+    for dr, dc in coords:
+        x0, x1 = src.pair(base, None, dr, dc, step)
+        hi, mid = TC._split2(x0, x1)
+        (h0, h1), (m0, m1) = unpack(hi), unpack(mid)
+        for out, w in zip(parts, (hi, mid, pack((x0 - h0) - m0, (x1 - h1) - m1))):
+            out.append(w)
+    return parts
+
+
+# the products of the three-way split kept (index sums <= 2), smallest first
+SPLIT3 = [(1, 1), (2, 0), (0, 2), (1, 0), (0, 1), (0, 0)]
+
+
+def _block_products(sm, ln, terms, first, stop, factor):
+    """acc[j] += A[m0 .., 16 s ..] (B[16 s .., n0s[j] ..] x F_s) over the k-steps s in [first,
+    stop) for each (A, B, acc) in `terms` ([C, C] and [C, K] `_Src`s): one three-way A
+    fragment per distinct A and one scaled three-way B fragment per distinct B and n-tile, six
+    mma a product (SPLIT3; the module docstring says why three ways). factor(s, d) is the B
+    elements' factor of k-step (row block) s and channel d."""
+    n0s = ln.cols(K)
+    r = ln.m0 + ln.g
+    with T.range(first, stop) as s:
+        k0 = (s << 4) + 2 * ln.t
+        afr = {}
+        for a, _, _ in terms:
+            if id(a) not in afr:
+                afr[id(a)] = _frag3(a, a.at(r, k0), A_PAIRS, (0, 1))
+        for j, n0 in enumerate(n0s):
+            f = factor(s, n0 + ln.g)
+            bfr = {}
+            for _, b, _ in terms:
+                if id(b) not in bfr:
+                    bfr[id(b)] = _frag3(_scaled(b, f), b.at(k0, n0 + ln.g), B_PAIRS, (1, 0))
+            for a, b, acc in terms:
+                for x, y in SPLIT3:
+                    mma(acc[j], afr[id(a)][x], bfr[id(b)][y])
+
+
+def _grads(sm, ln):
+    """The pairwise gradients of the warp's m-tile a and column half, unscaled: (da_P, da_M,
+    db_P + db_M) accumulators; da over the row blocks s <= a with F = 2^(r_a - r_s), db over
+    s >= a with F = 2^(r_s - r_a) (kda_bwd_local._block_grads' sums, as mma)."""
+    a = ln.m0 >> 4
+    n = len(ln.cols(K))
+    dp, dmt = TC._shared(sm.p, SC), TC._shared(sm.dm, SC)
+    dpt, dmtt = TC._shared(sm.p, SC, True), TC._shared(sm.dm, SC, True)
+    dbs = TC._acc(n)
+    terms = [(dpt, TC._shared(sm.kl, SK), dbs), (dmtt, TC._shared(sm.ql, SK), dbs)]
+    _block_products(sm, ln, terms, a, NB, lambda s, d: BL._factor(sm, s, a, d))
+    dap, dam = TC._acc(n), TC._acc(n)
+    kd = TC._shared(sm.kd, SK)
+    _block_products(sm, ln, [(dp, kd, dap), (dmt, kd, dam)], 0, a + 1,
+                    lambda s, d: BL._factor(sm, a, s, d))
+    return dap, dam, dbs
+
+
+def _elementwise(sm, ln, ck, q, k, pieces, colq):
+    """After the products (and a barrier: they read KL, KD, QL of every row), per accumulator
+    pair (row i, channels d, d + 1): dqs, dk^, dG (kda_bwd_local._elementwise's terms) over QL,
+    KL, KD; the column sums of dkl k^ exp(G_C - G) over the warp's rows into colq[a]."""
+    dap, dam, dbs = _grads(sm, ln)
+    T.ptx.bar.sync(0)
+    n0s = ln.cols(K)
+    a = ln.m0 >> 4
+    cols = []
+    for j, n0 in enumerate(n0s):
+        d = n0 + 2 * ln.t
+        GC = [T.ptx.ld.shared.f32(sm.g.at(C - 1, d + e)) for e in range(2)]
+        ref = [T.ptx.ld.shared.f32(sm.ref.at(a, d + e)) for e in range(2)]
+        col = [None, None]
+        for h in range(2):
+            i = ln.m0 + ln.g + 8 * h
+            off = ck.row(i) + d
+            kh = [x * T.ptx.ld.shared.f32(sm.rn.at(0, i))
+                  for x in unpack(T.ptx.ld.global_.nc.b32(k.at(off)))]
+            qs = [x * T.ptx.ld.shared.f32(sm.rn.at(1, i))
+                  for x in unpack(T.ptx.ld.global_.nc.b32(q.at(off)))]
+            xq, xk, xl = (T.ptx.ld.global_.v2.f32(p.at(ck.piece(i, K) + d)) for p in pieces)
+            for e in range(2):
+                x = 2 * h + e
+                G = T.ptx.ld.shared.f32(sm.g.at(i, d + e))
+                lf, df = T.ptx.ex2.approx.f32(G - ref[e]), T.ptx.ex2.approx.f32(ref[e] - G)
+                eg, egc = T.ptx.ex2.approx.f32(G), T.ptx.ex2.approx.f32(GC[e] - G)
+                p_, m_, b_ = dap[j][x] * lf, dam[j][x] * lf, dbs[j][x] * df
+                dqs = T.ptx.fma.rn.f32(xq[e], eg, m_)
+                dkh = T.ptx.fma.rn.f32(xk[e], eg, T.ptx.fma.rn.f32(xl[e], egc, p_ + b_))
+                kl = kh[e] * egc
+                dG = (xq[e] * (qs[e] * eg) + xk[e] * (kh[e] * eg) - xl[e] * kl
+                      + kh[e] * (p_ - b_) + qs[e] * m_)
+                col[e] = xl[e] * kl if col[e] is None else T.ptx.fma.rn.f32(xl[e], kl, col[e])
+                T.ptx.st.shared.f32(sm.ql.at(i, d + e), dqs)
+                T.ptx.st.shared.f32(sm.kl.at(i, d + e), dkh)
+                T.ptx.st.shared.f32(sm.kd.at(i, d + e), dG)
+        cols.append((d, col))
+    for d, col in cols:               # sum over the 8 row groups g (lane bits 2..4)
+        for e in range(2):
+            s = col[e]
+            for m in (4, 8, 16):
+                s = s + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(T.ptx.mov.b32(s), m, 0x1F, FULL))
+            T.ptx.st.shared.f32(colq.at(a, d + e), s, pred=ln.g == 0)
+
+
+def _fold_columns(sm, colq):
+    """Threads 0..127, channel d: kda_bwd_local's two column partials from the four m-tiles'
+    (the same thread reads them in the scan)."""
+    d = T.tid.x
+    with T.if_(d < K):
+        for x in range(2):
+            T.ptx.st.shared.f32(sm.col.at(x, d), T.ptx.ld.shared.f32(colq.at(2 * x, d))
+                                + T.ptx.ld.shared.f32(colq.at(2 * x + 1, d)))
+
+
+@T.kernel(grid=BL._grid, block=256)
+def kda_bwd_local_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+                     chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
+                     dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
+                     dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32],
+                     gred: T.gptr[T.f32], cnt: T.gptr[T.u32],
+                     dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
+                     dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32]):
+    sm = BL._Smem()
+    colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
+    ck = BL._Chunk(chunk_tok, chunk_rows)
+    ln = TC._Lane()
+    BL._norms(sm, ck, q, k, beta)
+    T.ptx.bar.sync(0)
+    BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
+    T.ptx.bar.sync(0)
+    _pairs(sm, ln, ck, dtb)
+    T.ptx.bar.sync(0)
+    BL._inverse(sm)
+    T.ptx.bar.sync(0)
+    _x_and_staging(sm, ln, ck, dm)
+    T.ptx.bar.sync(0)
+    _da(sm, ln)
+    T.ptx.bar.sync(0)
+    BL._dbeta(sm, ck, dbeta)
+    _elementwise(sm, ln, ck, q, k, (dqe, dke, dkl), colq)
+    T.ptx.bar.sync(0)
+    _fold_columns(sm, colq)
+    BL._scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg)
+    T.ptx.bar.sync(0)
+    BL._dq_dk(sm, ck, q, k, dq, dk)
+    BW._gate_params_grad(sm.gsum, sm.flag, gred, cnt, dA_log, ddt_bias, ck.h, ck.H)
+
+
+# --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------
+
+OUTPUTS = BL.OUTPUTS
+inputs = BL.inputs
+reference = BL.reference
+timing_inputs = BL.timing_inputs
+constraints = BL.constraints
+_bytes = BL._bytes
+
+
+def _flops(B, T_, H, lens=None):
+    """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: X, dA (C C C each)
+    and P as three bf16 mma (the split), da_P, da_M, db_P, db_M as six (the three-way split);
+    P and the pair gradients over the 10 of 16 block pairs on or below the diagonal (10/16 C C
+    K each)."""
+    per = 3 * (2 * C * C * C + (10 * C * C * K) // 16) + 6 * 4 * (10 * C * C * K) // 16
+    return 2 * per * BL._chunks(B, T_, lens) * H
+
+
+TOLERANCE = BL.TOLERANCE      # the public rule: atol = rtol = 0.01 on every element
+
+SUITE = T.suite(
+    kda_bwd_local_tc, inputs=inputs, reference=reference, outputs=list(OUTPUTS),
+    tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
+    flops_dtype="bf16", cases=list(BL.SUITE.cases))
+
+# timing only (no reference: `timing_inputs`), tagged "timing": `benchmarks/kda_bench.sh tc`
+# times T8192 H96 beside kda_bwd_local
+SUITE_TIMING = T.suite(
+    kda_bwd_local_tc, inputs=timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
+    bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(BL.SUITE_TIMING.cases))
