@@ -265,8 +265,10 @@ def test_ctrl_c_stops_the_workers(tirxh, tmp_path):
     tirxh.write("tirxconf.py", SLOW_ANALYZER)
     pids = tmp_path / "pids"
     pids.mkdir()
+    # PYTHONFAULTHANDLER: if the main process outlives the interrupt (seen twice under CI
+    # load, cause not yet found), SIGABRT makes it print every thread's stack on stderr
     env = dict(os.environ, PYTHONPATH=str(REPO), TIRXH_CACHE_DIR=str(tirxh.cache),
-               TIRXH_DISABLE_PLUGIN_AUTOLOAD="1", PIDS=str(pids))
+               TIRXH_DISABLE_PLUGIN_AUTOLOAD="1", PIDS=str(pids), PYTHONFAULTHANDLER="1")
     p = subprocess.Popen([sys.executable, "-m", "tirxh", "check", "-n", "2"], cwd=tirxh.path,
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -275,8 +277,16 @@ def test_ctrl_c_stops_the_workers(tirxh, tmp_path):
             time.sleep(0.2)
         workers = [int(f.name) for f in pids.iterdir()]
         assert len(workers) == 2, p.poll()
+        sent = time.time()
         p.send_signal(signal.SIGINT)  # the main process only: it must stop its workers
-        out, err = p.communicate(timeout=60)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGABRT)
+            out, err = p.communicate(timeout=30)
+            pytest.fail(f"still running {time.time() - sent:.0f} s after SIGINT (pids "
+                        f"appeared {sent - deadline + 120:.1f} s after the start); stdout:\n"
+                        f"{out}\nstderr (faulthandler's stacks):\n{err}")
     finally:
         if p.poll() is None:
             p.kill()
