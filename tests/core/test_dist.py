@@ -1,5 +1,6 @@
 """``tirxh check -n N``: items in worker processes, reported as a serial run reports them."""
 
+import contextlib
 import json
 import os
 import signal
@@ -266,7 +267,8 @@ def test_ctrl_c_stops_the_workers(tirxh, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     # PYTHONFAULTHANDLER: if the main process outlives the interrupt (seen twice under CI
-    # load, cause not yet found), SIGABRT makes it print every thread's stack on stderr
+    # load, cause not yet found: the run went on, items finished), SIGABRT makes it print every
+    # thread's stack on stderr
     env = dict(os.environ, PYTHONPATH=str(REPO), TIRXH_CACHE_DIR=str(tirxh.cache),
                TIRXH_DISABLE_PLUGIN_AUTOLOAD="1", PIDS=str(pids), PYTHONFAULTHANDLER="1")
     p = subprocess.Popen([sys.executable, "-m", "tirxh", "check", "-n", "2"], cwd=tirxh.path,
@@ -283,6 +285,10 @@ def test_ctrl_c_stops_the_workers(tirxh, tmp_path):
             out, err = p.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             p.send_signal(signal.SIGABRT)
+            time.sleep(5)  # faulthandler writes the stacks; then free the pipes the
+            for pid in workers:  # workers inherited, or communicate waits for them too
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             out, err = p.communicate(timeout=30)
             pytest.fail(f"still running {time.time() - sent:.0f} s after SIGINT (pids "
                         f"appeared {sent - deadline + 120:.1f} s after the start); stdout:\n"
