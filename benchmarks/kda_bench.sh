@@ -365,7 +365,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|fwd_slim|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
+    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
 bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results

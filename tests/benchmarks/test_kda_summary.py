@@ -128,3 +128,16 @@ def test_slim_forward_competes_for_its_shape(tmp_path, capsys):
     assert "kda_fwd_slim[t8192_h64_v64ws8m] | 0.6000 |" in out
     row = json.loads((tmp_path / "s.json").read_text())["shapes"][0]
     assert (row["chains"], row["steps"]) == (64, 128)
+
+
+def test_ahead_forward_is_read_and_competes(tmp_path, capsys):
+    """kda_fwd_ahead's items (session 8's H64 variants) are KDA forwards too: session 9's wsd
+    call timed them, and the summary dropped them (only the control was listed)."""
+    log = _log(tmp_path, [
+        _item("kda_fwd_slim", "t8192_h64_v64ws8l", 0.7467, {"fla.chunk_kda": 2.36}),
+        _item("kda_fwd_ahead", "t8192_h64_v64ws8q", 0.7415, {"fla.chunk_kda": 2.38}),
+    ])
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "kda_fwd_ahead[t8192_h64_v64ws8q] | 0.7415 |" in out
+    assert "| t8192_h64 | t8192_h64_v64ws8q | 0.7415 |" in out
