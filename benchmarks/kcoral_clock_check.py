@@ -2,7 +2,7 @@
 
     python benchmarks/kcoral_clock_check.py [--smoke] [--case m8192n8192k8192_bn256] [--rounds 1500]
     python benchmarks/kcoral_clock_check.py --suite attention --case b4h32s8192_lazy8 --rounds 600
-    python benchmarks/kcoral_clock_check.py --suite gemm_sm90:SUITE_C2 --case m8192n8192k8192_t256
+    python benchmarks/kcoral_clock_check.py --suite gemm_sm90:SUITE_C2_PEERS --case m8192n8192k8192_t256
 
 (on the lent H200, set-up and a smoke pass first: ``bash benchmarks/kcoral_issue17_gpu.sh clock``)
 
@@ -109,7 +109,7 @@ def describe(label: str, ev: dict, every: int, baseline: str = "torch.matmul",
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suite", default="gemm_wgmma",
-                    help="zoo module (its SUITE) or MODULE:ATTR, e.g. gemm_sm90:SUITE_C2")
+                    help="zoo module (its SUITE) or MODULE:ATTR, e.g. gemm_sm90:SUITE_C2_PEERS")
     ap.add_argument("--case", default="m8192n8192k8192_bn256")
     ap.add_argument("--rounds", type=int, default=1500)
     ap.add_argument("--cooldown", type=float, default=0.5,
@@ -124,7 +124,18 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true",
                     help="a seconds-long pass first: the small BN=256 case, 20 rounds, a 30 s "
                          "execution budget, no cool-down (exit 1 unless it is done and correct)")
+    ap.add_argument("--resolve", action="store_true",
+                    help="only check that --suite and --case name a zoo case (no GPU, no "
+                         "compile): exit 0, or 2 with what the suite holds")
     a = ap.parse_args(argv)
+    if a.resolve:
+        try:
+            kcoral_gpu.find_case(a.suite, a.case)
+        except SystemExit as e:
+            print(f"kcoral_clock_check: {e}", file=sys.stderr)
+            return 2
+        print(f"kcoral_clock_check: {a.suite} has case {a.case}")
+        return 0
     if a.smoke:
         a.suite, a.case, a.rounds, a.cooldown, a.every = (
             "gemm_wgmma", "m128n256k192_bn256", 20, 0.0, 5)

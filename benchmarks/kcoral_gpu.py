@@ -48,20 +48,31 @@ def load_module(path: pathlib.Path):
     return m
 
 
-def zoo_case(name: str, case: str, target="sm_90a"):
-    """`name` is a zoo module (its SUITE) or MODULE:ATTR for a module's other suites
-    (gemm_sm90:SUITE_C2)."""
-    from tirxh.core.compiler import compile_kernel
+def find_case(name: str, case):
+    """(suite, case) for a zoo module (its SUITE) or MODULE:ATTR for a module's other suites
+    (gemm_sm90:SUITE_C2_PEERS), without compiling: a wrong name fails here, on the CPU, before
+    a device call spends its set-up and smoke on it (session 9 lost 115 s of the H200 so).
+    SystemExit names the missing suite or case and what is there."""
     module, _, attr = name.partition(":")
     m = load_module(ROOT / "zoo" / "kernels" / f"{module}.py")
-    s = getattr(m, attr or "SUITE")
-    if isinstance(case, str):
-        c = next((c for c in s.cases if c.name == case), None)
-        if c is None:
-            raise SystemExit(f"zoo case {case!r} is not in {name} (suite {s.name}); its cases: "
-                             + ", ".join(c.name for c in s.cases))
-    else:
-        c = case
+    s = getattr(m, attr or "SUITE", None)
+    if s is None or not hasattr(s, "cases"):
+        suites = sorted(k for k, v in vars(m).items() if hasattr(v, "cases"))
+        raise SystemExit(f"zoo module {module!r} has no suite {attr or 'SUITE'!r}; its suites: "
+                         + ", ".join(suites))
+    if not isinstance(case, str):
+        return s, case
+    c = next((c for c in s.cases if c.name == case), None)
+    if c is None:
+        raise SystemExit(f"zoo case {case!r} is not in {name} (suite {s.name}); its cases: "
+                         + ", ".join(c.name for c in s.cases))
+    return s, c
+
+
+def zoo_case(name: str, case, target="sm_90a"):
+    """`find_case`'s suite and case, and the case compiled for `target`."""
+    from tirxh.core.compiler import compile_kernel
+    s, c = find_case(name, case)
     return s, c, compile_kernel(s.kernel, target, s.consts(c))
 
 

@@ -44,6 +44,9 @@ if missing:
 EOF
 nvidia-smi --query-gpu=index,name,pci.bus_id,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
     --format=csv 2>&1 | tee "$OUT/nvidia-smi.csv"
+if [ "$what" = clock ] && [ "$#" -gt 0 ]; then  # a wrong --suite/--case fails now, not after the smoke
+    python3 "$script" --resolve "$@" || exit 2
+fi
 echo "=== smoke (limit 120 s) at +$(( $(date +%s) - START ))s"
 timeout --kill-after=10 120 python3 "$script" --smoke "$@" 2>&1 | tee "$OUT/smoke.log"
 rc=${PIPESTATUS[0]}

@@ -143,3 +143,19 @@ def test_the_wrapper_names_its_two_runs(tmp_path):
                        capture_output=True, text=True, timeout=30, cwd=tmp_path)
     assert r.returncode == 2 and "usage: bash benchmarks/kcoral_issue17_gpu.sh clock|gate|multi" \
         in r.stderr
+
+
+def test_resolve_checks_suite_and_case_on_the_cpu(capsys):
+    """`--resolve` (run by kcoral_issue17_gpu.sh before its smoke): session 9's device call
+    named gemm_sm90:SUITE_C2 for the 8192^3 case, which lives in SUITE_C2_PEERS, and learnt
+    it after 115 s of the H200. Now the CPU says so, naming the suite's cases or the module's
+    suites."""
+    assert clock_check.main(["--resolve", "--suite", "gemm_sm90:SUITE_C2_PEERS",
+                             "--case", "m8192n8192k8192_t256"]) == 0
+    assert clock_check.main(["--resolve", "--suite", "gemm_sm90:SUITE_C2",
+                             "--case", "m8192n8192k8192_t256"]) == 2
+    err = capsys.readouterr().err
+    assert "'m8192n8192k8192_t256' is not in gemm_sm90:SUITE_C2 " in err
+    assert clock_check.main(["--resolve", "--suite", "gemm_sm90:SUITE_NOPE",
+                             "--case", "x"]) == 2
+    assert "no suite 'SUITE_NOPE'; its suites: " in capsys.readouterr().err
