@@ -1,0 +1,76 @@
+"""benchmarks/regime_summary.py: every timed item of a report log by clock regime (issue 17's
+proof that the zoo was measured under /3 in both regimes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def S(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))   # it imports report_tables, as a script would
+    spec = importlib.util.spec_from_file_location("regime_summary_test",
+                                                  BENCH / "regime_summary.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _item(kernel, case, median_ms=None, ratios=None, regimes=None, clock=(1980, 1980),
+          throttled=False, error=None):
+    if median_ms is None:
+        result = {"error": {"type": "timeout.exec", "message": error or "no median"}}
+    else:
+        timing = {"candidate": {"median_ms": median_ms}, "throttled": throttled,
+                  "sm_clock_mhz": {"min": clock[0], "max": clock[1]},
+                  "baselines": {n: {"speedup": r} for n, r in (ratios or {}).items()},
+                  "regimes": {n: {"rounds": k, "clock_mhz": mhz,
+                                  "baselines": {b: {"speedup": x} for b, x in rs.items()}}
+                              for n, (k, mhz, rs) in (regimes or {}).items()}}
+        result = {"timing": timing}
+    return {"event": "item_report", "kernel": kernel, "case": case,
+            "nodeid": f"kernels/x.py::{kernel}[{case}]@sm_90a",
+            "outcome": "passed" if median_ms else "failed",
+            "phases": [{"phase": "bench", "outcome": "passed", "longrepr": error or "",
+                        "data": {"result": result}}]}
+
+
+def test_both_regimes_of_a_throttled_item_and_one_of_a_steady_one(S, tmp_path, capsys):
+    log = tmp_path / "bench.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [
+        _item("attention_fwd", "b4h32s8192_lazy8", 6.66, {"torch.sdpa": 1.055},
+              {"full": (6, 1980.0, {"torch.sdpa": 1.050}),
+               "sustained": (19, 1695.0, {"torch.sdpa": 1.0552})},
+              clock=(1665, 1980), throttled=True),
+        _item("rmsnorm", "r16384_c8192", 0.132,
+              {"torch.rms_norm": 1.578, "torch.compile.rms_norm": 0.968},
+              {"full": (10, 1980.0, {"torch.rms_norm": 1.578, "torch.compile.rms_norm": 0.968})}),
+        _item("vadd", "n64M", 0.188, {}, {"full": (10, 1980.0, {})}),
+        _item("gemm_wgmma", "m8192", error="execution budget of 60 s spent"),
+    ]) + "\n")
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert ("| attention_fwd[b4h32s8192_lazy8] | 6660.00 us | 1.055x torch.sdpa | "
+            "6 at 1980 MHz: 1.050x torch.sdpa | 19 at 1695 MHz: 1.055x torch.sdpa | "
+            "1665-1980 (throttled) |") in out
+    assert ("| rmsnorm[r16384_c8192] | 132.00 us | 1.578x torch.rms_norm, 0.968x "
+            "torch.compile.rms_norm | 10 at 1980 MHz: 1.578x torch.rms_norm, 0.968x "
+            "torch.compile.rms_norm | - | 1980-1980 |") in out
+    assert "| vadd[n64M] | 188.00 us | - | 10 at 1980 MHz | - | 1980-1980 |" in out
+    assert "3 items timed; 1 throttled (both regimes shown), 2 held their clock" in out
+    assert "- gemm_wgmma[m8192]: failed: execution budget of 60 s spent" in out
+
+
+def test_no_item_and_a_bad_line(S, tmp_path, capsys):
+    log = tmp_path / "bench.jsonl"
+    log.write_text(json.dumps({"event": "session_start"}) + "\n")
+    assert S.main([str(log)]) == 1
+    log.write_text("{oops\n")
+    assert S.main([str(log)]) == 2
+    assert f"{log}:1: not a JSON line" in capsys.readouterr().err
