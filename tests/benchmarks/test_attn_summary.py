@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks._reports import bench_item
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -36,11 +38,9 @@ def _item(case, median_ms=None, ratio=None, tflops=None, error=None, kernel="att
                 for n, (k, mhz, x) in regimes.items()}
     if error:
         result = {"error": {"type": "correctness.mismatch", "message": error}}
-    return {"event": "item_report", "kernel": kernel, "case": case,
-            "nodeid": f"kernels/attention.py::{kernel}[{case}]@sm_90a",
-            "outcome": "passed" if median_ms else "failed",
-            "phases": [{"phase": "bench", "outcome": "passed", "longrepr": error or "",
-                        "data": {"result": result}}]}
+    item = bench_item(kernel, case, result, "kernels/attention.py", error or "")
+    item["outcome"] = "passed" if median_ms else "failed"
+    return item
 
 
 def test_fastest_variant_goal_and_techniques(S, tmp_path, capsys):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks._reports import bench_item
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -34,11 +36,7 @@ def _item(kernel, case, median_ms=None, ratios=None, regimes=None, clock=(1980, 
                                   "baselines": {b: {"speedup": x} for b, x in rs.items()}}
                               for n, (k, mhz, rs) in (regimes or {}).items()}}
         result = {"timing": timing}
-    return {"event": "item_report", "kernel": kernel, "case": case,
-            "nodeid": f"kernels/x.py::{kernel}[{case}]@sm_90a",
-            "outcome": "passed" if median_ms else "failed",
-            "phases": [{"phase": "bench", "outcome": "passed", "longrepr": error or "",
-                        "data": {"result": result}}]}
+    return bench_item(kernel, case, result, error=error or "")
 
 
 def test_both_regimes_of_a_throttled_item_and_one_of_a_steady_one(S, tmp_path, capsys):
