@@ -43,6 +43,7 @@ import os
 import pathlib
 import socket
 import threading
+import time
 import uuid
 from concurrent import futures
 
@@ -136,6 +137,7 @@ class Daemon:
         self.pool = futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="kcoral-rpc")
 
     def start(self) -> "Daemon":
+        t0 = time.perf_counter()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.blobs = BlobStore(self.state_dir / "blobs")
         self.store = open_store(self.config.get("store", {}), self.state_dir)
@@ -145,6 +147,9 @@ class Daemon:
             log.info("removed %d temporary file(s) of interrupted uploads", self.blobs.leftovers)
         self.access = BlobAccess(self.store, self.blobs, self.blob_quota, self.upload_inflight)
         self.registries = regs = registries()
+        # where a start's seconds go (session 9: ~40 s between launch and "serving" on the
+        # H200, every device call): the plugins' imports here, each board's worker below
+        log.info("plugins loaded in %.1f s", time.perf_counter() - t0)
         specs = self._explicit_boards
         missing = {}
         if specs is None:
@@ -174,8 +179,10 @@ class Daemon:
         def start_worker(spec, h):
             if spec.unavailable:
                 return
+            t = time.perf_counter()
             try:
                 h.start()
+                log.info("board %s: worker up in %.1f s", spec.name, time.perf_counter() - t)
                 spec.properties.setdefault("device_info", h.info)
             except Exception as e:  # a board that cannot open is unavailable, not fatal
                 spec.unavailable = str(e)

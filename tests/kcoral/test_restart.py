@@ -1,11 +1,13 @@
 """kill -9 of a daemon subprocess, then a restart: queued jobs run, the interrupted one says so."""
 
+import logging
+import re
 import signal
 import time
 
 from kcoral.client import KCoralClient
 
-from .conftest import fake_job, serve
+from .conftest import fake_job, serve, start_daemon
 
 
 def test_kill_9_and_restart_loses_nothing(tmp_path):
@@ -48,3 +50,18 @@ def test_kill_9_and_restart_loses_nothing(tmp_path):
         p2.send_signal(signal.SIGTERM)
         out = p2.communicate(timeout=30)[0].decode()
     assert "re-queued 3 job(s)" in out and "recorded as interrupted" in out
+
+
+def test_start_logs_where_its_seconds_go(tmp_path, caplog):
+    """Every H200 call spent ~40 s between the daemon's launch and "serving" (session 9) with
+    nothing in daemon.log to say whether the plugins' imports or a board's worker took it: the
+    start logs both, per board."""
+    caplog.set_level(logging.INFO, logger="kcoral")
+    d = start_daemon(tmp_path / "state", fake_boards=2)
+    try:
+        msgs = [r.getMessage() for r in caplog.records]
+    finally:
+        d.stop(2)
+    assert any(re.fullmatch(r"plugins loaded in \d+\.\d s", m) for m in msgs), msgs
+    for board in ("fake0", "fake1", "sim0"):
+        assert any(re.fullmatch(rf"board {board}: worker up in \d+\.\d s", m) for m in msgs), msgs
