@@ -156,6 +156,12 @@ find "$WORK/kcoral" -name "*.log" -exec cp {} "$LOGS/" \; 2>/dev/null
 for f in "$LOGS"/worker-*.log; do
     [ -s "$f" ] && { echo "=== $f (last lines)"; tail -n "${TAIL:-40}" "$f"; }
 done
+# every timed item by clock regime (a bench line shows both ratios only when they differ > 2%)
+if ls "$WORK"/bench_*.jsonl >/dev/null 2>&1 && python3 benchmarks/regime_summary.py \
+        "$WORK"/bench_*.jsonl >"$OUT/regimes.md" 2>"$LOGS/regimes.log"; then
+    echo "=== clock regimes ($OUT/regimes.md)"
+    tail -n "${TAIL:-40}" "$OUT/regimes.md"
+fi
 tar -czf "$OUT/gpu_bench.tar.gz" -C "$WORK" --exclude=kcoral --exclude=iket_trace.json . \
     2>/dev/null
 save_compile_cache "$OUT"

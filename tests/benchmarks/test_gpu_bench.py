@@ -55,3 +55,11 @@ def test_profiles_shards_and_bench_args(tmp_path):
     assert "=== profile 0 (kernels/vadd.py::vadd[n1000] --iket): limit 10s" in out, out
     assert "=== profile 0 (kernels/vadd.py::vadd[n1000] --iket): rc=1 " in out, out
     assert out.index("rc=1 ") < out.index("s left of TOTAL_LIMIT=35s")
+
+    # the daemon's start is timed (plugins, each board's worker), and the timed shards end
+    # with every item's clock regimes (here: the sim board never times, so none, and why)
+    out = _run(tmp_path / "e", SHARDS="vadd[n1000]@")
+    assert "daemon serving at +" in out and "board sim0: worker up in " in out, out
+    assert "plugins loaded in " in out
+    assert "=== clock regimes (" in out and "0 items timed" in out, out
+    assert "- vadd[n1000]: " in (tmp_path / "e" / "regimes.md").read_text()
