@@ -63,6 +63,8 @@ TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "sp
         "varlen")
 
 FULL = 0xFFFFFFFF
+A_PAIRS = [(0, 0), (8, 0), (0, 8), (8, 8)]     # an A fragment's f32 pairs (rows g, g + 8)
+B_PAIRS = [(0, 0), (8, 0)]                     # a B fragment's (k rows 2t, 2t + 8)
 
 
 # --- split-operand products from f32 sources ----------------------------------------------------
@@ -165,10 +167,10 @@ def _product(ln, acc, a, b, n0s, ksteps):
         k0 = (s << 4) + 2 * ln.t
         abase = a.at(r, k0)
         asc = a.scale and a.scale(k0)
-        ahi, alo = _frag(a, abase, asc, [(0, 0), (8, 0), (0, 8), (8, 8)], (0, 1))
+        ahi, alo = _frag(a, abase, asc, A_PAIRS, (0, 1))
         bbase = b.at(k0, n0s[0] + ln.g)
         for j, n0 in enumerate(n0s):
-            bhi, blo = _frag(b, bbase + 8 * j * b.cs, None, [(0, 0), (8, 0)], (1, 0))
+            bhi, blo = _frag(b, bbase + 8 * j * b.cs, None, B_PAIRS, (1, 0))
             if alo is not None:
                 mma(acc[j], alo, bhi)
             if blo is not None:
@@ -244,6 +246,73 @@ def _dgs(ck, sm, s0, ds1, dgs):
                              s * T.ptx.ld.shared.f32(sm.eg.at(kk)), pred=lane == 0)
 
 
+# --- the prep's P and M on tensor cores (PREP=1) ------------------------------------------------
+
+def _pairs_tc(sm):
+    """P[i, j] = sum_d KL_b[i, d] F_ab[d] KD_b[j, d] (j < i) and M[i, j] = sum_d QL_b[i, d]
+    F_ab[d] KD_b[j, d] (j <= i), zeros elsewhere (kda_bwd_reverse._pairs' values) as split
+    ``mma.sync``: warp w takes m-tile a = w % 4 (rows of block a) and the column blocks b = 2 (w
+    / 4) and 2 (w / 4) + 1, a block skipped past the diagonal (b > a: zeros stored, its factor
+    could overflow). Per k-step (16 channels d) the four factors F_ab of the lane's channels
+    (k0, k0 + 1, k0 + 8, k0 + 9: ``ex2`` of two ``ld.shared``) scale KD^T's B fragment before
+    its split, and that one split B serves both products (A = KL for P, QL for M): 3 + 3 mma an
+    n-tile. KD_b F_ab = k^ 2^(r_a - G_j) <= |k^| (j in block b <= a), KL and QL <= 1: the
+    operands the f32 phase multiplies, split into bf16 hi + lo."""
+    ln = _Lane()
+    a = ln.m0 >> 4
+    r = ln.m0 + ln.g
+    kl, ql = _shared(sm.kl, SK), _shared(sm.ql, SK)
+    kdt = _shared(sm.kd, SK, transposed=True)
+    for bl in range(2):
+        b = 2 * ln.half + bl
+        n0s = [16 * b, 16 * b + 8]
+        acc_p, acc_m = _acc(2), _acc(2)
+        with T.if_(b <= a):
+            with T.range(K // 16) as s:
+                k0 = (s << 4) + 2 * ln.t
+                f = [BL._factor(sm, a, b, k0 + dc) for dc in (0, 1, 8, 9)]
+                afr = [_frag(src, src.at(r, k0), None, A_PAIRS, (0, 1)) for src in (kl, ql)]
+                bbase = kdt.at(k0, n0s[0] + ln.g)
+                for j in range(2):
+                    bhi, blo = [], []
+                    for h, (dr, _) in enumerate(B_PAIRS):
+                        x0, x1 = kdt.pair(bbase + 8 * j * kdt.cs, None, dr, 0, (1, 0))
+                        hi, lo = _split2(x0 * f[2 * h], x1 * f[2 * h + 1])
+                        bhi.append(hi)
+                        blo.append(lo)
+                    for out, (ahi, alo) in ((acc_p[j], afr[0]), (acc_m[j], afr[1])):
+                        mma(out, alo, bhi)
+                        mma(out, ahi, blo)
+                        mma(out, ahi, bhi)
+        for j, e, row, col in _elements(ln, n0s):
+            T.ptx.st.shared.f32(sm.p.at(row, col), T.ptx.selp.f32(acc_p[j][e], 0.0, col < row))
+            T.ptx.st.shared.f32(sm.m.at(row, col), T.ptx.selp.f32(acc_m[j][e], 0.0, col <= row))
+
+
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0):
+    """kda_bwd_chain_prep.prep (norms -> gate -> P, M -> T beside KE, QE, KL, exp(G_C) and y
+    staged in sm.do, each ended by ``bar.sync``) with PREP=1's P and M on tensor cores
+    (`_pairs_tc`); PREP=0 is the f32 prep itself."""
+    if not PREP:
+        PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y)
+        return
+    BL._norms(sm, ck, q, k, beta)
+    T.ptx.bar.sync(0)
+    BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
+    T.ptx.bar.sync(0)
+    _pairs_tc(sm)
+    T.ptx.bar.sync(0)
+    BL._inverse(sm)
+    BR._decayed(sm, ck, q, k, y)
+    T.ptx.bar.sync(0)
+
+
+def check_prep(PREP):
+    """The rule of the PREP constant (0: the f32 prep, 1: P and M on tensor cores)."""
+    return [] if PREP in (0, 1) else [f"PREP={PREP} must be 0 (the f32 prep) or 1 (P and M on "
+                                      "tensor cores)"]
+
+
 @T.kernel(grid=PC._grid, block=256)
 def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                       v: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
@@ -251,9 +320,10 @@ def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16
                       chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
                       s0: T.gptr[T.f32], ds1: T.gptr[T.f32], dv: T.gptr[T.f32],
                       dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
-                      dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32]):
+                      dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32],
+                      PREP: T.const = 0):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do)    # f32 phases, dO in sm.do
+    prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP)    # dO in sm.do
     ln = _Lane()
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
@@ -307,21 +377,36 @@ OUTPUTS = PC.OUTPUTS
 inputs = PC.inputs
 reference = PC.reference
 timing_inputs = PC.timing_inputs
-constraints = PC.constraints
 _bytes = PC._bytes
 
 
-def _flops(B, T_, H, lens=None):
+def constraints(B, T_, H, lens=None, PREP=0):
+    return PC.constraints(B, T_, H, lens) + check_prep(PREP)
+
+
+def pm_macs(PREP):
+    """Multiply-adds of PREP=1's P and M a chunk as mma work: three bf16 mma (the split) for
+    each of the two products over the 10 of 16 blocks on or below the diagonal (C C K each
+    in all)."""
+    return 3 * 2 * (10 * C * C * K) // 16 if PREP else 0
+
+
+def _flops(B, T_, H, lens=None, PREP=0):
     """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: R, dkl, dke,
     dDelta's KL dS1 (C K V each), Delta, dR, dtb (C C V) as three bf16 mma (the split); dqe
-    (C K V), dm and dDelta's M^T dO (C C V) as two (dO exact)."""
-    per = 3 * (4 * C * K * V + 3 * C * C * V) + 2 * (C * K * V + 2 * C * C * V)
+    (C K V), dm and dDelta's M^T dO (C C V) as two (dO exact); PREP=1 adds P and M
+    (`pm_macs`)."""
+    per = 3 * (4 * C * K * V + 3 * C * C * V) + 2 * (C * K * V + 2 * C * C * V) + pm_macs(PREP)
     return 2 * per * BL._chunks(B, T_, lens) * H
 
 
 # split bf16 products (hi + lo: ~2^-16 relative a product) in f32 accumulation: the f32
 # kernel's rule (every element within rtol 1e-3 + 1e-3 RMS(ref), normalized RMS 1e-4)
 TOLERANCE = PC.TOLERANCE
+
+# PREP=1 (P and M on tensor cores): the smallest case and three saturated chunks with a tail
+PM_CASES = [T.case("t20_h1_deep", B=1, T_=20, H=1, gate="deep"),
+            T.case("t150_h1_deep", B=1, T_=150, H=1, gate="deep", tags=BW.SYNC_IN_TESTS)]
 
 SUITE = T.suite(
     kda_bwd_pieces_tc, inputs=inputs, reference=reference, outputs=list(OUTPUTS),
@@ -334,10 +419,21 @@ SUITE = T.suite(
         # a varlen pack (2 chunks, a one-token sequence, a tail) on 2 heads, mixed gates
         T.case("pack_80_1_30_h2", B=1, T_=111, H=2, lens=(80, 1, 30), gate="mixed",
                tags=BW.SYNC_IN_TESTS),
-    ])
+    ] + [T.case("pm_" + c.name, small=c.small, tags=c.tags, PREP=1, **c.params)
+         for c in PM_CASES])
 
-# timing only (no reference: `timing_inputs`), tagged "timing": kda_bwd_local's shapes;
-# `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_pieces
+
+def pm_timing_cases(cases):
+    """The PREP=1 twins ("pm_" + name) of the T8192 timing cases, beside the PREP=0 ones
+    (`benchmarks/kda_bench.sh tc2` times both in one job)."""
+    return list(cases) + [T.case("pm_" + c.name, small=False, tags=c.tags, PREP=1, **c.params)
+                          for c in cases if c.name.startswith("t8192")]
+
+
+# timing only (no reference: `timing_inputs`), tagged "timing": kda_bwd_local's shapes and
+# the PREP=1 twins at T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside
+# kda_bwd_chain_pieces, `tc2` PREP=0 beside PREP=1
 SUITE_TIMING = T.suite(
     kda_bwd_pieces_tc, inputs=timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
-    bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(BL.SUITE_TIMING.cases))
+    bytes=_bytes, flops=_flops, flops_dtype="bf16",
+    cases=pm_timing_cases(BL.SUITE_TIMING.cases))

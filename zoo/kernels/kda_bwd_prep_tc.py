@@ -92,9 +92,9 @@ def kda_bwd_prep_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
                     y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
                     chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
-                    eg: T.gptr[T.f32], FORWARD: T.const = 0):
+                    eg: T.gptr[T.f32], FORWARD: T.const = 0, PREP: T.const = 0):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y)    # f32 phases, y in sm.do
+    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP)    # y in sm.do
     ln = TC._Lane()
     wide = ln.cols(K)
     hc = ck.c * ck.H + ck.h
@@ -132,15 +132,19 @@ inputs = PR.inputs
 prep_inputs = PR.prep_inputs
 reference = PR.reference
 timing_inputs = PR.timing_inputs
-constraints = PR.constraints
 _bytes = PR._bytes
 
 
-def _flops(B, T_, H, lens=None, FORWARD=0):
+def constraints(B, T_, H, lens=None, FORWARD=0, PREP=0):
+    return PR.constraints(B, T_, H, lens, FORWARD) + TC.check_prep(PREP)
+
+
+def _flops(B, T_, H, lens=None, FORWARD=0, PREP=0):
     """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: W, U (C C K) or X
-    (C C K), and N (K C K) as three bf16 mma; B^T (V C K) as two (dO or V exact)."""
+    (C C K), and N (K C K) as three bf16 mma; B^T (V C K) as two (dO or V exact); PREP=1
+    adds P and M (kda_bwd_pieces_tc.pm_macs)."""
     first = C * C * K * (1 if FORWARD else 2)
-    per = 3 * (first + K * C * K) + 2 * V * C * K
+    per = 3 * (first + K * C * K) + 2 * V * C * K + TC.pm_macs(PREP)
     return 2 * per * BL._chunks(B, T_, lens) * H
 
 
@@ -150,10 +154,15 @@ TOLERANCE = PR.TOLERANCE
 SUITE = T.suite(
     kda_bwd_prep_tc, inputs=inputs, reference=reference, outputs=["bt", "eg"],
     tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
-    flops_dtype="bf16", cases=list(PR.SUITE.cases))
+    flops_dtype="bf16", cases=list(PR.SUITE.cases) + [
+        # PREP=1 (P and M on tensor cores): both walks, one 20-row chunk and the pack
+        T.case("pm_" + c.name, small=c.small, tags=c.tags, PREP=1, **c.params)
+        for c in PR.SUITE.cases])
 
-# timing only (no reference), tagged "timing": kda_bwd_local's shapes; `benchmarks/kda_bench.sh
-# tc` times T8192 H96 beside kda_bwd_chain_prep
+# timing only (no reference), tagged "timing": kda_bwd_local's shapes and the PREP=1 twins at
+# T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_prep, `tc2` PREP=0
+# beside PREP=1
 SUITE_TIMING = T.suite(
     kda_bwd_prep_tc, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
-    bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(PR.SUITE_TIMING.cases))
+    bytes=_bytes, flops=_flops, flops_dtype="bf16",
+    cases=TC.pm_timing_cases(PR.SUITE_TIMING.cases))
