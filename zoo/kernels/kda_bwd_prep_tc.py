@@ -142,7 +142,7 @@ def constraints(B, T_, H, lens=None, FORWARD=0, PREP=0):
 def _flops(B, T_, H, lens=None, FORWARD=0, PREP=0):
     """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: W, U (C C K) or X
     (C C K), and N (K C K) as three bf16 mma; B^T (V C K) as two (dO or V exact); PREP=1
-    adds P and M (kda_bwd_pieces_tc.pm_macs)."""
+    adds P and M, PREP=2 T's blocks too (kda_bwd_pieces_tc.pm_macs)."""
     first = C * C * K * (1 if FORWARD else 2)
     per = 3 * (first + K * C * K) + 2 * V * C * K + TC.pm_macs(PREP)
     return 2 * per * BL._chunks(B, T_, lens) * H
@@ -154,15 +154,14 @@ TOLERANCE = PR.TOLERANCE
 SUITE = T.suite(
     kda_bwd_prep_tc, inputs=inputs, reference=reference, outputs=["bt", "eg"],
     tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
-    flops_dtype="bf16", cases=list(PR.SUITE.cases) + [
-        # PREP=1 (P and M on tensor cores): both walks, one 20-row chunk and the pack
-        T.case("pm_" + c.name, small=c.small, tags=c.tags, PREP=1, **c.params)
-        for c in PR.SUITE.cases])
+    flops_dtype="bf16",
+    # the PREP=1 and 2 twins (P and M, and T, on tensor cores) of both walks' cases
+    cases=list(PR.SUITE.cases) + TC.prep_twins(PR.SUITE.cases))
 
-# timing only (no reference), tagged "timing": kda_bwd_local's shapes and the PREP=1 twins at
-# T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_prep, `tc2` PREP=0
-# beside PREP=1
+# timing only (no reference), tagged "timing": kda_bwd_local's shapes and the PREP=1 and 2
+# twins at T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_prep, `tc2`
+# PREP=0, 1 and 2 side by side
 SUITE_TIMING = T.suite(
     kda_bwd_prep_tc, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=TC.pm_timing_cases(PR.SUITE_TIMING.cases))
+    cases=TC.timing_cases(PR.SUITE_TIMING.cases))
