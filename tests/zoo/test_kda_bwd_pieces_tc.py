@@ -53,8 +53,9 @@ def test_small_case_matches_reference(case):
     ("    mma(acc, a[1], b[0])\n", "    pass\n", "pmt_t20_h1_deep"),
     # PREP=2: the zeros above T's diagonal not written (a previous chunk's T there on a GPU;
     # numsim reads its never-written shared memory as zeros and says so: verdict "review")
-    ("            T.ptx.st.shared.f32(sm.t.at((a << 4) + (within >> 4), (b << 4) + (within & 15)),\n"
-     "                                0.0)", "            pass", "pmt_t20_h1_deep"),
+    ("            T.ptx.st.shared.f32(sm.t.at((a << 4) + (within >> 4), "
+     "(b << 4) + (within & 15)),\n                                0.0)", "            pass",
+     "pmt_t20_h1_deep"),
 ], ids=["a_lo", "diagonal", "pm_m_diagonal", "pm_factor", "pm_b_lo", "pmt_sign", "pmt_beta",
         "pmt_lo", "pmt_upper_zeros"])
 def test_mutants_are_caught(old, new, name, tmp_path):

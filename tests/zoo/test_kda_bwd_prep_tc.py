@@ -5,9 +5,9 @@ as hi + lo); a dropped M W term, N's words in the wrong n-tile and a wrong lo wo
 (the dropped lo product of the shared `_product` is test_kda_bwd_pieces_tc's); sync_check
 clean on both walks; resources; the interface of kda_bwd_chain_prep. PREP=1 (the prep's P
 and M as split mma, kda_bwd_pieces_tc._pairs_tc, whose mutants are that module's tests): both
-walks' small cases and sync_check, and PREP=2's (T's blocks too). The chained check (plan "tc": both walks' operands ->
-chain -> kda_bwd_pieces_tc -> kda_bwd_local within the public rule) is in
-test_kda_fwd_bwd.py."""
+walks' small cases and sync_check, and PREP=2's (T's blocks too). The chained check (plan
+"tc": both walks' operands -> chain -> kda_bwd_pieces_tc -> kda_bwd_local within the public
+rule; plan "tc2" with PREP=2) is in test_kda_fwd_bwd.py."""
 
 import pytest
 

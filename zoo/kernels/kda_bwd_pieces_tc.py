@@ -31,6 +31,12 @@ Phases (``bar.sync`` between): prep -> R (into the G tile), dgs -> Delta (into t
 dqe -> dkl, dm, then dDelta into registers (Delta still in the P tile) -> dDelta into the P tile
 -> dR (dv stored; registers), dtb -> dR into the R tile -> dke.
 
+PREP (also kda_bwd_prep_tc's): 0 runs the prep's f32 phases as above; 1 computes its P and M
+as split mma too (`_pairs_tc`: the block factor on KD^T's B fragment, one split B for both);
+2 also T (`_diag_inverse`: the four 16 x 16 diagonal inverses in f32 at once; `_inverse_tc`:
+the blocks below the diagonal as split mma, warp b the column b), which shortens the f32
+inverse's serial chain (docs/TUNING.md "Forward + backward at 3x").
+
 Inputs and outputs: kda_bwd_chain_pieces's (q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B,
 T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32; s0, ds1 [chunks,
 H, K, V] f32 -> dv [B, T, H, V]; dqe, dke, dkl [chunks, H, C, K]; dm, dtb [chunks, H, C, C];

@@ -9,13 +9,16 @@ Math (kda_bwd_split.chain_operands / state_operands), per chunk and head, with t
     FORWARD:  X = Tb^T KL  [C, K];  N = -X^T KE;  B^T = V^T X
 
 What changes against kda_bwd_chain_prep: its prep (kda_bwd_chain_prep.prep, f32 CUDA cores) is
-unchanged; the four products after it are kda_bwd_pieces_tc's split-operand ``mma.sync`` (bf16
-hi + lo, three mma a product, two for B^T whose dO or V is exact in bf16), warp w on m-tile w %
-4 and half the columns ([128, 128] outputs in two passes of 64 rows). N's accumulators need no
-exchange to become kda_bwd_chain's fragment words: lane (g, t) holds N[a, b .. b + 1] for rows
-a = m0 + g (+ 8) and columns b = n0 + 2t, which is the B-fragment pair of N^T for k-step b / 16,
-n-tile a / 8 and the same lane; its two n-tiles 16 s and 16 s + 8 give the four words (hi b0,
-hi b1, lo b0, lo b1) of one ``st.global.v4.b32``.
+unchanged at PREP=0; the four products after it are kda_bwd_pieces_tc's split-operand
+``mma.sync`` (bf16 hi + lo, three mma a product, two for B^T whose dO or V is exact in bf16),
+warp w on m-tile w % 4 and half the columns ([128, 128] outputs in two passes of 64 rows).
+N's accumulators need no exchange to become kda_bwd_chain's fragment words: lane (g, t) holds
+N[a, b .. b + 1] for rows a = m0 + g (+ 8) and columns b = n0 + 2t, which is the B-fragment
+pair of N^T for k-step b / 16, n-tile a / 8 and the same lane; its two n-tiles 16 s and 16 s +
+8 give the four words (hi b0, hi b1, lo b0, lo b1) of one ``st.global.v4.b32``.
+
+PREP (kda_bwd_pieces_tc.prep): 1 computes the prep's P and M as split mma as well, 2 also T's
+blocks; 0 (the default) is the f32 prep, so one job can time the forms side by side.
 
 Inputs and outputs: kda_bwd_chain_prep's (q, k, g_raw, y [B, T, H, 128] bf16, y = dO or V with
 FORWARD; beta [B, T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32
