@@ -393,27 +393,19 @@ def _inverse_tc(sm):
                                                     16 * b + g + 8 * (e >> 1)), ua[n][e])
 
 
+def _blocked_inverse(sm):
+    """T blockwise: `_diag_inverse`, ``bar.sync``, `_inverse_tc`."""
+    _diag_inverse(sm)
+    T.ptx.bar.sync(0)
+    _inverse_tc(sm)
+
+
 def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0):
     """kda_bwd_chain_prep.prep (norms -> gate -> P, M -> T beside KE, QE, KL, exp(G_C) and y
     staged in sm.do, each ended by ``bar.sync``) with PREP=1's P and M on tensor cores
-    (`_pairs_tc`); PREP=0 is the f32 prep itself."""
-    if not PREP:
-        PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y)
-        return
-    BL._norms(sm, ck, q, k, beta)
-    T.ptx.bar.sync(0)
-    BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
-    T.ptx.bar.sync(0)
-    _pairs_tc(sm)
-    T.ptx.bar.sync(0)
-    if PREP == 2:
-        _diag_inverse(sm)
-        T.ptx.bar.sync(0)
-        _inverse_tc(sm)
-    else:
-        BL._inverse(sm)
-    BR._decayed(sm, ck, q, k, y)
-    T.ptx.bar.sync(0)
+    (`_pairs_tc`) and PREP=2's T blockwise (`_blocked_inverse`); PREP=0 is the f32 prep."""
+    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y,
+            pairs=_pairs_tc if PREP else None, inverse=_blocked_inverse if PREP == 2 else None)
 
 
 def check_prep(PREP):
