@@ -78,6 +78,12 @@
 #             synthetic inputs, S0 and dS1 (timing only: the small cases of all four, smoked
 #             first, are the check), CHAIN_EXEC_S (default 180) per job; no baseline;
 #             predictions in docs/PERFORMANCE.md "Pieces on tensor cores"
+#   tc2       the prep on tensor cores: kda_bwd_prep_tc and kda_bwd_pieces_tc with PREP=1
+#             (P and M as split mma: cases pm_*) and PREP=2 (T's blocks too: pmt_*) beside
+#             their PREP=0 (group tc's items), one job per shape at TC2_SHAPES (default T8192
+#             H96; t8192_h64 too), synthetic inputs as tc's, CHAIN_EXEC_S (default 180) per
+#             job; its smoke covers those two kernels' small cases (PREP 0, 1, 2); predictions
+#             in docs/PERFORMANCE.md "Pieces on tensor cores", "The prep on tensor cores"
 #   s0        piece 1 of the chunked backward (kda_fwd_s0: the forward that also stores each
 #             chunk's start state) at S0_SHAPES (default T8192 H96, H64), S0_EXEC_S (default
 #             180) per job; `main` and `variants` leave it out (its 0.8 GB output makes a job
@@ -119,9 +125,9 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|slimpacks|decode|bwd|local|reverse|chain\
-        |fb|s0|check|smoke|tc) ;;
+        |fb|s0|check|smoke|tc|tc2) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, \
-slimpacks, decode, bwd, local, reverse, chain, fb, s0, check, smoke, tc)"
+slimpacks, decode, bwd, local, reverse, chain, fb, s0, check, smoke, tc, tc2)"
            exit 2;;
     esac
 done
@@ -217,7 +223,8 @@ F.SLIM_VARIANTS))") \
         $(cd zoo/kernels && python3 -c "import kda_fwd_slim as S; print(*('ahead_' + v for v in \
 S.VARIANTS))") \
         TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
-        bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc; do
+        bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc bwd_pieces_tc_pm \
+        bwd_prep_tc_pm bwd_pieces_tc_pmt bwd_prep_tc_pmt; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_fwd_slim as S, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC, kda_bwd_chain_prep as BP
@@ -233,6 +240,10 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (BT.kda_bwd_pieces_tc, {}) if v == 'bwd_pieces_tc'
              else (BA.kda_bwd_prep_tc, {}) if v == 'bwd_prep_tc'
              else (BLT.kda_bwd_local_tc, {}) if v == 'bwd_local_tc'
+             else (BT.kda_bwd_pieces_tc, {'PREP': 1}) if v == 'bwd_pieces_tc_pm'
+             else (BA.kda_bwd_prep_tc, {'PREP': 1}) if v == 'bwd_prep_tc_pm'
+             else (BT.kda_bwd_pieces_tc, {'PREP': 2}) if v == 'bwd_pieces_tc_pmt'
+             else (BA.kda_bwd_prep_tc, {'PREP': 2}) if v == 'bwd_prep_tc_pmt'
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (S.kda_fwd_ahead, S.VARIANTS[v[6:]])
              if v.startswith('ahead_') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
@@ -276,6 +287,7 @@ or v64ws8l or v128wsm or v64ws8m)";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
+    " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc)";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
     # chain case here, for the flow's smoke step
     " fb ") SMOKE_K="kda_bwd_chain and s8_t150_h1_deep";;
@@ -509,7 +521,15 @@ or v64ws8q)";;
             # synthetic pieces in; `kda_bwd_local` selects kda_bwd_local_tc too)
             for s in ${TC_SHAPES:-t8192_h96}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "tc-$s" "(kda_bwd_chain_p or \
-kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local) and $s and timing"
+kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local) and $s and timing and not pm_ and \
+not pmt_"
+            done;;
+        tc2)
+            # the prep on tensor cores (PREP=1: P, M, cases pm_*; PREP=2: and T, pmt_*) beside
+            # PREP=0: 2a and 2c, the three forms in one bench process per shape (tc's inputs)
+            for s in ${TC2_SHAPES:-t8192_h96}; do
+                EXEC_S="${CHAIN_EXEC_S:-180}" bench "tc2-$s" "(kda_bwd_pieces_tc or \
+kda_bwd_prep_tc) and $s and timing"
             done;;
         fb)
             if [ -n "$LIST" ]; then

@@ -2,9 +2,12 @@
 operands): every small case (both walks) in numsim against kda_bwd_split.chain_operands /
 state_operands in float64 (B^T and exp(G_C) by kda_bwd_chain_prep's rule, N's fragment words
 as hi + lo); a dropped M W term, N's words in the wrong n-tile and a wrong lo word are caught
-(the dropped lo product of the shared `_product` is test_kda_bwd_pieces_tc's); sync_check clean on both walks; resources; the interface of kda_bwd_chain_prep. The
-chained check (plan "tc": both walks' operands -> chain -> kda_bwd_pieces_tc -> kda_bwd_local
-within the public rule) is in test_kda_fwd_bwd.py."""
+(the dropped lo product of the shared `_product` is test_kda_bwd_pieces_tc's); sync_check
+clean on both walks; resources; the interface of kda_bwd_chain_prep. PREP=1 (the prep's P
+and M as split mma, kda_bwd_pieces_tc._pairs_tc, whose mutants are that module's tests): both
+walks' small cases and sync_check, and PREP=2's (T's blocks too). The chained check (plan
+"tc": both walks' operands -> chain -> kda_bwd_pieces_tc -> kda_bwd_local within the public
+rule; plan "tc2" with PREP=2) is in test_kda_fwd_bwd.py."""
 
 import pytest
 
@@ -32,7 +35,8 @@ def test_small_case_matches_reference(case):
     res, x = _sim(MOD, case)
     assert_matches(MOD.SUITE, case, res, x)
     # N: 4.9e-6 to 5.7e-6 normalized RMS on 2026-12-02 (split products; the f32 kernel's
-    # 6e-7 to 7e-7); B^T 2.5e-6 to 4.0e-6 (the rule 1e-5)
+    # 6e-7 to 7e-7); B^T 2.5e-6 to 4.0e-6 (the rule 1e-5); PREP=1 (pm_ cases, P and M split
+    # too): docs/TUNING.md "Forward + backward at 3x" has the figures
     assert _n_error(MOD, res, x, case) < 1e-5
 
 
@@ -56,7 +60,9 @@ def test_mutants_are_caught(old, new, fwd, tmp_path):
 
 
 @SLOW
-@pytest.mark.parametrize("name", ["t20_h1_deep", "fwd_t20_h1_deep"])
+@pytest.mark.parametrize("name", ["t20_h1_deep", "fwd_t20_h1_deep", "pm_t20_h1_deep",
+                                  "pm_fwd_t20_h1_deep", "pmt_t20_h1_deep",
+                                  "pmt_fwd_t20_h1_deep"])
 def test_sync_check_is_clean(name):
     """One chunk of 20 rows, each walk: the prep, then W / X and U written over the G and P
     tiles between barriers, N and B^T read from them."""
@@ -71,6 +77,11 @@ def test_compiles_without_spills():
     for fwd in (0, 1):
         r = MOD.kda_bwd_prep_tc.compile("sm_90a", FORWARD=fwd).resources
         assert r.spill_stores == 0 and r.registers <= 168, r
+        # PREP=1 and 2: 255 registers, no spills (test_kda_bwd_pieces_tc says why that costs
+        # nothing)
+        for prep in (1, 2):
+            r = MOD.kda_bwd_prep_tc.compile("sm_90a", FORWARD=fwd, PREP=prep).resources
+            assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
     assert resident_ctas_per_sm(MOD.SUITE, MOD.SUITE.cases[0]) == 1
 
 
@@ -83,6 +94,14 @@ def test_same_interface_as_the_f32_kernel():
     ck, kk = 64 * 64 * 128, 128 * 64 * 128
     assert MOD._flops(1, 8192, 96) == 2 * (3 * (2 * ck + kk) + 2 * kk) * 12288
     assert MOD._flops(1, 8192, 96, FORWARD=1) == 2 * (3 * (ck + kk) + 2 * kk) * 12288
+    assert MOD._flops(1, 8192, 96, PREP=2) - MOD._flops(1, 8192, 96, PREP=1) == (
+        2 * 3 * 16 * 16 ** 3 * 12288)
+    assert MOD._flops(1, 8192, 96, PREP=1) - MOD._flops(1, 8192, 96) == (
+        2 * 3 * 2 * 10 * 16 * 16 * 128 * 12288)
+    with pytest.raises(ValueError, match=r"PREP=3 must be 0 \(the f32 prep\), 1 .* or 2"):
+        T.suite(MOD.kda_bwd_prep_tc, inputs=MOD.inputs, reference=MOD.reference,
+                outputs=["bt"], constraints=MOD.constraints,
+                cases=[T.case("bad", B=1, T_=10, H=1, PREP=3)])
     with pytest.raises(ValueError, match=r"FORWARD=2 must be 0"):
         T.suite(MOD.kda_bwd_prep_tc, inputs=MOD.inputs, reference=MOD.reference,
                 outputs=["bt"], constraints=MOD.constraints,

@@ -77,8 +77,22 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     extra = MOD.TC._flops(1, 8192, 96) + MOD.PT._flops(1, 8192, 96) + MOD.PT._flops(
         1, 8192, 96, FORWARD=1) + MOD.LT._flops(1, 8192, 96)
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
-    with pytest.raises(ValueError, match=r"plan 'wgmma' is not one of \['f32', 'tc'\]"):
+    with pytest.raises(ValueError, match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
+
+
+def test_plan_tc2_is_tc_with_the_preps_p_m_and_t_on_tensor_cores():
+    """Plan "tc2": plan "tc"'s kernels, buffers and grids, with PREP=2 added to both walks'
+    prep and to the pieces (kda_bwd_pieces_tc._pairs_tc, _inverse_tc); its FLOPs add P, M and
+    T's split products in those three launches."""
+    tc, tc2 = MOD.steps(1, 8192, 96, plan="tc"), MOD.steps(1, 8192, 96, plan="tc2")
+    assert [s.kernel for s in tc2] == [s.kernel for s in tc]
+    assert [s._replace(consts=None) for s in tc2] == [s._replace(consts=None) for s in tc]
+    assert [s.consts for s in tc2] == [
+        dict(s.consts, PREP=2) if s.name in ("prep_f", "prep_b", "pieces") else s.consts
+        for s in tc]
+    pm = 2 * MOD.TC.pm_macs(2) * 12288
+    assert MOD._flops(1, 8192, 96, plan="tc2") - MOD._flops(1, 8192, 96, plan="tc") == 3 * pm
 
 
 def test_an_unknown_forward_variant_is_refused():
@@ -114,6 +128,18 @@ def test_plan_tc_meets_the_public_rules(case):
     kernel 0.109, 0.065, 0.051, 0.024 (its pair gradients split three ways: two ways took
     ddt_bias of 2 heads mixed to 0.45)."""
     out, ref, _ = _run(case, MOD.steps(**case.params(), plan="tc"))
+    reps, worst = _worst(out, ref)
+    assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
+    assert max(worst.values()) < 0.25, worst
+
+
+@SLOW
+@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small], ids=lambda c: c.name)
+def test_plan_tc2_meets_the_public_rules(case):
+    """Plan "tc2" (plan "tc" with the preps' P, M and T as split mma), every launch in numsim:
+    every output within the public rules, the gradients' worst |error| / allowance within
+    the bound plan "tc"'s test sets (measured in docs/TUNING.md "Forward + backward at 3x")."""
+    out, ref, _ = _run(case, MOD.steps(**case.params(), plan="tc2"))
     reps, worst = _worst(out, ref)
     assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
     assert max(worst.values()) < 0.25, worst

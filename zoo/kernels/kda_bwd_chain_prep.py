@@ -158,17 +158,19 @@ def chunk_cta(chunk_tok, chunk_rows):
                                  T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
 
 
-def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y):
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None):
     """kda_bwd_reverse's prep phases of one chunk (norms -> gate -> P, M -> T beside KE, QE,
     KL, exp(G_C) and y staged in sm.do), each ended by ``bar.sync``; shared with
-    kda_bwd_pieces_tc, whose products read the same tiles."""
+    kda_bwd_pieces_tc, whose products read the same tiles. `pairs(sm)` and `inverse(sm)`, if
+    given, replace the P, M phase (kda_bwd_reverse._pairs) and the T phase
+    (kda_bwd_local._inverse): kda_bwd_pieces_tc's tensor-core forms (its PREP constant)."""
     BL._norms(sm, ck, q, k, beta)
     T.ptx.bar.sync(0)
     BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
     T.ptx.bar.sync(0)
-    BR._pairs(sm)
+    (pairs or BR._pairs)(sm)
     T.ptx.bar.sync(0)
-    BL._inverse(sm)
+    (inverse or BL._inverse)(sm)
     BR._decayed(sm, ck, q, k, y)
     T.ptx.bar.sync(0)
 

@@ -68,8 +68,7 @@ TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "sp
 
 NB, SK, SC = BL.NB, BL.SK, BL.SC
 FULL = TC.FULL
-A_PAIRS = [(0, 0), (8, 0), (0, 8), (8, 8)]     # an A fragment's f32 pairs (rows g, g + 8)
-B_PAIRS = [(0, 0), (8, 0)]                     # a B fragment's (k rows 2t, 2t + 8)
+A_PAIRS, B_PAIRS = TC.A_PAIRS, TC.B_PAIRS
 
 
 def _stage(tile, ck, piece):

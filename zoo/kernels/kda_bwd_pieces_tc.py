@@ -31,6 +31,12 @@ Phases (``bar.sync`` between): prep -> R (into the G tile), dgs -> Delta (into t
 dqe -> dkl, dm, then dDelta into registers (Delta still in the P tile) -> dDelta into the P tile
 -> dR (dv stored; registers), dtb -> dR into the R tile -> dke.
 
+PREP (also kda_bwd_prep_tc's): 0 runs the prep's f32 phases as above; 1 computes its P and M
+as split mma too (`_pairs_tc`: the block factor on KD^T's B fragment, one split B for both);
+2 also T (`_diag_inverse`: the four 16 x 16 diagonal inverses in f32 at once; `_inverse_tc`:
+the blocks below the diagonal as split mma, warp b the column b), which shortens the f32
+inverse's serial chain (docs/TUNING.md "Forward + backward at 3x").
+
 Inputs and outputs: kda_bwd_chain_pieces's (q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B,
 T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32; s0, ds1 [chunks,
 H, K, V] f32 -> dv [B, T, H, V]; dqe, dke, dkl [chunks, H, C, K]; dm, dtb [chunks, H, C, C];
@@ -63,6 +69,8 @@ TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "sp
         "varlen")
 
 FULL = 0xFFFFFFFF
+A_PAIRS = [(0, 0), (8, 0), (0, 8), (8, 8)]     # an A fragment's f32 pairs (rows g, g + 8)
+B_PAIRS = [(0, 0), (8, 0)]                     # a B fragment's (k rows 2t, 2t + 8)
 
 
 # --- split-operand products from f32 sources ----------------------------------------------------
@@ -165,10 +173,10 @@ def _product(ln, acc, a, b, n0s, ksteps):
         k0 = (s << 4) + 2 * ln.t
         abase = a.at(r, k0)
         asc = a.scale and a.scale(k0)
-        ahi, alo = _frag(a, abase, asc, [(0, 0), (8, 0), (0, 8), (8, 8)], (0, 1))
+        ahi, alo = _frag(a, abase, asc, A_PAIRS, (0, 1))
         bbase = b.at(k0, n0s[0] + ln.g)
         for j, n0 in enumerate(n0s):
-            bhi, blo = _frag(b, bbase + 8 * j * b.cs, None, [(0, 0), (8, 0)], (1, 0))
+            bhi, blo = _frag(b, bbase + 8 * j * b.cs, None, B_PAIRS, (1, 0))
             if alo is not None:
                 mma(acc[j], alo, bhi)
             if blo is not None:
@@ -244,6 +252,169 @@ def _dgs(ck, sm, s0, ds1, dgs):
                              s * T.ptx.ld.shared.f32(sm.eg.at(kk)), pred=lane == 0)
 
 
+# --- the prep's P and M on tensor cores (PREP=1) ------------------------------------------------
+
+def _pairs_tc(sm):
+    """P[i, j] = sum_d KL_b[i, d] F_ab[d] KD_b[j, d] (j < i) and M[i, j] = sum_d QL_b[i, d]
+    F_ab[d] KD_b[j, d] (j <= i), zeros elsewhere (kda_bwd_reverse._pairs' values) as split
+    ``mma.sync``: warp w takes m-tile a = w % 4 (rows of block a) and the column blocks b = 2 (w
+    / 4) and 2 (w / 4) + 1, a block skipped past the diagonal (b > a: zeros stored, its factor
+    could overflow). Per k-step (16 channels d) the four factors F_ab of the lane's channels
+    (k0, k0 + 1, k0 + 8, k0 + 9: ``ex2`` of two ``ld.shared``) scale KD^T's B fragment before
+    its split, and that one split B serves both products (A = KL for P, QL for M): 3 + 3 mma an
+    n-tile. KD_b F_ab = k^ 2^(r_a - G_j) <= |k^| (j in block b <= a), KL and QL <= 1: the
+    operands the f32 phase multiplies, split into bf16 hi + lo."""
+    ln = _Lane()
+    a = ln.m0 >> 4
+    r = ln.m0 + ln.g
+    kl, ql = _shared(sm.kl, SK), _shared(sm.ql, SK)
+    kdt = _shared(sm.kd, SK, transposed=True)
+    for bl in range(2):
+        b = 2 * ln.half + bl
+        n0s = [16 * b, 16 * b + 8]
+        acc_p, acc_m = _acc(2), _acc(2)
+        with T.if_(b <= a):
+            with T.range(K // 16) as s:
+                k0 = (s << 4) + 2 * ln.t
+                f = [BL._factor(sm, a, b, k0 + dc) for dc in (0, 1, 8, 9)]
+                afr = [_frag(src, src.at(r, k0), None, A_PAIRS, (0, 1)) for src in (kl, ql)]
+                bbase = kdt.at(k0, n0s[0] + ln.g)
+                for j in range(2):
+                    bhi, blo = [], []
+                    for h, (dr, _) in enumerate(B_PAIRS):
+                        x0, x1 = kdt.pair(bbase + 8 * j * kdt.cs, None, dr, 0, (1, 0))
+                        hi, lo = _split2(x0 * f[2 * h], x1 * f[2 * h + 1])
+                        bhi.append(hi)
+                        blo.append(lo)
+                    for out, (ahi, alo) in ((acc_p[j], afr[0]), (acc_m[j], afr[1])):
+                        mma(out, alo, bhi)
+                        mma(out, ahi, blo)
+                        mma(out, ahi, bhi)
+        for j, e, row, col in _elements(ln, n0s):
+            T.ptx.st.shared.f32(sm.p.at(row, col), T.ptx.selp.f32(acc_p[j][e], 0.0, col < row))
+            T.ptx.st.shared.f32(sm.m.at(row, col), T.ptx.selp.f32(acc_m[j][e], 0.0, col <= row))
+
+
+NB = C // 16              # 16-row blocks of a chunk
+
+
+def _diag_inverse(sm):
+    """Warp a < 4, lane j < 16: column j of D_a = (I + Diag(beta) P)_aa^-1 (block a's 16 x 16
+    diagonal block of T) by forward substitution in f32, into sm.t; warps 4..7 write the
+    zeros of T's six blocks above the diagonal (12 elements a thread)."""
+    w, lane = T.tid.x >> 5, T.laneid()
+    j = lane & 15
+    with T.if_(w < NB, uniform=True):
+        r0 = w << 4
+        x = []
+        for i in range(16):
+            one = T.ptx.selp.f32(1.0, 0.0, j == i)
+            if i == 0:
+                x.append(one)
+                continue
+            s = None
+            for m in range(i):
+                p = T.ptx.ld.shared.f32(sm.p.at(r0 + i, r0 + m))
+                s = p * x[m] if s is None else T.ptx.fma.rn.f32(p, x[m], s)
+            x.append(T.ptx.fma.rn.f32(-T.ptx.ld.shared.f32(sm.beta.at(r0 + i)), s, one))
+        with T.if_(lane < 16):
+            for i in range(16):
+                T.ptx.st.shared.f32(sm.t.at(r0 + i, r0 + j), x[i])
+    with T.if_(w >= NB, uniform=True):
+        u = T.tid.x - 32 * NB                    # 0..127
+        for q in range(12):                      # 6 blocks x 256 elements over 128 threads
+            e = q * 128 + u
+            blk, within = e >> 8, e & 255
+            # blocks (a, b) above the diagonal in order (0,1) (0,2) (0,3) (1,2) (1,3) (2,3)
+            a = T.ptx.selp.u32(0, T.ptx.selp.u32(1, 2, blk < 5), blk < 3)
+            b = T.ptx.selp.u32(blk + 1, T.ptx.selp.u32(blk - 1, 3, blk < 5), blk < 3)
+            T.ptx.st.shared.f32(sm.t.at((a << 4) + (within >> 4), (b << 4) + (within & 15)),
+                                0.0)
+
+
+def _split_b(tile, row, col0, scale=None):
+    """The B fragment (hi and lo words) of the f32 row `row` of `tile` at columns col0 + (0,
+    1, 8, 9) (B[k, n] = tile[n, k]: the lane's n is `row`), times `scale` if given."""
+    x = [T.ptx.ld.shared.f32(tile.at(row, col0 + dc)) for dc in (0, 1, 8, 9)]
+    if scale is not None:
+        x = [v * scale for v in x]
+    (h0, l0), (h1, l1) = _split2(x[0], x[1]), _split2(x[2], x[3])
+    return [h0, h1], [l0, l1]
+
+
+def _split_a(c0, c1):
+    """The A fragment (hi, lo words) of a 16 x 16 f32 tile held as the C fragments of its two
+    16 x 8 halves (kda_chunk.afrag's layout, split)."""
+    words = [_split2(c[2 * h], c[2 * h + 1]) for c in (c0, c1) for h in range(2)]
+    return [w[0] for w in words], [w[1] for w in words]
+
+
+def _mma3(acc, a, b):
+    """acc += A B as the split's three mma (lo hi, hi lo, hi hi)."""
+    mma(acc, a[1], b[0])
+    mma(acc, a[0], b[1])
+    mma(acc, a[0], b[0])
+
+
+def _inverse_tc(sm):
+    """T's blocks below the diagonal from the diagonal blocks D_a (`_diag_inverse`, after a
+    barrier), warp b < 3 the column b, as kda_chunk.inverse_blocks in transposed form: U_a =
+    T_ab^T, U_b = D_b^T, U_a = -(sum_{m=b}^{a-1} U_m A_am^T) D_a^T for a = b + 1 .. 3 (A =
+    Diag(beta) P), every product split mma (U from the C fragments, A_am^T and D_a^T from the
+    P and T tiles, split as loaded). Lane (g, t) holds U_a[g (+ 8), 8 n + 2 t (+ 1)] = T[16 a
+    + 8 n + 2 t (+ 1), 16 b + g (+ 8)], stored into sm.t."""
+    ln = _Lane()
+    w = T.tid.x >> 5
+    g, t = ln.g, ln.t
+    for b in range(NB - 1):
+        with T.if_(w == b, uniform=True):
+            # U_b = D_b^T: element (g + 8 (e >> 1), 8 n + 2 t + (e & 1)) = T[16 b + that col, ..]
+            us = {b: [[T.ptx.ld.shared.f32(sm.t.at(16 * b + 8 * n + 2 * t + (e & 1),
+                                                   16 * b + g + 8 * (e >> 1)))
+                       for e in range(4)] for n in range(2)]}
+            for a in range(b + 1, NB):
+                s = _acc(2)
+                for m in range(b, a):
+                    af = _split_a(*us[m])
+                    for n in range(2):
+                        row = 16 * a + 8 * n + g
+                        bf = _split_b(sm.p, row, 16 * m + 2 * t,
+                                      T.ptx.ld.shared.f32(sm.beta.at(row)))
+                        _mma3(s[n], af, bf)
+                af = _split_a(*s)
+                ua = _acc(2)
+                for n in range(2):
+                    _mma3(ua[n], af, _split_b(sm.t, 16 * a + 8 * n + g, 16 * a + 2 * t))
+                ua = [[T.ptx.neg.f32(v) for v in ua[n]] for n in range(2)]
+                us[a] = ua
+                for n in range(2):
+                    for e in range(4):
+                        T.ptx.st.shared.f32(sm.t.at(16 * a + 8 * n + 2 * t + (e & 1),
+                                                    16 * b + g + 8 * (e >> 1)), ua[n][e])
+
+
+def _blocked_inverse(sm):
+    """T blockwise: `_diag_inverse`, ``bar.sync``, `_inverse_tc`."""
+    _diag_inverse(sm)
+    T.ptx.bar.sync(0)
+    _inverse_tc(sm)
+
+
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0):
+    """kda_bwd_chain_prep.prep (norms -> gate -> P, M -> T beside KE, QE, KL, exp(G_C) and y
+    staged in sm.do, each ended by ``bar.sync``) with PREP=1's P and M on tensor cores
+    (`_pairs_tc`) and PREP=2's T blockwise (`_blocked_inverse`); PREP=0 is the f32 prep."""
+    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y,
+            pairs=_pairs_tc if PREP else None, inverse=_blocked_inverse if PREP == 2 else None)
+
+
+def check_prep(PREP):
+    """The rule of the PREP constant (0: the f32 prep, 1: P and M on tensor cores, 2: T's
+    blocks too)."""
+    return [] if PREP in (0, 1, 2) else [
+        f"PREP={PREP} must be 0 (the f32 prep), 1 (P and M on tensor cores) or 2 (and T)"]
+
+
 @T.kernel(grid=PC._grid, block=256)
 def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                       v: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
@@ -251,9 +422,10 @@ def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16
                       chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
                       s0: T.gptr[T.f32], ds1: T.gptr[T.f32], dv: T.gptr[T.f32],
                       dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
-                      dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32]):
+                      dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32],
+                      PREP: T.const = 0):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do)    # f32 phases, dO in sm.do
+    prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP)    # dO in sm.do
     ln = _Lane()
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
@@ -307,21 +479,54 @@ OUTPUTS = PC.OUTPUTS
 inputs = PC.inputs
 reference = PC.reference
 timing_inputs = PC.timing_inputs
-constraints = PC.constraints
 _bytes = PC._bytes
 
 
-def _flops(B, T_, H, lens=None):
+def constraints(B, T_, H, lens=None, PREP=0):
+    return PC.constraints(B, T_, H, lens) + check_prep(PREP)
+
+
+def pm_macs(PREP):
+    """Multiply-adds of the prep's products a chunk as mma work, three bf16 mma each (the
+    split): PREP >= 1 P and M over the 10 of 16 blocks on or below the diagonal (K deep);
+    PREP=2 also T's blocks below the diagonal (`_inverse_tc`: 6 blocks' D_a products and 10
+    [16, 16, 16] products A_am T_mb)."""
+    pm = 3 * 2 * (10 * C * C * K) // 16 if PREP else 0
+    return pm + (3 * 16 * 16 ** 3 if PREP == 2 else 0)
+
+
+def _flops(B, T_, H, lens=None, PREP=0):
     """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: R, dkl, dke,
     dDelta's KL dS1 (C K V each), Delta, dR, dtb (C C V) as three bf16 mma (the split); dqe
-    (C K V), dm and dDelta's M^T dO (C C V) as two (dO exact)."""
-    per = 3 * (4 * C * K * V + 3 * C * C * V) + 2 * (C * K * V + 2 * C * C * V)
+    (C K V), dm and dDelta's M^T dO (C C V) as two (dO exact); PREP=1 adds P and M,
+    PREP=2 T's blocks too (`pm_macs`)."""
+    per = 3 * (4 * C * K * V + 3 * C * C * V) + 2 * (C * K * V + 2 * C * C * V) + pm_macs(PREP)
     return 2 * per * BL._chunks(B, T_, lens) * H
 
 
 # split bf16 products (hi + lo: ~2^-16 relative a product) in f32 accumulation: the f32
 # kernel's rule (every element within rtol 1e-3 + 1e-3 RMS(ref), normalized RMS 1e-4)
 TOLERANCE = PC.TOLERANCE
+
+PREFIX = {1: "pm_", 2: "pmt_"}     # case-name prefixes: PREP=1 (P, M), PREP=2 (P, M and T)
+
+
+def prep_twins(cases):
+    """The PREP=1 and PREP=2 twins (PREFIX + name, the same parameters) of `cases`."""
+    return [T.case(PREFIX[p] + c.name, small=c.small, tags=c.tags, PREP=p, **c.params)
+            for p in (1, 2) for c in cases]
+
+
+def timing_cases(cases):
+    """`cases` and the PREP=1 and 2 twins of their T8192 shapes (`benchmarks/kda_bench.sh tc2`
+    times the three forms of a shape in one job)."""
+    return list(cases) + prep_twins([c for c in cases if c.name.startswith("t8192")])
+
+
+# PREP=1 and 2 (P and M, and T, on tensor cores): the smallest case and three saturated chunks
+# with a tail
+PM_CASES = [T.case("t20_h1_deep", B=1, T_=20, H=1, gate="deep"),
+            T.case("t150_h1_deep", B=1, T_=150, H=1, gate="deep", tags=BW.SYNC_IN_TESTS)]
 
 SUITE = T.suite(
     kda_bwd_pieces_tc, inputs=inputs, reference=reference, outputs=list(OUTPUTS),
@@ -334,10 +539,13 @@ SUITE = T.suite(
         # a varlen pack (2 chunks, a one-token sequence, a tail) on 2 heads, mixed gates
         T.case("pack_80_1_30_h2", B=1, T_=111, H=2, lens=(80, 1, 30), gate="mixed",
                tags=BW.SYNC_IN_TESTS),
-    ])
+    ] + prep_twins(PM_CASES))
 
-# timing only (no reference: `timing_inputs`), tagged "timing": kda_bwd_local's shapes;
-# `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_pieces
+
+# timing only (no reference: `timing_inputs`), tagged "timing": kda_bwd_local's shapes and
+# the PREP=1 and 2 twins at T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside
+# kda_bwd_chain_pieces, `tc2` PREP=0, 1 and 2 side by side
 SUITE_TIMING = T.suite(
     kda_bwd_pieces_tc, inputs=timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
-    bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(BL.SUITE_TIMING.cases))
+    bytes=_bytes, flops=_flops, flops_dtype="bf16",
+    cases=timing_cases(BL.SUITE_TIMING.cases))

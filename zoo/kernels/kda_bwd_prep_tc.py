@@ -9,13 +9,16 @@ Math (kda_bwd_split.chain_operands / state_operands), per chunk and head, with t
     FORWARD:  X = Tb^T KL  [C, K];  N = -X^T KE;  B^T = V^T X
 
 What changes against kda_bwd_chain_prep: its prep (kda_bwd_chain_prep.prep, f32 CUDA cores) is
-unchanged; the four products after it are kda_bwd_pieces_tc's split-operand ``mma.sync`` (bf16
-hi + lo, three mma a product, two for B^T whose dO or V is exact in bf16), warp w on m-tile w %
-4 and half the columns ([128, 128] outputs in two passes of 64 rows). N's accumulators need no
-exchange to become kda_bwd_chain's fragment words: lane (g, t) holds N[a, b .. b + 1] for rows
-a = m0 + g (+ 8) and columns b = n0 + 2t, which is the B-fragment pair of N^T for k-step b / 16,
-n-tile a / 8 and the same lane; its two n-tiles 16 s and 16 s + 8 give the four words (hi b0,
-hi b1, lo b0, lo b1) of one ``st.global.v4.b32``.
+unchanged at PREP=0; the four products after it are kda_bwd_pieces_tc's split-operand
+``mma.sync`` (bf16 hi + lo, three mma a product, two for B^T whose dO or V is exact in bf16),
+warp w on m-tile w % 4 and half the columns ([128, 128] outputs in two passes of 64 rows).
+N's accumulators need no exchange to become kda_bwd_chain's fragment words: lane (g, t) holds
+N[a, b .. b + 1] for rows a = m0 + g (+ 8) and columns b = n0 + 2t, which is the B-fragment
+pair of N^T for k-step b / 16, n-tile a / 8 and the same lane; its two n-tiles 16 s and 16 s +
+8 give the four words (hi b0, hi b1, lo b0, lo b1) of one ``st.global.v4.b32``.
+
+PREP (kda_bwd_pieces_tc.prep): 1 computes the prep's P and M as split mma as well, 2 also T's
+blocks; 0 (the default) is the f32 prep, so one job can time the forms side by side.
 
 Inputs and outputs: kda_bwd_chain_prep's (q, k, g_raw, y [B, T, H, 128] bf16, y = dO or V with
 FORWARD; beta [B, T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32
@@ -92,9 +95,9 @@ def kda_bwd_prep_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
                     y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
                     chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
-                    eg: T.gptr[T.f32], FORWARD: T.const = 0):
+                    eg: T.gptr[T.f32], FORWARD: T.const = 0, PREP: T.const = 0):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y)    # f32 phases, y in sm.do
+    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP)    # y in sm.do
     ln = TC._Lane()
     wide = ln.cols(K)
     hc = ck.c * ck.H + ck.h
@@ -132,15 +135,19 @@ inputs = PR.inputs
 prep_inputs = PR.prep_inputs
 reference = PR.reference
 timing_inputs = PR.timing_inputs
-constraints = PR.constraints
 _bytes = PR._bytes
 
 
-def _flops(B, T_, H, lens=None, FORWARD=0):
+def constraints(B, T_, H, lens=None, FORWARD=0, PREP=0):
+    return PR.constraints(B, T_, H, lens, FORWARD) + TC.check_prep(PREP)
+
+
+def _flops(B, T_, H, lens=None, FORWARD=0, PREP=0):
     """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: W, U (C C K) or X
-    (C C K), and N (K C K) as three bf16 mma; B^T (V C K) as two (dO or V exact)."""
+    (C C K), and N (K C K) as three bf16 mma; B^T (V C K) as two (dO or V exact); PREP=1
+    adds P and M, PREP=2 T's blocks too (kda_bwd_pieces_tc.pm_macs)."""
     first = C * C * K * (1 if FORWARD else 2)
-    per = 3 * (first + K * C * K) + 2 * V * C * K
+    per = 3 * (first + K * C * K) + 2 * V * C * K + TC.pm_macs(PREP)
     return 2 * per * BL._chunks(B, T_, lens) * H
 
 
@@ -150,10 +157,14 @@ TOLERANCE = PR.TOLERANCE
 SUITE = T.suite(
     kda_bwd_prep_tc, inputs=inputs, reference=reference, outputs=["bt", "eg"],
     tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
-    flops_dtype="bf16", cases=list(PR.SUITE.cases))
+    flops_dtype="bf16",
+    # the PREP=1 and 2 twins (P and M, and T, on tensor cores) of both walks' cases
+    cases=list(PR.SUITE.cases) + TC.prep_twins(PR.SUITE.cases))
 
-# timing only (no reference), tagged "timing": kda_bwd_local's shapes; `benchmarks/kda_bench.sh
-# tc` times T8192 H96 beside kda_bwd_chain_prep
+# timing only (no reference), tagged "timing": kda_bwd_local's shapes and the PREP=1 and 2
+# twins at T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_prep, `tc2`
+# PREP=0, 1 and 2 side by side
 SUITE_TIMING = T.suite(
     kda_bwd_prep_tc, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
-    bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(PR.SUITE_TIMING.cases))
+    bytes=_bytes, flops=_flops, flops_dtype="bf16",
+    cases=TC.timing_cases(PR.SUITE_TIMING.cases))

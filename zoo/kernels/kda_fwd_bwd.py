@@ -31,7 +31,8 @@ named buffers, SCRATCH zeroed) with `fla.chunk_kda.fwd_bwd` as its baseline.
 
 Plan "tc" (`PLANS`) runs steps 2, 4, 6 and 7 with kda_bwd_prep_tc, kda_bwd_pieces_tc and
 kda_bwd_local_tc: the same inputs and outputs, their products on tensor cores (docs/TUNING.md
-"Forward + backward at 3x").
+"Forward + backward at 3x"). Plan "tc2" is "tc" with PREP=2 in steps 2, 4 and 6 (the prep's P,
+M and T on tensor cores as well: `PLAN_CONSTS`).
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -79,7 +80,11 @@ SMALL_FORWARD = "v128wsb"          # small cases: the H96 forward (one warp-spec
 # the plans: which kernels compute pieces 2a (both walks), 2c and 3 (the f32 correctness-first
 # ones, or their products on tensor cores); every other launch is the same
 PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_local),
-         "tc": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc)}
+         "tc": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
+         "tc2": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc)}
+# constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
+# prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
+PLAN_CONSTS = {"tc2": dict(PREP=2)}
 
 
 class Step(NamedTuple):
@@ -110,19 +115,20 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     if plan not in PLANS:
         raise ValueError(f"plan {plan!r} is not one of {sorted(PLANS)}")
     prep, pieces, local = PLANS[plan]
+    pc = PLAN_CONSTS.get(plan, {})
     fc = _forward_consts(H, forward)
     walk = dict(nfrag="nfrag", bt="bt", eg="eg")
     return [
         Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
-        Step("prep_f", prep, dict(FORWARD=1), PR._grid(B, T_, H, lens),
+        Step("prep_f", prep, dict(FORWARD=1, **pc), PR._grid(B, T_, H, lens),
              dict(y="v", **walk)),
         Step("chain_f", CH.kda_bwd_chain, dict(CHAIN, FORWARD=1),
              CH._grid(B, T_, H, lens, CHAIN["WARPS"]), dict(x0="h0", xs="s0", xn="hn", **walk)),
-        Step("prep_b", prep, dict(FORWARD=0), PR._grid(B, T_, H, lens),
+        Step("prep_b", prep, dict(FORWARD=0, **pc), PR._grid(B, T_, H, lens),
              dict(y="do", **walk)),
         Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0),
              CH._grid(B, T_, H, lens, CHAIN["WARPS"]), dict(x0="dht", xs="ds1", xn="dh0", **walk)),
-        Step("pieces", pieces, {}, PC._grid(B, T_, H, lens), {}),
+        Step("pieces", pieces, dict(pc), PC._grid(B, T_, H, lens), {}),
         Step("local", local, {}, BL._grid(B, T_, H, lens), {}),
     ]
 
@@ -245,11 +251,14 @@ def _bytes(B, T_, H, lens=None):
 def _flops(B, T_, H, lens=None, plan="f32"):
     """The forward's matrix products (kda_fwd._flops) and the two chains' split products
     (kda_bwd_chain._flops: three bf16 mma a multiply-add), with plan "tc" pieces 2a's (both
-    walks), 2c's and 3's split products; the parallel pieces on the CUDA cores are not counted
+    walks), 2c's and 3's split products (plan "tc2" with the preps' P, M and T); the parallel
+    pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
-    if plan == "tc":
-        out += TC._flops(B, T_, H, lens) + sum(PT._flops(B, T_, H, lens, f) for f in (0, 1))
+    if plan in ("tc", "tc2"):
+        pc = PLAN_CONSTS.get(plan, {})
+        out += TC._flops(B, T_, H, lens, **pc) + sum(PT._flops(B, T_, H, lens, f, **pc)
+                                                     for f in (0, 1))
         out += LT._flops(B, T_, H, lens)
     return out
 
