@@ -1,0 +1,156 @@
+"""zoo/kernels/cumsum_bulk.py (`cumsum_smem`'s tile with the shared part scanned as one run per
+thread and written back with one bulk copy): small cases bit-exact in numsim and clean in
+sync_check, the tails of a run, the scratch reusable across launches, the error bound on
+real-valued data, what the checks catch when the scan or the bulk store's synchronization is
+broken, refused shapes, and the H200 cases' registers and shared memory (ptxas)."""
+
+import numpy as np
+import pytest
+
+import tirxh_sync_check as sc
+from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
+                                  relaunch_on_scratch, scan_error_and_bound, simulate,
+                                  small_cases)
+
+MOD = load("cumsum_bulk")
+CUMSUM = load("cumsum")  # the flags' layout (status, epoch) is `cumsum`'s
+SUITE = MOD.SUITE
+REGS_PER_SM, SMEM_PER_SM, CTA_RESERVED = 65536, 228 * 1024, 1024  # the H200 (sm_90)
+
+
+def _case(name):
+    return next(c for c in SUITE.cases if c.name == name)
+
+
+def _sync(suite, case):
+    return sc.check_kernel(suite.kernel, suite.make_inputs(case, 0), consts=suite.consts(case),
+                           grid=suite.grid(case))
+
+
+@pytest.mark.parametrize("case", small_cases("cumsum_bulk"), ids=lambda c: c.name)
+def test_small_case_is_exact(case):
+    res, inputs = simulate(SUITE, case)
+    assert_matches(SUITE, case, res, inputs)
+
+
+@pytest.mark.parametrize("case", small_cases("cumsum_bulk"), ids=lambda c: c.name)
+def test_small_case_is_sync_clean(case):
+    sync, race = _sync(SUITE, case)
+    assert [f.kind for f in sync.findings + race.findings] == []
+    assert sync.verdict == race.verdict == "clean"
+
+
+def test_the_small_cases_cut_a_run_and_skip_a_shared_part():
+    """Where the row's last tile ends: inside a thread's run (a float4 in, the next out), in
+    the register part (the copies skipped), with both stores and SCH even and odd."""
+    def shared_left(case):
+        p = case.params
+        last = p["cols"] % MOD.tile_elems(p["BLOCK"], p["CHUNKS"], p["SCH"])
+        return last - p["BLOCK"] * p["CHUNKS"] * 4, p["SCH"] * 4
+    for name in ("r1_c3084", "r3_c2604", "r2_c9004_b160"):
+        left, run = shared_left(_case(name))
+        assert left > 0 and left % run != 0, name   # a run cut in the middle
+    left, _ = shared_left(_case("r1_c12000_t256"))
+    assert left < 0 or left % 4 == 0
+    assert {c.params["BST"] for c in small_cases("cumsum_bulk")} == {0, 1}
+    assert {c.params["SCH"] % 2 for c in small_cases("cumsum_bulk")} == {0, 1}
+
+
+def test_second_launch_on_the_same_scratch_is_right():
+    case = _case("r1_c12000_t256")
+    res, inputs = simulate(SUITE, case)
+    ntiles = SUITE.grid(case)[0]
+    assert int(res.outputs["counter"][0]) == ntiles
+    res2, statuses, epochs = relaunch_on_scratch(SUITE, case, res, inputs)
+    assert int(res2.outputs["counter"][0]) == 2 * ntiles
+    assert epochs == {1} and statuses == {CUMSUM.ST_P}  # every tile ends with its prefix
+
+
+def test_error_on_real_valued_data_is_within_the_stated_bound():
+    """`cumsum`'s bound, (log2(TILE) + tiles up to it) * eps * sum |x|, with a run's RUN - 1
+    sequential adds on top, as the module docstring states it (RUN = 12 here)."""
+    case = MOD.make_case("normal", rows=2, cols=20000, BLOCK=64, CHUNKS=1, SCH=3)
+    tile = MOD.tile_elems(64, 1, 3)
+    err, bound = scan_error_and_bound(SUITE, case, tile)
+    x = np.abs(SUITE.make_inputs(case, 3)["x"].astype(np.float64))
+    scale = bound / (np.log2(tile) + np.arange(x.shape[1]) // tile + 1)  # eps * sum |x|
+    assert (err <= bound + (3 * 4 - 1) * scale).all()
+    assert err.max() > 0  # real-valued data does round (the bound is not vacuous)
+
+
+# the mutations: what each check sees when a piece of the kernel is taken out
+FENCE = "        T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk copy's reads\n"
+WAIT = "    full.wait(0)\n"
+LANE_OFFSET = "        T.ptx.add.f32(v[0], v[0], acc)\n"
+SEGMENT_OFFSET = ("            T.ptx.st.shared.v4.f32(raddr + 16 * j, [T.ptx.add.f32(vi, off) "
+                  "for vi in v],\n                                   pred=p)\n")
+RUN_TOTAL = "        T.ptx.st.shared.f32(wt.at(CHUNKS * nw + warp), incl)\n"
+
+
+def test_a_bulk_store_without_the_proxy_fence_is_caught(tmp_path):
+    mut = load_mutant("cumsum_bulk", FENCE, "", tmp_path)
+    _, race = _sync(mut.SUITE, _case("r1_c3084"))
+    assert race.verdict == "error" and "proxy.missing-fence" in [f.kind for f in race.findings]
+
+
+def test_a_bulk_store_before_the_other_warps_wrote_is_a_race(tmp_path):
+    mut = load_mutant("cumsum_bulk", FENCE + "        T.ptx.bar.sync(0)\n", FENCE, tmp_path)
+    _, race = _sync(mut.SUITE, _case("r2_c9004_b160"))
+    assert race.verdict == "error" and any(f.kind.startswith("race") for f in race.findings)
+
+
+def test_reading_a_run_before_the_copy_completes_is_a_race(tmp_path):
+    mut = load_mutant("cumsum_bulk", WAIT, "", tmp_path)
+    _, race = _sync(mut.SUITE, _case("r1_c3084"))
+    assert race.verdict == "error" and any(f.kind.startswith("race") for f in race.findings)
+
+
+@pytest.mark.parametrize("old,new", [(LANE_OFFSET, ""), (SEGMENT_OFFSET, ""),
+                                     (RUN_TOTAL, "        pass\n")],
+                         ids=["no-lane-offset", "no-segment-offset", "no-run-total"])
+@pytest.mark.parametrize("name", ["r1_c3084", "r2_c9004_b160"])
+def test_the_check_catches_a_wrong_scan_of_the_runs(old, new, name, tmp_path):
+    mut = load_mutant("cumsum_bulk", old, new, tmp_path)
+    case = _case(name)
+    res, inputs = simulate(mut.SUITE, case)
+    assert mismatches(mut.SUITE, case, res, inputs)
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(BLOCK=48), r"BLOCK=48 must be a multiple of 32"),
+    (dict(BLOCK=1024, CHUNKS=8), r"BLOCK/32 \* \(CHUNKS \+ 1\) = 288 warp totals"),
+    (dict(CHUNKS=17), r"CHUNKS=17 must be in \[1, 16\]"),
+    (dict(SCH=0), r"SCH=0 at least 1 \(the shared part is this kernel's\)"),
+    (dict(BLOCK=512, SCH=29), r"SCH=29: BLOCK \* SCH \* 16 = 237568 bytes of shared memory"),
+    (dict(LOOK=3), r"LOOK=3 must be 1, 2, 4 or 8"),
+    (dict(BST=2), r"BST=2 0 \(st.global\) or 1 \(bulk store\)"),
+    (dict(MAXREG=16), r"MAXREG=16 must be 0 \(no cap\) or in 32..255"),
+    (dict(cols=0), r"rows=1 and cols=0 must be positive"),
+    (dict(cols=1002), r"cols=1002 must be a multiple of 4"),
+    (dict(rows=64, cols=1 << 26), r"rows\*cols=4294967296 must be below 2\^32"),
+])
+def test_refused_shapes_name_the_case_and_the_constraint(params, match):
+    kw = dict(rows=1, cols=1000)
+    kw.update(params)
+    with pytest.raises(ValueError, match=r"case 'bad': .*" + match):
+        declare(SUITE, MOD.make_case("bad", **kw), MOD.constraints)
+
+
+@pytest.mark.parametrize("case", [c for c in SUITE.cases if not c.small], ids=lambda c: c.name)
+def test_h200_cases_fit_their_ctas_per_sm_without_spills(case):
+    """The bandwidth argument assumes 4 CTAs of 256 threads per SM at the cap of 64 registers
+    (`_c3`: 3 at 80), no spill traffic, and the CTAs' shared memory (+1 KB reserved each)
+    within the SM's 228 KB."""
+    ctas = 3 if case.params["MAXREG"] == 80 else 4
+    compiled = SUITE.kernel.compile("sm_90a", **SUITE.consts(case))
+    res = compiled.resources
+    res = res() if callable(res) else res
+    assert res.registers <= case.params["MAXREG"] and res.spill_stores == res.spill_loads == 0
+    meta = compiled.launch_metadata
+    meta = meta() if callable(meta) else meta
+    smem = meta["dynamic_smem"] + res.smem_static
+    assert meta["block"][0] == 256 and smem >= MOD.stash_bytes(256, case.params["SCH"])
+    assert ctas * 256 * case.params["MAXREG"] <= REGS_PER_SM
+    assert ctas * (smem + CTA_RESERVED) <= SMEM_PER_SM
+    assert (ctas + 1) * (smem + CTA_RESERVED) > SMEM_PER_SM or \
+        (ctas + 1) * 256 * case.params["MAXREG"] > REGS_PER_SM  # and no more: the B assumed
