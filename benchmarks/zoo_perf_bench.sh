@@ -33,6 +33,13 @@
 #     of 2-3 items (the 1x64M default and its ticket-order control; the register-only and
 #     smaller-shared variants beside `cumsum`'s 8K tiles; 8 rows of 4M), smoke over
 #     cumsum_smem's small cases; predictions in docs/TUNING.md ("cumsum_smem (session 5)")
+#   MODE=cum6: ONLY session 9's `cumsum_tma` (zoo/kernels/cumsum_tma.py: `cumsum_smem`'s tile
+#     with the shared part scanned as one run per thread, written with one bulk store, the
+#     aggregate published before the scan) beside `cumsum_smem` (first in its shard): two shards
+#     (the 1x64M default with its EARLY=0 and st.global controls; 8 register chunks and 8 rows of
+#     4M), smoke over cumsum_tma's small cases, and first an iket profile of the default (a range
+#     per phase: 50 s at most, PROFILES='' skips it); run with TOTAL_LIMIT=240; predictions in
+#     docs/TUNING.md ("cumsum (session 9, branch cum6)")
 #   MODE=topk3: ONLY `topk_*_warp` (zoo/kernels/topk_warp.py: one warp per row, a running
 #     threshold, no CTA barrier) beside the `topk_*_pipe` case of the same shape, first in its
 #     shard; three shards (f32 4096 x 32768 k64, f32 16384 x 8192 k50, bf16 8192 x 32768 k64),
@@ -128,6 +135,15 @@ elif [ "${MODE:-all}" = s5 ]; then
     N_C2="cumsum[r1_c64M_t8k]@ or cumsum_smem[r1_c64M_s0]@ or cumsum_smem[r1_c64M_s8]@"
     N_C3="cumsum[r8_c4M_t16k]@ or cumsum_smem[r8_c4M]@"
     SHARDS_ALL="h200 and ($N_C1)|h200 and ($N_C2)|h200 and ($N_C3)"
+elif [ "${MODE:-all}" = cum6 ]; then
+    SMOKE_K="not h200 and cumsum_tma"
+    N_T1="cumsum_smem[r1_c64M]@ or cumsum_tma[r1_c64M]@ or cumsum_tma[r1_c64M_e0]@ or \
+cumsum_tma[r1_c64M_st0]@"
+    N_T2="cumsum_smem[r8_c4M]@ or cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r8_c4M]@"
+    SHARDS_ALL="h200 and ($N_T1)|h200 and ($N_T2)"
+    # the phases of one launch (iket ranges), before the shards; PROFILES='' skips it
+    export PROFILES="${PROFILES-kernels/cumsum_tma.py::cumsum_tma[r1_c64M] --iket --iket-capacity 24}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
 elif [ "${MODE:-all}" = topk3 ]; then
     SMOKE_K="not h200 and topk_warp"
     N_W1="topk_f32_pipe[r4096_c32768_k64]@ or topk_f32_warp[r4096_c32768_k64]@ or \

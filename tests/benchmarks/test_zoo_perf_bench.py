@@ -91,6 +91,21 @@ def test_s5_mode_times_cumsum_smem_beside_the_cumsum_cases_it_replaces():
             "cumsum_smem[r2_c9000_b160_o1]"} <= set(smoke)
 
 
+@pytest.mark.slow(reason="three tirxh bench --collect-only runs over the zoo")
+def test_cum6_mode_times_cumsum_tma_after_the_cumsum_smem_case_of_its_shape():
+    shards, smoke = _timed_and_smoke("cum6")
+    assert shards == [
+        ["cumsum_smem[r1_c64M]", "cumsum_tma[r1_c64M]", "cumsum_tma[r1_c64M_st0]",
+         "cumsum_tma[r1_c64M_e0]"],
+        ["cumsum_smem[r8_c4M]", "cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M]"]]
+    assert len(smoke) == 8 and all(i.startswith("cumsum_tma[") for i in smoke), smoke
+    assert {"cumsum_tma[r1_c3084_st0]", "cumsum_tma[r2_c9004_b160_e0]"} <= set(smoke)
+    # the iket profile before the shards names the timed default case
+    m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_tma\.py::(\S+) --iket ',
+                  SCRIPT.read_text())
+    assert m and m.group(1) == "cumsum_tma[r1_c64M]" == shards[0][1]
+
+
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \

@@ -91,11 +91,12 @@ def _warp_sum(v):
     return v
 
 
-def _read_flags(flags, look, first, epoch, lane, LOOK):
+def _read_flags(flags, look, first, epoch, lane, LOOK, into=None):
     """One look-back round: lane l reads the flags of the tiles ``look - 1 - d`` for its LOOK
     distances d = l LOOK + j (``ld.relaxed.gpu.global.b64`` each, all in flight together).
     Returns per distance (value, status); a flag of another epoch reads as status 0 (not yet
-    published), a tile before the row's first as (0, P)."""
+    published), a tile before the row's first as (0, P). ``into``: the (value, status)
+    registers of an earlier call, rewritten (a round read ahead of its use: `cumsum_tma`)."""
     d0 = lane * LOOK
     out = []
     for j in range(LOOK):
@@ -111,10 +112,15 @@ def _read_flags(flags, look, first, epoch, lane, LOOK):
         T.ptx.mov.u32(status, ST_P, pred=~inrow)
         T.ptx.mov.b32(val, 0, pred=~inrow)
         out.append((val, status))
+    if into is not None:
+        for (val, status), (v_to, s_to) in zip(out, into):
+            T.ptx.mov.b32(v_to, val)
+            T.ptx.mov.u32(s_to, status)
+        return into
     return out
 
 
-def _look_back(flags, tile, first, agg, epoch, lane, LOOK):
+def _look_back(flags, tile, first, agg, epoch, lane, LOOK, got=None):
     """Warp 0, after publishing A: the exclusive prefix from the predecessors' flags (every
     lane), then publish P.
 
@@ -122,43 +128,54 @@ def _look_back(flags, tile, first, agg, epoch, lane, LOOK):
     up to and including the nearest P (distance order: lane-major, then j), or all of them when
     none holds P. If one of those is not yet published the round is read again; else their values
     are summed (``vote.ballot`` + a butterfly sum: every decision is warp-uniform) and the look-back
-    ends at the P or moves 32 LOOK tiles further back."""
+    ends at the P or moves 32 LOOK tiles further back. ``got``: the first round, read earlier
+    (`_read_flags` of the window just before `tile`); each next round is then read at the end
+    of the loop's body into the same registers."""
     tag_p = T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), ST_P)
     prefix = T.reg(T.f32, init=0.0)
     look = T.reg(T.u32, init=tile)  # the window is the tiles look - 1 - d, d < 32 LOOK
     with T.loop():
-        got = _read_flags(flags, look, first, epoch, lane, LOOK)
-        is_p = [status == ST_P for _, status in got]
-        has_p = is_p[0]
-        for p in is_p[1:]:
-            has_p = has_p | p
-        pmask = T.ptx.vote.ballot.sync.b32(has_p, FULL)
-        low = T.ptx.and_.b32(pmask, T.ptx.neg.s32(pmask))  # the nearest lane holding a P
-        # lanes before it count all their flags (every lane when no P: low - 1 = all ones),
-        # that lane counts its flags up to its first P, the lanes after it none
-        before = T.ptx.and_.b32(T.ptx.shr.u32(T.ptx.sub.u32(low, 1), lane), 1) != 0
-        at_p = T.ptx.and_.b32(T.ptx.shr.u32(low, lane), 1) != 0
-        counted, seen = [], None
-        for p in is_p:
-            counted.append(before | (at_p if seen is None else at_p & ~seen))
-            seen = p if seen is None else seen | p
-        unready = None
-        for (_, status), c in zip(got, counted):
-            u = c & (status == 0)
-            unready = u if unready is None else unready | u
-        waiting = T.ptx.vote.ballot.sync.b32(unready, FULL)
-        with T.if_(waiting == 0, uniform=True):
-            part = None
-            for (val, _), c in zip(got, counted):
-                v = T.ptx.selp.f32(T.ptx.mov.f32(val), 0.0, c)
-                part = v if part is None else part + v
-            T.ptx.add.f32(prefix, prefix, _warp_sum(part))
-            T.break_(pmask != 0)
-            T.ptx.sub.u32(look, look, 32 * LOOK)
+        _look_back_round(_read_flags(flags, look, first, epoch, lane, LOOK) if got is None
+                         else got, lane, LOOK, prefix, look)
+        if got is not None:
+            _read_flags(flags, look, first, epoch, lane, LOOK, into=got)
     with T.if_(lane == 0):
         T.ptx.st.relaxed.gpu.global_.b64(flags.at(tile),
                                          T.ptx.mov.b64([T.ptx.add.f32(prefix, agg), tag_p]))
     return prefix
+
+
+def _look_back_round(got, lane, LOOK, prefix, look):
+    """One round of `_look_back` on its flags ``got``: wait (fall through, the loop reads the
+    round again), or add the counted values to ``prefix`` and leave the loop at a P, else move
+    ``look`` one window back."""
+    is_p = [status == ST_P for _, status in got]
+    has_p = is_p[0]
+    for p in is_p[1:]:
+        has_p = has_p | p
+    pmask = T.ptx.vote.ballot.sync.b32(has_p, FULL)
+    low = T.ptx.and_.b32(pmask, T.ptx.neg.s32(pmask))  # the nearest lane holding a P
+    # lanes before it count all their flags (every lane when no P: low - 1 = all ones),
+    # that lane counts its flags up to its first P, the lanes after it none
+    before = T.ptx.and_.b32(T.ptx.shr.u32(T.ptx.sub.u32(low, 1), lane), 1) != 0
+    at_p = T.ptx.and_.b32(T.ptx.shr.u32(low, lane), 1) != 0
+    counted, seen = [], None
+    for p in is_p:
+        counted.append(before | (at_p if seen is None else at_p & ~seen))
+        seen = p if seen is None else seen | p
+    unready = None
+    for (_, status), c in zip(got, counted):
+        u = c & (status == 0)
+        unready = u if unready is None else unready | u
+    waiting = T.ptx.vote.ballot.sync.b32(unready, FULL)
+    with T.if_(waiting == 0, uniform=True):
+        part = None
+        for (val, _), c in zip(got, counted):
+            v = T.ptx.selp.f32(T.ptx.mov.f32(val), 0.0, c)
+            part = v if part is None else part + v
+        T.ptx.add.f32(prefix, prefix, _warp_sum(part))
+        T.break_(pmask != 0)
+        T.ptx.sub.u32(look, look, 32 * LOOK)
 
 
 def _scan_totals(wt, nt, lane):

@@ -39,7 +39,7 @@ Predictions (docs/TUNING.md, written before any run): default 84-88% of the copy
 Flags, epochs, the block-order assumption and numerics are `cumsum_smem`'s and `cumsum`'s
 (their module docstrings). A thread's run adds its elements one after the other (RUN - 1 adds
 on the path of its last element, against 3 for a 4-element chunk): on general f32 data the
-error bound grows by that (tests/zoo/test_cumsum_bulk.py checks it); on the suite's dyadic
+error bound grows by that (tests/zoo/test_cumsum_tma.py checks it); on the suite's dyadic
 inputs every order is exact.
 
 Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan, bulk-copy, mbarrier,
@@ -50,7 +50,8 @@ Work: 1 FLOP and 8 bytes per element.
 import numpy as np
 
 import tirxh.lang as T
-from cumsum import MAX_TOTALS, _scan_chunks, _tile_prefix, _warp_scan, reference, split_ticket
+from cumsum import (MAX_TOTALS, ST_A, ST_P, _look_back, _read_flags, _scan_chunks, _scan_totals,
+                    _tile_prefix, _warp_scan, _warp_sum, reference, split_ticket)
 from cumsum_smem import SMEM_PER_CTA, _maxnreg, stash_bytes
 
 TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan", "bulk-copy",
@@ -68,10 +69,10 @@ def _grid(rows, cols, BLOCK=256, CHUNKS=6, SCH=13):
 
 
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
-def cumsum_bulk(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
+def cumsum_tma(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
                 counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
                 CHUNKS: T.const = 6, SCH: T.const = 13, LOOK: T.const = 2, BST: T.const = 1,
-                MAXREG: T.const = 64):
+                EARLY: T.const = 1, MAXREG: T.const = 64):
     reg_n = BLOCK * CHUNKS * 4          # the tile's first elements: registers, chunk layout
     run = SCH * 4                       # a thread's contiguous run of the shared part
     sm_n = BLOCK * run                  # the rest: shared memory, one bulk copy in and out
@@ -129,8 +130,6 @@ def cumsum_bulk(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         T.ptx.mov.u64(tk, T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1))
     T.ptx.bar.sync(0)  # the mbarrier's initialisation, before anyone waits on it
 
-    # 3. scan: the register chunks (their ladders interleave), then this thread's run
-    _scan_chunks(chunks, lane, lambda c: wt.at(c * nw + warp))
     r0 = tid * run
     raddr = stash.at(r0)
 
@@ -138,75 +137,133 @@ def cumsum_bulk(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         """The j-th float4 of this thread's run lies in the row."""
         return T.ptx.add.u32(s0, r0 + 4 * j if j else r0) < cols
 
-    full.wait(0)
-    total = T.reg(T.f32, init=0.0)
-    for j in range(SCH):
-        v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-        T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=run_in_row(j))
-        T.ptx.add.f32(total, total, T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
-                                                  T.ptx.add.f32(v[2], v[3])))
-    incl = _warp_scan(T.reg(T.f32, init=total), lane)
-    with T.if_(lane == 31):
-        T.ptx.st.shared.f32(wt.at(CHUNKS * nw + warp), incl)
-    acc = T.ptx.sub.f32(incl, total)    # the lane's offset within the warp's segment
-    for j in range(SCH):
-        v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-        p = run_in_row(j)
-        T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
-        T.ptx.add.f32(v[0], v[0], acc)
-        for k in range(1, 4):
-            T.ptx.add.f32(v[k], v[k], v[k - 1])
-        T.ptx.st.shared.v4.f32(raddr + 16 * j, v, pred=p)
-        acc.set(v[3])
-    with T.if_(tid == 0):
-        split_ticket(tk, ntiles, bcast)
-    T.ptx.bar.sync(0)
+    def run_total():
+        """Pass 1 over this thread's run (once the copy has landed): the sum of its elements."""
+        full.wait(0)
+        total = T.reg(T.f32, init=0.0)
+        for j in range(SCH):
+            v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+            T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=run_in_row(j))
+            T.ptx.add.f32(total, total, T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
+                                                      T.ptx.add.f32(v[2], v[3])))
+        return total
 
-    # 4. warp 0: the totals' scan, publish, look back, each total's offset to `wt`
-    with T.if_(warp == 0, uniform=True):
-        epoch = T.ptx.ld.shared.u32(bcast.at(1))
-        _tile_prefix(flags, wt, nt, lane, tile, t_in_row, epoch, LOOK)
-    T.ptx.bar.sync(0)
-
-    # 5. the register chunks: add the offsets, store from the registers
-    oaddr = out.at(base + e0)
-    for c, v in enumerate(chunks):
-        off = T.ptx.ld.shared.f32(wt.at(c * nw + warp))
-        T.ptx.st.global_.v4.f32(oaddr + 4 * c * step, [T.ptx.add.f32(vi, off) for vi in v],
-                                pred=in_row(c))
-    if BST:
-        # the run's segment offset added in place, then one bulk copy of the whole part
-        off = T.ptx.ld.shared.f32(wt.at(CHUNKS * nw + warp))
+    def scan_run(total):
+        """One warp ladder over the run sums (lane 31: the segment's total to `wt`), then pass
+        2: the run rewritten as its inclusive scan from the lane's offset in the segment."""
+        incl = _warp_scan(T.reg(T.f32, init=total), lane)
+        with T.if_(lane == 31):
+            T.ptx.st.shared.f32(wt.at(CHUNKS * nw + warp), incl)
+        acc = T.ptx.sub.f32(incl, total)
         for j in range(SCH):
             v = [T.reg(T.f32, init=0.0) for _ in range(4)]
             p = run_in_row(j)
             T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
-            T.ptx.st.shared.v4.f32(raddr + 16 * j, [T.ptx.add.f32(vi, off) for vi in v],
-                                   pred=p)
-        T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk copy's reads
-        T.ptx.bar.sync(0)
-        with T.if_(tid == 0):
-            nbytes = part_bytes()
-            with T.if_(nbytes != 0):
-                bulk_store(out.at(base + reg_n), stash.at(0), nbytes)
-                T.ptx.cp.async_.bulk.commit_group()
-                T.ptx.cp.async_.bulk.wait_group.read(0)  # shared memory read before exit
+            T.ptx.add.f32(v[0], v[0], acc)
+            for k in range(1, 4):
+                T.ptx.add.f32(v[k], v[k], v[k - 1])
+            T.ptx.st.shared.v4.f32(raddr + 16 * j, v, pred=p)
+            acc.set(v[3])
+
+    first = t_in_row == 0
+    if EARLY:
+        # 3. the tile's aggregate first: thread sums, a butterfly per warp, warp 0 adds the nw
+        # warp sums, publishes A (a row's first tile: P) and reads the first look-back round;
+        # the ladders below run while those flags travel
+        asum = T.shared(T.f32, (nw,), name="asum")
+        with T.iket.range("sum"):
+            rsum = run_total()
+            tsum = rsum
+            for v in chunks:
+                tsum = tsum + T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
+                                            T.ptx.add.f32(v[2], v[3]))
+            wsum = _warp_sum(tsum)
+            with T.if_(lane == 0):
+                T.ptx.st.shared.f32(asum.at(warp), wsum)
+            with T.if_(tid == 0):
+                split_ticket(tk, ntiles, bcast)
+        with T.iket.range("bar_sum"):
+            T.ptx.bar.sync(0)
+        with T.if_(warp == 0, uniform=True):
+            with T.iket.range("publish"):
+                mine = T.reg(T.f32, init=0.0)
+                T.ptx.ld.shared.f32(mine, asum.at(lane), pred=lane < nw)
+                agg = _warp_sum(mine)
+                epoch = T.ptx.ld.shared.u32(bcast.at(1))
+                status = T.ptx.selp.u32(ST_P, ST_A, first)
+                with T.if_(lane == 0):
+                    T.ptx.st.relaxed.gpu.global_.b64(flags.at(tile), T.ptx.mov.b64(
+                        [agg, T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), status)]))
+                ahead = _read_flags(flags, tile, tile - t_in_row, epoch, lane, LOOK)
+        with T.iket.range("scan"):
+            _scan_chunks(chunks, lane, lambda c: wt.at(c * nw + warp))
+            scan_run(rsum)
     else:
-        # `cumsum_smem`'s store: coalesced float4s, each with its warp segment's offset
-        for s in range(SCH):
-            e = e0 + s * step
-            off = T.ptx.ld.shared.f32(wt.at(CHUNKS * nw + e / seg))
-            v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-            p = T.ptx.add.u32(s0, e) < cols
-            T.ptx.ld.shared.v4.f32(v, stash.at(e), pred=p)
-            T.ptx.st.global_.v4.f32(oaddr + 4 * (reg_n + s * step),
-                                    [T.ptx.add.f32(vi, off) for vi in v], pred=p)
+        # 3. scan: the register chunks (their ladders interleave), then this thread's run
+        with T.iket.range("scan"):
+            _scan_chunks(chunks, lane, lambda c: wt.at(c * nw + warp))
+            scan_run(run_total())
+            with T.if_(tid == 0):
+                split_ticket(tk, ntiles, bcast)
+    with T.iket.range("bar_totals"):
+        T.ptx.bar.sync(0)
+
+    # 4. warp 0: the totals' scan, (publish,) look back, each total's offset to `wt`
+    with T.if_(warp == 0, uniform=True):
+        with T.iket.range("look_back"):
+            if EARLY:
+                _, write_back = _scan_totals(wt, nt, lane)
+                prefix = T.reg(T.f32, init=0.0)
+                with T.if_(~first, uniform=True):
+                    prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, lane, LOOK,
+                                          got=ahead))
+                write_back(prefix)
+            else:
+                epoch = T.ptx.ld.shared.u32(bcast.at(1))
+                _tile_prefix(flags, wt, nt, lane, tile, t_in_row, epoch, LOOK)
+    with T.iket.range("bar_prefix"):
+        T.ptx.bar.sync(0)
+
+    # 5. the register chunks: add the offsets, store from the registers
+    with T.iket.range("store"):
+        oaddr = out.at(base + e0)
+        for c, v in enumerate(chunks):
+            off = T.ptx.ld.shared.f32(wt.at(c * nw + warp))
+            T.ptx.st.global_.v4.f32(oaddr + 4 * c * step, [T.ptx.add.f32(vi, off) for vi in v],
+                                    pred=in_row(c))
+        if BST:
+            # the run's segment offset added in place, then one bulk copy of the whole part
+            off = T.ptx.ld.shared.f32(wt.at(CHUNKS * nw + warp))
+            for j in range(SCH):
+                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+                p = run_in_row(j)
+                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
+                T.ptx.st.shared.v4.f32(raddr + 16 * j, [T.ptx.add.f32(vi, off) for vi in v],
+                                       pred=p)
+            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk copy's reads
+            T.ptx.bar.sync(0)
+            with T.if_(tid == 0):
+                nbytes = part_bytes()
+                with T.if_(nbytes != 0):
+                    bulk_store(out.at(base + reg_n), stash.at(0), nbytes)
+                    T.ptx.cp.async_.bulk.commit_group()
+                    T.ptx.cp.async_.bulk.wait_group.read(0)  # shared memory read before exit
+        else:
+            # `cumsum_smem`'s store: coalesced float4s, each with its warp segment's offset
+            for s in range(SCH):
+                e = e0 + s * step
+                off = T.ptx.ld.shared.f32(wt.at(CHUNKS * nw + e / seg))
+                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+                p = T.ptx.add.u32(s0, e) < cols
+                T.ptx.ld.shared.v4.f32(v, stash.at(e), pred=p)
+                T.ptx.st.global_.v4.f32(oaddr + 4 * (reg_n + s * step),
+                                        [T.ptx.add.f32(vi, off) for vi in v], pred=p)
 
 
 # -- cases -----------------------------------------------------------------------------------------
 
-def constraints(rows, cols, BLOCK, CHUNKS, SCH, LOOK, BST, MAXREG):
-    """The shapes and constants `cumsum_bulk` accepts (checked when the suite is declared)."""
+def constraints(rows, cols, BLOCK, CHUNKS, SCH, LOOK, BST, EARLY, MAXREG):
+    """The shapes and constants `cumsum_tma` accepts (checked when the suite is declared)."""
     why = []
     if BLOCK % 32 or not 32 <= BLOCK <= 1024:
         why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, 1024]")
@@ -222,6 +279,9 @@ def constraints(rows, cols, BLOCK, CHUNKS, SCH, LOOK, BST, MAXREG):
     if LOOK not in (1, 2, 4, 8) or BST not in (0, 1):
         why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round) "
                    f"and BST={BST} 0 (st.global) or 1 (bulk store)")
+    if EARLY not in (0, 1):
+        why.append(f"EARLY={EARLY} must be 0 (publish after the scan) or 1 (the aggregate "
+                   f"first, the scan during the look-back)")
     if MAXREG and not 32 <= MAXREG <= 255:
         why.append(f"MAXREG={MAXREG} must be 0 (no cap) or in 32..255 (.maxnreg)")
     if rows < 1 or cols < 1:
@@ -234,11 +294,12 @@ def constraints(rows, cols, BLOCK, CHUNKS, SCH, LOOK, BST, MAXREG):
     return why
 
 
-def make_case(name, rows, cols, BLOCK=256, CHUNKS=6, SCH=13, LOOK=2, BST=1, MAXREG=64,
-              small=True):
+def make_case(name, rows, cols, BLOCK=256, CHUNKS=6, SCH=13, LOOK=2, BST=1, EARLY=1,
+              MAXREG=64, small=True):
     """A case; large ones are the H200's (tag h200), never simulated."""
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
-                  BLOCK=BLOCK, CHUNKS=CHUNKS, SCH=SCH, LOOK=LOOK, BST=BST, MAXREG=MAXREG)
+                  BLOCK=BLOCK, CHUNKS=CHUNKS, SCH=SCH, LOOK=LOOK, BST=BST, EARLY=EARLY,
+                  MAXREG=MAXREG)
 
 
 def inputs(rng, rows, cols, BLOCK=256, CHUNKS=6, SCH=13):
@@ -250,7 +311,7 @@ def inputs(rng, rows, cols, BLOCK=256, CHUNKS=6, SCH=13):
 
 
 SUITE = T.suite(
-    cumsum_bulk, inputs=inputs, reference=reference, outputs=["out"],
+    cumsum_tma, inputs=inputs, reference=reference, outputs=["out"],
     cases=[
         # 5 tiles of 32 x (2 + 3) x 4 = 640 on one row; the last (524 elements) ends inside
         # its shared part, in the middle of thread 22's 12-element run
@@ -262,22 +323,24 @@ SUITE = T.suite(
         # 47 tiles of 256 (128 in shared memory, runs of 4): look-backs cross 32-flag windows;
         # the last tile (224) has no shared element past thread 23
         make_case("r1_c12000_t256", rows=1, cols=12000, BLOCK=32, CHUNKS=1, SCH=1, LOOK=1),
+        make_case("r1_c12000_t256_e0", rows=1, cols=12000, BLOCK=32, CHUNKS=1, SCH=1, LOOK=1,
+                  EARLY=0),
         # 160 threads (5 warps: 20 totals), runs of 20; the rows' last tiles (3884 elements)
         # cut thread 98's run after 4; 128 flags per round; both stores
         make_case("r2_c9004_b160", rows=2, cols=9004, BLOCK=160, CHUNKS=3, SCH=5, LOOK=4),
         make_case("r2_c9004_b160_st0", rows=2, cols=9004, BLOCK=160, CHUNKS=3, SCH=5, LOOK=4,
                   BST=0),
+        make_case("r2_c9004_b160_e0", rows=2, cols=9004, BLOCK=160, CHUNKS=3, SCH=5, LOOK=4,
+                  EARLY=0),
         # the H200's (docs/TUNING.md "cumsum (session 9, branch cum6)"): `cumsum_smem`'s tile
         # (19K elements, 24 KB registers + 52 KB shared, 4 CTAs per SM), the shared part as
         # runs and one bulk store; `_st0` the same runs with `cumsum_smem`'s st.global store
         make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
         make_case("r1_c64M_st0", rows=1, cols=1 << 26, BST=0, small=False),
-        # 7 register chunks (8 spill under the cap of 64): 20K-element tiles, 320 KB per SM
-        make_case("r1_c64M_k7", rows=1, cols=1 << 26, CHUNKS=7, small=False),
-        # 3 CTAs per SM at 80 registers: 11 register chunks (12 spill) + runs of 68 (SCH 17,
-        # odd): 28K-element tiles, 3 x 112 KB = 336 KB per SM, a quarter fewer CTAs a wave
-        make_case("r1_c64M_c3", rows=1, cols=1 << 26, CHUNKS=11, SCH=17, MAXREG=80,
-                  small=False),
+        make_case("r1_c64M_e0", rows=1, cols=1 << 26, EARLY=0, small=False),
+        # 8 register chunks (the early aggregate's order leaves ptxas the registers; EARLY=0
+        # spills 8 bytes): 21K-element tiles, 4 x 84 KB = 336 KB per SM
+        make_case("r1_c64M_k8", rows=1, cols=1 << 26, CHUNKS=8, small=False),
         make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order

@@ -1,4 +1,4 @@
-"""zoo/kernels/cumsum_bulk.py (`cumsum_smem`'s tile with the shared part scanned as one run per
+"""zoo/kernels/cumsum_tma.py (`cumsum_smem`'s tile with the shared part scanned as one run per
 thread and written back with one bulk copy): small cases bit-exact in numsim and clean in
 sync_check, the tails of a run, the scratch reusable across launches, the error bound on
 real-valued data, what the checks catch when the scan or the bulk store's synchronization is
@@ -12,7 +12,7 @@ from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, m
                                   relaunch_on_scratch, scan_error_and_bound, simulate,
                                   small_cases)
 
-MOD = load("cumsum_bulk")
+MOD = load("cumsum_tma")
 CUMSUM = load("cumsum")  # the flags' layout (status, epoch) is `cumsum`'s
 SUITE = MOD.SUITE
 REGS_PER_SM, SMEM_PER_SM, CTA_RESERVED = 65536, 228 * 1024, 1024  # the H200 (sm_90)
@@ -27,13 +27,13 @@ def _sync(suite, case):
                            grid=suite.grid(case))
 
 
-@pytest.mark.parametrize("case", small_cases("cumsum_bulk"), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", small_cases("cumsum_tma"), ids=lambda c: c.name)
 def test_small_case_is_exact(case):
     res, inputs = simulate(SUITE, case)
     assert_matches(SUITE, case, res, inputs)
 
 
-@pytest.mark.parametrize("case", small_cases("cumsum_bulk"), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", small_cases("cumsum_tma"), ids=lambda c: c.name)
 def test_small_case_is_sync_clean(case):
     sync, race = _sync(SUITE, case)
     assert [f.kind for f in sync.findings + race.findings] == []
@@ -52,8 +52,9 @@ def test_the_small_cases_cut_a_run_and_skip_a_shared_part():
         assert left > 0 and left % run != 0, name   # a run cut in the middle
     left, _ = shared_left(_case("r1_c12000_t256"))
     assert left < 0 or left % 4 == 0
-    assert {c.params["BST"] for c in small_cases("cumsum_bulk")} == {0, 1}
-    assert {c.params["SCH"] % 2 for c in small_cases("cumsum_bulk")} == {0, 1}
+    assert {c.params["BST"] for c in small_cases("cumsum_tma")} == {0, 1}
+    assert {c.params["SCH"] % 2 for c in small_cases("cumsum_tma")} == {0, 1}
+    assert {c.params["EARLY"] for c in small_cases("cumsum_tma")} == {0, 1}
 
 
 def test_second_launch_on_the_same_scratch_is_right():
@@ -79,38 +80,52 @@ def test_error_on_real_valued_data_is_within_the_stated_bound():
 
 
 # the mutations: what each check sees when a piece of the kernel is taken out
-FENCE = "        T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk copy's reads\n"
-WAIT = "    full.wait(0)\n"
-LANE_OFFSET = "        T.ptx.add.f32(v[0], v[0], acc)\n"
-SEGMENT_OFFSET = ("            T.ptx.st.shared.v4.f32(raddr + 16 * j, [T.ptx.add.f32(vi, off) "
-                  "for vi in v],\n                                   pred=p)\n")
-RUN_TOTAL = "        T.ptx.st.shared.f32(wt.at(CHUNKS * nw + warp), incl)\n"
+FENCE = ("            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk copy's "
+         "reads\n")
+WAIT = "        full.wait(0)\n"
+LANE_OFFSET = "            T.ptx.add.f32(v[0], v[0], acc)\n"
+SEGMENT_OFFSET = ("                T.ptx.st.shared.v4.f32(raddr + 16 * j, [T.ptx.add.f32(vi, off) "
+                  "for vi in v],\n                                       pred=p)\n")
+RUN_TOTAL = "            T.ptx.st.shared.f32(wt.at(CHUNKS * nw + warp), incl)\n"
 
 
 def test_a_bulk_store_without_the_proxy_fence_is_caught(tmp_path):
-    mut = load_mutant("cumsum_bulk", FENCE, "", tmp_path)
+    mut = load_mutant("cumsum_tma", FENCE, "", tmp_path)
     _, race = _sync(mut.SUITE, _case("r1_c3084"))
     assert race.verdict == "error" and "proxy.missing-fence" in [f.kind for f in race.findings]
 
 
 def test_a_bulk_store_before_the_other_warps_wrote_is_a_race(tmp_path):
-    mut = load_mutant("cumsum_bulk", FENCE + "        T.ptx.bar.sync(0)\n", FENCE, tmp_path)
+    mut = load_mutant("cumsum_tma", FENCE + "            T.ptx.bar.sync(0)\n", FENCE, tmp_path)
+    _, race = _sync(mut.SUITE, _case("r2_c9004_b160"))
+    assert race.verdict == "error" and any(f.kind.startswith("race") for f in race.findings)
+
+
+def test_publishing_before_every_warp_summed_is_a_race(tmp_path):
+    """EARLY: warp 0 reads the nw warp sums after the barrier that follows their writes."""
+    bar = '        with T.iket.range("bar_sum"):\n            T.ptx.bar.sync(0)\n'
+    mut = load_mutant("cumsum_tma", bar, "", tmp_path)
     _, race = _sync(mut.SUITE, _case("r2_c9004_b160"))
     assert race.verdict == "error" and any(f.kind.startswith("race") for f in race.findings)
 
 
 def test_reading_a_run_before_the_copy_completes_is_a_race(tmp_path):
-    mut = load_mutant("cumsum_bulk", WAIT, "", tmp_path)
+    mut = load_mutant("cumsum_tma", WAIT, "", tmp_path)
     _, race = _sync(mut.SUITE, _case("r1_c3084"))
     assert race.verdict == "error" and any(f.kind.startswith("race") for f in race.findings)
 
 
-@pytest.mark.parametrize("old,new", [(LANE_OFFSET, ""), (SEGMENT_OFFSET, ""),
-                                     (RUN_TOTAL, "        pass\n")],
-                         ids=["no-lane-offset", "no-segment-offset", "no-run-total"])
-@pytest.mark.parametrize("name", ["r1_c3084", "r2_c9004_b160"])
+@pytest.mark.parametrize("old,new,name", [
+    (LANE_OFFSET, "", "r1_c3084"), (LANE_OFFSET, "", "r2_c9004_b160"),
+    (SEGMENT_OFFSET, "", "r1_c3084"), (SEGMENT_OFFSET, "", "r2_c9004_b160"),
+    # one warp: its segment is the tile's last, whose total no offset needs (EARLY's A is the
+    # warp sums'); five warps: the later segments' offsets are wrong
+    (RUN_TOTAL, "            pass\n", "r2_c9004_b160"),
+    (RUN_TOTAL, "            pass\n", "r2_c9004_b160_e0")],
+    ids=["no-lane-offset", "no-lane-offset-b160", "no-segment-offset",
+         "no-segment-offset-b160", "no-run-total-b160", "no-run-total-b160-e0"])
 def test_the_check_catches_a_wrong_scan_of_the_runs(old, new, name, tmp_path):
-    mut = load_mutant("cumsum_bulk", old, new, tmp_path)
+    mut = load_mutant("cumsum_tma", old, new, tmp_path)
     case = _case(name)
     res, inputs = simulate(mut.SUITE, case)
     assert mismatches(mut.SUITE, case, res, inputs)
@@ -124,6 +139,7 @@ def test_the_check_catches_a_wrong_scan_of_the_runs(old, new, name, tmp_path):
     (dict(BLOCK=512, SCH=29), r"SCH=29: BLOCK \* SCH \* 16 = 237568 bytes of shared memory"),
     (dict(LOOK=3), r"LOOK=3 must be 1, 2, 4 or 8"),
     (dict(BST=2), r"BST=2 0 \(st.global\) or 1 \(bulk store\)"),
+    (dict(EARLY=2), r"EARLY=2 must be 0 \(publish after the scan\) or 1"),
     (dict(MAXREG=16), r"MAXREG=16 must be 0 \(no cap\) or in 32..255"),
     (dict(cols=0), r"rows=1 and cols=0 must be positive"),
     (dict(cols=1002), r"cols=1002 must be a multiple of 4"),
@@ -138,10 +154,10 @@ def test_refused_shapes_name_the_case_and_the_constraint(params, match):
 
 @pytest.mark.parametrize("case", [c for c in SUITE.cases if not c.small], ids=lambda c: c.name)
 def test_h200_cases_fit_their_ctas_per_sm_without_spills(case):
-    """The bandwidth argument assumes 4 CTAs of 256 threads per SM at the cap of 64 registers
-    (`_c3`: 3 at 80), no spill traffic, and the CTAs' shared memory (+1 KB reserved each)
-    within the SM's 228 KB."""
-    ctas = 3 if case.params["MAXREG"] == 80 else 4
+    """The bandwidth argument assumes 4 CTAs of 256 threads per SM at the cap of 64 registers,
+    no spill traffic, and the CTAs' shared memory (+1 KB reserved each) within the SM's
+    228 KB."""
+    ctas = 4
     compiled = SUITE.kernel.compile("sm_90a", **SUITE.consts(case))
     res = compiled.resources
     res = res() if callable(res) else res
