@@ -1,13 +1,14 @@
 """Inclusive prefix sum over long rows (f32), single pass: `cumsum_smem`'s tile (registers plus a
 bulk-copied shared part, block order, decoupled look-back) with the shared part scanned as one
-contiguous run per thread and written back with one bulk copy (shared -> global).
+contiguous run per thread and written back with one bulk copy (shared -> global, through the TMA
+engine, whence the name), and the tile's aggregate published before the scan.
 
 Why (issue 14; docs/TUNING.md "cumsum (session 9, branch cum6)"): `cumsum_smem` reached 80% of
 the copy bandwidth (158 us at 64M f32). Its three H200 cases fit NS / (NS + Z) with a dead time
-per tile of Z ~ 3.6 + 0.085 x (shared chunks) us (`_s0`: 3.6, `_s8`: 4.3, default: 4.7 us):
+per tile of Z ~ 3.7 + 0.09 x (shared chunks) us (`_s0`: 3.7, `_s8`: 4.4, default: 4.9 us):
 every shared chunk costs one more warp ladder on the tile's path, and its SASS shows why: under
 `.maxnreg 64` ptxas runs the 13 shared chunks' ladders one after the other (5 dependent
-``SHFL.UP`` + ``FADD`` each, ~170 cycles), ~1.1 us per tile in which the tile holds 76 KB of the
+``SHFL.UP`` + ``FADD`` each, ~180 cycles), ~1.1 us per tile in which the tile holds 76 KB of the
 SM and moves none. Here:
 
 1. the tile is `cumsum_smem`'s: BLOCK * CHUNKS * 4 elements in registers (coalesced 16-byte
@@ -20,9 +21,16 @@ SM and moves none. Here:
    ``ld.shared.v4``), ONE warp ladder scans the 32 run sums, and the thread rewrites its run as
    its inclusive scan from the lane's offset within the warp. The shared part is then nw
    segments (one per warp, in warp order) after the register chunks: nw * (CHUNKS + 1) warp
-   totals in tile order, scanned by warp 0 as in `cumsum` (`_tile_prefix`: publish A, look
-   back, publish P). 19 ladders a tile become 7 (6 register chunks interleaved, 1 run);
-3. the store: the register chunks as before (``st.global.v4`` from registers); the shared
+   totals in tile order, scanned by warp 0 as in `cumsum`. 19 ladders a tile become 7 (6
+   register chunks interleaved, 1 run);
+3. ``EARLY=1``: before any ladder, every thread sums its elements, a butterfly per warp, one
+   barrier, and warp 0 adds the nw warp sums, publishes the tile's aggregate A (a row's first
+   tile: its prefix P) and issues the first look-back round's flag loads (`_read_flags`); the
+   ladders run while those loads travel, and after the totals' barrier warp 0 scans the totals,
+   finishes the look-back from that round (`_look_back(got=...)`) and publishes P. The
+   successors see A ~0.4 us earlier and one round trip overlaps the scan. ``EARLY=0``:
+   `cumsum`'s order (`_tile_prefix`: the totals' scan, publish A, look back, publish P);
+4. the store: the register chunks as before (``st.global.v4`` from registers); the shared
    part, ``BST=1``, gets its segment's offset added in place (``ld/st.shared.v4``), every thread
    fences its writes for the async proxy (``fence.proxy.async.shared::cta``), one barrier, and
    thread 0 writes it with one ``cp.async.bulk.global.shared::cta`` (the row's last tile: the
@@ -33,8 +41,12 @@ SM and moves none. Here:
    layout, adds the offset of the warp segment the float4 lies in, ``st.global.v4``): the
    control that separates the bulk store from the run scan.
 
-Predictions (docs/TUNING.md, written before any run): default 84-88% of the copy bandwidth
-(143-150 us at 64M floats).
+Each phase is an iket range (``sum``, ``bar_sum``, ``publish``, ``scan``, ``bar_totals``,
+``look_back``, ``bar_prefix``, ``store``; nothing in a normal build): ``tirxh profile --iket``
+splits the tile's lifetime (docs/TUNING.md says what each outcome would mean).
+
+Predictions (docs/TUNING.md, written before any run): default 83-85% of the copy bandwidth
+(149-153 us at 64M floats); 90% is not predicted (the fit's intercept, 3.7 us, is not touched).
 
 Flags, epochs, the block-order assumption and numerics are `cumsum_smem`'s and `cumsum`'s
 (their module docstrings). A thread's run adds its elements one after the other (RUN - 1 adds
@@ -43,7 +55,7 @@ error bound grows by that (tests/zoo/test_cumsum_tma.py checks it); on the suite
 inputs every order is exact.
 
 Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan, bulk-copy, mbarrier,
-bulk-async-group
+bulk-async-group, iket
 Work: 1 FLOP and 8 bytes per element.
 """
 
@@ -55,7 +67,7 @@ from cumsum import (MAX_TOTALS, ST_A, ST_P, _look_back, _read_flags, _scan_chunk
 from cumsum_smem import SMEM_PER_CTA, _maxnreg, stash_bytes
 
 TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan", "bulk-copy",
-        "mbarrier", "bulk-async-group")
+        "mbarrier", "bulk-async-group", "iket")
 
 MAX_CHUNKS = 16  # register chunks of 4 floats per thread
 
