@@ -14,14 +14,13 @@ from kcoral.measure import run_job
 from kcoral.plugins import registries
 from tirxh.api import build_job
 from tirxh_numsim.kcoral_board import SimDevice
-from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
-                                  relaunch_on_scratch, scan_error_and_bound, simulate,
-                                  small_cases)
+from tests.zoo.zoo_modules import (assert_matches, ctas_per_sm, declare, load, load_mutant,
+                                  mismatches, relaunch_on_scratch, scan_error_and_bound,
+                                  simulate, small_cases)
 
 MOD = load("cumsum_smem")
 CUMSUM = load("cumsum")  # the flags' layout (status, epoch) is `cumsum`'s
 SUITE = MOD.SUITE
-REGS_PER_SM, SMEM_PER_SM, CTA_RESERVED = 65536, 228 * 1024, 1024  # the H200 (sm_90)
 
 
 def _case(name):
@@ -154,16 +153,7 @@ def test_refused_shapes_name_the_case_and_the_constraint(params, match):
 def test_h200_cases_fit_four_ctas_per_sm_without_spills(case):
     """The bandwidth argument assumes 4 CTAs of 256 threads per SM: 64 registers at most (the
     cap), no spill traffic, and 4 x (shared memory + 1 KB reserved) within the SM's 228 KB."""
-    compiled = SUITE.kernel.compile("sm_90a", **SUITE.consts(case))
-    res = compiled.resources
-    res = res() if callable(res) else res
-    assert res.registers <= 64 and res.spill_stores == res.spill_loads == 0
-    meta = compiled.launch_metadata
-    meta = meta() if callable(meta) else meta
-    smem = meta["dynamic_smem"] + res.smem_static
-    assert meta["block"][0] == 256 and smem >= MOD.stash_bytes(256, case.params["SCH"])
-    assert 4 * 256 * res.registers <= REGS_PER_SM
-    assert 4 * (smem + CTA_RESERVED) <= SMEM_PER_SM
+    assert ctas_per_sm(SUITE, case, 256, 64, MOD.stash_bytes(256, case.params["SCH"])) >= 4
 
 
 def test_kcorals_protocol_passes_on_the_sim_board(tmp_path):

@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 import tirxh_sync_check as sc
-from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
-                                  relaunch_on_scratch, scan_error_and_bound, simulate,
-                                  small_cases)
+from tests.zoo.zoo_modules import (assert_matches, ctas_per_sm, declare, load, load_mutant,
+                                  mismatches, relaunch_on_scratch, scan_error_and_bound,
+                                  simulate, small_cases)
 
 MOD = load("cumsum_tma")
 CUMSUM = load("cumsum")  # the flags' layout (status, epoch) is `cumsum`'s
 SUITE = MOD.SUITE
-REGS_PER_SM, SMEM_PER_SM, CTA_RESERVED = 65536, 228 * 1024, 1024  # the H200 (sm_90)
 
 
 def _case(name):
@@ -153,20 +152,8 @@ def test_refused_shapes_name_the_case_and_the_constraint(params, match):
 
 
 @pytest.mark.parametrize("case", [c for c in SUITE.cases if not c.small], ids=lambda c: c.name)
-def test_h200_cases_fit_their_ctas_per_sm_without_spills(case):
-    """The bandwidth argument assumes 4 CTAs of 256 threads per SM at the cap of 64 registers,
-    no spill traffic, and the CTAs' shared memory (+1 KB reserved each) within the SM's
-    228 KB."""
-    ctas = 4
-    compiled = SUITE.kernel.compile("sm_90a", **SUITE.consts(case))
-    res = compiled.resources
-    res = res() if callable(res) else res
-    assert res.registers <= case.params["MAXREG"] and res.spill_stores == res.spill_loads == 0
-    meta = compiled.launch_metadata
-    meta = meta() if callable(meta) else meta
-    smem = meta["dynamic_smem"] + res.smem_static
-    assert meta["block"][0] == 256 and smem >= MOD.stash_bytes(256, case.params["SCH"])
-    assert ctas * 256 * case.params["MAXREG"] <= REGS_PER_SM
-    assert ctas * (smem + CTA_RESERVED) <= SMEM_PER_SM
-    assert (ctas + 1) * (smem + CTA_RESERVED) > SMEM_PER_SM or \
-        (ctas + 1) * 256 * case.params["MAXREG"] > REGS_PER_SM  # and no more: the B assumed
+def test_h200_cases_fit_four_ctas_per_sm_without_spills(case):
+    """The bandwidth argument (B per SM) assumes exactly 4 CTAs of 256 threads per SM at the
+    cap of 64 registers, no spill traffic, the shared part in shared memory."""
+    p = case.params
+    assert ctas_per_sm(SUITE, case, 256, p["MAXREG"], MOD.stash_bytes(256, p["SCH"])) == 4

@@ -105,6 +105,25 @@ def relaunch_on_scratch(suite, case, res, inputs):
             set((tags >> np.uint64(2)).tolist()))
 
 
+REGS_PER_SM, SMEM_PER_SM, CTA_RESERVED = 65536, 228 * 1024, 1024  # the H200 (sm_90)
+
+
+def ctas_per_sm(suite, case, block: int, maxreg: int, stash: int) -> int:
+    """How many CTAs of a scan's H200 case (zoo/kernels/cumsum_smem.py, cumsum_tma.py) one SM
+    holds, from what ptxas built: registers at most the cap `maxreg` and no spill traffic
+    (asserted), `block` threads, at least `stash` bytes of shared memory; CTAs are limited by
+    `maxreg` registers a thread and shared memory + 1 KB reserved each."""
+    compiled = suite.kernel.compile("sm_90a", **suite.consts(case))
+    res = compiled.resources
+    res = res() if callable(res) else res
+    assert res.registers <= maxreg and res.spill_stores == res.spill_loads == 0
+    meta = compiled.launch_metadata
+    meta = meta() if callable(meta) else meta
+    smem = meta["dynamic_smem"] + res.smem_static
+    assert meta["block"][0] == block and smem >= stash
+    return min(REGS_PER_SM // (block * maxreg), SMEM_PER_SM // (smem + CTA_RESERVED))
+
+
 def scan_error_and_bound(suite, case, tile: int, seed: int = 5):
     """A scan kernel (zoo/kernels/cumsum*.py) on normal data (sd 10, off the suite's dyadic
     grid): each element's error against the float64 cumsum, and the bound `cumsum`'s docstring

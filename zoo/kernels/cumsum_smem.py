@@ -224,6 +224,13 @@ def constraints(rows, cols, BLOCK, CHUNKS, SCH, LOOK, ORDER, SG, MAXREG):
                    f"and ORDER={ORDER} 0 (block index) or 1 (ticket)")
     if SG < 1:
         why.append(f"SG={SG} (shared chunks scanned together) must be at least 1")
+    return why + shape_why(rows, cols, MAXREG)
+
+
+def shape_why(rows, cols, MAXREG):
+    """The register cap and row shapes this kernel and `cumsum_tma` accept (16-byte accesses and
+    bulk copies from every row's start, 32-bit element indices)."""
+    why = []
     if MAXREG and not 32 <= MAXREG <= 255:
         why.append(f"MAXREG={MAXREG} must be 0 (no cap) or in 32..255 (.maxnreg)")
     if rows < 1 or cols < 1:

@@ -59,25 +59,18 @@ bulk-async-group, iket
 Work: 1 FLOP and 8 bytes per element.
 """
 
-import numpy as np
-
 import tirxh.lang as T
 from cumsum import (MAX_TOTALS, ST_A, ST_P, _look_back, _read_flags, _scan_chunks, _scan_totals,
                     _tile_prefix, _warp_scan, _warp_sum, reference, split_ticket)
-from cumsum_smem import SMEM_PER_CTA, _maxnreg, stash_bytes
+# the tile's size and grid, and the inputs (flags per tile), are `cumsum_smem`'s: the same
+# CHUNKS register chunks and SCH float4s per thread in shared memory
+from cumsum_smem import (SMEM_PER_CTA, _grid, _maxnreg, inputs, shape_why, stash_bytes,
+                         tile_elems)
 
 TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan", "bulk-copy",
         "mbarrier", "bulk-async-group", "iket")
 
 MAX_CHUNKS = 16  # register chunks of 4 floats per thread
-
-
-def tile_elems(BLOCK, CHUNKS, SCH) -> int:
-    return BLOCK * (CHUNKS + SCH) * 4
-
-
-def _grid(rows, cols, BLOCK=256, CHUNKS=6, SCH=13):
-    return rows * T.cdiv(cols, tile_elems(BLOCK, CHUNKS, SCH))
 
 
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
@@ -294,16 +287,7 @@ def constraints(rows, cols, BLOCK, CHUNKS, SCH, LOOK, BST, EARLY, MAXREG):
     if EARLY not in (0, 1):
         why.append(f"EARLY={EARLY} must be 0 (publish after the scan) or 1 (the aggregate "
                    f"first, the scan during the look-back)")
-    if MAXREG and not 32 <= MAXREG <= 255:
-        why.append(f"MAXREG={MAXREG} must be 0 (no cap) or in 32..255 (.maxnreg)")
-    if rows < 1 or cols < 1:
-        why.append(f"rows={rows} and cols={cols} must be positive")
-    elif cols % 4:
-        why.append(f"cols={cols} must be a multiple of 4 (16-byte loads and bulk copies from "
-                   f"every row's start)")
-    if rows * cols >= 1 << 32:
-        why.append(f"rows*cols={rows * cols} must be below 2^32 (32-bit element index)")
-    return why
+    return why + shape_why(rows, cols, MAXREG)
 
 
 def make_case(name, rows, cols, BLOCK=256, CHUNKS=6, SCH=13, LOOK=2, BST=1, EARLY=1,
@@ -312,14 +296,6 @@ def make_case(name, rows, cols, BLOCK=256, CHUNKS=6, SCH=13, LOOK=2, BST=1, EARL
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
                   BLOCK=BLOCK, CHUNKS=CHUNKS, SCH=SCH, LOOK=LOOK, BST=BST, EARLY=EARLY,
                   MAXREG=MAXREG)
-
-
-def inputs(rng, rows, cols, BLOCK=256, CHUNKS=6, SCH=13):
-    # multiples of 1/16 in [-8, 8]: every partial sum is exact in f32 (`cumsum`'s docstring)
-    x = rng.integers(-128, 129, (rows, cols)).astype(np.float32) / 16
-    return dict(x=x, out=np.empty((rows, cols), np.float32),
-                flags=np.zeros(_grid(rows, cols, BLOCK, CHUNKS, SCH), np.uint64),
-                counter=np.zeros(1, np.uint64), rows=rows, cols=cols)
 
 
 SUITE = T.suite(
