@@ -8,15 +8,9 @@ import numpy as np
 import pytest
 
 import tirxh_sync_check as sc
-from kcoral.blobs import BlobStore
-from kcoral.boards import BoardSpec
-from kcoral.measure import run_job
-from kcoral.plugins import registries
-from tirxh.api import build_job
-from tirxh_numsim.kcoral_board import SimDevice
-from tests.zoo.zoo_modules import (assert_matches, ctas_per_sm, declare, load, load_mutant,
-                                  mismatches, relaunch_on_scratch, scan_error_and_bound,
-                                  simulate, small_cases)
+from tests.zoo.zoo_modules import (assert_matches, ctas_per_sm, declare, kcoral_job_on_sim,
+                                  load, load_mutant, mismatches, relaunch_on_scratch,
+                                  scan_error_and_bound, simulate, small_cases)
 
 MOD = load("cumsum_smem")
 CUMSUM = load("cumsum")  # the flags' layout (status, epoch) is `cumsum`'s
@@ -160,13 +154,7 @@ def test_kcorals_protocol_passes_on_the_sim_board(tmp_path):
     """What the H200 run does, on the CPU: KCoral's whole job (seeds, repeated launches on one
     scratch, the perturbation guard in place and fresh) on numsim's board; the scratch
     (`flags`, `counter`: zeros) is left alone by the guard, every correctness check passes."""
-    case = _case("r1_c12000_t256")
-    blobs = BlobStore(tmp_path / "blobs")
-    compiled = SUITE.kernel.compile("sm_90a", **SUITE.consts(case))
-    job = build_job(compiled, SUITE, case, put=blobs.put)
-    dev = SimDevice(BoardSpec("sim0", "sim", "sm_90a", timing=False))
-    dev.begin_job(job.doc)
-    res = run_job(job, dev, blobs, registries().baselines, lambda *a: None)
+    res = kcoral_job_on_sim(SUITE, _case("r1_c12000_t256"), tmp_path)
     g = res["guards"]["perturbation"]
     assert g["status"] == "passed" and g["perturbed"] == ["x"]
     assert set(g["skipped"]) == {"flags", "counter"}

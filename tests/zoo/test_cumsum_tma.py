@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import tirxh_sync_check as sc
-from tests.zoo.zoo_modules import (assert_matches, ctas_per_sm, declare, load, load_mutant,
-                                  mismatches, relaunch_on_scratch, scan_error_and_bound,
-                                  simulate, small_cases)
+from tests.zoo.zoo_modules import (assert_matches, ctas_per_sm, declare, kcoral_job_on_sim,
+                                  load, load_mutant, mismatches, relaunch_on_scratch,
+                                  scan_error_and_bound, simulate, small_cases)
 
 MOD = load("cumsum_tma")
 CUMSUM = load("cumsum")  # the flags' layout (status, epoch) is `cumsum`'s
@@ -157,3 +157,15 @@ def test_h200_cases_fit_four_ctas_per_sm_without_spills(case):
     cap of 64 registers, no spill traffic, the shared part in shared memory."""
     p = case.params
     assert ctas_per_sm(SUITE, case, 256, p["MAXREG"], MOD.stash_bytes(256, p["SCH"])) == 4
+
+
+@pytest.mark.parametrize("name", ["r1_c12000_t256", "r2_c9004_b160"])
+def test_kcorals_protocol_passes_on_the_sim_board(name, tmp_path):
+    """KCoral's job as the H200 runs it, on numsim's board: repeated launches on one scratch
+    (the epochs), the perturbation guard leaving the scratch (`flags`, `counter`) alone, every
+    correctness check passing (the bulk store included)."""
+    res = kcoral_job_on_sim(SUITE, _case(name), tmp_path)
+    g = res["guards"]["perturbation"]
+    assert g["status"] == "passed" and g["perturbed"] == ["x"]
+    assert set(g["skipped"]) == {"flags", "counter"}
+    assert all(r["ok"] for r in res["correctness"]) and res["sim"]["launches"] >= 8

@@ -124,6 +124,23 @@ def ctas_per_sm(suite, case, block: int, maxreg: int, stash: int) -> int:
     return min(REGS_PER_SM // (block * maxreg), SMEM_PER_SM // (smem + CTA_RESERVED))
 
 
+def kcoral_job_on_sim(suite, case, tmp_path) -> dict:
+    """What the H200 run does with `case`, on the CPU: KCoral's whole job (seeds, repeated
+    launches on one scratch, the perturbation guard) on numsim's board; returns its result."""
+    from kcoral.blobs import BlobStore
+    from kcoral.boards import BoardSpec
+    from kcoral.measure import run_job
+    from kcoral.plugins import registries
+    from tirxh.api import build_job
+    from tirxh_numsim.kcoral_board import SimDevice
+    blobs = BlobStore(tmp_path / "blobs")
+    compiled = suite.kernel.compile("sm_90a", **suite.consts(case))
+    job = build_job(compiled, suite, case, put=blobs.put)
+    dev = SimDevice(BoardSpec("sim0", "sim", "sm_90a", timing=False))
+    dev.begin_job(job.doc)
+    return run_job(job, dev, blobs, registries().baselines, lambda *a: None)
+
+
 def scan_error_and_bound(suite, case, tile: int, seed: int = 5):
     """A scan kernel (zoo/kernels/cumsum*.py) on normal data (sd 10, off the suite's dyadic
     grid): each element's error against the float64 cumsum, and the bound `cumsum`'s docstring

@@ -81,7 +81,7 @@ def cumsum_tma(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     reg_n = BLOCK * CHUNKS * 4          # the tile's first elements: registers, chunk layout
     run = SCH * 4                       # a thread's contiguous run of the shared part
     sm_n = BLOCK * run                  # the rest: shared memory, one bulk copy in and out
-    tile_n = reg_n + sm_n
+    tile_n = tile_elems(BLOCK, CHUNKS, SCH)  # reg_n + sm_n
     nw = BLOCK // 32
     seg = 32 * run                      # a warp's segment of the shared part
     nt = nw * (CHUNKS + 1)              # warp totals, tile order: chunk-major, then segments
