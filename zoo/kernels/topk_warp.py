@@ -677,16 +677,17 @@ SUITE_F32 = T.suite(
                   small=False),
         make_case("r16384_c8192_k50_m80", rows=16384, cols=8192, k=50, MAXREG=80, CTAS=396,
                   small=False),
-        # session 9 (branch topk5, docs/TUNING.md "topk (session 9, branch topk5)"): warp-round
-        # appends alone (_a), then 2 KB a step (VECS 4) with 3 steps ahead (STAGES 16)
-        make_case("r4096_c32768_k64_st_a", rows=4096, cols=32768, k=64, STRICT=1, APPEND=1,
-                  small=False),
+        # session 9 (branch topk5, docs/TUNING.md "topk (session 9, branch topk5)"): 2 KB a step
+        # (VECS 4, 3 steps ahead: STAGES 16), then the warp-round appends alone (_a); file order
+        # is the benchmark's order (MODE=topk5), likeliest winner first
         make_case("r4096_c32768_k64_st_a_v4", rows=4096, cols=32768, k=64, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, small=False),
-        make_case("r16384_c8192_k50_st_a", rows=16384, cols=8192, k=50, STRICT=1, APPEND=1,
+        make_case("r4096_c32768_k64_st_a", rows=4096, cols=32768, k=64, STRICT=1, APPEND=1,
                   small=False),
         make_case("r16384_c8192_k50_st_a_v4", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, small=False),
+        make_case("r16384_c8192_k50_st_a", rows=16384, cols=8192, k=50, STRICT=1, APPEND=1,
+                  small=False),
     ],
     constraints=constraints_f32,
 )
@@ -713,13 +714,13 @@ SUITE_BF16 = T.suite(
         make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st", rows=8192, cols=32768, k=64, STRICT=1, small=False,
                   dt="bf16"),
-        # session 9: 512 B a step (VECS 1) as before, then 1 KB (f32's default) and 2 KB
-        make_case("r8192_c32768_k64_st_a", rows=8192, cols=32768, k=64, STRICT=1, APPEND=1,
-                  small=False, dt="bf16"),
-        make_case("r8192_c32768_k64_st_a_v2", rows=8192, cols=32768, k=64, VECS=2, STAGES=16,
-                  CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
+        # session 9: 2 KB a step, 1 KB (f32's default), then 512 B (VECS 1) as before
         make_case("r8192_c32768_k64_st_a_v4", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_st_a_v2", rows=8192, cols=32768, k=64, VECS=2, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_st_a", rows=8192, cols=32768, k=64, STRICT=1, APPEND=1,
+                  small=False, dt="bf16"),
     ],
     constraints=constraints_bf16,
 )
