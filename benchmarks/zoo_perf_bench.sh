@@ -154,7 +154,7 @@ topk_f32_warp[r16384_c8192_k50_st]@"
 topk_bf16_warp[r8192_c32768_k64_st]@"
     SHARDS_ALL="h200 and ($N_S1)|h200 and ($N_S2)|h200 and ($N_S3)"
 elif [ "${MODE:-all}" = topk5 ]; then
-    SMOKE_K="not h200 and topk_warp and _a"
+    SMOKE_K="not h200 and topk_warp and _ap"
     N_A1="topk_f32_warp[r4096_c32768_k64_st]@ or topk_f32_warp[r4096_c32768_k64_st_a_v4]@ or \
 topk_f32_warp[r4096_c32768_k64_st_a]@"
     N_A2="topk_f32_warp[r16384_c8192_k50_st]@ or topk_f32_warp[r16384_c8192_k50_st_a_v4]@ or \

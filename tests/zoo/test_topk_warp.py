@@ -100,8 +100,8 @@ def test_sync_check_clean():
     sc = pytest.importorskip("tirxh_sync_check")
     for suite, name in ((MOD.SUITE_F32, "r5_c2052_k64"), (MOD.SUITE_BF16, "r4_c1000_k33"),
                         (MOD.SUITE_F32, "r3_c260_k64_st"), (MOD.SUITE_BF16, "r5_c1000_k33_st"),
-                        (MOD.SUITE_F32, "r5_c2052_k64_st_a"),
-                        (MOD.SUITE_BF16, "r3_c2056_k64_v2_st_a")):
+                        (MOD.SUITE_F32, "r5_c2052_k64_apst"),
+                        (MOD.SUITE_BF16, "r3_c2056_k64_v2_apst")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))

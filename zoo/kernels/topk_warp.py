@@ -657,11 +657,12 @@ SUITE_F32 = T.suite(
         make_case("r3_c260_k64_st", rows=3, cols=260, k=64, WARPS=1, CTAS=1, STRICT=1),
         # APPEND=1 (session 9): warp rounds; CAP at its least (96, 128) so refines fall inside
         # the rounds, row 0 of ties, a tail (1100 columns), 4 vectors a step, k = 1 not STRICT
-        make_case("r5_c2052_k64_st_a", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
+        # (`_ap`, `_apst`: not `_st`, which MODE=topk4's smoke selects)
+        make_case("r5_c2052_k64_apst", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
                   STRICT=1, APPEND=1),
-        make_case("r3_c1100_k17_v4_st_a", rows=3, cols=1100, k=17, WARPS=1, CTAS=2, VECS=4,
+        make_case("r3_c1100_k17_v4_apst", rows=3, cols=1100, k=17, WARPS=1, CTAS=2, VECS=4,
                   CAP=96, STRICT=1, APPEND=1),
-        make_case("r3_c1000_k1_v1_a", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=96,
+        make_case("r3_c1000_k1_v1_ap", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=96,
                   APPEND=1),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
@@ -700,11 +701,11 @@ SUITE_BF16 = T.suite(
                   dt="bf16", STRICT=1),
         make_case("r3_c2056_k64_v2", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, VECS=2, CAP=576,
                   dt="bf16"),
-        make_case("r5_c1000_k33_st_a", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
+        make_case("r5_c1000_k33_apst", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
                   dt="bf16", STRICT=1, APPEND=1),
-        make_case("r3_c2056_k64_v2_st_a", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, VECS=2,
+        make_case("r3_c2056_k64_v2_apst", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, VECS=2,
                   STAGES=4, CAP=128, dt="bf16", STRICT=1, APPEND=1),
-        make_case("r2_c3000_k50_v4_st_a", rows=2, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
+        make_case("r2_c3000_k50_v4_apst", rows=2, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
                   CAP=96, dt="bf16", STRICT=1, APPEND=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
@@ -719,8 +720,10 @@ SUITE_BF16 = T.suite(
                   CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st_a_v2", rows=8192, cols=32768, k=64, VECS=2, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
-        make_case("r8192_c32768_k64_st_a", rows=8192, cols=32768, k=64, STRICT=1, APPEND=1,
-                  small=False, dt="bf16"),
+        # (STAGES 12: at 80 registers 3 CTAs of 64 KB would fit an SM, and the grid is 2 per
+        # SM; session 7's `_s12` ran as STAGES 8 within 0.4%)
+        make_case("r8192_c32768_k64_st_a", rows=8192, cols=32768, k=64, STAGES=12, STRICT=1,
+                  APPEND=1, small=False, dt="bf16"),
     ],
     constraints=constraints_bf16,
 )
