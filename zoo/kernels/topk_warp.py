@@ -386,12 +386,13 @@ def _step_col(col_base, e, vec):
     return col_base + (e >> LOG2[vec]) * (32 * vec) + (e & (vec - 1))
 
 
-def _pass_mask(vectors, thr, dt):
+def _pass_mask(vectors, thr, dt, first=0):
     """A lane's elements of one step that reach `thr` (and lie in the row), bit u * vec + j for
-    element j of vector u: one ``setp`` and ``selp`` each, OR'ed as a tree (not a chain)."""
+    element j of vector u (`vectors` from the step's vector `first` on): one ``setp`` and
+    ``selp`` each, OR'ed as a tree (not a chain)."""
     vec = _tk.VEC[dt]
     terms = []
-    for u, (words, ok) in enumerate(vectors):
+    for u, (words, ok) in enumerate(vectors, first):
         for j, val in enumerate(_elements(words, dt)):
             p = val >= thr
             terms.append(T.ptx.selp.b32(1 << (u * vec + j), 0, p if ok is None else ok & p))
@@ -401,7 +402,7 @@ def _pass_mask(vectors, thr, dt):
     return terms[0]
 
 
-def _append_rounds(buf, vectors, col_base, fetch_e, k, keybits, dt):
+def _append_rounds(buf, vectors, hits, col_base, fetch_e, k, keybits, dt):
     """APPEND=1 (session 9, docs/TUNING.md "topk (session 9, branch topk5)"): append the step's
     elements that reach thr in warp-converged rounds, one element per lane a round (usually one
     round): ``vote.ballot`` of the lanes with one left, the slot the counter register plus the
@@ -410,9 +411,17 @@ def _append_rounds(buf, vectors, col_base, fetch_e, k, keybits, dt):
     refine; the elements of this step still to append are then filtered against the k-th's
     float with ``>=``, never STRICT's ``>`` (a lane's later element may have a lower column than
     an earlier round's kept one; the next refine breaks such ties by column); later steps use
-    the refine's `thr`. So CAP needs room for k entries and one round (32), whatever VECS is."""
+    the refine's `thr`. So CAP needs room for k entries and one round (32), whatever VECS is.
+    With several vectors a step, a vector's bits are built only where some lane's vector
+    `hits` (one ``vote.any`` each): a later row's hit step usually has one such vector of 4."""
     vec = _tk.VEC[dt]
-    mask = T.reg(T.u32, init=_pass_mask(vectors, buf.thr, dt))
+    if len(vectors) == 1:   # the caller's vote.any was this vector's
+        mask = T.reg(T.u32, init=_pass_mask(vectors, buf.thr, dt))
+    else:
+        mask = T.reg(T.u32, init=0)
+        for u, (vector, hit) in enumerate(zip(vectors, hits)):
+            with T.if_(T.ptx.vote.any.sync.pred(hit, FULL), uniform=True):
+                T.ptx.or_.b32(mask, mask, _pass_mask([vector], buf.thr, dt, first=u))
     b = T.reg(T.u32, init=T.ptx.vote.ballot.sync.b32(mask != 0, FULL))
     below = T.sreg("lanemask_lt")
     with T.while_(lambda: b != 0):
@@ -469,8 +478,8 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
             anyhit = anyhit | h
         if APPEND:
             with T.if_(T.ptx.vote.any.sync.pred(anyhit, FULL), uniform=True):
-                _append_rounds(buf, [(w, ok) for w, ok, _, _ in vectors], col_base, fetch_e,
-                               k, keybits, dt)
+                _append_rounds(buf, [(w, ok) for w, ok, _, _ in vectors], hits, col_base,
+                               fetch_e, k, keybits, dt)
             return
         with T.if_(T.ptx.vote.any.sync.pred(anyhit, FULL), uniform=True):
             with T.if_(buf.count() > CAP - VECS * 32 * vec, uniform=True):
