@@ -50,6 +50,11 @@
 #     session-6 `_warp` case of the same shape (controls, first in the shard); three shards, smoke
 #     over topk_warp's small STRICT cases; run with TOTAL_LIMIT=240; predictions in
 #     docs/TUNING.md ("topk_warp, corrected (session 7)")
+#   MODE=topk5: ONLY session 9's top-k warp variants (`_st_a`: warp-round appends, no shared
+#     atomic, a refine only before an overflowing round; `_v4`/`_v2`: 2 KB / 1 KB a step) after
+#     the STRICT `_st` case of the same shape (the control, first in its shard), the 2 KB step
+#     next (the likeliest winner); three shards, smoke over topk_warp's small APPEND cases; run
+#     with TOTAL_LIMIT=240; predictions in docs/TUNING.md ("topk (session 9, branch topk5)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -164,6 +169,15 @@ topk_f32_warp[r16384_c8192_k50_st]@"
     N_S3="topk_bf16_pipe[r8192_c32768_k64]@ or topk_bf16_warp[r8192_c32768_k64]@ or \
 topk_bf16_warp[r8192_c32768_k64_st]@"
     SHARDS_ALL="h200 and ($N_S1)|h200 and ($N_S2)|h200 and ($N_S3)"
+elif [ "${MODE:-all}" = topk5 ]; then
+    SMOKE_K="not h200 and topk_warp and _ap"
+    N_A1="topk_f32_warp[r4096_c32768_k64_st]@ or topk_f32_warp[r4096_c32768_k64_st_a_v4]@ or \
+topk_f32_warp[r4096_c32768_k64_st_a]@"
+    N_A2="topk_f32_warp[r16384_c8192_k50_st]@ or topk_f32_warp[r16384_c8192_k50_st_a_v4]@ or \
+topk_f32_warp[r16384_c8192_k50_st_a]@"
+    N_A3="topk_bf16_warp[r8192_c32768_k64_st]@ or topk_bf16_warp[r8192_c32768_k64_st_a_v4]@ or \
+topk_bf16_warp[r8192_c32768_k64_st_a_v2]@ or topk_bf16_warp[r8192_c32768_k64_st_a]@"
+    SHARDS_ALL="h200 and ($N_A1)|h200 and ($N_A2)|h200 and ($N_A3)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 's6', 'topk3' or 'topk4'" >&2

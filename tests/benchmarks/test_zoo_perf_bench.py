@@ -135,3 +135,16 @@ def test_topk4_mode_times_each_strict_variant_after_the_pipe_and_warp_controls()
         ["topk_bf16_pipe[r8192_c32768_k64]", "topk_bf16_warp[r8192_c32768_k64]",
          "topk_bf16_warp[r8192_c32768_k64_st]"]]
     assert len(smoke) == 4 and all(re.search(r"_warp\[.*_st\]$", i) for i in smoke), smoke
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_topk5_mode_times_the_append_variants_after_the_strict_control_biggest_step_first():
+    shards, smoke = _timed_and_smoke("topk5")
+    assert shards == [
+        ["topk_f32_warp[r4096_c32768_k64_st]", "topk_f32_warp[r4096_c32768_k64_st_a_v4]",
+         "topk_f32_warp[r4096_c32768_k64_st_a]"],
+        ["topk_f32_warp[r16384_c8192_k50_st]", "topk_f32_warp[r16384_c8192_k50_st_a_v4]",
+         "topk_f32_warp[r16384_c8192_k50_st_a]"],
+        ["topk_bf16_warp[r8192_c32768_k64_st]", "topk_bf16_warp[r8192_c32768_k64_st_a_v4]",
+         "topk_bf16_warp[r8192_c32768_k64_st_a_v2]", "topk_bf16_warp[r8192_c32768_k64_st_a]"]]
+    assert len(smoke) == 6 and all(re.search(r"_warp\[.*_ap(st)?\]$", i) for i in smoke), smoke

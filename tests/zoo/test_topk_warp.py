@@ -99,7 +99,9 @@ def test_ties_take_the_lowest_indices_and_signed_zeros_order_as_keys():
 def test_sync_check_clean():
     sc = pytest.importorskip("tirxh_sync_check")
     for suite, name in ((MOD.SUITE_F32, "r5_c2052_k64"), (MOD.SUITE_BF16, "r4_c1000_k33"),
-                        (MOD.SUITE_F32, "r3_c260_k64_st"), (MOD.SUITE_BF16, "r5_c1000_k33_st")):
+                        (MOD.SUITE_F32, "r3_c260_k64_st"), (MOD.SUITE_BF16, "r5_c1000_k33_st"),
+                        (MOD.SUITE_F32, "r5_c2052_k64_apst"),
+                        (MOD.SUITE_BF16, "r3_c2056_k64_v2_apst")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -125,6 +127,13 @@ def test_sync_check_clean():
     ("f32", dict(rows=1, cols=1024, k=4, MAXREG=16), r"MAXREG=16 must be 0"),
     ("f32", dict(rows=0, cols=1024, k=4), r"rows=0 and CTAS=264 must be positive"),
     ("bf16", dict(rows=1, cols=1024, k=4, STRICT=2, dt="bf16"), r"STRICT=2 must be 0 or 1"),
+    ("f32", dict(rows=1, cols=1024, k=4, APPEND=2), r"APPEND=2 must be 0 \(per-lane shared "
+                                                    r"atomics\) or 1"),
+    ("bf16", dict(rows=1, cols=1024, k=4, VECS=8, STAGES=16, CAP=512, APPEND=1, dt="bf16"),
+     r"VECS=8 vectors of 8 elements exceed the 32 bits"),
+    ("f32", dict(rows=1, cols=1024, k=4, CAP=64, APPEND=1), r"CAP=64 must be a multiple of 32 "
+                                                            r"with room .* one append round "
+                                                            r"\(32\): at least 96"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
@@ -135,10 +144,12 @@ def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
 
 DEFAULTS = [(MOD.SUITE_F32, "r4096_c32768_k64"), (MOD.SUITE_F32, "r16384_c8192_k50"),
             (MOD.SUITE_BF16, "r8192_c32768_k64"), (MOD.SUITE_F32, "r4096_c32768_k64_st"),
-            (MOD.SUITE_F32, "r16384_c8192_k50_st"), (MOD.SUITE_BF16, "r8192_c32768_k64_st")]
+            (MOD.SUITE_F32, "r16384_c8192_k50_st"), (MOD.SUITE_BF16, "r8192_c32768_k64_st")] + [
+    (suite, c.name) for suite in (MOD.SUITE_F32, MOD.SUITE_BF16) for c in suite.cases
+    if not c.small and c.params.get("APPEND")]   # session 9's (branch topk5)
 
 
-@pytest.mark.slow(reason="six ptxas compiles of the benchmarked defaults (~7 s each)")
+@pytest.mark.slow(reason="13 ptxas compiles of the benchmarked cases (~4-7 s each)")
 @pytest.mark.parametrize("suite,name", DEFAULTS, ids=[n for _, n in DEFAULTS])
 def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
     """The predictions (docs/TUNING.md "topk_warp") assume 2 CTAs of 8 warps per SM, all
@@ -149,11 +160,11 @@ def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
     assert suite.grid(case)[0] == SMS * resident_ctas_per_sm(suite, case) == 264
 
 
-def _tie_row_run(strict, dt="f32"):
+def _tie_row_run(strict, dt="f32", append=0):
     """One warp, one row of integers -3..3 (thousands equal to the k-th value), k = 64."""
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
     case = MOD.make_case("tie", rows=1, cols=4096, k=64, WARPS=1, CTAS=1, CAP=320, dt=dt,
-                         STRICT=strict)
+                         STRICT=strict, APPEND=append)
     inputs = suite.make_inputs(case, 0)
     inputs["x"][0] = np.random.default_rng(5).integers(-3, 4, 4096).astype(inputs["x"].dtype)
     res, _ = simulate(suite, case, inputs=inputs)
@@ -226,3 +237,37 @@ def test_strict_rows_of_minus_inf_keep_the_lowest_columns(dt):
     want = suite.expected(case, inputs)
     assert np.array_equal(res.outputs["values"], want["values"])
     assert np.array_equal(res.outputs["indices"], want["indices"])
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_append_rounds_take_no_shared_atomic(dt):
+    """APPEND=1 (session 9, docs/TUNING.md "topk (session 9, branch topk5)"): slots come from
+    the counter register and a ``vote.ballot`` per round, not ``atom.shared.add`` per element;
+    the tie row's answer is the same (asserted in `_tie_row_run`)."""
+    lanes, rounds = _tie_row_run(1, dt), _tie_row_run(1, dt, append=1)
+    assert lanes["atom"] > 0 and rounds.get("atom", 0) == 0
+    assert rounds["vote.ballot"] > lanes.get("vote.ballot", 0)
+
+
+def _equal_row_run(mod, dt):
+    """One row of 1024 equal values, k = 64, CAP = 96, one vector a step: the first step's 128
+    elements pass from -inf, its fourth round (32 + 96 > CAP) refines in the middle of it."""
+    suite = mod.SUITE_F32 if dt == "f32" else mod.SUITE_BF16
+    case = mod.make_case("eq", rows=1, cols=1024, k=64, WARPS=1, CTAS=1, VECS=1, CAP=96,
+                         STRICT=1, APPEND=1, dt=dt)
+    inputs = suite.make_inputs(case, 0)
+    inputs["x"][:] = 1.0
+    res, _ = simulate(suite, case, inputs=inputs)
+    return res.outputs["indices"][0].tolist()
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_a_refine_inside_the_rounds_keeps_the_steps_equal_elements(dt, tmp_path):
+    """A refine between rounds of one step: the step's elements not yet appended may lie in lower
+    columns than kept ones (a lane appends its highest bit first), so they are filtered with
+    ``>=`` the k-th (not STRICT's ``>``) and the next refine picks the lowest columns; with the
+    strict threshold there, the lowest columns of a row of equal values go missing."""
+    assert _equal_row_run(MOD, dt) == list(range(64))
+    mut = load_mutant("topk_warp", "_pass_mask(vectors, kth, dt)",
+                      "_pass_mask(vectors, buf.thr, dt)", tmp_path)
+    assert _equal_row_run(mut, dt) != list(range(64))

@@ -45,6 +45,14 @@ normal row, which made warp 0 the kernel's tail); the carried guess stays a ``>=
 A row that ends with over a quarter of its buffered entries equal to the k-th carries -inf to
 the next (which would otherwise miss the guess and be read twice).
 
+APPEND=1 (session 9, the `_a` cases; docs/TUNING.md "topk (session 9, branch topk5)"): a
+step's elements that reach thr are appended in warp-converged rounds (`_append_rounds`: one
+``vote.ballot`` a round, the slot from a counter register and ``popc``; no shared atomic, no
+shared counter load, no divergent loop), and a refine runs only before a round that would
+overflow CAP, so CAP no longer grows with VECS: 2 KB steps (VECS 4 f32, bf16) with CAP 256.
+The session-9 measurements say a warp's time goes per step (commit group), whatever its bytes
+(f32's 1 KB and bf16's 512 B steps both ~1380 cycles): bytes per step are the lever.
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -135,10 +143,14 @@ class _Buffer:
     slice, its fill counter (taken with ``atom.shared.add.u32``), the running threshold `thr`
     (f32) and `guess`, the threshold a row starts from (the previous row's, see `refine`)."""
 
-    def __init__(self, WARPS, CAP, strict=False):
+    def __init__(self, WARPS, CAP, strict=False, rounds=False):
         self.strict = strict
+        self.rounds = rounds
         self.pairs = T.shared(T.u32, (WARPS * CAP * 2,), name="pairs", align=16)
-        self.fill = T.shared(T.u32, (WARPS,), name="fill")
+        if rounds:   # APPEND=1: the counter is one register, the same in every lane
+            self.n = T.reg(T.u32, init=0)
+        else:
+            self.fill = T.shared(T.u32, (WARPS,), name="fill")
         self.CAP = CAP
         self.lane = T.laneid()
         self.warp = T.tid.x >> 5
@@ -148,15 +160,21 @@ class _Buffer:
 
     def reset(self, thr):
         """An empty buffer (lane 0 writes the counter; ``bar.warp.sync`` orders it before the
-        appends of the other lanes) and the threshold `thr`."""
-        with T.if_(self.lane == 0):
-            T.ptx.st.shared.u32(self.fill.at(self.warp), 0)
-        T.ptx.bar.warp.sync(FULL)
+        appends of the other lanes; APPEND=1: the counter register) and the threshold `thr`."""
+        if self.rounds:
+            self.n.set(0)
+        else:
+            with T.if_(self.lane == 0):
+                T.ptx.st.shared.u32(self.fill.at(self.warp), 0)
+            T.ptx.bar.warp.sync(FULL)
         self.thr.set(thr)
 
     def count(self):
-        """The entries so far, the same in every lane (after ``bar.warp.sync``)."""
+        """The entries so far, the same in every lane (after ``bar.warp.sync``, which also orders
+        the appends' stores before the refine's loads)."""
         T.ptx.bar.warp.sync(FULL)
+        if self.rounds:   # a copy: `refine` sets the counter to k and still needs n
+            return T.reg(T.u32, init=self.n)
         return T.ptx.ld.shared.u32(self.fill.at(self.warp))
 
     def append(self, bits, col):
@@ -173,13 +191,15 @@ class _Buffer:
             T.ptx.add.u32(cnt, cnt, 1, pred=p)
         return T.ptx.redux.sync.add.u32(cnt, FULL)
 
-    def refine(self, k, keybits, dt, final=False, E=None):
+    def refine(self, k, keybits, dt, final=False, E=None, eq=False):
         """Keep exactly the k largest entries (key, then the lowest column), compacted to slots
         0..k-1 (as raw bits, so that every entry is keyed the same way at the next refine; as keys
         when `final`, for `store`); `thr` becomes the k-th key's float. Needs at least k entries.
         `final`: also the next row's `guess`, the float of the top 16 key bits of the entry of
         rank 2k + 16 (a value that about that many elements of a row like this one reach;
-        with fewer buffered, of the smallest entry, cut to 12 bits)."""
+        with fewer buffered, of the smallest entry, cut to 12 bits). `eq`: returns the k-th
+        key's float (the ``>=`` threshold even when STRICT, for elements of the step being
+        appended, whose columns may lie below kept ones: see `_append_rounds`)."""
         E = E or self.CAP // 32            # entries per lane looked at (n <= 32 E)
         n = self.count()
         valid = [(self.lane + 32 * e) < n for e in range(E)]
@@ -231,8 +251,11 @@ class _Buffer:
             T.ptx.bar.warp.sync(FULL)
             T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, c], pred=keep)
             kept.set(kept + T.ptx.popc.b32(b))
-        with T.if_(self.lane == 0):
-            T.ptx.st.shared.u32(self.fill.at(self.warp), k)
+        if self.rounds:
+            self.n.set(k)
+        else:
+            with T.if_(self.lane == 0):
+                T.ptx.st.shared.u32(self.fill.at(self.warp), k)
         T.ptx.bar.warp.sync(FULL)
         if self.strict and not final:
             # STRICT: every later element has a higher column than the k kept ones, so one equal
@@ -256,6 +279,7 @@ class _Buffer:
                 # of missing the guess and reading the row again from global memory, one
                 # dependent load round trip a step. Exact either way.
                 T.ptx.mov.f32(self.guess, NEG_INF, pred=ties * 4 > n)
+        return _key_float(kth, keybits) if eq else None
 
     def store(self, row, k, values, indices, keybits, dt):
         """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
@@ -353,11 +377,75 @@ class _Ring:
         T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
 
 
-def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0):
+LOG2 = {4: 2, 8: 3}   # elements per vector -> shift
+
+
+def _step_col(col_base, e, vec):
+    """The column of a step's element e (bit e of `_pass_mask`: vector e / vec, element e % vec
+    of it; a lane's vectors of one step lie 32 vectors apart)."""
+    return col_base + (e >> LOG2[vec]) * (32 * vec) + (e & (vec - 1))
+
+
+def _pass_mask(vectors, thr, dt, first=0):
+    """A lane's elements of one step that reach `thr` (and lie in the row), bit u * vec + j for
+    element j of vector u (`vectors` from the step's vector `first` on): one ``setp`` and
+    ``selp`` each, OR'ed as a tree (not a chain)."""
+    vec = _tk.VEC[dt]
+    terms = []
+    for u, (words, ok) in enumerate(vectors, first):
+        for j, val in enumerate(_elements(words, dt)):
+            p = val >= thr
+            terms.append(T.ptx.selp.b32(1 << (u * vec + j), 0, p if ok is None else ok & p))
+    while len(terms) > 1:
+        terms = [T.ptx.or_.b32(*terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def _append_rounds(buf, vectors, hits, col_base, fetch_e, k, keybits, dt):
+    """APPEND=1 (session 9, docs/TUNING.md "topk (session 9, branch topk5)"): append the step's
+    elements that reach thr in warp-converged rounds, one element per lane a round (usually one
+    round): ``vote.ballot`` of the lanes with one left, the slot the counter register plus the
+    ``popc`` of the lower lanes' bits, no shared atomic, no shared counter load, no divergent
+    per-lane loop. Before a round that could overflow the buffer (counter + lanes > CAP) a
+    refine; the elements of this step still to append are then filtered against the k-th's
+    float with ``>=``, never STRICT's ``>`` (a lane's later element may have a lower column than
+    an earlier round's kept one; the next refine breaks such ties by column); later steps use
+    the refine's `thr`. So CAP needs room for k entries and one round (32), whatever VECS is.
+    With several vectors a step, a vector's bits are built only where some lane's vector
+    `hits` (one ``vote.any`` each): a later row's hit step usually has one such vector of 4."""
+    vec = _tk.VEC[dt]
+    if len(vectors) == 1:   # the caller's vote.any was this vector's
+        mask = T.reg(T.u32, init=_pass_mask(vectors, buf.thr, dt))
+    else:
+        mask = T.reg(T.u32, init=0)
+        for u, (vector, hit) in enumerate(zip(vectors, hits)):
+            with T.if_(T.ptx.vote.any.sync.pred(hit, FULL), uniform=True):
+                T.ptx.or_.b32(mask, mask, _pass_mask([vector], buf.thr, dt, first=u))
+    b = T.reg(T.u32, init=T.ptx.vote.ballot.sync.b32(mask != 0, FULL))
+    below = T.sreg("lanemask_lt")
+    with T.while_(lambda: b != 0):
+        with T.if_(buf.n + T.ptx.popc.b32(b) > buf.CAP, uniform=True):
+            kth = buf.refine(k, keybits, dt, eq=True)
+            T.ptx.and_.b32(mask, mask, _pass_mask(vectors, kth, dt))
+            b.set(T.ptx.vote.ballot.sync.b32(mask != 0, FULL))
+        pos = buf.n + T.ptx.popc.b32(T.ptx.and_.b32(b, below))
+        with T.if_(mask != 0):
+            e = T.ptx.bfind.u32(mask)
+            T.ptx.xor.b32(mask, mask, T.ptx.shl.b32(1, e))
+            T.ptx.st.shared.v2.b32(buf.pairs.at(buf.base + 2 * pos),
+                                   [T.ptx.mov.b32(fetch_e(e)),
+                                    T.ptx.mov.b32(_step_col(col_base, e, vec))])
+        buf.n.set(buf.n + T.ptx.popc.b32(b))
+        b.set(T.ptx.vote.ballot.sync.b32(mask != 0, FULL))
+
+
+def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
+               APPEND=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
-    buf = _Buffer(WARPS, CAP, strict=bool(STRICT))
+    buf = _Buffer(WARPS, CAP, strict=bool(STRICT), rounds=bool(APPEND))
     lane = buf.lane
     gw = T.ctaid.x * WARPS + buf.warp
     grid_warps = T.nctaid.x * WARPS
@@ -374,10 +462,11 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
     soff = T.reg(T.u32, init=0)                        # its stages' offset in the ring
     buf.reset(buf.guess)
 
-    def examine(vectors):
+    def examine(vectors, col_base, fetch_e):
         """Filter VECS vectors per lane ((words, in the row or None, first column, element j's
-        bits) each) against thr; one ``vote.any`` for all, one overflow check (room for all) and
-        refine, then the elements that reach thr appended."""
+        bits) each) against thr; one ``vote.any`` for all, then (APPEND=0) one overflow check
+        (room for all) and refine, then the elements that reach thr appended; APPEND=1:
+        `_append_rounds` (the step's first column `col_base`, element e's bits `fetch_e`)."""
         if dt == "f32":
             vectors = [([T.ptx.mov.f32(w) for w in words], ok, c, f) for words, ok, c, f in vectors]
         hits = []
@@ -387,6 +476,11 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
         anyhit = hits[0]
         for h in hits[1:]:
             anyhit = anyhit | h
+        if APPEND:
+            with T.if_(T.ptx.vote.any.sync.pred(anyhit, FULL), uniform=True):
+                _append_rounds(buf, [(w, ok) for w, ok, _, _ in vectors], hits, col_base,
+                               fetch_e, k, keybits, dt)
+            return
         with T.if_(T.ptx.vote.any.sync.pred(anyhit, FULL), uniform=True):
             with T.if_(buf.count() > CAP - VECS * 32 * vec, uniform=True):
                 buf.refine(k, keybits, dt)
@@ -416,7 +510,10 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                             lambda j, u=u: _element_bits(
                                 T.ptx.ld.shared.b32(ir.Addr(at + (j >> (vec // 8)) * 4,
                                                             u * 512)), j, dt)))
-        examine(vectors)
+        examine(vectors, (v * 32 + lane) * vec,
+                lambda e: _element_bits(T.ptx.ld.shared.b32(ir.Addr(
+                    at + (e >> LOG2[vec]) * 512 + ((e & (vec - 1)) >> (vec // 8)) * 4, 0)),
+                    e, dt))
         soff.set(soff + VECS * 512)
         T.ptx.mov.u32(soff, 0, pred=soff == ring.span)
         v.set(v + VECS)
@@ -435,7 +532,9 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                         again.append((words, ucol < nvec, lambda ucol=ucol: ucol * vec,
                                       lambda j, ucol=ucol: _global_bits(
                                           x, row * cols + ucol * vec + j, dt)))
-                    examine(again)
+                    examine(again, (u0 * 32 + lane) * vec,
+                            lambda e, u0=u0: _global_bits(
+                                x, row * cols + _step_col((u0 * 32 + lane) * vec, e, vec), dt))
             # a row that started from a good guess ends with ~2k entries: a refine over 8 per
             # lane costs half of one over CAP / 32
             small = min(8, CAP // 32)
@@ -462,16 +561,20 @@ def _maxnreg(MAXREG):
 def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64],
                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
-                  CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0):
-    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT)
+                  CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
+                  APPEND: T.const = 0):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
+               APPEND)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64],
                    rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
-                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0):
-    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT)
+                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
+                   APPEND: T.const = 0):
+    _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
+               APPEND)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -488,7 +591,7 @@ def smem_bytes(WARPS, STAGES, CAP) -> int:  # noqa: N803
 def _constraints(dt):
     vec = _tk.VEC[dt]
 
-    def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0):
+    def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -498,10 +601,19 @@ def _constraints(dt):
                        "aligned)")
         if cols > MAX_COLS:
             why.append(f"cols={cols} exceeds {MAX_COLS} (the 16-bit column search)")
-        if CAP % 32 or CAP - VECS * 32 * vec < _tk.MAX_K:
+        # APPEND=1 refines before a round of 32 that would overflow, APPEND=0 before a step
+        room = 32 if APPEND else VECS * 32 * vec
+        if CAP % 32 or CAP - room < _tk.MAX_K:
             why.append(f"CAP={CAP} must be a multiple of 32 with room for {_tk.MAX_K} kept "
-                       f"entries and VECS={VECS} vectors per lane ({VECS * 32 * vec}): at least "
-                       f"{_tk.MAX_K + VECS * 32 * vec}")
+                       + (f"entries and one append round (32): at least {_tk.MAX_K + 32}"
+                          if APPEND else
+                          f"entries and VECS={VECS} vectors per lane ({room}): at least "
+                          f"{_tk.MAX_K + room}"))
+        if APPEND not in (0, 1):
+            why.append(f"APPEND={APPEND} must be 0 (per-lane shared atomics) or 1 (warp rounds)")
+        elif APPEND and VECS * vec > 32:
+            why.append(f"VECS={VECS} vectors of {vec} elements exceed the 32 bits of APPEND=1's "
+                       "mask of a step's elements")
         if not 1 <= WARPS <= 32:
             why.append(f"WARPS={WARPS} must be in [1, 32]")
         elif smem_bytes(WARPS, STAGES, CAP) > SMEM_LIMIT:
@@ -527,12 +639,13 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
-              MAXREG=128, small=True, dt="f32", STRICT=0):
+              MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0):
     """A case; large ones are the H200's (tag h200), never simulated."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols, k=k,
                   WARPS=WARPS, STAGES=STAGES, VECS=VECS, CAP=CAP, CTAS=CTAS, MAXREG=MAXREG,
-                  **({"STRICT": STRICT} if STRICT else {}))
+                  **({"STRICT": STRICT} if STRICT else {}),
+                  **({"APPEND": APPEND} if APPEND else {}))
 
 
 SUITE_F32 = T.suite(
@@ -551,6 +664,15 @@ SUITE_F32 = T.suite(
         make_case("r3_c1000_k1_v1_st", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=192,
                   STRICT=1),
         make_case("r3_c260_k64_st", rows=3, cols=260, k=64, WARPS=1, CTAS=1, STRICT=1),
+        # APPEND=1 (session 9): warp rounds; CAP at its least (96, 128) so refines fall inside
+        # the rounds, row 0 of ties, a tail (1100 columns), 4 vectors a step, k = 1 not STRICT
+        # (`_ap`, `_apst`: not `_st`, which MODE=topk4's smoke selects)
+        make_case("r5_c2052_k64_apst", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
+                  STRICT=1, APPEND=1),
+        make_case("r3_c1100_k17_v4_apst", rows=3, cols=1100, k=17, WARPS=1, CTAS=2, VECS=4,
+                  CAP=96, STRICT=1, APPEND=1),
+        make_case("r3_c1000_k1_v1_ap", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=96,
+                  APPEND=1),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
         make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
@@ -565,6 +687,17 @@ SUITE_F32 = T.suite(
                   small=False),
         make_case("r16384_c8192_k50_m80", rows=16384, cols=8192, k=50, MAXREG=80, CTAS=396,
                   small=False),
+        # session 9 (branch topk5, docs/TUNING.md "topk (session 9, branch topk5)"): 2 KB a step
+        # (VECS 4, 3 steps ahead: STAGES 16), then the warp-round appends alone (_a); file order
+        # is the benchmark's order (MODE=topk5), likeliest winner first
+        make_case("r4096_c32768_k64_st_a_v4", rows=4096, cols=32768, k=64, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, small=False),
+        make_case("r4096_c32768_k64_st_a", rows=4096, cols=32768, k=64, STRICT=1, APPEND=1,
+                  small=False),
+        make_case("r16384_c8192_k50_st_a_v4", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, small=False),
+        make_case("r16384_c8192_k50_st_a", rows=16384, cols=8192, k=50, STRICT=1, APPEND=1,
+                  small=False),
     ],
     constraints=constraints_f32,
 )
@@ -577,6 +710,12 @@ SUITE_BF16 = T.suite(
                   dt="bf16", STRICT=1),
         make_case("r3_c2056_k64_v2", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, VECS=2, CAP=576,
                   dt="bf16"),
+        make_case("r5_c1000_k33_apst", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
+                  dt="bf16", STRICT=1, APPEND=1),
+        make_case("r3_c2056_k64_v2_apst", rows=3, cols=2056, k=64, WARPS=1, CTAS=2, VECS=2,
+                  STAGES=4, CAP=128, dt="bf16", STRICT=1, APPEND=1),
+        make_case("r2_c3000_k50_v4_apst", rows=2, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
+                  CAP=96, dt="bf16", STRICT=1, APPEND=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
@@ -585,6 +724,15 @@ SUITE_BF16 = T.suite(
         make_case("r8192_c32768_k16", rows=8192, cols=32768, k=16, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st", rows=8192, cols=32768, k=64, STRICT=1, small=False,
                   dt="bf16"),
+        # session 9: 2 KB a step, 1 KB (f32's default), then 512 B (VECS 1) as before
+        make_case("r8192_c32768_k64_st_a_v4", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_st_a_v2", rows=8192, cols=32768, k=64, VECS=2, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
+        # (STAGES 12: at 80 registers 3 CTAs of 64 KB would fit an SM, and the grid is 2 per
+        # SM; session 7's `_s12` ran as STAGES 8 within 0.4%)
+        make_case("r8192_c32768_k64_st_a", rows=8192, cols=32768, k=64, STAGES=12, STRICT=1,
+                  APPEND=1, small=False, dt="bf16"),
     ],
     constraints=constraints_bf16,
 )
