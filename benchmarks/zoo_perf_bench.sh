@@ -180,7 +180,7 @@ topk_bf16_warp[r8192_c32768_k64_st_a_v2]@ or topk_bf16_warp[r8192_c32768_k64_st_
     SHARDS_ALL="h200 and ($N_A1)|h200 and ($N_A2)|h200 and ($N_A3)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 's6', 'topk3' or 'topk4'" >&2
+        "'s5', 'cum6', 's6', 'topk3', 'topk4' or 'topk5'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then
