@@ -109,7 +109,7 @@ def test_cum6_mode_times_cumsum_tma_after_the_cumsum_smem_case_of_its_shape():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4', 's5', 's6', 'topk3' or 'topk4'" in r.stderr
+        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4' or 'topk5'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
