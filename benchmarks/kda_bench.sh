@@ -47,7 +47,10 @@
 #             per shape: pack6 at H96 (v128wsl) and H64 (SLIM_H64, default "v64ws8l v64ws8q"),
 #             then 8 x 1024 (the same); step 0 prewarms FLA's varlen kernels (carry the
 #             autotune cache); ~330 s: `BUDGET=360 bash benchmarks/kda_bench.sh slimpacks`
-#   decode    the decode cases only
+#   decode    the decode cases only: kda_decode (tag main) and kda_decode_bulk (the state by
+#             bulk copies through a 3-stage shared-memory ring, tag ring; docs/TUNING.md "Decode
+#             by bulk copies") in one job against fla.fused_recurrent_kda: ~200 s of device time
+#             with set-up and smoke (`OUT=$OUT/kda BUDGET=200 bash benchmarks/kda_bench.sh decode`)
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -216,13 +219,13 @@ for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)
 F.SLIM_VARIANTS))") \
         $(cd zoo/kernels && python3 -c "import kda_fwd_slim as S; print(*('ahead_' + v for v in \
 S.VARIANTS))") \
-        TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
+        TT1 TT2 TT4 bulk_TT1 bulk_TT2 bulk_TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
         bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_fwd_slim as S, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC, kda_bwd_chain_prep as BP
 import kda_bwd_chain_pieces as BQ, kda_bwd_pieces_tc as BT, kda_bwd_prep_tc as BA
-import kda_bwd_local_tc as BLT
+import kda_bwd_local_tc as BLT, kda_decode_bulk as DB
 v = sys.argv[1]
 k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
              else (BR.kda_bwd_reverse, {}) if v == 'bwd_reverse'
@@ -233,6 +236,7 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (BT.kda_bwd_pieces_tc, {}) if v == 'bwd_pieces_tc'
              else (BA.kda_bwd_prep_tc, {}) if v == 'bwd_prep_tc'
              else (BLT.kda_bwd_local_tc, {}) if v == 'bwd_local_tc'
+             else (DB.kda_decode_bulk, {'TT': int(v[7:])}) if v.startswith('bulk_TT')
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (S.kda_fwd_ahead, S.VARIANTS[v[6:]])
              if v.startswith('ahead_') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
@@ -326,14 +330,14 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
     if [ -n "$LIST" ]; then
         echo "== smoke"
-        list_items "($SMOKE_K) and not main and not alt and not timing"
+        list_items "($SMOKE_K) and not main and not ring and not alt and not timing"
         return
     fi
     echo "=== 3. smoke (small cases, no timing) at +$(( $(date +%s) - START ))s"
     mkdir -p "$WORK/smoke"
     timeout --kill-after=5 "${SMOKE_LIMIT:-90}" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --no-timing --exec-s "${SMOKE_EXEC_S:-15}" --target sm_90a \
-        -k "($SMOKE_K) and not main and not alt and not timing" \
+        -k "($SMOKE_K) and not main and not ring and not alt and not timing" \
         --report-log "$WORK/smoke/smoke.jsonl" >"$LOGS/smoke.log" 2>&1
     rc=$?
     tail -n 1 "$LOGS/smoke.log"
@@ -365,7 +369,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
+    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
 bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
@@ -463,7 +467,8 @@ or v64ws8q)";;
                 EXEC_S="${S0_EXEC_S:-180}" bench "s0-$s" "kda_fwd_s0 and ${s}_"
             done;;
         decode)
-            bench decode "kda_decode and main";;
+            # the control's large cases (main) and kda_decode_bulk's (ring) in one job
+            bench decode "kda_decode and (main or ring)";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own
