@@ -95,7 +95,7 @@ def test_decode_times_the_bulk_ring_beside_its_control_in_one_job():
     jobs = _jobs("decode")
     cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2"]
     assert jobs["decode"] == ([f"kda_decode[{c}]" for c in cases]
-                              + [f"kda_decode_bulk[{c}]" for c in cases])
+                              + [f"kda_decode_bulk[{c}]" for c in cases + ["n64_h64_t4_c128"]])
     bulk_small = [i for i in jobs["smoke"] if i.startswith("kda_decode_bulk[")]
     assert len(bulk_small) == 5 and "kda_decode_bulk[n7_h1_t2_c2]" in bulk_small
     main = _jobs("main")

@@ -90,9 +90,11 @@ def test_one_persistent_cta_per_sm_without_spills():
     """Three 68 KB stages fill an SM's shared memory: one CTA per SM, so the grid (132) is one
     wave; the 64 state registers and the tokens' rows fit in 255 without spilling."""
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
-    assert set(big) == {"n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2"}
+    assert set(big) == {"n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2",
+                        "n64_h64_t4_c128"}
     assert all("ring" in c.tags for c in big.values())
     assert MOD.SUITE.grid(big["n256_h64_t1"]) == (132, 1, 1)
+    assert MOD.SUITE.grid(big["n64_h64_t4_c128"]) == (128, 1, 1)
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
     assert spills(MOD.SUITE) == {}
 

@@ -253,6 +253,9 @@ SUITE = T.suite(
            for c in D.SUITE.cases] + [
         T.case("n7_h1_t2_c2", N=7, H=1, TT=2, CTAS=2),
         T.case("n3_h3_t1_c1", N=3, H=3, TT=1, CTAS=1),
+        # 4096 heads over 132 CTAs leave 4 of them a 32nd head (a tail of ~3% at TT = 4); 128
+        # CTAs take 32 each (docs/TUNING.md "Decode by bulk copies")
+        T.case("n64_h64_t4_c128", N=64, H=64, TT=4, CTAS=128, small=False, tags=("ring",)),
     ],
     tolerance=D.SUITE.tolerance, flops=D._flops, bytes=D._bytes,
     baselines=list(D.SUITE.baselines),
