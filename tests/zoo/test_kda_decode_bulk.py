@@ -107,5 +107,15 @@ def test_one_persistent_cta_per_sm_without_spills():
 ])
 def test_refused_shapes_name_the_case_and_the_rule(params, match):
     with pytest.raises(ValueError, match=r"case 'bad': " + match):
-        T.suite(MOD.kda_decode_bulk, inputs=MOD.inputs, reference=MOD.reference,
+        T.suite(MOD.kda_decode_bulk, inputs=MOD.D.inputs, reference=MOD.D.reference,
                 outputs=["o"], constraints=MOD.constraints, cases=[T.case("bad", **params)])
+
+
+def test_inputs_and_reference_are_kda_decodes():
+    """The same functions and the same runtime parameters: benchmarks/bench_with.py
+    --share-inputs makes a large case's arrays and float64 reference once for both kernels."""
+    assert MOD.SUITE.inputs is MOD.D.SUITE.inputs
+    assert MOD.SUITE.reference is MOD.D.SUITE.reference
+    assert (list(map(repr, MOD.kda_decode_bulk.runtime_params))
+            == list(map(repr, MOD.D.kda_decode.runtime_params)))
+    assert MOD.SUITE.tolerance == MOD.D.SUITE.tolerance

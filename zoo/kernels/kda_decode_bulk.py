@@ -59,8 +59,8 @@ import tirxh.lang as T
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_decode as D  # noqa: E402 - after the path that finds it
-import kda_ref as R  # noqa: E402
-from kda_decode import FULL, K, LOG2E, V, _unpack  # noqa: E402
+from kda_decode import (FULL, K, V, _decay, _decay_and_sums, _gate_scale,  # noqa: E402
+                        _store_o, _unpack, _update)
 
 TAGS = ("memory-bound", "tma", "mbarrier-pipeline", "persistent", "bulk-async-group",
         "linear-attention", "fused-gate")
@@ -88,7 +88,7 @@ def smem_bytes(TT, STAGES):
 def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     g_raw: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
-                    N: T.u32, H: T.u32, TT: T.const = 1, STAGES: T.const = 3,
+                    N: T.const, H: T.const, TT: T.const = 1, STAGES: T.const = 3,
                     CTAS: T.const = 132):
     bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
     bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
@@ -99,7 +99,7 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
-    grid = T.nctaid.x
+    grid = min(N * H, CTAS)                  # = %nctaid.x (_grid), a constant here
     cta = T.ctaid.x
     mine = (N * H - 1 - cta) / grid + 1      # heads cta, cta + grid, ... below N H
     chunk = HEAD // NCOPY
@@ -134,7 +134,6 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
     row0 = warp * ROWS
     grow = row0 + (lane & 15)        # the row whose gate this lane computes
     col = lane * 4                   # this lane's first value column
-    scale = K ** -0.5
     ring = T.pipeline(STAGES)
     prev = T.reg(T.u32, init=0)      # the stage of the previous head
     par = T.reg(T.u32, init=0)       # the token's parity: which partials buffer
@@ -142,7 +141,7 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         hd, n, h = head_of(j)
         # the head's few plain loads, before the wait: exp(-z) = 2^(c1 g_raw + c0), c1 =
         # -exp(A_log) log2(e), c0 = c1 dt_bias (kda_decode's gate)
-        c1 = T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(h)) * LOG2E) * -LOG2E
+        c1 = _gate_scale(A_log, h)
         c0 = c1 * T.ptx.ld.global_.nc.f32(dt_bias.at(h * K + grow))
         betas = [T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)) for t in range(TT)]
         full[ring.stage].wait(ring.phase)
@@ -158,51 +157,27 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             vw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 3, col))
             vc = [x for w in vw for x in _unpack(w)]
             bt = T.ptx.cvt.f32.bf16(betas[t])
-            # g = -5 sigmoid(z); decay = exp(g) = 2^(-5 log2(e) / (1 + exp(-z))), exp(-z)
-            # clamped at 2^64 (kda_decode): one row a lane, then broadcast in the warp
-            e = T.ptx.ex2.approx.f32(T.ptx.min.f32(T.ptx.fma.rn.f32(g, c1, c0), 64.0))
-            sig = T.ptx.rcp.approx.f32(e + 1.0)
-            dec = T.ptx.ex2.approx.f32(sig * (R.LOWER_BOUND * LOG2E))
-            pk, pq = [None] * 4, [None] * 4
-            kk = qq = kq = None
-            for r in range(ROWS):
-                decay = T.ptx.mov.f32(T.ptx.shfl.sync.idx.b32(dec, r, 0x1F, FULL))
-                for c in range(4):
-                    S[r][c] = S[r][c] * decay
-                    pk[c] = kr[r] * S[r][c] if r == 0 else T.ptx.fma.rn.f32(kr[r], S[r][c], pk[c])
-                    pq[c] = qr[r] * S[r][c] if r == 0 else T.ptx.fma.rn.f32(qr[r], S[r][c], pq[c])
-                kk = kr[r] * kr[r] if r == 0 else T.ptx.fma.rn.f32(kr[r], kr[r], kk)
-                qq = qr[r] * qr[r] if r == 0 else T.ptx.fma.rn.f32(qr[r], qr[r], qq)
-                kq = kr[r] * qr[r] if r == 0 else T.ptx.fma.rn.f32(kr[r], qr[r], kq)
+            # one row's decay a lane (kda_decode's gate), broadcast in the warp
+            dec = _decay(g, c1, c0)
+            part = _decay_and_sums(S, kr, qr, lambda r: T.ptx.mov.f32(
+                T.ptx.shfl.sync.idx.b32(dec, r, 0x1F, FULL)))
             # the warp's partials, one barrier, every warp's partials of this lane's columns
-            mine_p = red.at(par, warp, col)
-            T.ptx.st.shared.v4.f32(mine_p, pk)
-            T.ptx.st.shared.v4.f32(mine_p + V * 4, pq)
-            T.ptx.st.shared.v4.f32(red.at(par, warp, 2 * V), [kk, qq, kq, kq], pred=lane == 0)
+            dst = red.at(par, warp, col)
+            T.ptx.st.shared.v4.f32(dst, part[:4])
+            T.ptx.st.shared.v4.f32(dst + V * 4, part[4:8])
+            T.ptx.st.shared.v4.f32(red.at(par, warp, 2 * V), part[8:] + part[10:], pred=lane == 0)
             T.ptx.bar.sync(0)
             base = red.at(par, 0, col)
             norms = red.at(par, 0, 2 * V)
             tot = None
             for w in range(WARPS):
-                part = (list(T.ptx.ld.shared.v4.f32(base + w * PART * 4))
-                        + list(T.ptx.ld.shared.v4.f32(base + w * PART * 4 + V * 4))
-                        + list(T.ptx.ld.shared.v4.f32(norms + w * PART * 4))[:3])
-                tot = part if tot is None else [a + b for a, b in zip(tot, part)]
+                theirs = (list(T.ptx.ld.shared.v4.f32(base + w * PART * 4))
+                          + list(T.ptx.ld.shared.v4.f32(base + w * PART * 4 + V * 4))
+                          + list(T.ptx.ld.shared.v4.f32(norms + w * PART * 4))[:3])
+                tot = theirs if tot is None else [a + b for a, b in zip(tot, theirs)]
             par.set(T.ptx.xor.b32(par, 1))
-            rk = T.ptx.rsqrt.approx.f32(tot[8] + R.L2_EPS)
-            rq = T.ptx.rsqrt.approx.f32(tot[9] + R.L2_EPS)
-            kq_hat = tot[10] * rk * rq
-            delta = [bt * (vc[c] - tot[c] * rk) for c in range(4)]
-            for r in range(ROWS):
-                kh = kr[r] * rk
-                for c in range(4):
-                    S[r][c] = T.ptx.fma.rn.f32(kh, delta[c], S[r][c])
-            out = [(T.ptx.fma.rn.f32(kq_hat, delta[c], tot[4 + c] * rq)) * scale
-                   for c in range(4)]
-            tok = (n * TT + t) * H + h
-            T.ptx.st.global_.v2.b32(o.at(tok * V + col),
-                                    [T.ptx.cvt.rn.bf16x2.f32(out[1], out[0]),
-                                     T.ptx.cvt.rn.bf16x2.f32(out[3], out[2])], pred=warp == 0)
+            out = _update(S, kr, tot, vc, bt)
+            _store_o(o.at(((n * TT + t) * H + h) * V + col), out, pred=warp == 0)
         for r in range(ROWS):
             T.ptx.st.shared.v4.f32(s_addr + r * V * 4, S[r])
         T.ptx.fence.proxy.async_.shared__cta()   # generic writes -> the copy engine's reads
@@ -235,16 +210,10 @@ def constraints(N, H, TT=1, STAGES=3, CTAS=132):
     return out
 
 
-reference = D.reference       # the same float64 recurrence (cached from inputs())
-
-
-def inputs(rng, N, H, TT=1, gate="mixed"):
-    """kda_decode's inputs, plus N and H (the persistent grid walks the heads itself)."""
-    return dict(D.inputs(rng, N, H, TT, gate), N=N, H=H)
-
-
 SUITE = T.suite(
-    kda_decode_bulk, inputs=inputs, reference=reference, outputs=["o", "state"],
+    # kda_decode's own inputs and reference (N and H are this kernel's constants, not inputs):
+    # one function, so benchmarks/bench_with.py --share-inputs makes them once for both kernels
+    kda_decode_bulk, inputs=D.inputs, reference=D.reference, outputs=["o", "state"],
     inplace=["state"], constraints=constraints,
     # kda_decode's cases (its large ones tagged "ring": benchmarks/kda_bench.sh's decode group
     # times them beside the control's "main" ones), and rings that wrap: two CTAs walk 4 and 3
