@@ -49,8 +49,10 @@
 #             autotune cache); ~330 s: `BUDGET=360 bash benchmarks/kda_bench.sh slimpacks`
 #   decode    the decode cases only: kda_decode (tag main) and kda_decode_bulk (the state by
 #             bulk copies through a 3-stage shared-memory ring, tag ring; docs/TUNING.md "Decode
-#             by bulk copies") in one job against fla.fused_recurrent_kda: ~200 s of device time
-#             with set-up and smoke (`OUT=$OUT/kda BUDGET=200 bash benchmarks/kda_bench.sh decode`)
+#             by bulk copies") in one job against fla.fused_recurrent_kda, one set of inputs per
+#             shape for both (--share-inputs); ~400 s of device time with set-up and smoke,
+#             the job ~130 s of host inputs:
+#             `OUT=$OUT/kda BUDGET=450 bash benchmarks/kda_bench.sh decode`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -236,7 +238,8 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (BT.kda_bwd_pieces_tc, {}) if v == 'bwd_pieces_tc'
              else (BA.kda_bwd_prep_tc, {}) if v == 'bwd_prep_tc'
              else (BLT.kda_bwd_local_tc, {}) if v == 'bwd_local_tc'
-             else (DB.kda_decode_bulk, {'TT': int(v[7:])}) if v.startswith('bulk_TT')
+             else (DB.kda_decode_bulk, {'TT': int(v[7:]), 'N': 256, 'H': 64})
+             if v.startswith('bulk_TT')
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (S.kda_fwd_ahead, S.VARIANTS[v[6:]])
              if v.startswith('ahead_') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
@@ -368,7 +371,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     echo "=== $1 (+$(( $(date +%s) - START ))s)"
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
-        --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
+        ${SHARE_INPUTS:+--share-inputs} --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
     grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
 bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
@@ -467,8 +470,10 @@ or v64ws8q)";;
                 EXEC_S="${S0_EXEC_S:-180}" bench "s0-$s" "kda_fwd_s0 and ${s}_"
             done;;
         decode)
-            # the control's large cases (main) and kda_decode_bulk's (ring) in one job
-            bench decode "kda_decode and (main or ring)";;
+            # the control's large cases (main) and kda_decode_bulk's (ring) in one job, on one
+            # set of inputs per shape (the same inputs(): its float64 reference is 30-70 s of
+            # host time per shape, made once for both kernels)
+            SHARE_INPUTS=1 bench decode "kda_decode and (main or ring)";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own
