@@ -8,8 +8,9 @@ lane, 4 CTAs per SM) and measured 87.1% of the H200's copy bandwidth; the zoo's 
 kernel moves each head's 64 KB the same way.
 
 Algorithm: a persistent grid of G = min(N H, CTAS) CTAs of 8 warps (one per SM: three 68 KB
-stages fill its shared memory) walks the heads (n, h) = cta, cta + G, ... . Thread 0 drives the
-copy engine:
+stages fill its shared memory) walks the heads (n, h) = cta, cta + G, ... (N and H are
+compile-time constants, taken from the case like TT: a head's (n, h) is a multiply-shift, and the
+suite declares kda_decode's own inputs() and reference()). Thread 0 drives the copy engine:
 - a head's load: ``mbarrier.arrive.expect_tx`` on the stage's `full` barrier with the head's
   bytes, then 1-D ``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`` copies:
   the state (contiguous, 64 KB in 4 copies of 16 KB) and, per token, the 256-byte rows of q, k,
