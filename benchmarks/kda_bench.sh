@@ -221,8 +221,8 @@ for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)
 F.SLIM_VARIANTS))") \
         $(cd zoo/kernels && python3 -c "import kda_fwd_slim as S; print(*('ahead_' + v for v in \
 S.VARIANTS))") \
-        TT1 TT2 TT4 bulk_TT1 bulk_TT2 bulk_TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
-        bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc; do
+        TT1 TT2 TT4 bulk_TT1 bulk_TT2 bulk_TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 \
+        bwd_chain_prep bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_fwd_slim as S, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC, kda_bwd_chain_prep as BP
@@ -372,8 +372,8 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         ${SHARE_INPUTS:+--share-inputs} --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
-bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
+    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|bwd|bwd_local|bwd_reverse|bwd_chain|\
+bwd_chain_prep|bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
 }
