@@ -14,7 +14,10 @@ that deadlocks (2026-12-01: a split-K GEMM that numsim passed hung on the H200).
 get the same inputs and reference outputs, yet each job builds them again: 20-100 s of numpy per
 large case on the host. With it, a suite's inputs are made once per (the parameters its inputs()
 takes, seed) and its reference once per (those inputs, the parameters reference() takes); the
-latest four entries per suite are kept (consecutive items of one suite share them).
+latest four entries per inputs() function are kept (consecutive items of one suite share them).
+Suites that declare the same inputs() function for kernels of the same runtime parameters share
+them too (kda_decode_bulk takes kda_decode's inputs and reference: one job times both on the
+same arrays); another kernel signature never meets another's inputs.
 """
 
 from __future__ import annotations
@@ -50,7 +53,11 @@ class SharedData:
         return getattr(self._suite, name)
 
     def _get(self, kind, same, key, make):
-        entries = self._memo.setdefault((kind, self._suite.name), [])
+        # by the function that makes the value and the kernel's runtime parameters it must fit
+        # (names and declared types), not the suite's name: two kernels sharing inputs() share
+        fn = self._suite.inputs if kind == "inputs" else self._suite.reference
+        params = tuple(repr(p) for p in self._suite.kernel.runtime_params)
+        entries = self._memo.setdefault((kind, fn, params), [])
         for k, v in entries:
             if same(k, key):
                 return v

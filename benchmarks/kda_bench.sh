@@ -47,7 +47,12 @@
 #             per shape: pack6 at H96 (v128wsl) and H64 (SLIM_H64, default "v64ws8l v64ws8q"),
 #             then 8 x 1024 (the same); step 0 prewarms FLA's varlen kernels (carry the
 #             autotune cache); ~330 s: `BUDGET=360 bash benchmarks/kda_bench.sh slimpacks`
-#   decode    the decode cases only
+#   decode    the decode cases only: kda_decode (tag main) and kda_decode_bulk (the state by
+#             bulk copies through a 3-stage shared-memory ring, tag ring; docs/TUNING.md "Decode
+#             by bulk copies") in one job against fla.fused_recurrent_kda, one set of inputs per
+#             shape for both (--share-inputs); ~400 s of device time with set-up and smoke,
+#             the job ~130 s of host inputs:
+#             `OUT=$OUT/kda BUDGET=450 bash benchmarks/kda_bench.sh decode`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -222,14 +227,14 @@ for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)
 F.SLIM_VARIANTS))") \
         $(cd zoo/kernels && python3 -c "import kda_fwd_slim as S; print(*('ahead_' + v for v in \
 S.VARIANTS))") \
-        TT1 TT2 TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 bwd_chain_prep \
-        bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc bwd_pieces_tc_pm \
+        TT1 TT2 TT4 bulk_TT1 bulk_TT2 bulk_TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 \
+        bwd_chain_prep bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc bwd_pieces_tc_pm \
         bwd_prep_tc_pm bwd_pieces_tc_pmt bwd_prep_tc_pmt; do
     (cd zoo/kernels && python3 -c "
 import sys, kda_fwd as F, kda_fwd_slim as S, kda_decode as D, kda_bwd as BW, kda_bwd_local as BL
 import kda_bwd_reverse as BR, kda_bwd_chain as BC, kda_bwd_chain_prep as BP
 import kda_bwd_chain_pieces as BQ, kda_bwd_pieces_tc as BT, kda_bwd_prep_tc as BA
-import kda_bwd_local_tc as BLT
+import kda_bwd_local_tc as BLT, kda_decode_bulk as DB
 v = sys.argv[1]
 k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 'bwd_local'
              else (BR.kda_bwd_reverse, {}) if v == 'bwd_reverse'
@@ -244,6 +249,8 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (BA.kda_bwd_prep_tc, {'PREP': 1}) if v == 'bwd_prep_tc_pm'
              else (BT.kda_bwd_pieces_tc, {'PREP': 2}) if v == 'bwd_pieces_tc_pmt'
              else (BA.kda_bwd_prep_tc, {'PREP': 2}) if v == 'bwd_prep_tc_pmt'
+             else (DB.kda_decode_bulk, {'TT': int(v[7:]), 'N': 256, 'H': 64})
+             if v.startswith('bulk_TT')
              else (D.kda_decode, {'TT': int(v[2:])})
              if v.startswith('TT') else (S.kda_fwd_ahead, S.VARIANTS[v[6:]])
              if v.startswith('ahead_') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
@@ -338,14 +345,14 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
     if [ -n "$LIST" ]; then
         echo "== smoke"
-        list_items "($SMOKE_K) and not main and not alt and not timing"
+        list_items "($SMOKE_K) and not main and not ring and not alt and not timing"
         return
     fi
     echo "=== 3. smoke (small cases, no timing) at +$(( $(date +%s) - START ))s"
     mkdir -p "$WORK/smoke"
     timeout --kill-after=5 "${SMOKE_LIMIT:-90}" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --no-timing --exec-s "${SMOKE_EXEC_S:-15}" --target sm_90a \
-        -k "($SMOKE_K) and not main and not alt and not timing" \
+        -k "($SMOKE_K) and not main and not ring and not alt and not timing" \
         --report-log "$WORK/smoke/smoke.jsonl" >"$LOGS/smoke.log" 2>&1
     rc=$?
     tail -n 1 "$LOGS/smoke.log"
@@ -376,9 +383,9 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     echo "=== $1 (+$(( $(date +%s) - START ))s)"
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
-        --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|bwd|bwd_local|bwd_reverse|bwd_chain|bwd_chain_prep|\
-bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
+        ${SHARE_INPUTS:+--share-inputs} --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
+    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|bwd|bwd_local|bwd_reverse|bwd_chain|\
+bwd_chain_prep|bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
 }
@@ -475,7 +482,10 @@ or v64ws8q)";;
                 EXEC_S="${S0_EXEC_S:-180}" bench "s0-$s" "kda_fwd_s0 and ${s}_"
             done;;
         decode)
-            bench decode "kda_decode and main";;
+            # the control's large cases (main) and kda_decode_bulk's (ring) in one job, on one
+            # set of inputs per shape (the same inputs(): its float64 reference is 30-70 s of
+            # host time per shape, made once for both kernels)
+            SHARE_INPUTS=1 bench decode "kda_decode and (main or ring)";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

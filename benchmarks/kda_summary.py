@@ -44,21 +44,23 @@ FWD_GOAL, FWD_BWD_GOAL = 2.5, 3.0
 BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd",
              "fla.fused_recurrent_kda")
 FWD_KERNELS = ("kda_fwd", "kda_fwd_slim", "kda_fwd_ahead")     # the forwards whose fastest variant is a shape's
-KERNELS = ("kda_fwd", "kda_fwd_slim", "kda_fwd_ahead", "kda_fwd_s0", "kda_decode", "kda_bwd", "kda_bwd_local",
-           "kda_bwd_reverse", "kda_bwd_chain", "kda_bwd_chain_prep", "kda_bwd_chain_pieces",
-           "kda_bwd_pieces_tc", "kda_bwd_prep_tc", "kda_bwd_local_tc")
+KERNELS = ("kda_fwd", "kda_fwd_slim", "kda_fwd_ahead", "kda_fwd_s0", "kda_decode",
+           "kda_decode_bulk", "kda_bwd", "kda_bwd_local", "kda_bwd_reverse", "kda_bwd_chain",
+           "kda_bwd_chain_prep", "kda_bwd_chain_pieces", "kda_bwd_pieces_tc", "kda_bwd_prep_tc",
+           "kda_bwd_local_tc")
 
 
 def _cases() -> dict:
     """case name -> (kernel, params) for every KDA case (the zoo modules, imported by path)."""
     sys.path.insert(0, str(ROOT / "zoo" / "kernels"))
     import kda_decode  # the zoo is a directory of kernel files on sys.path, not a package
+    import kda_decode_bulk
     import kda_fwd
     import kda_fwd_slim
     out = {}
     for suite in (kda_fwd.SUITE, kda_fwd.SUITE_VARLEN, kda_fwd.SUITE_SLIM,
                   kda_fwd.SUITE_SLIM_VARLEN, kda_fwd_slim.SUITE, kda_fwd_slim.SUITE_VARLEN,
-                  kda_decode.SUITE):
+                  kda_decode.SUITE, kda_decode_bulk.SUITE):
         for c in suite.cases:
             out[(suite.name, c.name)] = c.params
     return out

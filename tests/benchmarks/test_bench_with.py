@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import pytest
 
 import bench_with as B  # benchmarks/ is on sys.path (tests/benchmarks/conftest.py)
 import tirxh.lang as T
 from tirxh.core import benchjob
+from tirxh.core.errors import SuiteError
 
 CALLS = {"inputs": 0, "reference": 0}
 
@@ -63,8 +65,41 @@ def test_only_the_last_four_entries_per_suite_are_kept():
     first = shared.make_inputs(a, 1)
     assert [shared.make_inputs(a, s) for s in (2, 3, 4, 1)][-1] is first
     shared.make_inputs(a, 5)
-    assert len(memo["inputs", SUITE.name]) == 4
+    assert [len(v) for k, v in memo.items() if k[0] == "inputs"] == [4]
     assert shared.make_inputs(a, 1) is not first
+
+
+@T.kernel(grid=lambda n: n, block=32)
+def twice(x: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
+    i = T.ctaid.x * 32 + T.tid.x
+    with T.if_(i < n):
+        T.ptx.st.global_.f32(out.at(i), T.ptx.ld.global_.f32(x.at(i)) * 2.0)
+
+
+@T.kernel(grid=lambda n: n, block=32)
+def other(x: T.gptr[T.bf16], out: T.gptr[T.f32], n: T.u32):
+    T.ptx.st.global_.f32(out.at(T.tid.x), 0.0)
+
+
+def test_suites_of_one_inputs_function_share_unless_the_kernels_parameters_differ():
+    """kda_decode_bulk declares kda_decode's inputs() and reference(): one job times both on one
+    set of arrays (the float64 reference of a large decode case is ~30-70 s of host time). A
+    kernel whose parameters differ (x bf16 here) never gets arrays made for another's."""
+    memo: dict = {}
+    CALLS.update(inputs=0, reference=0)
+    a = SUITE.cases[0]
+    x = B.SharedData(SUITE, memo).make_inputs(a, 1)
+    e = B.SharedData(SUITE, memo).expected(a, x)
+    same = T.suite(twice, inputs=_inputs, reference=_reference, outputs=["out"], cases=[a])
+    assert same.name != SUITE.name
+    assert B.SharedData(same, memo).make_inputs(a, 1) is x
+    assert B.SharedData(same, memo).expected(a, x) is e
+    assert CALLS == {"inputs": 1, "reference": 1}
+    diff = T.suite(other, inputs=_inputs, reference=_reference, outputs=["out"], cases=[a])
+    with pytest.raises(SuiteError, match=r"parameter 'x' is a gptr\[bf16\] \(bfloat16\); the "
+                                         r"array is float32"):
+        B.SharedData(diff, memo).make_inputs(a, 1)     # made and checked afresh, not served
+    assert CALLS["inputs"] == 2
 
 
 def test_seeds_override_the_plugins_seed_count_and_before():

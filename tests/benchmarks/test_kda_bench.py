@@ -86,3 +86,17 @@ def test_wsc_still_selects_only_its_own_variants():
     assert jobs["wsc-t8192_h64"] == ["kda_fwd[t8192_h64_v64ws8b]",
                                      "kda_fwd_slim[t8192_h64_v64ws8l]",
                                      "kda_fwd_slim[t8192_h64_v64ws8m]"]
+
+
+@pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
+def test_decode_times_the_bulk_ring_beside_its_control_in_one_job():
+    """Group decode: kda_decode's large cases (tag main) and kda_decode_bulk's (tag ring) in one
+    job against FLA; the smoke covers every small case of both; group main stays the control's."""
+    jobs = _jobs("decode")
+    cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2"]
+    assert jobs["decode"] == ([f"kda_decode[{c}]" for c in cases]
+                              + [f"kda_decode_bulk[{c}]" for c in cases + ["n64_h64_t4_c128"]])
+    bulk_small = [i for i in jobs["smoke"] if i.startswith("kda_decode_bulk[")]
+    assert len(bulk_small) == 5 and "kda_decode_bulk[n7_h1_t2_c2]" in bulk_small
+    main = _jobs("main")
+    assert main["decode"] == [f"kda_decode[{c}]" for c in cases]

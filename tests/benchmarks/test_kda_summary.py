@@ -46,6 +46,7 @@ def test_fastest_variant_goal_fla_times_and_floors(tmp_path, capsys):
         _item("kda_fwd", "t8192_h96_v128s2", 1.2, {"fla.chunk_kda": 2.3}),
         _item("kda_fwd", "pack6_h64_v64s2", 1.0, {"fla.chunk_kda": 1.5}),
         _item("kda_decode", "n256_h64_t1", 0.3, {"fla.fused_recurrent_kda": 1.8}),
+        _item("kda_decode_bulk", "n256_h64_t1", 0.28, {"fla.fused_recurrent_kda": 1.9}),
         _item("kda_fwd", "t8192_h64_v64s2", error="'o' differs from the uploaded reference"),
         _item("kda_bwd", "t8192_h96", 50.0, {"fla.chunk_kda.bwd": 0.25,
                                              "fla.chunk_kda.fwd_bwd": 0.3}),
@@ -55,6 +56,7 @@ def test_fastest_variant_goal_fla_times_and_floors(tmp_path, capsys):
     assert "| t8192_h96 | t8192_h96_v64s1 | 1.0000 | 2.740 | 2.74x | yes | 15.000 |" in out
     assert "| pack6_h64 | pack6_h64_v64s2 | 1.0000 | 1.500 | 1.50x | NO |" in out
     assert "kda_decode[n256_h64_t1] | 0.3000 | 4000 | - | - | - | 1.80x" in out
+    assert "kda_decode_bulk[n256_h64_t1] | 0.2800 | 4000 | - | - | - | 1.90x" in out
     assert "| t8192_h96 | 50.000 | 12.500 | 0.25x | 15.000 | 0.30x |" in out
     assert "kda_fwd[t8192_h64_v64s2]: failed: 'o' differs" in out
     rows = json.loads((tmp_path / "s.json").read_text())["shapes"]

@@ -86,6 +86,62 @@ def _butterfly(values):
     return values
 
 
+def _gate_scale(A_log, h):
+    """c1 = -exp(A_log[h]) log2(e), the head's gate scale: exp(-z) = 2^(c1 g_raw + c1 dt_bias)
+    (``ld.global.nc.f32``, ``mul``, ``ex2.approx``, ``mul``)."""
+    return T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(h)) * LOG2E) * -LOG2E
+
+
+def _decay(g, c1, c0):
+    """The decay exp(g) of one row from its raw gate: g = -5 sigmoid(z), z = exp(A_log)
+    (g_raw + dt_bias), so exp(g) = 2^(-5 log2(e) / (1 + exp(-z))) with exp(-z) = 2^(c1 g_raw
+    + c0) (the kernel's per-head constants); ``fma``, ``min``, ``ex2``, ``rcp``, ``ex2``. exp(-z)
+    is clamped at 2^64: sigmoid(z) < 6e-20 already rounds the decay to 1."""
+    e = T.ptx.ex2.approx.f32(T.ptx.min.f32(T.ptx.fma.rn.f32(g, c1, c0), 64.0))
+    sig = T.ptx.rcp.approx.f32(e + 1.0)
+    return T.ptx.ex2.approx.f32(sig * (R.LOWER_BOUND * LOG2E))
+
+
+def _decay_and_sums(S, kr, qr, decay_of):
+    """Decay a lane's rows of S in place (row r by ``decay_of(r)``, emitted at the row) and
+    return its sums over those rows: S'^T k and S'^T q of its 4 columns, k.k, q.q, k.q (11
+    values: ``mul`` and ``fma`` chains in row order)."""
+    pk, pq = [None] * 4, [None] * 4
+    kk = qq = kq = None
+    for r in range(len(S)):
+        decay = decay_of(r)
+        for c in range(4):
+            S[r][c] = S[r][c] * decay
+            pk[c] = kr[r] * S[r][c] if r == 0 else T.ptx.fma.rn.f32(kr[r], S[r][c], pk[c])
+            pq[c] = qr[r] * S[r][c] if r == 0 else T.ptx.fma.rn.f32(qr[r], S[r][c], pq[c])
+        kk = kr[r] * kr[r] if r == 0 else T.ptx.fma.rn.f32(kr[r], kr[r], kk)
+        qq = qr[r] * qr[r] if r == 0 else T.ptx.fma.rn.f32(qr[r], qr[r], qq)
+        kq = kr[r] * qr[r] if r == 0 else T.ptx.fma.rn.f32(kr[r], qr[r], kq)
+    return pk + pq + [kk, qq, kq]
+
+
+def _update(S, kr, tot, vc, bt):
+    """From the totals over all K rows (`tot`: `_decay_and_sums`' 11 values summed): the
+    column update delta = beta (v - S'^T k^) applied to the lane's rows of S in place (S +=
+    k^ delta^T) and its 4 outputs o = K^-1/2 (S'^T q^ + (k^.q^) delta); ``rsqrt.approx`` for
+    the norms."""
+    rk = T.ptx.rsqrt.approx.f32(tot[8] + R.L2_EPS)
+    rq = T.ptx.rsqrt.approx.f32(tot[9] + R.L2_EPS)
+    kq_hat = tot[10] * rk * rq
+    delta = [bt * (vc[c] - tot[c] * rk) for c in range(4)]
+    for r in range(len(S)):
+        kh = kr[r] * rk
+        for c in range(4):
+            S[r][c] = T.ptx.fma.rn.f32(kh, delta[c], S[r][c])
+    return [(T.ptx.fma.rn.f32(kq_hat, delta[c], tot[4 + c] * rq)) * K ** -0.5 for c in range(4)]
+
+
+def _store_o(addr, out, pred):
+    """4 outputs as bf16 at `addr` (``cvt.rn.bf16x2.f32`` x 2, ``st.global.v2.b32``)."""
+    T.ptx.st.global_.v2.b32(addr, [T.ptx.cvt.rn.bf16x2.f32(out[1], out[0]),
+                                   T.ptx.cvt.rn.bf16x2.f32(out[3], out[2])], pred=pred)
+
+
 def _grid(N, H):
     return (V // BV, H, N)
 
@@ -102,13 +158,12 @@ def kda_decode(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16], g_raw: T
     row0 = rg * ROWS                               # and first state row (key channel)
     head = n * H + h
     # gate constants: exp(-z) = 2^(c1 g_raw + c0[r]), c1 = -exp(A_log) log2(e), c0 = c1 dt_bias
-    c1 = T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(h)) * LOG2E) * -LOG2E
+    c1 = _gate_scale(A_log, h)
     dtb = T.ptx.ld.global_.nc.v4.f32
     db_addr = dt_bias.at(h * K + row0)
     c0 = [c1 * x for i in range(ROWS // 4) for x in dtb(db_addr + 16 * i)]
     s_addr = state.at((head * K + row0) * V + col)
     S = [list(T.ptx.ld.global_.cs.v4.f32(s_addr + r * V * 4)) for r in range(ROWS)]
-    scale = K ** -0.5
     for t in range(TT):
         tok = (n * TT + t) * H + h
         kr = _load_rows(k, tok * K + row0)
@@ -117,34 +172,9 @@ def kda_decode(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16], g_raw: T
         vw = T.ptx.ld.global_.nc.v2.b32(v.at(tok * V + col))
         vc = [x for w in vw for x in _unpack(w)]
         bt = T.ptx.cvt.f32.bf16(T.ptx.ld.global_.nc.b16(beta.at(tok)))
-        pk, pq = [None] * 4, [None] * 4
-        kk = qq = kq = None
-        for r in range(ROWS):
-            # g = -5 sigmoid(z); decay = exp(g) = 2^(-5 log2(e) / (1 + exp(-z)))
-            # exp(-z) clamped at 2^64: sigmoid(z) < 6e-20 already rounds the decay to 1
-            e = T.ptx.ex2.approx.f32(T.ptx.min.f32(T.ptx.fma.rn.f32(gr[r], c1, c0[r]), 64.0))
-            sig = T.ptx.rcp.approx.f32(e + 1.0)
-            decay = T.ptx.ex2.approx.f32(sig * (R.LOWER_BOUND * LOG2E))
-            for c in range(4):
-                S[r][c] = S[r][c] * decay
-                pk[c] = kr[r] * S[r][c] if r == 0 else T.ptx.fma.rn.f32(kr[r], S[r][c], pk[c])
-                pq[c] = qr[r] * S[r][c] if r == 0 else T.ptx.fma.rn.f32(qr[r], S[r][c], pq[c])
-            kk = kr[r] * kr[r] if r == 0 else T.ptx.fma.rn.f32(kr[r], kr[r], kk)
-            qq = qr[r] * qr[r] if r == 0 else T.ptx.fma.rn.f32(qr[r], qr[r], qq)
-            kq = kr[r] * qr[r] if r == 0 else T.ptx.fma.rn.f32(kr[r], qr[r], kq)
-        tot = _butterfly(pk + pq + [kk, qq, kq])
-        rk = T.ptx.rsqrt.approx.f32(tot[8] + R.L2_EPS)
-        rq = T.ptx.rsqrt.approx.f32(tot[9] + R.L2_EPS)
-        kq_hat = tot[10] * rk * rq
-        delta = [bt * (vc[c] - tot[c] * rk) for c in range(4)]
-        for r in range(ROWS):
-            kh = kr[r] * rk
-            for c in range(4):
-                S[r][c] = T.ptx.fma.rn.f32(kh, delta[c], S[r][c])
-        out = [(T.ptx.fma.rn.f32(kq_hat, delta[c], tot[4 + c] * rq)) * scale for c in range(4)]
-        T.ptx.st.global_.v2.b32(o.at(tok * V + col),
-                                [T.ptx.cvt.rn.bf16x2.f32(out[1], out[0]),
-                                 T.ptx.cvt.rn.bf16x2.f32(out[3], out[2])], pred=rg == 0)
+        part = _decay_and_sums(S, kr, qr, lambda r: _decay(gr[r], c1, c0[r]))
+        out = _update(S, kr, _butterfly(part), vc, bt)
+        _store_o(o.at(tok * V + col), out, pred=rg == 0)
     for r in range(ROWS):
         T.ptx.st.global_.cs.v4.f32(s_addr + r * V * 4, S[r])
 
