@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import sys
 
-from report_tables import bench_timing, cli, item_reports, json_option, not_timed
+from report_tables import bench_timing, cli, item_reports, json_option, not_timed, regimes
 
 _CASE = re.compile(r"^b(\d+)h(\d+)(?:kv(\d+))?s(\d+)(_causal)?_(\w+)$")
 BASELINE = "torch.sdpa"
@@ -55,12 +55,9 @@ def _item(rec: dict) -> dict:
 def regime_ratios(timing: dict) -> dict:
     """{"full" | "sustained": (rounds, SM MHz, ratio to torch.sdpa)} for each clock regime the
     job's paired rounds fell in (KCoral /3 splits them; issue 16's goal holds in both)."""
-    out = {}
-    for name, reg in (timing.get("regimes") or {}).items():
-        ratio = ((reg.get("baselines") or {}).get(BASELINE) or {}).get("speedup")
-        if reg.get("rounds") and ratio is not None:
-            out[name] = (reg["rounds"], reg.get("clock_mhz"), ratio)
-    return out
+    return {name: (reg["rounds"], reg["clock_mhz"], reg["ratios"][BASELINE])
+            for name, reg in regimes(timing).items()
+            if reg["ratios"].get(BASELINE) is not None}
 
 
 def _regime(it: dict, name: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from report_tables import bench_timing, cli, item_reports, not_timed
+from report_tables import bench_timing, cli, item_reports, not_timed, regimes
 
 REGIMES = ("full", "sustained")
 
@@ -36,12 +36,8 @@ def item(rec: dict) -> dict:
     clk = timing.get("sm_clock_mhz") or {}
     out.update(median_us=timing["candidate"]["median_ms"] * 1e3,
                ratios={n: b.get("speedup") for n, b in (timing.get("baselines") or {}).items()},
-               clock=(clk.get("min"), clk.get("max")), throttled=timing.get("throttled"))
-    for name, reg in (timing.get("regimes") or {}).items():
-        if reg.get("rounds"):
-            out["regimes"][name] = {
-                "rounds": reg["rounds"], "clock_mhz": reg.get("clock_mhz"),
-                "ratios": {n: b.get("speedup") for n, b in (reg.get("baselines") or {}).items()}}
+               clock=(clk.get("min"), clk.get("max")), throttled=timing.get("throttled"),
+               regimes=regimes(timing))
     return out
 
 

@@ -54,6 +54,18 @@ def bench_timing(rec: dict) -> "tuple[dict, str]":
                 (result.get("error") or {}).get("message") or "not timed")[:160]
 
 
+def regimes(timing: dict) -> dict:
+    """KCoral `/3`'s split of a job's paired rounds by clock regime: {"full" | "sustained":
+    {"rounds", "clock_mhz", "ratios": {baseline: speedup}}} for each regime that holds rounds."""
+    out = {}
+    for name, reg in (timing.get("regimes") or {}).items():
+        if reg.get("rounds"):
+            out[name] = {"rounds": reg["rounds"], "clock_mhz": reg.get("clock_mhz"),
+                         "ratios": {n: b.get("speedup")
+                                    for n, b in (reg.get("baselines") or {}).items()}}
+    return out
+
+
 def not_timed(items: list) -> list:
     """Markdown lines listing the items without a median (with the outcome and reason)."""
     untimed = [i for i in items if i["median_us"] is None]
