@@ -152,13 +152,24 @@ def run_one(job_id: str, doc: dict, dev, blobs, regs, spec, progress,
     try:
         job = Job.from_json(doc)
         if on_hang is not None and getattr(dev, "watchdog", False):
+            exec_s = job.budgets.exec_s
+
             def expired(what, limit, elapsed):
-                on_hang(dict(base, status="failed", error={
-                    "type": "timeout.launch",
-                    "message": f"{what} did not finish within {limit:.3g} s (the job's "
-                               f"budgets.launch_s or 50x its longest launch so far); the "
-                               f"kernel is taken for hung, the worker was killed and "
-                               f"restarted"}))
+                # a section's limit is capped at the execution budget; when that cap is what
+                # ran out, the daemon's own exec timer expires at the same moment, and the
+                # outcome must not depend on which of the two reports first: the budget that
+                # bound is the one named (a loaded CI host saw timeout.launch here)
+                if exec_s and limit >= exec_s:
+                    err = {"type": "timeout.exec",
+                           "message": f"{what} ran past the job's execution budget of "
+                                      f"{exec_s:g} s; the worker was killed and restarted"}
+                else:
+                    err = {"type": "timeout.launch",
+                           "message": f"{what} did not finish within {limit:.3g} s (the job's "
+                                      f"budgets.launch_s or 50x its longest launch so far); "
+                                      f"the kernel is taken for hung, the worker was killed "
+                                      f"and restarted"}
+                on_hang(dict(base, status="failed", error=err))
             wd = Watchdog(expired, job.budgets.launch_s, job.budgets.exec_s)
         if hasattr(dev, "begin_job"):
             dev.begin_job(job.doc)
@@ -396,6 +407,11 @@ class WorkerHandle:
                 if msg.get("fatal"):
                     self.proc.wait(timeout=30)
                     self._restart_quietly(res)
+                    err = res.get("error") if isinstance(res, dict) else None
+                    if isinstance(err, dict) and err.get("type") == "timeout.exec":
+                        # the worker's watchdog ran out at the budget: say where, as the
+                        # daemon's own exec timer does
+                        err["message"] = f"{err.get('message', '')} ({timeline.last()})"
                 return timeline.onto(res) if isinstance(res, dict) else res
 
     def _failed(self, job_id, type_, message, status="failed") -> dict:
