@@ -1,5 +1,6 @@
-"""Flash Linear Attention's Kimi Delta Attention (KDA) kernels as baselines, registered only when
-``fla`` (flash-linear-attention, with fla-core) imports:
+"""Flash Linear Attention's Kimi Delta Attention (KDA) kernels as baselines, registered when
+``fla`` (flash-linear-attention, with fla-core) is installed (imported on the board that runs
+one; a failed import is the baseline's `available` reason):
 
 - ``fla.chunk_kda``: the chunked forward ``fla.ops.kda.chunk_kda``;
 - ``fla.chunk_kda.fwd_bwd``: the same forward and its backward through FLA's autograd
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import copy
 
-from kcoral.baselines.torch_ops import TorchBaseline, torch_available
+from kcoral.baselines.torch_ops import TorchBaseline, import_problem, installed, torch_available
 from kcoral.plugins import hookimpl
 
 LOWER_BOUND = -5.0
@@ -34,6 +35,9 @@ class _FlaKda(TorchBaseline):
     """Required `roles` plus the `optional` ones the job's args name."""
 
     optional: tuple = ()
+
+    def available(self, device):
+        return super().available(device) or import_problem("fla.ops.kda")
 
     def prepare(self, device, doc, args):
         view = copy.copy(self)  # TorchBaseline.prepare maps exactly `roles` to tensors
@@ -71,7 +75,7 @@ class ChunkKda(_FlaKda):
     optional = ("A_log", "dt_bias", "h0", "cu_seqlens", "out", "ht")
 
     def make(self, t, args):
-        import torch  # optional dependency (operator-installed); registered only when it imports
+        import torch  # optional dependency (operator-installed); imported only where it runs
         from fla.ops.kda import chunk_kda  # optional dependency (operator-installed)
         kw = dict(_kda_kwargs(t, args), initial_state=t.get("h0"),
                   output_final_state="ht" in t)
@@ -87,7 +91,7 @@ def _autograd(t, args):
     """(forward, inputs, grads) for a ``chunk_kda`` step under autograd: leaf copies of q, k, v,
     g, beta and, when present, A_log, dt_bias and h0 (`inputs`); `forward()` returns the outputs
     (o, and ht when h0 is given); `grads`, fixed N(0, 1) output gradients for them (seed 0)."""
-    import torch  # optional dependency (operator-installed); registered only when it imports
+    import torch  # optional dependency (operator-installed); imported only where it runs
     from fla.ops.kda import chunk_kda  # optional dependency (operator-installed)
     kw = _kda_kwargs(t, args)
     leaves = {n: t[n].detach().clone().requires_grad_() for n in
@@ -119,7 +123,7 @@ class ChunkKdaFwdBwd(_FlaKda):
     optional = ("A_log", "dt_bias", "h0", "cu_seqlens")
 
     def make(self, t, args):
-        import torch  # optional dependency (operator-installed); registered only when it imports
+        import torch  # optional dependency (operator-installed); imported only where it runs
         forward, inputs, grads = _autograd(t, args)
 
         def run():
@@ -137,7 +141,7 @@ class ChunkKdaBwd(ChunkKdaFwdBwd):
     name = "fla.chunk_kda.bwd"
 
     def make(self, t, args):
-        import torch  # optional dependency (operator-installed); registered only when it imports
+        import torch  # optional dependency (operator-installed); imported only where it runs
         forward, inputs, grads = _autograd(t, args)
         outs = forward()
 
@@ -157,7 +161,7 @@ class FusedRecurrentKda(_FlaKda):
     optional = ("A_log", "dt_bias")
 
     def make(self, t, args):
-        import torch  # optional dependency (operator-installed); registered only when it imports
+        import torch  # optional dependency (operator-installed); imported only where it runs
         from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd  # optional dependency
         kw = _kda_kwargs(t, args)
         kw.pop("safe_gate", None)    # the recurrent kernel has no M = 16 path to select
@@ -171,13 +175,7 @@ class FusedRecurrentKda(_FlaKda):
 
 
 def fla_available() -> bool:
-    if not torch_available():
-        return False
-    try:
-        import fla.ops.kda  # noqa: F401 - optional dependency: the import is the availability test
-        return True
-    except Exception:
-        return False
+    return torch_available() and installed("fla")
 
 
 def baselines() -> list:

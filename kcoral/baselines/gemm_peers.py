@@ -1,6 +1,6 @@
 """Peer GEMMs timed beside the zoo's Hopper GEMMs (issue 15): ``pyptx.gemm_hopper`` (the
-warp-specialized bf16 GEMM of the pyptx Python PTX DSL, PyPI ``pyptx==0.1.1``, registered only
-when it imports) and ``torch._scaled_mm`` / ``torch._scaled_mm.fast_accum`` (cuBLASLt fp8 e4m3
+warp-specialized bf16 GEMM of the pyptx Python PTX DSL, PyPI ``pyptx==0.1.1``, registered when it
+is installed; imported on the board that runs it) and ``torch._scaled_mm`` / ``torch._scaled_mm.fast_accum`` (cuBLASLt fp8 e4m3
 with per-tensor scales and bf16 output, registered when torch has it).
 
 All three take the shapes form of ``torch.matmul``'s baseline (args ``M``, ``N``, ``K``): they
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-from kcoral.baselines.torch_ops import TorchBaseline, torch_available
+from kcoral.baselines.torch_ops import TorchBaseline, import_problem, installed, torch_available
 from kcoral.errors import JobFailure
 from kcoral.plugins import hookimpl
 
@@ -54,6 +54,9 @@ class PyptxGemm(TorchBaseline):
 
     name = "pyptx.gemm_hopper"
 
+    def available(self, device):
+        return super().available(device) or import_problem(PYPTX_GEMM)
+
     def prepare(self, device, doc, args):
         M, N, K = _shape(self.name, args)
         import torch  # optional dependency: only on GPU hosts with torch
@@ -79,6 +82,15 @@ class ScaledMm(TorchBaseline):
 
     name = "torch._scaled_mm"
     fast_accum = False
+
+    def available(self, device):
+        why = super().available(device)
+        if why:
+            return why
+        import torch  # optional dependency: only on GPU hosts with torch
+        if not (hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")):
+            return f"torch {torch.__version__} has no _scaled_mm / float8_e4m3fn"
+        return None
 
     def prepare(self, device, doc, args):
         M, N, K = _shape(self.name, args)
@@ -117,20 +129,13 @@ class ScaledMmFastAccum(ScaledMm):
 
 
 def pyptx_available() -> bool:
-    if not torch_available():
-        return False
-    try:
-        importlib.import_module(PYPTX_GEMM)  # optional dependency: the import is the test
-        return True
-    except Exception:
-        return False
+    return torch_available() and installed("pyptx")
 
 
 def scaled_mm_available() -> bool:
-    if not torch_available():
-        return False
-    import torch  # optional dependency
-    return hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")
+    """torch is installed; whether this torch has fp8 ``_scaled_mm`` is `ScaledMm.available`'s
+    question, asked on the board (registration imports nothing)."""
+    return torch_available()
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""``torch.matmul`` and ``torch.sdpa`` baselines, registered only when torch imports.
+"""``torch.matmul`` and ``torch.sdpa`` baselines, registered only when torch is installed.
 
 They run on the worker's device through torch tensors that alias the job's buffers (the cuda
 board uses the primary context, which torch shares), on torch's current stream; the cuda device
@@ -7,17 +7,38 @@ times them with the same events and L2 flush as the candidate.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+
 from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
 from kcoral.plugins import hookimpl
 
 
-def torch_available() -> bool:
+def installed(module: str) -> bool:
+    """Whether `module` is installed, found without importing it.
+
+    Registration asks only this. The daemon and every board's worker register the baselines when
+    they start, and importing torch, FLA (triton and all its ops) and pyptx there cost a fresh GPU
+    machine ~40 s of each device call (session 9); the import happens in `available` instead, on
+    the one board that runs the baseline, and a failed import is its stated reason."""
     try:
-        import torch  # noqa: F401 - optional dependency: the import is the availability test
-        return True
-    except Exception:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
         return False
+
+
+def torch_available() -> bool:
+    return installed("torch")
+
+
+def import_problem(module: str) -> "str | None":
+    """None once `module` imports, else why not (a baseline's `available` reason)."""
+    try:
+        importlib.import_module(module)
+        return None
+    except Exception as e:  # any failure of an optional dependency is a reason, not a crash
+        return f"{module} does not import: {type(e).__name__}: {e}"
 
 
 class TorchBaseline:
@@ -30,13 +51,16 @@ class TorchBaseline:
     def available(self, device):
         if getattr(device, "kind", "") != "cuda":
             return "torch baselines run on cuda boards only"
-        import torch  # optional dependency (operator-installed); registered only when it imports
+        why = import_problem("torch")
+        if why:
+            return why
+        import torch  # optional dependency (operator-installed): imported only where it runs
         if not torch.cuda.is_available():
             return "torch reports no CUDA device"
         return None
 
     def prepare(self, device, doc, args):
-        import torch  # optional dependency (operator-installed); registered only when it imports
+        import torch  # optional dependency (operator-installed): imported only where it runs
         bufs = {b["name"]: b for b in doc["buffers"]}
         t = {}
         for role in self.roles + tuple(r for r in self.optional_roles if r in args):

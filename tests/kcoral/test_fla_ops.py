@@ -114,7 +114,7 @@ def _baseline(name):
     return {b.name: b for b in fla_ops.baselines()}[name]
 
 
-def test_registers_all_four_only_when_fla_imports(monkeypatch):
+def test_registers_all_four_only_when_fla_is_installed(monkeypatch):
     reg = BaselineRegistry()
     monkeypatch.setattr(fla_ops, "fla_available", lambda: False)
     fla_ops.kcoral_register_baselines(reg)

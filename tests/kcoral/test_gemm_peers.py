@@ -40,7 +40,7 @@ def test_unsupported_shapes_are_refused_before_any_gpu_work():
         gp.ScaledMm().prepare(None, {}, {"M": 128, "N": 128, "K": 72})
 
 
-def test_registered_only_where_the_peer_imports(monkeypatch):
+def test_registered_only_where_the_peer_is_installed(monkeypatch):
     monkeypatch.setattr(gp, "pyptx_available", lambda: False)
     monkeypatch.setattr(gp, "scaled_mm_available", lambda: False)
     reg = BaselineRegistry()
