@@ -53,6 +53,12 @@
 #             shape for both (--share-inputs); ~400 s of device time with set-up and smoke,
 #             the job ~130 s of host inputs:
 #             `OUT=$OUT/kda BUDGET=450 bash benchmarks/kda_bench.sh decode`
+#   decodebulk kda_decode_bulk's large cases alone (tag ring) against fla.fused_recurrent_kda,
+#             DECODE_EXEC_S (default 150) per job: session 10's decode group spent its budget
+#             on the control (43 s on the board for n256_h64_t1's 1 GB state: correctness,
+#             guards, 25 samples) and timed the bulk kernel at one shape; n1024_h32_t2 (2 GB
+#             of state) ran past a 60 s budget. Smoke: the decode kernels' small cases only.
+#             `OUT=$OUT/kda BUDGET=520 bash benchmarks/kda_bench.sh decodebulk`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -129,10 +135,10 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|slimpacks|decode|bwd|local|reverse|chain\
+    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|slimpacks|decode|decodebulk|bwd|local|reverse|chain\
         |fb|s0|check|smoke|tc|tc2) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, \
-slimpacks, decode, bwd, local, reverse, chain, fb, s0, check, smoke, tc, tc2)"
+slimpacks, decode, decodebulk, bwd, local, reverse, chain, fb, s0, check, smoke, tc, tc2)"
            exit 2;;
     esac
 done
@@ -197,7 +203,7 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" wsd "*) pw_shapes="t8192_h64";;
     *" wsbpacks "*|*" slimpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";;
 esac
-case " $WANT " in *" main "*|*" decode "*) pw_decode=default;; esac
+case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
 case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
 case " $WANT " in *" fb "*) pw_shapes="$pw_shapes ${FB_SHAPES:-t8192_h96 t8192_h64}"; pw_bwd=--bwd;;
@@ -293,6 +299,7 @@ or v64ws8l or v128wsm or v64ws8m)";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
+    *" decodebulk "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc)";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
@@ -485,7 +492,10 @@ or v64ws8q)";;
             # the control's large cases (main) and kda_decode_bulk's (ring) in one job, on one
             # set of inputs per shape (the same inputs(): its float64 reference is 30-70 s of
             # host time per shape, made once for both kernels)
-            SHARE_INPUTS=1 bench decode "kda_decode and (main or ring)";;
+            EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decode \
+                "kda_decode and (main or ring)";;
+        decodebulk)
+            EXEC_S="${DECODE_EXEC_S:-150}" bench decodebulk "kda_decode_bulk and ring";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

@@ -100,3 +100,13 @@ def test_decode_times_the_bulk_ring_beside_its_control_in_one_job():
     assert len(bulk_small) == 5 and "kda_decode_bulk[n7_h1_t2_c2]" in bulk_small
     main = _jobs("main")
     assert main["decode"] == [f"kda_decode[{c}]" for c in cases]
+
+
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_decodebulk_times_the_bulk_ring_alone_after_a_decode_only_smoke():
+    """Group decodebulk: kda_decode_bulk's large cases only (session 10's decode group spent its
+    budget on the control and timed the ring at one shape); its smoke is the decode kernels'."""
+    jobs = _jobs("decodebulk")
+    cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2", "n64_h64_t4_c128"]
+    assert jobs["decodebulk"] == [f"kda_decode_bulk[{c}]" for c in cases]
+    assert jobs["smoke"] and all(i.startswith("kda_decode") for i in jobs["smoke"])
