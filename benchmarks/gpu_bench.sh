@@ -73,7 +73,8 @@ DAEMON=$!
 for _ in $(seq 120); do [ -s "$WORK/port" ] && break; sleep 0.5; done
 if [ ! -s "$WORK/port" ]; then echo "daemon did not start"; tail -30 "$LOGS/daemon.log"; exit 1; fi
 ADDR="127.0.0.1:$(cat "$WORK/port")"
-# the daemon's start cost ~40 s of every session-9 call: say where (plugins, each board's worker)
+# where the daemon's start goes (plugins, each board's worker): 40-60 s in session 9, when the
+# baselines imported torch, FLA and pyptx at registration in the daemon and every worker; ~2 s since
 echo "daemon serving at +$(( $(date +%s) - START ))s"
 grep -E "plugins loaded|worker up" "$LOGS/daemon.log" | sed 's/^[^ ]* [^ ]* /    /'
 python3 -m kcoral.cli boards --daemon "$ADDR" 2>&1 | tee "$WORK/boards.txt" || true
