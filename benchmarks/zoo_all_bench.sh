@@ -16,24 +16,28 @@
 # 2026-12-02), nine clients timed 12 items in the 381 s left after set-up (74 s) and smoke, one
 # of them a kda_fwd job that spent its 90 s budget in FLA's first Triton autotune: ~24 s of the
 # board per item (the first torch.compile of a shape compiles inside its job). So two calls,
-# `half1` (vector gemm decode norms: 12 items) and `half2` (softmax activations movement
+# `half1` (vector gemm decode norms: 13 items) and `half2` (softmax activations movement
 # attention: 13 items), and the kda group through benchmarks/kda_bench.sh, which warms FLA up
 # first (here, without the FLA wheels, its job says why FLA is not there and times the kernel
 # alone). Env: SEEDS (default 1), EXEC_S (default 90), TOTAL_LIMIT, OUT; see gpu_bench.sh.
+# Each headline is the kernel's fastest measured case at its size (session 10: reduce_rows'
+# _w16_u1_pol_r32, rmsnorm's _tri_pol2, swiglu's _b128_u1_stcs, and kda_decode_bulk beside
+# kda_decode; docs/PERFORMANCE.md "Session 10").
 set -u
 cd "$(dirname "$0")/.."
 declare -A G
-G[vector]="vadd[n64M]@ or reduce_rows[r8192_c8192]@ or gemm_mma[m4096n4096k4096]@sm_90a"
+G[vector]="vadd[n64M]@ or reduce_rows[r8192_c8192_w16_u1_pol_r32]@ or gemm_mma[m4096n4096k4096]@sm_90a"
 G[gemm]="gemm_bf16_c2[m8192n8192k8192_t256]@ or gemm_fp8_c2[m8192n8192k8192_t256]@ or \
 gemm_wgmma[m4096n4096k4096_bn256]@"
 G[attention]="attention_fwd[b4h32s8192_lazy8]@ or attention_fwd[b4h32s8192_causal_pairs_lazy8]@"
-G[decode]="decode_attention[b32_h32x8_l8k_p64]@ or kda_decode[n256_h64_t1]@"
+G[decode]="decode_attention[b32_h32x8_l8k_p64]@ or kda_decode[n256_h64_t1]@ or \
+kda_decode_bulk[n256_h64_t1]@"
 G[kda]="kda_fwd[t8192_h64_v64ws8]@"
-# rmsnorm[r16384_c8192]@ also selects add_rmsnorm's case of that name (-k matches substrings)
-G[norms]="rmsnorm[r16384_c8192]@ or layernorm[r16384_c8192]@ or quant_fp8[r16384_c8192]@"
+G[norms]="rmsnorm[r16384_c8192_tri_pol2]@ or add_rmsnorm[r16384_c8192]@ or layernorm[r16384_c8192]@ \
+or quant_fp8[r16384_c8192]@"
 G[softmax]="softmax[r16384_c8192]@ or softmax_tma[r16384_c8192_s4_b256]@ or \
 cross_entropy[r4096_c128256]@"
-G[activations]="swiglu[n64M]@ or gelu_tanh[n64M_u4]@ or rope[t16384_h32_d128]@"
+G[activations]="swiglu[n64M_b128_u1_stcs]@ or gelu_tanh[n64M_u4]@ or rope[t16384_h32_d128]@"
 G[movement]="transpose[r16384_c8192]@ or tma_copy[r16384_c8192]@ or cumsum_smem[r1_c64M]@ or \
 topk_f32_pipe[r4096_c32768_k64]@ or topk_bf16_pipe[r8192_c32768_k64]@"
 ORDER="vector gemm decode kda norms softmax activations movement attention"

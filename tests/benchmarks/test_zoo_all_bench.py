@@ -21,7 +21,7 @@ def test_shards_are_one_k_expression_per_group_in_the_order_given():
     assert r.returncode == 0
     assert r.stdout.strip().split("|") == [
         "kda_fwd[t8192_h64_v64ws8]@",
-        "vadd[n64M]@ or reduce_rows[r8192_c8192]@ or gemm_mma[m4096n4096k4096]@sm_90a"]
+        "vadd[n64M]@ or reduce_rows[r8192_c8192_w16_u1_pol_r32]@ or gemm_mma[m4096n4096k4096]@sm_90a"]
 
 
 def test_the_default_is_both_halves_without_kda():
@@ -52,7 +52,12 @@ def test_every_group_selects_its_items():
     for g in groups:
         name, *items = g.strip().splitlines()
         assert items, f"group {name} selects nothing"
-    assert sum(len(g.strip().splitlines()) - 1 for g in groups) >= 24
+    assert sum(len(g.strip().splitlines()) - 1 for g in groups) >= 27
+    listed = r.stdout
+    for headline in ("reduce_rows[r8192_c8192_w16_u1_pol_r32]", "rmsnorm[r16384_c8192_tri_pol2]",
+                     "add_rmsnorm[r16384_c8192]", "swiglu[n64M_b128_u1_stcs]",
+                     "kda_decode_bulk[n256_h64_t1]"):
+        assert headline in listed, headline
 
 
 def test_list_refuses_a_group_that_selects_nothing(tmp_path):
