@@ -23,17 +23,22 @@ float32 error is below 4e-7 relative), non-finite, or tiny -- is decided again i
 within 1e-5 of the ``rms`` limit (where the order of summation could decide), is recomputed
 exactly as the float64 path does. The verdict is therefore
 the float64 path's, element by element (``test_tolerance`` checks them against each other).
+Arrays of 8 chunks or more are compared on a thread pool (`_threads`); the chunks' figures merge
+in chunk order, so the result is the one-thread pass's bit for bit.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 SMALL = 1 << 20        # elements: at most this many take the plain float64 path
 CHUNK = 1 << 20        # elements per chunk on the fast path
 BAND = 1e-5            # relative distance to a limit within which float32 defers to float64
+MAX_THREADS = 8       # compare threads at most (large arrays only: `_threads`)
 TINY = 1e-30           # float32 loses relative precision near its subnormals: defer below this
 _F32_EXACT = {"float16", "float32", "bfloat16", "float8_e4m3fn", "float8_e5m2"}
 
@@ -134,29 +139,59 @@ class _Acc:
         self.err_sq = 0.0
         self.ref_sq = 0.0
 
+    def merge(self, other: "_Acc", max_report: int) -> None:
+        """Add a later chunk's figures: the sums in chunk order, as one pass would make them."""
+        self.bad += other.bad
+        self.first.extend(other.first[:max(0, max_report - len(self.first))])
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.max_rel = max(self.max_rel, other.max_rel)
+        self.nan_abs |= other.nan_abs
+        self.nan_rel |= other.nan_rel
+        self.err_sq += other.err_sq
+        self.ref_sq += other.ref_sq
+
+
+def _threads(n: int) -> int:
+    """Threads for `n` elements: numpy releases the GIL in these loops, and a GPU host's cores
+    are idle while its worker checks (a 1 GB state took ~5 s a check on one core, several
+    checks a job: session 10's decode jobs spent most of their 43 s on the board there)."""
+    if n < 8 * CHUNK:
+        return 1
+    return max(1, min(MAX_THREADS, os.cpu_count() or 1, n // (4 * CHUNK)))
+
 
 def _chunked(a, e, rtol, atol, rms, max_report) -> dict:
     shape = a.shape
     a1, e1 = a.reshape(-1), e.reshape(-1)
     ints = _is_int(a) and _is_int(e)
     f32 = not ints and a.dtype.name in _F32_EXACT and e.dtype.name in _F32_EXACT
-    acc = _Acc()
-    for i in range(0, a1.size, CHUNK):
+
+    def one(i: int) -> _Acc:
+        part = _Acc()
         ac, ec = a1[i:i + CHUNK], e1[i:i + CHUNK]
         if ints:
-            bad = _int_chunk(ac, ec, acc)
+            bad = _int_chunk(ac, ec, part)
         elif f32:
-            bad = _f32_chunk(ac, ec, rtol, atol, acc)
+            bad = _f32_chunk(ac, ec, rtol, atol, part)
         else:
-            bad = _f64_chunk(ac.astype(np.float64), ec.astype(np.float64), rtol, atol, acc)
-        nbad = int(np.count_nonzero(bad))
-        if nbad:
-            acc.bad += nbad
-            if len(acc.first) < max_report:
-                for j in np.flatnonzero(bad)[:max_report - len(acc.first)]:
-                    idx = np.unravel_index(i + int(j), shape)
-                    acc.first.append({"index": [int(x) for x in idx],
-                                      "actual": _py(ac[j]), "expected": _py(ec[j])})
+            bad = _f64_chunk(ac.astype(np.float64), ec.astype(np.float64), rtol, atol, part)
+        part.bad = int(np.count_nonzero(bad))
+        for j in np.flatnonzero(bad)[:max_report] if part.bad else ():
+            idx = np.unravel_index(i + int(j), shape)
+            part.first.append({"index": [int(x) for x in idx],
+                               "actual": _py(ac[j]), "expected": _py(ec[j])})
+        return part
+
+    acc = _Acc()
+    starts = range(0, a1.size, CHUNK)
+    workers = _threads(a1.size)
+    if workers == 1:
+        for i in starts:
+            acc.merge(one(i), max_report)
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="kcoral-compare") as pool:
+            for part in pool.map(one, starts):  # in chunk order: the same sums and `first`
+                acc.merge(part, max_report)
     out: dict = {"ok": acc.bad == 0, "mismatches": acc.bad, "total": int(a1.size),
                  "max_abs": float("nan") if acc.nan_abs else float(acc.max_abs),
                  "max_rel": float("nan") if acc.nan_rel else float(acc.max_rel)}

@@ -137,3 +137,34 @@ def test_a_boolean_output_left_poisoned_never_passes():
     r = compare(poisoned, want)
     assert not r["ok"] and r["mismatches"] == 64 and r["first"][0]["actual"] == 255
     assert compare(want.copy(), want)["ok"]
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f64", "s32"])
+def test_threaded_chunks_give_the_one_thread_result_exactly(monkeypatch, dt):
+    """Large outputs are compared on a thread pool (a GPU host's idle cores); the chunks merge
+    in order, so every figure, the sums' rounding and the first mismatches are the serial
+    pass's, bit for bit."""
+    import kcoral.tolerance as kt
+    rng = np.random.default_rng(17)
+    e = (rng.standard_normal(50021) * 10).astype(dtype_of(dt))
+    got = _boundary(e, 1e-3, 1e-3, rng) if dt != "s32" else e.copy()
+    if dt == "s32":
+        got[::89] += 1
+    monkeypatch.setattr(kt, "SMALL", 0)
+    monkeypatch.setattr(kt, "CHUNK", 991)
+    monkeypatch.setattr(kt, "_threads", lambda n: 1)
+    serial = compare(got, e, 1e-3, 1e-3, 0.5)
+    monkeypatch.setattr(kt, "_threads", lambda n: 4)
+    threaded = compare(got, e, 1e-3, 1e-3, 0.5)
+    assert serial["mismatches"] > 0
+    assert repr(threaded) == repr(serial)
+
+
+def test_thread_count_grows_with_the_array_and_stops_at_the_cap(monkeypatch):
+    import kcoral.tolerance as kt
+    monkeypatch.setattr(kt.os, "cpu_count", lambda: 16)
+    assert kt._threads(kt.CHUNK) == 1                     # small: one thread, no pool
+    assert kt._threads(16 * kt.CHUNK) == 4
+    assert kt._threads(268435456) == kt.MAX_THREADS       # a 1 GB f32 state
+    monkeypatch.setattr(kt.os, "cpu_count", lambda: 2)
+    assert kt._threads(268435456) == 2
