@@ -45,7 +45,10 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   REDUCE="red" (the small-M variants, docs/TUNING.md "Small M"): every split adds its partial
   into ONE f32 tile with ``red.global.add.f32`` instead, so the last split reads one tile, not
   S (the sum's order follows the arrivals: not bitwise reproducible, within one bf16 ulp), and
-  stores zeros back for the next launch.
+  stores zeros back for the next launch. REDUCE="peers" (``*p`` variants, docs/TUNING.md
+  "Small M, round 2"): the slots' plain stores, but the last split keeps its own partial in
+  registers and reads only the other S - 1 slots (at S = 2 one round trip, no atomics, no
+  zeroing, bitwise the slots sum).
 - **Stream-K** (STREAMK, REDUCE="red"): the K slices of all tiles, tile after tile, are dealt
   in equal contiguous runs to the persistent CTAs (or 2-CTA clusters, both CTAs taking the same
   pieces of their paired tiles), so every SM streams the same number of slices whatever the
