@@ -20,6 +20,15 @@
 #          One device call:   bash benchmarks/gemm_bench.sh small        (carry: .whl; the M = 512
 #          shapes are timed beside pyptx too)
 #   smallfp8   the same for the fp8 kernels against torch._scaled_mm (a second call)
+#   small2 bf16, small M round 2: the two shapes still below 0.95x cuBLAS after session 10
+#          (128 x 4096 x 4096, 512 x 1024 x 7168), each shape's fastest variant then
+#          (`_t64k2r`, the control) beside role "lowm" (gemm_sm90.LOWM: `_t64k2` slots,
+#          `_t64k2p` REDUCE "peers", `_t64k2p9d` 9 stages + direct epilogue, and at
+#          512 x 1024 x 7168 gemm_bf16_c2 `_t64k2p`; 8 jobs; docs/TUNING.md "Small M, round
+#          2"), one client per shape, >= 60 paired rounds per job within 8 s of timing
+#          (session 10's 2 s gave 10-25 samples, IQRs up to 0.9 us; the predicted steps are
+#          0.3-1.5 us of ~20), a smoke of the 4 new specializations first, <= 200 s.
+#          One device call:   bash benchmarks/gemm_bench.sh small2       (carry: .whl for pyptx)
 #   wave   bf16 at every M >= 2048 shape (issue 15's >= 1.00x goal): each shape's main beside
 #          the stream-K tail, alone and with the spread deferred epilogue (role "wave":
 #          `_t256skt`, `_t256sktds`, `_t256sktds4`; `_t128skt`, `_t256skt` at
@@ -56,20 +65,26 @@ role() {  # role GROUP -> a -k expression over the role tags
         small) echo "gemm_bf16 and (main or small or (alt and m128n14336k4096_))";;
         smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
         wave) echo "gemm_bf16 and (main or wave)";;
+        small2) echo "lowm";;       # gemm_bf16 and gemm_bf16_c2 (LOWM is bf16's only)
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
-                "smallfp8, wave)" >&2; return 1;;
+                "smallfp8, wave, small2)" >&2; return 1;;
     esac
 }
 roles=""
 small=""
 wave=""
+small2=""
 for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
-    case "$g" in small|smallfp8) small=1;; wave) wave=1;; esac
+    case "$g" in small|smallfp8) small=1;; wave) wave=1;; small2) small2=1;; esac
 done
 if [ -n "$wave" ] && [ "$*" != wave ]; then
     echo "gemm_bench: the wave group runs alone (its own shapes, smoke and limits)" >&2
+    exit 2
+fi
+if [ -n "$small2" ] && [ "$*" != small2 ]; then
+    echo "gemm_bench: the small2 group runs alone (its own shapes, smoke and limits)" >&2
     exit 2
 fi
 if [ -n "$small" ]; then  # the small-M shapes only, a smoke of every new specialization first
@@ -88,6 +103,16 @@ m2048n1024k7168_)}"
     export TOTAL_LIMIT="${TOTAL_LIMIT-400}" SHARE_INPUTS="${SHARE_INPUTS-1}"
     SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
 as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE_SHAPES))")}"
+    NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
+fi
+if [ -n "$small2" ]; then  # LOWM's two shapes, one client each; the new specializations first
+    export SMOKE="${SMOKE-gemm_sm90 and lowm and not t64k2r and (m128n4096k4096_ or \
+(gemm_bf16_c2 and m512n1024k7168_))}"
+    export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
+    export TOTAL_LIMIT="${TOTAL_LIMIT-200}" \
+        BENCH_ARGS="${BENCH_ARGS---min-rounds 60 --timing-budget 8}"
+    SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
+as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.LOWM))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
 fi
 # every shape once (M <= MAXM), largest M x N first, dealt round-robin so the shards carry

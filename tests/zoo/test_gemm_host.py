@@ -59,7 +59,7 @@ def test_tolerance_takes_a_one_ulp_flip_and_refuses_a_wrong_tile():
 
 
 def test_split_k_and_stream_k_settings_are_checked():
-    with pytest.raises(ValueError, match=r"REDUCE = 'atomic': expected 'slots' or 'red'"):
+    with pytest.raises(ValueError, match=r"REDUCE = 'atomic': expected 'slots', 'peers' or 'red'"):
         H.bf16_inputs(128, 1)(np.random.default_rng(0), 128, 128, 256, BN=128, SPLITK=2,
                               REDUCE="atomic")
     with pytest.raises(ValueError,

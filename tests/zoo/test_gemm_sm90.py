@@ -66,7 +66,7 @@ def test_small_case_in_numsim_matches_numpy(suite, case):
 
 
 def test_an_unknown_split_k_reduction_is_refused():
-    with pytest.raises(T.TraceError, match=r"REDUCE = 'atomic': expected 'slots' or 'red'"):
+    with pytest.raises(T.TraceError, match=r"REDUCE = 'atomic': expected 'slots', 'peers' or 'red'"):
         G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, SPLITK=2, REDUCE="atomic")
 
 
@@ -118,7 +118,8 @@ def test_stream_k_grid_is_every_sm_while_each_gets_a_slice():
                                             M=128, N=320, K=64, BN=64, STAGES=2, EPI_BUFS=1,
                                             STREAMK="tail", REDUCE="red", SMS=4),
                                             id="m128n320k64_streamk_tail_p4"),
-                                        ("SUITE_FP8", "m128n128k512_splitk_red")])
+                                        ("SUITE_FP8", "m128n128k512_splitk_red"),
+                                        ("SUITE", "m256n128k384_peers3")])
 def test_split_k_leaves_workspace_and_counters_zero(suite, case):
     """The next launch starts from zero sums and counts: KCoral and callers reuse the
     buffers, so a red sum not cleared by the split that read it would add into the next."""
@@ -138,6 +139,46 @@ def test_split_k_leaves_workspace_and_counters_zero(suite, case):
     if c.params.get("REDUCE") == "red":
         assert not res.outputs["ws"].any()
     assert s.tolerance.compare(res.outputs["c"], s.expected(c, inputs)["c"])["ok"]
+
+
+@pytest.mark.slow
+def test_peers_at_two_splits_is_bitwise_the_slots_sum():
+    """REDUCE "peers" at S = 2 adds the peer's slot to the last split's own partial, "slots"
+    adds slot 1 to slot 0: the same two f32 values, and IEEE addition commutes, so C is
+    bitwise the same (docs/TUNING.md "Small M, round 2": why "peers" stays deterministic at 2
+    splits). 12 units with tails on 4 CTAs, so both splits arrive last somewhere."""
+    ns = pytest.importorskip("tirxh_numsim")
+    s = G.SUITE
+    out = {}
+    for reduce in ("slots", "peers"):
+        c = T.case(reduce, M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1, SPLITK=2,
+                   REDUCE=reduce, SMS=4)
+        inputs = s.make_inputs(c, 0)
+        res = ns.run(s.kernel, inputs, consts=s.consts(c), grid=s.grid(c),
+                     outputs=["c", "cnt"])
+        assert not res.outputs["cnt"].any()
+        out[reduce] = res.outputs["c"]
+    assert np.array_equal(out["slots"].view(np.uint16), out["peers"].view(np.uint16))
+
+
+def test_lowm_cases_are_the_two_shapes_candidates_on_128_ctas():
+    """Role "lowm" (benchmarks/gemm_bench.sh small2): exactly LOWM's (kernel, variant) pairs at
+    its two shapes, once each, bf16 only, every one on 128 CTAs (64 tiles x 2 splits, or 32
+    tile pairs x 2 in clusters); the control t64k2r keeps its "small" role too."""
+    suites = {"c1": (G.SUITE, G.SUITE_PEERS), "c2": (G.SUITE_C2, G.SUITE_C2_PEERS)}
+    want = {(kern, f"m{M}n{N}k{K}_{v}") for (M, N, K), vs in G.LOWM.items() for kern, v in vs}
+    got = [(kern, c.name) for kern, ss in suites.items() for s in ss for c in s.cases
+           if "lowm" in c.tags]
+    assert sorted(got) == sorted(want)
+    for kern, ss in suites.items():
+        for s in ss:
+            for c in s.cases:
+                if "lowm" in c.tags:
+                    assert s.grid(c) == (128, 1, 1), c.name
+                    assert c.params["SPLITK"] == 2 and c.params["BN"] == 64
+    assert _case(G.SUITE, "m128n4096k4096_t64k2r").tags == ("small", "lowm")
+    assert not [c for s in (G.SUITE_FP8, G.SUITE_FP8_C2) for c in s.cases if "lowm" in c.tags]
+    assert G.VARIANTS["t64k2p9d"]["EPI"] == "direct"   # 9 stages leave no room for staged C
 
 
 def test_odd_n_takes_the_direct_epilogue_and_a_placeholder_map():
@@ -168,6 +209,11 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         ("SUITE_FP8", "m128n256k640_streamk"),
                                         ("SUITE", "m200n136k296_streamk_tail_defer"),
                                         ("SUITE", "m200n264k296_defer_spread"),
+                                        # REDUCE "peers": the last split's own partial never
+                                        # leaves its registers; 3 splits on 4 CTAs, 2 in a
+                                        # cluster
+                                        ("SUITE", "m256n128k384_peers3"),
+                                        ("SUITE_C2", "m200n136k200_bn64_peers"),
                                         # stream-K in clusters: one tile pair cut between
                                         # 2 clusters (2 + 3 slices); two clusters with two
                                         # units each are the suite's tail cases (`tirxh
@@ -240,11 +286,15 @@ _RELEASE = r"T\.ptx\.mbarrier\.arrive\.shared__cluster\.b64\(T\.sink, peer_empty
     ([(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
       (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
      dict(M=256, N=128, K=384, BN=128, STAGES=2, SPLITK=3, SMS=4), "race.read-write"),
+    ([(r"T\.ptx\.fence\.acq_rel\.gpu\(\)", "pass"),
+      (r"T\.ptx\.atom\.acq_rel\.gpu", "T.ptx.atom.relaxed.gpu")], "SUITE",
+     "m200n136k296_bn64_peers", "race.read-write"),
     ([(r"wgmma\.wait_group\.sync\.aligned\(1\)", "wgmma.wait_group.sync.aligned(2)")], "SUITE",
      dict(M=128, N=128, K=512, BN=128, STAGES=2), "race.stage-reuse"),
     ([(_RELEASE, "pass")], "SUITE_C2", "m256n256k64_persistent", "mbarrier.arrival-count"),
 ], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "relaxed-red-split-k-count",
-        "relaxed-split-k3-count-p4", "release-a-group-early", "no-remote-release"])
+        "relaxed-split-k3-count-p4", "relaxed-peers-count", "release-a-group-early",
+        "no-remote-release"])
 def test_synchronization_mutations_are_caught(tmp_path, edits, suite, case, kind):
     """Without the proxy fence the TMA store may read C before stmatrix's writes reach the async
     proxy; without the read wait the next round overwrites chunks a store still reads; with a
@@ -279,6 +329,7 @@ def _sass_ops(sass: str) -> dict:
     ("gemm_bf16", {"BN": 128, "STAGES": 6, "SPLITK": 4}, "HGMMA"),
     ("gemm_bf16", {"BN": 128, "STAGES": 6, "SPLITK": 4, "REDUCE": "red"}, "HGMMA"),
     ("gemm_bf16", {"BN": 64, "STAGES": 8, "EPI_BUFS": 1, "SPLITK": 2, "REDUCE": "red"}, "HGMMA"),
+    ("gemm_bf16", G.VARIANTS["t64k2p"], "HGMMA"),
     ("gemm_bf16_c2", {}, "HGMMA"),
     ("gemm_bf16_c2", G.VARIANTS["t256skt"], "HGMMA"),   # stream-K tail: one epilogue copy
     ("gemm_fp8", {}, "QGMMA"),

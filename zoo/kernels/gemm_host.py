@@ -43,14 +43,14 @@ def check_shape(kernel: str, M, N, K, kmajor: bool, epi: str, esize: int,
 
 def splitk_buffers(M, N, BM: int, BN: int, CM: int, S: int, reduce: str = "slots",
                    streamk=False, workers: int | None = None) -> dict:
-    """Split-K / stream-K workspace (REDUCE "slots": one f32 tile per split,
+    """Split-K / stream-K workspace (REDUCE "slots" and "peers": one f32 tile per split,
     [tile][split][warpgroup]...; "red": one f32 tile per tile) and one counter per tile and
     warpgroup, zero at launch; the kernel leaves them zero again. Without either neither is
     touched (one element each). STREAMK="tail" cuts only the tiles of the last partial wave,
     fewer than `workers` (the persistent grid's CTAs or clusters) units: that many slots
     (every tile's where `workers` is None)."""
-    if reduce not in ("slots", "red"):
-        raise ValueError(f"REDUCE = {reduce!r}: expected 'slots' or 'red'")
+    if reduce not in ("slots", "peers", "red"):
+        raise ValueError(f"REDUCE = {reduce!r}: expected 'slots', 'peers' or 'red'")
     if streamk and (reduce != "red" or S > 1):
         raise ValueError(f"STREAMK needs REDUCE = 'red' and SPLITK = 1 (got REDUCE = "
                          f"{reduce!r}, SPLITK = {S})")
@@ -60,7 +60,7 @@ def splitk_buffers(M, N, BM: int, BN: int, CM: int, S: int, reduce: str = "slots
     if streamk == "tail" and workers is not None:
         units = min(units, workers)
     tiles = units * CM
-    per_tile = (S if reduce == "slots" else 1) * BM * BN
+    per_tile = (1 if reduce == "red" else S) * BM * BN
     return {"ws": np.zeros(tiles * per_tile, np.float32), "cnt": np.zeros(2 * tiles, np.uint32)}
 
 

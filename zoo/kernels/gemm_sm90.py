@@ -45,7 +45,10 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   REDUCE="red" (the small-M variants, docs/TUNING.md "Small M"): every split adds its partial
   into ONE f32 tile with ``red.global.add.f32`` instead, so the last split reads one tile, not
   S (the sum's order follows the arrivals: not bitwise reproducible, within one bf16 ulp), and
-  stores zeros back for the next launch.
+  stores zeros back for the next launch. REDUCE="peers" (``*p`` variants, docs/TUNING.md
+  "Small M, round 2"): the slots' plain stores, but the last split keeps its own partial in
+  registers and reads only the other S - 1 slots (at S = 2 one round trip, no atomics, no
+  zeroing, bitwise the slots sum).
 - **Stream-K** (STREAMK, REDUCE="red"): the K slices of all tiles, tile after tile, are dealt
   in equal contiguous runs to the persistent CTAs (or 2-CTA clusters, both CTAs taking the same
   pieces of their paired tiles), so every SM streams the same number of slices whatever the
@@ -453,9 +456,9 @@ def _splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
     slot; "red": added into the tile's one f32 sum), count it in, and, in the split that
     arrives last, bring the tile's whole sum into the accumulators. Returns that predicate:
     only the last split runs the epilogue. No CTA ever waits for another."""
-    reducers = {"slots": _reduce_slots, "red": _reduce_red}
+    reducers = {"slots": _reduce_slots, "peers": _reduce_peers, "red": _reduce_red}
     if cfg["REDUCE"] not in reducers:
-        raise ValueError(f"REDUCE = {cfg['REDUCE']!r}: expected 'slots' or 'red'")
+        raise ValueError(f"REDUCE = {cfg['REDUCE']!r}: expected 'slots', 'peers' or 'red'")
     if cfg["STREAMK"] and cfg["REDUCE"] != "red":
         raise ValueError("STREAMK sums through REDUCE = 'red' (a tile has a varying number "
                          "of pieces, so no fixed slots)")
@@ -480,12 +483,14 @@ def _count_in(cnt, flag, u, cw, leader):
     return T.ptx.ld.shared.u32(flag.at(cw)) == u.need - u.count, counter
 
 
-def _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
+def _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader, keep_own=False):
     """Deterministic: every split stores its f32 partial in its own slot (``st.global.v4.f32``,
     lane-contiguous: coalesced) and counts in; the last sums all slots in split order
     (``ld.global.cg.v4.f32``: L2, never a stale L1 line), bitwise the same whichever split
     arrives last, and resets the counter for the next launch. It reads S partials alone, one
     split's loads in flight at a time (unrolled, 16 splits spilled).
+    `keep_own` (REDUCE "peers", `_reduce_peers`): the last split keeps its own partial in the
+    accumulators and adds only the other S - 1 slots.
     Slot layout: [tile][split][warpgroup][BN / 8 float4][128 threads]."""
     BN, S = cfg["BN"], cfg["SPLITK"]
     nvec = BN // 8                        # float4s per thread
@@ -497,11 +502,14 @@ def _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
         T.ptx.st.global_.v4.f32(own + j * WG * 16, [acc[4 * j + i] for i in range(4)])
     last, counter = _count_in(cnt, flag, u, cw, leader)
     with T.if_(last, uniform=True):
-        first = ws.at(base)
-        for j in range(nvec):
-            T.ptx.ld.global_.cg.v4.f32([acc[4 * j + i] for i in range(4)], first + j * WG * 16)
+        if not keep_own:
+            first = ws.at(base)
+            for j in range(nvec):
+                T.ptx.ld.global_.cg.v4.f32([acc[4 * j + i] for i in range(4)],
+                                           first + j * WG * 16)
         with T.range(1, S) as s2:  # a device loop: one split's loads in flight at a time
-            addr = ws.at(base + s2 * (2 * slot))
+            other = (u.split + s2) % S if keep_own else s2    # the splits after this one
+            addr = ws.at(base + other * (2 * slot))
             for j in range(nvec):
                 v = T.ptx.ld.global_.cg.v4.f32(addr + j * WG * 16)
                 for i in range(4):
@@ -509,6 +517,18 @@ def _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
         with T.if_(leader):
             T.ptx.st.relaxed.gpu.global_.u32(counter, 0)   # ready for the next launch
     return last
+
+
+def _reduce_peers(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
+    """The slots of REDUCE "slots", but the split that arrives last keeps its own partial in
+    the accumulators and loads only the other S - 1 slots (docs/TUNING.md "Small M, round 2"):
+    at S = 2 the tile's reduction is one coalesced ``st.global.v4.f32`` pass per split and one
+    ``ld.global.cg.v4.f32`` pass (all loads in flight) by the last, where "red" issues 4x the
+    instructions as L2 atomics in every split, reads the sum back and writes zeros over it.
+    At S = 2 the sum is still bitwise the same whichever split arrives last (IEEE addition
+    commutes); at S > 2 the last adds the others starting after its own split, so the order,
+    and the last bits, follow the arrivals (within one bf16 ulp, as "red")."""
+    return _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader, keep_own=True)
 
 
 def _reduce_red(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
@@ -705,6 +725,13 @@ VARIANTS = {
     "t256k8r": dict(BN=256, STAGES=4, EPI_BUFS=2, SPLITK=8, REDUCE="red"),
     "t64k2r": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2, REDUCE="red"),
     "t64k8r": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=8, REDUCE="red"),
+    # small M, round 2 (docs/TUNING.md "Small M, round 2"): 128 x 64 tiles in 2 splits summed
+    # through slots ("t64k2": the last reads both; "p": the last keeps its own partial and
+    # reads only the peer's, REDUCE "peers"); "p9d": 9 stages (216 KB in flight instead of
+    # 192), room made by the direct epilogue (no 16 KB of staged C)
+    "t64k2": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2),
+    "t64k2p": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
+    "t64k2p9d": dict(BN=64, STAGES=9, EPI="direct", SPLITK=2, REDUCE="peers"),
     # stream-K: every SM the same number of K slices, pieces of a tile summed as by "r"
     "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
@@ -739,6 +766,16 @@ SMALL = {(128, 4096, 4096): ["t128k4r", "t64k2r", "t256k8r", "t128sk"],
          (512, 4096, 4096): ["t256k2r", "t256sk"],
          (512, 4096, 14336): ["t256k2r", "t256sk"],
          (512, 14336, 4096): ["t256sk"]}
+# small M, round 2 (role "lowm", docs/TUNING.md "Small M, round 2"): the two shapes still below
+# 0.95x cuBLAS after session 10's run, each beside its fastest variant then (t64k2r, the
+# control): 128 x 64 tiles in 2 splits (64 x 2 = 128 units) with the reduction through slots
+# (t64k2: the control for the atomics, the last reads both slots), the last keeping its own
+# partial (t64k2p), and 9 stages with the direct epilogue (t64k2p9d); at 512 x 1024 x 7168 also
+# in 2-CTA clusters (tile pairs along M share B by multicast: 20 of 24 KB per CTA and slice)
+LOWM = {(128, 4096, 4096): [("c1", "t64k2r"), ("c1", "t64k2"), ("c1", "t64k2p"),
+                            ("c1", "t64k2p9d")],
+        (512, 1024, 7168): [("c1", "t64k2r"), ("c1", "t64k2p"), ("c1", "t64k2p9d"),
+                            ("c2", "t64k2p")]}
 # where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
@@ -761,7 +798,8 @@ def plan(M, N, K) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
     other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL) or "wave"
-    (the stream-K tail at M >= 2048, WAVE). The prediction counts tiles against 132 SMs."""
+    (the stream-K tail at M >= 2048, WAVE) or "lowm" (small M, round 2: LOWM). The prediction
+    counts tiles against 132 SMs. A (kernel, variant) may come with several roles."""
     if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
         out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
     elif M >= 2048 and N == 1024:               # 64 x 4 tiles of 128 x 256: two waves
@@ -784,25 +822,30 @@ def plan(M, N, K) -> list:
         out += [("c2", "t256g128", "sweep"), ("c2", "t256rn", "sweep")]
     out += [("c1", v, "small") for v in SMALL.get((M, N, K), [])]
     out += [("c2", v, "wave") for v in WAVE.get((M, N, K), [])]
+    out += [(kern, v, "lowm") for kern, v in LOWM.get((M, N, K), [])]
     return out
 
 
 def _large(kernel: str, fp8: bool) -> list:
     """The benchmark cases of one kernel ("c1" or "c2"), shape-major, tagged with their roles
-    (``tirxh bench -k "main"``); N % 8 != 0 takes the direct epilogue; the bf16 kernels add an
-    N-major B at SWEEP_SHAPES (role "kn")."""
+    (``tirxh bench -k "main"``; one case per variant, with every role `plan` gives it); N % 8
+    != 0 takes the direct epilogue; the bf16 kernels add an N-major B at SWEEP_SHAPES (role
+    "kn")."""
     out = []
     for M, N, K in SHAPES:
         if fp8 and K % 16:       # TMA and _scaled_mm need 16-byte fp8 rows
             continue
+        roles = {}               # variant -> its roles, in plan order
         for kern, v, role in plan(M, N, K):
-            if kern == kernel and not (fp8 and role in ("sweep", "wave")):   # bf16's only
-                p = dict(VARIANTS[v], M=M, N=N, K=K)
-                if N % 8 and p.get("EPI_DEFER"):
-                    continue                # no staged epilogue to defer (direct stores)
-                if N % 8:
-                    p["EPI"] = "direct"
-                out.append(T.case(f"m{M}n{N}k{K}_{v}", small=False, tags=(role,), **p))
+            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm")):  # bf16's
+                roles.setdefault(v, []).append(role)
+        for v, tags in roles.items():
+            p = dict(VARIANTS[v], M=M, N=N, K=K)
+            if N % 8 and p.get("EPI_DEFER"):
+                continue                # no staged epilogue to defer (direct stores)
+            if N % 8:
+                p["EPI"] = "direct"
+            out.append(T.case(f"m{M}n{N}k{K}_{v}", small=False, tags=tuple(tags), **p))
     if kernel == "c2" and not fp8:
         out += [T.case(f"m{M}n{N}k{K}_t256_kn", small=False, tags=("kn",),
                        **dict(VARIANTS["t256"], M=M, N=N, K=K, B_KMAJOR=False))
@@ -857,6 +900,15 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     T.case("m200n136k296_bn64_red", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            SPLITK=2, REDUCE="red", SMS=4),  # 64-wide tiles, tails, 12 units on 4 CTAs:
                                             # the sums are zeroed and counters reset per tile
+    # REDUCE "peers" (the last split keeps its own partial): 2 splits with tails; 3 splits
+    # on 4 CTAs (the last adds the splits after its own, wrapping); 9 stages with the direct
+    # epilogue, 10 slices per tile: each CTA's 3 units wrap the ring
+    T.case("m200n136k296_bn64_peers", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           SPLITK=2, REDUCE="peers", SMS=4),
+    T.case("m256n128k384_peers3", M=256, N=128, K=384, BN=128, STAGES=2, SPLITK=3,
+           REDUCE="peers", SMS=4),
+    T.case("m200n136k600_bn64_peers_s9_direct", M=200, N=136, K=600, BN=64, STAGES=9,
+           EPI="direct", SPLITK=2, REDUCE="peers", SMS=4),
     T.case("m200n136k296_streamk", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            STREAMK=True, REDUCE="red", SMS=4),  # 30 slices of 6 tiles on 4 CTAs: 7, 8, 7, 8;
                                                 # tiles 0, 2, 3, 5 whole, 1 and 4 in two pieces
@@ -887,6 +939,10 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
     T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2),
     T.case("m256n256k64_persistent_defer", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2,
            EPI_DEFER=True),
+    # 2 splits summed through "peers" in clusters (the c2 t64k2p benchmark variant): 6 units
+    # of tile pairs, the second row's tiles ending at M = 200
+    T.case("m200n136k200_bn64_peers", M=200, N=136, K=200, BN=64, STAGES=3, EPI_BUFS=1,
+           SPLITK=2, REDUCE="peers"),
     # stream-K on the tail in clusters: 3 tile pairs (the second row's tiles end at M = 200) on
     # 2 clusters: pairs 0, 1 whole, pair 2's 5 slices dealt 2 and 3, both CTAs of a cluster the
     # same pieces (the B multicast stays paired); each tile summed in its own slot; then

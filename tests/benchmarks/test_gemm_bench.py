@@ -1,0 +1,31 @@
+"""benchmarks/gemm_bench.sh's group parsing, without a GPU (GPU_BENCH_DRY: past the nvidia-smi
+check; every case here stops before the daemon starts): a group that must run alone refuses
+company, and an unknown group lists the known ones."""
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path, *groups):
+    return subprocess.run(["bash", "benchmarks/gemm_bench.sh", *groups], cwd=ROOT,
+                          env=dict(os.environ, GPU_BENCH_DRY="1", OUT=str(tmp_path)),
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("groups,message", [
+    (("small2", "main"), "the small2 group runs alone"),
+    (("main", "small2"), "the small2 group runs alone"),
+    (("wave", "small2"), "the wave group runs alone"),
+    (("small3",), "unknown group small3 (main, bf16, fp8, alt, sweep, all, small, smallfp8, "
+                  "wave, small2)"),
+])
+def test_groups_that_run_alone_and_unknown_groups_are_refused(tmp_path, groups, message):
+    r = _run(tmp_path, *groups)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert message in r.stderr
+    assert "clients over" not in r.stdout      # refused before any shard was planned
