@@ -28,6 +28,12 @@ POL=1 adds ``.L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first.
 the loads (each input line is read once: torch.compile's kernels mark such loads evict-first),
 POL=2 to the stores as well (the output is never read back by the kernel).
 
+Bytes in flight (session 10): each CTA keeps STAGES - 1 boxes loading (`loads_in_flight`), so
+the default 3 CTAs x 3 x 16 KB hold ~144 KB of loads per SM, ~9x what Little's law asks. The
+register copy below ran 3-4% faster at ~32 KB per SM and as slow as this one at 64-128 KB (its
+UNROLL cases), so the cases named ``_s2``/``_s3``/``_s5`` with ``_b32`` (8 KB boxes) and
+``_p128``/``_p256``/``_p512`` grids hold 16-48 KB per SM with the same ring and code.
+
 `reg_copy` (session 6) is the control that tells a TMA limit from an HBM one: the copy as
 torch.compile's pointwise kernel does it, through registers, no shared memory and no hints:
 thread t of a CTA of BLOCK owns the 16-byte vectors (CTA * UNROLL + u) * BLOCK + t, u < UNROLL,
@@ -59,6 +65,15 @@ def tiles(R, C, BR, BC):
 
 def chunks(R, C, BR, BC):
     return T.cdiv(R * C, BR * BC)
+
+
+def loads_in_flight(BR, BC, STAGES):
+    """Bytes of TMA loads one CTA keeps in flight in steady state: the ring refills a stage only
+    after the next tile has landed and the previous store has read its stage, so STAGES - 1
+    boxes of BR x BC bf16 are loading while one is being stored. Times the CTAs per SM, this
+    is the figure Little's law compares with bandwidth x latency (16 B/ns of reads per SM at
+    4.25 TB/s of copy traffic: ~16 KB at ~1 us of loaded latency)."""
+    return (STAGES - 1) * BR * BC * 2
 
 
 def _grid(R, C, BR, BC, CTAS, BULK):
@@ -196,7 +211,21 @@ SUITE = T.suite(
            T.case("r16384_c8192_pol", R=16384, C=8192, POL=1, **BENCH),
            T.case("r16384_c8192_pol2", R=16384, C=8192, POL=2, **BENCH),
            T.case("r16384_c8192_p256_s6", R=16384, C=8192, STAGES=6, CTAS=256, **BENCH),
-           T.case("r16384_c8192_p128_s12", R=16384, C=8192, STAGES=12, CTAS=128, **BENCH)],
+           T.case("r16384_c8192_p128_s12", R=16384, C=8192, STAGES=12, CTAS=128, **BENCH),
+           # session 10 (docs/TUNING.md "tma_copy and softmax_tma: bytes in flight"): the TMA
+           # copy holds ~144 KB of loads per SM where Little's law asks ~16; these keep ~16-48
+           # KB (`loads_in_flight`), the same ring, equal shares where the grid allows
+           T.case("r100_c200_b16_s5_cta2", R=100, C=200, BR=16, BC=64, STAGES=5, CTAS=2),
+           T.case("r16384_c8192_b32_s3_p256", R=16384, C=8192, BR=32, STAGES=3, CTAS=256,
+                  **BENCH),
+           T.case("r16384_c8192_s2_p256", R=16384, C=8192, STAGES=2, CTAS=256, **BENCH),
+           T.case("r16384_c8192_b32_s2_p512", R=16384, C=8192, BR=32, STAGES=2, CTAS=512,
+                  **BENCH),
+           T.case("r16384_c8192_b32_s5_p128", R=16384, C=8192, BR=32, STAGES=5, CTAS=128,
+                  **BENCH),
+           T.case("r16384_c8192_s2", R=16384, C=8192, STAGES=2, **BENCH),
+           T.case("r16384_c8192_b32_s2_p256", R=16384, C=8192, BR=32, STAGES=2, CTAS=256,
+                  **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
