@@ -56,11 +56,12 @@
 #     next (the likeliest winner); three shards, smoke over topk_warp's small APPEND cases; run
 #     with TOTAL_LIMIT=240; predictions in docs/TUNING.md ("topk (session 9, branch topk5)")
 #   MODE=tma7: ONLY session 10's bytes-in-flight cases (tma_copy and softmax_tma rings that
-#     hold 16-48 KB of loads per SM instead of 64-144 KB) after each kernel's control, in five
-#     shards: tma_copy (the default first, the likeliest winner next), reg_copy's 32 KB and
-#     64 KB controls, softmax_tma 16384 x 8192 (its p256 and s4_b256 controls first), 65536 x
-#     2048, and the register softmax (the row-in-registers control); smoke over the small
-#     cases of the two rings; run with TOTAL_LIMIT=240; predictions in docs/TUNING.md
+#     hold 16-48 KB of loads per SM instead of 64-144 KB; tma_copy's LAG=2 refill) after each
+#     kernel's control, in five shards: tma_copy (the default first, the likeliest winner next),
+#     reg_copy's 32 KB and 64 KB controls, softmax_tma 16384 x 8192 (its p256 and s4_b256
+#     controls first), 65536 x 2048, and the register softmax (the row-in-registers control);
+#     smoke over the small cases of the two rings; run with TOTAL_LIMIT=240; predictions in
+#     docs/TUNING.md
 #     ("tma_copy and softmax_tma: bytes in flight (session 10)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
@@ -187,11 +188,11 @@ topk_bf16_warp[r8192_c32768_k64_st_a_v2]@ or topk_bf16_warp[r8192_c32768_k64_st_
     SHARDS_ALL="h200 and ($N_A1)|h200 and ($N_A2)|h200 and ($N_A3)"
 elif [ "${MODE:-all}" = tma7 ]; then
     SMOKE_K="not h200 and (tma_copy[r100_c200_b16_s5_cta2]@ or tma_copy[r100_c200_s2]@ or \
-softmax_tma[r9_c1032_s2_cta2]@ or softmax_tma[r5_c2056_cta2]@)"
+tma_copy[r100_c200_s4_lag2]@ or softmax_tma[r9_c1032_s2_cta2]@ or softmax_tma[r5_c2056_cta2]@)"
     T7_TMA="tma_copy[r16384_c8192]@ or tma_copy[r16384_c8192_b32_s3_p256]@ or \
 tma_copy[r16384_c8192_s2_p256]@ or tma_copy[r16384_c8192_b32_s2_p512]@ or \
 tma_copy[r16384_c8192_b32_s5_p128]@ or tma_copy[r16384_c8192_s2]@ or \
-tma_copy[r16384_c8192_b32_s2_p256]@"
+tma_copy[r16384_c8192_b32_s2_p256]@ or tma_copy[r16384_c8192_b32_s4_lag2_p256]@"
     T7_REG="reg_copy[r16384_c8192]@ or reg_copy[r16384_c8192_b256_u2]@"
     T7_SMX="softmax_tma[r16384_c8192_s4_b256]@ or softmax_tma[r16384_c8192_p256_s2]@ or \
 softmax_tma[r16384_c8192_p128_s3_b1024]@ or softmax_tma[r16384_c8192_s2_b256]@ or \

@@ -121,9 +121,10 @@ def test_two_stage_ring_refills_after_the_merge_barrier_race_free():
                                      ("r16384_c8192_s2_b256", 48), ("r65536_c2048", 80),
                                      ("r65536_c2048_s3_p512", 31)])
 def test_rows_in_flight_per_sm_are_the_designed_points(name, kb):
-    """KB of row loads per busy SM (`rows_in_flight` x CTAs / min(CTAs, 132)): docs/TUNING.md's predictions for
-    softmax_tma are made at these points."""
+    """KB of row loads per busy SM (`rows_in_flight` x CTAs / min(CTAs, 132)): docs/TUNING.md's
+    predictions for softmax_tma are made at these points."""
     case = next(c for c in MOD.SUITE_TMA.cases if c.name == name)
     p = case.params
     grid = MOD.SUITE_TMA.grid(case)[0]
-    assert round(MOD.rows_in_flight(p["cols"], p["STAGES"]) * grid / min(grid, SMS) / 1024) == kb
+    per_cta = MOD.rows_in_flight(p["cols"], p["STAGES"])
+    assert round(per_cta * grid / min(grid, SMS) / 1024) == kb
