@@ -55,14 +55,14 @@
 #     the STRICT `_st` case of the same shape (the control, first in its shard), the 2 KB step
 #     next (the likeliest winner); three shards, smoke over topk_warp's small APPEND cases; run
 #     with TOTAL_LIMIT=240; predictions in docs/TUNING.md ("topk (session 9, branch topk5)")
-#   MODE=tma7: ONLY session 10's bytes-in-flight cases (tma_copy and softmax_tma rings that
-#     hold 16-48 KB of loads per SM instead of 64-144 KB; tma_copy's LAG=2 refill) after each
-#     kernel's control, in five shards: tma_copy (the default first, the likeliest winner next),
-#     reg_copy's 32 KB and 64 KB controls, softmax_tma 16384 x 8192 (its p256 and s4_b256
-#     controls first), 65536 x 2048, and the register softmax (the row-in-registers control);
-#     smoke over the small cases of the two rings; run with TOTAL_LIMIT=240; predictions in
-#     docs/TUNING.md
-#     ("tma_copy and softmax_tma: bytes in flight (session 10)")
+#   MODE=tma7: ONLY session 10's bytes-in-flight cases (tma_copy rings that hold 16-48 KB of
+#     loads per SM instead of 93-176 KB, its LAG=2 refill; softmax_tma with shallower rings or
+#     more CTAs per SM) after each kernel's control, in five shards: tma_copy (the default
+#     first, the likeliest winner next), reg_copy's 32 KB and 64 KB controls, softmax_tma
+#     16384 x 8192 (its p256 and s4_b256 controls first), 65536 x 2048, and the register
+#     softmax (the row-in-registers control); smoke over the small cases of the two rings; run
+#     with TOTAL_LIMIT=270; predictions in docs/TUNING.md ("tma_copy and softmax_tma: bytes in
+#     flight (session 10)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -196,8 +196,9 @@ tma_copy[r16384_c8192_b32_s2_p256]@ or tma_copy[r16384_c8192_b32_s4_lag2_p256]@"
     T7_REG="reg_copy[r16384_c8192]@ or reg_copy[r16384_c8192_b256_u2]@"
     T7_SMX="softmax_tma[r16384_c8192_s4_b256]@ or softmax_tma[r16384_c8192_p256_s2]@ or \
 softmax_tma[r16384_c8192_p128_s3_b1024]@ or softmax_tma[r16384_c8192_s2_b256]@ or \
-softmax_tma[r16384_c8192_p256]@"
-    T7_S2K="softmax_tma[r65536_c2048]@ or softmax_tma[r65536_c2048_s3_p512]@"
+softmax_tma[r16384_c8192_p256]@ or softmax_tma[r16384_c8192_p512_s2_b256]@"
+    T7_S2K="softmax_tma[r65536_c2048]@ or softmax_tma[r65536_c2048_s3_p1024]@ or \
+softmax_tma[r65536_c2048_s3_p512]@"
     SHARDS_ALL="h200 and ($T7_TMA)|h200 and ($T7_REG)|h200 and ($T7_SMX)|h200 and ($T7_S2K)|\
 h200 and softmax[r16384_c8192]@"
 elif [ "${MODE:-all}" != all ]; then

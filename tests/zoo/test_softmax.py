@@ -119,7 +119,9 @@ def test_two_stage_ring_refills_after_the_merge_barrier_race_free():
                                      ("r16384_c8192_p256_s2", 31),
                                      ("r16384_c8192_p128_s3_b1024", 32),
                                      ("r16384_c8192_s2_b256", 48), ("r65536_c2048", 80),
-                                     ("r65536_c2048_s3_p512", 31)])
+                                     ("r65536_c2048_s3_p512", 31),
+                                     ("r16384_c8192_p512_s2_b256", 62),
+                                     ("r65536_c2048_s3_p1024", 62)])
 def test_rows_in_flight_per_sm_are_the_designed_points(name, kb):
     """KB of row loads per busy SM (`rows_in_flight` x CTAs / min(CTAs, 132)): docs/TUNING.md's
     predictions for softmax_tma are made at these points."""

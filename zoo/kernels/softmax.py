@@ -453,15 +453,20 @@ SUITE_TMA = T.suite(
         make_tma_case("r65536_c2048", rows=65536, cols=2048, BLOCK=128, STAGES=6, CTAS=528,
                       small=False),
         # session 10 (docs/TUNING.md "tma_copy and softmax_tma: bytes in flight"): STAGES - 1
-        # rows load while one is reduced (`rows_in_flight`); these hold ~32-48 KB of loads per
-        # SM instead of 64-144 KB. The small case: 2 stages, each refilled twice, a 1-lane tail
+        # rows load while one is reduced (`rows_in_flight`), and a CTA reduces one row at a
+        # time, so the SM's rate is its CTAs over one row's chain: these vary the two apart.
+        # The small case: 2 stages, each refilled twice, a 1-lane tail
         make_tma_case("r9_c1032_s2_cta2", rows=9, cols=1032, BLOCK=64, STAGES=2, CTAS=2),
+        make_tma_case("r16384_c8192_p512_s2_b256", rows=16384, cols=8192, BLOCK=256, STAGES=2,
+                      CTAS=512, small=False),  # the register softmax's 4 CTAs per SM, 62 KB
+        make_tma_case("r16384_c8192_s2_b256", rows=16384, cols=8192, BLOCK=256, STAGES=2,
+                      CTAS=396, small=False),  # s4_b256's grid, 1 row loading instead of 3
         make_tma_case("r16384_c8192_p256_s2", rows=16384, cols=8192, STAGES=2, CTAS=256,
                       small=False),
         make_tma_case("r16384_c8192_p128_s3_b1024", rows=16384, cols=8192, BLOCK=1024,
                       STAGES=3, CTAS=128, small=False),  # one CTA of 32 warps per SM
-        make_tma_case("r16384_c8192_s2_b256", rows=16384, cols=8192, BLOCK=256, STAGES=2,
-                      CTAS=396, small=False),  # s4_b256's grid, 1 row loading instead of 3
+        make_tma_case("r65536_c2048_s3_p1024", rows=65536, cols=2048, BLOCK=128, STAGES=3,
+                      CTAS=1024, small=False),  # 7.8 CTAs per SM (control: 4), 62 KB
         make_tma_case("r65536_c2048_s3_p512", rows=65536, cols=2048, BLOCK=128, STAGES=3,
                       CTAS=512, small=False),
     ],
