@@ -55,6 +55,14 @@
 #     the STRICT `_st` case of the same shape (the control, first in its shard), the 2 KB step
 #     next (the likeliest winner); three shards, smoke over topk_warp's small APPEND cases; run
 #     with TOTAL_LIMIT=240; predictions in docs/TUNING.md ("topk (session 9, branch topk5)")
+#   MODE=tma7: ONLY session 10's bytes-in-flight cases (tma_copy rings that hold 16-48 KB of
+#     loads per SM instead of 93-176 KB, its LAG=2 refill; softmax_tma with shallower rings or
+#     more CTAs per SM) after each kernel's control, in five shards: tma_copy (the default
+#     first, the likeliest winner next), reg_copy's 32 KB and 64 KB controls, softmax_tma
+#     16384 x 8192 (its p256 and s4_b256 controls first), 65536 x 2048, and the register
+#     softmax (the row-in-registers control); smoke over the small cases of the two rings; run
+#     with TOTAL_LIMIT=270; predictions in docs/TUNING.md ("tma_copy and softmax_tma: bytes in
+#     flight (session 10)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -178,9 +186,24 @@ topk_f32_warp[r16384_c8192_k50_st_a]@"
     N_A3="topk_bf16_warp[r8192_c32768_k64_st]@ or topk_bf16_warp[r8192_c32768_k64_st_a_v4]@ or \
 topk_bf16_warp[r8192_c32768_k64_st_a_v2]@ or topk_bf16_warp[r8192_c32768_k64_st_a]@"
     SHARDS_ALL="h200 and ($N_A1)|h200 and ($N_A2)|h200 and ($N_A3)"
+elif [ "${MODE:-all}" = tma7 ]; then
+    SMOKE_K="not h200 and (tma_copy[r100_c200_b16_s5_cta2]@ or tma_copy[r100_c200_s2]@ or \
+tma_copy[r100_c200_s4_lag2]@ or softmax_tma[r9_c1032_s2_cta2]@ or softmax_tma[r5_c2056_cta2]@)"
+    T7_TMA="tma_copy[r16384_c8192]@ or tma_copy[r16384_c8192_b32_s3_p256]@ or \
+tma_copy[r16384_c8192_s2_p256]@ or tma_copy[r16384_c8192_b32_s2_p512]@ or \
+tma_copy[r16384_c8192_b32_s5_p128]@ or tma_copy[r16384_c8192_s2]@ or \
+tma_copy[r16384_c8192_b32_s2_p256]@ or tma_copy[r16384_c8192_b32_s4_lag2_p256]@"
+    T7_REG="reg_copy[r16384_c8192]@ or reg_copy[r16384_c8192_b256_u2]@"
+    T7_SMX="softmax_tma[r16384_c8192_s4_b256]@ or softmax_tma[r16384_c8192_p256_s2]@ or \
+softmax_tma[r16384_c8192_p128_s3_b1024]@ or softmax_tma[r16384_c8192_s2_b256]@ or \
+softmax_tma[r16384_c8192_p256]@ or softmax_tma[r16384_c8192_p512_s2_b256]@"
+    T7_S2K="softmax_tma[r65536_c2048]@ or softmax_tma[r65536_c2048_s3_p1024]@ or \
+softmax_tma[r65536_c2048_s3_p512]@"
+    SHARDS_ALL="h200 and ($T7_TMA)|h200 and ($T7_REG)|h200 and ($T7_SMX)|h200 and ($T7_S2K)|\
+h200 and softmax[r16384_c8192]@"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 'cum6', 's6', 'topk3', 'topk4' or 'topk5'" >&2
+        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5' or 'tma7'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

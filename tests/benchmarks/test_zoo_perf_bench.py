@@ -109,7 +109,7 @@ def test_cum6_mode_times_cumsum_tma_after_the_cumsum_smem_case_of_its_shape():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4' or 'topk5'" in r.stderr
+        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5' or 'tma7'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -148,3 +148,23 @@ def test_topk5_mode_times_the_append_variants_after_the_strict_control_biggest_s
         ["topk_bf16_warp[r8192_c32768_k64_st]", "topk_bf16_warp[r8192_c32768_k64_st_a_v4]",
          "topk_bf16_warp[r8192_c32768_k64_st_a_v2]", "topk_bf16_warp[r8192_c32768_k64_st_a]"]]
     assert len(smoke) == 6 and all(re.search(r"_warp\[.*_ap(st)?\]$", i) for i in smoke), smoke
+
+
+@pytest.mark.slow(reason="six tirxh bench --collect-only runs over the zoo")
+def test_tma7_mode_times_the_bytes_in_flight_cases_after_their_controls():
+    """docs/TUNING.md's session-10 predictions name these items: each shard one kernel, its
+    control(s) first, every named case present once."""
+    shards, smoke = _timed_and_smoke("tma7")
+    assert [s[0] for s in shards] == ["tma_copy[r16384_c8192]", "reg_copy[r16384_c8192]",
+                                      "softmax_tma[r16384_c8192_p256]",
+                                      "softmax_tma[r65536_c2048]", "softmax[r16384_c8192]"]
+    assert [len(s) for s in shards] == [8, 2, 6, 3, 1]
+    # the likeliest winners next
+    assert shards[0][1] == "tma_copy[r16384_c8192_b32_s3_p256]"
+    assert shards[2][2] == "softmax_tma[r16384_c8192_p512_s2_b256]"
+    assert shards[3][1] == "softmax_tma[r65536_c2048_s3_p1024]"
+    assert all(len(set(s)) == len(s) and len({i.split("[")[0] for i in s}) == 1
+               for s in shards)
+    assert sorted(smoke) == ["softmax_tma[r5_c2056_cta2]", "softmax_tma[r9_c1032_s2_cta2]",
+                             "tma_copy[r100_c200_b16_s5_cta2]", "tma_copy[r100_c200_s2]",
+                             "tma_copy[r100_c200_s4_lag2]"]

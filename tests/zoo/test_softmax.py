@@ -4,7 +4,7 @@ kernel cannot run are refused when the case is declared."""
 import numpy as np
 import pytest
 
-from tests.zoo._zoo import SMS, resident_ctas_per_sm, spills
+from tests.zoo._zoo import SMS, resident_ctas_per_sm, spills, sync_race
 from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
                                   simulate)
 
@@ -105,3 +105,28 @@ def test_persistent_tma_grids_fit_one_wave_and_the_balanced_one_divides_the_rows
 def test_no_benchmarked_variant_spills():
     for suite in (MOD.SUITE, MOD.SUITE_TMA, MOD.SUITE_CE):
         assert spills(suite) == {}, suite.name
+
+
+def test_two_stage_ring_refills_after_the_merge_barrier_race_free():
+    """STAGES=2: a row's stage is refilled (thread 0's bulk copy) right after the barrier that
+    every thread passes only after reading it; 9 rows over 2 CTAs reuse each stage twice."""
+    case = next(c for c in MOD.SUITE_TMA.cases if c.name == "r9_c1032_s2_cta2")
+    sync, race = sync_race(MOD.SUITE_TMA, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+@pytest.mark.parametrize("name,kb", [("r16384_c8192_s4_b256", 144), ("r16384_c8192_p256", 62),
+                                     ("r16384_c8192_p256_s2", 31),
+                                     ("r16384_c8192_p128_s3_b1024", 32),
+                                     ("r16384_c8192_s2_b256", 48), ("r65536_c2048", 80),
+                                     ("r65536_c2048_s3_p512", 31),
+                                     ("r16384_c8192_p512_s2_b256", 62),
+                                     ("r65536_c2048_s3_p1024", 62)])
+def test_rows_in_flight_per_sm_are_the_designed_points(name, kb):
+    """KB of row loads per busy SM (`rows_in_flight` x CTAs / min(CTAs, 132)): docs/TUNING.md's
+    predictions for softmax_tma are made at these points."""
+    case = next(c for c in MOD.SUITE_TMA.cases if c.name == name)
+    p = case.params
+    grid = MOD.SUITE_TMA.grid(case)[0]
+    per_cta = MOD.rows_in_flight(p["cols"], p["STAGES"])
+    assert round(per_cta * grid / min(grid, SMS) / 1024) == kb

@@ -111,3 +111,52 @@ def test_reg_copy_refuses_what_it_cannot_copy():
                                          r"multiple of 8.*BLOCK=48 must be a multiple of 32"):
         T.suite(tc.reg_copy, inputs=tc.REG_COPY.inputs, constraints=tc.reg_constraints,
                 cases=[T.case("odd", R=4, C=12, BLOCK=48)])
+
+
+# session 10: the cases that hold fewer bytes in flight (KB of loads per SM, `loads_in_flight`
+# times the CTAs per SM) and whether the grid divides the 16384 16-KB / 32768 8-KB tiles
+IN_FLIGHT = {"r16384_c8192": (144, False), "r16384_c8192_b32_s3_p256": (31, True),
+             "r16384_c8192_s2_p256": (31, True), "r16384_c8192_b32_s2_p512": (31, True),
+             "r16384_c8192_b32_s5_p128": (32, True), "r16384_c8192_s2": (48, False),
+             "r16384_c8192_b32_s2_p256": (16, True), "r16384_c8192_b32_s4_lag2_p256": (31, True)}
+
+
+@pytest.mark.parametrize("name", sorted(IN_FLIGHT))
+def test_the_bytes_in_flight_cases_hold_what_their_design_says(name):
+    """docs/TUNING.md's predictions rest on these figures: a case whose ring, box or grid drifts
+    would time another point of the curve. Every CTA must be resident (one wave)."""
+    kb, equal = IN_FLIGHT[name]
+    case = next(c for c in tc.SUITE.cases if c.name == name)
+    p = tc.SUITE.consts(case)
+    grid = tc.SUITE.grid(case)[0]
+    per_cta = tc.loads_in_flight(p["BR"], p["BC"], p["STAGES"], p["LAG"])
+    assert round(per_cta * grid / min(grid, 132) / 1024) == kb  # per SM that has a CTA
+    assert grid <= 132 * resident_ctas_per_sm(tc.SUITE, case)
+    assert (tc.tiles(16384, 8192, p["BR"], p["BC"]) % grid == 0) == equal
+
+
+def test_a_deep_ring_on_two_ctas_wraps_race_free():
+    """5 stages, 28 tiles with row and column tails over 2 CTAs: each stage is refilled twice
+    (the 1-CTA-per-SM geometry of `_b32_s5_p128`, small)."""
+    case = next(c for c in tc.SUITE.cases if c.name == "r100_c200_b16_s5_cta2")
+    assert tc.tiles(100, 200, 16, 64) == 28 and tc.SUITE.grid(case) == (2, 1, 1)
+    sync, race = sync_race(tc.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_lag2_refills_after_the_store_two_tiles_back_race_free():
+    """LAG=2: ``wait_group.read 2`` then a refill of the stage of tile k-2 with tile k+2 (4
+    stages, 16 tiles with tails over 3 CTAs); racecheck proves the refill is ordered after the
+    store that read that stage, numsim that every tile is copied once."""
+    case = next(c for c in tc.SUITE.cases if c.name == "r100_c200_s4_lag2")
+    assert check(tc.SUITE, case).verdict == "clean"
+    sync, race = sync_race(tc.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+    ptx = tc.tma_copy.compile("sm_90a", **tc.SUITE.consts(case)).ptx
+    assert re.findall(r"cp\.async\.bulk\.wait_group\.read\s+(\d+);", ptx) == ["2"]
+
+
+def test_lag_leaves_a_stage_loading():
+    with pytest.raises(ValueError, match=r"case 'lag': LAG=2 must be in \[1, STAGES=2\)"):
+        T.suite(tc.tma_copy, inputs=tc.inputs, constraints=tc.constraints,
+                cases=[T.case("lag", R=8, C=8, BR=8, BC=8, STAGES=2, LAG=2)])

@@ -380,6 +380,15 @@ def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, small: bool = T
     return _case(name, small, rows=rows, cols=cols, BLOCK=BLOCK, spread=spread, EF=EF)
 
 
+def rows_in_flight(cols: int, STAGES: int) -> int:
+    """Bytes of row loads one `softmax_tma` CTA keeps in flight: a stage is refilled after the
+    merge barrier of the row it held, so STAGES - 1 rows load while the CTA reduces one. Times
+    the CTAs per SM it is the figure Little's law compares with ~16 KB (16 B/ns of reads per SM
+    at 4.25 TB/s of copy traffic, ~1 us of loaded latency); `tma_copy.loads_in_flight` is the
+    same count for the copy."""
+    return (STAGES - 1) * cols * 2
+
+
 def make_tma_case(name: str, rows: int, cols: int, BLOCK: int = 512, STAGES: int = 3,
                   CTAS: int = 264, small: bool = True) -> T.Case:
     """A case of the persistent `softmax_tma` (CTAS: the grid, chosen to fill the SMs)."""
@@ -443,6 +452,23 @@ SUITE_TMA = T.suite(
                       CTAS=396, small=False),  # 3 CTAs per SM (64 KB of ring each)
         make_tma_case("r65536_c2048", rows=65536, cols=2048, BLOCK=128, STAGES=6, CTAS=528,
                       small=False),
+        # session 10 (docs/TUNING.md "tma_copy and softmax_tma: bytes in flight"): STAGES - 1
+        # rows load while one is reduced (`rows_in_flight`), and a CTA reduces one row at a
+        # time, so the SM's rate is its CTAs over one row's chain: these vary the two apart.
+        # The small case: 2 stages, each refilled twice, a 1-lane tail
+        make_tma_case("r9_c1032_s2_cta2", rows=9, cols=1032, BLOCK=64, STAGES=2, CTAS=2),
+        make_tma_case("r16384_c8192_p512_s2_b256", rows=16384, cols=8192, BLOCK=256, STAGES=2,
+                      CTAS=512, small=False),  # the register softmax's 4 CTAs per SM, 62 KB
+        make_tma_case("r16384_c8192_s2_b256", rows=16384, cols=8192, BLOCK=256, STAGES=2,
+                      CTAS=396, small=False),  # s4_b256's grid, 1 row loading instead of 3
+        make_tma_case("r16384_c8192_p256_s2", rows=16384, cols=8192, STAGES=2, CTAS=256,
+                      small=False),
+        make_tma_case("r16384_c8192_p128_s3_b1024", rows=16384, cols=8192, BLOCK=1024,
+                      STAGES=3, CTAS=128, small=False),  # one CTA of 32 warps per SM
+        make_tma_case("r65536_c2048_s3_p1024", rows=65536, cols=2048, BLOCK=128, STAGES=3,
+                      CTAS=1024, small=False),  # 7.8 CTAs per SM (control: 4), 62 KB
+        make_tma_case("r65536_c2048_s3_p512", rows=65536, cols=2048, BLOCK=128, STAGES=3,
+                      CTAS=512, small=False),
     ],
     tolerance=TOLERANCE, constraints=tma_constraints, flops=lambda rows, cols: 5 * rows * cols,
     bytes=lambda rows, cols: 4 * rows * cols, baselines=BASELINES,

@@ -12,7 +12,10 @@ matrix, CTA i taking tiles i, i + G, i + 2G, ... One thread per CTA drives the c
   ``cp.async.bulk.commit_group``; then ``cp.async.bulk.wait_group.read 1`` (every store but the
   newest has finished *reading* shared memory) frees the previous tile's stage, which is refilled
   with the tile STAGES - 1 ahead. So STAGES - 1 loads and one store are in flight at all times,
-  and no register ever holds the data;
+  and no register ever holds the data. LAG=2 (session 10) waits with ``wait_group.read 2`` and
+  refills the stage of the tile two back instead: the one issuing thread no longer blocks on the
+  store it issued one tile ago (ncu, session 10: 17.5% of its stall samples sit on that wait),
+  at the price of one stage that is neither loading nor stored;
 - ``cp.async.bulk.wait_group 0`` before the CTA exits.
 Tiles at the edges are handled by TMA itself: a load fills the box's out-of-bounds elements with
 zeros, a store writes only the in-bounds ones, so any R and C (multiple of 8) is exact.
@@ -27,6 +30,12 @@ CTAs' shares: 16384 tiles over 396 CTAs leave some CTAs one tile (2.4%) more tha
 POL=1 adds ``.L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first.b64`` policy to
 the loads (each input line is read once: torch.compile's kernels mark such loads evict-first),
 POL=2 to the stores as well (the output is never read back by the kernel).
+
+Bytes in flight (session 10): a CTA keeps STAGES - LAG boxes loading (`loads_in_flight`), so
+the default 3 CTAs x 3 x 16 KB hold ~144 KB of loads per SM, ~9x what Little's law asks. The
+register copy below ran 3-4% faster at ~32 KB per SM and as slow as this one at 64-128 KB (its
+UNROLL cases), so the cases named ``_s2``/``_s3``/``_s5`` with ``_b32`` (8 KB boxes) and
+``_p128``/``_p256``/``_p512`` grids hold 16-48 KB per SM with the same ring and code.
 
 `reg_copy` (session 6) is the control that tells a TMA limit from an HBM one: the copy as
 torch.compile's pointwise kernel does it, through registers, no shared memory and no hints:
@@ -61,6 +70,15 @@ def chunks(R, C, BR, BC):
     return T.cdiv(R * C, BR * BC)
 
 
+def loads_in_flight(BR, BC, STAGES, LAG=1):
+    """Bytes of TMA loads one CTA keeps in flight in steady state: the ring refills a stage only
+    after the next tile has landed and the store LAG tiles back has read its stage, so
+    STAGES - LAG boxes of BR x BC bf16 are loading while LAG are being stored. Times the CTAs
+    per SM, this is the figure Little's law compares with bandwidth x latency (16 B/ns of reads
+    per SM at 4.25 TB/s of copy traffic: ~16 KB at ~1 us of loaded latency)."""
+    return (STAGES - LAG) * BR * BC * 2
+
+
 def _grid(R, C, BR, BC, CTAS, BULK):
     return min(chunks(R, C, BR, BC) if BULK else tiles(R, C, BR, BC), CTAS)
 
@@ -68,7 +86,8 @@ def _grid(R, C, BR, BC, CTAS, BULK):
 @T.kernel(grid=_grid, block=32)
 def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
              out: T.gptr[T.bf16], R: T.u32, C: T.u32, BR: T.const = 64, BC: T.const = 128,
-             STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0, POL: T.const = 0):
+             STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0, POL: T.const = 0,
+             LAG: T.const = 1):
     lh = ".L2::cache_hint" if POL else ""  # POL: evict-first policies (module docstring)
     sh = ".L2::cache_hint" if POL == 2 else ""
     tma_load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
@@ -129,21 +148,26 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
             with T.if_(mine > s):
                 load(s, s)
         ring = T.pipeline(STAGES)
-        prev = T.reg(T.u32, init=0)  # the stage of the previous tile
+        prev = [T.reg(T.u32, init=0) for _ in range(LAG)]  # stages of tiles k-1, ..., k-LAG
         with T.range(mine) as k:
             full[ring.stage].wait(ring.phase)
             store(k, ring.stage)
             T.ptx.cp.async_.bulk.commit_group()
-            with T.if_((k > 0) & (k + (STAGES - 1) < mine)):
-                T.ptx.cp.async_.bulk.wait_group.read(1)  # the previous tile's store has read
-                load(k + (STAGES - 1), prev)
-            prev.set(ring.stage)
+            with T.if_((k > LAG - 1) & (k + (STAGES - LAG) < mine)):
+                T.ptx.cp.async_.bulk.wait_group.read(LAG)  # tile k-LAG's store has read
+                load(k + (STAGES - LAG), prev[LAG - 1])
+            for j in range(LAG - 1, 0, -1):
+                prev[j].set(prev[j - 1])
+            prev[0].set(ring.stage)
             ring.advance()
         T.ptx.cp.async_.bulk.wait_group(0)
 
 
-def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0, POL=0):
+def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0, POL=0, LAG=1):
     out = []
+    if not 1 <= LAG < STAGES:
+        out.append(f"LAG={LAG} must be in [1, STAGES={STAGES}): the stores left reading before "
+                   "a stage is refilled, at least one stage loading")
     if POL not in (0, 1, 2):
         out.append(f"POL={POL} must be 0 (no policy), 1 (evict-first loads) or 2 (loads and "
                    "stores)")
@@ -196,7 +220,25 @@ SUITE = T.suite(
            T.case("r16384_c8192_pol", R=16384, C=8192, POL=1, **BENCH),
            T.case("r16384_c8192_pol2", R=16384, C=8192, POL=2, **BENCH),
            T.case("r16384_c8192_p256_s6", R=16384, C=8192, STAGES=6, CTAS=256, **BENCH),
-           T.case("r16384_c8192_p128_s12", R=16384, C=8192, STAGES=12, CTAS=128, **BENCH)],
+           T.case("r16384_c8192_p128_s12", R=16384, C=8192, STAGES=12, CTAS=128, **BENCH),
+           # session 10 (docs/TUNING.md "tma_copy and softmax_tma: bytes in flight"): the TMA
+           # copy holds ~144 KB of loads per SM where Little's law asks ~16; these keep ~16-48
+           # KB (`loads_in_flight`), the same ring, equal shares where the grid allows
+           T.case("r100_c200_b16_s5_cta2", R=100, C=200, BR=16, BC=64, STAGES=5, CTAS=2),
+           T.case("r16384_c8192_b32_s3_p256", R=16384, C=8192, BR=32, STAGES=3, CTAS=256,
+                  **BENCH),
+           T.case("r16384_c8192_s2_p256", R=16384, C=8192, STAGES=2, CTAS=256, **BENCH),
+           T.case("r16384_c8192_b32_s2_p512", R=16384, C=8192, BR=32, STAGES=2, CTAS=512,
+                  **BENCH),
+           T.case("r16384_c8192_b32_s5_p128", R=16384, C=8192, BR=32, STAGES=5, CTAS=128,
+                  **BENCH),
+           T.case("r16384_c8192_s2", R=16384, C=8192, STAGES=2, **BENCH),
+           T.case("r16384_c8192_b32_s2_p256", R=16384, C=8192, BR=32, STAGES=2, CTAS=256,
+                  **BENCH),
+           # LAG=2: refill after the store two tiles back has read (31 KB/SM as _b32_s3_p256)
+           T.case("r100_c200_s4_lag2", R=100, C=200, BR=32, BC=64, STAGES=4, CTAS=3, LAG=2),
+           T.case("r16384_c8192_b32_s4_lag2_p256", R=16384, C=8192, BR=32, STAGES=4, CTAS=256,
+                  LAG=2, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
