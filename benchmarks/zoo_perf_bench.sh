@@ -63,6 +63,14 @@
 #     softmax (the row-in-registers control); smoke over the small cases of the two rings; run
 #     with TOTAL_LIMIT=270; predictions in docs/TUNING.md ("tma_copy and softmax_tma: bytes in
 #     flight (session 10)")
+#   MODE=scan7: ONLY session 10's top-k row-end and cumsum look-back variants, each shard led by
+#     the size's measured fastest (the `main` case, the control): four shards (f32 16384 x 8192
+#     k50: `_st`, `_st_a_v4`, then FE=5 on both, the 8 KB-ahead ring `_w4s20` and the warps'
+#     staggered starts `_sk2`, `_sk6`; f32 4096 x 32768 and bf16 8192 x 32768 `_st_a_v4` with
+#     FE=6 and SKEW; cumsum_tma 1 x 64M `_k8` with LOOK 4; 8 x 4M default, `_k8`, `_k8_l4`),
+#     smoke over topk_warp's FE/SKEW cases and cumsum_tma's LOOK 4 cases;
+#     run with TOTAL_LIMIT=300; predictions in docs/TUNING.md ("topk and cumsum (session 10,
+#     branch scan7)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -201,9 +209,21 @@ softmax_tma[r16384_c8192_p256]@ or softmax_tma[r16384_c8192_p512_s2_b256]@"
 softmax_tma[r65536_c2048_s3_p512]@"
     SHARDS_ALL="h200 and ($T7_TMA)|h200 and ($T7_REG)|h200 and ($T7_SMX)|h200 and ($T7_S2K)|\
 h200 and softmax[r16384_c8192]@"
+elif [ "${MODE:-all}" = scan7 ]; then
+    SMOKE_K="not h200 and ((topk_warp and _fe) or cumsum_tma[r2_c9004_b160)"
+    N_R1="topk_f32_warp[r16384_c8192_k50_st]@ or topk_f32_warp[r16384_c8192_k50_st_a_v4]@ or \
+topk_f32_warp[r16384_c8192_k50_st_a_v4_f5]@ or topk_f32_warp[r16384_c8192_k50_st_f5]@ or \
+topk_f32_warp[r16384_c8192_k50_st_a_v4_w4s20]@ or topk_f32_warp[r16384_c8192_k50_st_a_v4_sk2]@ or \
+topk_f32_warp[r16384_c8192_k50_st_a_v4_sk6]@"
+    N_R2="topk_f32_warp[r4096_c32768_k64_st_a_v4]@ or topk_f32_warp[r4096_c32768_k64_st_a_v4_f6]@ or \
+topk_f32_warp[r4096_c32768_k64_st_a_v4_sk6]@ or topk_bf16_warp[r8192_c32768_k64_st_a_v4]@ or \
+topk_bf16_warp[r8192_c32768_k64_st_a_v4_f6]@ or topk_bf16_warp[r8192_c32768_k64_st_a_v4_sk6]@"
+    N_R3="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r1_c64M_k8_l4]@"
+    N_R4="cumsum_tma[r8_c4M]@ or cumsum_tma[r8_c4M_k8]@ or cumsum_tma[r8_c4M_k8_l4]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)|h200 and ($N_R4)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5' or 'tma7'" >&2
+        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7' or 'scan7'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

@@ -109,7 +109,7 @@ def test_cum6_mode_times_cumsum_tma_after_the_cumsum_smem_case_of_its_shape():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5' or 'tma7'" in r.stderr
+        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7' or 'scan7'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -168,3 +168,26 @@ def test_tma7_mode_times_the_bytes_in_flight_cases_after_their_controls():
     assert sorted(smoke) == ["softmax_tma[r5_c2056_cta2]", "softmax_tma[r9_c1032_s2_cta2]",
                              "tma_copy[r100_c200_b16_s5_cta2]", "tma_copy[r100_c200_s2]",
                              "tma_copy[r100_c200_s4_lag2]"]
+
+
+@pytest.mark.slow(reason="five tirxh bench --collect-only runs over the zoo")
+def test_scan7_mode_leads_each_shard_with_the_sizes_main_case():
+    shards, smoke = _timed_and_smoke("scan7")
+    assert shards == [
+        ["topk_f32_warp[r16384_c8192_k50_st]", "topk_f32_warp[r16384_c8192_k50_st_a_v4]",
+         "topk_f32_warp[r16384_c8192_k50_st_a_v4_f5]", "topk_f32_warp[r16384_c8192_k50_st_f5]",
+         "topk_f32_warp[r16384_c8192_k50_st_a_v4_w4s20]",
+         "topk_f32_warp[r16384_c8192_k50_st_a_v4_sk2]",
+         "topk_f32_warp[r16384_c8192_k50_st_a_v4_sk6]"],
+        ["topk_f32_warp[r4096_c32768_k64_st_a_v4]", "topk_f32_warp[r4096_c32768_k64_st_a_v4_f6]",
+         "topk_f32_warp[r4096_c32768_k64_st_a_v4_sk6]",
+         "topk_bf16_warp[r8192_c32768_k64_st_a_v4]",
+         "topk_bf16_warp[r8192_c32768_k64_st_a_v4_f6]",
+         "topk_bf16_warp[r8192_c32768_k64_st_a_v4_sk6]"],
+        ["cumsum_tma[r1_c64M_k8]", "cumsum_tma[r1_c64M_k8_l4]"],
+        ["cumsum_tma[r8_c4M]", "cumsum_tma[r8_c4M_k8]", "cumsum_tma[r8_c4M_k8_l4]"]]
+    assert sorted(smoke) == sorted([
+        "topk_f32_warp[r5_c2052_k64_fe3]", "topk_f32_warp[r4_c1100_k17_v4_fe1]",
+        "topk_f32_warp[r5_c2052_k64_fe3_sk]",
+        "topk_bf16_warp[r5_c1000_k33_fe2]", "cumsum_tma[r2_c9004_b160]",
+        "cumsum_tma[r2_c9004_b160_st0]", "cumsum_tma[r2_c9004_b160_e0]"]), smoke

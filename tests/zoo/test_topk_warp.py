@@ -101,7 +101,9 @@ def test_sync_check_clean():
     for suite, name in ((MOD.SUITE_F32, "r5_c2052_k64"), (MOD.SUITE_BF16, "r4_c1000_k33"),
                         (MOD.SUITE_F32, "r3_c260_k64_st"), (MOD.SUITE_BF16, "r5_c1000_k33_st"),
                         (MOD.SUITE_F32, "r5_c2052_k64_apst"),
-                        (MOD.SUITE_BF16, "r3_c2056_k64_v2_apst")):
+                        (MOD.SUITE_BF16, "r3_c2056_k64_v2_apst"),
+                        (MOD.SUITE_F32, "r5_c2052_k64_fe3"), (MOD.SUITE_BF16, "r5_c1000_k33_fe2"),
+                        (MOD.SUITE_F32, "r5_c2052_k64_fe3_sk")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -134,6 +136,12 @@ def test_sync_check_clean():
     ("f32", dict(rows=1, cols=1024, k=4, CAP=64, APPEND=1), r"CAP=64 must be a multiple of 32 "
                                                             r"with room .* one append round "
                                                             r"\(32\): at least 96"),
+    ("f32", dict(rows=1, cols=1024, k=33, CAP=256, APPEND=1, FE=1), r"FE=1 \(entries per lane "
+                                                                   r".*\[2, 8\]"),
+    ("bf16", dict(rows=1, cols=1024, k=4, CAP=96, APPEND=1, FE=4, dt="bf16"),
+     r"FE=4 .* must be 0 \(min\(8, CAP/32\)\) or in .* = \[1, 3\]"),
+    ("f32", dict(rows=1, cols=1024, k=4, SKEW=300_000), r"SKEW=300000 \(ns of start delay per "
+                                                        r"warp phase\) must be in \[0, 250000\]"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
@@ -152,12 +160,14 @@ DEFAULTS = [(MOD.SUITE_F32, "r4096_c32768_k64"), (MOD.SUITE_F32, "r16384_c8192_k
 @pytest.mark.slow(reason="13 ptxas compiles of the benchmarked cases (~4-7 s each)")
 @pytest.mark.parametrize("suite,name", DEFAULTS, ids=[n for _, n in DEFAULTS])
 def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
-    """The predictions (docs/TUNING.md "topk_warp") assume 2 CTAs of 8 warps per SM, all
-    resident (the persistent grid is one wave) and no spill traffic."""
+    """The predictions (docs/TUNING.md "topk_warp") assume 16 warps per SM (2 CTAs of 8; scan7's
+    `_w4s20`: 4 of 4), all resident (the persistent grid is one wave) and no spill traffic."""
     case = _case(suite, name)
     r = suite.kernel.compile("sm_90a", **suite.consts(case)).resources
     assert (r.spill_stores, r.spill_loads) == (0, 0)
-    assert suite.grid(case)[0] == SMS * resident_ctas_per_sm(suite, case) == 264
+    grid = suite.grid(case)[0]
+    assert grid == SMS * resident_ctas_per_sm(suite, case)
+    assert grid * case.params["WARPS"] == 16 * SMS
 
 
 def _tie_row_run(strict, dt="f32", append=0):
@@ -271,3 +281,47 @@ def test_a_refine_inside_the_rounds_keeps_the_steps_equal_elements(dt, tmp_path)
     mut = load_mutant("topk_warp", "_pass_mask(vectors, kth, dt)",
                       "_pass_mask(vectors, buf.thr, dt)", tmp_path)
     assert _equal_row_run(mut, dt) != list(range(64))
+
+
+def _row_end_run(fe, dt):
+    """One warp, 4 normal rows of 2048 (k = 40): the later rows, from the carried guess, end
+    with ~2k + 16 = 96 entries (the short refine's case)."""
+    suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
+    case = MOD.make_case("fe", rows=4, cols=2048, k=40, WARPS=1, CTAS=1, VECS=4, STAGES=8,
+                         CAP=256, STRICT=1, APPEND=1, FE=fe, dt=dt)
+    inputs = suite.make_inputs(case, 3)
+    inputs["x"][0] = inputs["x"][1][::-1]   # no tie row: every row normal
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert_matches(suite, case, res, inputs)
+    return res.stats["ops"]
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_the_row_ends_short_refine_counts_fewer_entries_and_stays_exact(dt):
+    """FE (scan7): rows that end with at most 32 FE entries are refined over FE entries a lane
+    (4 here, against min(8, CAP/32) = 8): fewer ``setp`` + ``add`` per counting round, the same
+    rounds (``redux.sync``) and the same answer."""
+    full, short = _row_end_run(0, dt), _row_end_run(4, dt)
+    assert short["redux.sync"] == full["redux.sync"]
+    assert short["setp"] < full["setp"] * 0.9
+
+
+def test_skew_adds_one_sleep_before_the_first_loads_and_nothing_else():
+    """SKEW (scan7): the only change is one ``nanosleep.u32`` of (phase x SKEW) ns ahead of the
+    ring's first ``cp.async``; without it the kernel has none (its PTX otherwise the same)."""
+    suite = MOD.SUITE_F32
+
+    def ptx(**kw):
+        case = MOD.make_case("sk", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128, STRICT=1,
+                             APPEND=1, **kw)
+        return suite.kernel.compile("sm_90a", **suite.consts(case)).ptx
+
+    plain, skew = ptx(), ptx(SKEW=700)
+    assert "nanosleep" not in plain
+    assert skew.count("nanosleep.u32") == 1
+    assert skew.index("nanosleep.u32") < skew.index("cp.async.cg")
+    body = [ln for ln in skew.splitlines() if "mul.lo.u32" in ln and ", 700;" in ln]
+    assert len(body) == 1
+    strip = lambda t: [ln for ln in t.splitlines()  # noqa: E731
+                       if not ln.strip().startswith((".loc", "//")) and "nanosleep" not in ln]
+    assert len(strip(skew)) - len(strip(plain)) == 4   # shr, add, and (the phase), mul

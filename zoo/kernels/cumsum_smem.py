@@ -244,9 +244,11 @@ def shape_why(rows, cols, MAXREG):
 
 
 def make_case(name, rows, cols, BLOCK=256, CHUNKS=6, SCH=13, LOOK=2, ORDER=0, SG=4,
-              MAXREG=64, small=True):
-    """A case; large ones are the H200's (tag h200), never simulated."""
-    return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
+              MAXREG=64, small=True, main=False):
+    """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
+    measured fastest, the one a whole-zoo run times (``-k main``)."""
+    tags = (() if small else ("h200",)) + (("main",) if main else ())
+    return T.case(name, small=small, tags=tags, rows=rows, cols=cols,
                   BLOCK=BLOCK, CHUNKS=CHUNKS, SCH=SCH, LOOK=LOOK, ORDER=ORDER, SG=SG,
                   MAXREG=MAXREG)
 
@@ -278,14 +280,14 @@ SUITE = T.suite(
                   ORDER=1),
         # the H200's (docs/TUNING.md "cumsum_smem"): 19K-element tiles, 24 KB in registers
         # and 52 KB in shared memory, 4 CTAs per SM (304 KB per SM; `cumsum`: 128 KB)
-        make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
+        make_case("r1_c64M", rows=1, cols=1 << 26, small=False, main=True),  # s6-s10: fastest
         # the same in `cumsum`'s ticket order: what the block order alone gains
         make_case("r1_c64M_o1", rows=1, cols=1 << 26, ORDER=1, small=False),
         # 14K-element tiles, 32 KB shared: 224 KB per SM (the bytes-in-flight model's slope)
         make_case("r1_c64M_s8", rows=1, cols=1 << 26, SCH=8, small=False),
         # registers only (8K tiles, 4 CTAs per SM: `cumsum[r1_c64M_t8k]` in block order)
         make_case("r1_c64M_s0", rows=1, cols=1 << 26, CHUNKS=8, SCH=0, small=False),
-        make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
+        make_case("r8_c4M", rows=8, cols=1 << 22, small=False, main=True),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
     constraints=constraints,

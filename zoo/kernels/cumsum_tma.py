@@ -291,9 +291,11 @@ def constraints(rows, cols, BLOCK, CHUNKS, SCH, LOOK, BST, EARLY, MAXREG):
 
 
 def make_case(name, rows, cols, BLOCK=256, CHUNKS=6, SCH=13, LOOK=2, BST=1, EARLY=1,
-              MAXREG=64, small=True):
-    """A case; large ones are the H200's (tag h200), never simulated."""
-    return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
+              MAXREG=64, small=True, main=False):
+    """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
+    measured fastest, the one a whole-zoo run times (``-k main``)."""
+    tags = (() if small else ("h200",)) + (("main",) if main else ())
+    return T.case(name, small=small, tags=tags, rows=rows, cols=cols,
                   BLOCK=BLOCK, CHUNKS=CHUNKS, SCH=SCH, LOOK=LOOK, BST=BST, EARLY=EARLY,
                   MAXREG=MAXREG)
 
@@ -328,8 +330,14 @@ SUITE = T.suite(
         make_case("r1_c64M_e0", rows=1, cols=1 << 26, EARLY=0, small=False),
         # 8 register chunks (the early aggregate's order leaves ptxas the registers; EARLY=0
         # spills 8 bytes): 21K-element tiles, 4 x 84 KB = 336 KB per SM
-        make_case("r1_c64M_k8", rows=1, cols=1 << 26, CHUNKS=8, small=False),
-        make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
+        make_case("r1_c64M_k8", rows=1, cols=1 << 26, CHUNKS=8, small=False, main=True),
+        make_case("r8_c4M", rows=8, cols=1 << 22, small=False, main=True),
+        # scan7 (docs/TUNING.md "topk and cumsum (session 10, branch scan7)"): `_k8` at 8 rows
+        # (never timed there), and 128 flags a look-back round instead of 64 (LOOK 8 spills:
+        # 8-16 bytes at 64 registers)
+        make_case("r8_c4M_k8", rows=8, cols=1 << 22, CHUNKS=8, small=False),
+        make_case("r1_c64M_k8_l4", rows=1, cols=1 << 26, CHUNKS=8, LOOK=4, small=False),
+        make_case("r8_c4M_k8_l4", rows=8, cols=1 << 22, CHUNKS=8, LOOK=4, small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
     constraints=constraints,

@@ -53,6 +53,14 @@ overflow CAP, so CAP no longer grows with VECS: 2 KB steps (VECS 4 f32, bf16) wi
 The session-9 measurements say a warp's time goes per step (commit group), whatever its bytes
 (f32's 1 KB and bf16's 512 B steps both ~1380 cycles): bytes per step are the lever.
 
+FE (session 10, the `_f5`/`_f6` cases; docs/TUNING.md "topk and cumsum (session 10, branch
+scan7)"): the row end's short refine looks at FE entries per lane instead of min(8, CAP/32) when
+at most 32 FE are buffered. The three `_st_a_v4` sizes move the same bytes and differ by ~7.7 us
+per row per warp, the row end not hidden by the streaming: fewer entries, fewer instructions on
+that chain. SKEW (ns, the `_sk` cases): the CTA's warps start in 4 phases SKEW ns apart (one
+``nanosleep.u32``), so that an SM's warps stop ending their rows at the same moment, with the
+HBM idle, if that is what they do (the hypothesis the `_sk` cases test).
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -79,6 +87,7 @@ TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ba
 
 FULL = 0xFFFFFFFF
 MAX_COLS = 1 << 16
+MAX_SKEW = 250_000  # ns: the last of 4 phases sleeps 3 SKEW, nanosleep's limit is 1 ms
 NEG_INF = float("-inf")
 # the next row starts from this row's value of rank 2k + 16: a row like it holds ~that many
 # elements above it, fewer than k only ~4 standard deviations down (~sqrt(2 * rank) each)
@@ -441,7 +450,7 @@ def _append_rounds(buf, vectors, hits, col_base, fetch_e, k, keybits, dt):
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
-               APPEND=0):
+               APPEND=0, FE=0, SKEW=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
@@ -455,6 +464,13 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
     mine = T.reg(T.u32, init=0)                       # this warp's rows: gw, gw + W, ...
     with T.if_(gw < rows, uniform=True):
         mine.set((rows - 1 - gw) / grid_warps + 1)
+    if SKEW:
+        # scan7: phase p = (w + w / 4) mod 4 of the CTA's warp w starts p x SKEW ns late, so that
+        # the row ends of an SM's warps stop coinciding (equal rows keep the phases); with 8
+        # warps each scheduler (w mod 4, as the hardware is understood to assign them) holds
+        # two phases, not one. nanosleep's time is approximate: a desync, not a schedule
+        phase = T.ptx.and_.b32(T.ptx.add.u32(buf.warp, buf.warp >> 2), 3)
+        T.ptx.nanosleep.u32(phase * SKEW)
     for _ in range(ahead):                             # the ring's first stages in flight
         ring.issue()
     row = T.reg(T.u32, init=gw)
@@ -536,8 +552,9 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                             lambda e, u0=u0: _global_bits(
                                 x, row * cols + _step_col((u0 * 32 + lane) * vec, e, vec), dt))
             # a row that started from a good guess ends with ~2k entries: a refine over 8 per
-            # lane costs half of one over CAP / 32
-            small = min(8, CAP // 32)
+            # lane costs half of one over CAP / 32; FE (scan7): fewer, every count round and
+            # compaction round of the row's end is E setp + E dependent adds
+            small = FE or min(8, CAP // 32)
             with T.if_(buf.count() <= 32 * small, uniform=True):
                 buf.refine(k, keybits, dt, final=True, E=small)
             with T.else_():
@@ -562,9 +579,9 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
-                  APPEND: T.const = 0):
+                  APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
-               APPEND)
+               APPEND, FE, SKEW)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -572,9 +589,9 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
-                   APPEND: T.const = 0):
+                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND)
+               APPEND, FE, SKEW)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -591,7 +608,8 @@ def smem_bytes(WARPS, STAGES, CAP) -> int:  # noqa: N803
 def _constraints(dt):
     vec = _tk.VEC[dt]
 
-    def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0):
+    def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
+                    FE=0, SKEW=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -631,6 +649,13 @@ def _constraints(dt):
             why.append(f"rows={rows} and CTAS={CTAS} must be positive")
         if STRICT not in (0, 1):
             why.append(f"STRICT={STRICT} must be 0 or 1 (the strict threshold after a refine)")
+        if FE and not (T.cdiv(k, 32) <= FE <= CAP // 32):
+            why.append(f"FE={FE} (entries per lane of the row end's short refine) must be 0 "
+                       f"(min(8, CAP/32)) or in [cdiv(k, 32), CAP/32] = [{T.cdiv(k, 32)}, "
+                       f"{CAP // 32}]: it must hold k entries and fit the buffer")
+        if not 0 <= SKEW <= MAX_SKEW:
+            why.append(f"SKEW={SKEW} (ns of start delay per warp phase) must be in [0, "
+                       f"{MAX_SKEW}]: 3 SKEW within nanosleep's 1 ms")
         return why
     return constraints
 
@@ -639,13 +664,17 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
-              MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0):
-    """A case; large ones are the H200's (tag h200), never simulated."""
+              MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, main=False):
+    """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
+    measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
-    return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols, k=k,
+    tags = (() if small else ("h200",)) + (("main",) if main else ())
+    return T.case(name, small=small, tags=tags, rows=rows, cols=cols, k=k,
                   WARPS=WARPS, STAGES=STAGES, VECS=VECS, CAP=CAP, CTAS=CTAS, MAXREG=MAXREG,
                   **({"STRICT": STRICT} if STRICT else {}),
-                  **({"APPEND": APPEND} if APPEND else {}))
+                  **({"APPEND": APPEND} if APPEND else {}),
+                  **({"FE": FE} if FE else {}),
+                  **({"SKEW": SKEW} if SKEW else {}))
 
 
 SUITE_F32 = T.suite(
@@ -673,6 +702,15 @@ SUITE_F32 = T.suite(
                   CAP=96, STRICT=1, APPEND=1),
         make_case("r3_c1000_k1_v1_ap", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=96,
                   APPEND=1),
+        # FE (scan7): the row end's short refine over FE entries per lane; rows that end with
+        # more (the first from -inf, the tie row) take the full one: both paths, a tail
+        make_case("r5_c2052_k64_fe3", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
+                  STRICT=1, APPEND=1, FE=3),
+        make_case("r4_c1100_k17_v4_fe1", rows=4, cols=1100, k=17, WARPS=1, CTAS=2, VECS=4,
+                  CAP=96, STRICT=1, APPEND=1, FE=1),
+        # SKEW (scan7): warp 1 starts late (numsim has no timing: the code path, the answer)
+        make_case("r5_c2052_k64_fe3_sk", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
+                  STRICT=1, APPEND=1, FE=3, SKEW=500),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
         make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
@@ -682,7 +720,8 @@ SUITE_F32 = T.suite(
         make_case("r4096_c32768_k64_v1", rows=4096, cols=32768, k=64, VECS=1, small=False),
         make_case("r16384_c8192_k50", rows=16384, cols=8192, k=50, small=False),
         make_case("r4096_c32768_k64_st", rows=4096, cols=32768, k=64, STRICT=1, small=False),
-        make_case("r16384_c8192_k50_st", rows=16384, cols=8192, k=50, STRICT=1, small=False),
+        make_case("r16384_c8192_k50_st", rows=16384, cols=8192, k=50, STRICT=1, small=False,
+                  main=True),   # the fastest measured at this size (session 10, d5)
         make_case("r16384_c8192_k50_v4", rows=16384, cols=8192, k=50, VECS=4, CAP=640,
                   small=False),
         make_case("r16384_c8192_k50_m80", rows=16384, cols=8192, k=50, MAXREG=80, CTAS=396,
@@ -691,13 +730,34 @@ SUITE_F32 = T.suite(
         # (VECS 4, 3 steps ahead: STAGES 16), then the warp-round appends alone (_a); file order
         # is the benchmark's order (MODE=topk5), likeliest winner first
         make_case("r4096_c32768_k64_st_a_v4", rows=4096, cols=32768, k=64, VECS=4, STAGES=16,
-                  CAP=256, STRICT=1, APPEND=1, small=False),
+                  CAP=256, STRICT=1, APPEND=1, small=False, main=True),   # fastest, s10 d5
         make_case("r4096_c32768_k64_st_a", rows=4096, cols=32768, k=64, STRICT=1, APPEND=1,
                   small=False),
         make_case("r16384_c8192_k50_st_a_v4", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, small=False),
         make_case("r16384_c8192_k50_st_a", rows=16384, cols=8192, k=50, STRICT=1, APPEND=1,
                   small=False),
+        # scan7 (docs/TUNING.md "topk and cumsum (session 10, branch scan7)"): the three
+        # `_st_a_v4` figures move the same 512 MB and differ only in rows per warp (2, 4, 8):
+        # ~7.6 us per row per warp not hidden by the streaming. FE: the row end's short refine
+        # over 5-6 entries per lane instead of 8; `_w4s20`: 4 warps per CTA, 4 CTAs per SM, a
+        # ring of 20 (4 steps, 8 KB, ahead per warp instead of 6 KB) across the row's end
+        make_case("r16384_c8192_k50_st_a_v4_f5", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, FE=5, small=False),
+        make_case("r16384_c8192_k50_st_f5", rows=16384, cols=8192, k=50, STRICT=1, FE=5,
+                  small=False),
+        make_case("r16384_c8192_k50_st_a_v4_w4s20", rows=16384, cols=8192, k=50, WARPS=4,
+                  CTAS=528, VECS=4, STAGES=20, CAP=256, STRICT=1, APPEND=1, small=False),
+        make_case("r4096_c32768_k64_st_a_v4_f6", rows=4096, cols=32768, k=64, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, FE=6, small=False),
+        # SKEW: 4 phases of warps start 0, 2, 4, 6 us late (`_sk6`: 0..18 us), so that fewer of
+        # an SM's warps end a row at a time while the rest stream
+        make_case("r16384_c8192_k50_st_a_v4_sk2", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, SKEW=2000, small=False),
+        make_case("r16384_c8192_k50_st_a_v4_sk6", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False),
+        make_case("r4096_c32768_k64_st_a_v4_sk6", rows=4096, cols=32768, k=64, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False),
     ],
     constraints=constraints_f32,
 )
@@ -716,6 +776,8 @@ SUITE_BF16 = T.suite(
                   STAGES=4, CAP=128, dt="bf16", STRICT=1, APPEND=1),
         make_case("r2_c3000_k50_v4_apst", rows=2, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
                   CAP=96, dt="bf16", STRICT=1, APPEND=1),
+        make_case("r5_c1000_k33_fe2", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
+                  dt="bf16", STRICT=1, APPEND=1, FE=2),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
@@ -726,7 +788,12 @@ SUITE_BF16 = T.suite(
                   dt="bf16"),
         # session 9: 2 KB a step, 1 KB (f32's default), then 512 B (VECS 1) as before
         make_case("r8192_c32768_k64_st_a_v4", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
-                  CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
+                  CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16", main=True),  # s10 d5
+        # scan7: the row end's short refine over 6 entries per lane (~144-160 at the end)
+        make_case("r8192_c32768_k64_st_a_v4_f6", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, FE=6, small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_st_a_v4_sk6", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st_a_v2", rows=8192, cols=32768, k=64, VECS=2, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
         # (STAGES 12: at 80 registers 3 CTAs of 64 KB would fit an SM, and the grid is 2 per
