@@ -21,8 +21,9 @@
 # first (here, without the FLA wheels, its job says why FLA is not there and times the kernel
 # alone). Env: SEEDS (default 1), EXEC_S (default 90), TOTAL_LIMIT, OUT; see gpu_bench.sh.
 # Each headline is the kernel's fastest measured case at its size (session 10: reduce_rows'
-# _w16_u1_pol_r32, rmsnorm's _tri_pol2, swiglu's _b128_u1_stcs, and kda_decode_bulk beside
-# kda_decode; docs/PERFORMANCE.md "Session 10").
+# _w16_u1_pol_r32, rmsnorm's _tri_pol2, swiglu's _b128_u1_stcs, cumsum_tma's _k8, top-k's
+# one-warp-per-row _st_a_v4, and kda_decode_bulk beside kda_decode; docs/PERFORMANCE.md
+# "Session 10").
 set -u
 cd "$(dirname "$0")/.."
 declare -A G
@@ -38,8 +39,8 @@ or quant_fp8[r16384_c8192]@"
 G[softmax]="softmax[r16384_c8192]@ or softmax_tma[r16384_c8192_s4_b256]@ or \
 cross_entropy[r4096_c128256]@"
 G[activations]="swiglu[n64M_b128_u1_stcs]@ or gelu_tanh[n64M_u4]@ or rope[t16384_h32_d128]@"
-G[movement]="transpose[r16384_c8192]@ or tma_copy[r16384_c8192]@ or cumsum_smem[r1_c64M]@ or \
-topk_f32_pipe[r4096_c32768_k64]@ or topk_bf16_pipe[r8192_c32768_k64]@"
+G[movement]="transpose[r16384_c8192]@ or tma_copy[r16384_c8192]@ or cumsum_tma[r1_c64M_k8]@ or \
+topk_f32_warp[r4096_c32768_k64_st_a_v4]@ or topk_bf16_warp[r8192_c32768_k64_st_a_v4]@"
 ORDER="vector gemm decode kda norms softmax activations movement attention"
 declare -A HALF=([half1]="vector gemm decode norms" [half2]="softmax activations movement attention")
 mode=run
