@@ -231,3 +231,66 @@ def test_slim_variants_ptx_is_unchanged_by_the_ahead_kernel():
     assert set(pins) == set(MOD.SLIM_VARIANTS)
     for v, h in pins.items():
         assert _ptx_hash(MOD.kda_fwd_slim, MOD.SLIM_VARIANTS[v]) == h, v
+
+
+# --- kda_fwd_slim.py's kda_fwd_pair (session 10): a head's two value slices in a 2-CTA cluster,
+# each chunk prepared once and pushed into the peer CTA ----------------------------------------
+
+PAIR_SUITES = (AHEAD.SUITE_PAIR, AHEAD.SUITE_PAIR_VARLEN)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for s in PAIR_SUITES
+                                  for c in s.cases if c.small])
+def test_pair_small_case_matches_reference(case):
+    suite = AHEAD.SUITE_PAIR_VARLEN if case.params.get("lens") else AHEAD.SUITE_PAIR
+    res, inputs = simulate(suite, case)
+    assert_matches(suite, case, res, inputs)
+    rep = suite.tolerance_for("o").compare(res.outputs["o"], suite.expected(case, inputs)["o"])
+    assert rep["rms_ratio"] < 0.01
+
+
+def test_pair_small_cases_cover_every_variant_odd_lengths_and_a_pack():
+    small = [c for s in PAIR_SUITES for c in s.cases if c.small]
+    assert {c.params.get("BLOCKS", 0) for c in small} == {
+        v["BLOCKS"] for v in AHEAD.PAIR_VARIANTS.values()}
+    assert any(c.params["T_"] % 64 and c.params["T_"] > 128 for c in small)  # both CTAs' chunks
+    assert any(c.params.get("lens") for c in small)
+
+
+def test_pair_sync_check_is_clean():
+    """Three chunks: CTA 0 prepares chunks 0 and 2 (stage 0, refilled once after both CTAs'
+    state warps left it), CTA 1 chunk 1; the remote stores, the peer's arrivals and the cluster
+    barriers in every order sync_check explores."""
+    case = T.case("sync", B=1, T_=150, H=1, gate="deep")
+    for result in sync_race(AHEAD.SUITE_PAIR, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_pair_without_the_peer_free_wait_is_a_race(tmp_path):
+    """pfree is what keeps chunk 2's copy out of the peer's stage 0 while the peer's state warps
+    still read chunk 0 there: without the wait, racecheck reports the conflict."""
+    mutant = load_mutant("kda_fwd_slim", "_wait_cluster(sm.pfree[rank], par)", "pass", tmp_path)
+    case = T.case("sync", B=1, T_=150, H=1, gate="deep")
+    found = [f.message for r in sync_race(mutant.SUITE_PAIR, case) for f in r.findings]
+    assert any("conflict on shared" in m for m in found), found
+
+
+def test_pair_has_no_local_memory_and_fits():
+    for consts in AHEAD.PAIR_VARIANTS.values():
+        ck = AHEAD.kda_fwd_pair.compile("sm_90a", **consts)
+        r = ck.resources
+        assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+        sass = ck.sass() if callable(ck.sass) else ck.sass
+        assert " STL" not in sass and " LDL" not in sass
+        md = ck.launch_metadata()
+        assert md["cluster"] == [2, 1, 1] and md["dynamic_smem"] <= 227 * 1024
+
+
+def test_pair_constraints_name_the_rule():
+    assert "it takes BV = 64" in AHEAD.constraints_pair(1, 64, 1, BV=128)[0]
+    assert AHEAD.constraints_pair(1, 64, 1, BLOCKS=1) == [
+        "BLOCKS=1 must be 0 (kda_chunk.blocks, v64ws8l's) or 2 (blocks_wide)"]
+    with pytest.raises(ValueError, match=r"case 'bad': BLOCKS=3 must be 0"):
+        T.suite(AHEAD.kda_fwd_pair, inputs=MOD.inputs, reference=MOD.reference,
+                outputs=["o"], constraints=AHEAD.constraints_pair,
+                cases=[T.case("bad", B=1, T_=10, H=1, BLOCKS=3)])

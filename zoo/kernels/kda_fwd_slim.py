@@ -21,6 +21,11 @@ sequence), the state S^T in the registers of the 4 state warps, chunks of 64 tok
 two-stage TMA ring handed over on mbarriers; o [B, T, H, V] bf16 and ht [N, H, K, V] f32.
 docs/TUNING.md ("H64: the prep's path", session 8) has the model and the predictions.
 
+`kda_fwd_pair` (session 10): a head's two value-slice CTAs in a 2-CTA cluster prepare each
+chunk once, each CTA every other chunk, stored into the peer's stage by remote shared stores
+(the prep, which the state warps wait for ~59% of the time at H64, was made twice per head);
+docs/TUNING.md ("H64: one prep per head") has the model and the predictions.
+
 Tags: linear-attention, chunked-scan, mma-sync, tma, mbarrier-pipeline, swizzle-128b,
 state-in-registers, fused-gate, varlen, warp-specialization
 """
