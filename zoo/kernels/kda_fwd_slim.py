@@ -164,11 +164,11 @@ def constraints(B, T_, H, lens=None, BV=64, PREP=8, AHEAD=1, BLOCKS=2):
     return out + F.constraints(B, T_, H, lens, BV=BV, PREP=PREP, BATCH=8)
 
 
-def _large(name, lens=None) -> list:
-    """T8192 H64 (or a pack at H64) with each variant; tagged "alt" (kda_bench.sh's main group
-    times kda_fwd's MAIN only)."""
+def _large(name, lens=None, variants=None) -> list:
+    """T8192 H64 (or a pack at H64) with each variant (of `variants`, default VARIANTS); tagged
+    "alt" (kda_bench.sh's main group times kda_fwd's MAIN only)."""
     return [T.case(f"{name}_h64_{v}", small=False, tags=("alt",), B=1, T_=8192, H=64,
-                   lens=lens, **params) for v, params in VARIANTS.items()]
+                   lens=lens, **params) for v, params in (variants or VARIANTS).items()]
 
 
 _COMMON = dict(F._COMMON, constraints=constraints)
@@ -406,11 +406,6 @@ def constraints_pair(B, T_, H, lens=None, BV=64, BLOCKS=0):
     return F.constraints(B, T_, H, lens, BV=64, PREP=8, BATCH=8)
 
 
-def _large_pair(name, lens=None) -> list:
-    return [T.case(f"{name}_h64_{v}", small=False, tags=("alt",), B=1, T_=8192, H=64,
-                   lens=lens, **params) for v, params in PAIR_VARIANTS.items()]
-
-
 _COMMON_PAIR = dict(F._COMMON, constraints=constraints_pair)
 
 SUITE_PAIR = T.suite(
@@ -425,7 +420,7 @@ SUITE_PAIR = T.suite(
         T.case("b2_t65_h2_v64ws8c_slow", B=2, T_=65, H=2, gate="slow"),
         # v64ws8n's A/M blocks: three chunks (64, 64, 22): stage 0 refilled once
         T.case("t150_h1_v64ws8d", B=1, T_=150, H=1, BLOCKS=2),
-        *_large_pair("t8192"),
+        *_large("t8192", variants=PAIR_VARIANTS),
     ])
 
 SUITE_PAIR_VARLEN = T.suite(
@@ -434,6 +429,6 @@ SUITE_PAIR_VARLEN = T.suite(
         # a pack of 3 (3, 1 and 1 chunks in one row): one cluster per sequence
         T.case("pack_150_8_30_v64ws8c", B=1, T_=188, H=1, lens=(150, 8, 30), gate="deep"),
         T.case("pack_100_8_30_v64ws8d", B=1, T_=138, H=1, lens=(100, 8, 30), BLOCKS=2),
-        *_large_pair("pack6", lens=F.PACK6),
-        *_large_pair("pack8x1024", lens=F.PACK8),
+        *_large("pack6", lens=F.PACK6, variants=PAIR_VARIANTS),
+        *_large("pack8x1024", lens=F.PACK8, variants=PAIR_VARIANTS),
     ])
