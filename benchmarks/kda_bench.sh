@@ -43,6 +43,12 @@
 #             one job at T8192 H64; its smoke covers those kernels' small cases only; ~230 s of
 #             device time (the H64-only wsc call: 187 s for three variants, ~37 s a variant):
 #             `BUDGET=300 bash benchmarks/kda_bench.sh wsd`
+#   wse       kda_fwd_pair (zoo/kernels/kda_fwd_slim.py, session 10: the two value slices of
+#             a head in a 2-CTA cluster, each CTA preparing every other chunk for both: c with
+#             v64ws8l's prep, d with v64ws8n's; docs/TUNING.md, "H64: one prep per head")
+#             beside the controls v64ws8l and v64ws8q in one job at T8192 H64; its smoke covers
+#             those kernels' small cases only; ~240 s of device time (wsd's call: ~37 s a
+#             variant): `BUDGET=300 bash benchmarks/kda_bench.sh wse`
 #   slimpacks the slim forwards on the varlen packs against FLA's varlen chunk_kda, one job
 #             per shape: pack6 at H96 (v128wsl) and H64 (SLIM_H64, default "v64ws8l v64ws8q"),
 #             then 8 x 1024 (the same); step 0 prewarms FLA's varlen kernels (carry the
@@ -135,9 +141,9 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|slimpacks|decode|decodebulk|bwd|local|reverse|chain\
-        |fb|s0|check|smoke|tc|tc2) ;;
-        *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, \
+    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|slimpacks|decode|decodebulk|bwd|local\
+        |reverse|chain|fb|s0|check|smoke|tc|tc2) ;;
+        *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
 slimpacks, decode, decodebulk, bwd, local, reverse, chain, fb, s0, check, smoke, tc, tc2)"
            exit 2;;
     esac
@@ -200,7 +206,7 @@ pw_shapes=; pw_decode=; pw_bwd=
 case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" ws "*|*" wsb "*) pw_shapes="t8192_h96 t8192_h64";;
     *" wsc "*) pw_shapes="${WSC_SHAPES:-t8192_h96 t8192_h64}";;
-    *" wsd "*) pw_shapes="t8192_h64";;
+    *" wsd "*|*" wse "*) pw_shapes="t8192_h64";;
     *" wsbpacks "*|*" slimpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";;
 esac
 case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*) pw_decode=default;; esac
@@ -233,6 +239,8 @@ for v in $(cd zoo/kernels && python3 -c "import kda_fwd as F; print(*F.VARIANTS)
 F.SLIM_VARIANTS))") \
         $(cd zoo/kernels && python3 -c "import kda_fwd_slim as S; print(*('ahead_' + v for v in \
 S.VARIANTS))") \
+        $(cd zoo/kernels && python3 -c "import kda_fwd_slim as S; print(*('pair_' + v for v in \
+S.PAIR_VARIANTS))") \
         TT1 TT2 TT4 bulk_TT1 bulk_TT2 bulk_TT4 bwd bwd_local bwd_reverse bwd_chain bwd_chain_s8 \
         bwd_chain_prep bwd_chain_pieces bwd_pieces_tc bwd_prep_tc bwd_local_tc bwd_pieces_tc_pm \
         bwd_prep_tc_pm bwd_pieces_tc_pmt bwd_prep_tc_pmt; do
@@ -258,7 +266,8 @@ k, consts = ((BW.kda_bwd, {}) if v == 'bwd' else (BL.kda_bwd_local, {}) if v == 
              else (DB.kda_decode_bulk, {'TT': int(v[7:]), 'N': 256, 'H': 64})
              if v.startswith('bulk_TT')
              else (D.kda_decode, {'TT': int(v[2:])})
-             if v.startswith('TT') else (S.kda_fwd_ahead, S.VARIANTS[v[6:]])
+             if v.startswith('TT') else (S.kda_fwd_pair, S.PAIR_VARIANTS[v[5:]])
+             if v.startswith('pair_') else (S.kda_fwd_ahead, S.VARIANTS[v[6:]])
              if v.startswith('ahead_') else (F.kda_fwd_slim, F.SLIM_VARIANTS[v[5:]])
              if v.startswith('slim_') else (F.kda_fwd, F.VARIANTS[v]))
 ck = k.compile('sm_90a', **consts)
@@ -293,10 +302,15 @@ case " $WANT " in
     *" main "*|*" variants "*|*" decode "*) SMOKE_K="(kda_fwd or kda_decode or kda_bwd)";;
     " wsc "|" smoke wsc "|" wsc smoke ") SMOKE_K="kda_fwd and (v128wsb or v64ws8b or v128wsl \
 or v64ws8l or v128wsm or v64ws8m)";;
-    " wsd "|" smoke wsd "|" wsd smoke ") SMOKE_K="kda_fwd_ahead or (kda_fwd_slim and v64ws8l)";;
+    " wsd "|" smoke wsd "|" wsd smoke ") SMOKE_K="(kda_fwd_ahead or (kda_fwd_slim and v64ws8l)) \
+and not kda_fwd_pair";;
+    " wse "|" smoke wse "|" wse smoke ") SMOKE_K="kda_fwd_pair or (kda_fwd_slim and v64ws8l) \
+or (kda_fwd_ahead and v64ws8q)";;
     *" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*) SMOKE_K="kda_fwd";;
     # kda_fwd_slim names kda_fwd.py's slim kernel and the file of kda_fwd_ahead: both
-    *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim";;
+    # (the file's name also selects kda_fwd_pair, group wse's: only when wse is asked for)
+    *" wse "*) SMOKE_K="kda_fwd_slim";;
+    *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
     *" decodebulk "*) SMOKE_K="kda_decode";;
@@ -426,7 +440,7 @@ pack_17_8_30_v128)) or (kda_decode and n2_h2_t1)"
 smoke
 case " $WANT " in *" smoke "*) echo "total $(( $(date +%s) - START ))s"; exit 0;; esac
 case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*\
-    |*" wsd "*|*" slimpacks "*|*" decode "*) warmup;; esac
+    |*" wsd "*|*" wse "*|*" slimpacks "*|*" decode "*) warmup;; esac
 # FLA's backward kernels compile and autotune in a tiny job of their own
 case " $WANT " in *" bwd "*) wait_prewarm; bench warmup-bwd "kda_bwd and (t40_h1_deep or pack_17_1_64_30)";;
 esac
@@ -465,6 +479,11 @@ or v128ws) and not v64s2w8 and $nob";;
             # items are collected first), one job: the four share the inputs and reference
             bench wsd-t8192_h64 "kda_fwd and t8192_h64_ and (v64ws8l or v64ws8n or v64ws8p \
 or v64ws8q)";;
+        wse)
+            # kda_fwd_pair's variants (kda_fwd_slim.py) after the controls v64ws8l and v64ws8q,
+            # one job: the four share the inputs and reference
+            bench wse-t8192_h64 "kda_fwd and t8192_h64_ and (v64ws8l or v64ws8q or v64ws8c \
+or v64ws8d)";;
         slimpacks)
             # the slim forwards on the packs: v128wsl at H96, SLIM_H64 at H64 (one job a shape)
             h64=$(printf ' or %s' $SLIM_H64)

@@ -67,6 +67,20 @@ def test_wsd_times_the_ahead_variants_after_their_control_in_one_job():
     assert set(jobs) == {"smoke", "warmup", "wsd-t8192_h64"}
 
 
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_wse_times_the_pair_variants_after_both_controls_in_one_job():
+    jobs = _jobs("wse")
+    assert jobs["wse-t8192_h64"] == [
+        "kda_fwd_slim[t8192_h64_v64ws8l]", "kda_fwd_ahead[t8192_h64_v64ws8q]",
+        "kda_fwd_pair[t8192_h64_v64ws8c]", "kda_fwd_pair[t8192_h64_v64ws8d]"]
+    smoke = jobs["smoke"]
+    assert all("t8192" not in i for i in smoke)
+    assert len([i for i in smoke if i.startswith("kda_fwd_pair[")]) == 6   # every small case
+    assert {i.split("[")[0] for i in smoke} == {"kda_fwd_slim", "kda_fwd_ahead", "kda_fwd_pair"}
+    assert all("v64ws8l" in i or "v64ws8q" in i for i in smoke if not i.startswith("kda_fwd_pair"))
+    assert set(jobs) == {"smoke", "warmup", "wse-t8192_h64"}
+
+
 @pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
 def test_slimpacks_times_each_pack_per_head_count_against_the_chosen_h64_variants():
     jobs = _jobs("slimpacks")

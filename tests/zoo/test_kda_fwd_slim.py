@@ -62,14 +62,29 @@ def test_training_forward_ptx_is_unchanged():
     assert _ptx_hash(MOD.kda_fwd_s0, {}) == PTX_S0
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for s in SUITES for c in s.cases
-                                  if c.small])
-def test_small_case_matches_reference(case):
-    suite = MOD.SUITE_SLIM_VARLEN if case.params.get("lens") else MOD.SUITE_SLIM
+def _small(suites) -> list:
+    return [pytest.param(c, id=c.name) for s in suites for c in s.cases if c.small]
+
+
+def _check_small(suites, case):
+    """numsim of a small case of (fixed-length suite, varlen suite) against the reference."""
+    suite = suites[1] if case.params.get("lens") else suites[0]
     res, inputs = simulate(suite, case)
     assert_matches(suite, case, res, inputs)
     rep = suite.tolerance_for("o").compare(res.outputs["o"], suite.expected(case, inputs)["o"])
     assert rep["rms_ratio"] < 0.01          # the model's ~0.004, with room; the rule is 0.03
+
+
+@pytest.mark.parametrize("case", _small(SUITES))
+def test_small_case_matches_reference(case):
+    _check_small(SUITES, case)
+
+
+def _suite_refuses(kernel, constraints, match, **params):
+    """A suite whose one case breaks `constraints` is refused when it is built, naming the rule."""
+    with pytest.raises(ValueError, match=match):
+        T.suite(kernel, inputs=MOD.inputs, reference=MOD.reference, outputs=["o"],
+                constraints=constraints, cases=[T.case("bad", B=1, T_=10, H=1, **params)])
 
 
 def _slim(p):
@@ -126,9 +141,8 @@ def test_slim_constraints_name_the_rule():
     assert MOD.constraints_slim(1, 64, 1, PREP=0) == [
         "PREP=0: kda_fwd_slim is warp-specialized, prep warps must be 4 or 8"]
     assert any("8 only with BV = 64" in m for m in MOD.constraints_slim(1, 64, 1, BV=128, PREP=8))
-    with pytest.raises(ValueError, match=r"case 'bad': PREP=0: kda_fwd_slim is warp-specialized"):
-        T.suite(MOD.kda_fwd_slim, inputs=MOD.inputs, reference=MOD.reference, outputs=["o"],
-                constraints=MOD.constraints_slim, cases=[T.case("bad", B=1, T_=10, H=1, PREP=0)])
+    _suite_refuses(MOD.kda_fwd_slim, MOD.constraints_slim,
+                   r"case 'bad': PREP=0: kda_fwd_slim is warp-specialized", PREP=0)
     assert MOD.constraints_slim(1, 64, 1, BLOCKS=2) == [
         "BLOCKS=2 must be 0 (kda_chunk.blocks, unrolled) or 1 (blocks_slim)"]
 
@@ -139,14 +153,9 @@ def test_slim_constraints_name_the_rule():
 AHEAD_SUITES = (AHEAD.SUITE, AHEAD.SUITE_VARLEN)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for s in AHEAD_SUITES
-                                  for c in s.cases if c.small])
+@pytest.mark.parametrize("case", _small(AHEAD_SUITES))
 def test_ahead_small_case_matches_reference(case):
-    suite = AHEAD.SUITE_VARLEN if case.params.get("lens") else AHEAD.SUITE
-    res, inputs = simulate(suite, case)
-    assert_matches(suite, case, res, inputs)
-    rep = suite.tolerance_for("o").compare(res.outputs["o"], suite.expected(case, inputs)["o"])
-    assert rep["rms_ratio"] < 0.01
+    _check_small(AHEAD_SUITES, case)
 
 
 def test_ahead_small_cases_cover_every_variant():
@@ -214,10 +223,8 @@ def test_ahead_constraints_name_the_rule():
         "AHEAD=2 must be 0 or 1 (chunk c + 1's norms beside chunk c's inverse)"]
     assert AHEAD.constraints(1, 64, 1, BLOCKS=1) == [
         "BLOCKS=1 must be 0 (kda_chunk.blocks, unrolled) or 2 (blocks_wide)"]
-    with pytest.raises(ValueError, match=r"case 'bad': AHEAD=3 must be 0 or 1"):
-        T.suite(AHEAD.kda_fwd_ahead, inputs=MOD.inputs, reference=MOD.reference,
-                outputs=["o"], constraints=AHEAD.constraints,
-                cases=[T.case("bad", B=1, T_=10, H=1, AHEAD=3)])
+    _suite_refuses(AHEAD.kda_fwd_ahead, AHEAD.constraints, r"case 'bad': AHEAD=3 must be 0 or 1",
+                   AHEAD=3)
     with pytest.raises(ValueError, match=r"blocks_wide: 4 prep warps; it takes 8"):
         AHEAD.blocks_wide(None, None, None, 4)
 
@@ -231,3 +238,59 @@ def test_slim_variants_ptx_is_unchanged_by_the_ahead_kernel():
     assert set(pins) == set(MOD.SLIM_VARIANTS)
     for v, h in pins.items():
         assert _ptx_hash(MOD.kda_fwd_slim, MOD.SLIM_VARIANTS[v]) == h, v
+
+
+# --- kda_fwd_slim.py's kda_fwd_pair (session 10): a head's two value slices in a 2-CTA cluster,
+# each chunk prepared once and pushed into the peer CTA ----------------------------------------
+
+PAIR_SUITES = (AHEAD.SUITE_PAIR, AHEAD.SUITE_PAIR_VARLEN)
+
+
+@pytest.mark.parametrize("case", _small(PAIR_SUITES))
+def test_pair_small_case_matches_reference(case):
+    _check_small(PAIR_SUITES, case)
+
+
+def test_pair_small_cases_cover_every_variant_odd_lengths_and_a_pack():
+    small = [c for s in PAIR_SUITES for c in s.cases if c.small]
+    assert {c.params.get("BLOCKS", 0) for c in small} == {
+        v["BLOCKS"] for v in AHEAD.PAIR_VARIANTS.values()}
+    assert any(c.params["T_"] % 64 and c.params["T_"] > 128 for c in small)  # both CTAs' chunks
+    assert any(c.params.get("lens") for c in small)
+
+
+def test_pair_sync_check_is_clean():
+    """Three chunks: CTA 0 prepares chunks 0 and 2 (stage 0, refilled once after both CTAs'
+    state warps left it), CTA 1 chunk 1; the remote stores, the peer's arrivals and the cluster
+    barriers in every order sync_check explores."""
+    case = T.case("sync", B=1, T_=150, H=1, gate="deep")
+    for result in sync_race(AHEAD.SUITE_PAIR, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_pair_without_the_peer_free_wait_is_a_race(tmp_path):
+    """pfree is what keeps chunk 2's copy out of the peer's stage 0 while the peer's state warps
+    still read chunk 0 there: without the wait, racecheck reports the conflict."""
+    mutant = load_mutant("kda_fwd_slim", "_wait_cluster(sm.pfree[rank], par)", "pass", tmp_path)
+    case = T.case("sync", B=1, T_=150, H=1, gate="deep")
+    found = [f.message for r in sync_race(mutant.SUITE_PAIR, case) for f in r.findings]
+    assert any("conflict on shared" in m for m in found), found
+
+
+def test_pair_has_no_local_memory_and_fits():
+    for consts in AHEAD.PAIR_VARIANTS.values():
+        ck = AHEAD.kda_fwd_pair.compile("sm_90a", **consts)
+        r = ck.resources
+        assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+        sass = ck.sass() if callable(ck.sass) else ck.sass
+        assert " STL" not in sass and " LDL" not in sass
+        md = ck.launch_metadata()
+        assert md["cluster"] == [2, 1, 1] and md["dynamic_smem"] <= 227 * 1024
+
+
+def test_pair_constraints_name_the_rule():
+    assert "it takes BV = 64" in AHEAD.constraints_pair(1, 64, 1, BV=128)[0]
+    assert AHEAD.constraints_pair(1, 64, 1, BLOCKS=1) == [
+        "BLOCKS=1 must be 0 (kda_chunk.blocks, v64ws8l's) or 2 (blocks_wide)"]
+    _suite_refuses(AHEAD.kda_fwd_pair, AHEAD.constraints_pair, r"case 'bad': BLOCKS=3 must be 0",
+                   BLOCKS=3)

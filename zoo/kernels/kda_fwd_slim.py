@@ -21,6 +21,11 @@ sequence), the state S^T in the registers of the 4 state warps, chunks of 64 tok
 two-stage TMA ring handed over on mbarriers; o [B, T, H, V] bf16 and ht [N, H, K, V] f32.
 docs/TUNING.md ("H64: the prep's path", session 8) has the model and the predictions.
 
+`kda_fwd_pair` (session 10): a head's two value-slice CTAs in a 2-CTA cluster prepare each
+chunk once, each CTA every other chunk, stored into the peer's stage by remote shared stores
+(the prep, which the state warps wait for ~59% of the time at H64, was made twice per head);
+docs/TUNING.md ("H64: one prep per head") has the model and the predictions.
+
 Tags: linear-attention, chunked-scan, mma-sync, tma, mbarrier-pipeline, swizzle-128b,
 state-in-registers, fused-gate, varlen, warp-specialization
 """
@@ -39,7 +44,7 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_chunk as P  # noqa: E402 - after the path that finds it
 import kda_fwd as F  # noqa: E402
-from kda_chunk import K, ld4, mma  # noqa: E402
+from kda_chunk import C, K, V, ld4, mma  # noqa: E402
 
 TAGS = ("linear-attention", "chunked-scan", "mma-sync", "tma", "mbarrier-pipeline",
         "swizzle-128b", "state-in-registers", "fused-gate", "varlen", "warp-specialization")
@@ -159,11 +164,11 @@ def constraints(B, T_, H, lens=None, BV=64, PREP=8, AHEAD=1, BLOCKS=2):
     return out + F.constraints(B, T_, H, lens, BV=BV, PREP=PREP, BATCH=8)
 
 
-def _large(name, lens=None) -> list:
-    """T8192 H64 (or a pack at H64) with each variant; tagged "alt" (kda_bench.sh's main group
-    times kda_fwd's MAIN only)."""
+def _large(name, lens=None, variants=None) -> list:
+    """T8192 H64 (or a pack at H64) with each variant (of `variants`, default VARIANTS); tagged
+    "alt" (kda_bench.sh's main group times kda_fwd's MAIN only)."""
     return [T.case(f"{name}_h64_{v}", small=False, tags=("alt",), B=1, T_=8192, H=64,
-                   lens=lens, **params) for v, params in VARIANTS.items()]
+                   lens=lens, **params) for v, params in (variants or VARIANTS).items()]
 
 
 _COMMON = dict(F._COMMON, constraints=constraints)
@@ -193,4 +198,237 @@ SUITE_VARLEN = T.suite(
                BLOCKS=2, gate="deep"),
         *_large("pack6", lens=F.PACK6),
         *_large("pack8x1024", lens=F.PACK8),
+    ])
+
+
+# --- kda_fwd_pair: the two value slices of a head share the prep (session 10) ------------------
+
+COPY_BYTES = 3 * 2 * P.TILE + 2 * (64 * 64 * 2) + K * 4   # KE, QG, KLL tiles, M, Tb, 2^G_63
+
+
+class _SmemPair(F._SmemWS):
+    """kda_fwd's warp-specialized shared memory (two stages) and `pfree`: pfree[s] completes
+    when the peer CTA's stage s is free for this CTA's copy of its next chunk (the peer's
+    issuer arrives from the other CTA once its state warps left the stage and its ready[s]
+    expects the bytes)."""
+
+    def __init__(self, BV: int):
+        super().__init__(BV)
+        self.pfree = T.mbarrier(2, name="pfree", dynamic=True)
+
+
+def _wait_cluster(bar, parity):
+    """``mbarrier.try_wait.parity.acquire.cluster`` in a loop: the arrival came from the peer
+    CTA (release at cluster scope), so the acquire is at cluster scope too."""
+    with T.loop():
+        done = T.ptx.mbarrier.try_wait.parity.acquire.cluster.shared__cta.b64(bar, parity)
+        T.break_(done)
+
+
+def _copy_out(sm, stage, rank, NT):
+    """Every prep thread: its 16-byte pieces of the prepared chunk in `stage` (KE, QG, KLL
+    tiles, M, Tb, 2^G_63: COPY_BYTES) read from this CTA's shared memory and stored into the
+    same addresses of the peer CTA's (``st.shared::cluster.v4``: plain remote stores, published
+    by the prep's barrier and one release-at-cluster-scope arrive on the peer's ready[stage];
+    ``st.async`` would complete each piece on the barrier itself, 4,096 async operations per
+    chunk, which sync_check models one by one)."""
+    tid = T.tid.x
+    vw = sm.view(stage)
+    regions = [(buf.ptr() + stage * (2 * P.TILE), 2 * P.TILE) for buf in (sm.q, sm.k, sm.g)]
+    regions += [(vw.m.ptr(), P.TILE), (vw.tb.ptr(), P.TILE), (vw.egl.ptr(), K * 4)]
+    put = T.ptx.st.shared__cluster.v4.b32
+    for base, nbytes in regions:
+        src = base + (tid << 4)
+        dst = T.ptx.mapa.shared__cluster.u32(src, rank ^ 1)
+        for i in range(-(-nbytes // (16 * NT))):
+            with T.if_((tid << 4) + i * 16 * NT < nbytes) if nbytes < 16 * NT * (i + 1) \
+                    else contextlib.nullcontext():
+                words = T.ptx.ld.shared.v4.b32(Addr(src, i * 16 * NT))
+                put(Addr(dst, i * 16 * NT), words)
+
+
+def _issue_v(sm, v_map, c, stage, row, h, bidx):
+    """One thread: chunk c's value tile (this CTA's slice) into `stage` on ready[stage] (one of
+    its two arrivals; the other is the peer's, once its copy of the prepared chunk is in)."""
+    tma = T.ptx["cp.async.bulk.tensor.4d.shared::cluster.global.tile"
+                ".mbarrier::complete_tx::bytes"]
+    sm.ready[stage].arrive_expect_tx(P.TILE)
+    tma(sm.v.ptr() + stage * P.TILE, v_map[T.ctaid.x * 64, h, row, bidx], sm.ready[stage])
+
+
+def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BLOCKS):
+    """The cluster of a head's two value slices (CTA rank r = ctaid.x, stage r its own):
+
+        prep (8 warps), chunks c = r, r + 2, ..:  wait full[r]  norms .. inverse  fence, bar 1
+            wait pfree[r] (the peer's stage r free)  st.async the prepared chunk into the
+            peer's stage r (on its ready[r])  arrive ready[r]
+        state (4 warps), every chunk c (stage c % 2):  wait ready[s]  _state_step  arrive
+            empty[s]; the issuer then waits empty[s] and loads chunk c + 2: into stage r all
+            four tiles (on full[r]), into the other stage the value tile only (on ready[s],
+            armed for the peer's copy too) and arrives on the peer's pfree[s]
+
+    Each CTA prepares every other chunk, so a chunk costs (prep + state + load) / 2 where the
+    kda_fwd_slim body pays the whole prep (docs/TUNING.md, "H64: one prep per head"). The prep
+    is v64ws8l's (BLOCKS = 0: kda_chunk.blocks, 4 blocks side by side) or v64ws8n's (BLOCKS =
+    2: blocks_wide)."""
+    q_map, k_map, g_map, v_map = maps
+    BV, PREP, NS = 64, 8, 4
+    NT = 32 * PREP
+    regs = F.WS_REGS[BV, PREP]
+    sm = _SmemPair(BV)
+    tid = T.tid.x
+    rank = T.ctaid.x                                   # cluster (2, 1, 1) over grid x = 2
+    with T.if_(tid == 0):
+        for s in range(2):
+            sm.full[s].init(1)
+            sm.ready[s].init(T.ptx.selp.u32(NT, 2, rank == s))   # own: the prep's threads
+            sm.empty[s].init(32 * NS)
+            sm.pfree[s].init(1)
+        T.ptx.fence.mbarrier_init.release.cluster()
+    # M and Tb are block lower triangular: the blocks above the diagonal are never written but
+    # _copy_out sends whole tiles, so every slot starts as zeros (32 KB, once), before the
+    # cluster barrier (the peer's copies into the other stage come after it)
+    with T.if_(tid < NT):
+        zero = [T.ptx.mov.b32(0)] * 4
+        for buf in (sm.m, sm.m1, sm.tb, sm.tb1):
+            for i in range(P.TILE // (16 * NT)):
+                T.ptx.st.shared.v4.b32(Addr(buf.ptr() + (tid << 4), i * 16 * NT), zero)
+    T.ptx.barrier.cluster.arrive.release()
+    T.ptx.barrier.cluster.wait.acquire()
+    with T.role((tid >> 5) < PREP, dec=regs[0]):
+        H, h = T.nctaid.y, T.ctaid.y
+        n, start, length, bidx, t0, nchunks = F._sequence(order, cu_seqlens, Trow)
+        ln = P.Lanes()
+        gl = P.GateLanes(NT, A_log, dt_bias, h)
+        rank = T.ctaid.x
+        peer_ready = T.ptx.mapa.shared__cluster.u32(sm.ready.buf.ptr(), rank ^ 1) + (rank << 3)
+        with T.range((nchunks + 1 - rank) >> 1) as i:
+            c = rank + (i << 1)
+            par = i & 1
+            sm.full[rank].wait(par)
+            ck = P.Chunk(sm, rank, T.ptx.min.u32(length - (c << 6), C))
+            vw = sm.view(rank)
+            P.norms(vw, ck, beta, start + (c << 6), H, h, PREP, True)
+            T.ptx.bar.sync(1, NT)
+            P.gate_slim(vw, ck, gl)
+            T.ptx.bar.sync(1, NT)
+            P.factors(vw, NT)
+            T.ptx.bar.sync(1, NT)
+            if BLOCKS == 2:
+                blocks_wide(vw, ck, ln, PREP)
+            else:
+                P.blocks(vw, ck, ln, PREP, 4)
+            T.ptx.bar.sync(1, NT)
+            P.materialize(vw, ck, NT, True)
+            P.diag_inverse_slim(vw)
+            T.ptx.bar.sync(1, NT)
+            P.inverse_blocks(vw, ln)
+            T.ptx.fence.proxy.async_.shared__cta()   # in-place writes before the stage's next TMA
+            T.ptx.bar.sync(1, NT)
+            _wait_cluster(sm.pfree[rank], par)
+            _copy_out(sm, rank, rank, NT)
+            sm.ready[rank].arrive()
+            T.ptx.bar.sync(1, NT)      # every thread's remote stores, before the one arrive
+            with T.if_(tid == 0):
+                T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(T.sink, peer_ready)
+    with T.role((tid >> 5) >= PREP, inc=regs[1]):
+        H, h = T.nctaid.y, T.ctaid.y
+        n, start, length, bidx, t0, nchunks = F._sequence(order, cu_seqlens, Trow)
+        ln = P.Lanes()
+        tid = T.tid.x
+        rank = T.ctaid.x
+        sw = (tid >> 5) - PREP
+        vcol0 = T.ctaid.x * BV + (sw << 4)
+        hbase = (n * H + h) * (K * V) + vcol0 + ln.g
+        issuer = tid == 32 * PREP
+        peer_pfree = T.ptx.mapa.shared__cluster.u32(sm.pfree.buf.ptr(), rank ^ 1)
+
+        def load(c, stage):     # chunk c into `stage`: own (all tiles) or the peer's (v only)
+            row = t0 + (c << 6)
+            with T.if_(stage == rank):
+                F._issue(sm, maps, c, stage, row, h, bidx)
+            with T.else_():
+                _issue_v(sm, v_map, c, stage, row, h, bidx)
+                T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(
+                    T.sink, peer_pfree + (stage << 3))
+        with T.if_(issuer):
+            for c in range(2):
+                with T.if_(c < nchunks):
+                    load(c, c)
+        st = [T.fragment(T.f32, 4) for _ in range(16)]
+        F._state_io(st, ln, h0, hbase, load=True)
+        ring = T.pipeline(2)
+        with T.range(nchunks) as c:
+            _wait_cluster(sm.ready[ring.stage], ring.phase)   # the peer's stores: cluster scope
+            nv = T.ptx.min.u32(length - (c << 6), C)
+            ck = P.Chunk(sm, ring.stage, nv)
+            F._state_step(sm.view(ring.stage), ck, ln, st, o, start + (c << 6), H, h, vcol0,
+                          warp=sw)
+            T.ptx.fence.proxy.async_.shared__cta()   # O staged over V before the stage's next TMA
+            sm.empty[ring.stage].arrive()
+            with T.if_(issuer):     # chunk c + 2 into the stage once every state warp left it
+                with T.if_(c + 2 < nchunks):
+                    sm.empty[ring.stage].wait(ring.phase)
+                    load(c + 2, ring.stage)
+            ring.advance()
+        F._state_io(st, ln, ht, hbase, load=False)
+    # no CTA exits while its peer may still arrive on its barriers or store into it
+    T.ptx.barrier.cluster.arrive.release()
+    T.ptx.barrier.cluster.wait.acquire()
+
+
+@T.kernel(grid=F._grid, block=lambda BV=64: F._block(BV, 0, 8), min_blocks=1,
+          cluster=(2, 1, 1))
+def kda_fwd_pair(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap,
+                 v_map: T.tensormap, q: T.gptr[T.bf16], k: T.gptr[T.bf16],
+                 g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16], beta: T.gptr[T.bf16],
+                 A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32], h0: T.gptr[T.f32],
+                 cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32], o: T.gptr[T.bf16],
+                 ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64, BLOCKS: T.const = 0):
+    """kda_fwd_slim's v64ws8l prep and state warps (8 + 4, BV = 64; BLOCKS = 2: v64ws8n's A/M
+    blocks) with the two value slices of a head in a 2-CTA cluster that prepares each chunk
+    once: each CTA prepares every other chunk and stores it into its peer's shared memory
+    (`_forward_pair`)."""
+    _forward_pair((q_map, k_map, g_map, v_map), beta, A_log, dt_bias, h0, cu_seqlens, order,
+                  o, ht, Trow, BLOCKS)
+
+
+# the cluster of a head's two value slices: c with v64ws8l's prep, d with v64ws8n's
+PAIR_VARIANTS = {"v64ws8c": dict(BV=64, BLOCKS=0), "v64ws8d": dict(BV=64, BLOCKS=2)}
+
+
+def constraints_pair(B, T_, H, lens=None, BV=64, BLOCKS=0):
+    if BV != 64:
+        return [f"BV={BV}: kda_fwd_pair pairs the two 64-column value slices of a head in a "
+                f"cluster; it takes BV = 64"]
+    if BLOCKS not in (0, 2):
+        return [f"BLOCKS={BLOCKS} must be 0 (kda_chunk.blocks, v64ws8l's) or 2 (blocks_wide)"]
+    return F.constraints(B, T_, H, lens, BV=64, PREP=8, BATCH=8)
+
+
+_COMMON_PAIR = dict(F._COMMON, constraints=constraints_pair)
+
+SUITE_PAIR = T.suite(
+    kda_fwd_pair, baselines=F._baselines(False), **_COMMON_PAIR,
+    cases=[
+        # one chunk: CTA 0 prepares it for both, CTA 1 prepares nothing (its loop runs 0 trips)
+        T.case("t40_h1_v64ws8c", B=1, T_=40, H=1),
+        # five chunks (4 x 64 + 3) with saturated gates: CTA 0 prepares 0, 2, 4 into stage 0,
+        # CTA 1 prepares 1, 3 into stage 1; each stage refilled twice with the peer's copy
+        T.case("t259_h1_v64ws8c_deep", B=1, T_=259, H=1, gate="deep"),
+        # two rows (two clusters) of a chunk and a 1-token tail, two heads
+        T.case("b2_t65_h2_v64ws8c_slow", B=2, T_=65, H=2, gate="slow"),
+        # v64ws8n's A/M blocks: three chunks (64, 64, 22): stage 0 refilled once
+        T.case("t150_h1_v64ws8d", B=1, T_=150, H=1, BLOCKS=2),
+        *_large("t8192", variants=PAIR_VARIANTS),
+    ])
+
+SUITE_PAIR_VARLEN = T.suite(
+    kda_fwd_pair, baselines=F._baselines(True), **_COMMON_PAIR,
+    cases=[
+        # a pack of 3 (3, 1 and 1 chunks in one row): one cluster per sequence
+        T.case("pack_150_8_30_v64ws8c", B=1, T_=188, H=1, lens=(150, 8, 30), gate="deep"),
+        T.case("pack_100_8_30_v64ws8d", B=1, T_=138, H=1, lens=(100, 8, 30), BLOCKS=2),
+        *_large("pack6", lens=F.PACK6, variants=PAIR_VARIANTS),
+        *_large("pack8x1024", lens=F.PACK8, variants=PAIR_VARIANTS),
     ])
