@@ -95,7 +95,7 @@ class Matmul(TorchBaseline):
     def prepare(self, device, doc, args):
         if "a" in args:
             return super().prepare(device, doc, args)
-        import torch  # optional dependency (operator-installed); registered only when it imports
+        import torch  # optional dependency (operator-installed); imported only where it runs
         missing = [k for k in ("M", "N", "K") if not isinstance(args.get(k), int)]
         if missing:
             raise JobFailure("validation.baseline", f"baseline 'torch.matmul': args needs "
@@ -120,7 +120,7 @@ class Matmul(TorchBaseline):
         return run
 
     def make(self, t, args):
-        import torch  # optional dependency (operator-installed); registered only when it imports
+        import torch  # optional dependency (operator-installed); imported only where it runs
         a, b, out = t["a"], t["b"], t["out"]
         if args.get("transpose_b") or args.get("b_layout") == "nk":
             b = b.t()

@@ -1,5 +1,5 @@
 """Baselines for the zoo's memory-bound kernels: each op eager (``torch.<op>``) and compiled
-(``torch.compile.<op>``), registered only when torch imports.
+(``torch.compile.<op>``), registered only when torch is installed.
 
 Like `torch_ops`, they run torch on tensors that alias the job's device buffers (roles name the
 buffers) on the worker's stream, timed with the same events and L2 flush as the candidate.

@@ -73,7 +73,7 @@ class RowOp(_Zoo2Baseline):
         super().__init__(compiled)
 
     def function(self, args, tensors):
-        import torch  # optional dependency (the module registers only when it imports)
+        import torch  # optional dependency (registered when installed; imported only where it runs)
         for key in self.int_args:
             _int_arg(self.name, args, key)
         return lambda *t: self.op(torch, args, *t)
@@ -111,7 +111,7 @@ class DecodeSdpa(_Zoo2Baseline):
     def function(self, args, tensors):
         hkv = _int_arg(self.name, args, "kv_heads")
         page = _int_arg(self.name, args, "page_size")
-        import torch  # optional dependency (the module registers only when it imports)
+        import torch  # optional dependency (registered when installed; imported only where it runs)
         import torch.nn.functional as F  # optional dependency: torch
         q, _, _, block_table, seq_lens = tensors
         full = block_table.shape[1] * page
