@@ -5,8 +5,9 @@ group (unless ``KCORAL_DISABLE_PLUGIN_AUTOLOAD`` is set), then ``check_pending()
 so a board type or baseline installed by a plugin is available on both sides.
 
 Built in: the ``cuda`` and ``fake`` board types and the torch/FLA baselines (operator-installed:
-each registers only when its package is installed, and imports it only where it runs). Everything else arrives through the entry-point
-group: the ``sim`` board from the numsim distribution (``tirxh-numsim``), the ``ncu`` and
+each registers only when its package is installed, and imports it only where it runs).
+Everything else arrives through the entry-point group: the ``sim`` board from the numsim
+distribution (``tirxh-numsim``), the ``ncu`` and
 ``compute-sanitizer`` tools from ``tirxh-ncu-profile``, the ``iket`` tool from ``tirxh-iket``.
 The daemon imports none of them by name; `PROVIDERS` only says where a missing one comes from.
 """
