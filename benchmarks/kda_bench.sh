@@ -207,7 +207,10 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" ws "*|*" wsb "*) pw_shapes="t8192_h96 t8192_h64";;
     *" wsc "*) pw_shapes="${WSC_SHAPES:-t8192_h96 t8192_h64}";;
     *" wsd "*|*" wse "*) pw_shapes="t8192_h64";;
-    *" wsbpacks "*|*" slimpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";;
+    *" wsbpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";;
+    # slimpacks: PACKS narrows the packs, PACKS_H64_ONLY=1 drops the H96 jobs (and their prewarm)
+    *" slimpacks "*) pw_shapes=$(for s in ${PACKS:-pack6 pack8x1024}; do
+        [ -n "${PACKS_H64_ONLY:-}" ] || printf '%s_h96 ' "$s"; printf '%s_h64 ' "$s"; done);;
 esac
 case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*) pw_decode=default;; esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
@@ -487,8 +490,8 @@ or v64ws8d)";;
         slimpacks)
             # the slim forwards on the packs: v128wsl at H96, SLIM_H64 at H64 (one job a shape)
             h64=$(printf ' or %s' $SLIM_H64)
-            for s in pack6 pack8x1024; do
-                bench "slim-${s}_h96" "kda_fwd and ${s}_h96_v128wsl"
+            for s in ${PACKS:-pack6 pack8x1024}; do
+                [ -n "${PACKS_H64_ONLY:-}" ] || bench "slim-${s}_h96" "kda_fwd and ${s}_h96_v128wsl"
                 bench "slim-${s}_h64" "kda_fwd and ${s}_h64_ and (${h64# or })"
             done;;
         wsbpacks)

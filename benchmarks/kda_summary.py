@@ -43,33 +43,44 @@ STEP_S = STEP_FLOPS / (PEAK / SMS)
 FWD_GOAL, FWD_BWD_GOAL = 2.5, 3.0
 BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd",
              "fla.fused_recurrent_kda")
-FWD_KERNELS = ("kda_fwd", "kda_fwd_slim", "kda_fwd_ahead")     # the forwards whose fastest variant is a shape's
-KERNELS = ("kda_fwd", "kda_fwd_slim", "kda_fwd_ahead", "kda_fwd_s0", "kda_decode",
-           "kda_decode_bulk", "kda_bwd", "kda_bwd_local", "kda_bwd_reverse", "kda_bwd_chain",
-           "kda_bwd_chain_prep", "kda_bwd_chain_pieces", "kda_bwd_pieces_tc", "kda_bwd_prep_tc",
-           "kda_bwd_local_tc")
+# kda_fwd_s0 is the backward's forward (it writes the chunk start states): not a shape's forward
+NOT_FORWARD = ("kda_fwd_s0",)
+
+
+def is_kda(kernel) -> bool:
+    """Every KDA kernel's items are read. A hand-kept list dropped each new forward from the
+    tables (kda_fwd_ahead in session 9, kda_fwd_pair in session 11) while its log had the times."""
+    return isinstance(kernel, str) and kernel.startswith("kda_")
+
+
+def is_forward(kernel) -> bool:
+    """A forward competes for its shape's fastest variant: any kda_fwd* kernel but NOT_FORWARD."""
+    return is_kda(kernel) and kernel.startswith("kda_fwd") and kernel not in NOT_FORWARD
 
 
 def _cases() -> dict:
-    """case name -> (kernel, params) for every KDA case (the zoo modules, imported by path)."""
+    """(suite, case name) -> params for every KDA case: every suite (a module attribute named
+    SUITE*) of the zoo modules that hold forwards and decodes, imported by path."""
     sys.path.insert(0, str(ROOT / "zoo" / "kernels"))
     import kda_decode  # the zoo is a directory of kernel files on sys.path, not a package
     import kda_decode_bulk
     import kda_fwd
     import kda_fwd_slim
     out = {}
-    for suite in (kda_fwd.SUITE, kda_fwd.SUITE_VARLEN, kda_fwd.SUITE_SLIM,
-                  kda_fwd.SUITE_SLIM_VARLEN, kda_fwd_slim.SUITE, kda_fwd_slim.SUITE_VARLEN,
-                  kda_decode.SUITE, kda_decode_bulk.SUITE):
-        for c in suite.cases:
-            out[(suite.name, c.name)] = c.params
+    for module in (kda_fwd, kda_fwd_slim, kda_decode, kda_decode_bulk):
+        for attr in sorted(vars(module)):
+            suite = getattr(module, attr)
+            if not attr.startswith("SUITE") or not hasattr(suite, "cases"):
+                continue
+            for c in suite.cases:
+                out.setdefault((suite.name, c.name), c.params)
     return out
 
 
 def read_items(paths) -> list:
     """One dict per benchmarked KDA item in the report logs (later lines win for an item)."""
     return [_item(rec) for rec in item_reports(
-        paths, lambda rec: rec.get("kernel") in KERNELS)]
+        paths, lambda rec: is_kda(rec.get("kernel")))]
 
 
 def _item(rec: dict) -> dict:
@@ -105,7 +116,7 @@ def summarize(items: list, cases: dict) -> dict:
     """Per forward shape: the fastest timed variant, the ratios, FLA's times, the floors."""
     best: dict = {}
     for it in items:
-        if it["kernel"] not in FWD_KERNELS or it["median_ms"] is None:
+        if not is_forward(it["kernel"]) or it["median_ms"] is None:
             continue
         s = shape_of(it["case"])
         if s not in best or it["median_ms"] < best[s]["median_ms"]:
@@ -187,7 +198,7 @@ def smoke_verdict(paths) -> tuple:
     """(ok, lines): ok when the logs hold KDA items and KCoral verified every one of them (each
     correctness seed ok); a line per item, FAILED with the reason where not."""
     recs = item_reports(
-        paths, lambda rec: rec.get("kernel") in KERNELS)
+        paths, lambda rec: is_kda(rec.get("kernel")))
     lines, ok = [], bool(recs)
     for rec in recs:
         bench, result = bench_phase(rec), bench_result(rec)

@@ -143,3 +143,21 @@ def test_ahead_forward_is_read_and_competes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "kda_fwd_ahead[t8192_h64_v64ws8q] | 0.7415 |" in out
     assert "| t8192_h64 | t8192_h64_v64ws8q | 0.7415 |" in out
+
+
+def test_any_new_forward_is_read_without_a_list(tmp_path, capsys):
+    """kda_fwd_pair (session 10) was timed on the H200 in session 11 and the summary dropped it,
+    as it had dropped kda_fwd_ahead: every kda_fwd* kernel is a forward now, kda_fwd_s0 (the
+    backward's state pass) is read but never a shape's forward."""
+    log = _log(tmp_path, [
+        _item("kda_fwd_slim", "t8192_h64_v64ws8l", 0.7420, {"fla.chunk_kda": 2.37}),
+        _item("kda_fwd_pair", "t8192_h64_v64ws8c", 0.6846, {"fla.chunk_kda": 2.57}),
+        _item("kda_fwd_s0", "t8192_h64_v64ws8l", 0.5, {"fla.chunk_kda": 3.5}),
+    ])
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "kda_fwd_pair[t8192_h64_v64ws8c] | 0.6846 |" in out
+    assert "kda_fwd_s0[t8192_h64_v64ws8l] | 0.5000 |" in out
+    assert "| t8192_h64 | t8192_h64_v64ws8c | 0.6846 |" in out
+    assert S.is_forward("kda_fwd_pair") and not S.is_forward("kda_fwd_s0")
+    assert not S.is_kda(None) and not S.is_forward("kda_decode")
