@@ -54,3 +54,13 @@ def test_no_bare_wait_beside_a_background_prewarm(script):
         return
     bare = [n for n, line in enumerate(text.splitlines(), 1) if re.fullmatch(r"\s*wait\s*", line)]
     assert not bare, f"{script.name}: bare `wait` at line(s) {bare}"
+
+
+def test_every_forward_is_warmed_before_any_forward_and_backward():
+    order = fla_prewarm.plan(["pack6_h96", "pack6_h64", "pack8x1024_h64"])
+    assert order[:3] == [("pack6_h96", "fla.chunk_kda"), ("pack6_h64", "fla.chunk_kda"),
+                         ("pack8x1024_h64", "fla.chunk_kda")]
+    assert [b for _, b in order[3:]] == ["fla.chunk_kda.fwd_bwd"] * 3
+    with_bwd = fla_prewarm.plan(["t8192_h64"], bwd=True)
+    assert with_bwd == [("t8192_h64", "fla.chunk_kda"), ("t8192_h64", "fla.chunk_kda.fwd_bwd"),
+                        ("t8192_h64", "fla.chunk_kda.bwd")]
