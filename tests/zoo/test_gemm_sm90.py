@@ -181,6 +181,46 @@ def test_lowm_cases_are_the_two_shapes_candidates_on_128_ctas():
     assert G.VARIANTS["t64k2p9d"]["EPI"] == "direct"   # 9 stages leave no room for staged C
 
 
+def test_small3_cases_are_lowm3s_pairs_and_the_rings_hold_what_the_docs_say():
+    """Role "small3" (benchmarks/gemm_bench.sh small3): exactly LOWM3's (kernel, variant) pairs,
+    once each, bf16 only; the 128 x 64 split-K cases on 128 CTAs at M = 128 (64 tiles x 2
+    splits) and on every SM at M = 512 (512 units). The deep-ring variants keep 4 A stages and
+    12 / 18 B stages (96 / 144 KB of B in flight per SM, t64k2p 64 KB: docs/TUNING.md "Small
+    M, round 3") within the H200's 227 KB window."""
+    suites = {"c1": (G.SUITE, G.SUITE_PEERS), "c2": (G.SUITE_C2, G.SUITE_C2_PEERS)}
+    want = {(kern, f"m{M}n{N}k{K}_{v}") for (M, N, K), vs in G.LOWM3.items() for kern, v in vs}
+    got = [(kern, c.name) for kern, ss in suites.items() for s in ss for c in s.cases
+           if "small3" in c.tags]
+    assert sorted(got) == sorted(want)
+    for s in suites["c1"]:
+        for c in s.cases:
+            if "small3" in c.tags:
+                assert s.grid(c) == ((128 if c.params["M"] == 128 else 132), 1, 1), c.name
+    assert not [c for s in (G.SUITE_FP8, G.SUITE_FP8_C2) for c in s.cases
+                if "small3" in c.tags]
+    b_in_flight = {v: G.VARIANTS[v]["STAGES"] * G.VARIANTS[v]["BN"] * 128
+                   for v in ("t64k2p", "t64k2pb12", "t64k2pb18")}
+    assert b_in_flight == {"t64k2p": 64 << 10, "t64k2pb12": 96 << 10, "t64k2pb18": 144 << 10}
+    for v in ("t64k2pb12", "t64k2pb18"):
+        assert G.VARIANTS[v]["ASTAGES"] == 4
+        assert G.gemm_bf16.specialize(**G.VARIANTS[v]).dynamic_smem <= 232448
+
+
+@pytest.mark.parametrize("consts,match", [
+    (dict(BN=64, STAGES=4, ASTAGES=4),
+     r"ASTAGES = 4: expected 0 \(one ring\) or 1\.\.STAGES - 1"),
+    (dict(BN=64, STAGES=4, ASTAGES=-1), r"ASTAGES = -1: expected 0"),
+], ids=["as-deep-as-b", "negative"])
+def test_a_stages_must_be_shallower_than_b(consts, match):
+    with pytest.raises(TraceError, match=match):
+        G.gemm_bf16.specialize(**consts)
+
+
+def test_a_stages_is_refused_in_clusters():
+    with pytest.raises(TraceError, match=r"ASTAGES takes one-CTA kernels \(CM = 1\)"):
+        G.gemm_bf16_c2.specialize(BN=64, STAGES=4, ASTAGES=2)
+
+
 def test_odd_n_takes_the_direct_epilogue_and_a_placeholder_map():
     c = _case(G.SUITE, "m4095n4097k4104_t256")
     assert c.params["EPI"] == "direct"
@@ -214,6 +254,11 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         # cluster
                                         ("SUITE", "m256n128k384_peers3"),
                                         ("SUITE_C2", "m200n136k200_bn64_peers"),
+                                        # A in its own ring: units shorter than B's lead,
+                                        # both rings wrapping, N-major B
+                                        ("SUITE", "m200n136k296_bn64_peers_a2"),
+                                        ("SUITE", "m200n136k600_bn64_a2"),
+                                        ("SUITE", "m200n136k200_kn_a3"),
                                         # stream-K in clusters: one tile pair cut between
                                         # 2 clusters (2 + 3 slices); two clusters with two
                                         # units each are the suite's tail cases (`tirxh
@@ -292,9 +337,16 @@ _RELEASE = r"T\.ptx\.mbarrier\.arrive\.shared__cluster\.b64\(T\.sink, peer_empty
     ([(r"wgmma\.wait_group\.sync\.aligned\(1\)", "wgmma.wait_group.sync.aligned(2)")], "SUITE",
      dict(M=128, N=128, K=512, BN=128, STAGES=2), "race.stage-reuse"),
     ([(_RELEASE, "pass")], "SUITE_C2", "m256n256k64_persistent", "mbarrier.arrival-count"),
+    # A's own ring (ASTAGES): wgmma reading A before its TMA landed; the producer refilling
+    # an A stage without waiting for its release
+    ([(r"a_bars\[0\]\[ast\]\.wait\(a_ring\.phase\)", "pass")], "SUITE",
+     "m200n136k600_bn64_a2", "race.read-write"),
+    ([(r"st = slot\(a_bars, a_ring, a_bytes\)",
+       "st = a_ring.stage; a_bars[0][st].arrive_expect_tx(a_bytes)")], "SUITE",
+     "m200n136k200_kn_a3", "mbarrier.phase-overrun"),
 ], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "relaxed-red-split-k-count",
         "relaxed-split-k3-count-p4", "relaxed-peers-count", "release-a-group-early",
-        "no-remote-release"])
+        "no-remote-release", "no-a-full-wait", "no-a-empty-wait"])
 def test_synchronization_mutations_are_caught(tmp_path, edits, suite, case, kind):
     """Without the proxy fence the TMA store may read C before stmatrix's writes reach the async
     proxy; without the read wait the next round overwrites chunks a store still reads; with a
@@ -330,6 +382,7 @@ def _sass_ops(sass: str) -> dict:
     ("gemm_bf16", {"BN": 128, "STAGES": 6, "SPLITK": 4, "REDUCE": "red"}, "HGMMA"),
     ("gemm_bf16", {"BN": 64, "STAGES": 8, "EPI_BUFS": 1, "SPLITK": 2, "REDUCE": "red"}, "HGMMA"),
     ("gemm_bf16", G.VARIANTS["t64k2p"], "HGMMA"),
+    ("gemm_bf16", G.VARIANTS["t64k2pb18"], "HGMMA"),   # A's own ring: still 4 per slice
     ("gemm_bf16_c2", {}, "HGMMA"),
     ("gemm_bf16_c2", G.VARIANTS["t256skt"], "HGMMA"),   # stream-K tail: one epilogue copy
     ("gemm_fp8", {}, "QGMMA"),

@@ -16,6 +16,12 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   232): each owns 64 rows of the 128 x BN tile and issues ``wgmma.m64n{BN}k16`` (``k32`` for fp8)
   on 128B-swizzled descriptors, keeps one group in flight (``wgmma.wait_group 1``) and releases a
   stage as soon as the group reading it retired.
+- **A in its own ring** (ASTAGES > 0, the ``*pb`` variants, docs/TUNING.md "Small M, round
+  3"): at M = 128 every CTA reads the same 128 rows of A (an L2 hit) and its own rows of B
+  (from HBM), but one ring spends 2/3 of each 128 x 64 stage on A. A then gets ASTAGES
+  stages with their own ``a_full``/``a_empty`` mbarriers, B the STAGES stages of
+  ``full``/``empty``, and the producer loads B STAGES - ASTAGES slices ahead of A: more of
+  B's bytes in flight in the same shared memory. One-CTA kernels only.
 - **Epilogue through shared memory and TMA stores** (EPI="tma"): each consumer converts its
   64 x BN accumulators to bf16 (``cvt.rn.bf16x2.f32``), writes them with ``stmatrix.x4`` into
   128B-swizzled 64 x 64 chunks (conflict-free), ``fence.proxy.async.shared::cta``, a named
@@ -231,13 +237,18 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     BK = 128 // esize                       # K elements in one 128-byte row
     a_bytes, b_bytes = BM * 128, BN * 128    # per stage
     elem = T.bf16 if esize == 2 else T.e4m3
-    sA = T.shared(elem, (STAGES, BM, BK), align=1024, swizzle=128, dynamic=True, name="sA")
+    astages = _a_stages(cfg)
+    sA = T.shared(elem, (astages or STAGES, BM, BK), align=1024, swizzle=128, dynamic=True,
+                  name="sA")
     sB = T.shared(elem, (STAGES, BN, BK), align=1024, swizzle=128, dynamic=True, name="sB")
     nbufs = cfg["EPI_BUFS"] if epi == "tma" else 0
     sC = T.shared(T.bf16, (CONSUMERS, max(nbufs, 1), CHUNK, CHUNK), align=1024, swizzle=128,
                   dynamic=True, name="sC") if nbufs else None
     full = T.mbarrier(STAGES, name="full", dynamic=True)
     empty = T.mbarrier(STAGES, name="empty", dynamic=True)
+    # ASTAGES: A's own ring (`a_full`/`a_empty`), `full`/`empty` then count B's bytes alone
+    a_bars = (T.mbarrier(astages, name="a_full", dynamic=True),
+              T.mbarrier(astages, name="a_empty", dynamic=True)) if astages else None
     tid = T.tid.x
     wg = tid >> 7
 
@@ -250,16 +261,20 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
         for s in range(STAGES):
             full[s].init(1)
             empty[s].init(CONSUMERS * CM)   # both consumers of every CTA that reads the stage
+        for s in range(astages):
+            a_bars[0][s].init(1)
+            a_bars[1][s].init(CONSUMERS)
         T.ptx.fence.mbarrier_init.release.cluster()
     _cta_or_cluster_sync(CM)
 
     with T.role(wg == 0, dec=PRODUCER_REGS):
         with T.if_(tid == 0):
-            _producer(cfg, sched(), a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes)
+            _producer(cfg, sched(), a_map, b_map, sA, sB, full, empty, a_bars, a_bytes,
+                      b_bytes)
     with T.else_():
         T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
-        _consumer(cfg, sched(), sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scales,
-                  T.tid.x)
+        _consumer(cfg, sched(), sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M, N,
+                  scales, T.tid.x)
     if CM > 1:  # no CTA may exit while its peer can still arrive on its barriers
         _cta_or_cluster_sync(CM)
 
@@ -274,9 +289,28 @@ def _cta_or_cluster_sync(CM: int):
         T.ptx.barrier.cluster.wait.acquire()
 
 
-def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes):
+def _a_stages(cfg) -> int:
+    """ASTAGES: 0 (A and B share one ring of STAGES), or the depth of A's own ring, shallower
+    than B's (docs/TUNING.md "Small M, round 3"). Only where a CTA's A tile is the one its
+    cluster shares nothing of (CM = 1)."""
+    a, stages = cfg["ASTAGES"], cfg["STAGES"]
+    if a and not 0 < a < stages:
+        raise ValueError(f"ASTAGES = {a!r}: expected 0 (one ring) or 1..STAGES - 1 (A's own "
+                         f"ring, shallower than B's {stages} stages)")
+    if a and cfg["CM"] > 1:
+        raise ValueError("ASTAGES takes one-CTA kernels (CM = 1): a cluster releases B's "
+                         "stages across both CTAs")
+    return a
+
+
+def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bars, a_bytes, b_bytes):
     """One thread: for every unit and K slice, wait until the stage is free in every CTA that
-    reads it, arm `full` with the stage's bytes and issue the TMA loads (B multicast with CM=2)."""
+    reads it, arm `full` with the stage's bytes and issue the TMA loads (B multicast with CM=2).
+
+    With ASTAGES (A's own ring, `a_bars` = (a_full, a_empty)): B runs STAGES - ASTAGES slices
+    ahead of A. Step j of a unit loads B's slice j (j < ke) and A's slice j - lead (j >= kb +
+    lead), so both waits are for the release of slice j - STAGES: the deep ring holds B (the
+    bytes from HBM) in flight, the shallow one A (an L2 hit, the same rows for every CTA)."""
     BN, CM, STAGES, kmajor = cfg["BN"], cfg["CM"], cfg["STAGES"], cfg["B_KMAJOR"]
     BK = 128 // cfg["ESIZE"]
     load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"]
@@ -286,38 +320,61 @@ def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes):
     T.ptx.prefetch.tensormap(b_map)
     ring = T.pipeline(STAGES)
     a_base, b_base = sA.ptr(), sB.ptr()
+
+    def load_b(st, k0, n0, bars):  # into stage st, arriving on bars[st]
+        dst = b_base + st * b_bytes
+        if kmajor:   # one box of BN (or BN / 2 per CTA) rows of 128 bytes
+            if CM == 1:
+                load(dst, b_map[k0, n0], bars[st])
+            else:
+                half = sched.rank * (b_bytes // 2)
+                mcast(dst + half, b_map[k0, n0 + sched.rank * (BN // 2)], bars[st], 3)
+        else:        # BN / 64 boxes of BK rows x 64 columns
+            boxes = BN // CHUNK
+            for j in range(boxes // CM):
+                if CM == 1:
+                    load(dst + j * (BK * 128), b_map[n0 + j * CHUNK, k0], bars[st])
+                else:
+                    jj = sched.rank * (boxes // 2) + j
+                    mcast(dst + jj * (BK * 128), b_map[n0 + jj * CHUNK, k0], bars[st], 3)
+
+    def slot(bars, cursor, nbytes):  # wait for the stage's release, arm it with its bytes
+        with T.iket.range("wait_empty"):  # first pass: a fresh barrier counts as released
+            bars[1][cursor.stage].wait(cursor.phase ^ 1)
+        st = cursor.stage
+        bars[0][st].arrive_expect_tx(nbytes)
+        return st
+
+    if a_bars:
+        a_ring, lead = T.pipeline(cfg["ASTAGES"]), STAGES - cfg["ASTAGES"]
     with T.range(sched.first_unit, sched.units, sched.unit_step) as p:
         u = sched.unit(p)
         m0, n0 = u.m0, u.n0
-        with T.range(u.kb, u.ke) as kt:
-            with T.iket.range("wait_empty"):  # first pass: a fresh barrier counts as released
-                empty[ring.stage].wait(ring.phase ^ 1)
-            st = ring.stage
-            full[st].arrive_expect_tx(a_bytes + b_bytes)
-            k0 = kt * BK
-            load(a_base + st * a_bytes, a_map[k0, m0], full[st])
-            dst = b_base + st * b_bytes
-            if kmajor:   # one box of BN (or BN / 2 per CTA) rows of 128 bytes
-                if CM == 1:
-                    load(dst, b_map[k0, n0], full[st])
-                else:
-                    half = sched.rank * (b_bytes // 2)
-                    mcast(dst + half, b_map[k0, n0 + sched.rank * (BN // 2)], full[st], 3)
-            else:        # BN / 64 boxes of BK rows x 64 columns
-                boxes = BN // CHUNK
-                for j in range(boxes // CM):
-                    if CM == 1:
-                        load(dst + j * (BK * 128), b_map[n0 + j * CHUNK, k0], full[st])
-                    else:
-                        jj = sched.rank * (boxes // 2) + j
-                        mcast(dst + jj * (BK * 128), b_map[n0 + jj * CHUNK, k0], full[st], 3)
-            ring.advance()
+        if not a_bars:
+            with T.range(u.kb, u.ke) as kt:
+                st = slot((full, empty), ring, a_bytes + b_bytes)
+                k0 = kt * BK
+                load(a_base + st * a_bytes, a_map[k0, m0], full[st])
+                load_b(st, k0, n0, full)
+                ring.advance()
+        else:
+            with T.range(u.kb, u.ke + lead) as j:
+                with T.if_(j < u.ke):
+                    st = slot((full, empty), ring, b_bytes)
+                    load_b(st, j * BK, n0, full)
+                    ring.advance()
+                with T.if_(j >= u.kb + lead):
+                    st = slot(a_bars, a_ring, a_bytes)
+                    load(a_base + st * a_bytes, a_map[(j - lead) * BK, m0], a_bars[0][st])
+                    a_ring.advance()
 
 
-def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scales, tid):
+def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M, N, scales,
+              tid):
     """One warpgroup: 64 rows of every unit; wgmma with one group in flight, stage release, then
     (split-K: the reduction, by the split that finishes a tile last) the epilogue (fp8: scaled
-    by scale_a * scale_b, loaded once)."""
+    by scale_a * scale_b, loaded once). With A's own ring (`a_bars`) a slice waits for both
+    stages and releases both."""
     BN, STAGES, CM, esize = cfg["BN"], cfg["STAGES"], cfg["CM"], cfg["ESIZE"]
     kmajor = cfg["B_KMAJOR"]
     BK = 128 // esize
@@ -333,6 +390,8 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
     acc = T.fragment(T.f32, BN // 2)
     ring = T.pipeline(STAGES)
     prev = T.reg(T.u32, init=0)               # the stage of the previous K slice
+    if a_bars:                                # A's ring: its own cursor and previous stage
+        a_ring, a_prev = T.pipeline(cfg["ASTAGES"]), T.reg(T.u32, init=0)
     leader = (tid & (WG - 1)) == 0
     flag = T.shared(T.u32, (CONSUMERS,), name="flag") if _reduces(cfg) else None
     da0 = desc(sA.ptr() + cw * (64 * 128), 16, 1024)
@@ -357,6 +416,8 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
 
     def release(stage):
         empty[stage].arrive()
+        if a_bars:
+            a_bars[1][a_prev].arrive()
         if CM > 1:  # the default (.release.cta) arrive: what must be ordered are this CTA's wgmma
             # reads (retired by wait_group) before the peer's TMA writes into this CTA; nothing
             # generic is published to the peer. `.release.cluster` costs a MEMBAR.ALL.GPU per slice
@@ -366,9 +427,12 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
         u = sched.unit(p)
         with T.range(u.kb, u.ke) as kt:
             st = ring.stage
+            ast = a_ring.stage if a_bars else st
             with T.iket.range("wait_full"):
                 full[st].wait(ring.phase)
-            da = da0 + T.ptx.cvt.u64.u32(st * (a_bytes >> 4))
+                if a_bars:
+                    a_bars[0][ast].wait(a_ring.phase)
+            da = da0 + T.ptx.cvt.u64.u32(ast * (a_bytes >> 4))
             db = db0 + T.ptx.cvt.u64.u32(st * (b_bytes >> 4))
             accumulate = kt != u.kb  # scale-d: a unit's first K slice overwrites the accumulators
             with T.iket.range("mma"):
@@ -397,6 +461,9 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
                     pending.set(False)
             prev.set(st)
             ring.advance()
+            if a_bars:
+                a_prev.set(ast)
+                a_ring.advance()
         T.ptx.wgmma.wait_group.sync.aligned(0)
         with T.if_(leader):
             release(prev)
@@ -662,10 +729,10 @@ def _bf16_kernel(name: str, CM: int):
                B_KMAJOR: T.const = True, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
                GROUP: T.const = 16 // CM, RASTER: T.const = "m", SPLITK: T.const = 1,
                REDUCE: T.const = "slots", STREAMK: T.const = False, SMS: T.const = H200_SMS,
-               EPI_DEFER: T.const = False):
+               EPI_DEFER: T.const = False, ASTAGES: T.const = 0):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER)
+                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=ASTAGES)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM)(kernel)
 
@@ -681,7 +748,7 @@ def _fp8_kernel(name: str, CM: int):
                EPI_DEFER: T.const = False):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER)
+                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=0)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 
@@ -732,6 +799,12 @@ VARIANTS = {
     "t64k2": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2),
     "t64k2p": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
     "t64k2p9d": dict(BN=64, STAGES=9, EPI="direct", SPLITK=2, REDUCE="peers"),
+    # small M, round 3 (docs/TUNING.md "Small M, round 3"): A in its own ring of 4 stages,
+    # B's ring deeper ("b12": 96 KB of B in flight per SM, "b18": 144 KB, against t64k2p's
+    # 64 KB), and the direct epilogue at 8 stages ("d": what t64k2p9d's loss came from)
+    "t64k2pb12": dict(BN=64, STAGES=12, ASTAGES=4, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
+    "t64k2pb18": dict(BN=64, STAGES=18, ASTAGES=4, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
+    "t64k2pd": dict(BN=64, STAGES=8, EPI="direct", SPLITK=2, REDUCE="peers"),
     # stream-K: every SM the same number of K slices, pieces of a tile summed as by "r"
     "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
@@ -776,6 +849,13 @@ LOWM = {(128, 4096, 4096): [("c1", "t64k2r"), ("c1", "t64k2"), ("c1", "t64k2p"),
                             ("c1", "t64k2p9d")],
         (512, 1024, 7168): [("c1", "t64k2r"), ("c1", "t64k2p"), ("c1", "t64k2p9d"),
                             ("c2", "t64k2p")]}
+# small M, round 3 (role "small3", docs/TUNING.md "Small M, round 3"): the one shape still
+# below 0.95x after session 11's small2 call, t64k2p beside B's deeper rings and the direct
+# epilogue at 8 stages; 512 x 4096 x 4096 as the check that the shared body did not regress
+# (its main, c2 t128) and what the deep ring does where B is read by 4 tile rows
+LOWM3 = {(128, 4096, 4096): [("c1", "t64k2p"), ("c1", "t64k2pb12"), ("c1", "t64k2pb18"),
+                             ("c1", "t64k2pd")],
+         (512, 4096, 4096): [("c2", "t128"), ("c1", "t64k2p"), ("c1", "t64k2pb18")]}
 # where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
@@ -798,7 +878,8 @@ def plan(M, N, K) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
     other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL) or "wave"
-    (the stream-K tail at M >= 2048, WAVE) or "lowm" (small M, round 2: LOWM). The prediction
+    (the stream-K tail at M >= 2048, WAVE) or "lowm" (small M, round 2: LOWM) or "small3"
+    (round 3: LOWM3). The prediction
     counts tiles against 132 SMs. A (kernel, variant) may come with several roles."""
     if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
         out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
@@ -823,6 +904,7 @@ def plan(M, N, K) -> list:
     out += [("c1", v, "small") for v in SMALL.get((M, N, K), [])]
     out += [("c2", v, "wave") for v in WAVE.get((M, N, K), [])]
     out += [(kern, v, "lowm") for kern, v in LOWM.get((M, N, K), [])]
+    out += [(kern, v, "small3") for kern, v in LOWM3.get((M, N, K), [])]
     return out
 
 
@@ -837,7 +919,7 @@ def _large(kernel: str, fp8: bool) -> list:
             continue
         roles = {}               # variant -> its roles, in plan order
         for kern, v, role in plan(M, N, K):
-            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm")):  # bf16's
+            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm", "small3")):
                 roles.setdefault(v, []).append(role)
         for v, tags in roles.items():
             p = dict(VARIANTS[v], M=M, N=N, K=K)
@@ -909,6 +991,15 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            REDUCE="peers", SMS=4),
     T.case("m200n136k600_bn64_peers_s9_direct", M=200, N=136, K=600, BN=64, STAGES=9,
            EPI="direct", SPLITK=2, REDUCE="peers", SMS=4),
+    # A in its own ring (ASTAGES): B 4 slices ahead of A, 12 units of 2-3 slices on 4 CTAs
+    # (every unit shorter than the lead); unsplit 10-slice tiles, 3 per CTA, both rings
+    # wrapping; N-major B
+    T.case("m200n136k296_bn64_peers_a2", M=200, N=136, K=296, BN=64, STAGES=6, ASTAGES=2,
+           EPI_BUFS=1, SPLITK=2, REDUCE="peers", SMS=4),
+    T.case("m200n136k600_bn64_a2", M=200, N=136, K=600, BN=64, STAGES=5, ASTAGES=2,
+           EPI_BUFS=1, SMS=2),
+    T.case("m200n136k200_kn_a3", M=200, N=136, K=200, B_KMAJOR=False, BN=128, STAGES=4,
+           ASTAGES=3, EPI_BUFS=1, SMS=1),
     T.case("m200n136k296_streamk", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            STREAMK=True, REDUCE="red", SMS=4),  # 30 slices of 6 tiles on 4 CTAs: 7, 8, 7, 8;
                                                 # tiles 0, 2, 3, 5 whole, 1 and 4 in two pieces
