@@ -29,6 +29,14 @@
 #          (session 10's 2 s gave 10-25 samples, IQRs up to 0.9 us; the predicted steps are
 #          0.3-1.5 us of ~20), a smoke of the 4 new specializations first, <= 200 s.
 #          One device call:   bash benchmarks/gemm_bench.sh small2       (carry: .whl for pyptx)
+#   small3 bf16, small M round 3: 128 x 4096 x 4096 (the one shape below 0.95x after session
+#          11's small2), role "small3" (gemm_sm90.LOWM3: `_t64k2p` beside A in its own ring with
+#          B's 12 or 18 stages deep, `_t64k2pb12` / `_t64k2pb18`, and `_t64k2pd` 8 stages + the
+#          direct epilogue), and 512 x 4096 x 4096 as the regression check (c2 `_t128`, its main;
+#          `_t64k2p`, `_t64k2pb18`); 7 jobs, one client per shape, >= 100 paired rounds per job
+#          within 10 s, a smoke of the 3 new specializations first, <= 200 s (docs/TUNING.md
+#          "Small M, round 3").
+#          One device call:   bash benchmarks/gemm_bench.sh small3       (carry: .whl for pyptx)
 #   wave   bf16 at every M >= 2048 shape (issue 15's >= 1.00x goal): each shape's main beside
 #          the stream-K tail, alone and with the spread deferred epilogue (role "wave":
 #          `_t256skt`, `_t256sktds`, `_t256sktds4`; `_t128skt`, `_t256skt` at
@@ -66,18 +74,22 @@ role() {  # role GROUP -> a -k expression over the role tags
         smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
         wave) echo "gemm_bf16 and (main or wave)";;
         small2) echo "lowm";;       # gemm_bf16 and gemm_bf16_c2 (LOWM is bf16's only)
+        small3) echo "small3";;     # the same for LOWM3
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
-                "smallfp8, wave, small2)" >&2; return 1;;
+                "smallfp8, wave, small2, small3)" >&2; return 1;;
     esac
 }
 roles=""
 small=""
 wave=""
 small2=""
+small3=""
 for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
-    case "$g" in small|smallfp8) small=1;; wave) wave=1;; small2) small2=1;; esac
+    case "$g" in
+        small|smallfp8) small=1;; wave) wave=1;; small2) small2=1;; small3) small3=1;;
+    esac
 done
 if [ -n "$wave" ] && [ "$*" != wave ]; then
     echo "gemm_bench: the wave group runs alone (its own shapes, smoke and limits)" >&2
@@ -85,6 +97,10 @@ if [ -n "$wave" ] && [ "$*" != wave ]; then
 fi
 if [ -n "$small2" ] && [ "$*" != small2 ]; then
     echo "gemm_bench: the small2 group runs alone (its own shapes, smoke and limits)" >&2
+    exit 2
+fi
+if [ -n "$small3" ] && [ "$*" != small3 ]; then
+    echo "gemm_bench: the small3 group runs alone (its own shapes, smoke and limits)" >&2
     exit 2
 fi
 if [ -n "$small" ]; then  # the small-M shapes only, a smoke of every new specialization first
@@ -113,6 +129,15 @@ if [ -n "$small2" ]; then  # LOWM's two shapes, one client each; the new special
         BENCH_ARGS="${BENCH_ARGS---min-rounds 60 --timing-budget 8}"
     SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
 as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.LOWM))")}"
+    NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
+fi
+if [ -n "$small3" ]; then  # LOWM3's two shapes, one client each; the new specializations first
+    export SMOKE="${SMOKE-gemm_sm90 and small3 and m128n4096k4096_ and (t64k2pb or t64k2pd)}"
+    export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
+    export TOTAL_LIMIT="${TOTAL_LIMIT-200}" \
+        BENCH_ARGS="${BENCH_ARGS---min-rounds 100 --timing-budget 10}"
+    SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
+as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.LOWM3))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
 fi
 # every shape once (M <= MAXM), largest M x N first, dealt round-robin so the shards carry
