@@ -91,18 +91,12 @@ for g in ${*:-main}; do
         small|smallfp8) small=1;; wave) wave=1;; small2) small2=1;; small3) small3=1;;
     esac
 done
-if [ -n "$wave" ] && [ "$*" != wave ]; then
-    echo "gemm_bench: the wave group runs alone (its own shapes, smoke and limits)" >&2
-    exit 2
-fi
-if [ -n "$small2" ] && [ "$*" != small2 ]; then
-    echo "gemm_bench: the small2 group runs alone (its own shapes, smoke and limits)" >&2
-    exit 2
-fi
-if [ -n "$small3" ] && [ "$*" != small3 ]; then
-    echo "gemm_bench: the small3 group runs alone (its own shapes, smoke and limits)" >&2
-    exit 2
-fi
+for alone in wave small2 small3; do
+    if [ -n "${!alone}" ] && [ "$*" != "$alone" ]; then
+        echo "gemm_bench: the $alone group runs alone (its own shapes, smoke and limits)" >&2
+        exit 2
+    fi
+done
 if [ -n "$small" ]; then  # the small-M shapes only, a smoke of every new specialization first
     kern=$([ "$*" = smallfp8 ] && echo gemm_fp8 || echo gemm_bf16)
     MAXM=512
@@ -121,24 +115,23 @@ m2048n1024k7168_)}"
 as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE_SHAPES))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
 fi
-if [ -n "$small2" ]; then  # LOWM's two shapes, one client each; the new specializations first
-    export SMOKE="${SMOKE-gemm_sm90 and lowm and not t64k2r and (m128n4096k4096_ or \
-(gemm_bf16_c2 and m512n1024k7168_))}"
+lowm_group() {  # lowm_group SMOKE_K PLAN ROUNDS SECONDS: the shapes of gemm_sm90.PLAN, one
+    # client each, the new specializations (SMOKE_K) first, >= ROUNDS paired rounds per job
+    # within SECONDS of timing, <= 200 s
+    export SMOKE="${SMOKE-$1}"
     export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
     export TOTAL_LIMIT="${TOTAL_LIMIT-200}" \
-        BENCH_ARGS="${BENCH_ARGS---min-rounds 60 --timing-budget 8}"
+        BENCH_ARGS="${BENCH_ARGS---min-rounds $3 --timing-budget $4}"
     SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
-as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.LOWM))")}"
+as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.$2))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
+}
+if [ -n "$small2" ]; then
+    lowm_group "gemm_sm90 and lowm and not t64k2r and (m128n4096k4096_ or \
+(gemm_bf16_c2 and m512n1024k7168_))" LOWM 60 8
 fi
-if [ -n "$small3" ]; then  # LOWM3's two shapes, one client each; the new specializations first
-    export SMOKE="${SMOKE-gemm_sm90 and small3 and m128n4096k4096_ and (t64k2pb or t64k2pd)}"
-    export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
-    export TOTAL_LIMIT="${TOTAL_LIMIT-200}" \
-        BENCH_ARGS="${BENCH_ARGS---min-rounds 100 --timing-budget 10}"
-    SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
-as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.LOWM3))")}"
-    NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
+if [ -n "$small3" ]; then
+    lowm_group "gemm_sm90 and small3 and m128n4096k4096_ and (t64k2pb or t64k2pd)" LOWM3 100 10
 fi
 # every shape once (M <= MAXM), largest M x N first, dealt round-robin so the shards carry
 # similar work
