@@ -54,7 +54,11 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   stores zeros back for the next launch. REDUCE="peers" (``*p`` variants, docs/TUNING.md
   "Small M, round 2"): the slots' plain stores, but the last split keeps its own partial in
   registers and reads only the other S - 1 slots (at S = 2 one round trip, no atomics, no
-  zeroing, bitwise the slots sum).
+  zeroing, bitwise the slots sum). REDUCE="pair" (``gemm_bf16_k2``, the ``*x`` variants,
+  docs/TUNING.md "Small M, round 3"): a tile's two splits are the two CTAs of a cluster;
+  split 1 stores its partial into split 0's shared memory (``st.shared::cluster``, one
+  ``mbarrier.arrive.release.cluster``), split 0 adds it and runs the epilogue: no workspace,
+  no count, the same bits.
 - **Stream-K** (STREAMK, REDUCE="red"): the K slices of all tiles, tile after tile, are dealt
   in equal contiguous runs to the persistent CTAs (or 2-CTA clusters, both CTAs taking the same
   pieces of their paired tiles), so every SM streams the same number of slices whatever the
@@ -249,6 +253,11 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     # ASTAGES: A's own ring (`a_full`/`a_empty`), `full`/`empty` then count B's bytes alone
     a_bars = (T.mbarrier(astages, name="a_full", dynamic=True),
               T.mbarrier(astages, name="a_empty", dynamic=True)) if astages else None
+    pair = _pair(cfg)
+    if pair:  # REDUCE "pair": split 1's partial lands in split 0's shared memory (DSMEM)
+        pair = (T.shared(T.f32, (CONSUMERS, BN // 2 * WG), align=16, dynamic=True, name="sR"),
+                T.mbarrier(CONSUMERS, name="r_full", dynamic=True),
+                T.mbarrier(CONSUMERS, name="r_free", dynamic=True))
     tid = T.tid.x
     wg = tid >> 7
 
@@ -264,8 +273,11 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
         for s in range(astages):
             a_bars[0][s].init(1)
             a_bars[1][s].init(CONSUMERS)
+        for w in range(CONSUMERS if pair else 0):
+            pair[1][w].init(1)
+            pair[2][w].init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
-    _cta_or_cluster_sync(CM)
+    _cta_or_cluster_sync(2 if pair else CM)   # the pair's barriers initialized before use
 
     with T.role(wg == 0, dec=PRODUCER_REGS):
         with T.if_(tid == 0):
@@ -274,9 +286,9 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     with T.else_():
         T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
         _consumer(cfg, sched(), sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M, N,
-                  scales, T.tid.x)
-    if CM > 1:  # no CTA may exit while its peer can still arrive on its barriers
-        _cta_or_cluster_sync(CM)
+                  scales, T.tid.x, pair)
+    if CM > 1 or pair:  # no CTA may exit while its peer can still arrive on its barriers
+        _cta_or_cluster_sync(2)
 
 
 def _cta_or_cluster_sync(CM: int):
@@ -287,6 +299,19 @@ def _cta_or_cluster_sync(CM: int):
     else:
         T.ptx.barrier.cluster.arrive.release()
         T.ptx.barrier.cluster.wait.acquire()
+
+
+def _pair(cfg) -> bool:
+    """REDUCE "pair" (the ``gemm_bf16_k2`` kernel, docs/TUNING.md "Small M, round 3"): a 2-CTA
+    cluster holds the two K-splits of a tile, so split 1 hands its partial to split 0 through
+    distributed shared memory; refused anywhere else."""
+    if (cfg["REDUCE"] == "pair") != cfg["PAIR"]:
+        raise ValueError("REDUCE = 'pair' is the gemm_bf16_k2 kernel's, and gemm_bf16_k2 "
+                         f"sums through it alone (got REDUCE = {cfg['REDUCE']!r})")
+    if cfg["PAIR"] and (cfg["SPLITK"] != 2 or cfg["STREAMK"] or cfg["EPI_DEFER"]):
+        raise ValueError(f"REDUCE = 'pair' takes SPLITK = 2, no STREAMK or EPI_DEFER (got "
+                         f"SPLITK = {cfg['SPLITK']})")
+    return cfg["PAIR"]
 
 
 def _a_stages(cfg) -> int:
@@ -370,7 +395,7 @@ def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bars, a_bytes, b_
 
 
 def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M, N, scales,
-              tid):
+              tid, pair=None):
     """One warpgroup: 64 rows of every unit; wgmma with one group in flight, stage release, then
     (split-K: the reduction, by the split that finishes a tile last) the epilogue (fp8: scaled
     by scale_a * scale_b, loaded once). With A's own ring (`a_bars`) a slice waits for both
@@ -393,7 +418,9 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
     if a_bars:                                # A's ring: its own cursor and previous stage
         a_ring, a_prev = T.pipeline(cfg["ASTAGES"]), T.reg(T.u32, init=0)
     leader = (tid & (WG - 1)) == 0
-    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if _reduces(cfg) else None
+    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if _reduces(cfg) and not pair else None
+    if pair:    # (sR, r_full, r_free, the parity of this unit's hand-over)
+        pair = (*pair, T.reg(T.u32, init=0))
     da0 = desc(sA.ptr() + cw * (64 * 128), 16, 1024)
     db0 = desc(sB.ptr(), 16, 1024) if kmajor else desc(sB.ptr(), BK * 128, 1024)
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
@@ -492,6 +519,9 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
             with T.if_(u.partial, uniform=True):
                 last.set(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader))
             with T.if_(last, uniform=True):   # one copy of the epilogue, not one per branch
+                finish()
+        elif pair:
+            with T.if_(_reduce_pair(cfg, acc, pair, cw, tid, leader), uniform=True):
                 finish()
         else:
             with T.if_(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader),
@@ -596,6 +626,56 @@ def _reduce_peers(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
     commutes); at S > 2 the last adds the others starting after its own split, so the order,
     and the last bits, follow the arrivals (within one bf16 ulp, as "red")."""
     return _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader, keep_own=True)
+
+
+def _reduce_pair(cfg, acc, pair, cw, tid, leader):
+    """REDUCE "pair": the tile's two splits are the two CTAs of a cluster (rank = split, the
+    persistent schedule's unit p = ctaid + i * nctaid with an even grid). Split 1 waits until
+    split 0 freed its receive buffer (`r_free`, in split 1's CTA; the first unit passes on the
+    fresh barrier), stores its partial there (``mapa`` + ``st.shared::cluster.v4.f32``,
+    lane-contiguous), a named barrier of the warpgroup, and one thread arrives on split 0's
+    `r_full` (``mbarrier.arrive.release.cluster``: publishes every thread's stores). Split 0
+    waits for it (``try_wait.acquire.cluster``), adds the buffer to its own accumulators
+    (``ld.shared.v4.f32``), a named barrier, and one thread frees the buffer on split 1's
+    `r_free`. No workspace, no gpu-scope fence, no atomic, no L2 round trip: one DSMEM hop
+    where "peers" takes a store, the count and a load through the L2. Split 0 keeps its own
+    partial and adds split 1's: bitwise the "slots" sum. Returns "this CTA is split 0"."""
+    sR, r_full, r_free, par = pair
+    nvec = cfg["BN"] // 8
+    rank = T.cluster_ctarank()
+    t = tid & (WG - 1)
+    mine = sR.ptr() + cw * (nvec * WG * 16) + (t << 4)
+    bar_id = 1 + cw
+    first = rank == 0
+    with T.if_(~first, uniform=True):
+        _wait_cluster(r_free[cw], par ^ 1)
+        dst = T.ptx.mapa.shared__cluster.u32(mine, 0)
+        for j in range(nvec):
+            T.ptx.st.shared__cluster.v4.f32(dst + j * (WG * 16), [acc[4 * j + i] for i in range(4)])
+        T.ptx.bar.sync(bar_id, WG)
+        with T.if_(leader):
+            peer = T.ptx.mapa.shared__cluster.u32(_ptr(r_full) + cw * 8, 0)
+            T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(T.sink, peer)
+    with T.else_():
+        _wait_cluster(r_full[cw], par)
+        for j in range(nvec):
+            v = T.ptx.ld.shared.v4.f32(mine + j * (WG * 16))
+            for i in range(4):
+                acc[4 * j + i].set(T.ptx.add.rn.f32(acc[4 * j + i], v[i]))
+        T.ptx.bar.sync(bar_id, WG)
+        with T.if_(leader):
+            peer = T.ptx.mapa.shared__cluster.u32(_ptr(r_free) + cw * 8, 1)
+            T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(T.sink, peer)
+    par.set(par ^ 1)
+    return first
+
+
+def _wait_cluster(bar, parity):
+    """``mbarrier.try_wait.parity.acquire.cluster`` in a loop: the arrival came from the peer
+    CTA (a release at cluster scope), so the acquire is at cluster scope too."""
+    with T.loop():
+        done = T.ptx.mbarrier.try_wait.parity.acquire.cluster.shared__cta.b64(bar, parity)
+        T.break_(done)
 
 
 def _reduce_red(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
@@ -705,36 +785,42 @@ def _epilogue_direct(cfg, acc, c, M, N, m0, n0, cw, tid, scale):
 
 # --- kernels: one body, four launch shapes -----------------------------------------------------
 
-def _grid(CM: int):
-    """The persistent grid: one CTA per SM (SMS), never more CTAs than work units."""
+def _grid(CM: int, pair: bool = False):
+    """The persistent grid: one CTA per SM (SMS), never more CTAs than work units; `pair`
+    (2-CTA clusters over the K-splits): an even count, so that CTAs 2c and 2c + 1 always take
+    the two splits of one tile."""
     def grid(M, N, K, BN, SPLITK, SMS, STREAMK):
         units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * SPLITK
         if STREAMK:  # every worker gets >= 1 slice: at least cdiv(K, 128) slices per unit
             units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * T.cdiv(K, 128)
+        if pair:
+            return (2 * min(SMS // 2, units // 2),)
         return (CM * min(SMS // CM, units),)
     return grid
 
 
-def _launch(name: str, CM: int):
+def _launch(name: str, CM: int, pair: bool = False):
     """``@T.kernel`` for a body: 384 threads, register cap at entry (setmaxnreg needs it), a
-    cluster of CM CTAs along M when CM > 1."""
-    return T.kernel(grid=_grid(CM), block=WG * (1 + CONSUMERS), min_blocks=1,
-                    cluster=(CM, 1, 1) if CM > 1 else None, name=name)
+    cluster of CM CTAs along M when CM > 1, or of a tile's two K-splits (`pair`)."""
+    return T.kernel(grid=_grid(CM, pair), block=WG * (1 + CONSUMERS), min_blocks=1,
+                    cluster=(2, 1, 1) if CM > 1 or pair else None, name=name)
 
 
-def _bf16_kernel(name: str, CM: int):
+def _bf16_kernel(name: str, CM: int, pair: bool = False):
     def kernel(a_map: T.tensormap, b_map: T.tensormap, c_map: T.tensormap, c: T.gptr[T.bf16],
                a: T.gptr[T.bf16], b: T.gptr[T.bf16], ws: T.gptr[T.f32], cnt: T.gptr[T.u32],
                M: T.u32, N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                B_KMAJOR: T.const = True, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
-               GROUP: T.const = 16 // CM, RASTER: T.const = "m", SPLITK: T.const = 1,
-               REDUCE: T.const = "slots", STREAMK: T.const = False, SMS: T.const = H200_SMS,
-               EPI_DEFER: T.const = False, ASTAGES: T.const = 0):
+               GROUP: T.const = 16 // CM, RASTER: T.const = "m",
+               SPLITK: T.const = 2 if pair else 1, REDUCE: T.const = "pair" if pair else "slots",
+               STREAMK: T.const = False, SMS: T.const = H200_SMS, EPI_DEFER: T.const = False,
+               ASTAGES: T.const = 0):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=ASTAGES)
+                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=ASTAGES,
+                   PAIR=pair)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
-    return _launch(name, CM)(kernel)
+    return _launch(name, CM, pair)(kernel)
 
 
 def _fp8_kernel(name: str, CM: int):
@@ -748,13 +834,15 @@ def _fp8_kernel(name: str, CM: int):
                EPI_DEFER: T.const = False):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=0)
+                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=0,
+                   PAIR=False)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 
 
 gemm_bf16 = _bf16_kernel("gemm_bf16", 1)
 gemm_bf16_c2 = _bf16_kernel("gemm_bf16_c2", 2)
+gemm_bf16_k2 = _bf16_kernel("gemm_bf16_k2", 1, pair=True)   # a tile's two K-splits per cluster
 gemm_fp8 = _fp8_kernel("gemm_fp8", 1)
 gemm_fp8_c2 = _fp8_kernel("gemm_fp8_c2", 2)
 
@@ -805,6 +893,11 @@ VARIANTS = {
     "t64k2pb12": dict(BN=64, STAGES=12, ASTAGES=4, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
     "t64k2pb18": dict(BN=64, STAGES=18, ASTAGES=4, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
     "t64k2pd": dict(BN=64, STAGES=8, EPI="direct", SPLITK=2, REDUCE="peers"),
+    # the two splits of a tile in a 2-CTA cluster (gemm_bf16_k2), summed through distributed
+    # shared memory (REDUCE "pair": 32 KB of receive buffer): one ring of 7 stages, or A's 4
+    # and B's 12 as t64k2pb12
+    "t64k2x7": dict(BN=64, STAGES=7, EPI_BUFS=1, SPLITK=2, REDUCE="pair"),
+    "t64k2xb12": dict(BN=64, STAGES=12, ASTAGES=4, EPI_BUFS=1, SPLITK=2, REDUCE="pair"),
     # stream-K: every SM the same number of K slices, pieces of a tile summed as by "r"
     "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
@@ -854,7 +947,7 @@ LOWM = {(128, 4096, 4096): [("c1", "t64k2r"), ("c1", "t64k2"), ("c1", "t64k2p"),
 # epilogue at 8 stages; 512 x 4096 x 4096 as the check that the shared body did not regress
 # (its main, c2 t128) and what the deep ring does where B is read by 4 tile rows
 LOWM3 = {(128, 4096, 4096): [("c1", "t64k2p"), ("c1", "t64k2pb12"), ("c1", "t64k2pb18"),
-                             ("c1", "t64k2pd")],
+                             ("c1", "t64k2pd"), ("k2", "t64k2x7"), ("k2", "t64k2xb12")],
          (512, 4096, 4096): [("c2", "t128"), ("c1", "t64k2p"), ("c1", "t64k2pb18")]}
 # where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
@@ -876,7 +969,7 @@ WAVE[2048, 1024, 7168] = ["t128skt", "t256skt"]
 
 def plan(M, N, K) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
-    2-CTA cluster), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
+    2-CTA cluster) or "k2" (a tile's two K-splits in a cluster: LOWM3's only), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
     other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL) or "wave"
     (the stream-K tail at M >= 2048, WAVE) or "lowm" (small M, round 2: LOWM) or "small3"
     (round 3: LOWM3). The prediction
@@ -952,9 +1045,10 @@ def _bf16_baselines(peers: bool) -> list:
 
 def _bf16_suites(kernel, small: list):
     """Two suites of one kernel: the shapes pyptx takes get it as a second baseline. Each has
-    small cases (the smallest is what sync_check runs)."""
+    small cases (the smallest is what sync_check runs). gemm_bf16_k2 (LOWM3's, at M = 128
+    only, which pyptx does not take) has the first alone: (suite, None)."""
     CM = 2 if kernel.name.endswith("_c2") else 1
-    large = _large(f"c{CM}", fp8=False)
+    large = _large("k2" if kernel.name.endswith("_k2") else f"c{CM}", fp8=False)
     common = dict(inputs=bf16_inputs(BM, CM, H200_SMS), reference=bf16_reference, outputs=["c"],
                   tolerance=BF16_TOLERANCE, flops=lambda M, N, K: 2 * M * N * K,
                   bytes=lambda M, N, K: 2 * (M * K + N * K + M * N))
@@ -963,7 +1057,10 @@ def _bf16_suites(kernel, small: list):
     peers = [c for c in large if _peer_ok(c)]
     rest = [c for c in large if not _peer_ok(c)]
     peer_small = [T.case("m256n256k64", M=256, N=256, K=64, B_KMAJOR=True)]
-    return (T.suite(kernel, cases=small + rest, baselines=_bf16_baselines(False), **common),
+    first = T.suite(kernel, cases=small + rest, baselines=_bf16_baselines(False), **common)
+    if not peers and kernel.name.endswith("_k2"):
+        return first, None
+    return (first,
             T.suite(kernel, cases=peer_small + peers, baselines=_bf16_baselines(True), **common))
 
 
@@ -1045,6 +1142,19 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER=True),
     T.case("m200n264k232_streamk_tail_defer_spread", M=200, N=264, K=232, BN=128, STAGES=3,
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER="spread"),
+])
+
+
+# the two K-splits of a tile in a 2-CTA cluster, summed through distributed shared memory:
+# 4 tiles with tails on 2 clusters, units of one and two slices, the receive buffer handed
+# back and reused, with the direct epilogue, and the same with A's own ring (numsim and
+# sync_check clean; larger cases, where sync_check stops at its state bound, are numsim-
+# checked in tests/zoo/test_gemm_sm90.py)
+SUITE_K2, _ = _bf16_suites(gemm_bf16_k2, [
+    T.case("m130n135k136_pair_direct", M=130, N=135, K=136, BN=128, STAGES=2, EPI="direct",
+           SPLITK=2, REDUCE="pair", SMS=4),
+    T.case("m130n135k72_pair_a1_direct", M=130, N=135, K=72, BN=128, STAGES=3, ASTAGES=1,
+           EPI="direct", SPLITK=2, REDUCE="pair", SMS=4),
 ])
 
 
