@@ -31,11 +31,12 @@
 #          One device call:   bash benchmarks/gemm_bench.sh small2       (carry: .whl for pyptx)
 #   small3 bf16, small M round 3: 128 x 4096 x 4096 (the one shape below 0.95x after session
 #          11's small2), role "small3" (gemm_sm90.LOWM3: `_t64k2p` beside A in its own ring with
-#          B's 12 or 18 stages deep, `_t64k2pb12` / `_t64k2pb18`, and `_t64k2pd` 8 stages + the
-#          direct epilogue), and 512 x 4096 x 4096 as the regression check (c2 `_t128`, its main;
-#          `_t64k2p`, `_t64k2pb18`); 7 jobs, one client per shape, >= 100 paired rounds per job
-#          within 10 s, a smoke of the 3 new specializations first, <= 200 s (docs/TUNING.md
-#          "Small M, round 3").
+#          B's 12 or 18 stages deep, `_t64k2pb12` / `_t64k2pb18`, `_t64k2pd` 8 stages + the
+#          direct epilogue, and gemm_bf16_k2 `_t64k2x7` / `_t64k2xb12`: a tile's two K-splits
+#          in a 2-CTA cluster summed through distributed shared memory), and 512 x 4096 x 4096
+#          as the regression check (c2 `_t128`, its main; `_t64k2p`, `_t64k2pb18`); 9 jobs,
+#          one client per shape, >= 100 paired rounds per job within 10 s, a smoke of the 5 new
+#          specializations first, <= 200 s (docs/TUNING.md "Small M, round 3").
 #          One device call:   bash benchmarks/gemm_bench.sh small3       (carry: .whl for pyptx)
 #   wave   bf16 at every M >= 2048 shape (issue 15's >= 1.00x goal): each shape's main beside
 #          the stream-K tail, alone and with the spread deferred epilogue (role "wave":
@@ -131,7 +132,8 @@ if [ -n "$small2" ]; then
 (gemm_bf16_c2 and m512n1024k7168_))" LOWM 60 8
 fi
 if [ -n "$small3" ]; then
-    lowm_group "gemm_sm90 and small3 and m128n4096k4096_ and (t64k2pb or t64k2pd)" LOWM3 100 10
+    lowm_group "gemm_sm90 and small3 and m128n4096k4096_ and (t64k2pb or t64k2pd or t64k2x)" \
+        LOWM3 100 10
 fi
 # every shape once (M <= MAXM), largest M x N first, dealt round-robin so the shards carry
 # similar work
