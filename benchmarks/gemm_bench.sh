@@ -29,6 +29,15 @@
 #          (session 10's 2 s gave 10-25 samples, IQRs up to 0.9 us; the predicted steps are
 #          0.3-1.5 us of ~20), a smoke of the 4 new specializations first, <= 200 s.
 #          One device call:   bash benchmarks/gemm_bench.sh small2       (carry: .whl for pyptx)
+#   small3 bf16, small M round 3: 128 x 4096 x 4096 (the one shape below 0.95x after session
+#          11's small2), role "small3" (gemm_sm90.LOWM3: `_t64k2p` beside A in its own ring with
+#          B's 12 or 18 stages deep, `_t64k2pb12` / `_t64k2pb18`, `_t64k2pd` 8 stages + the
+#          direct epilogue, and gemm_bf16_k2 `_t64k2x7` / `_t64k2xb12`: a tile's two K-splits
+#          in a 2-CTA cluster summed through distributed shared memory), and 512 x 4096 x 4096
+#          as the regression check (c2 `_t128`, its main; `_t64k2p`, `_t64k2pb18`); 9 jobs,
+#          one client per shape, >= 100 paired rounds per job within 10 s, a smoke of the 5 new
+#          specializations first, <= 200 s (docs/TUNING.md "Small M, round 3").
+#          One device call:   bash benchmarks/gemm_bench.sh small3       (carry: .whl for pyptx)
 #   wave   bf16 at every M >= 2048 shape (issue 15's >= 1.00x goal): each shape's main beside
 #          the stream-K tail, alone and with the spread deferred epilogue (role "wave":
 #          `_t256skt`, `_t256sktds`, `_t256sktds4`; `_t128skt`, `_t256skt` at
@@ -66,27 +75,29 @@ role() {  # role GROUP -> a -k expression over the role tags
         smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
         wave) echo "gemm_bf16 and (main or wave)";;
         small2) echo "lowm";;       # gemm_bf16 and gemm_bf16_c2 (LOWM is bf16's only)
+        small3) echo "small3";;     # the same for LOWM3
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
-                "smallfp8, wave, small2)" >&2; return 1;;
+                "smallfp8, wave, small2, small3)" >&2; return 1;;
     esac
 }
 roles=""
 small=""
 wave=""
 small2=""
+small3=""
 for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
-    case "$g" in small|smallfp8) small=1;; wave) wave=1;; small2) small2=1;; esac
+    case "$g" in
+        small|smallfp8) small=1;; wave) wave=1;; small2) small2=1;; small3) small3=1;;
+    esac
 done
-if [ -n "$wave" ] && [ "$*" != wave ]; then
-    echo "gemm_bench: the wave group runs alone (its own shapes, smoke and limits)" >&2
-    exit 2
-fi
-if [ -n "$small2" ] && [ "$*" != small2 ]; then
-    echo "gemm_bench: the small2 group runs alone (its own shapes, smoke and limits)" >&2
-    exit 2
-fi
+for alone in wave small2 small3; do
+    if [ -n "${!alone}" ] && [ "$*" != "$alone" ]; then
+        echo "gemm_bench: the $alone group runs alone (its own shapes, smoke and limits)" >&2
+        exit 2
+    fi
+done
 if [ -n "$small" ]; then  # the small-M shapes only, a smoke of every new specialization first
     kern=$([ "$*" = smallfp8 ] && echo gemm_fp8 || echo gemm_bf16)
     MAXM=512
@@ -105,15 +116,24 @@ m2048n1024k7168_)}"
 as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE_SHAPES))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
 fi
-if [ -n "$small2" ]; then  # LOWM's two shapes, one client each; the new specializations first
-    export SMOKE="${SMOKE-gemm_sm90 and lowm and not t64k2r and (m128n4096k4096_ or \
-(gemm_bf16_c2 and m512n1024k7168_))}"
+lowm_group() {  # lowm_group SMOKE_K PLAN ROUNDS SECONDS: the shapes of gemm_sm90.PLAN, one
+    # client each, the new specializations (SMOKE_K) first, >= ROUNDS paired rounds per job
+    # within SECONDS of timing, <= 200 s
+    export SMOKE="${SMOKE-$1}"
     export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
     export TOTAL_LIMIT="${TOTAL_LIMIT-200}" \
-        BENCH_ARGS="${BENCH_ARGS---min-rounds 60 --timing-budget 8}"
+        BENCH_ARGS="${BENCH_ARGS---min-rounds $3 --timing-budget $4}"
     SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
-as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.LOWM))")}"
+as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.$2))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
+}
+if [ -n "$small2" ]; then
+    lowm_group "gemm_sm90 and lowm and not t64k2r and (m128n4096k4096_ or \
+(gemm_bf16_c2 and m512n1024k7168_))" LOWM 60 8
+fi
+if [ -n "$small3" ]; then
+    lowm_group "gemm_sm90 and small3 and m128n4096k4096_ and (t64k2pb or t64k2pd or t64k2x)" \
+        LOWM3 100 10
 fi
 # every shape once (M <= MAXM), largest M x N first, dealt round-robin so the shards carry
 # similar work

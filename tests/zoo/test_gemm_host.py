@@ -59,7 +59,8 @@ def test_tolerance_takes_a_one_ulp_flip_and_refuses_a_wrong_tile():
 
 
 def test_split_k_and_stream_k_settings_are_checked():
-    with pytest.raises(ValueError, match=r"REDUCE = 'atomic': expected 'slots', 'peers' or 'red'"):
+    with pytest.raises(ValueError, match=r"REDUCE = 'atomic': expected 'slots', 'peers', 'red' "
+                                         r"or 'pair'"):
         H.bf16_inputs(128, 1)(np.random.default_rng(0), 128, 128, 256, BN=128, SPLITK=2,
                               REDUCE="atomic")
     with pytest.raises(ValueError,
@@ -70,6 +71,8 @@ def test_split_k_and_stream_k_settings_are_checked():
                               REDUCE="red", SPLITK=2)
     one = H.splitk_buffers(200, 136, 128, 64, 1, 1)
     assert one["ws"].size == 1 and one["cnt"].size == 1       # nothing to reduce
+    pair = H.splitk_buffers(200, 136, 128, 64, 1, 2, "pair")
+    assert pair["ws"].size == 1 and pair["cnt"].size == 1     # summed in shared memory
     sk = H.splitk_buffers(200, 136, 128, 64, 1, 1, "red", streamk=True)
     assert sk["ws"].size == 6 * 128 * 64 and not sk["ws"].any() and not sk["cnt"].any()
     # the stream-K tail cuts fewer tiles than the grid has workers: 132 slots, not 2048

@@ -119,7 +119,20 @@ def test_stream_k_grid_is_every_sm_while_each_gets_a_slice():
                                             STREAMK="tail", REDUCE="red", SMS=4),
                                             id="m128n320k64_streamk_tail_p4"),
                                         ("SUITE_FP8", "m128n128k512_splitk_red"),
-                                        ("SUITE", "m256n128k384_peers3")])
+                                        ("SUITE", "m256n128k384_peers3"),
+                                        # REDUCE "pair" (no workspace at all): 6 tiles with
+                                        # tails on 2 clusters, 3 units each (the receive
+                                        # buffer reused); one cluster, 6 tiles of 10 slices
+                                        # with A's own ring, staged C (sync_check stops at its
+                                        # state bound on both: out of the suite)
+                                        pytest.param("SUITE_K2", dict(
+                                            M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+                                            SPLITK=2, REDUCE="pair", SMS=4),
+                                            id="m200n136k296_bn64_pair"),
+                                        pytest.param("SUITE_K2", dict(
+                                            M=200, N=136, K=600, BN=64, STAGES=5, ASTAGES=2,
+                                            EPI_BUFS=1, SPLITK=2, REDUCE="pair", SMS=2),
+                                            id="m200n136k600_bn64_pair_a2")])
 def test_split_k_leaves_workspace_and_counters_zero(suite, case):
     """The next launch starts from zero sums and counts: KCoral and callers reuse the
     buffers, so a red sum not cleared by the split that read it would add into the next."""
@@ -130,8 +143,10 @@ def test_split_k_leaves_workspace_and_counters_zero(suite, case):
     res = ns.run(s.kernel, inputs, consts=s.consts(c), grid=s.grid(c),
                  outputs=["c", "ws", "cnt"])
     # stream-K leaves the sums of whole tiles untouched (and on the tail only, the counters of
-    # whole tiles: a slot per tile the tail may have): numsim says so, nothing else
-    untouched = ("ws", "cnt") if c.params.get("STREAMK") == "tail" else ("ws",)
+    # whole tiles: a slot per tile the tail may have), "pair" both (it sums in shared memory):
+    # numsim says so, nothing else
+    untouched = (("ws", "cnt") if c.params.get("STREAMK") == "tail"
+                 or c.params.get("REDUCE") == "pair" else ("ws",))
     others = [d for d in res.diagnostics
               if not (d.kind == "numsim.unwritten-output" and d.data["output"] in untouched)]
     assert not others and not res.incomplete, res.summary
@@ -146,11 +161,12 @@ def test_peers_at_two_splits_is_bitwise_the_slots_sum():
     """REDUCE "peers" at S = 2 adds the peer's slot to the last split's own partial, "slots"
     adds slot 1 to slot 0: the same two f32 values, and IEEE addition commutes, so C is
     bitwise the same (docs/TUNING.md "Small M, round 2": why "peers" stays deterministic at 2
-    splits). 12 units with tails on 4 CTAs, so both splits arrive last somewhere."""
+    splits). 12 units with tails on 4 CTAs, so both splits arrive last somewhere. REDUCE
+    "pair" (gemm_bf16_k2) adds split 1's partial to split 0's: the same bits again."""
     ns = pytest.importorskip("tirxh_numsim")
-    s = G.SUITE
     out = {}
-    for reduce in ("slots", "peers"):
+    for reduce in ("slots", "peers", "pair"):   # "pair": split 0 adds split 1's, as "peers"
+        s = G.SUITE_K2 if reduce == "pair" else G.SUITE
         c = T.case(reduce, M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1, SPLITK=2,
                    REDUCE=reduce, SMS=4)
         inputs = s.make_inputs(c, 0)
@@ -159,6 +175,7 @@ def test_peers_at_two_splits_is_bitwise_the_slots_sum():
         assert not res.outputs["cnt"].any()
         out[reduce] = res.outputs["c"]
     assert np.array_equal(out["slots"].view(np.uint16), out["peers"].view(np.uint16))
+    assert np.array_equal(out["slots"].view(np.uint16), out["pair"].view(np.uint16))
 
 
 def test_lowm_cases_are_the_two_shapes_candidates_on_128_ctas():
@@ -179,6 +196,65 @@ def test_lowm_cases_are_the_two_shapes_candidates_on_128_ctas():
     assert _case(G.SUITE, "m128n4096k4096_t64k2r").tags == ("small", "lowm")
     assert not [c for s in (G.SUITE_FP8, G.SUITE_FP8_C2) for c in s.cases if "lowm" in c.tags]
     assert G.VARIANTS["t64k2p9d"]["EPI"] == "direct"   # 9 stages leave no room for staged C
+
+
+def test_small3_cases_are_lowm3s_pairs_and_the_rings_hold_what_the_docs_say():
+    """Role "small3" (benchmarks/gemm_bench.sh small3): exactly LOWM3's (kernel, variant) pairs,
+    once each, bf16 only; the 128 x 64 split-K cases on 128 CTAs at M = 128 (64 tiles x 2
+    splits) and on every SM at M = 512 (512 units). The deep-ring variants keep 4 A stages and
+    12 / 18 B stages (96 / 144 KB of B in flight per SM, t64k2p 64 KB: docs/TUNING.md "Small
+    M, round 3") within the H200's 227 KB window."""
+    suites = {"c1": (G.SUITE, G.SUITE_PEERS), "c2": (G.SUITE_C2, G.SUITE_C2_PEERS),
+              "k2": (G.SUITE_K2,)}
+    want = {(kern, f"m{M}n{N}k{K}_{v}") for (M, N, K), vs in G.LOWM3.items() for kern, v in vs}
+    got = [(kern, c.name) for kern, ss in suites.items() for s in ss for c in s.cases
+           if "small3" in c.tags]
+    assert sorted(got) == sorted(want)
+    for s in suites["c1"] + suites["k2"]:
+        for c in s.cases:
+            if "small3" in c.tags:
+                assert s.grid(c) == ((128 if c.params["M"] == 128 else 132), 1, 1), c.name
+    assert G.gemm_bf16_k2.specialize(**G.VARIANTS["t64k2x7"]).cluster == (2, 1, 1)
+    assert {c.params["REDUCE"] for c in G.SUITE_K2.cases} == {"pair"}
+    assert not [c for s in (G.SUITE_FP8, G.SUITE_FP8_C2) for c in s.cases
+                if "small3" in c.tags]
+    b_in_flight = {v: G.VARIANTS[v]["STAGES"] * G.VARIANTS[v]["BN"] * 128
+                   for v in ("t64k2p", "t64k2pb12", "t64k2pb18")}
+    assert b_in_flight == {"t64k2p": 64 << 10, "t64k2pb12": 96 << 10, "t64k2pb18": 144 << 10}
+    for v in ("t64k2pb12", "t64k2pb18"):
+        assert G.VARIANTS[v]["ASTAGES"] == 4
+        assert G.gemm_bf16.specialize(**G.VARIANTS[v]).dynamic_smem <= 232448
+
+
+@pytest.mark.parametrize("consts,match", [
+    (dict(BN=64, STAGES=4, ASTAGES=4),
+     r"ASTAGES = 4: expected 0 \(one ring\) or 1\.\.STAGES - 1"),
+    (dict(BN=64, STAGES=4, ASTAGES=-1), r"ASTAGES = -1: expected 0"),
+], ids=["as-deep-as-b", "negative"])
+def test_a_stages_must_be_shallower_than_b(consts, match):
+    with pytest.raises(TraceError, match=match):
+        G.gemm_bf16.specialize(**consts)
+
+
+@pytest.mark.parametrize("kernel,consts,match", [
+    ("gemm_bf16", dict(SPLITK=2, REDUCE="pair"), r"REDUCE = 'pair' is the gemm_bf16_k2"),
+    ("gemm_bf16_k2", dict(REDUCE="peers"), r"gemm_bf16_k2 sums through it alone \(got "
+                                           r"REDUCE = 'peers'\)"),
+    ("gemm_bf16_k2", dict(SPLITK=3), r"REDUCE = 'pair' takes SPLITK = 2, .*\(got SPLITK = 3\)"),
+], ids=["pair-outside-k2", "k2-without-pair", "k2-three-splits"])
+def test_the_pair_reduction_is_k2s_alone_at_two_splits(kernel, consts, match):
+    with pytest.raises(TraceError, match=match):
+        getattr(G, kernel).specialize(BN=64, STAGES=4, **consts)
+
+
+def test_the_pair_grid_is_even_so_a_cluster_holds_a_tiles_two_splits():
+    assert G.SUITE_K2.grid(T.case("x", M=130, N=135, K=72, BN=128, SPLITK=2, SMS=3)) == (2, 1, 1)
+    assert G.SUITE_K2.grid(T.case("x", M=128, N=4096, K=4096, BN=64, SPLITK=2)) == (128, 1, 1)
+
+
+def test_a_stages_is_refused_in_clusters():
+    with pytest.raises(TraceError, match=r"ASTAGES takes one-CTA kernels \(CM = 1\)"):
+        G.gemm_bf16_c2.specialize(BN=64, STAGES=4, ASTAGES=2)
 
 
 def test_odd_n_takes_the_direct_epilogue_and_a_placeholder_map():
@@ -214,6 +290,15 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         # cluster
                                         ("SUITE", "m256n128k384_peers3"),
                                         ("SUITE_C2", "m200n136k200_bn64_peers"),
+                                        # A in its own ring: units shorter than B's lead,
+                                        # both rings wrapping, N-major B
+                                        ("SUITE", "m200n136k296_bn64_peers_a2"),
+                                        ("SUITE", "m200n136k600_bn64_a2"),
+                                        ("SUITE", "m200n136k200_kn_a3"),
+                                        # REDUCE "pair": split 1's partial into split 0's
+                                        # shared memory, the buffer handed back once
+                                        ("SUITE_K2", "m130n135k136_pair_direct"),
+                                        ("SUITE_K2", "m130n135k72_pair_a1_direct"),
                                         # stream-K in clusters: one tile pair cut between
                                         # 2 clusters (2 + 3 slices); two clusters with two
                                         # units each are the suite's tail cases (`tirxh
@@ -292,9 +377,19 @@ _RELEASE = r"T\.ptx\.mbarrier\.arrive\.shared__cluster\.b64\(T\.sink, peer_empty
     ([(r"wgmma\.wait_group\.sync\.aligned\(1\)", "wgmma.wait_group.sync.aligned(2)")], "SUITE",
      dict(M=128, N=128, K=512, BN=128, STAGES=2), "race.stage-reuse"),
     ([(_RELEASE, "pass")], "SUITE_C2", "m256n256k64_persistent", "mbarrier.arrival-count"),
+    # A's own ring (ASTAGES): wgmma reading A before its TMA landed; the producer refilling
+    # an A stage without waiting for its release
+    ([(r"a_bars\[0\]\[ast\]\.wait\(a_ring\.phase\)", "pass")], "SUITE",
+     "m200n136k600_bn64_a2", "race.read-write"),
+    ([(r"st = slot\(a_bars, a_ring, a_bytes\)",
+       "st = a_ring.stage; a_bars[0][st].arrive_expect_tx(a_bytes)")], "SUITE",
+     "m200n136k200_kn_a3", "mbarrier.phase-overrun"),
+    # REDUCE "pair": split 0 reading the receive buffer before split 1's stores are published
+    ([(r"_wait_cluster\(r_full\[cw\], par\)", "pass")], "SUITE_K2",
+     "m130n135k136_pair_direct", "race.read-write"),
 ], ids=["no-proxy-fence", "no-read-wait", "relaxed-split-k-count", "relaxed-red-split-k-count",
         "relaxed-split-k3-count-p4", "relaxed-peers-count", "release-a-group-early",
-        "no-remote-release"])
+        "no-remote-release", "no-a-full-wait", "no-a-empty-wait", "no-pair-full-wait"])
 def test_synchronization_mutations_are_caught(tmp_path, edits, suite, case, kind):
     """Without the proxy fence the TMA store may read C before stmatrix's writes reach the async
     proxy; without the read wait the next round overwrites chunks a store still reads; with a
@@ -330,6 +425,8 @@ def _sass_ops(sass: str) -> dict:
     ("gemm_bf16", {"BN": 128, "STAGES": 6, "SPLITK": 4, "REDUCE": "red"}, "HGMMA"),
     ("gemm_bf16", {"BN": 64, "STAGES": 8, "EPI_BUFS": 1, "SPLITK": 2, "REDUCE": "red"}, "HGMMA"),
     ("gemm_bf16", G.VARIANTS["t64k2p"], "HGMMA"),
+    ("gemm_bf16", G.VARIANTS["t64k2pb18"], "HGMMA"),   # A's own ring: still 4 per slice
+    ("gemm_bf16_k2", G.VARIANTS["t64k2xb12"], "HGMMA"),  # the pair's DSMEM hand-over
     ("gemm_bf16_c2", {}, "HGMMA"),
     ("gemm_bf16_c2", G.VARIANTS["t256skt"], "HGMMA"),   # stream-K tail: one epilogue copy
     ("gemm_fp8", {}, "QGMMA"),

@@ -45,16 +45,16 @@ def splitk_buffers(M, N, BM: int, BN: int, CM: int, S: int, reduce: str = "slots
                    streamk=False, workers: int | None = None) -> dict:
     """Split-K / stream-K workspace (REDUCE "slots" and "peers": one f32 tile per split,
     [tile][split][warpgroup]...; "red": one f32 tile per tile) and one counter per tile and
-    warpgroup, zero at launch; the kernel leaves them zero again. Without either neither is
-    touched (one element each). STREAMK="tail" cuts only the tiles of the last partial wave,
+    warpgroup, zero at launch; the kernel leaves them zero again. Without either, or with
+    "pair" (the sum goes through shared memory), neither is touched (one element each). STREAMK="tail" cuts only the tiles of the last partial wave,
     fewer than `workers` (the persistent grid's CTAs or clusters) units: that many slots
     (every tile's where `workers` is None)."""
-    if reduce not in ("slots", "peers", "red"):
-        raise ValueError(f"REDUCE = {reduce!r}: expected 'slots', 'peers' or 'red'")
+    if reduce not in ("slots", "peers", "red", "pair"):
+        raise ValueError(f"REDUCE = {reduce!r}: expected 'slots', 'peers', 'red' or 'pair'")
     if streamk and (reduce != "red" or S > 1):
         raise ValueError(f"STREAMK needs REDUCE = 'red' and SPLITK = 1 (got REDUCE = "
                          f"{reduce!r}, SPLITK = {S})")
-    if S == 1 and not streamk:
+    if (S == 1 and not streamk) or reduce == "pair":   # "pair" sums in shared memory
         return {"ws": np.zeros(1, np.float32), "cnt": np.zeros(1, np.uint32)}
     units = -(-(-(-M // BM)) // CM) * -(-N // BN)
     if streamk == "tail" and workers is not None:

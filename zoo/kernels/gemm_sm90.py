@@ -16,6 +16,12 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   232): each owns 64 rows of the 128 x BN tile and issues ``wgmma.m64n{BN}k16`` (``k32`` for fp8)
   on 128B-swizzled descriptors, keeps one group in flight (``wgmma.wait_group 1``) and releases a
   stage as soon as the group reading it retired.
+- **A in its own ring** (ASTAGES > 0, the ``*pb`` variants, docs/TUNING.md "Small M, round
+  3"): at M = 128 every CTA reads the same 128 rows of A (an L2 hit) and its own rows of B
+  (from HBM), but one ring spends 2/3 of each 128 x 64 stage on A. A then gets ASTAGES
+  stages with their own ``a_full``/``a_empty`` mbarriers, B the STAGES stages of
+  ``full``/``empty``, and the producer loads B STAGES - ASTAGES slices ahead of A: more of
+  B's bytes in flight in the same shared memory. One-CTA kernels only.
 - **Epilogue through shared memory and TMA stores** (EPI="tma"): each consumer converts its
   64 x BN accumulators to bf16 (``cvt.rn.bf16x2.f32``), writes them with ``stmatrix.x4`` into
   128B-swizzled 64 x 64 chunks (conflict-free), ``fence.proxy.async.shared::cta``, a named
@@ -48,7 +54,11 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   stores zeros back for the next launch. REDUCE="peers" (``*p`` variants, docs/TUNING.md
   "Small M, round 2"): the slots' plain stores, but the last split keeps its own partial in
   registers and reads only the other S - 1 slots (at S = 2 one round trip, no atomics, no
-  zeroing, bitwise the slots sum).
+  zeroing, bitwise the slots sum). REDUCE="pair" (``gemm_bf16_k2``, the ``*x`` variants,
+  docs/TUNING.md "Small M, round 3"): a tile's two splits are the two CTAs of a cluster;
+  split 1 stores its partial into split 0's shared memory (``st.shared::cluster``, one
+  ``mbarrier.arrive.release.cluster``), split 0 adds it and runs the epilogue: no workspace,
+  no count, the same bits.
 - **Stream-K** (STREAMK, REDUCE="red"): the K slices of all tiles, tile after tile, are dealt
   in equal contiguous runs to the persistent CTAs (or 2-CTA clusters, both CTAs taking the same
   pieces of their paired tiles), so every SM streams the same number of slices whatever the
@@ -231,13 +241,23 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     BK = 128 // esize                       # K elements in one 128-byte row
     a_bytes, b_bytes = BM * 128, BN * 128    # per stage
     elem = T.bf16 if esize == 2 else T.e4m3
-    sA = T.shared(elem, (STAGES, BM, BK), align=1024, swizzle=128, dynamic=True, name="sA")
+    astages = _a_stages(cfg)
+    sA = T.shared(elem, (astages or STAGES, BM, BK), align=1024, swizzle=128, dynamic=True,
+                  name="sA")
     sB = T.shared(elem, (STAGES, BN, BK), align=1024, swizzle=128, dynamic=True, name="sB")
     nbufs = cfg["EPI_BUFS"] if epi == "tma" else 0
     sC = T.shared(T.bf16, (CONSUMERS, max(nbufs, 1), CHUNK, CHUNK), align=1024, swizzle=128,
                   dynamic=True, name="sC") if nbufs else None
     full = T.mbarrier(STAGES, name="full", dynamic=True)
     empty = T.mbarrier(STAGES, name="empty", dynamic=True)
+    # ASTAGES: A's own ring (`a_full`/`a_empty`), `full`/`empty` then count B's bytes alone
+    a_bars = (T.mbarrier(astages, name="a_full", dynamic=True),
+              T.mbarrier(astages, name="a_empty", dynamic=True)) if astages else None
+    pair = _pair(cfg)
+    if pair:  # REDUCE "pair": split 1's partial lands in split 0's shared memory (DSMEM)
+        pair = (T.shared(T.f32, (CONSUMERS, BN // 2 * WG), align=16, dynamic=True, name="sR"),
+                T.mbarrier(CONSUMERS, name="r_full", dynamic=True),
+                T.mbarrier(CONSUMERS, name="r_free", dynamic=True))
     tid = T.tid.x
     wg = tid >> 7
 
@@ -250,18 +270,25 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
         for s in range(STAGES):
             full[s].init(1)
             empty[s].init(CONSUMERS * CM)   # both consumers of every CTA that reads the stage
+        for s in range(astages):
+            a_bars[0][s].init(1)
+            a_bars[1][s].init(CONSUMERS)
+        for w in range(CONSUMERS if pair else 0):
+            pair[1][w].init(1)
+            pair[2][w].init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
-    _cta_or_cluster_sync(CM)
+    _cta_or_cluster_sync(2 if pair else CM)   # the pair's barriers initialized before use
 
     with T.role(wg == 0, dec=PRODUCER_REGS):
         with T.if_(tid == 0):
-            _producer(cfg, sched(), a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes)
+            _producer(cfg, sched(), a_map, b_map, sA, sB, full, empty, a_bars, a_bytes,
+                      b_bytes)
     with T.else_():
         T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
-        _consumer(cfg, sched(), sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scales,
-                  T.tid.x)
-    if CM > 1:  # no CTA may exit while its peer can still arrive on its barriers
-        _cta_or_cluster_sync(CM)
+        _consumer(cfg, sched(), sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M, N,
+                  scales, T.tid.x, pair)
+    if CM > 1 or pair:  # no CTA may exit while its peer can still arrive on its barriers
+        _cta_or_cluster_sync(2)
 
 
 def _cta_or_cluster_sync(CM: int):
@@ -274,9 +301,41 @@ def _cta_or_cluster_sync(CM: int):
         T.ptx.barrier.cluster.wait.acquire()
 
 
-def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes):
+def _pair(cfg) -> bool:
+    """REDUCE "pair" (the ``gemm_bf16_k2`` kernel, docs/TUNING.md "Small M, round 3"): a 2-CTA
+    cluster holds the two K-splits of a tile, so split 1 hands its partial to split 0 through
+    distributed shared memory; refused anywhere else."""
+    if (cfg["REDUCE"] == "pair") != cfg["PAIR"]:
+        raise ValueError("REDUCE = 'pair' is the gemm_bf16_k2 kernel's, and gemm_bf16_k2 "
+                         f"sums through it alone (got REDUCE = {cfg['REDUCE']!r})")
+    if cfg["PAIR"] and (cfg["SPLITK"] != 2 or cfg["STREAMK"] or cfg["EPI_DEFER"]):
+        raise ValueError(f"REDUCE = 'pair' takes SPLITK = 2, no STREAMK or EPI_DEFER (got "
+                         f"SPLITK = {cfg['SPLITK']})")
+    return cfg["PAIR"]
+
+
+def _a_stages(cfg) -> int:
+    """ASTAGES: 0 (A and B share one ring of STAGES), or the depth of A's own ring, shallower
+    than B's (docs/TUNING.md "Small M, round 3"). Only where a CTA's A tile is the one its
+    cluster shares nothing of (CM = 1)."""
+    a, stages = cfg["ASTAGES"], cfg["STAGES"]
+    if a and not 0 < a < stages:
+        raise ValueError(f"ASTAGES = {a!r}: expected 0 (one ring) or 1..STAGES - 1 (A's own "
+                         f"ring, shallower than B's {stages} stages)")
+    if a and cfg["CM"] > 1:
+        raise ValueError("ASTAGES takes one-CTA kernels (CM = 1): a cluster releases B's "
+                         "stages across both CTAs")
+    return a
+
+
+def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bars, a_bytes, b_bytes):
     """One thread: for every unit and K slice, wait until the stage is free in every CTA that
-    reads it, arm `full` with the stage's bytes and issue the TMA loads (B multicast with CM=2)."""
+    reads it, arm `full` with the stage's bytes and issue the TMA loads (B multicast with CM=2).
+
+    With ASTAGES (A's own ring, `a_bars` = (a_full, a_empty)): B runs STAGES - ASTAGES slices
+    ahead of A. Step j of a unit loads B's slice j (j < ke) and A's slice j - lead (j >= kb +
+    lead), so both waits are for the release of slice j - STAGES: the deep ring holds B (the
+    bytes from HBM) in flight, the shallow one A (an L2 hit, the same rows for every CTA)."""
     BN, CM, STAGES, kmajor = cfg["BN"], cfg["CM"], cfg["STAGES"], cfg["B_KMAJOR"]
     BK = 128 // cfg["ESIZE"]
     load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"]
@@ -286,38 +345,61 @@ def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bytes, b_bytes):
     T.ptx.prefetch.tensormap(b_map)
     ring = T.pipeline(STAGES)
     a_base, b_base = sA.ptr(), sB.ptr()
+
+    def load_b(st, k0, n0, bars):  # into stage st, arriving on bars[st]
+        dst = b_base + st * b_bytes
+        if kmajor:   # one box of BN (or BN / 2 per CTA) rows of 128 bytes
+            if CM == 1:
+                load(dst, b_map[k0, n0], bars[st])
+            else:
+                half = sched.rank * (b_bytes // 2)
+                mcast(dst + half, b_map[k0, n0 + sched.rank * (BN // 2)], bars[st], 3)
+        else:        # BN / 64 boxes of BK rows x 64 columns
+            boxes = BN // CHUNK
+            for j in range(boxes // CM):
+                if CM == 1:
+                    load(dst + j * (BK * 128), b_map[n0 + j * CHUNK, k0], bars[st])
+                else:
+                    jj = sched.rank * (boxes // 2) + j
+                    mcast(dst + jj * (BK * 128), b_map[n0 + jj * CHUNK, k0], bars[st], 3)
+
+    def slot(bars, cursor, nbytes):  # wait for the stage's release, arm it with its bytes
+        with T.iket.range("wait_empty"):  # first pass: a fresh barrier counts as released
+            bars[1][cursor.stage].wait(cursor.phase ^ 1)
+        st = cursor.stage
+        bars[0][st].arrive_expect_tx(nbytes)
+        return st
+
+    if a_bars:
+        a_ring, lead = T.pipeline(cfg["ASTAGES"]), STAGES - cfg["ASTAGES"]
     with T.range(sched.first_unit, sched.units, sched.unit_step) as p:
         u = sched.unit(p)
         m0, n0 = u.m0, u.n0
-        with T.range(u.kb, u.ke) as kt:
-            with T.iket.range("wait_empty"):  # first pass: a fresh barrier counts as released
-                empty[ring.stage].wait(ring.phase ^ 1)
-            st = ring.stage
-            full[st].arrive_expect_tx(a_bytes + b_bytes)
-            k0 = kt * BK
-            load(a_base + st * a_bytes, a_map[k0, m0], full[st])
-            dst = b_base + st * b_bytes
-            if kmajor:   # one box of BN (or BN / 2 per CTA) rows of 128 bytes
-                if CM == 1:
-                    load(dst, b_map[k0, n0], full[st])
-                else:
-                    half = sched.rank * (b_bytes // 2)
-                    mcast(dst + half, b_map[k0, n0 + sched.rank * (BN // 2)], full[st], 3)
-            else:        # BN / 64 boxes of BK rows x 64 columns
-                boxes = BN // CHUNK
-                for j in range(boxes // CM):
-                    if CM == 1:
-                        load(dst + j * (BK * 128), b_map[n0 + j * CHUNK, k0], full[st])
-                    else:
-                        jj = sched.rank * (boxes // 2) + j
-                        mcast(dst + jj * (BK * 128), b_map[n0 + jj * CHUNK, k0], full[st], 3)
-            ring.advance()
+        if not a_bars:
+            with T.range(u.kb, u.ke) as kt:
+                st = slot((full, empty), ring, a_bytes + b_bytes)
+                k0 = kt * BK
+                load(a_base + st * a_bytes, a_map[k0, m0], full[st])
+                load_b(st, k0, n0, full)
+                ring.advance()
+        else:
+            with T.range(u.kb, u.ke + lead) as j:
+                with T.if_(j < u.ke):
+                    st = slot((full, empty), ring, b_bytes)
+                    load_b(st, j * BK, n0, full)
+                    ring.advance()
+                with T.if_(j >= u.kb + lead):
+                    st = slot(a_bars, a_ring, a_bytes)
+                    load(a_base + st * a_bytes, a_map[(j - lead) * BK, m0], a_bars[0][st])
+                    a_ring.advance()
 
 
-def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scales, tid):
+def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M, N, scales,
+              tid, pair=None):
     """One warpgroup: 64 rows of every unit; wgmma with one group in flight, stage release, then
     (split-K: the reduction, by the split that finishes a tile last) the epilogue (fp8: scaled
-    by scale_a * scale_b, loaded once)."""
+    by scale_a * scale_b, loaded once). With A's own ring (`a_bars`) a slice waits for both
+    stages and releases both."""
     BN, STAGES, CM, esize = cfg["BN"], cfg["STAGES"], cfg["CM"], cfg["ESIZE"]
     kmajor = cfg["B_KMAJOR"]
     BK = 128 // esize
@@ -333,8 +415,12 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
     acc = T.fragment(T.f32, BN // 2)
     ring = T.pipeline(STAGES)
     prev = T.reg(T.u32, init=0)               # the stage of the previous K slice
+    if a_bars:                                # A's ring: its own cursor and previous stage
+        a_ring, a_prev = T.pipeline(cfg["ASTAGES"]), T.reg(T.u32, init=0)
     leader = (tid & (WG - 1)) == 0
-    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if _reduces(cfg) else None
+    flag = T.shared(T.u32, (CONSUMERS,), name="flag") if _reduces(cfg) and not pair else None
+    if pair:    # (sR, r_full, r_free, the parity of this unit's hand-over)
+        pair = (*pair, T.reg(T.u32, init=0))
     da0 = desc(sA.ptr() + cw * (64 * 128), 16, 1024)
     db0 = desc(sB.ptr(), 16, 1024) if kmajor else desc(sB.ptr(), BK * 128, 1024)
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
@@ -357,6 +443,8 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
 
     def release(stage):
         empty[stage].arrive()
+        if a_bars:
+            a_bars[1][a_prev].arrive()
         if CM > 1:  # the default (.release.cta) arrive: what must be ordered are this CTA's wgmma
             # reads (retired by wait_group) before the peer's TMA writes into this CTA; nothing
             # generic is published to the peer. `.release.cluster` costs a MEMBAR.ALL.GPU per slice
@@ -366,9 +454,12 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
         u = sched.unit(p)
         with T.range(u.kb, u.ke) as kt:
             st = ring.stage
+            ast = a_ring.stage if a_bars else st
             with T.iket.range("wait_full"):
                 full[st].wait(ring.phase)
-            da = da0 + T.ptx.cvt.u64.u32(st * (a_bytes >> 4))
+                if a_bars:
+                    a_bars[0][ast].wait(a_ring.phase)
+            da = da0 + T.ptx.cvt.u64.u32(ast * (a_bytes >> 4))
             db = db0 + T.ptx.cvt.u64.u32(st * (b_bytes >> 4))
             accumulate = kt != u.kb  # scale-d: a unit's first K slice overwrites the accumulators
             with T.iket.range("mma"):
@@ -397,6 +488,9 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
                     pending.set(False)
             prev.set(st)
             ring.advance()
+            if a_bars:
+                a_prev.set(ast)
+                a_ring.advance()
         T.ptx.wgmma.wait_group.sync.aligned(0)
         with T.if_(leader):
             release(prev)
@@ -425,6 +519,9 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, c_map, c, ws, cnt, M, N, scal
             with T.if_(u.partial, uniform=True):
                 last.set(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader))
             with T.if_(last, uniform=True):   # one copy of the epilogue, not one per branch
+                finish()
+        elif pair:
+            with T.if_(_reduce_pair(cfg, acc, pair, cw, tid, leader), uniform=True):
                 finish()
         else:
             with T.if_(_splitk_reduce(cfg, acc, ws, cnt, flag, u, cw, tid, leader),
@@ -529,6 +626,56 @@ def _reduce_peers(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
     commutes); at S > 2 the last adds the others starting after its own split, so the order,
     and the last bits, follow the arrivals (within one bf16 ulp, as "red")."""
     return _reduce_slots(cfg, acc, ws, cnt, flag, u, cw, tid, leader, keep_own=True)
+
+
+def _reduce_pair(cfg, acc, pair, cw, tid, leader):
+    """REDUCE "pair": the tile's two splits are the two CTAs of a cluster (rank = split, the
+    persistent schedule's unit p = ctaid + i * nctaid with an even grid). Split 1 waits until
+    split 0 freed its receive buffer (`r_free`, in split 1's CTA; the first unit passes on the
+    fresh barrier), stores its partial there (``mapa`` + ``st.shared::cluster.v4.f32``,
+    lane-contiguous), a named barrier of the warpgroup, and one thread arrives on split 0's
+    `r_full` (``mbarrier.arrive.release.cluster``: publishes every thread's stores). Split 0
+    waits for it (``try_wait.acquire.cluster``), adds the buffer to its own accumulators
+    (``ld.shared.v4.f32``), a named barrier, and one thread frees the buffer on split 1's
+    `r_free`. No workspace, no gpu-scope fence, no atomic, no L2 round trip: one DSMEM hop
+    where "peers" takes a store, the count and a load through the L2. Split 0 keeps its own
+    partial and adds split 1's: bitwise the "slots" sum. Returns "this CTA is split 0"."""
+    sR, r_full, r_free, par = pair
+    nvec = cfg["BN"] // 8
+    rank = T.cluster_ctarank()
+    t = tid & (WG - 1)
+    mine = sR.ptr() + cw * (nvec * WG * 16) + (t << 4)
+    bar_id = 1 + cw
+    first = rank == 0
+    with T.if_(~first, uniform=True):
+        _wait_cluster(r_free[cw], par ^ 1)
+        dst = T.ptx.mapa.shared__cluster.u32(mine, 0)
+        for j in range(nvec):
+            T.ptx.st.shared__cluster.v4.f32(dst + j * (WG * 16), [acc[4 * j + i] for i in range(4)])
+        T.ptx.bar.sync(bar_id, WG)
+        with T.if_(leader):
+            peer = T.ptx.mapa.shared__cluster.u32(_ptr(r_full) + cw * 8, 0)
+            T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(T.sink, peer)
+    with T.else_():
+        _wait_cluster(r_full[cw], par)
+        for j in range(nvec):
+            v = T.ptx.ld.shared.v4.f32(mine + j * (WG * 16))
+            for i in range(4):
+                acc[4 * j + i].set(T.ptx.add.rn.f32(acc[4 * j + i], v[i]))
+        T.ptx.bar.sync(bar_id, WG)
+        with T.if_(leader):
+            peer = T.ptx.mapa.shared__cluster.u32(_ptr(r_free) + cw * 8, 1)
+            T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(T.sink, peer)
+    par.set(par ^ 1)
+    return first
+
+
+def _wait_cluster(bar, parity):
+    """``mbarrier.try_wait.parity.acquire.cluster`` in a loop: the arrival came from the peer
+    CTA (a release at cluster scope), so the acquire is at cluster scope too."""
+    with T.loop():
+        done = T.ptx.mbarrier.try_wait.parity.acquire.cluster.shared__cta.b64(bar, parity)
+        T.break_(done)
 
 
 def _reduce_red(cfg, acc, ws, cnt, flag, u, cw, tid, leader):
@@ -638,36 +785,42 @@ def _epilogue_direct(cfg, acc, c, M, N, m0, n0, cw, tid, scale):
 
 # --- kernels: one body, four launch shapes -----------------------------------------------------
 
-def _grid(CM: int):
-    """The persistent grid: one CTA per SM (SMS), never more CTAs than work units."""
+def _grid(CM: int, pair: bool = False):
+    """The persistent grid: one CTA per SM (SMS), never more CTAs than work units; `pair`
+    (2-CTA clusters over the K-splits): an even count, so that CTAs 2c and 2c + 1 always take
+    the two splits of one tile."""
     def grid(M, N, K, BN, SPLITK, SMS, STREAMK):
         units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * SPLITK
         if STREAMK:  # every worker gets >= 1 slice: at least cdiv(K, 128) slices per unit
             units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * T.cdiv(K, 128)
+        if pair:
+            return (2 * min(SMS // 2, units // 2),)
         return (CM * min(SMS // CM, units),)
     return grid
 
 
-def _launch(name: str, CM: int):
+def _launch(name: str, CM: int, pair: bool = False):
     """``@T.kernel`` for a body: 384 threads, register cap at entry (setmaxnreg needs it), a
-    cluster of CM CTAs along M when CM > 1."""
-    return T.kernel(grid=_grid(CM), block=WG * (1 + CONSUMERS), min_blocks=1,
-                    cluster=(CM, 1, 1) if CM > 1 else None, name=name)
+    cluster of CM CTAs along M when CM > 1, or of a tile's two K-splits (`pair`)."""
+    return T.kernel(grid=_grid(CM, pair), block=WG * (1 + CONSUMERS), min_blocks=1,
+                    cluster=(2, 1, 1) if CM > 1 or pair else None, name=name)
 
 
-def _bf16_kernel(name: str, CM: int):
+def _bf16_kernel(name: str, CM: int, pair: bool = False):
     def kernel(a_map: T.tensormap, b_map: T.tensormap, c_map: T.tensormap, c: T.gptr[T.bf16],
                a: T.gptr[T.bf16], b: T.gptr[T.bf16], ws: T.gptr[T.f32], cnt: T.gptr[T.u32],
                M: T.u32, N: T.u32, K: T.u32, BN: T.const = 256, STAGES: T.const = 4,
                B_KMAJOR: T.const = True, EPI: T.const = "tma", EPI_BUFS: T.const = 2,
-               GROUP: T.const = 16 // CM, RASTER: T.const = "m", SPLITK: T.const = 1,
-               REDUCE: T.const = "slots", STREAMK: T.const = False, SMS: T.const = H200_SMS,
-               EPI_DEFER: T.const = False):
+               GROUP: T.const = 16 // CM, RASTER: T.const = "m",
+               SPLITK: T.const = 2 if pair else 1, REDUCE: T.const = "pair" if pair else "slots",
+               STREAMK: T.const = False, SMS: T.const = H200_SMS, EPI_DEFER: T.const = False,
+               ASTAGES: T.const = 0):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER)
+                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=ASTAGES,
+                   PAIR=pair)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
-    return _launch(name, CM)(kernel)
+    return _launch(name, CM, pair)(kernel)
 
 
 def _fp8_kernel(name: str, CM: int):
@@ -681,13 +834,15 @@ def _fp8_kernel(name: str, CM: int):
                EPI_DEFER: T.const = False):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
-                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER)
+                   REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=0,
+                   PAIR=False)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 
 
 gemm_bf16 = _bf16_kernel("gemm_bf16", 1)
 gemm_bf16_c2 = _bf16_kernel("gemm_bf16_c2", 2)
+gemm_bf16_k2 = _bf16_kernel("gemm_bf16_k2", 1, pair=True)   # a tile's two K-splits per cluster
 gemm_fp8 = _fp8_kernel("gemm_fp8", 1)
 gemm_fp8_c2 = _fp8_kernel("gemm_fp8_c2", 2)
 
@@ -732,6 +887,17 @@ VARIANTS = {
     "t64k2": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2),
     "t64k2p": dict(BN=64, STAGES=8, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
     "t64k2p9d": dict(BN=64, STAGES=9, EPI="direct", SPLITK=2, REDUCE="peers"),
+    # small M, round 3 (docs/TUNING.md "Small M, round 3"): A in its own ring of 4 stages,
+    # B's ring deeper ("b12": 96 KB of B in flight per SM, "b18": 144 KB, against t64k2p's
+    # 64 KB), and the direct epilogue at 8 stages ("d": what t64k2p9d's loss came from)
+    "t64k2pb12": dict(BN=64, STAGES=12, ASTAGES=4, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
+    "t64k2pb18": dict(BN=64, STAGES=18, ASTAGES=4, EPI_BUFS=1, SPLITK=2, REDUCE="peers"),
+    "t64k2pd": dict(BN=64, STAGES=8, EPI="direct", SPLITK=2, REDUCE="peers"),
+    # the two splits of a tile in a 2-CTA cluster (gemm_bf16_k2), summed through distributed
+    # shared memory (REDUCE "pair": 32 KB of receive buffer): one ring of 7 stages, or A's 4
+    # and B's 12 as t64k2pb12
+    "t64k2x7": dict(BN=64, STAGES=7, EPI_BUFS=1, SPLITK=2, REDUCE="pair"),
+    "t64k2xb12": dict(BN=64, STAGES=12, ASTAGES=4, EPI_BUFS=1, SPLITK=2, REDUCE="pair"),
     # stream-K: every SM the same number of K slices, pieces of a tile summed as by "r"
     "t128sk": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
     "t256sk": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK=True, REDUCE="red"),
@@ -776,6 +942,13 @@ LOWM = {(128, 4096, 4096): [("c1", "t64k2r"), ("c1", "t64k2"), ("c1", "t64k2p"),
                             ("c1", "t64k2p9d")],
         (512, 1024, 7168): [("c1", "t64k2r"), ("c1", "t64k2p"), ("c1", "t64k2p9d"),
                             ("c2", "t64k2p")]}
+# small M, round 3 (role "small3", docs/TUNING.md "Small M, round 3"): the one shape still
+# below 0.95x after session 11's small2 call, t64k2p beside B's deeper rings and the direct
+# epilogue at 8 stages; 512 x 4096 x 4096 as the check that the shared body did not regress
+# (its main, c2 t128) and what the deep ring does where B is read by 4 tile rows
+LOWM3 = {(128, 4096, 4096): [("c1", "t64k2p"), ("c1", "t64k2pb12"), ("c1", "t64k2pb18"),
+                             ("c1", "t64k2pd"), ("k2", "t64k2x7"), ("k2", "t64k2xb12")],
+         (512, 4096, 4096): [("c2", "t128"), ("c1", "t64k2p"), ("c1", "t64k2pb18")]}
 # where the technique sweep also times the 3-stage whole-tile epilogue and the N-major B
 SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (2048, 4096, 4096)]
 
@@ -796,9 +969,10 @@ WAVE[2048, 1024, 7168] = ["t128skt", "t256skt"]
 
 def plan(M, N, K) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
-    2-CTA cluster), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
+    2-CTA cluster) or "k2" (a tile's two K-splits in a cluster: LOWM3's only), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
     other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL) or "wave"
-    (the stream-K tail at M >= 2048, WAVE) or "lowm" (small M, round 2: LOWM). The prediction
+    (the stream-K tail at M >= 2048, WAVE) or "lowm" (small M, round 2: LOWM) or "small3"
+    (round 3: LOWM3). The prediction
     counts tiles against 132 SMs. A (kernel, variant) may come with several roles."""
     if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
         out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
@@ -823,6 +997,7 @@ def plan(M, N, K) -> list:
     out += [("c1", v, "small") for v in SMALL.get((M, N, K), [])]
     out += [("c2", v, "wave") for v in WAVE.get((M, N, K), [])]
     out += [(kern, v, "lowm") for kern, v in LOWM.get((M, N, K), [])]
+    out += [(kern, v, "small3") for kern, v in LOWM3.get((M, N, K), [])]
     return out
 
 
@@ -837,7 +1012,7 @@ def _large(kernel: str, fp8: bool) -> list:
             continue
         roles = {}               # variant -> its roles, in plan order
         for kern, v, role in plan(M, N, K):
-            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm")):  # bf16's
+            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm", "small3")):
                 roles.setdefault(v, []).append(role)
         for v, tags in roles.items():
             p = dict(VARIANTS[v], M=M, N=N, K=K)
@@ -870,9 +1045,10 @@ def _bf16_baselines(peers: bool) -> list:
 
 def _bf16_suites(kernel, small: list):
     """Two suites of one kernel: the shapes pyptx takes get it as a second baseline. Each has
-    small cases (the smallest is what sync_check runs)."""
+    small cases (the smallest is what sync_check runs). gemm_bf16_k2 (LOWM3's, at M = 128
+    only, which pyptx does not take) has the first alone: (suite, None)."""
     CM = 2 if kernel.name.endswith("_c2") else 1
-    large = _large(f"c{CM}", fp8=False)
+    large = _large("k2" if kernel.name.endswith("_k2") else f"c{CM}", fp8=False)
     common = dict(inputs=bf16_inputs(BM, CM, H200_SMS), reference=bf16_reference, outputs=["c"],
                   tolerance=BF16_TOLERANCE, flops=lambda M, N, K: 2 * M * N * K,
                   bytes=lambda M, N, K: 2 * (M * K + N * K + M * N))
@@ -881,7 +1057,10 @@ def _bf16_suites(kernel, small: list):
     peers = [c for c in large if _peer_ok(c)]
     rest = [c for c in large if not _peer_ok(c)]
     peer_small = [T.case("m256n256k64", M=256, N=256, K=64, B_KMAJOR=True)]
-    return (T.suite(kernel, cases=small + rest, baselines=_bf16_baselines(False), **common),
+    first = T.suite(kernel, cases=small + rest, baselines=_bf16_baselines(False), **common)
+    if not peers and kernel.name.endswith("_k2"):
+        return first, None
+    return (first,
             T.suite(kernel, cases=peer_small + peers, baselines=_bf16_baselines(True), **common))
 
 
@@ -909,6 +1088,15 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            REDUCE="peers", SMS=4),
     T.case("m200n136k600_bn64_peers_s9_direct", M=200, N=136, K=600, BN=64, STAGES=9,
            EPI="direct", SPLITK=2, REDUCE="peers", SMS=4),
+    # A in its own ring (ASTAGES): B 4 slices ahead of A, 12 units of 2-3 slices on 4 CTAs
+    # (every unit shorter than the lead); unsplit 10-slice tiles, 3 per CTA, both rings
+    # wrapping; N-major B
+    T.case("m200n136k296_bn64_peers_a2", M=200, N=136, K=296, BN=64, STAGES=6, ASTAGES=2,
+           EPI_BUFS=1, SPLITK=2, REDUCE="peers", SMS=4),
+    T.case("m200n136k600_bn64_a2", M=200, N=136, K=600, BN=64, STAGES=5, ASTAGES=2,
+           EPI_BUFS=1, SMS=2),
+    T.case("m200n136k200_kn_a3", M=200, N=136, K=200, B_KMAJOR=False, BN=128, STAGES=4,
+           ASTAGES=3, EPI_BUFS=1, SMS=1),
     T.case("m200n136k296_streamk", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            STREAMK=True, REDUCE="red", SMS=4),  # 30 slices of 6 tiles on 4 CTAs: 7, 8, 7, 8;
                                                 # tiles 0, 2, 3, 5 whole, 1 and 4 in two pieces
@@ -954,6 +1142,19 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER=True),
     T.case("m200n264k232_streamk_tail_defer_spread", M=200, N=264, K=232, BN=128, STAGES=3,
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER="spread"),
+])
+
+
+# the two K-splits of a tile in a 2-CTA cluster, summed through distributed shared memory:
+# 4 tiles with tails on 2 clusters, units of one and two slices, the receive buffer handed
+# back and reused, with the direct epilogue, and the same with A's own ring (numsim and
+# sync_check clean; larger cases, where sync_check stops at its state bound, are numsim-
+# checked in tests/zoo/test_gemm_sm90.py)
+SUITE_K2, _ = _bf16_suites(gemm_bf16_k2, [
+    T.case("m130n135k136_pair_direct", M=130, N=135, K=136, BN=128, STAGES=2, EPI="direct",
+           SPLITK=2, REDUCE="pair", SMS=4),
+    T.case("m130n135k72_pair_a1_direct", M=130, N=135, K=72, BN=128, STAGES=3, ASTAGES=1,
+           EPI="direct", SPLITK=2, REDUCE="pair", SMS=4),
 ])
 
 
