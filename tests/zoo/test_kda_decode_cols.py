@@ -1,0 +1,159 @@
+"""zoo/kernels/kda_decode_cols.py: kda_decode's small cases, odd sizes and rings that wrap (every
+token count, saturated gates) in numsim against the float64 recurrence; sync_check clean, and
+each ordering of the producer/compute hand-back shown to be load-bearing (without it, sync_check
+reports the race); the padded chunks keep the state's shared accesses conflict-free (and the
+unpadded layout would not); the rotated rows' gate sources are load-bearing; one CTA per SM
+without spills; refused shapes."""
+
+import importlib.util
+import sys
+
+import pytest
+
+import tirxh.lang as T
+
+from ._zoo import ZOO, check, load, resident_ctas_per_sm, small_cases, spills, sync_race
+
+MOD = load("kda_decode_cols")
+BULK = load("kda_decode_bulk")
+RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2")
+
+
+@pytest.mark.parametrize("suite,case", small_cases(MOD.SUITE))
+def test_small_cases_match_the_reference_in_numsim(suite, case):
+    res = check(suite, case)
+    assert res.verdict == "clean", [f.message for f in res.findings]
+
+
+def test_the_small_cases_cover_odd_sizes_every_token_count_and_saturated_gates():
+    small = [c.params for c in MOD.SUITE.cases if c.small]
+    assert {p["TT"] for p in small} == {1, 2, 3, 4}
+    assert any(p.get("gate") == "deep" and p.get("CTAS") == 1 for p in small)
+    # a CTA walks more heads than the ring has stages (the stages are refilled)
+    assert any(-(-p["N"] * p["H"] // p.get("CTAS", 132)) > 3 for p in small)
+
+
+def test_the_ring_is_clean_under_sync_check():
+    """Two CTAs walk 4 and 3 heads through 3 stages: each stage is handed back by the compute
+    warps' mbarrier, stored, and refilled behind its store."""
+    assert MOD.SUITE.grid(RING) == (2, 1, 1)
+    sync, race = sync_race(MOD.SUITE, RING)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+    assert "events checked" in race.summary
+
+
+def _mutant(tmp_path, edits):
+    """kda_decode_cols with each (old, new) of `edits` replaced once, as a module of its own."""
+    src = (ZOO / "kda_decode_cols.py").read_text()
+    for old, new in edits:
+        assert src.count(old) == 1, old
+        src = src.replace(old, new)
+    path = tmp_path / "kda_decode_cols_mutant.py"
+    path.write_text(src)
+    sys.path.insert(0, str(ZOO))     # its import of kda_decode (and kda_ref)
+    try:
+        spec = importlib.util.spec_from_file_location("kda_decode_cols_mutant", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(ZOO))
+    return mod
+
+
+@pytest.mark.parametrize("old,new,code", [
+    ("done[ring.stage].wait(ring.phase)", "pass", "race.read-write"),
+    ("done[s].init(32 * WARPS)", "done[s].init(32)", "mbarrier.phase-overrun"),
+    ("T.ptx.cp.async_.bulk.wait_group.read(1)", "pass", "race.stage-reuse"),
+    ("T.ptx.fence.proxy.async_.shared__cta()", "pass", "proxy.missing-fence"),
+], ids=["no-done-wait", "one-warp-hands-back", "no-wait-group-read", "no-proxy-fence"])
+def test_each_ordering_of_the_hand_back_is_needed(tmp_path, old, new, code):
+    """The producer storing a stage before the compute warps wrote it back (no wait, or a
+    barrier whose phase one warp completes: the others overrun it), refilling it before its store has read it, the threads'
+    writes not fenced for the copy engine: each is a finding."""
+    mod = _mutant(tmp_path, [(old, new)])
+    found = [f for r in sync_race(mod.SUITE, RING) for f in r.findings]
+    assert code in {f.kind for f in found}, sorted({f.kind for f in found})
+
+
+def _state_wavefronts(suite, case):
+    """(accesses, wavefronts) of the compute warps' 16-byte f32 shared loads and stores in one
+    simulated launch: a 16-byte access is served a quarter warp (8 lanes) at a time, each quarter
+    in as many wavefronts as the most distinct 4-byte words that one of the 32 banks holds."""
+    numsim = pytest.importorskip("tirxh_numsim")
+    from tirxh_numsim.events import MemAccess
+    res = numsim.run(suite.kernel, suite.make_inputs(case), consts=suite.consts(case),
+                     grid=suite.grid(case), trace=True)
+    accesses = wavefronts = 0
+    pending: dict = {}      # numsim records a vector access as one event per element, in order
+    for e in res.trace.of_kind(MemAccess):
+        if e.space != "shared" or e.instr is None or not e.instr.spelling.endswith("v4.f32"):
+            continue
+        parts = pending.setdefault((e.cta, e.warp, id(e.instr)), [])
+        parts.append(e)
+        if len(parts) < 4:
+            continue
+        del pending[(e.cta, e.warp, id(e.instr))]
+        accesses += 1
+        for quarter in range(4):
+            banks: dict = {}
+            for lane, start, end in (r for p in parts for r in p.ranges):
+                if lane // 8 == quarter:
+                    for word in range(start // 4, end // 4):
+                        banks.setdefault(word % 32, set()).add(word)
+            wavefronts += max((len(w) for w in banks.values()), default=0)
+    assert not pending, "a 16-byte access recorded in other than 4 element events"
+    return accesses, wavefronts
+
+
+def test_the_padded_chunks_make_the_state_accesses_conflict_free(tmp_path):
+    """Every ld/st.shared.v4.f32 of the state takes the minimum of 4 wavefronts (one a quarter
+    warp), as kda_decode_bulk's whole rows; without the 64 bytes of padding the two rg of a
+    quarter warp meet on the same 16 banks: 8."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "n2_h2_t1")
+    n, waves = _state_wavefronts(MOD.SUITE, case)
+    assert n == 2 * 4 * 8 * 16 and waves == 4 * n          # 4 heads x 8 warps x 16 rows x 2
+    flat = _mutant(tmp_path, [("CSTRIDE = CROWS * V + 16", "CSTRIDE = CROWS * V")])
+    n2, waves2 = _state_wavefronts(flat.SUITE, case)
+    assert (n2, waves2) == (n, 8 * n)
+
+
+def test_the_rotated_rows_take_their_decays_from_the_rotated_lanes(tmp_path):
+    """An odd rg walks its rows from its second chunk: the gate's source lanes follow (a mutant
+    reading the unrotated lanes decays the wrong rows and leaves the reference's tolerance)."""
+    mod = _mutant(tmp_path, [("((i + 2 * odd) & 3)", "(i & 3)")])
+    case = next(c for c in mod.SUITE.cases if c.name == "n1_h3_t4_deep")
+    assert check(mod.SUITE, case).verdict != "clean"
+
+
+def test_one_persistent_cta_per_sm_without_spills():
+    """Three 70 KB stages fill an SM's shared memory: one CTA of 9 warps per SM, the grid (132)
+    one wave; the 64 state registers and the tokens' rows fit without spilling."""
+    big = {c.name: c for c in MOD.SUITE.cases if not c.small}
+    assert set(big) == {c.name for c in BULK.SUITE.cases if not c.small}
+    assert all("ring" in c.tags for c in big.values())
+    assert MOD.SUITE.grid(big["n256_h64_t1"]) == (132, 1, 1)
+    assert MOD.SUITE.grid(big["n64_h64_t4_c128"]) == (128, 1, 1)
+    assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
+    assert spills(MOD.SUITE) == {}
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(N=2, H=2, TT=5), r"TT=5 tokens per sequence must be in \[1, 4\] \(decode\)"),
+    (dict(N=2, H=2, STAGES=2), r"STAGES=2: the ring needs 3 stages or more"),
+    (dict(N=2, H=2, TT=1, STAGES=4), r"STAGES=4, TT=1: 270512 bytes of shared memory exceed"),
+    (dict(N=2, H=2, CTAS=0), r"CTAS=0 must be >= 1"),
+])
+def test_refused_shapes_name_the_case_and_the_rule(params, match):
+    with pytest.raises(ValueError, match=r"case 'bad': " + match):
+        T.suite(MOD.kda_decode_cols, inputs=MOD.D.inputs, reference=MOD.D.reference,
+                outputs=["o"], constraints=MOD.constraints, cases=[T.case("bad", **params)])
+
+
+def test_inputs_and_reference_are_kda_decodes():
+    """The same functions and runtime parameters as kda_decode and kda_decode_bulk:
+    benchmarks/bench_with.py --share-inputs makes a shape's arrays and reference once for all."""
+    assert MOD.SUITE.inputs is MOD.D.SUITE.inputs is BULK.SUITE.inputs
+    assert MOD.SUITE.reference is MOD.D.SUITE.reference
+    assert (list(map(repr, MOD.kda_decode_cols.runtime_params))
+            == list(map(repr, MOD.D.kda_decode.runtime_params)))
+    assert MOD.SUITE.tolerance == MOD.D.SUITE.tolerance
