@@ -225,7 +225,7 @@ SUITE = T.suite(
     kda_decode_cols, inputs=D.inputs, reference=D.reference, outputs=["o", "state"],
     inplace=["state"], constraints=constraints,
     # kda_decode's cases (its large ones tagged "ring", as kda_decode_bulk's: kda_bench.sh's
-    # decodecols group times both), odd sizes with rings that wrap (two CTAs walk 4 and 3
+    # smoke leaves them out, its decodecols group times them after kda_decode_bulk's), odd sizes with rings that wrap (two CTAs walk 4 and 3
     # heads, one CTA 9 and one 5 of odd N H), every token count with saturated gates
     cases=[c if c.small else T.case(c.name, small=False, tags=("ring",), **c.params)
            for c in D.SUITE.cases] + [
