@@ -33,9 +33,12 @@ copy bandwidth). Here no sum crosses a warp:
   from the second chunk (register i holds row 16rg + (i + 8 (rg mod 2)) mod 16): the two rg of a
   quarter warp read chunks of opposite parity, 32 banks, 4 wavefronts a 512-byte access, as
   kda_decode_bulk's rows. 16 copies a head and direction instead of 4; the same bytes.
-- The gate: lane l computes the decays of rows 4l .. 4l + 3 (12 MUFU, not kda_decode's 48) and
-  16 ``shfl.sync.idx`` give each lane its rows' decays (source lane 4rg + ((i / 4 + 2 (rg mod 2))
-  mod 4), element i mod 4: the rotation above, lane-constant sources).
+- The gate: lane l computes the decays of rows 4l .. 4l + 3 (12 MUFU, not kda_decode's 48; the
+  flush-to-zero ``ex2``/``rcp``, exact here: `_decay_ftz`) and 16 ``shfl.sync.idx`` give each
+  lane its rows' decays (source lane 4rg + ((i / 4 + 2 (rg mod 2)) mod 4), element i mod 4: the
+  rotation above, lane-constant sources). The head's plain loads (A_log, 4 dt_bias, TT beta)
+  are made a head ahead, so their latency (the long-scoreboard stalls of kda_decode_bulk's
+  profile) passes under the previous head's tokens.
 
 Numerics: kda_decode's (f32 state, ``ex2``/``rcp``/``rsqrt.approx``, the same gate, norms and
 butterfly); only an odd rg's 16-row sums run in the rotated row order.
@@ -60,7 +63,8 @@ import tirxh.lang as T
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_decode as D  # noqa: E402 - after the path that finds it
-from kda_decode import (FULL, K, V, _butterfly, _decay, _decay_and_sums,  # noqa: E402
+import kda_ref as R  # noqa: E402
+from kda_decode import (FULL, K, LOG2E, V, _butterfly, _decay_and_sums,  # noqa: E402
                         _store_o, _unpack, _update)
 
 TAGS = ("memory-bound", "tma", "mbarrier-pipeline", "persistent", "warp-specialized",
@@ -73,6 +77,18 @@ CROWS = 8                     # state rows per chunk (one bulk copy of 4 KB)
 CHUNKS = K // CROWS
 CSTRIDE = CROWS * V + 16      # f32 per chunk in shared memory: 64 bytes of padding (bank 16)
 SMEM_LIMIT = 227 * 1024       # the H200's shared memory per CTA
+
+
+def _decay_ftz(g, c1, c0):
+    """kda_decode's `_decay` (the decay exp(g) of a row from its raw gate) with the flush-to-zero
+    ``ex2`` and ``rcp``: one MUFU each, where the IEEE forms add an FSETP and two FMUL that
+    scale subnormals (~9 instructions a row, ~7% of a token's). Exact here: a subnormal
+    exponent flushed to 0 gives 2^0 = 1 as it would, a subnormal exp(-z) flushed to 0 leaves
+    1 + exp(-z) = 1 as rounding would, and 1 + exp(-z) >= 1 and the decay in [e^-5, 1] are
+    never subnormal."""
+    e = T.ptx.ex2.approx.ftz.f32(T.ptx.min.f32(T.ptx.fma.rn.f32(g, c1, c0), 64.0))
+    sig = T.ptx.rcp.approx.ftz.f32(e + 1.0)
+    return T.ptx.ex2.approx.ftz.f32(sig * (R.LOWER_BOUND * LOG2E))
 
 
 def _grid(N, H, CTAS):
@@ -175,7 +191,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             hd, n, h = head_of(j)
             # exp(-z) = 2^(c1 g_raw + c0), c1 = -exp(A_log) log2(e), c0 = c1 dt_bias (the gate
             # of rows 4 lane .. + 3); then the next head's loads (the last head reloads its own)
-            c1 = T.ptx.ex2.approx.f32(ahead[0] * D.LOG2E) * -D.LOG2E
+            c1 = T.ptx.ex2.approx.f32(ahead[0] * LOG2E) * -LOG2E
             c0 = [c1 * x for x in ahead[1:5]]
             bts = [T.ptx.cvt.f32.bf16(b) for b in ahead[5:]]
             plain_loads(T.ptx.min.u32(j + 1, mine - 1))
@@ -190,8 +206,8 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                 qr = [x for w in words[:8] for x in _unpack(w)]
                 kr = [x for w in words[8:] for x in _unpack(w)]
                 gw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 2, 4 * lane))
-                dec = [_decay(g, c1, c0[e]) for e, g in enumerate(x for w in gw
-                                                                  for x in _unpack(w))]
+                dec = [_decay_ftz(g, c1, c0[e]) for e, g in enumerate(x for w in gw
+                                                                      for x in _unpack(w))]
                 vw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 3, col))
                 vc = [x for w in vw for x in _unpack(w)]
                 part = _decay_and_sums(S, kr, qr, lambda i: T.ptx.mov.f32(
