@@ -68,8 +68,8 @@ def _mutant(tmp_path, edits):
 ], ids=["no-done-wait", "one-warp-hands-back", "no-wait-group-read", "no-proxy-fence"])
 def test_each_ordering_of_the_hand_back_is_needed(tmp_path, old, new, code):
     """The producer storing a stage before the compute warps wrote it back (no wait, or a
-    barrier whose phase one warp completes: the others overrun it), refilling it before its store has read it, the threads'
-    writes not fenced for the copy engine: each is a finding."""
+    barrier whose phase one warp completes: the others overrun it), refilling it before its
+    store has read it, the threads' writes not fenced for the copy engine: each a finding."""
     mod = _mutant(tmp_path, [(old, new)])
     found = [f for r in sync_race(mod.SUITE, RING) for f in r.findings]
     assert code in {f.kind for f in found}, sorted({f.kind for f in found})

@@ -241,8 +241,9 @@ SUITE = T.suite(
     kda_decode_cols, inputs=D.inputs, reference=D.reference, outputs=["o", "state"],
     inplace=["state"], constraints=constraints,
     # kda_decode's cases (its large ones tagged "ring", as kda_decode_bulk's: kda_bench.sh's
-    # smoke leaves them out, its decodecols group times them after kda_decode_bulk's), odd sizes with rings that wrap (two CTAs walk 4 and 3
-    # heads, one CTA 9 and one 5 of odd N H), every token count with saturated gates
+    # smoke leaves them out, its decodecols group times them after kda_decode_bulk's), odd
+    # sizes with rings that wrap (two CTAs walk 4 and 3 heads, one CTA 9, one 5 with saturated
+    # gates, three CTAs 5 each of 15 heads), every token count
     cases=[c if c.small else T.case(c.name, small=False, tags=("ring",), **c.params)
            for c in D.SUITE.cases] + [
         T.case("n7_h1_t2_c2", N=7, H=1, TT=2, CTAS=2),
