@@ -136,7 +136,7 @@ def test_decodecols_times_the_column_warps_after_the_bulk_ring_in_one_job():
     cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2", "n64_h64_t4_c128"]
     assert jobs["decodecols"] == ([f"kda_decode_bulk[{c}]" for c in cases]
                                   + [f"kda_decode_cols[{c}]" for c in cases])
-    assert len([i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")]) == 7
+    assert len([i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")]) == 8
     assert all(i.startswith("kda_decode") for i in jobs["smoke"])
     assert not [i for i in _jobs("decode")["decode"] if i.startswith("kda_decode_cols[")]
     assert 'SHARE_INPUTS=1 bench decodecols' in SCRIPT.read_text()

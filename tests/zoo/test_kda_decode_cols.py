@@ -33,6 +33,14 @@ def test_the_small_cases_cover_odd_sizes_every_token_count_and_saturated_gates()
     assert any(-(-p["N"] * p["H"] // p.get("CTAS", 132)) > 3 for p in small)
 
 
+def test_a_grid_balanced_below_ctas_walks_every_head_once():
+    """5 heads and CTAS = 4 take 2 rounds: 3 CTAs (2, 2 and 1 heads), each head's o and state
+    written once (numsim checks every output element written and within tolerance)."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "n5_h1_t2_c4")
+    assert MOD.SUITE.grid(case) == (3, 1, 1)
+    assert [MOD._ctas(n, 1, c) for n, c in ((7, 2), (9, 3), (10, 3), (1, 132))] == [2, 3, 3, 1]
+
+
 def test_the_ring_is_clean_under_sync_check():
     """Two CTAs walk 4 and 3 heads through 3 stages: each stage is handed back by the compute
     warps' mbarrier, stored, and refilled behind its store."""
@@ -126,13 +134,15 @@ def test_the_rotated_rows_take_their_decays_from_the_rotated_lanes(tmp_path):
 
 
 def test_one_persistent_cta_per_sm_without_spills():
-    """Three 70 KB stages fill an SM's shared memory: one CTA of 9 warps per SM, the grid (132)
-    one wave; the 64 state registers and the tokens' rows fit without spilling."""
+    """Three 70 KB stages fill an SM's shared memory: one CTA of 9 warps per SM, the grid one
+    wave of the fewest CTAs that take as many rounds as 132 (N64 H64: 128 x 32 heads, not
+    31 rounds on 132 and a 32nd on 4); the state registers and tokens fit without spilling."""
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
     assert set(big) == {c.name for c in BULK.SUITE.cases if not c.small}
     assert all("ring" in c.tags for c in big.values())
-    assert MOD.SUITE.grid(big["n256_h64_t1"]) == (132, 1, 1)
-    assert MOD.SUITE.grid(big["n64_h64_t4_c128"]) == (128, 1, 1)
+    grids = {name: MOD.SUITE.grid(c)[0] for name, c in big.items()}
+    assert grids == {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
+                     "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
     assert spills(MOD.SUITE) == {}
 

@@ -33,6 +33,10 @@ copy bandwidth). Here no sum crosses a warp:
   from the second chunk (register i holds row 16rg + (i + 8 (rg mod 2)) mod 16): the two rg of a
   quarter warp read chunks of opposite parity, 32 banks, 4 wavefronts a 512-byte access, as
   kda_decode_bulk's rows. 16 copies a head and direction instead of 4; the same bytes.
+- The grid: the fewest CTAs (at most CTAS = 132) that take as many rounds of heads as 132 would
+  (`_ctas`): N64 H64's 4096 heads run on 128 CTAs, 32 each, instead of 31 rounds on 132 and a
+  32nd on 4 (alone on the memory system for ~one head's compute, ~3% at TT = 4); the other
+  shapes keep 131-132.
 - The gate: lane l computes the decays of rows 4l .. 4l + 3 (12 MUFU, not kda_decode's 48; the
   flush-to-zero ``ex2``/``rcp``, exact here: `_decay_ftz`) and 16 ``shfl.sync.idx`` give each
   lane its rows' decays (source lane 4rg + ((i / 4 + 2 (rg mod 2)) mod 4), element i mod 4: the
@@ -91,8 +95,18 @@ def _decay_ftz(g, c1, c0):
     return T.ptx.ex2.approx.ftz.f32(sig * (R.LOWER_BOUND * LOG2E))
 
 
+def _ctas(N, H, CTAS):
+    """The persistent grid: the fewest CTAs (at most CTAS) that walk the N H heads in the same
+    number of rounds as CTAS would. N64 H64: 4096 heads take 32 rounds on 132 CTAs, the last
+    on 4 of them (a tail of ~one head alone, ~3% at TT = 4); 128 CTAs take 32 each with no tail
+    and a 3% larger share of the bandwidth each (the shapes at 125, 94, 249 rounds keep 132,
+    131, 132)."""
+    rounds = -(-(N * H) // CTAS)
+    return -(-(N * H) // rounds)
+
+
 def _grid(N, H, CTAS):
-    return (min(N * H, CTAS),)
+    return (_ctas(N, H, CTAS),)
 
 
 def smem_bytes(TT, STAGES):
@@ -117,7 +131,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
-    grid = min(N * H, CTAS)                  # = %nctaid.x (_grid), a constant here
+    grid = _ctas(N, H, CTAS)                 # = %nctaid.x (_grid), a constant here
     cta = T.ctaid.x
     mine = (N * H - 1 - cta) / grid + 1      # heads cta, cta + grid, ... below N H
     chunk = CROWS * V
@@ -243,13 +257,15 @@ SUITE = T.suite(
     # kda_decode's cases (its large ones tagged "ring", as kda_decode_bulk's: kda_bench.sh's
     # smoke leaves them out, its decodecols group times them after kda_decode_bulk's), odd
     # sizes with rings that wrap (two CTAs walk 4 and 3 heads, one CTA 9, one 5 with saturated
-    # gates, three CTAs 5 each of 15 heads), every token count
+    # gates, three CTAs 5 each of 15 heads), a grid balanced below CTAS, every token count
     cases=[c if c.small else T.case(c.name, small=False, tags=("ring",), **c.params)
            for c in D.SUITE.cases] + [
         T.case("n7_h1_t2_c2", N=7, H=1, TT=2, CTAS=2),
         T.case("n3_h3_t1_c1", N=3, H=3, TT=1, CTAS=1),
         T.case("n5_h1_t4_deep_c1", N=5, H=1, TT=4, CTAS=1, gate="deep"),
         T.case("n5_h3_t3_c3", N=5, H=3, TT=3, CTAS=3),
+        T.case("n5_h1_t2_c4", N=5, H=1, TT=2, CTAS=4),      # 2 rounds: 3 CTAs, not 4
+        # kda_decode_bulk's tail A/B; here the same grid as n64_h64_t4 (`_ctas`): a replicate
         T.case("n64_h64_t4_c128", N=64, H=64, TT=4, CTAS=128, small=False, tags=("ring",)),
     ],
     tolerance=D.SUITE.tolerance, flops=D._flops, bytes=D._bytes,
