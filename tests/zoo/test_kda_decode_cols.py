@@ -5,17 +5,15 @@ reports the race); the padded chunks keep the state's shared accesses conflict-f
 unpadded layout would not); the rotated rows' gate sources are load-bearing; one CTA per SM
 without spills; refused shapes."""
 
-import importlib.util
-import sys
-
 import pytest
 
 import tirxh.lang as T
 
-from ._zoo import ZOO, check, load, resident_ctas_per_sm, small_cases, spills, sync_race
+from ._zoo import check, load, mutant, resident_ctas_per_sm, small_cases, spills, sync_race
 
 MOD = load("kda_decode_cols")
 BULK = load("kda_decode_bulk")
+B = MOD.B                      # the kda_decode_bulk that kda_decode_cols imports
 RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2")
 
 
@@ -50,35 +48,17 @@ def test_the_ring_is_clean_under_sync_check():
     assert "events checked" in race.summary
 
 
-def _mutant(tmp_path, edits):
-    """kda_decode_cols with each (old, new) of `edits` replaced once, as a module of its own."""
-    src = (ZOO / "kda_decode_cols.py").read_text()
-    for old, new in edits:
-        assert src.count(old) == 1, old
-        src = src.replace(old, new)
-    path = tmp_path / "kda_decode_cols_mutant.py"
-    path.write_text(src)
-    sys.path.insert(0, str(ZOO))     # its import of kda_decode (and kda_ref)
-    try:
-        spec = importlib.util.spec_from_file_location("kda_decode_cols_mutant", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(ZOO))
-    return mod
-
-
 @pytest.mark.parametrize("old,new,code", [
     ("done[ring.stage].wait(ring.phase)", "pass", "race.read-write"),
     ("done[s].init(32 * WARPS)", "done[s].init(32)", "mbarrier.phase-overrun"),
-    ("T.ptx.cp.async_.bulk.wait_group.read(1)", "pass", "race.stage-reuse"),
     ("T.ptx.fence.proxy.async_.shared__cta()", "pass", "proxy.missing-fence"),
-], ids=["no-done-wait", "one-warp-hands-back", "no-wait-group-read", "no-proxy-fence"])
+], ids=["no-done-wait", "one-warp-hands-back", "no-proxy-fence"])
 def test_each_ordering_of_the_hand_back_is_needed(tmp_path, old, new, code):
     """The producer storing a stage before the compute warps wrote it back (no wait, or a
-    barrier whose phase one warp completes: the others overrun it), refilling it before its
-    store has read it, the threads' writes not fenced for the copy engine: each a finding."""
-    mod = _mutant(tmp_path, [(old, new)])
+    barrier whose phase one warp completes: the others overrun it), the threads' writes not
+    fenced for the copy engine: each a finding. (The refill behind ``wait_group.read`` is
+    kda_decode_bulk's `store_and_refill`, whose tests remove that wait.)"""
+    mod = mutant(tmp_path, "kda_decode_cols", [(old, new)])
     found = [f for r in sync_race(mod.SUITE, RING) for f in r.findings]
     assert code in {f.kind for f in found}, sorted({f.kind for f in found})
 
@@ -120,7 +100,8 @@ def test_the_padded_chunks_make_the_state_accesses_conflict_free(tmp_path):
     case = next(c for c in MOD.SUITE.cases if c.name == "n2_h2_t1")
     n, waves = _state_wavefronts(MOD.SUITE, case)
     assert n == 2 * 4 * 8 * 16 and waves == 4 * n          # 4 heads x 8 warps x 16 rows x 2
-    flat = _mutant(tmp_path, [("CSTRIDE = CROWS * V + 16", "CSTRIDE = CROWS * V")])
+    flat = mutant(tmp_path, "kda_decode_cols",
+                  [("CSTRIDE = CROWS * V + 16", "CSTRIDE = CROWS * V")])
     n2, waves2 = _state_wavefronts(flat.SUITE, case)
     assert (n2, waves2) == (n, 8 * n)
 
@@ -128,7 +109,7 @@ def test_the_padded_chunks_make_the_state_accesses_conflict_free(tmp_path):
 def test_the_rotated_rows_take_their_decays_from_the_rotated_lanes(tmp_path):
     """An odd rg walks its rows from its second chunk: the gate's source lanes follow (a mutant
     reading the unrotated lanes decays the wrong rows and leaves the reference's tolerance)."""
-    mod = _mutant(tmp_path, [("((i + 2 * odd) & 3)", "(i & 3)")])
+    mod = mutant(tmp_path, "kda_decode_cols", [("((i + 2 * odd) & 3)", "(i & 3)")])
     case = next(c for c in mod.SUITE.cases if c.name == "n1_h3_t4_deep")
     assert check(mod.SUITE, case).verdict != "clean"
 
@@ -147,23 +128,21 @@ def test_one_persistent_cta_per_sm_without_spills():
     assert spills(MOD.SUITE) == {}
 
 
-@pytest.mark.parametrize("params,match", [
-    (dict(N=2, H=2, TT=5), r"TT=5 tokens per sequence must be in \[1, 4\] \(decode\)"),
-    (dict(N=2, H=2, STAGES=2), r"STAGES=2: the ring needs 3 stages or more"),
-    (dict(N=2, H=2, TT=1, STAGES=4), r"STAGES=4, TT=1: 270512 bytes of shared memory exceed"),
-    (dict(N=2, H=2, CTAS=0), r"CTAS=0 must be >= 1"),
-])
-def test_refused_shapes_name_the_case_and_the_rule(params, match):
-    with pytest.raises(ValueError, match=r"case 'bad': " + match):
-        T.suite(MOD.kda_decode_cols, inputs=MOD.D.inputs, reference=MOD.D.reference,
-                outputs=["o"], constraints=MOD.constraints, cases=[T.case("bad", **params)])
+def test_refused_shapes_name_the_case_and_the_rule():
+    """kda_decode_bulk's rules (tested there) with this kernel's shared memory: 3 stages of
+    padded chunks fit at every TT, 4 at none."""
+    assert MOD.smem_bytes(4, 3) <= B.SMEM_LIMIT < MOD.smem_bytes(1, 4)
+    with pytest.raises(ValueError, match=r"case 'bad': STAGES=4, TT=1: 270512 bytes of shared "
+                                         r"memory exceed the 232448 of a CTA"):
+        B.ring_suite(MOD.kda_decode_cols, MOD.constraints, [T.case("bad", N=2, H=2, STAGES=4)])
+    assert MOD.constraints(N=2, H=2, TT=5) and MOD.constraints(N=2, H=2, CTAS=0)
 
 
-def test_inputs_and_reference_are_kda_decodes():
-    """The same functions and runtime parameters as kda_decode and kda_decode_bulk:
-    benchmarks/bench_with.py --share-inputs makes a shape's arrays and reference once for all."""
-    assert MOD.SUITE.inputs is MOD.D.SUITE.inputs is BULK.SUITE.inputs
-    assert MOD.SUITE.reference is MOD.D.SUITE.reference
-    assert (list(map(repr, MOD.kda_decode_cols.runtime_params))
-            == list(map(repr, MOD.D.kda_decode.runtime_params)))
-    assert MOD.SUITE.tolerance == MOD.D.SUITE.tolerance
+def test_inputs_reference_and_tolerances_are_kda_decodes():
+    """The same objects as kda_decode_bulk's, for the same runtime parameters: bench_with.py
+    --share-inputs makes a shape's arrays and float64 reference once for both kernels."""
+    for attr in ("inputs", "reference", "tolerance", "baselines"):
+        assert getattr(MOD.SUITE, attr) == getattr(BULK.SUITE, attr), attr
+    assert MOD.SUITE.inputs is MOD.D.inputs and MOD.SUITE.reference is MOD.D.reference
+    assert ([repr(p) for p in MOD.kda_decode_cols.runtime_params]
+            == [repr(p) for p in BULK.kda_decode_bulk.runtime_params])

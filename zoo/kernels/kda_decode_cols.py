@@ -67,6 +67,7 @@ import tirxh.lang as T
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_decode as D  # noqa: E402 - after the path that finds it
+import kda_decode_bulk as B  # noqa: E402
 import kda_ref as R  # noqa: E402
 from kda_decode import (FULL, K, LOG2E, V, _butterfly, _decay_and_sums,  # noqa: E402
                         _store_o, _unpack, _update)
@@ -80,7 +81,6 @@ HEAD = K * V                  # state elements per head (64 KB)
 CROWS = 8                     # state rows per chunk (one bulk copy of 4 KB)
 CHUNKS = K // CROWS
 CSTRIDE = CROWS * V + 16      # f32 per chunk in shared memory: 64 bytes of padding (bank 16)
-SMEM_LIMIT = 227 * 1024       # the H200's shared memory per CTA
 
 
 def _decay_ftz(g, c1, c0):
@@ -122,8 +122,6 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
                     N: T.const, H: T.const, TT: T.const = 1, STAGES: T.const = 3,
                     CTAS: T.const = 132):
-    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
-    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
     st = T.shared(T.f32, (STAGES, CHUNKS, CSTRIDE), align=128)  # the heads' states, chunked
     tk = T.shared(T.bf16, (STAGES, TT, 4, K), align=128)        # their tokens: q, k, g_raw, v
     full = T.mbarrier(STAGES)       # a head's state and tokens landed (transaction bytes)
@@ -137,22 +135,14 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
     chunk = CROWS * V
 
     def head_of(j):
-        """(head, n, h) of the CTA's j-th head (``mad``, ``div``, ``mul``, ``sub``)."""
-        hd = cta + j * grid
-        n = hd / H
-        return hd, n, hd - n * H
+        return B.head_of(cta, j, grid, H)
 
     def load(j, stage):
-        """The j-th head's state (16 chunks) and tokens into `stage`, completing on full[stage]."""
+        """The j-th head's state (16 padded chunks) and tokens into `stage`."""
         hd, n, h = head_of(j)
-        full[stage].arrive_expect_tx(HEAD * 4 + TT * 4 * K * 2)
-        for c in range(CHUNKS):
-            bulk_load(st.at(stage, c, 0), state.at(hd * HEAD + c * chunk), chunk * 4,
-                      full[stage])
-        for t in range(TT):
-            tok = (n * TT + t) * H + h
-            for i, src in enumerate((q, k, g_raw, v)):
-                bulk_load(tk.at(stage, t, i), src.at(tok * K), K * 2, full[stage])
+        B.load_head(full[stage], [(st.at(stage, c, 0), state.at(hd * HEAD + c * chunk),
+                                   chunk * 4) for c in range(CHUNKS)],
+                    tk, stage, (q, k, g_raw, v), n, h, H, TT)
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -171,13 +161,9 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             with T.range(mine) as j:
                 done[ring.stage].wait(ring.phase)
                 hd = cta + j * grid
-                for c in range(CHUNKS):
-                    bulk_store(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c, 0),
-                               chunk * 4)
-                T.ptx.cp.async_.bulk.commit_group()
-                with T.if_((j > 0) & (j + (STAGES - 1) < mine)):
-                    T.ptx.cp.async_.bulk.wait_group.read(1)   # the previous head's store has read
-                    load(j + (STAGES - 1), prev)
+                B.store_and_refill([(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c, 0),
+                                     chunk * 4) for c in range(CHUNKS)],
+                                   j, mine, STAGES, lambda: load(j + (STAGES - 1), prev))
                 prev.set(ring.stage)
                 ring.advance()
             T.ptx.cp.async_.bulk.wait_group(0)
@@ -236,38 +222,15 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
 
 
 def constraints(N, H, TT=1, STAGES=3, CTAS=132):
-    out = list(D.constraints(N, H, TT))
-    if STAGES < 3:
-        out.append(f"STAGES={STAGES}: the ring needs 3 stages or more (a head's stage is "
-                   "refilled with the head STAGES - 1 ahead once the previous head's store has "
-                   "read it; with 2 the load would start only when it is needed)")
-    if smem_bytes(TT, STAGES) > SMEM_LIMIT:
-        out.append(f"STAGES={STAGES}, TT={TT}: {smem_bytes(TT, STAGES)} bytes of shared memory "
-                   f"exceed the {SMEM_LIMIT} of a CTA")
-    if CTAS < 1:
-        out.append(f"CTAS={CTAS} must be >= 1")
-    return out
+    return B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES))
 
 
-SUITE = T.suite(
-    # kda_decode's own inputs and reference (as kda_decode_bulk: benchmarks/bench_with.py
-    # --share-inputs makes a shape's arrays and float64 reference once for the three kernels)
-    kda_decode_cols, inputs=D.inputs, reference=D.reference, outputs=["o", "state"],
-    inplace=["state"], constraints=constraints,
-    # kda_decode's cases (its large ones tagged "ring", as kda_decode_bulk's: kda_bench.sh's
-    # smoke leaves them out, its decodecols group times them after kda_decode_bulk's), odd
-    # sizes with rings that wrap (two CTAs walk 4 and 3 heads, one CTA 9, one 5 with saturated
-    # gates, three CTAs 5 each of 15 heads), a grid balanced below CTAS, every token count
-    cases=[c if c.small else T.case(c.name, small=False, tags=("ring",), **c.params)
-           for c in D.SUITE.cases] + [
-        T.case("n7_h1_t2_c2", N=7, H=1, TT=2, CTAS=2),
-        T.case("n3_h3_t1_c1", N=3, H=3, TT=1, CTAS=1),
-        T.case("n5_h1_t4_deep_c1", N=5, H=1, TT=4, CTAS=1, gate="deep"),
-        T.case("n5_h3_t3_c3", N=5, H=3, TT=3, CTAS=3),
-        T.case("n5_h1_t2_c4", N=5, H=1, TT=2, CTAS=4),      # 2 rounds: 3 CTAs, not 4
-        # kda_decode_bulk's tail A/B; here the same grid as n64_h64_t4 (`_ctas`): a replicate
-        T.case("n64_h64_t4_c128", N=64, H=64, TT=4, CTAS=128, small=False, tags=("ring",)),
-    ],
-    tolerance=D.SUITE.tolerance, flops=D._flops, bytes=D._bytes,
-    baselines=list(D.SUITE.baselines),
-)
+# kda_decode_bulk's suite (kda_decode's inputs, reference, cases with the large ones tagged
+# "ring", its wrapping rings; n64_h64_t4_c128 has here the same grid as n64_h64_t4, `_ctas`: a
+# replicate), and rings of odd sizes: one CTA walks 5 heads with saturated gates, three CTAs 5
+# each of 15, and 5 heads on CTAS = 4 take 3 CTAs (the balanced grid)
+SUITE = B.ring_suite(kda_decode_cols, constraints, [
+    T.case("n5_h1_t4_deep_c1", N=5, H=1, TT=4, CTAS=1, gate="deep"),
+    T.case("n5_h3_t3_c3", N=5, H=3, TT=3, CTAS=3),
+    T.case("n5_h1_t2_c4", N=5, H=1, TT=2, CTAS=4),
+])
