@@ -65,6 +65,13 @@
 #             guards, 25 samples) and timed the bulk kernel at one shape; n1024_h32_t2 (2 GB
 #             of state) ran past a 60 s budget. Smoke: the decode kernels' small cases only.
 #             `OUT=$OUT/kda BUDGET=520 bash benchmarks/kda_bench.sh decodebulk`
+#   decodecols kda_decode_cols (session 11: column-owning warps, butterfly sums, no CTA barrier
+#             per token, a producer warp; docs/TUNING.md "Decode by bulk copies") after
+#             kda_decode_bulk at the five ring shapes, one job against fla.fused_recurrent_kda,
+#             one set of inputs and float64 reference per shape for both (--share-inputs: the
+#             c128 case takes n64_h64_t4's, so the 4 kept entries cover the second kernel);
+#             DECODE_EXEC_S per job; smoke: the decode kernels' small cases; ~330 s:
+#             `OUT=$OUT/kda BUDGET=480 bash benchmarks/kda_bench.sh decodecols`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -141,10 +148,10 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|slimpacks|decode|decodebulk|bwd|local\
+    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|slimpacks|decode|decodebulk|decodecols|bwd|local\
         |reverse|chain|fb|s0|check|smoke|tc|tc2) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
-slimpacks, decode, decodebulk, bwd, local, reverse, chain, fb, s0, check, smoke, tc, tc2)"
+slimpacks, decode, decodebulk, decodecols, bwd, local, reverse, chain, fb, s0, check, smoke, tc, tc2)"
            exit 2;;
     esac
 done
@@ -212,7 +219,8 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" slimpacks "*) pw_shapes=$(for s in ${PACKS:-pack6 pack8x1024}; do
         [ -n "${PACKS_H64_ONLY:-}" ] || printf '%s_h96 ' "$s"; printf '%s_h64 ' "$s"; done);;
 esac
-case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*) pw_decode=default;; esac
+case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*|*" decodecols "*) pw_decode=default;;
+esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
 case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
 case " $WANT " in *" fb "*) pw_shapes="$pw_shapes ${FB_SHAPES:-t8192_h96 t8192_h64}"; pw_bwd=--bwd;;
@@ -316,7 +324,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
-    *" decodebulk "*) SMOKE_K="kda_decode";;
+    *" decodebulk "*|*" decodecols "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc)";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
@@ -408,7 +416,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         ${SHARE_INPUTS:+--share-inputs} --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
-    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|bwd|bwd_local|bwd_reverse|bwd_chain|\
+    grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|decode_cols|bwd|bwd_local|bwd_reverse|bwd_chain|\
 bwd_chain_prep|bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
@@ -515,9 +523,13 @@ or v64ws8d)";;
             # set of inputs per shape (the same inputs(): its float64 reference is 30-70 s of
             # host time per shape, made once for both kernels)
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decode \
-                "kda_decode and (main or ring)";;
+                "(kda_decode and main) or (kda_decode_bulk and ring)";;
         decodebulk)
             EXEC_S="${DECODE_EXEC_S:-150}" bench decodebulk "kda_decode_bulk and ring";;
+        decodecols)
+            # kda_decode_bulk's ring cases, then kda_decode_cols's (collected in that order)
+            EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols \
+                "(kda_decode_bulk or kda_decode_cols) and ring";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

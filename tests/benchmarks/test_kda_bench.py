@@ -124,3 +124,19 @@ def test_decodebulk_times_the_bulk_ring_alone_after_a_decode_only_smoke():
     cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2", "n64_h64_t4_c128"]
     assert jobs["decodebulk"] == [f"kda_decode_bulk[{c}]" for c in cases]
     assert jobs["smoke"] and all(i.startswith("kda_decode") for i in jobs["smoke"])
+
+
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_decodecols_times_the_column_warps_after_the_bulk_ring_in_one_job():
+    """Group decodecols: kda_decode_bulk's five ring cases, then kda_decode_cols's, one job
+    (--share-inputs: the second kernel's items find the first's arrays); its smoke is the decode
+    kernels' small cases, every one of kda_decode_cols's among them; group decode keeps its
+    control and the bulk ring only."""
+    jobs = _jobs("decodecols")
+    cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2", "n64_h64_t4_c128"]
+    assert jobs["decodecols"] == ([f"kda_decode_bulk[{c}]" for c in cases]
+                                  + [f"kda_decode_cols[{c}]" for c in cases])
+    assert len([i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")]) == 8
+    assert all(i.startswith("kda_decode") for i in jobs["smoke"])
+    assert not [i for i in _jobs("decode")["decode"] if i.startswith("kda_decode_cols[")]
+    assert 'SHARE_INPUTS=1 bench decodecols' in SCRIPT.read_text()

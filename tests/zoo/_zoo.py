@@ -4,6 +4,7 @@ through numsim exactly as ``tirxh check`` does (the numsim plugin's `check_case`
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -43,6 +44,26 @@ def simulate(suite, case, seed: int = 0):
                      outputs=list(suite.outputs))
     assert res.verdict == "clean", res.summary()
     return inputs, res.outputs, suite.expected(case, inputs)
+
+
+def mutant(tmp_path, stem: str, edits):
+    """The zoo module ``<stem>.py`` with each (old, new) of `edits` replaced (each old must occur
+    exactly once), imported as a module of its own from `tmp_path` (its sibling imports found in
+    the zoo): for showing that a line of a protocol is load-bearing."""
+    src = (ZOO / f"{stem}.py").read_text()
+    for old, new in edits:
+        assert src.count(old) == 1, old
+        src = src.replace(old, new)
+    path = tmp_path / f"{stem}_mutant.py"
+    path.write_text(src)
+    sys.path.insert(0, str(ZOO))
+    try:
+        spec = importlib.util.spec_from_file_location(f"{stem}_mutant", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(ZOO))
+    return mod
 
 
 def sync_race(suite, case, seed: int = 0):

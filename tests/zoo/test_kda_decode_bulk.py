@@ -3,15 +3,12 @@ against the float64 recurrence; sync_check clean, and the protocol's three order
 load-bearing (without each, sync_check reports the race); two launches of one token equal one of
 two; one CTA per SM, no spills; refused shapes."""
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
 
 import tirxh.lang as T
 
-from ._zoo import ZOO, check, load, resident_ctas_per_sm, small_cases, spills, sync_race
+from ._zoo import check, load, mutant, resident_ctas_per_sm, small_cases, spills, sync_race
 
 MOD = load("kda_decode_bulk")
 RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2")
@@ -31,22 +28,6 @@ def test_the_ring_is_clean_under_sync_check():
     assert "events checked" in race.summary
 
 
-def _mutant(tmp_path, old, new):
-    """kda_decode_bulk with one line of its source replaced, as a module of its own."""
-    src = (ZOO / "kda_decode_bulk.py").read_text()
-    assert src.count(old) == 1, old
-    path = tmp_path / "kda_decode_bulk_mutant.py"
-    path.write_text(src.replace(old, new))
-    sys.path.insert(0, str(ZOO))     # its imports of kda_decode and kda_ref
-    try:
-        spec = importlib.util.spec_from_file_location("kda_decode_bulk_mutant", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(ZOO))
-    return mod
-
-
 @pytest.mark.parametrize("old,new,code", [
     ("T.ptx.cp.async_.bulk.wait_group.read(1)", "pass", "race.stage-reuse"),
     ("T.ptx.fence.proxy.async_.shared__cta()", "pass", "proxy.missing-fence"),
@@ -55,7 +36,7 @@ def _mutant(tmp_path, old, new):
 def test_each_ordering_of_the_protocol_is_needed(tmp_path, old, new, code):
     """The stage refilled before its store has read it, the threads' writes not fenced for the
     copy engine, the next token's partials written over this token's: each is a finding."""
-    mod = _mutant(tmp_path, old, new)
+    mod = mutant(tmp_path, "kda_decode_bulk", [(old, new)])
     found = [f for r in sync_race(mod.SUITE, RING) for f in r.findings]
     assert code in {f.kind for f in found}, [f.message for f in found]
 

@@ -78,11 +78,48 @@ def _grid(N, H, CTAS):
     return (min(N * H, CTAS),)
 
 
+def head_of(cta, j, grid, H):
+    """(head, n, h) of a persistent CTA's j-th head, cta + j grid (``mad``, ``div``, ``mul``,
+    ``sub``)."""
+    hd = cta + j * grid
+    n = hd / H
+    return hd, n, hd - n * H
+
+
+def load_head(bar, state_copies, tk, stage, tokens, n, h, H, TT):
+    """Thread 0's load of one head into a ring stage, completing on the mbarrier `bar`:
+    ``mbarrier.arrive.expect_tx`` with the head's bytes, the state's 1-D bulk copies
+    (`state_copies`: (shared dst, global src, bytes), the caller's layout), then per token the
+    256-byte rows of q, k, g_raw, v (`tokens`) into tk[stage, t, 0..3]."""
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    bar.arrive_expect_tx(HEAD * 4 + TT * 4 * K * 2)
+    for dst, src, nbytes in state_copies:
+        bulk_load(dst, src, nbytes, bar)
+    for t in range(TT):
+        tok = (n * TT + t) * H + h
+        for i, src in enumerate(tokens):
+            bulk_load(tk.at(stage, t, i), src.at(tok * K), K * 2, bar)
+
+
 def smem_bytes(TT, STAGES):
     """Shared memory of one CTA: the stages (state + TT tokens' q, k, g_raw, v rows in bf16),
     the partials' two buffers, the mbarriers and the 112 bytes by which the launch pads the
     window for its 128-byte alignment (`T.shared`)."""
     return STAGES * (HEAD * 4 + TT * 4 * K * 2) + 2 * WARPS * PART * 4 + 8 * STAGES + 112
+
+
+def store_and_refill(store_copies, j, mine, STAGES, refill):
+    """Thread 0 after the CTA's j-th head: its state's bulk stores (`store_copies`: (global dst,
+    shared src, bytes)), one bulk async-group; then, if a head STAGES - 1 ahead remains, wait
+    until every group but this one has read its stage (``wait_group.read 1``: the previous
+    head's) and `refill()` it (tma_copy's recycling)."""
+    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
+    for dst, src, nbytes in store_copies:
+        bulk_store(dst, src, nbytes)
+    T.ptx.cp.async_.bulk.commit_group()
+    with T.if_((j > 0) & (j + (STAGES - 1) < mine)):
+        T.ptx.cp.async_.bulk.wait_group.read(1)   # the previous head's store has read
+        refill()
 
 
 @T.kernel(grid=_grid, block=32 * WARPS)
@@ -91,8 +128,6 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
                     N: T.const, H: T.const, TT: T.const = 1, STAGES: T.const = 3,
                     CTAS: T.const = 132):
-    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
-    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
     st = T.shared(T.f32, (STAGES, HEAD), align=128)            # the heads' states
     tk = T.shared(T.bf16, (STAGES, TT, 4, K), align=128)        # their tokens: q, k, g_raw, v
     red = T.shared(T.f32, (2, WARPS, PART), align=16)           # partials, by token parity
@@ -105,23 +140,12 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
     mine = (N * H - 1 - cta) / grid + 1      # heads cta, cta + grid, ... below N H
     chunk = HEAD // NCOPY
 
-    def head_of(j):
-        """(head, n, h) of the CTA's j-th head (``mad``, ``div``, ``mul``, ``sub``)."""
-        hd = cta + j * grid
-        n = hd / H
-        return hd, n, hd - n * H
-
     def load(j, stage):
-        """Thread 0: the j-th head's state and tokens into `stage`, completing on full[stage]."""
-        hd, n, h = head_of(j)
-        full[stage].arrive_expect_tx(HEAD * 4 + TT * 4 * K * 2)
-        for c in range(NCOPY):
-            bulk_load(st.at(stage, c * chunk), state.at(hd * HEAD + c * chunk), chunk * 4,
-                      full[stage])
-        for t in range(TT):
-            tok = (n * TT + t) * H + h
-            for i, src in enumerate((q, k, g_raw, v)):
-                bulk_load(tk.at(stage, t, i), src.at(tok * K), K * 2, full[stage])
+        """Thread 0: the j-th head's state (4 contiguous copies) and tokens into `stage`."""
+        hd, n, h = head_of(cta, j, grid, H)
+        load_head(full[stage], [(st.at(stage, c * chunk), state.at(hd * HEAD + c * chunk),
+                                 chunk * 4) for c in range(NCOPY)],
+                  tk, stage, (q, k, g_raw, v), n, h, H, TT)
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -139,7 +163,7 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
     prev = T.reg(T.u32, init=0)      # the stage of the previous head
     par = T.reg(T.u32, init=0)       # the token's parity: which partials buffer
     with T.range(mine) as j:
-        hd, n, h = head_of(j)
+        hd, n, h = head_of(cta, j, grid, H)
         # the head's few plain loads, before the wait: exp(-z) = 2^(c1 g_raw + c0), c1 =
         # -exp(A_log) log2(e), c0 = c1 dt_bias (kda_decode's gate)
         c1 = _gate_scale(A_log, h)
@@ -184,13 +208,9 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         T.ptx.fence.proxy.async_.shared__cta()   # generic writes -> the copy engine's reads
         T.ptx.bar.sync(0)
         with T.if_(tid == 0):
-            for c in range(NCOPY):
-                bulk_store(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c * chunk),
-                           chunk * 4)
-            T.ptx.cp.async_.bulk.commit_group()
-            with T.if_((j > 0) & (j + (STAGES - 1) < mine)):
-                T.ptx.cp.async_.bulk.wait_group.read(1)   # the previous head's store has read
-                load(j + (STAGES - 1), prev)
+            store_and_refill([(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c * chunk),
+                               chunk * 4) for c in range(NCOPY)],
+                             j, mine, STAGES, lambda: load(j + (STAGES - 1), prev))
         prev.set(ring.stage)
         ring.advance()
     with T.if_(tid == 0):
@@ -198,35 +218,48 @@ def kda_decode_bulk(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
 
 
 def constraints(N, H, TT=1, STAGES=3, CTAS=132):
+    return ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES))
+
+
+def ring_constraints(N, H, TT, STAGES, CTAS, smem):
+    """kda_decode's rules, and a ring's: 3 stages or more, `smem` bytes within a CTA's."""
     out = list(D.constraints(N, H, TT))
     if STAGES < 3:
         out.append(f"STAGES={STAGES}: the ring needs 3 stages or more (a head's stage is "
                    "refilled with the head STAGES - 1 ahead once the previous head's store has "
                    "read it; with 2 the load would start only when it is needed)")
-    if smem_bytes(TT, STAGES) > SMEM_LIMIT:
-        out.append(f"STAGES={STAGES}, TT={TT}: {smem_bytes(TT, STAGES)} bytes of shared memory "
-                   f"exceed the {SMEM_LIMIT} of a CTA")
+    if smem > SMEM_LIMIT:
+        out.append(f"STAGES={STAGES}, TT={TT}: {smem} bytes of shared memory exceed the "
+                   f"{SMEM_LIMIT} of a CTA")
     if CTAS < 1:
         out.append(f"CTAS={CTAS} must be >= 1")
     return out
 
 
-SUITE = T.suite(
-    # kda_decode's own inputs and reference (N and H are this kernel's constants, not inputs):
-    # one function, so benchmarks/bench_with.py --share-inputs makes them once for both kernels
-    kda_decode_bulk, inputs=D.inputs, reference=D.reference, outputs=["o", "state"],
-    inplace=["state"], constraints=constraints,
-    # kda_decode's cases (its large ones tagged "ring": benchmarks/kda_bench.sh's decode group
-    # times them beside the control's "main" ones), and rings that wrap: two CTAs walk 4 and 3
-    # heads, one CTA 9 (stages refilled behind the stores)
-    cases=[c if c.small else T.case(c.name, small=False, tags=("ring",), **c.params)
-           for c in D.SUITE.cases] + [
-        T.case("n7_h1_t2_c2", N=7, H=1, TT=2, CTAS=2),
-        T.case("n3_h3_t1_c1", N=3, H=3, TT=1, CTAS=1),
-        # 4096 heads over 132 CTAs leave 4 of them a 32nd head (a tail of ~3% at TT = 4); 128
-        # CTAs take 32 each (docs/TUNING.md "Decode by bulk copies")
-        T.case("n64_h64_t4_c128", N=64, H=64, TT=4, CTAS=128, small=False, tags=("ring",)),
-    ],
-    tolerance=D.SUITE.tolerance, flops=D._flops, bytes=D._bytes,
-    baselines=list(D.SUITE.baselines),
-)
+# rings that wrap: two CTAs walk 4 and 3 heads, one CTA 9 (stages refilled behind the stores);
+# 4096 heads over 132 CTAs leave 4 of them a 32nd head (a tail of ~3% at TT = 4); 128 CTAs take
+# 32 each (docs/TUNING.md "Decode by bulk copies")
+RING_CASES = [
+    T.case("n7_h1_t2_c2", N=7, H=1, TT=2, CTAS=2),
+    T.case("n3_h3_t1_c1", N=3, H=3, TT=1, CTAS=1),
+    T.case("n64_h64_t4_c128", N=64, H=64, TT=4, CTAS=128, small=False, tags=("ring",)),
+]
+
+
+def ring_suite(kernel, constraints, extra=()):
+    """A suite of kda_decode's computation for a ring kernel (N, H, TT, STAGES, CTAS constants):
+    kda_decode's own inputs and reference (N and H are the kernel's constants, not inputs: one
+    function, so benchmarks/bench_with.py --share-inputs makes them once for every such kernel),
+    its cases with the large ones tagged "ring" (benchmarks/kda_bench.sh's decode groups time
+    them beside the control's "main" ones), RING_CASES and the kernel's `extra` cases."""
+    return T.suite(
+        kernel, inputs=D.inputs, reference=D.reference, outputs=["o", "state"],
+        inplace=["state"], constraints=constraints,
+        cases=[c if c.small else T.case(c.name, small=False, tags=("ring",), **c.params)
+               for c in D.SUITE.cases] + RING_CASES + list(extra),
+        tolerance=D.SUITE.tolerance, flops=D._flops, bytes=D._bytes,
+        baselines=list(D.SUITE.baselines),
+    )
+
+
+SUITE = ring_suite(kda_decode_bulk, constraints)

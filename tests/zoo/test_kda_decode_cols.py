@@ -1,0 +1,148 @@
+"""zoo/kernels/kda_decode_cols.py: kda_decode's small cases, odd sizes and rings that wrap (every
+token count, saturated gates) in numsim against the float64 recurrence; sync_check clean, and
+each ordering of the producer/compute hand-back shown to be load-bearing (without it, sync_check
+reports the race); the padded chunks keep the state's shared accesses conflict-free (and the
+unpadded layout would not); the rotated rows' gate sources are load-bearing; one CTA per SM
+without spills; refused shapes."""
+
+import pytest
+
+import tirxh.lang as T
+
+from ._zoo import check, load, mutant, resident_ctas_per_sm, small_cases, spills, sync_race
+
+MOD = load("kda_decode_cols")
+BULK = load("kda_decode_bulk")
+B = MOD.B                      # the kda_decode_bulk that kda_decode_cols imports
+RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2")
+
+
+@pytest.mark.parametrize("suite,case", small_cases(MOD.SUITE))
+def test_small_cases_match_the_reference_in_numsim(suite, case):
+    res = check(suite, case)
+    assert res.verdict == "clean", [f.message for f in res.findings]
+
+
+def test_the_small_cases_cover_odd_sizes_every_token_count_and_saturated_gates():
+    small = [c.params for c in MOD.SUITE.cases if c.small]
+    assert {p["TT"] for p in small} == {1, 2, 3, 4}
+    assert any(p.get("gate") == "deep" and p.get("CTAS") == 1 for p in small)
+    # a CTA walks more heads than the ring has stages (the stages are refilled)
+    assert any(-(-p["N"] * p["H"] // p.get("CTAS", 132)) > 3 for p in small)
+
+
+def test_a_grid_balanced_below_ctas_walks_every_head_once():
+    """5 heads and CTAS = 4 take 2 rounds: 3 CTAs (2, 2 and 1 heads), each head's o and state
+    written once (numsim checks every output element written and within tolerance)."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "n5_h1_t2_c4")
+    assert MOD.SUITE.grid(case) == (3, 1, 1)
+    assert [MOD._ctas(n, 1, c) for n, c in ((7, 2), (9, 3), (10, 3), (1, 132))] == [2, 3, 3, 1]
+
+
+def test_the_ring_is_clean_under_sync_check():
+    """Two CTAs walk 4 and 3 heads through 3 stages: each stage is handed back by the compute
+    warps' mbarrier, stored, and refilled behind its store."""
+    assert MOD.SUITE.grid(RING) == (2, 1, 1)
+    sync, race = sync_race(MOD.SUITE, RING)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+    assert "events checked" in race.summary
+
+
+@pytest.mark.parametrize("old,new,code", [
+    ("done[ring.stage].wait(ring.phase)", "pass", "race.read-write"),
+    ("done[s].init(32 * WARPS)", "done[s].init(32)", "mbarrier.phase-overrun"),
+    ("T.ptx.fence.proxy.async_.shared__cta()", "pass", "proxy.missing-fence"),
+], ids=["no-done-wait", "one-warp-hands-back", "no-proxy-fence"])
+def test_each_ordering_of_the_hand_back_is_needed(tmp_path, old, new, code):
+    """The producer storing a stage before the compute warps wrote it back (no wait, or a
+    barrier whose phase one warp completes: the others overrun it), the threads' writes not
+    fenced for the copy engine: each a finding. (The refill behind ``wait_group.read`` is
+    kda_decode_bulk's `store_and_refill`, whose tests remove that wait.)"""
+    mod = mutant(tmp_path, "kda_decode_cols", [(old, new)])
+    found = [f for r in sync_race(mod.SUITE, RING) for f in r.findings]
+    assert code in {f.kind for f in found}, sorted({f.kind for f in found})
+
+
+def _state_wavefronts(suite, case):
+    """(accesses, wavefronts) of the compute warps' 16-byte f32 shared loads and stores in one
+    simulated launch: a 16-byte access is served a quarter warp (8 lanes) at a time, each quarter
+    in as many wavefronts as the most distinct 4-byte words that one of the 32 banks holds."""
+    numsim = pytest.importorskip("tirxh_numsim")
+    from tirxh_numsim.events import MemAccess
+    res = numsim.run(suite.kernel, suite.make_inputs(case), consts=suite.consts(case),
+                     grid=suite.grid(case), trace=True)
+    accesses = wavefronts = 0
+    pending: dict = {}      # numsim records a vector access as one event per element, in order
+    for e in res.trace.of_kind(MemAccess):
+        if e.space != "shared" or e.instr is None or not e.instr.spelling.endswith("v4.f32"):
+            continue
+        parts = pending.setdefault((e.cta, e.warp, id(e.instr)), [])
+        parts.append(e)
+        if len(parts) < 4:
+            continue
+        del pending[(e.cta, e.warp, id(e.instr))]
+        accesses += 1
+        for quarter in range(4):
+            banks: dict = {}
+            for lane, start, end in (r for p in parts for r in p.ranges):
+                if lane // 8 == quarter:
+                    for word in range(start // 4, end // 4):
+                        banks.setdefault(word % 32, set()).add(word)
+            wavefronts += max((len(w) for w in banks.values()), default=0)
+    assert not pending, "a 16-byte access recorded in other than 4 element events"
+    return accesses, wavefronts
+
+
+def test_the_padded_chunks_make_the_state_accesses_conflict_free(tmp_path):
+    """Every ld/st.shared.v4.f32 of the state takes the minimum of 4 wavefronts (one a quarter
+    warp), as kda_decode_bulk's whole rows; without the 64 bytes of padding the two rg of a
+    quarter warp meet on the same 16 banks: 8."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "n2_h2_t1")
+    n, waves = _state_wavefronts(MOD.SUITE, case)
+    assert n == 2 * 4 * 8 * 16 and waves == 4 * n          # 4 heads x 8 warps x 16 rows x 2
+    flat = mutant(tmp_path, "kda_decode_cols",
+                  [("CSTRIDE = CROWS * V + 16", "CSTRIDE = CROWS * V")])
+    n2, waves2 = _state_wavefronts(flat.SUITE, case)
+    assert (n2, waves2) == (n, 8 * n)
+
+
+def test_the_rotated_rows_take_their_decays_from_the_rotated_lanes(tmp_path):
+    """An odd rg walks its rows from its second chunk: the gate's source lanes follow (a mutant
+    reading the unrotated lanes decays the wrong rows and leaves the reference's tolerance)."""
+    mod = mutant(tmp_path, "kda_decode_cols", [("((i + 2 * odd) & 3)", "(i & 3)")])
+    case = next(c for c in mod.SUITE.cases if c.name == "n1_h3_t4_deep")
+    assert check(mod.SUITE, case).verdict != "clean"
+
+
+def test_one_persistent_cta_per_sm_without_spills():
+    """Three 70 KB stages fill an SM's shared memory: one CTA of 9 warps per SM, the grid one
+    wave of the fewest CTAs that take as many rounds as 132 (N64 H64: 128 x 32 heads, not
+    31 rounds on 132 and a 32nd on 4); the state registers and tokens fit without spilling."""
+    big = {c.name: c for c in MOD.SUITE.cases if not c.small}
+    assert set(big) == {c.name for c in BULK.SUITE.cases if not c.small}
+    assert all("ring" in c.tags for c in big.values())
+    grids = {name: MOD.SUITE.grid(c)[0] for name, c in big.items()}
+    assert grids == {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
+                     "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
+    assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
+    assert spills(MOD.SUITE) == {}
+
+
+def test_refused_shapes_name_the_case_and_the_rule():
+    """kda_decode_bulk's rules (tested there) with this kernel's shared memory: 3 stages of
+    padded chunks fit at every TT, 4 at none."""
+    assert MOD.smem_bytes(4, 3) <= B.SMEM_LIMIT < MOD.smem_bytes(1, 4)
+    with pytest.raises(ValueError, match=r"case 'bad': STAGES=4, TT=1: 270512 bytes of shared "
+                                         r"memory exceed the 232448 of a CTA"):
+        B.ring_suite(MOD.kda_decode_cols, MOD.constraints, [T.case("bad", N=2, H=2, STAGES=4)])
+    assert MOD.constraints(N=2, H=2, TT=5) and MOD.constraints(N=2, H=2, CTAS=0)
+
+
+def test_inputs_reference_and_tolerances_are_kda_decodes():
+    """The same objects as kda_decode_bulk's, for the same runtime parameters: bench_with.py
+    --share-inputs makes a shape's arrays and float64 reference once for both kernels."""
+    for attr in ("inputs", "reference", "tolerance", "baselines"):
+        assert getattr(MOD.SUITE, attr) == getattr(BULK.SUITE, attr), attr
+    assert MOD.SUITE.inputs is MOD.D.inputs and MOD.SUITE.reference is MOD.D.reference
+    assert ([repr(p) for p in MOD.kda_decode_cols.runtime_params]
+            == [repr(p) for p in BULK.kda_decode_bulk.runtime_params])

@@ -1,0 +1,236 @@
+"""Kimi Delta Attention decode, bulk copies and column-owning warps that never wait on each other
+(issue 18, session 11).
+
+The same computation as kda_decode.py (its docstring has the math: TT = 1..4 tokens per
+sequence, the f32 state [N, H, K=128, V=128] updated in place, o [N, TT, H, V] bf16), the same
+inputs, reference and tolerances, and kda_decode_bulk's copy ring: a persistent CTA per SM walks
+the heads (n, h) = cta, cta + G, ... through STAGES shared-memory stages filled and drained by
+1-D bulk copies (its docstring has the ring).
+
+Why another kernel: kda_decode_bulk gives warp w the state rows 16w .. 16w + 15 and every
+column, so each token's column sums over the K rows (S'^T k, S'^T q) cross the 8 warps: partials
+to shared memory, ``bar.sync``, every lane reading all 8 warps' partials (24 ``ld.shared.v4`` and
+88 ``add`` a lane and token). At TT = 4 the H200 profile (session 11, ncu of n64_h64_t4:
+6.6 us a head, 2.4 k instructions a warp and head, IPC 0.36 a scheduler, 2 warps a scheduler,
+stalls barrier 1.24 and long scoreboard 1.07, 45% of the samples on the reduction after the
+barrier) showed the CTA computing longer than the copy engine needs to move a head (4.1 us for
+128 KB at 4.25 TB/s / 132 SMs): the ring starves behind the lock-stepped warps (61.9% of the
+copy bandwidth). Here no sum crosses a warp:
+
+- Layout (kda_decode's): warp w owns the value columns 16w .. 16w + 15 and every row; lane l
+  (cg = l mod 4, rg = l / 4) the columns 16w + 4cg .. + 3 of rows 16rg .. 16rg + 15. A token's
+  column sums are a ``shfl.sync.bfly`` butterfly over rg (kda_decode's `_butterfly`): no shared
+  partials and no barrier, so the 8 warps drift apart and overlap their phases (one warp's
+  shuffles beside another's FMAs).
+- The copies: warp 8 is the producer (its lane 0 issues every copy, kda_decode_bulk's ring) and
+  the 8 compute warps hand a stage back through an mbarrier `done` (256 arrivals, each after the
+  thread's ``fence.proxy.async.shared::cta``) instead of a CTA barrier: a warp that finished its
+  head starts the next one at once.
+- Conflict-free without a swizzle: a warp's 16 columns are 64 bytes of a 512-byte row, 16 of the
+  32 banks, so a quarter warp (8 lanes, two rg) reading two rows 16 apart would meet 2-way
+  conflicts. The state is copied in 16 chunks of 8 rows (4 KB), each at a stride of 4160 bytes
+  (64 bytes of padding: chunk c's rows start on bank 16 (c mod 2)), and an odd rg walks its rows
+  from the second chunk (register i holds row 16rg + (i + 8 (rg mod 2)) mod 16): the two rg of a
+  quarter warp read chunks of opposite parity, 32 banks, 4 wavefronts a 512-byte access, as
+  kda_decode_bulk's rows. 16 copies a head and direction instead of 4; the same bytes.
+- The grid: the fewest CTAs (at most CTAS = 132) that take as many rounds of heads as 132 would
+  (`_ctas`): N64 H64's 4096 heads run on 128 CTAs, 32 each, instead of 31 rounds on 132 and a
+  32nd on 4 (alone on the memory system for ~one head's compute, ~3% at TT = 4); the other
+  shapes keep 131-132.
+- The gate: lane l computes the decays of rows 4l .. 4l + 3 (12 MUFU, not kda_decode's 48; the
+  flush-to-zero ``ex2``/``rcp``, exact here: `_decay_ftz`) and 16 ``shfl.sync.idx`` give each
+  lane its rows' decays (source lane 4rg + ((i / 4 + 2 (rg mod 2)) mod 4), element i mod 4: the
+  rotation above, lane-constant sources). The head's plain loads (A_log, 4 dt_bias, TT beta)
+  are made a head ahead, so their latency (the long-scoreboard stalls of kda_decode_bulk's
+  profile) passes under the previous head's tokens.
+
+Numerics: kda_decode's (f32 state, ``ex2``/``rcp``/``rsqrt.approx``, the same gate, norms and
+butterfly); only an odd rg's 16-row sums run in the rotated row order.
+
+Techniques: 1-D bulk copies (TMA) in and out of a 3-stage shared-memory ring, a producer warp,
+mbarrier hand-back of a stage (no CTA barrier in the loop), padded chunks for conflict-free
+column-sliced rows, warp-shuffle butterfly reductions, shuffle broadcast of the gate, fused gate
+and L2 normalization, persistent CTAs.
+
+Tags: memory-bound, tma, mbarrier-pipeline, persistent, warp-specialized, warp-shuffle,
+linear-attention, fused-gate
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import tirxh.lang as T
+
+# the zoo is a directory of kernel files, not a package (kda_decode.py says why)
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_decode as D  # noqa: E402 - after the path that finds it
+import kda_decode_bulk as B  # noqa: E402
+import kda_ref as R  # noqa: E402
+from kda_decode import (FULL, K, LOG2E, V, _butterfly, _decay_and_sums,  # noqa: E402
+                        _store_o, _unpack, _update)
+
+TAGS = ("memory-bound", "tma", "mbarrier-pipeline", "persistent", "warp-specialized",
+        "warp-shuffle", "linear-attention", "fused-gate")
+
+WARPS = 8                     # compute warps: 16 value columns each
+PRODUCER = WARPS              # the warp whose lane 0 issues the copies
+HEAD = K * V                  # state elements per head (64 KB)
+CROWS = 8                     # state rows per chunk (one bulk copy of 4 KB)
+CHUNKS = K // CROWS
+CSTRIDE = CROWS * V + 16      # f32 per chunk in shared memory: 64 bytes of padding (bank 16)
+
+
+def _decay_ftz(g, c1, c0):
+    """kda_decode's `_decay` (the decay exp(g) of a row from its raw gate) with the flush-to-zero
+    ``ex2`` and ``rcp``: one MUFU each, where the IEEE forms add an FSETP and two FMUL that
+    scale subnormals (~9 instructions a row, ~7% of a token's). Exact here: a subnormal
+    exponent flushed to 0 gives 2^0 = 1 as it would, a subnormal exp(-z) flushed to 0 leaves
+    1 + exp(-z) = 1 as rounding would, and 1 + exp(-z) >= 1 and the decay in [e^-5, 1] are
+    never subnormal."""
+    e = T.ptx.ex2.approx.ftz.f32(T.ptx.min.f32(T.ptx.fma.rn.f32(g, c1, c0), 64.0))
+    sig = T.ptx.rcp.approx.ftz.f32(e + 1.0)
+    return T.ptx.ex2.approx.ftz.f32(sig * (R.LOWER_BOUND * LOG2E))
+
+
+def _ctas(N, H, CTAS):
+    """The persistent grid: the fewest CTAs (at most CTAS) that walk the N H heads in the same
+    number of rounds as CTAS would. N64 H64: 4096 heads take 32 rounds on 132 CTAs, the last
+    on 4 of them (a tail of ~one head alone, ~3% at TT = 4); 128 CTAs take 32 each with no tail
+    and a 3% larger share of the bandwidth each (the shapes at 125, 94, 249 rounds keep 132,
+    131, 132)."""
+    rounds = -(-(N * H) // CTAS)
+    return -(-(N * H) // rounds)
+
+
+def _grid(N, H, CTAS):
+    return (_ctas(N, H, CTAS),)
+
+
+def smem_bytes(TT, STAGES):
+    """Shared memory of one CTA: the stages (16 padded chunks of state + TT tokens' q, k, g_raw,
+    v rows in bf16), the mbarriers (`full` and `done` per stage) and the 112 bytes by which the
+    launch pads the window for its 128-byte alignment (`T.shared`)."""
+    return STAGES * (CHUNKS * CSTRIDE * 4 + TT * 4 * K * 2) + 16 * STAGES + 112
+
+
+@T.kernel(grid=_grid, block=32 * (WARPS + 1))
+def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
+                    g_raw: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
+                    dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
+                    N: T.const, H: T.const, TT: T.const = 1, STAGES: T.const = 3,
+                    CTAS: T.const = 132):
+    st = T.shared(T.f32, (STAGES, CHUNKS, CSTRIDE), align=128)  # the heads' states, chunked
+    tk = T.shared(T.bf16, (STAGES, TT, 4, K), align=128)        # their tokens: q, k, g_raw, v
+    full = T.mbarrier(STAGES)       # a head's state and tokens landed (transaction bytes)
+    done = T.mbarrier(STAGES)       # every compute thread wrote its state back (256 arrivals)
+    tid = T.tid.x
+    lane = T.laneid()
+    warp = tid >> 5
+    grid = _ctas(N, H, CTAS)                 # = %nctaid.x (_grid), a constant here
+    cta = T.ctaid.x
+    mine = (N * H - 1 - cta) / grid + 1      # heads cta, cta + grid, ... below N H
+    chunk = CROWS * V
+
+    def head_of(j):
+        return B.head_of(cta, j, grid, H)
+
+    def load(j, stage):
+        """The j-th head's state (16 padded chunks) and tokens into `stage`."""
+        hd, n, h = head_of(j)
+        B.load_head(full[stage], [(st.at(stage, c, 0), state.at(hd * HEAD + c * chunk),
+                                   chunk * 4) for c in range(CHUNKS)],
+                    tk, stage, (q, k, g_raw, v), n, h, H, TT)
+
+    with T.if_(tid == 0):
+        for s in range(STAGES):
+            full[s].init(1)
+            done[s].init(32 * WARPS)
+        T.ptx.fence.mbarrier_init.release.cluster()
+    T.ptx.bar.sync(0)     # the mbarriers' initialisation, before anyone uses them
+
+    ring = T.pipeline(STAGES)
+    with T.if_(warp == PRODUCER, uniform=True):
+        with T.if_(lane == 0):
+            for s in range(STAGES):
+                with T.if_(mine > s):
+                    load(s, s)
+            prev = T.reg(T.u32, init=0)      # the stage of the previous head
+            with T.range(mine) as j:
+                done[ring.stage].wait(ring.phase)
+                hd = cta + j * grid
+                B.store_and_refill([(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c, 0),
+                                     chunk * 4) for c in range(CHUNKS)],
+                                   j, mine, STAGES, lambda: load(j + (STAGES - 1), prev))
+                prev.set(ring.stage)
+                ring.advance()
+            T.ptx.cp.async_.bulk.wait_group(0)
+    with T.else_():
+        rg = lane >> 2
+        odd = rg & 1
+        col = warp * 16 + (lane & 3) * 4          # this lane's first value column
+        # register i holds row 16 rg + (i + 8 odd) mod 16: chunk 2 rg + odd first, then the other
+        first, second = 2 * rg + odd, 2 * rg + (odd ^ 1)
+        src = [4 * rg + ((i + 2 * odd) & 3) for i in range(4)]   # lane holding rows' decays
+        # the head's few plain loads (A_log, dt_bias of rows 4 lane .. + 3, the tokens' beta),
+        # made a head ahead: their L2 latency is spent during the previous head's tokens
+        ahead = [T.reg(T.f32, init=0.0) for _ in range(5)] + [T.reg(T.b16) for _ in range(TT)]
+
+        def plain_loads(jj):
+            _, n, h = head_of(jj)
+            ahead[0].set(T.ptx.ld.global_.nc.f32(A_log.at(h)))
+            for e, x in enumerate(T.ptx.ld.global_.nc.v4.f32(dt_bias.at(h * K + 4 * lane))):
+                ahead[1 + e].set(x)
+            for t in range(TT):
+                ahead[5 + t].set(T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)))
+
+        plain_loads(0)
+        with T.range(mine) as j:
+            hd, n, h = head_of(j)
+            # exp(-z) = 2^(c1 g_raw + c0), c1 = -exp(A_log) log2(e), c0 = c1 dt_bias (the gate
+            # of rows 4 lane .. + 3); then the next head's loads (the last head reloads its own)
+            c1 = T.ptx.ex2.approx.f32(ahead[0] * LOG2E) * -LOG2E
+            c0 = [c1 * x for x in ahead[1:5]]
+            bts = [T.ptx.cvt.f32.bf16(b) for b in ahead[5:]]
+            plain_loads(T.ptx.min.u32(j + 1, mine - 1))
+            full[ring.stage].wait(ring.phase)
+            at = [st.at(ring.stage, first, col), st.at(ring.stage, second, col)]
+            S = [list(T.ptx.ld.shared.v4.f32(at[i // CROWS] + (i % CROWS) * V * 4))
+                 for i in range(2 * CROWS)]
+            for t in range(TT):
+                # q and k of the lane's rows in register order: 8 rows of each chunk
+                words = [w for i in (0, 1) for c in (first, second)
+                         for w in T.ptx.ld.shared.v4.b32(tk.at(ring.stage, t, i, c * CROWS))]
+                qr = [x for w in words[:8] for x in _unpack(w)]
+                kr = [x for w in words[8:] for x in _unpack(w)]
+                gw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 2, 4 * lane))
+                dec = [_decay_ftz(g, c1, c0[e]) for e, g in enumerate(x for w in gw
+                                                                      for x in _unpack(w))]
+                vw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 3, col))
+                vc = [x for w in vw for x in _unpack(w)]
+                part = _decay_and_sums(S, kr, qr, lambda i: T.ptx.mov.f32(
+                    T.ptx.shfl.sync.idx.b32(dec[i % 4], src[i // 4], 0x1F, FULL)))
+                out = _update(S, kr, _butterfly(part), vc, bts[t])
+                _store_o(o.at(((n * TT + t) * H + h) * V + col), out, pred=rg == 0)
+            for i in range(2 * CROWS):
+                T.ptx.st.shared.v4.f32(at[i // CROWS] + (i % CROWS) * V * 4, S[i])
+            T.ptx.fence.proxy.async_.shared__cta()   # generic writes -> the copy engine's reads
+            done[ring.stage].arrive()
+            ring.advance()
+
+
+def constraints(N, H, TT=1, STAGES=3, CTAS=132):
+    return B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES))
+
+
+# kda_decode_bulk's suite (kda_decode's inputs, reference, cases with the large ones tagged
+# "ring", its wrapping rings; n64_h64_t4_c128 has here the same grid as n64_h64_t4, `_ctas`: a
+# replicate), and rings of odd sizes: one CTA walks 5 heads with saturated gates, three CTAs 5
+# each of 15, and 5 heads on CTAS = 4 take 3 CTAs (the balanced grid)
+SUITE = B.ring_suite(kda_decode_cols, constraints, [
+    T.case("n5_h1_t4_deep_c1", N=5, H=1, TT=4, CTAS=1, gate="deep"),
+    T.case("n5_h3_t3_c3", N=5, H=3, TT=3, CTAS=3),
+    T.case("n5_h1_t2_c4", N=5, H=1, TT=2, CTAS=4),
+])
