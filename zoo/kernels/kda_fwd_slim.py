@@ -204,6 +204,7 @@ SUITE_VARLEN = T.suite(
 # --- kda_fwd_pair: the two value slices of a head share the prep (session 10) ------------------
 
 COPY_BYTES = 3 * 2 * P.TILE + 2 * (64 * 64 * 2) + K * 4   # KE, QG, KLL tiles, M, Tb, 2^G_63
+COPY_BYTES_TRI = COPY_BYTES - 2 * 6 * (16 * 16 * 2)        # TRI: not M's, Tb's 6 upper blocks
 
 
 class _SmemPair(F._SmemWS):
@@ -225,26 +226,47 @@ def _wait_cluster(bar, parity):
         T.break_(done)
 
 
-def _copy_out(sm, stage, rank, NT):
+def _copy_out(sm, stage, rank, NT, TRI=0):
     """Every prep thread: its 16-byte pieces of the prepared chunk in `stage` (KE, QG, KLL
     tiles, M, Tb, 2^G_63: COPY_BYTES) read from this CTA's shared memory and stored into the
     same addresses of the peer CTA's (``st.shared::cluster.v4``: plain remote stores, published
     by the prep's barrier and one release-at-cluster-scope arrive on the peer's ready[stage];
     ``st.async`` would complete each piece on the barrier itself, 4,096 async operations per
-    chunk, which sync_check models one by one)."""
+    chunk, which sync_check models one by one).
+
+    TRI = 1 (session 11): of M and Tb only the pieces of the blocks (a, b <= a) the prep
+    writes (`_lower_piece`): the blocks above the diagonal are the zeros both CTAs stored at
+    the start, so 6 KB of the 66 KB stay home (COPY_BYTES_TRI)."""
     tid = T.tid.x
     vw = sm.view(stage)
-    regions = [(buf.ptr() + stage * (2 * P.TILE), 2 * P.TILE) for buf in (sm.q, sm.k, sm.g)]
-    regions += [(vw.m.ptr(), P.TILE), (vw.tb.ptr(), P.TILE), (vw.egl.ptr(), K * 4)]
+    regions = [(buf.ptr() + stage * (2 * P.TILE), 2 * P.TILE, False)
+               for buf in (sm.q, sm.k, sm.g)]
+    regions += [(vw.m.ptr(), P.TILE, bool(TRI)), (vw.tb.ptr(), P.TILE, bool(TRI)),
+                (vw.egl.ptr(), K * 4, False)]
     put = T.ptx.st.shared__cluster.v4.b32
-    for base, nbytes in regions:
+    for base, nbytes, tri in regions:
         src = base + (tid << 4)
         dst = T.ptx.mapa.shared__cluster.u32(src, rank ^ 1)
         for i in range(-(-nbytes // (16 * NT))):
-            with T.if_((tid << 4) + i * 16 * NT < nbytes) if nbytes < 16 * NT * (i + 1) \
-                    else contextlib.nullcontext():
+            if tri:
+                guard = T.if_(_lower_piece((tid << 4) + i * 16 * NT))
+            elif nbytes < 16 * NT * (i + 1):
+                guard = T.if_((tid << 4) + i * 16 * NT < nbytes)
+            else:
+                guard = contextlib.nullcontext()
+            with guard:
                 words = T.ptx.ld.shared.v4.b32(Addr(src, i * 16 * NT))
                 put(Addr(dst, i * 16 * NT), words)
+
+
+def _lower_piece(off):
+    """Whether the 16-byte piece at byte `off` of a 128-byte-swizzled 64 x 64 bf16 tile lies in
+    a block (a, b) with b <= a: row r = off / 128, its logical chunk (off / 16 % 8) ^ (r % 8)
+    (kda_chunk.Lanes: chunk ch of row r sits at ch ^ (r % 8)), block column b = chunk / 2, row
+    block a = r / 16."""
+    row = off >> 7
+    chunk = ((off >> 4) & 7) ^ (row & 7)
+    return (chunk >> 1) <= (row >> 4)
 
 
 def _issue_v(sm, v_map, c, stage, row, h, bidx):
@@ -256,11 +278,12 @@ def _issue_v(sm, v_map, c, stage, row, h, bidx):
     tma(sm.v.ptr() + stage * P.TILE, v_map[T.ctaid.x * 64, h, row, bidx], sm.ready[stage])
 
 
-def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BLOCKS):
+def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BLOCKS,
+                  OVERLAP=0, TRI=0):
     """The cluster of a head's two value slices (CTA rank r = ctaid.x, stage r its own):
 
         prep (8 warps), chunks c = r, r + 2, ..:  wait full[r]  norms .. inverse  fence, bar 1
-            wait pfree[r] (the peer's stage r free)  st.async the prepared chunk into the
+            wait pfree[r] (the peer's stage r free)  remote stores of the prepared chunk into the
             peer's stage r (on its ready[r])  arrive ready[r]
         state (4 warps), every chunk c (stage c % 2):  wait ready[s]  _state_step  arrive
             empty[s]; the issuer then waits empty[s] and loads chunk c + 2: into stage r all
@@ -270,7 +293,14 @@ def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow
     Each CTA prepares every other chunk, so a chunk costs (prep + state + load) / 2 where the
     kda_fwd_slim body pays the whole prep (docs/TUNING.md, "H64: one prep per head"). The prep
     is v64ws8l's (BLOCKS = 0: kda_chunk.blocks, 4 blocks side by side) or v64ws8n's (BLOCKS =
-    2: blocks_wide)."""
+    2: blocks_wide).
+
+    OVERLAP = 1 (session 11): the prep arrives on its own ready[r] before the copy, so this
+    CTA's state warps take chunk c while the copy reads the stage; the copy's end becomes one
+    more arrival (prep thread 0, after the prep barrier) on empty[r], whose count is then
+    32 NS + 1, so the issuer's TMA of chunk c + 2 into stage r waits for the copy's reads as
+    well as the state's. The own chain loses the copy: (P + max(S, X) + L) / 2 a chunk
+    (docs/PERFORMANCE.md, "Session 11, branch kdapair2")."""
     q_map, k_map, g_map, v_map = maps
     BV, PREP, NS = 64, 8, 4
     NT = 32 * PREP
@@ -278,11 +308,13 @@ def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow
     sm = _SmemPair(BV)
     tid = T.tid.x
     rank = T.ctaid.x                                   # cluster (2, 1, 1) over grid x = 2
+    copy_frees = OVERLAP    # with OVERLAP the copy's end is one more arrival on empty[rank]
     with T.if_(tid == 0):
         for s in range(2):
             sm.full[s].init(1)
             sm.ready[s].init(T.ptx.selp.u32(NT, 2, rank == s))   # own: the prep's threads
-            sm.empty[s].init(32 * NS)
+            sm.empty[s].init(T.ptx.selp.u32(32 * NS + 1, 32 * NS, rank == s) if copy_frees
+                             else 32 * NS)
             sm.pfree[s].init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
     # M and Tb are block lower triangular: the blocks above the diagonal are never written but
@@ -325,12 +357,17 @@ def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow
             P.inverse_blocks(vw, ln)
             T.ptx.fence.proxy.async_.shared__cta()   # in-place writes before the stage's next TMA
             T.ptx.bar.sync(1, NT)
+            if OVERLAP:
+                sm.ready[rank].arrive()   # this CTA's state warps take chunk c beside the copy
             _wait_cluster(sm.pfree[rank], par)
-            _copy_out(sm, rank, rank, NT)
-            sm.ready[rank].arrive()
+            _copy_out(sm, rank, rank, NT, TRI)
+            if not OVERLAP:
+                sm.ready[rank].arrive()
             T.ptx.bar.sync(1, NT)      # every thread's remote stores, before the one arrive
             with T.if_(tid == 0):
                 T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(T.sink, peer_ready)
+                if copy_frees:         # every thread's reads of stage r done: its TMA may land
+                    sm.empty[rank].arrive()
     with T.role((tid >> 5) >= PREP, inc=regs[1]):
         H, h = T.nctaid.y, T.ctaid.y
         n, start, length, bidx, t0, nchunks = F._sequence(order, cu_seqlens, Trow)
@@ -384,26 +421,37 @@ def kda_fwd_pair(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap,
                  g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16], beta: T.gptr[T.bf16],
                  A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32], h0: T.gptr[T.f32],
                  cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32], o: T.gptr[T.bf16],
-                 ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64, BLOCKS: T.const = 0):
+                 ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64, BLOCKS: T.const = 0,
+                 OVERLAP: T.const = 0, TRI: T.const = 0):
     """kda_fwd_slim's v64ws8l prep and state warps (8 + 4, BV = 64; BLOCKS = 2: v64ws8n's A/M
     blocks) with the two value slices of a head in a 2-CTA cluster that prepares each chunk
     once: each CTA prepares every other chunk and stores it into its peer's shared memory
-    (`_forward_pair`)."""
+    (`_forward_pair`; OVERLAP = 1: the own state warps start beside the copy; TRI = 1: M and
+    Tb copied without their zero blocks)."""
     _forward_pair((q_map, k_map, g_map, v_map), beta, A_log, dt_bias, h0, cu_seqlens, order,
-                  o, ht, Trow, BLOCKS)
+                  o, ht, Trow, BLOCKS, OVERLAP, TRI)
 
 
 # the cluster of a head's two value slices: c with v64ws8l's prep, d with v64ws8n's
-PAIR_VARIANTS = {"v64ws8c": dict(BV=64, BLOCKS=0), "v64ws8d": dict(BV=64, BLOCKS=2)}
+PAIR_VARIANTS = {"v64ws8c": dict(BV=64, BLOCKS=0), "v64ws8d": dict(BV=64, BLOCKS=2),
+                 # session 11: e the own state beside the copy, f also M and Tb without zeros
+                 "v64ws8e": dict(BV=64, BLOCKS=0, OVERLAP=1),
+                 "v64ws8f": dict(BV=64, BLOCKS=0, OVERLAP=1, TRI=1)}
+# what kda_bench.sh wsf times: the new variants beside session 10's measured v64ws8c
+WSF_VARIANTS = {v: PAIR_VARIANTS[v] for v in ("v64ws8c", "v64ws8e", "v64ws8f")}
 
 
-def constraints_pair(B, T_, H, lens=None, BV=64, BLOCKS=0):
+def constraints_pair(B, T_, H, lens=None, BV=64, BLOCKS=0, OVERLAP=0, TRI=0):
     if BV != 64:
         return [f"BV={BV}: kda_fwd_pair pairs the two 64-column value slices of a head in a "
                 f"cluster; it takes BV = 64"]
+    out = []
     if BLOCKS not in (0, 2):
-        return [f"BLOCKS={BLOCKS} must be 0 (kda_chunk.blocks, v64ws8l's) or 2 (blocks_wide)"]
-    return F.constraints(B, T_, H, lens, BV=64, PREP=8, BATCH=8)
+        out.append(f"BLOCKS={BLOCKS} must be 0 (kda_chunk.blocks, v64ws8l's) or 2 (blocks_wide)")
+    for name, val in (("OVERLAP", OVERLAP), ("TRI", TRI)):
+        if val not in (0, 1):
+            out.append(f"{name}={val} must be 0 or 1")
+    return out or F.constraints(B, T_, H, lens, BV=64, PREP=8, BATCH=8)
 
 
 _COMMON_PAIR = dict(F._COMMON, constraints=constraints_pair)
@@ -420,6 +468,13 @@ SUITE_PAIR = T.suite(
         T.case("b2_t65_h2_v64ws8c_slow", B=2, T_=65, H=2, gate="slow"),
         # v64ws8n's A/M blocks: three chunks (64, 64, 22): stage 0 refilled once
         T.case("t150_h1_v64ws8d", B=1, T_=150, H=1, BLOCKS=2),
+        # OVERLAP: five chunks (4 x 64 + 3), saturated gates: stage 0 refilled twice after the
+        # own state and the copy both left it (empty[0] counts 129 in CTA 0, 128 in CTA 1)
+        T.case("t259_h1_v64ws8e_deep", B=1, T_=259, H=1, OVERLAP=1, gate="deep"),
+        # OVERLAP and TRI: two rows of a chunk and a 1-token tail (the tail's M and Tb are zero
+        # but for row 0: the upper blocks still zero in the peer), and 3 chunks of 1 row
+        T.case("b2_t65_h1_v64ws8f_slow", B=2, T_=65, H=1, OVERLAP=1, TRI=1, gate="slow"),
+        T.case("t191_h1_v64ws8f_deep", B=1, T_=191, H=1, OVERLAP=1, TRI=1, gate="deep"),
         *_large("t8192", variants=PAIR_VARIANTS),
     ])
 
@@ -429,6 +484,9 @@ SUITE_PAIR_VARLEN = T.suite(
         # a pack of 3 (3, 1 and 1 chunks in one row): one cluster per sequence
         T.case("pack_150_8_30_v64ws8c", B=1, T_=188, H=1, lens=(150, 8, 30), gate="deep"),
         T.case("pack_100_8_30_v64ws8d", B=1, T_=138, H=1, lens=(100, 8, 30), BLOCKS=2),
+        # OVERLAP and TRI over a pack: 3 + 2 + 1 chunks (tails of 7, 1 and 5 tokens)
+        T.case("pack_135_65_5_v64ws8f", B=1, T_=205, H=1, lens=(135, 65, 5), OVERLAP=1, TRI=1,
+               gate="deep"),
         *_large("pack6", lens=F.PACK6, variants=PAIR_VARIANTS),
         *_large("pack8x1024", lens=F.PACK8, variants=PAIR_VARIANTS),
     ])
