@@ -146,8 +146,8 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk|bwd|local\
-        |reverse|chain|fb|s0|check|smoke|tc|tc2) ;;
+    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk|bwd\
+        |local|reverse|chain|fb|s0|check|smoke|tc|tc2) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
 wsf, slimpacks, decode, decodebulk, bwd, local, reverse, chain, fb, s0, check, smoke, tc, tc2)"
            exit 2;;
