@@ -252,7 +252,7 @@ def test_pair_small_case_matches_reference(case):
 
 
 def _pair_form(params) -> tuple:
-    return tuple(params.get(k, 0) for k in ("BLOCKS", "OVERLAP", "TRI"))
+    return tuple(params.get(k, 0) for k in ("BLOCKS", "OVERLAP", "TRI", "WORK"))
 
 
 def test_pair_small_cases_cover_every_variant_odd_lengths_and_a_pack():
@@ -265,6 +265,9 @@ def test_pair_small_cases_cover_every_variant_odd_lengths_and_a_pack():
     overlap = [c.params for c in small if c.params.get("OVERLAP")]
     assert any(p["T_"] % 64 and p["T_"] > 128 and p.get("gate") == "deep" for p in overlap)
     assert any(p.get("lens") and p.get("TRI") for p in overlap)
+    work = [c.params for c in small if c.params.get("WORK")]
+    assert any(p["T_"] > 4 * 64 and p.get("gate") == "deep" for p in work)  # 2 refills of CTA 0
+    assert any(p.get("lens") for p in work)
 
 
 def test_pair_sync_check_is_clean():
@@ -299,6 +302,23 @@ def test_pair_overlap_without_the_copy_on_empty_is_a_race(tmp_path):
     racecheck reports the conflict."""
     mutant = load_mutant("kda_fwd_slim", "copy_frees = OVERLAP ", "copy_frees = 0 ", tmp_path)
     case = T.case("sync", B=1, T_=150, H=1, OVERLAP=1, gate="deep")
+    found = [f.message for r in sync_race(mutant.SUITE_PAIR, case) for f in r.findings]
+    assert any("conflict on shared" in m for m in found), found
+
+
+def test_pair_work_sync_check_is_clean():
+    """WORK (session 11), three chunks: chunk 2's raw tiles land in CTA 0's working buffer and
+    its norms and gate run there while the state warps still read chunk 0 in stage 0."""
+    case = T.case("sync", B=1, T_=150, H=1, OVERLAP=1, WORK=1, gate="deep")
+    for result in sync_race(AHEAD.SUITE_PAIR, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_pair_work_without_the_prep_wait_on_empty_is_a_race(tmp_path):
+    """With WORK the prep of chunk c + 2 reaches stage r while the state warps may still read
+    chunk c there: without its wait on empty[r], racecheck reports the conflict."""
+    mutant = load_mutant("kda_fwd_slim", "sm.empty[rank].wait(par ^ 1)", "pass", tmp_path)
+    case = T.case("sync", B=1, T_=150, H=1, OVERLAP=1, WORK=1, gate="deep")
     found = [f.message for r in sync_race(mutant.SUITE_PAIR, case) for f in r.findings]
     assert any("conflict on shared" in m for m in found), found
 
@@ -350,3 +370,6 @@ def test_pair_constraints_name_the_rule():
         "OVERLAP=2 must be 0 or 1", "TRI=-1 must be 0 or 1"]
     _suite_refuses(AHEAD.kda_fwd_pair, AHEAD.constraints_pair, r"case 'bad': TRI=2 must be 0",
                    TRI=2)
+    assert AHEAD.constraints_pair(1, 64, 1, WORK=1) == [
+        "WORK=1 needs OVERLAP=1 (the copy's end is an arrival on empty[r], which the prep "
+        "waits for before it writes stage r)"]
