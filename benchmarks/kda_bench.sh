@@ -50,10 +50,11 @@
 #             those kernels' small cases only; ~240 s of device time (wsd's call: ~37 s a
 #             variant): `BUDGET=300 bash benchmarks/kda_bench.sh wse`
 #   wsf       kda_fwd_pair's session-11 forms (v64ws8e: the own state warps start beside the
-#             copy into the peer; v64ws8f: e with M and Tb copied without their zero blocks)
-#             beside v64ws8c, one job per H64 shape: t8192, pack6, pack8x1024 (WSF_SHAPES
-#             narrows them); its smoke covers kda_fwd_pair's small cases only; ~330-400 s of
-#             device time: `BUDGET=420 bash benchmarks/kda_bench.sh wsf`
+#             copy into the peer; v64ws8f: e with M and Tb copied without their zero blocks;
+#             v64ws8g: e with the raw q, k, g through a working buffer) beside v64ws8c, one job
+#             per H64 shape: t8192, pack6, pack8x1024 (WSF_SHAPES narrows them); its smoke
+#             covers kda_fwd_pair's small cases only; ~350-420 s of device time:
+#             `BUDGET=450 bash benchmarks/kda_bench.sh wsf`
 #   slimpacks the slim forwards on the varlen packs against FLA's varlen chunk_kda, one job
 #             per shape: pack6 at H96 (v128wsl) and H64 (SLIM_H64, default "v64ws8l v64ws8q"),
 #             then 8 x 1024 (the same); step 0 prewarms FLA's varlen kernels (carry the
@@ -499,10 +500,10 @@ or v64ws8q)";;
             bench wse-t8192_h64 "kda_fwd and t8192_h64_ and (v64ws8l or v64ws8q or v64ws8c \
 or v64ws8d)";;
         wsf)
-            # kda_fwd_pair's WSF_VARIANTS (kda_fwd_slim.py: v64ws8c, e, f), one job a shape
+            # kda_fwd_pair's WSF_VARIANTS (kda_fwd_slim.py: v64ws8c, e, f, g), one job a shape
             for s in ${WSF_SHAPES:-t8192 pack6 pack8x1024}; do
                 bench "wsf-${s}_h64" "kda_fwd_pair and ${s}_h64_ and (v64ws8c or v64ws8e \
-or v64ws8f)"
+or v64ws8f or v64ws8g)"
             done;;
         slimpacks)
             # the slim forwards on the packs: v128wsl at H96, SLIM_H64 at H64 (one job a shape)

@@ -77,7 +77,7 @@ def test_wse_times_the_pair_variants_after_both_controls_in_one_job():
         "kda_fwd_pair[t8192_h64_v64ws8c]", "kda_fwd_pair[t8192_h64_v64ws8d]"]
     smoke = jobs["smoke"]
     assert all("t8192" not in i for i in smoke)
-    assert len([i for i in smoke if i.startswith("kda_fwd_pair[")]) == 10  # every small case
+    assert len([i for i in smoke if i.startswith("kda_fwd_pair[")]) == 13  # every small case
     assert {i.split("[")[0] for i in smoke} == {"kda_fwd_slim", "kda_fwd_ahead", "kda_fwd_pair"}
     assert all("v64ws8l" in i or "v64ws8q" in i for i in smoke if not i.startswith("kda_fwd_pair"))
     assert set(jobs) == {"smoke", "warmup", "wse-t8192_h64"}
@@ -85,17 +85,17 @@ def test_wse_times_the_pair_variants_after_both_controls_in_one_job():
 
 @pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
 def test_wsf_times_the_new_pair_forms_beside_v64ws8c_at_each_h64_shape():
-    """Group wsf (session 11): one job per H64 shape, kda_fwd_pair's c, e and f only (the
+    """Group wsf (session 11): one job per H64 shape, kda_fwd_pair's c, e, f and g only (the
     substring v64ws8c must not select another kernel's variant); the smoke covers kda_fwd_pair's
     small cases; WSF_SHAPES narrows the jobs and the prewarm."""
     jobs = _jobs("wsf")
     shapes = ("t8192", "pack6", "pack8x1024")
     for s in shapes:
         assert jobs[f"wsf-{s}_h64"] == [f"kda_fwd_pair[{s}_h64_{v}]"
-                                        for v in ("v64ws8c", "v64ws8e", "v64ws8f")]
+                                        for v in ("v64ws8c", "v64ws8e", "v64ws8f", "v64ws8g")]
     assert jobs["smoke"] and all(i.startswith("kda_fwd_pair[") for i in jobs["smoke"])
-    assert any("v64ws8e" in i for i in jobs["smoke"]) and any("v64ws8f" in i
-                                                               for i in jobs["smoke"])
+    for v in ("v64ws8e", "v64ws8f", "v64ws8g"):
+        assert any(v in i for i in jobs["smoke"]), v
     assert set(jobs) == {"smoke", "warmup"} | {f"wsf-{s}_h64" for s in shapes}
     one = _jobs("wsf", WSF_SHAPES="pack6")
     assert set(one) == {"smoke", "warmup", "wsf-pack6_h64"}

@@ -24,7 +24,10 @@ docs/TUNING.md ("H64: the prep's path", session 8) has the model and the predict
 `kda_fwd_pair` (session 10): a head's two value-slice CTAs in a 2-CTA cluster prepare each
 chunk once, each CTA every other chunk, stored into the peer's stage by remote shared stores
 (the prep, which the state warps wait for ~59% of the time at H64, was made twice per head);
-docs/TUNING.md ("H64: one prep per head") has the model and the predictions.
+docs/TUNING.md ("H64: one prep per head") has the model and the predictions. Session 11 (it
+measured 0.685 ms, not 0.58: the copy sat on each CTA's own chain) adds OVERLAP (the own state
+warps take the chunk beside the copy), TRI (M and Tb sent without their zero blocks) and WORK
+(the raw q, k, g through a working buffer): docs/PERFORMANCE.md, "Session 11, branch kdapair2".
 
 Tags: linear-attention, chunked-scan, mma-sync, tma, mbarrier-pipeline, swizzle-128b,
 state-in-registers, fused-gate, varlen, warp-specialization
