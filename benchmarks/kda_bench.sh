@@ -52,8 +52,8 @@
 #   wsf       kda_fwd_pair's session-11 forms (v64ws8e: the own state warps start beside the
 #             copy into the peer; v64ws8f: e with M and Tb copied without their zero blocks;
 #             v64ws8g: e with the raw q, k, g through a working buffer) beside v64ws8c, one job
-#             per H64 shape: t8192, pack6, pack8x1024 (WSF_SHAPES narrows them); its smoke
-#             covers kda_fwd_pair's small cases only; ~350-420 s of device time:
+#             per H64 shape: t8192, pack6, pack8x1024 (WSF_SHAPES narrows them, WSF_VARIANTS
+#             the variants); its smoke covers those variants' small cases only; ~350-420 s:
 #             `BUDGET=450 bash benchmarks/kda_bench.sh wsf`
 #   slimpacks the slim forwards on the varlen packs against FLA's varlen chunk_kda, one job
 #             per shape: pack6 at H96 (v128wsl) and H64 (SLIM_H64, default "v64ws8l v64ws8q"),
@@ -165,6 +165,9 @@ for s in ${WSF_SHAPES:-}; do
 done
 LIST="${KDA_BENCH_LIST:-}"
 SLIM_H64="${SLIM_H64:-v64ws8l v64ws8q}"
+# group wsf's variants of kda_fwd_pair (its smoke's small cases and its jobs' items)
+WSF_K=$(printf ' or %s' ${WSF_VARIANTS:-v64ws8c v64ws8e v64ws8f v64ws8g})
+WSF_K="(${WSF_K# or })"
 if [ -n "$LIST" ]; then
     WORK=$(mktemp -d)
     LOGS="$WORK/logs"
@@ -324,7 +327,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     # kda_fwd_slim names kda_fwd.py's slim kernel and the file of kda_fwd_ahead: both
     # (the file's name also selects kda_fwd_pair, group wse's: only when wse is asked for)
     *" wse "*) SMOKE_K="kda_fwd_slim";;
-    *" wsf "*) SMOKE_K="kda_fwd_pair";;
+    *" wsf "*) SMOKE_K="kda_fwd_pair and $WSF_K";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
@@ -500,10 +503,9 @@ or v64ws8q)";;
             bench wse-t8192_h64 "kda_fwd and t8192_h64_ and (v64ws8l or v64ws8q or v64ws8c \
 or v64ws8d)";;
         wsf)
-            # kda_fwd_pair's WSF_VARIANTS (kda_fwd_slim.py: v64ws8c, e, f, g), one job a shape
+            # kda_fwd_pair's WSF_VARIANTS (default v64ws8c, e, f, g), one job a shape
             for s in ${WSF_SHAPES:-t8192 pack6 pack8x1024}; do
-                bench "wsf-${s}_h64" "kda_fwd_pair and ${s}_h64_ and (v64ws8c or v64ws8e \
-or v64ws8f or v64ws8g)"
+                bench "wsf-${s}_h64" "kda_fwd_pair and ${s}_h64_ and $WSF_K"
             done;;
         slimpacks)
             # the slim forwards on the packs: v128wsl at H96, SLIM_H64 at H64 (one job a shape)

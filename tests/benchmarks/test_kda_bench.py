@@ -87,7 +87,8 @@ def test_wse_times_the_pair_variants_after_both_controls_in_one_job():
 def test_wsf_times_the_new_pair_forms_beside_v64ws8c_at_each_h64_shape():
     """Group wsf (session 11): one job per H64 shape, kda_fwd_pair's c, e, f and g only (the
     substring v64ws8c must not select another kernel's variant); the smoke covers kda_fwd_pair's
-    small cases; WSF_SHAPES narrows the jobs and the prewarm."""
+    small cases; WSF_SHAPES narrows the jobs and the prewarm, WSF_VARIANTS the variants (a
+    form whose smoke fails on the GPU can be left out and the others still timed)."""
     jobs = _jobs("wsf")
     shapes = ("t8192", "pack6", "pack8x1024")
     for s in shapes:
@@ -97,8 +98,11 @@ def test_wsf_times_the_new_pair_forms_beside_v64ws8c_at_each_h64_shape():
     for v in ("v64ws8e", "v64ws8f", "v64ws8g"):
         assert any(v in i for i in jobs["smoke"]), v
     assert set(jobs) == {"smoke", "warmup"} | {f"wsf-{s}_h64" for s in shapes}
-    one = _jobs("wsf", WSF_SHAPES="pack6")
+    one = _jobs("wsf", WSF_SHAPES="pack6", WSF_VARIANTS="v64ws8c v64ws8e")
     assert set(one) == {"smoke", "warmup", "wsf-pack6_h64"}
+    assert one["wsf-pack6_h64"] == ["kda_fwd_pair[pack6_h64_v64ws8c]",
+                                    "kda_fwd_pair[pack6_h64_v64ws8e]"]
+    assert one["smoke"] and all("v64ws8c" in i or "v64ws8e" in i for i in one["smoke"])
     assert "pw_shapes=$(printf '%s_h64 ' ${WSF_SHAPES:-t8192 pack6 pack8x1024})" \
         in SCRIPT.read_text()
 
