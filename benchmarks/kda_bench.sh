@@ -49,6 +49,12 @@
 #             beside the controls v64ws8l and v64ws8q in one job at T8192 H64; its smoke covers
 #             those kernels' small cases only; ~240 s of device time (wsd's call: ~37 s a
 #             variant): `BUDGET=300 bash benchmarks/kda_bench.sh wse`
+#   wsf       kda_fwd_pair's session-11 forms (v64ws8e: the own state warps start beside the
+#             copy into the peer; v64ws8f: e with M and Tb copied without their zero blocks;
+#             v64ws8g: e with the raw q, k, g through a working buffer) beside v64ws8c, one job
+#             per H64 shape: t8192, pack6, pack8x1024 (WSF_SHAPES narrows them, WSF_VARIANTS
+#             the variants); its smoke covers those variants' small cases only; ~350-420 s:
+#             `BUDGET=450 bash benchmarks/kda_bench.sh wsf`
 #   slimpacks the slim forwards on the varlen packs against FLA's varlen chunk_kda, one job
 #             per shape: pack6 at H96 (v128wsl) and H64 (SLIM_H64, default "v64ws8l v64ws8q"),
 #             then 8 x 1024 (the same); step 0 prewarms FLA's varlen kernels (carry the
@@ -148,10 +154,11 @@ BUDGET="${BUDGET:-270}"
 START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
-    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|slimpacks|decode|decodebulk|decodecols|bwd|local\
-        |reverse|chain|fb|s0|check|smoke|tc|tc2) ;;
+    case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
+        |decodecols|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
-slimpacks, decode, decodebulk, decodecols, bwd, local, reverse, chain, fb, s0, check, smoke, tc, tc2)"
+wsf, slimpacks, decode, decodebulk, decodecols, bwd, local, reverse, chain, fb, s0, check, smoke, \
+tc, tc2)"
            exit 2;;
     esac
 done
@@ -160,8 +167,15 @@ for s in ${WSC_SHAPES:-}; do
     case "$s" in t8192_h96|t8192_h64) ;;
         *) echo "kda_bench: WSC_SHAPES takes t8192_h96 and t8192_h64, not $s"; exit 2;; esac
 done
+for s in ${WSF_SHAPES:-}; do
+    case "$s" in t8192|pack6|pack8x1024) ;;
+        *) echo "kda_bench: WSF_SHAPES takes t8192, pack6 and pack8x1024, not $s"; exit 2;; esac
+done
 LIST="${KDA_BENCH_LIST:-}"
 SLIM_H64="${SLIM_H64:-v64ws8l v64ws8q}"
+# group wsf's variants of kda_fwd_pair (its smoke's small cases and its jobs' items)
+WSF_K=$(printf ' or %s' ${WSF_VARIANTS:-v64ws8c v64ws8e v64ws8f v64ws8g})
+WSF_K="(${WSF_K# or })"
 if [ -n "$LIST" ]; then
     WORK=$(mktemp -d)
     LOGS="$WORK/logs"
@@ -214,6 +228,7 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" ws "*|*" wsb "*) pw_shapes="t8192_h96 t8192_h64";;
     *" wsc "*) pw_shapes="${WSC_SHAPES:-t8192_h96 t8192_h64}";;
     *" wsd "*|*" wse "*) pw_shapes="t8192_h64";;
+    *" wsf "*) pw_shapes=$(printf '%s_h64 ' ${WSF_SHAPES:-t8192 pack6 pack8x1024});;
     *" wsbpacks "*) pw_shapes="pack6_h96 pack6_h64 pack8x1024_h96 pack8x1024_h64";;
     # slimpacks: PACKS narrows the packs, PACKS_H64_ONLY=1 drops the H96 jobs (and their prewarm)
     *" slimpacks "*) pw_shapes=$(for s in ${PACKS:-pack6 pack8x1024}; do
@@ -321,6 +336,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     # kda_fwd_slim names kda_fwd.py's slim kernel and the file of kda_fwd_ahead: both
     # (the file's name also selects kda_fwd_pair, group wse's: only when wse is asked for)
     *" wse "*) SMOKE_K="kda_fwd_slim";;
+    *" wsf "*) SMOKE_K="kda_fwd_pair and $WSF_K";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
@@ -451,7 +467,7 @@ pack_17_8_30_v128)) or (kda_decode and n2_h2_t1)"
 smoke
 case " $WANT " in *" smoke "*) echo "total $(( $(date +%s) - START ))s"; exit 0;; esac
 case " $WANT " in *" main "*|*" variants "*|*" ws "*|*" wsb "*|*" wsbpacks "*|*" wsc "*\
-    |*" wsd "*|*" wse "*|*" slimpacks "*|*" decode "*) warmup;; esac
+    |*" wsd "*|*" wse "*|*" wsf "*|*" slimpacks "*|*" decode "*) warmup;; esac
 # FLA's backward kernels compile and autotune in a tiny job of their own
 case " $WANT " in *" bwd "*) wait_prewarm; bench warmup-bwd "kda_bwd and (t40_h1_deep or pack_17_1_64_30)";;
 esac
@@ -495,6 +511,11 @@ or v64ws8q)";;
             # one job: the four share the inputs and reference
             bench wse-t8192_h64 "kda_fwd and t8192_h64_ and (v64ws8l or v64ws8q or v64ws8c \
 or v64ws8d)";;
+        wsf)
+            # kda_fwd_pair's WSF_VARIANTS (default v64ws8c, e, f, g), one job a shape
+            for s in ${WSF_SHAPES:-t8192 pack6 pack8x1024}; do
+                bench "wsf-${s}_h64" "kda_fwd_pair and ${s}_h64_ and $WSF_K"
+            done;;
         slimpacks)
             # the slim forwards on the packs: v128wsl at H96, SLIM_H64 at H64 (one job a shape)
             h64=$(printf ' or %s' $SLIM_H64)

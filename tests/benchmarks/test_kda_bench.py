@@ -27,6 +27,8 @@ def run_script(*groups, timeout=30, **env):
     (("nosuchgroup",), {}, "unknown group nosuchgroup"),
     (("wsc",), {"WSC_SHAPES": "t8192_h64 t8192_h128"},
      "WSC_SHAPES takes t8192_h96 and t8192_h64, not t8192_h128"),
+    (("wsf",), {"WSF_SHAPES": "pack6 t8192_h64"},
+     "WSF_SHAPES takes t8192, pack6 and pack8x1024, not t8192_h64"),
 ])
 def test_bad_arguments_are_refused_before_any_work(groups, env, message):
     done = run_script(*groups, **env)
@@ -75,10 +77,34 @@ def test_wse_times_the_pair_variants_after_both_controls_in_one_job():
         "kda_fwd_pair[t8192_h64_v64ws8c]", "kda_fwd_pair[t8192_h64_v64ws8d]"]
     smoke = jobs["smoke"]
     assert all("t8192" not in i for i in smoke)
-    assert len([i for i in smoke if i.startswith("kda_fwd_pair[")]) == 6   # every small case
+    assert len([i for i in smoke if i.startswith("kda_fwd_pair[")]) == 13  # every small case
     assert {i.split("[")[0] for i in smoke} == {"kda_fwd_slim", "kda_fwd_ahead", "kda_fwd_pair"}
     assert all("v64ws8l" in i or "v64ws8q" in i for i in smoke if not i.startswith("kda_fwd_pair"))
     assert set(jobs) == {"smoke", "warmup", "wse-t8192_h64"}
+
+
+@pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
+def test_wsf_times_the_new_pair_forms_beside_v64ws8c_at_each_h64_shape():
+    """Group wsf (session 11): one job per H64 shape, kda_fwd_pair's c, e, f and g only (the
+    substring v64ws8c must not select another kernel's variant); the smoke covers kda_fwd_pair's
+    small cases; WSF_SHAPES narrows the jobs and the prewarm, WSF_VARIANTS the variants (a
+    form whose smoke fails on the GPU can be left out and the others still timed)."""
+    jobs = _jobs("wsf")
+    shapes = ("t8192", "pack6", "pack8x1024")
+    for s in shapes:
+        assert jobs[f"wsf-{s}_h64"] == [f"kda_fwd_pair[{s}_h64_{v}]"
+                                        for v in ("v64ws8c", "v64ws8e", "v64ws8f", "v64ws8g")]
+    assert jobs["smoke"] and all(i.startswith("kda_fwd_pair[") for i in jobs["smoke"])
+    for v in ("v64ws8e", "v64ws8f", "v64ws8g"):
+        assert any(v in i for i in jobs["smoke"]), v
+    assert set(jobs) == {"smoke", "warmup"} | {f"wsf-{s}_h64" for s in shapes}
+    one = _jobs("wsf", WSF_SHAPES="pack6", WSF_VARIANTS="v64ws8c v64ws8e")
+    assert set(one) == {"smoke", "warmup", "wsf-pack6_h64"}
+    assert one["wsf-pack6_h64"] == ["kda_fwd_pair[pack6_h64_v64ws8c]",
+                                    "kda_fwd_pair[pack6_h64_v64ws8e]"]
+    assert one["smoke"] and all("v64ws8c" in i or "v64ws8e" in i for i in one["smoke"])
+    assert "pw_shapes=$(printf '%s_h64 ' ${WSF_SHAPES:-t8192 pack6 pack8x1024})" \
+        in SCRIPT.read_text()
 
 
 @pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")

@@ -15,7 +15,7 @@ import pytest
 
 import tirxh.lang as T
 from tests.zoo._zoo import sync_race
-from tests.zoo.zoo_modules import assert_matches, load, load_mutant, simulate
+from tests.zoo.zoo_modules import assert_matches, load, load_mutant, mismatches, simulate
 
 pytestmark = pytest.mark.slow      # numsim and sync_check of the KDA forward (as test_kda_fwd.py)
 MOD = load("kda_fwd")
@@ -251,12 +251,23 @@ def test_pair_small_case_matches_reference(case):
     _check_small(PAIR_SUITES, case)
 
 
+def _pair_form(params) -> tuple:
+    return tuple(params.get(k, 0) for k in ("BLOCKS", "OVERLAP", "TRI", "WORK"))
+
+
 def test_pair_small_cases_cover_every_variant_odd_lengths_and_a_pack():
     small = [c for s in PAIR_SUITES for c in s.cases if c.small]
-    assert {c.params.get("BLOCKS", 0) for c in small} == {
-        v["BLOCKS"] for v in AHEAD.PAIR_VARIANTS.values()}
+    assert {_pair_form(c.params) for c in small} == {
+        _pair_form(v) for v in AHEAD.PAIR_VARIANTS.values()}
     assert any(c.params["T_"] % 64 and c.params["T_"] > 128 for c in small)  # both CTAs' chunks
     assert any(c.params.get("lens") for c in small)
+    # session 11's forms: a refilled own stage (>= 3 chunks, odd T) with deep gates and a pack
+    overlap = [c.params for c in small if c.params.get("OVERLAP")]
+    assert any(p["T_"] % 64 and p["T_"] > 128 and p.get("gate") == "deep" for p in overlap)
+    assert any(p.get("lens") and p.get("TRI") for p in overlap)
+    work = [c.params for c in small if c.params.get("WORK")]
+    assert any(p["T_"] > 4 * 64 and p.get("gate") == "deep" for p in work)  # 2 refills of CTA 0
+    assert any(p.get("lens") for p in work)
 
 
 def test_pair_sync_check_is_clean():
@@ -277,6 +288,67 @@ def test_pair_without_the_peer_free_wait_is_a_race(tmp_path):
     assert any("conflict on shared" in m for m in found), found
 
 
+def test_pair_overlap_sync_check_is_clean():
+    """OVERLAP and TRI (session 11), three chunks: CTA 0's state warps read chunk 0 in stage 0
+    while its prep copies it out; stage 0 refilled with chunk 2 once both left it."""
+    case = T.case("sync", B=1, T_=150, H=1, OVERLAP=1, TRI=1, gate="deep")
+    for result in sync_race(AHEAD.SUITE_PAIR, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_pair_overlap_without_the_copy_on_empty_is_a_race(tmp_path):
+    """With OVERLAP the copy's end is an arrival on empty[r]: without it (count 128, no
+    arrival) chunk 2's TMA may land in stage 0 while the copy still reads chunk 0 there, and
+    racecheck reports the conflict."""
+    mutant = load_mutant("kda_fwd_slim", "copy_frees = OVERLAP ", "copy_frees = 0 ", tmp_path)
+    case = T.case("sync", B=1, T_=150, H=1, OVERLAP=1, gate="deep")
+    found = [f.message for r in sync_race(mutant.SUITE_PAIR, case) for f in r.findings]
+    assert any("conflict on shared" in m for m in found), found
+
+
+def test_pair_work_sync_check_is_clean():
+    """WORK (session 11), three chunks: chunk 2's raw tiles land in CTA 0's working buffer and
+    its norms and gate run there while the state warps still read chunk 0 in stage 0."""
+    case = T.case("sync", B=1, T_=150, H=1, OVERLAP=1, WORK=1, gate="deep")
+    for result in sync_race(AHEAD.SUITE_PAIR, case):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_pair_work_without_the_prep_wait_on_empty_is_a_race(tmp_path):
+    """With WORK the prep of chunk c + 2 reaches stage r while the state warps may still read
+    chunk c there: without its wait on empty[r], racecheck reports the conflict."""
+    mutant = load_mutant("kda_fwd_slim", "sm.empty[rank].wait(par ^ 1)", "pass", tmp_path)
+    case = T.case("sync", B=1, T_=150, H=1, OVERLAP=1, WORK=1, gate="deep")
+    found = [f.message for r in sync_race(mutant.SUITE_PAIR, case) for f in r.findings]
+    assert any("conflict on shared" in m for m in found), found
+
+
+def test_pair_tri_copies_the_lower_blocks_of_the_swizzled_tile():
+    """_lower_piece keeps the 16-byte pieces of blocks (a, b <= a) of a 128-byte-swizzled
+    64 x 64 bf16 tile: 10 of its 16 blocks (320 of 512 pieces), each block's 32 pieces, and
+    COPY_BYTES_TRI is what is then sent."""
+    kept = {off for off in range(0, 64 * 128, 16) if AHEAD._lower_piece(off)}
+    assert len(kept) == 320
+    blocks = {}
+    for off in kept:
+        row, phys = off // 128, off // 16 % 8
+        blocks.setdefault((row // 16, (phys ^ row % 8) // 2), set()).add(off)
+    assert sorted(blocks) == [(a, b) for a in range(4) for b in range(a + 1)]
+    assert all(len(v) == 32 for v in blocks.values())
+    assert AHEAD.COPY_BYTES - AHEAD.COPY_BYTES_TRI == 2 * (512 - 320) * 16
+
+
+def test_pair_tri_without_the_diagonal_blocks_is_caught_by_numsim(tmp_path):
+    """The TRI small cases see what the copy leaves out: with the diagonal blocks skipped too
+    (b < a), the peer's M and Tb lose their diagonals and numsim's output is off."""
+    mutant = load_mutant("kda_fwd_slim", "return (chunk >> 1) <= (row >> 4)",
+                         "return (chunk >> 1) < (row >> 4)", tmp_path)
+    suite = mutant.SUITE_PAIR
+    case = next(c for c in suite.cases if c.name == "t191_h1_v64ws8f_deep")
+    res, inputs = simulate(suite, case)
+    assert mismatches(suite, case, res, inputs)
+
+
 def test_pair_has_no_local_memory_and_fits():
     for consts in AHEAD.PAIR_VARIANTS.values():
         ck = AHEAD.kda_fwd_pair.compile("sm_90a", **consts)
@@ -294,3 +366,10 @@ def test_pair_constraints_name_the_rule():
         "BLOCKS=1 must be 0 (kda_chunk.blocks, v64ws8l's) or 2 (blocks_wide)"]
     _suite_refuses(AHEAD.kda_fwd_pair, AHEAD.constraints_pair, r"case 'bad': BLOCKS=3 must be 0",
                    BLOCKS=3)
+    assert AHEAD.constraints_pair(1, 64, 1, OVERLAP=2, TRI=-1) == [
+        "OVERLAP=2 must be 0 or 1", "TRI=-1 must be 0 or 1"]
+    _suite_refuses(AHEAD.kda_fwd_pair, AHEAD.constraints_pair, r"case 'bad': TRI=2 must be 0",
+                   TRI=2)
+    assert AHEAD.constraints_pair(1, 64, 1, WORK=1) == [
+        "WORK=1 needs OVERLAP=1 (the copy's end is an arrival on empty[r], which the prep "
+        "waits for before it writes stage r)"]

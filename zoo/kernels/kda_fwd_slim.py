@@ -24,7 +24,10 @@ docs/TUNING.md ("H64: the prep's path", session 8) has the model and the predict
 `kda_fwd_pair` (session 10): a head's two value-slice CTAs in a 2-CTA cluster prepare each
 chunk once, each CTA every other chunk, stored into the peer's stage by remote shared stores
 (the prep, which the state warps wait for ~59% of the time at H64, was made twice per head);
-docs/TUNING.md ("H64: one prep per head") has the model and the predictions.
+docs/TUNING.md ("H64: one prep per head") has the model and the predictions. Session 11 (it
+measured 0.685 ms, not 0.58: the copy sat on each CTA's own chain) adds OVERLAP (the own state
+warps take the chunk beside the copy), TRI (M and Tb sent without their zero blocks) and WORK
+(the raw q, k, g through a working buffer): docs/PERFORMANCE.md, "Session 11, branch kdapair2".
 
 Tags: linear-attention, chunked-scan, mma-sync, tma, mbarrier-pipeline, swizzle-128b,
 state-in-registers, fused-gate, varlen, warp-specialization
@@ -204,6 +207,7 @@ SUITE_VARLEN = T.suite(
 # --- kda_fwd_pair: the two value slices of a head share the prep (session 10) ------------------
 
 COPY_BYTES = 3 * 2 * P.TILE + 2 * (64 * 64 * 2) + K * 4   # KE, QG, KLL tiles, M, Tb, 2^G_63
+COPY_BYTES_TRI = COPY_BYTES - 2 * 6 * (16 * 16 * 2)        # TRI: not M's, Tb's 6 upper blocks
 
 
 class _SmemPair(F._SmemWS):
@@ -217,6 +221,53 @@ class _SmemPair(F._SmemWS):
         self.pfree = T.mbarrier(2, name="pfree", dynamic=True)
 
 
+class _SmemPairW(_SmemPair):
+    """`_SmemPair` and the working buffer of WORK = 1: the raw q, k, g tiles of this CTA's next
+    chunk land in sWq, sWk, sWg (48 KB, on `fullw`) while the state warps still read the stage,
+    and the prep works there in place (230,704 B in all: under the 232,448 B a CTA may have)."""
+
+    def __init__(self, BV: int):
+        super().__init__(BV)
+        sw = dict(align=1024, swizzle=128, dynamic=True)
+        self.wq = T.shared(T.bf16, (2, 64, 64), name="sWq", **sw)
+        self.wk = T.shared(T.bf16, (2, 64, 64), name="sWk", **sw)
+        self.wg = T.shared(T.bf16, (2, 64, 64), name="sWg", **sw)
+        self.fullw = T.mbarrier(1, name="fullw", dynamic=True)
+
+
+class _WorkChunk:
+    """kda_chunk.Chunk for the prep of WORK = 1: its q, k, g tiles are the working buffer's."""
+
+    def __init__(self, sm: _SmemPairW, stage, nv):
+        self.stage, self.nv = stage, nv
+        self.q, self.k, self.g = sm.wq.ptr(), sm.wk.ptr(), sm.wg.ptr()
+        self.v = sm.v.ptr() + stage * P.TILE
+
+
+def _issue_w(sm, maps, row, h, bidx):
+    """One thread: the q, k, g tiles of the chunk at token `row` into the working buffer, on
+    `fullw` (kda_fwd._issue's loads of q, k and g; the value tile goes to the stage)."""
+    q_map, k_map, g_map, _ = maps
+    tma = T.ptx["cp.async.bulk.tensor.4d.shared::cluster.global.tile"
+                ".mbarrier::complete_tx::bytes"]
+    sm.fullw[0].arrive_expect_tx(3 * 2 * P.TILE)
+    for buf, tmap in ((sm.wq, q_map), (sm.wk, k_map), (sm.wg, g_map)):
+        for hf in range(2):
+            tma(buf.ptr() + hf * P.TILE, tmap[64 * hf, h, row, bidx], sm.fullw[0])
+
+
+def _copy_work(sm, stage, NT):
+    """Every prep thread: its 16-byte pieces of the working buffer's KE, QG, KLL tiles into the
+    same offsets of `stage`'s (both 1024-aligned: the 128-byte swizzle is the same)."""
+    tid = T.tid.x
+    for src_buf, dst_buf in ((sm.wq, sm.q), (sm.wk, sm.k), (sm.wg, sm.g)):
+        src = src_buf.ptr() + (tid << 4)
+        dst = dst_buf.ptr() + stage * (2 * P.TILE) + (tid << 4)
+        for i in range(2 * P.TILE // (16 * NT)):
+            words = T.ptx.ld.shared.v4.b32(Addr(src, i * 16 * NT))
+            T.ptx.st.shared.v4.b32(Addr(dst, i * 16 * NT), words)
+
+
 def _wait_cluster(bar, parity):
     """``mbarrier.try_wait.parity.acquire.cluster`` in a loop: the arrival came from the peer
     CTA (release at cluster scope), so the acquire is at cluster scope too."""
@@ -225,26 +276,47 @@ def _wait_cluster(bar, parity):
         T.break_(done)
 
 
-def _copy_out(sm, stage, rank, NT):
+def _copy_out(sm, stage, rank, NT, TRI=0):
     """Every prep thread: its 16-byte pieces of the prepared chunk in `stage` (KE, QG, KLL
     tiles, M, Tb, 2^G_63: COPY_BYTES) read from this CTA's shared memory and stored into the
     same addresses of the peer CTA's (``st.shared::cluster.v4``: plain remote stores, published
     by the prep's barrier and one release-at-cluster-scope arrive on the peer's ready[stage];
     ``st.async`` would complete each piece on the barrier itself, 4,096 async operations per
-    chunk, which sync_check models one by one)."""
+    chunk, which sync_check models one by one).
+
+    TRI = 1 (session 11): of M and Tb only the pieces of the blocks (a, b <= a) the prep
+    writes (`_lower_piece`): the blocks above the diagonal are the zeros both CTAs stored at
+    the start, so 6 KB of the 66 KB stay home (COPY_BYTES_TRI)."""
     tid = T.tid.x
     vw = sm.view(stage)
-    regions = [(buf.ptr() + stage * (2 * P.TILE), 2 * P.TILE) for buf in (sm.q, sm.k, sm.g)]
-    regions += [(vw.m.ptr(), P.TILE), (vw.tb.ptr(), P.TILE), (vw.egl.ptr(), K * 4)]
+    regions = [(buf.ptr() + stage * (2 * P.TILE), 2 * P.TILE, False)
+               for buf in (sm.q, sm.k, sm.g)]
+    regions += [(vw.m.ptr(), P.TILE, bool(TRI)), (vw.tb.ptr(), P.TILE, bool(TRI)),
+                (vw.egl.ptr(), K * 4, False)]
     put = T.ptx.st.shared__cluster.v4.b32
-    for base, nbytes in regions:
+    for base, nbytes, tri in regions:
         src = base + (tid << 4)
         dst = T.ptx.mapa.shared__cluster.u32(src, rank ^ 1)
         for i in range(-(-nbytes // (16 * NT))):
-            with T.if_((tid << 4) + i * 16 * NT < nbytes) if nbytes < 16 * NT * (i + 1) \
-                    else contextlib.nullcontext():
+            if tri:
+                guard = T.if_(_lower_piece((tid << 4) + i * 16 * NT))
+            elif nbytes < 16 * NT * (i + 1):
+                guard = T.if_((tid << 4) + i * 16 * NT < nbytes)
+            else:
+                guard = contextlib.nullcontext()
+            with guard:
                 words = T.ptx.ld.shared.v4.b32(Addr(src, i * 16 * NT))
                 put(Addr(dst, i * 16 * NT), words)
+
+
+def _lower_piece(off):
+    """Whether the 16-byte piece at byte `off` of a 128-byte-swizzled 64 x 64 bf16 tile lies in
+    a block (a, b) with b <= a: row r = off / 128, its logical chunk (off / 16 % 8) ^ (r % 8)
+    (kda_chunk.Lanes: chunk ch of row r sits at ch ^ (r % 8)), block column b = chunk / 2, row
+    block a = r / 16."""
+    row = off >> 7
+    chunk = ((off >> 4) & 7) ^ (row & 7)
+    return (chunk >> 1) <= (row >> 4)
 
 
 def _issue_v(sm, v_map, c, stage, row, h, bidx):
@@ -256,11 +328,12 @@ def _issue_v(sm, v_map, c, stage, row, h, bidx):
     tma(sm.v.ptr() + stage * P.TILE, v_map[T.ctaid.x * 64, h, row, bidx], sm.ready[stage])
 
 
-def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BLOCKS):
+def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow, BLOCKS,
+                  OVERLAP=0, TRI=0, WORK=0):
     """The cluster of a head's two value slices (CTA rank r = ctaid.x, stage r its own):
 
         prep (8 warps), chunks c = r, r + 2, ..:  wait full[r]  norms .. inverse  fence, bar 1
-            wait pfree[r] (the peer's stage r free)  st.async the prepared chunk into the
+            wait pfree[r] (the peer's stage r free)  remote stores of the prepared chunk into the
             peer's stage r (on its ready[r])  arrive ready[r]
         state (4 warps), every chunk c (stage c % 2):  wait ready[s]  _state_step  arrive
             empty[s]; the issuer then waits empty[s] and loads chunk c + 2: into stage r all
@@ -270,20 +343,42 @@ def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow
     Each CTA prepares every other chunk, so a chunk costs (prep + state + load) / 2 where the
     kda_fwd_slim body pays the whole prep (docs/TUNING.md, "H64: one prep per head"). The prep
     is v64ws8l's (BLOCKS = 0: kda_chunk.blocks, 4 blocks side by side) or v64ws8n's (BLOCKS =
-    2: blocks_wide)."""
+    2: blocks_wide).
+
+    OVERLAP = 1 (session 11): the prep arrives on its own ready[r] before the copy, so this
+    CTA's state warps take chunk c while the copy reads the stage; the copy's end becomes one
+    more arrival (prep thread 0, after the prep barrier) on empty[r], whose count is then
+    32 NS + 1, so the issuer's TMA of chunk c + 2 into stage r waits for the copy's reads as
+    well as the state's. The own chain loses the copy: (P + max(S, X) + L) / 2 a chunk
+    (docs/PERFORMANCE.md, "Session 11, branch kdapair2").
+
+    WORK = 1 (with OVERLAP): the raw q, k, g of the own chunks land in a working buffer
+    (`_SmemPairW`, on `fullw`; prep thread 0 loads chunk c + 2 there as soon as the prep of c
+    has copied its KE, QG, KLL out of it into stage r), so the TMA and the prep's norms and
+    gate of c + 2 run while the state warps still read chunk c; prep thread 0 waits on
+    empty[r] only before the barrier ahead of the first write into stage r (factors' 2^G_63),
+    then loads the stage's value tile on ready[r] (count NT + 1: its expect_tx), as the
+    issuer does for the peer's stage, which is all the issuer loads then. One waiter on
+    empty[r], not 256 and not the issuer too: the barrier passes the order on, and every wait
+    happens before the next phase completes, which lets sync_check take the waits in order
+    (with a second waiter its explorer ran past its bound)."""
     q_map, k_map, g_map, v_map = maps
     BV, PREP, NS = 64, 8, 4
     NT = 32 * PREP
     regs = F.WS_REGS[BV, PREP]
-    sm = _SmemPair(BV)
+    sm = _SmemPairW(BV) if WORK else _SmemPair(BV)
     tid = T.tid.x
     rank = T.ctaid.x                                   # cluster (2, 1, 1) over grid x = 2
+    copy_frees = OVERLAP    # with OVERLAP the copy's end is one more arrival on empty[rank]
     with T.if_(tid == 0):
         for s in range(2):
             sm.full[s].init(1)
-            sm.ready[s].init(T.ptx.selp.u32(NT, 2, rank == s))   # own: the prep's threads
-            sm.empty[s].init(32 * NS)
+            sm.ready[s].init(T.ptx.selp.u32(NT + WORK, 2, rank == s))  # own: the prep's threads
+            sm.empty[s].init(T.ptx.selp.u32(32 * NS + 1, 32 * NS, rank == s) if copy_frees
+                             else 32 * NS)
             sm.pfree[s].init(1)
+        if WORK:
+            sm.fullw[0].init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
     # M and Tb are block lower triangular: the blocks above the diagonal are never written but
     # _copy_out sends whole tiles, so every slot starts as zeros (32 KB, once), before the
@@ -302,15 +397,24 @@ def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow
         gl = P.GateLanes(NT, A_log, dt_bias, h)
         rank = T.ctaid.x
         peer_ready = T.ptx.mapa.shared__cluster.u32(sm.ready.buf.ptr(), rank ^ 1) + (rank << 3)
+        if WORK:
+            with T.if_((tid == 0) & (rank < nchunks)):
+                _issue_w(sm, maps, t0 + (rank << 6), h, bidx)
         with T.range((nchunks + 1 - rank) >> 1) as i:
             c = rank + (i << 1)
             par = i & 1
-            sm.full[rank].wait(par)
-            ck = P.Chunk(sm, rank, T.ptx.min.u32(length - (c << 6), C))
+            (sm.fullw[0] if WORK else sm.full[rank]).wait(par)
+            nv = T.ptx.min.u32(length - (c << 6), C)
+            ck = _WorkChunk(sm, rank, nv) if WORK else P.Chunk(sm, rank, nv)
             vw = sm.view(rank)
             P.norms(vw, ck, beta, start + (c << 6), H, h, PREP, True)
             T.ptx.bar.sync(1, NT)
             P.gate_slim(vw, ck, gl)
+            if WORK:            # stage r's first write: the state warps and the copy left c - 2
+                with T.if_(tid == 0):                # one waiter; the barrier tells the rest
+                    with T.if_(i > 0):
+                        sm.empty[rank].wait(par ^ 1)
+                    _issue_v(sm, v_map, c, rank, t0 + (c << 6), h, bidx)
             T.ptx.bar.sync(1, NT)
             P.factors(vw, NT)
             T.ptx.bar.sync(1, NT)
@@ -325,12 +429,23 @@ def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow
             P.inverse_blocks(vw, ln)
             T.ptx.fence.proxy.async_.shared__cta()   # in-place writes before the stage's next TMA
             T.ptx.bar.sync(1, NT)
+            if WORK:            # KE, QG, KLL into stage r; the working buffer takes chunk c + 2
+                _copy_work(sm, rank, NT)
+                T.ptx.fence.proxy.async_.shared__cta()   # its reads before the buffer's TMA
+                T.ptx.bar.sync(1, NT)
+                with T.if_((tid == 0) & (c + 2 < nchunks)):
+                    _issue_w(sm, maps, t0 + ((c + 2) << 6), h, bidx)
+            if OVERLAP:
+                sm.ready[rank].arrive()   # this CTA's state warps take chunk c beside the copy
             _wait_cluster(sm.pfree[rank], par)
-            _copy_out(sm, rank, rank, NT)
-            sm.ready[rank].arrive()
+            _copy_out(sm, rank, rank, NT, TRI)
+            if not OVERLAP:
+                sm.ready[rank].arrive()
             T.ptx.bar.sync(1, NT)      # every thread's remote stores, before the one arrive
             with T.if_(tid == 0):
                 T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(T.sink, peer_ready)
+                if copy_frees:         # every thread's reads of stage r done: its TMA may land
+                    sm.empty[rank].arrive()
     with T.role((tid >> 5) >= PREP, inc=regs[1]):
         H, h = T.nctaid.y, T.ctaid.y
         n, start, length, bidx, t0, nchunks = F._sequence(order, cu_seqlens, Trow)
@@ -343,18 +458,30 @@ def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow
         issuer = tid == 32 * PREP
         peer_pfree = T.ptx.mapa.shared__cluster.u32(sm.pfree.buf.ptr(), rank ^ 1)
 
+        def load_peer(c, stage, row):   # the value tile into the peer's stage (and its copy)
+            _issue_v(sm, v_map, c, stage, row, h, bidx)
+            T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(
+                T.sink, peer_pfree + (stage << 3))
+
         def load(c, stage):     # chunk c into `stage`: own (all tiles) or the peer's (v only)
             row = t0 + (c << 6)
             with T.if_(stage == rank):
                 F._issue(sm, maps, c, stage, row, h, bidx)
             with T.else_():
-                _issue_v(sm, v_map, c, stage, row, h, bidx)
-                T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(
-                    T.sink, peer_pfree + (stage << 3))
+                load_peer(c, stage, row)
+
+        # WORK: the own stage is loaded by the prep's thread 0 (q, k, g into the working
+        # buffer; the value tile after its wait on empty[r]): the issuer serves the peer's stage
+        def reload(c, stage):
+            if WORK:
+                with T.if_(stage != rank):
+                    load_peer(c, stage, t0 + (c << 6))
+            else:
+                load(c, stage)
         with T.if_(issuer):
             for c in range(2):
                 with T.if_(c < nchunks):
-                    load(c, c)
+                    reload(c, c)
         st = [T.fragment(T.f32, 4) for _ in range(16)]
         F._state_io(st, ln, h0, hbase, load=True)
         ring = T.pipeline(2)
@@ -367,9 +494,10 @@ def _forward_pair(maps, beta, A_log, dt_bias, h0, cu_seqlens, order, o, ht, Trow
             T.ptx.fence.proxy.async_.shared__cta()   # O staged over V before the stage's next TMA
             sm.empty[ring.stage].arrive()
             with T.if_(issuer):     # chunk c + 2 into the stage once every state warp left it
-                with T.if_(c + 2 < nchunks):
+                with T.if_(c + 2 < nchunks) if not WORK else \
+                        T.if_((c + 2 < nchunks) & (ring.stage != rank)):
                     sm.empty[ring.stage].wait(ring.phase)
-                    load(c + 2, ring.stage)
+                    reload(c + 2, ring.stage)
             ring.advance()
         F._state_io(st, ln, ht, hbase, load=False)
     # no CTA exits while its peer may still arrive on its barriers or store into it
@@ -384,26 +512,42 @@ def kda_fwd_pair(q_map: T.tensormap, k_map: T.tensormap, g_map: T.tensormap,
                  g_raw: T.gptr[T.bf16], v: T.gptr[T.bf16], beta: T.gptr[T.bf16],
                  A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32], h0: T.gptr[T.f32],
                  cu_seqlens: T.gptr[T.s32], order: T.gptr[T.s32], o: T.gptr[T.bf16],
-                 ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64, BLOCKS: T.const = 0):
+                 ht: T.gptr[T.f32], Trow: T.u32, BV: T.const = 64, BLOCKS: T.const = 0,
+                 OVERLAP: T.const = 0, TRI: T.const = 0, WORK: T.const = 0):
     """kda_fwd_slim's v64ws8l prep and state warps (8 + 4, BV = 64; BLOCKS = 2: v64ws8n's A/M
     blocks) with the two value slices of a head in a 2-CTA cluster that prepares each chunk
     once: each CTA prepares every other chunk and stores it into its peer's shared memory
-    (`_forward_pair`)."""
+    (`_forward_pair`; OVERLAP = 1: the own state warps start beside the copy; TRI = 1: M and
+    Tb copied without their zero blocks; WORK = 1: a working buffer for the raw q, k, g)."""
     _forward_pair((q_map, k_map, g_map, v_map), beta, A_log, dt_bias, h0, cu_seqlens, order,
-                  o, ht, Trow, BLOCKS)
+                  o, ht, Trow, BLOCKS, OVERLAP, TRI, WORK)
 
 
 # the cluster of a head's two value slices: c with v64ws8l's prep, d with v64ws8n's
-PAIR_VARIANTS = {"v64ws8c": dict(BV=64, BLOCKS=0), "v64ws8d": dict(BV=64, BLOCKS=2)}
+PAIR_VARIANTS = {"v64ws8c": dict(BV=64, BLOCKS=0), "v64ws8d": dict(BV=64, BLOCKS=2),
+                 # session 11: e the own state beside the copy, f also M and Tb without zeros
+                 "v64ws8e": dict(BV=64, BLOCKS=0, OVERLAP=1),
+                 "v64ws8f": dict(BV=64, BLOCKS=0, OVERLAP=1, TRI=1),
+                 # g: e with the raw q, k, g through a working buffer
+                 "v64ws8g": dict(BV=64, BLOCKS=0, OVERLAP=1, WORK=1)}
+# what kda_bench.sh wsf times: the new variants beside session 10's measured v64ws8c
+WSF_VARIANTS = {v: PAIR_VARIANTS[v] for v in ("v64ws8c", "v64ws8e", "v64ws8f", "v64ws8g")}
 
 
-def constraints_pair(B, T_, H, lens=None, BV=64, BLOCKS=0):
+def constraints_pair(B, T_, H, lens=None, BV=64, BLOCKS=0, OVERLAP=0, TRI=0, WORK=0):
     if BV != 64:
         return [f"BV={BV}: kda_fwd_pair pairs the two 64-column value slices of a head in a "
                 f"cluster; it takes BV = 64"]
+    out = []
     if BLOCKS not in (0, 2):
-        return [f"BLOCKS={BLOCKS} must be 0 (kda_chunk.blocks, v64ws8l's) or 2 (blocks_wide)"]
-    return F.constraints(B, T_, H, lens, BV=64, PREP=8, BATCH=8)
+        out.append(f"BLOCKS={BLOCKS} must be 0 (kda_chunk.blocks, v64ws8l's) or 2 (blocks_wide)")
+    for name, val in (("OVERLAP", OVERLAP), ("TRI", TRI), ("WORK", WORK)):
+        if val not in (0, 1):
+            out.append(f"{name}={val} must be 0 or 1")
+    if WORK == 1 and OVERLAP != 1:
+        out.append("WORK=1 needs OVERLAP=1 (the copy's end is an arrival on empty[r], which the "
+                   "prep waits for before it writes stage r)")
+    return out or F.constraints(B, T_, H, lens, BV=64, PREP=8, BATCH=8)
 
 
 _COMMON_PAIR = dict(F._COMMON, constraints=constraints_pair)
@@ -420,6 +564,17 @@ SUITE_PAIR = T.suite(
         T.case("b2_t65_h2_v64ws8c_slow", B=2, T_=65, H=2, gate="slow"),
         # v64ws8n's A/M blocks: three chunks (64, 64, 22): stage 0 refilled once
         T.case("t150_h1_v64ws8d", B=1, T_=150, H=1, BLOCKS=2),
+        # OVERLAP: five chunks (4 x 64 + 3), saturated gates: stage 0 refilled twice after the
+        # own state and the copy both left it (empty[0] counts 129 in CTA 0, 128 in CTA 1)
+        T.case("t259_h1_v64ws8e_deep", B=1, T_=259, H=1, OVERLAP=1, gate="deep"),
+        # OVERLAP and TRI: two rows of a chunk and a 1-token tail (the tail's M and Tb are zero
+        # but for row 0: the upper blocks still zero in the peer), and 3 chunks of 1 row
+        T.case("b2_t65_h1_v64ws8f_slow", B=2, T_=65, H=1, OVERLAP=1, TRI=1, gate="slow"),
+        T.case("t191_h1_v64ws8f_deep", B=1, T_=191, H=1, OVERLAP=1, TRI=1, gate="deep"),
+        # WORK: one chunk of 40 (no chunk c + 2 for the working buffer), then five (4 x 64 + 3)
+        # with saturated gates: CTA 0's buffer refilled twice, its prep waiting on empty[0]
+        T.case("t40_h1_v64ws8g", B=1, T_=40, H=1, OVERLAP=1, WORK=1),
+        T.case("t259_h1_v64ws8g_deep", B=1, T_=259, H=1, OVERLAP=1, WORK=1, gate="deep"),
         *_large("t8192", variants=PAIR_VARIANTS),
     ])
 
@@ -429,6 +584,11 @@ SUITE_PAIR_VARLEN = T.suite(
         # a pack of 3 (3, 1 and 1 chunks in one row): one cluster per sequence
         T.case("pack_150_8_30_v64ws8c", B=1, T_=188, H=1, lens=(150, 8, 30), gate="deep"),
         T.case("pack_100_8_30_v64ws8d", B=1, T_=138, H=1, lens=(100, 8, 30), BLOCKS=2),
+        # OVERLAP and TRI over a pack: 3 + 2 + 1 chunks (tails of 7, 1 and 5 tokens)
+        T.case("pack_135_65_5_v64ws8f", B=1, T_=205, H=1, lens=(135, 65, 5), OVERLAP=1, TRI=1,
+               gate="deep"),
+        T.case("pack_135_65_5_v64ws8g", B=1, T_=205, H=1, lens=(135, 65, 5), OVERLAP=1, WORK=1,
+               gate="deep"),
         *_large("pack6", lens=F.PACK6, variants=PAIR_VARIANTS),
         *_large("pack8x1024", lens=F.PACK8, variants=PAIR_VARIANTS),
     ])
