@@ -190,7 +190,8 @@ def test_reg_copy_pol_reads_evict_last_as_rmsnorm_tri_pol2():
 
 
 # each large path_copy case: (bulk loads, ld.global, bulk stores, st.global) in its PTX
-PATH_OPS = {"lb": (1, 0, 0, 1), "sb": (0, 1, 1, 0), "lbsb": (1, 0, 1, 0), "lb_pol": (1, 0, 0, 1)}
+PATH_OPS = {"lb": (1, 0, 0, 1), "sb": (0, 1, 1, 0), "lbsb": (1, 0, 1, 0), "lb_pol": (1, 0, 0, 1),
+            "sb_pol": (0, 1, 1, 0), "lbsb_pol": (1, 0, 1, 0)}
 
 
 @pytest.mark.parametrize("name", sorted(PATH_OPS))
@@ -221,6 +222,19 @@ def test_path_copy_hands_shared_memory_between_proxies_race_free(name):
     case = next(c for c in tc.PATH_COPY.cases if c.name == name)
     assert tc.PATH_COPY.grid(case) == (40, 1, 1)
     sync, race = sync_race(tc.PATH_COPY, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_the_16_kb_chunks_are_tma_copys_box_bytes_at_13_ctas_per_sm():
+    """`_u8_lbsb`: one 16 KB bulk load and store per CTA (a 64 x 128 bf16 box's bytes), 16384
+    CTAs, 13 resident per SM (shared memory: 16 KB + 1 KB reserved each)."""
+    case = next(c for c in tc.PATH_COPY.cases if c.name == "r16384_c8192_u8_lbsb")
+    assert tc._chunk_bytes(128, 8) == 64 * 128 * 2
+    assert tc.PATH_COPY.grid(case) == (16384, 1, 1)
+    assert resident_ctas_per_sm(tc.PATH_COPY, case) == 13
+    small = next(c for c in tc.PATH_COPY.cases if c.name == "r100_c200_b32_u8_lbsb")
+    assert tc.PATH_COPY.grid(small) == (10, 1, 1)
+    sync, race = sync_race(tc.PATH_COPY, small)
     assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
 
 

@@ -489,6 +489,8 @@ SUITE_TMA = T.suite(
                       CTAS=396, small=False, POL=1),
         make_tma_case("r65536_c2048_s3_p512_pol", rows=65536, cols=2048, BLOCK=128, STAGES=3,
                       CTAS=512, small=False, POL=1),
+        make_tma_case("r16384_c8192_p256_s2_pol", rows=16384, cols=8192, STAGES=2, CTAS=256,
+                      small=False, POL=1),
     ],
     tolerance=TOLERANCE, constraints=tma_constraints, flops=lambda rows, cols: 5 * rows * cols,
     bytes=lambda rows, cols: 4 * rows * cols, baselines=BASELINES,

@@ -421,7 +421,8 @@ def path_constraints(R, C, BLOCK, UNROLL, LD, ST, POL=0):
 
 
 PATHS = dict(lb=dict(LD=1, ST=0), sb=dict(LD=0, ST=1), lbsb=dict(LD=1, ST=1),
-             lb_pol=dict(LD=1, ST=0, POL=1))
+             lb_pol=dict(LD=1, ST=0, POL=1), sb_pol=dict(LD=0, ST=1, POL=1),
+             lbsb_pol=dict(LD=1, ST=1, POL=1))
 
 PATH_COPY = T.suite(
     path_copy, inputs=REG_COPY.inputs, reference=lambda x: {"out": x.copy()}, outputs=["out"],
@@ -430,7 +431,11 @@ PATH_COPY = T.suite(
     + [T.case(f"r100_c200_b32_u2_{n}", R=100, C=200, BLOCK=32, UNROLL=2, **p)
        for n, p in PATHS.items()]
     # reg_copy's 131072 CTAs of 128 threads and 2 KB: only the path of each half differs
-    + [T.case(f"r16384_c8192_{n}", R=16384, C=8192, **p, **BENCH) for n, p in PATHS.items()],
+    + [T.case(f"r16384_c8192_{n}", R=16384, C=8192, **p, **BENCH) for n, p in PATHS.items()]
+    # one 16 KB bulk load and store per CTA (tma_copy's box bytes, 13 CTAs per SM): the size of
+    # the bulk operation; small: 10 chunks of 256 vectors, the last of 196
+    + [T.case("r100_c200_b32_u8_lbsb", R=100, C=200, BLOCK=32, UNROLL=8, LD=1, ST=1),
+       T.case("r16384_c8192_u8_lbsb", R=16384, C=8192, UNROLL=8, LD=1, ST=1, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0), constraints=path_constraints,
     flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
