@@ -48,6 +48,11 @@ thread t of a CTA of BLOCK owns the 16-byte vectors (CTA * UNROLL + u) * BLOCK +
 each ``@p ld.global.v4.b32`` (p: the vector is below R * C / 8) issued before the first
 ``@p st.global.v4.b32``. BLOCK = 128, UNROLL = 1 is inductor's XBLOCK = 1024 with 4 warps.
 
+`path_copy` (session 11) is reg_copy's geometry with the load, the store or both taken by one
+1-D bulk copy a CTA (LD, ST): with reg_copy and tma_copy in the same job, the 2 x 2 says which
+half of the TMA copy costs it its ~4% against the register copy (docs/TUNING.md "tma_copy:
+which path costs").
+
 Techniques: TMA (tensor maps, bulk tensor copies, 1-D bulk copies), mbarrier transaction-count completion, a
 STAGES-deep shared-memory ring, bulk async-groups (wait_group.read to recycle a stage early),
 persistent CTAs, single-thread issue.
