@@ -207,10 +207,12 @@ def test_tma8_mode_times_the_path_and_policy_cases_after_their_controls():
          "path_copy[r16384_c8192_sb_pol]", "path_copy[r16384_c8192_lbsb_pol]",
          "path_copy[r16384_c8192_u8_lbsb]"],
         ["softmax_tma[r16384_c8192_s4_b256]", "softmax_tma[r16384_c8192_s4_b256_pol]",
-         "softmax_tma[r16384_c8192_p256_s2_pol]"],
+         "softmax_tma[r16384_c8192_p256_s2_pol]", "softmax_tma[r16384_c8192_s4_b256_k8]",
+         "softmax_tma[r16384_c8192_s4_b256_pol_k8]"],
         ["softmax_tma[r65536_c2048_s3_p512]", "softmax_tma[r65536_c2048_s3_p512_pol]"]]
     paths = [f"path_copy[{r}_{p}]" for r in ("r8_c8", "r100_c200_b32_u2")
              for p in ("lb", "sb", "lbsb", "lb_pol", "sb_pol", "lbsb_pol")]
     assert sorted(smoke) == sorted(paths + ["path_copy[r100_c200_b32_u8_lbsb]",
         "tma_copy[r100_c200_s2_pol3]", "tma_copy[r100_c200_s2_bulk_pol3]",
-        "reg_copy[r100_c200_b32_u2_pol]", "softmax_tma[r9_c1032_s2_cta2_pol]"]), smoke
+        "reg_copy[r100_c200_b32_u2_pol]", "softmax_tma[r9_c1032_s2_cta2_pol]",
+        "softmax_tma[r9_c1032_s2_cta2_k3]"]), smoke
