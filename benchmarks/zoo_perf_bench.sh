@@ -71,6 +71,15 @@
 #     smoke over topk_warp's FE/SKEW cases and cumsum_tma's LOOK 4 cases;
 #     run with TOTAL_LIMIT=300; predictions in docs/TUNING.md ("topk and cumsum (session 10,
 #     branch scan7)")
+#   MODE=tma8: ONLY session 11's path and L2-policy cases (which half of the TMA copy costs its
+#     ~4%: `path_copy`, reg_copy's geometry with the load and/or the store by one bulk copy a
+#     chunk; evict-last loads on tma_copy, reg_copy, path_copy and softmax_tma), in five shards
+#     led by their controls: tma_copy (default, `_pol3`), reg_copy (default, `_pol`), path_copy
+#     (`_lb`, `_sb`, `_lbsb`, their `_pol`, 16 KB chunks `_u8_lbsb`), softmax_tma 16384 x 8192
+#     (`_s4_b256`, its `_pol`, `_p256_s2_pol`, rows in 8 bulk copies `_k8`, `_pol_k8`) and
+#     65536 x 2048 (`_s3_p512`, its `_pol`), 18 timed items; smoke over their small cases; run with
+#     TOTAL_LIMIT=220; predictions in docs/TUNING.md ("tma_copy: which path costs (session 11,
+#     branch tmacopy8)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -221,9 +230,24 @@ topk_bf16_warp[r8192_c32768_k64_st_a_v4_f6]@ or topk_bf16_warp[r8192_c32768_k64_
     N_R3="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r1_c64M_k8_l4]@"
     N_R4="cumsum_tma[r8_c4M]@ or cumsum_tma[r8_c4M_k8]@ or cumsum_tma[r8_c4M_k8_l4]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)|h200 and ($N_R4)"
+elif [ "${MODE:-all}" = tma8 ]; then
+    SMOKE_K="not h200 and (path_copy or pol3 or reg_copy[r100_c200_b32_u2_pol]@ or \
+softmax_tma[r9_c1032_s2_cta2_pol]@ or softmax_tma[r9_c1032_s2_cta2_k3]@)"
+    T8_TMA="tma_copy[r16384_c8192]@ or tma_copy[r16384_c8192_pol3]@"
+    T8_REG="reg_copy[r16384_c8192]@ or reg_copy[r16384_c8192_pol]@"
+    T8_PATH="path_copy[r16384_c8192_lb]@ or path_copy[r16384_c8192_sb]@ or \
+path_copy[r16384_c8192_lbsb]@ or path_copy[r16384_c8192_lb_pol]@ or \
+path_copy[r16384_c8192_sb_pol]@ or path_copy[r16384_c8192_lbsb_pol]@ or \
+path_copy[r16384_c8192_u8_lbsb]@"
+    T8_SMX="softmax_tma[r16384_c8192_s4_b256]@ or softmax_tma[r16384_c8192_s4_b256_pol]@ or \
+softmax_tma[r16384_c8192_p256_s2_pol]@ or softmax_tma[r16384_c8192_s4_b256_k8]@ or \
+softmax_tma[r16384_c8192_s4_b256_pol_k8]@"
+    T8_S2K="softmax_tma[r65536_c2048_s3_p512]@ or softmax_tma[r65536_c2048_s3_p512_pol]@"
+    SHARDS_ALL="h200 and ($T8_TMA)|h200 and ($T8_REG)|h200 and ($T8_PATH)|h200 and ($T8_SMX)|\
+h200 and ($T8_S2K)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7' or 'scan7'" >&2
+        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7' or 'tma8'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

@@ -109,7 +109,7 @@ def test_cum6_mode_times_cumsum_tma_after_the_cumsum_smem_case_of_its_shape():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7' or 'scan7'" in r.stderr
+        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7' or 'tma8'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -191,3 +191,28 @@ def test_scan7_mode_leads_each_shard_with_the_sizes_main_case():
         "topk_f32_warp[r5_c2052_k64_fe3_sk]",
         "topk_bf16_warp[r5_c1000_k33_fe2]", "cumsum_tma[r2_c9004_b160]",
         "cumsum_tma[r2_c9004_b160_st0]", "cumsum_tma[r2_c9004_b160_e0]"]), smoke
+
+
+@pytest.mark.slow(reason="six tirxh bench --collect-only runs over the zoo")
+def test_tma8_mode_times_the_path_and_policy_cases_after_their_controls():
+    """docs/TUNING.md's session-11 predictions name these items: tma_copy's and reg_copy's
+    defaults lead their shards (the in-job controls of the path_copy factorial), each shard one
+    kernel, every named case present once; the smoke runs every new small case."""
+    shards, smoke = _timed_and_smoke("tma8")
+    assert shards == [
+        ["tma_copy[r16384_c8192]", "tma_copy[r16384_c8192_pol3]"],
+        ["reg_copy[r16384_c8192]", "reg_copy[r16384_c8192_pol]"],
+        ["path_copy[r16384_c8192_lb]", "path_copy[r16384_c8192_sb]",
+         "path_copy[r16384_c8192_lbsb]", "path_copy[r16384_c8192_lb_pol]",
+         "path_copy[r16384_c8192_sb_pol]", "path_copy[r16384_c8192_lbsb_pol]",
+         "path_copy[r16384_c8192_u8_lbsb]"],
+        ["softmax_tma[r16384_c8192_s4_b256]", "softmax_tma[r16384_c8192_s4_b256_pol]",
+         "softmax_tma[r16384_c8192_p256_s2_pol]", "softmax_tma[r16384_c8192_s4_b256_k8]",
+         "softmax_tma[r16384_c8192_s4_b256_pol_k8]"],
+        ["softmax_tma[r65536_c2048_s3_p512]", "softmax_tma[r65536_c2048_s3_p512_pol]"]]
+    paths = [f"path_copy[{r}_{p}]" for r in ("r8_c8", "r100_c200_b32_u2")
+             for p in ("lb", "sb", "lbsb", "lb_pol", "sb_pol", "lbsb_pol")]
+    assert sorted(smoke) == sorted(paths + ["path_copy[r100_c200_b32_u8_lbsb]",
+        "tma_copy[r100_c200_s2_pol3]", "tma_copy[r100_c200_s2_bulk_pol3]",
+        "reg_copy[r100_c200_b32_u2_pol]", "softmax_tma[r9_c1032_s2_cta2_pol]",
+        "softmax_tma[r9_c1032_s2_cta2_k3]"]), smoke

@@ -1,6 +1,8 @@
 """zoo/kernels/softmax.py: every small case in numsim against the float64 reference; shapes the
 kernel cannot run are refused when the case is declared."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -57,6 +59,8 @@ def test_refused_shapes_name_the_case_and_the_constraint(params, match):
     (dict(rows=4, cols=32768, STAGES=4), r"STAGES=4 rows of 32768 bf16 need 262144 bytes of "
                                          r"shared memory"),
     (dict(rows=4, cols=1024, BLOCK=100), r"case 'bad': BLOCK=100 must be a multiple"),
+    (dict(rows=4, cols=1024, POL=2), r"case 'bad': POL=2 must be 0 \(no policy\) or 1"),
+    (dict(rows=4, cols=1032, SPLIT=2), r"case 'bad': SPLIT=2 must be >= 1 and divide cols=1032"),
 ])
 def test_tma_variant_refuses_what_it_cannot_run(params, match):
     with pytest.raises(ValueError, match=match):
@@ -130,3 +134,41 @@ def test_rows_in_flight_per_sm_are_the_designed_points(name, kb):
     grid = MOD.SUITE_TMA.grid(case)[0]
     per_cta = MOD.rows_in_flight(p["cols"], p["STAGES"])
     assert round(per_cta * grid / min(grid, SMS) / 1024) == kb
+
+
+@pytest.mark.parametrize("name,hinted", [("r16384_c8192_s4_b256_pol", True),
+                                         ("r16384_c8192_s4_b256_pol_k8", True),
+                                         ("r65536_c2048_s3_p512_pol", True),
+                                         ("r16384_c8192_s4_b256", False)])
+def test_pol_gives_every_row_copy_the_evict_last_policy(name, hinted):
+    """Session 11's POL=1 cases time the L2 policy alone: same ring, grid and math as their
+    controls, every row copy (prologue and refill) hinted, and nothing else."""
+    case = next(c for c in MOD.SUITE_TMA.cases if c.name == name)
+    ptx = MOD.softmax_tma.compile("sm_90a", **MOD.SUITE_TMA.consts(case)).ptx
+    copies = re.findall(r"cp\.async\.bulk\.shared::cluster\.global\S*", ptx)
+    # the prologue's, then the refill, each in SPLIT pieces
+    assert len(copies) == (case.params["STAGES"] + 1) * case.params["SPLIT"]
+    assert {c.endswith(".L2::cache_hint") for c in copies} == {hinted}
+    assert ("createpolicy.fractional.L2::evict_last.b64" in ptx) == hinted
+    assert "evict_first" not in ptx and "st.global.v4.b32" in ptx
+
+
+def test_the_evict_last_ring_refills_race_free():
+    case = next(c for c in MOD.SUITE_TMA.cases if c.name == "r9_c1032_s2_cta2_pol")
+    sync, race = sync_race(MOD.SUITE_TMA, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_split_rows_arm_once_and_copy_pieces_that_tile_the_row():
+    """SPLIT=8: one ``expect_tx`` of the row's 16384 bytes, then 8 copies of 2048 bytes at
+    element offsets 0, 1024, ..., 7168 of the stage and of the row; the small SPLIT=3 case
+    (43-vector pieces, a 2-stage ring refilled twice) is race-free and in numsim exact."""
+    case = next(c for c in MOD.SUITE_TMA.cases if c.name == "r16384_c8192_s4_b256_k8")
+    ptx = MOD.softmax_tma.compile("sm_90a", **MOD.SUITE_TMA.consts(case)).ptx
+    sizes = re.findall(r"cp\.async\.bulk\.shared::cluster\.global\S*\s+\[[^]]+\], "
+                       r"\[[^]]+\], (\w+),", ptx)
+    assert len(sizes) == 5 * 8 and set(sizes) == {"2048"}
+    assert re.findall(r"expect_tx\S*\s+_, \[[^]]+\], (\w+);", ptx) == ["16384"] * 5
+    small = next(c for c in MOD.SUITE_TMA.cases if c.name == "r9_c1032_s2_cta2_k3")
+    sync, race = sync_race(MOD.SUITE_TMA, small)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings

@@ -11,7 +11,7 @@ from ._zoo import check, load, resident_ctas_per_sm, small_cases, sync_race
 tc = load("tma_copy")
 
 
-@pytest.mark.parametrize("suite,case", small_cases(tc.SUITE, tc.REG_COPY))
+@pytest.mark.parametrize("suite,case", small_cases(tc.SUITE, tc.REG_COPY, tc.PATH_COPY))
 def test_small_cases_match_the_reference_in_numsim(suite, case):
     res = check(suite, case)
     assert res.verdict == "clean", [f.message for f in res.findings]
@@ -63,11 +63,11 @@ def test_bulk_mode_is_0_or_1():
                 cases=[T.case("b2", R=64, C=64, BULK=2)])
 
 
-def test_policy_mode_is_0_1_or_2():
-    with pytest.raises(ValueError, match=r"case 'pol': POL=3 must be 0 \(no policy\), 1 "
-                                         r"\(evict-first loads\) or 2"):
+def test_policy_mode_is_0_to_3():
+    with pytest.raises(ValueError, match=r"case 'pol': POL=4 must be 0 \(no policy\), 1 "
+                                         r"\(evict-first loads\), 2 \(loads and stores\) or 3"):
         T.suite(tc.tma_copy, inputs=tc.inputs, constraints=tc.constraints,
-                cases=[T.case("pol", R=8, C=8, BR=8, BC=8, STAGES=2, POL=3)])
+                cases=[T.case("pol", R=8, C=8, BR=8, BC=8, STAGES=2, POL=4)])
 
 
 @pytest.mark.parametrize("name,loads,stores", [("r16384_c8192_pol", 1, 0),
@@ -160,3 +160,86 @@ def test_lag_leaves_a_stage_loading():
     with pytest.raises(ValueError, match=r"case 'lag': LAG=2 must be in \[1, STAGES=2\)"):
         T.suite(tc.tma_copy, inputs=tc.inputs, constraints=tc.constraints,
                 cases=[T.case("lag", R=8, C=8, BR=8, BC=8, STAGES=2, LAG=2)])
+
+
+
+# --- session 11: evict-last loads and the 2 x 2 of paths (docs/TUNING.md "tma_copy: which path
+# costs") ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["r16384_c8192_pol3", "r100_c200_s2_bulk_pol3"])
+def test_pol3_hints_the_loads_evict_last_and_leaves_the_stores_plain(name):
+    case = next(c for c in tc.SUITE.cases if c.name == name)
+    ptx = tc.tma_copy.compile("sm_90a", **tc.SUITE.consts(case)).ptx
+    loads = re.findall(r"cp\.async\.bulk\.\S*shared::cluster\.global\S*", ptx)
+    stores = re.findall(r"cp\.async\.bulk\.\S*global\.shared::cta\S*", ptx)
+    assert loads and stores
+    assert all(c.endswith(".L2::cache_hint") for c in loads)
+    assert not any("cache_hint" in c for c in stores)
+    assert "createpolicy.fractional.L2::evict_last.b64" in ptx and "evict_first" not in ptx
+
+
+def test_reg_copy_pol_reads_evict_last_as_rmsnorm_tri_pol2():
+    case = next(c for c in tc.REG_COPY.cases if c.name == "r16384_c8192_pol")
+    ptx = tc.reg_copy.compile("sm_90a", **tc.REG_COPY.consts(case)).ptx
+    assert re.findall(r"(ld|st)\.global(\S*)\.v4\.b32", ptx) == [
+        ("ld", ".L1::evict_last.L2::cache_hint"), ("st", "")]
+    assert "createpolicy.fractional.L2::evict_last.b64" in ptx
+    with pytest.raises(ValueError, match=r"case 'p2': POL=2 must be 0 \(no policy\) or 1"):
+        T.suite(tc.reg_copy, inputs=tc.REG_COPY.inputs, constraints=tc.reg_constraints,
+                cases=[T.case("p2", R=8, C=8, BLOCK=32, POL=2)])
+
+
+# each large path_copy case: (bulk loads, ld.global, bulk stores, st.global) in its PTX
+PATH_OPS = {"lb": (1, 0, 0, 1), "sb": (0, 1, 1, 0), "lbsb": (1, 0, 1, 0), "lb_pol": (1, 0, 0, 1),
+            "sb_pol": (0, 1, 1, 0), "lbsb_pol": (1, 0, 1, 0)}
+
+
+@pytest.mark.parametrize("name", sorted(PATH_OPS))
+def test_path_copy_changes_only_the_path_of_each_half(name):
+    """The factorial's premise: every large path_copy case has reg_copy's grid (131072 CTAs of
+    128 threads, 2 KB each) and residency (16 CTAs per SM), and each half of the copy goes by
+    exactly the path its name says."""
+    case = next(c for c in tc.PATH_COPY.cases if c.name == f"r16384_c8192_{name}")
+    reg = next(c for c in tc.REG_COPY.cases if c.name == "r16384_c8192")
+    assert tc.PATH_COPY.grid(case) == tc.REG_COPY.grid(reg) == (131072, 1, 1)
+    assert resident_ctas_per_sm(tc.PATH_COPY, case) == 16
+    ptx = tc.path_copy.compile("sm_90a", **tc.PATH_COPY.consts(case)).ptx
+    found = (len(re.findall(r"cp\.async\.bulk\.shared::cluster\.global", ptx)),
+             len(re.findall(r"ld\.global\S*\.v4\.b32", ptx)),
+             len(re.findall(r"cp\.async\.bulk\.global\.shared::cta", ptx)),
+             len(re.findall(r"st\.global\.v4\.b32", ptx)))
+    assert found == PATH_OPS[name]
+    assert ("L2::evict_last" in ptx) == name.endswith("_pol")
+
+
+@pytest.mark.parametrize("name", ["r100_c200_b32_u2_sb", "r100_c200_b32_u2_lbsb",
+                                  "r100_c200_b32_u2_lb"])
+def test_path_copy_hands_shared_memory_between_proxies_race_free(name):
+    """40 chunks, the last of 4 vectors: sb's registers reach the bulk store through
+    ``fence.proxy.async`` and a barrier, lb's landed chunk is read after the mbarrier wait that
+    every thread reaches only after the barrier behind its init (sync_check flags either
+    missing)."""
+    case = next(c for c in tc.PATH_COPY.cases if c.name == name)
+    assert tc.PATH_COPY.grid(case) == (40, 1, 1)
+    sync, race = sync_race(tc.PATH_COPY, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_the_16_kb_chunks_are_tma_copys_box_bytes_at_13_ctas_per_sm():
+    """`_u8_lbsb`: one 16 KB bulk load and store per CTA (a 64 x 128 bf16 box's bytes), 16384
+    CTAs, 13 resident per SM (shared memory: 16 KB + 1 KB reserved each)."""
+    case = next(c for c in tc.PATH_COPY.cases if c.name == "r16384_c8192_u8_lbsb")
+    assert tc._chunk_bytes(128, 8) == 64 * 128 * 2
+    assert tc.PATH_COPY.grid(case) == (16384, 1, 1)
+    assert resident_ctas_per_sm(tc.PATH_COPY, case) == 13
+    small = next(c for c in tc.PATH_COPY.cases if c.name == "r100_c200_b32_u8_lbsb")
+    assert tc.PATH_COPY.grid(small) == (10, 1, 1)
+    sync, race = sync_race(tc.PATH_COPY, small)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_path_copy_refuses_what_it_cannot_copy():
+    with pytest.raises(ValueError, match=r"(?s)case 'bad': LD=2 and ST=0 must be 0 \(registers\)"
+                                         r".*needs 65536 bytes of static shared memory"):
+        T.suite(tc.path_copy, inputs=tc.PATH_COPY.inputs, constraints=tc.path_constraints,
+                cases=[T.case("bad", R=8, C=8, BLOCK=512, UNROLL=8, LD=2, ST=0)])

@@ -212,13 +212,19 @@ def softmax(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32,
 
 @T.kernel(grid=lambda rows, CTAS: min(rows, CTAS), block=lambda BLOCK: BLOCK)
 def softmax_tma(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, cols: T.const,
-                BLOCK: T.const = 512, STAGES: T.const = 3, CTAS: T.const = 264):
+                BLOCK: T.const = 512, STAGES: T.const = 3, CTAS: T.const = 264,
+                POL: T.const = 0, SPLIT: T.const = 1):
     """Persistent variant: CTA c takes rows c, c + CTAS, ...; one thread keeps STAGES rows in
     flight with 1-D bulk copies (``cp.async.bulk ... mbarrier::complete_tx::bytes``) into a
     shared-memory ring, so loads continue while the CTA computes and stores; each row then goes
     shared -> registers (``ld.shared.v4``) and through the same math as `softmax`. The row's
     stage is refilled right after the merge barrier, which every thread passes only after reading
-    it."""
+    it. POL=1 (session 11) gives the row copies ``.L2::cache_hint`` with an ``L2::evict_last``
+    policy (``createpolicy.fractional``), as rmsnorm `_tri_pol2` reads its rows: the L2 then
+    evicts the written lines first (docs/TUNING.md "tma_copy: which path costs"). SPLIT > 1
+    (session 11) copies each row as SPLIT bulk copies of cols / SPLIT elements on the same
+    mbarrier (armed once with the row's bytes): operations of 2 KB instead of one of 16 KB, the
+    size hypothesis HB of that section."""
     nvec = cols // 8
     chunks = T.cdiv(nvec, BLOCK)
     full_chunks = nvec // BLOCK
@@ -227,15 +233,24 @@ def softmax_tma(x: T.gptr[T.bf16], out: T.gptr[T.bf16], rows: T.u32, cols: T.con
     ring_buf = T.shared(T.bf16, (STAGES, cols), align=128, dynamic=True, name="rows")
     full = T.mbarrier(STAGES, name="full", dynamic=True)
     part = T.shared(T.f32, (2, 2, nwarps), name="part")  # [row parity][m, s][warp]
-    bulk = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    bulk = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 + (".L2::cache_hint" if POL else "")]
     tid = T.tid.x
+    hint = ()
+    with T.if_(tid == 0):  # the policy word of the row copies (thread 0 issues them all)
+        if POL:
+            hint = (T.ptx.createpolicy.fractional.L2__evict_last.b64(),)
     cta, ncta = T.ctaid.x, T.nctaid.x
     mine = (rows - cta + ncta - 1) / ncta  # rows of this CTA (the grid has at most `rows` CTAs)
 
     def issue(i, stage):
         """Thread 0: arm `full[stage]` and copy this CTA's i-th row into it."""
         full[stage].arrive_expect_tx(row_bytes)
-        bulk(ring_buf.at(stage), x.at((cta + i * ncta) * cols), row_bytes, full[stage])
+        row = (cta + i * ncta) * cols
+        piece = cols // SPLIT  # elements a copy
+        for j in range(SPLIT):
+            bulk(ring_buf.at(stage, j * piece), x.at(row + j * piece if j else row), piece * 2,
+                 full[stage], *hint)
 
     with T.if_(tid == 0):
         for st in range(STAGES):
@@ -346,10 +361,15 @@ def constraints(rows, cols, BLOCK, EF=0):
     return why
 
 
-def tma_constraints(rows, cols, BLOCK, STAGES, CTAS):
+def tma_constraints(rows, cols, BLOCK, STAGES, CTAS, POL=0, SPLIT=1):
     """The shapes `softmax_tma` accepts: those of `softmax`, rows starting 16-byte aligned for
     the bulk copies, and STAGES rows in shared memory."""
     why = constraints(rows, cols, BLOCK)
+    if POL not in (0, 1):
+        why.append(f"POL={POL} must be 0 (no policy) or 1 (evict-last row copies)")
+    if SPLIT < 1 or cols % (8 * SPLIT):
+        why.append(f"SPLIT={SPLIT} must be >= 1 and divide cols={cols} into pieces of whole "
+                   "16-byte units (cols a multiple of 8 * SPLIT)")
     if cols % 8:
         why.append(f"cols={cols} must be a multiple of 8 (bulk copies move 16-byte units)")
     if STAGES * cols * 2 > 200 * 1024:
@@ -390,9 +410,11 @@ def rows_in_flight(cols: int, STAGES: int) -> int:
 
 
 def make_tma_case(name: str, rows: int, cols: int, BLOCK: int = 512, STAGES: int = 3,
-                  CTAS: int = 264, small: bool = True) -> T.Case:
-    """A case of the persistent `softmax_tma` (CTAS: the grid, chosen to fill the SMs)."""
-    return _case(name, small, rows=rows, cols=cols, BLOCK=BLOCK, STAGES=STAGES, CTAS=CTAS)
+                  CTAS: int = 264, small: bool = True, POL: int = 0, SPLIT: int = 1) -> T.Case:
+    """A case of the persistent `softmax_tma` (CTAS: the grid, chosen to fill the SMs; POL=1:
+    evict-last row copies; SPLIT: bulk copies per row)."""
+    return _case(name, small, rows=rows, cols=cols, BLOCK=BLOCK, STAGES=STAGES, CTAS=CTAS,
+                 POL=POL, SPLIT=SPLIT)
 
 
 def inputs(rng, rows, cols, spread=4.0):
@@ -469,6 +491,23 @@ SUITE_TMA = T.suite(
                       CTAS=1024, small=False),  # 7.8 CTAs per SM (control: 4), 62 KB
         make_tma_case("r65536_c2048_s3_p512", rows=65536, cols=2048, BLOCK=128, STAGES=3,
                       CTAS=512, small=False),
+        # session 11 (docs/TUNING.md "tma_copy: which path costs"): evict-last row copies on
+        # the two fastest geometries; the small case wraps a 2-stage ring with a 1-lane tail
+        make_tma_case("r9_c1032_s2_cta2_pol", rows=9, cols=1032, BLOCK=64, STAGES=2, CTAS=2,
+                      POL=1),
+        make_tma_case("r16384_c8192_s4_b256_pol", rows=16384, cols=8192, BLOCK=256, STAGES=4,
+                      CTAS=396, small=False, POL=1),
+        make_tma_case("r65536_c2048_s3_p512_pol", rows=65536, cols=2048, BLOCK=128, STAGES=3,
+                      CTAS=512, small=False, POL=1),
+        make_tma_case("r16384_c8192_p256_s2_pol", rows=16384, cols=8192, STAGES=2, CTAS=256,
+                      small=False, POL=1),
+        # a row in SPLIT bulk copies of 2 KB (hypothesis HB); small: 3 copies of 43 vectors
+        make_tma_case("r9_c1032_s2_cta2_k3", rows=9, cols=1032, BLOCK=64, STAGES=2, CTAS=2,
+                      SPLIT=3),
+        make_tma_case("r16384_c8192_s4_b256_k8", rows=16384, cols=8192, BLOCK=256, STAGES=4,
+                      CTAS=396, small=False, SPLIT=8),
+        make_tma_case("r16384_c8192_s4_b256_pol_k8", rows=16384, cols=8192, BLOCK=256,
+                      STAGES=4, CTAS=396, small=False, POL=1, SPLIT=8),
     ],
     tolerance=TOLERANCE, constraints=tma_constraints, flops=lambda rows, cols: 5 * rows * cols,
     bytes=lambda rows, cols: 4 * rows * cols, baselines=BASELINES,

@@ -29,7 +29,12 @@ CTAs' shares: 16384 tiles over 396 CTAs leave some CTAs one tile (2.4%) more tha
 
 POL=1 adds ``.L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first.b64`` policy to
 the loads (each input line is read once: torch.compile's kernels mark such loads evict-first),
-POL=2 to the stores as well (the output is never read back by the kernel).
+POL=2 to the stores as well (the output is never read back by the kernel). Both ran slower
+(session 6: -3% and -6%), as evict-first rows did in rmsnorm (-3.9%), where evict-*last* rows
+ran 3.3% faster (`_tri_pol2`). POL=3 (session 11) gives the loads an
+``L2::evict_last`` policy and the stores none: the L2 then picks the written (dirty) lines as
+its victims first, so the write-back stream leaves in the order it was written instead of being
+forced out set by set when the cache fills (docs/TUNING.md "tma_copy: which path costs").
 
 Bytes in flight (session 10): a CTA keeps STAGES - LAG boxes loading (`loads_in_flight`), so
 the default 3 CTAs x 3 x 16 KB hold ~144 KB of loads per SM, ~9x what Little's law asks. The
@@ -42,6 +47,11 @@ torch.compile's pointwise kernel does it, through registers, no shared memory an
 thread t of a CTA of BLOCK owns the 16-byte vectors (CTA * UNROLL + u) * BLOCK + t, u < UNROLL,
 each ``@p ld.global.v4.b32`` (p: the vector is below R * C / 8) issued before the first
 ``@p st.global.v4.b32``. BLOCK = 128, UNROLL = 1 is inductor's XBLOCK = 1024 with 4 warps.
+
+`path_copy` (session 11) is reg_copy's geometry with the load, the store or both taken by one
+1-D bulk copy a CTA (LD, ST): with reg_copy and tma_copy in the same job, the 2 x 2 says which
+half of the TMA copy costs it its ~4% against the register copy (docs/TUNING.md "tma_copy:
+which path costs").
 
 Techniques: TMA (tensor maps, bulk tensor copies, 1-D bulk copies), mbarrier transaction-count completion, a
 STAGES-deep shared-memory ring, bulk async-groups (wait_group.read to recycle a stage early),
@@ -88,7 +98,7 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
              out: T.gptr[T.bf16], R: T.u32, C: T.u32, BR: T.const = 64, BC: T.const = 128,
              STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0, POL: T.const = 0,
              LAG: T.const = 1):
-    lh = ".L2::cache_hint" if POL else ""  # POL: evict-first policies (module docstring)
+    lh = ".L2::cache_hint" if POL else ""  # POL: L2 policies (module docstring)
     sh = ".L2::cache_hint" if POL == 2 else ""
     tma_load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
                      ".mbarrier::complete_tx::bytes" + lh]
@@ -100,7 +110,10 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
     box_bytes = BR * BC * 2
     chunk = BR * BC  # BULK: elements per 1-D chunk
     with T.if_(T.tid.x == 0):
-        policy = T.ptx.createpolicy.fractional.L2__evict_first.b64() if POL else None
+        policy = None
+        if POL:
+            policy = (T.ptx.createpolicy.fractional.L2__evict_last.b64() if POL == 3 else
+                      T.ptx.createpolicy.fractional.L2__evict_first.b64())
         lp = (policy,) if POL else ()  # the policy operand of the hinted copies
         sp = (policy,) if POL == 2 else ()
         grid = T.nctaid.x
@@ -168,9 +181,9 @@ def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0, POL=0, LAG=1):
     if not 1 <= LAG < STAGES:
         out.append(f"LAG={LAG} must be in [1, STAGES={STAGES}): the stores left reading before "
                    "a stage is refilled, at least one stage loading")
-    if POL not in (0, 1, 2):
-        out.append(f"POL={POL} must be 0 (no policy), 1 (evict-first loads) or 2 (loads and "
-                   "stores)")
+    if POL not in (0, 1, 2, 3):
+        out.append(f"POL={POL} must be 0 (no policy), 1 (evict-first loads), 2 (loads and "
+                   "stores) or 3 (evict-last loads)")
     if BULK not in (0, 1):
         out.append(f"BULK={BULK} must be 0 (2-D tensor tiles) or 1 (1-D chunks of BR*BC "
                    "elements)")
@@ -238,7 +251,13 @@ SUITE = T.suite(
            # LAG=2: refill after the store two tiles back has read (31 KB/SM as _b32_s3_p256)
            T.case("r100_c200_s4_lag2", R=100, C=200, BR=32, BC=64, STAGES=4, CTAS=3, LAG=2),
            T.case("r16384_c8192_b32_s4_lag2_p256", R=16384, C=8192, BR=32, STAGES=4, CTAS=256,
-                  LAG=2, **BENCH)],
+                  LAG=2, **BENCH),
+           # session 11: evict-last loads, plain stores (docs/TUNING.md "tma_copy: which path
+           # costs"): on the default ring and on the 1-D chunks
+           T.case("r100_c200_s2_pol3", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3, POL=3),
+           T.case("r100_c200_s2_bulk_pol3", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3,
+                  BULK=1, POL=3),
+           T.case("r16384_c8192_pol3", R=16384, C=8192, POL=3, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
@@ -251,24 +270,32 @@ def _reg_grid(R, C, BLOCK, UNROLL):
     return max(1, T.cdiv(R * C // 8, BLOCK * UNROLL))
 
 
+EVICT_LAST = ".L1::evict_last.L2::cache_hint"  # POL=1's load qualifiers (rmsnorm `_tri_pol2`)
+
+
 @T.kernel(grid=_reg_grid, block=lambda BLOCK: BLOCK)
 def reg_copy(x: T.gptr[T.bf16], out: T.gptr[T.bf16], R: T.u32, C: T.u32, BLOCK: T.const = 128,
-             UNROLL: T.const = 1):
+             UNROLL: T.const = 1, POL: T.const = 0):
+    """POL=1 (session 11): the loads ``ld.global.L1::evict_last.L2::cache_hint.v4.b32`` with a
+    ``createpolicy.fractional.L2::evict_last.b64`` policy, as rmsnorm `_tri_pol2` reads its rows
+    (3.3% faster than without, where evict-first rows ran 3.9% slower): the stores stay plain."""
     nvec = (R * C) >> 3
     first = T.ctaid.x * (BLOCK * UNROLL) + T.tid.x
+    ld = T.ptx["ld.global" + (EVICT_LAST if POL else "") + ".v4.b32"]
+    extra = (T.ptx.createpolicy.fractional.L2__evict_last.b64(),) if POL else ()
     held = []
     for u in range(UNROLL):  # every load before the first store
         v = first + u * BLOCK if u else first
         ok = v < nvec
         words = [T.reg(T.b32) for _ in range(4)]
-        T.ptx.ld.global_.v4.b32(words, x.at(v * 8), pred=ok)
+        ld(words, x.at(v * 8), *extra, pred=ok)
         held.append((v, ok, words))
     for v, ok, words in held:
         T.ptx.st.global_.v4.b32(out.at(v * 8), words, pred=ok)
 
 
-def reg_constraints(R, C, BLOCK, UNROLL):
-    out = []
+def reg_constraints(R, C, BLOCK, UNROLL, POL=0):
+    out = [] if POL in (0, 1) else [f"POL={POL} must be 0 (no policy) or 1 (evict-last loads)"]
     if R < 1 or C < 8 or C % 8 or R * C >= 1 << 32:
         out.append(f"R={R} must be >= 1, C={C} a positive multiple of 8 (16-byte vectors) and "
                    "R*C below 2^32")
@@ -287,8 +314,134 @@ REG_COPY = T.suite(
            T.case("r100_c200_b32_u2", R=100, C=200, BLOCK=32, UNROLL=2),  # a partial last CTA
            T.case("r16384_c8192", R=16384, C=8192, **BENCH),  # inductor's geometry
            T.case("r16384_c8192_b256_u2", R=16384, C=8192, BLOCK=256, UNROLL=2, **BENCH),
-           T.case("r16384_c8192_b128_u4", R=16384, C=8192, UNROLL=4, **BENCH)],
+           T.case("r16384_c8192_b128_u4", R=16384, C=8192, UNROLL=4, **BENCH),
+           # session 11: evict-last loads (docs/TUNING.md "tma_copy: which path costs")
+           T.case("r100_c200_b32_u2_pol", R=100, C=200, BLOCK=32, UNROLL=2, POL=1),
+           T.case("r16384_c8192_pol", R=16384, C=8192, POL=1, **BENCH)],
     tolerance=T.tolerance(rtol=0, atol=0), constraints=reg_constraints,
+    flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
+    baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
+               for c in ("", ".compile")])
+
+
+# --- path_copy: which half of the TMA copy costs (session 11) ---------------------------------
+
+def _chunk_bytes(BLOCK, UNROLL):
+    return BLOCK * UNROLL * 16
+
+
+@T.kernel(grid=_reg_grid, block=lambda BLOCK: BLOCK)
+def path_copy(x: T.gptr[T.bf16], out: T.gptr[T.bf16], R: T.u32, C: T.u32,
+              BLOCK: T.const = 128, UNROLL: T.const = 1, LD: T.const = 1, ST: T.const = 0,
+              POL: T.const = 0):
+    """`reg_copy`'s geometry (CTA c copies the contiguous chunk c of BLOCK * UNROLL 16-byte
+    vectors, one CTA per chunk, no ring) with each half of the copy taken by either path, so
+    that a 2 x 2 factorial with `reg_copy` (LD=0, ST=0) tells which half costs the TMA copy its
+    ~4% (docs/TUNING.md "tma_copy: which path costs"):
+
+    - LD=1: thread 0 initialises one mbarrier, arms it with the chunk's bytes and issues one
+      ``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes``; LD=0: each thread
+      ``ld.global.v4.b32`` its vectors (POL=1: ``.L1::evict_last.L2::cache_hint``, LD=1:
+      ``.L2::cache_hint``, with an ``L2::evict_last`` policy);
+    - ST=1: the chunk leaves shared memory by one ``cp.async.bulk.global.shared::cta.bulk_group``
+      (thread 0; ``commit_group``, ``wait_group.read 0`` before the CTA may exit and free the
+      chunk); ST=0: each thread ``st.global.v4.b32`` its vectors.
+
+    LD=0, ST=1 stages the loaded registers in shared memory (``st.shared.v4.b32``,
+    ``fence.proxy.async.shared::cta`` so the bulk copy's async proxy sees them, ``bar.sync``);
+    LD=1, ST=0 reads the landed chunk back (``mbarrier.try_wait.parity`` by every thread after a
+    ``bar.sync`` that orders the init, ``ld.shared.v4.b32``); LD=1, ST=1 is the TMA copy with
+    one tile per CTA and one issuing thread per CTA (16 per SM at BLOCK 128), the other threads
+    exiting at once. The last chunk is short: ``min.u32`` sizes its copies and predicates its
+    vectors."""
+    nvec = (R * C) >> 3
+    cvec = BLOCK * UNROLL
+    first = T.ctaid.x * cvec  # the chunk's first vector
+    tid = T.tid.x
+    buf = T.shared(T.bf16, (cvec * 8,), align=128, name="chunk")
+    policy = None
+    if POL:
+        policy = T.ptx.createpolicy.fractional.L2__evict_last.b64()
+    if LD:
+        full = T.mbarrier(1, name="full")
+        bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                          + (".L2::cache_hint" if POL else "")]
+
+    def nbytes():
+        """The chunk's bytes: ``sub``, ``min.u32``, ``shl``."""
+        return T.ptx.min.u32(nvec - first, cvec) << 4
+
+    def bulk_store():
+        T.ptx.cp.async_.bulk.global_.shared__cta.bulk_group(out.at(first * 8), buf.at(0),
+                                                            nbytes())
+        T.ptx.cp.async_.bulk.commit_group()
+        T.ptx.cp.async_.bulk.wait_group.read(0)  # the chunk is read before the CTA frees it
+
+    if LD:
+        with T.if_(tid == 0):
+            full[0].init(1)
+            T.ptx.fence.mbarrier_init.release.cluster()
+            size = nbytes()
+            full[0].arrive_expect_tx(size)
+            bulk_load(buf.at(0), x.at(first * 8), size, full[0],
+                      *((policy,) if POL else ()))
+            if ST:
+                full[0].wait(0)
+                bulk_store()
+        if ST:
+            return
+        T.ptx.bar.sync(0)  # the mbarrier is initialised before any thread waits on it
+        full[0].wait(0)
+    held = []
+    for u in range(UNROLL):
+        k = u * BLOCK + tid  # the vector within the chunk
+        ok = first + k < nvec
+        words = [T.reg(T.b32) for _ in range(4)]
+        if LD:
+            T.ptx.ld.shared.v4.b32(words, buf.at(k * 8), pred=ok)
+        else:
+            ld = T.ptx["ld.global" + (EVICT_LAST if POL else "") + ".v4.b32"]
+            ld(words, x.at((first + k) * 8), *((policy,) if POL else ()), pred=ok)
+        held.append((k, ok, words))
+    if ST:  # LD=0: registers -> shared -> one bulk store
+        for k, ok, words in held:
+            T.ptx.st.shared.v4.b32(buf.at(k * 8), words, pred=ok)
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.bar.sync(0)
+        with T.if_(tid == 0):
+            bulk_store()
+        return
+    for k, ok, words in held:
+        T.ptx.st.global_.v4.b32(out.at((first + k) * 8), words, pred=ok)
+
+
+def path_constraints(R, C, BLOCK, UNROLL, LD, ST, POL=0):
+    out = reg_constraints(R, C, BLOCK, UNROLL, POL)
+    if LD not in (0, 1) or ST not in (0, 1):
+        out.append(f"LD={LD} and ST={ST} must be 0 (registers) or 1 (one bulk copy a chunk)")
+    if _chunk_bytes(BLOCK, UNROLL) > 48 * 1024:
+        out.append(f"a chunk of BLOCK * UNROLL = {BLOCK * UNROLL} vectors needs "
+                   f"{_chunk_bytes(BLOCK, UNROLL)} bytes of static shared memory (at most 49152)")
+    return out
+
+
+PATHS = dict(lb=dict(LD=1, ST=0), sb=dict(LD=0, ST=1), lbsb=dict(LD=1, ST=1),
+             lb_pol=dict(LD=1, ST=0, POL=1), sb_pol=dict(LD=0, ST=1, POL=1),
+             lbsb_pol=dict(LD=1, ST=1, POL=1))
+
+PATH_COPY = T.suite(
+    path_copy, inputs=REG_COPY.inputs, reference=lambda x: {"out": x.copy()}, outputs=["out"],
+    cases=[T.case(f"r8_c8_{n}", R=8, C=8, BLOCK=32, **p) for n, p in PATHS.items()]
+    # 2500 vectors in chunks of 64: 40 CTAs, the last of 4 vectors (a short bulk copy)
+    + [T.case(f"r100_c200_b32_u2_{n}", R=100, C=200, BLOCK=32, UNROLL=2, **p)
+       for n, p in PATHS.items()]
+    # reg_copy's 131072 CTAs of 128 threads and 2 KB: only the path of each half differs
+    + [T.case(f"r16384_c8192_{n}", R=16384, C=8192, **p, **BENCH) for n, p in PATHS.items()]
+    # one 16 KB bulk load and store per CTA (tma_copy's box bytes, 13 CTAs per SM): the size of
+    # the bulk operation; small: 10 chunks of 256 vectors, the last of 196
+    + [T.case("r100_c200_b32_u8_lbsb", R=100, C=200, BLOCK=32, UNROLL=8, LD=1, ST=1),
+       T.case("r16384_c8192_u8_lbsb", R=16384, C=8192, UNROLL=8, LD=1, ST=1, **BENCH)],
+    tolerance=T.tolerance(rtol=0, atol=0), constraints=path_constraints,
     flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
                for c in ("", ".compile")])
