@@ -94,6 +94,12 @@ NEG_INF = float("-inf")
 GUESS_MULT, GUESS_PLUS = 2, 16
 
 
+def _guess_rank(k, guess):
+    """The rank whose value the next row starts from: 2k + 16 (GUESS=0), 3k/2 + 16 (GUESS=1,
+    session 11: fewer appends a row, the short-row rule in `refine` keeps rows from missing)."""
+    return k * GUESS_MULT + GUESS_PLUS if guess == 0 else (3 * k) // 2 + GUESS_PLUS
+
+
 def _elements(words, dt):
     """The f32 values of one 16-byte vector in column order (bf16: the low half of a word is the
     lower column; expanded exactly, ``shl.b32`` / ``and.b32``)."""
@@ -152,8 +158,9 @@ class _Buffer:
     slice, its fill counter (taken with ``atom.shared.add.u32``), the running threshold `thr`
     (f32) and `guess`, the threshold a row starts from (the previous row's, see `refine`)."""
 
-    def __init__(self, WARPS, CAP, strict=False, rounds=False):
+    def __init__(self, WARPS, CAP, strict=False, rounds=False, guess=0):
         self.strict = strict
+        self.guess_mode = guess
         self.rounds = rounds
         self.pairs = T.shared(T.u32, (WARPS * CAP * 2,), name="pairs", align=16)
         if rounds:   # APPEND=1: the counter is one register, the same in every lane
@@ -226,7 +233,7 @@ class _Buffer:
         # the k-th largest key, one bit a round from the top; at the row's end also the
         # rank 2k + 16 key's top 16 bits in the same rounds
         kth = T.reg(T.u32, init=0)
-        rank = T.reg(T.u32, init=k * GUESS_MULT + GUESS_PLUS)
+        rank = T.reg(T.u32, init=_guess_rank(k, self.guess_mode))
         if final:
             T.ptx.min.u32(rank, rank, n)   # fewer buffered: the smallest entry (see below)
         far = T.reg(T.u32, init=0)
@@ -279,7 +286,19 @@ class _Buffer:
             # smallest of them (none above it was dropped), so a row like it may hold fewer
             # than k: start lower, the key cut to its top 12 bits (at most 1/8 of an octave)
             T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1),
-                           pred=n < k * GUESS_MULT + GUESS_PLUS)
+                           pred=n < _guess_rank(k, self.guess_mode))
+            if self.guess_mode:
+                # GUESS=1 (session 11): the cut is idempotent, so a short row (a warp's first,
+                # whose buffer holds only what followed its last refine) hands the next row a
+                # guess that k-ish elements reach, and that row hands on the same guess: on
+                # 8192-column normal rows 12.7% of 8-row chains missed it once (a second read
+                # from global memory, +6.8k warp-instructions on that warp; a numpy model of
+                # this rule, docs/TUNING.md "top-k (session 11, branch topk8)"). Below 5k/4
+                # entries, one 12-bit unit lower (1/8 octave), not below -inf's key.
+                unit = 1 << (keybits - 12)
+                low = T.ptx.sub.u32(T.ptx.max.u32(far, unit), unit)
+                T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)),
+                              pred=(n * 4) < 5 * k)
             self.guess.set(_key_float(far, keybits))
             if self.strict:
                 # a row where over a quarter of the buffered entries equal the k-th (a row of
@@ -450,11 +469,11 @@ def _append_rounds(buf, vectors, hits, col_base, fetch_e, k, keybits, dt):
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
-               APPEND=0, FE=0, SKEW=0):
+               APPEND=0, FE=0, SKEW=0, GUESS=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
-    buf = _Buffer(WARPS, CAP, strict=bool(STRICT), rounds=bool(APPEND))
+    buf = _Buffer(WARPS, CAP, strict=bool(STRICT), rounds=bool(APPEND), guess=GUESS)
     lane = buf.lane
     gw = T.ctaid.x * WARPS + buf.warp
     grid_warps = T.nctaid.x * WARPS
@@ -579,9 +598,10 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
-                  APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0):
+                  APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
+                  GUESS: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
-               APPEND, FE, SKEW)
+               APPEND, FE, SKEW, GUESS)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -589,9 +609,10 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
-                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0):
+                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
+                   GUESS: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND, FE, SKEW)
+               APPEND, FE, SKEW, GUESS)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -609,7 +630,7 @@ def _constraints(dt):
     vec = _tk.VEC[dt]
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
-                    FE=0, SKEW=0):
+                    FE=0, SKEW=0, GUESS=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -656,6 +677,9 @@ def _constraints(dt):
         if not 0 <= SKEW <= MAX_SKEW:
             why.append(f"SKEW={SKEW} (ns of start delay per warp phase) must be in [0, "
                        f"{MAX_SKEW}]: 3 SKEW within nanosleep's 1 ms")
+        if GUESS not in (0, 1):
+            why.append(f"GUESS={GUESS} must be 0 (the next row from rank 2k + 16) or 1 (rank "
+                       "3k/2 + 16, a short row's guess one 12-bit unit lower)")
         return why
     return constraints
 
@@ -664,7 +688,8 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
-              MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, main=False):
+              MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
+              main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -674,7 +699,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"STRICT": STRICT} if STRICT else {}),
                   **({"APPEND": APPEND} if APPEND else {}),
                   **({"FE": FE} if FE else {}),
-                  **({"SKEW": SKEW} if SKEW else {}))
+                  **({"SKEW": SKEW} if SKEW else {}),
+                  **({"GUESS": GUESS} if GUESS else {}))
 
 
 SUITE_F32 = T.suite(
@@ -711,6 +737,15 @@ SUITE_F32 = T.suite(
         # SKEW (scan7): warp 1 starts late (numsim has no timing: the code path, the answer)
         make_case("r5_c2052_k64_fe3_sk", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
                   STRICT=1, APPEND=1, FE=3, SKEW=500),
+        # GUESS=1 (scan8): rank 3k/2 + 16, a short row's guess lowered; row 0 of ties (its
+        # successor from -inf), odd k, a tail; `_v8`: 4 KB steps (VECS 8: all 32 bits of the
+        # step's mask), a tail inside a step
+        make_case("r6_c2052_k37_g1", rows=6, cols=2052, k=37, WARPS=2, CTAS=1, CAP=128,
+                  STRICT=1, APPEND=1, FE=3, GUESS=1),
+        make_case("r4_c1000_k1_v1_g1", rows=4, cols=1000, k=1, WARPS=1, CTAS=1, VECS=1, CAP=96,
+                  STRICT=1, APPEND=1, GUESS=1),
+        make_case("r5_c2052_k64_v8g1", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, VECS=8,
+                  STAGES=16, CAP=128, STRICT=1, APPEND=1, FE=3, GUESS=1),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
         make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
@@ -758,6 +793,22 @@ SUITE_F32 = T.suite(
                   CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False),
         make_case("r4096_c32768_k64_st_a_v4_sk6", rows=4096, cols=32768, k=64, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False),
+        # scan8 (session 11, docs/TUNING.md "top-k (session 11, branch topk8)"): GUESS=1, the
+        # next row from rank 3k/2 + 16 and a short row's guess one 12-bit unit lower (12.7% of
+        # 8-row warps at 8192 columns read a row twice from global memory without it), the row
+        # end's short refine over what that leaves (~98 entries at k 50, ~130 at k 64); `_v8`:
+        # 4 KB steps (VECS 8), 2 ahead (STAGES 24: 8 KB ahead, 12 KB outstanding at the wait),
+        # CAP 160 / 192 so that two 108-111 KB CTAs still share an SM
+        make_case("r16384_c8192_k50_st_a_v4_g1", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, FE=4, GUESS=1, small=False),
+        make_case("r16384_c8192_k50_st_g1", rows=16384, cols=8192, k=50, STRICT=1, GUESS=1,
+                  small=False),
+        make_case("r16384_c8192_k50_st_a_v8_g1", rows=16384, cols=8192, k=50, VECS=8, STAGES=24,
+                  CAP=160, STRICT=1, APPEND=1, FE=4, GUESS=1, small=False),
+        make_case("r4096_c32768_k64_st_a_v4_g1", rows=4096, cols=32768, k=64, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, FE=5, GUESS=1, small=False),
+        make_case("r4096_c32768_k64_st_a_v8_g1", rows=4096, cols=32768, k=64, VECS=8, STAGES=24,
+                  CAP=192, STRICT=1, APPEND=1, FE=5, GUESS=1, small=False),
     ],
     constraints=constraints_f32,
 )
@@ -778,6 +829,8 @@ SUITE_BF16 = T.suite(
                   CAP=96, dt="bf16", STRICT=1, APPEND=1),
         make_case("r5_c1000_k33_fe2", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
                   dt="bf16", STRICT=1, APPEND=1, FE=2),
+        make_case("r5_c1000_k33_g1", rows=5, cols=1000, k=33, WARPS=1, CTAS=1, CAP=96,
+                  dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
@@ -794,6 +847,9 @@ SUITE_BF16 = T.suite(
                   CAP=256, STRICT=1, APPEND=1, FE=6, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st_a_v4_sk6", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False, dt="bf16"),
+        # scan8: GUESS=1 as in f32 (4 rows a warp), the short refine over 5 entries a lane
+        make_case("r8192_c32768_k64_st_a_v4_g1", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, FE=5, GUESS=1, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st_a_v2", rows=8192, cols=32768, k=64, VECS=2, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
         # (STAGES 12: at 80 registers 3 CTAs of 64 KB would fit an SM, and the grid is 2 per
