@@ -106,7 +106,8 @@ def test_sync_check_clean():
                         (MOD.SUITE_BF16, "r3_c2056_k64_v2_apst"),
                         (MOD.SUITE_F32, "r5_c2052_k64_fe3"), (MOD.SUITE_BF16, "r5_c1000_k33_fe2"),
                         (MOD.SUITE_F32, "r5_c2052_k64_fe3_sk"),
-                        (MOD.SUITE_F32, "r5_c2052_k64_v8g1"), (MOD.SUITE_BF16, "r5_c1000_k33_g1")):
+                        (MOD.SUITE_F32, "r5_c2052_k64_v8g1"), (MOD.SUITE_BF16, "r5_c1000_k33_g1"),
+                        (MOD.SUITE_F32, "r5_c2052_k64_fu"), (MOD.SUITE_BF16, "r5_c1000_k33_fu")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -147,6 +148,8 @@ def test_sync_check_clean():
                                                         r"warp phase\) must be in \[0, 250000\]"),
     ("f32", dict(rows=1, cols=1024, k=4, GUESS=2), r"GUESS=2 must be 0 \(the next row from rank "
                                                    r"2k \+ 16\) or 1"),
+    ("bf16", dict(rows=1, cols=1024, k=4, FUSE=3, dt="bf16"), r"FUSE=3 must be 0 \(a ranking "
+                                                              r"pass per entry of a lane\) or 1"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
@@ -355,3 +358,19 @@ def test_guess1_keeps_a_short_rows_successor_from_a_second_read(guess, misses):
     res, _ = simulate(suite, case, inputs=inputs)
     assert_matches(suite, case, res, inputs)
     assert (_second_reads(res) > 0) == misses
+
+
+def test_fused_ranking_halves_the_row_ends_loads_and_frees_the_registers_at_k50():
+    """FUSE=1 (scan8): one pass of k/2 broadcast ``ld.shared.v2.u64`` for both of a lane's
+    entries at k = 50, one ``setp.gt.u64`` a compare; the same answer (the small `_fu` cases)
+    and, at the benchmark's k = 50, no longer 128 registers (ptxas kept 25 loaded vectors live
+    across the two passes): <= 80, so 24 warps an SM fit."""
+    suite = MOD.SUITE_F32
+    kw = dict(rows=16384, cols=8192, k=50, VECS=4, STAGES=16, CAP=128, STRICT=1, APPEND=1,
+              GUESS=1, small=False)
+    plain = suite.kernel.compile("sm_90a", **suite.consts(MOD.make_case("p", **kw)))
+    fused = suite.kernel.compile("sm_90a", **suite.consts(MOD.make_case("f", FUSE=1, **kw)))
+    assert plain.ptx.count("ld.shared.v4.u32") == 2 * 25
+    assert fused.ptx.count("ld.shared.v2.u64") == 25
+    assert fused.ptx.count("setp.gt.u64") == 2 * 50
+    assert plain.resources.registers > 100 >= 80 >= fused.resources.registers

@@ -158,9 +158,10 @@ class _Buffer:
     slice, its fill counter (taken with ``atom.shared.add.u32``), the running threshold `thr`
     (f32) and `guess`, the threshold a row starts from (the previous row's, see `refine`)."""
 
-    def __init__(self, WARPS, CAP, strict=False, rounds=False, guess=0):
+    def __init__(self, WARPS, CAP, strict=False, rounds=False, guess=0, fuse=False):
         self.strict = strict
         self.guess_mode = guess
+        self.fuse = fuse
         self.rounds = rounds
         self.pairs = T.shared(T.u32, (WARPS * CAP * 2,), name="pairs", align=16)
         if rounds:   # APPEND=1: the counter is one register, the same in every lane
@@ -265,7 +266,12 @@ class _Buffer:
             pos = kept + T.ptx.popc.b32(T.ptx.and_.b32(b, below))
             stored = key if final else _raw_bits(key, keybits)   # appends after it are raw
             T.ptx.bar.warp.sync(FULL)
-            T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, c], pred=keep)
+            if final and self.fuse:   # one u64 per entry, key high, 0xFFFF - column low
+                T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos),
+                                       [T.ptx.xor.b32(c, 0xFFFF), stored], pred=keep)
+            else:
+                T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, c],
+                                       pred=keep)
             kept.set(kept + T.ptx.popc.b32(b))
         if self.rounds:
             self.n.set(k)
@@ -312,6 +318,9 @@ class _Buffer:
     def store(self, row, k, values, indices, keybits, dt):
         """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
         broadcast 16-byte loads: two pairs each) and stored."""
+        if self.fuse:
+            self._store_fused(row, k, values, indices, keybits, dt)
+            return
         for h in range(T.cdiv(k, 32)):
             j = self.lane + 32 * h
             mine = j < k
@@ -335,6 +344,40 @@ class _Buffer:
                 else:
                     T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
                 T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(mi))
+        T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
+
+    def _store_fused(self, row, k, values, indices, keybits, dt):
+        """FUSE=1 (session 11): the final refine left each entry as one u64, key in the high
+        word and 0xFFFF - column in the low, so "ranks above" (larger key, then lower column) is
+        one ``setp.gt.u64``, and a lane ranks its cdiv(k, 32) entries in ONE pass over the
+        broadcast 16-byte loads (two entries each): k/2 loads and k x cdiv(k, 32) compares,
+        against cdiv(k, 32) passes of k/2 loads and k x 6 instructions. At k = 50 the separate
+        passes also made ptxas keep the 25 loaded vectors live across them (128 registers, where
+        k = 64 took 68): the fused pass needs two ranks and two entries."""
+        entries = []
+        for h in range(T.cdiv(k, 32)):
+            j = self.lane + 32 * h
+            me = T.reg(T.u64, init=0)
+            T.ptx.ld.shared.u64(me, self.pairs.at(self.base + 2 * j), pred=j < k)
+            entries.append((j < k, me, T.reg(T.u32, init=0)))
+        for i0 in range(0, k, 2):
+            if i0 + 2 <= k:
+                others = T.ptx.ld.shared.v2.u64(self.pairs.at(self.base + 2 * i0))
+            else:
+                others = [T.ptx.ld.shared.u64(self.pairs.at(self.base + 2 * i0))]
+            for other in others:
+                for _, me, rank in entries:
+                    T.ptx.add.u32(rank, rank, 1, pred=other > me)
+        for mine, me, rank in entries:
+            with T.if_(mine):
+                out = row * k + rank
+                bits = _value_bits(T.ptx.cvt.u32.u64(me >> 32), keybits)
+                if dt == "f32":
+                    T.ptx.st.global_.b32(values.at(out), bits)
+                else:
+                    T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
+                col = T.ptx.xor.b32(T.ptx.cvt.u32.u64(me), 0xFFFF)
+                T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(col))
         T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
 
 
@@ -469,11 +512,12 @@ def _append_rounds(buf, vectors, hits, col_base, fetch_e, k, keybits, dt):
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
-               APPEND=0, FE=0, SKEW=0, GUESS=0):
+               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
-    buf = _Buffer(WARPS, CAP, strict=bool(STRICT), rounds=bool(APPEND), guess=GUESS)
+    buf = _Buffer(WARPS, CAP, strict=bool(STRICT), rounds=bool(APPEND), guess=GUESS,
+                  fuse=bool(FUSE))
     lane = buf.lane
     gw = T.ctaid.x * WARPS + buf.warp
     grid_warps = T.nctaid.x * WARPS
@@ -599,9 +643,9 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
-                  GUESS: T.const = 0):
+                  GUESS: T.const = 0, FUSE: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
-               APPEND, FE, SKEW, GUESS)
+               APPEND, FE, SKEW, GUESS, FUSE)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -610,9 +654,9 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                    APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
-                   GUESS: T.const = 0):
+                   GUESS: T.const = 0, FUSE: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND, FE, SKEW, GUESS)
+               APPEND, FE, SKEW, GUESS, FUSE)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -630,7 +674,7 @@ def _constraints(dt):
     vec = _tk.VEC[dt]
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
-                    FE=0, SKEW=0, GUESS=0):
+                    FE=0, SKEW=0, GUESS=0, FUSE=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -680,6 +724,9 @@ def _constraints(dt):
         if GUESS not in (0, 1):
             why.append(f"GUESS={GUESS} must be 0 (the next row from rank 2k + 16) or 1 (rank "
                        "3k/2 + 16, a short row's guess one 12-bit unit lower)")
+        if FUSE not in (0, 1):
+            why.append(f"FUSE={FUSE} must be 0 (a ranking pass per entry of a lane) or 1 (one "
+                       "pass, u64 entries)")
         return why
     return constraints
 
@@ -689,7 +736,7 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
-              main=False):
+              FUSE=0, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -700,7 +747,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"APPEND": APPEND} if APPEND else {}),
                   **({"FE": FE} if FE else {}),
                   **({"SKEW": SKEW} if SKEW else {}),
-                  **({"GUESS": GUESS} if GUESS else {}))
+                  **({"GUESS": GUESS} if GUESS else {}),
+                  **({"FUSE": FUSE} if FUSE else {}))
 
 
 SUITE_F32 = T.suite(
@@ -746,6 +794,14 @@ SUITE_F32 = T.suite(
                   STRICT=1, APPEND=1, GUESS=1),
         make_case("r5_c2052_k64_v8g1", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, VECS=8,
                   STAGES=16, CAP=128, STRICT=1, APPEND=1, FE=3, GUESS=1),
+        # FUSE=1 (scan8): the row's k ranked in one pass over u64 entries; k 64 over ties (row
+        # 0), k 50 (two entries a lane, the second partly empty), k 1
+        make_case("r5_c2052_k64_fu", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
+                  STRICT=1, APPEND=1, FE=3, GUESS=1, FUSE=1),
+        make_case("r4_c2052_k50_v8fu", rows=4, cols=2052, k=50, WARPS=1, CTAS=1, VECS=8,
+                  STAGES=16, CAP=96, STRICT=1, APPEND=1, GUESS=1, FUSE=1),
+        make_case("r3_c1000_k1_fu", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=96,
+                  STRICT=1, APPEND=1, FUSE=1),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
         make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
@@ -831,6 +887,8 @@ SUITE_BF16 = T.suite(
                   dt="bf16", STRICT=1, APPEND=1, FE=2),
         make_case("r5_c1000_k33_g1", rows=5, cols=1000, k=33, WARPS=1, CTAS=1, CAP=96,
                   dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1),
+        make_case("r5_c1000_k33_fu", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
+                  dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1, FUSE=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
