@@ -74,9 +74,9 @@
 #   MODE=scan8: ONLY session 11's top-k variants (branch topk8), three shards each led by the
 #     size's measured best as in-job controls (f32 16384 x 8192 k50: `_st`, `_st_a_v4_f5`; f32
 #     4096 x 32768 and bf16 8192 x 32768: `_st_a_v4`): GUESS=1 (no second read of a row after a
-#     short one), FUSE=1 (one ranking pass; <= 88 registers at k 50), 4 KB steps (`_v8`), 24
-#     and 32 warps an SM (`_w24`, `_w32`: fewer rows on the slowest warp); smoke over the small
-#     GUESS/FUSE/VECS-8 cases; run with TOTAL_LIMIT=240; predictions in docs/PERFORMANCE.md
+#     short one), FUSE=1 (one ranking pass; <= 88 registers at k 50), 4 KB steps (`_v8`), 32
+#     warps an SM (`_w32`: half the rows on the slowest warp); smoke over the small
+#     GUESS/FUSE/VECS-8 cases; run with TOTAL_LIMIT=230; predictions in docs/PERFORMANCE.md
 #     ("Session 11, branch topk8") and docs/TUNING.md ("top-k (session 11, branch topk8)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
@@ -234,11 +234,10 @@ elif [ "${MODE:-all}" = scan8 ]; then
     T8_L="topk_f32_warp[r4096_c32768_k64"
     T8_B="topk_bf16_warp[r8192_c32768_k64"
     N_R1="${T8_F}_st]@ or ${T8_F}_st_a_v4_f5]@ or ${T8_F}_st_a_v4_g1]@ or ${T8_F}_st_a_v4_g1fu]@ \
-or ${T8_F}_st_a_v8_g1fu]@ or ${T8_F}_st_a_v4_g1fu_w24]@ or ${T8_F}_st_a_v4_g1fu_w32]@"
+or ${T8_F}_st_a_v8_g1fu]@ or ${T8_F}_st_a_v4_g1fu_w32]@"
     N_R2="${T8_L}_st_a_v4]@ or ${T8_L}_st_a_v4_g1fu]@ or ${T8_L}_st_a_v8_g1fu]@ or \
 ${T8_L}_st_a_v4_g1fu_w32]@"
-    N_R3="${T8_B}_st_a_v4]@ or ${T8_B}_st_a_v4_g1fu]@ or ${T8_B}_st_a_v4_g1fu_w24]@ or \
-${T8_B}_st_a_v4_g1fu_w32]@"
+    N_R3="${T8_B}_st_a_v4]@ or ${T8_B}_st_a_v4_g1fu]@ or ${T8_B}_st_a_v4_g1fu_w32]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \

@@ -169,12 +169,12 @@ DEFAULTS = [(MOD.SUITE_F32, "r4096_c32768_k64"), (MOD.SUITE_F32, "r16384_c8192_k
 @pytest.mark.parametrize("suite,name", DEFAULTS, ids=[n for _, n in DEFAULTS])
 def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
     """The predictions (docs/TUNING.md "topk_warp") assume 16 warps per SM (2 CTAs of 8; scan7's
-    `_w4s20`: 4 of 4; scan8's `_w24` / `_w32`: 3 / 4 CTAs of 8), all resident (the persistent
-    grid is one wave, or one row a warp where there are fewer rows) and no spill traffic."""
+    `_w4s20`: 4 of 4; scan8's `_w32`: 4 CTAs of 8), all resident (the persistent grid is one
+    wave, or one row a warp where there are fewer rows) and no spill traffic."""
     case = _case(suite, name)
     r = suite.kernel.compile("sm_90a", **suite.consts(case)).resources
     assert (r.spill_stores, r.spill_loads) == (0, 0)
-    per_sm = 32 if name.endswith("_w32") else 24 if name.endswith("_w24") else 16
+    per_sm = 32 if name.endswith("_w32") else 16
     resident = resident_ctas_per_sm(suite, case)
     assert resident * case.params["WARPS"] == per_sm
     warps = case.params["WARPS"]

@@ -855,18 +855,15 @@ SUITE_F32 = T.suite(
         # without it; the row end's short refine over 4 entries a lane, ~98 are left), then
         # with FUSE=1 (the ranking in one pass, 64-88 registers instead of 128 at k 50), 4 KB
         # steps (`_v8`: VECS 8, STAGES 24: 12 KB outstanding per warp at the wait, CAP 160 /
-        # 192 so that two ~110 KB CTAs share an SM), and more warps an SM with fewer rows each:
-        # `_w24` (3 CTAs of 8, CAP 128: 6 rows on the slowest warp instead of 8), `_w32` (4 CTAs
-        # of 8, STAGES 12, CAP 96, MAXREG 64: 4 rows; at 32768 columns one row a warp)
+        # 192 so that two ~110 KB CTAs share an SM), and twice the warps an SM with half the
+        # rows each: `_w32` (4 CTAs of 8, STAGES 12, CAP 96, MAXREG 64: 4 rows on the slowest
+        # warp instead of 8; at 32768 columns one row a warp)
         make_case("r16384_c8192_k50_st_a_v4_g1", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, FE=4, GUESS=1, small=False),
         make_case("r16384_c8192_k50_st_a_v4_g1fu", rows=16384, cols=8192, k=50, VECS=4,
                   STAGES=16, CAP=256, STRICT=1, APPEND=1, FE=4, GUESS=1, FUSE=1, small=False),
         make_case("r16384_c8192_k50_st_a_v8_g1fu", rows=16384, cols=8192, k=50, VECS=8,
                   STAGES=24, CAP=160, STRICT=1, APPEND=1, FE=4, GUESS=1, FUSE=1, small=False),
-        make_case("r16384_c8192_k50_st_a_v4_g1fu_w24", rows=16384, cols=8192, k=50, VECS=4,
-                  STAGES=16, CAP=128, CTAS=396, MAXREG=80, STRICT=1, APPEND=1, FE=4, GUESS=1,
-                  FUSE=1, small=False),
         make_case("r16384_c8192_k50_st_a_v4_g1fu_w32", rows=16384, cols=8192, k=50, VECS=4,
                   STAGES=12, CAP=96, CTAS=528, MAXREG=64, STRICT=1, APPEND=1, GUESS=1, FUSE=1,
                   small=False),
@@ -917,13 +914,10 @@ SUITE_BF16 = T.suite(
                   CAP=256, STRICT=1, APPEND=1, FE=6, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st_a_v4_sk6", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False, dt="bf16"),
-        # scan8: as f32 (4 rows on a warp at 16 warps an SM, 3 at `_w24`, 2 at `_w32`)
+        # scan8: as f32 (4 rows on a warp at 16 warps an SM, 2 at `_w32`)
         make_case("r8192_c32768_k64_st_a_v4_g1fu", rows=8192, cols=32768, k=64, VECS=4,
                   STAGES=16, CAP=256, STRICT=1, APPEND=1, FE=5, GUESS=1, FUSE=1, small=False,
                   dt="bf16"),
-        make_case("r8192_c32768_k64_st_a_v4_g1fu_w24", rows=8192, cols=32768, k=64, VECS=4,
-                  STAGES=16, CAP=128, CTAS=396, MAXREG=80, STRICT=1, APPEND=1, FE=4, GUESS=1,
-                  FUSE=1, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st_a_v4_g1fu_w32", rows=8192, cols=32768, k=64, VECS=4,
                   STAGES=12, CAP=96, CTAS=528, MAXREG=64, STRICT=1, APPEND=1, GUESS=1, FUSE=1,
                   small=False, dt="bf16"),
