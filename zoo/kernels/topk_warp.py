@@ -61,6 +61,19 @@ that chain. SKEW (ns, the `_sk` cases): the CTA's warps start in 4 phases SKEW n
 ``nanosleep.u32``), so that an SM's warps stop ending their rows at the same moment, with the
 HBM idle, if that is what they do (the hypothesis the `_sk` cases test).
 
+GUESS=1 (session 11, the `_g1` cases; docs/TUNING.md "top-k (session 11, branch topk8)"): the
+cut of a short row's guess to 12 key bits is idempotent, so a warp's first row (its buffer holds
+only what followed its last refine: ~66 entries at k 50) hands the next rows a guess that only
+~k elements reach, until one row has fewer and is read again from global memory (12.7% of 8-row
+warps at 8192 columns in a numpy model of the rule, 1 in 16 in numsim). GUESS=1 starts the next
+row from rank 3k/2 + 16 and lowers the guess of a row that ended with fewer than 5k/4 entries
+by one 12-bit unit (1/8 octave): no second read in the model's 300 warps, ~2% fewer appends.
+
+FUSE=1 (session 11, the `_fu` cases): the final refine leaves each winner as one u64 (key high,
+0xFFFF - column low), so "ranks above" is one ``setp.gt.u64`` and a lane ranks its cdiv(k, 32)
+entries in one pass over k/2 broadcast loads (`_store_fused`): ~490 fewer PTX a row at k 50, and
+k = 50 compiles to 61-88 registers instead of 128, so 32 warps an SM fit (`_w32`).
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -853,7 +866,7 @@ SUITE_F32 = T.suite(
         # benchmark's order: GUESS=1 alone (the next row from rank 3k/2 + 16, a short row's
         # guess one 12-bit unit lower: 12.7% of 8-row warps at 8192 columns read a row twice
         # without it; the row end's short refine over 4 entries a lane, ~98 are left), then
-        # with FUSE=1 (the ranking in one pass, 64-88 registers instead of 128 at k 50), 4 KB
+        # with FUSE=1 (the ranking in one pass, 61-88 registers instead of 128 at k 50), 4 KB
         # steps (`_v8`: VECS 8, STAGES 24: 12 KB outstanding per warp at the wait, CAP 160 /
         # 192 so that two ~110 KB CTAs share an SM), and twice the warps an SM with half the
         # rows each: `_w32` (4 CTAs of 8, STAGES 12, CAP 96, MAXREG 64: 4 rows on the slowest
@@ -914,6 +927,12 @@ SUITE_BF16 = T.suite(
                   CAP=256, STRICT=1, APPEND=1, FE=6, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_st_a_v4_sk6", rows=8192, cols=32768, k=64, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_st_a_v2", rows=8192, cols=32768, k=64, VECS=2, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, small=False, dt="bf16"),
+        # (STAGES 12: at 80 registers 3 CTAs of 64 KB would fit an SM, and the grid is 2 per
+        # SM; session 7's `_s12` ran as STAGES 8 within 0.4%)
+        make_case("r8192_c32768_k64_st_a", rows=8192, cols=32768, k=64, STAGES=12, STRICT=1,
+                  APPEND=1, small=False, dt="bf16"),
         # scan8: as f32 (4 rows on a warp at 16 warps an SM, 2 at `_w32`)
         make_case("r8192_c32768_k64_st_a_v4_g1fu", rows=8192, cols=32768, k=64, VECS=4,
                   STAGES=16, CAP=256, STRICT=1, APPEND=1, FE=5, GUESS=1, FUSE=1, small=False,
