@@ -764,6 +764,16 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"FUSE": FUSE} if FUSE else {}))
 
 
+# scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
+# SM), 4 KB steps (`_v8`, CAP by k) and 32 warps an SM (`_w32`)
+_K50 = dict(rows=16384, cols=8192, k=50, small=False)
+_K64 = dict(rows=4096, cols=32768, k=64, small=False)
+_KB16 = dict(rows=8192, cols=32768, k=64, small=False, dt="bf16")
+_G1FU = dict(STRICT=1, APPEND=1, GUESS=1, FUSE=1)
+_V4 = dict(VECS=4, STAGES=16, CAP=256, **_G1FU)
+_V8 = dict(VECS=8, STAGES=24, **_G1FU)
+_W32 = dict(VECS=4, STAGES=12, CAP=96, CTAS=528, MAXREG=64, **_G1FU)
+
 SUITE_F32 = T.suite(
     topk_f32_warp, **_tk._suite_args("f32"),
     cases=[
@@ -873,20 +883,12 @@ SUITE_F32 = T.suite(
         # warp instead of 8; at 32768 columns one row a warp)
         make_case("r16384_c8192_k50_st_a_v4_g1", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, FE=4, GUESS=1, small=False),
-        make_case("r16384_c8192_k50_st_a_v4_g1fu", rows=16384, cols=8192, k=50, VECS=4,
-                  STAGES=16, CAP=256, STRICT=1, APPEND=1, FE=4, GUESS=1, FUSE=1, small=False),
-        make_case("r16384_c8192_k50_st_a_v8_g1fu", rows=16384, cols=8192, k=50, VECS=8,
-                  STAGES=24, CAP=160, STRICT=1, APPEND=1, FE=4, GUESS=1, FUSE=1, small=False),
-        make_case("r16384_c8192_k50_st_a_v4_g1fu_w32", rows=16384, cols=8192, k=50, VECS=4,
-                  STAGES=12, CAP=96, CTAS=528, MAXREG=64, STRICT=1, APPEND=1, GUESS=1, FUSE=1,
-                  small=False),
-        make_case("r4096_c32768_k64_st_a_v4_g1fu", rows=4096, cols=32768, k=64, VECS=4,
-                  STAGES=16, CAP=256, STRICT=1, APPEND=1, FE=5, GUESS=1, FUSE=1, small=False),
-        make_case("r4096_c32768_k64_st_a_v8_g1fu", rows=4096, cols=32768, k=64, VECS=8,
-                  STAGES=24, CAP=192, STRICT=1, APPEND=1, FE=5, GUESS=1, FUSE=1, small=False),
-        make_case("r4096_c32768_k64_st_a_v4_g1fu_w32", rows=4096, cols=32768, k=64, VECS=4,
-                  STAGES=12, CAP=96, CTAS=528, MAXREG=64, STRICT=1, APPEND=1, GUESS=1, FUSE=1,
-                  small=False),
+        make_case("r16384_c8192_k50_st_a_v4_g1fu", **_K50, **_V4, FE=4),
+        make_case("r16384_c8192_k50_st_a_v8_g1fu", **_K50, **_V8, CAP=160, FE=4),
+        make_case("r16384_c8192_k50_st_a_v4_g1fu_w32", **_K50, **_W32),
+        make_case("r4096_c32768_k64_st_a_v4_g1fu", **_K64, **_V4, FE=5),
+        make_case("r4096_c32768_k64_st_a_v8_g1fu", **_K64, **_V8, CAP=192, FE=5),
+        make_case("r4096_c32768_k64_st_a_v4_g1fu_w32", **_K64, **_W32),
     ],
     constraints=constraints_f32,
 )
@@ -934,12 +936,8 @@ SUITE_BF16 = T.suite(
         make_case("r8192_c32768_k64_st_a", rows=8192, cols=32768, k=64, STAGES=12, STRICT=1,
                   APPEND=1, small=False, dt="bf16"),
         # scan8: as f32 (4 rows on a warp at 16 warps an SM, 2 at `_w32`)
-        make_case("r8192_c32768_k64_st_a_v4_g1fu", rows=8192, cols=32768, k=64, VECS=4,
-                  STAGES=16, CAP=256, STRICT=1, APPEND=1, FE=5, GUESS=1, FUSE=1, small=False,
-                  dt="bf16"),
-        make_case("r8192_c32768_k64_st_a_v4_g1fu_w32", rows=8192, cols=32768, k=64, VECS=4,
-                  STAGES=12, CAP=96, CTAS=528, MAXREG=64, STRICT=1, APPEND=1, GUESS=1, FUSE=1,
-                  small=False, dt="bf16"),
+        make_case("r8192_c32768_k64_st_a_v4_g1fu", **_KB16, **_V4, FE=5),
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_w32", **_KB16, **_W32),
     ],
     constraints=constraints_bf16,
 )
