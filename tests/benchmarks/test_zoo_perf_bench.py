@@ -207,7 +207,7 @@ def test_scan8_mode_leads_each_shard_with_the_sizes_measured_best():
         [f"{l}_st_a_v4]", f"{l}_st_a_v4_g1fu]", f"{l}_st_a_v8_g1fu]", f"{l}_st_a_v4_g1fu_w32]"],
         [f"{b}_st_a_v4]", f"{b}_st_a_v4_g1fu]", f"{b}_st_a_v4_g1fu_w32]"]]
     assert sorted(smoke) == sorted([
-        "topk_f32_warp[r6_c2052_k37_g1]", "topk_f32_warp[r4_c1000_k1_v1_g1]",
+        "topk_f32_warp[r6_c2052_k37_g1s12]", "topk_f32_warp[r4_c1000_k1_v1_g1]",
         "topk_f32_warp[r5_c2052_k64_v8g1]", "topk_f32_warp[r5_c2052_k64_fu]",
         "topk_f32_warp[r4_c2052_k50_v8fu]", "topk_f32_warp[r3_c1000_k1_fu]",
         "topk_bf16_warp[r5_c1000_k33_g1]", "topk_bf16_warp[r5_c1000_k33_fu]"]), smoke

@@ -107,7 +107,8 @@ def test_sync_check_clean():
                         (MOD.SUITE_F32, "r5_c2052_k64_fe3"), (MOD.SUITE_BF16, "r5_c1000_k33_fe2"),
                         (MOD.SUITE_F32, "r5_c2052_k64_fe3_sk"),
                         (MOD.SUITE_F32, "r5_c2052_k64_v8g1"), (MOD.SUITE_BF16, "r5_c1000_k33_g1"),
-                        (MOD.SUITE_F32, "r5_c2052_k64_fu"), (MOD.SUITE_BF16, "r5_c1000_k33_fu")):
+                        (MOD.SUITE_F32, "r5_c2052_k64_fu"), (MOD.SUITE_BF16, "r5_c1000_k33_fu"),
+                        (MOD.SUITE_F32, "r6_c2052_k37_g1s12")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))

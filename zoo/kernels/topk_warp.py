@@ -809,14 +809,15 @@ SUITE_F32 = T.suite(
         make_case("r5_c2052_k64_fe3_sk", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
                   STRICT=1, APPEND=1, FE=3, SKEW=500),
         # GUESS=1 (scan8): rank 3k/2 + 16, a short row's guess lowered; row 0 of ties (its
-        # successor from -inf), odd k, a tail; `_v8`: 4 KB steps (VECS 8: all 32 bits of the
-        # step's mask), a tail inside a step
-        make_case("r6_c2052_k37_g1", rows=6, cols=2052, k=37, WARPS=2, CTAS=1, CAP=128,
-                  STRICT=1, APPEND=1, FE=3, GUESS=1),
+        # successor from -inf), odd k, a tail; the rings of the H200 cases: `_w32`'s (VECS 4,
+        # STAGES 12, CAP 96: 2 steps ahead) and `_v8`'s (4 KB steps, all 32 bits of the step's
+        # mask, STAGES 24), a tail inside a step
+        make_case("r6_c2052_k37_g1s12", rows=6, cols=2052, k=37, WARPS=2, CTAS=1, VECS=4,
+                  STAGES=12, CAP=96, STRICT=1, APPEND=1, FE=3, GUESS=1, FUSE=1),
         make_case("r4_c1000_k1_v1_g1", rows=4, cols=1000, k=1, WARPS=1, CTAS=1, VECS=1, CAP=96,
                   STRICT=1, APPEND=1, GUESS=1),
         make_case("r5_c2052_k64_v8g1", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, VECS=8,
-                  STAGES=16, CAP=128, STRICT=1, APPEND=1, FE=3, GUESS=1),
+                  STAGES=24, CAP=128, STRICT=1, APPEND=1, FE=3, GUESS=1),
         # FUSE=1 (scan8): the row's k ranked in one pass over u64 entries; k 64 over ties (row
         # 0), k 50 (two entries a lane, the second partly empty), k 1
         make_case("r5_c2052_k64_fu", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
