@@ -80,6 +80,13 @@
 #     65536 x 2048 (`_s3_p512`, its `_pol`), 18 timed items; smoke over their small cases; run with
 #     TOTAL_LIMIT=220; predictions in docs/TUNING.md ("tma_copy: which path costs (session 11,
 #     branch tmacopy8)")
+#   MODE=scan8: ONLY session 11's top-k variants (branch topk8), three shards each led by the
+#     size's measured best as in-job controls (f32 16384 x 8192 k50: `_st`, `_st_a_v4_f5`; f32
+#     4096 x 32768 and bf16 8192 x 32768: `_st_a_v4`): GUESS=1 (no second read of a row after a
+#     short one), FUSE=1 (one ranking pass; <= 88 registers at k 50), 4 KB steps (`_v8`), 32
+#     warps an SM (`_w32`: half the rows on the slowest warp); smoke over the small
+#     GUESS/FUSE/VECS-8 cases; run with TOTAL_LIMIT=230; predictions in docs/PERFORMANCE.md
+#     ("Session 11, branch topk8") and docs/TUNING.md ("top-k (session 11, branch topk8)")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -245,9 +252,20 @@ softmax_tma[r16384_c8192_s4_b256_pol_k8]@"
     T8_S2K="softmax_tma[r65536_c2048_s3_p512]@ or softmax_tma[r65536_c2048_s3_p512_pol]@"
     SHARDS_ALL="h200 and ($T8_TMA)|h200 and ($T8_REG)|h200 and ($T8_PATH)|h200 and ($T8_SMX)|\
 h200 and ($T8_S2K)"
+elif [ "${MODE:-all}" = scan8 ]; then
+    SMOKE_K="not h200 and topk_warp and (g1 or fu)"
+    T8_F="topk_f32_warp[r16384_c8192_k50"
+    T8_L="topk_f32_warp[r4096_c32768_k64"
+    T8_B="topk_bf16_warp[r8192_c32768_k64"
+    N_R1="${T8_F}_st]@ or ${T8_F}_st_a_v4_f5]@ or ${T8_F}_st_a_v4_g1]@ or ${T8_F}_st_a_v4_g1fu]@ \
+or ${T8_F}_st_a_v8_g1fu]@ or ${T8_F}_st_a_v4_g1fu_w32]@"
+    N_R2="${T8_L}_st_a_v4]@ or ${T8_L}_st_a_v4_g1fu]@ or ${T8_L}_st_a_v8_g1fu]@ or \
+${T8_L}_st_a_v4_g1fu_w32]@"
+    N_R3="${T8_B}_st_a_v4]@ or ${T8_B}_st_a_v4_g1fu]@ or ${T8_B}_st_a_v4_g1fu_w32]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7' or 'tma8'" >&2
+        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8' or 'scan8'" >&2
     exit 2
 fi
 if [ "${1:-}" = "--list" ]; then

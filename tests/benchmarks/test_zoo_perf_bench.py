@@ -109,7 +109,8 @@ def test_cum6_mode_times_cumsum_tma_after_the_cumsum_smem_case_of_its_shape():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7' or 'tma8'" in r.stderr
+        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8' or " \
+        "'scan8'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -216,3 +217,22 @@ def test_tma8_mode_times_the_path_and_policy_cases_after_their_controls():
         "tma_copy[r100_c200_s2_pol3]", "tma_copy[r100_c200_s2_bulk_pol3]",
         "reg_copy[r100_c200_b32_u2_pol]", "softmax_tma[r9_c1032_s2_cta2_pol]",
         "softmax_tma[r9_c1032_s2_cta2_k3]"]), smoke
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_scan8_mode_leads_each_shard_with_the_sizes_measured_best():
+    """docs/PERFORMANCE.md's session-11 predictions (branch topk8) name these items: each shard
+    one size, its in-job controls first (session 11's best), every new case present once."""
+    shards, smoke = _timed_and_smoke("scan8")
+    f, l, b = ("topk_f32_warp[r16384_c8192_k50", "topk_f32_warp[r4096_c32768_k64",
+               "topk_bf16_warp[r8192_c32768_k64")
+    assert shards == [
+        [f"{f}_st]", f"{f}_st_a_v4_f5]", f"{f}_st_a_v4_g1]", f"{f}_st_a_v4_g1fu]",
+         f"{f}_st_a_v8_g1fu]", f"{f}_st_a_v4_g1fu_w32]"],
+        [f"{l}_st_a_v4]", f"{l}_st_a_v4_g1fu]", f"{l}_st_a_v8_g1fu]", f"{l}_st_a_v4_g1fu_w32]"],
+        [f"{b}_st_a_v4]", f"{b}_st_a_v4_g1fu]", f"{b}_st_a_v4_g1fu_w32]"]]
+    assert sorted(smoke) == sorted([
+        "topk_f32_warp[r6_c2052_k37_g1s12]", "topk_f32_warp[r4_c1000_k1_v1_g1]",
+        "topk_f32_warp[r5_c2052_k64_v8g1]", "topk_f32_warp[r5_c2052_k64_fu]",
+        "topk_f32_warp[r4_c2052_k50_v8fu]", "topk_f32_warp[r3_c1000_k1_fu]",
+        "topk_bf16_warp[r5_c1000_k33_g1]", "topk_bf16_warp[r5_c1000_k33_fu]"]), smoke

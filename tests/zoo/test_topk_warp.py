@@ -2,6 +2,8 @@
 index, k = 1 and 64, tails), the paths each row takes (the previous row's threshold and the
 fallback from -inf, the column search among ties), sync_check, refused shapes."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -103,7 +105,10 @@ def test_sync_check_clean():
                         (MOD.SUITE_F32, "r5_c2052_k64_apst"),
                         (MOD.SUITE_BF16, "r3_c2056_k64_v2_apst"),
                         (MOD.SUITE_F32, "r5_c2052_k64_fe3"), (MOD.SUITE_BF16, "r5_c1000_k33_fe2"),
-                        (MOD.SUITE_F32, "r5_c2052_k64_fe3_sk")):
+                        (MOD.SUITE_F32, "r5_c2052_k64_fe3_sk"),
+                        (MOD.SUITE_F32, "r5_c2052_k64_v8g1"), (MOD.SUITE_BF16, "r5_c1000_k33_g1"),
+                        (MOD.SUITE_F32, "r5_c2052_k64_fu"), (MOD.SUITE_BF16, "r5_c1000_k33_fu"),
+                        (MOD.SUITE_F32, "r6_c2052_k37_g1s12")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -142,6 +147,10 @@ def test_sync_check_clean():
      r"FE=4 .* must be 0 \(min\(8, CAP/32\)\) or in .* = \[1, 3\]"),
     ("f32", dict(rows=1, cols=1024, k=4, SKEW=300_000), r"SKEW=300000 \(ns of start delay per "
                                                         r"warp phase\) must be in \[0, 250000\]"),
+    ("f32", dict(rows=1, cols=1024, k=4, GUESS=2), r"GUESS=2 must be 0 \(the next row from rank "
+                                                   r"2k \+ 16\) or 1"),
+    ("bf16", dict(rows=1, cols=1024, k=4, FUSE=3, dt="bf16"), r"FUSE=3 must be 0 \(a ranking "
+                                                              r"pass per entry of a lane\) or 1"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
@@ -161,13 +170,16 @@ DEFAULTS = [(MOD.SUITE_F32, "r4096_c32768_k64"), (MOD.SUITE_F32, "r16384_c8192_k
 @pytest.mark.parametrize("suite,name", DEFAULTS, ids=[n for _, n in DEFAULTS])
 def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
     """The predictions (docs/TUNING.md "topk_warp") assume 16 warps per SM (2 CTAs of 8; scan7's
-    `_w4s20`: 4 of 4), all resident (the persistent grid is one wave) and no spill traffic."""
+    `_w4s20`: 4 of 4; scan8's `_w32`: 4 CTAs of 8), all resident (the persistent grid is one
+    wave, or one row a warp where there are fewer rows) and no spill traffic."""
     case = _case(suite, name)
     r = suite.kernel.compile("sm_90a", **suite.consts(case)).resources
     assert (r.spill_stores, r.spill_loads) == (0, 0)
-    grid = suite.grid(case)[0]
-    assert grid == SMS * resident_ctas_per_sm(suite, case)
-    assert grid * case.params["WARPS"] == 16 * SMS
+    per_sm = 32 if name.endswith("_w32") else 16
+    resident = resident_ctas_per_sm(suite, case)
+    assert resident * case.params["WARPS"] == per_sm
+    warps = case.params["WARPS"]
+    assert suite.grid(case)[0] == min(SMS * resident, -(-case.params["rows"] // warps))
 
 
 def _tie_row_run(strict, dt="f32", append=0):
@@ -325,3 +337,44 @@ def test_skew_adds_one_sleep_before_the_first_loads_and_nothing_else():
     strip = lambda t: [ln for ln in t.splitlines()  # noqa: E731
                        if not ln.strip().startswith((".loc", "//")) and "nanosleep" not in ln]
     assert len(strip(skew)) - len(strip(plain)) == 4   # shr, add, and (the phase), mul
+
+
+def _second_reads(res) -> int:
+    """Warp-instructions spent in the fallback's loop (a row read again from global memory)."""
+    src = Path(MOD.__file__).read_text().splitlines()
+    line = next(i for i, t in enumerate(src, 1) if "with T.range(0, steps, VECS) as u0" in t)
+    return sum(lp["warp_instructions"] for lp in res.stats["loops"]
+               if lp["loop"].endswith(f":{line}"))
+
+
+@pytest.mark.parametrize("guess,misses", [(0, True), (1, False)])
+def test_guess1_keeps_a_short_rows_successor_from_a_second_read(guess, misses):
+    """Three normal rows of 8192 on one warp (k 50; the chain seen in session 11's numpy model):
+    the first row, from -inf, ends with 66 entries, so its guess is its smallest entry cut to 12
+    bits (2.5); 50 elements of row 1 reach it, and the cut of row 1's smallest is 2.5 again, which
+    41 of row 2 reach: GUESS=0 reads row 2 twice. GUESS=1 lowers a short row's guess (below 5k/4
+    entries) by one 12-bit unit: no second read. Exact either way."""
+    suite = MOD.SUITE_F32
+    case = MOD.make_case("chain", rows=3, cols=8192, k=50, WARPS=1, CTAS=1, VECS=4, STAGES=16,
+                         CAP=256, STRICT=1, APPEND=1, FE=5, GUESS=guess)
+    inputs = suite.make_inputs(case, 0)
+    inputs["x"][:] = np.random.default_rng(13).standard_normal((3, 8192)).astype(np.float32)
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert_matches(suite, case, res, inputs)
+    assert (_second_reads(res) > 0) == misses
+
+
+def test_fused_ranking_halves_the_row_ends_loads_and_frees_the_registers_at_k50():
+    """FUSE=1 (scan8): one pass of k/2 broadcast ``ld.shared.v2.u64`` for both of a lane's
+    entries at k = 50, one ``setp.gt.u64`` a compare; the same answer (the small `_fu` cases)
+    and, at the benchmark's k = 50, no longer 128 registers (ptxas kept 25 loaded vectors live
+    across the two passes): <= 80, so 24 warps an SM fit."""
+    suite = MOD.SUITE_F32
+    kw = dict(rows=16384, cols=8192, k=50, VECS=4, STAGES=16, CAP=128, STRICT=1, APPEND=1,
+              GUESS=1, small=False)
+    plain = suite.kernel.compile("sm_90a", **suite.consts(MOD.make_case("p", **kw)))
+    fused = suite.kernel.compile("sm_90a", **suite.consts(MOD.make_case("f", FUSE=1, **kw)))
+    assert plain.ptx.count("ld.shared.v4.u32") == 2 * 25
+    assert fused.ptx.count("ld.shared.v2.u64") == 25
+    assert fused.ptx.count("setp.gt.u64") == 2 * 50
+    assert plain.resources.registers > 100 >= 80 >= fused.resources.registers

@@ -61,6 +61,19 @@ that chain. SKEW (ns, the `_sk` cases): the CTA's warps start in 4 phases SKEW n
 ``nanosleep.u32``), so that an SM's warps stop ending their rows at the same moment, with the
 HBM idle, if that is what they do (the hypothesis the `_sk` cases test).
 
+GUESS=1 (session 11, the `_g1` cases; docs/TUNING.md "top-k (session 11, branch topk8)"): the
+cut of a short row's guess to 12 key bits is idempotent, so a warp's first row (its buffer holds
+only what followed its last refine: ~66 entries at k 50) hands the next rows a guess that only
+~k elements reach, until one row has fewer and is read again from global memory (12.7% of 8-row
+warps at 8192 columns in a numpy model of the rule, 1 in 16 in numsim). GUESS=1 starts the next
+row from rank 3k/2 + 16 and lowers the guess of a row that ended with fewer than 5k/4 entries
+by one 12-bit unit (1/8 octave): no second read in the model's 300 warps, ~2% fewer appends.
+
+FUSE=1 (session 11, the `_fu` cases): the final refine leaves each winner as one u64 (key high,
+0xFFFF - column low), so "ranks above" is one ``setp.gt.u64`` and a lane ranks its cdiv(k, 32)
+entries in one pass over k/2 broadcast loads (`_store_fused`): ~490 fewer PTX a row at k 50, and
+k = 50 compiles to 61-88 registers instead of 128, so 32 warps an SM fit (`_w32`).
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -92,6 +105,12 @@ NEG_INF = float("-inf")
 # the next row starts from this row's value of rank 2k + 16: a row like it holds ~that many
 # elements above it, fewer than k only ~4 standard deviations down (~sqrt(2 * rank) each)
 GUESS_MULT, GUESS_PLUS = 2, 16
+
+
+def _guess_rank(k, guess):
+    """The rank whose value the next row starts from: 2k + 16 (GUESS=0), 3k/2 + 16 (GUESS=1,
+    session 11: fewer appends a row, the short-row rule in `refine` keeps rows from missing)."""
+    return k * GUESS_MULT + GUESS_PLUS if guess == 0 else (3 * k) // 2 + GUESS_PLUS
 
 
 def _elements(words, dt):
@@ -152,8 +171,10 @@ class _Buffer:
     slice, its fill counter (taken with ``atom.shared.add.u32``), the running threshold `thr`
     (f32) and `guess`, the threshold a row starts from (the previous row's, see `refine`)."""
 
-    def __init__(self, WARPS, CAP, strict=False, rounds=False):
+    def __init__(self, WARPS, CAP, strict=False, rounds=False, guess=0, fuse=False):
         self.strict = strict
+        self.guess_mode = guess
+        self.fuse = fuse
         self.rounds = rounds
         self.pairs = T.shared(T.u32, (WARPS * CAP * 2,), name="pairs", align=16)
         if rounds:   # APPEND=1: the counter is one register, the same in every lane
@@ -226,7 +247,7 @@ class _Buffer:
         # the k-th largest key, one bit a round from the top; at the row's end also the
         # rank 2k + 16 key's top 16 bits in the same rounds
         kth = T.reg(T.u32, init=0)
-        rank = T.reg(T.u32, init=k * GUESS_MULT + GUESS_PLUS)
+        rank = T.reg(T.u32, init=_guess_rank(k, self.guess_mode))
         if final:
             T.ptx.min.u32(rank, rank, n)   # fewer buffered: the smallest entry (see below)
         far = T.reg(T.u32, init=0)
@@ -258,7 +279,12 @@ class _Buffer:
             pos = kept + T.ptx.popc.b32(T.ptx.and_.b32(b, below))
             stored = key if final else _raw_bits(key, keybits)   # appends after it are raw
             T.ptx.bar.warp.sync(FULL)
-            T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, c], pred=keep)
+            if final and self.fuse:   # one u64 per entry, key high, 0xFFFF - column low
+                T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos),
+                                       [T.ptx.xor.b32(c, 0xFFFF), stored], pred=keep)
+            else:
+                T.ptx.st.shared.v2.u32(self.pairs.at(self.base + 2 * pos), [stored, c],
+                                       pred=keep)
             kept.set(kept + T.ptx.popc.b32(b))
         if self.rounds:
             self.n.set(k)
@@ -279,7 +305,19 @@ class _Buffer:
             # smallest of them (none above it was dropped), so a row like it may hold fewer
             # than k: start lower, the key cut to its top 12 bits (at most 1/8 of an octave)
             T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1),
-                           pred=n < k * GUESS_MULT + GUESS_PLUS)
+                           pred=n < _guess_rank(k, self.guess_mode))
+            if self.guess_mode:
+                # GUESS=1 (session 11): the cut is idempotent, so a short row (a warp's first,
+                # whose buffer holds only what followed its last refine) hands the next row a
+                # guess that k-ish elements reach, and that row hands on the same guess: on
+                # 8192-column normal rows 12.7% of 8-row chains missed it once (a second read
+                # from global memory, +6.8k warp-instructions on that warp; a numpy model of
+                # this rule, docs/TUNING.md "top-k (session 11, branch topk8)"). Below 5k/4
+                # entries, one 12-bit unit lower (1/8 octave), not below -inf's key.
+                unit = 1 << (keybits - 12)
+                low = T.ptx.sub.u32(T.ptx.max.u32(far, unit), unit)
+                T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)),
+                              pred=(n * 4) < 5 * k)
             self.guess.set(_key_float(far, keybits))
             if self.strict:
                 # a row where over a quarter of the buffered entries equal the k-th (a row of
@@ -293,6 +331,9 @@ class _Buffer:
     def store(self, row, k, values, indices, keybits, dt):
         """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
         broadcast 16-byte loads: two pairs each) and stored."""
+        if self.fuse:
+            self._store_fused(row, k, values, indices, keybits, dt)
+            return
         for h in range(T.cdiv(k, 32)):
             j = self.lane + 32 * h
             mine = j < k
@@ -316,6 +357,40 @@ class _Buffer:
                 else:
                     T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
                 T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(mi))
+        T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
+
+    def _store_fused(self, row, k, values, indices, keybits, dt):
+        """FUSE=1 (session 11): the final refine left each entry as one u64, key in the high
+        word and 0xFFFF - column in the low, so "ranks above" (larger key, then lower column) is
+        one ``setp.gt.u64``, and a lane ranks its cdiv(k, 32) entries in ONE pass over the
+        broadcast 16-byte loads (two entries each): k/2 loads and k x cdiv(k, 32) compares,
+        against cdiv(k, 32) passes of k/2 loads and k x 6 instructions. At k = 50 the separate
+        passes also made ptxas keep the 25 loaded vectors live across them (128 registers, where
+        k = 64 took 68): the fused pass needs two ranks and two entries."""
+        entries = []
+        for h in range(T.cdiv(k, 32)):
+            j = self.lane + 32 * h
+            me = T.reg(T.u64, init=0)
+            T.ptx.ld.shared.u64(me, self.pairs.at(self.base + 2 * j), pred=j < k)
+            entries.append((j < k, me, T.reg(T.u32, init=0)))
+        for i0 in range(0, k, 2):
+            if i0 + 2 <= k:
+                others = T.ptx.ld.shared.v2.u64(self.pairs.at(self.base + 2 * i0))
+            else:
+                others = [T.ptx.ld.shared.u64(self.pairs.at(self.base + 2 * i0))]
+            for other in others:
+                for _, me, rank in entries:
+                    T.ptx.add.u32(rank, rank, 1, pred=other > me)
+        for mine, me, rank in entries:
+            with T.if_(mine):
+                out = row * k + rank
+                bits = _value_bits(T.ptx.cvt.u32.u64(me >> 32), keybits)
+                if dt == "f32":
+                    T.ptx.st.global_.b32(values.at(out), bits)
+                else:
+                    T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
+                col = T.ptx.xor.b32(T.ptx.cvt.u32.u64(me), 0xFFFF)
+                T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(col))
         T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
 
 
@@ -450,11 +525,12 @@ def _append_rounds(buf, vectors, hits, col_base, fetch_e, k, keybits, dt):
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
-               APPEND=0, FE=0, SKEW=0):
+               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
-    buf = _Buffer(WARPS, CAP, strict=bool(STRICT), rounds=bool(APPEND))
+    buf = _Buffer(WARPS, CAP, strict=bool(STRICT), rounds=bool(APPEND), guess=GUESS,
+                  fuse=bool(FUSE))
     lane = buf.lane
     gw = T.ctaid.x * WARPS + buf.warp
     grid_warps = T.nctaid.x * WARPS
@@ -579,9 +655,10 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
-                  APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0):
+                  APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
+                  GUESS: T.const = 0, FUSE: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
-               APPEND, FE, SKEW)
+               APPEND, FE, SKEW, GUESS, FUSE)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -589,9 +666,10 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
-                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0):
+                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
+                   GUESS: T.const = 0, FUSE: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND, FE, SKEW)
+               APPEND, FE, SKEW, GUESS, FUSE)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -609,7 +687,7 @@ def _constraints(dt):
     vec = _tk.VEC[dt]
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
-                    FE=0, SKEW=0):
+                    FE=0, SKEW=0, GUESS=0, FUSE=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -656,6 +734,12 @@ def _constraints(dt):
         if not 0 <= SKEW <= MAX_SKEW:
             why.append(f"SKEW={SKEW} (ns of start delay per warp phase) must be in [0, "
                        f"{MAX_SKEW}]: 3 SKEW within nanosleep's 1 ms")
+        if GUESS not in (0, 1):
+            why.append(f"GUESS={GUESS} must be 0 (the next row from rank 2k + 16) or 1 (rank "
+                       "3k/2 + 16, a short row's guess one 12-bit unit lower)")
+        if FUSE not in (0, 1):
+            why.append(f"FUSE={FUSE} must be 0 (a ranking pass per entry of a lane) or 1 (one "
+                       "pass, u64 entries)")
         return why
     return constraints
 
@@ -664,7 +748,8 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
-              MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, main=False):
+              MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
+              FUSE=0, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -674,8 +759,20 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"STRICT": STRICT} if STRICT else {}),
                   **({"APPEND": APPEND} if APPEND else {}),
                   **({"FE": FE} if FE else {}),
-                  **({"SKEW": SKEW} if SKEW else {}))
+                  **({"SKEW": SKEW} if SKEW else {}),
+                  **({"GUESS": GUESS} if GUESS else {}),
+                  **({"FUSE": FUSE} if FUSE else {}))
 
+
+# scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
+# SM), 4 KB steps (`_v8`, CAP by k) and 32 warps an SM (`_w32`)
+_K50 = dict(rows=16384, cols=8192, k=50, small=False)
+_K64 = dict(rows=4096, cols=32768, k=64, small=False)
+_KB16 = dict(rows=8192, cols=32768, k=64, small=False, dt="bf16")
+_G1FU = dict(STRICT=1, APPEND=1, GUESS=1, FUSE=1)
+_V4 = dict(VECS=4, STAGES=16, CAP=256, **_G1FU)
+_V8 = dict(VECS=8, STAGES=24, **_G1FU)
+_W32 = dict(VECS=4, STAGES=12, CAP=96, CTAS=528, MAXREG=64, **_G1FU)
 
 SUITE_F32 = T.suite(
     topk_f32_warp, **_tk._suite_args("f32"),
@@ -711,6 +808,24 @@ SUITE_F32 = T.suite(
         # SKEW (scan7): warp 1 starts late (numsim has no timing: the code path, the answer)
         make_case("r5_c2052_k64_fe3_sk", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
                   STRICT=1, APPEND=1, FE=3, SKEW=500),
+        # GUESS=1 (scan8): rank 3k/2 + 16, a short row's guess lowered; row 0 of ties (its
+        # successor from -inf), odd k, a tail; the rings of the H200 cases: `_w32`'s (VECS 4,
+        # STAGES 12, CAP 96: 2 steps ahead) and `_v8`'s (4 KB steps, all 32 bits of the step's
+        # mask, STAGES 24), a tail inside a step
+        make_case("r6_c2052_k37_g1s12", rows=6, cols=2052, k=37, WARPS=2, CTAS=1, VECS=4,
+                  STAGES=12, CAP=96, STRICT=1, APPEND=1, FE=3, GUESS=1, FUSE=1),
+        make_case("r4_c1000_k1_v1_g1", rows=4, cols=1000, k=1, WARPS=1, CTAS=1, VECS=1, CAP=96,
+                  STRICT=1, APPEND=1, GUESS=1),
+        make_case("r5_c2052_k64_v8g1", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, VECS=8,
+                  STAGES=24, CAP=128, STRICT=1, APPEND=1, FE=3, GUESS=1),
+        # FUSE=1 (scan8): the row's k ranked in one pass over u64 entries; k 64 over ties (row
+        # 0), k 50 (two entries a lane, the second partly empty), k 1
+        make_case("r5_c2052_k64_fu", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=128,
+                  STRICT=1, APPEND=1, FE=3, GUESS=1, FUSE=1),
+        make_case("r4_c2052_k50_v8fu", rows=4, cols=2052, k=50, WARPS=1, CTAS=1, VECS=8,
+                  STAGES=16, CAP=96, STRICT=1, APPEND=1, GUESS=1, FUSE=1),
+        make_case("r3_c1000_k1_fu", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=96,
+                  STRICT=1, APPEND=1, FUSE=1),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
         make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
@@ -758,6 +873,23 @@ SUITE_F32 = T.suite(
                   CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False),
         make_case("r4096_c32768_k64_st_a_v4_sk6", rows=4096, cols=32768, k=64, VECS=4, STAGES=16,
                   CAP=256, STRICT=1, APPEND=1, SKEW=6000, small=False),
+        # scan8 (session 11, docs/TUNING.md "top-k (session 11, branch topk8)"), in the
+        # benchmark's order: GUESS=1 alone (the next row from rank 3k/2 + 16, a short row's
+        # guess one 12-bit unit lower: 12.7% of 8-row warps at 8192 columns read a row twice
+        # without it; the row end's short refine over 4 entries a lane, ~98 are left), then
+        # with FUSE=1 (the ranking in one pass, 61-88 registers instead of 128 at k 50), 4 KB
+        # steps (`_v8`: VECS 8, STAGES 24: 12 KB outstanding per warp at the wait, CAP 160 /
+        # 192 so that two ~110 KB CTAs share an SM), and twice the warps an SM with half the
+        # rows each: `_w32` (4 CTAs of 8, STAGES 12, CAP 96, MAXREG 64: 4 rows on the slowest
+        # warp instead of 8; at 32768 columns one row a warp)
+        make_case("r16384_c8192_k50_st_a_v4_g1", rows=16384, cols=8192, k=50, VECS=4, STAGES=16,
+                  CAP=256, STRICT=1, APPEND=1, FE=4, GUESS=1, small=False),
+        make_case("r16384_c8192_k50_st_a_v4_g1fu", **_K50, **_V4, FE=4),
+        make_case("r16384_c8192_k50_st_a_v8_g1fu", **_K50, **_V8, CAP=160, FE=4),
+        make_case("r16384_c8192_k50_st_a_v4_g1fu_w32", **_K50, **_W32),
+        make_case("r4096_c32768_k64_st_a_v4_g1fu", **_K64, **_V4, FE=5),
+        make_case("r4096_c32768_k64_st_a_v8_g1fu", **_K64, **_V8, CAP=192, FE=5),
+        make_case("r4096_c32768_k64_st_a_v4_g1fu_w32", **_K64, **_W32),
     ],
     constraints=constraints_f32,
 )
@@ -778,6 +910,10 @@ SUITE_BF16 = T.suite(
                   CAP=96, dt="bf16", STRICT=1, APPEND=1),
         make_case("r5_c1000_k33_fe2", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
                   dt="bf16", STRICT=1, APPEND=1, FE=2),
+        make_case("r5_c1000_k33_g1", rows=5, cols=1000, k=33, WARPS=1, CTAS=1, CAP=96,
+                  dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1),
+        make_case("r5_c1000_k33_fu", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
+                  dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1, FUSE=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
@@ -800,6 +936,9 @@ SUITE_BF16 = T.suite(
         # SM; session 7's `_s12` ran as STAGES 8 within 0.4%)
         make_case("r8192_c32768_k64_st_a", rows=8192, cols=32768, k=64, STAGES=12, STRICT=1,
                   APPEND=1, small=False, dt="bf16"),
+        # scan8: as f32 (4 rows on a warp at 16 warps an SM, 2 at `_w32`)
+        make_case("r8192_c32768_k64_st_a_v4_g1fu", **_KB16, **_V4, FE=5),
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_w32", **_KB16, **_W32),
     ],
     constraints=constraints_bf16,
 )
