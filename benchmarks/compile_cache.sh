@@ -10,11 +10,19 @@
 # device. An entry carried from another machine is either exactly what this one would build or
 # never looked up.
 #
-#   restore_compile_cache     .carry/tirxh-cache.tgz -> $TIRXH_CACHE_DIR and
-#                             .carry/inductor-cache.tgz -> $TORCHINDUCTOR_CACHE_DIR (when set)
+#   restore_compile_cache     .carry/tirxh-cache.tgz -> $TIRXH_CACHE_DIR,
+#                             .carry/inductor-cache.tgz -> $TORCHINDUCTOR_CACHE_DIR and
+#                             .carry/triton-cache.tgz -> $TRITON_CACHE_DIR (each when set)
 #   save_compile_cache OUT    the same back to OUT/ (tirxh: cubins and logs, no SASS text);
 #                             an archive over COMPILE_CACHE_MAX_MB (default 15, under the
 #                             device's 16 MiB per returned file) is not saved
+#
+# Triton's cache (kda_bench.sh sets TRITON_CACHE_DIR) holds FLA's compiled kernels beside their
+# autotune results: with the results carried (triton-autotune.tgz, kilobytes) a call still
+# compiled every chosen config of every shape before its first FLA job: session 11's slimpacks
+# prewarm spent 74 s on pack6 H96's forward and 132 s on its forward + backward. Its entries
+# are keyed by source, options, Triton and the device, like the others here; a whole kernel
+# directory travels (Triton reads every file its group names).
 
 restore_carried() {  # restore_carried NAME DIR
     local name=$1 dir=$2
@@ -44,9 +52,11 @@ save_carried() {  # save_carried NAME DIR OUT [find predicates]
 restore_compile_cache() {
     restore_carried tirxh-cache "${TIRXH_CACHE_DIR:-}"
     restore_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}"
+    restore_carried triton-cache "${TRITON_CACHE_DIR:-}"
 }
 
 save_compile_cache() {
     save_carried tirxh-cache "${TIRXH_CACHE_DIR:-}" "$1" \( -name cubin -o -name log \)
     save_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}" "$1"
+    save_carried triton-cache "${TRITON_CACHE_DIR:-}" "$1"
 }

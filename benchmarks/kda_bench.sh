@@ -184,14 +184,14 @@ rm -rf "$WORK"
 mkdir -p "$LOGS"
 [ -n "$LIST" ] || mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TIRXH_CACHE_DIR=/tmp/tirxh-cache
-. benchmarks/compile_cache.sh
-[ -n "$LIST" ] || restore_compile_cache
 # FLA's autotune results travel between calls: each (H, varlen) key costs minutes of autotuning
 # (T8192 H96: 85 s for the forward, 165 s more for forward + backward, 2026-12-01), far more
 # than a call can spend on every shape. Triton keeps them as <hash>/<kernel>.autotune.json
 # under TRITON_CACHE_DIR; results() saves those (kilobytes) to $OUT/triton-autotune.tgz, and a
 # later call that carries it as .carry/triton-autotune.tgz starts from them (same GPU kind,
 # driver and Triton: otherwise the hashes differ and Triton autotunes again, nothing worse).
+# The compiled kernels travel too, as triton-cache.tgz (benchmarks/compile_cache.sh), when
+# they fit a returned file; the autotune results alone are the fallback.
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/kda_triton_cache}"
 mkdir -p "$TRITON_CACHE_DIR"
 if [ -f .carry/triton-autotune.tgz ]; then
@@ -200,6 +200,8 @@ if [ -f .carry/triton-autotune.tgz ]; then
             -name '*.autotune.json' | wc -l) files"
 fi
 
+. benchmarks/compile_cache.sh
+[ -n "$LIST" ] || restore_compile_cache
 # --- set-up: carried wheels (FLA), the project and its plugins (no index reachable) -----------
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \

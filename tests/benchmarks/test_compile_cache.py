@@ -12,7 +12,8 @@ LIB = ROOT / "benchmarks" / "compile_cache.sh"
 
 
 def bash(cwd, script, **env):
-    full = {**os.environ, **env}
+    caches = ("TIRXH_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    full = {**{k: v for k, v in os.environ.items() if k not in caches}, **env}
     return subprocess.run(["bash", "-c", f". {LIB}\n{script}"], cwd=cwd, env=full,
                           capture_output=True, text=True, timeout=30, check=True)
 
@@ -72,6 +73,28 @@ def test_inductors_cache_travels_whole_when_its_directory_is_set(tmp_path):
                 TIRXH_CACHE_DIR=str(back / "tx"))
     assert "carried inductor-cache: 2 files" in done.stdout and not (back / "tx").exists()
     assert (back / "ind" / "triton" / "0" / "k" / "k.cubin").read_bytes() == b"\x7fELF"
+
+
+def test_tritons_cache_travels_whole_beside_the_others(tmp_path):
+    """FLA's compiled kernels (kda_bench.sh's TRITON_CACHE_DIR): every file of a kernel's
+    directory, its IR and group file included, since Triton reads all that its group names."""
+    tri, out, back = tmp_path / "tri", tmp_path / "out", tmp_path / "call2"
+    k = tri / "HASH"
+    k.mkdir(parents=True)
+    for name, data in (("chunk_fwd.cubin", b"\x7fELF"), ("chunk_fwd.json", b"{}"),
+                       ("chunk_fwd.ptx", b"//"), ("__grp__chunk_fwd.json", b"{}"),
+                       ("chunk_fwd.autotune.json", b"{}")):
+        (k / name).write_bytes(data)
+    out.mkdir()
+    bash(tmp_path, 'save_compile_cache "$OUTDIR"', TRITON_CACHE_DIR=str(tri),
+         TIRXH_CACHE_DIR=str(tmp_path / "none"), OUTDIR=str(out))
+    assert [p.name for p in out.iterdir()] == ["triton-cache.tgz"]
+    (back / ".carry").mkdir(parents=True)
+    (out / "triton-cache.tgz").rename(back / ".carry" / "triton-cache.tgz")
+    done = bash(back, "restore_compile_cache", TRITON_CACHE_DIR=str(back / "tri"),
+                TIRXH_CACHE_DIR=str(back / "tx"))
+    assert "carried triton-cache: 5 files" in done.stdout, done.stdout
+    assert (back / "tri" / "HASH" / "chunk_fwd.cubin").read_bytes() == b"\x7fELF"
 
 
 def test_both_device_scripts_restore_and_save_it():
