@@ -11,6 +11,9 @@
 #   (device, carry .whl) bash benchmarks/zoo_perf_bench.sh
 #   (anywhere) bash benchmarks/zoo_perf_bench.sh --list    # the smoke and timed items, no GPU
 #   EXTRA_SHARDS='h200 and (rope or transpose)': more clients in the same call (-k expressions, |-separated)
+#   MODE="tma8 scan8" (several modes, space-separated): one call, one set-up and one smoke over
+#     the union of their small cases, then every mode's shards in the order given; TOTAL_LIMIT
+#     is the sum of theirs less one set-up (~40 s)
 #   MODE=new: ONLY the variants of the s3 membound round beside each kernel's plain case (eight
 #     shards of 1-4 items, one kernel each so a shard prepares its 16384 x 8192 inputs once;
 #     smoke: the small cases of the changed code, LayerNorm's fused reduction, the L2 and L1
@@ -95,6 +98,8 @@
 # faster of eager and torch.compile), also printed.
 set -u
 cd "$(dirname "$0")/.."
+select_mode() {  # select_mode MODE: SMOKE_K and SHARDS_ALL (and PROFILES) for one mode
+local MODE=$1
 FILES="(activations.py or norms.py or softmax.py or cumsum.py)"
 SMOKE_K="not h200 and $FILES and (_p2 or _p3 or _ef or cta or _t128 or _l2 or _l4 or _u1)"
 SH_ACT="swiglu[n64M]@ or swiglu[n64M_ef]@ or swiglu[n64M_p396]@ or swiglu[n64M_p528_r64]@ or \
@@ -268,6 +273,18 @@ elif [ "${MODE:-all}" != all ]; then
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8' or 'scan8'" >&2
     exit 2
 fi
+}
+# MODE may name several modes ("tma8 scan8"): one device call, one set-up, one smoke over the
+# union of their small cases, every mode's shards after it in the order given
+read -r -a MODES <<<"${MODE:-all}"
+[ "${#MODES[@]}" -gt 0 ] || MODES=(all)
+smoke_union=; shards_union=
+for m in "${MODES[@]}"; do
+    select_mode "$m"
+    smoke_union="${smoke_union:+$smoke_union or }($SMOKE_K)"
+    shards_union="${shards_union:+$shards_union|}$SHARDS_ALL"
+done
+if [ "${#MODES[@]}" -gt 1 ]; then SMOKE_K=$smoke_union; SHARDS_ALL=$shards_union; fi
 if [ "${1:-}" = "--list" ]; then
     cd zoo
     echo "== smoke (correctness only)"

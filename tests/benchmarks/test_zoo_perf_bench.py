@@ -236,3 +236,16 @@ def test_scan8_mode_leads_each_shard_with_the_sizes_measured_best():
         "topk_f32_warp[r5_c2052_k64_v8g1]", "topk_f32_warp[r5_c2052_k64_fu]",
         "topk_f32_warp[r4_c2052_k50_v8fu]", "topk_f32_warp[r3_c1000_k1_fu]",
         "topk_bf16_warp[r5_c1000_k33_g1]", "topk_bf16_warp[r5_c1000_k33_fu]"]), smoke
+
+
+@pytest.mark.slow(reason="eleven tirxh bench --collect-only runs over the zoo")
+def test_several_modes_in_one_call_are_the_union_of_each_in_order():
+    """MODE="tma8 scan8": one set-up and one smoke for both (device time is the scarce
+    thing): the timed shards are tma8's then scan8's, the smoke every small case of either; a
+    wrong name among them is refused by name."""
+    both = _timed_and_smoke("tma8 scan8")
+    tma8, scan8 = _timed_and_smoke("tma8"), _timed_and_smoke("scan8")
+    assert both[0] == tma8[0] + scan8[0]
+    assert sorted(both[1]) == sorted(tma8[1] + scan8[1])
+    r = _list("tma8 fast")
+    assert r.returncode == 2 and "MODE=fast must be" in r.stderr
