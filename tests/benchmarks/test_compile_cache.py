@@ -57,44 +57,42 @@ def test_no_carried_cache_is_nothing_and_an_oversized_one_is_not_saved(tmp_path)
     assert list(out.iterdir()) == []
 
 
-def test_inductors_cache_travels_whole_when_its_directory_is_set(tmp_path):
-    ind, out, back = tmp_path / "ind", tmp_path / "out", tmp_path / "call2"
-    (ind / "fxgraph" / "ab").mkdir(parents=True)
-    (ind / "fxgraph" / "ab" / "entry").write_bytes(b"graph")
-    (ind / "triton" / "0" / "k").mkdir(parents=True)
-    (ind / "triton" / "0" / "k" / "k.cubin").write_bytes(b"\x7fELF")
+def round_trip(tmp_path, var, name, files):
+    """Write `files` ({relative path: bytes}) under the cache that `var` names, save the
+    compile caches (tirxh's dir empty), carry `name`.tgz to a next call and restore it there:
+    (that call's stdout, its cache dir)."""
+    src, out, back = tmp_path / "src", tmp_path / "out", tmp_path / "call2"
+    for rel, data in files.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(data)
     out.mkdir()
-    bash(tmp_path, 'save_compile_cache "$OUTDIR"', TORCHINDUCTOR_CACHE_DIR=str(ind),
+    bash(tmp_path, 'save_compile_cache "$OUTDIR"', **{var: str(src)},
          TIRXH_CACHE_DIR=str(tmp_path / "none"), OUTDIR=str(out))
-    assert [p.name for p in out.iterdir()] == ["inductor-cache.tgz"]
+    assert [p.name for p in out.iterdir()] == [f"{name}.tgz"]
     (back / ".carry").mkdir(parents=True)
-    (out / "inductor-cache.tgz").rename(back / ".carry" / "inductor-cache.tgz")
-    done = bash(back, "restore_compile_cache", TORCHINDUCTOR_CACHE_DIR=str(back / "ind"),
+    (out / f"{name}.tgz").rename(back / ".carry" / f"{name}.tgz")
+    done = bash(back, "restore_compile_cache", **{var: str(back / "c")},
                 TIRXH_CACHE_DIR=str(back / "tx"))
-    assert "carried inductor-cache: 2 files" in done.stdout and not (back / "tx").exists()
-    assert (back / "ind" / "triton" / "0" / "k" / "k.cubin").read_bytes() == b"\x7fELF"
+    assert not (back / "tx").exists()
+    return done.stdout, back / "c"
+
+
+def test_inductors_cache_travels_whole_when_its_directory_is_set(tmp_path):
+    out, got = round_trip(tmp_path, "TORCHINDUCTOR_CACHE_DIR", "inductor-cache",
+                          {"fxgraph/ab/entry": b"graph", "triton/0/k/k.cubin": b"\x7fELF"})
+    assert "carried inductor-cache: 2 files" in out, out
+    assert (got / "triton" / "0" / "k" / "k.cubin").read_bytes() == b"\x7fELF"
 
 
 def test_tritons_cache_travels_whole_beside_the_others(tmp_path):
     """FLA's compiled kernels (kda_bench.sh's TRITON_CACHE_DIR): every file of a kernel's
     directory, its IR and group file included, since Triton reads all that its group names."""
-    tri, out, back = tmp_path / "tri", tmp_path / "out", tmp_path / "call2"
-    k = tri / "HASH"
-    k.mkdir(parents=True)
-    for name, data in (("chunk_fwd.cubin", b"\x7fELF"), ("chunk_fwd.json", b"{}"),
-                       ("chunk_fwd.ptx", b"//"), ("__grp__chunk_fwd.json", b"{}"),
-                       ("chunk_fwd.autotune.json", b"{}")):
-        (k / name).write_bytes(data)
-    out.mkdir()
-    bash(tmp_path, 'save_compile_cache "$OUTDIR"', TRITON_CACHE_DIR=str(tri),
-         TIRXH_CACHE_DIR=str(tmp_path / "none"), OUTDIR=str(out))
-    assert [p.name for p in out.iterdir()] == ["triton-cache.tgz"]
-    (back / ".carry").mkdir(parents=True)
-    (out / "triton-cache.tgz").rename(back / ".carry" / "triton-cache.tgz")
-    done = bash(back, "restore_compile_cache", TRITON_CACHE_DIR=str(back / "tri"),
-                TIRXH_CACHE_DIR=str(back / "tx"))
-    assert "carried triton-cache: 5 files" in done.stdout, done.stdout
-    assert (back / "tri" / "HASH" / "chunk_fwd.cubin").read_bytes() == b"\x7fELF"
+    out, got = round_trip(tmp_path, "TRITON_CACHE_DIR", "triton-cache", {
+        f"HASH/{n}": b"{}" for n in ("chunk_fwd.json", "chunk_fwd.ptx", "__grp__chunk_fwd.json",
+                                     "chunk_fwd.autotune.json")} | {
+        "HASH/chunk_fwd.cubin": b"\x7fELF"})
+    assert "carried triton-cache: 5 files" in out, out
+    assert (got / "HASH" / "chunk_fwd.cubin").read_bytes() == b"\x7fELF"
 
 
 def test_both_device_scripts_restore_and_save_it():
