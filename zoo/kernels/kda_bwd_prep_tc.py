@@ -169,10 +169,21 @@ SUITE = T.suite(
     # the PREP=1 and 2 twins (P and M, and T, on tensor cores) of both walks' cases
     cases=list(PR.SUITE.cases) + TC.prep_twins(PR.SUITE.cases))
 
+
+
+def forward_twins(cases):
+    """The forward walk's PREP=2 twins (pmt_fwd_ + name, FORWARD=1) of `cases`' T8192
+    shapes: `benchmarks/kda_bench.sh prep2` times both walks beside kda_bwd_prep2, which
+    replaces the two launches."""
+    return [T.case("pmt_fwd_" + c.name, small=c.small, tags=c.tags, FORWARD=1, PREP=2,
+                   **c.params) for c in cases if c.name.startswith("t8192")]
+
+
 # timing only (no reference), tagged "timing": kda_bwd_local's shapes and the PREP=1 and 2
 # twins at T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_prep, `tc2`
-# PREP=0, 1 and 2 side by side
+# PREP=0, 1 and 2 side by side (the reverse walk's: it leaves out the pmt_fwd_ twins, group
+# prep2's)
 SUITE_TIMING = T.suite(
     kda_bwd_prep_tc, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=TC.timing_cases(PR.SUITE_TIMING.cases))
+    cases=TC.timing_cases(PR.SUITE_TIMING.cases) + forward_twins(PR.SUITE_TIMING.cases))
