@@ -50,6 +50,7 @@ def test_small_case_matches_reference(case):
     assert max(_n_errors(MOD, res, x, case)) < 1e-5
 
 
+@SLOW
 def test_each_walk_is_bit_identical_to_kda_bwd_prep_tc():
     """One 20-row chunk, deep gates: the reverse walk's nfrag, bt and the forward walk's against
     kda_bwd_prep_tc FORWARD 0 / 1 at the same PREP on the same inputs (dO or V as its y)."""
