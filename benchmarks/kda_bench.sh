@@ -114,6 +114,12 @@
 #             H96; t8192_h64 too), synthetic inputs as tc's, CHAIN_EXEC_S (default 180) per
 #             job; its smoke covers those two kernels' small cases (PREP 0, 1, 2); predictions
 #             in docs/PERFORMANCE.md "Pieces on tensor cores", "The prep on tensor cores"
+#   prep2     piece 2a of both walks from one prep (kda_bwd_prep2, PREP=2) beside the two
+#             launches it replaces (kda_bwd_prep_tc PREP=2: pmt_ the reverse walk, pmt_fwd_
+#             the forward), one job per shape at PREP2_SHAPES (default T8192 H96 and H64),
+#             synthetic inputs, CHAIN_EXEC_S (default 180) per job; its smoke covers those
+#             small cases (prep2's and prep_tc's pmt_); predictions in docs/PERFORMANCE.md
+#             "Session 12, branch kdabwd9"
 #   s0        piece 1 of the chunked backward (kda_fwd_s0: the forward that also stores each
 #             chunk's start state) at S0_SHAPES (default T8192 H96, H64), S0_EXEC_S (default
 #             180) per job; `main` and `variants` leave it out (its 0.8 GB output makes a job
@@ -155,10 +161,10 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
-        |decodecols|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2) ;;
+        |decodecols|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
 wsf, slimpacks, decode, decodebulk, decodecols, bwd, local, reverse, chain, fb, s0, check, smoke, \
-tc, tc2)"
+tc, tc2, prep2)"
            exit 2;;
     esac
 done
@@ -345,6 +351,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     *" decodebulk "*|*" decodecols "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc)";;
+    " prep2 ") SMOKE_K="kda_bwd_prep2 or (kda_bwd_prep_tc and pmt_)";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
     # chain case here, for the flow's smoke step
     " fb ") SMOKE_K="kda_bwd_chain and s8_t150_h1_deep";;
@@ -435,7 +442,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         ${SHARE_INPUTS:+--share-inputs} --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
     grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|decode_cols|bwd|bwd_local|bwd_reverse|bwd_chain|\
-bwd_chain_prep|bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc)\[" "$LOGS/$1.log" \
+bwd_chain_prep|bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc|bwd_prep2)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
 }
@@ -606,7 +613,16 @@ not pmt_"
             # PREP=0: 2a and 2c, the three forms in one bench process per shape (tc's inputs)
             for s in ${TC2_SHAPES:-t8192_h96}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "tc2-$s" "(kda_bwd_pieces_tc or \
-kda_bwd_prep_tc) and $s and timing"
+kda_bwd_prep_tc) and $s and timing and not pmt_fwd_"
+            done;;
+        prep2)
+            # kda_bwd_prep2 (both walks, one prep) beside the two launches it replaces
+            # (kda_bwd_prep_tc PREP=2, each walk: pmt_, pmt_fwd_; collected in that order), one
+            # bench process per shape; inputs as
+            # tc's (2a writes 1.6 GB of N and B^T a walk at H96; prep2 both: 3.2 GB)
+            for s in ${PREP2_SHAPES:-t8192_h96 t8192_h64}; do
+                EXEC_S="${CHAIN_EXEC_S:-180}" bench "prep2-$s" "((kda_bwd_prep_tc and pmt_) or \
+kda_bwd_prep2) and $s and timing"
             done;;
         fb)
             if [ -n "$LIST" ]; then

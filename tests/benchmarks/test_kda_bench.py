@@ -25,6 +25,7 @@ def run_script(*groups, timeout=30, **env):
 
 @pytest.mark.parametrize("groups, env, message", [
     (("nosuchgroup",), {}, "unknown group nosuchgroup"),
+    (("prep3",), {}, "tc, tc2, prep2)"),
     (("wsc",), {"WSC_SHAPES": "t8192_h64 t8192_h128"},
      "WSC_SHAPES takes t8192_h96 and t8192_h64, not t8192_h128"),
     (("wsf",), {"WSF_SHAPES": "pack6 t8192_h64"},
@@ -166,3 +167,20 @@ def test_decodecols_times_the_column_warps_after_the_bulk_ring_in_one_job():
     assert all(i.startswith("kda_decode") for i in jobs["smoke"])
     assert not [i for i in _jobs("decode")["decode"] if i.startswith("kda_decode_cols[")]
     assert 'SHARE_INPUTS=1 bench decodecols' in SCRIPT.read_text()
+
+
+@pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
+def test_prep2_times_the_fused_prep_beside_both_walks_launches_per_shape():
+    """Group prep2 (session 12): per T8192 shape one job, kda_bwd_prep2 and the two launches it
+    replaces (kda_bwd_prep_tc PREP=2, reverse walk pmt_ and forward walk pmt_fwd_); its smoke is
+    those two kernels' PREP=2 small cases and prep2's; group tc2 keeps its reverse-walk items
+    only (the forward twins are prep2's)."""
+    jobs = _jobs("prep2")
+    for s in ("t8192_h96", "t8192_h64"):
+        assert jobs[f"prep2-{s}"] == [f"kda_bwd_prep2[{s}]", f"kda_bwd_prep_tc[pmt_{s}]",
+                                      f"kda_bwd_prep_tc[pmt_fwd_{s}]"]
+    assert len([i for i in jobs["smoke"] if i.startswith("kda_bwd_prep2[")]) == 4
+    assert all(i.startswith("kda_bwd_prep2[") or i.startswith("kda_bwd_prep_tc[pmt_")
+               for i in jobs["smoke"])
+    tc2 = _jobs("tc2", TC2_SHAPES="t8192_h96")["tc2-t8192_h96"]
+    assert "kda_bwd_prep_tc[pmt_t8192_h96]" in tc2 and not [i for i in tc2 if "fwd" in i]

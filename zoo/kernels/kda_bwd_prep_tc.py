@@ -90,17 +90,13 @@ def _b_rows(ln, hc, bt, y, left):
             T.ptx.st.global_.v2.f32(bt.at((hc * V + row) * K + col), xs)
 
 
-@T.kernel(grid=PR._grid, block=256)
-def kda_bwd_prep_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
-                    beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
-                    y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
-                    chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
-                    eg: T.gptr[T.f32], FORWARD: T.const = 0, PREP: T.const = 0):
-    sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP)    # y in sm.do
+def walk(sm, hc, nfrag, bt, FORWARD, y_tile):
+    """One walk's products after the prep (kda_bwd_chain's operands of chunk-head `hc`): the
+    reverse walk's W, U, N, B^T = dO^T U (dO in `y_tile`), or with FORWARD X, N, B^T = V^T X (V
+    in `y_tile`). Writes the G and P tiles (sm.r, sm.dlt); reads T, beta, M, KE, KL, QE and
+    `y_tile`. Shared by this kernel (one walk) and kda_bwd_prep2 (both walks, one prep)."""
     ln = TC._Lane()
     wide = ln.cols(K)
-    hc = ck.c * ck.H + ck.h
     acc = TC._acc(len(wide))
     if FORWARD:
         # X = Diag(beta) T^T KL into the G tile; N = -X^T KE; B^T = V^T X
@@ -109,7 +105,7 @@ def kda_bwd_prep_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
         _rows_scaled(ln, wide, acc, sm.r, sm.beta)
         T.ptx.bar.sync(0)
         _n_fragments(ln, hc, nfrag, sm.r, sm.ke)
-        _b_rows(ln, hc, bt, sm.do, sm.r)
+        _b_rows(ln, hc, bt, y_tile, sm.r)
     else:
         # W = Tb KE into the G tile; U = QE - M W into the P tile; N = -W^T KL; B^T = dO^T U
         TC._product(ln, acc, TC._tb(sm), _shared(sm.ke, SK), wide, C // 16)
@@ -122,7 +118,19 @@ def kda_bwd_prep_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                                 T.ptx.ld.shared.f32(sm.qe.at(row, col)) - acc[j][e])
         T.ptx.bar.sync(0)
         _n_fragments(ln, hc, nfrag, sm.r, sm.kl_)
-        _b_rows(ln, hc, bt, sm.do, sm.dlt)
+        _b_rows(ln, hc, bt, y_tile, sm.dlt)
+
+
+@T.kernel(grid=PR._grid, block=256)
+def kda_bwd_prep_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                    beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+                    y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
+                    chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
+                    eg: T.gptr[T.f32], FORWARD: T.const = 0, PREP: T.const = 0):
+    sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
+    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP)    # y in sm.do
+    hc = ck.c * ck.H + ck.h
+    walk(sm, hc, nfrag, bt, FORWARD, sm.do)
     with T.if_(T.tid.x < K):
         d = T.tid.x
         T.ptx.st.global_.f32(eg.at(hc * K + d), T.ptx.ld.shared.f32(sm.eg.at(d)))
@@ -161,10 +169,21 @@ SUITE = T.suite(
     # the PREP=1 and 2 twins (P and M, and T, on tensor cores) of both walks' cases
     cases=list(PR.SUITE.cases) + TC.prep_twins(PR.SUITE.cases))
 
+
+
+def forward_twins(cases):
+    """The forward walk's PREP=2 twins (pmt_fwd_ + name, FORWARD=1) of `cases`' T8192
+    shapes: `benchmarks/kda_bench.sh prep2` times both walks beside kda_bwd_prep2, which
+    replaces the two launches."""
+    return [T.case("pmt_fwd_" + c.name, small=c.small, tags=c.tags, FORWARD=1, PREP=2,
+                   **c.params) for c in cases if c.name.startswith("t8192")]
+
+
 # timing only (no reference), tagged "timing": kda_bwd_local's shapes and the PREP=1 and 2
 # twins at T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside kda_bwd_chain_prep, `tc2`
-# PREP=0, 1 and 2 side by side
+# PREP=0, 1 and 2 side by side (the reverse walk's: it leaves out the pmt_fwd_ twins, group
+# prep2's)
 SUITE_TIMING = T.suite(
     kda_bwd_prep_tc, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=TC.timing_cases(PR.SUITE_TIMING.cases))
+    cases=TC.timing_cases(PR.SUITE_TIMING.cases) + forward_twins(PR.SUITE_TIMING.cases))
