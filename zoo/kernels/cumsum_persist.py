@@ -1,0 +1,281 @@
+"""Inclusive prefix sum over long rows (f32), single pass, on a persistent grid whose tiles
+stream through a STAGES-deep shared-memory ring: the next tile's bulk load is in flight while
+this tile waits in its decoupled look-back.
+
+Why (issue 14; docs/TUNING.md "cumsum (session 12, branch cumsum9)"): `cumsum_tma` holds 83.4%
+of the copy bandwidth (151.47 us at 1 x 64M f32, `_k8`). Its iket profile (session 10) says a
+tile's CTA spends ~5.6 us in the look-back (warp 0) while its other 7 warps sit idle ~8.2 us
+holding the tile's 76-84 KB: the SM's share of the tile bytes does not move while the tile
+waits for its neighbours' aggregates. Here the wait no longer holds the loads back:
+
+1. persistent CTAs, all resident (one wave: `constraints`), CTA c scanning tiles c, c + G,
+   c + 2G, ... of one global order (G CTAs; every row's tiles in order), so the tile a
+   look-back waits on is always held by a running CTA that has already issued its load
+   (`cumsum_pipe`'s argument): the lowest unfinished tile's look-back never waits;
+2. a tile is BLOCK runs of RUN = RUN4 * 4 contiguous floats, all in shared memory (thread t:
+   elements t RUN ... t RUN + RUN - 1, `cumsum_tma`'s run layout, RUN4 odd: conflict-free
+   16-byte reads), one 1-D ``cp.async.bulk`` per tile on the stage's mbarrier (``complete_tx``);
+3. per tile k: thread 0 first refills the stage that tile k - 1 used with tile k + STAGES - 1
+   (after ``cp.async.bulk.wait_group.read 0``: tile k - 1's bulk store has read it), so with
+   STAGES = 2 tile k + 1's load is issued before tile k's look-back; then every thread waits
+   for tile k, sums its run (pass 1), one warp ladder scans the 32 run sums (lane 31: the
+   warp's total to shared memory), one barrier, warp 0 scans the nw warp totals, publishes the
+   tile's aggregate A (a row's first tile: P), looks back, publishes P and writes each warp's
+   offset (`cumsum._tile_prefix`), one barrier, every thread rewrites its run as its inclusive
+   scan from its offset (pass 2: its warp's offset, its lane's exclusive sum, kept in one
+   register across the look-back), ``fence.proxy.async.shared::cta``, one barrier, and thread
+   0 stores the tile with one ``cp.async.bulk.global.shared::cta`` (one bulk group per tile).
+   Two passes over shared memory per tile (`cumsum_tma`'s runs take three: the look-back sits
+   between the run's sum and its rewrite, so the rewrite adds the final offset at once);
+4. the CTA's last act: ``wait_group.read 0`` (no bulk store may still read shared memory when
+   the CTA exits).
+
+Each phase is an iket range (``wait``, ``sum``, ``look_back``, ``scan``, ``store``; nothing in
+a normal build), so ``tirxh profile --iket`` splits a tile's time as it did `cumsum_tma`'s.
+
+Flags and epochs are `cumsum`'s (64-bit words: value, status, epoch; self-resetting across
+launches); a launch takes one ticket per CTA and its epoch is ticket / G, as `cumsum_pipe`'s.
+Numerics: a thread's run adds its RUN elements one after the other (RUN - 1 adds on the path of
+its last element); on the suite's dyadic inputs every order is exact (the check is bitwise);
+tests/zoo/test_cumsum_persist.py checks the error bound on normal data.
+
+Predictions (docs/PERFORMANCE.md "Session 12, branch cumsum9", written before any run): the
+default 134-143 us at 1 x 64M (88-94% of the copy bandwidth).
+
+Tags: decoupled-look-back, single-pass, scan, persistent, bulk-copy, mbarrier-pipeline,
+bulk-async-group, warp-shuffle, iket
+Work: 1 FLOP and 8 bytes per element.
+"""
+
+import numpy as np
+
+import tirxh.lang as T
+from cumsum import (EPOCH_MASK, H200_SMS, SMEM_PER_SM, THREADS_PER_SM, _tile_prefix,
+                    _warp_scan, reference)
+
+TAGS = ("decoupled-look-back", "single-pass", "scan", "persistent", "bulk-copy",
+        "mbarrier-pipeline", "bulk-async-group", "warp-shuffle", "iket")
+
+CTA_RESERVED = 1024  # shared memory the driver keeps per CTA (H200)
+
+
+def tile_elems(BLOCK, RUN4) -> int:
+    """A tile's elements: BLOCK runs of RUN4 float4s."""
+    return BLOCK * RUN4 * 4
+
+
+def ring_bytes(BLOCK, RUN4, STAGES) -> int:
+    """The tile ring's shared memory (the mbarriers, warp totals and epoch add < 200 bytes)."""
+    return STAGES * tile_elems(BLOCK, RUN4) * 4
+
+
+def _grid(rows, cols, BLOCK=256, RUN4=17, CTAS=132):
+    return min(rows * T.cdiv(cols, tile_elems(BLOCK, RUN4)), CTAS)
+
+
+@T.kernel(grid=_grid, block=lambda BLOCK: BLOCK)
+def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
+                   counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
+                   RUN4: T.const = 17, STAGES: T.const = 3, LOOK: T.const = 4,
+                   CTAS: T.const = 132):
+    run = RUN4 * 4
+    tile_n = tile_elems(BLOCK, RUN4)
+    nw = BLOCK // 32
+    buf = T.shared(T.f32, (STAGES, tile_n), name="ring", align=128, dynamic=True)
+    full = T.mbarrier(STAGES, name="full", dynamic=True)
+    wt = T.shared(T.f32, (nw,), name="wtot")   # warp totals, then warp offsets (warp 0)
+    bcast = T.shared(T.u32, (1,), name="epoch")
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
+    tid = T.tid.x
+    lane = T.laneid()
+    warp = tid >> 5
+    grid = T.nctaid.x
+    cta = T.ctaid.x
+    per_row = T.ptx.div.u32(T.ptx.add.u32(cols, tile_n - 1), tile_n)
+    ntiles = rows * per_row
+    mine = (ntiles - 1 - cta) / grid + 1       # tiles cta, cta + grid, ... below ntiles
+
+    def span(k):
+        """(global tile, row, tile index in its row, first column) of the CTA's k-th tile."""
+        t = cta + k * grid
+        row = t / per_row
+        t_in_row = t - row * per_row
+        return t, row, t_in_row, t_in_row * tile_n
+
+    def tile_bytes(col0):
+        """The tile's bytes in its row (the row's last tile is short)."""
+        return T.ptx.min.u32(cols - col0, tile_n) << 2
+
+    def load(k, stage):
+        """Thread 0: the CTA's k-th tile into `stage` (one bulk copy on its mbarrier)."""
+        _, row, _, col0 = span(k)
+        nbytes = tile_bytes(col0)
+        full[stage].arrive_expect_tx(nbytes)
+        bulk_load(buf.at(stage, 0), x.at(row * cols + col0), nbytes, full[stage])
+
+    with T.if_(tid == 0):
+        ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
+        epoch = T.ptx.cvt.u32.u64(T.ptx.div.u64(ticket, T.ptx.cvt.u64.u32(grid)))
+        T.ptx.st.shared.u32(bcast.at(0), T.ptx.and_.b32(epoch, EPOCH_MASK))
+        for s in range(STAGES):
+            full[s].init(1)
+        T.ptx.fence.mbarrier_init.release.cluster()
+        for s in range(STAGES - 1):   # the last stage is filled by the loop's first refill
+            with T.if_(mine > s):
+                load(s, s)
+    T.ptx.bar.sync(0)
+    epoch = T.ptx.ld.shared.u32(bcast.at(0))
+    ring = T.pipeline(STAGES)
+    r0 = tid * run
+
+    with T.range(mine) as k:
+        tile, row, t_in_row, col0 = span(k)
+        # 1. thread 0: tile k + STAGES - 1 into the stage before this one (tile k - 1's), once
+        # tile k - 1's bulk store has read it: in flight during this tile's look-back
+        with T.if_((tid == 0) & (k + (STAGES - 1) < mine)):
+            T.ptx.cp.async_.bulk.wait_group.read(0)
+            prev = T.ptx.selp.u32(STAGES - 1, ring.stage - 1, ring.stage == 0)
+            load(k + (STAGES - 1), prev)
+        with T.iket.range("wait"):
+            full[ring.stage].wait(ring.phase)
+        raddr = buf.at(ring.stage, r0)
+
+        def in_row(j):
+            """The j-th float4 of this thread's run lies in the row."""
+            return T.ptx.add.u32(col0, r0 + 4 * j if j else r0) < cols
+
+        # 2. pass 1: the run's sum; one ladder over the warp's 32 run sums
+        with T.iket.range("sum"):
+            total = T.reg(T.f32, init=0.0)
+            for j in range(RUN4):
+                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=in_row(j))
+                T.ptx.add.f32(total, total, T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
+                                                          T.ptx.add.f32(v[2], v[3])))
+            incl = _warp_scan(T.reg(T.f32, init=total), lane)
+            with T.if_(lane == 31):
+                T.ptx.st.shared.f32(wt.at(warp), incl)
+            excl = T.ptx.sub.f32(incl, total)   # the lane's offset in the warp: one register
+        T.ptx.bar.sync(0)
+
+        # 3. warp 0: the warp totals' scan, publish A (a row's first tile: P), look back,
+        # publish P, each warp's offset to `wt`
+        with T.if_(warp == 0, uniform=True):
+            with T.iket.range("look_back"):
+                _tile_prefix(flags, wt, nw, lane, tile, t_in_row, epoch, LOOK)
+        T.ptx.bar.sync(0)
+
+        # 4. pass 2: the run rewritten as its inclusive scan from its final offset
+        with T.iket.range("scan"):
+            acc = T.ptx.add.f32(T.ptx.ld.shared.f32(wt.at(warp)), excl)
+            for j in range(RUN4):
+                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+                p = in_row(j)
+                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
+                T.ptx.add.f32(v[0], v[0], acc)
+                for i in range(1, 4):
+                    T.ptx.add.f32(v[i], v[i], v[i - 1])
+                T.ptx.st.shared.v4.f32(raddr + 16 * j, v, pred=p)
+                acc.set(v[3])
+            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk store's reads
+        T.ptx.bar.sync(0)
+
+        # 5. thread 0: the tile to global memory, one bulk copy (its own bulk group)
+        with T.iket.range("store"):
+            with T.if_(tid == 0):
+                bulk_store(out.at(row * cols + col0), buf.at(ring.stage, 0), tile_bytes(col0))
+                T.ptx.cp.async_.bulk.commit_group()
+        ring.advance()
+    with T.if_(tid == 0):
+        T.ptx.cp.async_.bulk.wait_group.read(0)  # no bulk store reads shared memory at exit
+
+
+# -- cases -----------------------------------------------------------------------------------------
+
+def per_sm(BLOCK, RUN4, STAGES) -> int:
+    """CTAs one H200 SM holds by shared memory (ring + 1 KB reserved + < 1 KB static) and
+    threads (registers are far from the limit: no data lives in them)."""
+    return min(SMEM_PER_SM // (ring_bytes(BLOCK, RUN4, STAGES) + 2 * CTA_RESERVED),
+               THREADS_PER_SM // BLOCK)
+
+
+def constraints(rows, cols, BLOCK, RUN4, STAGES, LOOK, CTAS):
+    """The shapes and constants `cumsum_persist` accepts (checked when the suite is
+    declared): the grid must be one wave (a CTA waits on other CTAs' flags)."""
+    why = []
+    if BLOCK % 32 or not 32 <= BLOCK <= 1024:
+        why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, 1024]")
+    if RUN4 < 1 or STAGES < 2:
+        why.append(f"RUN4={RUN4} must be at least 1 (float4s per thread run) and "
+                   f"STAGES={STAGES} at least 2 (a tile loads while one is scanned)")
+    elif per_sm(BLOCK, RUN4, STAGES) < 1:
+        why.append(f"STAGES * BLOCK * RUN4 * 16 = {ring_bytes(BLOCK, RUN4, STAGES)} bytes of "
+                   f"ring (+2 KB) exceed an SM's {SMEM_PER_SM}")
+    elif not 1 <= CTAS <= H200_SMS * per_sm(BLOCK, RUN4, STAGES):
+        n = per_sm(BLOCK, RUN4, STAGES)
+        why.append(f"CTAS={CTAS} must be in [1, {H200_SMS * n}]: one wave of {n} CTA(s) per "
+                   f"SM on {H200_SMS} SMs (every CTA must be resident)")
+    if LOOK not in (1, 2, 4, 8):
+        why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round)")
+    if rows < 1 or cols < 1:
+        why.append(f"rows={rows} and cols={cols} must be positive")
+    elif cols % 4:
+        why.append(f"cols={cols} must be a multiple of 4 (bulk copies of 16-byte multiples "
+                   f"from every row's start)")
+    if rows * cols >= 1 << 32:
+        why.append(f"rows*cols={rows * cols} must be below 2^32 (32-bit element index)")
+    return why
+
+
+def make_case(name, rows, cols, BLOCK=256, RUN4=17, STAGES=3, LOOK=4, CTAS=132, small=True):
+    """A case; large ones are the H200's (tag h200), never simulated."""
+    return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
+                  BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, LOOK=LOOK, CTAS=CTAS)
+
+
+def inputs(rng, rows, cols, BLOCK=256, RUN4=17):
+    # multiples of 1/16 in [-8, 8]: every partial sum is exact in f32 (`cumsum`'s docstring)
+    x = rng.integers(-128, 129, (rows, cols)).astype(np.float32) / 16
+    ntiles = rows * T.cdiv(cols, tile_elems(BLOCK, RUN4))
+    return dict(x=x, out=np.empty((rows, cols), np.float32), flags=np.zeros(ntiles, np.uint64),
+                counter=np.zeros(1, np.uint64), rows=rows, cols=cols)
+
+
+SUITE = T.suite(
+    cumsum_persist, inputs=inputs, reference=reference, outputs=["out"],
+    cases=[
+        # 5 tiles of 32 x 12 = 384 on 2 CTAs (3 and 2 tiles: the 2-stage ring wraps); the last
+        # tile (236 elements) ends inside thread 19's run, after its second float4
+        make_case("r1_c1772_s2", rows=1, cols=1772, BLOCK=32, RUN4=3, STAGES=2, LOOK=1, CTAS=2),
+        # 3 rows of 4 tiles of 256 (runs of 8) on 3 CTAs, 3 stages: rows start mid-CTA, each
+        # CTA's ring wraps; the rows' last tiles (252) cut thread 31's run (1 float4 of 2)
+        make_case("r3_c1020_s3", rows=3, cols=1020, BLOCK=32, RUN4=2, STAGES=3, LOOK=1, CTAS=3),
+        # 47 tiles of 256 on 3 CTAs: look-backs of one flag a lane cross 32-flag windows
+        make_case("r1_c12000_t256", rows=1, cols=12000, BLOCK=32, RUN4=2, STAGES=2, LOOK=1,
+                  CTAS=3),
+        # 160 threads (5 warps), runs of 20, 8 tiles of 3200 per row on 4 CTAs, 2 stages, 128
+        # flags a round; the rows' last tiles (2604) cut thread 130's run after 4
+        make_case("r2_c25004_b160", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=2, LOOK=4,
+                  CTAS=4),
+        # the H200's (docs/TUNING.md "cumsum (session 12, branch cumsum9)"): one CTA per SM,
+        # 3 stages of 68 KB (17408-element tiles, 204 KB); 2 stages of 100 KB; two CTAs per SM
+        # of 2 x 52 KB; 512 threads (twice the warps on the passes); 8 flags a lane; 4 stages of
+        # 52 KB
+        make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
+        make_case("r1_c64M_s2", rows=1, cols=1 << 26, RUN4=25, STAGES=2, small=False),
+        make_case("r1_c64M_s2_c2", rows=1, cols=1 << 26, RUN4=13, STAGES=2, CTAS=264, LOOK=8,
+                  small=False),
+        make_case("r1_c64M_b512", rows=1, cols=1 << 26, BLOCK=512, RUN4=9, small=False),
+        make_case("r1_c64M_l8", rows=1, cols=1 << 26, LOOK=8, small=False),
+        make_case("r1_c64M_s4", rows=1, cols=1 << 26, RUN4=13, STAGES=4, small=False),
+        make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
+        make_case("r8_c4M_s2_c2", rows=8, cols=1 << 22, RUN4=13, STAGES=2, CTAS=264, LOOK=8,
+                  small=False),
+    ],
+    tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
+    constraints=constraints,
+    flops=lambda rows, cols: rows * cols, bytes=lambda rows, cols: 8 * rows * cols,
+    baselines=[{"name": "torch.cumsum", "args": {"x": "x"}},
+               {"name": "torch.compile.cumsum", "args": {"x": "x"}}],
+)
