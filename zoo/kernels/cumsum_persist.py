@@ -251,8 +251,9 @@ SUITE = T.suite(
         # 3 rows of 4 tiles of 256 (runs of 8) on 3 CTAs, 3 stages: rows start mid-CTA, each
         # CTA's ring wraps; the rows' last tiles (252) cut thread 31's run (1 float4 of 2)
         make_case("r3_c1020_s3", rows=3, cols=1020, BLOCK=32, RUN4=2, STAGES=3, LOOK=1, CTAS=3),
-        # 47 tiles of 256 on 3 CTAs: look-backs of one flag a lane cross 32-flag windows
-        make_case("r1_c12000_t256", rows=1, cols=12000, BLOCK=32, RUN4=2, STAGES=2, LOOK=1,
+        # 47 tiles of 256 on 3 CTAs: look-backs of one flag a lane cross 32-flag windows; the
+        # last tile (228) cuts thread 28's run after its first float4
+        make_case("r1_c12004_t256", rows=1, cols=12004, BLOCK=32, RUN4=2, STAGES=2, LOOK=1,
                   CTAS=3),
         # 160 threads (5 warps), runs of 20, 8 tiles of 3200 per row on 4 CTAs, 2 stages, 128
         # flags a round; the rows' last tiles (2604) cut thread 130's run after 4

@@ -1,0 +1,162 @@
+"""zoo/kernels/cumsum_persist.py (persistent CTAs, a bulk-copy tile ring, the next tile's load
+in flight during the look-back): small cases bit-exact in numsim and clean in sync_check, what
+they cover (rings that wrap, runs cut by a row's end, several rows), the scratch reusable across
+launches, the error bound on real-valued data, what the checks catch when a piece of the ring
+or scan protocol is taken out, refused shapes, and the H200 cases' residency (one wave)."""
+
+import numpy as np
+import pytest
+
+from tests.zoo._zoo import SMS, mutant, resident_ctas_per_sm, spills, sync_race
+from tests.zoo.zoo_modules import (assert_matches, declare, kcoral_job_on_sim, load, mismatches,
+                                   relaunch_on_scratch, scan_error_and_bound, simulate,
+                                   small_cases)
+
+MOD = load("cumsum_persist")
+CUMSUM = load("cumsum")  # the flags' layout (status, epoch) is `cumsum`'s
+SUITE = MOD.SUITE
+
+
+def _case(name):
+    return next(c for c in SUITE.cases if c.name == name)
+
+
+@pytest.mark.parametrize("case", small_cases("cumsum_persist"), ids=lambda c: c.name)
+def test_small_case_is_exact(case):
+    res, inputs = simulate(SUITE, case)
+    assert_matches(SUITE, case, res, inputs)
+
+
+@pytest.mark.parametrize("case", small_cases("cumsum_persist"), ids=lambda c: c.name)
+def test_small_case_is_sync_clean(case):
+    sync, race = sync_race(SUITE, case)
+    assert [f.kind for f in sync.findings + race.findings] == []
+    assert sync.verdict == race.verdict == "clean"
+
+
+def test_the_small_cases_wrap_their_rings_and_cut_runs():
+    """Every small case has a CTA with more tiles than stages (the ring wraps), both ring
+    depths, several rows, and a row end inside a thread's run (a float4 in, the next out)."""
+    small = small_cases("cumsum_persist")
+    for case in small:
+        p = case.params
+        tile = MOD.tile_elems(p["BLOCK"], p["RUN4"])
+        ntiles = p["rows"] * -(-p["cols"] // tile)
+        assert SUITE.grid(case)[0] == p["CTAS"] < ntiles, case.name
+        assert -(-ntiles // p["CTAS"]) > p["STAGES"], case.name  # CTA 0's ring wraps
+        last, run = p["cols"] % tile, p["RUN4"] * 4
+        assert last and last % run and (last % run) % 4 == 0, case.name  # a run cut mid-way
+    assert {c.params["STAGES"] for c in small} == {2, 3}
+    assert max(c.params["rows"] for c in small) > 1
+    assert max(c.params["BLOCK"] for c in small) > 32      # several warps' totals
+
+
+def test_second_launch_takes_one_ticket_per_cta_and_the_next_epoch():
+    case = _case("r3_c1020_s3")
+    res, inputs = simulate(SUITE, case)
+    grid = SUITE.grid(case)[0]
+    assert int(res.outputs["counter"][0]) == grid
+    res2, statuses, epochs = relaunch_on_scratch(SUITE, case, res, inputs)
+    assert int(res2.outputs["counter"][0]) == 2 * grid
+    assert epochs == {1} and statuses == {CUMSUM.ST_P}  # every tile ends with its prefix
+
+
+def test_error_on_real_valued_data_is_within_the_stated_bound():
+    """`cumsum`'s bound, (log2(TILE) + tiles up to it) * eps * sum |x|, with a run's RUN - 1
+    sequential adds on top, as the module docstring states it (RUN = 12 here)."""
+    case = MOD.make_case("normal", rows=2, cols=6000, BLOCK=64, RUN4=3, STAGES=2, LOOK=1,
+                         CTAS=3)
+    tile = MOD.tile_elems(64, 3)
+    err, bound = scan_error_and_bound(SUITE, case, tile)
+    x = np.abs(SUITE.make_inputs(case, 3)["x"].astype(np.float64))
+    scale = bound / (np.log2(tile) + np.arange(x.shape[1]) // tile + 1)  # eps * sum |x|
+    assert (err <= bound + (3 * 4 - 1) * scale).all()
+    assert err.max() > 0  # real-valued data does round (the bound is not vacuous)
+
+
+# the mutations: what each check sees when a piece of the protocol is taken out
+REFILL_WAIT = "            T.ptx.cp.async_.bulk.wait_group.read(0)\n            prev = "
+FENCE = ("            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk "
+         "store's reads\n")
+PREFIX_BAR = ("                _tile_prefix(flags, wt, nw, lane, tile, t_in_row, epoch, LOOK)\n"
+              "        T.ptx.bar.sync(0)\n")
+FULL_WAIT = "            full[ring.stage].wait(ring.phase)\n"
+
+
+def _kinds(mod, name):
+    sync, race = sync_race(mod.SUITE, _case(name))
+    return [f.kind for f in sync.findings + race.findings], race.verdict
+
+
+@pytest.mark.parametrize("edit,name,kind", [
+    # the stage refilled while tile k - 1's bulk store may still read it
+    ((REFILL_WAIT, "            prev = "), "r1_c1772_s2", "race"),
+    # the bulk store reads what the threads wrote without the proxy fence
+    ((FENCE, ""), "r1_c1772_s2", "proxy.missing-fence"),
+    # the other warps read their offsets before warp 0 wrote them (5 warps)
+    ((PREFIX_BAR, PREFIX_BAR.replace("        T.ptx.bar.sync(0)\n", "")), "r2_c25004_b160",
+     "race"),
+    # the runs read before the tile's bulk load completed
+    ((FULL_WAIT, "            pass\n"), "r3_c1020_s3", "race"),
+], ids=["refill-before-store-read", "no-proxy-fence", "no-prefix-barrier", "no-load-wait"])
+def test_a_broken_ring_protocol_is_caught(edit, name, kind, tmp_path):
+    kinds, verdict = _kinds(mutant(tmp_path, "cumsum_persist", [edit]), name)
+    assert verdict == "error" and any(k.startswith(kind) for k in kinds), kinds
+
+
+LANE_OFFSET = "            acc = T.ptx.add.f32(T.ptx.ld.shared.f32(wt.at(warp)), excl)\n"
+
+
+@pytest.mark.parametrize("new,name", [
+    ("            acc = T.ptx.ld.shared.f32(wt.at(warp))\n", "r2_c25004_b160"),  # no lane offset
+    ("            acc = T.ptx.mov.f32(excl)\n", "r2_c25004_b160"),    # no warp/tile offset
+    ("            acc = T.ptx.mov.f32(excl)\n", "r1_c1772_s2"),       # one warp: no tile prefix
+])
+def test_the_check_catches_a_wrong_offset(new, name, tmp_path):
+    mod = mutant(tmp_path, "cumsum_persist", [(LANE_OFFSET, new)])
+    case = _case(name)
+    res, inputs = simulate(mod.SUITE, case)
+    assert mismatches(mod.SUITE, case, res, inputs)
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(BLOCK=48), r"BLOCK=48 must be a multiple of 32"),
+    (dict(RUN4=0), r"RUN4=0 must be at least 1"),
+    (dict(STAGES=1), r"STAGES=1 at least 2"),
+    (dict(RUN4=29, STAGES=2), r"= 237568 bytes of ring \(\+2 KB\) exceed an SM's 232448"),
+    (dict(CTAS=133), r"CTAS=133 must be in \[1, 132\]: one wave of 1 CTA\(s\) per SM"),
+    (dict(RUN4=13, STAGES=2, CTAS=265), r"CTAS=265 must be in \[1, 264\]: one wave of 2"),
+    (dict(LOOK=3), r"LOOK=3 must be 1, 2, 4 or 8"),
+    (dict(cols=0), r"rows=1 and cols=0 must be positive"),
+    (dict(cols=1002), r"cols=1002 must be a multiple of 4"),
+    (dict(rows=64, cols=1 << 26), r"rows\*cols=4294967296 must be below 2\^32"),
+])
+def test_refused_shapes_name_the_case_and_the_constraint(params, match):
+    kw = dict(rows=1, cols=1000)
+    kw.update(params)
+    with pytest.raises(ValueError, match=r"case 'bad': .*" + match):
+        declare(SUITE, MOD.make_case("bad", **kw), MOD.constraints)
+
+
+@pytest.mark.parametrize("case", [c for c in SUITE.cases if not c.small], ids=lambda c: c.name)
+def test_h200_cases_are_one_resident_wave(case):
+    """A CTA waits on other CTAs' flags: the whole grid must be resident at once (what ptxas
+    built: registers and shared memory), exactly the CTAs per SM the case is named for."""
+    per_sm = resident_ctas_per_sm(SUITE, case)
+    assert per_sm == MOD.per_sm(case.params["BLOCK"], case.params["RUN4"],
+                                case.params["STAGES"])
+    assert SUITE.grid(case)[0] == case.params["CTAS"] == SMS * per_sm
+
+
+def test_h200_cases_do_not_spill():
+    assert spills(SUITE) == {}
+
+
+def test_kcorals_protocol_passes_on_the_sim_board(tmp_path):
+    """KCoral's job as the H200 runs it, on numsim's board: repeated launches on one scratch
+    (the epochs), the perturbation guard leaving the scratch (`flags`, `counter`) alone."""
+    res = kcoral_job_on_sim(SUITE, _case("r1_c12004_t256"), tmp_path)
+    g = res["guards"]["perturbation"]
+    assert g["status"] == "passed" and g["perturbed"] == ["x"]
+    assert set(g["skipped"]) == {"flags", "counter"}
+    assert all(r["ok"] for r in res["correctness"]) and res["sim"]["launches"] >= 8
