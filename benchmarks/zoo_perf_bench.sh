@@ -90,6 +90,14 @@
 #     warps an SM (`_w32`: half the rows on the slowest warp); smoke over the small
 #     GUESS/FUSE/VECS-8 cases; run with TOTAL_LIMIT=230; predictions in docs/PERFORMANCE.md
 #     ("Session 11, branch topk8") and docs/TUNING.md ("top-k (session 11, branch topk8)")
+#   MODE=cum9: ONLY session 12's `cumsum_persist` (zoo/kernels/cumsum_persist.py: persistent
+#     CTAs, a bulk-copy tile ring, tile k+1's load issued before tile k's look-back) beside
+#     cumsum_tma's measured best (`_k8` at 1 x 64M and 8 x 4M, the in-job controls, a shard of
+#     their own), in three shards: the controls; 1 x 64M (the default 3 stages of 68 KB, 2 of
+#     100 KB, two CTAs per SM of 2 x 52 KB, 512 threads, LOOK 8, 4 stages of 52 KB); 8 x 4M
+#     (the default, two CTAs per SM). Smoke over cumsum_persist's small cases, and first an
+#     iket profile of the default (50 s at most, PROFILES='' skips it); run with
+#     TOTAL_LIMIT=240; predictions in docs/PERFORMANCE.md ("Session 12, branch cumsum9")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -268,9 +276,23 @@ or ${T8_F}_st_a_v8_g1fu]@ or ${T8_F}_st_a_v4_g1fu_w32]@"
 ${T8_L}_st_a_v4_g1fu_w32]@"
     N_R3="${T8_B}_st_a_v4]@ or ${T8_B}_st_a_v4_g1fu]@ or ${T8_B}_st_a_v4_g1fu_w32]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
+elif [ "${MODE:-all}" = cum9 ]; then
+    SMOKE_K="not h200 and cumsum_persist"
+    # the controls in a shard of their own: a shard runs in file order, and cumsum_persist.py
+    # sorts before cumsum_tma.py (a control after the variants would be the first item cut)
+    N_C="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r8_c4M_k8]@"
+    N_P1="cumsum_persist[r1_c64M]@ or cumsum_persist[r1_c64M_s2]@ or \
+cumsum_persist[r1_c64M_s2_c2]@ or cumsum_persist[r1_c64M_b512]@ or cumsum_persist[r1_c64M_l8]@ or \
+cumsum_persist[r1_c64M_s4]@"
+    N_P2="cumsum_persist[r8_c4M]@ or cumsum_persist[r8_c4M_s2_c2]@"
+    SHARDS_ALL="h200 and ($N_C)|h200 and ($N_P1)|h200 and ($N_P2)"
+    # the phases of one launch (iket ranges: ~30 tiles x 10 events a warp), before the shards
+    export PROFILES="${PROFILES-kernels/cumsum_persist.py::cumsum_persist[r1_c64M] --iket --iket-capacity 320}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8' or 'scan8'" >&2
+        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', 'scan8' or" \
+        "'cum9'" >&2
     exit 2
 fi
 }

@@ -109,8 +109,8 @@ def test_cum6_mode_times_cumsum_tma_after_the_cumsum_smem_case_of_its_shape():
 def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
-        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8' or " \
-        "'scan8'" in r.stderr
+        "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
+        "'scan8' or 'cum9'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -249,3 +249,23 @@ def test_several_modes_in_one_call_are_the_union_of_each_in_order():
     assert sorted(both[1]) == sorted(tma8[1] + scan8[1])
     r = _list("tma8 fast")
     assert r.returncode == 2 and "MODE=fast must be" in r.stderr
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_cum9_mode_times_cumsum_persist_beside_cumsum_tmas_best():
+    """docs/PERFORMANCE.md's session-12 predictions (branch cumsum9) name these items: the
+    controls (cumsum_tma's measured best at both sizes) in a shard of their own, so no cut
+    loses them; each size's cumsum_persist variants in one shard, the default first."""
+    shards, smoke = _timed_and_smoke("cum9")
+    p = "cumsum_persist[r1_c64M"
+    assert shards == [
+        ["cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M_k8]"],
+        [f"{p}]", f"{p}_s2]", f"{p}_s2_c2]", f"{p}_b512]", f"{p}_l8]", f"{p}_s4]"],
+        ["cumsum_persist[r8_c4M]", "cumsum_persist[r8_c4M_s2_c2]"]]
+    assert sorted(smoke) == sorted([
+        "cumsum_persist[r1_c1772_s2]", "cumsum_persist[r3_c1020_s3]",
+        "cumsum_persist[r1_c12004_t256]", "cumsum_persist[r2_c25004_b160]"]), smoke
+    # the iket profile before the shards names the timed default case
+    m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_persist\.py::(\S+) --iket ',
+                  SCRIPT.read_text())
+    assert m and m.group(1) == "cumsum_persist[r1_c64M]" == shards[1][0]

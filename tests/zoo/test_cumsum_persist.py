@@ -4,6 +4,9 @@ they cover (rings that wrap, runs cut by a row's end, several rows), the scratch
 launches, the error bound on real-valued data, what the checks catch when a piece of the ring
 or scan protocol is taken out, refused shapes, and the H200 cases' residency (one wave)."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -160,3 +163,35 @@ def test_kcorals_protocol_passes_on_the_sim_board(tmp_path):
     assert g["status"] == "passed" and g["perturbed"] == ["x"]
     assert set(g["skipped"]) == {"flags", "counter"}
     assert all(r["ok"] for r in res["correctness"]) and res["sim"]["launches"] >= 8
+
+
+def test_the_iket_build_records_every_phase_within_the_benchmarks_capacity():
+    """MODE=cum9 profiles the default with ``--iket-capacity`` N: the profiling build (run by
+    numsim on a small case) must compute the same result and record 2 events per range and tile
+    (warp 0 five ranges, the others four), and N must hold the H200 default's busiest warp
+    (ceil(tiles / CTAs) tiles of 10 events), or the profile comes back `incomplete`."""
+    iket = pytest.importorskip("tirxh_iket.transform")
+    decode = pytest.importorskip("tirxh_iket.decode").decode
+    ns = pytest.importorskip("tirxh_numsim")
+    case = _case("r2_c25004_b160")
+    consts, grid = SUITE.consts(case), (SUITE.grid(case)[0], 1, 1)
+    ck, layout = iket.compile_profiling_build(SUITE.kernel, "sm_90a", consts, capacity=64)
+    inputs = SUITE.make_inputs(case, 0)
+    trace = np.zeros(layout.buffer_bytes(grid) // 8, np.uint64)
+    res, _ = simulate(SUITE, case, inputs=inputs)
+    prof = ns.run(ck, dict(inputs, iket_trace=trace), grid=grid)
+    assert prof.verdict == "clean"
+    np.testing.assert_array_equal(prof.outputs["out"], res.outputs["out"])
+    tl = decode(prof.outputs["iket_trace"].view(np.uint8), layout)
+    assert tl.issues == [] and len(tl.warps) == 4 * 5   # 4 CTAs of 5 warps
+    tiles = {cta: len(range(cta, 16, 4)) for cta in range(4)}  # 16 tiles on 4 CTAs
+    for w in tl.warps:
+        names = [s.name for s in w.spans]
+        per_tile = ["wait", "sum", "look_back", "scan", "store"] if w.warp == 0 else \
+            ["wait", "sum", "scan", "store"]
+        assert names == per_tile * tiles[w.cta], (w.cta, w.warp)
+    script = (Path(__file__).resolve().parents[2] / "benchmarks" / "zoo_perf_bench.sh")
+    m = re.search(r"cumsum_persist\[r1_c64M\] --iket --iket-capacity (\d+)", script.read_text())
+    h200 = _case("r1_c64M").params
+    ntiles = -(-h200["cols"] // MOD.tile_elems(h200["BLOCK"], h200["RUN4"]))
+    assert m and int(m.group(1)) >= 10 * -(-ntiles // h200["CTAS"])
