@@ -49,7 +49,8 @@ def test_the_small_cases_wrap_their_rings_and_cut_runs():
         assert -(-ntiles // p["CTAS"]) > p["STAGES"], case.name  # CTA 0's ring wraps
         last, run = p["cols"] % tile, p["RUN4"] * 4
         assert last and last % run and (last % run) % 4 == 0, case.name  # a run cut mid-way
-    assert {c.params["STAGES"] for c in small} == {2, 3}
+    assert {c.params["STAGES"] for c in small} == {2, 3, 4}
+    assert {c.params["SLACK"] for c in small} == {0, 1}
     assert max(c.params["rows"] for c in small) > 1
     assert max(c.params["BLOCK"] for c in small) > 32      # several warps' totals
 
@@ -78,7 +79,7 @@ def test_error_on_real_valued_data_is_within_the_stated_bound():
 
 
 # the mutations: what each check sees when a piece of the protocol is taken out
-REFILL_WAIT = "            T.ptx.cp.async_.bulk.wait_group.read(0)\n            prev = "
+REFILL_WAIT = "            T.ptx.cp.async_.bulk.wait_group.read(SLACK)\n"
 FENCE = ("            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk "
          "store's reads\n")
 PREFIX_BAR = ("                _tile_prefix(flags, wt, nw, lane, tile, t_in_row, epoch, LOOK)\n"
@@ -92,8 +93,11 @@ def _kinds(mod, name):
 
 
 @pytest.mark.parametrize("edit,name,kind", [
-    # the stage refilled while tile k - 1's bulk store may still read it
-    ((REFILL_WAIT, "            prev = "), "r1_c1772_s2", "race"),
+    # the stage refilled while tile k - 1's bulk store may still read it (SLACK 0) ...
+    ((REFILL_WAIT, ""), "r1_c1772_s2", "race.stage-reuse"),
+    # ... or while tile k - 2's may (SLACK 1: one store too many left reading)
+    ((REFILL_WAIT, REFILL_WAIT.replace("(SLACK)", "(SLACK + 1)")), "r3_c1020_s3",
+     "race.stage-reuse"),
     # the bulk store reads what the threads wrote without the proxy fence
     ((FENCE, ""), "r1_c1772_s2", "proxy.missing-fence"),
     # the other warps read their offsets before warp 0 wrote them (5 warps)
@@ -101,7 +105,7 @@ def _kinds(mod, name):
      "race"),
     # the runs read before the tile's bulk load completed
     ((FULL_WAIT, "            pass\n"), "r3_c1020_s3", "race"),
-], ids=["refill-before-store-read", "no-proxy-fence", "no-prefix-barrier", "no-load-wait"])
+], ids=["refill-before-store-read", "refill-one-store-early", "no-proxy-fence", "no-prefix-barrier", "no-load-wait"])
 def test_a_broken_ring_protocol_is_caught(edit, name, kind, tmp_path):
     kinds, verdict = _kinds(mutant(tmp_path, "cumsum_persist", [edit]), name)
     assert verdict == "error" and any(k.startswith(kind) for k in kinds), kinds
@@ -125,10 +129,13 @@ def test_the_check_catches_a_wrong_offset(new, name, tmp_path):
 @pytest.mark.parametrize("params,match", [
     (dict(BLOCK=48), r"BLOCK=48 must be a multiple of 32"),
     (dict(RUN4=0), r"RUN4=0 must be at least 1"),
-    (dict(STAGES=1), r"STAGES=1 at least 2"),
-    (dict(RUN4=29, STAGES=2), r"= 237568 bytes of ring \(\+2 KB\) exceed an SM's 232448"),
+    (dict(STAGES=2), r"STAGES=2 at least 2 \+ SLACK"),          # SLACK 1: nothing ahead
+    (dict(STAGES=1, SLACK=0), r"STAGES=1 at least 2 \+ SLACK"),
+    (dict(SLACK=2, STAGES=4), r"SLACK=2 0 or 1"),
+    (dict(RUN4=29, STAGES=2, SLACK=0),
+     r"= 237568 bytes of ring \(\+2 KB\) exceed an SM's 232448"),
     (dict(CTAS=133), r"CTAS=133 must be in \[1, 132\]: one wave of 1 CTA\(s\) per SM"),
-    (dict(RUN4=13, STAGES=2, CTAS=265), r"CTAS=265 must be in \[1, 264\]: one wave of 2"),
+    (dict(RUN4=9, CTAS=265), r"CTAS=265 must be in \[1, 264\]: one wave of 2"),
     (dict(LOOK=3), r"LOOK=3 must be 1, 2, 4 or 8"),
     (dict(cols=0), r"rows=1 and cols=0 must be positive"),
     (dict(cols=1002), r"cols=1002 must be a multiple of 4"),
@@ -183,8 +190,9 @@ def test_the_iket_build_records_every_phase_within_the_benchmarks_capacity():
     assert prof.verdict == "clean"
     np.testing.assert_array_equal(prof.outputs["out"], res.outputs["out"])
     tl = decode(prof.outputs["iket_trace"].view(np.uint8), layout)
-    assert tl.issues == [] and len(tl.warps) == 4 * 5   # 4 CTAs of 5 warps
-    tiles = {cta: len(range(cta, 16, 4)) for cta in range(4)}  # 16 tiles on 4 CTAs
+    ctas, nw = case.params["CTAS"], case.params["BLOCK"] // 32
+    assert tl.issues == [] and len(tl.warps) == ctas * nw
+    tiles = {cta: len(range(cta, 16, ctas)) for cta in range(ctas)}  # 2 rows of 8 tiles
     for w in tl.warps:
         names = [s.name for s in w.spans]
         per_tile = ["wait", "sum", "look_back", "scan", "store"] if w.warp == 0 else \

@@ -15,17 +15,21 @@ waits for its neighbours' aggregates. Here the wait no longer holds the loads ba
 2. a tile is BLOCK runs of RUN = RUN4 * 4 contiguous floats, all in shared memory (thread t:
    elements t RUN ... t RUN + RUN - 1, `cumsum_tma`'s run layout, RUN4 odd: conflict-free
    16-byte reads), one 1-D ``cp.async.bulk`` per tile on the stage's mbarrier (``complete_tx``);
-3. per tile k: thread 0 first refills the stage that tile k - 1 used with tile k + STAGES - 1
-   (after ``cp.async.bulk.wait_group.read 0``: tile k - 1's bulk store has read it), so with
-   STAGES = 2 tile k + 1's load is issued before tile k's look-back; then every thread waits
-   for tile k, sums its run (pass 1), one warp ladder scans the 32 run sums (lane 31: the
-   warp's total to shared memory), one barrier, warp 0 scans the nw warp totals, publishes the
-   tile's aggregate A (a row's first tile: P), looks back, publishes P and writes each warp's
-   offset (`cumsum._tile_prefix`), one barrier, every thread rewrites its run as its inclusive
-   scan from its offset (pass 2: its warp's offset, its lane's exclusive sum, kept in one
-   register across the look-back), ``fence.proxy.async.shared::cta``, one barrier, and thread
-   0 stores the tile with one ``cp.async.bulk.global.shared::cta`` (one bulk group per tile).
-   Two passes over shared memory per tile (`cumsum_tma`'s runs take three: the look-back sits
+3. per tile k: thread 0 first refills a stage with tile k + AHEAD (AHEAD = STAGES - 1 - SLACK
+   tiles load while one is scanned): the stage tile k - 1 - SLACK used, once its bulk store has
+   read it (``cp.async.bulk.wait_group.read SLACK``: the SLACK latest stores may still be
+   reading). With SLACK = 0 thread 0 waits for tile k - 1's store, issued an instant before;
+   under full HBM load a bulk store drains at the SM's write share (~68 KB in ~4 us), so the
+   default (STAGES 3, SLACK 1) refills the stage of tile k - 2, whose store has had a whole
+   tile's time, and tile k + 1's load is still issued before tile k's look-back. Then every
+   thread waits for tile k, sums its run (pass 1), one warp ladder scans the 32 run sums (lane
+   31: the warp's total to shared memory), one barrier, warp 0 scans the nw warp totals,
+   publishes the tile's aggregate A (a row's first tile: P), looks back, publishes P and writes
+   each warp's offset (`cumsum._tile_prefix`), one barrier, every thread rewrites its run as its
+   inclusive scan from its offset (pass 2: its warp's offset, its lane's exclusive sum, kept in
+   one register across the look-back), ``fence.proxy.async.shared::cta``, one barrier, and
+   thread 0 stores the tile with one ``cp.async.bulk.global.shared::cta`` (one bulk group per
+   tile). Two passes over shared memory per tile (`cumsum_tma`'s runs take three: the look-back sits
    between the run's sum and its rewrite, so the rewrite adds the final offset at once);
 4. the CTA's last act: ``wait_group.read 0`` (no bulk store may still read shared memory when
    the CTA exits).
@@ -76,9 +80,10 @@ def _grid(rows, cols, BLOCK=256, RUN4=17, CTAS=132):
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK)
 def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
                    counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
-                   RUN4: T.const = 17, STAGES: T.const = 3, LOOK: T.const = 4,
-                   CTAS: T.const = 132):
+                   RUN4: T.const = 17, STAGES: T.const = 3, SLACK: T.const = 1,
+                   LOOK: T.const = 4, CTAS: T.const = 132):
     run = RUN4 * 4
+    AHEAD = STAGES - 1 - SLACK          # tiles loading while one is scanned
     tile_n = tile_elems(BLOCK, RUN4)
     nw = BLOCK // 32
     buf = T.shared(T.f32, (STAGES, tile_n), name="ring", align=128, dynamic=True)
@@ -121,7 +126,7 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         for s in range(STAGES):
             full[s].init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
-        for s in range(STAGES - 1):   # the last stage is filled by the loop's first refill
+        for s in range(AHEAD):   # the loop's refills fill the other stages
             with T.if_(mine > s):
                 load(s, s)
     T.ptx.bar.sync(0)
@@ -131,12 +136,15 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
 
     with T.range(mine) as k:
         tile, row, t_in_row, col0 = span(k)
-        # 1. thread 0: tile k + STAGES - 1 into the stage before this one (tile k - 1's), once
-        # tile k - 1's bulk store has read it: in flight during this tile's look-back
-        with T.if_((tid == 0) & (k + (STAGES - 1) < mine)):
-            T.ptx.cp.async_.bulk.wait_group.read(0)
-            prev = T.ptx.selp.u32(STAGES - 1, ring.stage - 1, ring.stage == 0)
-            load(k + (STAGES - 1), prev)
+        # 1. thread 0: tile k + AHEAD into the stage of tile k - 1 - SLACK, once that tile's bulk
+        # store has read it (the SLACK latest stores may still be reading theirs): in flight
+        # during this tile's look-back
+        with T.if_((tid == 0) & (k + AHEAD < mine)):
+            T.ptx.cp.async_.bulk.wait_group.read(SLACK)
+            back = 1 + SLACK
+            target = T.ptx.selp.u32(ring.stage - back, ring.stage + (STAGES - back),
+                                    ring.stage >= back)
+            load(k + AHEAD, target)
         with T.iket.range("wait"):
             full[ring.stage].wait(ring.phase)
         raddr = buf.at(ring.stage, r0)
@@ -200,15 +208,16 @@ def per_sm(BLOCK, RUN4, STAGES) -> int:
                THREADS_PER_SM // BLOCK)
 
 
-def constraints(rows, cols, BLOCK, RUN4, STAGES, LOOK, CTAS):
+def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS):
     """The shapes and constants `cumsum_persist` accepts (checked when the suite is
     declared): the grid must be one wave (a CTA waits on other CTAs' flags)."""
     why = []
     if BLOCK % 32 or not 32 <= BLOCK <= 1024:
         why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, 1024]")
-    if RUN4 < 1 or STAGES < 2:
-        why.append(f"RUN4={RUN4} must be at least 1 (float4s per thread run) and "
-                   f"STAGES={STAGES} at least 2 (a tile loads while one is scanned)")
+    if SLACK not in (0, 1) or RUN4 < 1 or STAGES < 2 + SLACK:
+        why.append(f"RUN4={RUN4} must be at least 1 (float4s per thread run), SLACK={SLACK} 0 "
+                   f"or 1 (bulk stores left reading at a refill) and STAGES={STAGES} at least "
+                   f"2 + SLACK (a tile loads while one is scanned and SLACK are stored)")
     elif per_sm(BLOCK, RUN4, STAGES) < 1:
         why.append(f"STAGES * BLOCK * RUN4 * 16 = {ring_bytes(BLOCK, RUN4, STAGES)} bytes of "
                    f"ring (+2 KB) exceed an SM's {SMEM_PER_SM}")
@@ -228,10 +237,11 @@ def constraints(rows, cols, BLOCK, RUN4, STAGES, LOOK, CTAS):
     return why
 
 
-def make_case(name, rows, cols, BLOCK=256, RUN4=17, STAGES=3, LOOK=4, CTAS=132, small=True):
+def make_case(name, rows, cols, BLOCK=256, RUN4=17, STAGES=3, SLACK=1, LOOK=4, CTAS=132,
+              small=True):
     """A case; large ones are the H200's (tag h200), never simulated."""
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
-                  BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, LOOK=LOOK, CTAS=CTAS)
+                  BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, SLACK=SLACK, LOOK=LOOK, CTAS=CTAS)
 
 
 def inputs(rng, rows, cols, BLOCK=256, RUN4=17):
@@ -245,34 +255,35 @@ def inputs(rng, rows, cols, BLOCK=256, RUN4=17):
 SUITE = T.suite(
     cumsum_persist, inputs=inputs, reference=reference, outputs=["out"],
     cases=[
-        # 5 tiles of 32 x 12 = 384 on 2 CTAs (3 and 2 tiles: the 2-stage ring wraps); the last
-        # tile (236 elements) ends inside thread 19's run, after its second float4
-        make_case("r1_c1772_s2", rows=1, cols=1772, BLOCK=32, RUN4=3, STAGES=2, LOOK=1, CTAS=2),
-        # 3 rows of 4 tiles of 256 (runs of 8) on 3 CTAs, 3 stages: rows start mid-CTA, each
-        # CTA's ring wraps; the rows' last tiles (252) cut thread 31's run (1 float4 of 2)
+        # 5 tiles of 32 x 12 = 384 on 2 CTAs (3 and 2 tiles), 2 stages, SLACK 0: the ring wraps;
+        # the last tile (236 elements) ends inside thread 19's run, after its second float4
+        make_case("r1_c1772_s2", rows=1, cols=1772, BLOCK=32, RUN4=3, STAGES=2, SLACK=0, LOOK=1,
+                  CTAS=2),
+        # 3 rows of 4 tiles of 256 (runs of 8) on 3 CTAs, 3 stages, SLACK 1 (the default's ring):
+        # rows start mid-CTA; the rows' last tiles (252) cut thread 31's run (1 float4 of 2)
         make_case("r3_c1020_s3", rows=3, cols=1020, BLOCK=32, RUN4=2, STAGES=3, LOOK=1, CTAS=3),
-        # 47 tiles of 256 on 3 CTAs: look-backs of one flag a lane cross 32-flag windows; the
-        # last tile (228) cuts thread 28's run after its first float4
-        make_case("r1_c12004_t256", rows=1, cols=12004, BLOCK=32, RUN4=2, STAGES=2, LOOK=1,
+        # 47 tiles of 256 on 3 CTAs, 3 stages, SLACK 0 (two tiles ahead): look-backs of one flag
+        # a lane cross 32-flag windows; the last tile (228) cuts thread 28's run after 1 float4
+        make_case("r1_c12004_t256", rows=1, cols=12004, BLOCK=32, RUN4=2, STAGES=3, SLACK=0,
+                  LOOK=1, CTAS=3),
+        # 160 threads (5 warps), runs of 20, 8 tiles of 3200 per row on 3 CTAs, 4 stages, SLACK
+        # 1, 128 flags a round; the rows' last tiles (2604) cut thread 130's run after 4
+        make_case("r2_c25004_b160", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4, LOOK=4,
                   CTAS=3),
-        # 160 threads (5 warps), runs of 20, 8 tiles of 3200 per row on 4 CTAs, 2 stages, 128
-        # flags a round; the rows' last tiles (2604) cut thread 130's run after 4
-        make_case("r2_c25004_b160", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=2, LOOK=4,
-                  CTAS=4),
-        # the H200's (docs/TUNING.md "cumsum (session 12, branch cumsum9)"): one CTA per SM,
-        # 3 stages of 68 KB (17408-element tiles, 204 KB); 2 stages of 100 KB; two CTAs per SM
-        # of 2 x 52 KB; 512 threads (twice the warps on the passes); 8 flags a lane; 4 stages of
-        # 52 KB
+        # the H200's (docs/PERFORMANCE.md "Session 12, branch cumsum9"): one CTA per SM, 3
+        # stages of 68 KB (17408-element tiles), a refill waits for the store before last; the
+        # brief's double buffer (2 x 100 KB, a refill waits for the last store); 4 stages of 52
+        # KB (two tiles ahead); two CTAs per SM (3 x 36 KB each); 512 threads (twice the warps
+        # on the passes, 3 x 72 KB); 64 and 256 flags a look-back round
         make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
-        make_case("r1_c64M_s2", rows=1, cols=1 << 26, RUN4=25, STAGES=2, small=False),
-        make_case("r1_c64M_s2_c2", rows=1, cols=1 << 26, RUN4=13, STAGES=2, CTAS=264, LOOK=8,
-                  small=False),
-        make_case("r1_c64M_b512", rows=1, cols=1 << 26, BLOCK=512, RUN4=9, small=False),
-        make_case("r1_c64M_l8", rows=1, cols=1 << 26, LOOK=8, small=False),
+        make_case("r1_c64M_s2", rows=1, cols=1 << 26, RUN4=25, STAGES=2, SLACK=0, small=False),
         make_case("r1_c64M_s4", rows=1, cols=1 << 26, RUN4=13, STAGES=4, small=False),
+        make_case("r1_c64M_c2", rows=1, cols=1 << 26, RUN4=9, CTAS=264, LOOK=8, small=False),
+        make_case("r1_c64M_b512", rows=1, cols=1 << 26, BLOCK=512, RUN4=9, small=False),
+        make_case("r1_c64M_l2", rows=1, cols=1 << 26, LOOK=2, small=False),
+        make_case("r1_c64M_l8", rows=1, cols=1 << 26, LOOK=8, small=False),
         make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
-        make_case("r8_c4M_s2_c2", rows=8, cols=1 << 22, RUN4=13, STAGES=2, CTAS=264, LOOK=8,
-                  small=False),
+        make_case("r8_c4M_c2", rows=8, cols=1 << 22, RUN4=9, CTAS=264, LOOK=8, small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
     constraints=constraints,
