@@ -94,10 +94,12 @@
 #     CTAs, a bulk-copy tile ring, tile k+1's load issued before tile k's look-back) beside
 #     cumsum_tma's measured best (`_k8` at 1 x 64M and 8 x 4M, the in-job controls, a shard of
 #     their own), in three shards: the controls; 1 x 64M (the default 3 stages of 68 KB with a
-#     refill one store behind, the double buffer of 2 x 100 KB, 4 stages of 52 KB, two CTAs
-#     per SM of 3 x 36 KB, 512 threads, LOOK 2 and 8); 8 x 4M (the default, two CTAs per
-#     SM). Smoke over cumsum_persist's small cases, and first an iket profile of the default
-#     (50 s at most, PROFILES='' skips it); run with TOTAL_LIMIT=240; predictions in docs/PERFORMANCE.md ("Session 12, branch cumsum9")
+#     refill one store behind, the double buffer of 2 x 100 KB, 4 stages of 52 KB with and
+#     without the next tile's aggregate before the look-back (LAG), two CTAs per SM of 3 x 36
+#     KB, 512 threads, LOOK 2 and 8); 8 x 4M (the default, two CTAs per SM, LAG). Smoke over
+#     cumsum_persist's small cases, and first an iket profile of the default (50 s at most,
+#     PROFILES='' skips it); run with TOTAL_LIMIT=240; predictions in docs/PERFORMANCE.md
+#     ("Session 12, branch cumsum9")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -282,9 +284,9 @@ elif [ "${MODE:-all}" = cum9 ]; then
     # sorts before cumsum_tma.py (a control after the variants would be the first item cut)
     N_C="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r8_c4M_k8]@"
     N_P1="cumsum_persist[r1_c64M]@ or cumsum_persist[r1_c64M_s2]@ or \
-cumsum_persist[r1_c64M_s4]@ or cumsum_persist[r1_c64M_c2]@ or cumsum_persist[r1_c64M_b512]@ or \
-cumsum_persist[r1_c64M_l2]@ or cumsum_persist[r1_c64M_l8]@"
-    N_P2="cumsum_persist[r8_c4M]@ or cumsum_persist[r8_c4M_c2]@"
+cumsum_persist[r1_c64M_s4]@ or cumsum_persist[r1_c64M_s4_lag]@ or cumsum_persist[r1_c64M_c2]@ or \
+cumsum_persist[r1_c64M_b512]@ or cumsum_persist[r1_c64M_l2]@ or cumsum_persist[r1_c64M_l8]@"
+    N_P2="cumsum_persist[r8_c4M]@ or cumsum_persist[r8_c4M_c2]@ or cumsum_persist[r8_c4M_s4_lag]@"
     SHARDS_ALL="h200 and ($N_C)|h200 and ($N_P1)|h200 and ($N_P2)"
     # the phases of one launch (iket ranges: ~30 tiles x 10 events a warp), before the shards
     export PROFILES="${PROFILES-kernels/cumsum_persist.py::cumsum_persist[r1_c64M] --iket --iket-capacity 320}"

@@ -260,11 +260,13 @@ def test_cum9_mode_times_cumsum_persist_beside_cumsum_tmas_best():
     p = "cumsum_persist[r1_c64M"
     assert shards == [
         ["cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M_k8]"],
-        [f"{p}]", f"{p}_s2]", f"{p}_s4]", f"{p}_c2]", f"{p}_b512]", f"{p}_l2]", f"{p}_l8]"],
-        ["cumsum_persist[r8_c4M]", "cumsum_persist[r8_c4M_c2]"]]
+        [f"{p}]", f"{p}_s2]", f"{p}_s4]", f"{p}_s4_lag]", f"{p}_c2]", f"{p}_b512]", f"{p}_l2]",
+         f"{p}_l8]"],
+        ["cumsum_persist[r8_c4M]", "cumsum_persist[r8_c4M_c2]", "cumsum_persist[r8_c4M_s4_lag]"]]
     assert sorted(smoke) == sorted([
         "cumsum_persist[r1_c1772_s2]", "cumsum_persist[r3_c1020_s3]",
-        "cumsum_persist[r1_c12004_t256]", "cumsum_persist[r2_c25004_b160]"]), smoke
+        "cumsum_persist[r1_c12004_t256]", "cumsum_persist[r2_c25004_b160]",
+        "cumsum_persist[r3_c1020_lag]", "cumsum_persist[r2_c25004_b160_lag]"]), smoke
     # the iket profile before the shards names the timed default case
     m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_persist\.py::(\S+) --iket ',
                   SCRIPT.read_text())

@@ -51,6 +51,7 @@ def test_the_small_cases_wrap_their_rings_and_cut_runs():
         assert last and last % run and (last % run) % 4 == 0, case.name  # a run cut mid-way
     assert {c.params["STAGES"] for c in small} == {2, 3, 4}
     assert {c.params["SLACK"] for c in small} == {0, 1}
+    assert {c.params["LAG"] for c in small} == {0, 1}
     assert max(c.params["rows"] for c in small) > 1
     assert max(c.params["BLOCK"] for c in small) > 32      # several warps' totals
 
@@ -82,9 +83,9 @@ def test_error_on_real_valued_data_is_within_the_stated_bound():
 REFILL_WAIT = "            T.ptx.cp.async_.bulk.wait_group.read(SLACK)\n"
 FENCE = ("            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk "
          "store's reads\n")
-PREFIX_BAR = ("                _tile_prefix(flags, wt, nw, lane, tile, t_in_row, epoch, LOOK)\n"
-              "        T.ptx.bar.sync(0)\n")
-FULL_WAIT = "            full[ring.stage].wait(ring.phase)\n"
+PREFIX_BAR = ("                    _tile_prefix(flags, wt, nw, lane, tile, t_in_row, epoch, LOOK)\n"
+              "            T.ptx.bar.sync(0)\n")
+FULL_WAIT = "            full[cur.stage].wait(cur.phase)\n"
 
 
 def _kinds(mod, name):
@@ -101,7 +102,7 @@ def _kinds(mod, name):
     # the bulk store reads what the threads wrote without the proxy fence
     ((FENCE, ""), "r1_c1772_s2", "proxy.missing-fence"),
     # the other warps read their offsets before warp 0 wrote them (5 warps)
-    ((PREFIX_BAR, PREFIX_BAR.replace("        T.ptx.bar.sync(0)\n", "")), "r2_c25004_b160",
+    ((PREFIX_BAR, PREFIX_BAR.replace("            T.ptx.bar.sync(0)\n", "")), "r2_c25004_b160",
      "race"),
     # the runs read before the tile's bulk load completed
     ((FULL_WAIT, "            pass\n"), "r3_c1020_s3", "race"),
@@ -111,14 +112,33 @@ def test_a_broken_ring_protocol_is_caught(edit, name, kind, tmp_path):
     assert verdict == "error" and any(k.startswith(kind) for k in kinds), kinds
 
 
-LANE_OFFSET = "            acc = T.ptx.add.f32(T.ptx.ld.shared.f32(wt.at(warp)), excl)\n"
+LANE_OFFSET = ("            pass2(ring, col0, T.ptx.add.f32(T.ptx.ld.shared.f32(wt.at(warp)), "
+               "excl))\n")
+
+
+AGG_K = "                agg_k = T.ptx.mov.f32(agg)\n"
+SLOT_NEXT = "                excl_next.set(pass1(nxt, span(k + 1)[3], _Slot(wt, ((k + 1) & 1) * nw)))\n"
+
+
+@pytest.mark.parametrize("edit,name", [
+    # LAG 1: tile k's look-back with tile k + 1's aggregate (published just before it)
+    ((AGG_K, "                agg_k = agg\n"), "r3_c1020_lag"),
+    # LAG 1: tile k + 1's totals in tile k's slot (tile k's offsets overwritten before use)
+    ((SLOT_NEXT, SLOT_NEXT.replace("((k + 1) & 1)", "(k & 1)")), "r2_c25004_b160_lag"),
+], ids=["lag-look-back-with-the-next-aggregate", "lag-one-slot-of-totals"])
+def test_the_check_catches_a_broken_lag(edit, name, tmp_path):
+    mod = mutant(tmp_path, "cumsum_persist", [edit])
+    case = _case(name)
+    res, inputs = simulate(mod.SUITE, case)
+    assert mismatches(mod.SUITE, case, res, inputs)
 
 
 @pytest.mark.parametrize("new,name", [
-    ("            acc = T.ptx.ld.shared.f32(wt.at(warp))\n", "r2_c25004_b160"),  # no lane offset
-    ("            acc = T.ptx.mov.f32(excl)\n", "r2_c25004_b160"),    # no warp/tile offset
-    ("            acc = T.ptx.mov.f32(excl)\n", "r1_c1772_s2"),       # one warp: no tile prefix
-])
+    ("            pass2(ring, col0, T.ptx.ld.shared.f32(wt.at(warp)))\n",
+     "r2_c25004_b160"),                                                  # no lane offset
+    ("            pass2(ring, col0, excl)\n", "r2_c25004_b160"),      # no warp/tile offset
+    ("            pass2(ring, col0, excl)\n", "r1_c1772_s2"),         # one warp: no tile prefix
+], ids=["no-lane-offset", "no-warp-offset", "no-tile-prefix"])
 def test_the_check_catches_a_wrong_offset(new, name, tmp_path):
     mod = mutant(tmp_path, "cumsum_persist", [(LANE_OFFSET, new)])
     case = _case(name)
@@ -137,6 +157,8 @@ def test_the_check_catches_a_wrong_offset(new, name, tmp_path):
     (dict(CTAS=133), r"CTAS=133 must be in \[1, 132\]: one wave of 1 CTA\(s\) per SM"),
     (dict(RUN4=9, CTAS=265), r"CTAS=265 must be in \[1, 264\]: one wave of 2"),
     (dict(LOOK=3), r"LOOK=3 must be 1, 2, 4 or 8"),
+    (dict(LAG=1), r"LAG=1 must be 0 or 1, and LAG 1 needs STAGES=3 at least 3 \+ SLACK"),
+    (dict(LAG=2, STAGES=4), r"LAG=2 must be 0 or 1"),
     (dict(cols=0), r"rows=1 and cols=0 must be positive"),
     (dict(cols=1002), r"cols=1002 must be a multiple of 4"),
     (dict(rows=64, cols=1 << 26), r"rows\*cols=4294967296 must be below 2\^32"),

@@ -54,8 +54,8 @@ Work: 1 FLOP and 8 bytes per element.
 import numpy as np
 
 import tirxh.lang as T
-from cumsum import (EPOCH_MASK, H200_SMS, SMEM_PER_SM, THREADS_PER_SM, _tile_prefix,
-                    _warp_scan, reference)
+from cumsum import (EPOCH_MASK, H200_SMS, SMEM_PER_SM, ST_A, ST_P, THREADS_PER_SM, _look_back,
+                    _scan_totals, _tile_prefix, _warp_scan, reference)
 
 TAGS = ("decoupled-look-back", "single-pass", "scan", "persistent", "bulk-copy",
         "mbarrier-pipeline", "bulk-async-group", "warp-shuffle", "iket")
@@ -77,18 +77,31 @@ def _grid(rows, cols, BLOCK=256, RUN4=17, CTAS=132):
     return min(rows * T.cdiv(cols, tile_elems(BLOCK, RUN4)), CTAS)
 
 
+class _Slot:
+    """``wt`` seen from element ``base`` on (a register): one tile's nw warp totals of a
+    two-tile array, for `cumsum._scan_totals`, which addresses its totals with ``.at(i)``."""
+
+    def __init__(self, arr, base):
+        self.arr, self.base = arr, base
+
+    def at(self, i):
+        return self.arr.at(self.base + i)
+
+
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK)
 def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
                    counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
                    RUN4: T.const = 17, STAGES: T.const = 3, SLACK: T.const = 1,
-                   LOOK: T.const = 4, CTAS: T.const = 132):
+                   LAG: T.const = 0, LOOK: T.const = 4, CTAS: T.const = 132):
     run = RUN4 * 4
     AHEAD = STAGES - 1 - SLACK          # tiles loading while one is scanned
     tile_n = tile_elems(BLOCK, RUN4)
     nw = BLOCK // 32
     buf = T.shared(T.f32, (STAGES, tile_n), name="ring", align=128, dynamic=True)
     full = T.mbarrier(STAGES, name="full", dynamic=True)
-    wt = T.shared(T.f32, (nw,), name="wtot")   # warp totals, then warp offsets (warp 0)
+    # warp totals, then each warp's offset: one tile's (LAG 0), two tiles' (LAG 1: tile k's
+    # offsets are read while tile k + 1's totals are written), and LAG 1's tile prefix
+    wt = T.shared(T.f32, ((1 + LAG) * nw + LAG,), name="wtot")
     bcast = T.shared(T.u32, (1,), name="epoch")
     bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
     bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
@@ -100,6 +113,7 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     per_row = T.ptx.div.u32(T.ptx.add.u32(cols, tile_n - 1), tile_n)
     ntiles = rows * per_row
     mine = (ntiles - 1 - cta) / grid + 1       # tiles cta, cta + grid, ... below ntiles
+    r0 = tid * run
 
     def span(k):
         """(global tile, row, tile index in its row, first column) of the CTA's k-th tile."""
@@ -119,6 +133,53 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         full[stage].arrive_expect_tx(nbytes)
         bulk_load(buf.at(stage, 0), x.at(row * cols + col0), nbytes, full[stage])
 
+    def in_row(col0, j):
+        """The j-th float4 of this thread's run lies in the row."""
+        return T.ptx.add.u32(col0, r0 + 4 * j if j else r0) < cols
+
+    def pass1(cur, col0, totals):
+        """Wait for the tile in `cur`'s stage; the run's sum; one ladder over the warp's 32 run
+        sums (lane 31: the warp's total to ``totals.at(warp)``). Returns the lane's exclusive
+        offset in its warp (one register, kept until pass 2)."""
+        with T.iket.range("wait"):
+            full[cur.stage].wait(cur.phase)
+        raddr = buf.at(cur.stage, r0)
+        with T.iket.range("sum"):
+            total = T.reg(T.f32, init=0.0)
+            for j in range(RUN4):
+                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=in_row(col0, j))
+                T.ptx.add.f32(total, total, T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
+                                                          T.ptx.add.f32(v[2], v[3])))
+            incl = _warp_scan(T.reg(T.f32, init=total), lane)
+            with T.if_(lane == 31):
+                T.ptx.st.shared.f32(totals.at(warp), incl)
+            return T.ptx.sub.f32(incl, total)
+
+    def pass2(cur, col0, offset):
+        """The run rewritten as its inclusive scan from `offset` (its final exclusive prefix),
+        fenced for the bulk store's reads."""
+        raddr = buf.at(cur.stage, r0)
+        with T.iket.range("scan"):
+            acc = T.reg(T.f32, init=offset)
+            for j in range(RUN4):
+                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+                p = in_row(col0, j)
+                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
+                T.ptx.add.f32(v[0], v[0], acc)
+                for i in range(1, 4):
+                    T.ptx.add.f32(v[i], v[i], v[i - 1])
+                T.ptx.st.shared.v4.f32(raddr + 16 * j, v, pred=p)
+                acc.set(v[3])
+            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk store's reads
+
+    def store(cur, row, col0):
+        """Thread 0: the tile to global memory, one bulk copy (its own bulk group)."""
+        with T.iket.range("store"):
+            with T.if_(tid == 0):
+                bulk_store(out.at(row * cols + col0), buf.at(cur.stage, 0), tile_bytes(col0))
+                T.ptx.cp.async_.bulk.commit_group()
+
     with T.if_(tid == 0):
         ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
         epoch = T.ptx.cvt.u32.u64(T.ptx.div.u64(ticket, T.ptx.cvt.u64.u32(grid)))
@@ -131,70 +192,95 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
                 load(s, s)
     T.ptx.bar.sync(0)
     epoch = T.ptx.ld.shared.u32(bcast.at(0))
-    ring = T.pipeline(STAGES)
-    r0 = tid * run
+    ring = T.pipeline(STAGES)                  # tile k's stage: pass 2, store
 
-    with T.range(mine) as k:
-        tile, row, t_in_row, col0 = span(k)
-        # 1. thread 0: tile k + AHEAD into the stage of tile k - 1 - SLACK, once that tile's bulk
-        # store has read it (the SLACK latest stores may still be reading theirs): in flight
-        # during this tile's look-back
+    def refill(k):
+        """Thread 0: tile k + AHEAD into the stage of tile k - 1 - SLACK, once that tile's bulk
+        store has read it (the SLACK latest stores may still be reading theirs)."""
         with T.if_((tid == 0) & (k + AHEAD < mine)):
             T.ptx.cp.async_.bulk.wait_group.read(SLACK)
             back = 1 + SLACK
             target = T.ptx.selp.u32(ring.stage - back, ring.stage + (STAGES - back),
                                     ring.stage >= back)
             load(k + AHEAD, target)
-        with T.iket.range("wait"):
-            full[ring.stage].wait(ring.phase)
-        raddr = buf.at(ring.stage, r0)
 
-        def in_row(j):
-            """The j-th float4 of this thread's run lies in the row."""
-            return T.ptx.add.u32(col0, r0 + 4 * j if j else r0) < cols
+    if not LAG:
+        with T.range(mine) as k:
+            tile, row, t_in_row, col0 = span(k)
+            # 1. thread 0: the refill, in flight during this tile's look-back
+            refill(k)
+            # 2. pass 1 (the run sums, the warps' totals)
+            excl = pass1(ring, col0, wt)
+            T.ptx.bar.sync(0)
+            # 3. warp 0: the warp totals' scan, publish A (a row's first tile: P), look back,
+            # publish P, each warp's offset to `wt`
+            with T.if_(warp == 0, uniform=True):
+                with T.iket.range("look_back"):
+                    _tile_prefix(flags, wt, nw, lane, tile, t_in_row, epoch, LOOK)
+            T.ptx.bar.sync(0)
+            # 4. pass 2 from the final offset, then the bulk store
+            pass2(ring, col0, T.ptx.add.f32(T.ptx.ld.shared.f32(wt.at(warp)), excl))
+            T.ptx.bar.sync(0)
+            store(ring, row, col0)
+            ring.advance()
+    else:
+        # LAG 1: tile k + 1's aggregate is published before tile k's look-back, so a tile's A
+        # never waits for its CTA's previous look-back; warp 0 keeps tile k's aggregate and
+        # every thread its lane offset from one iteration to the next
+        nxt = T.pipeline(STAGES)               # tile k + 1's stage: its wait and pass 1
+        pre = wt.at((1 + LAG) * nw)            # tile k's exclusive prefix, from warp 0
+        agg = T.reg(T.f32, init=0.0)
+        excl = T.reg(T.f32, init=0.0)
 
-        # 2. pass 1: the run's sum; one ladder over the warp's 32 run sums
-        with T.iket.range("sum"):
-            total = T.reg(T.f32, init=0.0)
-            for j in range(RUN4):
-                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=in_row(j))
-                T.ptx.add.f32(total, total, T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
-                                                          T.ptx.add.f32(v[2], v[3])))
-            incl = _warp_scan(T.reg(T.f32, init=total), lane)
-            with T.if_(lane == 31):
-                T.ptx.st.shared.f32(wt.at(warp), incl)
-            excl = T.ptx.sub.f32(incl, total)   # the lane's offset in the warp: one register
+        def publish(k):
+            """Warp 0, once tile k's warp totals are in its slot: their scan (each warp's
+            offset in the tile back to the slot), publish A (a row's first tile: P)."""
+            tile, _, t_in_row, _ = span(k)
+            with T.iket.range("publish"):
+                a, write_back = _scan_totals(_Slot(wt, (k & 1) * nw), nw, lane)
+                agg.set(a)
+                status = T.ptx.selp.u32(ST_P, ST_A, t_in_row == 0)
+                with T.if_(lane == 0):
+                    T.ptx.st.relaxed.gpu.global_.b64(flags.at(tile), T.ptx.mov.b64(
+                        [a, T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), status)]))
+                write_back(0.0)
+
+        # tile 0: pass 1, A (refill k = 0 is the loop's: its target is a stage not yet used)
+        excl.set(pass1(nxt, span(0)[3], wt))
+        nxt.advance()
         T.ptx.bar.sync(0)
-
-        # 3. warp 0: the warp totals' scan, publish A (a row's first tile: P), look back,
-        # publish P, each warp's offset to `wt`
         with T.if_(warp == 0, uniform=True):
-            with T.iket.range("look_back"):
-                _tile_prefix(flags, wt, nw, lane, tile, t_in_row, epoch, LOOK)
-        T.ptx.bar.sync(0)
-
-        # 4. pass 2: the run rewritten as its inclusive scan from its final offset
-        with T.iket.range("scan"):
-            acc = T.ptx.add.f32(T.ptx.ld.shared.f32(wt.at(warp)), excl)
-            for j in range(RUN4):
-                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-                p = in_row(j)
-                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
-                T.ptx.add.f32(v[0], v[0], acc)
-                for i in range(1, 4):
-                    T.ptx.add.f32(v[i], v[i], v[i - 1])
-                T.ptx.st.shared.v4.f32(raddr + 16 * j, v, pred=p)
-                acc.set(v[3])
-            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk store's reads
-        T.ptx.bar.sync(0)
-
-        # 5. thread 0: the tile to global memory, one bulk copy (its own bulk group)
-        with T.iket.range("store"):
-            with T.if_(tid == 0):
-                bulk_store(out.at(row * cols + col0), buf.at(ring.stage, 0), tile_bytes(col0))
-                T.ptx.cp.async_.bulk.commit_group()
-        ring.advance()
+            publish(0)
+        with T.range(mine) as k:
+            tile, row, t_in_row, col0 = span(k)
+            refill(k)
+            # 1. tile k + 1: pass 1 (its load issued AHEAD - 1 tiles ago)
+            excl_next = T.reg(T.f32, init=0.0)
+            with T.if_(k + 1 < mine, uniform=True):
+                excl_next.set(pass1(nxt, span(k + 1)[3], _Slot(wt, ((k + 1) & 1) * nw)))
+            T.ptx.bar.sync(0)
+            # 2. warp 0: publish tile k + 1's A, then tile k's look-back (P) and prefix
+            with T.if_(warp == 0, uniform=True):
+                agg_k = T.ptx.mov.f32(agg)
+                with T.if_(k + 1 < mine, uniform=True):
+                    publish(k + 1)
+                with T.iket.range("look_back"):
+                    prefix = T.reg(T.f32, init=0.0)
+                    with T.if_(t_in_row != 0, uniform=True):
+                        prefix.set(_look_back(flags, tile, tile - t_in_row, agg_k, epoch,
+                                              lane, LOOK))
+                    with T.if_(lane == 0):
+                        T.ptx.st.shared.f32(pre, prefix)
+            T.ptx.bar.sync(0)
+            # 3. tile k: pass 2 from its prefix + its warp's offset + the lane's, bulk store
+            off = T.ptx.add.f32(T.ptx.ld.shared.f32(pre), T.ptx.ld.shared.f32(
+                wt.at((k & 1) * nw + warp)))
+            pass2(ring, col0, T.ptx.add.f32(off, excl))
+            excl.set(excl_next)
+            T.ptx.bar.sync(0)
+            store(ring, row, col0)
+            ring.advance()
+            nxt.advance()
     with T.if_(tid == 0):
         T.ptx.cp.async_.bulk.wait_group.read(0)  # no bulk store reads shared memory at exit
 
@@ -208,7 +294,7 @@ def per_sm(BLOCK, RUN4, STAGES) -> int:
                THREADS_PER_SM // BLOCK)
 
 
-def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS):
+def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LAG, LOOK, CTAS):
     """The shapes and constants `cumsum_persist` accepts (checked when the suite is
     declared): the grid must be one wave (a CTA waits on other CTAs' flags)."""
     why = []
@@ -225,6 +311,9 @@ def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS):
         n = per_sm(BLOCK, RUN4, STAGES)
         why.append(f"CTAS={CTAS} must be in [1, {H200_SMS * n}]: one wave of {n} CTA(s) per "
                    f"SM on {H200_SMS} SMs (every CTA must be resident)")
+    if LAG not in (0, 1) or (LAG and STAGES < 3 + SLACK):
+        why.append(f"LAG={LAG} must be 0 or 1, and LAG 1 needs STAGES={STAGES} at least 3 + "
+                   f"SLACK (a tile in pass 1 while the next loads and one is stored)")
     if LOOK not in (1, 2, 4, 8):
         why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round)")
     if rows < 1 or cols < 1:
@@ -237,11 +326,12 @@ def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS):
     return why
 
 
-def make_case(name, rows, cols, BLOCK=256, RUN4=17, STAGES=3, SLACK=1, LOOK=4, CTAS=132,
+def make_case(name, rows, cols, BLOCK=256, RUN4=17, STAGES=3, SLACK=1, LAG=0, LOOK=4, CTAS=132,
               small=True):
     """A case; large ones are the H200's (tag h200), never simulated."""
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
-                  BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, SLACK=SLACK, LOOK=LOOK, CTAS=CTAS)
+                  BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, SLACK=SLACK, LAG=LAG, LOOK=LOOK,
+                  CTAS=CTAS)
 
 
 def inputs(rng, rows, cols, BLOCK=256, RUN4=17):
@@ -270,20 +360,32 @@ SUITE = T.suite(
         # 1, 128 flags a round; the rows' last tiles (2604) cut thread 130's run after 4
         make_case("r2_c25004_b160", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4, LOOK=4,
                   CTAS=3),
+        # LAG 1 (tile k + 1's A before tile k's look-back): 4 stages, SLACK 1, 3 rows of 4
+        # tiles on 2 CTAs (a CTA's tiles k, k + 1 in different rows: a row's first tile
+        # publishes P at once, its look-back skipped); 5 warps, two stages' slots of totals
+        make_case("r3_c1020_lag", rows=3, cols=1020, BLOCK=32, RUN4=2, STAGES=4, LAG=1, LOOK=1,
+                  CTAS=2),
+        make_case("r2_c25004_b160_lag", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4, LAG=1,
+                  LOOK=4, CTAS=3),
         # the H200's (docs/PERFORMANCE.md "Session 12, branch cumsum9"): one CTA per SM, 3
         # stages of 68 KB (17408-element tiles), a refill waits for the store before last; the
         # brief's double buffer (2 x 100 KB, a refill waits for the last store); 4 stages of 52
-        # KB (two tiles ahead); two CTAs per SM (3 x 36 KB each); 512 threads (twice the warps
-        # on the passes, 3 x 72 KB); 64 and 256 flags a look-back round
+        # KB (two tiles ahead) and the same ring with LAG 1; two CTAs per SM (3 x 36 KB each);
+        # 512 threads (twice the warps on the passes, 3 x 72 KB); 64 and 256 flags a look-back
+        # round
         make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
         make_case("r1_c64M_s2", rows=1, cols=1 << 26, RUN4=25, STAGES=2, SLACK=0, small=False),
         make_case("r1_c64M_s4", rows=1, cols=1 << 26, RUN4=13, STAGES=4, small=False),
+        make_case("r1_c64M_s4_lag", rows=1, cols=1 << 26, RUN4=13, STAGES=4, LAG=1,
+                  small=False),
         make_case("r1_c64M_c2", rows=1, cols=1 << 26, RUN4=9, CTAS=264, LOOK=8, small=False),
         make_case("r1_c64M_b512", rows=1, cols=1 << 26, BLOCK=512, RUN4=9, small=False),
         make_case("r1_c64M_l2", rows=1, cols=1 << 26, LOOK=2, small=False),
         make_case("r1_c64M_l8", rows=1, cols=1 << 26, LOOK=8, small=False),
         make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
         make_case("r8_c4M_c2", rows=8, cols=1 << 22, RUN4=9, CTAS=264, LOOK=8, small=False),
+        make_case("r8_c4M_s4_lag", rows=8, cols=1 << 22, RUN4=13, STAGES=4, LAG=1,
+                  small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
     constraints=constraints,
