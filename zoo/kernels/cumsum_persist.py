@@ -31,11 +31,22 @@ waits for its neighbours' aggregates. Here the wait no longer holds the loads ba
    thread 0 stores the tile with one ``cp.async.bulk.global.shared::cta`` (one bulk group per
    tile). Two passes over shared memory per tile (`cumsum_tma`'s runs take three: the look-back sits
    between the run's sum and its rewrite, so the rewrite adds the final offset at once);
-4. the CTA's last act: ``wait_group.read 0`` (no bulk store may still read shared memory when
+4. ``LAG=1`` software-pipelines one tile: in iteration k every thread runs pass 1 of tile k + 1
+   (its load issued AHEAD - 1 iterations earlier), warp 0 publishes tile k + 1's aggregate and
+   only then looks back for tile k, whose aggregate it kept in a register; then pass 2 and the
+   store of tile k (the warp totals in two slots, one per tile in flight; each thread keeps two
+   lane offsets). Why: with ``LAG=0`` a tile's A is published after its CTA's previous
+   look-back, and that look-back waited for the A's of the lower CTAs' tiles of the same wave,
+   so the waves are chained through the slowest CTA of each (`cumsum_pipe`'s measured 7-8 us a
+   tile; docs/TUNING.md "cumsum (session 12, branch cumsum9)"); with ``LAG=1`` the A's a
+   look-back counts were published an iteration earlier. It needs STAGES >= 3 + SLACK (one
+   tile more in shared memory);
+5. the CTA's last act: ``wait_group.read 0`` (no bulk store may still read shared memory when
    the CTA exits).
 
-Each phase is an iket range (``wait``, ``sum``, ``look_back``, ``scan``, ``store``; nothing in
-a normal build), so ``tirxh profile --iket`` splits a tile's time as it did `cumsum_tma`'s.
+Each phase is an iket range (``wait``, ``sum``, ``look_back``, ``scan``, ``store``; ``LAG=1``
+adds ``publish``; nothing in a normal build), so ``tirxh profile --iket`` splits a tile's time
+as it did `cumsum_tma`'s.
 
 Flags and epochs are `cumsum`'s (64-bit words: value, status, epoch; self-resetting across
 launches); a launch takes one ticket per CTA and its epoch is ticket / G, as `cumsum_pipe`'s.
@@ -44,7 +55,9 @@ its last element); on the suite's dyadic inputs every order is exact (the check 
 tests/zoo/test_cumsum_persist.py checks the error bound on normal data.
 
 Predictions (docs/PERFORMANCE.md "Session 12, branch cumsum9", written before any run): the
-default 134-143 us at 1 x 64M (88-94% of the copy bandwidth).
+default 136-145 us at 1 x 64M (87-93% of the copy bandwidth, central 139 us: 90.9%), against
+`cumsum_tma`'s 151.47; the ceiling is the TMA path's (`tma_copy` moves the same 537 MB in
+135.3-135.8 us).
 
 Tags: decoupled-look-back, single-pass, scan, persistent, bulk-copy, mbarrier-pipeline,
 bulk-async-group, warp-shuffle, iket
