@@ -82,7 +82,7 @@ def test_error_on_real_valued_data_is_within_the_stated_bound():
 FENCE = ("            T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk copy's "
          "reads\n")
 WAIT = "        full.wait(0)\n"
-LANE_OFFSET = "            T.ptx.add.f32(v[0], v[0], acc)\n"
+LANE_OFFSET = "        T.ptx.add.f32(v[0], v[0], acc)\n"   # `rewrite_run`
 SEGMENT_OFFSET = ("                T.ptx.st.shared.v4.f32(raddr + 16 * j, [T.ptx.add.f32(vi, off) "
                   "for vi in v],\n                                       pred=p)\n")
 RUN_TOTAL = "            T.ptx.st.shared.f32(wt.at(CHUNKS * nw + warp), incl)\n"

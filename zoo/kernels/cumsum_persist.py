@@ -69,6 +69,8 @@ import numpy as np
 import tirxh.lang as T
 from cumsum import (EPOCH_MASK, H200_SMS, SMEM_PER_SM, ST_A, ST_P, THREADS_PER_SM, _look_back,
                     _scan_totals, _tile_prefix, _warp_scan, reference)
+from cumsum_smem import shape_why
+from cumsum_tma import rewrite_run
 
 TAGS = ("decoupled-look-back", "single-pass", "scan", "persistent", "bulk-copy",
         "mbarrier-pipeline", "bulk-async-group", "warp-shuffle", "iket")
@@ -174,16 +176,7 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         fenced for the bulk store's reads."""
         raddr = buf.at(cur.stage, r0)
         with T.iket.range("scan"):
-            acc = T.reg(T.f32, init=offset)
-            for j in range(RUN4):
-                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-                p = in_row(col0, j)
-                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
-                T.ptx.add.f32(v[0], v[0], acc)
-                for i in range(1, 4):
-                    T.ptx.add.f32(v[i], v[i], v[i - 1])
-                T.ptx.st.shared.v4.f32(raddr + 16 * j, v, pred=p)
-                acc.set(v[3])
+            rewrite_run(raddr, RUN4, T.reg(T.f32, init=offset), lambda j: in_row(col0, j))
             T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk store's reads
 
     def store(cur, row, col0):
@@ -329,14 +322,7 @@ def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LAG, LOOK, CTAS):
                    f"SLACK (a tile in pass 1 while the next loads and one is stored)")
     if LOOK not in (1, 2, 4, 8):
         why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round)")
-    if rows < 1 or cols < 1:
-        why.append(f"rows={rows} and cols={cols} must be positive")
-    elif cols % 4:
-        why.append(f"cols={cols} must be a multiple of 4 (bulk copies of 16-byte multiples "
-                   f"from every row's start)")
-    if rows * cols >= 1 << 32:
-        why.append(f"rows*cols={rows * cols} must be below 2^32 (32-bit element index)")
-    return why
+    return why + shape_why(rows, cols, 0)   # `cumsum_smem`'s row shapes (0: no register cap)
 
 
 def make_case(name, rows, cols, BLOCK=256, RUN4=17, STAGES=3, SLACK=1, LAG=0, LOOK=4, CTAS=132,

@@ -73,6 +73,22 @@ TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "sca
 MAX_CHUNKS = 16  # register chunks of 4 floats per thread
 
 
+def rewrite_run(raddr, n4, acc, in_row):
+    """A thread's run of n4 float4s in shared memory from ``raddr`` rewritten in place as its
+    inclusive scan from the register ``acc`` (the run's exclusive offset; it ends as the run's
+    inclusive total): per float4 one ``ld.shared.v4``, 4 dependent adds, one ``st.shared.v4``,
+    each predicated on ``in_row(j)`` (the row's end). Also `cumsum_persist`'s pass 2."""
+    for j in range(n4):
+        v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+        p = in_row(j)
+        T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
+        T.ptx.add.f32(v[0], v[0], acc)
+        for k in range(1, 4):
+            T.ptx.add.f32(v[k], v[k], v[k - 1])
+        T.ptx.st.shared.v4.f32(raddr + 16 * j, v, pred=p)
+        acc.set(v[3])
+
+
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK, maxnreg=_maxnreg)
 def cumsum_tma(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
                 counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
@@ -159,16 +175,7 @@ def cumsum_tma(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         incl = _warp_scan(T.reg(T.f32, init=total), lane)
         with T.if_(lane == 31):
             T.ptx.st.shared.f32(wt.at(CHUNKS * nw + warp), incl)
-        acc = T.ptx.sub.f32(incl, total)
-        for j in range(SCH):
-            v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-            p = run_in_row(j)
-            T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=p)
-            T.ptx.add.f32(v[0], v[0], acc)
-            for k in range(1, 4):
-                T.ptx.add.f32(v[k], v[k], v[k - 1])
-            T.ptx.st.shared.v4.f32(raddr + 16 * j, v, pred=p)
-            acc.set(v[3])
+        rewrite_run(raddr, SCH, T.ptx.sub.f32(incl, total), run_in_row)
 
     first = t_in_row == 0
     if EARLY:
