@@ -4,28 +4,34 @@ calls; read, not copied) emulated in float64 numpy with its rounding points, bes
 reverse pass (benchmarks/kda_precision.py's variants), on kda_precision.py's cases, under the
 public backward rule (atol = rtol = 0.01 on every gradient element). CPU only:
 
-    python benchmarks/kda_precision_fla.py            # the tables of docs/PERFORMANCE.md (~4 min)
-    python benchmarks/kda_precision_fla.py --sites    # which of FLA's rounding points matter
+    python benchmarks/kda_precision_fla.py            # docs/PERFORMANCE.md's tables (~17 min)
+    python benchmarks/kda_precision_fla.py --sites --cases t150_deep,t150_mixed,pack_80_1_30_h2
 
-FLA's formulation, per chunk of 64 (G the cumulative log-decay from the chunk's start, G_C its
-last row; 16-row sub-chunks):
-  forward recompute: the pairwise products A = beta_i k_i.k_j exp(G_i - G_j) and M = scale q_i.k_j
-  exp(G_i - G_j) per 16 x 16 block with tf32 operands (off-diagonal blocks: both factors relative to
-  the row sub-chunk's first row, so both <= 1; diagonal blocks: relative to that row minus 15, the
-  factors <= e^15 and <= e^60), T = (I + A)^-1 by forward substitution in f32 on the diagonal blocks
-  and tf32 products for the rest, then T and M stored in bf16; W = T (beta k exp(G)) and U = T (beta
-  V) from bf16 operands, stored bf16; QG = q exp(G), KG = k exp(G_C - G) in bf16 (every factor <= 1).
-  forward states: S in f32 across chunks, each chunk's S0 stored bf16 (h), Delta = U - W h stored
-  bf16 (v_new), S <- exp(G_C) S + KG^T Delta.
-  backward: dM = lower(dO Delta^T) (f32), dV_intra = M^T dO (bf16); the reverse chain keeps dS in f32,
-  stores each chunk's dS1 in bf16 (dh), dDelta = KG dh + dV_intra (bf16), dS <- exp(G_C) dS + scale
-  QG^T dO - W^T dDelta; then per chunk dq = (dO h^T) exp(G) scale, dk = (Delta dh^T) exp(G_C - G),
-  dW = dDelta h^T, dT from dDelta V^T - bf16(dW) bf16(KE)^T, dA = -T^T (dT beta) T^T (bf16 operands);
-  the intra-chunk gradients of A and M with the same 16-row references, off-diagonal products in
-  tf32, diagonal ones in bf16x3; dg the reverse cumulative sum. Every exponential is applied in f32
-  outside a product, on whichever side keeps it <= 1 (or <= e^60 on diagonal blocks).
-So FLA rounds at least as much as our plain-bf16 pass: the study below says whether that meets the
-rule (it does not at kda_bwd's input scales) and at which input scales it does.
+(2 cores: the T8192 H2 cases take ~12 s a variant; `--sites`, which of FLA's rounding points
+matter, ~3 min on the three small cases, `--unscaled` for c = 1; `--variants 'a;b'` a subset.)
+
+FLA's formulation, per chunk of 64 (G the cumulative log-decay from the chunk's start, G_C
+its last row; 16-row sub-chunks):
+  forward recompute: the pairwise products A = beta_i k_i.k_j exp(G_i - G_j) and M = scale
+  q_i.k_j exp(G_i - G_j) per 16 x 16 block with tf32 operands (off-diagonal blocks: both factors
+  relative to the row sub-chunk's first row, so both <= 1; diagonal blocks: relative to that row
+  minus 15, the factors <= e^15 and <= e^60), T = (I + A)^-1 by forward substitution in f32 on
+  the diagonal blocks and tf32 products for the rest, then T and M stored in bf16; W = T (beta k
+  exp(G)) and U = T (beta V) from bf16 operands, stored bf16; QG = q exp(G), KG = k exp(G_C - G)
+  in bf16 (every factor <= 1).
+  forward states: S in f32 across chunks, each chunk's S0 stored bf16 (h), Delta = U - W h
+  stored bf16 (v_new), S <- exp(G_C) S + KG^T Delta.
+  backward: dM = lower(dO Delta^T) (f32), dV_intra = M^T dO (bf16); the reverse chain keeps dS
+  in f32, stores each chunk's dS1 in bf16 (dh), dDelta = KG dh + dV_intra (bf16), dS <- exp(G_C)
+  dS + scale QG^T dO - W^T dDelta; then per chunk dq = (dO h^T) exp(G) scale, dk = (Delta dh^T)
+  exp(G_C - G), dW = dDelta h^T, dT from dDelta V^T - bf16(dW) bf16(KE)^T, dA = -T^T (dT beta)
+  T^T (bf16 operands); the intra-chunk gradients of A and M with the same 16-row references,
+  off-diagonal products in tf32, diagonal ones in bf16x3; dg the reverse cumulative sum. Every
+  exponential is applied in f32 outside a product, on whichever side keeps it <= 1 (or <= e^60
+  on diagonal blocks).
+So FLA rounds at least as much as our plain-bf16 pass: the study below says whether that meets
+the rule (it does not, at kda_bwd's input scales nor at c = 1) and what tf32 single-pass
+products and the split do instead.
 
 Rounding sites (`FLA`: FLA's own assignment; every site absent from a variant is exact):
   qk     the normalized q^, k^ (FLA's l2norm writes them in the input dtype, bf16)
@@ -170,14 +176,15 @@ def _pairs_bwd(qc, kc, bc, G, dAqk, dAkk, rd):
         for b in range(a + 1, C // SUB):   # columns of block a from later blocks b
             rb = slice(b * SUB, b * SUB + SUB)
             e = np.exp(G[..., rb, :] - last)
-            dkt[..., ra, :] += (rd("intra", _tr(dAqk[..., rb, ra])) @ rd("intra", qc[..., rb, :] * e)
-                                + rd("intra", _tr(dAkk[..., rb, ra]))
-                                @ rd("intra", kc[..., rb, :] * bc[..., rb, None] * e))
+            qe, kbe = qc[..., rb, :] * e, kc[..., rb, :] * bc[..., rb, None] * e
+            dkt[..., ra, :] += (rd("intra", _tr(dAqk[..., rb, ra])) @ rd("intra", qe)
+                                + rd("intra", _tr(dAkk[..., rb, ra])) @ rd("intra", kbe))
         dkt[..., ra, :] *= np.exp(last - G[..., ra, :])
         qd = rd("diag", qc[..., ra, :] * up)
         kbd = rd("diag", kc[..., ra, :] * bc[..., ra, None] * up)
+        down = np.exp(ref - G[..., ra, :])
         dkt[..., ra, :] += (rd("diag", _tr(dAqk[..., ra, ra])) @ qd
-                            + rd("diag", _tr(dAkk[..., ra, ra])) @ kbd) * np.exp(ref - G[..., ra, :])
+                            + rd("diag", _tr(dAkk[..., ra, ra])) @ kbd) * down
     db2 = (dk2 * kc).sum(-1)
     return dq2, dk2 * bc[..., None], dkt, db2
 
@@ -254,16 +261,16 @@ STATE_FREE = ("Delta.Tb", "Delta.R", "dDelta.M", "dR.Tb", "dR.dDelta", "dm.Delta
               "dtb.R")
 CASES = dict(KP.CASES, t8192_h2_mixed=dict(T_=8192, H=2, gate="mixed"),
              t8192_h2_deep=dict(T_=8192, H=2, gate="deep"))
-SMALL = tuple(KP.CASES)
 
 
 def _fla(**over):
     return ("fla", dict(FLA, **over))
 
 
-def _all(f, keep_qk=False):
-    """Every bf16 site of FLA rounded by f instead (tf32 sites and the diagonal's hi + lo kept)."""
-    return ("fla", dict(FLA, **{s: f for s in _BF16_SITES}, **({} if keep_qk else {"qk": None})))
+def _all(f):
+    """FLA with every bf16 site rounded by f instead and q^, k^ exact (its tf32 sites and the
+    diagonal's hi + lo kept)."""
+    return ("fla", dict(FLA, qk=None, **{s: f for s in _BF16_SITES}))
 
 
 VARIANTS = {
