@@ -28,10 +28,11 @@ USES = ("R.ke", "R.S0", "Delta.Tb", "Delta.R", "dDelta.M", "dDelta.KL", "dDelta.
         "dtb.dDelta", "dtb.R")
 
 
-def _body(plain):
-    """kda_bwd_split._reverse_body with every operand split except the uses in `plain`."""
+def _body(plain, plain_round=KP.bf16):
+    """kda_bwd_split._reverse_body with every operand split except the uses in `plain`, which
+    `plain_round` rounds (plain bf16; kda_precision_fla.py asks tf32)."""
     def rd(use, x):
-        return (KP.bf16 if use in plain else KP.split)(x)
+        return (plain_round if use in plain else KP.split)(x)
 
     def body(p, i, vc, doc, S0, dS, out, op_state=None, op=None):
         tr = SP._tr
