@@ -3,8 +3,9 @@
 The corpus holds one buggy kernel and its fixed twin per finding kind (``exit_*.py``); these
 tests pin the rules' edges: per-thread groups (a wait by another lane covers nothing), the
 group count of ``wait_group N`` (empty groups count), a store never committed, cp.async covered
-through ``cp.async.mbarrier.arrive``, and the runs the rules must not judge (numsim stopped early
-or deadlocked) or cannot (a count that is not an immediate)."""
+through ``cp.async.mbarrier.arrive``, an st.async whose receiver never waits, and the runs the
+rules must not judge (numsim stopped early or deadlocked) or cannot (a count that is not an
+immediate)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,23 @@ def test_a_wait_group_count_that_is_not_an_immediate_is_not_modelled():
     assert sync.verdict != "clean"
     notes = [f for f in sync.findings if f.severity == "incomplete"]
     assert any("not an immediate" in f.message for f in notes), sync.findings
+
+
+def test_st_async_into_a_peer_that_never_waits_is_pending_at_its_exit(tmp_path):
+    """The corpus' st.async exchange (dsmem_st_async_tx, fixed twin) with the receiver's wait on
+    ``ready`` removed (and its read of ``inbox``, which would race): each CTA may exit while its
+    peer's st.async still writes its ``inbox``."""
+    from sync_check_testutil import CORPUS, load_module
+    src = (CORPUS / "dsmem_st_async_tx.py").read_text()
+    old = ("        ready.wait(0)\n        T.ptx.st.global_.u32(out.at(T.ctaid.x * 32 + lane), "
+           "T.ptx.ld.shared.u32(inbox.at(lane)))\n")
+    assert src.count(old) == 1
+    path = tmp_path / "st_async_no_wait.py"
+    path.write_text(src.replace(old, "        T.ptx.st.global_.u32(out.at(T.ctaid.x * 32 + lane), "
+                                     "lane)\n"))
+    mod = load_module(path)
+    sync, race = check_kernel(mod.fixed, mod.inputs(), grid=mod.GRID)
+    found = [f for f in sync.findings if f.kind == "exit.async-write-pending"]
+    assert found, [format_finding(f) for f in sync.findings + race.findings]
+    assert "st.async" in found[0].message and "mbarrier ready" in found[0].message
+    assert "st.async" in open(found[0].where.file).read().splitlines()[found[0].where.line - 1]
