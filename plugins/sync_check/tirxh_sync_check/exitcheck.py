@@ -62,29 +62,39 @@ class _Lane:
 def check(trace, ignored=frozenset(), names: "dict | None" = None) -> "tuple[list, list]":
     """Exit hazards of a trace numsim ran to its end: ``(issues, notes)``, notes being
     ``(event, why)`` pairs of what was not modelled. `ignored`: ids of try_wait instructions that
-    are not waits (`waituse`); `names`: shared address -> variable name (for messages)."""
-    waited = _waited_phases(trace, ignored)
+    are not waits (`waituse`); `names`: shared address -> variable name (for messages).
+
+    One pass over the trace picks the few events the rules read (the rest of a warp's events
+    are looked at only to name a pending group's exit)."""
+    # (cta, mbarrier address) -> the most phases a thread of that CTA saw completed when a wait
+    # on it returned: a write counted in phase p is covered by a wait that saw p + 1
+    waited: dict = {}
+    per_warp: dict = {}  # (cta, warp) -> its bulk / cp.async group events, cp.async arrives
+    completes: list = []  # complete_tx events of async operations
+    issues_of: dict = {}  # op id -> issue event of an mbarrier-completed write (the first)
+    for e in trace.events:
+        if isinstance(e, ev.MBarrierEvent):
+            if e.op in ("try_wait", "test_wait"):
+                if e.success and id(e.instr) not in ignored and e.cta == e.space_cta:
+                    k = (e.space_cta, e.addr)
+                    waited[k] = max(waited.get(k, 0), e.phase)
+            elif e.op == "complete_tx":
+                if e.by_async is not None:
+                    completes.append(e)
+            elif e.op == "arrive" and binding(e) == "cp.async.mbarrier.arrive":
+                per_warp.setdefault((e.cta, e.warp), []).append(e)
+        elif isinstance(e, ev.AsyncOp):
+            if e.stage == "issue" and e.mbarrier is not None:
+                issues_of.setdefault(e.op_id, e)
+            if family_of(e) in ("bulk", "cp.async"):
+                per_warp.setdefault((e.cta, e.warp), []).append(e)
     issues, notes = [], []
-    for (cta, warp), evs in sorted(trace.by_warp().items()):
-        if warp < 0:
-            continue
-        i, n = _groups(trace, cta, warp, evs, waited)
+    for key in sorted(per_warp):
+        i, n = _groups(trace, key, per_warp[key], waited)
         issues += i
         notes += n
-    issues += _mbar_writes(trace, waited, names or {})
+    issues += _mbar_writes(trace, completes, issues_of, waited, names or {})
     return issues, notes
-
-
-def _waited_phases(trace, ignored) -> dict:
-    """``(cta, mbarrier address) -> the most phases any thread of that CTA saw completed when a
-    wait on it returned``: a write counted in phase p is covered by a wait that saw p + 1."""
-    out: dict = {}
-    for e in trace.events:
-        if isinstance(e, ev.MBarrierEvent) and e.op in ("try_wait", "test_wait") and \
-                e.success and id(e.instr) not in ignored and e.cta == e.space_cta:
-            k = (e.space_cta, e.addr)
-            out[k] = max(out.get(k, 0), e.phase)
-    return out
 
 
 def _phase_of(e) -> int:
@@ -92,13 +102,14 @@ def _phase_of(e) -> int:
     return e.phase - 1 if e.completed_phase else e.phase
 
 
-def _groups(trace, cta: int, warp: int, evs: list, waited: dict) -> "tuple[list, list]":
-    """Bulk and cp.async groups of warp (cta, warp), per lane, at each lane's exit."""
+def _groups(trace, warp: tuple, evs: list, waited: dict) -> "tuple[list, list]":
+    """Bulk and cp.async groups of `warp` ((cta, warp); `evs`: its group events and
+    cp.async.mbarrier.arrives), per lane, at each lane's exit."""
     lanes: dict = {}  # (family, lane) -> _Lane
     covered: set = set()  # ids of cp.async issues a waited cp.async.mbarrier.arrive covers
     notes = []
     for e in evs:
-        if isinstance(e, ev.MBarrierEvent) and binding(e) == "cp.async.mbarrier.arrive":
+        if isinstance(e, ev.MBarrierEvent):  # a cp.async.mbarrier.arrive
             if waited.get((e.space_cta, e.addr), 0) > _phase_of(e):
                 for ln in ev.lanes_of(e.lanes):
                     st = lanes.get(("cp.async", ln))
@@ -106,11 +117,7 @@ def _groups(trace, cta: int, warp: int, evs: list, waited: dict) -> "tuple[list,
                         covered.update(id(x) for x in st.open)
                         covered.update(id(x) for _, g in st.groups for x in g)
             continue
-        if not isinstance(e, ev.AsyncOp):
-            continue
         fam = family_of(e)
-        if fam not in ("bulk", "cp.async"):
-            continue
         for ln in ev.lanes_of(e.lanes):
             st = lanes.setdefault((fam, ln), _Lane())
             if e.stage == "issue":
@@ -144,7 +151,7 @@ def _groups(trace, cta: int, warp: int, evs: list, waited: dict) -> "tuple[list,
             prim = c if c is not None else x
             rec = pending.setdefault((fam, id(prim)), [prim, x, set()])
             rec[2].add(ln)
-    issues = [_group_issue(trace, fam, prim, x, sorted(ls), evs)
+    issues = [_group_issue(trace, fam, prim, x, sorted(ls), warp)
               for (fam, _), (prim, x, ls) in pending.items()]
     return issues, notes
 
@@ -156,14 +163,16 @@ def _wait_count(e) -> "int | None":
     return None if e.instr is not None else 0
 
 
-def _last_event_of(evs: list, lanes: list):
+def _last_event_of(trace, warp: tuple, lanes: list):
+    """The last event of `warp` that one of `lanes` took part in (engine events aside)."""
     mask = 0
     for ln in lanes:
         mask |= 1 << ln
-    for e in reversed(evs):
-        if e.lanes & mask and not (isinstance(e, ev.AsyncOp) and e.stage == "complete"):
+    for e in reversed(trace.events):
+        if (e.cta, e.warp) == warp and e.lanes & mask and \
+                not (isinstance(e, ev.AsyncOp) and e.stage == "complete"):
             return e
-    return evs[-1]
+    return None
 
 
 def _line(e):
@@ -182,8 +191,8 @@ def _lanes_text(lanes: list) -> str:
     return f"lane{'s' if len(lanes) > 1 else ''} {text}"
 
 
-def _group_issue(trace, fam: str, prim, issue, lanes: list, evs: list) -> Issue:
-    last = _last_event_of(evs, lanes)
+def _group_issue(trace, fam: str, prim, issue, lanes: list, warp: tuple) -> Issue:
+    last = _last_event_of(trace, warp, lanes) or prim
     committed = prim is not issue
     who = f"cta {prim.cta} warp {prim.warp} {_lanes_text(lanes)}"
     exit_text = (f"before {who} exit (after line {_line(last)}: a ret/exit or the end of "
@@ -218,17 +227,13 @@ def _group_issue(trace, fam: str, prim, issue, lanes: list, evs: list) -> Issue:
                  data={"exit_line": _line(last), "issue_line": _line(issue)})
 
 
-def _mbar_writes(trace, waited: dict, names: dict) -> list:
-    """TMA/bulk loads, st.async and red.async: each destination CTA must wait for the phase
-    that counts the write's bytes (see the module docstring)."""
-    issues_of: dict = {}  # op id -> issue event (the first: multicast repeats it per CTA)
-    for e in trace.events:
-        if isinstance(e, ev.AsyncOp) and e.stage == "issue" and e.mbarrier is not None:
-            issues_of.setdefault(e.op_id, e)
+def _mbar_writes(trace, completes: list, issues_of: dict, waited: dict, names: dict) -> list:
+    """TMA/bulk loads, st.async and red.async (`issues_of`: op id -> issue; multicast repeats
+    the issue per CTA): each destination CTA must wait for the phase that counts the write's
+    bytes, its `complete_tx` among `completes` (see the module docstring)."""
     seen: dict = {}  # (issue line, destination cta) -> Issue
-    for e in trace.events:
-        if not (isinstance(e, ev.MBarrierEvent) and e.op == "complete_tx" and
-                e.by_async in issues_of):
+    for e in completes:
+        if e.by_async not in issues_of:
             continue
         p = _phase_of(e)
         if waited.get((e.space_cta, e.addr), 0) > p:
