@@ -32,10 +32,12 @@ def test_the_ring_is_clean_under_sync_check():
     ("T.ptx.cp.async_.bulk.wait_group.read(1)", "pass", "race.stage-reuse"),
     ("T.ptx.fence.proxy.async_.shared__cta()", "pass", "proxy.missing-fence"),
     ("par.set(T.ptx.xor.b32(par, 1))", "pass", "race.read-write"),
-], ids=["no-wait-group-read", "no-proxy-fence", "one-partials-buffer"])
+    ("T.ptx.cp.async_.bulk.wait_group(0)", "pass", "exit.bulk-store-pending"),
+], ids=["no-wait-group-read", "no-proxy-fence", "one-partials-buffer", "no-wait-before-exit"])
 def test_each_ordering_of_the_protocol_is_needed(tmp_path, old, new, code):
     """The stage refilled before its store has read it, the threads' writes not fenced for the
-    copy engine, the next token's partials written over this token's: each is a finding."""
+    copy engine, the next token's partials written over this token's, the CTA exiting while its
+    last head's store still reads its stage: each is a finding."""
     mod = mutant(tmp_path, "kda_decode_bulk", [(old, new)])
     found = [f for r in sync_race(mod.SUITE, RING) for f in r.findings]
     assert code in {f.kind for f in found}, [f.message for f in found]

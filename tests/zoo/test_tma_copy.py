@@ -6,7 +6,7 @@ import pytest
 
 import tirxh.lang as T
 
-from ._zoo import check, load, resident_ctas_per_sm, small_cases, sync_race
+from ._zoo import check, load, mutant, resident_ctas_per_sm, small_cases, sync_race
 
 tc = load("tma_copy")
 
@@ -243,3 +243,21 @@ def test_path_copy_refuses_what_it_cannot_copy():
                                          r".*needs 65536 bytes of static shared memory"):
         T.suite(tc.path_copy, inputs=tc.PATH_COPY.inputs, constraints=tc.path_constraints,
                 cases=[T.case("bad", R=8, C=8, BLOCK=512, UNROLL=8, LD=2, ST=0)])
+
+
+@pytest.mark.parametrize("suite,case,wait", [
+    ("SUITE", "r100_c200_s2", "T.ptx.cp.async_.bulk.wait_group(0)"),
+    ("SUITE", "r8_c8_bulk", "T.ptx.cp.async_.bulk.wait_group(0)"),
+    ("PATH_COPY", "r100_c200_b32_u2_sb", "T.ptx.cp.async_.bulk.wait_group.read(0)"),
+], ids=["ring-tma-store", "ring-bulk-store", "path-copy-bulk-store"])
+def test_the_wait_before_the_cta_exits_is_needed(tmp_path, suite, case, wait):
+    """Without its last ``cp.async.bulk.wait_group[.read] 0`` a CTA may exit while its last
+    stores still read the ring (or chunk): sync_check's exit rule names the commit_group of the
+    pending group (exit.bulk-store-pending); the intact kernel is clean (the tests above)."""
+    mod = mutant(tmp_path, "tma_copy", [(wait, "pass")])
+    s = getattr(mod, suite)
+    sync, race = sync_race(s, next(c for c in s.cases if c.name == case))
+    found = [f for f in sync.findings if f.kind == "exit.bulk-store-pending"]
+    assert found and sync.verdict == "error", sync.findings + race.findings
+    assert all("commit_group" in open(f.where.file).read().splitlines()[f.where.line - 1]
+               for f in found), [f.where for f in found]

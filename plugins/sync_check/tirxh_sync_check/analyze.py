@@ -22,8 +22,8 @@ import tirxh_numsim
 from tirxh_numsim import events as ev
 from tirxh_numsim.memory import SharedLayout
 
-from . import (groupings, hbquery, model, racecheck, rootcause, synccheck, waituse,
-               warpchecks, wgmmacheck)
+from . import (exitcheck, groupings, hbquery, model, racecheck, rootcause, synccheck,
+               waituse, warpchecks, wgmmacheck)
 from .report import KINDS, to_finding
 
 
@@ -137,6 +137,13 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
     issues.extend(hbquery.reinit_races(checker))
     issues = rootcause.relocate(issues, trace, kir)
     issues.extend(warpchecks.check(trace, kir, launch_regs))
+    t1 = time.perf_counter()
+    if not incomplete and not any(d.kind == "numsim.deadlock" for d in diagnostics):
+        # exit hazards need every CTA to have exited (`exitcheck`'s docstring)
+        exit_issues, exit_notes = exitcheck.check(trace, ignored, names)
+        issues.extend(exit_issues)
+        notes.extend(exit_notes)
+    exit_s = time.perf_counter() - t1
     if kir is not None:
         issues.extend(_attach_warps(wgmmacheck.check(kir), trace))
     from_numsim = [Finding(_FROM_NUMSIM[d.kind], d.message + " (reported by numsim, which "
@@ -160,6 +167,7 @@ def check_trace(trace, kir=None, buffers: "dict | None" = None, *, incomplete=()
                                        SourceRef(e.loc.file, e.loc.line) if e is not None and
                                        e.loc is not None else where))
     stats.update(states=states, synccheck_s=round(time.perf_counter() - t0, 3),
+                 exitcheck_s=round(exit_s, 3),
                  events=len(trace.events), eager_waits=eager_waits,
                  ordered_bars=len(ordered_bars))
     sync = _result("synccheck", sync_findings, sync_incomplete, stats,

@@ -37,6 +37,9 @@ KINDS = {
     "warp.aligned-divergent": "error",
     "cluster-barrier.mismatch": "error",
     "deadlock": "error",
+    "exit.bulk-store-pending": "error",
+    "exit.async-write-pending": "error",
+    "exit.cp-async-pending": "error",
     # racecheck
     "race.read-write": "error",
     "race.write-write": "error",
