@@ -65,16 +65,17 @@ def test_mutants_are_caught(old, new, name, tmp_path):
     assert mismatches(mut.SUITE, case, res, x) or res.verdict != "clean"
 
 
-def _chained(gate, lens, H, T_):
+def _chained(gate, lens, H, T_, TF32=0, unit=False):
     """(this kernel's dv and kda_bwd_local's gradients from its pieces, kda_ref.backward's):
     S0 and dS1 of every chunk from float64 (kda_bwd_chain_pieces.inputs: what the chain's
-    two walks compute, rounded to f32), seed 1."""
+    two walks compute, rounded to f32), seed 1; `unit`: v and h0 unscaled (c = 1)."""
     BL, R = load("kda_bwd_local"), load("kda_ref")
     import tirxh_numsim as ns  # the numsim plugin distribution (installed with the project)
-    x = MOD.inputs(np.random.default_rng(1), 1, T_, H, lens=lens, gate=gate)
+    x = MOD.inputs(np.random.default_rng(1), 1, T_, H, lens=lens, gate=gate, unit=unit)
     res = ns.run(MOD.kda_bwd_pieces_tc, x, grid=MOD.SUITE.grid(T.case("c", B=1, T_=T_, H=H,
                                                                       lens=lens)),
-                 outputs=list(MOD.OUTPUTS))
+                 outputs=list(MOD.OUTPUTS),
+                 consts=MOD.kda_bwd_pieces_tc.resolve_consts({"TF32": TF32}))
     assert res.verdict == "clean", res.summary()
     tok, rows = BL._chunk_map(1, T_, lens)
     raw = ("q", "k", "g_raw", "beta", "A_log", "dt_bias")
@@ -84,7 +85,8 @@ def _chained(gate, lens, H, T_):
     loc = ns.run(BL.kda_bwd_local, loc_in, grid=BL._grid(1, T_, H, lens), outputs=BL.OUTPUTS)
     assert loc.verdict == "clean", loc.summary()
     BW = load("kda_bwd")
-    raw_x = BW.inputs(np.random.default_rng(1), 1, T_, H, lens=lens, gate=gate)
+    raw_x = (MOD.unit_inputs if unit else BW.inputs)(np.random.default_rng(1), 1, T_, H,
+                                                     lens=lens, gate=gate)
     ref = R.backward(*(raw_x[n] for n in ("q", "k", "v", "g_raw", "beta", "A_log",
                                           "dt_bias", "h0", "do", "dht")),
                      cu_seqlens=raw_x["cu_seqlens"] if lens else None, method="recurrent")
@@ -165,5 +167,116 @@ def test_timing_cases_pair_each_t8192_shape_with_its_prep_twins():
     """`kda_bench.sh tc2` times PREP=0, 1 and 2 of a shape in one job: all are cases."""
     names = [c.name for c in MOD.SUITE_TIMING.cases]
     assert names == ["t8192_h96", "t8192_h64", "pack6_h96", "pm_t8192_h96", "pm_t8192_h64",
-                     "pmt_t8192_h96", "pmt_t8192_h64"]
-    assert [c.params.get("PREP") for c in MOD.SUITE_TIMING.cases[3:]] == [1, 1, 2, 2]
+                     "pmt_t8192_h96", "pmt_t8192_h64", "tfpmt_t8192_h96", "tfpmt_t8192_h64"]
+    assert [c.params.get("PREP") for c in MOD.SUITE_TIMING.cases[3:]] == [1, 1, 2, 2, 2, 2]
+
+
+# --- TF32=1: single-pass tf32 products (session 12, branch kdatf32) -----------------------------
+
+def _worst(got, ref):
+    """{gradient: worst |error| / (0.01 + 0.01 |ref|)} (1 = the public rule's edge)."""
+    return {n: float(np.max(np.abs(np.asarray(got[n], np.float64) - ref[n])
+                            / (0.01 + 0.01 * np.abs(ref[n])))) for n in GRADS}
+
+
+def test_tf32_off_leaves_the_kernel_unchanged(tmp_path):
+    """TF32=0 (the default) emits the PTX of the kernel as it was before TF32 existed (commit
+    BASE, the branch point), comments and line records aside; TF32=1 has no bf16 mma left in
+    the products (PREP=0: none at all) and rounds every operand to nearest. Update BASE when
+    the TF32=0 code is changed on purpose."""
+    import subprocess
+    from pathlib import Path
+    base, rel = "ecb3300", "zoo/kernels/kda_bwd_pieces_tc.py"
+    root = Path(__file__).resolve().parents[2]
+    old = subprocess.run(["git", "show", f"{base}:{rel}"], cwd=root, capture_output=True,
+                         text=True)
+    if old.returncode:
+        pytest.skip(f"git show {base}: {old.stderr.strip()} (not a full clone)")
+    path = tmp_path / "kda_bwd_pieces_tc_base.py"
+    path.write_text(old.stdout)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("zoo_base_kda_bwd_pieces_tc", path)
+    was = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(was)
+
+    def body(ptx):
+        return [ln for ln in ptx.splitlines()
+                if not ln.lstrip().startswith(("//", ".file", ".loc"))]
+    now = body(MOD.kda_bwd_pieces_tc.compile("sm_90a", PREP=2).ptx)
+    assert now == body(was.kda_bwd_pieces_tc.compile("sm_90a", PREP=2).ptx)
+    tf = MOD.kda_bwd_pieces_tc.compile("sm_90a", TF32=1).ptx
+    assert "m16n8k16" not in tf and tf.count("m16n8k8.row.col.f32.tf32.tf32.f32") > 0
+    assert tf.count("cvt.rna.tf32.f32") > 0
+
+
+def test_tf32_small_case_matches_reference():
+    """One 20-row chunk at unit scale: every piece within TOLERANCE_TF32, normalized RMS <=
+    4.9e-4 on 2026-12-03 (tf32's 2^-11 per operand; the split's 7.3e-6)."""
+    case = MOD.SUITE_TF32.cases[0]
+    errors = matches_within(MOD.SUITE_TF32, case)
+    assert max(errors.values()) < 1e-3, errors
+
+
+@SLOW
+def test_tf32_dropping_half_of_each_k_step_is_caught(tmp_path):
+    mut = load_mutant("kda_bwd_pieces_tc", "for h in (0, 8):", "for h in (0,):", tmp_path)
+    case = mut.SUITE_TF32.cases[0]
+    res, x = simulate(mut.SUITE_TF32, case)
+    assert mismatches(mut.SUITE_TF32, case, res, x)
+
+
+@SLOW
+@pytest.mark.parametrize("gate,lens,H,T_,limit", [("deep", None, 1, 150, 0.6),
+                                                  ("mixed", (80, 1, 30), 2, 111, 0.6)],
+                         ids=["t150_deep", "pack_80_1_30_h2"])
+def test_tf32_chains_to_the_public_rule_at_unit_scale(gate, lens, H, T_, limit):
+    """TF32=1 at c = 1 (v, h0 ~ N(0, 1)): every final gradient within atol = rtol = 0.01 of
+    kda_ref.backward. Worst |error| / (0.01 + 0.01 |ref|) on 2026-12-03: 0.44 (dbeta, three
+    saturated chunks; kdaprec's emulation 0.63) and 0.28 (dbeta, the pack), against 0.0099
+    with the split at the same scale (docs/PERFORMANCE.md "Session 12, branch kdatf32")."""
+    BW = load("kda_bwd")
+    got, ref = _chained(gate, lens, H, T_, TF32=1, unit=True)
+    for n in GRADS:
+        rep = BW.TOLERANCE.compare(np.asarray(got[n], np.float32), ref[n].astype(np.float32))
+        assert rep["ok"], (n, rep)
+    worst = _worst(got, ref)
+    assert max(worst.values()) < limit, worst
+
+
+@SLOW
+def test_tf32_is_not_enough_at_the_suites_scale():
+    """The same three saturated chunks at kda_bwd's scale (v, h0 x c = 32-128): TF32=1 misses
+    the public rule: dbeta 4.7x and dk 2.4x the allowance on 2026-12-03 (kdaprec's emulation
+    9.7x and 2.0x), where the split keeps 0.14 (`test_pieces_chain_to_the_public_rule`)."""
+    got, ref = _chained("deep", None, 1, 150, TF32=1, unit=False)
+    worst = _worst(got, ref)
+    assert worst["dbeta"] > 2 and worst["dk"] > 1, worst
+
+
+@SLOW
+def test_tf32_sync_check_is_clean():
+    """TF32=1 changes only the products' registers (the same tiles, the same barriers)."""
+    for result in sync_race(MOD.SUITE_TF32, MOD.SUITE_TF32.cases[0]):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+def test_tf32_constant_flops_and_timing_twins():
+    """TF32 takes 0 or 1; its FLOPs count the nine products once at twice bf16's weight (tf32
+    mma at half the rate); the T8192 PREP=2 shapes have a TF32=1 twin (tfpmt_) for tc2."""
+    ckv, ccv = 64 * 128 * 128, 64 * 64 * 128
+    pm2 = MOD._flops(1, 8192, 96, PREP=2) - MOD._flops(1, 8192, 96)
+    assert MOD._flops(1, 8192, 96, PREP=2, TF32=1) == 2 * 2 * (5 * ckv + 5 * ccv) * 12288 + pm2
+    with pytest.raises(ValueError, match=r"TF32=2 must be 0 \(split bf16 products\) or 1"):
+        T.suite(MOD.kda_bwd_pieces_tc, inputs=MOD.inputs, reference=MOD.reference,
+                outputs=["dv"], constraints=MOD.constraints,
+                cases=[T.case("bad", B=1, T_=10, H=1, TF32=2)])
+    tf = [c for c in MOD.SUITE_TIMING.cases if c.name.startswith("tf")]
+    assert [(c.name, c.params["PREP"], c.params["TF32"]) for c in tf] == [
+        ("tfpmt_t8192_h96", 2, 1), ("tfpmt_t8192_h64", 2, 1)]
+    x = MOD.inputs(np.random.default_rng(3), 1, 20, 1, gate="deep", unit=True)
+    y = MOD.inputs(np.random.default_rng(3), 1, 20, 1, gate="deep")
+    ratio = np.asarray(y["v"], np.float64) / np.asarray(x["v"], np.float64)
+    c = ratio[np.isfinite(ratio)]
+    # one power of two (16 here), the other inputs the same draws
+    assert np.all(c == c[0]) and c[0] > 1 and np.log2(c[0]) % 1 == 0
+    assert np.array_equal(x["q"], y["q"]) and np.array_equal(x["do"], y["do"])

@@ -42,6 +42,13 @@ T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32; s
 H, K, V] f32 -> dv [B, T, H, V]; dqe, dke, dkl [chunks, H, C, K]; dm, dtb [chunks, H, C, C];
 dgs [chunks, H, K] f32).
 
+TF32 (session 12, branch kdatf32): 0 the split products above; 1 the nine products single-pass
+tf32 (``mma.sync.m16n8k8`` .tf32, each operand element loaded once and rounded with
+``cvt.rna.tf32.f32``: `_product_tf32`; the prep's products, PREP=1 and 2, stay split). It meets
+the public backward rule only at unit input scale (v, h0 ~ N(0, 1): `inputs(unit=True)`,
+SUITE_TF32), not at kda_bwd's scale c = 32-128 (docs/PERFORMANCE.md "Session 12, branch
+kdaprec", "Session 12, branch kdatf32").
+
 Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
 """
 
@@ -61,6 +68,7 @@ import kda_bwd_chain_pieces as PC  # noqa: E402
 import kda_bwd_chain_prep as PR  # noqa: E402
 import kda_bwd_local as BL  # noqa: E402
 import kda_bwd_reverse as BR  # noqa: E402
+import kda_ref as R  # noqa: E402
 from kda_chunk import C, K, V, mma, pack, unpack  # noqa: E402
 
 SK = BR.SK               # row stride (f32 words) of the prep's [C, 128] tiles
@@ -94,16 +102,16 @@ class _Src:
         self.at, self.rs, self.cs, self.ld, self.scale = at, rs, cs, ld, scale
         self.exact = exact
 
+    def one(self, base, sbase, r, c):
+        """The f32 element at (r, c) from `base` (times its scale)."""
+        x = self.ld(base + r * self.rs + c * self.cs)
+        if self.scale is not None:
+            x = x * T.ptx.ld.shared.f32(sbase + 4 * c)
+        return x
+
     def pair(self, base, sbase, dr, dc, step):
         """The f32 pair at (dr, dc) and (dr, dc) + step, step (1, 0) or (0, 1)."""
-        out = []
-        for e in range(2):
-            r, c = dr + e * step[0], dc + e * step[1]
-            x = self.ld(base + r * self.rs + c * self.cs)
-            if self.scale is not None:
-                x = x * T.ptx.ld.shared.f32(sbase + 4 * c)
-            out.append(x)
-        return out
+        return [self.one(base, sbase, dr + e * step[0], dc + e * step[1]) for e in range(2)]
 
 
 def _shared(tile, stride, transposed=False, exact=False):
@@ -144,7 +152,8 @@ class _Lane:
     """The warp's tile roles: g = lane / 4, t = lane % 4, its m-tile (rows m0 .. m0 + 15) and
     column half (w / 4)."""
 
-    def __init__(self):
+    def __init__(self, tf32=0):
+        self.tf32 = tf32
         lane = T.laneid()
         w = T.tid.x >> 5
         self.g, self.t = lane >> 2, lane & 3
@@ -167,7 +176,9 @@ def _product(ln, acc, a, b, n0s, ksteps):
     """acc[j] += A[m0 .., :] B[:, n0s[j] ..] over 16 ksteps columns of A (`_Src` operands),
     each product three mma.sync of the split operands (two when one is exact: lo hi or hi lo
     is zero): per k-step one address for A's fragment and one for the B fragments of every
-    n-tile (they sit 8 cs apart)."""
+    n-tile (they sit 8 cs apart). TF32=1 (`ln.tf32`): `_product_tf32` instead."""
+    if ln.tf32:
+        return _product_tf32(ln, acc, a, b, n0s, ksteps)
     r = ln.m0 + ln.g
     with T.range(ksteps) as s:
         k0 = (s << 4) + 2 * ln.t
@@ -182,6 +193,36 @@ def _product(ln, acc, a, b, n0s, ksteps):
             if blo is not None:
                 mma(acc[j], ahi, blo)
             mma(acc[j], ahi, bhi)
+
+
+TF32_MMA = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+A_TF32 = [(0, 0), (8, 0), (0, 4), (8, 4)]     # an m16n8k8 A fragment (rows g, g + 8; cols t, t + 4)
+B_TF32 = [(0, 0), (4, 0)]                     # its B fragment (k rows t, t + 4)
+
+
+def _tf32(src, base, sbase, coords):
+    """The fragment words of the f32 elements at `coords`, each rounded to nearest tf32
+    (``cvt.rna.tf32.f32``: truncation, the raw f32 bits, keeps no margin under the rule, docs/
+    PERFORMANCE.md "Session 12, branch kdaprec")."""
+    return [T.ptx.cvt.rna.tf32.f32(src.one(base, sbase, r, c)) for r, c in coords]
+
+
+def _product_tf32(ln, acc, a, b, n0s, ksteps):
+    """`_product` as single-pass tf32 (TF32=1): per 16-wide k-step two ``mma.sync.m16n8k8``
+    (k columns k0 .. k0 + 7, k0 + 8 .. k0 + 15) an n-tile, every operand element loaded once
+    and rounded (``cvt.rna.tf32.f32``), no hi / lo split: ~8x bf16's rounding, enough for the
+    public backward rule only at unit input scale (v, h0 ~ N(0, 1))."""
+    r = ln.m0 + ln.g
+    with T.range(ksteps) as s:
+        k0 = (s << 4) + ln.t
+        abase = a.at(r, k0)
+        asc = a.scale and a.scale(k0)
+        bbase = b.at(k0, n0s[0] + ln.g)
+        for h in (0, 8):
+            af = _tf32(a, abase, asc, [(dr, dc + h) for dr, dc in A_TF32])
+            for j in range(len(n0s)):
+                bf = _tf32(b, bbase + 8 * j * b.cs, None, [(dr + h, dc) for dr, dc in B_TF32])
+                T.ptx[TF32_MMA](acc[j], af, bf, acc[j])
 
 
 def _acc(n):
@@ -423,10 +464,10 @@ def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16
                       s0: T.gptr[T.f32], ds1: T.gptr[T.f32], dv: T.gptr[T.f32],
                       dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
                       dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32],
-                      PREP: T.const = 0):
+                      PREP: T.const = 0, TF32: T.const = 0):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP)    # dO in sm.do
-    ln = _Lane()
+    ln = _Lane(TF32)
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
     wide = ln.cols(V)
@@ -476,14 +517,39 @@ def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16
 # --- inputs, reference, cases: kda_bwd_chain_pieces's ------------------------------------------
 
 OUTPUTS = PC.OUTPUTS
-inputs = PC.inputs
 reference = PC.reference
 timing_inputs = PC.timing_inputs
 _bytes = PC._bytes
 
 
-def constraints(B, T_, H, lens=None, PREP=0):
-    return PC.constraints(B, T_, H, lens) + check_prep(PREP)
+def unit_inputs(rng, B, T_, H, lens=None, gate="mixed"):
+    """kda_bwd.inputs with v and h0 as raw_inputs draws them (c = 1)."""
+    first = copy.deepcopy(rng)                 # kda_bwd.inputs draws raw_inputs first
+    x = BW.inputs(rng, B, T_, H, lens=lens, gate=gate)
+    raw = R.raw_inputs(first, B, T_, H, N=len(x["cu_seqlens"]) - 1, gate=gate)
+    return dict(x, v=raw["v"], h0=raw["h0"])
+
+
+def inputs(rng, B, T_, H, lens=None, gate="mixed", unit=False):
+    """kda_bwd_chain_pieces.inputs; `unit`: v and h0 as drawn (N(0, 1), c = 1: the same draws,
+    not multiplied by kda_bwd's power of two c = 32-128 that puts the forward's output RMS in
+    [1, 2)), S0 and dS1 from those: the scale at which TF32=1 meets the public backward rule
+    (docs/PERFORMANCE.md "Session 12, branch kdaprec")."""
+    if not unit:
+        return PC.inputs(rng, B, T_, H, lens, gate)
+    x = unit_inputs(rng, B, T_, H, lens, gate)
+    return dict(PC.pieces_inputs(x, BR._states(x, lens), PC._ds1(x, lens), lens),
+                cu_seqlens=x["cu_seqlens"])
+
+
+def check_tf32(TF32):
+    """The rule of the TF32 constant (0: the split bf16 products, 1: single-pass tf32)."""
+    return [] if TF32 in (0, 1) else [
+        f"TF32={TF32} must be 0 (split bf16 products) or 1 (single-pass tf32)"]
+
+
+def constraints(B, T_, H, lens=None, PREP=0, TF32=0):
+    return PC.constraints(B, T_, H, lens) + check_prep(PREP) + check_tf32(TF32)
 
 
 def pm_macs(PREP):
@@ -495,12 +561,17 @@ def pm_macs(PREP):
     return pm + (3 * 16 * 16 ** 3 if PREP == 2 else 0)
 
 
-def _flops(B, T_, H, lens=None, PREP=0):
+def _flops(B, T_, H, lens=None, PREP=0, TF32=0):
     """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: R, dkl, dke,
     dDelta's KL dS1 (C K V each), Delta, dR, dtb (C C V) as three bf16 mma (the split); dqe
     (C K V), dm and dDelta's M^T dO (C C V) as two (dO exact); PREP=1 adds P and M,
-    PREP=2 T's blocks too (`pm_macs`)."""
-    per = 3 * (4 * C * K * V + 3 * C * C * V) + 2 * (C * K * V + 2 * C * C * V) + pm_macs(PREP)
+    PREP=2 T's blocks too (`pm_macs`). TF32=1: all nine single pass, each multiply-add counted
+    twice (the suites' rate is bf16's, and tf32 mma runs at half of it)."""
+    if TF32:
+        per = 2 * (5 * C * K * V + 5 * C * C * V) + pm_macs(PREP)
+    else:
+        per = (3 * (4 * C * K * V + 3 * C * C * V) + 2 * (C * K * V + 2 * C * C * V)
+               + pm_macs(PREP))
     return 2 * per * BL._chunks(B, T_, lens) * H
 
 
@@ -509,6 +580,7 @@ def _flops(B, T_, H, lens=None, PREP=0):
 TOLERANCE = PC.TOLERANCE
 
 PREFIX = {1: "pm_", 2: "pmt_"}     # case-name prefixes: PREP=1 (P, M), PREP=2 (P, M and T)
+TF_PREFIX = "tf"                   # TF32=1 (before PREFIX's: tfpmt_ is PREP=2 with tf32)
 
 
 def prep_twins(cases):
@@ -521,6 +593,13 @@ def timing_cases(cases):
     """`cases` and the PREP=1 and 2 twins of their T8192 shapes (`benchmarks/kda_bench.sh tc2`
     times the three forms of a shape in one job)."""
     return list(cases) + prep_twins([c for c in cases if c.name.startswith("t8192")])
+
+
+def tf32_twins(cases):
+    """The TF32=1 twins (tf + name) of `cases`' PREP=2 ones (`kda_bench.sh tf32` times
+    pmt_ and tfpmt_ of a shape in one job)."""
+    return [T.case(TF_PREFIX + c.name, small=c.small, tags=c.tags, TF32=1, **c.params)
+            for c in cases if c.params.get("PREP") == 2]
 
 
 # PREP=1 and 2 (P and M, and T, on tensor cores): the smallest case and three saturated chunks
@@ -542,10 +621,31 @@ SUITE = T.suite(
     ] + prep_twins(PM_CASES))
 
 
+# TF32=1 (single-pass tf32 products) at unit input scale (`inputs(unit=True)`, the only scale
+# where it meets the public backward rule): its piece-level rule is looser than the split's
+# (tf32 rounds each operand to 2^-11 relative, ~30x the split's); what must hold is the
+# chained check against kda_ref.backward (tests/zoo/test_kda_bwd_pieces_tc.py)
+TOLERANCE_TF32 = T.tolerance(rtol=1e-2, atol_rms=1e-2, rms=2e-3)
+
+SUITE_TF32 = T.suite(
+    kda_bwd_pieces_tc, inputs=inputs, reference=reference, outputs=list(OUTPUTS),
+    tolerance=TOLERANCE_TF32, constraints=constraints, bytes=_bytes, flops=_flops,
+    flops_dtype="bf16", cases=[
+        T.case("tf_t20_h1_deep", B=1, T_=20, H=1, gate="deep", unit=True, TF32=1),
+        # three chunks (64, 64, 22: a tail) under saturated gates
+        T.case("tf_t150_h1_deep", B=1, T_=150, H=1, gate="deep", unit=True, TF32=1),
+        # the varlen pack (2 chunks, a one-token sequence, a tail) on 2 heads, mixed gates
+        T.case("tf_pack_80_1_30_h2", B=1, T_=111, H=2, lens=(80, 1, 30), gate="mixed",
+               unit=True, TF32=1),
+    ])
+
+
 # timing only (no reference: `timing_inputs`), tagged "timing": kda_bwd_local's shapes and
 # the PREP=1 and 2 twins at T8192; `benchmarks/kda_bench.sh tc` times T8192 H96 beside
-# kda_bwd_chain_pieces, `tc2` PREP=0, 1 and 2 side by side
+# kda_bwd_chain_pieces, `tc2` PREP=0, 1 and 2 side by side; `tf32` PREP=2's TF32=1 twins
+# (tfpmt_) after PREP=2
+_TIMING = timing_cases(BL.SUITE_TIMING.cases)
 SUITE_TIMING = T.suite(
     kda_bwd_pieces_tc, inputs=timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=timing_cases(BL.SUITE_TIMING.cases))
+    cases=_TIMING + tf32_twins(_TIMING))
