@@ -120,6 +120,11 @@
 #             synthetic inputs, CHAIN_EXEC_S (default 180) per job; its smoke covers those
 #             small cases (prep2's and prep_tc's pmt_); predictions in docs/PERFORMANCE.md
 #             "Session 12, branch kdabwd9"
+#   tf32      piece 2c's products as single-pass tf32 (kda_bwd_pieces_tc TF32=1 PREP=2, cases
+#             tfpmt_*) beside the split bf16 products (PREP=2, pmt_*), one job per shape at
+#             TF32_SHAPES (default T8192 H96 and H64), synthetic inputs as tc's, CHAIN_EXEC_S
+#             (default 180) per job; its smoke is those two forms' small cases (tf_* at unit
+#             input scale); predictions in docs/PERFORMANCE.md "Session 12, branch kdatf32"
 #   s0        piece 1 of the chunked backward (kda_fwd_s0: the forward that also stores each
 #             chunk's start state) at S0_SHAPES (default T8192 H96, H64), S0_EXEC_S (default
 #             180) per job; `main` and `variants` leave it out (its 0.8 GB output makes a job
@@ -161,10 +166,10 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
-        |decodecols|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2) ;;
+        |decodecols|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2|tf32) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
 wsf, slimpacks, decode, decodebulk, decodecols, bwd, local, reverse, chain, fb, s0, check, smoke, \
-tc, tc2, prep2)"
+tc, tc2, prep2, tf32)"
            exit 2;;
     esac
 done
@@ -350,8 +355,9 @@ or (kda_fwd_ahead and v64ws8q)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
     *" decodebulk "*|*" decodecols "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
-    " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc)";;
+    " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc) and not tf_";;
     " prep2 ") SMOKE_K="kda_bwd_prep2 or (kda_bwd_prep_tc and pmt_)";;
+    " tf32 ") SMOKE_K="kda_bwd_pieces_tc and (pmt_ or tf_)";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
     # chain case here, for the flow's smoke step
     " fb ") SMOKE_K="kda_bwd_chain and s8_t150_h1_deep";;
@@ -613,7 +619,7 @@ not pmt_"
             # PREP=0: 2a and 2c, the three forms in one bench process per shape (tc's inputs)
             for s in ${TC2_SHAPES:-t8192_h96}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "tc2-$s" "(kda_bwd_pieces_tc or \
-kda_bwd_prep_tc) and $s and timing and not pmt_fwd_"
+kda_bwd_prep_tc) and $s and timing and not pmt_fwd_ and not tfpmt_"
             done;;
         prep2)
             # kda_bwd_prep2 (both walks, one prep) beside the two launches it replaces
@@ -623,6 +629,13 @@ kda_bwd_prep_tc) and $s and timing and not pmt_fwd_"
             for s in ${PREP2_SHAPES:-t8192_h96 t8192_h64}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "prep2-$s" "((kda_bwd_prep_tc and pmt_) or \
 kda_bwd_prep2) and $s and timing"
+            done;;
+        tf32)
+            # 2c's products single-pass tf32 (tfpmt_) after the split (pmt_), both PREP=2,
+            # one bench process per shape (tc's inputs: timing only, scale irrelevant)
+            for s in ${TF32_SHAPES:-t8192_h96 t8192_h64}; do
+                EXEC_S="${CHAIN_EXEC_S:-180}" bench "tf32-$s" "kda_bwd_pieces_tc and pmt_ and \
+$s and timing"
             done;;
         fb)
             if [ -n "$LIST" ]; then

@@ -25,7 +25,7 @@ def run_script(*groups, timeout=30, **env):
 
 @pytest.mark.parametrize("groups, env, message", [
     (("nosuchgroup",), {}, "unknown group nosuchgroup"),
-    (("prep3",), {}, "tc, tc2, prep2)"),
+    (("prep3",), {}, "tc, tc2, prep2, tf32)"),
     (("wsc",), {"WSC_SHAPES": "t8192_h64 t8192_h128"},
      "WSC_SHAPES takes t8192_h96 and t8192_h64, not t8192_h128"),
     (("wsf",), {"WSF_SHAPES": "pack6 t8192_h64"},
@@ -184,3 +184,19 @@ def test_prep2_times_the_fused_prep_beside_both_walks_launches_per_shape():
                for i in jobs["smoke"])
     tc2 = _jobs("tc2", TC2_SHAPES="t8192_h96")["tc2-t8192_h96"]
     assert "kda_bwd_prep_tc[pmt_t8192_h96]" in tc2 and not [i for i in tc2 if "fwd" in i]
+
+
+@pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
+def test_tf32_times_the_tf32_products_after_the_split_per_shape():
+    """Group tf32 (session 12, kdatf32): per T8192 shape one job, kda_bwd_pieces_tc PREP=2 with
+    split bf16 products (pmt_) then TF32=1 (tfpmt_); its smoke is those forms' small cases
+    (tf_ at unit scale); group tc2 leaves the tf32 forms out (its items and smoke as before)."""
+    jobs = _jobs("tf32")
+    for s in ("t8192_h96", "t8192_h64"):
+        assert jobs[f"tf32-{s}"] == [f"kda_bwd_pieces_tc[pmt_{s}]",
+                                     f"kda_bwd_pieces_tc[tfpmt_{s}]"]
+    smoke = jobs["smoke"]
+    assert len([i for i in smoke if i.startswith("kda_bwd_pieces_tc[tf_")]) == 3
+    assert all(i.startswith(("kda_bwd_pieces_tc[pmt_", "kda_bwd_pieces_tc[tf_")) for i in smoke)
+    tc2 = _jobs("tc2", TC2_SHAPES="t8192_h96")
+    assert not [i for job in tc2.values() for i in job if "[tf" in i]
