@@ -182,8 +182,8 @@ def _worst(got, ref):
 def test_tf32_off_leaves_the_kernel_unchanged(tmp_path):
     """TF32=0 (the default) emits the PTX of the kernel as it was before TF32 existed (commit
     BASE, the branch point), comments and line records aside; TF32=1 has no bf16 mma left in
-    the products (PREP=0: none at all) and rounds every operand to nearest. Update BASE when
-    the TF32=0 code is changed on purpose."""
+    the products (PREP=0: none at all), rounds every operand to nearest and does not spill.
+    Update BASE when the TF32=0 code is changed on purpose."""
     import subprocess
     from pathlib import Path
     base, rel = "ecb3300", "zoo/kernels/kda_bwd_pieces_tc.py"
@@ -207,6 +207,11 @@ def test_tf32_off_leaves_the_kernel_unchanged(tmp_path):
     tf = MOD.kda_bwd_pieces_tc.compile("sm_90a", TF32=1).ptx
     assert "m16n8k16" not in tf and tf.count("m16n8k8.row.col.f32.tf32.tf32.f32") > 0
     assert tf.count("cvt.rna.tf32.f32") > 0
+    # ptxas (2026-12-03): TF32=1 143 registers at PREP=0 (the split 150), 255 at PREP=2 (as
+    # the split), no spills
+    for prep in (0, 2):
+        r = MOD.kda_bwd_pieces_tc.compile("sm_90a", PREP=prep, TF32=1).resources
+        assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, (prep, r)
 
 
 def test_tf32_small_case_matches_reference():
