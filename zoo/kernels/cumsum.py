@@ -326,6 +326,25 @@ def pipe_smem_bytes(BLOCK, CHUNKS, STAGES) -> int:
     return STAGES * tile_elems(BLOCK, CHUNKS, 4) * 4
 
 
+def strided_tiles(rows, cols, tile_n):
+    """A persistent grid's share of `rows` rows cut into `tile_n`-element tiles, tile t on CTA
+    t mod grid in increasing t (so a look-back only waits on tiles already resident): (grid,
+    cta, tiles a row, tiles in all, this CTA's count, span(k) -> (global tile, row, tile index
+    in its row, first column) of its k-th tile). cumsum_pipe and cumsum_persist share it."""
+    grid = T.nctaid.x
+    cta = T.ctaid.x
+    per_row = T.ptx.div.u32(T.ptx.add.u32(cols, tile_n - 1), tile_n)
+    ntiles = rows * per_row
+    mine = (ntiles - 1 - cta) / grid + 1       # tiles cta, cta + grid, ... below ntiles
+
+    def span(k):
+        t = cta + k * grid
+        row = t / per_row
+        t_in_row = t - row * per_row
+        return t, row, t_in_row, t_in_row * tile_n
+    return grid, cta, per_row, ntiles, mine, span
+
+
 @T.kernel(grid=_pipe_grid, block=lambda BLOCK: BLOCK)
 def cumsum_pipe(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
                 counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 512,
@@ -360,18 +379,7 @@ def cumsum_pipe(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
-    grid = T.nctaid.x
-    cta = T.ctaid.x
-    per_row = T.ptx.div.u32(T.ptx.add.u32(cols, tile_n - 1), tile_n)
-    ntiles = rows * per_row
-    mine = (ntiles - 1 - cta) / grid + 1       # tiles cta, cta + grid, ... below ntiles
-
-    def span(k):
-        """(row, first column, tile index in its row) of the CTA's k-th tile."""
-        t = cta + k * grid
-        row = t / per_row
-        t_in_row = t - row * per_row
-        return t, row, t_in_row, t_in_row * tile_n
+    grid, cta, per_row, ntiles, mine, span = strided_tiles(rows, cols, tile_n)
 
     def load(k, stage):
         """Thread 0: the k-th tile's elements (the row's last tile is short) into `stage`."""

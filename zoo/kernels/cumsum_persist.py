@@ -68,7 +68,7 @@ import numpy as np
 
 import tirxh.lang as T
 from cumsum import (EPOCH_MASK, H200_SMS, SMEM_PER_SM, ST_A, ST_P, THREADS_PER_SM, _look_back,
-                    _scan_totals, _tile_prefix, _warp_scan, reference)
+                    _scan_totals, _tile_prefix, _warp_scan, reference, strided_tiles)
 from cumsum_smem import shape_why
 from cumsum_tma import rewrite_run
 
@@ -123,19 +123,8 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
-    grid = T.nctaid.x
-    cta = T.ctaid.x
-    per_row = T.ptx.div.u32(T.ptx.add.u32(cols, tile_n - 1), tile_n)
-    ntiles = rows * per_row
-    mine = (ntiles - 1 - cta) / grid + 1       # tiles cta, cta + grid, ... below ntiles
+    grid, cta, per_row, ntiles, mine, span = strided_tiles(rows, cols, tile_n)
     r0 = tid * run
-
-    def span(k):
-        """(global tile, row, tile index in its row, first column) of the CTA's k-th tile."""
-        t = cta + k * grid
-        row = t / per_row
-        t_in_row = t - row * per_row
-        return t, row, t_in_row, t_in_row * tile_n
 
     def tile_bytes(col0):
         """The tile's bytes in its row (the row's last tile is short)."""
