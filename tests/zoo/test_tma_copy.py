@@ -333,3 +333,23 @@ def test_one_box_per_cta_allows_a_box_no_ring_could_hold():
     assert tc.constraints(R=512, C=512, BR=256, BC=256, STAGES=4, CTAS=396, PERSIST=0) == []
     assert any("STAGES=4" in m for m in tc.constraints(R=512, C=512, BR=256, BC=256, STAGES=4,
                                                        CTAS=396))
+
+
+def test_one_box_per_cta_needs_its_load_wait_and_its_own_box(tmp_path):
+    """The PERSIST=0 protocol's two load-bearing lines: without the ``mbarrier`` wait the
+    tensor store reads the box while the load may still write it (sync_check: an async write
+    pending at the exit, a read-write race); with CTA t copying box t + 1, box 0 is never
+    written (numsim: elements never written)."""
+    case = "r100_c200_one"
+    early = mutant(tmp_path, "tma_copy", [("            full[0].wait(0)\n            store(0, 0)",
+                                           "            store(0, 0)")])
+    sync, race = sync_race(early.SUITE, next(c for c in early.SUITE.cases if c.name == case))
+    kinds = {f.kind for f in sync.findings + race.findings}
+    assert sync.verdict == "error" and race.verdict == "error", kinds
+    assert {"exit.async-write-pending", "race.read-write"} <= kinds
+    (tmp_path / "off").mkdir()
+    off = mutant(tmp_path / "off", "tma_copy", [("if PERSIST else cta\n",
+                                                 "if PERSIST else cta + 1\n")])
+    res = check(off.SUITE, next(c for c in off.SUITE.cases if c.name == case))
+    assert res.verdict == "error"
+    assert any("never written (first at [0, 0])" in f.message for f in res.findings)
