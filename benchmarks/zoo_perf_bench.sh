@@ -100,6 +100,13 @@
 #     cumsum_persist's small cases, and first an iket profile of the default (50 s at most,
 #     PROFILES='' skips it); run with TOTAL_LIMIT=240; predictions in docs/PERFORMANCE.md
 #     ("Session 12, branch cumsum9")
+#   MODE=tma9: ONLY session 13's one-box-per-CTA TMA copies (tma_copy PERSIST=0: path_copy's
+#     geometry, 131072 CTAs of one 2 KB 2-D box, 16 per SM, the tensor copies kept) beside the
+#     in-job controls, in four shards: tma_copy (default, `_pol3`, then the likeliest winner
+#     `_one_b8x128_pol3` and `_one_b8x128`), reg_copy (default, `_pol`), path_copy (`_lbsb`,
+#     `_lbsb_pol`: the same geometry by 1-D bulk copies), and the geometry probes (4 x 256
+#     boxes, 32 CTAs per SM, 4 KB boxes at 8 per SM); smoke over the PERSIST=0 small cases; run
+#     with TOTAL_LIMIT=180; predictions in docs/PERFORMANCE.md ("Session 13, branch tmacopy9")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -291,10 +298,20 @@ cumsum_persist[r1_c64M_b512]@ or cumsum_persist[r1_c64M_l2]@ or cumsum_persist[r
     # the phases of one launch (iket ranges: ~30 tiles x 10 events a warp), before the shards
     export PROFILES="${PROFILES-kernels/cumsum_persist.py::cumsum_persist[r1_c64M] --iket --iket-capacity 320}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
+elif [ "${MODE:-all}" = tma9 ]; then
+    SMOKE_K="not h200 and tma_copy and _one"
+    T9_ONE="tma_copy[r16384_c8192_one_b8x128"
+    T9_TMA="tma_copy[r16384_c8192]@ or tma_copy[r16384_c8192_pol3]@ or ${T9_ONE}_pol3]@ or \
+${T9_ONE}]@"
+    T9_REG="reg_copy[r16384_c8192]@ or reg_copy[r16384_c8192_pol]@"
+    T9_PATH="path_copy[r16384_c8192_lbsb]@ or path_copy[r16384_c8192_lbsb_pol]@"
+    T9_GEO="tma_copy[r16384_c8192_one_b4x256_pol3]@ or ${T9_ONE}_t64_pol3]@ or \
+tma_copy[r16384_c8192_one_b16x128_t256_pol3]@"
+    SHARDS_ALL="h200 and ($T9_TMA)|h200 and ($T9_REG)|h200 and ($T9_PATH)|h200 and ($T9_GEO)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', 'scan8' or" \
-        "'cum9'" >&2
+        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', 'scan8'," \
+        "'cum9' or 'tma9'" >&2
     exit 2
 fi
 }

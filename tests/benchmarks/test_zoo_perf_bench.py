@@ -110,7 +110,7 @@ def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
-        "'scan8' or 'cum9'" in r.stderr
+        "'scan8', 'cum9' or 'tma9'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -271,3 +271,21 @@ def test_cum9_mode_times_cumsum_persist_beside_cumsum_tmas_best():
     m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_persist\.py::(\S+) --iket ',
                   SCRIPT.read_text())
     assert m and m.group(1) == "cumsum_persist[r1_c64M]" == shards[1][0]
+
+
+@pytest.mark.slow(reason="five tirxh bench --collect-only runs over the zoo")
+def test_tma9_mode_times_the_one_box_copies_beside_their_controls():
+    """docs/PERFORMANCE.md's session-13 predictions (branch tmacopy9) name these items: the
+    TMA ring's default and `_pol3` lead tma_copy's shard, the likeliest winner next; reg_copy
+    and path_copy `_lbsb` (the same geometry by 1-D bulk copies) are the in-job controls, each
+    in a shard of its own; the smoke runs every PERSIST=0 small case and nothing else."""
+    shards, smoke = _timed_and_smoke("tma9")
+    one = "tma_copy[r16384_c8192_one_b"
+    assert shards == [
+        ["tma_copy[r16384_c8192]", "tma_copy[r16384_c8192_pol3]", f"{one}8x128_pol3]",
+         f"{one}8x128]"],
+        ["reg_copy[r16384_c8192]", "reg_copy[r16384_c8192_pol]"],
+        ["path_copy[r16384_c8192_lbsb]", "path_copy[r16384_c8192_lbsb_pol]"],
+        [f"{one}4x256_pol3]", f"{one}8x128_t64_pol3]", f"{one}16x128_t256_pol3]"]]
+    assert sorted(smoke) == ["tma_copy[r100_c200_one]", "tma_copy[r100_c200_one_b4x128_el]",
+                             "tma_copy[r3_c24_one]"]
