@@ -53,6 +53,7 @@ def test_the_small_cases_wrap_their_rings_and_cut_runs():
         assert last and last % run and (last % run) % 4 == 0, case.name  # a run cut mid-way
     assert {c.params["STAGES"] for c in small} == {2, 3, 4}
     assert {c.params["SLACK"] for c in small} == {0, 1}
+    assert {c.params["POL"] for c in small} == {0, 1}
     assert max(c.params["rows"] for c in small) > 1
     assert max(c.params["BLOCK"] for c in small) > 32      # several warps' totals
 
@@ -61,6 +62,18 @@ def test_the_block_has_one_warp_more_than_the_scan():
     case = _case("r2_c25004_b160")
     assert SUITE.kernel.compile("sm_90a", **SUITE.consts(case)).launch_metadata()["block"][0] \
         == case.params["BLOCK"] + 32
+
+
+def test_pol_hints_the_loads_and_not_the_stores():
+    def ptx(name):
+        case = _case(name)
+        return SUITE.kernel.compile("sm_90a", **SUITE.consts(case)).ptx
+    hinted = ptx("r2_c25004_b160_pol")
+    assert "createpolicy.fractional.L2::evict_last.b64" in hinted
+    assert re.search(r"cp\.async\.bulk\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
+                     r"\.L2::cache_hint", hinted)
+    assert "cache_hint" not in ptx("r2_c25004_b160")
+    assert not re.search(r"cp\.async\.bulk\.global\.shared::cta\.bulk_group\.L2", hinted)
 
 
 def test_second_launch_takes_one_ticket_per_cta_and_the_next_epoch():
@@ -174,6 +187,7 @@ def test_the_check_catches_an_aggregate_short_of_its_tile(tmp_path):
     (dict(CTAS=133), r"CTAS=133 must be in \[1, 132\]: one wave of 1 CTA\(s\) per SM"),
     (dict(RUN4=6, CTAS=265), r"CTAS=265 must be in \[1, 264\]: one wave of 2"),
     (dict(LOOK=3), r"LOOK=3 must be 1, 2, 4 or 8"),
+    (dict(POL=3), r"POL=3 must be 0 \(no policy\) or 1 \(evict-last loads\)"),
     (dict(cols=0), r"rows=1 and cols=0 must be positive"),
     (dict(cols=1002), r"cols=1002 must be a multiple of 4"),
     (dict(rows=64, cols=1 << 26), r"rows\*cols=4294967296 must be below 2\^32"),

@@ -41,6 +41,9 @@ looks back:
    ``fence.proxy.async.shared::cta``, a named barrier, thread 0's bulk store (one bulk group);
 4. thread 0's last act: ``wait_group.read 0``.
 
+``POL=1`` gives the bulk loads an ``L2::evict_last`` policy (``createpolicy.fractional``,
+``.L2::cache_hint``), the stores none: tma_copy's ``POL=3`` (its docstring says why).
+
 Ordering: the look-back warp writes a stage's slot for tile k + STAGES only after that tile's
 load landed, which follows the refill, which follows warp 0's read of tile k's slot; its reads
 of tile k's bytes precede its ``ready`` arrive (release), which warp 0's wait (acquire) and the
@@ -79,7 +82,7 @@ def _grid(rows, cols, BLOCK=256, RUN4=13, CTAS=132):
 def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
               counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
               RUN4: T.const = 13, STAGES: T.const = 4, SLACK: T.const = 1, LOOK: T.const = 4,
-              CTAS: T.const = 132):
+              CTAS: T.const = 132, POL: T.const = 0):
     run = RUN4 * 4
     AHEAD = STAGES - 1 - SLACK          # tiles loading while one is scanned
     tile_n = tile_elems(BLOCK, RUN4)
@@ -91,7 +94,8 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     pre = T.shared(T.f32, (STAGES,), name="prefix")   # a stage's tile: its exclusive prefix
     wt = T.shared(T.f32, (nw,), name="wtot")
     bcast = T.shared(T.u32, (1,), name="epoch")
-    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                      + (".L2::cache_hint" if POL else "")]
     bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
     tid = T.tid.x
     lane = T.laneid()
@@ -108,7 +112,8 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         _, row, _, col0 = span(k)
         nbytes = tile_bytes(col0)
         full[stage].arrive_expect_tx(nbytes)
-        bulk_load(buf.at(stage, 0), x.at(row * cols + col0), nbytes, full[stage])
+        policy = (T.ptx.createpolicy.fractional.L2__evict_last.b64(),) if POL else ()
+        bulk_load(buf.at(stage, 0), x.at(row * cols + col0), nbytes, full[stage], *policy)
 
     with T.if_(tid == 0):
         ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
@@ -219,7 +224,7 @@ def per_sm(BLOCK, RUN4, STAGES) -> int:
                THREADS_PER_SM // (BLOCK + 32))
 
 
-def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS):
+def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, POL):
     """The shapes and constants `cumsum_ws` accepts (checked when the suite is declared): the
     grid must be one wave (a CTA waits on other CTAs' flags), and a tile a whole number of the
     look-back warp's 512-byte rounds."""
@@ -240,14 +245,17 @@ def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS):
                    f"SM on {H200_SMS} SMs (every CTA must be resident)")
     if LOOK not in (1, 2, 4, 8):
         why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round)")
+    if POL not in (0, 1):
+        why.append(f"POL={POL} must be 0 (no policy) or 1 (evict-last loads)")
     return why + shape_why(rows, cols, 0)   # `cumsum_smem`'s row shapes (0: no register cap)
 
 
-def make_case(name, rows, cols, BLOCK=256, RUN4=13, STAGES=4, SLACK=1, LOOK=4, CTAS=132,
+def make_case(name, rows, cols, BLOCK=256, RUN4=13, STAGES=4, SLACK=1, LOOK=4, CTAS=132, POL=0,
               small=True):
     """A case; large ones are the H200's (tag h200), never simulated."""
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
-                  BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, SLACK=SLACK, LOOK=LOOK, CTAS=CTAS)
+                  BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, SLACK=SLACK, LOOK=LOOK, CTAS=CTAS,
+                  POL=POL)
 
 
 def inputs(rng, rows, cols, BLOCK=256, RUN4=13):
@@ -277,15 +285,21 @@ SUITE = T.suite(
         # thread 130's run after 4 float4s
         make_case("r2_c25004_b160", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4, LOOK=4,
                   CTAS=3),
+        # the same with evict-last loads (POL 1)
+        make_case("r2_c25004_b160_pol", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4,
+                  LOOK=4, CTAS=3, POL=1),
         # the H200's (docs/PERFORMANCE.md "Session 13, branch cumsum10"): 4 stages of 52 KB
-        # (13312-element tiles, two loading ahead; `cumsum_persist`'s best ring, _s4_lag); 3 of
-        # 68 KB (one ahead); 5 of 40 KB (three ahead); 64 and 256 flags a look-back round
+        # (13312-element tiles, two loading ahead; `cumsum_persist`'s best ring, _s4_lag), also
+        # with evict-last loads (tma_copy `_pol3`: -1.6%, softmax_tma `_pol`: -3.4%, session
+        # 13); 3 of 68 KB (one ahead); 5 of 40 KB (three ahead); 64 and 256 flags a round
         make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
+        make_case("r1_c64M_pol", rows=1, cols=1 << 26, POL=1, small=False),
         make_case("r1_c64M_s3", rows=1, cols=1 << 26, RUN4=17, STAGES=3, small=False),
         make_case("r1_c64M_s5", rows=1, cols=1 << 26, RUN4=10, STAGES=5, small=False),
         make_case("r1_c64M_l2", rows=1, cols=1 << 26, LOOK=2, small=False),
         make_case("r1_c64M_l8", rows=1, cols=1 << 26, LOOK=8, small=False),
         make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
+        make_case("r8_c4M_pol", rows=8, cols=1 << 22, POL=1, small=False),
         make_case("r8_c4M_s5", rows=8, cols=1 << 22, RUN4=10, STAGES=5, small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
