@@ -109,6 +109,8 @@ FENCE = ("                T.ptx.fence.proxy.async_.shared__cta()  # generic writ
          "store's reads\n")
 OFFSET_BAR = ("                write_back(T.ptx.ld.shared.f32(pre.at(ring.stage)))\n"
               "            T.ptx.bar.sync(1, BLOCK)\n")
+EXIT_WAIT = ("            T.ptx.cp.async_.bulk.wait_group.read(0)  # no bulk store reads shared "
+             "memory at exit\n")
 LB_FULL_WAIT = "                full[ring.stage].wait(ring.phase)\n            with T.iket.range(\"agg\"):\n"
 
 
@@ -135,8 +137,10 @@ def _kinds(mod, name):
     # the other scanning warps read their offsets before warp 0 wrote them (5 warps)
     ((OFFSET_BAR, OFFSET_BAR.replace("            T.ptx.bar.sync(1, BLOCK)\n", "")),
      "r2_c25004_b160", "race"),
+    # the CTA exits while its last bulk stores may still read the ring
+    ((EXIT_WAIT, "            pass\n"), "r3_c1020_s3", "exit.bulk-store-pending"),
 ], ids=["no-ready-wait", "one-lane-arrives", "no-look-back-load-wait", "refill-before-store-read",
-        "no-proxy-fence", "no-offset-barrier"])
+        "no-proxy-fence", "no-offset-barrier", "no-exit-wait"])
 def test_a_broken_hand_off_is_caught(edit, name, kind, tmp_path):
     src = edit
     if src[0] == ARRIVE:   # the mutant's barrier must expect one arrival, not 32
