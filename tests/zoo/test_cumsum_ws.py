@@ -17,6 +17,7 @@ from tests.zoo.zoo_modules import (assert_matches, declare, kcoral_job_on_sim, l
                                    small_cases)
 
 MOD = load("cumsum_ws")
+PERSIST = load("cumsum_persist")  # the ring's helpers (`per_sm`, `ring_why`) are its
 CUMSUM = load("cumsum")  # the flags' layout (status, epoch) is `cumsum`'s
 SUITE = MOD.SUITE
 
@@ -144,8 +145,7 @@ def _kinds(mod, name):
 def test_a_broken_hand_off_is_caught(edit, name, kind, tmp_path):
     src = edit
     if src[0] == ARRIVE:   # the mutant's barrier must expect one arrival, not 32
-        mod = mutant(tmp_path, "cumsum_ws", [src, (
-            "            ready[s].init(32)", "            ready[s].init(1)")])
+        mod = mutant(tmp_path, "cumsum_ws", [src, ("(ready, 32)", "(ready, 1)")])
     else:
         mod = mutant(tmp_path, "cumsum_ws", [src])
     kinds, verdict = _kinds(mod, name)
@@ -208,8 +208,8 @@ def test_h200_cases_are_one_resident_wave(case):
     """A CTA waits on other CTAs' flags: the whole grid must be resident at once (what ptxas
     built: registers and shared memory), exactly the CTAs per SM the case is named for."""
     per_sm = resident_ctas_per_sm(SUITE, case)
-    assert per_sm == MOD.per_sm(case.params["BLOCK"], case.params["RUN4"],
-                                case.params["STAGES"])
+    assert per_sm == PERSIST.per_sm(case.params["BLOCK"], case.params["RUN4"],
+                                    case.params["STAGES"], extra=32)
     assert SUITE.grid(case)[0] == case.params["CTAS"] == SMS * per_sm
 
 

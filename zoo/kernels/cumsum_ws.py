@@ -64,9 +64,9 @@ Work: 1 FLOP and 8 bytes per element.
 import numpy as np
 
 import tirxh.lang as T
-from cumsum import (EPOCH_MASK, H200_SMS, SMEM_PER_SM, ST_A, ST_P, THREADS_PER_SM, _look_back,
-                    _scan_totals, _warp_scan, _warp_sum, reference, strided_tiles)
-from cumsum_persist import CTA_RESERVED, ring_bytes, tile_elems
+from cumsum import ST_A, ST_P, _look_back, _scan_totals, _warp_sum, reference, strided_tiles
+from cumsum_persist import (RING_SMALL, inputs, ring_io, ring_prologue, ring_why, run_sums,
+                            tile_elems)
 from cumsum_smem import shape_why
 from cumsum_tma import rewrite_run
 
@@ -94,38 +94,16 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     pre = T.shared(T.f32, (STAGES,), name="prefix")   # a stage's tile: its exclusive prefix
     wt = T.shared(T.f32, (nw,), name="wtot")
     bcast = T.shared(T.u32, (1,), name="epoch")
-    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                      + (".L2::cache_hint" if POL else "")]
     bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
     grid, cta, per_row, ntiles, mine, span = strided_tiles(rows, cols, tile_n)
     r0 = tid * run
-
-    def tile_bytes(col0):
-        """The tile's bytes in its row (the row's last tile is short)."""
-        return T.ptx.min.u32(cols - col0, tile_n) << 2
-
-    def load(k, stage):
-        """Thread 0: the CTA's k-th tile into `stage` (one bulk copy on its mbarrier)."""
-        _, row, _, col0 = span(k)
-        nbytes = tile_bytes(col0)
-        full[stage].arrive_expect_tx(nbytes)
-        policy = (T.ptx.createpolicy.fractional.L2__evict_last.b64(),) if POL else ()
-        bulk_load(buf.at(stage, 0), x.at(row * cols + col0), nbytes, full[stage], *policy)
-
+    tile_bytes, load = ring_io(x, buf, full, span, cols, tile_n, hint=POL)
     with T.if_(tid == 0):
-        ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
-        epoch = T.ptx.cvt.u32.u64(T.ptx.div.u64(ticket, T.ptx.cvt.u64.u32(grid)))
-        T.ptx.st.shared.u32(bcast.at(0), T.ptx.and_.b32(epoch, EPOCH_MASK))
-        for s in range(STAGES):
-            full[s].init(1)
-            ready[s].init(32)    # all 32 look-back lanes arrive (each lane's reads released)
-        T.ptx.fence.mbarrier_init.release.cluster()
-        for s in range(AHEAD):   # the loop's refills fill the other stages
-            with T.if_(mine > s):
-                load(s, s)
+        # all 32 look-back lanes arrive on `ready` (each lane's reads of the stage released)
+        ring_prologue(counter, grid, bcast, [(full, 1), (ready, 32)], AHEAD, mine, load)
     T.ptx.bar.sync(0)
     epoch = T.ptx.ld.shared.u32(bcast.at(0))
     ring = T.pipeline(STAGES)
@@ -180,17 +158,7 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
             with T.iket.range("wait"):
                 full[ring.stage].wait(ring.phase)
             raddr = buf.at(ring.stage, r0)
-            with T.iket.range("sum"):
-                total = T.reg(T.f32, init=0.0)
-                for j in range(RUN4):
-                    v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-                    T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=in_row(col0, j))
-                    T.ptx.add.f32(total, total, T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
-                                                              T.ptx.add.f32(v[2], v[3])))
-                incl = _warp_scan(T.reg(T.f32, init=total), lane)
-                with T.if_(lane == 31):
-                    T.ptx.st.shared.f32(wt.at(warp), incl)
-                excl = T.ptx.sub.f32(incl, total)
+            excl = run_sums(raddr, RUN4, lambda j: in_row(col0, j), lane, warp, wt)
             T.ptx.bar.sync(1, BLOCK)
             # 3. warp 0: the warp totals' scan; the tile's prefix from the look-back warp
             with T.if_(warp == 0, uniform=True):
@@ -217,34 +185,10 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
 
 # -- cases -----------------------------------------------------------------------------------------
 
-def per_sm(BLOCK, RUN4, STAGES) -> int:
-    """CTAs one H200 SM holds by shared memory (ring + 1 KB reserved + < 1 KB static) and
-    threads (BLOCK scanning + 32 looking back)."""
-    return min(SMEM_PER_SM // (ring_bytes(BLOCK, RUN4, STAGES) + 2 * CTA_RESERVED),
-               THREADS_PER_SM // (BLOCK + 32))
-
-
 def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, POL):
-    """The shapes and constants `cumsum_ws` accepts (checked when the suite is declared): the
-    grid must be one wave (a CTA waits on other CTAs' flags), and a tile a whole number of the
-    look-back warp's 512-byte rounds."""
-    why = []
-    if BLOCK % 32 or not 32 <= BLOCK <= 992:
-        why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, 992] (one more warp "
-                   f"looks back)")
-    if SLACK not in (0, 1) or RUN4 < 1 or STAGES < 2 + SLACK:
-        why.append(f"RUN4={RUN4} must be at least 1 (float4s per thread run), SLACK={SLACK} 0 "
-                   f"or 1 (bulk stores left reading at a refill) and STAGES={STAGES} at least "
-                   f"2 + SLACK (a tile loads while one is scanned and SLACK are stored)")
-    elif per_sm(BLOCK, RUN4, STAGES) < 1:
-        why.append(f"STAGES * BLOCK * RUN4 * 16 = {ring_bytes(BLOCK, RUN4, STAGES)} bytes of "
-                   f"ring (+2 KB) exceed an SM's {SMEM_PER_SM}")
-    elif not 1 <= CTAS <= H200_SMS * per_sm(BLOCK, RUN4, STAGES):
-        n = per_sm(BLOCK, RUN4, STAGES)
-        why.append(f"CTAS={CTAS} must be in [1, {H200_SMS * n}]: one wave of {n} CTA(s) per "
-                   f"SM on {H200_SMS} SMs (every CTA must be resident)")
-    if LOOK not in (1, 2, 4, 8):
-        why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round)")
+    """The shapes and constants `cumsum_ws` accepts (checked when the suite is declared):
+    `cumsum_persist`'s ring with one more warp (`ring_why`), POL, the row shapes."""
+    why = ring_why(BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, extra=32)
     if POL not in (0, 1):
         why.append(f"POL={POL} must be 0 (no policy) or 1 (evict-last loads)")
     return why + shape_why(rows, cols, 0)   # `cumsum_smem`'s row shapes (0: no register cap)
@@ -258,34 +202,13 @@ def make_case(name, rows, cols, BLOCK=256, RUN4=13, STAGES=4, SLACK=1, LOOK=4, C
                   POL=POL)
 
 
-def inputs(rng, rows, cols, BLOCK=256, RUN4=13):
-    # multiples of 1/16 in [-8, 8]: every partial sum is exact in f32 (`cumsum`'s docstring)
-    x = rng.integers(-128, 129, (rows, cols)).astype(np.float32) / 16
-    ntiles = rows * T.cdiv(cols, tile_elems(BLOCK, RUN4))
-    return dict(x=x, out=np.empty((rows, cols), np.float32), flags=np.zeros(ntiles, np.uint64),
-                counter=np.zeros(1, np.uint64), rows=rows, cols=cols)
-
-
 SUITE = T.suite(
     cumsum_ws, inputs=inputs, reference=reference, outputs=["out"],
     cases=[
-        # 5 tiles of 32 x 12 = 384 on 2 CTAs (3 and 2 tiles), 2 stages, SLACK 0: the ring wraps;
-        # the last tile (236 elements) ends inside thread 19's run, after its second float4
-        make_case("r1_c1772_s2", rows=1, cols=1772, BLOCK=32, RUN4=3, STAGES=2, SLACK=0, LOOK=1,
-                  CTAS=2),
-        # 3 rows of 4 tiles of 256 (runs of 8) on 3 CTAs, 3 stages, SLACK 1: rows start
-        # mid-CTA; the rows' last tiles (252) cut thread 31's run (1 float4 of 2)
-        make_case("r3_c1020_s3", rows=3, cols=1020, BLOCK=32, RUN4=2, STAGES=3, LOOK=1, CTAS=3),
-        # 47 tiles of 256 on 3 CTAs, 3 stages, SLACK 0 (two tiles ahead): look-backs of one flag
-        # a lane cross 32-flag windows; the last tile (228) cuts thread 28's run after 1 float4
-        make_case("r1_c12004_t256", rows=1, cols=12004, BLOCK=32, RUN4=2, STAGES=3, SLACK=0,
-                  LOOK=1, CTAS=3),
-        # 160 scanning threads (5 warps) + the look-back warp, runs of 20, 8 tiles of 3200 a row
-        # on 3 CTAs, 4 stages, SLACK 1, 128 flags a round; the rows' last tiles (2604) cut
-        # thread 130's run after 4 float4s
-        make_case("r2_c25004_b160", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4, LOOK=4,
-                  CTAS=3),
-        # the same with evict-last loads (POL 1)
+        # `cumsum_persist`'s small rings (wraps, SLACK 0 and 1, 2-4 stages, runs cut by a row's
+        # end, 3 rows on 3 CTAs, 5 scanning warps + the look-back warp)
+        *[make_case(name, **kw) for name, kw in RING_SMALL.items()],
+        # r2_c25004_b160 with evict-last loads (POL 1)
         make_case("r2_c25004_b160_pol", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4,
                   LOOK=4, CTAS=3, POL=1),
         # the H200's (docs/PERFORMANCE.md "Session 13, branch cumsum10"): 4 stages of 52 KB
