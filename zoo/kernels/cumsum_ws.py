@@ -61,8 +61,6 @@ warp-specialization, bulk-async-group, warp-shuffle, iket
 Work: 1 FLOP and 8 bytes per element.
 """
 
-import numpy as np
-
 import tirxh.lang as T
 from cumsum import ST_A, ST_P, _look_back, _scan_totals, _warp_sum, reference, strided_tiles
 from cumsum_persist import (RING_SMALL, inputs, ring_io, ring_prologue, ring_why, run_sums,
@@ -98,7 +96,7 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
-    grid, cta, per_row, ntiles, mine, span = strided_tiles(rows, cols, tile_n)
+    grid, _, _, _, mine, span = strided_tiles(rows, cols, tile_n)
     r0 = tid * run
     tile_bytes, load = ring_io(x, buf, full, span, cols, tile_n, hint=POL)
     with T.if_(tid == 0):
