@@ -3,8 +3,6 @@ imported, every shape goes through KCoral's own pyptx baseline (a shape it refus
 with the rule, a failed call is reported and the next shape still runs, the budget stops new
 shapes), and a machine without torch or pyptx is skipped with exit status 0."""
 
-import os
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -16,7 +14,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import pyptx_prewarm  # noqa: E402
 from kcoral.baselines import gemm_peers  # noqa: E402
-from kcoral.boards.cuda import gpu_count  # noqa: E402
 from kcoral.errors import JobFailure  # noqa: E402
 
 
@@ -92,16 +89,3 @@ def test_gemm_bench_prewarms_the_shapes_it_times_before_gpu_bench_starts():
     assert "--shapes $shapes}" in text[prewarm:prewarm + 200]
     assert prewarm < text.index("bash benchmarks/gpu_bench.sh")
 
-
-@pytest.mark.slow  # a KCoral daemon on the local boards: ~5 s
-@pytest.mark.skipif(gpu_count()[0] > 0, reason="this host has a GPU: the prewarm would run pyptx")
-def test_gpu_bench_runs_the_prewarm_after_the_set_up_and_before_the_daemon(tmp_path):
-    r = subprocess.run(["bash", "benchmarks/gpu_bench.sh"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300,
-                       env=dict(os.environ, GPU_BENCH_DRY="1", OUT=str(tmp_path), SHARDS="",
-                                PREWARM="python3 benchmarks/pyptx_prewarm.py --shapes "
-                                        "m128n4096k4096 m512n4096k4096"))
-    out = r.stdout + r.stderr
-    assert "=== prewarm: rc=0" in out, out
-    assert "prewarm: SKIPPED: " in out       # no GPU, no pyptx here: said, not failed
-    assert out.index("set-up done") < out.index("=== prewarm") < out.index("daemon serving")
