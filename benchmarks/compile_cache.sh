@@ -12,7 +12,8 @@
 #
 #   restore_compile_cache     .carry/tirxh-cache.tgz -> $TIRXH_CACHE_DIR,
 #                             .carry/inductor-cache.tgz -> $TORCHINDUCTOR_CACHE_DIR and
-#                             .carry/triton-cache.tgz -> $TRITON_CACHE_DIR (each when set)
+#                             .carry/triton-cache.tgz -> $TRITON_CACHE_DIR and
+#                             .carry/pyptx-cache.tgz -> $PYPTX_CACHE_DIR (each when set)
 #   save_compile_cache OUT    the same back to OUT/ (tirxh: cubins and logs, no SASS text);
 #                             an archive over COMPILE_CACHE_MAX_MB (default 15, under the
 #                             device's 16 MiB per returned file) is not saved, except
@@ -55,6 +56,7 @@ restore_compile_cache() {
     restore_carried tirxh-cache "${TIRXH_CACHE_DIR:-}"
     restore_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}"
     restore_carried triton-cache "${TRITON_CACHE_DIR:-}"
+    restore_carried pyptx-cache "${PYPTX_CACHE_DIR:-}"
 }
 
 save_recent() {  # save_recent NAME DIR OUT: tirxh's cache, newest entries first, under the cap
@@ -88,4 +90,5 @@ save_compile_cache() {
     save_recent tirxh-cache "${TIRXH_CACHE_DIR:-}" "$1"
     save_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}" "$1"
     save_carried triton-cache "${TRITON_CACHE_DIR:-}" "$1"
+    save_carried pyptx-cache "${PYPTX_CACHE_DIR:-}" "$1"
 }

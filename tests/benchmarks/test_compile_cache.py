@@ -12,7 +12,7 @@ LIB = ROOT / "benchmarks" / "compile_cache.sh"
 
 
 def bash(cwd, script, **env):
-    caches = ("TIRXH_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    caches = ("TIRXH_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYPTX_CACHE_DIR")
     full = {**{k: v for k, v in os.environ.items() if k not in caches}, **env}
     return subprocess.run(["bash", "-c", f". {LIB}\n{script}"], cwd=cwd, env=full,
                           capture_output=True, text=True, timeout=30, check=True)
@@ -93,6 +93,16 @@ def test_tritons_cache_travels_whole_beside_the_others(tmp_path):
         "HASH/chunk_fwd.cubin": b"\x7fELF"})
     assert "carried triton-cache: 5 files" in out, out
     assert (got / "HASH" / "chunk_fwd.cubin").read_bytes() == b"\x7fELF"
+
+
+def test_pyptxs_cache_travels_whole(tmp_path):
+    """pyptx's disk cache (gpu_bench.sh's PYPTX_CACHE_DIR): its first call on a fresh machine
+    took 20-30 s a session (branch gemmhang)."""
+    out, got = round_trip(tmp_path, "PYPTX_CACHE_DIR", "pyptx-cache", {
+        "d1.json": b"{}", "d1.ptx": b".version 8.0", "d1.cubin": b"\x7fELF"})
+    assert "carried pyptx-cache: 3 files" in out, out
+    assert (got / "d1.cubin").read_bytes() == b"\x7fELF"
+    assert "PYPTX_CACHE_DIR=" in (ROOT / "benchmarks" / "gpu_bench.sh").read_text()
 
 
 def test_both_device_scripts_restore_and_save_it():
