@@ -25,7 +25,7 @@ def run_script(*groups, timeout=30, **env):
 
 @pytest.mark.parametrize("groups, env, message", [
     (("nosuchgroup",), {}, "unknown group nosuchgroup"),
-    (("prep3",), {}, "tc, tc2, prep2, tf32)"),
+    (("prep3",), {}, "tc, tc2, prep2, tf32, calib)"),
     (("wsc",), {"WSC_SHAPES": "t8192_h64 t8192_h128"},
      "WSC_SHAPES takes t8192_h96 and t8192_h64, not t8192_h128"),
     (("wsf",), {"WSF_SHAPES": "pack6 t8192_h64"},
@@ -200,3 +200,17 @@ def test_tf32_times_the_tf32_products_after_the_split_per_shape():
     assert all(i.startswith(("kda_bwd_pieces_tc[pmt_", "kda_bwd_pieces_tc[tf_")) for i in smoke)
     tc2 = _jobs("tc2", TC2_SHAPES="t8192_h96")
     assert not [i for job in tc2.values() for i in job if "[tf" in i]
+
+
+@pytest.mark.slow(reason="one tirxh bench --collect-only run over the zoo")
+def test_calib_times_the_prep_alone_beside_both_walks_per_shape():
+    """Group calib (session 13, kdabwd10): per T8192 shape one job, kda_bwd_prep_only (the prep
+    of kda_bwd_prep_tc PREP=2 and nothing after it) and that kernel's two walks (pmt_,
+    pmt_fwd_); its smoke is those two kernels' small cases only."""
+    jobs = _jobs("calib")
+    for s in ("t8192_h96", "t8192_h64"):
+        assert jobs[f"calib-{s}"] == [f"kda_bwd_prep_only[{s}]", f"kda_bwd_prep_tc[pmt_{s}]",
+                                      f"kda_bwd_prep_tc[pmt_fwd_{s}]"]
+    smoke = jobs["smoke"]
+    assert len([i for i in smoke if i.startswith("kda_bwd_prep_only[")]) == 2
+    assert all(i.startswith(("kda_bwd_prep_only[", "kda_bwd_prep_tc[pmt_")) for i in smoke)
