@@ -15,7 +15,9 @@
 #                             .carry/triton-cache.tgz -> $TRITON_CACHE_DIR (each when set)
 #   save_compile_cache OUT    the same back to OUT/ (tirxh: cubins and logs, no SASS text);
 #                             an archive over COMPILE_CACHE_MAX_MB (default 15, under the
-#                             device's 16 MiB per returned file) is not saved
+#                             device's 16 MiB per returned file) is not saved, except
+#                             tirxh's, whose least recently used entries are left out
+#                             until it fits (session 13: the zoo's cubins passed 15 MB)
 #
 # Triton's cache (kda_bench.sh sets TRITON_CACHE_DIR) holds FLA's compiled kernels beside their
 # autotune results: with the results carried (triton-autotune.tgz, kilobytes) a call still
@@ -55,8 +57,35 @@ restore_compile_cache() {
     restore_carried triton-cache "${TRITON_CACHE_DIR:-}"
 }
 
+save_recent() {  # save_recent NAME DIR OUT: tirxh's cache, newest entries first, under the cap
+    # An entry's directory mtime is its last build or hit (tirxh/core/cache.py), so when the
+    # whole cache is over the cap the entries this call used still travel: the oldest quarter
+    # is left out until the archive fits, rather than the archive being dropped.
+    local name=$1 dir=$2 out=$3 max_mb=${COMPILE_CACHE_MAX_MB:-15} list keep total
+    [ -n "$dir" ] && [ -d "$dir" ] || return 0
+    list=$(cd "$dir" && find . -mindepth 2 -maxdepth 2 -type d ! -name '.tmp-*' \
+        -printf '%T@ %p\n' | sort -rn | cut -d' ' -f2-)
+    total=$(printf '%s\n' "$list" | grep -c .)
+    keep=$total
+    while [ "$keep" -gt 0 ]; do
+        (cd "$dir" && printf '%s\n' "$list" | head -n "$keep" \
+            | while read -r d; do printf '%s\0' "$d/cubin" "$d/log"; done \
+            | tar -czf "$out/$name.tgz.part" --null --ignore-failed-read -T -) 2>/dev/null
+        if [ "$(stat -c %s "$out/$name.tgz.part" 2>/dev/null || echo 0)" -le \
+              $(( max_mb * 1048576 )) ]; then
+            mv "$out/$name.tgz.part" "$out/$name.tgz"
+            [ "$keep" = "$total" ] || echo "=== $name over ${max_mb} MB: saved the $keep \
+most recently used of $total entries"
+            return 0
+        fi
+        keep=$(( keep * 3 / 4 ))
+    done
+    rm -f "$out/$name.tgz.part"
+    echo "=== $name over ${max_mb} MB: not saved"
+}
+
 save_compile_cache() {
-    save_carried tirxh-cache "${TIRXH_CACHE_DIR:-}" "$1" \( -name cubin -o -name log \)
+    save_recent tirxh-cache "${TIRXH_CACHE_DIR:-}" "$1"
     save_carried inductor-cache "${TORCHINDUCTOR_CACHE_DIR:-}" "$1"
     save_carried triton-cache "${TRITON_CACHE_DIR:-}" "$1"
 }

@@ -56,7 +56,9 @@
 # Env: EXTRA_SHARDS ('|'-separated -k expressions, e.g. other zoo kernels to time in the same
 # call), BUDGET seconds for the clients (default 480: one device call with the set-up), SHAPES
 # (e.g. "m8192n8192k8192 m128n4096k4096" to restrict), OUT (default ./gpu_out: gpu_bench.tar.gz
-# with every log and report, summary.md, summary.json). Exits 0 without a GPU, saying so.
+# with every log and report, summary.md, summary.json), PREWARM_S (default 90: seconds for
+# benchmarks/pyptx_prewarm.py before the daemon starts; PREWARM='' skips it). Exits 0 without
+# a GPU, saying so.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
@@ -153,6 +155,11 @@ for p in "${part[@]}"; do
 done
 echo "gemm_bench: $n clients over: ${shapes}"
 
+# pyptx's first call (~20 s on a fresh machine: its shim and the kernel's cubin) before the
+# daemon, not inside the first job that has pyptx beside it (session 13: that job ran past its
+# 30 s budget in the warm-up and read as a hang of gemm_bf16 t64k2p; docs/TUNING.md)
+export PREWARM="${PREWARM-python3 benchmarks/pyptx_prewarm.py --budget ${PREWARM_S:-90} \
+--shapes $shapes}"
 SHARDS="$SHARDS${EXTRA_SHARDS:+|$EXTRA_SHARDS}" BENCH_LIMIT="${BUDGET:-480}" OUT="$OUT" bash benchmarks/gpu_bench.sh
 
 python3 benchmarks/gemm_summary.py /tmp/gpu_bench/bench_*.jsonl --json "$OUT/summary.json" \

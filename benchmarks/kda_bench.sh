@@ -331,7 +331,7 @@ esac
 # the compiles only: a bare `wait` also waited for step 0's prewarm (536 s on the H200,
 # 2026-12-02: the whole call went by before the smoke started)
 wait $COMPILES
-cat "$WORK"/res_*.txt | tee "$OUT/resources.txt"
+cat "$WORK"/res_*.txt | tee "$WORK/resources.txt"
 fi
 [ "$WANT" = check ] && exit 0
 # the backward's own call (group bwd or local alone, or with smoke) smokes and warms up the
@@ -396,6 +396,9 @@ list_items() {  # KDA_BENCH_LIST: the items `-k EXPR` selects in the zoo
 }
 
 results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
+    # A device call returns at most 8 files from \$OUT: call.log, these three, and the three
+    # caches make 7 (session 13 lost triton-cache.tgz as a ninth); everything else goes in
+    # the tarball
     [ -z "$LIST" ] || return 0
     python3 benchmarks/kda_summary.py "$WORK"/*.jsonl --json "$OUT/summary.json" \
         >"$OUT/summary.md" 2>>"$LOGS/summary.log"
@@ -421,7 +424,7 @@ smoke() {  # every variant's small cases on the GPU, correctness only; stop on a
     tail -n 1 "$LOGS/smoke.log"
     # tirxh bench --no-timing exits 0 once any item is verified: the verdict is KCoral's
     # correctness of every item (kda_summary.py --smoke), and no timeout of the whole pass
-    python3 benchmarks/kda_summary.py --smoke "$WORK/smoke/smoke.jsonl" | tee "$OUT/smoke.txt"
+    python3 benchmarks/kda_summary.py --smoke "$WORK/smoke/smoke.jsonl" | tee "$WORK/smoke.txt"
     verdict=${PIPESTATUS[0]}
     if [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ "$verdict" != 0 ]; then
         echo "=== smoke FAILED (verdict $verdict; tirxh rc $rc, 124/137: the pass ran past \

@@ -107,6 +107,21 @@
 #     cumsum_persist's small cases, and first an iket profile of the default (50 s at most,
 #     PROFILES='' skips it); run with TOTAL_LIMIT=240; predictions in docs/PERFORMANCE.md
 #     ("Session 12, branch cumsum9")
+#   MODE=tma9: ONLY session 13's one-box-per-CTA TMA copies (tma_copy PERSIST=0: path_copy's
+#     geometry, 131072 CTAs of one 2 KB 2-D box, 16 per SM, the tensor copies kept) beside the
+#     in-job controls, in four shards: tma_copy (default, `_pol3`, then the likeliest winner
+#     `_one_b8x128_pol3` and `_one_b8x128`), reg_copy (default, `_pol`), path_copy (`_lbsb`,
+#     `_lbsb_pol`: the same geometry by 1-D bulk copies), and the geometry probes (4 x 256
+#     boxes, 32 CTAs per SM, 4 KB boxes at 8 per SM); smoke over the PERSIST=0 small cases; run
+#     with TOTAL_LIMIT=180; predictions in docs/PERFORMANCE.md ("Session 13, branch tmacopy9")
+#   MODE=cum10: ONLY session 13's `cumsum_ws` (zoo/kernels/cumsum_ws.py: cumsum_persist's ring
+#     with the look-back in a warp of its own, each tile's aggregate published when its load
+#     lands) beside the controls in a shard of their own (cumsum_tma `_k8` and cumsum_persist
+#     `_s4_lag` at 1 x 64M and 8 x 4M), in three shards: the controls; 1 x 64M (the default 4
+#     stages of 52 KB, its evict-last loads `_pol`, 3 x 68 KB, 5 x 40 KB, LOOK 2 and 8); 8 x 4M
+#     (the default, `_pol`, 5 x 40 KB). Smoke over cumsum_ws's small cases, and first an iket
+#     profile of the default (50 s at most, PROFILES='' skips it); run with TOTAL_LIMIT=240;
+#     predictions in docs/PERFORMANCE.md ("Session 13, branch cumsum10")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -308,10 +323,33 @@ cumsum_persist[r1_c64M_b512]@ or cumsum_persist[r1_c64M_l2]@ or cumsum_persist[r
     # the phases of one launch (iket ranges: ~30 tiles x 10 events a warp), before the shards
     export PROFILES="${PROFILES-kernels/cumsum_persist.py::cumsum_persist[r1_c64M] --iket --iket-capacity 320}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
+elif [ "${MODE:-all}" = tma9 ]; then
+    SMOKE_K="not h200 and tma_copy and _one"
+    T9_ONE="tma_copy[r16384_c8192_one_b8x128"
+    T9_TMA="tma_copy[r16384_c8192]@ or tma_copy[r16384_c8192_pol3]@ or ${T9_ONE}_pol3]@ or \
+${T9_ONE}]@"
+    T9_REG="reg_copy[r16384_c8192]@ or reg_copy[r16384_c8192_pol]@"
+    T9_PATH="path_copy[r16384_c8192_lbsb]@ or path_copy[r16384_c8192_lbsb_pol]@"
+    T9_GEO="tma_copy[r16384_c8192_one_b4x256_pol3]@ or ${T9_ONE}_t64_pol3]@ or \
+tma_copy[r16384_c8192_one_b16x128_t256_pol3]@"
+    SHARDS_ALL="h200 and ($T9_TMA)|h200 and ($T9_REG)|h200 and ($T9_PATH)|h200 and ($T9_GEO)"
+elif [ "${MODE:-all}" = cum10 ]; then
+    SMOKE_K="not h200 and cumsum_ws"
+    # the controls in a shard of their own (a control after the variants would be the first
+    # item a cut loses): cumsum_tma's best and cumsum_persist's best, both sizes
+    N_C="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r8_c4M_k8]@ or cumsum_persist[r1_c64M_s4_lag]@ or \
+cumsum_persist[r8_c4M_s4_lag]@"
+    N_W1="cumsum_ws[r1_c64M]@ or cumsum_ws[r1_c64M_pol]@ or cumsum_ws[r1_c64M_s3]@ or \
+cumsum_ws[r1_c64M_s5]@ or cumsum_ws[r1_c64M_l2]@ or cumsum_ws[r1_c64M_l8]@"
+    N_W2="cumsum_ws[r8_c4M]@ or cumsum_ws[r8_c4M_pol]@ or cumsum_ws[r8_c4M_s5]@"
+    SHARDS_ALL="h200 and ($N_C)|h200 and ($N_W1)|h200 and ($N_W2)"
+    # the phases of one launch (iket ranges: 39 tiles x 10 events on warp 0), before the shards
+    export PROFILES="${PROFILES-kernels/cumsum_ws.py::cumsum_ws[r1_c64M] --iket --iket-capacity 400}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
-        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', 'scan8'," \
-        "'scan9' or 'cum9'" >&2
+        "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
+        "'scan8', 'cum9', 'tma9', 'cum10' or 'scan9'" >&2
     exit 2
 fi
 }

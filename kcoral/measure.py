@@ -305,7 +305,7 @@ class Session:
         guards.prepare()  # the timing inputs and the timed-output reference
         self.progress("timing", f"preparing {len(self.job.baselines)} baseline(s)")
         baselines, missing = self._timed_baselines()
-        self.progress("timing", "warm-up")
+        self.progress("timing", "warm-up: the candidate")
         names = ["candidate"] + [b.name for b, _ in baselines]
         fns = [back_to_back(f, t.repeat) for f in [self.kernel] + [fn for _, fn in baselines]]
         # at least one sample's launches in one guarded section: the watchdog's limit (50 x
@@ -315,10 +315,14 @@ class Session:
             for _ in range(warmup):
                 self.kernel()
             self.dev.sync()
-        for _, f in baselines:  # operator plugins, which may compile now: not guarded
+        for b, f in baselines:  # operator plugins, which may compile now: not guarded
+            # each its own progress step: a job killed at its exec budget quotes its last
+            # progress, and session 13's "hang" in "timing: warm-up" was pyptx's first compile,
+            # not the kernel (docs/PERFORMANCE.md "Session 13, branch gemmhang")
+            self.progress("timing", f"warm-up: baseline {b.name} (its first call may compile)")
             for _ in range(warmup):
                 f()
-        self.dev.sync()
+            self.dev.sync()
         clock = self.dev.sm_clock_mhz
         full = self.dev.info().get("max_clock_mhz")
         readings = [clock()]

@@ -100,3 +100,34 @@ def test_both_device_scripts_restore_and_save_it():
         text = (ROOT / "benchmarks" / name).read_text()
         assert ". benchmarks/compile_cache.sh" in text, name
         assert text.index("restore_compile_cache") < text.index("save_compile_cache"), name
+
+
+def test_an_oversized_tirxh_cache_keeps_its_most_recently_used_entries(tmp_path):
+    """The zoo's cubins passed the 15 MB cap in session 13 and the whole archive was dropped:
+    now the least recently used entries (oldest directory mtime, which a hit refreshes) are left
+    out until the archive fits."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    out.mkdir()
+    keys = [f"{i:02d}" + str(i % 10) * 62 for i in range(8)]
+    for i, key in enumerate(keys):
+        fill(cache, key, os.urandom(300 * 1024))  # incompressible: 8 x 300 KB over a 1 MB cap
+        os.utime(cache / key[:2] / key, (1000 + i, 1000 + i))
+    done = bash(tmp_path, 'save_compile_cache "$OUTDIR"', TIRXH_CACHE_DIR=str(cache),
+                OUTDIR=str(out), COMPILE_CACHE_MAX_MB="1")
+    assert "most recently used of 8 entries" in done.stdout, done.stdout
+    with tarfile.open(out / "tirxh-cache.tgz") as t:
+        kept = {Path(n).parent.name for n in t.getnames() if n.endswith("cubin")}
+    assert kept and kept == set(keys[-len(kept):]), kept  # the newest ones, none older
+    assert (out / "tirxh-cache.tgz").stat().st_size <= 1048576
+    assert not list(out.glob("*.part"))
+
+
+def test_a_cache_hit_marks_the_entry_as_recently_used(tmp_path):
+    from tirxh.core.cache import ArtifactCache
+
+    cache = ArtifactCache(tmp_path)
+    cache.put("ab" + "0" * 62, b"\x7fELF", "log")
+    entry = tmp_path / "ab" / ("ab" + "0" * 62)
+    os.utime(entry, (1000, 1000))
+    assert cache.get("ab" + "0" * 62) == (b"\x7fELF", "log")
+    assert entry.stat().st_mtime > 1000

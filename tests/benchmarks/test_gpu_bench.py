@@ -2,7 +2,7 @@
 local boards, here numsim's): each PROFILES entry is one `tirxh profile` run against the daemon,
 its outcome printed with its phase lines, capped by PROFILE_LIMIT and by what is left of
 TOTAL_LIMIT (a killed one is named, and the script still ends with its archive); SHARDS='' times
-nothing; BENCH_ARGS reach every shard's `tirxh bench`.
+nothing; BENCH_ARGS reach every shard's `tirxh bench`; PREWARM runs before the daemon.
 One test: the script works in a fixed folder (/tmp/gpu_bench), so two runs must not overlap."""
 
 import os
@@ -57,6 +57,13 @@ def test_profiles_shards_and_bench_args(tmp_path):
     assert "=== profile 0 (kernels/vadd.py::vadd[n1000] --iket): limit 10s" in out, out
     assert "=== profile 0 (kernels/vadd.py::vadd[n1000] --iket): rc=1 " in out, out
     assert out.index("rc=1 ") < out.index("s left of TOTAL_LIMIT=35s")
+
+    # PREWARM runs after the set-up and before the daemon (gemm_bench.sh: pyptx's first call,
+    # benchmarks/pyptx_prewarm.py, which says why it skips where there is no GPU or pyptx)
+    out = _run(tmp_path / "e", SHARDS="", PREWARM="python3 benchmarks/pyptx_prewarm.py "
+               "--shapes m128n4096k4096 m512n4096k4096")
+    assert "=== prewarm: rc=0" in out and "prewarm: SKIPPED: " in out, out
+    assert out.index("set-up done") < out.index("=== prewarm") < out.index("daemon serving")
 
     # the daemon's start is timed (plugins, each board's worker), and the timed shards end
     # with every item's clock regimes (here: the sim board never times, so none, and why)

@@ -110,7 +110,7 @@ def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
-        "'scan8', 'scan9' or 'cum9'" in r.stderr
+        "'scan8', 'cum9', 'tma9', 'cum10' or 'scan9'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -287,3 +287,40 @@ def test_cum9_mode_times_cumsum_persist_beside_cumsum_tmas_best():
     m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_persist\.py::(\S+) --iket ',
                   SCRIPT.read_text())
     assert m and m.group(1) == "cumsum_persist[r1_c64M]" == shards[1][0]
+
+
+@pytest.mark.slow(reason="five tirxh bench --collect-only runs over the zoo")
+def test_tma9_mode_times_the_one_box_copies_beside_their_controls():
+    """docs/PERFORMANCE.md's session-13 predictions (branch tmacopy9) name these items: the
+    TMA ring's default and `_pol3` lead tma_copy's shard, the likeliest winner next; reg_copy
+    and path_copy `_lbsb` (the same geometry by 1-D bulk copies) are the in-job controls, each
+    in a shard of its own; the smoke runs every PERSIST=0 small case and nothing else."""
+    shards, smoke = _timed_and_smoke("tma9")
+    one = "tma_copy[r16384_c8192_one_b"
+    assert shards == [
+        ["tma_copy[r16384_c8192]", "tma_copy[r16384_c8192_pol3]", f"{one}8x128_pol3]",
+         f"{one}8x128]"],
+        ["reg_copy[r16384_c8192]", "reg_copy[r16384_c8192_pol]"],
+        ["path_copy[r16384_c8192_lbsb]", "path_copy[r16384_c8192_lbsb_pol]"],
+        [f"{one}4x256_pol3]", f"{one}8x128_t64_pol3]", f"{one}16x128_t256_pol3]"]]
+    assert sorted(smoke) == ["tma_copy[r100_c200_one]", "tma_copy[r100_c200_one_b4x128_el]",
+                             "tma_copy[r3_c24_one]"]
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_cum10_mode_times_cumsum_ws_beside_both_controls():
+    """docs/PERFORMANCE.md's session-13 predictions (branch cumsum10) name these items: the
+    controls (cumsum_tma's and cumsum_persist's measured best at both sizes) in a shard of their
+    own, so no cut loses them; each size's cumsum_ws variants in one shard, the default first;
+    the iket profile of the default first of all."""
+    shards, smoke = _timed_and_smoke("cum10")
+    w = "cumsum_ws[r1_c64M"
+    assert shards == [
+        ["cumsum_persist[r1_c64M_s4_lag]", "cumsum_persist[r8_c4M_s4_lag]",
+         "cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M_k8]"],
+        [f"{w}]", f"{w}_pol]", f"{w}_s3]", f"{w}_s5]", f"{w}_l2]", f"{w}_l8]"],
+        ["cumsum_ws[r8_c4M]", "cumsum_ws[r8_c4M_pol]", "cumsum_ws[r8_c4M_s5]"]]
+    assert sorted(smoke) == sorted([
+        "cumsum_ws[r1_c1772_s2]", "cumsum_ws[r3_c1020_s3]", "cumsum_ws[r1_c12004_t256]",
+        "cumsum_ws[r2_c25004_b160]", "cumsum_ws[r2_c25004_b160_pol]"]), smoke
+    m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_ws\.py::(\S+) --iket ',
+                  SCRIPT.read_text())
+    assert m and m.group(1) == "cumsum_ws[r1_c64M]" == shards[1][0]

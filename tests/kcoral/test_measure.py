@@ -15,7 +15,7 @@ from kcoral.measure import run_job, throughput
 from kcoral.plugins import registries
 
 
-def make(tmp_path, op="add", time_ms=0.05, runs=True, **extra):
+def make(tmp_path, op="add", time_ms=0.05, runs=True, messages=None, **extra):
     blobs = BlobStore(tmp_path)
     mod = blobs.put(json.dumps({"kernels": {"k": {"op": op, "time_ms": time_ms}}}).encode())
     n = 64
@@ -41,8 +41,11 @@ def make(tmp_path, op="add", time_ms=0.05, runs=True, **extra):
     dev = FakeDevice(BoardSpec("f", "fake", "sm_90a", options={"noise": 0.001}))
     dev.begin_job(job.doc)
     events = []
-    return lambda: run_job(job, dev, blobs, registries().baselines,
-                           lambda s, m: events.append(s)), events
+    def progress(state, message):
+        events.append(state)
+        if messages is not None:
+            messages.append(f"{state}: {message}")
+    return lambda: run_job(job, dev, blobs, registries().baselines, progress), events
 
 
 def test_ok_result_has_protocol_fields(tmp_path):
@@ -84,6 +87,21 @@ def test_baseline_reference_and_interleaving(tmp_path):
     t = r["timing"]
     assert t["interleaved"] == ["candidate", "fake.add"]
     assert t["baselines"]["fake.add"]["speedup"] == pytest.approx(2.0, rel=0.02)
+
+
+def test_each_baselines_warm_up_is_its_own_progress_step(tmp_path):
+    """A job killed at its exec budget quotes its last progress: a baseline compiling on its
+    first call (pyptx, session 13) must not read as the candidate's warm-up."""
+    messages = []
+    run, _ = make(tmp_path, runs=False, messages=messages,
+                  checks=[{"buffer": "out", "baseline": "fake.add",
+                           "baseline_args": {"a": "a", "b": "b"}, "rtol": 1e-6}],
+                  baselines=[{"name": "fake.add", "args": {"a": "a", "b": "b", "out": "out",
+                                                           "time_ms": 0.1}}])
+    run()
+    warm = [m for m in messages if m.startswith("timing: warm-up")]
+    assert warm == ["timing: warm-up: the candidate",
+                    "timing: warm-up: baseline fake.add (its first call may compile)"]
 
 
 def test_unknown_baseline(tmp_path):

@@ -178,6 +178,33 @@ def test_peers_at_two_splits_is_bitwise_the_slots_sum():
     assert np.array_equal(out["slots"].view(np.uint16), out["pair"].view(np.uint16))
 
 
+@pytest.mark.slow
+def test_peers_with_more_units_than_ctas_launched_twice_on_one_workspace():
+    """t64k2p's constants with 4 units per CTA (12 units on 3 CTAs, the ring wrapping under
+    the reduction and the epilogue), launched twice on the same workspace and counters as
+    KCoral's warm-up does: both launches match numpy and leave every counter zero, so no
+    state carries from one launch into the next. What session 13 took for a hang of
+    512 x 4096 x 4096 t64k2p on its second launch was the pyptx baseline's first call
+    (docs/TUNING.md "A timeout in the warm-up")."""
+    ns = pytest.importorskip("tirxh_numsim")
+    s = G.SUITE
+    c = _case(s, "m256n136k520_bn64_peers_s8")
+    assert {k: c.params[k] for k in G.VARIANTS["t64k2p"]} == G.VARIANTS["t64k2p"]
+    assert s.grid(c) == (3, 1, 1)            # 2 x 3 tiles x 2 splits: 4 units per CTA
+    big = _case(G.SUITE_PEERS, "m512n4096k4096_t64k2p")   # 4 x 64 tiles x 2 on 132 CTAs
+    assert G.SUITE_PEERS.grid(big) == (132, 1, 1)
+    inputs = s.make_inputs(c, 0)
+    ref = s.expected(c, inputs)["c"]
+    for launch in range(2):
+        res = ns.run(s.kernel, inputs, consts=s.consts(c), grid=s.grid(c),
+                     outputs=["c", "ws", "cnt"])
+        assert res.verdict == "clean" and not res.incomplete, (launch, res.summary)
+        assert not res.outputs["cnt"].any(), launch
+        assert s.tolerance.compare(res.outputs["c"], ref)["ok"], launch
+        assert res.outputs["ws"].any()       # the slots were written: the path ran
+        inputs = dict(inputs, ws=res.outputs["ws"], cnt=res.outputs["cnt"])
+
+
 def test_lowm_cases_are_the_two_shapes_candidates_on_128_ctas():
     """Role "lowm" (benchmarks/gemm_bench.sh small2): exactly LOWM's (kernel, variant) pairs at
     its two shapes, once each, bf16 only, every one on 128 CTAs (64 tiles x 2 splits, or 32
@@ -321,7 +348,10 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         pytest.param("SUITE_C2", dict(
                                             M=200, N=136, K=200, BN=64, STAGES=3, EPI_BUFS=1,
                                             SPLITK=2, REDUCE="red"),
-                                            id="c2_m200n136k200_splitk2_red")])
+                                            id="c2_m200n136k200_splitk2_red"),
+                                        # t64k2p's constants, 4 units per CTA (~290000
+                                        # states, ~30 s on 2 cores: tagged sync-slow)
+                                        ("SUITE", "m256n136k520_bn64_peers_s8")])
 def test_persistent_and_cluster_kernels_are_sync_clean(suite, case):
     sc = pytest.importorskip("tirxh_sync_check")
     s = SUITES[suite]

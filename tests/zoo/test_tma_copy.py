@@ -248,16 +248,108 @@ def test_path_copy_refuses_what_it_cannot_copy():
 @pytest.mark.parametrize("suite,case,wait", [
     ("SUITE", "r100_c200_s2", "T.ptx.cp.async_.bulk.wait_group(0)"),
     ("SUITE", "r8_c8_bulk", "T.ptx.cp.async_.bulk.wait_group(0)"),
-    ("PATH_COPY", "r100_c200_b32_u2_sb", "T.ptx.cp.async_.bulk.wait_group.read(0)"),
-], ids=["ring-tma-store", "ring-bulk-store", "path-copy-bulk-store"])
+    ("PATH_COPY", "r100_c200_b32_u2_sb",
+     "T.ptx.cp.async_.bulk.wait_group.read(0)  # the chunk is read"),
+    ("SUITE", "r100_c200_one", "T.ptx.cp.async_.bulk.wait_group.read(0)  # the box is read"),
+], ids=["ring-tma-store", "ring-bulk-store", "path-copy-bulk-store", "one-box-tma-store"])
 def test_the_wait_before_the_cta_exits_is_needed(tmp_path, suite, case, wait):
     """Without its last ``cp.async.bulk.wait_group[.read] 0`` a CTA may exit while its last
     stores still read the ring (or chunk): sync_check's exit rule names the commit_group of the
     pending group (exit.bulk-store-pending); the intact kernel is clean (the tests above)."""
-    mod = mutant(tmp_path, "tma_copy", [(wait, "pass")])
+    mod = mutant(tmp_path, "tma_copy", [(wait, "pass  #")])  # the line's comment stays
     s = getattr(mod, suite)
     sync, race = sync_race(s, next(c for c in s.cases if c.name == case))
     found = [f for f in sync.findings if f.kind == "exit.bulk-store-pending"]
     assert found and sync.verdict == "error", sync.findings + race.findings
     assert all("commit_group" in open(f.where.file).read().splitlines()[f.where.line - 1]
                for f in found), [f.where for f in found]
+
+
+# --- session 13: one 2-D box per CTA, path_copy's geometry (docs/TUNING.md "tma_copy: one box
+# per CTA") ----------------------------------------------------------------------------------
+
+# each large PERSIST=0 case: (box rows, box cols, CTAs per SM, KB of loads in flight per SM)
+ONE_BOX = {"r16384_c8192_one_b8x128": (8, 128, 16, 32),
+           "r16384_c8192_one_b8x128_pol3": (8, 128, 16, 32),
+           "r16384_c8192_one_b4x256_pol3": (4, 256, 16, 32),
+           "r16384_c8192_one_b8x128_t64_pol3": (8, 128, 32, 64),
+           "r16384_c8192_one_b16x128_t256_pol3": (16, 128, 8, 32)}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_BOX))
+def test_one_box_cases_have_the_geometry_their_predictions_rest_on(name):
+    """docs/PERFORMANCE.md's predictions compare these with path_copy `_lbsb` (131072 CTAs of 2
+    KB, 16 per SM by the thread limit, 32 KB per SM): each CTA copies exactly one box with one
+    2-D tensor load and one 2-D tensor store, leaves after ``wait_group.read 0``, and the
+    box, BLOCK and residency give the bytes per SM its row says."""
+    br, bc, per_sm, kb = ONE_BOX[name]
+    case = next(c for c in tc.SUITE.cases if c.name == name)
+    p = tc.SUITE.consts(case)
+    assert (p["BR"], p["BC"], p["PERSIST"]) == (br, bc, 0)
+    assert tc.SUITE.grid(case) == (tc.tiles(16384, 8192, br, bc), 1, 1)
+    assert resident_ctas_per_sm(tc.SUITE, case) == per_sm
+    assert per_sm * br * bc * 2 == kb * 1024
+    ptx = tc.tma_copy.compile("sm_90a", **p).ptx
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)) == 1
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx)) == 1
+    assert re.findall(r"cp\.async\.bulk\.wait_group(\.read)?\s+(\d+);", ptx) == [(".read", "0")]
+    assert "nctaid" not in ptx  # no persistent walk
+    assert ("createpolicy.fractional.L2::evict_last.b64" in ptx) == name.endswith("_pol3")
+
+
+@pytest.mark.parametrize("name", ["r3_c24_one", "r100_c200_one",
+                                  "r100_c200_one_b4x128_el"])
+def test_one_box_per_cta_is_race_free_with_boxes_past_both_edges(name):
+    """3 x 24 in 8 x 16 boxes (2 CTAs, each box past the last row, the second past the last
+    column too), 100 x 200 in 8 x 64 (52 CTAs of 64 threads) and 4 x 128 boxes (50 of 128):
+    the loads zero-fill outside the matrix and still complete the box's full byte count, the
+    stores write only the inside (numsim compares every element, the test above); the one
+    mbarrier is initialised and waited on by thread 0 alone, the idle threads touch nothing."""
+    case = next(c for c in tc.SUITE.cases if c.name == name)
+    p = tc.SUITE.consts(case)
+    assert tc.SUITE.grid(case) == (tc.tiles(case.params["R"], case.params["C"], p["BR"], p["BC"]),
+                                   1, 1)
+    ptx = tc.tma_copy.compile("sm_90a", **p).ptx
+    assert ("L2::evict_last" in ptx) == name.endswith("_el")  # `_el`: POL=3
+    sync, race = sync_race(tc.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_one_box_per_cta_refuses_ring_settings_and_odd_blocks():
+    with pytest.raises(ValueError, match=r"case 'p2': PERSIST=2 must be 1 \(a persistent ring\) "
+                                         r"or 0 \(one box per CTA\)"):
+        T.suite(tc.tma_copy, inputs=tc.inputs, constraints=tc.constraints,
+                cases=[T.case("p2", R=8, C=8, BR=8, BC=8, PERSIST=2)])
+    with pytest.raises(ValueError, match=r"(?s)case 'ring': PERSIST=0 copies one 2-D box per "
+                                         r"CTA with no ring: BULK=1, STAGES=2.*BLOCK=48 must "
+                                         r"be a multiple of 32"):
+        T.suite(tc.tma_copy, inputs=tc.inputs, constraints=tc.constraints,
+                cases=[T.case("ring", R=8, C=8, BR=8, BC=8, STAGES=2, BULK=1, PERSIST=0,
+                              BLOCK=48)])
+
+
+def test_one_box_per_cta_allows_a_box_no_ring_could_hold():
+    """PERSIST=0 has one stage: a 256 x 256 box (128 KiB) fits where two stages would not."""
+    assert tc.constraints(R=512, C=512, BR=256, BC=256, STAGES=4, CTAS=396, PERSIST=0) == []
+    assert any("STAGES=4" in m for m in tc.constraints(R=512, C=512, BR=256, BC=256, STAGES=4,
+                                                       CTAS=396))
+
+
+def test_one_box_per_cta_needs_its_load_wait_and_its_own_box(tmp_path):
+    """The PERSIST=0 protocol's two load-bearing lines: without the ``mbarrier`` wait the
+    tensor store reads the box while the load may still write it (sync_check: an async write
+    pending at the exit, a read-write race); with CTA t copying box t + 1, box 0 is never
+    written (numsim: elements never written)."""
+    case = "r100_c200_one"
+    early = mutant(tmp_path, "tma_copy", [("            full[0].wait(0)\n            store(0, 0)",
+                                           "            store(0, 0)")])
+    sync, race = sync_race(early.SUITE, next(c for c in early.SUITE.cases if c.name == case))
+    kinds = {f.kind for f in sync.findings + race.findings}
+    assert sync.verdict == "error" and race.verdict == "error", kinds
+    assert {"exit.async-write-pending", "race.read-write"} <= kinds
+    (tmp_path / "off").mkdir()
+    off = mutant(tmp_path / "off", "tma_copy", [("if PERSIST else cta\n",
+                                                 "if PERSIST else cta + 1\n")])
+    res = check(off.SUITE, next(c for c in off.SUITE.cases if c.name == case))
+    assert res.verdict == "error"
+    assert any("never written (first at [0, 0])" in f.message for f in res.findings)

@@ -76,6 +76,12 @@ class ArtifactCache:
             self.misses += 1
             return None
         self.hits += 1
+        try:
+            # The entry's mtime is its last use: a cache carried between machines with a size
+            # cap (benchmarks/compile_cache.sh) keeps the most recently used entries.
+            os.utime(d)
+        except OSError:
+            pass  # a read-only cache still serves hits
         return cubin, log
 
     def put(self, key: str, cubin: bytes, log: str) -> None:

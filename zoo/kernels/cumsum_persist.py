@@ -92,6 +92,61 @@ def _grid(rows, cols, BLOCK=256, RUN4=17, CTAS=132):
     return min(rows * T.cdiv(cols, tile_elems(BLOCK, RUN4)), CTAS)
 
 
+def ring_io(x, buf, full, span, cols, tile_n, hint=False):
+    """A tile ring's byte count and loader, `cumsum_persist`'s and `cumsum_ws`'s: (tile_bytes(col0),
+    the tile's bytes in its row, the row's last tile short; load(k, stage), thread 0: the CTA's
+    k-th tile into `stage`, one 1-D bulk copy completing on ``full[stage]``; `hint`: with an
+    ``L2::evict_last`` policy, ``createpolicy.fractional`` + ``.L2::cache_hint``)."""
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                      + (".L2::cache_hint" if hint else "")]
+
+    def tile_bytes(col0):
+        return T.ptx.min.u32(cols - col0, tile_n) << 2
+
+    def load(k, stage):
+        _, row, _, col0 = span(k)
+        nbytes = tile_bytes(col0)
+        full[stage].arrive_expect_tx(nbytes)
+        policy = (T.ptx.createpolicy.fractional.L2__evict_last.b64(),) if hint else ()
+        bulk_load(buf.at(stage, 0), x.at(row * cols + col0), nbytes, full[stage], *policy)
+    return tile_bytes, load
+
+
+def ring_prologue(counter, grid, bcast, barriers, AHEAD, mine, load):
+    """Thread 0, before the CTA's first barrier: one ticket, the launch's epoch (ticket / G, its
+    low bits) to ``bcast[0]``, every mbarrier of `barriers` ((array, arrival count) pairs)
+    initialised and fenced, and the first AHEAD tiles' loads (the loop's refills fill the
+    other stages)."""
+    ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
+    epoch = T.ptx.cvt.u32.u64(T.ptx.div.u64(ticket, T.ptx.cvt.u64.u32(grid)))
+    T.ptx.st.shared.u32(bcast.at(0), T.ptx.and_.b32(epoch, EPOCH_MASK))
+    for s in range(len(barriers[0][0])):
+        for bars, count in barriers:
+            bars[s].init(count)
+    T.ptx.fence.mbarrier_init.release.cluster()
+    for s in range(AHEAD):
+        with T.if_(mine > s):
+            load(s, s)
+
+
+def run_sums(raddr, RUN4, in_row, lane, warp, totals):
+    """Pass 1 on a tile in shared memory (iket range ``sum``): the thread's run of RUN4 float4s
+    from ``raddr`` summed (``in_row(j)``: the j-th float4 lies in the row), one ladder over the
+    warp's 32 run sums, lane 31 the warp's total to ``totals.at(warp)``. Returns the lane's
+    exclusive offset in its warp (one register, kept until pass 2)."""
+    with T.iket.range("sum"):
+        total = T.reg(T.f32, init=0.0)
+        for j in range(RUN4):
+            v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+            T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=in_row(j))
+            T.ptx.add.f32(total, total, T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
+                                                      T.ptx.add.f32(v[2], v[3])))
+        incl = _warp_scan(T.reg(T.f32, init=total), lane)
+        with T.if_(lane == 31):
+            T.ptx.st.shared.f32(totals.at(warp), incl)
+        return T.ptx.sub.f32(incl, total)
+
+
 class _Slot:
     """``wt`` seen from element ``base`` on (a register): one tile's nw warp totals of a
     two-tile array, for `cumsum._scan_totals`, which addresses its totals with ``.at(i)``."""
@@ -118,24 +173,13 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     # offsets are read while tile k + 1's totals are written), and LAG 1's tile prefix
     wt = T.shared(T.f32, ((1 + LAG) * nw + LAG,), name="wtot")
     bcast = T.shared(T.u32, (1,), name="epoch")
-    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
     bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
     grid, cta, per_row, ntiles, mine, span = strided_tiles(rows, cols, tile_n)
     r0 = tid * run
-
-    def tile_bytes(col0):
-        """The tile's bytes in its row (the row's last tile is short)."""
-        return T.ptx.min.u32(cols - col0, tile_n) << 2
-
-    def load(k, stage):
-        """Thread 0: the CTA's k-th tile into `stage` (one bulk copy on its mbarrier)."""
-        _, row, _, col0 = span(k)
-        nbytes = tile_bytes(col0)
-        full[stage].arrive_expect_tx(nbytes)
-        bulk_load(buf.at(stage, 0), x.at(row * cols + col0), nbytes, full[stage])
+    tile_bytes, load = ring_io(x, buf, full, span, cols, tile_n)
 
     def in_row(col0, j):
         """The j-th float4 of this thread's run lies in the row."""
@@ -147,18 +191,8 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         offset in its warp (one register, kept until pass 2)."""
         with T.iket.range("wait"):
             full[cur.stage].wait(cur.phase)
-        raddr = buf.at(cur.stage, r0)
-        with T.iket.range("sum"):
-            total = T.reg(T.f32, init=0.0)
-            for j in range(RUN4):
-                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-                T.ptx.ld.shared.v4.f32(v, raddr + 16 * j, pred=in_row(col0, j))
-                T.ptx.add.f32(total, total, T.ptx.add.f32(T.ptx.add.f32(v[0], v[1]),
-                                                          T.ptx.add.f32(v[2], v[3])))
-            incl = _warp_scan(T.reg(T.f32, init=total), lane)
-            with T.if_(lane == 31):
-                T.ptx.st.shared.f32(totals.at(warp), incl)
-            return T.ptx.sub.f32(incl, total)
+        return run_sums(buf.at(cur.stage, r0), RUN4, lambda j: in_row(col0, j), lane, warp,
+                        totals)
 
     def pass2(cur, col0, offset):
         """The run rewritten as its inclusive scan from `offset` (its final exclusive prefix),
@@ -176,15 +210,7 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
                 T.ptx.cp.async_.bulk.commit_group()
 
     with T.if_(tid == 0):
-        ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(counter.at(0), 1)
-        epoch = T.ptx.cvt.u32.u64(T.ptx.div.u64(ticket, T.ptx.cvt.u64.u32(grid)))
-        T.ptx.st.shared.u32(bcast.at(0), T.ptx.and_.b32(epoch, EPOCH_MASK))
-        for s in range(STAGES):
-            full[s].init(1)
-        T.ptx.fence.mbarrier_init.release.cluster()
-        for s in range(AHEAD):   # the loop's refills fill the other stages
-            with T.if_(mine > s):
-                load(s, s)
+        ring_prologue(counter, grid, bcast, [(full, 1)], AHEAD, mine, load)
     T.ptx.bar.sync(0)
     epoch = T.ptx.ld.shared.u32(bcast.at(0))
     ring = T.pipeline(STAGES)                  # tile k's stage: pass 2, store
@@ -282,35 +308,46 @@ def cumsum_persist(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
 
 # -- cases -----------------------------------------------------------------------------------------
 
-def per_sm(BLOCK, RUN4, STAGES) -> int:
+def per_sm(BLOCK, RUN4, STAGES, extra=0) -> int:
     """CTAs one H200 SM holds by shared memory (ring + 1 KB reserved + < 1 KB static) and
-    threads (registers are far from the limit: no data lives in them)."""
+    threads (BLOCK, and `extra` threads of other roles; registers are far from the limit: no
+    data lives in them)."""
     return min(SMEM_PER_SM // (ring_bytes(BLOCK, RUN4, STAGES) + 2 * CTA_RESERVED),
-               THREADS_PER_SM // BLOCK)
+               THREADS_PER_SM // (BLOCK + extra))
 
 
-def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LAG, LOOK, CTAS):
-    """The shapes and constants `cumsum_persist` accepts (checked when the suite is
-    declared): the grid must be one wave (a CTA waits on other CTAs' flags)."""
+def ring_why(BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, extra=0):
+    """What a tile ring of `cumsum_persist`'s shape refuses (BLOCK scanning threads plus
+    `extra` of other roles): the block, the ring's depth and bytes, a grid of one wave (a CTA
+    waits on other CTAs' flags), the look-back's flags a lane."""
     why = []
-    if BLOCK % 32 or not 32 <= BLOCK <= 1024:
-        why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, 1024]")
+    top = 1024 - extra
+    if BLOCK % 32 or not 32 <= BLOCK <= top:
+        why.append(f"BLOCK={BLOCK} must be a multiple of 32 in [32, {top}]"
+                   + (" (one more warp looks back)" if extra else ""))
     if SLACK not in (0, 1) or RUN4 < 1 or STAGES < 2 + SLACK:
         why.append(f"RUN4={RUN4} must be at least 1 (float4s per thread run), SLACK={SLACK} 0 "
                    f"or 1 (bulk stores left reading at a refill) and STAGES={STAGES} at least "
                    f"2 + SLACK (a tile loads while one is scanned and SLACK are stored)")
-    elif per_sm(BLOCK, RUN4, STAGES) < 1:
+    elif per_sm(BLOCK, RUN4, STAGES, extra) < 1:
         why.append(f"STAGES * BLOCK * RUN4 * 16 = {ring_bytes(BLOCK, RUN4, STAGES)} bytes of "
                    f"ring (+2 KB) exceed an SM's {SMEM_PER_SM}")
-    elif not 1 <= CTAS <= H200_SMS * per_sm(BLOCK, RUN4, STAGES):
-        n = per_sm(BLOCK, RUN4, STAGES)
+    elif not 1 <= CTAS <= H200_SMS * per_sm(BLOCK, RUN4, STAGES, extra):
+        n = per_sm(BLOCK, RUN4, STAGES, extra)
         why.append(f"CTAS={CTAS} must be in [1, {H200_SMS * n}]: one wave of {n} CTA(s) per "
                    f"SM on {H200_SMS} SMs (every CTA must be resident)")
+    if LOOK not in (1, 2, 4, 8):
+        why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round)")
+    return why
+
+
+def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LAG, LOOK, CTAS):
+    """The shapes and constants `cumsum_persist` accepts (checked when the suite is
+    declared): the ring's (`ring_why`), LAG's stage, `cumsum_smem`'s row shapes."""
+    why = ring_why(BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS)
     if LAG not in (0, 1) or (LAG and STAGES < 3 + SLACK):
         why.append(f"LAG={LAG} must be 0 or 1, and LAG 1 needs STAGES={STAGES} at least 3 + "
                    f"SLACK (a tile in pass 1 while the next loads and one is stored)")
-    if LOOK not in (1, 2, 4, 8):
-        why.append(f"LOOK={LOOK} must be 1, 2, 4 or 8 (flags per lane and look-back round)")
     return why + shape_why(rows, cols, 0)   # `cumsum_smem`'s row shapes (0: no register cap)
 
 
@@ -330,24 +367,27 @@ def inputs(rng, rows, cols, BLOCK=256, RUN4=17):
                 counter=np.zeros(1, np.uint64), rows=rows, cols=cols)
 
 
+# the small rings, `cumsum_ws`'s too (its block adds the look-back warp to BLOCK):
+RING_SMALL = {
+    # 5 tiles of 32 x 12 = 384 on 2 CTAs (3 and 2 tiles), 2 stages, SLACK 0: the ring wraps;
+    # the last tile (236 elements) ends inside thread 19's run, after its second float4
+    "r1_c1772_s2": dict(rows=1, cols=1772, BLOCK=32, RUN4=3, STAGES=2, SLACK=0, LOOK=1, CTAS=2),
+    # 3 rows of 4 tiles of 256 (runs of 8) on 3 CTAs, 3 stages, SLACK 1 (the default's ring):
+    # rows start mid-CTA; the rows' last tiles (252) cut thread 31's run (1 float4 of 2)
+    "r3_c1020_s3": dict(rows=3, cols=1020, BLOCK=32, RUN4=2, STAGES=3, LOOK=1, CTAS=3),
+    # 47 tiles of 256 on 3 CTAs, 3 stages, SLACK 0 (two tiles ahead): look-backs of one flag
+    # a lane cross 32-flag windows; the last tile (228) cuts thread 28's run after 1 float4
+    "r1_c12004_t256": dict(rows=1, cols=12004, BLOCK=32, RUN4=2, STAGES=3, SLACK=0, LOOK=1,
+                           CTAS=3),
+    # 160 threads (5 warps), runs of 20, 8 tiles of 3200 per row on 3 CTAs, 4 stages, SLACK
+    # 1, 128 flags a round; the rows' last tiles (2604) cut thread 130's run after 4
+    "r2_c25004_b160": dict(rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4, LOOK=4, CTAS=3),
+}
+
 SUITE = T.suite(
     cumsum_persist, inputs=inputs, reference=reference, outputs=["out"],
     cases=[
-        # 5 tiles of 32 x 12 = 384 on 2 CTAs (3 and 2 tiles), 2 stages, SLACK 0: the ring wraps;
-        # the last tile (236 elements) ends inside thread 19's run, after its second float4
-        make_case("r1_c1772_s2", rows=1, cols=1772, BLOCK=32, RUN4=3, STAGES=2, SLACK=0, LOOK=1,
-                  CTAS=2),
-        # 3 rows of 4 tiles of 256 (runs of 8) on 3 CTAs, 3 stages, SLACK 1 (the default's ring):
-        # rows start mid-CTA; the rows' last tiles (252) cut thread 31's run (1 float4 of 2)
-        make_case("r3_c1020_s3", rows=3, cols=1020, BLOCK=32, RUN4=2, STAGES=3, LOOK=1, CTAS=3),
-        # 47 tiles of 256 on 3 CTAs, 3 stages, SLACK 0 (two tiles ahead): look-backs of one flag
-        # a lane cross 32-flag windows; the last tile (228) cuts thread 28's run after 1 float4
-        make_case("r1_c12004_t256", rows=1, cols=12004, BLOCK=32, RUN4=2, STAGES=3, SLACK=0,
-                  LOOK=1, CTAS=3),
-        # 160 threads (5 warps), runs of 20, 8 tiles of 3200 per row on 3 CTAs, 4 stages, SLACK
-        # 1, 128 flags a round; the rows' last tiles (2604) cut thread 130's run after 4
-        make_case("r2_c25004_b160", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4, LOOK=4,
-                  CTAS=3),
+        *[make_case(name, **kw) for name, kw in RING_SMALL.items()],
         # LAG 1 (tile k + 1's A before tile k's look-back): 4 stages, SLACK 1, 3 rows of 4
         # tiles on 2 CTAs (a CTA's tiles k, k + 1 in different rows: a row's first tile
         # publishes P at once, its look-back skipped); 5 warps, two stages' slots of totals

@@ -1088,6 +1088,14 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            REDUCE="peers", SMS=4),
     T.case("m200n136k600_bn64_peers_s9_direct", M=200, N=136, K=600, BN=64, STAGES=9,
            EPI="direct", SPLITK=2, REDUCE="peers", SMS=4),
+    # t64k2p's constants (BN 64, 8 stages, one staged chunk, "peers") with more units than
+    # CTAs, as at 512 x 4096 x 4096 (512 units on 132 CTAs): 6 tiles x 2 splits on 3 CTAs, 4
+    # units each of 4 or 5 slices (K tail), the ring wrapping under the reduction and the
+    # epilogue (the session-13 "hang" of that shape was the pyptx baseline's first call:
+    # docs/TUNING.md "A timeout in the warm-up"). sync_check: ~290000 states, 30 s on 2
+    # cores, so in tests/zoo/test_gemm_sm90.py (with two launches on one workspace)
+    T.case("m256n136k520_bn64_peers_s8", M=256, N=136, K=520, BN=64, STAGES=8, EPI_BUFS=1,
+           SPLITK=2, REDUCE="peers", SMS=3, tags=("sync-slow",)),
     # A in its own ring (ASTAGES): B 4 slices ahead of A, 12 units of 2-3 slices on 4 CTAs
     # (every unit shorter than the lead); unsplit 10-slice tiles, 3 per CTA, both rings
     # wrapping; N-major B

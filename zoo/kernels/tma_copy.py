@@ -53,6 +53,17 @@ each ``@p ld.global.v4.b32`` (p: the vector is below R * C / 8) issued before th
 half of the TMA copy costs it its ~4% against the register copy (docs/TUNING.md "tma_copy:
 which path costs").
 
+PERSIST=0 (session 13) is tma_copy with path_copy's geometry, the 2-D tensor copies kept: no
+ring and no persistent walk, CTA t copies box t (row-major over the R x C tiles, so the CTAs an
+SM holds at once cover a band of adjacent boxes, as path_copy's chunks do) with one
+``cp.async.bulk.tensor.2d`` load on one mbarrier and one tensor store, then leaves after
+``wait_group.read 0`` (its slot goes to the next box while the writes drain). BLOCK threads
+per CTA (thread 0 copies) set how many CTAs an SM holds: BLOCK 128 gives path_copy's 16, so
+2 KB boxes (8 x 128 or 4 x 256) hold its 32 KB of loads per SM. Session 13's factorial said
+why this geometry: path_copy with both halves by 1-D bulk copies of 2 KB ran as fast as the
+register copy, and with 16 KB a CTA as slow as this ring (docs/TUNING.md "tma_copy: one box per
+CTA").
+
 Techniques: TMA (tensor maps, bulk tensor copies, 1-D bulk copies), mbarrier transaction-count completion, a
 STAGES-deep shared-memory ring, bulk async-groups (wait_group.read to recycle a stage early),
 persistent CTAs, single-thread issue.
@@ -89,15 +100,17 @@ def loads_in_flight(BR, BC, STAGES, LAG=1):
     return (STAGES - LAG) * BR * BC * 2
 
 
-def _grid(R, C, BR, BC, CTAS, BULK):
+def _grid(R, C, BR, BC, CTAS, BULK, PERSIST):
+    if not PERSIST:  # one box per CTA: the grid is the tiles
+        return tiles(R, C, BR, BC)
     return min(chunks(R, C, BR, BC) if BULK else tiles(R, C, BR, BC), CTAS)
 
 
-@T.kernel(grid=_grid, block=32)
+@T.kernel(grid=_grid, block=lambda BLOCK: BLOCK)
 def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
              out: T.gptr[T.bf16], R: T.u32, C: T.u32, BR: T.const = 64, BC: T.const = 128,
              STAGES: T.const = 4, CTAS: T.const = 396, BULK: T.const = 0, POL: T.const = 0,
-             LAG: T.const = 1):
+             LAG: T.const = 1, PERSIST: T.const = 1, BLOCK: T.const = 32):
     lh = ".L2::cache_hint" if POL else ""  # POL: L2 policies (module docstring)
     sh = ".L2::cache_hint" if POL == 2 else ""
     tma_load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
@@ -105,8 +118,9 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
     tma_store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" + sh]
     bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" + lh]
     bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group" + sh]
-    buf = T.shared(T.bf16, (STAGES, BR, BC), align=1024, dynamic=True, name="buf")
-    full = T.mbarrier(STAGES, name="full", dynamic=True)
+    depth = STAGES if PERSIST else 1  # PERSIST=0: one box, one stage, no ring
+    buf = T.shared(T.bf16, (depth, BR, BC), align=1024, dynamic=True, name="buf")
+    full = T.mbarrier(depth, name="full", dynamic=True)
     box_bytes = BR * BC * 2
     chunk = BR * BC  # BULK: elements per 1-D chunk
     with T.if_(T.tid.x == 0):
@@ -116,19 +130,19 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
                       T.ptx.createpolicy.fractional.L2__evict_first.b64())
         lp = (policy,) if POL else ()  # the policy operand of the hinted copies
         sp = (policy,) if POL == 2 else ()
-        grid = T.nctaid.x
+        grid = T.nctaid.x if PERSIST else None  # PERSIST=0: the CTA's one tile is tile `cta`
         cta = T.ctaid.x
         if BULK:
             total = R * C
             ntiles = (total + (chunk - 1)) / chunk
         else:
             col_tiles = (C + (BC - 1)) / BC
-            ntiles = ((R + (BR - 1)) / BR) * col_tiles
-        mine = (ntiles - 1 - cta) / grid + 1  # tiles cta, cta + grid, ... below ntiles
+            ntiles = ((R + (BR - 1)) / BR) * col_tiles if PERSIST else None
+        mine = (ntiles - 1 - cta) / grid + 1 if PERSIST else None  # tiles cta, cta + grid, ...
 
         def coords(k):
             """(col, row) of the CTA's k-th tile: ``mad``, ``div``, ``mul``, ``sub``."""
-            t = cta + k * grid
+            t = cta + k * grid if PERSIST else cta
             tr = t / col_tiles
             return T.ptx.mov.s32((t - tr * col_tiles) * BC), T.ptx.mov.s32(tr * BR)
 
@@ -154,6 +168,17 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
             else:
                 tma_store(out_map[coords(k)], buf.at(stage), *sp)
 
+        if not PERSIST:  # path_copy's `_lbsb` with a 2-D box (module docstring): no ring
+            full[0].init(1)
+            T.ptx.fence.mbarrier_init.release.cluster()
+            load(0, 0)
+            full[0].wait(0)
+            store(0, 0)
+            T.ptx.cp.async_.bulk.commit_group()
+            # .read: the CTA may leave (its slot taken by the next box) once the store has read
+            # shared memory; the global writes complete on their own, as path_copy's
+            T.ptx.cp.async_.bulk.wait_group.read(0)  # the box is read before the CTA frees it
+            return
         for s in range(STAGES):
             full[s].init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -176,8 +201,17 @@ def tma_copy(x_map: T.tensormap, out_map: T.tensormap, x: T.gptr[T.bf16],
         T.ptx.cp.async_.bulk.wait_group(0)
 
 
-def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0, POL=0, LAG=1):
+def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0, POL=0, LAG=1, PERSIST=1, BLOCK=32):
     out = []
+    if PERSIST not in (0, 1):
+        out.append(f"PERSIST={PERSIST} must be 1 (a persistent ring) or 0 (one box per CTA)")
+    elif not PERSIST and (BULK or (STAGES, CTAS, LAG) != (4, 396, 1)):
+        out.append(f"PERSIST=0 copies one 2-D box per CTA with no ring: BULK={BULK}, "
+                   f"STAGES={STAGES}, CTAS={CTAS}, LAG={LAG} must stay 0, 4, 396, 1 (1-D "
+                   "chunks one per CTA are path_copy's `_lbsb`)")
+    if BLOCK % 32 or not 32 <= BLOCK <= 1024:
+        out.append(f"BLOCK={BLOCK} must be a multiple of 32 in 32..1024 (thread 0 copies; the "
+                   "others only set how many CTAs an SM holds)")
     if not 1 <= LAG < STAGES:
         out.append(f"LAG={LAG} must be in [1, STAGES={STAGES}): the stores left reading before "
                    "a stage is refilled, at least one stage loading")
@@ -193,7 +227,7 @@ def constraints(R, C, BR, BC, STAGES, CTAS, BULK=0, POL=0, LAG=1):
     if not (1 <= BR <= 256 and 8 <= BC <= 256 and BC % 8 == 0):
         out.append(f"box BR x BC = {BR} x {BC}: each side at most 256 elements, BC a multiple "
                    "of 8 (16-byte box rows)")
-    if STAGES < 2 or STAGES * BR * BC * 2 + 8 * STAGES > 227 * 1024:
+    if PERSIST and (STAGES < 2 or STAGES * BR * BC * 2 + 8 * STAGES > 227 * 1024):
         out.append(f"STAGES={STAGES}: need at least 2 stages and STAGES * BR * BC * 2 bytes "
                    "within 227 KiB of shared memory")
     if CTAS < 1 or R * C >= 1 << 32:
@@ -257,7 +291,24 @@ SUITE = T.suite(
            T.case("r100_c200_s2_pol3", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3, POL=3),
            T.case("r100_c200_s2_bulk_pol3", R=100, C=200, BR=32, BC=64, STAGES=2, CTAS=3,
                   BULK=1, POL=3),
-           T.case("r16384_c8192_pol3", R=16384, C=8192, POL=3, **BENCH)],
+           T.case("r16384_c8192_pol3", R=16384, C=8192, POL=3, **BENCH)]
+    # session 13: path_copy's geometry with 2-D boxes (docs/TUNING.md "tma_copy: one box per
+    # CTA"): small, boxes past both edges (TMA's zero fill and clipped stores), idle threads
+    + [T.case("r3_c24_one", R=3, C=24, BR=8, BC=16, PERSIST=0),
+       T.case("r100_c200_one", R=100, C=200, BR=8, BC=64, PERSIST=0, BLOCK=64),
+       # POL=3 (named `_el`: MODE=tma8's smoke selects `pol3` by substring)
+       T.case("r100_c200_one_b4x128_el", R=100, C=200, BR=4, BC=128, PERSIST=0, POL=3,
+              BLOCK=128)]
+    # large: 2 KB boxes (8 x 128: eight 256-byte rows; 4 x 256: four 512-byte rows), 131072
+    # CTAs; BLOCK sets CTAs per SM (the thread limit): 128 -> 16, path_copy's 32 KB per SM
+    + [T.case(f"r16384_c8192_one_b{br}x{bc}{t}{p}", R=16384, C=8192, BR=br, BC=bc, PERSIST=0,
+              BLOCK=block, **(dict(POL=3) if p else {}), **BENCH)
+       for br, bc, block, t, p in ((8, 128, 128, "", "_pol3"), (8, 128, 128, "", ""),
+                                   (4, 256, 128, "", "_pol3"),
+                                   # 32 CTAs per SM (64 KB): depth at the same 2 KB box
+                                   (8, 128, 64, "_t64", "_pol3"),
+                                   # 4 KB boxes, 8 CTAs per SM (32 KB): box size at one depth
+                                   (16, 128, 256, "_t256", "_pol3"))],
     tolerance=T.tolerance(rtol=0, atol=0),  # a copy: bitwise
     constraints=constraints, flops=lambda R, C: 0, bytes=lambda R, C: 4 * R * C,
     baselines=[{"name": f"torch{c}.copy", "args": {"x": "x", "out": "out"}}
