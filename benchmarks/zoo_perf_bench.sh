@@ -90,6 +90,13 @@
 #     warps an SM (`_w32`: half the rows on the slowest warp); smoke over the small
 #     GUESS/FUSE/VECS-8 cases; run with TOTAL_LIMIT=230; predictions in docs/PERFORMANCE.md
 #     ("Session 11, branch topk8") and docs/TUNING.md ("top-k (session 11, branch topk8)")
+#   MODE=scan9: ONLY session 13's top-k SEED=1 variants (branch topk9: a warp's first row from
+#     the j-th largest of its lanes' maxima over the ring's first steps, not -inf), three shards
+#     each led by the size's best of scan8 as in-job controls (f32 16384 x 8192 k50: `_v8_g1fu`
+#     and `_v4_g1fu_w32`; f32 4096 x 32768: `_v8_g1fu`; bf16 8192 x 32768: `_v4_g1fu`), then
+#     the `_sd` form of each and of `_w32` at 32768 (f32, bf16); smoke over the small `_sd`
+#     cases; run with TOTAL_LIMIT=200; predictions in docs/PERFORMANCE.md ("Session 13, branch
+#     topk9") and docs/TUNING.md ("top-k (session 13, branch topk9)")
 #   MODE=cum9: ONLY session 12's `cumsum_persist` (zoo/kernels/cumsum_persist.py: persistent
 #     CTAs, a bulk-copy tile ring, tile k+1's load issued before tile k's look-back) beside
 #     cumsum_tma's measured best (`_k8` at 1 x 64M and 8 x 4M, the in-job controls, a shard of
@@ -293,6 +300,16 @@ or ${T8_F}_st_a_v8_g1fu]@ or ${T8_F}_st_a_v4_g1fu_w32]@"
 ${T8_L}_st_a_v4_g1fu_w32]@"
     N_R3="${T8_B}_st_a_v4]@ or ${T8_B}_st_a_v4_g1fu]@ or ${T8_B}_st_a_v4_g1fu_w32]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
+elif [ "${MODE:-all}" = scan9 ]; then
+    SMOKE_K="not h200 and topk_warp and _sd"
+    T9_F="topk_f32_warp[r16384_c8192_k50_st_a"
+    T9_L="topk_f32_warp[r4096_c32768_k64_st_a"
+    T9_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    N_R1="${T9_F}_v8_g1fu]@ or ${T9_F}_v4_g1fu_w32]@ or ${T9_F}_v8_g1fu_sd]@ or \
+${T9_F}_v4_g1fu_w32_sd]@"
+    N_R2="${T9_L}_v8_g1fu]@ or ${T9_L}_v8_g1fu_sd]@ or ${T9_L}_v4_g1fu_w32_sd]@"
+    N_R3="${T9_B}_v4_g1fu]@ or ${T9_B}_v4_g1fu_sd]@ or ${T9_B}_v4_g1fu_w32_sd]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
 elif [ "${MODE:-all}" = cum9 ]; then
     SMOKE_K="not h200 and cumsum_persist"
     # the controls in a shard of their own: a shard runs in file order, and cumsum_persist.py
@@ -332,7 +349,7 @@ cumsum_ws[r1_c64M_s5]@ or cumsum_ws[r1_c64M_l2]@ or cumsum_ws[r1_c64M_l8]@"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
-        "'scan8', 'cum9', 'tma9' or 'cum10'" >&2
+        "'scan8', 'cum9', 'tma9', 'cum10' or 'scan9'" >&2
     exit 2
 fi
 }

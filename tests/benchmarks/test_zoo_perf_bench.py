@@ -110,7 +110,7 @@ def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
-        "'scan8', 'cum9', 'tma9' or 'cum10'" in r.stderr
+        "'scan8', 'cum9', 'tma9', 'cum10' or 'scan9'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -236,6 +236,22 @@ def test_scan8_mode_leads_each_shard_with_the_sizes_measured_best():
         "topk_f32_warp[r5_c2052_k64_v8g1]", "topk_f32_warp[r5_c2052_k64_fu]",
         "topk_f32_warp[r4_c2052_k50_v8fu]", "topk_f32_warp[r3_c1000_k1_fu]",
         "topk_bf16_warp[r5_c1000_k33_g1]", "topk_bf16_warp[r5_c1000_k33_fu]"]), smoke
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_scan9_mode_leads_each_shard_with_scan8s_best_then_the_seeded_forms():
+    """docs/PERFORMANCE.md's session-13 predictions (branch topk9) name these items: each shard
+    one size, session 13's measured best first as in-job controls, then SEED=1's forms."""
+    shards, smoke = _timed_and_smoke("scan9")
+    f, l, b = ("topk_f32_warp[r16384_c8192_k50_st_a", "topk_f32_warp[r4096_c32768_k64_st_a",
+               "topk_bf16_warp[r8192_c32768_k64_st_a")
+    assert shards == [
+        [f"{f}_v8_g1fu]", f"{f}_v4_g1fu_w32]", f"{f}_v8_g1fu_sd]", f"{f}_v4_g1fu_w32_sd]"],
+        [f"{l}_v8_g1fu]", f"{l}_v8_g1fu_sd]", f"{l}_v4_g1fu_w32_sd]"],
+        [f"{b}_v4_g1fu]", f"{b}_v4_g1fu_sd]", f"{b}_v4_g1fu_w32_sd]"]]
+    assert sorted(smoke) == sorted([
+        "topk_f32_warp[r5_c4100_k7_sd]", "topk_f32_warp[r3_c8196_k50_v8_sd]",
+        "topk_f32_warp[r3_c2052_k64_sd]", "topk_bf16_warp[r5_c4104_k9_sd]"]), smoke
 
 
 @pytest.mark.slow(reason="eleven tirxh bench --collect-only runs over the zoo")

@@ -2,6 +2,7 @@
 index, k = 1 and 64, tails), the paths each row takes (the previous row's threshold and the
 fallback from -inf, the column search among ties), sync_check, refused shapes."""
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +109,9 @@ def test_sync_check_clean():
                         (MOD.SUITE_F32, "r5_c2052_k64_fe3_sk"),
                         (MOD.SUITE_F32, "r5_c2052_k64_v8g1"), (MOD.SUITE_BF16, "r5_c1000_k33_g1"),
                         (MOD.SUITE_F32, "r5_c2052_k64_fu"), (MOD.SUITE_BF16, "r5_c1000_k33_fu"),
-                        (MOD.SUITE_F32, "r6_c2052_k37_g1s12")):
+                        (MOD.SUITE_F32, "r6_c2052_k37_g1s12"),
+                        (MOD.SUITE_F32, "r5_c4100_k7_sd"), (MOD.SUITE_F32, "r3_c8196_k50_v8_sd"),
+                        (MOD.SUITE_BF16, "r5_c4104_k9_sd")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -151,6 +154,8 @@ def test_sync_check_clean():
                                                    r"2k \+ 16\) or 1"),
     ("bf16", dict(rows=1, cols=1024, k=4, FUSE=3, dt="bf16"), r"FUSE=3 must be 0 \(a ranking "
                                                               r"pass per entry of a lane\) or 1"),
+    ("f32", dict(rows=1, cols=1024, k=4, SEED=2), r"SEED=2 must be 0 \(a warp's first row from "
+                                                  r"-inf\) or 1"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
@@ -175,7 +180,7 @@ def test_benchmarked_defaults_fill_each_sm_once_without_spills(suite, name):
     case = _case(suite, name)
     r = suite.kernel.compile("sm_90a", **suite.consts(case)).resources
     assert (r.spill_stores, r.spill_loads) == (0, 0)
-    per_sm = 32 if name.endswith("_w32") else 16
+    per_sm = 32 if "_w32" in name else 16
     resident = resident_ctas_per_sm(suite, case)
     assert resident * case.params["WARPS"] == per_sm
     warps = case.params["WARPS"]
@@ -378,3 +383,76 @@ def test_fused_ranking_halves_the_row_ends_loads_and_frees_the_registers_at_k50(
     assert fused.ptx.count("ld.shared.v2.u64") == 25
     assert fused.ptx.count("setp.gt.u64") == 2 * 50
     assert plain.resources.registers > 100 >= 80 >= fused.resources.registers
+
+
+def _poisson_tail(lam, j):
+    """P(Poisson(lam) >= j), summed term by term from the factorials (not the kernel's recurrence)."""
+    return 1.0 - sum(math.exp(-lam) * lam ** i / math.factorial(i) for i in range(j))
+
+
+@pytest.mark.parametrize("k,cols,sample", [(50, 8192, 512), (50, 8192, 1024), (64, 32768, 1024),
+                                           (64, 32768, 2048), (7, 4100, 1024), (1, 1000, 512)])
+def test_seed_rank_is_the_least_within_the_miss_bound(k, cols, sample):
+    """SEED=1 (scan9): the rank j among the lane maxima is the least whose Poisson miss chance
+    (fewer than k of the row reach the sample's j-th largest) is at most SEED_MISS."""
+    j = MOD._seed_rank(k, cols, sample)
+    lam = k * sample / cols
+    assert _poisson_tail(lam, j) <= MOD.SEED_MISS < _poisson_tail(lam, j - 1)
+
+
+def test_seed_rank_refuses_a_sample_that_says_too_little():
+    """A sample as large as the row (2048 of 2052 at k 64: lam ~64) needs j far above the 32
+    lanes' maxima: no seed, the row starts from -inf as before."""
+    assert MOD._seed_rank(64, 2052, 2048) is None
+    assert _poisson_tail(64 * 2048 / 2052, MOD.SEED_MAX_RANK) > MOD.SEED_MISS
+
+
+def _first_row_run(seed, rows, cols=8192, k=50, x=None):
+    """One warp, `rows` rows (normal, or `x`), 2 KB steps with 2 ahead (`_w32`'s ring)."""
+    suite = MOD.SUITE_F32
+    case = MOD.make_case("sd", rows=rows, cols=cols, k=k, WARPS=1, CTAS=1, VECS=4, STAGES=12,
+                         CAP=96, STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=seed)
+    inputs = suite.make_inputs(case, 0)
+    inputs["x"][:] = (np.random.default_rng(21).standard_normal((rows, cols)).astype(np.float32)
+                      if x is None else x)
+    res, _ = simulate(suite, case, inputs=inputs)
+    if x is None:
+        assert_matches(suite, case, res, inputs)
+    else:   # infinities: assert_matches's tolerance arithmetic makes inf - inf a NaN mismatch
+        assert res.verdict == "clean"
+        assert _wrong_rows(suite, case, res, inputs) == []
+    return res
+
+
+def test_a_seeded_first_row_costs_about_a_later_row_and_stays_exact():
+    """SEED=1: the first row of 8192 (k 50) starts from the 13th largest of the lanes' maxima
+    over its first 1024 elements instead of -inf: no refine for ~1000 early appends, so the row
+    costs ~4.5-5k warp-instructions instead of ~9k (a later row: ~4.4k); the PTX gains j
+    ``redux.sync.max.u32`` rounds, only with SEED."""
+    plain, seeded = _first_row_run(0, 1), _first_row_run(1, 1)
+    two = _first_row_run(0, 2)
+    later = two.stats["warp_instructions"] - plain.stats["warp_instructions"]
+    assert seeded.stats["warp_instructions"] < 0.65 * plain.stats["warp_instructions"]
+    assert seeded.stats["warp_instructions"] < 1.3 * later
+    # the refines it saves are redux.sync.add rounds: fewer of those in all
+    assert seeded.stats["ops"]["redux.sync"] < plain.stats["ops"]["redux.sync"]
+
+    def ptx(seed):
+        case = MOD.make_case("p", rows=1, cols=8192, k=50, VECS=4, STAGES=12, CAP=96, STRICT=1,
+                             APPEND=1, GUESS=1, FUSE=1, SEED=seed)
+        return MOD.SUITE_F32.kernel.compile("sm_90a", **MOD.SUITE_F32.consts(case)).ptx
+    assert "redux.sync.max.u32" not in ptx(0)
+    assert ptx(1).count("redux.sync.max.u32") == MOD._seed_rank(50, 8192, 1024) == 13
+
+
+def test_a_seed_that_too_few_reach_reads_the_row_again_exactly():
+    """k 7, j 6: six +inf in six lanes' first vectors make the seed +inf, which only they reach:
+    the row is read again from -inf (the fallback), exact; the next row of -inf and two finite
+    values ends exactly too (inf on both sides of the seed's compare)."""
+    x = np.random.default_rng(4).standard_normal((2, 4100)).astype(np.float32)
+    x[0, [0, 4, 8, 12, 16, 20]] = np.inf
+    x[1] = -np.inf
+    x[1, [7, 4000]] = (1.0, -2.0)
+    assert MOD._seed_rank(7, 4100, 1024) == 6
+    res = _first_row_run(1, 2, cols=4100, k=7, x=x)
+    assert _second_reads(res) > 0

@@ -74,6 +74,16 @@ FUSE=1 (session 11, the `_fu` cases): the final refine leaves each winner as one
 entries in one pass over k/2 broadcast loads (`_store_fused`): ~490 fewer PTX a row at k 50, and
 k = 50 compiles to 61-88 registers instead of 128, so 32 warps an SM fit (`_w32`).
 
+SEED=1 (session 13, the `_sd` cases; docs/TUNING.md "top-k (session 13, branch topk9)"): a
+warp's first row no longer starts from -inf (~2x a later row's work: 8.6k against 4.0k PTX at
+8192 k 50, 18.0k against 10.4k at 32768 k 64, its refines over ~500+ early appends) but from the
+j-th largest of the 32 lanes' maxima over the row's first steps, those the ring holds before the
+loop (`_seed`: S x VECS ``ld.shared.v4`` and ``max`` a lane, j rounds of ``redux.sync.max.u32``;
+j the least rank that a Poisson model of the sample puts below k row elements at most 2% of the
+time, `_seed_rank`; none where j would exceed 24). A row that fewer than k elements reach is read
+again from -inf (the fallback of 4.): exact either way. Every warp has a first row, so the
+saving is every warp's, and all of `_w32` at 32768 f32 (one row a warp).
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -83,6 +93,7 @@ Work: the row read once; numsim counts (PTX warp-instructions per row, normal da
 first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, bf16 32768 k64
 22.8k / 13.0k.
 """
+import math
 import sys
 from pathlib import Path
 
@@ -105,6 +116,29 @@ NEG_INF = float("-inf")
 # the next row starts from this row's value of rank 2k + 16: a row like it holds ~that many
 # elements above it, fewer than k only ~4 standard deviations down (~sqrt(2 * rank) each)
 GUESS_MULT, GUESS_PLUS = 2, 16
+
+
+# SEED=1 (session 13): a warp's first row starts from the j-th largest of its 32 lane maxima over
+# the row's steps already in the ring, j the least rank that a Poisson model of the sample puts
+# below k elements of the row at most SEED_MISS of the time (a miss reads the row again: exact)
+SEED_MISS = 0.02
+SEED_MAX_RANK = 24   # beyond it the lane maxima (32, one per lane) say too little: no seed
+
+
+def _seed_rank(k, cols, sample):
+    """The rank j of the first row's seed among the lane maxima of `sample` elements of a row of
+    `cols`, or None (no seed: the row starts from -inf). Row elements above the sample's j-th
+    largest number ~(cols / sample) x Gamma(j), so fewer than k reach it with probability
+    P(Poisson(k x sample / cols) >= j); the lane maxima's j-th largest is at most the sample's
+    (two of the top j in one lane lower it), which only makes a miss rarer."""
+    lam = k * sample / cols
+    term, below = math.exp(-lam), 0.0       # P(Poisson(lam) = i), P(Poisson(lam) < i)
+    for j in range(1, SEED_MAX_RANK + 1):
+        below += term
+        if 1.0 - below <= SEED_MISS:
+            return j
+        term *= lam / j
+    return None
 
 
 def _guess_rank(k, guess):
@@ -524,8 +558,40 @@ def _append_rounds(buf, vectors, hits, col_base, fetch_e, k, keybits, dt):
         b.set(T.ptx.vote.ballot.sync.b32(mask != 0, FULL))
 
 
+def _seed(ring, live, k, cols, dt, ahead):
+    """SEED=1 (session 13): the float a warp's first row starts from instead of -inf, from the
+    row's first S = min(ahead, steps) steps, which the ring holds before the loop: each lane's
+    largest valid element (S x VECS ``ld.shared.v4``, ``max``), then j - 1 rounds of
+    ``redux.sync.max.u32`` over the lanes' keys, each dropping the lanes that hold the maximum
+    (ties drop together: the result can only be lower), and one more: the j-th largest (j from
+    `_seed_rank`), -inf when fewer lanes hold a value. None when no rank fits (a short row, a
+    small sample). A first row from -inf costs ~2x a later row (numsim, 8192 k 50: 8.6k against
+    4.0k PTX: its refines and ~500 appends); from the seed it appends ~130-200 elements."""
+    vec = _tk.VEC[dt]
+    S = min(ahead, ring.steps // ring.V)       # noqa: N806 (steps, as VECS and STAGES)
+    j = _seed_rank(k, cols, min(S * ring.V * 32, ring.nvec) * vec)
+    if j is None:
+        return None
+    T.ptx.cp.async_.wait_group(ahead - S)      # the row's first S steps landed
+    best = T.reg(T.f32, init=NEG_INF)
+    for u in range(S * ring.V):
+        ok = ring.ok(0, u)
+        ok = live if ok is None else (live & ok)
+        words = [T.reg(T.b32, init=0) for _ in range(4)]
+        T.ptx.ld.shared.v4.b32(words, ir.Addr(ring.sbase, u * 512), pred=ok)
+        if dt == "f32":
+            words = [T.ptx.mov.f32(w) for w in words]
+        T.ptx.max.f32(best, best, _vector_max(words, dt), pred=ok)
+    key = T.reg(T.u32, init=_tk._keys_f32(T.ptx.mov.b32(best)))
+    for _ in range(j - 1):
+        top = T.ptx.redux.sync.max.u32(key, FULL)
+        T.ptx.mov.u32(key, 0, pred=key == top)
+    top = T.ptx.max.u32(T.ptx.redux.sync.max.u32(key, FULL), 0x007FFFFF)   # -inf's key at least
+    return T.ptx.mov.f32(_value_bits(top, 32))
+
+
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
-               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0):
+               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
@@ -549,6 +615,10 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
         T.ptx.nanosleep.u32(phase * SKEW)
     for _ in range(ahead):                             # the ring's first stages in flight
         ring.issue()
+    if SEED:
+        seed = _seed(ring, gw < rows, k, cols, dt, ahead)
+        if seed is not None:
+            buf.guess.set(seed)
     row = T.reg(T.u32, init=gw)
     v = T.reg(T.u32, init=0)                           # the row's next vector step (x VECS)
     soff = T.reg(T.u32, init=0)                        # its stages' offset in the ring
@@ -656,9 +726,9 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
-                  GUESS: T.const = 0, FUSE: T.const = 0):
+                  GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -667,9 +737,9 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                    APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
-                   GUESS: T.const = 0, FUSE: T.const = 0):
+                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -687,7 +757,7 @@ def _constraints(dt):
     vec = _tk.VEC[dt]
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
-                    FE=0, SKEW=0, GUESS=0, FUSE=0):
+                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -740,6 +810,9 @@ def _constraints(dt):
         if FUSE not in (0, 1):
             why.append(f"FUSE={FUSE} must be 0 (a ranking pass per entry of a lane) or 1 (one "
                        "pass, u64 entries)")
+        if SEED not in (0, 1):
+            why.append(f"SEED={SEED} must be 0 (a warp's first row from -inf) or 1 (from the "
+                       "lane maxima of its first steps)")
         return why
     return constraints
 
@@ -749,7 +822,7 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
-              FUSE=0, main=False):
+              FUSE=0, SEED=0, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -761,7 +834,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"FE": FE} if FE else {}),
                   **({"SKEW": SKEW} if SKEW else {}),
                   **({"GUESS": GUESS} if GUESS else {}),
-                  **({"FUSE": FUSE} if FUSE else {}))
+                  **({"FUSE": FUSE} if FUSE else {}),
+                  **({"SEED": SEED} if SEED else {}))
 
 
 # scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
@@ -826,6 +900,16 @@ SUITE_F32 = T.suite(
                   STAGES=16, CAP=96, STRICT=1, APPEND=1, GUESS=1, FUSE=1),
         make_case("r3_c1000_k1_fu", rows=3, cols=1000, k=1, WARPS=1, CTAS=2, VECS=1, CAP=96,
                   STRICT=1, APPEND=1, FUSE=1),
+        # SEED=1 (scan9): a warp's first row from the j-th largest of its lane maxima over the
+        # ring's first steps: 2 warps, row 0 of ties (its lanes' maxima all 3: the seed drops to
+        # -inf), warp 1's row 1 seeded (j 6 of 1024 sampled of 4100, a tail), k 50 over 4 KB
+        # steps on a tail row (j 13), and k 64 on rows too short to seed (j > 24: from -inf)
+        make_case("r5_c4100_k7_sd", rows=5, cols=4100, k=7, WARPS=2, CTAS=1, VECS=4, STAGES=12,
+                  CAP=96, STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=1),
+        make_case("r3_c8196_k50_v8_sd", rows=3, cols=8196, k=50, WARPS=2, CTAS=1, VECS=8,
+                  STAGES=16, CAP=96, STRICT=1, APPEND=1, FE=3, GUESS=1, FUSE=1, SEED=1),
+        make_case("r3_c2052_k64_sd", rows=3, cols=2052, k=64, WARPS=1, CTAS=1, CAP=128,
+                  STRICT=1, APPEND=1, FE=3, GUESS=1, FUSE=1, SEED=1),
         make_case("r4096_c32768_k64", rows=4096, cols=32768, k=64, small=False),
         make_case("r4096_c32768_k64_s12", rows=4096, cols=32768, k=64, STAGES=12, small=False),
         make_case("r4096_c32768_k64_v4", rows=4096, cols=32768, k=64, VECS=4, CAP=640,
@@ -890,6 +974,14 @@ SUITE_F32 = T.suite(
         make_case("r4096_c32768_k64_st_a_v4_g1fu", **_K64, **_V4, FE=5),
         make_case("r4096_c32768_k64_st_a_v8_g1fu", **_K64, **_V8, CAP=192, FE=5),
         make_case("r4096_c32768_k64_st_a_v4_g1fu_w32", **_K64, **_W32),
+        # scan9 (session 13, docs/TUNING.md "top-k (session 13, branch topk9)"): SEED=1 on each
+        # size's two best of scan8 (4 KB steps at 16 warps an SM, 2 KB steps at 32): a warp's
+        # first row no longer costs ~2x a later one (numsim: 8192 k 50 8.6k -> 4.7k PTX, 32768
+        # k 64 18.0k -> 12.0k, -8.7k at `_w32`'s CAP 96), on every warp of the grid
+        make_case("r16384_c8192_k50_st_a_v8_g1fu_sd", **_K50, **_V8, CAP=160, FE=4, SEED=1),
+        make_case("r16384_c8192_k50_st_a_v4_g1fu_w32_sd", **_K50, **_W32, SEED=1),
+        make_case("r4096_c32768_k64_st_a_v8_g1fu_sd", **_K64, **_V8, CAP=192, FE=5, SEED=1),
+        make_case("r4096_c32768_k64_st_a_v4_g1fu_w32_sd", **_K64, **_W32, SEED=1),
     ],
     constraints=constraints_f32,
 )
@@ -914,6 +1006,8 @@ SUITE_BF16 = T.suite(
                   dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1),
         make_case("r5_c1000_k33_fu", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
                   dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1, FUSE=1),
+        make_case("r5_c4104_k9_sd", rows=5, cols=4104, k=9, WARPS=2, CTAS=1, VECS=4, STAGES=12,
+                  CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
@@ -939,6 +1033,9 @@ SUITE_BF16 = T.suite(
         # scan8: as f32 (4 rows on a warp at 16 warps an SM, 2 at `_w32`)
         make_case("r8192_c32768_k64_st_a_v4_g1fu", **_KB16, **_V4, FE=5),
         make_case("r8192_c32768_k64_st_a_v4_g1fu_w32", **_KB16, **_W32),
+        # scan9: SEED=1 (first rows: 19.0k -> 12.3k PTX at 16 warps an SM, 22.7k -> 12.0k at 32)
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_sd", **_KB16, **_V4, FE=5, SEED=1),
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_w32_sd", **_KB16, **_W32, SEED=1),
     ],
     constraints=constraints_bf16,
 )
