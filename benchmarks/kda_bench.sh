@@ -79,11 +79,12 @@
 #             DECODE_EXEC_S per job; smoke: the decode kernels' small cases; ~330 s:
 #             `OUT=$OUT/kda BUDGET=480 bash benchmarks/kda_bench.sh decodecols`
 #   decodecols2 kda_decode_cols PREP=1 (session 13: the producer warp prepares each head's gates
-#             and norms once; docs/PERFORMANCE.md "Session 13, branch deccols2") after PREP=0
-#             (the control, with its n64_h64_t4_c128 replicate) at the four ring shapes, one
-#             job against fla.fused_recurrent_kda, one set of inputs per shape (--share-inputs);
-#             smoke: the decode kernels' small cases; ~320 s:
-#             `OUT=$OUT/kda BUDGET=480 bash benchmarks/kda_bench.sh decodecols2`
+#             and norms once) and PREP=1 TAIL=1 (the last heads' stores deferred past the last
+#             load; docs/PERFORMANCE.md "Session 13, branch deccols2") after PREP=0 (the
+#             control, with its n64_h64_t4_c128 replicate) at the four ring shapes, one job
+#             against fla.fused_recurrent_kda, one set of inputs per shape (--share-inputs);
+#             smoke: the decode kernels' small cases; ~400 s:
+#             `OUT=$OUT/kda BUDGET=520 bash benchmarks/kda_bench.sh decodecols2`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -572,9 +573,10 @@ or v64ws8d)";;
         decodecols)
             # kda_decode_bulk's ring cases, then kda_decode_cols's (collected in that order)
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols \
-                "(kda_decode_bulk or kda_decode_cols) and ring and not _prep";;
+                "(kda_decode_bulk or kda_decode_cols) and ring and not _prep and not _tail";;
         decodecols2)
-            # kda_decode_cols's PREP=0 ring cases (the control), then its PREP=1 twins
+            # kda_decode_cols's PREP=0 ring cases (the control), then its PREP=1 twins, then
+            # PREP=1 TAIL=1's
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols2 \
                 "kda_decode_cols and ring";;
         bwd)

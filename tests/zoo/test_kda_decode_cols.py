@@ -43,7 +43,12 @@ def test_the_prepared_gates_cover_every_token_count_odd_sizes_and_saturated_gate
     assert any(p.get("gate") == "deep" and p.get("CTAS") == 1 and p["N"] * p["H"] > 3
                for p in small)
     big = {c.name for c in MOD.SUITE.cases if not c.small}
-    assert {f"{c.name}_prep" for c in MOD.D.SUITE.cases if not c.small} <= big
+    assert {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
+            for k in ("prep", "tail")} <= big
+    tail = [c.params for c in MOD.SUITE.cases if c.small and c.params.get("TAIL")]
+    # TAIL = 1 on CTAs of 1, 2, 3, 4 and 5 heads (the deferred stores of min(heads, 3))
+    assert {-(-p["N"] * p["H"] // MOD._ctas(p["N"], p["H"], p.get("CTAS", 132))) for p in tail
+            } >= {1, 2, 4, 5}
 
 
 def test_a_grid_balanced_below_ctas_walks_every_head_once():
@@ -85,6 +90,24 @@ def test_the_prepared_gates_ring_is_clean_under_sync_check():
     all three; the producer rewrites a stage's `pre` only after that stage's `done`."""
     sync, race = sync_race(MOD.SUITE, PREP_RING)
     assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_the_deferred_stores_ring_is_clean_under_sync_check():
+    """TAIL = 1: the last three heads' stores wait for the CTA's last load; the refill issued
+    while the head's own store is deferred waits for every store to have read (a mutant
+    waiting for all but the newest lets the refill overwrite the previous head's stage while
+    its store reads it)."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2_tail")
+    sync, race = sync_race(MOD.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_the_deferred_stores_refill_waits_for_every_store(tmp_path):
+    mod = mutant(tmp_path, "kda_decode_cols",
+                 [("bulk.wait_group.read(0)", "bulk.wait_group.read(1)")])
+    case = next(c for c in mod.SUITE.cases if c.name == "n7_h1_t2_c2_tail")
+    found = [f for r in sync_race(mod.SUITE, case) for f in r.findings]
+    assert "race.stage-reuse" in {f.kind for f in found}, sorted({f.kind for f in found})
 
 
 @pytest.mark.parametrize("old,new,code,name", [
@@ -163,12 +186,14 @@ def test_one_persistent_cta_per_sm_without_spills():
     31 rounds on 132 and a 32nd on 4); the state registers and tokens fit without spilling."""
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
     bulk = {c.name for c in BULK.SUITE.cases if not c.small}
-    assert set(big) == bulk | {f"{c.name}_prep" for c in MOD.D.SUITE.cases if not c.small}
+    assert set(big) == bulk | {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
+                               for k in ("prep", "tail")}
     assert all("ring" in c.tags for c in big.values())
     grids = {name: MOD.SUITE.grid(c)[0] for name, c in big.items()}
     want = {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
             "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
-    assert grids == {**want, **{f"{n}_prep": g for n, g in want.items() if "c128" not in n}}
+    assert grids == {**want, **{f"{n}_{k}": g for n, g in want.items() if "c128" not in n
+                                for k in ("prep", "tail")}}
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4_prep"]) == 1
     assert spills(MOD.SUITE) == {}
@@ -187,6 +212,7 @@ def test_refused_shapes_name_the_case_and_the_rule():
     assert MOD.constraints(N=2, H=2, PREP=2) == [
         "PREP=2 must be 0 (each compute warp its gates) or 1 (the producer warp's, in shared "
         "memory)"]
+    assert MOD.constraints(N=2, H=2, TAIL=1) and not MOD.constraints(N=2, H=2, PREP=1, TAIL=1)
 
 
 def test_inputs_reference_and_tolerances_are_kda_decodes():

@@ -57,6 +57,15 @@ arrive on `ready` (32 arrivals); the compute warps wait on `tok`, `ready` and `f
 instructions a head at TT = 4 (no MUFU, 96 SHFL instead of 196) and from 650 to 516 at TT = 1.
 Numerics: the decays are bit-identical; the norms sum their 128 rows in another order.
 
+TAIL = 1 (with PREP = 1, session 13): the end of the walk. Memory-bound, a CTA's last head
+lands with the last of DRAM's loads and is computed while DRAM has nothing left to do but the
+previous heads' stores (already drained): one head's compute (~3.4 us at TT = 4, ~1.3 at
+TT = 1) with DRAM idle, then its store. The stages of the last STAGES heads are never
+refilled, so their stores can wait: the producer issues them only once the CTA's last load has
+landed (`full` of the last head), and they keep DRAM busy while the last head computes. A
+refill issued while its iteration's store is deferred waits for every store to have read
+(``wait_group.read 0``: the newest group is the previous head's).
+
 Numerics: kda_decode's (f32 state, ``ex2``/``rcp``/``rsqrt.approx``, the same gate, norms and
 butterfly); only an odd rg's 16-row sums run in the rotated row order.
 
@@ -159,7 +168,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     g_raw: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
                     N: T.const, H: T.const, TT: T.const = 1, STAGES: T.const = 3,
-                    CTAS: T.const = 132, PREP: T.const = 0):
+                    CTAS: T.const = 132, PREP: T.const = 0, TAIL: T.const = 0):
     st = T.shared(T.f32, (STAGES, CHUNKS, CSTRIDE), align=128)  # the heads' states, chunked
     tk = T.shared(T.bf16, (STAGES, TT, 4, K), align=128)        # their tokens: q, k, g_raw, v
     full = T.mbarrier(STAGES)       # a head's state and tokens landed (transaction bytes)
@@ -279,12 +288,34 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             with T.range(mine) as j:
                 done[ring.stage].wait(ring.phase)
                 with T.if_(lane == 0):
-                    store_and_refill(j, prev)
+                    if not TAIL:
+                        store_and_refill(j, prev)
+                    else:
+                        # TAIL: a head whose stage is refilled later is stored at once; the
+                        # last STAGES heads (never refilled) only once the CTA's last load has
+                        # landed, below, so that their stores keep DRAM busy while the last
+                        # head computes. The refill of this iteration then waits for every
+                        # store issued (the previous head's, the newest group) to have read.
+                        with T.if_(j + STAGES < mine):
+                            store_and_refill(j, prev)
+                        with T.else_():
+                            with T.if_((j > 0) & (j + (STAGES - 1) < mine)):
+                                T.ptx.cp.async_.bulk.wait_group.read(0)
+                                load(j + (STAGES - 1), prev)
                 prev.set(ring.stage)
                 ring.advance()
                 with T.if_(j + (STAGES - 1) < mine):
                     prep(j + (STAGES - 1), ahead.stage, ahead.phase)
                 ahead.advance()
+                if TAIL:
+                    with T.if_((lane == 0) & (j + STAGES >= mine)):
+                        last = mine - 1          # the CTA's last head: its stage's phase
+                        full[last % STAGES].wait((last / STAGES) & 1)
+                        hd = cta + j * grid
+                        for c in range(CHUNKS):
+                            T.ptx["cp.async.bulk.global.shared::cta.bulk_group"](
+                                state.at(hd * HEAD + c * chunk), st.at(prev, c, 0), chunk * 4)
+                        T.ptx.cp.async_.bulk.commit_group()
             with T.if_(lane == 0):
                 T.ptx.cp.async_.bulk.wait_group(0)
     with T.else_():
@@ -363,11 +394,14 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             ring.advance()
 
 
-def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0):
+def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0):
     out = B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES, PREP))
     if PREP not in (0, 1):
         out.append(f"PREP={PREP} must be 0 (each compute warp its gates) or 1 (the producer "
                    "warp's, in shared memory)")
+    if TAIL not in (0, 1) or (TAIL and not PREP):
+        out.append(f"TAIL={TAIL} must be 0 or 1 (the last heads' stores after the last load), "
+                   "1 with PREP=1 only")
     return out
 
 
@@ -386,5 +420,11 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, [
     T.case("n5_h3_t3_c3_prep", N=5, H=3, TT=3, CTAS=3, PREP=1, gate="slow"),
     T.case("n5_h1_t4_deep_c1_prep", N=5, H=1, TT=4, CTAS=1, gate="deep", PREP=1),
     T.case("n1_h3_t4_prep", N=1, H=3, TT=4, PREP=1),
-] + [T.case(f"{c.name}_prep", small=False, tags=("ring",), PREP=1, **c.params)
+    # TAIL = 1: CTAs of 4 and 3 heads, of 5 (deep gates), of 2 and 1, of 1
+    T.case("n7_h1_t2_c2_tail", N=7, H=1, TT=2, CTAS=2, PREP=1, TAIL=1),
+    T.case("n5_h1_t4_deep_c1_tail", N=5, H=1, TT=4, CTAS=1, gate="deep", PREP=1, TAIL=1),
+    T.case("n5_h1_t3_c4_tail", N=5, H=1, TT=3, CTAS=4, PREP=1, TAIL=1),
+    T.case("n2_h2_t1_tail", N=2, H=2, TT=1, PREP=1, TAIL=1),
+] + [T.case(f"{c.name}_{kind}", small=False, tags=("ring",), PREP=1, **tail, **c.params)
+     for kind, tail in (("prep", {}), ("tail", {"TAIL": 1}))
      for c in B.D.SUITE.cases if not c.small])
