@@ -92,7 +92,7 @@ import kda_decode as D  # noqa: E402 - after the path that finds it
 import kda_decode_bulk as B  # noqa: E402
 import kda_ref as R  # noqa: E402
 from kda_decode import (FULL, K, LOG2E, V, _butterfly, _decay_and_sums,  # noqa: E402
-                        _store_o, _unpack, _update)
+                        _store_o, _unpack, _update, _update_normed)
 
 TAGS = ("memory-bound", "tma", "mbarrier-pipeline", "persistent", "warp-specialized",
         "warp-shuffle", "linear-attention", "fused-gate")
@@ -127,17 +127,6 @@ def _butterfly_warp(values):
     for off in (1, 2, 4, 8, 16):
         values = [x + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(x, off, 0x1F, FULL)) for x in values]
     return values
-
-
-def _update_normed(S, kr, tot, vc, bt, rk, rq, kq_hat):
-    """kda_decode's `_update` with the norms given (PREP: the producer warp computed rk, rq and
-    k^.q^ once for the head's token; `tot` holds the 8 column sums only)."""
-    delta = [bt * (vc[c] - tot[c] * rk) for c in range(4)]
-    for r in range(len(S)):
-        kh = kr[r] * rk
-        for c in range(4):
-            S[r][c] = T.ptx.fma.rn.f32(kh, delta[c], S[r][c])
-    return [(T.ptx.fma.rn.f32(kq_hat, delta[c], tot[4 + c] * rq)) * K ** -0.5 for c in range(4)]
 
 
 def _ctas(N, H, CTAS):
