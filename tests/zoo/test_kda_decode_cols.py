@@ -102,6 +102,34 @@ def test_the_deferred_stores_ring_is_clean_under_sync_check():
     assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
 
 
+def _heads_stored_before_the_last_state_landed(case_name):
+    """One simulated launch of a one-CTA case: how many heads' state stores (16 bulk copies a
+    head) were issued before the CTA's last state chunk completed its `full` phase."""
+    numsim = pytest.importorskip("tirxh_numsim")
+    from tirxh_numsim.events import AsyncOp, MBarrierEvent
+    case = next(c for c in MOD.SUITE.cases if c.name == case_name)
+    assert MOD.SUITE.grid(case) == (1, 1, 1)
+    res = numsim.run(MOD.SUITE.kernel, MOD.SUITE.make_inputs(case), consts=MOD.SUITE.consts(case),
+                     grid=MOD.SUITE.grid(case), trace=True)
+    ops = {e.op_id: e for e in res.trace.of_kind(AsyncOp) if e.stage == "issue"}
+    landed = max(e.seq for e in res.trace.of_kind(MBarrierEvent)
+                 if e.completed_phase and e.by_async is not None
+                 and ops[e.by_async].nbytes == MOD.CROWS * MOD.V * 4)
+    stores = [e.seq for e in ops.values() if e.direction == "store"]
+    assert len(stores) == 16 * case.params["N"] * case.params["H"]
+    return sum(seq < landed for seq in stores) // 16
+
+
+def test_tail_stores_the_last_three_heads_only_after_the_last_load():
+    """One CTA of 5 heads: TAIL = 1 stores heads 0 and 1 (their stages are refilled) before the
+    last head's state lands and heads 2, 3, 4 after; PREP = 1 alone has stored head 2 by then
+    in numsim's schedule (its store is issued when the head is computed). (numsim lands a
+    head's tokens with its state, so the producer's `tok` wait before the deferred stores
+    already orders them here; on the device the tokens land first and the `full` wait does.)"""
+    assert _heads_stored_before_the_last_state_landed("n5_h1_t4_deep_c1_tail") == 2
+    assert _heads_stored_before_the_last_state_landed("n5_h1_t4_deep_c1_prep") > 2
+
+
 def test_the_deferred_stores_refill_waits_for_every_store(tmp_path):
     mod = mutant(tmp_path, "kda_decode_cols",
                  [("bulk.wait_group.read(0)", "bulk.wait_group.read(1)")])
