@@ -78,6 +78,13 @@
 #             c128 case takes n64_h64_t4's, so the 4 kept entries cover the second kernel);
 #             DECODE_EXEC_S per job; smoke: the decode kernels' small cases; ~330 s:
 #             `OUT=$OUT/kda BUDGET=480 bash benchmarks/kda_bench.sh decodecols`
+#   decodecols2 kda_decode_cols PREP=1 (session 13: the producer warp prepares each head's gates
+#             and norms once) and PREP=1 TAIL=1 (the last heads' stores deferred past the last
+#             load; docs/PERFORMANCE.md "Session 13, branch deccols2") after PREP=0 (the
+#             control, with its n64_h64_t4_c128 replicate) at the four ring shapes, one job
+#             against fla.fused_recurrent_kda, one set of inputs per shape (--share-inputs);
+#             smoke: the decode kernels' small cases; ~400 s:
+#             `OUT=$OUT/kda BUDGET=520 bash benchmarks/kda_bench.sh decodecols2`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -171,10 +178,10 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
-        |decodecols|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2|tf32|calib) ;;
+        |decodecols|decodecols2|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2|tf32|calib) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
-wsf, slimpacks, decode, decodebulk, decodecols, bwd, local, reverse, chain, fb, s0, check, smoke, \
-tc, tc2, prep2, tf32, calib)"
+wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, bwd, local, reverse, chain, fb, s0, \
+check, smoke, tc, tc2, prep2, tf32, calib)"
            exit 2;;
     esac
 done
@@ -252,7 +259,8 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" slimpacks "*) pw_shapes=$(for s in ${PACKS:-pack6 pack8x1024}; do
         [ -n "${PACKS_H64_ONLY:-}" ] || printf '%s_h96 ' "$s"; printf '%s_h64 ' "$s"; done);;
 esac
-case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*|*" decodecols "*) pw_decode=default;;
+case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*|*" decodecols "*|*" decodecols2 "*)
+    pw_decode=default;;
 esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
 case " $WANT " in *" s0 "*) pw_shapes="$pw_shapes ${S0_SHAPES:-t8192_h96 t8192_h64}";; esac
@@ -358,7 +366,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
-    *" decodebulk "*|*" decodecols "*) SMOKE_K="kda_decode";;
+    *" decodebulk "*|*" decodecols "*|*" decodecols2 "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc) and not tf_";;
     " prep2 ") SMOKE_K="kda_bwd_prep2 or (kda_bwd_prep_tc and pmt_)";;
@@ -574,7 +582,12 @@ or v64ws8d)";;
         decodecols)
             # kda_decode_bulk's ring cases, then kda_decode_cols's (collected in that order)
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols \
-                "(kda_decode_bulk or kda_decode_cols) and ring";;
+                "(kda_decode_bulk or kda_decode_cols) and ring and not _prep and not _tail";;
+        decodecols2)
+            # kda_decode_cols's PREP=0 ring cases (the control), then its PREP=1 twins, then
+            # PREP=1 TAIL=1's
+            EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols2 \
+                "kda_decode_cols and ring";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

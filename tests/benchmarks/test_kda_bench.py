@@ -163,10 +163,25 @@ def test_decodecols_times_the_column_warps_after_the_bulk_ring_in_one_job():
     cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2", "n64_h64_t4_c128"]
     assert jobs["decodecols"] == ([f"kda_decode_bulk[{c}]" for c in cases]
                                   + [f"kda_decode_cols[{c}]" for c in cases])
-    assert len([i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")]) == 8
+    assert len([i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")]) == 17
     assert all(i.startswith("kda_decode") for i in jobs["smoke"])
     assert not [i for i in _jobs("decode")["decode"] if i.startswith("kda_decode_cols[")]
     assert 'SHARE_INPUTS=1 bench decodecols' in SCRIPT.read_text()
+
+
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_decodecols2_times_prep_beside_the_column_warps_control_in_one_job():
+    """Group decodecols2 (session 13): kda_decode_cols's PREP=0 ring cases (the control and its
+    c128 replicate), then the PREP=1 and the PREP=1 TAIL=1 twins of the four shapes, one job on
+    shared inputs; group decodecols keeps its ten items."""
+    jobs = _jobs("decodecols2")
+    cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2"]
+    assert jobs["decodecols2"] == ([f"kda_decode_cols[{c}]" for c in cases]
+                                   + ["kda_decode_cols[n64_h64_t4_c128]"]
+                                   + [f"kda_decode_cols[{c}_prep]" for c in cases]
+                                   + [f"kda_decode_cols[{c}_tail]" for c in cases])
+    assert all(i.startswith("kda_decode") for i in jobs["smoke"])
+    assert 'SHARE_INPUTS=1 bench decodecols2' in SCRIPT.read_text()
 
 
 @pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")

@@ -3,7 +3,8 @@ token count, saturated gates) in numsim against the float64 recurrence; sync_che
 each ordering of the producer/compute hand-back shown to be load-bearing (without it, sync_check
 reports the race); the padded chunks keep the state's shared accesses conflict-free (and the
 unpadded layout would not); the rotated rows' gate sources are load-bearing; one CTA per SM
-without spills; refused shapes."""
+without spills; refused shapes. PREP = 1 (the producer warp prepares each head's gates and norms
+once, in shared memory): its small cases, its hand-back (`tok`, `ready`) load-bearing."""
 
 import pytest
 
@@ -15,6 +16,7 @@ MOD = load("kda_decode_cols")
 BULK = load("kda_decode_bulk")
 B = MOD.B                      # the kda_decode_bulk that kda_decode_cols imports
 RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2")
+PREP_RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2_prep")
 
 
 @pytest.mark.parametrize("suite,case", small_cases(MOD.SUITE))
@@ -29,6 +31,24 @@ def test_the_small_cases_cover_odd_sizes_every_token_count_and_saturated_gates()
     assert any(p.get("gate") == "deep" and p.get("CTAS") == 1 for p in small)
     # a CTA walks more heads than the ring has stages (the stages are refilled)
     assert any(-(-p["N"] * p["H"] // p.get("CTAS", 132)) > 3 for p in small)
+
+
+def test_the_prepared_gates_cover_every_token_count_odd_sizes_and_saturated_gates():
+    """PREP = 1's small cases: TT = 1..4, a CTA walking 5 heads through 3 stages with deep
+    gates (each stage's `tok`, `full`, `ready` and `done` in both phases), odd N H over 3 CTAs;
+    and each of kda_decode's four large shapes has its PREP = 1 twin (benchmarks/kda_bench.sh
+    decodecols2 times them beside PREP = 0's)."""
+    small = [c.params for c in MOD.SUITE.cases if c.small and c.params.get("PREP")]
+    assert {p["TT"] for p in small} == {1, 2, 3, 4}
+    assert any(p.get("gate") == "deep" and p.get("CTAS") == 1 and p["N"] * p["H"] > 3
+               for p in small)
+    big = {c.name for c in MOD.SUITE.cases if not c.small}
+    assert {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
+            for k in ("prep", "tail")} <= big
+    tail = [c.params for c in MOD.SUITE.cases if c.small and c.params.get("TAIL")]
+    # TAIL = 1 on CTAs of 1, 2, 3, 4 and 5 heads (the deferred stores of min(heads, 3))
+    assert {-(-p["N"] * p["H"] // MOD._ctas(p["N"], p["H"], p.get("CTAS", 132))) for p in tail
+            } >= {1, 2, 4, 5}
 
 
 def test_a_grid_balanced_below_ctas_walks_every_head_once():
@@ -49,7 +69,8 @@ def test_the_ring_is_clean_under_sync_check():
 
 
 @pytest.mark.parametrize("old,new,code", [
-    ("done[ring.stage].wait(ring.phase)", "pass", "race.read-write"),
+    ("done[ring.stage].wait(ring.phase)\n                    store_and_refill(j, prev)",
+     "store_and_refill(j, prev)", "race.read-write"),
     ("done[s].init(32 * WARPS)", "done[s].init(32)", "mbarrier.phase-overrun"),
     ("T.ptx.fence.proxy.async_.shared__cta()", "pass", "proxy.missing-fence"),
 ], ids=["no-done-wait", "one-warp-hands-back", "no-proxy-fence"])
@@ -60,6 +81,77 @@ def test_each_ordering_of_the_hand_back_is_needed(tmp_path, old, new, code):
     kda_decode_bulk's `store_and_refill`, whose tests remove that wait.)"""
     mod = mutant(tmp_path, "kda_decode_cols", [(old, new)])
     found = [f for r in sync_race(mod.SUITE, RING) for f in r.findings]
+    assert code in {f.kind for f in found}, sorted({f.kind for f in found})
+
+
+def test_the_prepared_gates_ring_is_clean_under_sync_check():
+    """PREP = 1: the tokens land on `tok` before the state on `full`; the producer warp reads
+    them, writes the gates to `pre` and arrives on `ready` (32 lanes); the compute warps wait on
+    all three; the producer rewrites a stage's `pre` only after that stage's `done`."""
+    sync, race = sync_race(MOD.SUITE, PREP_RING)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_the_deferred_stores_ring_is_clean_under_sync_check():
+    """TAIL = 1: the last three heads' stores wait for the CTA's last load; the refill issued
+    while the head's own store is deferred waits for every store to have read (a mutant
+    waiting for all but the newest lets the refill overwrite the previous head's stage while
+    its store reads it)."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2_tail")
+    sync, race = sync_race(MOD.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def _heads_stored_before_the_last_state_landed(case_name):
+    """One simulated launch of a one-CTA case: how many heads' state stores (16 bulk copies a
+    head) were issued before the CTA's last state chunk completed its `full` phase."""
+    numsim = pytest.importorskip("tirxh_numsim")
+    from tirxh_numsim.events import AsyncOp, MBarrierEvent
+    case = next(c for c in MOD.SUITE.cases if c.name == case_name)
+    assert MOD.SUITE.grid(case) == (1, 1, 1)
+    res = numsim.run(MOD.SUITE.kernel, MOD.SUITE.make_inputs(case), consts=MOD.SUITE.consts(case),
+                     grid=MOD.SUITE.grid(case), trace=True)
+    ops = {e.op_id: e for e in res.trace.of_kind(AsyncOp) if e.stage == "issue"}
+    landed = max(e.seq for e in res.trace.of_kind(MBarrierEvent)
+                 if e.completed_phase and e.by_async is not None
+                 and ops[e.by_async].nbytes == MOD.CROWS * MOD.V * 4)
+    stores = [e.seq for e in ops.values() if e.direction == "store"]
+    assert len(stores) == 16 * case.params["N"] * case.params["H"]
+    return sum(seq < landed for seq in stores) // 16
+
+
+def test_tail_stores_the_last_three_heads_only_after_the_last_load():
+    """One CTA of 5 heads: TAIL = 1 stores heads 0 and 1 (their stages are refilled) before the
+    last head's state lands and heads 2, 3, 4 after; PREP = 1 alone has stored head 2 by then
+    in numsim's schedule (its store is issued when the head is computed). (numsim lands a
+    head's tokens with its state, so the producer's `tok` wait before the deferred stores
+    already orders them here; on the device the tokens land first and the `full` wait does.)"""
+    assert _heads_stored_before_the_last_state_landed("n5_h1_t4_deep_c1_tail") == 2
+    assert _heads_stored_before_the_last_state_landed("n5_h1_t4_deep_c1_prep") > 2
+
+
+def test_the_deferred_stores_refill_waits_for_every_store(tmp_path):
+    mod = mutant(tmp_path, "kda_decode_cols",
+                 [("bulk.wait_group.read(0)", "bulk.wait_group.read(1)")])
+    case = next(c for c in mod.SUITE.cases if c.name == "n7_h1_t2_c2_tail")
+    found = [f for r in sync_race(mod.SUITE, case) for f in r.findings]
+    assert "race.stage-reuse" in {f.kind for f in found}, sorted({f.kind for f in found})
+
+
+@pytest.mark.parametrize("old,new,code,name", [
+    ("                ready[ring.stage].wait(ring.phase)\n", "", "race.read-write",
+     "n2_h2_t1_prep"),
+    ("ready[s].init(32)", "ready[s].init(1)", "mbarrier.arrival-count", PREP_RING.name),
+    ("        tok[stage].wait(phase)\n", "", "race.read-write", PREP_RING.name),
+], ids=["no-ready-wait", "one-lane-readies", "no-tok-wait"])
+def test_each_ordering_of_the_prepared_gates_is_needed(tmp_path, old, new, code, name):
+    """The compute warps reading `pre` before the producer wrote it, a `ready` phase that one
+    lane completes, the producer reading tokens the copy engine has not landed: each a
+    finding. (The first on one head a CTA: on the ring, its races make sync_check explore
+    for over a minute.)"""
+    mod = mutant(tmp_path, "kda_decode_cols", [(old, new)])
+    case = next(c for c in mod.SUITE.cases if c.name == name)
+    found = [f for r in sync_race(mod.SUITE, case) for f in r.findings]
     assert code in {f.kind for f in found}, sorted({f.kind for f in found})
 
 
@@ -106,11 +198,13 @@ def test_the_padded_chunks_make_the_state_accesses_conflict_free(tmp_path):
     assert (n2, waves2) == (n, 8 * n)
 
 
-def test_the_rotated_rows_take_their_decays_from_the_rotated_lanes(tmp_path):
-    """An odd rg walks its rows from its second chunk: the gate's source lanes follow (a mutant
-    reading the unrotated lanes decays the wrong rows and leaves the reference's tolerance)."""
+@pytest.mark.parametrize("name", ["n1_h3_t4_deep", "n1_h3_t4_prep"])
+def test_the_rotated_rows_take_their_decays_from_the_rotated_lanes(tmp_path, name):
+    """An odd rg walks its rows from its second chunk: the gate's source lanes follow, or with
+    PREP the rows whose prepared decays it reads (a mutant reading the unrotated ones decays the
+    wrong rows and leaves the reference's tolerance)."""
     mod = mutant(tmp_path, "kda_decode_cols", [("((i + 2 * odd) & 3)", "(i & 3)")])
-    case = next(c for c in mod.SUITE.cases if c.name == "n1_h3_t4_deep")
+    case = next(c for c in mod.SUITE.cases if c.name == name)
     assert check(mod.SUITE, case).verdict != "clean"
 
 
@@ -119,12 +213,17 @@ def test_one_persistent_cta_per_sm_without_spills():
     wave of the fewest CTAs that take as many rounds as 132 (N64 H64: 128 x 32 heads, not
     31 rounds on 132 and a 32nd on 4); the state registers and tokens fit without spilling."""
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
-    assert set(big) == {c.name for c in BULK.SUITE.cases if not c.small}
+    bulk = {c.name for c in BULK.SUITE.cases if not c.small}
+    assert set(big) == bulk | {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
+                               for k in ("prep", "tail")}
     assert all("ring" in c.tags for c in big.values())
     grids = {name: MOD.SUITE.grid(c)[0] for name, c in big.items()}
-    assert grids == {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
-                     "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
+    want = {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
+            "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
+    assert grids == {**want, **{f"{n}_{k}": g for n, g in want.items() if "c128" not in n
+                                for k in ("prep", "tail")}}
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
+    assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4_prep"]) == 1
     assert spills(MOD.SUITE) == {}
 
 
@@ -136,6 +235,12 @@ def test_refused_shapes_name_the_case_and_the_rule():
                                          r"memory exceed the 232448 of a CTA"):
         B.ring_suite(MOD.kda_decode_cols, MOD.constraints, [T.case("bad", N=2, H=2, STAGES=4)])
     assert MOD.constraints(N=2, H=2, TT=5) and MOD.constraints(N=2, H=2, CTAS=0)
+    # PREP = 1 adds TT x 656 bytes and 2 mbarriers a stage: 3 stages still fit at TT = 4
+    assert MOD.smem_bytes(4, 3, 1) <= B.SMEM_LIMIT
+    assert MOD.constraints(N=2, H=2, PREP=2) == [
+        "PREP=2 must be 0 (each compute warp its gates) or 1 (the producer warp's, in shared "
+        "memory)"]
+    assert MOD.constraints(N=2, H=2, TAIL=1) and not MOD.constraints(N=2, H=2, PREP=1, TAIL=1)
 
 
 def test_inputs_reference_and_tolerances_are_kda_decodes():

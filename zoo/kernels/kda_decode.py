@@ -127,7 +127,13 @@ def _update(S, kr, tot, vc, bt):
     the norms."""
     rk = T.ptx.rsqrt.approx.f32(tot[8] + R.L2_EPS)
     rq = T.ptx.rsqrt.approx.f32(tot[9] + R.L2_EPS)
-    kq_hat = tot[10] * rk * rq
+    return _update_normed(S, kr, tot, vc, bt, rk, rq, tot[10] * rk * rq)
+
+
+def _update_normed(S, kr, tot, vc, bt, rk, rq, kq_hat):
+    """`_update` with the norms' factors given: rk = |k|^-1, rq = |q|^-1, kq_hat = k^.q^ (for
+    a kernel that computes them once for all its warps; `tot` then needs only its 8 column
+    sums)."""
     delta = [bt * (vc[c] - tot[c] * rk) for c in range(4)]
     for r in range(len(S)):
         kh = kr[r] * rk

@@ -44,6 +44,28 @@ copy bandwidth). Here no sum crosses a warp:
   are made a head ahead, so their latency (the long-scoreboard stalls of kda_decode_bulk's
   profile) passes under the previous head's tokens.
 
+PREP = 1 (session 13, branch deccols2): the gates once per head instead of once per compute
+warp. Every compute warp computed the same 128 decays (12 MUFU and 16 SHFL a lane and token)
+and the same |k|^2, |q|^2, k.q (48 FFMA a lane, identical over the 4 lanes of a row group, and
+9 SHFL of the butterfly); the producer warp, whose lanes 1..31 only waited, now does it for
+the 8: the tokens land on their own mbarrier `tok` ahead of the state; after the j-th head's
+store and refill the producer's 32 lanes take head j + 2's A_log, dt_bias and beta, wait on
+`tok`, compute the 128 decays (4 rows a lane, `_decay_ftz`) and the norms (4 rows a lane, a
+32-lane butterfly), write them to `pre` (the decays padded by 4 floats every 16 rows) and
+arrive on `ready` (32 arrivals); the compute warps wait on `tok`, `ready` and `full` and read
+5 LDS.128 a token. The compute warps' loop (SASS, ptxas 13.0) shrinks from 2,208 to 1,696
+instructions a head at TT = 4 (no MUFU, 96 SHFL instead of 196) and from 650 to 516 at TT = 1.
+Numerics: the decays are bit-identical; the norms sum their 128 rows in another order.
+
+TAIL = 1 (with PREP = 1, session 13): the end of the walk. Memory-bound, a CTA's last head
+lands with the last of DRAM's loads and is computed while DRAM has nothing left to do but the
+previous heads' stores (already drained): one head's compute (~3.4 us at TT = 4, ~1.3 at
+TT = 1) with DRAM idle, then its store. The stages of the last STAGES heads are never
+refilled, so their stores can wait: the producer issues them only once the CTA's last load has
+landed (`full` of the last head), and they keep DRAM busy while the last head computes. A
+refill issued while its iteration's store is deferred waits for every store to have read
+(``wait_group.read 0``: the newest group is the previous head's).
+
 Numerics: kda_decode's (f32 state, ``ex2``/``rcp``/``rsqrt.approx``, the same gate, norms and
 butterfly); only an odd rg's 16-row sums run in the rotated row order.
 
@@ -70,7 +92,7 @@ import kda_decode as D  # noqa: E402 - after the path that finds it
 import kda_decode_bulk as B  # noqa: E402
 import kda_ref as R  # noqa: E402
 from kda_decode import (FULL, K, LOG2E, V, _butterfly, _decay_and_sums,  # noqa: E402
-                        _store_o, _unpack, _update)
+                        _store_o, _unpack, _update, _update_normed)
 
 TAGS = ("memory-bound", "tma", "mbarrier-pipeline", "persistent", "warp-specialized",
         "warp-shuffle", "linear-attention", "fused-gate")
@@ -81,6 +103,11 @@ HEAD = K * V                  # state elements per head (64 KB)
 CROWS = 8                     # state rows per chunk (one bulk copy of 4 KB)
 CHUNKS = K // CROWS
 CSTRIDE = CROWS * V + 16      # f32 per chunk in shared memory: 64 bytes of padding (bank 16)
+# PREP = 1: a token's prepared gate in shared memory, `_prep`: the 128 decays with 4 floats of
+# padding after every 16 rows (row r at r + 4 (r / 16): a row group's 4 rows of the 8 rg of a
+# warp on 8 distinct bank quads), then rk, rq, k^.q^ and beta
+DPAD = K + 4 * (K // 16)
+PRE = DPAD + 4
 
 
 def _decay_ftz(g, c1, c0):
@@ -93,6 +120,13 @@ def _decay_ftz(g, c1, c0):
     e = T.ptx.ex2.approx.ftz.f32(T.ptx.min.f32(T.ptx.fma.rn.f32(g, c1, c0), 64.0))
     sig = T.ptx.rcp.approx.ftz.f32(e + 1.0)
     return T.ptx.ex2.approx.ftz.f32(sig * (R.LOWER_BOUND * LOG2E))
+
+
+def _butterfly_warp(values):
+    """Sum each value over the 32 lanes of the warp (``shfl.sync.bfly`` 1 .. 16 + add)."""
+    for off in (1, 2, 4, 8, 16):
+        values = [x + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(x, off, 0x1F, FULL)) for x in values]
+    return values
 
 
 def _ctas(N, H, CTAS):
@@ -109,11 +143,13 @@ def _grid(N, H, CTAS):
     return (_ctas(N, H, CTAS),)
 
 
-def smem_bytes(TT, STAGES):
+def smem_bytes(TT, STAGES, PREP=0):
     """Shared memory of one CTA: the stages (16 padded chunks of state + TT tokens' q, k, g_raw,
-    v rows in bf16), the mbarriers (`full` and `done` per stage) and the 112 bytes by which the
-    launch pads the window for its 128-byte alignment (`T.shared`)."""
-    return STAGES * (CHUNKS * CSTRIDE * 4 + TT * 4 * K * 2) + 16 * STAGES + 112
+    v rows in bf16; PREP: + TT prepared gates of PRE floats), the mbarriers (`full` and `done`
+    per stage; PREP: + `tok` and `ready`) and the 112 bytes by which the launch pads the window
+    for its 128-byte alignment (`T.shared`)."""
+    prep = STAGES * (TT * PRE * 4 + 16) if PREP else 0
+    return STAGES * (CHUNKS * CSTRIDE * 4 + TT * 4 * K * 2) + 16 * STAGES + prep + 112
 
 
 @T.kernel(grid=_grid, block=32 * (WARPS + 1))
@@ -121,11 +157,15 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     g_raw: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
                     N: T.const, H: T.const, TT: T.const = 1, STAGES: T.const = 3,
-                    CTAS: T.const = 132):
+                    CTAS: T.const = 132, PREP: T.const = 0, TAIL: T.const = 0):
     st = T.shared(T.f32, (STAGES, CHUNKS, CSTRIDE), align=128)  # the heads' states, chunked
     tk = T.shared(T.bf16, (STAGES, TT, 4, K), align=128)        # their tokens: q, k, g_raw, v
     full = T.mbarrier(STAGES)       # a head's state and tokens landed (transaction bytes)
     done = T.mbarrier(STAGES)       # every compute thread wrote its state back (256 arrivals)
+    if PREP:
+        pre = T.shared(T.f32, (STAGES, TT, PRE), align=16)     # the tokens' prepared gates
+        tok = T.mbarrier(STAGES)    # PREP: a head's tokens landed (its state lands on `full`)
+        ready = T.mbarrier(STAGES)  # PREP: the producer warp prepared its gates (32 arrivals)
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
@@ -137,19 +177,77 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
     def head_of(j):
         return B.head_of(cta, j, grid, H)
 
+    def state_copies(hd, stage):
+        return [(st.at(stage, c, 0), state.at(hd * HEAD + c * chunk), chunk * 4)
+                for c in range(CHUNKS)]
+
     def load(j, stage):
-        """The j-th head's state (16 padded chunks) and tokens into `stage`."""
+        """The j-th head's state (16 padded chunks) and tokens into `stage` (PREP: the tokens
+        first, on their own barrier `tok`, so that the producer warp prepares their gates
+        without waiting for the 64 KB behind them)."""
         hd, n, h = head_of(j)
-        B.load_head(full[stage], [(st.at(stage, c, 0), state.at(hd * HEAD + c * chunk),
-                                   chunk * 4) for c in range(CHUNKS)],
-                    tk, stage, (q, k, g_raw, v), n, h, H, TT)
+        if not PREP:
+            B.load_head(full[stage], state_copies(hd, stage), tk, stage, (q, k, g_raw, v),
+                        n, h, H, TT)
+            return
+        bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+        tok[stage].arrive_expect_tx(TT * 4 * K * 2)
+        for t in range(TT):
+            for i, src in enumerate((q, k, g_raw, v)):
+                bulk_load(tk.at(stage, t, i), src.at(((n * TT + t) * H + h) * K), K * 2,
+                          tok[stage])
+        full[stage].arrive_expect_tx(HEAD * 4)
+        for dst, src, nbytes in state_copies(hd, stage):
+            bulk_load(dst, src, nbytes, full[stage])
+
+    def prep(jj, stage, phase):
+        """PREP, the producer warp: the jj-th head's gates once for the 8 compute warps (which
+        each computed all 128 decays and the norms over their rows). Lane l: the decays of rows
+        4l .. 4l + 3 and their share of |k|^2, |q|^2, k.q (a 32-lane butterfly); lane 0 writes
+        rk, rq, k^.q^ and beta; 32 arrivals on `ready`."""
+        _, n, h = head_of(jj)
+        c1 = T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(h)) * LOG2E) * -LOG2E
+        c0 = [c1 * x for x in T.ptx.ld.global_.nc.v4.f32(dt_bias.at(h * K + 4 * lane))]
+        bts = [T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)) for t in range(TT)]
+        tok[stage].wait(phase)
+        for t in range(TT):
+            gw = T.ptx.ld.shared.v2.b32(tk.at(stage, t, 2, 4 * lane))
+            dec = [_decay_ftz(g, c1, c0[e]) for e, g in enumerate(x for w in gw
+                                                                  for x in _unpack(w))]
+            T.ptx.st.shared.v4.f32(pre.at(stage, t, 4 * lane + 4 * (lane >> 2)), dec)
+            qr = [x for w in T.ptx.ld.shared.v2.b32(tk.at(stage, t, 0, 4 * lane))
+                  for x in _unpack(w)]
+            kr = [x for w in T.ptx.ld.shared.v2.b32(tk.at(stage, t, 1, 4 * lane))
+                  for x in _unpack(w)]
+            kk, qq, kq = kr[0] * kr[0], qr[0] * qr[0], kr[0] * qr[0]
+            for r in range(1, 4):
+                kk = T.ptx.fma.rn.f32(kr[r], kr[r], kk)
+                qq = T.ptx.fma.rn.f32(qr[r], qr[r], qq)
+                kq = T.ptx.fma.rn.f32(kr[r], qr[r], kq)
+            kk, qq, kq = _butterfly_warp([kk, qq, kq])
+            rk = T.ptx.rsqrt.approx.f32(kk + R.L2_EPS)
+            rq = T.ptx.rsqrt.approx.f32(qq + R.L2_EPS)
+            T.ptx.st.shared.v4.f32(pre.at(stage, t, DPAD),
+                                   [rk, rq, kq * rk * rq, T.ptx.cvt.f32.bf16(bts[t])],
+                                   pred=lane == 0)
+        ready[stage].arrive()
 
     with T.if_(tid == 0):
         for s in range(STAGES):
             full[s].init(1)
             done[s].init(32 * WARPS)
+            if PREP:
+                tok[s].init(1)
+                ready[s].init(32)
         T.ptx.fence.mbarrier_init.release.cluster()
     T.ptx.bar.sync(0)     # the mbarriers' initialisation, before anyone uses them
+
+    def store_and_refill(j, prev):
+        """Lane 0 of the producer: the j-th head's state back (kda_decode_bulk's ring)."""
+        hd = cta + j * grid
+        B.store_and_refill([(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c, 0),
+                             chunk * 4) for c in range(CHUNKS)],
+                           j, mine, STAGES, lambda: load(j + (STAGES - 1), prev))
 
     ring = T.pipeline(STAGES)
     with T.if_(warp == PRODUCER, uniform=True):
@@ -157,16 +255,58 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             for s in range(STAGES):
                 with T.if_(mine > s):
                     load(s, s)
-            prev = T.reg(T.u32, init=0)      # the stage of the previous head
+            if not PREP:
+                prev = T.reg(T.u32, init=0)      # the stage of the previous head
+                with T.range(mine) as j:
+                    done[ring.stage].wait(ring.phase)
+                    store_and_refill(j, prev)
+                    prev.set(ring.stage)
+                    ring.advance()
+                T.ptx.cp.async_.bulk.wait_group(0)
+        if PREP:
+            # the gates of heads 0 .. STAGES - 2 first; then, after the j-th head's store and
+            # refill, those of head j + STAGES - 1 (just refilled, or loaded above): prepared a
+            # head before the compute warps need them. Every lane waits on `done` itself: its
+            # next writes of `pre` (the stage of a head the compute warps finished) follow
+            # their reads by the mbarrier, not by the warp's reconvergence after lane 0's branch.
+            for s in range(STAGES - 1):
+                with T.if_(mine > s):
+                    prep(s, s, 0)
+            ahead = T.pipeline(STAGES, stage=STAGES - 1)
+            prev = T.reg(T.u32, init=0)
             with T.range(mine) as j:
                 done[ring.stage].wait(ring.phase)
-                hd = cta + j * grid
-                B.store_and_refill([(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c, 0),
-                                     chunk * 4) for c in range(CHUNKS)],
-                                   j, mine, STAGES, lambda: load(j + (STAGES - 1), prev))
+                with T.if_(lane == 0):
+                    if not TAIL:
+                        store_and_refill(j, prev)
+                    else:
+                        # TAIL: a head whose stage is refilled later is stored at once; the
+                        # last STAGES heads (never refilled) only once the CTA's last load has
+                        # landed, below, so that their stores keep DRAM busy while the last
+                        # head computes. The refill of this iteration then waits for every
+                        # store issued (the previous head's, the newest group) to have read.
+                        with T.if_(j + STAGES < mine):
+                            store_and_refill(j, prev)
+                        with T.else_():
+                            with T.if_((j > 0) & (j + (STAGES - 1) < mine)):
+                                T.ptx.cp.async_.bulk.wait_group.read(0)
+                                load(j + (STAGES - 1), prev)
                 prev.set(ring.stage)
                 ring.advance()
-            T.ptx.cp.async_.bulk.wait_group(0)
+                with T.if_(j + (STAGES - 1) < mine):
+                    prep(j + (STAGES - 1), ahead.stage, ahead.phase)
+                ahead.advance()
+                if TAIL:
+                    with T.if_((lane == 0) & (j + STAGES >= mine)):
+                        last = mine - 1          # the CTA's last head: its stage's phase
+                        full[last % STAGES].wait((last / STAGES) & 1)
+                        hd = cta + j * grid
+                        for c in range(CHUNKS):
+                            T.ptx["cp.async.bulk.global.shared::cta.bulk_group"](
+                                state.at(hd * HEAD + c * chunk), st.at(prev, c, 0), chunk * 4)
+                        T.ptx.cp.async_.bulk.commit_group()
+            with T.if_(lane == 0):
+                T.ptx.cp.async_.bulk.wait_group(0)
     with T.else_():
         rg = lane >> 2
         odd = rg & 1
@@ -174,27 +314,38 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         # register i holds row 16 rg + (i + 8 odd) mod 16: chunk 2 rg + odd first, then the other
         first, second = 2 * rg + odd, 2 * rg + (odd ^ 1)
         src = [4 * rg + ((i + 2 * odd) & 3) for i in range(4)]   # lane holding rows' decays
-        # the head's few plain loads (A_log, dt_bias of rows 4 lane .. + 3, the tokens' beta),
-        # made a head ahead: their L2 latency is spent during the previous head's tokens
-        ahead = [T.reg(T.f32, init=0.0) for _ in range(5)] + [T.reg(T.b16) for _ in range(TT)]
+        if not PREP:
+            # the head's few plain loads (A_log, dt_bias of rows 4 lane .. + 3, the tokens'
+            # beta), made a head ahead: their L2 latency is spent during the previous head's
+            # tokens
+            ahead = [T.reg(T.f32, init=0.0) for _ in range(5)] + [T.reg(T.b16) for _ in range(TT)]
 
-        def plain_loads(jj):
-            _, n, h = head_of(jj)
-            ahead[0].set(T.ptx.ld.global_.nc.f32(A_log.at(h)))
-            for e, x in enumerate(T.ptx.ld.global_.nc.v4.f32(dt_bias.at(h * K + 4 * lane))):
-                ahead[1 + e].set(x)
-            for t in range(TT):
-                ahead[5 + t].set(T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)))
+            def plain_loads(jj):
+                _, n, h = head_of(jj)
+                ahead[0].set(T.ptx.ld.global_.nc.f32(A_log.at(h)))
+                for e, x in enumerate(T.ptx.ld.global_.nc.v4.f32(dt_bias.at(h * K + 4 * lane))):
+                    ahead[1 + e].set(x)
+                for t in range(TT):
+                    ahead[5 + t].set(T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)))
 
-        plain_loads(0)
+            plain_loads(0)
+        def _values(stage, t):
+            """v of the lane's 4 columns."""
+            return [x for w in T.ptx.ld.shared.v2.b32(tk.at(stage, t, 3, col)) for x in _unpack(w)]
+
         with T.range(mine) as j:
             hd, n, h = head_of(j)
-            # exp(-z) = 2^(c1 g_raw + c0), c1 = -exp(A_log) log2(e), c0 = c1 dt_bias (the gate
-            # of rows 4 lane .. + 3); then the next head's loads (the last head reloads its own)
-            c1 = T.ptx.ex2.approx.f32(ahead[0] * LOG2E) * -LOG2E
-            c0 = [c1 * x for x in ahead[1:5]]
-            bts = [T.ptx.cvt.f32.bf16(b) for b in ahead[5:]]
-            plain_loads(T.ptx.min.u32(j + 1, mine - 1))
+            if PREP:
+                tok[ring.stage].wait(ring.phase)
+                ready[ring.stage].wait(ring.phase)
+            else:
+                # exp(-z) = 2^(c1 g_raw + c0), c1 = -exp(A_log) log2(e), c0 = c1 dt_bias (the
+                # gate of rows 4 lane .. + 3); then the next head's loads (the last head reloads
+                # its own)
+                c1 = T.ptx.ex2.approx.f32(ahead[0] * LOG2E) * -LOG2E
+                c0 = [c1 * x for x in ahead[1:5]]
+                bts = [T.ptx.cvt.f32.bf16(b) for b in ahead[5:]]
+                plain_loads(T.ptx.min.u32(j + 1, mine - 1))
             full[ring.stage].wait(ring.phase)
             at = [st.at(ring.stage, first, col), st.at(ring.stage, second, col)]
             S = [list(T.ptx.ld.shared.v4.f32(at[i // CROWS] + (i % CROWS) * V * 4))
@@ -205,14 +356,25 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                          for w in T.ptx.ld.shared.v4.b32(tk.at(ring.stage, t, i, c * CROWS))]
                 qr = [x for w in words[:8] for x in _unpack(w)]
                 kr = [x for w in words[8:] for x in _unpack(w)]
-                gw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 2, 4 * lane))
-                dec = [_decay_ftz(g, c1, c0[e]) for e, g in enumerate(x for w in gw
-                                                                      for x in _unpack(w))]
-                vw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 3, col))
-                vc = [x for w in vw for x in _unpack(w)]
-                part = _decay_and_sums(S, kr, qr, lambda i: T.ptx.mov.f32(
-                    T.ptx.shfl.sync.idx.b32(dec[i % 4], src[i // 4], 0x1F, FULL)))
-                out = _update(S, kr, _butterfly(part), vc, bts[t])
+                if PREP:
+                    # the decays of register rows 4i .. 4i + 3 (rows 4 src[i] .., padded by 4 rg),
+                    # the norms and beta: 5 LDS.128 instead of 12 MUFU, 16 SHFL and 48 FFMA
+                    dec = [list(T.ptx.ld.shared.v4.f32(pre.at(ring.stage, t,
+                                                              4 * src[i] + 4 * rg)))
+                           for i in range(4)]
+                    rk, rq, kq_hat, bt = T.ptx.ld.shared.v4.f32(pre.at(ring.stage, t, DPAD))
+                    vc = _values(ring.stage, t)
+                    # (the norms _decay_and_sums also returns are dead code: ptxas drops them)
+                    part = _decay_and_sums(S, kr, qr, lambda i: dec[i // 4][i % 4])[:8]
+                    out = _update_normed(S, kr, _butterfly(part), vc, bt, rk, rq, kq_hat)
+                else:
+                    gw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 2, 4 * lane))
+                    dec = [_decay_ftz(g, c1, c0[e]) for e, g in enumerate(x for w in gw
+                                                                          for x in _unpack(w))]
+                    vc = _values(ring.stage, t)
+                    part = _decay_and_sums(S, kr, qr, lambda i: T.ptx.mov.f32(
+                        T.ptx.shfl.sync.idx.b32(dec[i % 4], src[i // 4], 0x1F, FULL)))
+                    out = _update(S, kr, _butterfly(part), vc, bts[t])
                 _store_o(o.at(((n * TT + t) * H + h) * V + col), out, pred=rg == 0)
             for i in range(2 * CROWS):
                 T.ptx.st.shared.v4.f32(at[i // CROWS] + (i % CROWS) * V * 4, S[i])
@@ -221,8 +383,15 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             ring.advance()
 
 
-def constraints(N, H, TT=1, STAGES=3, CTAS=132):
-    return B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES))
+def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0):
+    out = B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES, PREP))
+    if PREP not in (0, 1):
+        out.append(f"PREP={PREP} must be 0 (each compute warp its gates) or 1 (the producer "
+                   "warp's, in shared memory)")
+    if TAIL not in (0, 1) or (TAIL and not PREP):
+        out.append(f"TAIL={TAIL} must be 0 or 1 (the last heads' stores after the last load), "
+                   "1 with PREP=1 only")
+    return out
 
 
 # kda_decode_bulk's suite (kda_decode's inputs, reference, cases with the large ones tagged
@@ -233,4 +402,18 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, [
     T.case("n5_h1_t4_deep_c1", N=5, H=1, TT=4, CTAS=1, gate="deep"),
     T.case("n5_h3_t3_c3", N=5, H=3, TT=3, CTAS=3),
     T.case("n5_h1_t2_c4", N=5, H=1, TT=2, CTAS=4),
-])
+    # PREP = 1 (the producer warp's gates): every token count, odd sizes, saturated gates, rings
+    # that wrap; then the four ring shapes beside PREP = 0's
+    T.case("n2_h2_t1_prep", N=2, H=2, TT=1, PREP=1),
+    T.case("n7_h1_t2_c2_prep", N=7, H=1, TT=2, CTAS=2, PREP=1),
+    T.case("n5_h3_t3_c3_prep", N=5, H=3, TT=3, CTAS=3, PREP=1, gate="slow"),
+    T.case("n5_h1_t4_deep_c1_prep", N=5, H=1, TT=4, CTAS=1, gate="deep", PREP=1),
+    T.case("n1_h3_t4_prep", N=1, H=3, TT=4, PREP=1),
+    # TAIL = 1: CTAs of 4 and 3 heads, of 5 (deep gates), of 2 and 1, of 1
+    T.case("n7_h1_t2_c2_tail", N=7, H=1, TT=2, CTAS=2, PREP=1, TAIL=1),
+    T.case("n5_h1_t4_deep_c1_tail", N=5, H=1, TT=4, CTAS=1, gate="deep", PREP=1, TAIL=1),
+    T.case("n5_h1_t3_c4_tail", N=5, H=1, TT=3, CTAS=4, PREP=1, TAIL=1),
+    T.case("n2_h2_t1_tail", N=2, H=2, TT=1, PREP=1, TAIL=1),
+] + [T.case(f"{c.name}_{kind}", small=False, tags=("ring",), PREP=1, **tail, **c.params)
+     for kind, tail in (("prep", {}), ("tail", {"TAIL": 1}))
+     for c in B.D.SUITE.cases if not c.small])
