@@ -255,3 +255,50 @@ def test_the_inductor_geometry_is_four_ctas_of_512_per_sm_with_triton_policies()
     pol2 = _ptx(suite, "r16384_c8192_tri_pol2")  # one evict-last policy for the row and w
     assert pol2.count("createpolicy") == 1 and "evict_first" not in pol2
     assert len(re.findall(r"ld\.global\.L1::evict_last\.L2::cache_hint\.v4\.b32", pol2)) == 4
+
+
+def _stream_ops(ptx):
+    """The spellings of a kernel's global loads and stores (predicated or not), each with
+    whether it takes a createpolicy register (so two kernels' spellings compare), and its
+    createpolicy instructions."""
+    policies = re.findall(r"createpolicy\.\S+ \t(%rd\d+);", ptx)
+    ops = set()
+    for op, operands in re.findall(r"\t(?:@!?%p\d+ )?((?:ld|st)\.global\S*) \t([^;]*);", ptx):
+        ops.add((op, any(p in operands.split(", ") for p in policies)))
+    return ops, sorted(re.findall(r"createpolicy\.\S+", ptx))
+
+
+def test_the_copy_geometry_variants_read_and_write_as_the_evict_last_copy():
+    """Session 13 (`_tri1k_pol2`, `_b1024_r32_pol2`, `_tri1k`): one 16-byte vector per thread,
+    2 CTAs of 1024 threads per SM (2048 threads, 32 KB of row loads: reg_copy's per-SM shape)
+    without spills; with POL=2 the row's loads and the output's stores are spelled exactly as
+    reg_copy `_pol`'s (evict-last loads with one ``L2::evict_last`` policy register, plain
+    stores), which is also `_tri_pol2`'s spelling: only the geometry differs from it."""
+    suite = norms.RMSNORM
+    copy = load("tma_copy").REG_COPY
+    want = _stream_ops(_ptx(copy, "r16384_c8192_pol"))
+    assert want == ({("ld.global.L1::evict_last.L2::cache_hint.v4.b32", True),
+                     ("st.global.v4.b32", False)},
+                    ["createpolicy.fractional.L2::evict_last.b64"])
+    for name in ("r16384_c8192_tri1k_pol2", "r16384_c8192_b1024_r32_pol2", "r16384_c8192_tri1k"):
+        case = next(c for c in suite.cases if c.name == name)
+        assert resident_ctas_per_sm(suite, case) == 2, name
+        assert suite.kernel.specialize(**suite.consts(case)).block == (1024, 1, 1)
+        ptx = _ptx(suite, name)
+        assert len(re.findall(r"\tld\.global", ptx)) == 2, name  # the row's and w's vector
+        if name.endswith("pol2"):
+            assert _stream_ops(ptx) == want == _stream_ops(_ptx(suite, "r16384_c8192_tri_pol2"))
+        else:
+            assert "cache_hint" not in ptx and "createpolicy" not in ptx
+    late = _ptx(suite, "r16384_c8192_tri1k_pol2").split("bar.sync", 1)  # w after the barrier
+    assert late[0].count("ld.global") == 1 and late[1].count("ld.global") == 1
+    early = _ptx(suite, "r16384_c8192_b1024_r32_pol2").split("bar.sync", 1)
+    assert early[0].count("ld.global") == 2 and "ld.global" not in early[1]
+    assert spills(suite) == {}
+
+
+def test_the_copy_geometry_small_case_is_race_free():
+    """32 warps, one vector each, the last thread's predicated off: one barrier, race-free."""
+    case = next(c for c in norms.RMSNORM.cases if c.name == "r3_c8184_b1024_pol2_late")
+    sync, race = sync_race(norms.RMSNORM, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings

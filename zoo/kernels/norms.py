@@ -598,6 +598,25 @@ S6_SMALL = [T.case("r5_c1000_b64_pol_st_late", rows=5, cols=1000, BLOCK=64, POL=
             T.case("r7_c1000_b64_p3_pol_late", rows=7, cols=1000, BLOCK=64, CTAS=3, POL=1,
                    WLATE=1),
             T.case("r5_c1000_b64_pol2", rows=5, cols=1000, BLOCK=64, POL=2)]
+# session 13 (branch rmsnorm10; docs/PERFORMANCE.md "Session 13, branch rmsnorm10"): `_tri_pol2`
+# already reads its rows as reg_copy `_pol` does (``ld.global.L1::evict_last.L2::cache_hint.
+# v4.b32`` with a ``createpolicy.fractional.L2::evict_last.b64`` policy) and stores them as it
+# does (plain ``st.global.v4.b32``), so the copy's 1.9% from its policy is already in; what still
+# differs is the loads in flight: 4 CTAs x one 16 KB row = 64 KB per SM against the copy's 16
+# CTAs x 2 KB = 32 KB, and reg_copy at 64-128 KB per SM ran 3.3-3.8% slower than at 32 KB
+# (`_b256_u2`, `_b128_u4`, session 6). BLOCK 1024 at 32 registers is the copy's per-SM shape: one
+# 16-byte vector per thread, 2 CTAs (2048 threads) and 32 KB of row loads per SM. `_tri1k_pol2`:
+# that with `_tri_pol2`'s policy and late w; `_b1024_r32_pol2`: w read with the row (WLATE=0,
+# 31 registers: no wait on w after the barrier, which 2 CTAs per SM hide less well than 4);
+# `_tri1k`: no policy, the twin that says whether the policy's gain survives the geometry
+TRI1K = dict(BLOCK=1024, MAXREG=32, WLATE=1)
+S13_VARIANTS = dict(tri1k_pol2=dict(TRI1K, POL=2), b1024_r32_pol2=dict(TRI1K, WLATE=0, POL=2),
+                    tri1k=TRI1K)
+# their small cases: 1023 vectors on 1024 threads (32 warps, one vector each, the last thread
+# predicated off) over 3 rows, and 125 vectors on 128 threads (the tail, w read early)
+S13_SMALL = [T.case("r3_c8184_b1024_pol2_late", rows=3, cols=8184, **dict(TRI1K, POL=2)),
+             T.case("r5_c1000_b1024_r32_pol2", rows=5, cols=1000, **dict(TRI1K, WLATE=0,
+                                                                          POL=2))]
 
 
 def _torch(op, **args):
@@ -611,7 +630,8 @@ RMSNORM = T.suite(
     outputs=["out"], cases=_norm_cases(dict(
         b512=dict(BLOCK=512), b128=dict(BLOCK=128), r64=dict(MAXREG=64), ef=dict(EF=1),
         p256_b512=P512, p256_b512_ef=dict(P512, EF=1), p128_b1024=P1024, l2p128=L2P128,
-        l2p256=L2P256, l1na=L1NA, **S6_VARIANTS)) + S6_SMALL, tolerance=ONE_BF16_ULP,
+        l2p256=L2P256, l1na=L1NA, **S6_VARIANTS, **S13_VARIANTS)) + S6_SMALL + S13_SMALL,
+    tolerance=ONE_BF16_ULP,
     constraints=constraints, flops=lambda rows, cols: 4 * rows * cols, bytes=lambda rows, cols: 4 * rows * cols + 2 * cols,
     baselines=_torch("rms_norm", x="x", w="w", eps=EPS_RMS))
 
