@@ -122,6 +122,13 @@
 #     (the default, `_pol`, 5 x 40 KB). Smoke over cumsum_ws's small cases, and first an iket
 #     profile of the default (50 s at most, PROFILES='' skips it); run with TOTAL_LIMIT=240;
 #     predictions in docs/PERFORMANCE.md ("Session 13, branch cumsum10")
+#   MODE=rms10: ONLY session 13's rmsnorm at the copy's per-SM shape (branch rmsnorm10: BLOCK
+#     1024 at 32 registers, one vector per thread, 2 CTAs and 32 KB of row loads per SM), three
+#     shards: `_tri_pol2` (the in-job control, first) and `_tri1k_pol2`; `_b1024_r32_pol2` (w
+#     read with the row) and `_tri1k` (no policy); reg_copy `_pol` (the evict-last copy the
+#     predictions scale from). Smoke over their small cases; the margin is ~1%, so run with
+#     BENCH_ARGS="--min-rounds 200" and TOTAL_LIMIT=240; predictions in docs/PERFORMANCE.md
+#     ("Session 13, branch rmsnorm10")
 #
 # Each shard runs its items in file order, plain case first; the board takes jobs first come
 # first served, so when TOTAL_LIMIT cuts the run short every shard loses its last variants, not
@@ -346,10 +353,18 @@ cumsum_ws[r1_c64M_s5]@ or cumsum_ws[r1_c64M_l2]@ or cumsum_ws[r1_c64M_l8]@"
     # the phases of one launch (iket ranges: 39 tiles x 10 events on warp 0), before the shards
     export PROFILES="${PROFILES-kernels/cumsum_ws.py::cumsum_ws[r1_c64M] --iket --iket-capacity 400}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
+elif [ "${MODE:-all}" = rms10 ]; then
+    SMOKE_K="not h200 and rmsnorm and b1024 and not add_rmsnorm"
+    # one suite per shard after its control: rmsnorm's cases run in declaration order, so
+    # `_tri_pol2` (session 6) precedes the session-13 variants it is compared with
+    R10_A="rmsnorm[r16384_c8192_tri_pol2]@ or rmsnorm[r16384_c8192_tri1k_pol2]@"
+    R10_B="rmsnorm[r16384_c8192_b1024_r32_pol2]@ or rmsnorm[r16384_c8192_tri1k]@"
+    SHARDS_ALL="h200 and ($R10_A) and not add_rmsnorm|h200 and ($R10_B) and not add_rmsnorm|\
+h200 and (reg_copy[r16384_c8192_pol]@)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
-        "'scan8', 'cum9', 'tma9', 'cum10' or 'scan9'" >&2
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9' or 'rms10'" >&2
     exit 2
 fi
 }

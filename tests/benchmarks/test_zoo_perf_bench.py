@@ -110,7 +110,7 @@ def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
-        "'scan8', 'cum9', 'tma9', 'cum10' or 'scan9'" in r.stderr
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9' or 'rms10'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -324,3 +324,18 @@ def test_cum10_mode_times_cumsum_ws_beside_both_controls():
     m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_ws\.py::(\S+) --iket ',
                   SCRIPT.read_text())
     assert m and m.group(1) == "cumsum_ws[r1_c64M]" == shards[1][0]
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_rms10_mode_times_the_copy_geometry_rmsnorms_after_their_control():
+    """docs/PERFORMANCE.md's session-13 predictions (branch rmsnorm10) name these items:
+    `_tri_pol2` first in the first shard (the control a cut must not lose), the three BLOCK-1024
+    variants, reg_copy `_pol` (the copy the predictions scale from) alone; the smoke runs the
+    two BLOCK-1024 small cases and nothing else (no add_rmsnorm case)."""
+    shards, smoke = _timed_and_smoke("rms10")
+    r = "rmsnorm[r16384_c8192"
+    assert shards == [[f"{r}_tri_pol2]", f"{r}_tri1k_pol2]"],
+                      [f"{r}_b1024_r32_pol2]", f"{r}_tri1k]"],
+                      ["reg_copy[r16384_c8192_pol]"]]
+    assert sorted(smoke) == ["rmsnorm[r3_c8184_b1024_pol2_late]",
+                             "rmsnorm[r5_c1000_b1024_r32_pol2]"]
