@@ -1,0 +1,153 @@
+"""zoo/kernels/kda_bwd_prep3.py (piece 2a of both walks with operands split once into swizzled
+bf16 planes, fragments by ldmatrix): the planes' ldmatrix fragments equal, word for word, the
+scalar-load split fragments kda_bwd_prep2's products build (A row-major, A transposed, B
+k-major; a [64, 129]-stride tile and a [64, 64] one, in place); the wavefront count of those
+loads from numsim's trace (the conflicts gone)."""
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import tirxh.lang as T
+
+from tests.zoo.zoo_modules import load
+
+MOD = load("kda_bwd_prep3")
+TC = MOD.TC
+
+N128, SK = 128, TC.SK      # the prep's [C, 128] f32 tiles, 129 words a row
+
+
+def _shared_wavefronts(events):
+    """(accesses, wavefronts) of traced shared-memory accesses: each access served in as many
+    wavefronts as the most distinct 4-byte words one of the 32 banks holds (an ldmatrix.x4 or
+    a v4 access without conflicts: 4; a scalar one: 1), the count of
+    tests/zoo/test_kda_bwd_prep_only.py generalized to accesses wider than a word."""
+    accesses = waves = 0
+    for e in events:
+        if getattr(e, "space", None) != "shared":
+            continue
+        banks = defaultdict(set)
+        for _, start, end in e.ranges:
+            for w in range(start // 4, (end + 3) // 4):
+                banks[w % 32].add(w)
+        accesses += 1
+        waves += max(len(w) for w in banks.values())
+    return accesses, waves
+
+
+def test_the_wavefront_count_of_an_ldmatrix_x4():
+    """The measure: 32 lanes each reading 16 bytes of 8 rows of a 128-byte-swizzled tile (one
+    ldmatrix.x4 of pattern "A") is 4 wavefronts; the same rows unswizzled (all lanes on chunk
+    0 of rows 128 bytes apart) is 16: 8 rows share 4 banks, 4 matrices."""
+    def ev(swz):
+        class E:
+            space = "shared"
+            ranges = [(ln, 128 * ((ln & 7) + 8 * (ln >> 4)) + 16 * ((((ln >> 3) & 1)
+                                                                       ^ ((ln & 7) if swz else 0))),
+                       0) for ln in range(32)]
+        E.ranges = [(ln, s, s + 16) for ln, s, _ in E.ranges]
+        return E
+    assert _shared_wavefronts([ev(True)]) == (1, 4)
+    assert _shared_wavefronts([ev(False)]) == (1, 16)
+
+
+def _words(n):
+    """Fragment words a thread of _probe writes: a and b n / 16 fragments of 8, at 4."""
+    return n // 16 * 8 + 4 * 8 + n // 16 * 8
+
+
+@T.kernel(grid=(1,), block=256)
+def _probe(src: T.gptr[T.f32], ref: T.gptr[T.u32], got: T.gptr[T.u32], WIDE: T.const = 1):
+    """The f32 matrix src [64, n] (n = 128 with WIDE, else 64) into a shared tile of stride
+    129 (WIDE) or 64; every warp writes the split fragments of its roles read both ways: the
+    scalar ``ld.shared.f32`` ones of kda_bwd_pieces_tc._frag into ref, then (after the tile is
+    converted in place into planes) the planes' ldmatrix ones into got, thread-major."""
+    n = N128 if WIDE else 64
+    nwords = _words(n)
+    stride = SK if WIDE else 64
+    tile = T.shared(T.f32, (64, stride), name="sTile", align=128)
+    with T.range(64 * n // 256) as i:
+        e = T.tid.x + 256 * i
+        r, c = e // n, e % n
+        T.ptx.st.shared.f32(tile.at(r, c), T.ptx.ld.global_.f32(src.at(e)))
+    T.ptx.bar.sync(0)
+    ln = TC._Lane()
+    lanes = MOD.Lanes()
+    w = T.tid.x >> 5
+    g, t = ln.g, ln.t
+    # (form, m0 or k0, list of second coordinates): a: rows 16 (w % 4), all k-steps; at
+    # (A = tile^T): rows 16 w of the transpose (n / 16 of them), k-steps over the 64 rows;
+    # b (B = tile, k-major): k rows 16 (w % 4), every n-tile pair
+    roles = [("a", (w & 3) << 4, [16 * s for s in range(n // 16)]),
+             ("at", (w % (n // 16)) << 4, [16 * s for s in range(4)]),
+             ("b", (w & 3) << 4, [16 * p for p in range(n // 16)])]
+    words = []
+    plain, trans = TC._shared(tile, stride), TC._shared(tile, stride, transposed=True)
+    for form, x0, ys in roles:
+        for y0 in ys:
+            if form == "a":
+                words += sum(TC._frag(plain, plain.at(x0 + g, y0 + 2 * t), None,
+                                      TC.A_PAIRS, (0, 1)), [])
+            elif form == "at":
+                words += sum(TC._frag(trans, trans.at(x0 + g, y0 + 2 * t), None,
+                                      TC.A_PAIRS, (0, 1)), [])
+            else:
+                base = plain.at(x0 + 2 * t, y0 + g)
+                for o in range(2):
+                    words += sum(TC._frag(plain, base + 8 * o * plain.cs, None, TC.B_PAIRS,
+                                          (1, 0)), [])
+    for i, x in enumerate(words):
+        T.ptx.st.global_.b32(ref.at(T.tid.x * nwords + i), x)
+    pl = MOD.Planes(tile.ptr(), n)
+    MOD.convert([(MOD.rows_of(tile) if WIDE else MOD.cols_of(tile), pl)])
+    T.ptx.bar.sync(0)
+    words = []
+    for form, x0, ys in roles:
+        for y0 in ys:
+            if form == "b":
+                hi, lo = pl.b(lanes, x0, y0)
+                words += hi[0:2] + lo[0:2] + hi[2:4] + lo[2:4]
+            else:
+                hi, lo = (pl.a if form == "a" else pl.at)(lanes, x0, y0)
+                words += hi + lo
+    for i, x in enumerate(words):
+        T.ptx.st.global_.b32(got.at(T.tid.x * nwords + i), x)
+
+
+@pytest.mark.parametrize("wide", [1, 0], ids=["c128_s129", "c64_s64"])
+def test_plane_fragments_equal_the_scalar_split_fragments(wide):
+    """Every word of every fragment form, hi and lo, on values spanning 2^-30 .. 2^30 (so the
+    lo parts are not zero), equal bit for bit; the ldmatrix loads take 4 wavefronts each, the
+    minimum for 512 bytes, where the scalar loads they replace take 4 (stride 129) or 8
+    (stride 64) wavefronts for 128 bytes."""
+    ns = pytest.importorskip("tirxh_numsim")
+    n = N128 if wide else 64
+    rng = np.random.default_rng(7)
+    src = (rng.standard_normal(64 * n) * 2.0 ** rng.integers(-30, 30, 64 * n)).astype(
+        np.float32)
+    used = _words(n)
+    x = dict(src=src, ref=np.zeros(256 * used, np.uint32),
+             got=np.full(256 * used, 0xDEADBEEF, np.uint32))
+    res = ns.run(_probe, x, grid=(1,), outputs=["ref", "got"], consts=dict(WIDE=wide),
+                 trace=True)
+    assert res.verdict == "clean", res.diagnostics
+    ref = np.asarray(res.outputs["ref"]).reshape(256, used)
+    got = np.asarray(res.outputs["got"]).reshape(256, used)
+    assert (ref != 0).mean() > 0.9                       # lo words present
+    assert np.array_equal(ref, got)
+    lds = [e for e in res.trace.events if getattr(e, "space", None) == "shared"
+           and e.instr.spelling.startswith("ldmatrix")]
+    scalar = [e for e in res.trace.events if getattr(e, "space", None) == "shared"
+              and e.instr.spelling.startswith("ld.shared") and len(e.ranges) == 32
+              and all(b - a == 4 for _, a, b in e.ranges)]
+    assert lds and scalar
+    a, wv = _shared_wavefronts(lds)
+    assert wv == 4 * a, (a, wv)
+    # the conversion's chunk stores: 4 wavefronts a v4 store (the minimum)
+    st = [e for e in res.trace.events if getattr(e, "space", None) == "shared"
+          and e.instr.spelling.startswith("st.shared.v4")]
+    assert st and _shared_wavefronts(st)[1] == 4 * len(st)
+    # the worst scalar load is a fragment load of the f32 tile (the conversion's are 1)
+    assert max(_shared_wavefronts([e])[1] for e in scalar) == (4 if wide else 8)

@@ -1,0 +1,180 @@
+"""Kimi Delta Attention backward, piece 2a for both walks with conflict-free operands (issue
+18; docs/PERFORMANCE.md "Session 13, branch kdabwd10", the plan's step 3): kda_bwd_prep2's prep
+and products, with every walk operand split ONCE into bf16 hi and lo planes in the forward's
+128-byte-swizzled layout (kda_chunk.Lanes: 16-byte chunk ch of row r at ch ^ (r % 8)) and its
+mma fragments read by ``ldmatrix.x4`` instead of scalar ``ld.shared.f32`` from the prep's
+[64, 129]-word f32 tiles.
+
+Why: prep2's walks read each fragment element with one ``ld.shared.f32``; lane (g, t) of a
+fragment reads row g, column 2t of a 129-word-stride tile, bank (g + 2t) mod 32, so four lanes
+share a bank (eight on the 64-word M and T tiles), and every element is split into hi and lo
+again at every load. Measured (session 13, d7) the walks ran at ~23 SM cycles a split
+mma.sync, ~82% of a launch. One ``ldmatrix.x4`` delivers a whole 16 x 16 operand (or two
+n-tiles' B fragments) in 4 wavefronts, the minimum for 512 bytes, and the split is paid once.
+
+The split values are the same as prep2's (hi = rn(x), lo = rn(x - hi) of the same f32
+element; kda_bwd_pieces_tc._split2 elementwise) and each product keeps prep2's mma order (per
+k-step, per n-tile: lo hi, hi lo, hi hi), so the outputs are bit-identical to kda_bwd_prep2's
+(tests/zoo/test_kda_bwd_prep3.py).
+
+Planes (`Planes`): an f32 matrix [C, n] (n = 64 or 128) as two bf16 planes, hi then lo, each
+n / 64 halves of [C rows][128 bytes]; an exact matrix (dO, V: bf16 inputs) has the hi plane
+only. Fragment loads (`Planes.a`, `.at`, `.b`): a row-major A operand by ``ldmatrix.x4``
+(kda_chunk pattern "A"); an A operand stored k-major (W^T, X^T, dO^T, V^T, T^T) by
+``ldmatrix.x4.trans`` (pattern "B"); a k-major B operand (KE, KL, W, U, X), two n-tiles at
+once, by ``ldmatrix.x4.trans`` (pattern "A").
+
+Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import tirxh.lang as T
+
+# the zoo is a directory of kernel files, not a package (see kda_fwd.py)
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_bwd_pieces_tc as TC  # noqa: E402 - after the path that finds it
+from kda_chunk import C, TILE, Lanes, ld4, mma, pack  # noqa: E402
+
+TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
+        "varlen")
+
+
+# --- split planes in the swizzled layout ----------------------------------------------------
+
+class Planes:
+    """The bf16 hi and lo planes of an f32 [C, n] matrix at shared byte address `base`
+    (128-byte aligned: the swizzle is conflict-free only on whole 128-byte lines): hi at
+    `base`, lo one plane (C n 2 bytes) after it; `exact` (a bf16-valued matrix) has no lo
+    plane and its products skip the mma that would multiply it."""
+
+    def __init__(self, base, n, exact=False):
+        if n not in (64, 128):
+            raise ValueError(f"Planes: n must be 64 or 128 columns, got {n}")
+        self.base, self.n, self.exact = base, n, exact
+        self.size = C * n * 2
+
+    def planes(self):
+        """Byte addresses of the planes present: (hi,) or (hi, lo)."""
+        return (self.base,) if self.exact else (self.base, self.base + self.size)
+
+    def bytes(self):
+        return self.size * len(self.planes())
+
+    @staticmethod
+    def offset(row, col):
+        """Byte offset of element (row, col) in a plane: half col / 64, row's 128-byte line,
+        16-byte chunk (col / 8) ^ (row % 8), then 2 bytes an element."""
+        return ((col >> 6) * TILE + (row << 7) + ((((col >> 3) & 7) ^ (row & 7)) << 4)
+                + ((col & 7) << 1))
+
+    def store_pair(self, row, col, x0, x1):
+        """Split the f32 pair at (row, col), (row, col + 1) (col even) into the planes: one
+        ``st.shared.b32`` a plane."""
+        off = self.offset(row, col)
+        if self.exact:
+            T.ptx.st.shared.b32(self.base + off, pack(x0, x1))
+            return
+        hi, lo = TC._split2(x0, x1)
+        T.ptx.st.shared.b32(self.base + off, hi)
+        T.ptx.st.shared.b32(self.base + self.size + off, lo)
+
+    def store_chunk(self, row, col, xs):
+        """Split the 8 f32 of row `row`, columns col .. col + 7 (col a multiple of 8) into the
+        planes: one ``st.shared.v4.b32`` a plane."""
+        pairs = [(xs[e], xs[e + 1]) for e in range(0, 8, 2)]
+        off = self.offset(row, col)
+        if self.exact:
+            T.ptx.st.shared.v4.b32(self.base + off, [pack(*p) for p in pairs])
+            return
+        split = [TC._split2(*p) for p in pairs]
+        T.ptx.st.shared.v4.b32(self.base + off, [h for h, _ in split])
+        T.ptx.st.shared.v4.b32(self.base + self.size + off, [lo for _, lo in split])
+
+    def _ld(self, lanes, pattern, row0, col0, trans):
+        """ldmatrix.x4 of each plane at rows row0 .., columns col0 .. col0 + 15 (col0 a
+        multiple of 16; row0 a multiple of 8; either may be a register)."""
+        out = []
+        for p in self.planes():
+            at = lanes.at(p + (col0 >> 6) * TILE + (row0 << 7), pattern, (col0 & 63) >> 4)
+            out.append(ld4(at, 0, 0, trans=trans))
+        return out[0], (None if self.exact else out[1])
+
+    def a(self, lanes, m0, k0):
+        """A fragment (hi, lo) of rows m0 .. m0 + 15, columns k0 .. k0 + 15 (row-major)."""
+        return self._ld(lanes, "A", m0, k0, False)
+
+    def at(self, lanes, m0, k0):
+        """A fragment (hi, lo) of the transpose: A[m, k] = this[k, m] for m0 .., k0 .."""
+        return self._ld(lanes, "B", k0, m0, True)
+
+    def b(self, lanes, k0, n0):
+        """B fragments (hi, lo) of two n-tiles, B[k, n] = this[k, n] for k0 .. k0 + 15 and
+        n0 .. n0 + 15: registers 0, 1 the n-tile n0, 2, 3 the n-tile n0 + 8."""
+        return self._ld(lanes, "A", k0, n0, True)
+
+
+def rows_of(tile):
+    """A chunk reader of a [C, 129]-stride f32 tile (the prep's): 8 ``ld.shared.f32``; its
+    lanes run down the rows (bank (r + c) mod 32: conflict-free)."""
+    return (lambda r, c: [T.ptx.ld.shared.f32(tile.at(r, c + e)) for e in range(8)]), "rows"
+
+
+def cols_of(tile, scale=None):
+    """A chunk reader of a [C, 64] f32 tile (M, T): 2 ``ld.shared.v4.f32``, element (r, c)
+    times the f32 at scale(c) if given (Tb = T Diag(beta), kda_bwd_pieces_tc._tb's product);
+    its lanes run along the chunks of a row (a stride of 64 words puts a column on one bank)."""
+    def read(r, c):
+        xs = list(T.ptx.ld.shared.v4.f32(tile.at(r, c))) + \
+            list(T.ptx.ld.shared.v4.f32(tile.at(r, c + 4)))
+        if scale is None:
+            return xs
+        bs = list(T.ptx.ld.shared.v4.f32(scale(c))) + list(T.ptx.ld.shared.v4.f32(scale(c + 4)))
+        return [x * b for x, b in zip(xs, bs)]
+    return read, "cols"
+
+
+def convert(jobs):
+    """Split f32 matrices into their planes, in place or not: every thread loads its elements
+    of every job, one ``bar.sync`` (the planes may overwrite the sources), then stores each
+    16-byte chunk of each plane with one ``st.shared.v4.b32`` (a quarter warp's 8 chunks
+    cover 128 bytes: conflict-free in either lane order). A job is ((read, along), planes)
+    with a reader of `rows_of` or `cols_of`: thread t takes chunks q = t + 256 i at row
+    q % 64, chunk q / 64 ("rows") or row q / (n / 8), chunk q % (n / 8) ("cols")."""
+    held = []
+    for (read, along), pl in jobs:
+        per = pl.n // 8
+        for i in range(C * per // 256):
+            q = T.tid.x + 256 * i
+            if along == "rows":
+                row, col = q & (C - 1), (q >> 6) << 3
+            else:
+                row, col = q // per, (q % per) << 3
+            held.append((pl, row, col, read(row, col)))
+    T.ptx.bar.sync(0)
+    for pl, row, col, xs in held:
+        pl.store_chunk(row, col, xs)
+
+
+def product(ln, lanes, acc, a, b, n0s, ksteps):
+    """acc[j] += A[m0 .., :] B[:, n0s[j] ..] over 16 ksteps columns: kda_bwd_pieces_tc._product
+    on fragments read from planes, the same mma in the same order (per k-step the A fragment,
+    then per n-tile lo hi, hi lo, hi hi), so the sums are bit-identical. `a(s)` -> the A
+    fragment (hi, lo) of k-step s; `b(s, n0)` -> the B fragments of n-tiles n0, n0 + 8."""
+    with T.range(ksteps) as s:
+        ahi, alo = a(s)
+        for p in range(len(n0s) // 2):
+            bhi, blo = b(s, n0s[2 * p])
+            for o in range(2):
+                j = 2 * p + o
+                bh = bhi[2 * o:2 * o + 2]
+                bl = None if blo is None else blo[2 * o:2 * o + 2]
+                if alo is not None:
+                    mma(acc[j], alo, bh)
+                if bl is not None:
+                    mma(acc[j], ahi, bl)
+                mma(acc[j], ahi, bh)
