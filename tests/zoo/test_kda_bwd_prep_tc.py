@@ -48,8 +48,8 @@ def test_small_case_matches_reference(case):
     # N's words of n-tile a / 8 stored at the next n-tile's (h of the row pair ignored)
     ("at = base + 4 * (sp * 16 * 32 * 4 + h * 32 * 4)", "at = base + 4 * (sp * 16 * 32 * 4)", 1),
     # the odd column's lo word replaced by the even one's: N at bf16 precision there
-    ("                                             words[1][1]])",
-     "                                             words[0][1]])", 0),
+    ("                                         words[1][1]])",
+     "                                         words[0][1]])", 0),
 ], ids=["no_m_w", "n_tile", "lo_word"])
 def test_mutants_are_caught(old, new, fwd, tmp_path):
     mut = load_mutant("kda_bwd_prep_tc", old, new, tmp_path)

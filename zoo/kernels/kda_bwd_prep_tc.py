@@ -65,16 +65,23 @@ def _n_fragments(ln, hc, nfrag, left, right):
         acc = TC._acc(len(wide))
         TC._product(lr, acc, _shared(left, SK, transposed=True), _shared(right, SK), wide,
                     C // 16)
-        # lane word of k-step 4 half, n-tile m0 / 8; then + s' (k-steps) and + h (n-tiles)
-        first = (((hc * 8 + lr.half * 4) * 16 + (lr.m0 >> 3)) * 32 + 4 * lr.g + lr.t) * 4
-        base = nfrag.at(first)
-        for sp in range(len(wide) // 2):
-            for h in range(2):
-                words = [TC._split2(-acc[2 * sp + o][2 * h], -acc[2 * sp + o][2 * h + 1])
-                         for o in range(2)]
-                at = base + 4 * (sp * 16 * 32 * 4 + h * 32 * 4)
-                T.ptx.st.global_.v4.b32(at, [words[0][0], words[1][0], words[0][1],
-                                             words[1][1]])
+        n_words(lr, hc, nfrag, acc)
+
+
+def n_words(lr, hc, nfrag, acc):
+    """Store -acc (the warp's rows lr.m0 .. of N^T's accumulators, its 8 n-tiles) as
+    kda_bwd_chain's fragment words (shared with kda_bwd_prep3, whose products differ only in
+    where their fragments come from)."""
+    # lane word of k-step 4 half, n-tile m0 / 8; then + s' (k-steps) and + h (n-tiles)
+    first = (((hc * 8 + lr.half * 4) * 16 + (lr.m0 >> 3)) * 32 + 4 * lr.g + lr.t) * 4
+    base = nfrag.at(first)
+    for sp in range(len(acc) // 2):
+        for h in range(2):
+            words = [TC._split2(-acc[2 * sp + o][2 * h], -acc[2 * sp + o][2 * h + 1])
+                     for o in range(2)]
+            at = base + 4 * (sp * 16 * 32 * 4 + h * 32 * 4)
+            T.ptx.st.global_.v4.b32(at, [words[0][0], words[1][0], words[0][1],
+                                         words[1][1]])
 
 
 def _b_rows(ln, hc, bt, y, left):
@@ -86,8 +93,14 @@ def _b_rows(ln, hc, bt, y, left):
         acc = TC._acc(len(wide))
         TC._product(lr, acc, _shared(y, SK, transposed=True, exact=True), _shared(left, SK),
                     wide, C // 16)
-        for row, col, xs in TC._pairs_of(lr, wide, acc):
-            T.ptx.st.global_.v2.f32(bt.at((hc * V + row) * K + col), xs)
+        bt_rows(lr, hc, bt, wide, acc)
+
+
+def bt_rows(lr, hc, bt, wide, acc):
+    """Store the warp's B^T accumulators (rows lr.m0 .., columns `wide`) as
+    ``st.global.v2.f32`` pairs along bt's rows (shared with kda_bwd_prep3)."""
+    for row, col, xs in TC._pairs_of(lr, wide, acc):
+        T.ptx.st.global_.v2.f32(bt.at((hc * V + row) * K + col), xs)
 
 
 def walk(sm, hc, nfrag, bt, FORWARD, y_tile):
