@@ -151,3 +151,34 @@ def test_plane_fragments_equal_the_scalar_split_fragments(wide):
     assert st and _shared_wavefronts(st)[1] == 4 * len(st)
     # the worst scalar load is a fragment load of the f32 tile (the conversion's are 1)
     assert max(_shared_wavefronts([e])[1] for e in scalar) == (4 if wide else 8)
+
+
+P2 = load("kda_bwd_prep2")
+SLOW = pytest.mark.slow   # numsim of 256 threads: ~2-3 s a chunk and kernel
+
+
+def _case(name):
+    return next(c for c in P2.SUITE.cases if c.name == name)
+
+
+def _both(case, trace=False):
+    """prep3 and prep2 in numsim on the same inputs of `case`."""
+    import tirxh_numsim as ns
+    x = P2.SUITE.make_inputs(case, 0)
+    out = []
+    for mod, kern in ((MOD, MOD.kda_bwd_prep3), (P2, P2.kda_bwd_prep2)):
+        y = {n: (np.zeros_like(a) if n in P2.OUTPUTS else a) for n, a in x.items()}
+        out.append(ns.run(kern, y, grid=P2.SUITE.grid(case), outputs=list(P2.OUTPUTS),
+                          consts=P2.SUITE.consts(case), trace=trace and mod is MOD))
+    return out
+
+
+def _identical(case, names):
+    r3, r2 = _both(case)
+    for name in names:
+        assert np.array_equal(np.asarray(r3.outputs[name]), np.asarray(r2.outputs[name])), name
+
+
+def test_reverse_walk_is_bit_identical_to_prep2():
+    """One 20-row chunk, deep gates: the reverse walk's N words and B^T, and exp(G_C)."""
+    _identical(_case("t20_h1_deep"), ("nfrag", "bt", "eg"))

@@ -37,8 +37,11 @@ import tirxh.lang as T
 # the zoo is a directory of kernel files, not a package (see kda_fwd.py)
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
-import kda_bwd_pieces_tc as TC  # noqa: E402 - after the path that finds it
-from kda_chunk import C, TILE, Lanes, ld4, mma, pack  # noqa: E402
+import kda_bwd_chain_prep as PR  # noqa: E402 - after the path that finds it
+import kda_bwd_pieces_tc as TC  # noqa: E402
+import kda_bwd_prep2 as P2  # noqa: E402
+import kda_bwd_prep_tc as PT  # noqa: E402
+from kda_chunk import C, K, TILE, Lanes, ld4, mma, pack  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
         "varlen")
@@ -178,3 +181,113 @@ def product(ln, lanes, acc, a, b, n0s, ksteps):
                 if bl is not None:
                     mma(acc[j], ahi, bl)
                 mma(acc[j], ahi, bh)
+
+
+# --- the kernel --------------------------------------------------------------------------------
+
+class _Operands:
+    """The walks' planes in kda_bwd_reverse._Smem's slots after the prep (every [64, 129] f32
+    slot is 258 lines of 128 bytes, so all start on a line): KE and KL in place; dO (exact)
+    in the first 16 KB of its slot, Tb = T Diag(beta) in the second 16 KB; T and M in place;
+    W, then X, in the G slot (sm.r); U in the P slot (sm.dlt); V (exact) in the QE slot once
+    U is formed."""
+
+    def __init__(self, sm):
+        self.ke = Planes(sm.ke.ptr(), 128)
+        self.kl = Planes(sm.kl_.ptr(), 128)
+        self.do = Planes(sm.do.ptr(), 128, exact=True)
+        self.tb = Planes(sm.do.ptr() + C * 128 * 2, 64)
+        self.t = Planes(sm.t.ptr(), 64)
+        self.m = Planes(sm.m.ptr(), 64)
+        self.r = Planes(sm.r.ptr(), 128)
+        self.u = Planes(sm.dlt.ptr(), 128)
+        self.v = Planes(sm.qe.ptr(), 128, exact=True)
+
+
+def split_operands(sm, op):
+    """The prep's f32 operands into planes, two rounds (each thread holds 64 then 80 f32
+    across its round's barrier), the last store published by a third barrier."""
+    convert([(rows_of(sm.ke), op.ke), (rows_of(sm.kl_), op.kl)])
+    convert([(rows_of(sm.do), op.do), (cols_of(sm.t, lambda c: sm.beta.at(c)), op.tb),
+             (cols_of(sm.t), op.t), (cols_of(sm.m), op.m)])
+    T.ptx.bar.sync(0)
+
+
+def _store(ln, n0s, acc, pl, fn=None):
+    """The warp's accumulators (fn(row, col, x) applied to each element if given) into the
+    planes, a ``st.shared.b32`` a pair and plane (a warp's 8 rows x 4 words of a chunk land on
+    8 distinct swizzled chunks: conflict-free)."""
+    for j, n0 in enumerate(n0s):
+        for h in range(2):
+            row, col = ln.m0 + ln.g + 8 * h, n0 + 2 * ln.t
+            xs = [acc[j][2 * h + e] for e in range(2)]
+            if fn is not None:
+                xs = [fn(row, col + e, x) for e, x in enumerate(xs)]
+            pl.store_pair(row, col, *xs)
+
+
+def _mul(ln, lanes, a, b, at=False, rows=0):
+    """A B ([C or K, C] x [C, K], contraction over the chunk's 64 rows) for the warp's m-tile
+    `rows` further down and its 8 n-tiles: A from planes `a` (row-major, or `at`: a's
+    transpose), B from planes `b` (k-major)."""
+    lr = ln.below(rows) if rows else ln
+    wide = ln.cols(K)
+    acc = TC._acc(len(wide))
+    afrag = (lambda s: a.at(lanes, lr.m0, s << 4)) if at else (
+        lambda s: a.a(lanes, lr.m0, s << 4))
+    product(lr, lanes, acc, afrag, lambda s, n0: b.b(lanes, s << 4, n0), wide, C // 16)
+    return lr, wide, acc
+
+
+def _n_and_b(ln, lanes, hc, nfrag, bt, left, right, y, bleft):
+    """N = -left^T right as kda_bwd_chain's fragment words; B^T = y^T bleft (y exact)."""
+    for rows in (0, C):
+        lr, _, acc = _mul(ln, lanes, left, right, at=True, rows=rows)
+        PT.n_words(lr, hc, nfrag, acc)
+    for rows in (0, C):
+        lr, wide, acc = _mul(ln, lanes, y, bleft, at=True, rows=rows)
+        PT.bt_rows(lr, hc, bt, wide, acc)
+
+
+def reverse_walk(sm, op, ln, lanes, hc, nfrag, bt):
+    """W = Tb KE (planes into the G slot); U = QE - M W (QE still f32; planes into the P
+    slot); N = -W^T KL; B^T = dO^T U: kda_bwd_prep_tc.walk's FORWARD=0 products."""
+    _, wide, acc = _mul(ln, lanes, op.tb, op.ke)
+    _store(ln, wide, acc, op.r)
+    T.ptx.bar.sync(0)
+    _, wide, acc = _mul(ln, lanes, op.m, op.r)
+    _store(ln, wide, acc, op.u,
+           lambda r, c, x: T.ptx.ld.shared.f32(sm.qe.at(r, c)) - x)
+    T.ptx.bar.sync(0)
+    _n_and_b(ln, lanes, hc, nfrag, bt, op.r, op.kl, op.do, op.u)
+
+
+@T.kernel(grid=PR._grid, block=256)
+def kda_bwd_prep3(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                  v: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
+                  dt_bias: T.gptr[T.f32], do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
+                  chunk_rows: T.gptr[T.s32], nfrag_f: T.gptr[T.u32], bt_f: T.gptr[T.f32],
+                  nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
+                  PREP: T.const = 2):
+    sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
+    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP)    # dO in sm.do
+    hc = ck.c * ck.H + ck.h
+    op = _Operands(sm)
+    split_operands(sm, op)
+    ln, lanes = TC._Lane(), Lanes()
+    reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)
+    with T.if_(T.tid.x < K):
+        d = T.tid.x
+        T.ptx.st.global_.f32(eg.at(hc * K + d), T.ptx.ld.shared.f32(sm.eg.at(d)))
+
+
+# --- inputs, reference, cases: kda_bwd_prep2's ---------------------------------------------------
+
+OUTPUTS = P2.OUTPUTS
+inputs = P2.inputs
+reference = P2.reference
+timing_inputs = P2.timing_inputs
+constraints = P2.constraints
+_bytes = P2._bytes
+_flops = P2._flops          # the same mma.sync, read from planes
+TOLERANCE = P2.TOLERANCE
