@@ -11,7 +11,8 @@ import pytest
 
 import tirxh.lang as T
 
-from tests.zoo.zoo_modules import load
+from tests.zoo._zoo import mutant, resident_ctas_per_sm, sync_race
+from tests.zoo.zoo_modules import assert_matches, load
 
 MOD = load("kda_bwd_prep3")
 TC = MOD.TC
@@ -19,22 +20,40 @@ TC = MOD.TC
 N128, SK = 128, TC.SK      # the prep's [C, 128] f32 tiles, 129 words a row
 
 
+def _elements(spelling):
+    """Events numsim records for one execution of a shared-memory instruction: one an
+    element a lane (ldmatrix .xN: 2N bf16 pairs' halves; .v4 / .v2: 4 / 2)."""
+    parts = spelling.split(".")
+    if parts[0] == "ldmatrix" or parts[0] == "stmatrix":
+        return 2 * int(next(p for p in parts if p.startswith("x"))[1:])
+    return next((int(p[1:]) for p in parts if p in ("v2", "v4")), 1)
+
+
 def _shared_wavefronts(events):
-    """(accesses, wavefronts) of traced shared-memory accesses: each access served in as many
-    wavefronts as the most distinct 4-byte words one of the 32 banks holds (an ldmatrix.x4 or
-    a v4 access without conflicts: 4; a scalar one: 1), the count of
-    tests/zoo/test_kda_bwd_prep_only.py generalized to accesses wider than a word."""
-    accesses = waves = 0
+    """(accesses, wavefronts) of traced shared-memory accesses. numsim records a wide access
+    (ldmatrix, v4) an element at a time, consecutive events of one warp and instruction:
+    those are joined into one access first (`_elements` of them). Each access is served in as
+    many wavefronts as the most distinct 4-byte words one of the 32 banks holds (an
+    ldmatrix.x4 or a v4 access without conflicts: 4; a scalar one: 1): the count of
+    tests/zoo/test_kda_bwd_prep_only.py for accesses wider than a word."""
+    open_, done = {}, []
     for e in events:
         if getattr(e, "space", None) != "shared":
             continue
-        banks = defaultdict(set)
+        instr = getattr(e, "instr", None)
+        key = (getattr(e, "cta", 0), getattr(e, "warp", 0), id(instr))
+        want = _elements(instr.spelling) if instr is not None else 1
+        banks, n = open_.get(key, (defaultdict(set), 0))
         for _, start, end in e.ranges:
             for w in range(start // 4, (end + 3) // 4):
                 banks[w % 32].add(w)
-        accesses += 1
-        waves += max(len(w) for w in banks.values())
-    return accesses, waves
+        if n + 1 == want:
+            done.append(banks)
+            open_.pop(key, None)
+        else:
+            open_[key] = (banks, n + 1)
+    assert not open_, "a wide access with missing element events"
+    return len(done), sum(max(len(w) for w in b.values()) for b in done)
 
 
 def test_the_wavefront_count_of_an_ldmatrix_x4():
@@ -140,15 +159,15 @@ def test_plane_fragments_equal_the_scalar_split_fragments(wide):
     lds = [e for e in res.trace.events if getattr(e, "space", None) == "shared"
            and e.instr.spelling.startswith("ldmatrix")]
     scalar = [e for e in res.trace.events if getattr(e, "space", None) == "shared"
-              and e.instr.spelling.startswith("ld.shared") and len(e.ranges) == 32
-              and all(b - a == 4 for _, a, b in e.ranges)]
+              and e.instr.spelling == "ld.shared.f32" and len(e.ranges) == 32]
     assert lds and scalar
     a, wv = _shared_wavefronts(lds)
-    assert wv == 4 * a, (a, wv)
+    assert a == 8 * (_words(n) // 4) and wv == 4 * a, (a, wv)   # 4 words a load, 8 warps
     # the conversion's chunk stores: 4 wavefronts a v4 store (the minimum)
     st = [e for e in res.trace.events if getattr(e, "space", None) == "shared"
           and e.instr.spelling.startswith("st.shared.v4")]
-    assert st and _shared_wavefronts(st)[1] == 4 * len(st)
+    n_st, w_st = _shared_wavefronts(st)
+    assert n_st == 64 * n // 8 // 32 * 2 and w_st == 4 * n_st     # hi and lo a chunk
     # the worst scalar load is a fragment load of the f32 tile (the conversion's are 1)
     assert max(_shared_wavefronts([e])[1] for e in scalar) == (4 if wide else 8)
 
@@ -179,6 +198,76 @@ def _identical(case, names):
         assert np.array_equal(np.asarray(r3.outputs[name]), np.asarray(r2.outputs[name])), name
 
 
-def test_reverse_walk_is_bit_identical_to_prep2():
-    """One 20-row chunk, deep gates: the reverse walk's N words and B^T, and exp(G_C)."""
-    _identical(_case("t20_h1_deep"), ("nfrag", "bt", "eg"))
+def test_both_walks_are_bit_identical_to_prep2():
+    """One 20-row chunk, deep gates: both walks' N words and B^T, and exp(G_C)."""
+    _identical(_case("t20_h1_deep"), P2.OUTPUTS)
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t150_h1_deep", "pack_80_1_30_h2", "pm_t77_h1_mixed"])
+def test_bit_identical_to_prep2_on_its_small_cases(name):
+    """Full chunks and tails (three chunks under saturated gates), a varlen pack on 2 heads
+    with a one-token sequence, and PREP=1 on odd T."""
+    _identical(_case(name), P2.OUTPUTS)
+
+
+def test_small_case_matches_reference():
+    """The suite's rule against float64 on one 20-row chunk (the bit-identity above covers
+    the rest: prep2's suite checks its cases)."""
+    import tirxh_numsim as ns
+    case = next(c for c in MOD.SUITE.cases if c.name == "t20_h1_deep")
+    x = MOD.SUITE.make_inputs(case, 0)
+    res = ns.run(MOD.kda_bwd_prep3, x, grid=MOD.SUITE.grid(case), outputs=list(MOD.OUTPUTS),
+                 consts=MOD.SUITE.consts(case))
+    assert_matches(MOD.SUITE, case, res, x)
+
+
+@SLOW
+def test_sync_check_is_clean():
+    """One 20-row chunk: the prep, the in-place conversions (each round's loads before its
+    barrier), the reverse walk's planes over the G and P slots, V over QE's slot, X over W."""
+    for result in sync_race(MOD.SUITE, _case("t20_h1_deep")):
+        assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+@SLOW
+def test_conversion_barrier_is_load_bearing(tmp_path):
+    """Without the barrier inside `convert`, the in-place stores of KE's planes race the other
+    warps' loads of KE's f32 rows: sync_check reports it."""
+    mut = mutant(tmp_path, "kda_bwd_prep3", [(
+        "            held.append((pl, row, col, read(row, col)))\n    T.ptx.bar.sync(0)\n",
+        "            held.append((pl, row, col, read(row, col)))\n")])
+    verdicts = [r.verdict for r in sync_race(mut.SUITE, _case("t20_h1_deep"))]
+    assert any(v != "clean" for v in verdicts), verdicts
+
+
+def test_compiles_without_spills():
+    """ptxas on this machine (2026-12-03): no spills at PREP 1 and 2; kda_bwd_reverse's 227 KB
+    of shared memory (the planes live in its slots): one CTA of 256 threads an SM."""
+    for prep in (1, 2):
+        r = MOD.kda_bwd_prep3.compile("sm_90a", PREP=prep).resources
+        assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+    assert resident_ctas_per_sm(MOD.SUITE, MOD.SUITE.cases[0]) == 1
+
+
+@SLOW
+def test_the_conflicts_are_gone_on_a_full_chunk():
+    """One full 64-row chunk (the cycle model's unit), deep gates, PREP=2, numsim's trace:
+    every ldmatrix (3,392: the walks' fragments) takes the minimum 4 wavefronts, and the
+    launch's shared wavefronts fall from prep2's 78,162 (22,922 accesses, the walks' scalar
+    fragment loads ~4 each) to 33,426 (13,130), of which the prep (unchanged: ~14.9K,
+    tests/zoo/test_kda_bwd_prep_only.py) is now the larger part."""
+    import tirxh_numsim as ns
+    case = T.case("full", B=1, T_=64, H=1, gate="deep")
+    x = P2.SUITE.make_inputs(case, 0)
+    counts = []
+    for kern in (MOD.kda_bwd_prep3, P2.kda_bwd_prep2):
+        y = {n: (np.zeros_like(a) if n in P2.OUTPUTS else a) for n, a in x.items()}
+        res = ns.run(kern, y, grid=P2.SUITE.grid(case), outputs=list(P2.OUTPUTS),
+                     consts=dict(PREP=2), trace=True)
+        ev = [e for e in res.trace.events if getattr(e, "space", None) == "shared"]
+        lds = [e for e in ev if e.instr.spelling.startswith("ldmatrix")]
+        counts.append((_shared_wavefronts(ev), _shared_wavefronts(lds) if lds else (0, 0)))
+    (all3, ld3), (all2, ld2) = counts
+    assert ld3 == (3392, 4 * 3392) and ld2 == (0, 0)
+    assert all2 == (22922, 78162) and all3 == (13130, 33426)

@@ -262,6 +262,30 @@ def reverse_walk(sm, op, ln, lanes, hc, nfrag, bt):
     _n_and_b(ln, lanes, hc, nfrag, bt, op.r, op.kl, op.do, op.u)
 
 
+def stage_v(ck, v, pl):
+    """V of the chunk as an exact bf16 plane (rows past the sequence zero): thread t, column
+    t % 128, rows 32 (t / 128) ..; a warp's 32 columns of one row are 64 bytes of one swizzled
+    line (one wavefront a ``st.shared.b16``). The bf16 input moves without conversion."""
+    col = T.tid.x & (K - 1)
+    i0 = (T.tid.x >> 7) * (C // 2)
+    with T.range(C // 2 // P2.UNROLL) as i8:
+        for u in range(P2.UNROLL):
+            i = i0 + i8 * P2.UNROLL + u
+            x = T.ptx.ld.global_.nc.b16(v.at(ck.row(i) + col))
+            T.ptx.st.shared.b16(pl.base + Planes.offset(i, col),
+                                T.ptx.selp.b16(x, 0, i < ck.nv))
+
+
+def forward_walk(sm, op, ln, lanes, hc, nfrag, bt):
+    """X = Diag(beta) T^T KL (planes into the G slot, after the reverse walk's last read of
+    W); N = -X^T KE; B^T = V^T X: kda_bwd_prep_tc.walk's FORWARD=1 products. The barrier after
+    X also publishes V."""
+    _, wide, acc = _mul(ln, lanes, op.t, op.kl, at=True)
+    _store(ln, wide, acc, op.r, lambda r, c, x: x * T.ptx.ld.shared.f32(sm.beta.at(r)))
+    T.ptx.bar.sync(0)
+    _n_and_b(ln, lanes, hc, nfrag, bt, op.r, op.ke, op.v, op.r)
+
+
 @T.kernel(grid=PR._grid, block=256)
 def kda_bwd_prep3(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                   v: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
@@ -276,6 +300,9 @@ def kda_bwd_prep3(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     split_operands(sm, op)
     ln, lanes = TC._Lane(), Lanes()
     reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)
+    T.ptx.bar.sync(0)           # W (G slot) and QE's slot read for the last time
+    stage_v(ck, v, op.v)
+    forward_walk(sm, op, ln, lanes, hc, nfrag_f, bt_f)
     with T.if_(T.tid.x < K):
         d = T.tid.x
         T.ptx.st.global_.f32(eg.at(hc * K + d), T.ptx.ld.shared.f32(sm.eg.at(d)))
@@ -291,3 +318,14 @@ constraints = P2.constraints
 _bytes = P2._bytes
 _flops = P2._flops          # the same mma.sync, read from planes
 TOLERANCE = P2.TOLERANCE
+
+SUITE = T.suite(
+    kda_bwd_prep3, inputs=inputs, reference=reference, outputs=["bt_f", "bt", "eg"],
+    tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
+    flops_dtype="bf16", cases=list(P2.SUITE.cases))
+
+# timing only (no reference), tagged "timing": kda_bwd_prep2's (T8192 at H96 and H64, the public
+# pack); `benchmarks/kda_bench.sh prep3` times them beside kda_bwd_prep2 in one job a shape
+SUITE_TIMING = T.suite(
+    kda_bwd_prep3, inputs=timing_inputs, outputs=["bt_f", "bt", "eg"], constraints=constraints,
+    bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(P2.SUITE_TIMING.cases))
