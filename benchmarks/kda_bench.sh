@@ -132,6 +132,11 @@
 #             TF32_SHAPES (default T8192 H96 and H64), synthetic inputs as tc's, CHAIN_EXEC_S
 #             (default 180) per job; its smoke is those two forms' small cases (tf_* at unit
 #             input scale); predictions in docs/PERFORMANCE.md "Session 12, branch kdatf32"
+#   prep3     piece 2a of both walks with split-once swizzled operands (kda_bwd_prep3,
+#             ldmatrix fragments) beside kda_bwd_prep2, one job per shape at PREP3_SHAPES
+#             (default T8192 H96 and H64), synthetic inputs, CHAIN_EXEC_S (default 180) per
+#             job; its smoke is both kernels' small cases; predictions in docs/PERFORMANCE.md
+#             "Session 13, branch kdaprep3"
 #   calib     piece 2a's prep alone (kda_bwd_prep_only: kda_bwd_prep_tc PREP=2 up to its walk)
 #             beside kda_bwd_prep_tc's two walks (pmt_, pmt_fwd_), one job per shape at
 #             CALIB_SHAPES (default T8192 H96 and H64), synthetic inputs, CHAIN_EXEC_S (default
@@ -178,10 +183,11 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
-        |decodecols|decodecols2|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2|tf32|calib) ;;
+        |decodecols|decodecols2|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2|tf32|calib\
+        |prep3) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
 wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, bwd, local, reverse, chain, fb, s0, \
-check, smoke, tc, tc2, prep2, tf32, calib)"
+check, smoke, tc, tc2, prep2, tf32, calib, prep3)"
            exit 2;;
     esac
 done
@@ -372,6 +378,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     " prep2 ") SMOKE_K="kda_bwd_prep2 or (kda_bwd_prep_tc and pmt_)";;
     " tf32 ") SMOKE_K="kda_bwd_pieces_tc and (pmt_ or tf_)";;
     " calib ") SMOKE_K="kda_bwd_prep_only or (kda_bwd_prep_tc and pmt_)";;
+    " prep3 ") SMOKE_K="kda_bwd_prep3 or kda_bwd_prep2";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
     # chain case here, for the flow's smoke step
     " fb ") SMOKE_K="kda_bwd_chain and s8_t150_h1_deep";;
@@ -465,7 +472,7 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
         ${SHARE_INPUTS:+--share-inputs} --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
     grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|decode_cols|bwd|bwd_local|bwd_reverse|bwd_chain|\
-bwd_chain_prep|bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc|bwd_prep2|bwd_prep_only)\[" "$LOGS/$1.log" \
+bwd_chain_prep|bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc|bwd_prep2|bwd_prep_only|bwd_prep3)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'
     results
 }
@@ -658,6 +665,14 @@ kda_bwd_prep2) and $s and timing"
             for s in ${TF32_SHAPES:-t8192_h96 t8192_h64}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "tf32-$s" "kda_bwd_pieces_tc and pmt_ and \
 $s and timing"
+            done;;
+        prep3)
+            # kda_bwd_prep3 (prep2 with its walk operands split once into swizzled bf16
+            # planes, fragments by ldmatrix) beside kda_bwd_prep2 in one bench process per
+            # shape (the ratio prep3 / prep2 is the prediction's figure)
+            for s in ${PREP3_SHAPES:-t8192_h96 t8192_h64}; do
+                EXEC_S="${CHAIN_EXEC_S:-180}" bench "prep3-$s" "(kda_bwd_prep2 or \
+kda_bwd_prep3) and $s and timing"
             done;;
         calib)
             # the prep alone (kda_bwd_prep_only) beside the two launches it is the first part

@@ -25,7 +25,7 @@ def run_script(*groups, timeout=30, **env):
 
 @pytest.mark.parametrize("groups, env, message", [
     (("nosuchgroup",), {}, "unknown group nosuchgroup"),
-    (("prep3",), {}, "tc, tc2, prep2, tf32, calib)"),
+    (("prep4",), {}, "tc, tc2, prep2, tf32, calib, prep3)"),
     (("wsc",), {"WSC_SHAPES": "t8192_h64 t8192_h128"},
      "WSC_SHAPES takes t8192_h96 and t8192_h64, not t8192_h128"),
     (("wsf",), {"WSF_SHAPES": "pack6 t8192_h64"},
@@ -229,3 +229,16 @@ def test_calib_times_the_prep_alone_beside_both_walks_per_shape():
     smoke = jobs["smoke"]
     assert len([i for i in smoke if i.startswith("kda_bwd_prep_only[")]) == 2
     assert all(i.startswith(("kda_bwd_prep_only[", "kda_bwd_prep_tc[pmt_")) for i in smoke)
+
+
+@pytest.mark.slow(reason="one tirxh bench --collect-only run over the zoo")
+def test_prep3_times_the_planes_form_beside_prep2_per_shape():
+    """Group prep3 (session 13, kdaprep3): per T8192 shape one job, kda_bwd_prep2 and
+    kda_bwd_prep3 (the same products, operands split once and read by ldmatrix); its smoke is
+    the two kernels' small cases (4 each) only."""
+    jobs = _jobs("prep3")
+    for s in ("t8192_h96", "t8192_h64"):
+        assert jobs[f"prep3-{s}"] == [f"kda_bwd_prep2[{s}]", f"kda_bwd_prep3[{s}]"]
+    smoke = jobs["smoke"]
+    assert len([i for i in smoke if i.startswith("kda_bwd_prep3[")]) == 4
+    assert all(i.startswith(("kda_bwd_prep2[", "kda_bwd_prep3[")) for i in smoke)
