@@ -24,6 +24,13 @@ only. Fragment loads (`Planes.a`, `.at`, `.b`): a row-major A operand by ``ldmat
 ``ldmatrix.x4.trans`` (pattern "B"); a k-major B operand (KE, KL, W, U, X), two n-tiles at
 once, by ``ldmatrix.x4.trans`` (pattern "A").
 
+Phases (256 threads, ``bar.sync`` between): kda_bwd_prep2's prep -> `split_operands` (KE, KL;
+then dO, Tb, T, M: each round's loads before its barrier, the planes over their sources) ->
+`reverse_walk` -> a barrier -> V staged (`stage_v`) -> `forward_walk`; exp(G_C) stored.
+
+Inputs, outputs, cases and timing cases: kda_bwd_prep2's (the same interface, so the plan can
+swap it in; `benchmarks/kda_bench.sh prep3` times both in one job).
+
 Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
 """
 
