@@ -1,7 +1,8 @@
 """Pay pyptx's first-call cost before any KCoral job runs, so it is not charged to a timed job.
 
 Why: the first call of the ``pyptx.gemm_hopper`` baseline on a fresh machine costs ~20 s
-(its launch shim built with g++, the kernel traced and compiled into ~/.cache/pyptx), and a
+(its launch shim built with g++, the kernel traced and compiled into pyptx's disk cache:
+$PYPTX_CACHE_DIR, which gpu_bench.sh sets and carries as pyptx-cache.tgz), and a
 fresh process ~6 s more; later shapes in the same process cost < 1 s. KCoral's baselines run
 inside the candidate's job, in the warm-up, which the per-launch watchdog does not guard (a
 baseline may compile there), so that cost lands on whichever GEMM job first has pyptx beside
