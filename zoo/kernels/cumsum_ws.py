@@ -41,6 +41,19 @@ looks back:
    ``fence.proxy.async.shared::cta``, a named barrier, thread 0's bulk store (one bulk group);
 4. thread 0's last act: ``wait_group.read 0``.
 
+``AGG=1`` (session 14, branch cumsum11) moves step 2's sum and A into a warp of its own (warp
+BLOCK/32 + 1): it waits on ``full``, sums the tile, publishes A, writes the sum to the stage's
+slot and arrives on the stage's ``summed`` mbarrier (32 arrivals); the look-back warp waits on
+``summed``, reads the slot and looks back. Why: measured (session 14, d6), AGG 0 took ~6.2 us a
+wave whatever the tile's size (240.62 us at 1 x 64M, `_s5` 313.09: time tracked the waves, not
+the bytes), and its iket trace shows the look-back warp finding each tile landed (``full`` wait
+0 at the median) yet publishing its A 1.5 us after the previous look-back ended: a warp's loop
+is program order, so A(k + 1) waited for look_back(k), which waited for the lower CTAs' A(k), a
+wave barrier (docs/TUNING.md "cumsum: the look-back warp's program order is the chain"). With
+AGG 1 no A waits for any look-back. Ordering: the aggregate warp's reads of a stage precede its
+``summed`` arrive (release), the look-back warp's wait (acquire) and its ``ready`` arrive, which
+the refill follows; the slot for tile k + STAGES is written after that tile's load landed.
+
 ``POL=1`` gives the bulk loads an ``L2::evict_last`` policy (``createpolicy.fractional``,
 ``.L2::cache_hint``), the stores none: tma_copy's ``POL=3`` (its docstring says why).
 
@@ -54,7 +67,8 @@ different order than the scanning warps (4 lane partials over BLOCK RUN4 / 32 fl
 butterfly); on the suite's dyadic inputs every order is exact (the check is bitwise);
 tests/zoo/test_cumsum_ws.py checks the error bound on normal data.
 
-Predictions: docs/PERFORMANCE.md "Session 13, branch cumsum10" (written before any run).
+Predictions: docs/PERFORMANCE.md "Session 13, branch cumsum10" (AGG 0, refuted 1.6-1.7x) and
+"Session 14, branch cumsum11" (AGG 1), each written before any run.
 
 Tags: decoupled-look-back, single-pass, scan, persistent, bulk-copy, mbarrier-pipeline,
 warp-specialization, bulk-async-group, warp-shuffle, iket
