@@ -122,6 +122,13 @@
 #     (the default, `_pol`, 5 x 40 KB). Smoke over cumsum_ws's small cases, and first an iket
 #     profile of the default (50 s at most, PROFILES='' skips it); run with TOTAL_LIMIT=240;
 #     predictions in docs/PERFORMANCE.md ("Session 13, branch cumsum10")
+#   MODE=cum11: ONLY session 14's `cumsum_ws` AGG=1 (branch cumsum11: a warp of its own sums
+#     each tile and publishes its aggregate the moment the load lands, so no aggregate waits
+#     for a look-back) in three shards: the controls (cumsum_tma `_k8` at both sizes, the AGG 0
+#     default); 1 x 64M (`_a`, `_a_l2`, `_a_s5`, `_a_pol`); `_a_s3` and 8 x 4M (`_a`, `_a_pol`,
+#     `_a_s5`). Smoke over cumsum_ws's small cases, and first an iket profile of `_a` (50 s at
+#     most, PROFILES='' skips it); run with TOTAL_LIMIT=220; predictions in
+#     docs/PERFORMANCE.md ("Session 14, branch cumsum11")
 #   MODE=rms10: ONLY session 13's rmsnorm at the copy's per-SM shape (branch rmsnorm10: BLOCK
 #     1024 at 32 registers, one vector per thread, 2 CTAs and 32 KB of row loads per SM), three
 #     shards: `_tri_pol2` (the in-job control, first) and `_tri1k_pol2`; `_b1024_r32_pol2` (w
@@ -353,6 +360,18 @@ cumsum_ws[r1_c64M_s5]@ or cumsum_ws[r1_c64M_l2]@ or cumsum_ws[r1_c64M_l8]@"
     # the phases of one launch (iket ranges: 39 tiles x 10 events on warp 0), before the shards
     export PROFILES="${PROFILES-kernels/cumsum_ws.py::cumsum_ws[r1_c64M] --iket --iket-capacity 400}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
+elif [ "${MODE:-all}" = cum11 ]; then
+    SMOKE_K="not h200 and cumsum_ws"
+    # the controls first, in a shard of their own: cumsum_tma's best and session 13's AGG 0
+    C11_C="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r8_c4M_k8]@ or cumsum_ws[r1_c64M]@"
+    C11_1="cumsum_ws[r1_c64M_a]@ or cumsum_ws[r1_c64M_a_l2]@ or cumsum_ws[r1_c64M_a_s5]@ or \
+cumsum_ws[r1_c64M_a_pol]@"
+    C11_2="cumsum_ws[r1_c64M_a_s3]@ or cumsum_ws[r8_c4M_a]@ or cumsum_ws[r8_c4M_a_pol]@ or \
+cumsum_ws[r8_c4M_a_s5]@"
+    SHARDS_ALL="h200 and ($C11_C)|h200 and ($C11_1)|h200 and ($C11_2)"
+    # the roles' phases of one launch (iket ranges: 39 tiles x 10 events on warp 0)
+    export PROFILES="${PROFILES-kernels/cumsum_ws.py::cumsum_ws[r1_c64M_a] --iket --iket-capacity 400}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
 elif [ "${MODE:-all}" = rms10 ]; then
     SMOKE_K="not h200 and rmsnorm and b1024 and not add_rmsnorm"
     # one suite per shard after its control: rmsnorm's cases run in declaration order, so
@@ -364,7 +383,7 @@ h200 and (reg_copy[r16384_c8192_pol]@)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9' or 'rms10'" >&2
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10' or 'cum11'" >&2
     exit 2
 fi
 }

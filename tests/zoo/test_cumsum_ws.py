@@ -65,6 +65,19 @@ def test_the_block_has_one_warp_more_than_the_scan():
         == case.params["BLOCK"] + 32
 
 
+def test_agg_adds_the_aggregate_warp_and_its_barriers():
+    """AGG 1: BLOCK + 64 threads; every small ring has an AGG 1 twin (the same shapes, the
+    hand-off through `summed` exercised on each); AGG 0 builds no `summed` barrier."""
+    case = _case("r2_c25004_b160_a")
+    built = SUITE.kernel.compile("sm_90a", **SUITE.consts(case))
+    assert built.launch_metadata()["block"][0] == case.params["BLOCK"] + 64
+    names = {c.name for c in small_cases("cumsum_ws")}
+    assert {n + "_a" for n in PERSIST.RING_SMALL} <= names
+    assert "summed" in built.ptx
+    assert "summed" not in SUITE.kernel.compile("sm_90a", **SUITE.consts(
+        _case("r2_c25004_b160"))).ptx
+
+
 def test_pol_hints_the_loads_and_not_the_stores():
     def ptx(name):
         case = _case(name)
@@ -104,7 +117,7 @@ def test_error_on_real_valued_data_is_within_the_stated_bound():
 
 # the mutations: what each check sees when a piece of the protocol is taken out
 READY_WAIT = "                    ready[ring.stage].wait(ring.phase)\n"
-ARRIVE = "                ready[ring.stage].arrive()  # 32 arrivals: every lane's reads are released\n"
+ARRIVE = "            ready[ring.stage].arrive()  # 32 arrivals: every lane's reads are released\n"
 REFILL_WAIT = "                T.ptx.cp.async_.bulk.wait_group.read(SLACK)\n"
 FENCE = ("                T.ptx.fence.proxy.async_.shared__cta()  # generic writes -> the bulk "
          "store's reads\n")
@@ -112,7 +125,7 @@ OFFSET_BAR = ("                write_back(T.ptx.ld.shared.f32(pre.at(ring.stage)
               "            T.ptx.bar.sync(1, BLOCK)\n")
 EXIT_WAIT = ("            T.ptx.cp.async_.bulk.wait_group.read(0)  # no bulk store reads shared "
              "memory at exit\n")
-LB_FULL_WAIT = "                full[ring.stage].wait(ring.phase)\n            with T.iket.range(\"agg\"):\n"
+LB_FULL_WAIT = "            full[ring.stage].wait(ring.phase)\n        with T.iket.range(\"agg\"):\n"
 
 
 def _kinds(mod, name):
@@ -126,10 +139,10 @@ def _kinds(mod, name):
     ((READY_WAIT, "                    pass\n"), "r3_c1020_s3", "race"),
     # only lane 0 of the look-back warp arrives: its other lanes' reads of the stage are not
     # ordered before the refill (the barrier then counts 1)
-    ((ARRIVE, "                with T.if_(lane == 0):\n    " + ARRIVE),
+    ((ARRIVE, "            with T.if_(lane == 0):\n    " + ARRIVE),
      "r1_c1772_s2", "race"),
     # the look-back warp sums the stage before its bulk load completed
-    ((LB_FULL_WAIT, "                pass\n            with T.iket.range(\"agg\"):\n"),
+    ((LB_FULL_WAIT, "            pass\n        with T.iket.range(\"agg\"):\n"),
      "r3_c1020_s3", "race"),
     # the stage refilled while tile k - 1's bulk store may still read it (SLACK 0)
     ((REFILL_WAIT, ""), "r1_c1772_s2", "race.stage-reuse"),
@@ -152,6 +165,39 @@ def test_a_broken_hand_off_is_caught(edit, name, kind, tmp_path):
     assert verdict == "error" and any(k.startswith(kind) for k in kinds), kinds
 
 
+SUMMED_WAIT = "                    summed[ring.stage].wait(ring.phase)\n"
+SUMMED_ARRIVE = ("            summed[ring.stage].arrive()  # 32 arrivals: every lane's reads are "
+                 "released\n")
+AGG_SLOT = "                T.ptx.st.shared.f32(aggs.at(ring.stage), agg)\n"
+
+
+@pytest.mark.parametrize("edit,name,kind", [
+    # AGG 1: the look-back warp reads the stage's sum before the aggregate warp wrote it
+    ((SUMMED_WAIT, "                    pass\n"), "r3_c1020_s3_a", "race"),
+    # only lane 0 of the aggregate warp arrives: its other lanes' reads of the stage are not
+    # ordered before the refill (the barrier then counts 1)
+    ((SUMMED_ARRIVE, "            with T.if_(lane == 0):\n    " + SUMMED_ARRIVE),
+     "r1_c1772_s2_a", "race"),
+    # the aggregate warp sums the stage before its bulk load completed
+    ((LB_FULL_WAIT, "            pass\n        with T.iket.range(\"agg\"):\n"),
+     "r1_c12004_t256_a", "race"),
+], ids=["no-summed-wait", "one-agg-lane-arrives", "no-aggregate-load-wait"])
+def test_a_broken_aggregate_hand_off_is_caught(edit, name, kind, tmp_path):
+    edits = [edit] + ([("(summed, 32)", "(summed, 1)")] if edit[0] == SUMMED_ARRIVE else [])
+    mod = mutant(tmp_path, "cumsum_ws", edits)
+    kinds, verdict = _kinds(mod, name)
+    assert verdict == "error" and any(k.startswith(kind) for k in kinds), kinds
+
+
+def test_the_check_catches_a_stale_aggregate_slot(tmp_path):
+    """AGG 1: the look-back warp learns a tile's sum only through the stage's slot; the slot
+    never written leaves 0 there, and the P it publishes is short of the tile."""
+    mod = mutant(tmp_path, "cumsum_ws", [(AGG_SLOT, "                pass\n")])
+    case = _case("r3_c1020_s3_a")
+    res, inputs = simulate(mod.SUITE, case)
+    assert mismatches(mod.SUITE, case, res, inputs)
+
+
 PASS2 = ("                rewrite_run(raddr, RUN4, T.reg(T.f32, init=T.ptx.add.f32(\n"
          "                    T.ptx.ld.shared.f32(wt.at(warp)), excl)), lambda j: in_row(col0, j))\n")
 
@@ -172,7 +218,7 @@ def test_the_check_catches_a_wrong_offset(new, name, tmp_path):
 def test_the_check_catches_an_aggregate_short_of_its_tile(tmp_path):
     """The look-back warp's aggregate is the only thing the later tiles learn of a tile: one
     float4 a lane left out of it shows in every later tile of the row."""
-    old = "                for i in range(per_lane):\n"
+    old = "            for i in range(per_lane):\n"
     mod = mutant(tmp_path, "cumsum_ws", [(old, old.replace("per_lane", "per_lane - 1"))])
     case = _case("r3_c1020_s3")
     res, inputs = simulate(mod.SUITE, case)
@@ -192,6 +238,8 @@ def test_the_check_catches_an_aggregate_short_of_its_tile(tmp_path):
     (dict(RUN4=6, CTAS=265), r"CTAS=265 must be in \[1, 264\]: one wave of 2"),
     (dict(LOOK=3), r"LOOK=3 must be 1, 2, 4 or 8"),
     (dict(POL=3), r"POL=3 must be 0 \(no policy\) or 1 \(evict-last loads\)"),
+    (dict(AGG=2), r"AGG=2 must be 0 \(the look-back warp sums each tile\) or 1"),
+    (dict(BLOCK=992, AGG=1), r"BLOCK=992 must be a multiple of 32 in \[32, 960\]"),
     (dict(cols=0), r"rows=1 and cols=0 must be positive"),
     (dict(cols=1002), r"cols=1002 must be a multiple of 4"),
     (dict(rows=64, cols=1 << 26), r"rows\*cols=4294967296 must be below 2\^32"),
@@ -209,7 +257,7 @@ def test_h200_cases_are_one_resident_wave(case):
     built: registers and shared memory), exactly the CTAs per SM the case is named for."""
     per_sm = resident_ctas_per_sm(SUITE, case)
     assert per_sm == PERSIST.per_sm(case.params["BLOCK"], case.params["RUN4"],
-                                    case.params["STAGES"], extra=32)
+                                    case.params["STAGES"], extra=32 + 32 * case.params["AGG"])
     assert SUITE.grid(case)[0] == case.params["CTAS"] == SMS * per_sm
 
 
@@ -227,16 +275,19 @@ def test_kcorals_protocol_passes_on_the_sim_board(tmp_path):
     assert all(r["ok"] for r in res["correctness"]) and res["sim"]["launches"] >= 8
 
 
-def test_the_iket_build_records_every_phase_within_the_benchmarks_capacity():
-    """MODE=cum10 profiles the default with ``--iket-capacity`` N: the profiling build (run by
-    numsim on a small case) must compute the same result and record 2 events per range and tile
-    (the look-back warp: wait, agg, look_back; warp 0: wait, sum, ready, scan, store; the other
-    scanning warps: wait, sum, scan, store), and N must hold the H200 default's busiest warp
-    (ceil(tiles / CTAs) tiles of 10 events), or the profile comes back `incomplete`."""
+@pytest.mark.parametrize("name", ["r2_c25004_b160", "r2_c25004_b160_a"])
+def test_the_iket_build_records_every_phase_within_the_benchmarks_capacity(name):
+    """MODE=cum10 profiles the default, MODE=cum11 the AGG 1 default, with
+    ``--iket-capacity`` N: the profiling build (run by numsim on a small case) must compute the
+    same result and record 2 events per range and tile (the look-back warp: wait, agg,
+    look_back, with AGG 1 wait, look_back and the aggregate warp wait, agg; warp 0: wait, sum,
+    ready, scan, store; the other scanning warps: wait, sum, scan, store), and N must hold the
+    H200 case's busiest warp (ceil(tiles / CTAs) tiles of 10 events), or the profile comes
+    back `incomplete`."""
     iket = pytest.importorskip("tirxh_iket.transform")
     decode = pytest.importorskip("tirxh_iket.decode").decode
     ns = pytest.importorskip("tirxh_numsim")
-    case = _case("r2_c25004_b160")
+    case = _case(name)
     consts, grid = SUITE.consts(case), (SUITE.grid(case)[0], 1, 1)
     ck, layout = iket.compile_profiling_build(SUITE.kernel, "sm_90a", consts, capacity=64)
     inputs = SUITE.make_inputs(case, 0)
@@ -246,17 +297,19 @@ def test_the_iket_build_records_every_phase_within_the_benchmarks_capacity():
     assert prof.verdict == "clean"
     np.testing.assert_array_equal(prof.outputs["out"], res.outputs["out"])
     tl = decode(prof.outputs["iket_trace"].view(np.uint8), layout)
-    ctas, nw = case.params["CTAS"], case.params["BLOCK"] // 32
-    assert tl.issues == [] and len(tl.warps) == ctas * (nw + 1)
+    ctas, nw, agg = case.params["CTAS"], case.params["BLOCK"] // 32, case.params["AGG"]
+    assert tl.issues == [] and len(tl.warps) == ctas * (nw + 1 + agg)
     tiles = {cta: len(range(cta, 16, ctas)) for cta in range(ctas)}  # 2 rows of 8 tiles
     for w in tl.warps:
         names = [s.name for s in w.spans]
-        per_tile = (["wait", "agg", "look_back"] if w.warp == nw else
+        per_tile = ((["wait", "look_back"] if agg else ["wait", "agg", "look_back"])
+                    if w.warp == nw else ["wait", "agg"] if w.warp == nw + 1 else
                     ["wait", "sum", "ready", "scan", "store"] if w.warp == 0 else
                     ["wait", "sum", "scan", "store"])
         assert names == per_tile * tiles[w.cta], (w.cta, w.warp)
     script = (Path(__file__).resolve().parents[2] / "benchmarks" / "zoo_perf_bench.sh")
-    m = re.search(r"cumsum_ws\[r1_c64M\] --iket --iket-capacity (\d+)", script.read_text())
-    h200 = _case("r1_c64M").params
+    big = "r1_c64M_a" if agg else "r1_c64M"   # MODE=cum11 profiles the AGG 1 default
+    m = re.search(r"cumsum_ws\[%s\] --iket --iket-capacity (\d+)" % big, script.read_text())
+    h200 = _case(big).params
     ntiles = -(-h200["cols"] // MOD.tile_elems(h200["BLOCK"], h200["RUN4"]))
     assert m and int(m.group(1)) >= 10 * -(-ntiles // h200["CTAS"])

@@ -41,6 +41,19 @@ looks back:
    ``fence.proxy.async.shared::cta``, a named barrier, thread 0's bulk store (one bulk group);
 4. thread 0's last act: ``wait_group.read 0``.
 
+``AGG=1`` (session 14, branch cumsum11) moves step 2's sum and A into a warp of its own (warp
+BLOCK/32 + 1): it waits on ``full``, sums the tile, publishes A, writes the sum to the stage's
+slot and arrives on the stage's ``summed`` mbarrier (32 arrivals); the look-back warp waits on
+``summed``, reads the slot and looks back. Why: measured (session 14, d6), AGG 0 took ~6.2 us a
+wave whatever the tile's size (240.62 us at 1 x 64M, `_s5` 313.09: time tracked the waves, not
+the bytes), and its iket trace shows the look-back warp finding each tile landed (``full`` wait
+0 at the median) yet publishing its A 1.5 us after the previous look-back ended: a warp's loop
+is program order, so A(k + 1) waited for look_back(k), which waited for the lower CTAs' A(k), a
+wave barrier (docs/TUNING.md "cumsum: the look-back warp's program order is the chain"). With
+AGG 1 no A waits for any look-back. Ordering: the aggregate warp's reads of a stage precede its
+``summed`` arrive (release), the look-back warp's wait (acquire) and its ``ready`` arrive, which
+the refill follows; the slot for tile k + STAGES is written after that tile's load landed.
+
 ``POL=1`` gives the bulk loads an ``L2::evict_last`` policy (``createpolicy.fractional``,
 ``.L2::cache_hint``), the stores none: tma_copy's ``POL=3`` (its docstring says why).
 
@@ -54,7 +67,8 @@ different order than the scanning warps (4 lane partials over BLOCK RUN4 / 32 fl
 butterfly); on the suite's dyadic inputs every order is exact (the check is bitwise);
 tests/zoo/test_cumsum_ws.py checks the error bound on normal data.
 
-Predictions: docs/PERFORMANCE.md "Session 13, branch cumsum10" (written before any run).
+Predictions: docs/PERFORMANCE.md "Session 13, branch cumsum10" (AGG 0, refuted 1.6-1.7x) and
+"Session 14, branch cumsum11" (AGG 1), each written before any run.
 
 Tags: decoupled-look-back, single-pass, scan, persistent, bulk-copy, mbarrier-pipeline,
 warp-specialization, bulk-async-group, warp-shuffle, iket
@@ -76,11 +90,11 @@ def _grid(rows, cols, BLOCK=256, RUN4=13, CTAS=132):
     return min(rows * T.cdiv(cols, tile_elems(BLOCK, RUN4)), CTAS)
 
 
-@T.kernel(grid=_grid, block=lambda BLOCK: BLOCK + 32)
+@T.kernel(grid=_grid, block=lambda BLOCK, AGG: BLOCK + 32 + 32 * AGG)
 def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
               counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
               RUN4: T.const = 13, STAGES: T.const = 4, SLACK: T.const = 1, LOOK: T.const = 4,
-              CTAS: T.const = 132, POL: T.const = 0):
+              CTAS: T.const = 132, POL: T.const = 0, AGG: T.const = 0):
     run = RUN4 * 4
     AHEAD = STAGES - 1 - SLACK          # tiles loading while one is scanned
     tile_n = tile_elems(BLOCK, RUN4)
@@ -90,6 +104,10 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     full = T.mbarrier(STAGES, name="full", dynamic=True)
     ready = T.mbarrier(STAGES, name="ready", dynamic=True)
     pre = T.shared(T.f32, (STAGES,), name="prefix")   # a stage's tile: its exclusive prefix
+    if AGG:
+        # AGG 1: the aggregate warp hands a stage's tile sum to the look-back warp
+        summed = T.mbarrier(STAGES, name="summed", dynamic=True)
+        aggs = T.shared(T.f32, (STAGES,), name="aggs")
     wt = T.shared(T.f32, (nw,), name="wtot")
     bcast = T.shared(T.u32, (1,), name="epoch")
     bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
@@ -101,41 +119,82 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     tile_bytes, load = ring_io(x, buf, full, span, cols, tile_n, hint=POL)
     with T.if_(tid == 0):
         # all 32 look-back lanes arrive on `ready` (each lane's reads of the stage released)
-        ring_prologue(counter, grid, bcast, [(full, 1), (ready, 32)], AHEAD, mine, load)
+        bars = [(full, 1), (ready, 32)] + ([(summed, 32)] if AGG else [])
+        ring_prologue(counter, grid, bcast, bars, AHEAD, mine, load)
     T.ptx.bar.sync(0)
     epoch = T.ptx.ld.shared.u32(bcast.at(0))
     ring = T.pipeline(STAGES)
 
-    with T.if_(warp == nw, uniform=True):
-        # the look-back warp: every tile of this CTA in order, as soon as it lands
+    def tile_sum(k):
+        """The CTA's k-th tile summed from its stage (lane l: float4s l, l + 32, ...: 4
+        partial sums, one butterfly; every lane holds it), after its load landed; A (a row's
+        first tile: P) published. Returns (agg, the row's first tile, tile, the first tile of
+        its row)."""
+        tile, _, t_in_row, col0 = span(k)
+        with T.iket.range("wait"):
+            full[ring.stage].wait(ring.phase)
+        with T.iket.range("agg"):
+            part = [T.reg(T.f32, init=0.0) for _ in range(4)]
+            base = buf.at(ring.stage, lane * 4)
+            for i in range(per_lane):
+                v = [T.reg(T.f32, init=0.0) for _ in range(4)]
+                e = lane * 4 + 128 * i if i else lane * 4
+                T.ptx.ld.shared.v4.f32(v, base + 512 * i, pred=T.ptx.add.u32(col0, e) < cols)
+                for c in range(4):
+                    T.ptx.add.f32(part[c], part[c], v[c])
+            agg = _warp_sum(T.ptx.add.f32(T.ptx.add.f32(part[0], part[1]),
+                                          T.ptx.add.f32(part[2], part[3])))
+            first = t_in_row == 0
+            status = T.ptx.selp.u32(ST_P, ST_A, first)
+            with T.if_(lane == 0):
+                T.ptx.st.relaxed.gpu.global_.b64(flags.at(tile), T.ptx.mov.b64(
+                    [agg, T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), status)]))
+        return agg, first, tile, tile - t_in_row
+
+    def look_back(agg, first, tile, row_first):
+        """Tile `tile`'s look-back (a row's first tile: none, its P is out), its exclusive
+        prefix to the stage's slot, every lane's arrival on the stage's ``ready``."""
+        with T.iket.range("look_back"):
+            prefix = T.reg(T.f32, init=0.0)
+            with T.if_(~first, uniform=True):
+                prefix.set(_look_back(flags, tile, row_first, agg, epoch, lane, LOOK))
+            with T.if_(lane == 0):
+                T.ptx.st.shared.f32(pre.at(ring.stage), prefix)
+            ready[ring.stage].arrive()  # 32 arrivals: every lane's reads are released
+
+    def look_back_warp():
+        """The look-back warp: every tile of this CTA in order."""
         with T.range(mine) as k:
-            tile, _, t_in_row, col0 = span(k)
-            with T.iket.range("wait"):
-                full[ring.stage].wait(ring.phase)
-            with T.iket.range("agg"):
-                part = [T.reg(T.f32, init=0.0) for _ in range(4)]
-                base = buf.at(ring.stage, lane * 4)
-                for i in range(per_lane):
-                    v = [T.reg(T.f32, init=0.0) for _ in range(4)]
-                    e = lane * 4 + 128 * i if i else lane * 4
-                    T.ptx.ld.shared.v4.f32(v, base + 512 * i, pred=T.ptx.add.u32(col0, e) < cols)
-                    for c in range(4):
-                        T.ptx.add.f32(part[c], part[c], v[c])
-                agg = _warp_sum(T.ptx.add.f32(T.ptx.add.f32(part[0], part[1]),
-                                              T.ptx.add.f32(part[2], part[3])))
-                first = t_in_row == 0
-                status = T.ptx.selp.u32(ST_P, ST_A, first)
-                with T.if_(lane == 0):
-                    T.ptx.st.relaxed.gpu.global_.b64(flags.at(tile), T.ptx.mov.b64(
-                        [agg, T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), status)]))
-            with T.iket.range("look_back"):
-                prefix = T.reg(T.f32, init=0.0)
-                with T.if_(~first, uniform=True):
-                    prefix.set(_look_back(flags, tile, tile - t_in_row, agg, epoch, lane, LOOK))
-                with T.if_(lane == 0):
-                    T.ptx.st.shared.f32(pre.at(ring.stage), prefix)
-                ready[ring.stage].arrive()  # 32 arrivals: every lane's reads are released
+            if AGG:
+                # the sum from the aggregate warp (its A is out); the slot read after the wait
+                tile, _, t_in_row, _ = span(k)
+                with T.iket.range("wait"):
+                    summed[ring.stage].wait(ring.phase)
+                look_back(T.ptx.ld.shared.f32(aggs.at(ring.stage)), t_in_row == 0, tile,
+                          tile - t_in_row)
+            else:
+                # AGG 0: the tile summed here, as soon as it lands, then its look-back
+                look_back(*tile_sum(k))
             ring.advance()
+
+    def aggregate_warp():
+        """AGG 1, warp nw + 1: every tile's A out the moment it lands, never waiting for a
+        look-back (the look-back warp takes the sums through `summed`)."""
+        with T.range(mine) as k:
+            agg, _, _, _ = tile_sum(k)
+            with T.if_(lane == 0):
+                T.ptx.st.shared.f32(aggs.at(ring.stage), agg)
+            summed[ring.stage].arrive()  # 32 arrivals: every lane's reads are released
+            ring.advance()
+
+    with T.if_(warp >= nw if AGG else warp == nw, uniform=True):
+        if AGG:
+            with T.if_(warp == nw, uniform=True):
+                look_back_warp()
+            with T.else_():
+                aggregate_warp()
+        else:
+            look_back_warp()
     with T.else_():
         # the scanning warps (BLOCK threads): pass 1, the offsets, pass 2, the bulk store
         def in_row(col0, j):
@@ -183,21 +242,25 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
 
 # -- cases -----------------------------------------------------------------------------------------
 
-def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, POL):
+def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, POL, AGG):
     """The shapes and constants `cumsum_ws` accepts (checked when the suite is declared):
-    `cumsum_persist`'s ring with one more warp (`ring_why`), POL, the row shapes."""
-    why = ring_why(BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, extra=32)
+    `cumsum_persist`'s ring with one or two more warps (`ring_why`), POL, AGG, the row
+    shapes."""
+    why = ring_why(BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, extra=32 + 32 * (AGG == 1))
     if POL not in (0, 1):
         why.append(f"POL={POL} must be 0 (no policy) or 1 (evict-last loads)")
+    if AGG not in (0, 1):
+        why.append(f"AGG={AGG} must be 0 (the look-back warp sums each tile) or 1 (a warp of "
+                   f"its own sums each tile and publishes its aggregate)")
     return why + shape_why(rows, cols, 0)   # `cumsum_smem`'s row shapes (0: no register cap)
 
 
 def make_case(name, rows, cols, BLOCK=256, RUN4=13, STAGES=4, SLACK=1, LOOK=4, CTAS=132, POL=0,
-              small=True):
+              AGG=0, small=True):
     """A case; large ones are the H200's (tag h200), never simulated."""
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
                   BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, SLACK=SLACK, LOOK=LOOK, CTAS=CTAS,
-                  POL=POL)
+                  POL=POL, AGG=AGG)
 
 
 SUITE = T.suite(
@@ -222,6 +285,23 @@ SUITE = T.suite(
         make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
         make_case("r8_c4M_pol", rows=8, cols=1 << 22, POL=1, small=False),
         make_case("r8_c4M_s5", rows=8, cols=1 << 22, RUN4=10, STAGES=5, small=False),
+        # AGG 1 (session 14, branch cumsum11): the small rings again with a warp of its own
+        # publishing each tile's A the moment it lands (the look-back warp takes the sums
+        # through `summed`), and evict-last loads with it
+        *[make_case(name + "_a", AGG=1, **kw) for name, kw in RING_SMALL.items()],
+        make_case("r2_c25004_b160_pol_a", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4,
+                  LOOK=4, CTAS=3, POL=1, AGG=1),
+        # the H200's (docs/PERFORMANCE.md "Session 14, branch cumsum11"): the session-13 rings
+        # with AGG 1; 4 x 52 KB is the default's, 5 x 40 KB three tiles ahead (more slack on
+        # the cross-CTA link), 3 x 68 KB one ahead (the least), LOOK 2 (session 13's fastest)
+        make_case("r1_c64M_a", rows=1, cols=1 << 26, AGG=1, small=False),
+        make_case("r1_c64M_a_pol", rows=1, cols=1 << 26, POL=1, AGG=1, small=False),
+        make_case("r1_c64M_a_s5", rows=1, cols=1 << 26, RUN4=10, STAGES=5, AGG=1, small=False),
+        make_case("r1_c64M_a_s3", rows=1, cols=1 << 26, RUN4=17, STAGES=3, AGG=1, small=False),
+        make_case("r1_c64M_a_l2", rows=1, cols=1 << 26, LOOK=2, AGG=1, small=False),
+        make_case("r8_c4M_a", rows=8, cols=1 << 22, AGG=1, small=False),
+        make_case("r8_c4M_a_pol", rows=8, cols=1 << 22, POL=1, AGG=1, small=False),
+        make_case("r8_c4M_a_s5", rows=8, cols=1 << 22, RUN4=10, STAGES=5, AGG=1, small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
     constraints=constraints,
