@@ -32,30 +32,34 @@ def _case(name):
                                   for c in MOD.SUITE.cases if c.small], ids=lambda c: c.name)
 def test_small_case_matches_reference(case):
     x = MOD.SUITE.make_inputs(case, 0)
-    res = _run(MOD.kda_bwd_prep_sg, x, case, ["bt", "eg"], dict(WALK=1))
+    res = _run(MOD.kda_bwd_prep_sg, x, case, ["bt", "eg"], MOD.SUITE.consts(case))
     assert_matches(MOD.SUITE, case, res, x)
 
 
-@pytest.mark.parametrize("name", ["t20_h1_deep", pytest.param("pack_80_1_30_h2", marks=SLOW)])
+@pytest.mark.parametrize("name", ["t20_h1_deep", "s2_t20_h1_deep",
+                                  pytest.param("pack_80_1_30_h2", marks=SLOW),
+                                  pytest.param("s2_pack_80_1_30_h2", marks=SLOW)])
 def test_outputs_are_bit_identical_to_kda_bwd_prep_tc(name):
     """The same bf16 elements through the same conversions, every later phase the same code:
-    N's words, B^T and exp(G_C) equal kda_bwd_prep_tc PREP=2 FORWARD=0's to the bit."""
+    N's words, B^T and exp(G_C) equal kda_bwd_prep_tc PREP=2 FORWARD=0's to the bit, at STAGE
+    1 (the gate staged) and 2 (the second pass too)."""
     case = _case(name)
     x = MOD.SUITE.make_inputs(case, 0)
     outs = ["nfrag", "bt", "eg"]
-    mine = _run(MOD.kda_bwd_prep_sg, x, case, outs, dict(WALK=1)).outputs
+    mine = _run(MOD.kda_bwd_prep_sg, x, case, outs, MOD.SUITE.consts(case)).outputs
     theirs = _run(PT.kda_bwd_prep_tc, dict(x), case, outs, dict(FORWARD=0, PREP=2)).outputs
     for n in outs:
         assert np.array_equal(np.asarray(mine[n]), np.asarray(theirs[n])), n
     assert np.any(np.asarray(mine["bt"]) != 0)
 
 
-def test_prep_alone_is_kda_bwd_prep_only():
-    """WALK=0: the prep and exp(G_C) only, as kda_bwd_prep_only (the timing twin, po_..): the
-    same exp(G_C) to the bit, and no walk output written."""
+@pytest.mark.parametrize("stage", [1, 2])
+def test_prep_alone_is_kda_bwd_prep_only(stage):
+    """WALK=0: the prep and exp(G_C) only, as kda_bwd_prep_only (the timing twins po_.., po2_..):
+    the same exp(G_C) to the bit, and no walk output written."""
     case = _case("t20_h1_deep")
     x = MOD.SUITE.make_inputs(case, 0)
-    mine = _run(MOD.kda_bwd_prep_sg, x, case, ["bt", "eg"], dict(WALK=0)).outputs
+    mine = _run(MOD.kda_bwd_prep_sg, x, case, ["bt", "eg"], dict(WALK=0, STAGE=stage)).outputs
     po = {n: x[n] for n in ("q", "k", "g_raw", "beta", "A_log", "dt_bias", "chunk_tok",
                             "chunk_rows", "eg")}
     theirs = _run(PO.kda_bwd_prep_only, dict(po, do=x["y"]), case, ["eg"], {}).outputs
@@ -106,6 +110,19 @@ def test_the_gate_waits_on_global_loads_once():
     assert ours <= 1 and theirs >= 20, (ours, theirs)
 
 
+def test_the_prep_waits_on_global_loads_a_few_times():
+    """The whole prep-alone kernel's SASS, rounds counted statically (a loop body once):
+    kda_bwd_prep_only 32 (norms 3, gate 26, the second pass's loop body 2 of its 8 x 2, the
+    dO loop's 1), STAGE=1 7 (the gate's 26 -> 1), STAGE=2 6 (norms 3, gate 1, then dO and k, q
+    one round of wide loads each, issued by ptxas before the barriers they follow)."""
+    def whole(kernel, consts):
+        return _load_rounds(kernel.compile("sm_90a", **consts).sass.splitlines())
+    po = whole(PO.kda_bwd_prep_only, {})
+    s1 = whole(MOD.kda_bwd_prep_sg, dict(WALK=0, STAGE=1))
+    s2 = whole(MOD.kda_bwd_prep_sg, dict(WALK=0, STAGE=2))
+    assert po >= 30 and s1 <= 7 and s2 <= 6, (po, s1, s2)
+
+
 def test_the_round_count_sees_dependent_loads():
     """The measure itself: two loads then a use is one round; a load, its use, a load, its use
     two."""
@@ -117,15 +134,18 @@ def test_the_round_count_sees_dependent_loads():
 
 
 @SLOW
-def test_sync_check_is_clean():
+@pytest.mark.parametrize("name", ["pack_80_1_30_h2", "s2_pack_80_1_30_h2"])
+def test_sync_check_is_clean(name):
     """The varlen pack on 2 heads: the staging stores, the gate's reads of the P and M tiles,
-    then P and M's own writes there after the gate's barrier."""
-    for result in sync_race(MOD.SUITE, _case("pack_80_1_30_h2")):
+    then P and M's own writes there after the gate's barrier; STAGE=2 also y's tile written
+    beside T's blocks, k and q into the P tile after them, read by the second pass."""
+    for result in sync_race(MOD.SUITE, _case(name)):
         assert result.verdict == "clean", [f.message for f in result.findings]
 
 
-def test_compiles_without_spills_one_cta_an_sm():
-    r = MOD.kda_bwd_prep_sg.compile("sm_90a", WALK=1).resources
+@pytest.mark.parametrize("stage", [1, 2])
+def test_compiles_without_spills_one_cta_an_sm(stage):
+    r = MOD.kda_bwd_prep_sg.compile("sm_90a", WALK=1, STAGE=stage).resources
     assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
     assert resident_ctas_per_sm(MOD.SUITE, MOD.SUITE.cases[0]) == 1
 
@@ -136,6 +156,7 @@ def test_bytes_flops_and_bad_walk():
     assert MOD._bytes(1, 8192, 96) == PT._bytes(1, 8192, 96)
     assert MOD._flops(1, 8192, 96, WALK=0) == 2 * PT.TC.pm_macs(2) * ck
     assert MOD.check_walk(2) and not MOD.check_walk(0)
+    assert MOD.check_stage(0) and not MOD.check_stage(2)
     with pytest.raises(ValueError, match=r"WALK=2 must be 1"):
         T.suite(MOD.kda_bwd_prep_sg, inputs=MOD.inputs, reference=MOD.reference,
                 outputs=["bt", "eg"], constraints=MOD.constraints,

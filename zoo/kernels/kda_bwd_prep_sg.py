@@ -41,7 +41,7 @@ import kda_bwd_local as BL  # noqa: E402
 import kda_bwd_pieces_tc as TC  # noqa: E402
 import kda_bwd_prep_tc as PT  # noqa: E402
 import kda_bwd_reverse as BR  # noqa: E402
-from kda_chunk import C, K  # noqa: E402
+from kda_chunk import C, K, unpack  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
         "varlen")
@@ -109,10 +109,61 @@ def _gate(sm, ck, A_log, dt_bias):
             T.ptx.st.shared.f32(sm.g.at(i, d), G)
 
 
-def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y):
+def _y_rows(sm, ck, y):
+    """y (dO) into its f32 tile sm.do (rows past the sequence zero) by all 256 threads, the
+    tile free since P and M: 16 ``ld.global.nc.b32`` a thread (two columns each; pair j of
+    thread t at row 4 j + t / 64, columns 2 (t % 64) ..), all issued before the first store,
+    where kda_bwd_reverse._decayed's threads 128..255 wait on 8 rounds of 8 scalar loads."""
+    t = T.tid.x
+    row0, col = t >> 6, (t & 63) << 1
+    words = [T.ptx.ld.global_.nc.b32(y.at(ck.row(row0 + 4 * j) + col)) for j in range(16)]
+    for j, w in enumerate(words):
+        i = row0 + 4 * j
+        for e, x in enumerate(unpack(w)):
+            T.ptx.st.shared.f32(sm.do.at(i, col + e), T.ptx.selp.f32(x, 0.0, i < ck.nv))
+
+
+def _kq_tiles(sm, ck, q, k):
+    """k and q of the chunk into the P tile (free once T's blocks are formed: after the
+    caller's barrier), as `_stage_loads` / `_stage_stores` place them: 8 v4 loads a thread."""
+    t = T.tid.x
+    row, col = t >> 4, (t & 15) << 3
+    words = [T.ptx.ld.global_.nc.v4.b32(src.at(ck.row(row + 16 * u) + col))
+             for src in (k, q) for u in range(CHUNKS)]
+    t16 = t << 4
+    for n, base in enumerate((sm.p.ptr(), sm.p.ptr() + TILE)):
+        for u in range(CHUNKS):
+            T.ptx.st.shared.v4.b32(base + t16 + 256 * 16 * u, words[n * CHUNKS + u])
+
+
+def _decayed(sm):
+    """kda_bwd_reverse._decayed's threads 0..127 with k and q read from the P tile
+    (`_kq_tiles`): channel d, KE = k^ 2^G, QE = qs 2^G, KL = k^ 2^(G_C - G), exp(G_C)."""
+    d = T.tid.x
+    kb, qb = sm.p.ptr(), sm.p.ptr() + TILE
+    with T.if_(d < K):
+        GC = T.ptx.ld.shared.f32(sm.g.at(C - 1, d))
+        T.ptx.st.shared.f32(sm.eg.at(d), T.ptx.ex2.approx.f32(GC))
+        d2 = d << 1
+        with T.range(C // BR.UNROLL) as i8:
+            for u in range(BR.UNROLL):
+                i = i8 * BR.UNROLL + u
+                G = T.ptx.ld.shared.f32(sm.g.at(i, d))
+                e = T.ptx.ex2.approx.f32(G)
+                off = d2 + i * ROW
+                kn = _bf16s(kb + off) * T.ptx.ld.shared.f32(sm.rn.at(0, i))
+                qs = _bf16s(qb + off) * T.ptx.ld.shared.f32(sm.rn.at(1, i))
+                T.ptx.st.shared.f32(sm.ke.at(i, d), kn * e)
+                T.ptx.st.shared.f32(sm.qe.at(i, d), qs * e)
+                T.ptx.st.shared.f32(sm.kl_.at(i, d), kn * T.ptx.ex2.approx.f32(GC - G))
+
+
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, STAGE=1):
     """kda_bwd_pieces_tc.prep at PREP=2 with the staged gate: stage loads, the norms (their
     loads beside the staging's), stage stores, ``bar.sync``, the gate from shared, then P and
-    M, T blockwise, KE, QE, KL and y staged (kda_bwd_chain_prep.prep's phases unchanged)."""
+    M, T blockwise, KE, QE, KL and y staged (kda_bwd_chain_prep.prep's phases unchanged).
+    STAGE=2 also stages the second pass: y into its tile by all threads before T's blocks
+    (beside them), then a barrier, k and q into the P tile, a barrier, KE, QE, KL from there."""
     words = _stage_loads(ck, q, k, g_raw)
     BL._norms(sm, ck, q, k, beta)
     _stage_stores(sm, words)
@@ -121,8 +172,16 @@ def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y):
     T.ptx.bar.sync(0)
     TC._pairs_tc(sm)
     T.ptx.bar.sync(0)
-    TC._blocked_inverse(sm)
-    BR._decayed(sm, ck, q, k, y)
+    if STAGE == 2:
+        _y_rows(sm, ck, y)
+        TC._blocked_inverse(sm)
+        T.ptx.bar.sync(0)
+        _kq_tiles(sm, ck, q, k)
+        T.ptx.bar.sync(0)
+        _decayed(sm)
+    else:
+        TC._blocked_inverse(sm)
+        BR._decayed(sm, ck, q, k, y)
     T.ptx.bar.sync(0)
 
 
@@ -131,9 +190,9 @@ def kda_bwd_prep_sg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
                     y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
                     nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
-                    WALK: T.const = 1):
+                    WALK: T.const = 1, STAGE: T.const = 1):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y)      # y in sm.do
+    prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, STAGE)      # y in sm.do
     hc = ck.c * ck.H + ck.h
     if WALK:
         PT.walk(sm, hc, nfrag, bt, 0, sm.do)
@@ -156,11 +215,16 @@ def check_walk(WALK):
         f"WALK={WALK} must be 1 (the prep and the reverse walk) or 0 (the prep alone)"]
 
 
-def constraints(B, T_, H, lens=None, WALK=1):
-    return PR.constraints(B, T_, H, lens, 0) + check_walk(WALK)
+def check_stage(STAGE):
+    return [] if STAGE in (1, 2) else [
+        f"STAGE={STAGE} must be 1 (the gate's inputs staged) or 2 (and the second pass's)"]
 
 
-def _bytes(B, T_, H, lens=None, WALK=1):
+def constraints(B, T_, H, lens=None, WALK=1, STAGE=1):
+    return PR.constraints(B, T_, H, lens, 0) + check_walk(WALK) + check_stage(STAGE)
+
+
+def _bytes(B, T_, H, lens=None, WALK=1, STAGE=1):
     """kda_bwd_prep_tc's bytes with the walk (N's fragments and B^T written), else
     kda_bwd_prep_only's (q, k, g_raw, dO, beta read, exp(G_C) written)."""
     if WALK:
@@ -168,7 +232,7 @@ def _bytes(B, T_, H, lens=None, WALK=1):
     return B * T_ * H * (4 * 2 * K + 2) + BL._chunks(B, T_, lens) * H * 4 * K
 
 
-def _flops(B, T_, H, lens=None, WALK=1):
+def _flops(B, T_, H, lens=None, WALK=1, STAGE=1):
     """kda_bwd_prep_tc's PREP=2 reverse walk's, or the prep's products alone."""
     if WALK:
         return PT._flops(B, T_, H, lens, 0, 2)
@@ -179,15 +243,20 @@ SUITE = T.suite(
     kda_bwd_prep_sg, inputs=inputs, reference=reference, outputs=["bt", "eg"],
     tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
     flops_dtype="bf16",
-    # kda_bwd_chain_prep's reverse-walk cases: one 20-row chunk (deep gates), the varlen pack
-    cases=[c for c in PR.SUITE.cases if not c.params.get("FORWARD")])
+    # kda_bwd_chain_prep's reverse-walk cases (one 20-row chunk, deep gates; the varlen pack on
+    # 2 heads) and their STAGE=2 twins (s2_)
+    cases=[c for c in PR.SUITE.cases if not c.params.get("FORWARD")]
+    + [T.case("s2_" + c.name, small=c.small, tags=c.tags, STAGE=2, **c.params)
+       for c in PR.SUITE.cases if not c.params.get("FORWARD")])
 
-# timing only (no reference), tagged "timing": the T8192 shapes with the walk (as kda_bwd_prep_tc
-# [pmt_..]) and without it (po_.., as kda_bwd_prep_only); `benchmarks/kda_bench.sh calib` with
-# CALIB_EXTRA=kda_bwd_prep_sg times them beside those two in one job
+# timing only (no reference), tagged "timing": the T8192 shapes with the walk and both stagings
+# (a drop-in for kda_bwd_prep_tc[pmt_..]) and the prep alone at STAGE 1 and 2 (po_.., po2_..,
+# as kda_bwd_prep_only); `benchmarks/kda_bench.sh calib` with CALIB_EXTRA=kda_bwd_prep_sg times
+# them beside those two in one job
+_T8192 = [c for c in PR.SUITE_TIMING.cases if c.name.startswith("t8192")]
 SUITE_TIMING = T.suite(
     kda_bwd_prep_sg, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=[c for c in PR.SUITE_TIMING.cases if c.name.startswith("t8192")]
-    + [T.case("po_" + c.name, small=c.small, tags=c.tags, WALK=0, **c.params)
-       for c in PR.SUITE_TIMING.cases if c.name.startswith("t8192")])
+    cases=[T.case(c.name, small=c.small, tags=c.tags, STAGE=2, **c.params) for c in _T8192]
+    + [T.case(pre + c.name, small=c.small, tags=c.tags, WALK=0, STAGE=st, **c.params)
+       for pre, st in (("po_", 1), ("po2_", 2)) for c in _T8192])
