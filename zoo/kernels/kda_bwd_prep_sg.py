@@ -16,9 +16,14 @@ Every value is the same bf16 element converted by the same ``cvt``, and every la
 kda_bwd_pieces_tc.prep's PREP=2 code: the outputs are bit-identical to kda_bwd_prep_tc's
 (tests/zoo/test_kda_bwd_prep_sg.py).
 
+STAGE=2 stages the second pass's loads too (16 rounds there: kda_bwd_reverse._decayed's k, q
+and dO in 8-row iterations): dO by all 256 threads straight into its f32 tile after P and M,
+k and q into the P tile after T's blocks (one barrier more), KE, QE, KL from there; ptxas
+issues both rounds' loads before the barriers they follow, under P, M and T's blocks.
+
 WALK=1 (the default, and the small cases): the prep, then kda_bwd_prep_tc's reverse walk (N,
 B^T = dO^T U), a drop-in for kda_bwd_prep_tc[pmt_..]. WALK=0: the prep and exp(G_C) only, the
-twin of kda_bwd_prep_only (its timing cases are named po_..).
+twin of kda_bwd_prep_only (its timing cases are named po_.. at STAGE=1, po2_.. at STAGE=2).
 
 Inputs and outputs: kda_bwd_prep_tc's (q, k, g_raw, y = dO [B, T, H, 128] bf16; beta [B, T, H]
 bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32; nfrag, bt, eg).
