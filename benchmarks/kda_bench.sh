@@ -377,7 +377,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc) and not tf_";;
     " prep2 ") SMOKE_K="kda_bwd_prep2 or (kda_bwd_prep_tc and pmt_)";;
     " tf32 ") SMOKE_K="kda_bwd_pieces_tc and (pmt_ or tf_)";;
-    " calib ") SMOKE_K="kda_bwd_prep_only or (kda_bwd_prep_tc and pmt_)";;
+    " calib ") SMOKE_K="kda_bwd_prep_only or (kda_bwd_prep_tc and pmt_)${CALIB_EXTRA:+ or $CALIB_EXTRA}";;
     " prep3 ") SMOKE_K="kda_bwd_prep3 or kda_bwd_prep2";;
     # the plan's own small cases (group fb) run every kernel of it on the GPU: one staged
     # chain case here, for the flow's smoke step
@@ -676,10 +676,11 @@ kda_bwd_prep3) and $s and timing"
             done;;
         calib)
             # the prep alone (kda_bwd_prep_only) beside the two launches it is the first part
-            # of (kda_bwd_prep_tc PREP=2: pmt_, pmt_fwd_), one bench process per shape
+            # of (kda_bwd_prep_tc PREP=2: pmt_, pmt_fwd_), one bench process per shape;
+            # CALIB_EXTRA (a -k expression, e.g. kda_bwd_prep_sg) joins the same job
             for s in ${CALIB_SHAPES:-t8192_h96 t8192_h64}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "calib-$s" "((kda_bwd_prep_tc and pmt_) \
-or kda_bwd_prep_only) and $s and timing"
+or kda_bwd_prep_only${CALIB_EXTRA:+ or $CALIB_EXTRA}) and $s and timing"
             done;;
         fb)
             if [ -n "$LIST" ]; then

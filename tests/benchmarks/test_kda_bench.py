@@ -232,6 +232,19 @@ def test_calib_times_the_prep_alone_beside_both_walks_per_shape():
 
 
 @pytest.mark.slow(reason="one tirxh bench --collect-only run over the zoo")
+def test_calib_extra_joins_the_same_job():
+    """CALIB_EXTRA (session 14, kdabwd11; QUEUE 76): kda_bwd_prep_sg's three T8192 H96 items (the
+    STAGE=2 walk, po_, po2_) in the calib job beside the three it is measured against, and its
+    small cases in the smoke."""
+    jobs = _jobs("calib", CALIB_SHAPES="t8192_h96", CALIB_EXTRA="kda_bwd_prep_sg")
+    assert jobs["calib-t8192_h96"] == [
+        "kda_bwd_prep_only[t8192_h96]", "kda_bwd_prep_sg[t8192_h96]",
+        "kda_bwd_prep_sg[po_t8192_h96]", "kda_bwd_prep_sg[po2_t8192_h96]",
+        "kda_bwd_prep_tc[pmt_t8192_h96]", "kda_bwd_prep_tc[pmt_fwd_t8192_h96]"]
+    assert len([i for i in jobs["smoke"] if i.startswith("kda_bwd_prep_sg[")]) == 4
+
+
+@pytest.mark.slow(reason="one tirxh bench --collect-only run over the zoo")
 def test_prep3_times_the_planes_form_beside_prep2_per_shape():
     """Group prep3 (session 13, kdaprep3): per T8192 shape one job, kda_bwd_prep2 and
     kda_bwd_prep3 (the same products, operands split once and read by ldmatrix); its smoke is
