@@ -184,6 +184,20 @@ def test_decodecols2_times_prep_beside_the_column_warps_control_in_one_job():
     assert 'SHARE_INPUTS=1 bench decodecols2' in SCRIPT.read_text()
 
 
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_decodecols3_times_the_preparing_warp_beside_the_control_in_one_job():
+    """Group decodecols3 (session 14): kda_decode_cols's PREP=0 n64_h64_t4, n1024_h32_t2 and
+    the c128 replicate, then the PREP=2 twins of the two shapes, one job on shared inputs; its
+    smoke is kda_decode_cols's small cases."""
+    jobs = _jobs("decodecols3")
+    assert jobs["decodecols3"] == ["kda_decode_cols[n64_h64_t4]", "kda_decode_cols[n1024_h32_t2]",
+                                   "kda_decode_cols[n64_h64_t4_c128]",
+                                   "kda_decode_cols[n64_h64_t4_pw]",
+                                   "kda_decode_cols[n1024_h32_t2_pw]"]
+    assert jobs["smoke"] and all(i.startswith("kda_decode_cols[") for i in jobs["smoke"])
+    assert 'SHARE_INPUTS=1 bench decodecols3' in SCRIPT.read_text()
+
+
 @pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
 def test_prep2_times_the_fused_prep_beside_both_walks_launches_per_shape():
     """Group prep2 (session 12): per T8192 shape one job, kda_bwd_prep2 and the two launches it
