@@ -604,7 +604,7 @@ or v64ws8d)";;
                 "kda_decode_cols and ring";;
         decodecols3)
             # kda_decode_cols's PREP=0 n64_h64_t4 (and its c128 replicate) and n1024_h32_t2,
-            # then their PREP=2 twins ("pwarp": not "ring", not "prep")
+            # then their PREP=2 twins ("pwarp", "alt": not "ring", not "prep", out of the smokes)
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols3 \
                 "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and not tail";;
         bwd)
