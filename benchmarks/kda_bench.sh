@@ -85,6 +85,11 @@
 #             against fla.fused_recurrent_kda, one set of inputs per shape (--share-inputs);
 #             smoke: the decode kernels' small cases; ~400 s:
 #             `OUT=$OUT/kda BUDGET=520 bash benchmarks/kda_bench.sh decodecols2`
+#   decodecols3 kda_decode_cols PREP=2 (session 14: a tenth warp prepares the gates, the
+#             producer keeps PREP=0's loop; docs/PERFORMANCE.md "Session 14, branch deccols3")
+#             after PREP=0 (the control and its c128 replicate) at n64_h64_t4 and n1024_h32_t2,
+#             one job, one set of inputs per shape; smoke: kda_decode_cols's small cases; ~200 s:
+#             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols3`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -183,10 +188,10 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
-        |decodecols|decodecols2|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2|tf32|calib\
+        |decodecols|decodecols2|decodecols3|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2|tf32|calib\
         |prep3) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
-wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, bwd, local, reverse, chain, fb, s0, \
+wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, decodecols3, bwd, local, reverse, chain, fb, s0, \
 check, smoke, tc, tc2, prep2, tf32, calib, prep3)"
            exit 2;;
     esac
@@ -265,7 +270,8 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
     *" slimpacks "*) pw_shapes=$(for s in ${PACKS:-pack6 pack8x1024}; do
         [ -n "${PACKS_H64_ONLY:-}" ] || printf '%s_h96 ' "$s"; printf '%s_h64 ' "$s"; done);;
 esac
-case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*|*" decodecols "*|*" decodecols2 "*)
+case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*|*" decodecols "*|*" decodecols2 "*\
+    |*" decodecols3 "*)
     pw_decode=default;;
 esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
@@ -372,6 +378,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
+    " decodecols3 ") SMOKE_K="kda_decode_cols";;
     *" decodebulk "*|*" decodecols "*|*" decodecols2 "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc) and not tf_";;
@@ -595,6 +602,11 @@ or v64ws8d)";;
             # PREP=1 TAIL=1's
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols2 \
                 "kda_decode_cols and ring";;
+        decodecols3)
+            # kda_decode_cols's PREP=0 n64_h64_t4 (and its c128 replicate) and n1024_h32_t2,
+            # then their PREP=2 twins ("pwarp", "alt": not "ring", not "prep", out of the smokes)
+            EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols3 \
+                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and not tail";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

@@ -4,7 +4,9 @@ each ordering of the producer/compute hand-back shown to be load-bearing (withou
 reports the race); the padded chunks keep the state's shared accesses conflict-free (and the
 unpadded layout would not); the rotated rows' gate sources are load-bearing; one CTA per SM
 without spills; refused shapes. PREP = 1 (the producer warp prepares each head's gates and norms
-once, in shared memory): its small cases, its hand-back (`tok`, `ready`) load-bearing."""
+once, in shared memory): its small cases, its hand-back (`tok`, `ready`) load-bearing. PREP = 2
+(a tenth warp prepares them; the producer keeps PREP = 0's loop): its small cases, its ring clean
+and its waits load-bearing, the producer's copies without waterfall loops."""
 
 import pytest
 
@@ -17,6 +19,7 @@ BULK = load("kda_decode_bulk")
 B = MOD.B                      # the kda_decode_bulk that kda_decode_cols imports
 RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2")
 PREP_RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2_prep")
+PW_RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2_pw")
 
 
 @pytest.mark.parametrize("suite,case", small_cases(MOD.SUITE))
@@ -38,7 +41,7 @@ def test_the_prepared_gates_cover_every_token_count_odd_sizes_and_saturated_gate
     gates (each stage's `tok`, `full`, `ready` and `done` in both phases), odd N H over 3 CTAs;
     and each of kda_decode's four large shapes has its PREP = 1 twin (benchmarks/kda_bench.sh
     decodecols2 times them beside PREP = 0's)."""
-    small = [c.params for c in MOD.SUITE.cases if c.small and c.params.get("PREP")]
+    small = [c.params for c in MOD.SUITE.cases if c.small and c.params.get("PREP") == 1]
     assert {p["TT"] for p in small} == {1, 2, 3, 4}
     assert any(p.get("gate") == "deep" and p.get("CTAS") == 1 and p["N"] * p["H"] > 3
                for p in small)
@@ -49,6 +52,21 @@ def test_the_prepared_gates_cover_every_token_count_odd_sizes_and_saturated_gate
     # TAIL = 1 on CTAs of 1, 2, 3, 4 and 5 heads (the deferred stores of min(heads, 3))
     assert {-(-p["N"] * p["H"] // MOD._ctas(p["N"], p["H"], p.get("CTAS", 132))) for p in tail
             } >= {1, 2, 4, 5}
+
+
+def test_the_preparing_warp_covers_every_token_count_and_rings_that_wrap():
+    """PREP = 2's small cases: TT = 1..4, deep and slow gates, CTAs of 1 to 5 heads (from the
+    4th head the preparing warp rewrites a stage's `pre`); a PREP = 2
+    twin of each large shape, tagged "pwarp" and "alt", not "ring" (decodecols2 keeps its items)."""
+    small = [c.params for c in MOD.SUITE.cases if c.small and c.params.get("PREP") == 2]
+    assert {p["TT"] for p in small} == {1, 2, 3, 4}
+    assert {p.get("gate") for p in small} >= {"deep", "slow"}
+    assert {-(-p["N"] * p["H"] // MOD._ctas(p["N"], p["H"], p.get("CTAS", 132))) for p in small
+            } >= {1, 2, 4, 5}
+    big = [c for c in MOD.SUITE.cases if not c.small and c.params.get("PREP") == 2]
+    assert sorted(c.name for c in big) == sorted(f"{c.name}_pw" for c in MOD.D.SUITE.cases
+                                                 if not c.small)
+    assert all(c.tags == ("pwarp", "alt") for c in big)     # "alt": out of kda_bench's smokes
 
 
 def test_a_grid_balanced_below_ctas_walks_every_head_once():
@@ -102,6 +120,32 @@ def test_the_deferred_stores_ring_is_clean_under_sync_check():
     assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
 
 
+def test_the_preparing_warp_ring_is_clean_under_sync_check():
+    """PREP = 2: a tenth warp waits on `tok`, prepares the gates into `pre` and arrives on
+    `ready`; the producer warp runs PREP = 0's loop; two CTAs of 4 and 3 heads (the 4th head
+    rewrites the first stage's `pre`)."""
+    assert MOD.SUITE.grid(PW_RING) == (2, 1, 1)
+    sync, race = sync_race(MOD.SUITE, PW_RING)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_the_preparing_warp_and_the_producer_copy_without_waterfall_loops():
+    """PREP = 1's producer runs its copies inside a loop that all 32 lanes walk: ptxas cannot
+    prove the copies' addresses warp-uniform and wraps each UBLKCP in a loop over the lanes'
+    values (R2UR, BRA.U.ANY: 48 a head at TT = 4); PREP = 2 keeps PREP = 0's lane-0 loop, none.
+    Block of 10 warps; one CTA an SM (session 14's SASS: 160 registers, 0 spills)."""
+    big = {c.name: c for c in MOD.SUITE.cases if not c.small}
+
+    def compiled(name):
+        return MOD.SUITE.kernel.compile("sm_90a", **MOD.SUITE.consts(big[name]))
+    assert compiled("n64_h64_t4_pw").launch_metadata()["block"][0] == 320
+    assert compiled("n64_h64_t4_prep").launch_metadata()["block"][0] == 288
+    assert "BRA.U.ANY" not in compiled("n64_h64_t4_pw").sass
+    # 48 copies in the loop (16 store, 16 token, 16 state) and 32 in each of the 3 first loads
+    assert compiled("n64_h64_t4_prep").sass.count("BRA.U.ANY") == 48 + 3 * 32
+    assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4_pw"]) == 1
+
+
 def _heads_stored_before_the_last_state_landed(case_name):
     """One simulated launch of a one-CTA case: how many heads' state stores (16 bulk copies a
     head) were issued before the CTA's last state chunk completed its `full` phase."""
@@ -143,7 +187,8 @@ def test_the_deferred_stores_refill_waits_for_every_store(tmp_path):
      "n2_h2_t1_prep"),
     ("ready[s].init(32)", "ready[s].init(1)", "mbarrier.arrival-count", PREP_RING.name),
     ("        tok[stage].wait(phase)\n", "", "race.read-write", PREP_RING.name),
-], ids=["no-ready-wait", "one-lane-readies", "no-tok-wait"])
+    ("        tok[stage].wait(phase)\n", "", "race.read-write", PW_RING.name),
+], ids=["no-ready-wait", "one-lane-readies", "no-tok-wait", "pw-no-tok-wait"])
 def test_each_ordering_of_the_prepared_gates_is_needed(tmp_path, old, new, code, name):
     """The compute warps reading `pre` before the producer wrote it, a `ready` phase that one
     lane completes, the producer reading tokens the copy engine has not landed: each a
@@ -215,13 +260,13 @@ def test_one_persistent_cta_per_sm_without_spills():
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
     bulk = {c.name for c in BULK.SUITE.cases if not c.small}
     assert set(big) == bulk | {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
-                               for k in ("prep", "tail")}
-    assert all("ring" in c.tags for c in big.values())
+                               for k in ("prep", "tail", "pw")}
+    assert all(("ring" in c.tags) != (c.params.get("PREP") == 2) for c in big.values())
     grids = {name: MOD.SUITE.grid(c)[0] for name, c in big.items()}
     want = {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
             "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
     assert grids == {**want, **{f"{n}_{k}": g for n, g in want.items() if "c128" not in n
-                                for k in ("prep", "tail")}}
+                                for k in ("prep", "tail", "pw")}}
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4_prep"]) == 1
     assert spills(MOD.SUITE) == {}
@@ -237,10 +282,11 @@ def test_refused_shapes_name_the_case_and_the_rule():
     assert MOD.constraints(N=2, H=2, TT=5) and MOD.constraints(N=2, H=2, CTAS=0)
     # PREP = 1 adds TT x 656 bytes and 2 mbarriers a stage: 3 stages still fit at TT = 4
     assert MOD.smem_bytes(4, 3, 1) <= B.SMEM_LIMIT
-    assert MOD.constraints(N=2, H=2, PREP=2) == [
-        "PREP=2 must be 0 (each compute warp its gates) or 1 (the producer warp's, in shared "
-        "memory)"]
+    assert MOD.constraints(N=2, H=2, PREP=3) == [
+        "PREP=3 must be 0 (each compute warp its gates), 1 (the producer warp's, in shared "
+        "memory) or 2 (a warp of their own's)"]
     assert MOD.constraints(N=2, H=2, TAIL=1) and not MOD.constraints(N=2, H=2, PREP=1, TAIL=1)
+    assert MOD.constraints(N=2, H=2, PREP=2, TAIL=1)          # TAIL is PREP = 1's loop
 
 
 def test_inputs_reference_and_tolerances_are_kda_decodes():

@@ -66,6 +66,15 @@ landed (`full` of the last head), and they keep DRAM busy while the last head co
 refill issued while its iteration's store is deferred waits for every store to have read
 (``wait_group.read 0``: the newest group is the previous head's).
 
+PREP = 2 (session 14, branch deccols3): PREP = 1's gates by a tenth warp of their own. PREP = 1
+measured 42% slower at TT = 4 and 11% at TT = 2 (session 14, d9): its producer warp waited, after
+each refill, on the tokens of the head it had just refilled (a round trip through the loaded
+memory system) and prepared them (each token's beta load sunk by ptxas into the token loop)
+before it could issue the next store and refill, and its copies, inside a loop all 32 lanes
+walk, ran in ptxas's waterfall loops (R2UR, BRA.U.ANY; 48 a head): one head per ~6.4 us at
+TT = 4 against the memory's 4.4 (docs/PERFORMANCE.md, "Session 14, branch deccols3"). Here the
+producer warp runs PREP = 0's loop unchanged and the preparing warp waits on `tok` alone.
+
 Numerics: kda_decode's (f32 state, ``ex2``/``rcp``/``rsqrt.approx``, the same gate, norms and
 butterfly); only an odd rg's 16-row sums run in the rotated row order.
 
@@ -99,6 +108,7 @@ TAGS = ("memory-bound", "tma", "mbarrier-pipeline", "persistent", "warp-speciali
 
 WARPS = 8                     # compute warps: 16 value columns each
 PRODUCER = WARPS              # the warp whose lane 0 issues the copies
+PREPARER = WARPS + 1          # PREP = 2: the warp that prepares the gates
 HEAD = K * V                  # state elements per head (64 KB)
 CROWS = 8                     # state rows per chunk (one bulk copy of 4 KB)
 CHUNKS = K // CROWS
@@ -152,7 +162,7 @@ def smem_bytes(TT, STAGES, PREP=0):
     return STAGES * (CHUNKS * CSTRIDE * 4 + TT * 4 * K * 2) + 16 * STAGES + prep + 112
 
 
-@T.kernel(grid=_grid, block=32 * (WARPS + 1))
+@T.kernel(grid=_grid, block=lambda PREP=0: 32 * (WARPS + 1 + (PREP == 2)))
 def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     g_raw: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
@@ -186,7 +196,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         first, on their own barrier `tok`, so that the producer warp prepares their gates
         without waiting for the 64 KB behind them)."""
         hd, n, h = head_of(j)
-        if not PREP:
+        if PREP == 0:
             B.load_head(full[stage], state_copies(hd, stage), tk, stage, (q, k, g_raw, v),
                         n, h, H, TT)
             return
@@ -200,15 +210,23 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         for dst, src, nbytes in state_copies(hd, stage):
             bulk_load(dst, src, nbytes, full[stage])
 
-    def prep(jj, stage, phase):
+    def prep(jj, stage, phase, loaded=None):
         """PREP, the producer warp: the jj-th head's gates once for the 8 compute warps (which
         each computed all 128 decays and the norms over their rows). Lane l: the decays of rows
         4l .. 4l + 3 and their share of |k|^2, |q|^2, k.q (a 32-lane butterfly); lane 0 writes
         rk, rq, k^.q^ and beta; 32 arrivals on `ready`."""
-        _, n, h = head_of(jj)
-        c1 = T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(h)) * LOG2E) * -LOG2E
-        c0 = [c1 * x for x in T.ptx.ld.global_.nc.v4.f32(dt_bias.at(h * K + 4 * lane))]
-        bts = [T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)) for t in range(TT)]
+        if loaded is None:
+            _, n, h = head_of(jj)
+            c1 = T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(h)) * LOG2E) * -LOG2E
+            c0 = [c1 * x for x in T.ptx.ld.global_.nc.v4.f32(dt_bias.at(h * K + 4 * lane))]
+            bts = [T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)) for t in range(TT)]
+        else:
+            # PREP = 2: loaded a head ahead (`gate_loads`), out of the path of the `tok` wait
+            # (PREP = 1's beta loads, sunk by ptxas into the token loop, wait for L2/DRAM
+            # once a token there)
+            a_log, dts, bts = loaded
+            c1 = T.ptx.ex2.approx.f32(a_log * LOG2E) * -LOG2E
+            c0 = [c1 * x for x in dts]
         tok[stage].wait(phase)
         for t in range(TT):
             gw = T.ptx.ld.shared.v2.b32(tk.at(stage, t, 2, 4 * lane))
@@ -231,6 +249,14 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                                    [rk, rq, kq * rk * rq, T.ptx.cvt.f32.bf16(bts[t])],
                                    pred=lane == 0)
         ready[stage].arrive()
+
+    def gate_loads(jj):
+        """The jj-th head's few plain loads: A_log, the dt_bias of rows 4 lane .. + 3, the
+        tokens' beta (registers of the calling lane)."""
+        _, n, h = head_of(jj)
+        return (T.ptx.ld.global_.nc.f32(A_log.at(h)),
+                list(T.ptx.ld.global_.nc.v4.f32(dt_bias.at(h * K + 4 * lane))),
+                [T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)) for t in range(TT)])
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -255,7 +281,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             for s in range(STAGES):
                 with T.if_(mine > s):
                     load(s, s)
-            if not PREP:
+            if PREP != 1:
                 prev = T.reg(T.u32, init=0)      # the stage of the previous head
                 with T.range(mine) as j:
                     done[ring.stage].wait(ring.phase)
@@ -263,7 +289,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     prev.set(ring.stage)
                     ring.advance()
                 T.ptx.cp.async_.bulk.wait_group(0)
-        if PREP:
+        if PREP == 1:
             # the gates of heads 0 .. STAGES - 2 first; then, after the j-th head's store and
             # refill, those of head j + STAGES - 1 (just refilled, or loaded above): prepared a
             # head before the compute warps need them. Every lane waits on `done` itself: its
@@ -307,7 +333,9 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                         T.ptx.cp.async_.bulk.commit_group()
             with T.if_(lane == 0):
                 T.ptx.cp.async_.bulk.wait_group(0)
-    with T.else_():
+
+    def compute():
+        """The 8 compute warps: warp w the value columns 16w .. 16w + 15 of every head."""
         rg = lane >> 2
         odd = rg & 1
         col = warp * 16 + (lane & 3) * 4          # this lane's first value column
@@ -382,13 +410,48 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             done[ring.stage].arrive()
             ring.advance()
 
+    def preparer():
+        """PREP = 2, warp 9: PREP = 1's gates of each head (`prep`), by a warp of its own. The
+        producer warp keeps PREP = 0's loop (it waits on `done` alone, and never on the tokens
+        of the head it has just refilled, which in PREP = 1 held its next store and refill
+        back by a DRAM round trip and the preparation each head); this warp waits on `tok`
+        alone (the tokens come with the refill two heads before). Its rewrite of a stage's
+        `pre` needs no wait of its own: head jj's tokens are loaded only after the producer saw
+        head jj - 2's `done`, which every compute thread arrives on after head jj - 3's, after
+        its reads of that `pre` (sync_check finds no race without a `done` wait here; session
+        14). A_log, dt_bias and beta are loaded a head ahead into registers (the compute
+        warps' PREP = 0 way): in PREP = 1 ptxas sank each token's beta load into the token
+        loop, a global-load latency exposed per token."""
+        pa = T.pipeline(STAGES)
+        regs = [T.reg(T.f32, init=0.0) for _ in range(5)] + [T.reg(T.b16) for _ in range(TT)]
+
+        def load_ahead(jj):
+            a_log, dts, bts = gate_loads(jj)
+            for r, x in zip(regs, [a_log] + dts + bts):
+                r.set(x)
+
+        load_ahead(0)
+        with T.range(mine) as jj:
+            prep(jj, pa.stage, pa.phase, (regs[0], regs[1:5], regs[5:]))
+            load_ahead(T.ptx.min.u32(jj + 1, mine - 1))    # the last head reloads its own
+            pa.advance()
+
+    with T.else_():
+        if PREP == 2:
+            with T.if_(warp == PREPARER, uniform=True):
+                preparer()
+            with T.else_():
+                compute()
+        else:
+            compute()
+
 
 def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0):
     out = B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES, PREP))
-    if PREP not in (0, 1):
-        out.append(f"PREP={PREP} must be 0 (each compute warp its gates) or 1 (the producer "
-                   "warp's, in shared memory)")
-    if TAIL not in (0, 1) or (TAIL and not PREP):
+    if PREP not in (0, 1, 2):
+        out.append(f"PREP={PREP} must be 0 (each compute warp its gates), 1 (the producer "
+                   "warp's, in shared memory) or 2 (a warp of their own's)")
+    if TAIL not in (0, 1) or (TAIL and PREP != 1):
         out.append(f"TAIL={TAIL} must be 0 or 1 (the last heads' stores after the last load), "
                    "1 with PREP=1 only")
     return out
@@ -414,6 +477,18 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, [
     T.case("n5_h1_t4_deep_c1_tail", N=5, H=1, TT=4, CTAS=1, gate="deep", PREP=1, TAIL=1),
     T.case("n5_h1_t3_c4_tail", N=5, H=1, TT=3, CTAS=4, PREP=1, TAIL=1),
     T.case("n2_h2_t1_tail", N=2, H=2, TT=1, PREP=1, TAIL=1),
+    # PREP = 2 (a warp of its own prepares the gates, session 14): every token count, odd
+    # sizes, saturated and slow gates, CTAs of 1 to 5 heads (from the 4th, `pre` is rewritten)
+    T.case("n2_h2_t1_pw", N=2, H=2, TT=1, PREP=2),
+    T.case("n7_h1_t2_c2_pw", N=7, H=1, TT=2, CTAS=2, PREP=2),
+    T.case("n5_h3_t3_c3_pw", N=5, H=3, TT=3, CTAS=3, PREP=2, gate="slow"),
+    T.case("n5_h1_t4_deep_c1_pw", N=5, H=1, TT=4, CTAS=1, gate="deep", PREP=2),
+    T.case("n1_h3_t4_pw", N=1, H=3, TT=4, PREP=2),
+    T.case("n5_h1_t3_c4_pw", N=5, H=1, TT=3, CTAS=4, PREP=2),
 ] + [T.case(f"{c.name}_{kind}", small=False, tags=("ring",), PREP=1, **tail, **c.params)
      for kind, tail in (("prep", {}), ("tail", {"TAIL": 1}))
+     for c in B.D.SUITE.cases if not c.small]
+  # PREP = 2's twins of the four ring shapes, tagged "pwarp" and "alt", not "ring" (kda_bench.sh's
+  # decodecols2 keeps its items, its smokes leave "alt" out; decodecols3 times these)
+  + [T.case(f"{c.name}_pw", small=False, tags=("pwarp", "alt"), PREP=2, **c.params)
      for c in B.D.SUITE.cases if not c.small])
