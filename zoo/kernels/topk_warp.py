@@ -84,6 +84,14 @@ time, `_seed_rank`; none where j would exceed 24). A row that fewer than k eleme
 again from -inf (the fallback of 4.): exact either way. Every warp has a first row, so the
 saving is every warp's, and all of `_w32` at 32768 f32 (one row a warp).
 
+SEED=2 (session 14, the `_sd2` cases; docs/TUNING.md "top-k (session 14, branch topk10)"): the
+same seed at a rank from a 1e-4 Poisson bound a row instead of 2%. The kernel's time is its
+slowest warp's, and a missed row's second read runs one dependent HBM round trip a step from
+-inf (numsim: 25.1k PTX against 9.1k seeded at f32 32768 `_v8`): scan9's timed input missed 3
+of 2112 first rows there (2 at bf16 `_v4`, 37 of 4096 at f32 `_w32`; benchmarks/
+topk_seed_model.py), and those items ran 23-37% slower. The deeper rank appends ~280-360
+elements a first row instead of ~185-210 and misses none of 12-24k replayed rows.
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
