@@ -10,9 +10,14 @@ starts with, in the inputs the timing run uploads (`suite.make_inputs(case, seed
 correctness seed, 1), and counts the rows that miss (fewer than k elements >= the seed) and
 the elements a first row appends. No GPU; numpy only.
 
-    PYTHONPATH=... python benchmarks/topk_seed_model.py [--seeds 1 2 3]
+    PYTHONPATH=... python benchmarks/topk_seed_model.py [--seeds 1 2 3] [--miss 1e-4] [--every]
+
+`numsim_rows` (one warp over chosen rows of that input, numsim counts) and `miss_model` (the
+per-row miss chance without replaying 1e6 rows) are the other figures of docs/TUNING.md "top-k
+(session 14, branch topk10)", called from Python.
 """
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -47,10 +52,11 @@ def seed_of(keys, j):
 
 def replay(name, dt, rows, cols, k, STAGES, VECS, CTAS, WARPS=8, seeds=(1,), miss=tw.SEED_MISS,
            every=False):
-    """Misses and elements >= the seed over the grid's first rows (`every`: every row but the
-    tie row 0, a larger sample of the same rule) of the inputs of each seed."""
+    """Misses and elements >= the seed over the grid's first rows (`every`: every row, a larger
+    sample of the same rule; row 0, the tie row, never misses: its lanes' maxima all tie and
+    the seed falls to -inf) of the inputs of each seed."""
     vec = 4 if dt == "f32" else 8
-    steps = -(-(-(-(cols // vec) // 32)) // VECS)      # steps a row: cdiv(cdiv(nvec, 32), VECS)
+    steps = math.ceil(math.ceil(cols // vec / 32) / VECS)    # steps a row (the ring's)
     ahead = STAGES // VECS - 1
     S = min(ahead, steps)
     sample = min(S * VECS * 32, cols // vec) * vec
@@ -66,9 +72,10 @@ def replay(name, dt, rows, cols, k, STAGES, VECS, CTAS, WARPS=8, seeds=(1,), mis
         reach = (x.astype(np.float32) >= seedv[:, None]).sum(axis=1)
         missed = np.flatnonzero(reach < k)
         normal = reach[1:]
-        print(f"{name} miss bound {miss:g} seed {s}: S {S} steps, sample {sample}, j {j}, warps {warps}, first rows "
-              f"{first}: misses {len(missed)} ({100 * len(missed) / first:.2f}%) rows "
-              f"{missed[:12].tolist()}{' ...' if len(missed) > 12 else ''}; elements >= seed "
+        print(f"{name} miss bound {miss:g} seed {s}: S {S} steps, sample {sample}, j {j}, "
+              f"warps {warps}, first rows {first}: misses {len(missed)} "
+              f"({100 * len(missed) / first:.2f}%) rows {missed[:12].tolist()}"
+              f"{' ...' if len(missed) > 12 else ''}; elements >= seed "
               f"(rows 1..): median {np.median(normal):.0f}, p5 {np.percentile(normal, 5):.0f}, "
               f"p95 {np.percentile(normal, 95):.0f}, min {normal.min()}")
 
@@ -82,19 +89,6 @@ CASES = [
     ("bf16 32768 _v4_sd", "bf16", 8192, 32768, 64, 16, 4, 264),
     ("bf16 32768 _w32_sd", "bf16", 8192, 32768, 64, 12, 4, 528),
 ]
-
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1])
-    ap.add_argument("-k", default="", help="only the cases whose name contains this")
-    ap.add_argument("--miss", type=float, default=tw.SEED_MISS,
-                    help="the Poisson miss bound a row (SEED=1: 0.02, SEED=2: 1e-4)")
-    ap.add_argument("--every", action="store_true", help="every row, not only first rows")
-    a = ap.parse_args()
-    for c in CASES:
-        if a.k in c[0]:
-            replay(*c, seeds=a.seeds, miss=a.miss, every=a.every)
-
 
 def numsim_rows(dt, cols, k, rows_idx, seed=1, total_rows=None, SEED=0, **kw):
     """numsim counts of ONE warp running the given rows of the benchmark's input (seed `seed`)
@@ -148,3 +142,16 @@ def miss_model(dt, cols, k, S, V, j, n=20000, seed=7):
         miss.append(binom.cdf(k - 1 - c, m, q))
         reach.append(c + m * q)
     return float(np.concatenate(miss).mean()), float(np.concatenate(reach).mean())
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1])
+    ap.add_argument("-k", default="", help="only the cases whose name contains this")
+    ap.add_argument("--miss", type=float, default=tw.SEED_MISS,
+                    help="the Poisson miss bound a row (SEED=1: 0.02, SEED=2: 1e-4)")
+    ap.add_argument("--every", action="store_true", help="every row, not only first rows")
+    a = ap.parse_args()
+    for c in CASES:
+        if a.k in c[0]:
+            replay(*c, seeds=a.seeds, miss=a.miss, every=a.every)

@@ -580,9 +580,10 @@ def _seed(ring, live, k, cols, dt, ahead, miss=SEED_MISS):
     largest valid element (S x VECS ``ld.shared.v4``, ``max``), then j - 1 rounds of
     ``redux.sync.max.u32`` over the lanes' keys, each dropping the lanes that hold the maximum
     (ties drop together: the result can only be lower), and one more: the j-th largest (j from
-    `_seed_rank` at the bound `miss`), -inf when fewer lanes hold a value. None when no rank fits
-    (a short row, a small sample). A first row from -inf costs ~2x a later row (numsim, 8192 k 50: 8.6k against
-    4.0k PTX: its refines and ~500 appends); from the seed it appends ~130-200 elements."""
+    `_seed_rank` at the bound `miss`), -inf when fewer lanes hold a value. None when no rank
+    fits (a short row, a small sample). A first row from -inf costs ~2x a later row (numsim,
+    8192 k 50: 8.6k against 4.0k PTX: its refines and ~500 appends); from the seed it appends
+    ~130-200 elements (SEED=1) or ~280-360 (SEED=2 at 32768 columns)."""
     vec = _tk.VEC[dt]
     S = min(ahead, ring.steps // ring.V)       # noqa: N806 (steps, as VECS and STAGES)
     j = _seed_rank(k, cols, min(S * ring.V * 32, ring.nvec) * vec, miss)
