@@ -97,6 +97,13 @@
 #     the `_sd` form of each and of `_w32` at 32768 (f32, bf16); smoke over the small `_sd`
 #     cases; run with TOTAL_LIMIT=200; predictions in docs/PERFORMANCE.md ("Session 13, branch
 #     topk9") and docs/TUNING.md ("top-k (session 13, branch topk9)")
+#   MODE=scan10: ONLY session 14's top-k SEED=2 variants (branch topk10: the seed's rank from
+#     a 1e-4 miss bound a row, not 2%: scan9's misses made single warps 35-57 us late), three
+#     shards each led by its in-job controls (f32 4096 x 32768: `_v8_g1fu`, `_v4_g1fu_w32`;
+#     bf16 8192 x 32768: `_v4_g1fu`, `_v4_g1fu_w32`; f32 16384 x 8192: `_v8_g1fu_sd`, the
+#     best of scan9), then the `_sd2` forms; smoke over the small `_sd2` cases; run with
+#     TOTAL_LIMIT=200; predictions in docs/PERFORMANCE.md ("Session 14, branch topk10") and
+#     docs/TUNING.md ("top-k (session 14, branch topk10)")
 #   MODE=cum9: ONLY session 12's `cumsum_persist` (zoo/kernels/cumsum_persist.py: persistent
 #     CTAs, a bulk-copy tile ring, tile k+1's load issued before tile k's look-back) beside
 #     cumsum_tma's measured best (`_k8` at 1 x 64M and 8 x 4M, the in-job controls, a shard of
@@ -315,7 +322,7 @@ ${T8_L}_st_a_v4_g1fu_w32]@"
     N_R3="${T8_B}_st_a_v4]@ or ${T8_B}_st_a_v4_g1fu]@ or ${T8_B}_st_a_v4_g1fu_w32]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
 elif [ "${MODE:-all}" = scan9 ]; then
-    SMOKE_K="not h200 and topk_warp and _sd"
+    SMOKE_K="not h200 and topk_warp and _sd and not _sd2"
     T9_F="topk_f32_warp[r16384_c8192_k50_st_a"
     T9_L="topk_f32_warp[r4096_c32768_k64_st_a"
     T9_B="topk_bf16_warp[r8192_c32768_k64_st_a"
@@ -323,6 +330,17 @@ elif [ "${MODE:-all}" = scan9 ]; then
 ${T9_F}_v4_g1fu_w32_sd]@"
     N_R2="${T9_L}_v8_g1fu]@ or ${T9_L}_v8_g1fu_sd]@ or ${T9_L}_v4_g1fu_w32_sd]@"
     N_R3="${T9_B}_v4_g1fu]@ or ${T9_B}_v4_g1fu_sd]@ or ${T9_B}_v4_g1fu_w32_sd]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
+elif [ "${MODE:-all}" = scan10 ]; then
+    SMOKE_K="not h200 and topk_warp and _sd2"
+    T10_F="topk_f32_warp[r16384_c8192_k50_st_a"
+    T10_L="topk_f32_warp[r4096_c32768_k64_st_a"
+    T10_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    N_R1="${T10_L}_v8_g1fu]@ or ${T10_L}_v4_g1fu_w32]@ or ${T10_L}_v8_g1fu_sd2]@ or \
+${T10_L}_v4_g1fu_w32_sd2]@"
+    N_R2="${T10_B}_v4_g1fu]@ or ${T10_B}_v4_g1fu_w32]@ or ${T10_B}_v4_g1fu_sd2]@ or \
+${T10_B}_v4_g1fu_w32_sd2]@"
+    N_R3="${T10_F}_v8_g1fu_sd]@ or ${T10_F}_v4_g1fu_w32_sd2]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
 elif [ "${MODE:-all}" = cum9 ]; then
     SMOKE_K="not h200 and cumsum_persist"
@@ -383,7 +401,7 @@ h200 and (reg_copy[r16384_c8192_pol]@)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10' or 'cum11'" >&2
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11' or 'scan10'" >&2
     exit 2
 fi
 }

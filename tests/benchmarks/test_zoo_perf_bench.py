@@ -110,7 +110,7 @@ def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10' or 'cum11'" in r.stderr
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11' or 'scan10'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -252,6 +252,23 @@ def test_scan9_mode_leads_each_shard_with_scan8s_best_then_the_seeded_forms():
     assert sorted(smoke) == sorted([
         "topk_f32_warp[r5_c4100_k7_sd]", "topk_f32_warp[r3_c8196_k50_v8_sd]",
         "topk_f32_warp[r3_c2052_k64_sd]", "topk_bf16_warp[r5_c4104_k9_sd]"]), smoke
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_scan10_mode_leads_each_shard_with_its_controls_then_the_sd2_forms():
+    """docs/PERFORMANCE.md's session-14 predictions (branch topk10) name these items: f32 32768,
+    bf16 32768, f32 8192, each shard's in-job controls first, then SEED=2's forms; the smoke is
+    the three small `_sd2` cases (and scan9's smoke keeps its own four)."""
+    shards, smoke = _timed_and_smoke("scan10")
+    f, l, b = ("topk_f32_warp[r16384_c8192_k50_st_a", "topk_f32_warp[r4096_c32768_k64_st_a",
+               "topk_bf16_warp[r8192_c32768_k64_st_a")
+    assert shards == [
+        [f"{l}_v8_g1fu]", f"{l}_v4_g1fu_w32]", f"{l}_v8_g1fu_sd2]", f"{l}_v4_g1fu_w32_sd2]"],
+        [f"{b}_v4_g1fu]", f"{b}_v4_g1fu_w32]", f"{b}_v4_g1fu_sd2]", f"{b}_v4_g1fu_w32_sd2]"],
+        [f"{f}_v8_g1fu_sd]", f"{f}_v4_g1fu_w32_sd2]"]]
+    assert sorted(smoke) == sorted([
+        "topk_f32_warp[r5_c4100_k7_sd2]", "topk_f32_warp[r3_c8196_k50_v8_sd2]",
+        "topk_bf16_warp[r5_c4104_k9_sd2]"]), smoke
 
 
 @pytest.mark.slow(reason="eleven tirxh bench --collect-only runs over the zoo")
