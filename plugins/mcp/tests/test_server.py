@@ -33,7 +33,7 @@ def project(tmp_path, monkeypatch):
 
 
 def _runner(project, plugins=()):
-    return TirxhRunner(cwd=project, rootdir=project, plugins=list(plugins), timeout=300)
+    return TirxhRunner(cwd=project, rootdir=project, plugins=list(plugins), timeout=900)  # under load (CI beside other work) `ptx show` traced the zoo past 300 s
 
 
 def _cli(project, *args, plugins=()):
