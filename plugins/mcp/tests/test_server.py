@@ -33,7 +33,8 @@ def project(tmp_path, monkeypatch):
 
 
 def _runner(project, plugins=()):
-    return TirxhRunner(cwd=project, rootdir=project, plugins=list(plugins), timeout=900)  # under load (CI beside other work) `ptx show` traced the zoo past 300 s
+    # 900 s: under load (CI beside a README run on 2 cores) `ptx show` traced the zoo past 300 s
+    return TirxhRunner(cwd=project, rootdir=project, plugins=list(plugins), timeout=900)
 
 
 def _cli(project, *args, plugins=()):
