@@ -48,11 +48,13 @@
 #          shape, started weakest shape first (gemm_sm90.WAVE_SHAPES), one seed, 30 s per job.
 #          One device call:   bash benchmarks/gemm_bench.sh wave        (carry: .whl for pyptx)
 #   wave2  bf16, session 15's second wave round (docs/PERFORMANCE.md "Session 15, branch
-#          gemmwave2"): the 7 M >= 2048 shapes still short of 1.00x (gemm_sm90.WAVE2_SHAPES),
-#          each shape's main beside role "wave2": the deferred epilogue without stream-K in 1, 2
-#          or 4 rounds (`_t256d`, `_t256ds`, `_t256ds4`), at 2048 x 1024 x 7168 c2 `_t256k2r`
-#          (128 x 256 tiles, 2 K-splits summed by red); 26 jobs, a smoke of the new
-#          specializations first, one client per shape, one seed, 30 s per job, <= 360 s.
+#          gemmwave2"): the M >= 2048 shapes still short of 1.00x, and 6144^3 (gemm_sm90.
+#          WAVE2_SHAPES, 8), each shape's main beside role "wave2": the deferred epilogue
+#          without stream-K in 1, 2 or 4 rounds (`_t256d`, `_t256ds`, `_t256ds4`), the tail in
+#          K-lockstep (STREAMK "lock": `_t256skl`, `_t256sklds4`) at 8192 x 4096 x K, 4096^3
+#          and 6144^3, and at 2048 x 1024 x 7168 c2 `_t256k2r` (128 x 256 tiles, 2 K-splits
+#          summed by red); 35 jobs, a smoke of 6 new specializations first (the timed shards
+#          skipped unless it passes), one client per shape, one seed, 30 s per job, <= 400 s.
 #          One device call:   bash benchmarks/gemm_bench.sh wave2       (carry: .whl for pyptx)
 # The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
 # one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy
@@ -130,9 +132,9 @@ as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE_SHAPES))")}"
 fi
 if [ -n "$wave2" ]; then  # the shapes still short after session 15's d7: one client per shape
     export SMOKE="${SMOKE-gemm_sm90 and gemm_bf16 and wave2 and (m2048n4096k4096_ or \
-m2048n1024k7168_)}"
+m2048n1024k7168_ or (m8192n4096k4096_ and skl))}"
     export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
-    export TOTAL_LIMIT="${TOTAL_LIMIT-360}" SHARE_INPUTS="${SHARE_INPUTS-1}"
+    export TOTAL_LIMIT="${TOTAL_LIMIT-400}" SHARE_INPUTS="${SHARE_INPUTS-1}"
     SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
 as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE2_SHAPES))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"

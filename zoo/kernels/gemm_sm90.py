@@ -149,9 +149,10 @@ class _Schedule:
     1.94 tile times instead of 2; only the tail's tiles are cut (into ~2 pieces each).
 
     The tail in K-lockstep (STREAMK="lock", session 15): the same whole tiles, but of the tail's
-    T units (T < workers) worker c < T takes tail unit c's first `cut` = k_tiles * T / workers
-    K slices, and the W - T other workers ("helpers") take the rest [cut, k_tiles) of the
-    tail's units, helper h the units [h * T / (W - T), (h + 1) * T / (W - T)). Every worker
+    T units (T < workers) worker c < T takes tail unit c's first `cut` K slices, and the W - T
+    other workers ("helpers") take the rest [cut, k_tiles) of the tail's units, helper h the
+    units [h * T / (W - T), (h + 1) * T / (W - T)), at most P = ceil(T / (W - T)) of them:
+    cut = ceil(P * k_tiles / (P + 1)) evens a main piece with P helper pieces. Every worker
     then starts its tail at one of two K offsets (0 or `cut`), as in a data-parallel wave,
     where "tail" starts each at its own offset and reads A and B without L2 reuse (s15/d7:
     the tail ran at ~0.72-0.81 of the mainloop rate; docs/PERFORMANCE.md "Session 15").
@@ -186,14 +187,20 @@ class _Schedule:
             if streamk == "lock":
                 self.dp = self.units / workers          # full waves: whole tiles, no workspace
                 tail = self.units - self.dp * workers   # T < workers units in the tail
-                self.cut = (k_tiles * tail) / workers   # a main piece: [0, cut)
                 helpers = workers - tail
+                # a helper has at most P = ceil(T / helpers) pieces: the cut that evens a main
+                # piece with P helper pieces, P * k / (P + 1) slices, rounded up (the helpers
+                # pay a reduction per piece)
+                most = (tail + helpers - 1) / helpers
+                self.cut = (most * k_tiles + most) / (most + 1)     # a main piece: [0, cut)
                 self.main = c < tail
                 h = c - tail                            # (wraps where main: not selected)
                 self.h0 = (h * tail) / helpers
                 n_help = ((h + 1) * tail) / helpers - self.h0
-                n_main = T.ptx.selp.u32(1, 0, self.cut != 0)   # cut 0: helpers take it all
-                self.units = self.dp + T.ptx.selp.u32(n_main, n_help, self.main)
+                # the cut at k_tiles (few slices): the tail's units whole on their main workers,
+                # no helper piece (an empty one would add an unset accumulator)
+                n_help = T.ptx.selp.u32(n_help, 0, self.cut < k_tiles)
+                self.units = self.dp + T.ptx.selp.u32(1, n_help, self.main)
                 self.first_unit, self.unit_step = 0, 1
                 return
             if streamk == "tail":
@@ -1220,15 +1227,18 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     # the spread deferred epilogue (2 rounds of one 64 x 64 chunk per 128-wide tile): units
     # of one K slice (round 1 flushed after the unit's loop), and of 5 (round r under slice r)
     # the tail in K-lockstep (STREAMK "lock"): 6 tiles of 5 slices on 4 CTAs: tiles 0-3 whole,
-    # the tail's 2 cut at 2 slices (CTAs 0, 1 take [0, 2)), the helpers 2, 3 one [2, 5) each;
-    # 7 tiles: the tail's 3 cut at 3, one helper takes all three [3, 5); 5 tiles of 2 slices:
-    # the cut 0, so the tail tile goes whole to helper 2 (helpers 0, 1 and the main CTA idle);
-    # and with the spread deferred epilogue
+    # the tail's 2 cut at 3 slices (P = 1: CTAs 0, 1 take [0, 3)), helpers 2, 3 one [3, 5)
+    # each; 7 tiles: the tail's 3 cut at 4 (P = 3), one helper takes all three [4, 5); 5 tiles
+    # of 2 slices: the one tail tile cut at 1, its last slice on helper 2 (helpers 0, 1 idle);
+    # 7 tiles of 2 slices: the cut at 2 = k, the tail whole on CTAs 0-2, no helper piece; and
+    # the first with the spread deferred epilogue
     T.case("m200n136k296_streamk_lock", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            STREAMK="lock", REDUCE="red", SMS=4),
     T.case("m128n448k296_streamk_lock_t3", M=128, N=448, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            STREAMK="lock", REDUCE="red", SMS=4),
-    T.case("m128n320k128_streamk_lock_cut0", M=128, N=320, K=128, BN=64, STAGES=2,
+    T.case("m128n320k128_streamk_lock_1tail", M=128, N=320, K=128, BN=64, STAGES=2,
+           EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4),
+    T.case("m128n448k128_streamk_lock_whole", M=128, N=448, K=128, BN=64, STAGES=2,
            EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4),
     T.case("m200n136k296_streamk_lock_spread", M=200, N=136, K=296, BN=64, STAGES=3,
            EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4, EPI_DEFER="spread"),
@@ -1265,7 +1275,7 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
     # flushed after the loop, before the repack); `t256k2r` in clusters: 2 tile pairs x 2
     # splits on 2 clusters, summed by red.global.add, the second row's tiles ending at M = 200
     # the tail in K-lockstep in clusters with the spread epilogue: 3 tile pairs of 4 slices on
-    # 2 clusters: pair 0, 1 whole, pair 2 cut at 2 ([0, 2) on cluster 0, [2, 4) on cluster 1)
+    # 2 clusters: pair 0, 1 whole, pair 2 cut at 2 (P = 1: [0, 2) on cluster 0, [2, 4) on 1)
     T.case("m200n264k232_streamk_lock_defer_spread", M=200, N=264, K=232, BN=128, STAGES=3,
            EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4, EPI_DEFER="spread"),
     T.case("m200n512k264_bn256_defer_spread4", M=200, N=512, K=264, BN=256, STAGES=3,
