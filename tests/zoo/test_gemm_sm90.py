@@ -214,14 +214,14 @@ def test_split_k_leaves_workspace_and_counters_zero(suite, case):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case,cut_tiles", [("m200n136k296_streamk_lock", 2),
-                                            ("m128n448k296_streamk_lock_t3", 3),
+                                            ("m128n448k712_streamk_lock_t3", 3),
                                             ("m128n320k128_streamk_lock_1tail", 1),
                                             ("m128n448k128_streamk_lock_whole", 0)])
 def test_the_lockstep_tail_cuts_exactly_the_tail_tiles(case, cut_tiles):
     """STREAMK "lock" touches the workspace and counters of the tail's tiles only, each of them
     (2, 3 and 1 tail tiles cut), and none where the cut is the whole K range (3 tail tiles of 2
-    slices on 4 CTAs: P = 3, cut = ceil(6 / 4) = 2); C is right and every sum and counter is
-    left zero."""
+    slices on 4 CTAs: P = 3, cut = min(ceil((6 + 2 * 3) / 4), 2) = 2); C is right and every
+    sum and counter is left zero."""
     ns = pytest.importorskip("tirxh_numsim")
     s = G.SUITE
     c = _case(s, case)

@@ -108,6 +108,10 @@ H200_SMS = 132           # the persistent grid: one CTA per SM of the H200
 # forever for 1024 registers nobody releases (every gemm_sm90 launch hung on the H200,
 # 2026-12-01). tests/zoo/test_gemm_sm90.py checks the budget against the compiled count.
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
+# STREAMK="lock": a cut piece's reduction (red.add of a 128 x 256 f32 tile, count, and for the
+# last the read back) in K slices of the mainloop: ~2 us (the s15/d7 fit of the "tail" pieces)
+# over a 0.65 us slice (2 x 128 x 256 x 64 FLOP at 6.465 TFLOP/s per SM)
+LOCK_RED_SLICES = 3
 
 
 # --- the tile schedule (descriptors and the epilogue's stmatrix chunks: hopper.py) ----------
@@ -152,7 +156,8 @@ class _Schedule:
     T units (T < workers) worker c < T takes tail unit c's first `cut` K slices, and the W - T
     other workers ("helpers") take the rest [cut, k_tiles) of the tail's units, helper h the
     units [h * T / (W - T), (h + 1) * T / (W - T)), at most P = ceil(T / (W - T)) of them:
-    cut = ceil(P * k_tiles / (P + 1)) evens a main piece with P helper pieces. Every worker
+    cut = ceil((P * k_tiles + (P - 1) * R) / (P + 1)) (R = LOCK_RED_SLICES, a reduction's cost
+    in slices), at most k_tiles, evens a main piece with P helper pieces. Every worker
     then starts its tail at one of two K offsets (0 or `cut`), as in a data-parallel wave,
     where "tail" starts each at its own offset and reads A and B without L2 reuse (s15/d7:
     the tail ran at ~0.72-0.81 of the mainloop rate; docs/PERFORMANCE.md "Session 15").
@@ -188,11 +193,12 @@ class _Schedule:
                 self.dp = self.units / workers          # full waves: whole tiles, no workspace
                 tail = self.units - self.dp * workers   # T < workers units in the tail
                 helpers = workers - tail
-                # a helper has at most P = ceil(T / helpers) pieces: the cut that evens a main
-                # piece with P helper pieces, P * k / (P + 1) slices, rounded up (the helpers
-                # pay a reduction per piece)
+                # a helper has at most P = ceil(T / helpers) pieces: the cut evens a main piece
+                # and its reduction (cut + R slices) with P helper pieces and their reductions
+                # (P * (k - cut + R)): cut = ceil((P * k + (P - 1) * R) / (P + 1)), at most k
                 most = (tail + helpers - 1) / helpers
-                self.cut = (most * k_tiles + most) / (most + 1)     # a main piece: [0, cut)
+                cut = (most * k_tiles + (most - 1) * LOCK_RED_SLICES + most) / (most + 1)
+                self.cut = T.ptx.min.u32(cut, k_tiles)         # a main piece: [0, cut)
                 self.main = c < tail
                 h = c - tail                            # (wraps where main: not selected)
                 self.h0 = (h * tail) / helpers
@@ -1228,13 +1234,13 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     # of one K slice (round 1 flushed after the unit's loop), and of 5 (round r under slice r)
     # the tail in K-lockstep (STREAMK "lock"): 6 tiles of 5 slices on 4 CTAs: tiles 0-3 whole,
     # the tail's 2 cut at 3 slices (P = 1: CTAs 0, 1 take [0, 3)), helpers 2, 3 one [3, 5)
-    # each; 7 tiles: the tail's 3 cut at 4 (P = 3), one helper takes all three [4, 5); 5 tiles
-    # of 2 slices: the one tail tile cut at 1, its last slice on helper 2 (helpers 0, 1 idle);
-    # 7 tiles of 2 slices: the cut at 2 = k, the tail whole on CTAs 0-2, no helper piece; and
-    # the first with the spread deferred epilogue
+    # each; 7 tiles of 12 slices: the tail's 3 cut at 11 (P = 3), one helper takes all three
+    # [11, 12); 5 tiles of 2 slices: the one tail tile cut at 1, its last slice on helper 2
+    # (helpers 0, 1 idle); 7 tiles of 2 slices: the cut at min(3, 2) = k, the tail whole on
+    # CTAs 0-2, no helper piece; and the first with the spread deferred epilogue
     T.case("m200n136k296_streamk_lock", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
            STREAMK="lock", REDUCE="red", SMS=4),
-    T.case("m128n448k296_streamk_lock_t3", M=128, N=448, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+    T.case("m128n448k712_streamk_lock_t3", M=128, N=448, K=712, BN=64, STAGES=3, EPI_BUFS=1,
            STREAMK="lock", REDUCE="red", SMS=4),
     T.case("m128n320k128_streamk_lock_1tail", M=128, N=320, K=128, BN=64, STAGES=2,
            EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4),
