@@ -478,7 +478,8 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
                   or cfg["EPI"] != "tma"):
         raise ValueError("EPI_DEFER takes EPI = 'tma' without SPLITK or STREAMK (a reducing "
                          "unit's epilogue needs the tile's sum first), STREAMK = 'tail' "
-                         "excepted (mostly whole tiles; a cut one is packed once summed)")
+                         "or 'lock' excepted (mostly whole tiles; a cut one is packed once "
+                         "summed)")
     if defer:   # the previous unit's C tile, packed to bf16, stored under this unit's MMAs
         nrounds = -(-(BN // CHUNK) // cfg["EPI_BUFS"])
         packed = [T.reg(T.bf16x2) for _ in range(BN // 4)]
