@@ -47,6 +47,15 @@
 #          specializations first (the timed shards skipped unless it passes), then one client per
 #          shape, started weakest shape first (gemm_sm90.WAVE_SHAPES), one seed, 30 s per job.
 #          One device call:   bash benchmarks/gemm_bench.sh wave        (carry: .whl for pyptx)
+#   wave2  bf16, session 15's second wave round (docs/PERFORMANCE.md "Session 15, branch
+#          gemmwave2"): the M >= 2048 shapes still short of 1.00x, and 6144^3 (gemm_sm90.
+#          WAVE2_SHAPES, 8), each shape's main beside role "wave2": the deferred epilogue
+#          without stream-K in 1, 2 or 4 rounds (`_t256d`, `_t256ds`, `_t256ds4`), the tail in
+#          K-lockstep (STREAMK "lock": `_t256skl`, `_t256sklds4`) at 8192 x 4096 x K, 4096^3
+#          and 6144^3, and at 2048 x 1024 x 7168 c2 `_t256k2r` (128 x 256 tiles, 2 K-splits
+#          summed by red); 35 jobs, a smoke of 6 new specializations first (the timed shards
+#          skipped unless it passes), one client per shape, one seed, 30 s per job, <= 400 s.
+#          One device call:   bash benchmarks/gemm_bench.sh wave2       (carry: .whl for pyptx)
 # The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
 # one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy
 # reference, uploads) overlaps the GPU's timing of another, and a shape's variants stay in one
@@ -76,25 +85,28 @@ role() {  # role GROUP -> a -k expression over the role tags
         small) echo "gemm_bf16 and (main or small or (alt and m128n14336k4096_))";;
         smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
         wave) echo "gemm_bf16 and (main or wave)";;
+        wave2) echo "gemm_bf16 and (main or wave2)";;
         small2) echo "lowm";;       # gemm_bf16 and gemm_bf16_c2 (LOWM is bf16's only)
         small3) echo "small3";;     # the same for LOWM3
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
-                "smallfp8, wave, small2, small3)" >&2; return 1;;
+                "smallfp8, wave, wave2, small2, small3)" >&2; return 1;;
     esac
 }
 roles=""
 small=""
 wave=""
+wave2=""
 small2=""
 small3=""
 for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
     case "$g" in
-        small|smallfp8) small=1;; wave) wave=1;; small2) small2=1;; small3) small3=1;;
+        small|smallfp8) small=1;; wave) wave=1;; wave2) wave2=1;; small2) small2=1;;
+        small3) small3=1;;
     esac
 done
-for alone in wave small2 small3; do
+for alone in wave wave2 small2 small3; do
     if [ -n "${!alone}" ] && [ "$*" != "$alone" ]; then
         echo "gemm_bench: the $alone group runs alone (its own shapes, smoke and limits)" >&2
         exit 2
@@ -116,6 +128,15 @@ m2048n1024k7168_)}"
     export TOTAL_LIMIT="${TOTAL_LIMIT-400}" SHARE_INPUTS="${SHARE_INPUTS-1}"
     SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
 as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE_SHAPES))")}"
+    NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
+fi
+if [ -n "$wave2" ]; then  # the shapes still short after session 15's d7: one client per shape
+    export SMOKE="${SMOKE-gemm_sm90 and gemm_bf16 and wave2 and (m2048n4096k4096_ or \
+m2048n1024k7168_ or (m8192n4096k4096_ and skl))}"
+    export SMOKE_GATE="${SMOKE_GATE-1}" SEEDS="${SEEDS-1}" EXEC_S="${EXEC_S-30}"
+    export TOTAL_LIMIT="${TOTAL_LIMIT-400}" SHARE_INPUTS="${SHARE_INPUTS-1}"
+    SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
+as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE2_SHAPES))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
 fi
 lowm_group() {  # lowm_group SMOKE_K PLAN ROUNDS SECONDS: the shapes of gemm_sm90.PLAN, one

@@ -70,6 +70,14 @@ def test_an_unknown_split_k_reduction_is_refused():
         G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, SPLITK=2, REDUCE="atomic")
 
 
+def test_the_lockstep_tail_takes_the_red_sum_and_no_split_k():
+    with pytest.raises(T.TraceError, match=r"STREAMK takes SPLITK = 1 \(got SPLITK = 2\)"):
+        G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, STREAMK="lock", REDUCE="red",
+                            SPLITK=2)
+    with pytest.raises(T.TraceError, match=r"STREAMK sums through REDUCE = 'red'"):
+        G.gemm_bf16.compile("sm_90a", BN=128, STAGES=2, STREAMK="lock")
+
+
 def test_stream_k_needs_the_red_sum_and_no_split_k():
     with pytest.raises(T.TraceError, match=r"STREAMK takes SPLITK = 1 \(got SPLITK = 2\)"):
         G.gemm_bf16_c2.compile("sm_90a", BN=128, STAGES=2, STREAMK="tail", REDUCE="red",
@@ -97,6 +105,51 @@ def test_wave_cases_at_every_large_shape_run_on_every_sm():
     assert not [c for c in G.SUITE_FP8_C2.cases if "wave" in c.tags]
 
 
+def test_the_stream_k_tail_is_main_only_where_the_last_wave_is_small():
+    """Session 15's rule (s15/d7: the tail won at 8192^3, 8192 x 14336 x 4096, 6144^3, whose
+    last waves are 0.52, 0.15, 0.73 full, and lost at 0.76-0.94): bf16's main there is c2
+    t256sktds4 with t256 as alt; fp8 keeps t256 (no stream-K tail cases)."""
+    skt = {s for s in G.SHAPES if G.skt_main(*s)}
+    assert skt == {(8192, 8192, 8192), (8192, 14336, 4096), (6144, 6144, 6144)}
+    assert round(G.tail_fraction(8192, 8192, 8192), 3) == 0.515        # 1024 pairs mod 66 = 34
+    assert round(G.tail_fraction(2048, 4096, 4096), 3) == 0.939        # 128 mod 66 = 62
+    for M, N, K in skt:
+        mains = {c.name for c in G.SUITE_C2_PEERS.cases if "main" in c.tags
+                 and c.name.startswith(f"m{M}n{N}k{K}_")}
+        assert mains == {f"m{M}n{N}k{K}_t256sktds4"}
+        assert "alt" in _case(G.SUITE_C2_PEERS, f"m{M}n{N}k{K}_t256").tags
+        fp8 = {c.name for c in G.SUITE_FP8_C2.cases if "main" in c.tags
+               and c.name.startswith(f"m{M}n{N}k{K}_")}
+        assert fp8 == {f"m{M}n{N}k{K}_t256"}
+    main = _case(G.SUITE_C2_PEERS, "m8192n4096k4096_t256")
+    assert "main" in main.tags                                          # 0.758: t256 stays
+
+
+def test_wave2_cases_are_bf16_clusters_on_every_sm():
+    """Session 15's wave2 round: the deferred epilogue without stream-K (one, two or four
+    rounds) at each short shape and the K-lockstep tail where it has few units per idle
+    cluster, on 132 CTAs, and at 2048 x 1024 x 7168 c2 t256k2r on 128 (64 tile pairs x 2
+    splits); none in fp8."""
+    for M, N, K in G.WAVE2_SHAPES:
+        for v in G.WAVE2[M, N, K]:
+            c = _case(G.SUITE_C2_PEERS, f"m{M}n{N}k{K}_{v}")
+            assert "wave2" in c.tags
+            assert c.params.get("STREAMK") == ("lock" if "skl" in v else None)
+            if v == "t256k2r":
+                assert G.SUITE_C2_PEERS.grid(c) == (128, 1, 1)
+                assert (c.params["SPLITK"], c.params["REDUCE"]) == (2, "red")
+            else:
+                assert G.SUITE_C2_PEERS.grid(c) == (132, 1, 1)
+                assert c.params.get("EPI_DEFER") == ("spread" if "ds" in v else
+                                                     None if v == "t256skl" else True)
+                if "skl" in v:   # the lock tail where helpers have <= ~7 units each
+                    T_ = round(G.tail_fraction(M, N, K) * G.CLUSTERS)
+                    assert 0 < T_ and T_ / (G.CLUSTERS - T_) <= 7.25
+        assert "main" in {t for c in G.SUITE_C2_PEERS.cases
+                          if c.name.startswith(f"m{M}n{N}k{K}_") for t in c.tags}
+    assert not [c for c in G.SUITE_FP8_C2.cases if "wave2" in c.tags]
+
+
 def test_stream_k_grid_is_every_sm_while_each_gets_a_slice():
     c = _case(G.SUITE, "m128n14336k4096_t256sk")
     assert G.SUITE.grid(c) == (132, 1, 1)          # 56 tiles x 64 slices on 132 SMs
@@ -119,6 +172,9 @@ def test_stream_k_grid_is_every_sm_while_each_gets_a_slice():
                                             STREAMK="tail", REDUCE="red", SMS=4),
                                             id="m128n320k64_streamk_tail_p4"),
                                         ("SUITE_FP8", "m128n128k512_splitk_red"),
+                                        # wave2's t256k2r in clusters, BN 256 (128 f32 a
+                                        # thread summed), 4 units on 2 clusters
+                                        ("SUITE_C2", "m200n512k200_bn256_splitk_red"),
                                         ("SUITE", "m256n128k384_peers3"),
                                         # REDUCE "pair" (no workspace at all): 6 tiles with
                                         # tails on 2 clusters, 3 units each (the receive
@@ -153,6 +209,31 @@ def test_split_k_leaves_workspace_and_counters_zero(suite, case):
     assert not res.outputs["cnt"].any()
     if c.params.get("REDUCE") == "red":
         assert not res.outputs["ws"].any()
+    assert s.tolerance.compare(res.outputs["c"], s.expected(c, inputs)["c"])["ok"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,cut_tiles", [("m200n136k296_streamk_lock", 2),
+                                            ("m128n448k712_streamk_lock_t3", 3),
+                                            ("m128n320k128_streamk_lock_1tail", 1),
+                                            ("m128n448k128_streamk_lock_whole", 0)])
+def test_the_lockstep_tail_cuts_exactly_the_tail_tiles(case, cut_tiles):
+    """STREAMK "lock" touches the workspace and counters of the tail's tiles only, each of them
+    (2, 3 and 1 tail tiles cut), and none where the cut is the whole K range (3 tail tiles of 2
+    slices on 4 CTAs: P = 3, cut = min(ceil((6 + 2 * 3) / 4), 2) = 2); C is right and every
+    sum and counter is left zero."""
+    ns = pytest.importorskip("tirxh_numsim")
+    s = G.SUITE
+    c = _case(s, case)
+    inputs = s.make_inputs(c, 0)
+    res = ns.run(s.kernel, inputs, consts=s.consts(c), grid=s.grid(c),
+                 outputs=["c", "ws", "cnt"])
+    unwritten = {d.data["output"]: d.data["unwritten"] for d in res.diagnostics
+                 if d.kind == "numsim.unwritten-output"}
+    slot = 2 * (c.params["BN"] // 2) * 128             # a tile's f32 sum: 2 warpgroups
+    assert unwritten.get("ws", 0) == res.outputs["ws"].size - cut_tiles * slot
+    assert unwritten.get("cnt", 0) == res.outputs["cnt"].size - 2 * cut_tiles
+    assert not res.outputs["ws"].any() and not res.outputs["cnt"].any()
     assert s.tolerance.compare(res.outputs["c"], s.expected(c, inputs)["c"])["ok"]
 
 
@@ -312,6 +393,9 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         ("SUITE_FP8", "m128n256k640_streamk"),
                                         ("SUITE", "m200n136k296_streamk_tail_defer"),
                                         ("SUITE", "m200n264k296_defer_spread"),
+                                        # the tail in K-lockstep: 2 tail tiles cut at slice
+                                        # 2 between a main CTA and a helper each
+                                        ("SUITE", "m200n136k296_streamk_lock"),
                                         # REDUCE "peers": the last split's own partial never
                                         # leaves its registers; 3 splits on 4 CTAs, 2 in a
                                         # cluster

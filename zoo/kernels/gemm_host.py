@@ -57,7 +57,7 @@ def splitk_buffers(M, N, BM: int, BN: int, CM: int, S: int, reduce: str = "slots
     if (S == 1 and not streamk) or reduce == "pair":   # "pair" sums in shared memory
         return {"ws": np.zeros(1, np.float32), "cnt": np.zeros(1, np.uint32)}
     units = -(-(-(-M // BM)) // CM) * -(-N // BN)
-    if streamk == "tail" and workers is not None:
+    if streamk in ("tail", "lock") and workers is not None:   # "lock": the same T < workers
         units = min(units, workers)
     tiles = units * CM
     per_tile = (1 if reduce == "red" else S) * BM * BN

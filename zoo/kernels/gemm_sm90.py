@@ -108,6 +108,10 @@ H200_SMS = 132           # the persistent grid: one CTA per SM of the H200
 # forever for 1024 registers nobody releases (every gemm_sm90 launch hung on the H200,
 # 2026-12-01). tests/zoo/test_gemm_sm90.py checks the budget against the compiled count.
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
+# STREAMK="lock": a cut piece's reduction (red.add of a 128 x 256 f32 tile, count, and for the
+# last the read back) in K slices of the mainloop: ~2 us (the s15/d7 fit of the "tail" pieces)
+# over a 0.65 us slice (2 x 128 x 256 x 64 FLOP at 6.465 TFLOP/s per SM)
+LOCK_RED_SLICES = 3
 
 
 # --- the tile schedule (descriptors and the epilogue's stmatrix chunks: hopper.py) ----------
@@ -147,6 +151,16 @@ class _Schedule:
     as without stream-K: no workspace), and only the last partial wave's units (units mod
     workers of them) are dealt as slices over all workers. 256 tiles on 132 SMs then take
     1.94 tile times instead of 2; only the tail's tiles are cut (into ~2 pieces each).
+
+    The tail in K-lockstep (STREAMK="lock", session 15): the same whole tiles, but of the tail's
+    T units (T < workers) worker c < T takes tail unit c's first `cut` K slices, and the W - T
+    other workers ("helpers") take the rest [cut, k_tiles) of the tail's units, helper h the
+    units [h * T / (W - T), (h + 1) * T / (W - T)), at most P = ceil(T / (W - T)) of them:
+    cut = ceil((P * k_tiles + (P - 1) * R) / (P + 1)) (R = LOCK_RED_SLICES, a reduction's cost
+    in slices), at most k_tiles, evens a main piece with P helper pieces. Every worker
+    then starts its tail at one of two K offsets (0 or `cut`), as in a data-parallel wave,
+    where "tail" starts each at its own offset and reads A and B without L2 reuse (s15/d7:
+    the tail ran at ~0.72-0.81 of the mainloop rate; docs/PERFORMANCE.md "Session 15").
     """
 
     def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int,
@@ -163,10 +177,11 @@ class _Schedule:
         self.first_unit = T.ctaid.x >> log2(CM) if CM > 1 else T.ctaid.x
         self.unit_step = T.nctaid.x >> log2(CM) if CM > 1 else T.nctaid.x
         self.streamk = streamk
-        if streamk not in (False, True, "tail"):
+        if streamk not in (False, True, "tail", "lock"):
             raise ValueError(f"STREAMK = {streamk!r}: expected False, True (every tile's K "
                              f"slices dealt evenly) or 'tail' (whole tiles for the full waves, "
-                             f"the last partial wave's slices dealt evenly)")
+                             f"the last partial wave's slices dealt evenly) or 'lock' (the "
+                             f"tail's units cut at one K offset, the rest on the idle workers)")
         if streamk:
             if S > 1:
                 raise ValueError(f"STREAMK takes SPLITK = 1 (got SPLITK = {S})")
@@ -174,6 +189,26 @@ class _Schedule:
             # so the B multicast stays paired); the units before `dp` are whole tiles
             workers, c = self.unit_step, self.first_unit
             self.worker, self.workers = c, workers
+            if streamk == "lock":
+                self.dp = self.units / workers          # full waves: whole tiles, no workspace
+                tail = self.units - self.dp * workers   # T < workers units in the tail
+                helpers = workers - tail
+                # a helper has at most P = ceil(T / helpers) pieces: the cut evens a main piece
+                # and its reduction (cut + R slices) with P helper pieces and their reductions
+                # (P * (k - cut + R)): cut = ceil((P * k + (P - 1) * R) / (P + 1)), at most k
+                most = (tail + helpers - 1) / helpers
+                cut = (most * k_tiles + (most - 1) * LOCK_RED_SLICES + most) / (most + 1)
+                self.cut = T.ptx.min.u32(cut, k_tiles)         # a main piece: [0, cut)
+                self.main = c < tail
+                h = c - tail                            # (wraps where main: not selected)
+                self.h0 = (h * tail) / helpers
+                n_help = ((h + 1) * tail) / helpers - self.h0
+                # the cut at k_tiles (few slices): the tail's units whole on their main workers,
+                # no helper piece (an empty one would add an unset accumulator)
+                n_help = T.ptx.selp.u32(n_help, 0, self.cut < k_tiles)
+                self.units = self.dp + T.ptx.selp.u32(1, n_help, self.main)
+                self.first_unit, self.unit_step = 0, 1
+                return
             if streamk == "tail":
                 self.dp = self.units / workers          # full waves: whole tiles, no workspace
                 dp_slices = self.dp * workers * k_tiles
@@ -196,7 +231,16 @@ class _Schedule:
         S = self.S
         q, split = (p / S, p % S) if S > 1 else (p, 0)
         lo, hi = None, None   # stream-K: the worker's slices [lo, hi) that unit p draws from
-        if self.streamk == "tail":  # p < dp: the whole tile worker + p * workers; then pieces
+        if self.streamk == "lock":  # p < dp: whole tiles as "tail"; then the main piece [0, cut)
+            whole = p < self.dp     # of tail unit `worker`, or helper pieces [cut, k_tiles)
+            tail_q = T.ptx.selp.u32(self.worker, self.h0 + (p - self.dp), self.main)
+            q = T.ptx.selp.u32(self.worker + p * self.workers, self.dp * self.workers + tail_q,
+                               whole)
+            kb = T.ptx.selp.u32(0, T.ptx.selp.u32(0, self.cut, self.main), whole)
+            ke = T.ptx.selp.u32(self.k_tiles, T.ptx.selp.u32(self.cut, self.k_tiles, self.main),
+                                whole)
+            lo, hi = q * self.k_tiles + kb, q * self.k_tiles + ke
+        elif self.streamk == "tail":  # p < dp: the whole tile worker + p * workers; then pieces
             whole = p < self.dp
             q = T.ptx.selp.u32(self.worker + p * self.workers, self.q0 + (p - self.dp), whole)
             lo = T.ptx.selp.u32(q * self.k_tiles, self.g0, whole)
@@ -218,7 +262,7 @@ class _Schedule:
             # the workspace slot: the tile's index, or on the tail only its index there (the
             # whole tiles before it never touch the workspace: 132 slots, not every tile's)
             slot = tm * self.tiles_n + tn
-            if self.streamk == "tail":
+            if self.streamk in ("tail", "lock"):
                 tail_q = q - self.dp * self.workers
                 slot = tail_q * self.CM + self.rank if self.CM > 1 else tail_q
             return _Unit(tm * BM, tn * self.BN, slot, 0, kb, ke, count=count,
@@ -430,10 +474,12 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
         raise ValueError(f"EPI_DEFER = {defer!r}: expected False, True (the previous tile "
                          f"stored after the first K slice is issued) or 'spread' (one round "
                          f"of EPI_BUFS chunks after each of the first K slices)")
-    if defer and ((_reduces(cfg) and cfg["STREAMK"] != "tail") or cfg["EPI"] != "tma"):
+    if defer and ((_reduces(cfg) and cfg["STREAMK"] not in ("tail", "lock"))
+                  or cfg["EPI"] != "tma"):
         raise ValueError("EPI_DEFER takes EPI = 'tma' without SPLITK or STREAMK (a reducing "
                          "unit's epilogue needs the tile's sum first), STREAMK = 'tail' "
-                         "excepted (mostly whole tiles; a cut one is packed once summed)")
+                         "or 'lock' excepted (mostly whole tiles; a cut one is packed once "
+                         "summed)")
     if defer:   # the previous unit's C tile, packed to bf16, stored under this unit's MMAs
         nrounds = -(-(BN // CHUNK) // cfg["EPI_BUFS"])
         packed = [T.reg(T.bf16x2) for _ in range(BN // 4)]
@@ -513,7 +559,7 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
 
         if not _reduces(cfg):
             finish()
-        elif cfg["STREAMK"] == "tail":   # a whole tile (most of them) skips the count too
+        elif cfg["STREAMK"] in ("tail", "lock"):   # a whole tile (most) skips the count too
             last = T.reg(T.pred)
             last.set(True)
             with T.if_(u.partial, uniform=True):
@@ -912,6 +958,17 @@ VARIANTS = {
     "t256sktds4": dict(BN=256, STAGES=4, EPI_BUFS=1, STREAMK="tail", REDUCE="red",
                        EPI_DEFER="spread"),
     "t128skt": dict(BN=128, STAGES=6, EPI_BUFS=2, STREAMK="tail", REDUCE="red"),
+    # session 15 (docs/PERFORMANCE.md "Session 15, branch gemmwave2"): the spread deferred
+    # epilogue without the stream-K tail, for the shapes whose last wave is nearly full (the
+    # tail's K-desynchronized pieces cost more HBM than the 4 idle SMs' 3%): two rounds of two
+    # chunks ("ds") or four of one ("ds4") under the next tile's first K slices
+    "t256ds": dict(BN=256, STAGES=4, EPI_BUFS=2, EPI_DEFER="spread"),
+    "t256ds4": dict(BN=256, STAGES=4, EPI_BUFS=1, EPI_DEFER="spread"),
+    # the tail in K-lockstep (STREAMK="lock"): each tail unit's first k * T / 66 slices on its
+    # own cluster from K = 0, the rest on the 66 - T idle clusters; alone and with "ds4"
+    "t256skl": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="lock", REDUCE="red"),
+    "t256sklds4": dict(BN=256, STAGES=4, EPI_BUFS=1, STREAMK="lock", REDUCE="red",
+                       EPI_DEFER="spread"),
 }
 # the split that brings each of these shapes to ~128 units (128 x 128 tiles: 32, 8, 32 tiles).
 # At 128 x 1024 x 7168 the last split of a tile reads S x 64 KB of partials alone: 16 splits
@@ -966,18 +1023,69 @@ WAVE_SHAPES = [(8192, 1024, 7168), (2048, 4096, 4096), (2048, 1024, 7168), (8192
 WAVE = {s: ["t256skt", "t256sktds", "t256sktds4"] for s in WAVE_SHAPES}
 WAVE[2048, 1024, 7168] = ["t128skt", "t256skt"]
 
+# Session 15 (docs/PERFORMANCE.md "Session 15, branch gemmwave2"; measured in s15/d7): the
+# stream-K tail wins only where the last partial wave is small. Its pieces start at different
+# K offsets on every cluster, so the tail reads its A and B panels without the L2 reuse the
+# data-parallel waves (all clusters at one K offset) get: 64 KB per cluster and K slice, 6.7
+# TB/s at the tensor cores' rate on 66 clusters, against ~4.8 TB/s of HBM, i.e. the tail runs at
+# ~0.72 of the mainloop rate. A tail of f = (tile pairs mod 66) / 66 of a wave then costs
+# f / 0.72 tile times instead of 1: it wins below f ~ 0.72 (8192^3 f = 0.52: 1.035x against
+# t256's 1.017x; 8192 x 14336 x 4096 f = 0.15: 1.017x against 0.991x; 6144^3 f = 0.73: 1.006x
+# against 0.996x) and loses above (f = 0.76-0.94: 0.85-0.99x). SKT_MAIN_MAX_TAIL is the cut.
+CLUSTERS = H200_SMS // 2
+SKT_MAIN_MAX_TAIL = 0.74
 
-def plan(M, N, K) -> list:
+
+def tail_fraction(M, N, K) -> float:
+    """The last partial wave of 128 x 256 tile pairs (2-CTA clusters) on the H200's 66
+    clusters, as a fraction of a wave (0: the waves are full)."""
+    pairs = -(-M // (2 * BM)) * -(-N // 256)
+    return (pairs % CLUSTERS) / CLUSTERS
+
+
+def skt_main(M, N, K) -> bool:
+    """Whether bf16's main variant at an M >= 2048 shape is the stream-K tail with the spread
+    deferred epilogue (c2 `t256sktds4`) rather than c2 `t256`: a tail below SKT_MAIN_MAX_TAIL
+    of a wave (above 0 and with at least one full wave: otherwise nothing is cut)."""
+    f = tail_fraction(M, N, K)
+    pairs = -(-M // (2 * BM)) * -(-N // 256)
+    return M >= 2048 and N % 256 == 0 and pairs >= CLUSTERS and 0 < f < SKT_MAIN_MAX_TAIL
+
+
+# Session 15's second wave round (role "wave2", benchmarks/gemm_bench.sh wave2): the shapes
+# still short of 1.00x cuBLAS in s15/d7 or d5, each beside its main (the control): the deferred
+# epilogue without stream-K (one round "t256d", two "t256ds", four "t256ds4": every whole tile
+# but a CTA's last stored under the next tile's first K slices), and at 2048 x 1024 x 7168
+# (one tile per CTA: nothing to defer under) 128 x 256 tiles in 2 K-splits summed by red
+# ("t256k2r": the 128 x 256 tile's L2 feed per FLOP is 2/3 of 128 x 128's, on 128 CTAs as now)
+# Where the tail has at most ~7 units per idle cluster (T / (66 - T): 50 / 16 at M = 8192 x N
+# = 4096, 58 / 8 at 4096^3, 48 / 18 at 6144^3), also the tail in K-lockstep ("skl", "sklds4");
+# 6144^3 (main: t256sktds4) for that alone.
+WAVE2_SHAPES = [(2048, 1024, 7168), (8192, 4096, 14336), (2048, 4096, 4096),
+                (8192, 4096, 4096), (8192, 1024, 7168), (4096, 4096, 4096),
+                (2048, 4096, 14336), (6144, 6144, 6144)]
+WAVE2 = {s: ["t256d", "t256ds", "t256ds4"] for s in WAVE2_SHAPES}
+WAVE2[2048, 1024, 7168] = ["t256k2r"]
+for _s in [(8192, 4096, 14336), (8192, 4096, 4096), (4096, 4096, 4096)]:
+    WAVE2[_s] = WAVE2[_s] + ["t256skl", "t256sklds4"]
+WAVE2[6144, 6144, 6144] = ["t256skl", "t256sklds4"]
+
+
+def plan(M, N, K, fp8: bool = False) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster) or "k2" (a tile's two K-splits in a cluster: LOWM3's only), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
     other techniques, for docs/TUNING.md) or "small" (the small-M candidates, SMALL) or "wave"
     (the stream-K tail at M >= 2048, WAVE) or "lowm" (small M, round 2: LOWM) or "small3"
-    (round 3: LOWM3). The prediction
-    counts tiles against 132 SMs. A (kernel, variant) may come with several roles."""
+    (round 3: LOWM3) or "wave2" (session 15: WAVE2). The prediction counts tiles against 132
+    SMs; `fp8`: the fp8 kernels' plan (no stream-K main: its tail is bf16's only). A (kernel,
+    variant) may come with several roles."""
     if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
         out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
     elif M >= 2048 and N == 1024:               # 64 x 4 tiles of 128 x 256: two waves
         out = [("c2", "t256", "main"), ("c2", "t128", "alt")]
+    elif M >= 2048 and skt_main(M, N, K) and not fp8:   # a small tail: stream-K it (above)
+        out = [("c2", "t256sktds4", "main"), ("c2", "t256", "alt"), ("c1", "t256", "alt"),
+               ("c2", "t256d", "alt")]
     elif M >= 2048:
         out = [("c2", "t256", "main"), ("c1", "t256", "alt"), ("c2", "t256d", "alt")]
     elif M == 512 and N == 14336:               # 224 tiles of 128 x 256 or 448 of 128 x 128
@@ -996,6 +1104,7 @@ def plan(M, N, K) -> list:
         out += [("c2", "t256g128", "sweep"), ("c2", "t256rn", "sweep")]
     out += [("c1", v, "small") for v in SMALL.get((M, N, K), [])]
     out += [("c2", v, "wave") for v in WAVE.get((M, N, K), [])]
+    out += [("c2", v, "wave2") for v in WAVE2.get((M, N, K), [])]
     out += [(kern, v, "lowm") for kern, v in LOWM.get((M, N, K), [])]
     out += [(kern, v, "small3") for kern, v in LOWM3.get((M, N, K), [])]
     return out
@@ -1011,8 +1120,9 @@ def _large(kernel: str, fp8: bool) -> list:
         if fp8 and K % 16:       # TMA and _scaled_mm need 16-byte fp8 rows
             continue
         roles = {}               # variant -> its roles, in plan order
-        for kern, v, role in plan(M, N, K):
-            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm", "small3")):
+        for kern, v, role in plan(M, N, K, fp8):
+            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm", "small3",
+                                                        "wave2")):
                 roles.setdefault(v, []).append(role)
         for v, tags in roles.items():
             p = dict(VARIANTS[v], M=M, N=N, K=K)
@@ -1123,6 +1233,22 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER=True),
     # the spread deferred epilogue (2 rounds of one 64 x 64 chunk per 128-wide tile): units
     # of one K slice (round 1 flushed after the unit's loop), and of 5 (round r under slice r)
+    # the tail in K-lockstep (STREAMK "lock"): 6 tiles of 5 slices on 4 CTAs: tiles 0-3 whole,
+    # the tail's 2 cut at 3 slices (P = 1: CTAs 0, 1 take [0, 3)), helpers 2, 3 one [3, 5)
+    # each; 7 tiles of 12 slices: the tail's 3 cut at 11 (P = 3), one helper takes all three
+    # [11, 12); 5 tiles of 2 slices: the one tail tile cut at 1, its last slice on helper 2
+    # (helpers 0, 1 idle); 7 tiles of 2 slices: the cut at min(3, 2) = k, the tail whole on
+    # CTAs 0-2, no helper piece; and the first with the spread deferred epilogue
+    T.case("m200n136k296_streamk_lock", M=200, N=136, K=296, BN=64, STAGES=3, EPI_BUFS=1,
+           STREAMK="lock", REDUCE="red", SMS=4),
+    T.case("m128n448k712_streamk_lock_t3", M=128, N=448, K=712, BN=64, STAGES=3, EPI_BUFS=1,
+           STREAMK="lock", REDUCE="red", SMS=4),
+    T.case("m128n320k128_streamk_lock_1tail", M=128, N=320, K=128, BN=64, STAGES=2,
+           EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4),
+    T.case("m128n448k128_streamk_lock_whole", M=128, N=448, K=128, BN=64, STAGES=2,
+           EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4),
+    T.case("m200n136k296_streamk_lock_spread", M=200, N=136, K=296, BN=64, STAGES=3,
+           EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4, EPI_DEFER="spread"),
     T.case("m256n256k64_persistent_defer_spread", M=256, N=256, K=64, BN=128, STAGES=2,
            EPI_BUFS=1, SMS=1, EPI_DEFER="spread"),
     T.case("m200n264k296_defer_spread", M=200, N=264, K=296, BN=128, STAGES=3, EPI_BUFS=1,
@@ -1150,6 +1276,21 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER=True),
     T.case("m200n264k232_streamk_tail_defer_spread", M=200, N=264, K=232, BN=128, STAGES=3,
            EPI_BUFS=1, STREAMK="tail", REDUCE="red", SMS=4, EPI_DEFER="spread"),
+    # session 15's wave2 variants at their own constants, small: `t256ds4` (BN 256, one chunk a
+    # round: 4 rounds) without stream-K on one cluster, 2 tile pairs of 5 slices (the K tail
+    # zero-filled), rounds under slices 0-3; then 3 tile pairs of 2 slices (rounds 2 and 3
+    # flushed after the loop, before the repack); `t256k2r` in clusters: 2 tile pairs x 2
+    # splits on 2 clusters, summed by red.global.add, the second row's tiles ending at M = 200
+    # the tail in K-lockstep in clusters with the spread epilogue: 3 tile pairs of 4 slices on
+    # 2 clusters: pair 0, 1 whole, pair 2 cut at 2 (P = 1: [0, 2) on cluster 0, [2, 4) on 1)
+    T.case("m200n264k232_streamk_lock_defer_spread", M=200, N=264, K=232, BN=128, STAGES=3,
+           EPI_BUFS=1, STREAMK="lock", REDUCE="red", SMS=4, EPI_DEFER="spread"),
+    T.case("m200n512k264_bn256_defer_spread4", M=200, N=512, K=264, BN=256, STAGES=3,
+           EPI_BUFS=1, SMS=2, EPI_DEFER="spread"),
+    T.case("m256n768k128_bn256_defer_spread4_flush", M=256, N=768, K=128, BN=256, STAGES=2,
+           EPI_BUFS=1, SMS=2, EPI_DEFER="spread"),
+    T.case("m200n512k200_bn256_splitk_red", M=200, N=512, K=200, BN=256, STAGES=2,
+           EPI_BUFS=2, SPLITK=2, REDUCE="red", SMS=4),
 ])
 
 
