@@ -313,3 +313,35 @@ def test_the_iket_build_records_every_phase_within_the_benchmarks_capacity(name)
     h200 = _case(big).params
     ntiles = -(-h200["cols"] // MOD.tile_elems(h200["BLOCK"], h200["RUN4"]))
     assert m and int(m.group(1)) >= 10 * -(-ntiles // h200["CTAS"])
+
+
+@pytest.mark.parametrize("name", ["r1_c33260_g40_a_c", "r2_c25004_b160_a_c"])
+def test_coal_reads_consecutive_flags_and_counts_them_j_major(name, tmp_path, monkeypatch):
+    """COAL 1: `cumsum._counted_j_major` counts a window read 32 consecutive flags a load. Its
+    later loads (j >= 1) never counted is caught on the 40-CTA case, whose look-backs find their
+    nearest P 32 or more back (or none in the window), and not on the 3-CTA one (P always in j
+    = 0): the small cases cover both."""
+    import sys
+    cum = sys.modules["cumsum"]   # the module the zoo's kernels import the look-back from
+    real = cum._counted_j_major
+
+    def first_load_only(is_p, lane):
+        any_p, counted = real(is_p, lane)
+        return any_p, counted[:1] + [counted[0] & ~counted[0] for _ in counted[1:]]
+
+    monkeypatch.setattr(cum, "_counted_j_major", first_load_only)
+    mod = mutant(tmp_path, "cumsum_ws", [])
+    case = next(c for c in mod.SUITE.cases if c.name == name)
+    res, inputs = simulate(mod.SUITE, case)
+    assert bool(mismatches(mod.SUITE, case, res, inputs)) == (name == "r1_c33260_g40_a_c")
+
+
+def test_coal_adds_a_ballot_per_load():
+    """COAL 1's round takes one ballot per load (the nearest P j-major) where COAL 0 takes one
+    for the lane's LOOK flags together."""
+    def ptx(name):
+        return SUITE.kernel.compile("sm_90a", **SUITE.consts(_case(name))).ptx
+    base, coal = ptx("r2_c25004_b160_a"), ptx("r2_c25004_b160_a_c")
+    assert coal.count("ballot") == base.count("ballot") + 3  # LOOK 4: a ballot per load, not 1
+    assert base == SUITE.kernel.compile("sm_90a", **dict(SUITE.consts(_case("r2_c25004_b160_a")),
+                                                         COAL=0)).ptx
