@@ -191,17 +191,26 @@ def _counted_j_major(is_p, lane):
     """`_look_back_round`'s counted flags when got[j] is distance 32 j + lane: one ballot per
     j; in the first j whose ballot has a P, the lanes up to and including its lowest one count
     (``low ^ (low - 1)``: every lane when the ballot is empty), every lane of an earlier j
-    counts, none of a later one. Returns (the OR of the ballots: nonzero iff the window holds a
-    P, the counted predicate per j)."""
-    counted, any_p = [], None
+    counts, none of a later one. Returns (a ballot nonzero iff the window holds a P, the
+    counted predicate per j).
+
+    The first ballot takes every load's P at once, and each later ballot waits for it (a P
+    in load j only counts when the window holds one, which it then does): without that
+    dependence ptxas (12.x) issued the last load after the first loads' ballots, two L2 round
+    trips a round (SASS of r1_c64M_a_c)."""
+    has_p = is_p[0]
+    for p in is_p[1:]:
+        has_p = has_p | p
+    pmask = T.ptx.vote.ballot.sync.b32(has_p, FULL)
+    counted, seen = [], None
     for p in is_p:
-        ball = T.ptx.vote.ballot.sync.b32(p, FULL)
+        ball = T.ptx.vote.ballot.sync.b32(p & (pmask != 0), FULL)
         low = T.ptx.and_.b32(ball, T.ptx.neg.s32(ball))
         upto = T.ptx.and_.b32(T.ptx.shr.u32(T.ptx.xor.b32(low, T.ptx.sub.u32(low, 1)), lane),
                               1) != 0
-        counted.append(upto if any_p is None else upto & (any_p == 0))
-        any_p = ball if any_p is None else T.ptx.or_.b32(any_p, ball)
-    return any_p, counted
+        counted.append(upto if seen is None else upto & (seen == 0))
+        seen = ball if seen is None else T.ptx.or_.b32(seen, ball)
+    return pmask, counted
 
 
 def _scan_totals(wt, nt, lane):
