@@ -57,6 +57,14 @@ the refill follows; the slot for tile k + STAGES is written after that tile's lo
 ``POL=1`` gives the bulk loads an ``L2::evict_last`` policy (``createpolicy.fractional``,
 ``.L2::cache_hint``), the stores none: tma_copy's ``POL=3`` (its docstring says why).
 
+``COAL=1`` (session 15, branch cumsum12) reads each look-back round as LOOK loads of 32
+consecutive flags (lane l: distances 32 j + l; `cumsum._read_flags` ``coal``) instead of lane
+l's LOOK consecutive ones: the same window in a quarter of the L2 sector requests at LOOK 4.
+Why: AGG 1's iket trace (session 15, d3) has the look-back warp as the bound (4.66 us a tile,
+178 of 187 us), a look-back 1.53 us waiting for its last flag and 2.75 us in ~2-3 rounds of
+1.5-2.5 us against ~0.5-0.8 unloaded; the times order by requests a round (LOOK 2 < 4 < 8),
+not by window (docs/PERFORMANCE.md "Session 15, branch cumsum12").
+
 Ordering: the look-back warp writes a stage's slot for tile k + STAGES only after that tile's
 load landed, which follows the refill, which follows warp 0's read of tile k's slot; its reads
 of tile k's bytes precede its ``ready`` arrive (release), which warp 0's wait (acquire) and the
@@ -68,7 +76,8 @@ butterfly); on the suite's dyadic inputs every order is exact (the check is bitw
 tests/zoo/test_cumsum_ws.py checks the error bound on normal data.
 
 Predictions: docs/PERFORMANCE.md "Session 13, branch cumsum10" (AGG 0, refuted 1.6-1.7x) and
-"Session 14, branch cumsum11" (AGG 1), each written before any run.
+"Session 14, branch cumsum11" (AGG 1, refuted 1.28x) and "Session 15, branch cumsum12" (COAL
+1), each written before any run.
 
 Tags: decoupled-look-back, single-pass, scan, persistent, bulk-copy, mbarrier-pipeline,
 warp-specialization, bulk-async-group, warp-shuffle, iket
