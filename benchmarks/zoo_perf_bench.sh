@@ -136,6 +136,13 @@
 #     `_a_s5`). Smoke over cumsum_ws's small cases, and first an iket profile of `_a` (50 s at
 #     most, PROFILES='' skips it); run with TOTAL_LIMIT=220; predictions in
 #     docs/PERFORMANCE.md ("Session 14, branch cumsum11")
+#   MODE=cum12: ONLY session 15's `cumsum_ws` COAL=1 (branch cumsum12: each look-back load
+#     reads 32 consecutive flags, a quarter of the L2 requests a round at LOOK 4) in two shards:
+#     the controls (cumsum_tma `_k8` and AGG 1 `_a` at both sizes, `_a_l2`); the COAL 1 cases
+#     (`_a_c`, `_a_l2_c`, `_a_l8_c`, 8 x 4M `_a_c`). Smoke
+#     over cumsum_ws's small cases, and first an iket profile of `_a_c` (50 s at most,
+#     PROFILES='' skips it); run with TOTAL_LIMIT=200; predictions in docs/PERFORMANCE.md
+#     ("Session 15, branch cumsum12")
 #   MODE=rms10: ONLY session 13's rmsnorm at the copy's per-SM shape (branch rmsnorm10: BLOCK
 #     1024 at 32 registers, one vector per thread, 2 CTAs and 32 KB of row loads per SM), three
 #     shards: `_tri_pol2` (the in-job control, first) and `_tri1k_pol2`; `_b1024_r32_pol2` (w
@@ -390,6 +397,18 @@ cumsum_ws[r8_c4M_a_s5]@"
     # the roles' phases of one launch (iket ranges: 39 tiles x 10 events on warp 0)
     export PROFILES="${PROFILES-kernels/cumsum_ws.py::cumsum_ws[r1_c64M_a] --iket --iket-capacity 400}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
+elif [ "${MODE:-all}" = cum12 ]; then
+    SMOKE_K="not h200 and cumsum_ws"
+    # the controls first, in a shard of their own: session 14's AGG 1 default and LOOK 2
+    # (d3: 182.00, 168.58 us) and cumsum_tma's best
+    C12_C="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r8_c4M_k8]@ or cumsum_ws[r1_c64M_a]@ or \
+cumsum_ws[r1_c64M_a_l2]@ or cumsum_ws[r8_c4M_a]@"
+    C12_1="cumsum_ws[r1_c64M_a_c]@ or cumsum_ws[r1_c64M_a_l2_c]@ or cumsum_ws[r1_c64M_a_l8_c]@ or \
+cumsum_ws[r8_c4M_a_c]@"
+    SHARDS_ALL="h200 and ($C12_C)|h200 and ($C12_1)"
+    # the roles' phases of one launch (iket ranges: 39 tiles x 10 events on warp 0)
+    export PROFILES="${PROFILES-kernels/cumsum_ws.py::cumsum_ws[r1_c64M_a_c] --iket --iket-capacity 400}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
 elif [ "${MODE:-all}" = rms10 ]; then
     SMOKE_K="not h200 and rmsnorm and b1024 and not add_rmsnorm"
     # one suite per shard after its control: rmsnorm's cases run in declaration order, so
@@ -401,7 +420,7 @@ h200 and (reg_copy[r16384_c8192_pol]@)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11' or 'scan10'" >&2
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10' or 'cum12'" >&2
     exit 2
 fi
 }

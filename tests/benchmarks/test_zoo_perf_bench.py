@@ -110,7 +110,8 @@ def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11' or 'scan10'" in r.stderr
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10' or 'cum12'" \
+        in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -335,7 +336,7 @@ def test_cum10_mode_times_cumsum_ws_beside_both_controls():
          "cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M_k8]"],
         [f"{w}]", f"{w}_pol]", f"{w}_s3]", f"{w}_s5]", f"{w}_l2]", f"{w}_l8]"],
         ["cumsum_ws[r8_c4M]", "cumsum_ws[r8_c4M_pol]", "cumsum_ws[r8_c4M_s5]"]]
-    assert sorted(smoke) == sorted(WS_SMALL), smoke
+    assert sorted(smoke) == sorted(WS_SMALL + WS_SMALL_C), smoke
     m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_ws\.py::(\S+) --iket ',
                   SCRIPT.read_text())
     assert m and m.group(1) == "cumsum_ws[r1_c64M]" == shards[1][0]
@@ -344,6 +345,8 @@ def test_cum10_mode_times_cumsum_ws_beside_both_controls():
 # cumsum_ws's small cases: session 13's, and each with AGG 1 (session 14, "_a")
 WS_SMALL = [f"cumsum_ws[{n}{a}]" for a in ("", "_a") for n in (
     "r1_c1772_s2", "r3_c1020_s3", "r1_c12004_t256", "r2_c25004_b160", "r2_c25004_b160_pol")]
+# and session 15's with COAL 1 (branch cumsum12)
+WS_SMALL_C = ["cumsum_ws[r1_c33260_g40_a_c]", "cumsum_ws[r2_c25004_b160_a_c]"]
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -358,11 +361,30 @@ def test_cum11_mode_times_cumsum_ws_agg_beside_its_controls():
         ["cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M_k8]", "cumsum_ws[r1_c64M]"],
         [f"{w}]", f"{w}_pol]", f"{w}_s5]", f"{w}_l2]"],
         [f"{w}_s3]", "cumsum_ws[r8_c4M_a]", "cumsum_ws[r8_c4M_a_pol]", "cumsum_ws[r8_c4M_a_s5]"]]
-    assert sorted(smoke) == sorted(WS_SMALL), smoke
+    assert sorted(smoke) == sorted(WS_SMALL + WS_SMALL_C), smoke
     text = SCRIPT.read_text()
     mode = text[text.index('= cum11 ]'):text.index('= rms10 ]')]
     m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_ws\.py::(\S+) --iket ', mode)
     assert m and m.group(1) == "cumsum_ws[r1_c64M_a]" == shards[1][0]
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_cum12_mode_times_cumsum_ws_coal_after_its_controls():
+    """docs/PERFORMANCE.md's session-15 predictions (branch cumsum12) name these items: the
+    controls (cumsum_tma `_k8` and AGG 1 `_a` at both sizes, `_a_l2`) in a shard of their
+    own; the COAL 1 variants after them, `_a_c` first; the iket profile names `_a_c`, run
+    before any shard."""
+    shards, smoke = _timed_and_smoke("cum12")
+    w = "cumsum_ws[r1_c64M_a"
+    assert shards == [
+        ["cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M_k8]", f"{w}]", f"{w}_l2]",
+         "cumsum_ws[r8_c4M_a]"],
+        [f"{w}_c]", f"{w}_l2_c]", f"{w}_l8_c]", "cumsum_ws[r8_c4M_a_c]"]]
+    assert sorted(smoke) == sorted(WS_SMALL + WS_SMALL_C), smoke
+    text = SCRIPT.read_text()
+    mode = text[text.index('= cum12 ]'):text.index('= rms10 ]')]
+    m = re.search(r'PROFILES="\$\{PROFILES-kernels/cumsum_ws\.py::(\S+) --iket ', mode)
+    assert m and m.group(1) == "cumsum_ws[r1_c64M_a_c]" == shards[1][0]
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")

@@ -313,3 +313,39 @@ def test_the_iket_build_records_every_phase_within_the_benchmarks_capacity(name)
     h200 = _case(big).params
     ntiles = -(-h200["cols"] // MOD.tile_elems(h200["BLOCK"], h200["RUN4"]))
     assert m and int(m.group(1)) >= 10 * -(-ntiles // h200["CTAS"])
+
+
+@pytest.mark.parametrize("name", ["r1_c33260_g40_a_c", "r2_c25004_b160_a_c"])
+def test_coal_reads_consecutive_flags_and_counts_them_j_major(name, tmp_path, monkeypatch):
+    """COAL 1: `cumsum._counted_j_major` counts a window read 32 consecutive flags a load. Its
+    later loads (j >= 1) never counted is caught on the 40-CTA case, whose look-backs find their
+    nearest P 32 or more back (or none in the window), and not on the 3-CTA one (P always in j
+    = 0): the small cases cover both."""
+    import sys
+    cum = sys.modules["cumsum"]   # the module the zoo's kernels import the look-back from
+    real = cum._counted_j_major
+
+    def first_load_only(is_p, lane):
+        any_p, counted = real(is_p, lane)
+        return any_p, counted[:1] + [counted[0] & ~counted[0] for _ in counted[1:]]
+
+    monkeypatch.setattr(cum, "_counted_j_major", first_load_only)
+    mod = mutant(tmp_path, "cumsum_ws", [])
+    case = next(c for c in mod.SUITE.cases if c.name == name)
+    res, inputs = simulate(mod.SUITE, case)
+    assert bool(mismatches(mod.SUITE, case, res, inputs)) == (name == "r1_c33260_g40_a_c")
+
+
+@pytest.mark.parametrize("name,look", [("r1_c64M_a_c", 4), ("r1_c64M_a_l8_c", 8)])
+def test_coal_issues_a_rounds_loads_before_its_ballots(name, look):
+    """COAL 1's round takes one ballot over the lane's flags, then one per load that waits for
+    it (and the `waiting` one: LOOK + 2), so the LOOK loads are all in flight before the first
+    ballot (one L2 round trip a round); without that ptxas issued LOOK 4's last load after
+    three ballots (two round trips). The AGG 1 default (COAL 0) issues its 4 the same way,
+    with 2 ballots."""
+    def sass(case):
+        return SUITE.kernel.compile("sm_90a", **SUITE.consts(_case(case))).sass
+    for case, loads, votes in ((name, look, look + 2), ("r1_c64M_a", 4, 2)):
+        ops = re.findall(r"(LDG\.E\.64\.STRONG\.GPU|VOTE\.ANY)", sass(case))
+        assert ops.count("VOTE.ANY") == votes and ops[:loads] == [ops[0]] * loads, (case, ops)
+        assert ops[0].startswith("LDG") and ops.count(ops[0]) == loads, (case, ops)

@@ -91,16 +91,21 @@ def _warp_sum(v):
     return v
 
 
-def _read_flags(flags, look, first, epoch, lane, LOOK, into=None):
+def _read_flags(flags, look, first, epoch, lane, LOOK, into=None, coal=False):
     """One look-back round: lane l reads the flags of the tiles ``look - 1 - d`` for its LOOK
     distances d = l LOOK + j (``ld.relaxed.gpu.global.b64`` each, all in flight together).
     Returns per distance (value, status); a flag of another epoch reads as status 0 (not yet
     published), a tile before the row's first as (0, P). ``into``: the (value, status)
-    registers of an earlier call, rewritten (a round read ahead of its use: `cumsum_tma`)."""
-    d0 = lane * LOOK
+    registers of an earlier call, rewritten (a round read ahead of its use: `cumsum_tma`).
+
+    ``coal``: d = 32 j + l instead, so each of the LOOK loads is 32 consecutive flags (256
+    bytes, 8 sectors) rather than 32 flags LOOK apart (32 sectors at LOOK 4): the same window
+    in a quarter of the L2 sector requests (docs/PERFORMANCE.md "Session 15, branch
+    cumsum12"); `_look_back_round` must then take the distances j-major (its ``coal``)."""
+    d0 = lane if coal else lane * LOOK
     out = []
     for j in range(LOOK):
-        d = d0 + j if j else d0
+        d = (T.ptx.add.u32(d0, 32 * j) if coal else d0 + j) if j else d0
         inrow = T.ptx.add.u32(d, first) < look
         word = T.reg(T.b64, init=0)
         T.ptx.ld.relaxed.gpu.global_.b64(word, flags.at(T.ptx.sub.u32(T.ptx.sub.u32(look, 1), d)),
@@ -120,7 +125,7 @@ def _read_flags(flags, look, first, epoch, lane, LOOK, into=None):
     return out
 
 
-def _look_back(flags, tile, first, agg, epoch, lane, LOOK, got=None):
+def _look_back(flags, tile, first, agg, epoch, lane, LOOK, got=None, coal=False):
     """Warp 0, after publishing A: the exclusive prefix from the predecessors' flags (every
     lane), then publish P.
 
@@ -130,39 +135,43 @@ def _look_back(flags, tile, first, agg, epoch, lane, LOOK, got=None):
     are summed (``vote.ballot`` + a butterfly sum: every decision is warp-uniform) and the look-back
     ends at the P or moves 32 LOOK tiles further back. ``got``: the first round, read earlier
     (`_read_flags` of the window just before `tile`); each next round is then read at the end
-    of the loop's body into the same registers."""
+    of the loop's body into the same registers. ``coal``: the window read 32 consecutive
+    flags a load (`_read_flags`), the distance order j-major, then lane."""
     tag_p = T.ptx.or_.b32(T.ptx.shl.b32(epoch, 2), ST_P)
     prefix = T.reg(T.f32, init=0.0)
     look = T.reg(T.u32, init=tile)  # the window is the tiles look - 1 - d, d < 32 LOOK
     with T.loop():
-        _look_back_round(_read_flags(flags, look, first, epoch, lane, LOOK) if got is None
-                         else got, lane, LOOK, prefix, look)
+        _look_back_round(_read_flags(flags, look, first, epoch, lane, LOOK, coal=coal)
+                         if got is None else got, lane, LOOK, prefix, look, coal=coal)
         if got is not None:
-            _read_flags(flags, look, first, epoch, lane, LOOK, into=got)
+            _read_flags(flags, look, first, epoch, lane, LOOK, into=got, coal=coal)
     with T.if_(lane == 0):
         T.ptx.st.relaxed.gpu.global_.b64(flags.at(tile),
                                          T.ptx.mov.b64([T.ptx.add.f32(prefix, agg), tag_p]))
     return prefix
 
 
-def _look_back_round(got, lane, LOOK, prefix, look):
+def _look_back_round(got, lane, LOOK, prefix, look, coal=False):
     """One round of `_look_back` on its flags ``got``: wait (fall through, the loop reads the
     round again), or add the counted values to ``prefix`` and leave the loop at a P, else move
-    ``look`` one window back."""
+    ``look`` one window back. ``coal``: got[j] is distance 32 j + lane (`_read_flags`)."""
     is_p = [status == ST_P for _, status in got]
-    has_p = is_p[0]
-    for p in is_p[1:]:
-        has_p = has_p | p
-    pmask = T.ptx.vote.ballot.sync.b32(has_p, FULL)
-    low = T.ptx.and_.b32(pmask, T.ptx.neg.s32(pmask))  # the nearest lane holding a P
-    # lanes before it count all their flags (every lane when no P: low - 1 = all ones),
-    # that lane counts its flags up to its first P, the lanes after it none
-    before = T.ptx.and_.b32(T.ptx.shr.u32(T.ptx.sub.u32(low, 1), lane), 1) != 0
-    at_p = T.ptx.and_.b32(T.ptx.shr.u32(low, lane), 1) != 0
-    counted, seen = [], None
-    for p in is_p:
-        counted.append(before | (at_p if seen is None else at_p & ~seen))
-        seen = p if seen is None else seen | p
+    if coal:
+        pmask, counted = _counted_j_major(is_p, lane)
+    else:
+        has_p = is_p[0]
+        for p in is_p[1:]:
+            has_p = has_p | p
+        pmask = T.ptx.vote.ballot.sync.b32(has_p, FULL)
+        low = T.ptx.and_.b32(pmask, T.ptx.neg.s32(pmask))  # the nearest lane holding a P
+        # lanes before it count all their flags (every lane when no P: low - 1 = all ones),
+        # that lane counts its flags up to its first P, the lanes after it none
+        before = T.ptx.and_.b32(T.ptx.shr.u32(T.ptx.sub.u32(low, 1), lane), 1) != 0
+        at_p = T.ptx.and_.b32(T.ptx.shr.u32(low, lane), 1) != 0
+        counted, seen = [], None
+        for p in is_p:
+            counted.append(before | (at_p if seen is None else at_p & ~seen))
+            seen = p if seen is None else seen | p
     unready = None
     for (_, status), c in zip(got, counted):
         u = c & (status == 0)
@@ -176,6 +185,32 @@ def _look_back_round(got, lane, LOOK, prefix, look):
         T.ptx.add.f32(prefix, prefix, _warp_sum(part))
         T.break_(pmask != 0)
         T.ptx.sub.u32(look, look, 32 * LOOK)
+
+
+def _counted_j_major(is_p, lane):
+    """`_look_back_round`'s counted flags when got[j] is distance 32 j + lane: one ballot per
+    j; in the first j whose ballot has a P, the lanes up to and including its lowest one count
+    (``low ^ (low - 1)``: every lane when the ballot is empty), every lane of an earlier j
+    counts, none of a later one. Returns (a ballot nonzero iff the window holds a P, the
+    counted predicate per j).
+
+    The first ballot takes every load's P at once, and each later ballot waits for it (a P
+    in load j only counts when the window holds one, which it then does): without that
+    dependence ptxas (12.x) issued the last load after the first loads' ballots, two L2 round
+    trips a round (SASS of r1_c64M_a_c)."""
+    has_p = is_p[0]
+    for p in is_p[1:]:
+        has_p = has_p | p
+    pmask = T.ptx.vote.ballot.sync.b32(has_p, FULL)
+    counted, seen = [], None
+    for p in is_p:
+        ball = T.ptx.vote.ballot.sync.b32(p & (pmask != 0), FULL)
+        low = T.ptx.and_.b32(ball, T.ptx.neg.s32(ball))
+        upto = T.ptx.and_.b32(T.ptx.shr.u32(T.ptx.xor.b32(low, T.ptx.sub.u32(low, 1)), lane),
+                              1) != 0
+        counted.append(upto if seen is None else upto & (seen == 0))
+        seen = ball if seen is None else T.ptx.or_.b32(seen, ball)
+    return pmask, counted
 
 
 def _scan_totals(wt, nt, lane):

@@ -57,6 +57,14 @@ the refill follows; the slot for tile k + STAGES is written after that tile's lo
 ``POL=1`` gives the bulk loads an ``L2::evict_last`` policy (``createpolicy.fractional``,
 ``.L2::cache_hint``), the stores none: tma_copy's ``POL=3`` (its docstring says why).
 
+``COAL=1`` (session 15, branch cumsum12) reads each look-back round as LOOK loads of 32
+consecutive flags (lane l: distances 32 j + l; `cumsum._read_flags` ``coal``) instead of lane
+l's LOOK consecutive ones: the same window in a quarter of the L2 sector requests at LOOK 4.
+Why: AGG 1's iket trace (session 15, d3) has the look-back warp as the bound (4.66 us a tile,
+178 of 187 us), a look-back 1.53 us waiting for its last flag and 2.75 us in ~2-3 rounds of
+1.5-2.5 us against ~0.5-0.8 unloaded; the times order by requests a round (LOOK 2 < 4 < 8),
+not by window (docs/PERFORMANCE.md "Session 15, branch cumsum12").
+
 Ordering: the look-back warp writes a stage's slot for tile k + STAGES only after that tile's
 load landed, which follows the refill, which follows warp 0's read of tile k's slot; its reads
 of tile k's bytes precede its ``ready`` arrive (release), which warp 0's wait (acquire) and the
@@ -68,7 +76,8 @@ butterfly); on the suite's dyadic inputs every order is exact (the check is bitw
 tests/zoo/test_cumsum_ws.py checks the error bound on normal data.
 
 Predictions: docs/PERFORMANCE.md "Session 13, branch cumsum10" (AGG 0, refuted 1.6-1.7x) and
-"Session 14, branch cumsum11" (AGG 1), each written before any run.
+"Session 14, branch cumsum11" (AGG 1, refuted 1.28x) and "Session 15, branch cumsum12" (COAL
+1), each written before any run.
 
 Tags: decoupled-look-back, single-pass, scan, persistent, bulk-copy, mbarrier-pipeline,
 warp-specialization, bulk-async-group, warp-shuffle, iket
@@ -94,7 +103,7 @@ def _grid(rows, cols, BLOCK=256, RUN4=13, CTAS=132):
 def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
               counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
               RUN4: T.const = 13, STAGES: T.const = 4, SLACK: T.const = 1, LOOK: T.const = 4,
-              CTAS: T.const = 132, POL: T.const = 0, AGG: T.const = 0):
+              CTAS: T.const = 132, POL: T.const = 0, AGG: T.const = 0, COAL: T.const = 0):
     run = RUN4 * 4
     AHEAD = STAGES - 1 - SLACK          # tiles loading while one is scanned
     tile_n = tile_elems(BLOCK, RUN4)
@@ -157,7 +166,8 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         with T.iket.range("look_back"):
             prefix = T.reg(T.f32, init=0.0)
             with T.if_(~first, uniform=True):
-                prefix.set(_look_back(flags, tile, row_first, agg, epoch, lane, LOOK))
+                prefix.set(_look_back(flags, tile, row_first, agg, epoch, lane, LOOK,
+                                      coal=COAL == 1))
             with T.if_(lane == 0):
                 T.ptx.st.shared.f32(pre.at(ring.stage), prefix)
             ready[ring.stage].arrive()  # 32 arrivals: every lane's reads are released
@@ -242,9 +252,9 @@ def cumsum_ws(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
 
 # -- cases -----------------------------------------------------------------------------------------
 
-def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, POL, AGG):
+def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, POL, AGG, COAL):
     """The shapes and constants `cumsum_ws` accepts (checked when the suite is declared):
-    `cumsum_persist`'s ring with one or two more warps (`ring_why`), POL, AGG, the row
+    `cumsum_persist`'s ring with one or two more warps (`ring_why`), POL, AGG, COAL, the row
     shapes."""
     why = ring_why(BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, extra=32 + 32 * (AGG == 1))
     if POL not in (0, 1):
@@ -252,15 +262,18 @@ def constraints(rows, cols, BLOCK, RUN4, STAGES, SLACK, LOOK, CTAS, POL, AGG):
     if AGG not in (0, 1):
         why.append(f"AGG={AGG} must be 0 (the look-back warp sums each tile) or 1 (a warp of "
                    f"its own sums each tile and publishes its aggregate)")
+    if COAL not in (0, 1):
+        why.append(f"COAL={COAL} must be 0 (lane l reads flags l LOOK .. l LOOK + LOOK - 1) or "
+                   f"1 (each load reads 32 consecutive flags)")
     return why + shape_why(rows, cols, 0)   # `cumsum_smem`'s row shapes (0: no register cap)
 
 
 def make_case(name, rows, cols, BLOCK=256, RUN4=13, STAGES=4, SLACK=1, LOOK=4, CTAS=132, POL=0,
-              AGG=0, small=True):
+              AGG=0, COAL=0, small=True):
     """A case; large ones are the H200's (tag h200), never simulated."""
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
                   BLOCK=BLOCK, RUN4=RUN4, STAGES=STAGES, SLACK=SLACK, LOOK=LOOK, CTAS=CTAS,
-                  POL=POL, AGG=AGG)
+                  POL=POL, AGG=AGG, COAL=COAL)
 
 
 SUITE = T.suite(
@@ -302,6 +315,20 @@ SUITE = T.suite(
         make_case("r8_c4M_a", rows=8, cols=1 << 22, AGG=1, small=False),
         make_case("r8_c4M_a_pol", rows=8, cols=1 << 22, POL=1, AGG=1, small=False),
         make_case("r8_c4M_a_s5", rows=8, cols=1 << 22, RUN4=10, STAGES=5, AGG=1, small=False),
+        # COAL 1 (session 15, branch cumsum12): each look-back load reads 32 consecutive flags
+        # (a quarter of the L2 sector requests a round at LOOK 4). Small: 130 tiles of 256 on
+        # 40 CTAs, 64 flags a round (nearest P up to 40 back: P's in j = 1, windows without
+        # one), and the 5-warp ring at 128 a round
+        make_case("r1_c33260_g40_a_c", rows=1, cols=33260, BLOCK=32, RUN4=2, STAGES=3, SLACK=0,
+                  LOOK=2, CTAS=40, AGG=1, COAL=1),
+        make_case("r2_c25004_b160_a_c", rows=2, cols=25004, BLOCK=160, RUN4=5, STAGES=4,
+                  LOOK=4, CTAS=3, AGG=1, COAL=1),
+        # the H200's (docs/PERFORMANCE.md "Session 15, branch cumsum12"): `_a` and `_a_l2`
+        # with coalesced rounds, 256 a round (one round reaches the CTA's own previous P)
+        make_case("r1_c64M_a_c", rows=1, cols=1 << 26, AGG=1, COAL=1, small=False),
+        make_case("r1_c64M_a_l2_c", rows=1, cols=1 << 26, LOOK=2, AGG=1, COAL=1, small=False),
+        make_case("r1_c64M_a_l8_c", rows=1, cols=1 << 26, LOOK=8, AGG=1, COAL=1, small=False),
+        make_case("r8_c4M_a_c", rows=8, cols=1 << 22, AGG=1, COAL=1, small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
     constraints=constraints,
