@@ -19,6 +19,9 @@ pair of N^T for k-step b / 16, n-tile a / 8 and the same lane; its two n-tiles 1
 
 PREP (kda_bwd_pieces_tc.prep): 1 computes the prep's P and M as split mma as well, 2 also T's
 blocks; 0 (the default) is the f32 prep, so one job can time the forms side by side.
+MSW (with PREP=2 and the reverse walk): 1 stores the [C, C] M tile, 2 M and T, XOR-swizzled by
+row (`SwizzledM`: session 15's ncu profile found their fragment pairs 8-way conflicted; 2-way
+with it, outputs bit-identical; cases pmtm_).
 
 Inputs and outputs: kda_bwd_chain_prep's (q, k, g_raw, y [B, T, H, 128] bf16, y = dO or V with
 FORWARD; beta [B, T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32
