@@ -375,8 +375,10 @@ def _diag_inverse(sm):
 
 def _split_b(tile, row, col0, scale=None):
     """The B fragment (hi and lo words) of the f32 row `row` of `tile` at columns col0 + (0,
-    1, 8, 9) (B[k, n] = tile[n, k]: the lane's n is `row`), times `scale` if given."""
-    x = [T.ptx.ld.shared.f32(tile.at(row, col0 + dc)) for dc in (0, 1, 8, 9)]
+    1, 8, 9) (B[k, n] = tile[n, k]: the lane's n is `row`), times `scale` if given. A tile
+    with its own `b_row` (kda_bwd_prep_tc.SwizzledM: two ``ld.shared.v2.f32``) loads them."""
+    x = (tile.b_row(row, col0) if hasattr(tile, "b_row") else
+         [T.ptx.ld.shared.f32(tile.at(row, col0 + dc)) for dc in (0, 1, 8, 9)])
     if scale is not None:
         x = [v * scale for v in x]
     (h0, l0), (h1, l1) = _split2(x[0], x[1]), _split2(x[2], x[3])

@@ -19,6 +19,9 @@ pair of N^T for k-step b / 16, n-tile a / 8 and the same lane; its two n-tiles 1
 
 PREP (kda_bwd_pieces_tc.prep): 1 computes the prep's P and M as split mma as well, 2 also T's
 blocks; 0 (the default) is the f32 prep, so one job can time the forms side by side.
+MSW (with PREP=2 and the reverse walk): 1 stores the [C, C] M tile, 2 M and T, XOR-swizzled by
+row (`SwizzledM`: session 15's ncu profile found their fragment pairs 8-way conflicted; 2-way
+with it, outputs bit-identical; cases pmtm_).
 
 Inputs and outputs: kda_bwd_chain_prep's (q, k, g_raw, y [B, T, H, 128] bf16, y = dO or V with
 FORWARD; beta [B, T, H] bf16; A_log [H], dt_bias [H, K] f32; chunk_tok, chunk_rows [chunks] s32
@@ -121,11 +124,12 @@ def walk(sm, hc, nfrag, bt, FORWARD, y_tile):
         _b_rows(ln, hc, bt, y_tile, sm.r)
     else:
         # W = Tb KE into the G tile; U = QE - M W into the P tile; N = -W^T KL; B^T = dO^T U
-        TC._product(ln, acc, TC._tb(sm), _shared(sm.ke, SK), wide, C // 16)
+        TC._product(ln, acc, _rows_of(sm.t, lambda c: sm.beta.at(c)), _shared(sm.ke, SK),
+                    wide, C // 16)
         TC._to_tile(ln, wide, acc, sm.r)
         T.ptx.bar.sync(0)
         acc = TC._acc(len(wide))
-        TC._product(ln, acc, _shared(sm.m, C), _shared(sm.r, SK), wide, C // 16)
+        TC._product(ln, acc, _rows_of(sm.m), _shared(sm.r, SK), wide, C // 16)
         for j, e, row, col in TC._elements(ln, wide):
             T.ptx.st.shared.f32(sm.dlt.at(row, col),
                                 T.ptx.ld.shared.f32(sm.qe.at(row, col)) - acc[j][e])
@@ -134,13 +138,79 @@ def walk(sm, hc, nfrag, bt, FORWARD, y_tile):
         _b_rows(ln, hc, bt, y_tile, sm.dlt)
 
 
+class SwizzledM:
+    """A [C, C] f32 tile (M with MSW=1; M and T with MSW=2) with its 16-column groups
+    XOR-swizzled by row: element (r, c) at word r C + (c ^ 16 (r % 4)).
+
+    Why (session 15's ncu profile of pmt_t8192_h96, docs/PERFORMANCE.md "Session 15, branch
+    kdabwd12"): the reverse walk reads Tb's and M's A fragments (W = Tb KE, U = QE - M W) as
+    ``ld.shared.f32`` pairs that ptxas merges into ``LDS.64`` (lane (g, t): rows g, g + 8,
+    columns 2t, 2t + 1, 2t + 8, 2t + 9 of a k-step), and with a 64-word row every row starts
+    in bank 0, so a half-warp's 16 pairs fall in 4 eight-byte bank pairs: 8 wavefronts an
+    instruction for the ideal 2 (ncu: "L1 Conflicts Shared N-Way" 8 on all 32 such LDS.64,
+    27.5M wavefronts for 6.9M ideal). The swizzle flips column bit 4 on odd rows (bit 5 on
+    rows 2, 3 mod 4), so a half-warp's pairs cover 8 bank pairs: 4 wavefronts (2-way). Only
+    column bits 4-5 change, so a fragment's offsets (+1, +8, +9 columns from a k-step's 2t:
+    never out of its 16-column group; +8 rows: the same r % 4) stay immediates. Every writer
+    and reader of these tiles on the PREP=2, FORWARD=0 path goes through ``at`` (the P, M
+    phase, T's diagonal blocks, zeros and blocks below, the walk), so they agree by
+    construction; anything that asked for the raw tile (``ptr()``) fails at trace time."""
+
+    def __init__(self, tile):
+        self.tile = tile
+
+    def at(self, r, c):
+        return self.tile.at(r, c ^ ((r & 3) << 4))
+
+    def b_row(self, row, col0):
+        """Elements (row, col0 + 0, 1, 8, 9), col0 even with col0 % 16 <= 6 (T's blocks below
+        the diagonal: kda_bwd_pieces_tc._split_b), as two ``ld.shared.v2.f32`` from one
+        address: through ``at`` per element ptxas cannot see (c + 1) ^ s = (c ^ s) + 1 and
+        leaves the pairs as scalar LDS (ptxas 13.0: its 24 LDS.64 became 48 LDS)."""
+        base = self.at(row, col0)
+        return list(T.ptx.ld.shared.v2.f32(base)) + list(T.ptx.ld.shared.v2.f32(base + 32))
+
+
+class _PairSrc(TC._Src):
+    """kda_bwd_pieces_tc's `_Src` of a row-major SwizzledM tile whose row pairs ((r, c), (r, c
+    + 1), c even) load as one ``ld.shared.v2.f32``: ptxas merges the two scalar loads into an
+    ``LDS.64`` when it sees the row's word offset c even, which it does not through the XOR
+    (ptxas 13.0: 24 of the walk's 52 LDS.64 became 48 LDS, each as conflicted as the pair),
+    so the pair is explicit. The swizzle keeps a pair in one 8-byte word (it flips bits 4-5
+    only). Elements and their scale as the scalar form's, so the products are bit-identical."""
+
+    def pair(self, base, sbase, dr, dc, step):
+        if tuple(step) != (0, 1):
+            return super().pair(base, sbase, dr, dc, step)
+        x = list(T.ptx.ld.shared.v2.f32(base + dr * self.rs + dc * self.cs))
+        if self.scale is not None:
+            x = [x[e] * T.ptx.ld.shared.f32(sbase + 4 * (dc + e)) for e in range(2)]
+        return x
+
+
+def _rows_of(tile, scale=None):
+    """The A operand of the reverse walk's W = Tb KE (scale: beta) and U = QE - M W: `_shared`
+    (TC._tb for Tb), or with a SwizzledM tile `_PairSrc` over the same elements."""
+    if not isinstance(tile, SwizzledM):
+        src = _shared(tile, C)
+    else:
+        src = _PairSrc(lambda r, c: tile.at(r, c), 4 * C, 4, T.ptx.ld.shared.f32)
+    src.scale = scale
+    return src
+
+
 @T.kernel(grid=PR._grid, block=256)
 def kda_bwd_prep_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
                     y: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
                     chunk_rows: T.gptr[T.s32], nfrag: T.gptr[T.u32], bt: T.gptr[T.f32],
-                    eg: T.gptr[T.f32], FORWARD: T.const = 0, PREP: T.const = 0):
+                    eg: T.gptr[T.f32], FORWARD: T.const = 0, PREP: T.const = 0,
+                    MSW: T.const = 0):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
+    if MSW:
+        sm.m = SwizzledM(sm.m)
+    if MSW == 2:
+        sm.t = SwizzledM(sm.t)
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP)    # y in sm.do
     hc = ck.c * ck.H + ck.h
     walk(sm, hc, nfrag, bt, FORWARD, sm.do)
@@ -159,11 +229,14 @@ timing_inputs = PR.timing_inputs
 _bytes = PR._bytes
 
 
-def constraints(B, T_, H, lens=None, FORWARD=0, PREP=0):
-    return PR.constraints(B, T_, H, lens, FORWARD) + TC.check_prep(PREP)
+def constraints(B, T_, H, lens=None, FORWARD=0, PREP=0, MSW=0):
+    msw = [] if MSW == 0 or (MSW in (1, 2) and PREP == 2 and FORWARD == 0) else [
+        f"MSW={MSW} must be 0, or 1 (M swizzled) or 2 (M and T) with PREP=2 and FORWARD=0 "
+        f"(the swizzled tiles are written by the tensor-core prep, read by the reverse walk)"]
+    return PR.constraints(B, T_, H, lens, FORWARD) + TC.check_prep(PREP) + msw
 
 
-def _flops(B, T_, H, lens=None, FORWARD=0, PREP=0):
+def _flops(B, T_, H, lens=None, FORWARD=0, PREP=0, MSW=0):
     """The products' mma work at 2 FLOPs a multiply-add, per chunk and head: W, U (C C K) or X
     (C C K), and N (K C K) as three bf16 mma; B^T (V C K) as two (dO or V exact); PREP=1
     adds P and M, PREP=2 T's blocks too (kda_bwd_pieces_tc.pm_macs)."""
@@ -175,12 +248,20 @@ def _flops(B, T_, H, lens=None, FORWARD=0, PREP=0):
 # kda_bwd_chain_prep's rule for B^T and exp(G_C); N is checked as hi + lo in the tests
 TOLERANCE = PR.TOLERANCE
 
+def msw_twins(cases):
+    """The MSW=2 twins (pmtm_ + name: PREP=2, M and T swizzled) of `cases`' reverse-walk ones;
+    `kda_bench.sh calib` with CALIB_EXTRA=pmtm_ times pmtm_t8192_h96 beside pmt_."""
+    return [T.case("pmtm_" + c.name, small=c.small, tags=c.tags, PREP=2, MSW=2, **c.params)
+            for c in cases if not c.params.get("FORWARD", 0)]
+
+
 SUITE = T.suite(
     kda_bwd_prep_tc, inputs=inputs, reference=reference, outputs=["bt", "eg"],
     tolerance=TOLERANCE, constraints=constraints, bytes=_bytes, flops=_flops,
     flops_dtype="bf16",
     # the PREP=1 and 2 twins (P and M, and T, on tensor cores) of both walks' cases
-    cases=list(PR.SUITE.cases) + TC.prep_twins(PR.SUITE.cases))
+    cases=list(PR.SUITE.cases) + TC.prep_twins(PR.SUITE.cases)
+    + msw_twins(PR.SUITE.cases))
 
 
 
@@ -199,4 +280,5 @@ def forward_twins(cases):
 SUITE_TIMING = T.suite(
     kda_bwd_prep_tc, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=TC.timing_cases(PR.SUITE_TIMING.cases) + forward_twins(PR.SUITE_TIMING.cases))
+    cases=TC.timing_cases(PR.SUITE_TIMING.cases) + forward_twins(PR.SUITE_TIMING.cases)
+    + msw_twins([c for c in PR.SUITE_TIMING.cases if c.name.startswith("t8192")]))
