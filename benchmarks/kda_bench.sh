@@ -154,6 +154,8 @@
 #   check     only step 1 below (no GPU needed)
 #   smoke     steps 1-3 only (a first call of ~2 min that proves no kernel hangs; with bwd:
 #             the backward's small cases only)
+# BENCH_ARGS: more `tirxh bench` options for every timed job (e.g. '--min-rounds 200': a
+# replicate that settles a sub-1% difference; listed with KDA_BENCH_LIST=1).
 # KDA_BENCH_LIST=1 (anywhere, no GPU, seconds): the smoke's and every job's items for the
 # GROUPs as `tirxh bench --collect-only` selects them, one "== NAME" line before each, and
 # nothing else run: a -k that selects nothing (a renamed case) shows here, not on the GPU.
@@ -466,6 +468,7 @@ ${SMOKE_LIMIT:-90} s, a kernel may hang): nothing timed. Logs: $OUT/kda_bench.ta
 bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spent
     if [ -n "$LIST" ]; then
         echo "== $1"
+        [ -z "${BENCH_ARGS:-}" ] || echo "   tirxh bench options: $BENCH_ARGS"
         list_items "$2"
         return
     fi
@@ -477,7 +480,8 @@ bench() {  # bench NAME EXPR: one tirxh bench process, unless the budget is spen
     echo "=== $1 (+$(( $(date +%s) - START ))s)"
     timeout --kill-after=5 "$left" python3 benchmarks/bench_with.py --kcoral "$ADDR" \
         --exec-s "${EXEC_S:-60}" --seeds "${SEEDS:-1}" --target sm_90a -k "$2" \
-        ${SHARE_INPUTS:+--share-inputs} --report-log "$WORK/$1.jsonl" >>"$LOGS/$1.log" 2>&1
+        ${SHARE_INPUTS:+--share-inputs} --report-log "$WORK/$1.jsonl" ${BENCH_ARGS:-} \
+        >>"$LOGS/$1.log" 2>&1
     grep -E "^kda_(fwd|fwd_slim|fwd_ahead|decode|decode_bulk|decode_cols|bwd|bwd_local|bwd_reverse|bwd_chain|\
 bwd_chain_prep|bwd_chain_pieces|bwd_pieces_tc|bwd_prep_tc|bwd_local_tc|bwd_prep2|bwd_prep_only|bwd_prep3)\[" "$LOGS/$1.log" \
         | sed 's/^/    /'

@@ -201,6 +201,17 @@ def test_decodecols3_times_the_preparing_warp_beside_the_control_in_one_job():
     assert 'SHARE_INPUTS=1 bench decodecols3' in SCRIPT.read_text()
 
 
+def test_bench_args_reach_every_timed_job():
+    """BENCH_ARGS (session 15, QUEUE 83: decodecols3 at 200 rounds): the listing names the
+    options each job runs with, and the bench line passes them to bench_with.py (which hands
+    unknown options to `tirxh bench`)."""
+    r = run_script("decodecols3", timeout=300, KDA_BENCH_LIST="1", BENCH_ARGS="--min-rounds 200")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "== decodecols3\n   tirxh bench options: --min-rounds 200" in r.stdout
+    assert "kda_decode_cols[n64_h64_t4_pw]" in sections(r.stdout)["decodecols3"]
+    assert '--report-log "$WORK/$1.jsonl" ${BENCH_ARGS:-}' in SCRIPT.read_text()
+
+
 @pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
 def test_prep2_times_the_fused_prep_beside_both_walks_launches_per_shape():
     """Group prep2 (session 12): per T8192 shape one job, kda_bwd_prep2 and the two launches it
