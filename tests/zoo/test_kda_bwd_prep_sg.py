@@ -161,3 +161,22 @@ def test_bytes_flops_and_bad_walk():
         T.suite(MOD.kda_bwd_prep_sg, inputs=MOD.inputs, reference=MOD.reference,
                 outputs=["bt", "eg"], constraints=MOD.constraints,
                 cases=[T.case("bad", B=1, T_=20, H=1, WALK=2)])
+
+
+def test_timing_suites_declare_only_the_outputs_their_cases_write():
+    """WALK=0 writes exp(G_C) alone: its timing cases (po_.., po2_..) declare "eg" only, the
+    walk's "bt" and "eg". Declared with "bt" (session 15, H200, /work/notes/s15/d6/calibsg/
+    call.log) po_t8192_h96 and po2_t8192_h96 failed: KCoral poisons a declared output, and 'bt',
+    never written, held NaN on the guards' check of the first launch. The case names stay what
+    `benchmarks/kda_bench.sh calib` with CALIB_EXTRA=kda_bwd_prep_sg selects."""
+    suites = [v for v in vars(MOD).values() if isinstance(v, T.Suite)]
+    declared = {}
+    for s in suites:
+        for c in s.cases:
+            assert c.name not in declared, c.name
+            declared[c.name] = list(s.outputs)
+            assert ("bt" in s.outputs) == bool(c.params.get("WALK", 1)), (c.name, s.outputs)
+    t8192 = [c.name for c in MOD.PR.SUITE_TIMING.cases if c.name.startswith("t8192")]
+    assert t8192 and {n: declared[n] for n in declared if "t8192" in n} == dict(
+        [(n, ["bt", "eg"]) for n in t8192] + [(p + n, ["eg"]) for p in ("po_", "po2_")
+                                              for n in t8192])

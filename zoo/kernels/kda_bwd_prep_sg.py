@@ -262,6 +262,13 @@ _T8192 = [c for c in PR.SUITE_TIMING.cases if c.name.startswith("t8192")]
 SUITE_TIMING = T.suite(
     kda_bwd_prep_sg, inputs=timing_inputs, outputs=["bt", "eg"], constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=[T.case(c.name, small=c.small, tags=c.tags, STAGE=2, **c.params) for c in _T8192]
-    + [T.case(pre + c.name, small=c.small, tags=c.tags, WALK=0, STAGE=st, **c.params)
-       for pre, st in (("po_", 1), ("po2_", 2)) for c in _T8192])
+    cases=[T.case(c.name, small=c.small, tags=c.tags, STAGE=2, **c.params) for c in _T8192])
+# the prep alone (WALK=0) writes exp(G_C) only: its own suite declares "eg" alone, as
+# kda_bwd_prep_only's does. Declared with "bt" too (session 15, H200,
+# /work/notes/s15/d6/calibsg/call.log) both failed: KCoral poisons a declared output before the
+# first launch, and 'bt', never written, held NaN on the check of that launch
+SUITE_TIMING_PREP = T.suite(
+    kda_bwd_prep_sg, inputs=timing_inputs, outputs=["eg"], constraints=constraints,
+    bytes=_bytes, flops=_flops, flops_dtype="bf16",
+    cases=[T.case(pre + c.name, small=c.small, tags=c.tags, WALK=0, STAGE=st, **c.params)
+           for pre, st in (("po_", 1), ("po2_", 2)) for c in _T8192])
