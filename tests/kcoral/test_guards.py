@@ -431,6 +431,38 @@ def test_tirx_kernel_that_writes_a_precomputed_answer_is_caught(sim):
     assert all(r["ok"] for r in ev["result"]["correctness"])  # four seeds, all passed
 
 
+@T.kernel(grid=lambda n: T.cdiv(n, BLOCK), block=BLOCK)
+def vadd_no_side(a: T.gptr[T.f32], b: T.gptr[T.f32], out: T.gptr[T.f32],
+                 side: T.gptr[T.f32], n: T.u32):
+    """Writes `out`, never `side` (zoo kda_bwd_prep_sg at WALK=0 and its 'bt')."""
+    i = T.ctaid.x * BLOCK + T.tid.x
+    with T.if_(i < n):
+        T.ptx.st.global_.f32(out.at(i), T.ptx.ld.global_.f32(a.at(i))
+                             + T.ptx.ld.global_.f32(b.at(i)))
+
+
+@pytest.mark.parametrize("outputs", [["out", "side"], ["out"]], ids=["side-declared", "out"])
+def test_tirx_timing_suite_declaring_an_unwritten_output_says_so(sim, outputs):
+    """A timing-only suite (no reference: the first launch is its own reference) declaring an
+    output its kernel never writes fails as correctness.unwritten naming it; declaring only
+    what it writes passes (session 15, H200: kda_bwd_prep_sg[po_t8192_h96] failed as
+    "'bt' ... differs from the the candidate's first launch")."""
+    s = T.suite(vadd_no_side, inputs=lambda rng, n: dict(
+        a=rng.standard_normal(n, dtype=np.float32), b=rng.standard_normal(n, dtype=np.float32),
+        out=np.empty(n, np.float32), side=np.zeros(n, np.float32), n=n),
+        outputs=outputs, cases=[T.case("n512", n=512)])
+    ev, _ = bench(sim, s)
+    res = ev["result"]
+    if "side" in outputs:
+        err = res["error"]
+        assert ev["state"] == "failed" and err["type"] == "correctness.unwritten", err
+        assert err["message"].startswith("'side' was never written by the kernel on the timing "
+                                         "inputs: all 512 elements still hold the poison")
+    else:
+        assert ev["state"] == "done", res.get("error")
+        assert res["guards"]["timed_output"]["status"] == "passed"
+
+
 def lazy_kernel(j: int, thr: float, above: bool):
     @T.kernel(grid=lambda n: T.cdiv(n, BLOCK), block=BLOCK)
     def vadd_lazy(a: T.gptr[T.f32], b: T.gptr[T.f32], out: T.gptr[T.f32], n: T.u32):
