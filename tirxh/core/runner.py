@@ -110,6 +110,9 @@ def call_each(hookcaller, kwargs: dict, role: str) -> "tuple[list, list, list]":
     return answers, errors, user
 
 
+_NEVER_WRITTEN: dict = {}  # (compiled kernel's key, outputs) -> never-written outputs
+
+
 def _unwritten_outputs(item, compiled) -> str:
     """For an item no analyzer simulated (a timing case, too large for numsim): the suite's
     declared outputs its compiled IR can never write (`tirxh.core.written`), as one line naming
@@ -121,7 +124,12 @@ def _unwritten_outputs(item, compiled) -> str:
     ir_json = getattr(compiled, "ir_json", None)
     if suite is None or case is None or not callable(ir_json) or not suite.outputs:
         return ""
-    missing = never_written(ir_json(), suite.outputs)
+    memo = (getattr(compiled, "key", None), tuple(suite.outputs))
+    missing = _NEVER_WRITTEN.get(memo) if memo[0] is not None else None
+    if missing is None:  # cases of one build (same constants) share its IR: judged once
+        missing = never_written(ir_json(), suite.outputs)
+        if memo[0] is not None:
+            _NEVER_WRITTEN[memo] = missing
     if not missing:
         return ""
     consts = ", ".join(f"{k}={v}" for k, v in sorted(suite.consts(case).items()))
