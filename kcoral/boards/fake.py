@@ -104,7 +104,8 @@ def _table(values, a, b, out, *rest):
 
 
 OPS = {"add": _add, "add_bug": _add_bug, "copy": _copy, "scale": _scale, "matmul": _matmul,
-       "noop": _noop, "add_half": _add_half, "add_nan": _add_nan, "add_once": _add_once, "add_cached": _add_cached, "table": _table}
+       "noop": _noop, "add_half": _add_half, "add_nan": _add_nan,
+       "add_once": _add_once, "add_cached": _add_cached, "table": _table}
 FULL_MHZ = 1980.0  # the fake board's full clock
 COOL_S = 0.05      # idle this long and the fake board is back at full clock
 
