@@ -120,3 +120,23 @@ def _may_write(name: str, facts: list, others: list) -> bool:
                 (regs & tainted or name in syms):
             return True  # a node this check does not know, using the pointer
     return False
+
+
+def pointer_uses(ir: "dict | str", name: str) -> list:
+    """The spellings of the instructions that use parameter `name` or a register derived from it
+    (its ``ld.param`` first), in program order: ``["ld.param.u64", "cvta.to.global.u64"]``
+    says the kernel never reads or writes through the pointer, so a case may bind it to a
+    buffer of one element (zoo kda_bwd_prep_sg's 'bt' at WALK=0)."""
+    doc = json.loads(ir) if isinstance(ir, str) else ir
+    instrs: list = []
+    _flatten(doc.get("body", []), instrs, [])
+    tainted: set = set()
+    out = []
+    for ins in instrs:  # one pass in order: a use in a loop before its definition is rare,
+        kind, dst, src, syms = _fact(ins)  # and a second pass below catches it
+        if name in syms or src & tainted:
+            out.append(ins.get("spelling", ""))
+            tainted |= dst
+    again = [ins.get("spelling", "") for ins in instrs
+             if _fact(ins)[2] & tainted and ins.get("spelling", "") not in out]
+    return out + again
