@@ -15,7 +15,10 @@ warm-up the candidate runs once on the timing inputs; its outputs are checked ag
 uploaded expected arrays for that seed, or a baseline reference, or -- when the job has neither
 -- kept as the reference themselves. Then, at a round drawn at random and after the last round,
 the pure outputs are poisoned (in-place outputs get their initial contents back) and one timed
-iteration runs; its outputs must match the reference within the check's tolerance. Catches a
+iteration runs; its outputs must match the reference within the check's tolerance. A first
+launch kept as its own reference is not compared with itself: a float output of it that still
+holds the poison pattern fails as ``correctness.unwritten`` (never written), one holding NaN or
+Inf as ``correctness.nonfinite`` (neither could ever match itself: NaN != NaN). Catches a
 kernel that computes on its first launch and skips later ones (a flag in a scratch buffer). On a
 board that does not time (sim), the same sequence runs untimed: the candidate is launched
 ``timing.warmup`` times, then once more with its outputs checked.
@@ -62,6 +65,7 @@ from .errors import JobFailure
 from .tolerance import compare
 
 FIRST = "the candidate's first launch on these inputs"
+POISON = 0xFF       # the byte `Session.poison` fills pure outputs with (all ones: NaN in floats)
 NOISE = 0.25        # perturbation: this fraction of an input's standard deviation
 FLIP = 0.25         # boolean inputs without other values: this fraction of elements flipped
 GRID_BITS = 16      # a float input on a power-of-two grid with at most this many significant bits
@@ -119,26 +123,79 @@ class GuardRun:
             elif c.buffer not in self.ref:
                 self.ref[c.buffer] = self.first[c.buffer]
                 self.src[c.buffer] = FIRST
-        bad = self._compare(self.first, "the first launch on the timing inputs")
+        self._check_self_referenced()
+        bad = self._compare(self.first, "the first launch on the timing inputs",
+                            skip_first=True)
         if bad:
             raise JobFailure("correctness.mismatch", bad["message"],
                              data={"guards": {"timed_output": bad}})
         s.fill_inputs(t.seed, overrides)
 
-    def _compare(self, got: dict, where: str) -> "dict | None":
-        """None when every checked output matches its reference, else the failure."""
+    def _check_self_referenced(self) -> None:
+        """The outputs whose reference is the candidate's own first launch (`FIRST`) cannot
+        be compared with it -- a buffer compared with itself differs only where NaN != NaN.
+        What such an output can show is that it is unusable as a reference: elements that
+        still hold the poison the pure outputs were filled with (`POISON`: the kernel never
+        wrote them; ``correctness.unwritten``), or NaN/Inf it wrote (``correctness.nonfinite``).
+        Integer outputs are left alone: all-ones is a valid integer (-1), and a self-reference
+        of integers is always equal. (Session 15, H200: zoo kda_bwd_prep_sg's WALK=0 timing
+        cases never wrote their declared output 'bt' and failed as "'bt' ... differs from the
+        the candidate's first launch", /work/notes/s15/d6/calibsg/call.log.)"""
+        found = []
+        for c in self.job.checks:
+            if self.src.get(c.buffer) != FIRST:
+                continue
+            b = self.job.buffer(c.buffer)
+            if not is_float(b.dtype) or c.buffer in self.initial:
+                continue  # integers; in-place outputs start from their inputs, not poison
+            n = _nonfinite(self.first[c.buffer])
+            if n["poisoned"] or n["nan"] or n["inf"]:
+                found.append(dict(buffer=c.buffer, **n))
+        if not found:
+            return
+        unwritten = [f for f in found if f["poisoned"]]
+        f = (unwritten or found)[0]
+        if unwritten:
+            kind = "correctness.unwritten"
+            count = (f"all {f['total']}" if f["poisoned"] == f["total"]
+                     else f"{f['poisoned']} of {f['total']}")
+            msg = (f"{f['buffer']!r} was never written by the kernel on the timing inputs: "
+                   f"{count} elements still hold the poison pattern (all-ones bytes) they were "
+                   f"filled with before the launch; the job has no reference on these inputs, "
+                   f"so no value could be checked")
+        else:
+            kind = "correctness.nonfinite"
+            msg = (f"{f['buffer']!r} from the first launch on the timing inputs holds "
+                   f"non-finite values the kernel wrote: {f['nan']} NaN and {f['inf']} Inf of "
+                   f"{f['total']} elements")
+        others = [g["buffer"] for g in found if g is not f]
+        if others:
+            msg += f" (also: {', '.join(map(repr, others))})"
+        bad = status("failed", outputs=found, reference=FIRST, message=msg)
+        raise JobFailure(kind, msg, data={"guards": {"timed_output": bad}})
+
+    def _compare(self, got: dict, where: str, skip_first: bool = False) -> "dict | None":
+        """None when every checked output matches its reference, else the failure.
+        `skip_first`: leave out the outputs whose reference is `got` itself (`FIRST`)."""
         checks = []
         for c in self.job.checks:
+            if skip_first and self.src[c.buffer] == FIRST:
+                continue
             r = compare(got[c.buffer], self.ref[c.buffer], c.rtol, c.atol, c.rms)
             r.update(buffer=c.buffer, reference=self.src[c.buffer])
             checks.append(r)
         bad = next((r for r in checks if not r["ok"]), None)
         if bad is None:
             return None
+        b = self.job.buffer(bad["buffer"])
+        poisoned = (_nonfinite(got[bad["buffer"]])["poisoned"]
+                    if is_float(b.dtype) and bad["buffer"] not in self.initial else 0)
         return status("failed", checks=checks, message=(
-            f"{bad['buffer']!r} from {where} differs from the {bad['reference']} reference: "
+            f"{bad['buffer']!r} from {where} differs from {_reference(bad['reference'])}: "
             f"{bad.get('mismatches', '?')} of {bad.get('total', '?')} elements, max abs err "
-            f"{bad.get('max_abs')}" + (f"; {bad['reason']}" if bad.get("reason") else "")))
+            f"{bad.get('max_abs')}" + (f"; {bad['reason']}" if bad.get("reason") else "")
+            + (f"; {poisoned} of them still hold the poison pattern (never written)"
+               if poisoned else "")))
 
     # --- timed_output -------------------------------------------------------------------------
     def mid_round(self) -> int:
@@ -411,3 +468,35 @@ def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
     x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
     return x.shape == y.shape and x.nbytes == y.nbytes and \
         np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_CHUNK = 1 << 22  # _nonfinite: elements per pass (outputs of 201M elements on the H200)
+
+
+def _nonfinite(a: np.ndarray) -> dict:
+    """``{"total", "poisoned", "nan", "inf"}`` of a float array: ``poisoned`` counts elements
+    whose bytes are all `POISON` (what `Session.poison` wrote, bit for bit: the boards fill
+    with 0xFF bytes), ``nan`` every NaN (the poisoned ones included), ``inf`` +-Inf. A GPU's
+    computed NaN (CUDA's canonical 0x7FFFFFFF in f32, 0x7FFF in bf16) has its sign bit clear,
+    so it is not taken for poison. In chunks, so a 201M-element output costs no float64 copy."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    u = _UINT.get(flat.dtype.itemsize)
+    if u is None:
+        raise ValueError(f"no poison pattern for a {flat.dtype} element of "
+                         f"{flat.dtype.itemsize} bytes")
+    ones = u(int.from_bytes(bytes([POISON]) * flat.dtype.itemsize, "little"))
+    bits = flat.view(u)
+    out = {"total": int(flat.size), "poisoned": 0, "nan": 0, "inf": 0}
+    for i in range(0, flat.size, _CHUNK):
+        x = flat[i:i + _CHUNK].astype(np.float32 if flat.dtype.itemsize <= 4 else np.float64)
+        out["poisoned"] += int(np.count_nonzero(bits[i:i + _CHUNK] == ones))
+        out["nan"] += int(np.count_nonzero(np.isnan(x)))
+        out["inf"] += int(np.count_nonzero(np.isinf(x)))
+    return out
+
+
+def _reference(src: str) -> str:
+    """A check's reference source as a phrase: `FIRST` names itself ("the candidate's first
+    launch ..."); ``uploaded`` and ``baseline X`` become "the uploaded reference"."""
+    return src if src.startswith("the ") else f"the {src} reference"

@@ -5,7 +5,9 @@ Its modules are JSON (``module.format: "fake"``) naming numpy operations per ent
     {"kernels": {"vadd": {"op": "add", "time_ms": 0.05}}}
 
 Ops act on the launch's arguments in order (`OPS`); ``add_bug`` is a deliberately wrong kernel
-for correctness tests; ``add_once``, ``add_cached`` and ``table`` (``"values": [...]``, a
+for correctness tests; ``add_half`` (leaves half of its output unwritten) and ``add_nan`` (writes
+NaN and Inf) fail the guards' first-launch check when the job has no reference on its timing
+inputs; ``add_once``, ``add_cached`` and ``table`` (``"values": [...]``, a
 precomputed answer) game the measurement in the ways the guards catch (`kcoral.guards`). A
 kernel's ``clock_sensitivity`` (0..1) makes its time grow as the fake clock falls: the board runs
 at 1980 MHz until a job's ``throttle_after`` rounds ran back to back, then at ``throttled_mhz``
@@ -62,6 +64,21 @@ def _noop(*args):
     pass
 
 
+def _add_half(a, b, out, *rest):
+    """Writes only the first half of `out` (a kernel whose grid misses part of an output)."""
+    h = out.size // 2
+    out.reshape(-1)[:h] = (a + b).reshape(-1)[:h]
+
+
+def _add_nan(a, b, out, *rest):
+    """Writes every element, but every 4th is NaN (the quiet NaN a GPU computes for 0/0, not
+    the all-ones poison) and element 1 is +Inf: a kernel that produces non-finite values."""
+    out[...] = a + b
+    flat = out.reshape(-1)
+    flat[::4] = np.nan
+    flat[1] = np.inf
+
+
 # kernels that game a measurement (for the guards' tests, kcoral/guards.py): each passes a
 # correctness run on fresh inputs
 def _add_once(a, b, out, state, *rest):
@@ -87,7 +104,8 @@ def _table(values, a, b, out, *rest):
 
 
 OPS = {"add": _add, "add_bug": _add_bug, "copy": _copy, "scale": _scale, "matmul": _matmul,
-       "noop": _noop, "add_once": _add_once, "add_cached": _add_cached, "table": _table}
+       "noop": _noop, "add_half": _add_half, "add_nan": _add_nan,
+       "add_once": _add_once, "add_cached": _add_cached, "table": _table}
 FULL_MHZ = 1980.0  # the fake board's full clock
 COOL_S = 0.05      # idle this long and the fake board is back at full clock
 

@@ -62,7 +62,8 @@ def fake_run(tmp_path, op, seeds=(1, 2, 3, 4), same_inputs=False, dtype="f32", e
            "launches": [{"entry": "k", "grid": [1], "block": [64],
                          "args": [{"buffer": x} for x in ("a", "b", "out", *extra)]}],
            "checks": [{"buffer": "out", "rtol": 1e-6}], "runs": runs,
-           "timing": dict({"min_iters": 8, "max_iters": 30, "budget_s": 5, "seed": seeds[0]},
+           "timing": dict({"min_iters": 8, "max_iters": 30, "budget_s": 5,
+                                 "seed": seeds[0] if seeds else 1},
                           **(timing or {})),
            "guards": dict({"seeds_before": 2, "seeds_after": 2}, **(guards or {}))}
     job = Job.from_json(doc)
@@ -143,6 +144,61 @@ def test_an_unwritten_integer_output_cannot_pass_on_every_run(tmp_path):
     assert ei.value.type == "correctness.mismatch" and "seed 2" in ei.value.message
     first = ei.value.data["correctness"][0]
     assert first["ok"] and first["seed"] == 1  # all-ones poison == the answer, once
+
+
+def _self_referenced(tmp_path, op, dtype="f32"):
+    """`op` on a job with no reference on its timing inputs (no correctness runs with expected
+    arrays, no baseline): the guards keep the candidate's own first launch as the reference --
+    what a zoo timing case whose declared output has no check on those inputs gets (session
+    15, H200: kda_bwd_prep_sg po_t8192_h96, /work/notes/s15/d6/calibsg/call.log)."""
+    with pytest.raises(JobFailure) as ei:
+        fake_run(tmp_path, op, seeds=(), dtype=dtype)
+    return ei.value
+
+
+def test_an_unwritten_output_is_named_not_a_self_mismatch(tmp_path):
+    e = _self_referenced(tmp_path, "noop")
+    assert e.type == "correctness.unwritten", e
+    assert e.message.startswith("'out' was never written by the kernel on the timing inputs: "
+                                f"all {N} elements still hold the poison pattern"), e.message
+    assert "differs" not in e.message and "the the" not in e.message
+    t = e.data["guards"]["timed_output"]
+    assert t["status"] == "failed" and t["outputs"] == [
+        {"buffer": "out", "total": N, "poisoned": N, "nan": N, "inf": 0}]
+
+
+def test_a_partly_unwritten_output_says_how_many(tmp_path):
+    e = _self_referenced(tmp_path, "add_half")
+    assert e.type == "correctness.unwritten"
+    assert f"{N // 2} of {N} elements still hold the poison pattern" in e.message, e.message
+
+
+def test_nan_the_kernel_wrote_is_nonfinite_not_unwritten(tmp_path):
+    e = _self_referenced(tmp_path, "add_nan")
+    assert e.type == "correctness.nonfinite", e
+    assert e.message == (f"'out' from the first launch on the timing inputs holds non-finite "
+                         f"values the kernel wrote: {N // 4} NaN and 1 Inf of {N} elements"), \
+        e.message
+    assert e.data["guards"]["timed_output"]["outputs"] == [
+        {"buffer": "out", "total": N, "poisoned": 0, "nan": N // 4, "inf": 1}]
+
+
+def test_a_finite_self_reference_still_passes_and_catches_a_skipping_kernel(tmp_path):
+    r = fake_run(tmp_path, "add", seeds=())
+    assert r["guards"]["timed_output"]["reference"] == \
+        {"out": "the candidate's first launch on these inputs"}
+    with pytest.raises(JobFailure) as ei:  # skips its later launches: poison when timed
+        fake_run(tmp_path, "add_once", seeds=(), extra=("state",))
+    e = ei.value
+    assert e.type == "correctness.timed-output"
+    assert "differs from the candidate's first launch on these inputs:" in e.message
+    assert "the the" not in e.message and "still hold the poison pattern" in e.message
+
+
+def test_an_integer_self_reference_is_not_second_guessed(tmp_path):
+    # all-ones is a valid int32 (-1): an integer output is not called unwritten on its bits
+    r = fake_run(tmp_path, "add", seeds=(), dtype="s32")
+    assert r["guards"]["timed_output"]["status"] == "passed"
 
 
 def test_guards_off_or_without_timing_say_why(tmp_path):
@@ -373,6 +429,38 @@ def test_tirx_kernel_that_writes_a_precomputed_answer_is_caught(sim):
     assert ev["state"] == "failed" and err["type"] == "correctness.perturbation", err
     assert "did not change when inputs ['a', 'b'] did" in err["message"]
     assert all(r["ok"] for r in ev["result"]["correctness"])  # four seeds, all passed
+
+
+@T.kernel(grid=lambda n: T.cdiv(n, BLOCK), block=BLOCK)
+def vadd_no_side(a: T.gptr[T.f32], b: T.gptr[T.f32], out: T.gptr[T.f32],
+                 side: T.gptr[T.f32], n: T.u32):
+    """Writes `out`, never `side` (zoo kda_bwd_prep_sg at WALK=0 and its 'bt')."""
+    i = T.ctaid.x * BLOCK + T.tid.x
+    with T.if_(i < n):
+        T.ptx.st.global_.f32(out.at(i), T.ptx.ld.global_.f32(a.at(i))
+                             + T.ptx.ld.global_.f32(b.at(i)))
+
+
+@pytest.mark.parametrize("outputs", [["out", "side"], ["out"]], ids=["side-declared", "out"])
+def test_tirx_timing_suite_declaring_an_unwritten_output_says_so(sim, outputs):
+    """A timing-only suite (no reference: the first launch is its own reference) declaring an
+    output its kernel never writes fails as correctness.unwritten naming it; declaring only
+    what it writes passes (session 15, H200: kda_bwd_prep_sg[po_t8192_h96] failed as
+    "'bt' ... differs from the the candidate's first launch")."""
+    s = T.suite(vadd_no_side, inputs=lambda rng, n: dict(
+        a=rng.standard_normal(n, dtype=np.float32), b=rng.standard_normal(n, dtype=np.float32),
+        out=np.empty(n, np.float32), side=np.zeros(n, np.float32), n=n),
+        outputs=outputs, cases=[T.case("n512", n=512)])
+    ev, _ = bench(sim, s)
+    res = ev["result"]
+    if "side" in outputs:
+        err = res["error"]
+        assert ev["state"] == "failed" and err["type"] == "correctness.unwritten", err
+        assert err["message"].startswith("'side' was never written by the kernel on the timing "
+                                         "inputs: all 512 elements still hold the poison")
+    else:
+        assert ev["state"] == "done", res.get("error")
+        assert res["guards"]["timed_output"]["status"] == "passed"
 
 
 def lazy_kernel(j: int, thr: float, above: bool):

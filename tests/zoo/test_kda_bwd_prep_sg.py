@@ -161,3 +161,74 @@ def test_bytes_flops_and_bad_walk():
         T.suite(MOD.kda_bwd_prep_sg, inputs=MOD.inputs, reference=MOD.reference,
                 outputs=["bt", "eg"], constraints=MOD.constraints,
                 cases=[T.case("bad", B=1, T_=20, H=1, WALK=2)])
+
+
+def test_timing_suites_declare_only_the_outputs_their_cases_write():
+    """WALK=0 writes exp(G_C) alone: its timing cases (po_.., po2_..) declare "eg" only, the
+    walk's "bt" and "eg". Declared with "bt" (session 15, H200, /work/notes/s15/d6/calibsg/
+    call.log) po_t8192_h96 and po2_t8192_h96 failed: KCoral poisons a declared output, and 'bt',
+    never written, held NaN on the guards' check of the first launch. The case names stay what
+    `benchmarks/kda_bench.sh calib` with CALIB_EXTRA=kda_bwd_prep_sg selects."""
+    suites = [v for v in vars(MOD).values() if isinstance(v, T.Suite)]
+    declared = {}
+    for s in suites:
+        for c in s.cases:
+            assert c.name not in declared, c.name
+            declared[c.name] = list(s.outputs)
+            assert ("bt" in s.outputs) == bool(c.params.get("WALK", 1)), (c.name, s.outputs)
+    t8192 = [c.name for c in MOD.PR.SUITE_TIMING.cases if c.name.startswith("t8192")]
+    assert t8192 and {n: declared[n] for n in declared if "t8192" in n} == dict(
+        [(n, ["bt", "eg"]) for n in t8192] + [(p + n, ["eg"]) for p in ("po_", "po2_")
+                                              for n in t8192])
+
+
+def test_the_prep_alone_never_touches_bt_so_its_timing_cases_bind_one_element():
+    """At WALK=0 'bt' is loaded from its parameter and converted, nothing more (no load, no
+    store through it): its timing cases bind a one-element buffer instead of uploading 805 MB of
+    zeros; the walk (WALK=1) does use it. Every other input as `timing_inputs` gives it."""
+    from tirxh.core.written import never_written, pointer_uses
+    for stage in (1, 2):
+        ir = MOD.kda_bwd_prep_sg.compile("sm_90a", WALK=0, STAGE=stage).ir_json()
+        assert pointer_uses(ir, "bt") == ["ld.param.u64", "cvta.to.global.u64"], stage
+        assert never_written(ir, ["bt", "eg"]) == ["bt"]
+    walk = MOD.kda_bwd_prep_sg.compile("sm_90a", WALK=1, STAGE=2).ir_json()
+    assert any(u.startswith("st.") for u in pointer_uses(walk, "bt"))
+    assert never_written(walk, ["bt", "eg"]) == []
+    mine = MOD.prep_timing_inputs(np.random.default_rng(5), 1, 128, 2)
+    full = MOD.timing_inputs(np.random.default_rng(5), 1, 128, 2)
+    assert mine["bt"].shape == (1,) and full["bt"].size > 1
+    assert all(np.array_equal(mine[n], full[n]) for n in full if n != "bt")
+    assert MOD.SUITE_TIMING_PREP.inputs is MOD.prep_timing_inputs
+
+
+def test_the_prep_alone_on_the_sim_board_declaring_bt_or_not(tmp_path):
+    """End to end on KCoral's sim board (numsim), a one-chunk twin of po_t8192_h96 (no
+    reference: the first launch is its own): declaring 'bt' fails as correctness.unwritten
+    naming it (on the H200 it failed as a self-"mismatch"), declaring "eg" alone with the
+    one-element 'bt' passes the guards."""
+    from kcoral.client import KCoralClient
+    from kcoral.server import Daemon
+    from tirxh.core.benchjob import build_job
+    d = Daemon({"boards": {"sim": {}}}, state_dir=tmp_path, port=0).start()
+    c = KCoralClient(d.address, client_name="prep-sg")
+    try:
+        got = {}
+        for outs, inputs in ((("bt", "eg"), MOD.timing_inputs), (("eg",), MOD.prep_timing_inputs)):
+            s = T.suite(MOD.kda_bwd_prep_sg, inputs=inputs, outputs=list(outs),
+                        constraints=MOD.constraints,
+                        cases=[T.case("tiny", B=1, T_=64, H=1, WALK=0, STAGE=1)])
+            case = s.cases[0]
+            ck = MOD.kda_bwd_prep_sg.compile("sm_90a", **s.consts(case))
+            job = build_job(ck, s, case, put=c.put_blob, timing={"warmup": 1}, seeds=[1, 2])
+            got[outs] = c.run(job, timeout=600)
+    finally:
+        c.close()
+        d.stop(2)
+    bad, ok = got[("bt", "eg")], got[("eg",)]
+    err = bad["result"]["error"]
+    assert bad["state"] == "failed" and err["type"] == "correctness.unwritten", err
+    assert err["message"].startswith("'bt' was never written by the kernel on the timing inputs: "
+                                     "all 16384 elements still hold the poison pattern")
+    assert ok["state"] == "done", ok["result"].get("error")
+    g = ok["result"]["guards"]
+    assert g["timed_output"]["status"] == g["perturbation"]["status"] == "passed"

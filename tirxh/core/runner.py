@@ -110,6 +110,36 @@ def call_each(hookcaller, kwargs: dict, role: str) -> "tuple[list, list, list]":
     return answers, errors, user
 
 
+_NEVER_WRITTEN: dict = {}  # (compiled kernel's key, outputs) -> never-written outputs
+
+
+def _unwritten_outputs(item, compiled) -> str:
+    """For an item no analyzer simulated (a timing case, too large for numsim): the suite's
+    declared outputs its compiled IR can never write (`tirxh.core.written`), as one line naming
+    kernel, case and buffers; "" when there are none or the IR is not at hand. KCoral poisons
+    declared outputs, so such a case can only fail on the device (session 15, H200:
+    kda_bwd_prep_sg[po_t8192_h96] and 'bt', /work/notes/s15/d6/calibsg/call.log)."""
+    from .written import never_written
+    suite, case = item.suite, item.case
+    ir_json = getattr(compiled, "ir_json", None)
+    if suite is None or case is None or not callable(ir_json) or not suite.outputs:
+        return ""
+    memo = (getattr(compiled, "key", None), tuple(suite.outputs))
+    missing = _NEVER_WRITTEN.get(memo) if memo[0] is not None else None
+    if missing is None:  # cases of one build (same constants) share its IR: judged once
+        missing = never_written(ir_json(), suite.outputs)
+        if memo[0] is not None:
+            _NEVER_WRITTEN[memo] = missing
+    if not missing:
+        return ""
+    consts = ", ".join(f"{k}={v}" for k, v in sorted(suite.consts(case).items()))
+    names = ", ".join(map(repr, missing))
+    return (f"{item.kernel.name}[{case.name}]: declared output(s) {names} never written by "
+            f"this build ({consts or 'no constants'}): no store, atomic or copy addresses "
+            f"them, so KCoral's poison (NaN) would stay there and the job fail on the device; "
+            f"declare only the outputs this case writes (a suite of its own)")
+
+
 def check_item(item, compiled) -> PhaseReport:
     """Every ``tirxh_check_item`` implementation, one at a time (so a crash names its plugin)."""
     config = item.config
@@ -135,8 +165,17 @@ def check_item(item, compiled) -> PhaseReport:
     elif user:  # the user's suite or kernel is wrong: the item fails at their line
         outcome = "failed"
     elif not results:
-        outcome, why = _unchecked(config, fail_on)
-        lines.append(why)
+        try:
+            unwritten = _unwritten_outputs(item, compiled)
+        except Exception as e:  # a bug of tirxh's own check: an error, with its traceback
+            unwritten, outcome = None, "error"
+            lines.append(f"the check for never-written outputs raised:\n{_tb(e)}")
+        if unwritten:  # the device would only find NaN there: fail it now, on the CPU
+            outcome = "failed"
+            lines.append(unwritten)
+        elif unwritten is not None:
+            outcome, why = _unchecked(config, fail_on)
+            lines.append(why)
     else:
         outcome = _verdict_outcome(verdict, fail_on)
     for r in results:
