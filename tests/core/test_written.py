@@ -9,7 +9,6 @@ import tirxh.lang as T
 from tirxh.core.written import never_written
 
 
-
 def _ir(kernel, **consts):
     return kernel.compile("sm_90a", **consts).ir_json()
 

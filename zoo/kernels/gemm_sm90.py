@@ -281,7 +281,7 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     factories below); `ws`/`cnt` the split-K workspace and counters; `scales` the fp8 kernels'
     (scale_a, scale_b) pointers."""
     BN, STAGES, CM = cfg["BN"], cfg["STAGES"], cfg["CM"]
-    kmajor, esize, epi = cfg["B_KMAJOR"], cfg["ESIZE"], cfg["EPI"]
+    esize, epi = cfg["ESIZE"], cfg["EPI"]
     BK = 128 // esize                       # K elements in one 128-byte row
     a_bytes, b_bytes = BM * 128, BN * 128    # per stage
     elem = T.bf16 if esize == 2 else T.e4m3
