@@ -51,8 +51,9 @@ class FakeClient:
     """`refuse`: every submission is refused; `refuse_plain`: only the normal build's (the job
     without tools)."""
 
-    def __init__(self, refuse=None, refuse_plain=None, losses=()):
+    def __init__(self, refuse=None, refuse_plain=None, losses=(), refuse_rerun=None):
         self.blobs, self.docs, self.refuse, self.refuse_plain = {}, [], refuse, refuse_plain
+        self.refuse_rerun = refuse_rerun  # refuse the second profiling job (an auto rerun)
         self.uploaded = set()
         self.losses = list(losses)  # per profiling job in turn: its summary's events_lost
 
@@ -69,9 +70,11 @@ class FakeClient:
     def submit(self, doc, timeout=None):
         doc = doc.to_doc() if hasattr(doc, "to_doc") else doc  # a kcoral.job.Job or its JSON
         self.docs.append(doc)
-        if self.refuse or (self.refuse_plain and not doc["tools"]):
+        reruns = sum(1 for d in self.docs if d["tools"]) > 1 and doc["tools"]
+        if self.refuse or (self.refuse_plain and not doc["tools"]) or \
+                (self.refuse_rerun and reruns):
             from kcoral.client import KCoralError
-            raise KCoralError("UNAVAILABLE", self.refuse or self.refuse_plain)
+            raise KCoralError("UNAVAILABLE", self.refuse or self.refuse_plain or self.refuse_rerun)
         tools = {}
         if doc["tools"]:
             loss = self.losses.pop(0) if self.losses else None
@@ -309,3 +312,14 @@ def test_bad_capacity_in_a_request_is_an_error_report(monkeypatch, tmp_path):
     rep = plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
                                     config=_config([]), request={"iket": {"capacity": "x"}})
     assert rep.verdict == "error" and "--iket-capacity 'x'" in rep.text
+
+
+def test_a_refused_rerun_keeps_the_first_runs_timeline(monkeypatch, tmp_path):
+    client = FakeClient(losses=[_loss()], refuse_rerun="daemon stopping")
+    rep = _profile(monkeypatch, tmp_path, ["--iket"], client)
+    assert [bool(d["tools"]) for d in client.docs] == [True, True, False]
+    assert rep.verdict == "incomplete" and rep.text.startswith("iket timeline at capacity 64")
+    assert rep.summary["capacity_runs"][1] == {
+        "capacity": 320, "error": "KCoral refused the job: UNAVAILABLE: daemon stopping"}
+    assert "its rerun at capacity 320 failed (KCoral refused the job: UNAVAILABLE: daemon " \
+           "stopping); this timeline is the first run's" in rep.text

@@ -242,12 +242,19 @@ def tirxh_profile_item(item, compiled, config, request):
             else:
                 phases(f"capacity {capacity} lost events ({_loss_brief(loss)}): rerunning once "
                        f"at capacity {want} ({loss['suggested_bytes'] / 2 ** 20:.1f} MiB)")
-                try:
+                try:  # a rerun that fails keeps the first run's timeline (incomplete)
                     prof2, layout2 = build(want)
+                    res2, got2 = run(job_of(prof2, layout2), "profiling build (rerun)")
+                    why = None if got2.get("status") == "ok" else (
+                        got2.get("reason") or (res2.get("error") or {}).get("message")
+                        or "no iket result")
                 except CompileError as e:
-                    return IketReport(item.name, "error", {"reason": str(e)}, f"iket: {e}")
-                res2, got2 = run(job_of(prof2, layout2), "profiling build (rerun)")
-                if got2.get("status") == "ok":
+                    why = f"the profiling build at capacity {want} failed: {e}"
+                except KCoralError as e:
+                    why = f"KCoral refused the job: {e.code}: {e.message}"
+                except ValueError as e:  # job.add_trace_buffer's size check
+                    why = str(e)
+                if why is None:
                     loss2 = (got2.get("summary") or {}).get("events_lost")
                     runs.append({"capacity": want, "events_lost": loss2})
                     note = (f"iket: capacity auto: the first run, at capacity {capacity}, lost "
@@ -257,11 +264,11 @@ def tirxh_profile_item(item, compiled, config, request):
                                ", which lost none"))
                     prof, layout, res, got = prof2, layout2, res2, got2
                 else:  # keep the first run's (incomplete) timeline, say why
-                    why = got2.get("reason") or (res2.get("error") or {}).get("message")
-                    runs.append({"capacity": want, "error": why or "no iket result"})
+                    runs.append({"capacity": want, "error": why})
                     note = (f"iket: capacity auto: the run at capacity {capacity} lost events "
                             f"({_loss_brief(loss)}); its rerun at capacity {want} failed "
                             f"({why}); this timeline is the first run's")
+                    phases(f"rerun failed: {why}")
     except KCoralError as e:  # refused (no board for the target, bad job) or daemon gone
         return IketReport(item.name, "error", {"reason": f"{e.code}: {e.message}"},
                           f"iket: KCoral refused the job: {e.code}: {e.message}")
