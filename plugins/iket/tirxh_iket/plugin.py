@@ -25,10 +25,11 @@ the summary suggests (the exact largest per-warp need, which the device counts p
 region, plus 1/8: `decode.suggest_capacity`), if that trace buffer fits `AUTO_MAX_TRACE_BYTES`;
 the report keeps both runs (``summary["capacity_runs"]``, and a line of the text). An explicit
 ``--iket-capacity N`` runs once, as asked. Why not size the buffer before the run from the IR:
-the loops that repeat annotations are mostly persistent tile loops whose trip count depends on
-``%ctaid``/``%nctaid`` and on scheduler state (session 15's gemm_sm90 consumer loop runs from
-``sched.first_unit`` with a runtime step), so a static count would be a bound at best, and one
-extra job of a few seconds (the rerun) measures it exactly.
+the loops that repeat annotations rarely have constant trip counts (in session 15's
+gemm_bf16_c2[m512n4096k4096_t128] every one has register bounds: the persistent tile loops, and
+the K loops, whose tile count comes from the runtime K argument), so a static count would need the
+launch's arguments evaluated through the IR and be a bound at best; one extra job of a few seconds
+(the rerun) measures the need exactly.
 """
 
 from __future__ import annotations
