@@ -81,9 +81,64 @@ def test_overflow_reports_lost_events(gemm_layout):
     sched = tracegen.gemm_schedule(nsms=1, tiles_per_sm=2, k_iters=4)  # producer: 16 events
     tl = decode(tracegen.write(small, 1, sched), small)
     prod = next(w for w in tl.warps if w.warp == 0)
-    assert prod.dropped == 16 - 8
-    assert tl.dropped >= 8
-    assert any("events lost" in i and "--iket-capacity" in i for i in tl.issues)
+    assert prod.dropped == 16 - 8 and prod.needed == 16
+    cons = next(w for w in tl.warps if w.warp == 4)  # 2 x (4 x 2 + 3) = 22 events
+    assert cons.needed == 22 and cons.dropped == 22 - 8
+    assert tl.dropped == 8 + 2 * 14
+
+
+def test_lost_events_are_one_line_with_the_capacity_to_rerun_with(gemm_layout):
+    """One line for every lossy warp, with the exact largest need (the device counts past the
+    capacity) and a capacity to rerun with; the range mismatches the gap would cause are counted
+    in one line, not reported per warp (session 15: ~2,180 such lines for one GEMM profile)."""
+    small = TraceLayout(**{**gemm_layout.__dict__, "capacity": 8})
+    sched = tracegen.gemm_schedule(nsms=3, tiles_per_sm=2, k_iters=4)
+    tl = decode(tracegen.write(small, 3, sched), small)
+    assert tl.issues[0] == ("108 events lost in 9 warps (capacity 8 per warp); the largest need "
+                            "was 22 events a warp: rerun with --iket-capacity 32 (a trace buffer "
+                            "of 0.0 MiB)")
+    # producers: 'load' open at the gap + the last 'end load'; consumers: the last record is
+    # the tile_done mark, and 'mma' is open at the gap (events 0-6: mma x3, begin mma)
+    loss = tl.loss()
+    assert loss["cut_ranges"] == 3 * 2 + 6 * 1
+    assert tl.issues[1].startswith("12 ranges cut by the gap of lost events")
+    assert len(tl.issues) == 2  # no per-warp 'end of range' or 'events lost' lines
+    assert loss["suggested_bytes"] == 3 * 12 * 32 * 32
+    # no span pairs across the gap: every span lies before it, with its true duration
+    prod = next(w for w in tl.warps if w.cta == 1 and w.warp == 0)
+    assert [s.name for s in prod.spans] == ["load"] * 3
+    assert all(s.dur == pytest.approx(900.0, abs=1) for s in prod.spans)
+    assert prod.end > prod.covered_end == prod.events[-2].t  # the true last event is kept
+    cons = next(w for w in tl.warps if w.cta == 0 and w.warp == 8)
+    assert [m.name for m in cons.marks] == ["tile_done"]  # the last record, past the gap
+
+
+def test_range_errors_in_warps_that_lost_nothing_are_still_reported(gemm_layout):
+    small = TraceLayout(**{**gemm_layout.__dict__, "capacity": 8})
+    sched = {(0, 0): (0, 0, [(k, "load", 10.0 * i) for i, k in enumerate(["begin", "end"] * 6)]),
+             (0, 4): (0, 4, [("begin", "mma", 0.0), ("end", "epilogue", 10.0)])}
+    tl = decode(tracegen.write(small, 1, sched), small)
+    assert tl.issues[0].startswith("4 events lost in 1 warps (capacity 8 per warp); the largest "
+                                   "need was 12 events a warp: rerun with --iket-capacity 32")
+    assert any(i.startswith("cta 0 warp 4: end of range 'epilogue'") for i in tl.issues)
+    assert any(i.startswith("cta 0 warp 4: range 'mma'") and "never ended" in i
+               for i in tl.issues)
+    assert not any(i.startswith("cta 0 warp 0") for i in tl.issues)
+
+
+@pytest.mark.parametrize("need,cap", [(1, 32), (29, 32), (30, 64), (258, 320), (960, 1088)])
+def test_suggested_capacity_has_headroom(need, cap):
+    from tirxh_iket.decode import suggest_capacity
+    assert suggest_capacity(need) == cap and cap >= need + need // 8
+
+
+def test_capacity_one_keeps_only_the_last_event(gemm_layout):
+    one = TraceLayout(**{**gemm_layout.__dict__, "capacity": 1})
+    sched = {(0, 0): (0, 0, [("begin", "load", 0.0), ("end", "load", 50.0)])}
+    tl = decode(tracegen.write(one, 1, sched), one)
+    w = tl.warps[0]
+    assert (w.needed, w.dropped, w.spans, w.cut) == (2, 1, [], 1)
+    assert tl.issues[0].startswith("1 events lost in 1 warps") and len(tl.issues) == 2
 
 
 def test_unbalanced_ranges_are_reported(gemm_layout):

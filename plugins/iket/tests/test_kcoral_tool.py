@@ -124,3 +124,23 @@ def test_a_sim_board_is_declined_by_type():
     assert IketTool().available(BoardSpec("sim0", "sim", "sm_90a")) == \
         "board 'sim0' is of type 'sim'; iket records time on a CUDA board"
     assert IketTool().available(FAKE) is None  # the CPU tests' stand-in for a GPU board
+
+
+def test_a_lossy_trace_tells_the_client_what_to_rerun_with(tmp_path, gemm_layout):
+    """The board's summary carries ``events_lost`` (the exact largest need and the capacity to
+    rerun with): what `plugin.tirxh_profile_item` reads to rerun a capacity-auto profile."""
+    from tirxh_iket.layout import TraceLayout
+    small = TraceLayout(**{**gemm_layout.__dict__, "capacity": 8})
+    trace = tracegen.write(small, 2, tracegen.gemm_schedule(nsms=2, tiles_per_sm=2))
+    work = tmp_path / "work"
+    work.mkdir()
+    r = IketTool().run(_job(tmp_path, small, trace), work, FAKE)
+    assert r.verdict == "incomplete"
+    on_disk = json.loads((work / "iket_summary.json").read_text())
+    assert on_disk["events_lost"] == r.summary["events_lost"]
+    assert {k: on_disk["events_lost"][k] for k in ("warps", "needed_max", "capacity",
+                                                    "suggested_capacity", "suggested_bytes")} \
+        == {"warps": 6, "needed_max": 22, "capacity": 8, "suggested_capacity": 32,
+            "suggested_bytes": 2 * 12 * 32 * 32}
+    text = (work / "iket_summary.txt").read_text()
+    assert text.count("events lost") == 1 and "rerun with --iket-capacity 32" in text

@@ -154,12 +154,16 @@ def fixture_layout(buf: pathlib.Path) -> pathlib.Path:
 @pytest.mark.parametrize("buf", sorted([*FIXTURES.glob("*.bin"), *FIXTURES.glob("*.bin.gz")]),
                          ids=lambda p: p.name)
 def test_fixture_traces(buf, tmp_path):
-    """Every recorded (or hand-made) trace in fixtures/ decodes cleanly into all outputs."""
+    """Every recorded (or hand-made) trace in fixtures/ decodes cleanly into all outputs; a
+    `_lossy` one (recorded with too small a capacity) has no issue but the lost events' lines,
+    and says incomplete."""
     tl = load(buf, fixture_layout(buf))
-    assert tl.warps and not tl.issues, tl.issues[:3]
+    lossy = "_lossy" in buf.name
+    assert tl.warps and (not tl.issues if not lossy else
+                         tl.issues[0].startswith(f"{tl.dropped} events lost in ")), tl.issues[:3]
     _check_chrome(to_chrome(tl))
     s = summarize(tl)
-    assert s["verdict"] == "ok" and s["duration_ns"] > 0
+    assert s["verdict"] == ("incomplete" if lossy else "ok") and s["duration_ns"] > 0
     assert format_summary(s).startswith("iket timeline of ")
     pytest.importorskip("matplotlib")
     write_png(tl, tmp_path / "f.png")

@@ -51,9 +51,11 @@ class FakeClient:
     """`refuse`: every submission is refused; `refuse_plain`: only the normal build's (the job
     without tools)."""
 
-    def __init__(self, refuse=None, refuse_plain=None):
+    def __init__(self, refuse=None, refuse_plain=None, losses=(), refuse_rerun=None):
         self.blobs, self.docs, self.refuse, self.refuse_plain = {}, [], refuse, refuse_plain
+        self.refuse_rerun = refuse_rerun  # refuse the second profiling job (an auto rerun)
         self.uploaded = set()
+        self.losses = list(losses)  # per profiling job in turn: its summary's events_lost
 
     def put_blob(self, data):
         dg = hashlib.sha256(data).hexdigest()
@@ -68,15 +70,21 @@ class FakeClient:
     def submit(self, doc, timeout=None):
         doc = doc.to_doc() if hasattr(doc, "to_doc") else doc  # a kcoral.job.Job or its JSON
         self.docs.append(doc)
-        if self.refuse or (self.refuse_plain and not doc["tools"]):
+        reruns = sum(1 for d in self.docs if d["tools"]) > 1 and doc["tools"]
+        if self.refuse or (self.refuse_plain and not doc["tools"]) or \
+                (self.refuse_rerun and reruns):
             from kcoral.client import KCoralError
-            raise KCoralError("UNAVAILABLE", self.refuse or self.refuse_plain)
+            raise KCoralError("UNAVAILABLE", self.refuse or self.refuse_plain or self.refuse_rerun)
         tools = {}
         if doc["tools"]:
-            tools["iket"] = {"status": "ok", "verdict": None,
-                             "summary": {"warps": 32, "verdict": "ok",
+            loss = self.losses.pop(0) if self.losses else None
+            cap = doc["tools"][0]["options"]["layout"]["capacity"]
+            tools["iket"] = {"status": "ok", "verdict": "incomplete" if loss else None,
+                             "summary": {"warps": 32, "verdict": "incomplete" if loss else "ok",
+                                         "events_lost": loss,
                                          "render_s": {"decode": 0.5, "png": 1.25}},
-                             "artifacts": {"iket_summary.txt": self.put_blob(b"iket timeline")}}
+                             "artifacts": {"iket_summary.txt": self.put_blob(
+                                 b"iket timeline at capacity %d" % cap)}}
         median = 0.011 if doc["tools"] else 0.010
         yield {"state": "queued", "job_id": str(len(self.docs)), "message": "position 0",
                "board": "", "result": None}
@@ -158,7 +166,7 @@ def test_a_failed_normal_build_keeps_the_timeline(monkeypatch, tmp_path, capsys)
     rep = plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
                                     config=_config(["--iket"]), request={"out": tmp_path})
     assert rep.verdict is None and rep.summary["overhead"]["ratio"] is None
-    assert (tmp_path / "s" / "iket_summary.txt").read_bytes() == b"iket timeline"
+    assert (tmp_path / "s" / "iket_summary.txt").read_bytes() == b"iket timeline at capacity 64"
     assert "normal build not timed: UNAVAILABLE: daemon stopping" in capsys.readouterr().err
 
 
@@ -210,3 +218,108 @@ def test_on_a_sim_board_the_profile_says_iket_needs_time(tmp_path):
     assert "profile kernels/vadd.py::vadd[n1000]@sm_90a: compiled in " in err
     assert "iket [+" in err and "profiling build: running: running on sim0" in err
     assert "iket unavailable" in err, err
+
+
+def _loss(events=194 * 32, warps=32, need=258, cap=64, bytes_=None):
+    from tirxh_iket.decode import suggest_capacity
+    want = suggest_capacity(need)
+    return {"events": events, "warps": warps, "needed_max": need, "capacity": cap,
+            "suggested_capacity": want, "suggested_bytes": bytes_ or 32 * want * 32,
+            "cut_ranges": 2 * warps}
+
+
+def _profile(monkeypatch, tmp_path, argv, client):
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
+    item = types.SimpleNamespace(name="s", kernel=scale, suite=SUITE, case=SUITE.cases[0])
+    return plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
+                                     config=_config(argv), request={"out": tmp_path})
+
+
+def test_auto_capacity_reruns_once_at_the_measured_need(monkeypatch, tmp_path, capsys):
+    """The default capacity is auto: a run that lost events is rerun once at the capacity its
+    summary suggests (session 15's GEMM: need 258 -> 320), and the report says both runs."""
+    client = FakeClient(losses=[_loss()])
+    rep = _profile(monkeypatch, tmp_path, ["--iket"], client)
+    first, rerun, plain = client.docs
+    assert plain["tools"] == [] and first["tools"] and rerun["tools"]
+    assert first["buffers"][-1]["shape"] == [8 * 4 * 64 * 32]
+    assert rerun["buffers"][-1]["shape"] == [8 * 4 * 320 * 32]
+    assert rerun["tools"][0]["options"]["layout"]["capacity"] == 320
+    assert rerun["module"]["blob"] != first["module"]["blob"]  # rebuilt at the new capacity
+    assert rep.verdict is None  # the rerun's: it lost nothing
+    assert rep.summary["capacity_runs"] == [{"capacity": 64, "events_lost": _loss()},
+                                            {"capacity": 320, "events_lost": None}]
+    assert rep.text.startswith("iket timeline at capacity 320")
+    assert ("capacity auto: the first run, at capacity 64, lost events (6208 events lost in 32 "
+            "warps, the largest need 258 events a warp); this timeline is the rerun's, at "
+            "capacity 320, which lost none") in rep.text
+    err = capsys.readouterr().err
+    assert "capacity 64 lost events (6208 events lost in 32 warps, the largest need 258 events " \
+           "a warp): rerunning once at capacity 320" in err
+    assert "profiling job (rerun) ok" in err
+
+
+def test_a_rerun_that_loses_events_again_says_so(monkeypatch, tmp_path):
+    client = FakeClient(losses=[_loss(), _loss(events=10, warps=1, need=330, cap=320)])
+    rep = _profile(monkeypatch, tmp_path, ["--iket"], client)
+    assert len(client.docs) == 3  # one rerun only
+    assert rep.verdict == "incomplete"
+    assert "which lost events too (10 events lost in 1 warps, the largest need 330" in rep.text
+
+
+def test_explicit_capacity_runs_once(monkeypatch, tmp_path):
+    client = FakeClient(losses=[_loss(cap=16)])
+    rep = _profile(monkeypatch, tmp_path, ["--iket", "--iket-capacity", "16"], client)
+    assert len(client.docs) == 2 and rep.verdict == "incomplete"
+    assert rep.summary["capacity_runs"] == [{"capacity": 16, "events_lost": _loss(cap=16)}]
+    assert "rerun" not in rep.text
+
+
+def test_auto_does_not_rerun_past_its_buffer_cap(monkeypatch, tmp_path):
+    big = _loss(need=100_000, bytes_=plugin.AUTO_MAX_TRACE_BYTES + 1)
+    client = FakeClient(losses=[big])
+    rep = _profile(monkeypatch, tmp_path, ["--iket", "--iket-capacity", "auto"], client)
+    assert len(client.docs) == 2 and rep.verdict == "incomplete"
+    assert "not rerun automatically: capacity 112512 takes a 256 MiB trace buffer, over " \
+           "auto's 256 MiB; rerun with --iket-capacity 112512 (allowed up to 2 GiB)" in rep.text
+
+
+@pytest.mark.parametrize("value,want", [(None, (64, True)), (0, (64, True)),
+                                        ("auto", (64, True)), ("128", (128, False)),
+                                        (16, (16, False))])
+def test_parse_capacity(value, want):
+    assert plugin.parse_capacity(value) == want
+
+
+@pytest.mark.parametrize("value", ["-3", "1.5", "lots", True])
+def test_bad_capacity_is_a_clear_error(value):
+    with pytest.raises(ValueError, match=r"--iket-capacity .*expected 'auto' or a positive"):
+        plugin.parse_capacity(value)
+
+
+def test_bad_capacity_on_the_command_line(capsys):
+    with pytest.raises(SystemExit):
+        _config(["--iket", "--iket-capacity", "lots"])
+    assert "expected 'auto' or a positive number" in capsys.readouterr().err
+
+
+def test_bad_capacity_in_a_request_is_an_error_report(monkeypatch, tmp_path):
+    def no_daemon(config):
+        raise AssertionError("no daemon may be contacted for a bad capacity")
+
+    monkeypatch.setattr(plugin, "client_for", no_daemon)
+    item = types.SimpleNamespace(name="s", kernel=scale, suite=SUITE, case=SUITE.cases[0])
+    rep = plugin.tirxh_profile_item(item=item, compiled=scale.compile("sm_90a"),
+                                    config=_config([]), request={"iket": {"capacity": "x"}})
+    assert rep.verdict == "error" and "--iket-capacity 'x'" in rep.text
+
+
+def test_a_refused_rerun_keeps_the_first_runs_timeline(monkeypatch, tmp_path):
+    client = FakeClient(losses=[_loss()], refuse_rerun="daemon stopping")
+    rep = _profile(monkeypatch, tmp_path, ["--iket"], client)
+    assert [bool(d["tools"]) for d in client.docs] == [True, True, False]
+    assert rep.verdict == "incomplete" and rep.text.startswith("iket timeline at capacity 64")
+    assert rep.summary["capacity_runs"][1] == {
+        "capacity": 320, "error": "KCoral refused the job: UNAVAILABLE: daemon stopping"}
+    assert "its rerun at capacity 320 failed (KCoral refused the job: UNAVAILABLE: daemon " \
+           "stopping); this timeline is the first run's" in rep.text

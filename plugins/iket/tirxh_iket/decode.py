@@ -22,9 +22,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .layout import RECORD_DTYPE, VALID_BIT, LayoutError, TraceLayout
+from .layout import RECORD_BYTES, RECORD_DTYPE, VALID_BIT, LayoutError, TraceLayout
 
 MIN_LIFETIME_FOR_RATE_NS = 20_000
+
+
+def suggest_capacity(needed: int) -> int:
+    """A capacity for a warp that needed `needed` events: +1/8 headroom, a multiple of 32."""
+    want = needed + max(needed // 8, 1)
+    return -(-want // 32) * 32
+
+
+def loss_message(loss: dict) -> str:
+    """The one line that says what was lost and what to rerun with."""
+    return (f"{loss['events']} events lost in {loss['warps']} warps (capacity "
+            f"{loss['capacity']} per warp); the largest need was {loss['needed_max']} events a "
+            f"warp: rerun with --iket-capacity {loss['suggested_capacity']} (a trace buffer of "
+            f"{loss['suggested_bytes'] / 2 ** 20:.1f} MiB)")
 
 
 @dataclass
@@ -62,6 +76,21 @@ class WarpTrace:
     spans: list = field(default_factory=list)
     marks: list = field(default_factory=list)
     dropped: int = 0
+    cut: int = 0  # range ends/begins left unpaired at the gap of lost events (see `decode`)
+
+    @property
+    def needed(self) -> int:
+        """Events the warp tried to write: the sequence number of its last record + 1, exact
+        because the device counts every event, also those past the capacity (layout.py)."""
+        return self.events[-1].seq + 1 if self.events else 0
+
+    @property
+    def covered_end(self) -> float:
+        """The end of what the warp's records cover without a gap: its last event, or, when
+        events were lost, the last event before them (the kept last record lies past the gap)."""
+        if self.dropped:
+            return self.events[-2].t if len(self.events) > 1 else self.start
+        return self.end
 
     @property
     def start(self) -> float:
@@ -82,6 +111,8 @@ class Timeline:
     clock_ghz: "float | None"
     issues: list = field(default_factory=list)
     t0_globaltimer: int = 0
+    regions: int = 0  # warp regions in the buffer (the grid's warps): sizes a larger capacity
+    capacity: int = 0
 
     @property
     def sms(self) -> list:
@@ -100,6 +131,23 @@ class Timeline:
     @property
     def dropped(self) -> int:
         return sum(w.dropped for w in self.warps)
+
+    def loss(self) -> "dict | None":
+        """What was lost, and the capacity that would have held it (None when nothing was).
+
+        ``needed_max`` is exact (`WarpTrace.needed`); ``suggested_capacity`` adds 1/8 of headroom
+        (a schedule decided at run time, an atomic tile counter, can give a warp more events on
+        the next run) and rounds up to a multiple of 32; ``suggested_bytes`` is the trace buffer
+        that capacity takes for this grid."""
+        lossy = [w for w in self.warps if w.dropped]
+        if not lossy:
+            return None
+        need = max(w.needed for w in lossy)
+        cap = suggest_capacity(need)
+        return {"events": sum(w.dropped for w in lossy), "warps": len(lossy),
+                "needed_max": need, "capacity": self.capacity, "suggested_capacity": cap,
+                "suggested_bytes": self.regions * cap * RECORD_BYTES,
+                "cut_ranges": sum(w.cut for w in lossy)}
 
 
 def read_buffer(data, layout: TraceLayout) -> np.ndarray:
@@ -171,13 +219,18 @@ def decode(data, layout: TraceLayout, clock_ghz: "float | None" = None,
             w.events.append(Event(float(t) - first, site.kind, site.name, site.where,
                                   int(rec["seq"])))
         _pair(w, issues)
-        if dropped:
-            issues.append(f"cta {w.cta} warp {w.warp}: {dropped} events lost (capacity "
-                          f"{layout.capacity} per warp; raise it with --iket-capacity)")
         warps.append(w)
     _assign_roles(warps, role_names)
-    return Timeline(layout.kernel, warps, used, rate if used != "globaltimer" else clock_ghz,
-                    issues, t0)
+    tl = Timeline(layout.kernel, warps, used, rate if used != "globaltimer" else clock_ghz,
+                  issues, t0, regions=recs.shape[0], capacity=layout.capacity)
+    loss = tl.loss()
+    if loss:  # one line for all lossy warps, first: it says what to do
+        tl.issues.insert(0, loss_message(loss))
+        if loss["cut_ranges"]:
+            tl.issues.insert(1, f"{loss['cut_ranges']} ranges cut by the gap of lost events in "
+                                "those warps, not reported (their spans after the gap are "
+                                "missing; no range pairs across it)")
+    return tl
 
 
 def _time_base(raw_warps, clock_ghz, timebase) -> "tuple[dict, float, str]":
@@ -215,9 +268,18 @@ def _time_base(raw_warps, clock_ghz, timebase) -> "tuple[dict, float, str]":
 
 
 def _pair(w: WarpTrace, issues: list) -> None:
-    """Match begin/end events of one warp into spans (ranges nest; names must match)."""
+    """Match begin/end events of one warp into spans (ranges nest; names must match).
+
+    A warp that lost events kept its first ``capacity - 1`` events and its last one (layout.py):
+    only the first ones are paired. The last record lies past a gap of unknown events, so a
+    range is never paired across the gap (a begin before it and an end after it are usually
+    different iterations, and would make one bogus long span); what the gap cuts (ranges open
+    at it, an end after it) is counted in `WarpTrace.cut`, not reported per warp: it is a
+    consequence of the lost events, which `decode` reports in one line. Mismatches before the
+    gap are real and reported as in any warp."""
     stack: list[Event] = []
-    for ev in w.events:
+    paired = w.events[:-1] if w.dropped else w.events
+    for ev in paired:
         if ev.kind == "mark":
             w.marks.append(ev)
         elif ev.kind == "begin":
@@ -230,10 +292,17 @@ def _pair(w: WarpTrace, issues: list) -> None:
             issues.append(f"cta {w.cta} warp {w.warp}: end of range {ev.name!r} ({ev.where}) "
                           f"while {'range ' + repr(top) if top else 'no range'} is open "
                           "(annotations in divergent code, or lost events)")
-    for b in stack:
-        if not w.dropped:
-            issues.append(f"cta {w.cta} warp {w.warp}: range {b.name!r} ({b.where}) never ended "
-                          "(the warp exited inside it)")
+    if w.dropped:
+        last = w.events[-1]
+        if last.kind == "mark":
+            w.marks.append(last)
+        else:  # a begin or an end past the gap: its partner is in the gap, or was before it
+            w.cut += 1
+        w.cut += len(stack)
+    else:
+        for b in stack:
+            issues.append(f"cta {w.cta} warp {w.warp}: range {b.name!r} ({b.where}) never "
+                          "ended (the warp exited inside it)")
     w.spans.sort(key=lambda s: (s.start, s.depth))
 
 

@@ -18,6 +18,18 @@ Phases are logged to stderr as they happen (``iket [+12.3s] ...``: profiling bui
 jobs built, uploaded, each KCoral state, timeline rendered on the board, artifacts downloaded,
 normal build timed), so a run killed by an outer ``timeout`` still shows how far it got
 (sessions 7 and 8 lost an attention profile without a clue where its 150 s went).
+
+Capacity. ``--iket-capacity auto`` (the default) runs at `DEFAULT_CAPACITY` records per warp and,
+when the board's summary says events were lost, reruns the profiling build once at the capacity
+the summary suggests (the exact largest per-warp need, which the device counts past a full
+region, plus 1/8: `decode.suggest_capacity`), if that trace buffer fits `AUTO_MAX_TRACE_BYTES`;
+the report keeps both runs (``summary["capacity_runs"]``, and a line of the text). An explicit
+``--iket-capacity N`` runs once, as asked. Why not size the buffer before the run from the IR:
+the loops that repeat annotations rarely have constant trip counts (in session 15's
+gemm_bf16_c2[m512n4096k4096_t128] every one has register bounds: the persistent tile loops, and
+the K loops, whose tile count comes from the runtime K argument), so a static count would need the
+launch's arguments evaluated through the IR and be a bound at best; one extra job of a few seconds
+(the rerun) measures the need exactly.
 """
 
 from __future__ import annotations
@@ -32,11 +44,17 @@ from kcoral.errors import KCoralError
 from tirxh.api import CompileError, build_job, client_for, hookimpl
 
 from .instrument import DEFAULT_CAPACITY
-from .job import profiling_job
+from .job import MAX_TRACE_BYTES, profiling_job
 from .transform import TRANSFORM, compile_profiling_build
 
 
 PROFILE_SEEDS = (1,)  # one correctness run, before timing (module docstring)
+AUTO = "auto"
+# The largest trace buffer `--iket-capacity auto` reruns with on its own: 1/8 of the hard limit
+# (job.MAX_TRACE_BYTES). The buffer is zero-filled on the device, copied back, saved by runjob,
+# decoded on the board's CPU, written again as an artifact and downloaded; past this size a
+# rerun should be the user's explicit choice (a smaller case usually answers the same question).
+AUTO_MAX_TRACE_BYTES = 256 << 20
 
 
 @dataclass
@@ -63,8 +81,10 @@ def tirxh_register_transforms(registry):
 def tirxh_addoption(parser):
     parser.addoption("--iket", action="store_true", default=False,
                      help="profile: record an intra-kernel timeline of the T.iket annotations")
-    parser.addoption("--iket-capacity", type=int, default=DEFAULT_CAPACITY, metavar="N",
-                     help=f"profile --iket: trace records per warp (default {DEFAULT_CAPACITY})")
+    parser.addoption("--iket-capacity", type=_capacity_arg, default=AUTO, metavar="N|auto",
+                     help=f"profile --iket: trace records per warp; 'auto' (the default) runs "
+                          f"at {DEFAULT_CAPACITY} and, if events were lost, once more at the "
+                          f"measured need (trace buffer up to {AUTO_MAX_TRACE_BYTES >> 20} MiB)")
 
 
 def _median_ms(result: dict) -> "float | None":
@@ -116,24 +136,63 @@ def _render_times(got: dict) -> str:
     return ", ".join(f"{k} {v:.1f} s" for k, v in t.items())
 
 
+def parse_capacity(value) -> "tuple[int, bool]":
+    """``--iket-capacity`` (or the request's ``capacity``): ``auto`` (or unset/0) ->
+    ``(DEFAULT_CAPACITY, True)``, a positive int N -> ``(N, False)``. Raises ValueError naming
+    the value otherwise."""
+    if value in (None, 0, "", AUTO):
+        return DEFAULT_CAPACITY, True
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if isinstance(value, bool) or n < 1 or str(n) != str(value).strip():
+        raise ValueError(f"--iket-capacity {value!r}: expected 'auto' or a positive number of "
+                         "records per warp")
+    return n, False
+
+
+def _capacity_arg(text: str):
+    """argparse type of ``--iket-capacity``: 'auto' or a positive int."""
+    import argparse
+    try:
+        n, auto = parse_capacity(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return AUTO if auto else n
+
+
+def _loss_brief(loss: dict) -> str:
+    return (f"{loss['events']} events lost in {loss['warps']} warps, the largest need "
+            f"{loss['needed_max']} events a warp")
+
+
 @hookimpl
 def tirxh_profile_item(item, compiled, config, request):
     opt = request.get("iket")
     if not opt and not config.getoption("iket"):
         return None
     opt = dict(opt or {})
-    capacity = int(opt.get("capacity") or config.getoption("iket_capacity") or DEFAULT_CAPACITY)
+    try:
+        capacity, auto = parse_capacity(opt.get("capacity") or config.getoption("iket_capacity"))
+    except ValueError as e:
+        return IketReport(item.name, "error", {"reason": str(e)}, f"iket: {e}")
     phases = Phases()
+    grid = [int(g) for g in item.suite.grid(item.case)]
+    grid3 = grid + [1] * (3 - len(grid))
+
+    def build(cap):
+        return compile_profiling_build(item.kernel, compiled.target, compiled.consts,
+                                       capacity=cap, isa=getattr(config, "isa", None),
+                                       cache=getattr(config, "cache", None))
+
     try:  # before any daemon is contacted: a kernel that cannot be instrumented runs nothing
-        prof, layout = compile_profiling_build(item.kernel, compiled.target, compiled.consts,
-                                               capacity=capacity, isa=getattr(config, "isa", None),
-                                               cache=getattr(config, "cache", None))
+        prof, layout = build(capacity)
     except CompileError as e:  # InstrumentError included
         return IketReport(item.name, "error", {"reason": str(e)}, f"iket: {e}")
-    grid = [int(g) for g in item.suite.grid(item.case)]
     phases(f"profiling build compiled: {len(layout.sites)} annotation sites, capacity "
-           f"{capacity} records per warp, trace buffer "
-           f"{layout.buffer_bytes(grid + [1] * (3 - len(grid))) / 2 ** 20:.1f} MiB; building the jobs "
+           f"{capacity} records per warp{' (auto: rerun once if events are lost)' if auto else ''}"
+           f", trace buffer {layout.buffer_bytes(grid3) / 2 ** 20:.1f} MiB; building the jobs "
            "(inputs and expected outputs, on this CPU)")
     client = client_for(config)
     timeout = float(config.getini("bench", "timeout_s") or 900.0)
@@ -145,24 +204,75 @@ def tirxh_profile_item(item, compiled, config, request):
 
     plain = build_job(compiled, item.suite, item.case, seeds=PROFILE_SEEDS, put=put).to_doc()
     plain["baselines"] = []  # the overhead is a ratio of the two builds (module docstring)
-    doc = profiling_job(plain, prof, layout, put(prof.cubin),
-                        options={k: v for k, v in opt.items() if k in ("roles", "max_sms")},
-                        ir_blob=put(prof.ir_json().encode()))
-    phases(f"jobs built: inputs and expected outputs of {len(plain.get('runs', []))} runs, "
-           f"{len(sent)} blobs, {sum(sent) / 2 ** 20:.0f} MiB")
-    try:
+    tool_opts = {k: v for k, v in opt.items() if k in ("roles", "max_sms")}
+
+    def job_of(prof, layout):
+        return profiling_job(plain, prof, layout, put(prof.cubin), options=tool_opts,
+                             ir_blob=put(prof.ir_json().encode()))
+
+    def run(doc, what):
         t = time.monotonic()
         missing = client.upload()
         phases(f"uploaded {len(missing)} blobs the daemon lacked in {time.monotonic() - t:.1f} s")
-        res = _submit(client, doc, timeout, phases, "profiling build")
+        res = _submit(client, doc, timeout, phases, what)
+        got = (res.get("tools") or {}).get("iket") or {}
+        rendered = _render_times(got)
+        phases(f"profiling job{what[len('profiling build'):]} {res.get('status', '?')} (run {res.get('run_s', '?')} s on the "
+               f"board); iket {got.get('status', 'no result')}"
+               + (f"; rendered on the board: {rendered}" if rendered else ""))
+        return res, got
+
+    doc = job_of(prof, layout)
+    phases(f"jobs built: inputs and expected outputs of {len(plain.get('runs', []))} runs, "
+           f"{len(sent)} blobs, {sum(sent) / 2 ** 20:.0f} MiB")
+    runs = []  # one entry per profiling run: its capacity and what it lost
+    note = ""
+    try:
+        res, got = run(doc, "profiling build")
+        loss = (got.get("summary") or {}).get("events_lost") if got.get("status") == "ok" else None
+        runs.append({"capacity": capacity, "events_lost": loss})
+        if loss and auto:
+            want = int(loss["suggested_capacity"])
+            if loss["suggested_bytes"] > AUTO_MAX_TRACE_BYTES:
+                note = (f"iket: the run at capacity {capacity} lost events ({_loss_brief(loss)}); "
+                        f"not rerun automatically: capacity {want} takes a "
+                        f"{loss['suggested_bytes'] / 2 ** 20:.0f} MiB trace buffer, over auto's "
+                        f"{AUTO_MAX_TRACE_BYTES >> 20} MiB; rerun with --iket-capacity {want} "
+                        f"(allowed up to {MAX_TRACE_BYTES >> 30} GiB) or profile a smaller case")
+                phases(note[len("iket: "):])
+            else:
+                phases(f"capacity {capacity} lost events ({_loss_brief(loss)}): rerunning once "
+                       f"at capacity {want} ({loss['suggested_bytes'] / 2 ** 20:.1f} MiB)")
+                try:  # a rerun that fails keeps the first run's timeline (incomplete)
+                    prof2, layout2 = build(want)
+                    res2, got2 = run(job_of(prof2, layout2), "profiling build (rerun)")
+                    why = None if got2.get("status") == "ok" else (
+                        got2.get("reason") or (res2.get("error") or {}).get("message")
+                        or "no iket result")
+                except CompileError as e:
+                    why = f"the profiling build at capacity {want} failed: {e}"
+                except KCoralError as e:
+                    why = f"KCoral refused the job: {e.code}: {e.message}"
+                except ValueError as e:  # job.add_trace_buffer's size check
+                    why = str(e)
+                if why is None:
+                    loss2 = (got2.get("summary") or {}).get("events_lost")
+                    runs.append({"capacity": want, "events_lost": loss2})
+                    note = (f"iket: capacity auto: the first run, at capacity {capacity}, lost "
+                            f"events ({_loss_brief(loss)}); this timeline is the rerun's, at "
+                            f"capacity {want}"
+                            + (f", which lost events too ({_loss_brief(loss2)})" if loss2 else
+                               ", which lost none"))
+                    prof, layout, res, got = prof2, layout2, res2, got2
+                else:  # keep the first run's (incomplete) timeline, say why
+                    runs.append({"capacity": want, "error": why})
+                    note = (f"iket: capacity auto: the run at capacity {capacity} lost events "
+                            f"({_loss_brief(loss)}); its rerun at capacity {want} failed "
+                            f"({why}); this timeline is the first run's")
+                    phases(f"rerun failed: {why}")
     except KCoralError as e:  # refused (no board for the target, bad job) or daemon gone
         return IketReport(item.name, "error", {"reason": f"{e.code}: {e.message}"},
                           f"iket: KCoral refused the job: {e.code}: {e.message}")
-    got = (res.get("tools") or {}).get("iket") or {}
-    rendered = _render_times(got)
-    phases(f"profiling job {res.get('status', '?')} (run {res.get('run_s', '?')} s on the "
-           f"board); iket {got.get('status', 'no result')}"
-           + (f"; rendered on the board: {rendered}" if rendered else ""))
     if got.get("status") != "ok":
         why = got.get("reason") or (res.get("error") or {}).get("message") or "no iket result"
         return IketReport(item.name, "error", {"reason": why}, f"iket: {why}")
@@ -182,6 +292,7 @@ def tirxh_profile_item(item, compiled, config, request):
         base = {}
         phases(f"normal build not timed: {e.code}: {e.message}")
     s = dict(got.get("summary") or {})
+    s["capacity_runs"] = runs
     inst, ref = _median_ms(res), _median_ms(base)
     s["overhead"] = {"instrumented_median_ms": inst, "plain_median_ms": ref,
                      "ratio": inst / ref if inst and ref else None,
@@ -189,6 +300,8 @@ def tirxh_profile_item(item, compiled, config, request):
                                    "instrumented": prof.resources.registers}}
     (out / "iket_summary.json").write_text(json.dumps(s, indent=1))
     text = (out / "iket_summary.txt").read_text() if (out / "iket_summary.txt").exists() else ""
+    if note:
+        text += "\n  " + note
     if inst and ref:
         text += (f"\n  instrumentation overhead: {inst:.4g} ms vs {ref:.4g} ms "
                  f"({inst / ref - 1:+.1%}); registers {compiled.resources.registers} -> "

@@ -5,13 +5,18 @@ Definitions (all per warp, then aggregated by role): a warp's *lifetime* runs fr
 last event; it is *busy* while inside at least one top-level range; *idle* is the rest of its
 lifetime; a *bubble* is an idle gap between two consecutive top-level ranges of the same warp. The
 *tail* is how long the last SM kept working after the median SM finished.
+
+Lost events. A warp that ran out of trace capacity kept its first events and its last one
+(`decode._pair`): its lifetime for busy/idle is its first events' (up to the gap), while the SM
+finish times still use its true last event. ``events_lost`` says how many, in how many warps, the
+largest per-warp need and the capacity to rerun with; the verdict is then ``incomplete``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .decode import Timeline
+from .decode import Timeline, loss_message
 
 
 def _union(intervals) -> float:
@@ -33,7 +38,7 @@ def summarize(tl: Timeline, top: int = 5) -> dict:
     roles: dict = {}
     bubbles = []
     for w in tl.warps:
-        life = w.end - w.start
+        life = w.covered_end - w.start  # a warp that lost events: up to the gap (its spans end)
         tops = [s for s in w.spans if s.depth == 0]
         busy = _union((s.start, s.end) for s in tops)
         r = roles.setdefault(w.role, {"warps": 0, "lifetime_ns": 0.0, "busy_ns": 0.0,
@@ -80,6 +85,7 @@ def summarize(tl: Timeline, top: int = 5) -> dict:
     return {"kernel": tl.kernel, "duration_ns": tl.duration, "timebase": tl.timebase,
             "clock_ghz": tl.clock_ghz, "warps": len(tl.warps), "roles": roles,
             "bubbles": bubbles[:top], "balance": balance, "events_dropped": tl.dropped,
+            "events_lost": tl.loss(),
             "verdict": "incomplete" if tl.issues or not tl.warps else "ok",
             "issues": tl.issues[:20], "issues_total": len(tl.issues)}
 
@@ -108,10 +114,17 @@ def format_summary(s: dict) -> str:
                f"{_us(bal['finish_p90_ns'])}, max {_us(bal['finish_max_ns'])}; tail "
                f"{_us(bal['tail_ns'])} ({bal['tail_fraction']:.1%} of the kernel); CTAs per SM "
                f"{bal['ctas_per_sm']['min']}..{bal['ctas_per_sm']['max']}")
-    if s["events_dropped"]:
+    loss = s.get("events_lost")
+    if loss:  # the same line heads `issues`: printed once, as the verdict
+        out.append(f"  INCOMPLETE: {loss_message(loss)}")
+        out.append(f"  (the figures above cover only the first {loss['capacity'] - 1} events of "
+                   "each warp that lost events; the SM finish times are exact: a full region "
+                   "keeps its warp's last event)")
+    elif s["events_dropped"]:
         out.append(f"  INCOMPLETE: {s['events_dropped']} events lost to full warp regions")
     for msg in s["issues"]:
-        out.append(f"  issue: {msg}")
+        if not (loss and msg == loss_message(loss)):
+            out.append(f"  issue: {msg}")
     if s["issues_total"] > len(s["issues"]):
         out.append(f"  ... and {s['issues_total'] - len(s['issues'])} more issues")
     if s.get("render_s"):  # set by the KCoral tool (kcoral_tool.render)
