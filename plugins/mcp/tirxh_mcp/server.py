@@ -75,8 +75,9 @@ def build_server(runner: TirxhRunner) -> MCPServer:
                 out: str = "profile_out") -> JSONDoc:
         """Profile one item on a KCoral board: Nsight Compute counters and hot spots by Python
         line (ncu), compute-sanitizer findings (sanitizer), an iket per-warp timeline (iket):
-        `tirxh profile NODEID ... --json`. Artifacts go to `out`. Profiler times are not
-        benchmarks: quote bench medians."""
+        `tirxh profile NODEID ... --json`. `iket_capacity`: events a warp; 0 is `auto` (one
+        rerun at the measured need when events were lost). Artifacts go to `out`. Profiler
+        times are not benchmarks: quote bench medians."""
         args = ["profile", nodeid, "--out", out]
         if ncu:
             args += ["--ncu", "--ncu-set", ncu_set]
