@@ -92,6 +92,14 @@ of 2112 first rows there (2 at bf16 `_v4`, 37 of 4096 at f32 `_w32`; benchmarks/
 topk_seed_model.py), and those items ran 23-37% slower. The deeper rank appends ~280-360
 elements a first row instead of ~185-210 and misses none of 12-24k replayed rows.
 
+PK=1 (session 15, the `_pk` cases, bf16 only; docs/TUNING.md "top-k (session 15, branch
+topk11)"): a later bf16 row's largest share of instructions was the hit vectors' pass masks
+(numsim: 31% of its PTX; 29-30 SASS a vector: 8 elements expanded to f32, ``FSETP``, ``SEL``, an
+add tree). The threshold is always a bf16 value (or a NaN) at bf16, so each word's two halves are
+compared with its bf16 in place (``mov.b32 {lo, hi}``, ``setp.ge.bf16`` x 2: one ``HSETP2``) and
+the bits OR'ed in under the predicates (13-15 SASS a vector); the reach test compares the packed
+maximum's halves the same way. The same elements pass: outputs bit-identical to PK=0.
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -1097,15 +1105,16 @@ SUITE_BF16 = T.suite(
                   CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=1),
         make_case("r5_c4104_k9_sd2", rows=5, cols=4104, k=9, WARPS=2, CTAS=1, VECS=4, STAGES=12,
                   CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2),
-        # PK=1 (scan11): the filter and the pass masks compare bf16 halves in place; row 0 of
-        # ties (-3..3, -0.0 and +0.0 among them), tails (1000 = 125 vectors, 4104 = 513), the
-        # rounds' refine at CAP 96, one vector a step and four, seeded and not
-        make_case("r5_c1000_k33_fu_pk", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
+        # PK=1 (scan11): the filter and the pass masks compare bf16 halves in place; the
+        # suite's row 0 of ties, tails (1000 = 125 vectors, 4104 = 513), the rounds' refine at
+        # CAP 96, one vector a step and four, from -inf and seeded (`_pk2`: SEED=2; no "_sd" in
+        # the names, which scan9's and scan10's smoke select)
+        make_case("r5_c1000_k33_pk", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
                   dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1, FUSE=1, PK=1),
-        make_case("r5_c4104_k9_sd2_pk", rows=5, cols=4104, k=9, WARPS=2, CTAS=1, VECS=4,
+        make_case("r5_c4104_k9_pk2", rows=5, cols=4104, k=9, WARPS=2, CTAS=1, VECS=4,
                   STAGES=12, CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2,
                   PK=1),
-        make_case("r3_c3000_k50_v4_pk", rows=3, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
+        make_case("r3_c3000_k50_v4pk", rows=3, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
                   CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, PK=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
