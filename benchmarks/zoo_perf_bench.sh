@@ -356,7 +356,7 @@ ${T10_B}_v4_g1fu_w32_sd2]@"
     N_R3="${T10_F}_v8_g1fu_sd]@ or ${T10_F}_v4_g1fu_w32_sd2]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
 elif [ "${MODE:-all}" = scan11 ]; then
-    SMOKE_K="not h200 and topk_warp and pk"
+    SMOKE_K="not h200 and topk_warp and _pk"   # not "pk": "topk" holds it
     T11_B="topk_bf16_warp[r8192_c32768_k64_st_a"
     N_R1="${T11_B}_v4_g1fu_w32_sd2]@ or ${T11_B}_v4_g1fu_sd2]@ or \
 ${T11_B}_v4_g1fu_w32_sd2_pk]@ or ${T11_B}_v4_g1fu_sd2_pk]@"

@@ -116,7 +116,7 @@ def test_sync_check_clean():
                         (MOD.SUITE_F32, "r3_c8196_k50_v8_sd2"),
                         (MOD.SUITE_BF16, "r5_c4104_k9_sd2"),
                         (MOD.SUITE_BF16, "r5_c1000_k33_pk"), (MOD.SUITE_BF16, "r5_c4104_k9_pk2"),
-                        (MOD.SUITE_BF16, "r3_c3000_k50_v4pk")):
+                        (MOD.SUITE_BF16, "r3_c3000_k50_v4_pk")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))

@@ -1114,7 +1114,7 @@ SUITE_BF16 = T.suite(
         make_case("r5_c4104_k9_pk2", rows=5, cols=4104, k=9, WARPS=2, CTAS=1, VECS=4,
                   STAGES=12, CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2,
                   PK=1),
-        make_case("r3_c3000_k50_v4pk", rows=3, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
+        make_case("r3_c3000_k50_v4_pk", rows=3, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
                   CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, PK=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
