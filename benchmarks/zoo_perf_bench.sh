@@ -104,6 +104,12 @@
 #     best of scan9), then the `_sd2` forms; smoke over the small `_sd2` cases; run with
 #     TOTAL_LIMIT=200; predictions in docs/PERFORMANCE.md ("Session 14, branch topk10") and
 #     docs/TUNING.md ("top-k (session 14, branch topk10)")
+#   MODE=scan11: ONLY session 15's top-k PK=1 variants (branch topk11: bf16's reach test and
+#     pass masks compare each word's two bf16 halves with one HSETP2 instead of expanding
+#     them to f32), one shard led by its in-job controls (bf16 8192 x 32768 `_v4_g1fu_w32_sd2`,
+#     the measured best, and `_v4_g1fu_sd2`), then their `_pk` forms; smoke over the small
+#     PK cases; run with TOTAL_LIMIT=200; predictions in docs/PERFORMANCE.md ("Session 15,
+#     branch topk11") and docs/TUNING.md ("top-k (session 15, branch topk11)")
 #   MODE=cum9: ONLY session 12's `cumsum_persist` (zoo/kernels/cumsum_persist.py: persistent
 #     CTAs, a bulk-copy tile ring, tile k+1's load issued before tile k's look-back) beside
 #     cumsum_tma's measured best (`_k8` at 1 x 64M and 8 x 4M, the in-job controls, a shard of
@@ -349,6 +355,12 @@ ${T10_L}_v4_g1fu_w32_sd2]@"
 ${T10_B}_v4_g1fu_w32_sd2]@"
     N_R3="${T10_F}_v8_g1fu_sd]@ or ${T10_F}_v4_g1fu_w32_sd2]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
+elif [ "${MODE:-all}" = scan11 ]; then
+    SMOKE_K="not h200 and topk_warp and _pk"   # not "pk": "topk" holds it
+    T11_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    N_R1="${T11_B}_v4_g1fu_w32_sd2]@ or ${T11_B}_v4_g1fu_sd2]@ or \
+${T11_B}_v4_g1fu_w32_sd2_pk]@ or ${T11_B}_v4_g1fu_sd2_pk]@"
+    SHARDS_ALL="h200 and ($N_R1)"
 elif [ "${MODE:-all}" = cum9 ]; then
     SMOKE_K="not h200 and cumsum_persist"
     # the controls in a shard of their own: a shard runs in file order, and cumsum_persist.py
@@ -420,7 +432,8 @@ h200 and (reg_copy[r16384_c8192_pol]@)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10' or 'cum12'" >&2
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'" \
+        "or 'scan11'" >&2
     exit 2
 fi
 }

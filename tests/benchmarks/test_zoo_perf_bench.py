@@ -110,8 +110,8 @@ def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10' or 'cum12'" \
-        in r.stderr
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12' or " \
+        "'scan11'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -270,6 +270,21 @@ def test_scan10_mode_leads_each_shard_with_its_controls_then_the_sd2_forms():
     assert sorted(smoke) == sorted([
         "topk_f32_warp[r5_c4100_k7_sd2]", "topk_f32_warp[r3_c8196_k50_v8_sd2]",
         "topk_bf16_warp[r5_c4104_k9_sd2]"]), smoke
+
+
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_scan11_mode_leads_with_its_controls_then_the_pk_forms():
+    """docs/PERFORMANCE.md's session-15 predictions (branch topk11) name these items: bf16 8192
+    x 32768's measured best two (`_v4_g1fu_sd2`, `_v4_g1fu_w32_sd2`) as in-job controls first,
+    then their PK=1 forms, the likelier winner (`_w32_sd2_pk`) before the other, so that a cut
+    loses the lesser; the smoke is the three small PK cases and no other."""
+    shards, smoke = _timed_and_smoke("scan11")
+    b = "topk_bf16_warp[r8192_c32768_k64_st_a"
+    assert shards == [[f"{b}_v4_g1fu_sd2]", f"{b}_v4_g1fu_w32_sd2]",   # file order
+                       f"{b}_v4_g1fu_w32_sd2_pk]", f"{b}_v4_g1fu_sd2_pk]"]]
+    assert sorted(smoke) == sorted([
+        "topk_bf16_warp[r5_c1000_k33_pk]", "topk_bf16_warp[r5_c4104_k9_pk2]",
+        "topk_bf16_warp[r3_c3000_k50_v4_pk]"]), smoke
 
 
 @pytest.mark.slow(reason="eleven tirxh bench --collect-only runs over the zoo")

@@ -114,7 +114,9 @@ def test_sync_check_clean():
                         (MOD.SUITE_BF16, "r5_c4104_k9_sd"),
                         (MOD.SUITE_F32, "r5_c4100_k7_sd2"),
                         (MOD.SUITE_F32, "r3_c8196_k50_v8_sd2"),
-                        (MOD.SUITE_BF16, "r5_c4104_k9_sd2")):
+                        (MOD.SUITE_BF16, "r5_c4104_k9_sd2"),
+                        (MOD.SUITE_BF16, "r5_c1000_k33_pk"), (MOD.SUITE_BF16, "r5_c4104_k9_pk2"),
+                        (MOD.SUITE_BF16, "r3_c3000_k50_v4_pk")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -159,6 +161,10 @@ def test_sync_check_clean():
                                                               r"pass per entry of a lane\) or 1"),
     ("f32", dict(rows=1, cols=1024, k=4, SEED=3), r"SEED=3 must be 0 \(a warp's first row from "
                                                   r"-inf\), 1 .* or 2"),
+    ("f32", dict(rows=1, cols=1024, k=4, CAP=96, APPEND=1, PK=1), r"PK=1 compares bf16 halves "
+                                                                  r"in place: it needs dt=bf16"),
+    ("bf16", dict(rows=1, cols=1024, k=4, PK=1, dt="bf16"), r"PK=1 .* APPEND=1 \(got dt=bf16, "
+                                                            r"APPEND=0\)"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
@@ -279,28 +285,29 @@ def test_append_rounds_take_no_shared_atomic(dt):
     assert rounds["vote.ballot"] > lanes.get("vote.ballot", 0)
 
 
-def _equal_row_run(mod, dt):
+def _equal_row_run(mod, dt, pk=0):
     """One row of 1024 equal values, k = 64, CAP = 96, one vector a step: the first step's 128
-    elements pass from -inf, its fourth round (32 + 96 > CAP) refines in the middle of it."""
+    elements pass from -inf, its fourth round (32 + 96 > CAP) refines in the middle of it
+    (`pk`: PK=1, the bf16 halves compared in place)."""
     suite = mod.SUITE_F32 if dt == "f32" else mod.SUITE_BF16
     case = mod.make_case("eq", rows=1, cols=1024, k=64, WARPS=1, CTAS=1, VECS=1, CAP=96,
-                         STRICT=1, APPEND=1, dt=dt)
+                         STRICT=1, APPEND=1, dt=dt, PK=pk)
     inputs = suite.make_inputs(case, 0)
     inputs["x"][:] = 1.0
     res, _ = simulate(suite, case, inputs=inputs)
     return res.outputs["indices"][0].tolist()
 
 
-@pytest.mark.parametrize("dt", ["f32", "bf16"])
-def test_a_refine_inside_the_rounds_keeps_the_steps_equal_elements(dt, tmp_path):
+@pytest.mark.parametrize("dt,pk", [("f32", 0), ("bf16", 0), ("bf16", 1)])
+def test_a_refine_inside_the_rounds_keeps_the_steps_equal_elements(dt, pk, tmp_path):
     """A refine between rounds of one step: the step's elements not yet appended may lie in lower
     columns than kept ones (a lane appends its highest bit first), so they are filtered with
     ``>=`` the k-th (not STRICT's ``>``) and the next refine picks the lowest columns; with the
     strict threshold there, the lowest columns of a row of equal values go missing."""
-    assert _equal_row_run(MOD, dt) == list(range(64))
-    mut = load_mutant("topk_warp", "_pass_mask(vectors, kth, dt)",
-                      "_pass_mask(vectors, buf.thr, dt)", tmp_path)
-    assert _equal_row_run(mut, dt) != list(range(64))
+    assert _equal_row_run(MOD, dt, pk) == list(range(64))
+    mut = load_mutant("topk_warp", "_pass_mask(vectors, kth, dt, pk=buf.pk)",
+                      "_pass_mask(vectors, buf.thr, dt, pk=buf.pk)", tmp_path)
+    assert _equal_row_run(mut, dt, pk) != list(range(64))
 
 
 def _row_end_run(fe, dt):
@@ -507,3 +514,37 @@ def test_seed2_first_row_is_exact_and_cheaper_than_from_minus_inf():
     plain, one, two = (_first_row_run(s, 1) for s in (0, 1, 2))
     w = [r.stats["warp_instructions"] for r in (plain, one, two)]
     assert w[1] < w[2] < 0.8 * w[0], w
+
+
+def _pk_run(pk):
+    """One warp, 3 bf16 rows of 4104 (a tail): row 0 integers -3..3 with -0.0 among the zeros
+    (ties, signed zeros equal to the filter), rows 1-2 normal; `_w32`'s ring, SEED=2."""
+    suite = MOD.SUITE_BF16
+    case = MOD.make_case("pk", rows=3, cols=4104, k=64, WARPS=1, CTAS=1, VECS=4, STAGES=12,
+                         CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2, PK=pk)
+    inputs = suite.make_inputs(case, 0)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 4104)).astype(np.float32)
+    x[0] = rng.integers(-3, 4, 4104)
+    x[0, rng.choice(4104, 300, replace=False)] = -0.0
+    inputs["x"][:] = x.astype(inputs["x"].dtype)
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert _wrong_rows(suite, case, res, inputs) == []
+    return res
+
+
+def test_pk_compares_bf16_halves_in_place_bit_identical_and_cheaper():
+    """PK=1 (scan11): the reach test and the pass masks compare each word's two bf16 halves with
+    thr's bf16 (``setp.ge.bf16``, one ``HSETP2`` a word) instead of expanding them to f32: the
+    same elements pass (thr is always a bf16 value), so the same outputs bit for bit over ties
+    and signed zeros, with fewer warp-instructions (a hit vector's mask: 23 PTX, not 39)."""
+    plain, pk = _pk_run(0), _pk_run(1)
+    for name in ("values", "indices"):
+        assert np.asarray(pk.outputs[name]).tobytes() == np.asarray(plain.outputs[name]).tobytes()
+    w0, w1 = plain.stats["warp_instructions"], pk.stats["warp_instructions"]
+    assert w1 < 0.95 * w0, (w0, w1)   # -7.5%: row 0 (ties, from -inf) is mostly refines
+    # no element expanded (shl / and) and no selp in its pass mask, no f32 max in the reach
+    ops0, ops1 = plain.stats["ops"], pk.stats["ops"]
+    assert ops1["shl"] < ops0["shl"] and ops1["selp"] < ops0["selp"] / 4
+    assert "max.f" not in ops1 and ops1["mov.unpack"] > 0
+

@@ -92,6 +92,14 @@ of 2112 first rows there (2 at bf16 `_v4`, 37 of 4096 at f32 `_w32`; benchmarks/
 topk_seed_model.py), and those items ran 23-37% slower. The deeper rank appends ~280-360
 elements a first row instead of ~185-210 and misses none of 12-24k replayed rows.
 
+PK=1 (session 15, the `_pk` cases, bf16 only; docs/TUNING.md "top-k (session 15, branch
+topk11)"): a later bf16 row's largest share of instructions was the hit vectors' pass masks
+(numsim: 31% of its PTX; 29-30 SASS a vector: 8 elements expanded to f32, ``FSETP``, ``SEL``, an
+add tree). The threshold is always a bf16 value (or a NaN) at bf16, so each word's two halves are
+compared with its bf16 in place (``mov.b32 {lo, hi}``, ``setp.ge.bf16`` x 2: one ``HSETP2``) and
+the bits OR'ed in under the predicates (13-15 SASS a vector); the reach test compares the packed
+maximum's halves the same way. The same elements pass: outputs bit-identical to PK=0.
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -202,6 +210,34 @@ def _vector_max(words, dt):
                          T.ptx.mov.f32(T.ptx.and_.b32(m, 0xFFFF0000)))
 
 
+def _bf16_of(thr):
+    """PK=1 (session 15): the threshold as a bf16 register, its top 16 bits. Exact: at bf16 every
+    value `thr` takes is a bf16 value expanded (a refine's k-th key or key + 1, the carried guess,
+    the seed, -inf) or a NaN whose top half is a bf16 NaN (STRICT past +inf), so ``>=`` against
+    it says what the f32 compare says, ties of -0.0 and +0.0 and NaN's false included."""
+    h = T.reg(T.bf16)
+    T.ptx.mov.b16(h, T.ptx.cvt.u16.u32(T.ptx.shr.u32(T.ptx.mov.b32(thr), 16)))
+    return h
+
+
+def _halves(word):
+    """PK=1: the two bf16 of a 32-bit word (low half: the lower column), unpacked with one
+    ``mov.b32 {lo, hi}`` that ptxas folds into the compare's half selectors (no shift, no mask)."""
+    lo, hi = T.reg(T.bf16), T.reg(T.bf16)   # written by the unpack: no init
+    T.ptx.mov.b32([lo, hi], word)
+    return lo, hi
+
+
+def _reach_pk(words, th):
+    """PK=1: whether one 16-byte bf16 vector has an element at or above `th` (a bf16): 3
+    ``max.bf16x2`` and ``setp.ge.bf16`` on both halves of the result, which ptxas issues as ONE
+    ``HSETP2.BF16_V2`` with two predicates, instead of expanding both halves to f32 (``IMAD.U32``,
+    ``LOP3``), ``FMNMX`` and ``FSETP``."""
+    a, b, c, d = words
+    lo, hi = _halves(T.ptx.max.bf16x2(T.ptx.max.bf16x2(a, b), T.ptx.max.bf16x2(c, d)))
+    return T.ptx.setp.ge.bf16(lo, th) | T.ptx.setp.ge.bf16(hi, th)
+
+
 def _key(value, dt):
     """The order-preserving unsigned key of an (expanded) element: f32's, bf16's top 16 bits."""
     key = _tk._keys_f32(T.ptx.mov.b32(value))
@@ -221,8 +257,9 @@ class _Buffer:
     slice, its fill counter (taken with ``atom.shared.add.u32``), the running threshold `thr`
     (f32) and `guess`, the threshold a row starts from (the previous row's, see `refine`)."""
 
-    def __init__(self, WARPS, CAP, strict=False, rounds=False, guess=0, fuse=False):
+    def __init__(self, WARPS, CAP, strict=False, rounds=False, guess=0, fuse=False, pk=False):
         self.strict = strict
+        self.pk = pk
         self.guess_mode = guess
         self.fuse = fuse
         self.rounds = rounds
@@ -520,11 +557,28 @@ def _step_col(col_base, e, vec):
     return col_base + (e >> LOG2[vec]) * (32 * vec) + (e & (vec - 1))
 
 
-def _pass_mask(vectors, thr, dt, first=0):
+def _pass_mask(vectors, thr, dt, first=0, th=None, pk=False):
     """A lane's elements of one step that reach `thr` (and lie in the row), bit u * vec + j for
     element j of vector u (`vectors` from the step's vector `first` on): one ``setp`` and
-    ``selp`` each, OR'ed as a tree (not a chain)."""
+    ``selp`` each, OR'ed as a tree (not a chain). `th` (PK=1, bf16): `thr` as a bf16, compared
+    with each word's two halves in place (``setp.ge.bf16`` x 2 = one ``HSETP2``), not with the
+    elements expanded to f32 (8 ``IMAD.U32``/``LOP3`` and 8 ``FSETP`` a vector: 4 ``HSETP2``),
+    the bits OR'ed in under the predicates; `pk` without `th`: `thr` made a bf16 here (the
+    rounds' refine's k-th)."""
     vec = _tk.VEC[dt]
+    if pk and th is None:
+        th = _bf16_of(thr)
+    if th is not None:
+        # PK=1: a predicated ``or`` per element into two chains (the low halves' bits and the
+        # high halves'), not ``selp`` and an add tree: 8 + 1 instructions a vector, not 15
+        acc = [T.reg(T.u32, init=0), T.reg(T.u32, init=0)]
+        for u, (words, ok) in enumerate(vectors, first):
+            for i, w in enumerate(words):
+                for h, half in enumerate(_halves(w)):
+                    p = T.ptx.setp.ge.bf16(half, th)
+                    T.ptx.or_.b32(acc[h], acc[h], 1 << (u * vec + 2 * i + h),
+                                  pred=p if ok is None else ok & p)
+        return T.ptx.or_.b32(acc[0], acc[1])
     terms = []
     for u, (words, ok) in enumerate(vectors, first):
         for j, val in enumerate(_elements(words, dt)):
@@ -549,19 +603,20 @@ def _append_rounds(buf, vectors, hits, col_base, fetch_e, k, keybits, dt):
     With several vectors a step, a vector's bits are built only where some lane's vector
     `hits` (one ``vote.any`` each): a later row's hit step usually has one such vector of 4."""
     vec = _tk.VEC[dt]
+    th = _bf16_of(buf.thr) if buf.pk else None   # PK=1: thr as a bf16, once a hit step
     if len(vectors) == 1:   # the caller's vote.any was this vector's
-        mask = T.reg(T.u32, init=_pass_mask(vectors, buf.thr, dt))
+        mask = T.reg(T.u32, init=_pass_mask(vectors, buf.thr, dt, th=th))
     else:
         mask = T.reg(T.u32, init=0)
         for u, (vector, hit) in enumerate(zip(vectors, hits)):
             with T.if_(T.ptx.vote.any.sync.pred(hit, FULL), uniform=True):
-                T.ptx.or_.b32(mask, mask, _pass_mask([vector], buf.thr, dt, first=u))
+                T.ptx.or_.b32(mask, mask, _pass_mask([vector], buf.thr, dt, first=u, th=th))
     b = T.reg(T.u32, init=T.ptx.vote.ballot.sync.b32(mask != 0, FULL))
     below = T.sreg("lanemask_lt")
     with T.while_(lambda: b != 0):
         with T.if_(buf.n + T.ptx.popc.b32(b) > buf.CAP, uniform=True):
             kth = buf.refine(k, keybits, dt, eq=True)
-            T.ptx.and_.b32(mask, mask, _pass_mask(vectors, kth, dt))
+            T.ptx.and_.b32(mask, mask, _pass_mask(vectors, kth, dt, pk=buf.pk))
             b.set(T.ptx.vote.ballot.sync.b32(mask != 0, FULL))
         pos = buf.n + T.ptx.popc.b32(T.ptx.and_.b32(b, below))
         with T.if_(mask != 0):
@@ -608,12 +663,12 @@ def _seed(ring, live, k, cols, dt, ahead, miss=SEED_MISS):
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
-               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0):
+               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
     buf = _Buffer(WARPS, CAP, strict=bool(STRICT), rounds=bool(APPEND), guess=GUESS,
-                  fuse=bool(FUSE))
+                  fuse=bool(FUSE), pk=bool(PK))
     lane = buf.lane
     gw = T.ctaid.x * WARPS + buf.warp
     grid_warps = T.nctaid.x * WARPS
@@ -649,8 +704,9 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
         if dt == "f32":
             vectors = [([T.ptx.mov.f32(w) for w in words], ok, c, f) for words, ok, c, f in vectors]
         hits = []
+        th = _bf16_of(buf.thr) if PK else None         # PK=1: once a step
         for words, ok, _, _ in vectors:
-            reach = _vector_max(words, dt) >= buf.thr
+            reach = _reach_pk(words, th) if PK else _vector_max(words, dt) >= buf.thr
             hits.append(reach if ok is None else ok & reach)
         anyhit = hits[0]
         for h in hits[1:]:
@@ -754,9 +810,10 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                    APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
-                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0):
+                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
+                   PK: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE, SEED)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED, PK)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -774,7 +831,7 @@ def _constraints(dt):
     vec = _tk.VEC[dt]
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
-                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0):
+                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -831,6 +888,12 @@ def _constraints(dt):
             why.append(f"SEED={SEED} must be 0 (a warp's first row from -inf), 1 (from the "
                        "lane maxima of its first steps, a 2% miss bound a row) or 2 (the same, "
                        "a 1e-4 bound)")
+        if PK not in (0, 1):
+            why.append(f"PK={PK} must be 0 (elements compared as f32) or 1 (bf16 halves "
+                       "compared in place)")
+        elif PK and (dt != "bf16" or not APPEND):
+            why.append(f"PK=1 compares bf16 halves in place: it needs dt=bf16 and APPEND=1 (got "
+                       f"dt={dt}, APPEND={APPEND})")
         return why
     return constraints
 
@@ -840,7 +903,7 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
-              FUSE=0, SEED=0, main=False):
+              FUSE=0, SEED=0, PK=0, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -853,7 +916,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"SKEW": SKEW} if SKEW else {}),
                   **({"GUESS": GUESS} if GUESS else {}),
                   **({"FUSE": FUSE} if FUSE else {}),
-                  **({"SEED": SEED} if SEED else {}))
+                  **({"SEED": SEED} if SEED else {}),
+                  **({"PK": PK} if PK else {}))
 
 
 # scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
@@ -1041,6 +1105,17 @@ SUITE_BF16 = T.suite(
                   CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=1),
         make_case("r5_c4104_k9_sd2", rows=5, cols=4104, k=9, WARPS=2, CTAS=1, VECS=4, STAGES=12,
                   CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2),
+        # PK=1 (scan11): the filter and the pass masks compare bf16 halves in place; the
+        # suite's row 0 of ties, tails (1000 = 125 vectors, 4104 = 513), the rounds' refine at
+        # CAP 96, one vector a step and four, from -inf and seeded (`_pk2`: SEED=2; no "_sd" in
+        # the names, which scan9's and scan10's smoke select)
+        make_case("r5_c1000_k33_pk", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=96,
+                  dt="bf16", STRICT=1, APPEND=1, FE=2, GUESS=1, FUSE=1, PK=1),
+        make_case("r5_c4104_k9_pk2", rows=5, cols=4104, k=9, WARPS=2, CTAS=1, VECS=4,
+                  STAGES=12, CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2,
+                  PK=1),
+        make_case("r3_c3000_k50_v4_pk", rows=3, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
+                  CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, PK=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
@@ -1072,6 +1147,11 @@ SUITE_BF16 = T.suite(
         # scan10: SEED=2 (j 18 at `_v4`, 14 at `_w32`; scan9's j 13 missed 2 first rows of 2112)
         make_case("r8192_c32768_k64_st_a_v4_g1fu_sd2", **_KB16, **_V4, FE=5, SEED=2),
         make_case("r8192_c32768_k64_st_a_v4_g1fu_w32_sd2", **_KB16, **_W32, SEED=2),
+        # scan11 (session 15, docs/TUNING.md "top-k (session 15, branch topk11)"): PK=1, the
+        # filter's reach test and the hit vectors' pass masks on bf16 halves in place (one
+        # HSETP2 a word, no f32 expansion): the pass masks were 46% of a later row's PTX
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk", **_KB16, **_W32, SEED=2, PK=1),
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_sd2_pk", **_KB16, **_V4, FE=5, SEED=2, PK=1),
     ],
     constraints=constraints_bf16,
 )
