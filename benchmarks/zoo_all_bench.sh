@@ -23,12 +23,13 @@
 # Each headline is the kernel's fastest measured case at its size (session 10: reduce_rows'
 # _w16_u1_pol_r32, rmsnorm's _tri_pol2, swiglu's _b128_u1_stcs, cumsum_tma's _k8, top-k's
 # one-warp-per-row _st_a_v4, and kda_decode_bulk beside kda_decode; docs/PERFORMANCE.md
-# "Session 10").
+# "Session 10"); bf16 8192^3's stream-K tail `t256sktds4` (1.035x cuBLAS against `t256`'s
+# 1.017x in one job, "Session 15").
 set -u
 cd "$(dirname "$0")/.."
 declare -A G
 G[vector]="vadd[n64M]@ or reduce_rows[r8192_c8192_w16_u1_pol_r32]@ or gemm_mma[m4096n4096k4096]@sm_90a"
-G[gemm]="gemm_bf16_c2[m8192n8192k8192_t256]@ or gemm_fp8_c2[m8192n8192k8192_t256]@ or \
+G[gemm]="gemm_bf16_c2[m8192n8192k8192_t256sktds4]@ or gemm_fp8_c2[m8192n8192k8192_t256]@ or \
 gemm_wgmma[m4096n4096k4096_bn256]@"
 G[attention]="attention_fwd[b4h32s8192_lazy8]@ or attention_fwd[b4h32s8192_causal_pairs_lazy8]@"
 G[decode]="decode_attention[b32_h32x8_l8k_p64]@ or kda_decode[n256_h64_t1]@ or \
