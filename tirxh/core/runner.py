@@ -17,6 +17,7 @@ from pathlib import Path
 from .errors import USER_ERRORS
 from .findings import AnalyzerResult, VERDICTS, worst
 from .reports import ItemReport, PhaseReport, worst_outcome
+from .written import never_written
 
 
 def _tb(exc: BaseException) -> str:
@@ -119,7 +120,6 @@ def _unwritten_outputs(item, compiled) -> str:
     kernel, case and buffers; "" when there are none or the IR is not at hand. KCoral poisons
     declared outputs, so such a case can only fail on the device (session 15, H200:
     kda_bwd_prep_sg[po_t8192_h96] and 'bt', /work/notes/s15/d6/calibsg/call.log)."""
-    from .written import never_written
     suite, case = item.suite, item.case
     ir_json = getattr(compiled, "ir_json", None)
     if suite is None or case is None or not callable(ir_json) or not suite.outputs:

@@ -40,7 +40,8 @@ import tirxh.lang as T
 # the zoo is a directory of kernel files, not a package (see kda_fwd.py)
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
-import kda_bwd_chain_prep as PR  # noqa: E402 - after the path that finds it
+import kda_bwd_chain as CH  # noqa: E402,F401 - after the path; tests read mod.CH
+import kda_bwd_chain_prep as PR  # noqa: E402
 import kda_bwd_local as BL  # noqa: E402
 import kda_bwd_pieces_tc as TC  # noqa: E402
 from kda_chunk import C, K, V  # noqa: E402

@@ -34,6 +34,7 @@ launch's arguments evaluated through the IR and be a bound at best; one extra jo
 
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import sys
@@ -154,7 +155,6 @@ def parse_capacity(value) -> "tuple[int, bool]":
 
 def _capacity_arg(text: str):
     """argparse type of ``--iket-capacity``: 'auto' or a positive int."""
-    import argparse
     try:
         n, auto = parse_capacity(text)
     except ValueError as e:
