@@ -34,7 +34,7 @@
 #          B's 12 or 18 stages deep, `_t64k2pb12` / `_t64k2pb18`, `_t64k2pd` 8 stages + the
 #          direct epilogue, and gemm_bf16_k2 `_t64k2x7` / `_t64k2xb12`: a tile's two K-splits
 #          in a 2-CTA cluster summed through distributed shared memory), and 512 x 4096 x 4096
-#          as the regression check (c2 `_t128`, its main; `_t64k2p`, `_t64k2pb18`); 9 jobs,
+#          as the regression check (c2 `_t128`, its main then; `_t64k2p`, `_t64k2pb18`); 9 jobs,
 #          one client per shape, >= 100 paired rounds per job within 10 s, a smoke of the 5 new
 #          specializations first, <= 200 s (docs/TUNING.md "Small M, round 3").
 #          One device call:   bash benchmarks/gemm_bench.sh small3       (carry: .whl for pyptx)

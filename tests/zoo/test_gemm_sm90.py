@@ -121,8 +121,49 @@ def test_the_stream_k_tail_is_main_only_where_the_last_wave_is_small():
         fp8 = {c.name for c in G.SUITE_FP8_C2.cases if "main" in c.tags
                and c.name.startswith(f"m{M}n{N}k{K}_")}
         assert fp8 == {f"m{M}n{N}k{K}_t256"}
-    main = _case(G.SUITE_C2_PEERS, "m8192n4096k4096_t256")
-    assert "main" in main.tags                                          # 0.758: t256 stays
+    kept = _case(G.SUITE_C2_PEERS, "m8192n4096k4096_t256")             # 0.758: no tail
+    assert "main" not in kept.tags and "alt" in kept.tags              # t256ds4 is (below)
+
+
+def _mains(suite, M, N, K) -> set:
+    return {c.name for c in suite.cases if "main" in c.tags and c.name.startswith(f"m{M}n{N}k{K}_")}
+
+
+def test_session_17_mains_follow_the_measurements():
+    """s17/d2 and d7: one CTA a 128 x 128 tile beat the 2-CTA pair at 512 x 4096 x K and 2048 x
+    1024 x 7168 in bf16 and fp8, so the single-CTA t128 is main there and the pair its alt;
+    s17/d3 and d9: bf16's c2 t256ds4 at or above t256 in both regimes at DS4_MAIN, main there
+    with t256 as alt; fp8 keeps t256 at M >= 2048 (no deferred-epilogue fp8 case was timed)."""
+    for M, N, K in [(512, 4096, 4096), (512, 4096, 14336), (2048, 1024, 7168)]:
+        name = f"m{M}n{N}k{K}_t128"
+        assert _mains(G.SUITE_PEERS, M, N, K) == {name}
+        assert _mains(G.SUITE_FP8, M, N, K) == {name}
+        assert not _mains(G.SUITE_C2_PEERS, M, N, K) and not _mains(G.SUITE_FP8_C2, M, N, K)
+        assert "alt" in _case(G.SUITE_C2_PEERS, name).tags
+        assert "alt" in _case(G.SUITE_FP8_C2, name).tags
+    assert G.DS4_MAIN <= set(G.SHAPES)
+    assert not {s for s in G.DS4_MAIN if G.skt_main(*s)}               # one main a shape
+    for M, N, K in G.DS4_MAIN:
+        assert _mains(G.SUITE_C2_PEERS, M, N, K) == {f"m{M}n{N}k{K}_t256ds4"}
+        assert "alt" in _case(G.SUITE_C2_PEERS, f"m{M}n{N}k{K}_t256").tags
+        assert _mains(G.SUITE_FP8_C2, M, N, K) == {f"m{M}n{N}k{K}_t256"}
+    assert _mains(G.SUITE_C2_PEERS, 2048, 14336, 4096) == {"m2048n14336k4096_t256"}  # untimed
+    assert "alt" in _case(G.SUITE_C2_PEERS, "m2048n14336k4096_t256ds4").tags    # timed next
+
+
+def test_small_m_mains_are_the_measured_best():
+    """The first small-M mains (t128k4, t256k2, t128k8) were never the fastest; SMALL_MAIN's
+    variants are (sessions 10-13), so `tirxh bench -k main` times them, the old main as alt."""
+    old = {(128, 4096, 4096): "t128k4", (128, 14336, 4096): "t256k2",
+           (128, 4096, 14336): "t128k4", (128, 1024, 7168): "t128k8", (512, 1024, 7168): "t128k4"}
+    assert set(G.SMALL_MAIN) == set(old)
+    for (M, N, K), v in G.SMALL_MAIN.items():
+        one_cta = G.SUITE_PEERS if M == 512 else G.SUITE     # M = 512 has pyptx beside it
+        assert _mains(one_cta, M, N, K) == {f"m{M}n{N}k{K}_{v}"}
+        assert not _mains(G.SUITE_C2_PEERS, M, N, K)
+        assert "alt" in _case(one_cta, f"m{M}n{N}k{K}_{old[M, N, K]}").tags
+        assert _mains(G.SUITE_FP8, M, N, K) == {f"m{M}n{N}k{K}_{old[M, N, K]}"}  # fp8 as was
+    assert not [c for c in G.SUITE_C2_PEERS.cases if c.name.startswith("m4095n4097k4104_t256ds")]
 
 
 def test_wave2_cases_are_bf16_clusters_on_every_sm():
@@ -145,7 +186,7 @@ def test_wave2_cases_are_bf16_clusters_on_every_sm():
                 if "skl" in v:   # the lock tail where helpers have <= ~7 units each
                     T_ = round(G.tail_fraction(M, N, K) * G.CLUSTERS)
                     assert 0 < T_ and T_ / (G.CLUSTERS - T_) <= 7.25
-        assert "main" in {t for c in G.SUITE_C2_PEERS.cases
+        assert "main" in {t for c in G.SUITE_C2_PEERS.cases + G.SUITE_PEERS.cases   # its control
                           if c.name.startswith(f"m{M}n{N}k{K}_") for t in c.tags}
     assert not [c for c in G.SUITE_FP8_C2.cases if "wave2" in c.tags]
 

@@ -1002,7 +1002,8 @@ LOWM = {(128, 4096, 4096): [("c1", "t64k2r"), ("c1", "t64k2"), ("c1", "t64k2p"),
 # small M, round 3 (role "small3", docs/TUNING.md "Small M, round 3"): the one shape still
 # below 0.95x after session 11's small2 call, t64k2p beside B's deeper rings and the direct
 # epilogue at 8 stages; 512 x 4096 x 4096 as the check that the shared body did not regress
-# (its main, c2 t128) and what the deep ring does where B is read by 4 tile rows
+# (its main then, c2 t128; the single-CTA t128 since session 17) and what the deep ring does
+# where B is read by 4 tile rows
 LOWM3 = {(128, 4096, 4096): [("c1", "t64k2p"), ("c1", "t64k2pb12"), ("c1", "t64k2pb18"),
                              ("c1", "t64k2pd"), ("k2", "t64k2x7"), ("k2", "t64k2xb12")],
          (512, 4096, 4096): [("c2", "t128"), ("c1", "t64k2p"), ("c1", "t64k2pb18")]}
@@ -1071,6 +1072,26 @@ for _s in [(8192, 4096, 14336), (8192, 4096, 4096), (4096, 4096, 4096)]:
 WAVE2[6144, 6144, 6144] = ["t256skl", "t256sklds4"]
 
 
+# Session 17 (docs/PERFORMANCE.md "Session 17"; s17/d3 and d9 sustained, s16/d1 full clock):
+# the four-round spread deferred epilogue without stream-K (c2 `t256ds4`) timed at or above c2
+# `t256` in both regimes at these shapes (sustained 0.998-1.016x cuBLAS against t256's
+# 0.992-1.000x; full clock 1.001-1.013x but 8192 x 1024 x 7168's 0.993x): bf16's main there.
+# 2048 x 14336 x 4096 is left out: `t256ds4` was never timed at it.
+DS4_MAIN = {(2048, 4096, 4096), (8192, 4096, 4096), (4096, 4096, 4096), (2048, 4096, 14336),
+            (8192, 4096, 14336), (8192, 1024, 7168)}
+
+
+# bf16's measured best at the small-M shapes whose first main was never the fastest (a
+# session-17 audit: `tirxh bench -k main` timed t128k4 at 0.86-0.90x, t256k2 0.877x, t128k8
+# 0.766x where these ran 0.965-1.007x): 128 x 4096 x 4096 t64k2p 1.001x (session 13, d5, 100
+# rounds), 128 x 4096 x 14336 t128k4r 1.007x, 128 x 14336 x 4096 t128 1.003x, 128 x 1024 x 7168
+# t64k8r 0.965x (session 10), 512 x 1024 x 7168 t64k2p 0.980x (session 11). The old main stays,
+# as an alt. fp8 keeps its mains (no small-M goal; its own table in "Session 14").
+SMALL_MAIN = {(128, 4096, 4096): "t64k2p", (128, 4096, 14336): "t128k4r",
+              (128, 14336, 4096): "t128", (128, 1024, 7168): "t64k8r",
+              (512, 1024, 7168): "t64k2p"}
+
+
 def plan(M, N, K, fp8: bool = False) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster) or "k2" (a tile's two K-splits in a cluster: LOWM3's only), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
@@ -1079,25 +1100,40 @@ def plan(M, N, K, fp8: bool = False) -> list:
     (round 3: LOWM3) or "wave2" (session 15: WAVE2). The prediction counts tiles against 132
     SMs; `fp8`: the fp8 kernels' plan (no stream-K main: its tail is bf16's only). A (kernel,
     variant) may come with several roles."""
-    if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128
-        out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c2", "t256", "sweep")]
+    if M >= 2048 and N == 1024 and M == 2048:   # 16 x 8 tiles of 128 x 128, one per CTA
+        # the single CTA beat the pair in s17/d7: bf16 0.999x vs 0.980x, fp8 1.035x vs 0.995x
+        out = [("c1", "t128", "main"), ("c2", "t128", "alt"), ("c2", "t256", "sweep")]
+    elif M >= 2048 and N == 1024 and (M, N, K) in DS4_MAIN and not fp8:
+        out = [("c2", "t256ds4", "main"), ("c2", "t256", "alt"), ("c2", "t128", "alt")]
     elif M >= 2048 and N == 1024:               # 64 x 4 tiles of 128 x 256: two waves
         out = [("c2", "t256", "main"), ("c2", "t128", "alt")]
     elif M >= 2048 and skt_main(M, N, K) and not fp8:   # a small tail: stream-K it (above)
         out = [("c2", "t256sktds4", "main"), ("c2", "t256", "alt"), ("c1", "t256", "alt"),
                ("c2", "t256d", "alt")]
+    elif M >= 2048 and (M, N, K) in DS4_MAIN and not fp8:
+        out = [("c2", "t256ds4", "main"), ("c2", "t256", "alt"), ("c1", "t256", "alt"),
+               ("c2", "t256d", "alt")]
     elif M >= 2048:
         out = [("c2", "t256", "main"), ("c1", "t256", "alt"), ("c2", "t256d", "alt")]
+        if not fp8:                             # DS4_MAIN's candidate, not yet timed here
+            out.append(("c2", "t256ds4", "alt"))
     elif M == 512 and N == 14336:               # 224 tiles of 128 x 256 or 448 of 128 x 128
         out = [("c1", "t256", "main"), ("c2", "t128", "alt"), ("c1", "t128", "sweep")]
     elif M == 512 and N == 1024:
         out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128", "alt"), ("c2", "t128", "sweep")]
     elif M == 512:                              # 4 x 32 tiles of 128 x 128
-        out = [("c2", "t128", "main"), ("c1", "t128", "alt"), ("c1", "t256", "sweep")]
+        # one CTA a tile beat the 2-CTA pair (s16/d2, s17/d2: bf16 0.985x / 0.996x cuBLAS
+        # against 0.920x / 0.974x at K = 4096 / 14336; fp8 1.044x / 1.032x against 0.981x /
+        # 0.996x): the pair's multicast costs more than it saves at 128 tiles on 132 SMs
+        out = [("c1", "t128", "main"), ("c2", "t128", "alt"), ("c1", "t256", "sweep")]
     elif N == 1024:                             # M = 128: 8 tiles of 128 x 128
         out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128k16", "alt"), ("c1", "t128", "sweep")]
     else:                                       # M = 128: one tile row; split K
         out = [("c1", SPLITS[M, N, K], "main"), ("c1", "t128", "alt"), ("c1", "t256", "sweep")]
+    if (M, N, K) in SMALL_MAIN and not fp8:
+        out = [("c1", SMALL_MAIN[M, N, K], "main")] + [
+            (kern, v, "alt" if role == "main" else role) for kern, v, role in out
+            if (kern, v) != ("c1", SMALL_MAIN[M, N, K])]
     if (M, N, K) in SWEEP_SHAPES:
         out.append(("c2", "t256s3", "sweep"))
     if (M, N, K) in SWEEP_SHAPES[1:3]:
