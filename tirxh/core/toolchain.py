@@ -38,7 +38,8 @@ class Resources:
 
 _RES = {
     "registers": re.compile(r"[Uu]sed (\d+) registers"),
-    "stack_frame": re.compile(r"(\d+) bytes stack frame"),
+    # ptxas writes "264 bytes stack frame"; nvJitLink's own summary line "264 stack, ..."
+    "stack_frame": re.compile(r"(\d+) bytes stack frame|(\d+) stack,"),
     "spill_stores": re.compile(r"(\d+) bytes spill stores"),
     "spill_loads": re.compile(r"(\d+) bytes spill loads"),
     "smem_static": re.compile(r"(\d+) bytes smem"),
@@ -52,9 +53,12 @@ def parse_resources(log: str) -> Resources:
     r = Resources()
     ptxas_lines = "\n".join(ln for ln in log.splitlines() if "ptxas" in ln) or log
     for name, rx in _RES.items():
-        m = rx.search(ptxas_lines)
+        # the stack also from nvJitLink's summary line ("264 stack,"), which some versions
+        # write without any "ptxas" line; its "1024 bytes smem" is the reserved 1 KB, not the
+        # kernel's static shared memory, so the other fields keep to the ptxas lines
+        m = rx.search(ptxas_lines) or (rx.search(log) if name == "stack_frame" else None)
         if m:
-            setattr(r, name, int(m.group(1)))
+            setattr(r, name, int(next(g for g in m.groups() if g is not None)))
     r.warnings = [ln.strip() for ln in log.splitlines()
                   if "warning" in ln.lower() or "Performance Loss" in ln or ln.startswith("note:")]
     return r
@@ -105,7 +109,9 @@ def _tool_version(path: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _toolchain_versions() -> tuple:
-    out = {}
+    # the assembler choice is part of the key: cubins cached before ``auto`` sent setmaxnreg
+    # kernels to ptxas by their PTX (session 18) may be nvJitLink's, setmaxnreg dropped
+    out = {"assembly": "setmaxnreg-to-ptxas"}
     nj = _nvjitlink()
     if nj is not None:
         out["nvjitlink"] = "%d.%d" % tuple(nj.version())
@@ -128,23 +134,38 @@ def ptx_to_cubin(ptx: str, arch: str, line_info: bool = True, extra: tuple = (),
                  prefer: str = "auto") -> "tuple[bytes, str]":
     """Assemble PTX for `arch` (``sm_90a``); returns (cubin, verbose log).
 
-    `prefer`: ``auto`` (nvJitLink, else ptxas), ``nvjitlink`` or ``ptxas``.
+    `prefer`: ``auto`` (nvJitLink, else ptxas; ptxas for PTX that uses ``setmaxnreg``),
+    ``nvjitlink`` or ``ptxas``.
+
+    nvJitLink assembles as one unit of a link and drops ``setmaxnreg`` (C7504: "ignored to
+    maintain compatibility across compilation units"): a warp-specialized kernel then keeps one
+    register budget for every warp and may spill (session 18: 660 bytes at gemm_bf16_c2
+    t256ds4, 5% slower on the H200). Whether it says so depends on its version (the device's did
+    not, for some builds), so ``auto`` decides from the PTX itself, not from the log.
     """
+    wants_ptxas = prefer == "auto" and SETMAXNREG.search(ptx) is not None
+    if wants_ptxas and find_tool("ptxas") is not None:
+        cubin, plog = _via_ptxas(ptx, arch, line_info, extra)
+        return cubin, (SETMAXNREG_NOTE + "\n" + plog)
     nj = _nvjitlink() if prefer in ("auto", "nvjitlink") else None
     if nj is not None:
         cubin, log = _via_nvjitlink(nj, ptx, arch, line_info, extra)
-        # nvJitLink assembles as one unit of a link and drops setmaxnreg ("C7504 ... ignored to
-        # maintain compatibility across compilation units"); ptxas in whole-program mode keeps
-        # it, so prefer ptxas for such kernels when one is installed.
-        if "C7504" in log and prefer == "auto" and find_tool("ptxas") is not None:
-            cubin, plog = _via_ptxas(ptx, arch, line_info, extra)
-            return cubin, ("note: nvJitLink ignored setmaxnreg (C7504); assembled with ptxas "
-                           "(whole-program mode) instead\n" + plog)
+        if SETMAXNREG.search(ptx) is not None and "C7504" not in log:
+            log = SETMAXNREG_LOST + "\n" + log
         return cubin, log
     if prefer == "nvjitlink":
         raise ToolchainError("nvJitLink is not available (pip install nvidia-nvjitlink "
                              "cuda-bindings)")
     return _via_ptxas(ptx, arch, line_info, extra)
+
+
+# a setmaxnreg instruction (not the word in a comment: PTX comments start with //)
+SETMAXNREG = re.compile(r"^[^/\n]*\bsetmaxnreg\.", re.M)
+SETMAXNREG_NOTE = ("note: the PTX uses setmaxnreg, which nvJitLink drops (C7504); assembled "
+                   "with ptxas (whole-program mode)")
+SETMAXNREG_LOST = ("warning: the PTX uses setmaxnreg but no ptxas was found: nvJitLink dropped "
+                   "it (C7504), so every warp keeps one register budget (pip install "
+                   "'tirxh[ptxas]')")
 
 
 def _via_nvjitlink(nj, ptx: str, arch: str, line_info: bool, extra: tuple):
