@@ -86,6 +86,7 @@ class GuardRun:
         self.g = session.job.guards
         self.rng = session.rng
         self.ref: dict = {}      # checked buffer -> reference array for the timing inputs
+        self.atol: dict = {}     # checked buffer -> its uploaded reference's run atol
         self.src: dict = {}      # checked buffer -> where its reference comes from
         self.first: dict = {}    # checked buffer -> the candidate's first output on them
         self.initial: dict = {}  # buffer -> host array of the timing inputs
@@ -120,6 +121,7 @@ class GuardRun:
             if c.buffer in expected:
                 self.ref[c.buffer] = s.expected_array(expected[c.buffer], c.buffer)
                 self.src[c.buffer] = "uploaded"
+                self.atol[c.buffer] = s.run_atol(t.seed).get(c.buffer, c.atol)
             elif c.buffer not in self.ref:
                 self.ref[c.buffer] = self.first[c.buffer]
                 self.src[c.buffer] = FIRST
@@ -181,7 +183,8 @@ class GuardRun:
         for c in self.job.checks:
             if skip_first and self.src[c.buffer] == FIRST:
                 continue
-            r = compare(got[c.buffer], self.ref[c.buffer], c.rtol, c.atol, c.rms)
+            r = compare(got[c.buffer], self.ref[c.buffer], c.rtol,
+                        self.atol.get(c.buffer, c.atol), c.rms)
             r.update(buffer=c.buffer, reference=self.src[c.buffer])
             checks.append(r)
         bad = next((r for r in checks if not r["ok"]), None)

@@ -23,7 +23,7 @@ canonical JSON form (defaults filled in) is `Job.doc`; boards and baselines read
                              {"tensormap": {...TensorMap.describe()...}}]}],
       "checks": [{"buffer": "out", "rtol": 1e-6, "atol": 0, "rms": null}],
       "runs": [{"seed": 1, "when": "before", "inputs": {"a": "<sha>"},
-                "expected": {"out": "<sha>"}},
+                "expected": {"out": "<sha>"}, "atol": {"out": 1e-6}},   # atol: optional
                {"seed": 2, "when": "after", ...}],
       "timing": {"enabled": true, "warmup": 3, "min_iters": 10, "max_iters": 2000,
                  "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "seed": 0,
@@ -218,10 +218,20 @@ class Check(Model):
 
 @dataclass
 class Run(Model):
+    """One correctness run. ``atol`` (optional, per checked buffer) replaces the check's
+    absolute tolerance for this run's reference only: a rule stated relative to the reference
+    ("atol = 0.5 x RMS(ref)", `tirxh.core.suite.Tolerance.atol_rms`) resolves to a different
+    number for each seed's reference, and one job-wide figure (the strictest seed's) failed an
+    element that the rule passes on its own seed (session 19, `kda_bwd_pieces_tc`'s
+    tf_pack_80_1_30_h2 on the H200, bit-identical to numsim: seed 1's dke off by 0.00946 where
+    its own rule allows 0.0113 and seed 3's atol allowed 0.0085). The check's ``atol`` stays
+    what the guards compare with where no run's reference applies."""
+
     seed: int = spec(SEED)
     when: str = spec(Str(choices=("before", "after")))
     inputs: dict = spec(MapOf(Digest), {})
     expected: dict = spec(MapOf(Digest), {})
+    atol: dict = spec(MapOf(Num(0, 1e30)), {})
 
 
 @dataclass
@@ -398,16 +408,19 @@ class Job(Model):
         for i, c in enumerate(self.checks):
             if c.buffer not in names:
                 p.add(f"checks[{i}].buffer", f"unknown buffer {c.buffer!r}")
+        checked = {c.buffer for c in self.checks}
         for i, r in enumerate(self.runs):
             for k in ("inputs", "expected"):
                 for bn in getattr(r, k):
                     if bn not in names:
                         p.add(f"runs[{i}].{k}.{bn}", f"unknown buffer {bn!r}")
+            for bn in r.atol:
+                if bn not in checked:
+                    p.add(f"runs[{i}].atol.{bn}", f"{bn!r} is not a checked buffer")
         pure = {b.name for b in self.buffers if b.output and b.init.kind == "empty"}
         for i, bn in enumerate(self.guards.perturb or ()):
             if bn not in names or bn in pure:
                 p.add(f"guards.perturb[{i}]", f"{bn!r} is not an input buffer")
-        checked = {c.buffer for c in self.checks}
         for i, bn in enumerate(self.guards.constant_outputs):
             if bn not in checked:
                 p.add(f"guards.constant_outputs[{i}]", f"{bn!r} is not a checked buffer")

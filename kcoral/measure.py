@@ -218,6 +218,10 @@ class Session:
     def run_expected(self, seed: int) -> dict:
         return next((dict(r.expected) for r in self.job.runs if r.seed == seed), {})
 
+    def run_atol(self, seed: int) -> dict:
+        """The per-buffer atol of the run with this seed (`kcoral.job.Run.atol`), or {}."""
+        return next((dict(r.atol) for r in self.job.runs if r.seed == seed), {})
+
     def other_values(self, index: int, b: Buffer):
         """Valid contents of buffer `b` other than the timing inputs': other runs' uploaded
         arrays, then its generator with other seeds (lazily)."""
@@ -260,11 +264,11 @@ class Session:
     # --- correctness --------------------------------------------------------------------------
     def correctness(self, when: str) -> list:
         job = self.job
-        runs = [(r.seed, r.inputs, r.expected) for r in job.runs if r.when == when]
+        runs = [(r.seed, r.inputs, r.expected, r.atol) for r in job.runs if r.when == when]
         if not runs and when == "before":
-            runs = [(job.timing.seed + 1, {}, {})]
+            runs = [(job.timing.seed + 1, {}, {}, {})]
         out = []
-        for seed, inputs, expected in runs:
+        for seed, inputs, expected, run_atol in runs:
             self.progress("correctness", f"{when} timing, seed {seed}")
             pattern = 0xFF if self._checked_runs % 2 == 0 else POISON_ALT
             self._checked_runs += 1
@@ -282,8 +286,9 @@ class Session:
                     exp, src = refs[c.buffer], f"baseline {c.baseline}"
                 else:
                     continue
-                cmp = compare(got, exp, c.rtol, c.atol, c.rms)
-                cmp.update({"buffer": c.buffer, "reference": src})
+                atol = run_atol.get(c.buffer, c.atol)   # this run's reference's own atol
+                cmp = compare(got, exp, c.rtol, atol, c.rms)
+                cmp.update({"buffer": c.buffer, "reference": src, "atol": atol})
                 checks.append(cmp)
             ok = all(c["ok"] for c in checks)
             out.append({"seed": seed, "when": when, "ok": ok, "checks": checks})

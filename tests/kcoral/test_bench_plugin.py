@@ -81,9 +81,10 @@ def test_build_job_from_suite():
                                  "optional": True}]
 
 
-def test_rms_relative_atol_becomes_the_strictest_seeds_absolute_atol():
-    """A job carries absolute tolerances: atol_rms * RMS(reference), the smallest over the
-    job's seeds (kcoral compares with rtol/atol/rms only)."""
+def test_rms_relative_atol_resolves_per_seed_and_the_check_keeps_the_strictest():
+    """A job carries absolute tolerances: each run atol_rms * RMS(its own reference), as
+    `Tolerance.compare` applies the rule (kcoral compares with rtol/atol/rms only); the check's
+    atol, for the guards' comparisons no run covers, is the smallest over the job's seeds."""
     suite = T.suite(vadd, inputs=inputs, reference=lambda a, b: {"out": a + b}, outputs=["out"],
                     cases=[T.case("n1000", n=1000)],
                     tolerance=T.tolerance(rtol=0.05, atol_rms=0.5, rms=0.03))
@@ -95,6 +96,11 @@ def test_rms_relative_atol_becomes_the_strictest_seeds_absolute_atol():
     (check,) = doc["checks"]
     assert check["atol"] == pytest.approx(0.5 * min(rms), rel=1e-12) and check["rtol"] == 0.05
     assert check["rms"] == 0.03 and 0.5 < check["atol"] < 1.0
+    assert [r["atol"]["out"] for r in doc["runs"]] == \
+        [pytest.approx(0.5 * x, rel=1e-12) for x in rms]
+    assert rms[0] != rms[1]
+    plain = build_job(ck, SUITE, SUITE.cases[0], seeds=seeds, before=1).to_doc()
+    assert all("atol" not in r or r["atol"] == {} for r in plain["runs"])   # no rule, no atol
 
 
 def test_seeds_and_guards_are_the_callers():

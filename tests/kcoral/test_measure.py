@@ -20,7 +20,9 @@ def make(tmp_path, op="add", time_ms=0.05, runs=True, messages=None, **extra):
     mod = blobs.put(json.dumps({"kernels": {"k": {"op": op, "time_ms": time_ms}}}).encode())
     n = 64
     rr = []
-    if runs:
+    if callable(runs):   # the caller's runs, uploaded to this store
+        rr = runs(blobs)
+    elif runs:
         for seed, when in ((1, "before"), (2, "after")):
             rng = np.random.default_rng(seed)
             a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(
@@ -325,3 +327,56 @@ def test_an_optional_baseline_that_is_not_installed_is_left_out_and_named(tmp_pa
     dev.begin_job(required.doc)
     with pytest.raises(JobFailure, match="unavailable.baseline: unknown baseline"):
         run_job(required, dev, blobs, reg.baselines, lambda s, m: None)
+
+
+def _offset_runs(blobs, offset, run_atol):
+    """Two runs whose uploaded references sit `offset` away from a + b; the first carries
+    `run_atol` (a per-run atol, `kcoral.job.Run.atol`) when given."""
+    rr = []
+    for seed, when in ((1, "before"), (2, "after")):
+        rng = np.random.default_rng(seed)
+        a, b = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(
+            np.float32)
+        rr.append({"seed": seed, "when": when,
+                   "inputs": {"a": blobs.put_array(a), "b": blobs.put_array(b)},
+                   "expected": {"out": blobs.put_array(a + b + np.float32(offset[seed]))}})
+    if run_atol is not None:
+        rr[0]["atol"] = {"out": run_atol}
+    return rr
+
+
+@pytest.mark.parametrize("offset, run_atol, failing_seed", [
+    ({1: 0.01, 2: 0.0}, 0.02, None),     # seed 1's own atol covers its error
+    ({1: 0.01, 2: 0.0}, None, 1),        # without it, the check's (strict) atol applies
+    ({1: 0.01, 2: 0.0}, 0.005, 1),       # a run atol tighter than the error still fails
+    ({1: 0.0, 2: 0.01}, 0.02, 2),        # another run's atol does not leak to seed 2
+])
+def test_a_runs_own_atol_applies_to_its_reference_only(tmp_path, offset, run_atol,
+                                                       failing_seed):
+    run, _ = make(tmp_path, runs=lambda blobs: _offset_runs(blobs, offset, run_atol),
+                  checks=[{"buffer": "out", "rtol": 0.0, "atol": 1e-3}])
+    if failing_seed is None:
+        r = run()
+        assert r["verified"]
+        assert [c["checks"][0]["atol"] for c in r["correctness"]] == [0.02, 1e-3]
+    else:
+        with pytest.raises(JobFailure, match=f"seed {failing_seed}"):
+            run()
+
+
+@pytest.mark.parametrize("atol, field, message", [
+    ({"x": 0.1}, "runs[0].atol.x", "'x' is not a checked buffer"),
+    ({"out": -1}, "runs[0].atol.out", ""),
+    ({"out": float("inf")}, "runs[0].atol.out", ""),
+])
+def test_a_run_atol_names_a_checked_buffer_and_a_bounded_number(atol, field, message):
+    doc = {"target": "sm_90a", "module": {"format": "fake", "blob": "0" * 64},
+           "buffers": [{"name": "out", "dtype": "f32", "shape": [4], "output": True},
+                       {"name": "x", "dtype": "f32", "shape": [4]}],
+           "launches": [{"entry": "k", "grid": [1], "block": [4], "args": [{"buffer": "out"}]}],
+           "checks": [{"buffer": "out"}],
+           "runs": [{"seed": 1, "when": "before", "atol": atol}]}
+    with pytest.raises(JobError) as ei:
+        Job.from_json(doc)
+    assert [(f, m) for f, m in ei.value.problems if f == field and message in m], \
+        ei.value.problems

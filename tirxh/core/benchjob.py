@@ -98,10 +98,17 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
             if b["output"] and b["name"] in exp:
                 want = np.asarray(exp[b["name"]]).astype(dtype_of(b["dtype"]))
                 run["expected"][b["name"]] = put(array_bytes(want.reshape(b["shape"])))
+        # a rule relative to the reference (atol_rms) resolves per seed: each run carries
+        # its own reference's atol (`kcoral.job.Run.atol`), as `Tolerance.compare` applies it
+        run_atol = {o: atols[o][-1] for o in outputs
+                    if o in exp and suite.tolerance_for(o).atol_rms}
+        if run_atol:
+            run["atol"] = run_atol
         runs.append(run)
     checks = []
     for o in outputs:
-        t = suite.tolerance_for(o)   # the strictest seed's absolute atol
+        t = suite.tolerance_for(o)   # the strictest seed's absolute atol (for the guards'
+        # comparisons that no run's reference covers)
         checks.append({"buffer": o, "rtol": float(t.rtol), "atol": min(atols[o], default=t.atol),
                        "rms": t.rms})
     grid = [int(g) for g in suite.grid(case)]
