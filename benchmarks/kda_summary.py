@@ -32,7 +32,8 @@ import math
 import sys
 from pathlib import Path
 
-from report_tables import bench_phase, bench_result, bench_timing, cli, item_reports, not_timed
+from report_tables import (bench_phase, bench_result, bench_timing, cli, item_reports,
+                           json_lines, not_timed)
 
 ROOT = Path(__file__).resolve().parents[1]
 COPY_BW = 4.25e12            # B/s, measured device-to-device copy on this H200
@@ -43,8 +44,10 @@ STEP_S = STEP_FLOPS / (PEAK / SMS)
 FWD_GOAL, FWD_BWD_GOAL = 2.5, 3.0
 BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd",
              "fla.fused_recurrent_kda")
-# kda_fwd_s0 is the backward's forward (it writes the chunk start states): not a shape's forward
-NOT_FORWARD = ("kda_fwd_s0",)
+# kda_fwd_s0 is the backward's forward (it writes the chunk start states): not a shape's forward;
+# kda_fwd_bwd is the forward + backward plan (one job of seven launches), not a forward either
+PLAN = "kda_fwd_bwd"
+NOT_FORWARD = ("kda_fwd_s0", PLAN)
 
 
 def is_kda(kernel) -> bool:
@@ -78,9 +81,43 @@ def _cases() -> dict:
 
 
 def read_items(paths) -> list:
-    """One dict per benchmarked KDA item in the report logs (later lines win for an item)."""
+    """One dict per benchmarked KDA item in the report logs (later lines win for an item):
+    `tirxh bench`'s item reports, and the forward + backward plan's own lines."""
     return [_item(rec) for rec in item_reports(
-        paths, lambda rec: is_kda(rec.get("kernel")))]
+        paths, lambda rec: is_kda(rec.get("kernel")))] + plan_items(paths)
+
+
+def plan_items(paths) -> list:
+    """The lines of benchmarks/kda_fwd_bwd_bench.py (`BenchResult.to_json`: "item" and KCoral's
+    "result", no "event"), one item each (a later line wins). Read apart from the item reports:
+    session 19's fb call timed both shapes and its summary was empty, since only
+    ``item_report`` records were read."""
+    found: dict = {}
+    for rec in json_lines(paths):
+        name = rec.get("item") if "event" not in rec else None
+        if isinstance(name, str) and name.startswith(PLAN + "[") and name.endswith("]"):
+            found[name] = rec
+    out = []
+    for name, rec in found.items():
+        result = rec.get("result") or {}
+        timing = result.get("timing") or {}
+        if "candidate" not in timing:
+            timing, why = {}, (rec.get("not_timed") or (result.get("error") or {}).get(
+                "message") or "not timed")[:160]
+        else:
+            why = "" if timing.get("converged", True) else \
+                f"noise {timing.get('rel_noise', 0):.1%}"
+        clk = timing.get("sm_clock_mhz") or {}
+        med = timing["candidate"]["median_ms"] if timing else None
+        out.append({"kernel": PLAN, "case": name[len(PLAN) + 1:-1],
+                    "outcome": rec.get("verdict") or rec.get("state") or "?",
+                    "median_ms": med, "median_us": None if med is None else med * 1e3,
+                    "gbps": timing.get("gbps"),
+                    "ratios": {b: v.get("speedup") for b, v in
+                               (timing.get("baselines") or {}).items()},
+                    "clock": (clk.get("before"), clk.get("after")) if timing else None,
+                    "note": why, "verified": bool(result.get("verified"))})
+    return out
 
 
 def _item(rec: dict) -> dict:
@@ -159,6 +196,7 @@ def markdown(summary: dict) -> str:
                      f"{_f(r['fla_fwd_bwd_ms'])} | {_f(r['memory_ms'])} | "
                      f"{_f(r['chain_ms'])} ({r['chains']} x {r['steps']}) |")
     lines += _backward(summary["items"])
+    lines += _fwd_bwd(summary["items"], summary.get("plan_cases") or {})
     lines += not_timed(summary["items"])
     return "\n".join(lines) + "\n"
 
@@ -181,8 +219,42 @@ def _backward(items: list) -> list:
     return out
 
 
+def _fwd_bwd(items: list, cases: dict) -> list:
+    """The forward + backward plan's timed cases against FLA's forward + backward (autograd)
+    in the same job, the issue's goal (>= 3x), whether KCoral verified the case's outputs, and
+    the forward's serial-chain floor (the backward walks the same chains in reverse)."""
+    rows = [it for it in items if it["kernel"] == PLAN and it["median_ms"] is not None]
+    if not rows:
+        return []
+    out = ["", f"## Forward + backward ({PLAN}, one job; goal >= {FWD_BWD_GOAL}x "
+               "fla.chunk_kda.fwd_bwd)", "",
+           "| case | ms | FLA fwd+bwd ms | ratio | met | verified | forward's chain floor ms "
+           "(chains x steps) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for it in sorted(rows, key=lambda i: i["case"] or ""):
+        r = it["ratios"].get("fla.chunk_kda.fwd_bwd")
+        ms = it["median_ms"]
+        met = "-" if r is None else ("yes" if r >= FWD_BWD_GOAL else "NO")
+        params = cases.get(it["case"])
+        fl = floors(params) if params else None
+        floor = "-" if fl is None else f"{_f(fl['chain_ms'])} ({fl['chains']} x {fl['steps']})"
+        out.append(f"| {it['case']} | {_f(ms, '{:.3f}')} | "
+                   f"{_f(None if r is None else r * ms)} | {_f(r, '{:.2f}x')} | {met} | "
+                   f"{'yes' if it.get('verified') else 'no'} | "
+                   f"{floor} |")
+    return out
+
+
+def _plan_cases() -> dict:
+    """case name -> params of the forward + backward plan (zoo/kernels/kda_fwd_bwd.py)."""
+    sys.path.insert(0, str(ROOT / "zoo" / "kernels"))
+    import kda_fwd_bwd
+    return {c.name: c.params() for c in kda_fwd_bwd.CASES}
+
+
 def render(items: list) -> str:
-    return markdown(summarize(items, _cases()))
+    summary = summarize(items, _cases())
+    summary["plan_cases"] = _plan_cases() if any(i["kernel"] == PLAN for i in items) else {}
+    return markdown(summary)
 
 
 def _json_option(ap):

@@ -14,20 +14,26 @@ import sys
 from pathlib import Path
 
 
-def item_reports(paths, keep) -> list:
-    """The ``item_report`` records of the logs for which ``keep(record)`` holds, one per node id
-    (a later line wins). ValueError names the file and line of a line that is not JSON."""
-    items: dict = {}
+def json_lines(paths):
+    """Every record of the JSON-lines logs, in order (blank lines skipped). ValueError names the
+    file and line of a line that is not JSON."""
     for path in paths:
         for n, line in enumerate(Path(path).read_text().splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                yield json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{n}: not a JSON line ({e.msg})") from None
-            if rec.get("event") == "item_report" and keep(rec):
-                items[rec["nodeid"]] = rec
+
+
+def item_reports(paths, keep) -> list:
+    """The ``item_report`` records of the logs for which ``keep(record)`` holds, one per node id
+    (a later line wins). ValueError names the file and line of a line that is not JSON."""
+    items: dict = {}
+    for rec in json_lines(paths):
+        if rec.get("event") == "item_report" and keep(rec):
+            items[rec["nodeid"]] = rec
     return list(items.values())
 
 

@@ -161,3 +161,34 @@ def test_any_new_forward_is_read_without_a_list(tmp_path, capsys):
     assert "| t8192_h64 | t8192_h64_v64ws8c | 0.6846 |" in out
     assert S.is_forward("kda_fwd_pair") and not S.is_forward("kda_fwd_s0")
     assert not S.is_kda(None) and not S.is_forward("kda_decode")
+
+
+def _plan_line(case, median_ms=None, ratio=None, verified=False, not_timed=None):
+    """One line of benchmarks/kda_fwd_bwd_bench.py (`BenchResult.to_json`): no "event"."""
+    result = {"verified": verified}
+    if median_ms is not None:
+        result["timing"] = {"candidate": {"median_ms": median_ms}, "gbps": 300.0,
+                            "sm_clock_mhz": {"before": 1980, "after": 1980},
+                            "baselines": {"fla.chunk_kda.fwd_bwd": {"speedup": ratio}}}
+    return {"item": f"kda_fwd_bwd[{case}]", "state": "done",
+            "verdict": "incomplete" if not verified else "clean", "result": result,
+            "timed": median_ms is not None, "not_timed": not_timed}
+
+
+def test_the_forward_backward_plans_lines_are_read_with_the_goal(tmp_path, capsys):
+    """Session 19's fb call timed both shapes and its summary.md was empty: the plan's lines
+    carry no item_report event. They are read now, with FLA's time, the 3x goal and the floor."""
+    log = _log(tmp_path, [
+        _plan_line("t20_h1_deep", verified=True, not_timed="cuda0: timing disabled"),
+        _plan_line("t8192_h96", 70.0, 0.1),
+        _plan_line("t8192_h96", 61.679, 0.196),     # a later line wins
+        _plan_line("t8192_h64", 2.5, 3.2, verified=True),
+    ])
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "| kda_fwd_bwd[t8192_h96] | 61.6790 | 300 |" in out
+    assert "| t8192_h96 | 61.679 | 12.089 | 0.20x | NO | no | 0.083 (96 x 128) |" in out
+    assert "| t8192_h64 | 2.500 | 8.000 | 3.20x | yes | yes | 0.083 (64 x 128) |" in out
+    assert "kda_fwd_bwd[t20_h1_deep]: clean: cuda0: timing disabled" in out
+    # the plan is not a forward: no forward row for its shapes
+    assert "| t8192_h96 | t8192_h96 |" not in out
