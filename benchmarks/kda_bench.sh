@@ -90,6 +90,9 @@
 #             after PREP=0 (the control and its c128 replicate) at n64_h64_t4 and n1024_h32_t2,
 #             one job, one set of inputs per shape; smoke: kda_decode_cols's small cases; ~200 s:
 #             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols3`
+#   decodecols4 decodecols3's items and PREP=2's TAIL=1 twins (`_pwtail`, session 19: the last
+#             heads' stores deferred under the last head's compute), one job a shape; ~220 s:
+#             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols4`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -190,10 +193,12 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
-        |decodecols|decodecols2|decodecols3|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2|prep2|tf32|calib\
+        |decodecols|decodecols2|decodecols3|decodecols4|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2\
+        |prep2|tf32|calib\
         |prep3) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
-wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, decodecols3, bwd, local, reverse, chain, fb, s0, \
+wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, decodecols3, decodecols4, bwd, local, reverse, \
+chain, fb, s0, \
 check, smoke, tc, tc2, prep2, tf32, calib, prep3)"
            exit 2;;
     esac
@@ -273,7 +278,7 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
         [ -n "${PACKS_H64_ONLY:-}" ] || printf '%s_h96 ' "$s"; printf '%s_h64 ' "$s"; done);;
 esac
 case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*|*" decodecols "*|*" decodecols2 "*\
-    |*" decodecols3 "*)
+    |*" decodecols3 "*|*" decodecols4 "*)
     pw_decode=default;;
 esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
@@ -380,7 +385,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
-    " decodecols3 ") SMOKE_K="kda_decode_cols";;
+    " decodecols3 "|" decodecols4 ") SMOKE_K="kda_decode_cols";;
     *" decodebulk "*|*" decodecols "*|*" decodecols2 "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc) and not tf_";;
@@ -611,6 +616,13 @@ or v64ws8d)";;
             # then their PREP=2 twins ("pwarp", "alt": not "ring", not "prep", out of the smokes)
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols3 \
                 "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and not tail";;
+        decodecols4)
+            # PREP=2's TAIL=1 twins (session 19: the last heads' stores under the last head's
+            # compute) after the control, its c128 replicate and PREP=2 alone, at n64_h64_t4
+            # (the T = 4 goal) and n1024_h32_t2, one job on shared inputs
+            EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols4 \
+                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and (not tail or \
+pwtail)";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

@@ -163,7 +163,7 @@ def test_decodecols_times_the_column_warps_after_the_bulk_ring_in_one_job():
     cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2", "n64_h64_t4_c128"]
     assert jobs["decodecols"] == ([f"kda_decode_bulk[{c}]" for c in cases]
                                   + [f"kda_decode_cols[{c}]" for c in cases])
-    assert len([i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")]) == 23
+    assert len([i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")]) == 28
     assert all(i.startswith("kda_decode") for i in jobs["smoke"])
     assert not [i for i in _jobs("decode")["decode"] if i.startswith("kda_decode_cols[")]
     assert 'SHARE_INPUTS=1 bench decodecols' in SCRIPT.read_text()
@@ -194,11 +194,27 @@ def test_decodecols3_times_the_preparing_warp_beside_the_control_in_one_job():
                                    "kda_decode_cols[n64_h64_t4_c128]",
                                    "kda_decode_cols[n64_h64_t4_pw]",
                                    "kda_decode_cols[n1024_h32_t2_pw]"]
-    # kda_decode_cols's 23 small cases, none of the large PREP=2 twins (tagged "alt")
-    assert len(jobs["smoke"]) == 23 and all(i.startswith("kda_decode_cols[") for i in jobs["smoke"])
+    # kda_decode_cols's 28 small cases, none of the large PREP=2 twins (tagged "alt")
+    assert len(jobs["smoke"]) == 28 and all(i.startswith("kda_decode_cols[") for i in jobs["smoke"])
     assert not {f"kda_decode_cols[{c}_pw]" for c in ("n256_h64_t1", "n128_h96_t1", "n64_h64_t4",
                                                       "n1024_h32_t2")} & set(jobs["smoke"])
     assert 'SHARE_INPUTS=1 bench decodecols3' in SCRIPT.read_text()
+
+
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_decodecols4_times_the_deferred_stores_beside_decodecols3s_items():
+    """Group decodecols4 (session 19): decodecols3's five items, then PREP=2's TAIL=1 twins of
+    n64_h64_t4 and n1024_h32_t2 (`_pwtail`), one job a shape on shared inputs; PREP=1's
+    `_tail` twins stay out (decodecols2 has them)."""
+    jobs = _jobs("decodecols4")
+    assert jobs["decodecols4"] == ["kda_decode_cols[n64_h64_t4]", "kda_decode_cols[n1024_h32_t2]",
+                                   "kda_decode_cols[n64_h64_t4_c128]",
+                                   "kda_decode_cols[n64_h64_t4_pw]",
+                                   "kda_decode_cols[n1024_h32_t2_pw]",
+                                   "kda_decode_cols[n64_h64_t4_pwtail]",
+                                   "kda_decode_cols[n1024_h32_t2_pwtail]"]
+    assert len(jobs["smoke"]) == 28 and all(i.startswith("kda_decode_cols[") for i in jobs["smoke"])
+    assert 'SHARE_INPUTS=1 bench decodecols4' in SCRIPT.read_text()
 
 
 def test_bench_args_reach_every_timed_job():

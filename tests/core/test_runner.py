@@ -2,12 +2,16 @@
 
 import json
 
+import pytest
+
 from tirxh.core import compiler
 
 from .pytester import SCALE, VADD
 
 BUILD_PLUGIN = '''
 import json
+
+import pytest
 import tirxh
 
 
@@ -262,3 +266,41 @@ def test_a_bench_that_timed_nothing_exits_1_with_the_reason(tirxh):
     assert r.ret == 1, r
     assert ("ERROR: tirxh bench timed none of the 2 item(s) it was asked to time: sim board: the "
             "sim board does not time") in r.stderr
+
+
+# a warp-specialized kernel's one telling instruction: nvJitLink drops it (C7504)
+WS = '''
+import tirxh.lang as T
+
+
+@T.kernel(block=128, min_blocks=1)   # the register cap setmaxnreg needs
+def ws(out: T.gptr[T.f32]):
+    T.ptx.setmaxnreg.inc.sync.aligned.u32(232)
+    T.ptx.st.global_.f32(out.at(T.tid.x), 1.0)
+'''
+
+
+def test_an_assembler_warning_is_said_once_on_stderr(tirxh, monkeypatch):
+    """Without ptxas, nvJitLink drops setmaxnreg: the compile still passes, and the user hears
+    it on stderr, once per compiled variant, not only in the JSON report (session 18's silent
+    device build)."""
+    from tirxh.core import toolchain
+    real = toolchain.find_tool
+    monkeypatch.setattr(toolchain, "find_tool", lambda n: None if n == "ptxas" else real(n))
+    tirxh.project(ws=WS)
+    for _ in range(2):   # the second run's compile is a cache hit: its report is kept
+        r = tirxh.run("build")
+        assert r.ret == 0, r
+        said = [ln for ln in r.errlines if ln.startswith("WARNING: ws (sm_90a): ")]
+        assert len(said) == 1 and "setmaxnreg" in said[0], r.stderr
+
+
+def test_an_assembler_note_stays_in_the_report(tirxh):
+    from tirxh.core import toolchain
+    if toolchain.find_tool("ptxas") is None:
+        pytest.skip("no ptxas here: the setmaxnreg kernel goes to nvJitLink (the test above)")
+    tirxh.project(ws=WS)
+    r = tirxh.run("build", "--json")
+    assert r.ret == 0 and "WARNING" not in r.stderr, r
+    res = json.loads(r.stdout)["items"][0]["phases"][0]["data"]["resources"]
+    assert res["warnings"][0].startswith("note: the PTX uses setmaxnreg")

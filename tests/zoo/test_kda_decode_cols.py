@@ -64,9 +64,12 @@ def test_the_preparing_warp_covers_every_token_count_and_rings_that_wrap():
     assert {-(-p["N"] * p["H"] // MOD._ctas(p["N"], p["H"], p.get("CTAS", 132))) for p in small
             } >= {1, 2, 4, 5}
     big = [c for c in MOD.SUITE.cases if not c.small and c.params.get("PREP") == 2]
-    assert sorted(c.name for c in big) == sorted(f"{c.name}_pw" for c in MOD.D.SUITE.cases
-                                                 if not c.small)
-    assert all(c.tags == ("pwarp", "alt") for c in big)     # "alt": out of kda_bench's smokes
+    shapes = [c.name for c in MOD.D.SUITE.cases if not c.small]
+    assert sorted(c.name for c in big) == sorted([f"{n}_pw" for n in shapes] +
+                                                 [f"{n}_pwtail" for n in shapes])
+    # "alt": out of kda_bench's smokes; "pwtail": TAIL = 1's twins (decodecols4 times them)
+    assert all(c.tags == (("pwtail", "alt") if c.params.get("TAIL") else ("pwarp", "alt"))
+               for c in big)
 
 
 def test_a_grid_balanced_below_ctas_walks_every_head_once():
@@ -87,8 +90,8 @@ def test_the_ring_is_clean_under_sync_check():
 
 
 @pytest.mark.parametrize("old,new,code", [
-    ("done[ring.stage].wait(ring.phase)\n                    store_and_refill(j, prev)",
-     "store_and_refill(j, prev)", "race.read-write"),
+    ("done[ring.stage].wait(ring.phase)\n                    store_or_defer(j, prev)",
+     "store_or_defer(j, prev)", "race.read-write"),
     ("done[s].init(32 * WARPS)", "done[s].init(32)", "mbarrier.phase-overrun"),
     ("T.ptx.fence.proxy.async_.shared__cta()", "pass", "proxy.missing-fence"),
 ], ids=["no-done-wait", "one-warp-hands-back", "no-proxy-fence"])
@@ -141,6 +144,7 @@ def test_the_preparing_warp_and_the_producer_copy_without_waterfall_loops():
     assert compiled("n64_h64_t4_pw").launch_metadata()["block"][0] == 320
     assert compiled("n64_h64_t4_prep").launch_metadata()["block"][0] == 288
     assert "BRA.U.ANY" not in compiled("n64_h64_t4_pw").sass
+    assert "BRA.U.ANY" not in compiled("n64_h64_t4_pwtail").sass
     # 48 copies in the loop (16 store, 16 token, 16 state) and 32 in each of the 3 first loads
     assert compiled("n64_h64_t4_prep").sass.count("BRA.U.ANY") == 48 + 3 * 32
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4_pw"]) == 1
@@ -174,12 +178,28 @@ def test_tail_stores_the_last_three_heads_only_after_the_last_load():
     assert _heads_stored_before_the_last_state_landed("n5_h1_t4_deep_c1_prep") > 2
 
 
-def test_the_deferred_stores_refill_waits_for_every_store(tmp_path):
+@pytest.mark.parametrize("name", ["n7_h1_t2_c2_tail", "n7_h1_t2_c2_pwtail"])
+def test_the_deferred_stores_refill_waits_for_every_store(tmp_path, name):
     mod = mutant(tmp_path, "kda_decode_cols",
                  [("bulk.wait_group.read(0)", "bulk.wait_group.read(1)")])
-    case = next(c for c in mod.SUITE.cases if c.name == "n7_h1_t2_c2_tail")
+    case = next(c for c in mod.SUITE.cases if c.name == name)
     found = [f for r in sync_race(mod.SUITE, case) for f in r.findings]
     assert "race.stage-reuse" in {f.kind for f in found}, sorted({f.kind for f in found})
+
+
+def test_the_deferred_stores_beside_the_preparing_warp_are_clean_under_sync_check():
+    """TAIL = 1 with PREP = 2 (session 19): the producer's lane-0 loop defers the last three
+    heads' stores as PREP = 1's did; CTAs of 4 and 3 heads."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2_pwtail")
+    sync, race = sync_race(MOD.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+def test_tail_beside_the_preparing_warp_defers_the_last_three_stores():
+    """PREP = 2 with TAIL = 1 stores heads 0 and 1 before the last head's state lands, like
+    PREP = 1's TAIL; PREP = 2 alone has stored head 2 by then (numsim's schedule)."""
+    assert _heads_stored_before_the_last_state_landed("n5_h1_t4_deep_c1_pwtail") == 2
+    assert _heads_stored_before_the_last_state_landed("n5_h1_t4_deep_c1_pw") > 2
 
 
 @pytest.mark.parametrize("old,new,code,name", [
@@ -260,13 +280,13 @@ def test_one_persistent_cta_per_sm_without_spills():
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
     bulk = {c.name for c in BULK.SUITE.cases if not c.small}
     assert set(big) == bulk | {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
-                               for k in ("prep", "tail", "pw")}
+                               for k in ("prep", "tail", "pw", "pwtail")}
     assert all(("ring" in c.tags) != (c.params.get("PREP") == 2) for c in big.values())
     grids = {name: MOD.SUITE.grid(c)[0] for name, c in big.items()}
     want = {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
             "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
     assert grids == {**want, **{f"{n}_{k}": g for n, g in want.items() if "c128" not in n
-                                for k in ("prep", "tail", "pw")}}
+                                for k in ("prep", "tail", "pw", "pwtail")}}
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
     assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4_prep"]) == 1
     assert spills(MOD.SUITE) == {}
@@ -285,8 +305,10 @@ def test_refused_shapes_name_the_case_and_the_rule():
     assert MOD.constraints(N=2, H=2, PREP=3) == [
         "PREP=3 must be 0 (each compute warp its gates), 1 (the producer warp's, in shared "
         "memory) or 2 (a warp of their own's)"]
-    assert MOD.constraints(N=2, H=2, TAIL=1) and not MOD.constraints(N=2, H=2, PREP=1, TAIL=1)
-    assert MOD.constraints(N=2, H=2, PREP=2, TAIL=1)          # TAIL is PREP = 1's loop
+    # TAIL with every PREP (session 19: the lane-0 loop of PREP = 0 and 2 defers too)
+    assert not any(MOD.constraints(N=2, H=2, PREP=pr, TAIL=1) for pr in (0, 1, 2))
+    assert MOD.constraints(N=2, H=2, TAIL=2) == [
+        "TAIL=2 must be 0 or 1 (the last heads' stores after the last load)"]
 
 
 def test_inputs_reference_and_tolerances_are_kda_decodes():

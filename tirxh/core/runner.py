@@ -59,7 +59,25 @@ def compile_item(item) -> "tuple[object | None, PhaseReport]":
     res = getattr(compiled, "resources", None)
     if res is not None and hasattr(res, "to_json"):
         data["resources"] = res.to_json()
+    _say_assembler_warnings(config, compiled, res)
     return compiled, PhaseReport("compile", "passed", dt, data=data)
+
+
+def _say_assembler_warnings(config, compiled, res) -> None:
+    """The assembler's warnings on stderr, once per compiled variant (a cached build's too: its
+    report is kept with the cubin). They lived only in the JSON report before session 19,
+    where nobody reads them: a warp-specialized kernel built without ptxas loses setmaxnreg
+    (`toolchain.SETMAXNREG_LOST`), and ptxas's "Potential Performance Loss" lines name
+    serialized wgmma; both change what a benchmark measures. Notes (``note:``) stay in the
+    report."""
+    lines = [w for w in (getattr(res, "warnings", None) or ()) if not w.startswith("note:")]
+    if not lines:
+        return
+    consts = getattr(compiled, "consts", None) or {}
+    what = getattr(compiled, "name", "?") + (
+        "[" + ", ".join(f"{k}={v}" for k, v in sorted(consts.items())) + "]" if consts else "")
+    for w in lines:
+        config.warn(f"{what} ({getattr(compiled, 'target', '?')}): {w}")
 
 
 def _verdict_outcome(verdict: str, fail_on: str) -> str:

@@ -64,7 +64,9 @@ TT = 1) with DRAM idle, then its store. The stages of the last STAGES heads are 
 refilled, so their stores can wait: the producer issues them only once the CTA's last load has
 landed (`full` of the last head), and they keep DRAM busy while the last head computes. A
 refill issued while its iteration's store is deferred waits for every store to have read
-(``wait_group.read 0``: the newest group is the previous head's).
+(``wait_group.read 0``: the newest group is the previous head's). Session 19: with any PREP
+(`store_or_defer`, `deferred_store`), since PREP = 1's own loss (below) hid what the deferral
+is worth; PREP = 2 TAIL = 1 is the `_pwtail` twin of each large shape.
 
 PREP = 2 (session 14, branch deccols3): PREP = 1's gates by a tenth warp of their own. PREP = 1
 measured 42% slower at TT = 4 and 11% at TT = 2 (session 14, d9): its producer warp waited, after
@@ -275,6 +277,35 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                              chunk * 4) for c in range(CHUNKS)],
                            j, mine, STAGES, lambda: load(j + (STAGES - 1), prev))
 
+    def store_or_defer(j, prev):
+        """Lane 0 of the producer once the j-th head is `done`: its store and the refill of the
+        previous head's stage (`store_and_refill`). TAIL: a head whose stage is refilled later
+        is stored at once; the last STAGES heads (never refilled) only in `deferred_store`, so
+        that their stores keep DRAM busy while the last head computes. The refill of this
+        iteration then waits for every store issued (the previous head's, the newest group) to
+        have read."""
+        if not TAIL:
+            store_and_refill(j, prev)
+            return
+        with T.if_(j + STAGES < mine):
+            store_and_refill(j, prev)
+        with T.else_():
+            with T.if_((j > 0) & (j + (STAGES - 1) < mine)):
+                T.ptx.cp.async_.bulk.wait_group.read(0)
+                load(j + (STAGES - 1), prev)
+
+    def deferred_store(j, stage):
+        """TAIL, lane 0 of the producer: the j-th head's store from `stage` when it is one of
+        the CTA's last STAGES heads, once the CTA's last load has landed."""
+        with T.if_(j + STAGES >= mine):
+            last = mine - 1          # the CTA's last head: its stage's phase
+            full[last % STAGES].wait((last / STAGES) & 1)
+            hd = cta + j * grid
+            for c in range(CHUNKS):
+                T.ptx["cp.async.bulk.global.shared::cta.bulk_group"](
+                    state.at(hd * HEAD + c * chunk), st.at(stage, c, 0), chunk * 4)
+            T.ptx.cp.async_.bulk.commit_group()
+
     ring = T.pipeline(STAGES)
     with T.if_(warp == PRODUCER, uniform=True):
         with T.if_(lane == 0):
@@ -285,9 +316,11 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                 prev = T.reg(T.u32, init=0)      # the stage of the previous head
                 with T.range(mine) as j:
                     done[ring.stage].wait(ring.phase)
-                    store_and_refill(j, prev)
+                    store_or_defer(j, prev)
                     prev.set(ring.stage)
                     ring.advance()
+                    if TAIL:
+                        deferred_store(j, prev)
                 T.ptx.cp.async_.bulk.wait_group(0)
         if PREP == 1:
             # the gates of heads 0 .. STAGES - 2 first; then, after the j-th head's store and
@@ -303,34 +336,15 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             with T.range(mine) as j:
                 done[ring.stage].wait(ring.phase)
                 with T.if_(lane == 0):
-                    if not TAIL:
-                        store_and_refill(j, prev)
-                    else:
-                        # TAIL: a head whose stage is refilled later is stored at once; the
-                        # last STAGES heads (never refilled) only once the CTA's last load has
-                        # landed, below, so that their stores keep DRAM busy while the last
-                        # head computes. The refill of this iteration then waits for every
-                        # store issued (the previous head's, the newest group) to have read.
-                        with T.if_(j + STAGES < mine):
-                            store_and_refill(j, prev)
-                        with T.else_():
-                            with T.if_((j > 0) & (j + (STAGES - 1) < mine)):
-                                T.ptx.cp.async_.bulk.wait_group.read(0)
-                                load(j + (STAGES - 1), prev)
+                    store_or_defer(j, prev)
                 prev.set(ring.stage)
                 ring.advance()
                 with T.if_(j + (STAGES - 1) < mine):
                     prep(j + (STAGES - 1), ahead.stage, ahead.phase)
                 ahead.advance()
                 if TAIL:
-                    with T.if_((lane == 0) & (j + STAGES >= mine)):
-                        last = mine - 1          # the CTA's last head: its stage's phase
-                        full[last % STAGES].wait((last / STAGES) & 1)
-                        hd = cta + j * grid
-                        for c in range(CHUNKS):
-                            T.ptx["cp.async.bulk.global.shared::cta.bulk_group"](
-                                state.at(hd * HEAD + c * chunk), st.at(prev, c, 0), chunk * 4)
-                        T.ptx.cp.async_.bulk.commit_group()
+                    with T.if_(lane == 0):
+                        deferred_store(j, prev)
             with T.if_(lane == 0):
                 T.ptx.cp.async_.bulk.wait_group(0)
 
@@ -451,9 +465,8 @@ def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0):
     if PREP not in (0, 1, 2):
         out.append(f"PREP={PREP} must be 0 (each compute warp its gates), 1 (the producer "
                    "warp's, in shared memory) or 2 (a warp of their own's)")
-    if TAIL not in (0, 1) or (TAIL and PREP != 1):
-        out.append(f"TAIL={TAIL} must be 0 or 1 (the last heads' stores after the last load), "
-                   "1 with PREP=1 only")
+    if TAIL not in (0, 1):
+        out.append(f"TAIL={TAIL} must be 0 or 1 (the last heads' stores after the last load)")
     return out
 
 
@@ -485,10 +498,21 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, [
     T.case("n5_h1_t4_deep_c1_pw", N=5, H=1, TT=4, CTAS=1, gate="deep", PREP=2),
     T.case("n1_h3_t4_pw", N=1, H=3, TT=4, PREP=2),
     T.case("n5_h1_t3_c4_pw", N=5, H=1, TT=3, CTAS=4, PREP=2),
+    # TAIL = 1 beside PREP = 2 (session 19) and PREP = 0: CTAs of 4 and 3 heads, of 5 (deep
+    # gates), of 2 and 1, of 1
+    T.case("n7_h1_t2_c2_pwtail", N=7, H=1, TT=2, CTAS=2, PREP=2, TAIL=1),
+    T.case("n5_h1_t4_deep_c1_pwtail", N=5, H=1, TT=4, CTAS=1, gate="deep", PREP=2, TAIL=1),
+    T.case("n5_h1_t3_c4_pwtail", N=5, H=1, TT=3, CTAS=4, PREP=2, TAIL=1),
+    T.case("n2_h2_t1_pwtail", N=2, H=2, TT=1, PREP=2, TAIL=1),
+    T.case("n5_h1_t4_deep_c1_p0tail", N=5, H=1, TT=4, CTAS=1, gate="deep", TAIL=1),
 ] + [T.case(f"{c.name}_{kind}", small=False, tags=("ring",), PREP=1, **tail, **c.params)
      for kind, tail in (("prep", {}), ("tail", {"TAIL": 1}))
      for c in B.D.SUITE.cases if not c.small]
   # PREP = 2's twins of the four ring shapes, tagged "pwarp" and "alt", not "ring" (kda_bench.sh's
   # decodecols2 keeps its items, its smokes leave "alt" out; decodecols3 times these)
   + [T.case(f"{c.name}_pw", small=False, tags=("pwarp", "alt"), PREP=2, **c.params)
-     for c in B.D.SUITE.cases if not c.small])
+     for c in B.D.SUITE.cases if not c.small]
+  # and their TAIL = 1 twins (session 19: the last heads' stores under the last head's compute;
+  # kda_bench.sh decodecols4 times them beside `_pw` and the control)
+  + [T.case(f"{c.name}_pwtail", small=False, tags=("pwtail", "alt"), PREP=2, TAIL=1,
+            **c.params) for c in B.D.SUITE.cases if not c.small])
