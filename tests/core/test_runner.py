@@ -304,3 +304,15 @@ def test_an_assembler_note_stays_in_the_report(tirxh):
     assert r.ret == 0 and "WARNING" not in r.stderr, r
     res = json.loads(r.stdout)["items"][0]["phases"][0]["data"]["resources"]
     assert res["warnings"][0].startswith("note: the PTX uses setmaxnreg")
+
+
+def test_setmaxnreg_without_a_register_cap_is_said(tirxh):
+    """ptxas ignores setmaxnreg when it cannot tell the register count at entry (C7508): the
+    kernel builds, and stderr says why its warps keep one budget."""
+    from tirxh.core import toolchain
+    if toolchain.find_tool("ptxas") is None:
+        pytest.skip("no ptxas here: nvJitLink drops setmaxnreg whatever the cap")
+    tirxh.project(ws=WS.replace("block=128, min_blocks=1", "block=128"))
+    r = tirxh.run("build")
+    assert r.ret == 0, r
+    assert [ln for ln in r.errlines if ln.startswith("WARNING: ws (sm_90a): ") and "C7508" in ln]
