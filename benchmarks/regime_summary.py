@@ -41,8 +41,15 @@ def item(rec: dict) -> dict:
     return out
 
 
-def _ratios(ratios: dict) -> str:
-    shown = [f"{r:.3f}x {n}" for n, r in ratios.items() if isinstance(r, (int, float))]
+def _ratios(ratios: dict, cis: "dict | None" = None) -> str:
+    """"0.999x torch.matmul [0.997-1.003]": each ratio with its 95% interval when the daemon
+    gave one (whether a figure near 1.00x is a tie or a loss)."""
+    shown = []
+    for n, r in ratios.items():
+        if not isinstance(r, (int, float)):
+            continue
+        ci = (cis or {}).get(n)
+        shown.append(f"{r:.3f}x {n}" + (f" [{ci[0]:.3f}-{ci[1]:.3f}]" if ci else ""))
     return ", ".join(shown) or "-"
 
 
@@ -53,7 +60,7 @@ def _regime(it: dict, name: str) -> str:
     mhz = reg["clock_mhz"]
     head = f"{reg['rounds']} at {mhz:.0f} MHz" if isinstance(mhz, (int, float)) else \
         f"{reg['rounds']} rounds"
-    return f"{head}: {_ratios(reg['ratios'])}" if reg["ratios"] else head
+    return f"{head}: {_ratios(reg['ratios'], reg.get('cis'))}" if reg["ratios"] else head
 
 
 def _clock(it: dict) -> str:

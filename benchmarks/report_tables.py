@@ -62,13 +62,17 @@ def bench_timing(rec: dict) -> "tuple[dict, str]":
 
 def regimes(timing: dict) -> dict:
     """KCoral `/3`'s split of a job's paired rounds by clock regime: {"full" | "sustained":
-    {"rounds", "clock_mhz", "ratios": {baseline: speedup}}} for each regime that holds rounds."""
+    {"rounds", "clock_mhz", "ratios": {baseline: speedup}, "cis": {baseline: [lo, hi] or
+    None}}} for each regime that holds rounds (``cis``: the 95% interval of each ratio, from
+    session 19's daemons on; None before)."""
     out = {}
     for name, reg in (timing.get("regimes") or {}).items():
         if reg.get("rounds"):
             out[name] = {"rounds": reg["rounds"], "clock_mhz": reg.get("clock_mhz"),
                          "ratios": {n: b.get("speedup")
-                                    for n, b in (reg.get("baselines") or {}).items()}}
+                                    for n, b in (reg.get("baselines") or {}).items()},
+                         "cis": {n: b.get("speedup_ci95")
+                                 for n, b in (reg.get("baselines") or {}).items()}}
     return out
 
 

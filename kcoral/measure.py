@@ -18,7 +18,8 @@
 4. Correctness *after* timing (``when: after`` runs), to catch kernels that pass once and then
    corrupt state.
 5. Report median, IQR and every sample with the clock of its round; the ratio to each baseline
-   as the median of the paired ratios (``speedup``), also per clock regime (full clock and
+   as the median of the paired ratios (``speedup``, with a distribution-free 95% confidence
+   interval of that median, ``speedup_ci95``), also per clock regime (full clock and
    sustained) with ``throttled`` when the clock fell more than 5% (`kcoral.stats`); TFLOP/s and
    GB/s from the declared work, the physical floor of the device (`kcoral.peaks`) and a
    ``suspect`` flag when the median is below it; and each guard's verdict.
@@ -40,7 +41,8 @@ from .errors import JobFailure
 from .guards import GuardRun
 from .job import Buffer, Job
 from .peaks import flops_peak
-from .stats import clock_summary, paired_ratio, regime_of, regimes, rel_stderr_median, summary
+from .stats import (clock_summary, paired_ratio, paired_ratio_ci, regime_of, regimes,
+                    rel_stderr_median, summary)
 from .tolerance import compare
 from .watchdog import NoWatchdog
 
@@ -414,6 +416,7 @@ class Session:
             med_c = stats["candidate"]["median_ms"]
             res["baselines"][b.name] = dict(
                 st, speedup=paired_ratio(by_name["candidate"], by_name[b.name]),
+                speedup_ci95=paired_ratio_ci(by_name["candidate"], by_name[b.name]),
                 speedup_of_medians=st["median_ms"] / med_c if med_c > 0 else None)
         res["regimes"] = regimes(by_name["candidate"],
                                  {b.name: by_name[b.name] for b, _ in baselines},

@@ -15,11 +15,14 @@ A job is ``throttled`` when its lowest reading is more than `REGIME_TOLERANCE` b
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 
 REGIME_TOLERANCE = 0.05   # 5%: a clock this far below full is another regime
 DIFFER = 0.02             # regime ratios that differ by more than 2% are both printed
+CI_LEVEL = 0.95           # the coverage of a paired ratio's confidence interval
+EXACT_CI_N = 1000         # exact binomial ranks up to this many rounds, normal beyond
 
 
 def rel_stderr_median(s: list) -> float:
@@ -48,6 +51,41 @@ def paired_ratio(candidate: list, baseline: list) -> "float | None":
     return float(np.median(r)) if r else None
 
 
+def median_ci_ranks(n: int, level: float = CI_LEVEL) -> "tuple[int, int] | None":
+    """The 0-based ranks (j, n - 1 - j) of the sorted sample that bound the median with at
+    least `level` coverage, distribution-free: the count of samples below the median is
+    Binomial(n, 1/2), so [x_(j), x_(n-1-j)] misses it with probability 2 P(B <= j); j is the
+    largest with 2 P(B <= j) <= 1 - level. Exact up to `EXACT_CI_N` samples, the normal
+    approximation (one rank wider) beyond. None when n is too small for any interval at that
+    level (n < 6 at 95%)."""
+    alpha = 1.0 - level
+    if n > EXACT_CI_N:
+        z = statistics.NormalDist().inv_cdf(1.0 - alpha / 2)
+        j = math.floor(n / 2 - z * math.sqrt(n) / 2) - 1
+        return (j, n - 1 - j) if j >= 0 else None
+    total, j, tail = 2 ** n, -1, 0          # tail = P(B <= j) x 2^n, exactly
+    while j + 1 < n:
+        nxt = tail + math.comb(n, j + 1)
+        if 2 * nxt > alpha * total:
+            break
+        tail, j = nxt, j + 1
+    return (j, n - 1 - j) if j >= 0 else None
+
+
+def paired_ratio_ci(candidate: list, baseline: list,
+                    level: float = CI_LEVEL) -> "list | None":
+    """[lo, hi]: a distribution-free `level` confidence interval of the paired ratio's median
+    (`median_ci_ranks` over the rounds' baseline / candidate). Agents read "0.999x" literally;
+    the interval says whether it is distinguishable from 1.00x. Rounds are assumed
+    exchangeable (a drifting clock is split by regime first: `regimes`). None with fewer than
+    six positive pairs."""
+    r = sorted(b / c for c, b in zip(candidate, baseline) if c > 0)
+    ranks = median_ci_ranks(len(r), level)
+    if ranks is None:
+        return None
+    return [float(r[ranks[0]]), float(r[ranks[1]])]
+
+
 def regime_of(clock: "float | None", full: "float | None") -> "str | None":
     if clock is None or not full:
         return None
@@ -69,7 +107,8 @@ def regimes(candidate: list, baselines: dict, clocks: list, full: "float | None"
             for bn, bs in baselines.items():
                 sub = [bs[i] for i in idx]
                 d["baselines"][bn] = {"median_ms": float(np.median(sub)),
-                                      "speedup": paired_ratio(cand, sub)}
+                                      "speedup": paired_ratio(cand, sub),
+                                      "speedup_ci95": paired_ratio_ci(cand, sub)}
         out[name] = d
     return out
 

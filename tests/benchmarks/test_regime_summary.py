@@ -72,3 +72,21 @@ def test_no_item_and_a_bad_line(S, tmp_path, capsys):
     log.write_text("{oops\n")
     assert S.main([str(log)]) == 2
     assert f"{log}:1: not a JSON line" in capsys.readouterr().err
+
+
+def test_a_regime_ratio_carries_its_interval_when_the_daemon_gave_one(S, tmp_path, capsys):
+    """Session 19's daemons add `speedup_ci95` to each regime's baseline: the table prints it
+    beside the ratio, so 0.999x [0.997-1.003] reads as a tie and 0.993x [0.987-0.999] as a
+    loss; an older log (no interval) prints the ratio alone."""
+    rec = _item("gemm_bf16", "m2048n1024k7168_t128", 0.0418, {"torch.matmul": 0.999},
+                {"full": (200, 1980, {"torch.matmul": 0.9992})})
+    rec["phases"][-1]["data"]["result"]["timing"]["regimes"]["full"]["baselines"][
+        "torch.matmul"]["speedup_ci95"] = [0.9970, 1.0030]
+    old = _item("gemm_bf16", "m8192n1024k7168_t256", 0.1524, {"torch.matmul": 0.993},
+                {"full": (200, 1980, {"torch.matmul": 0.9932})})
+    log = tmp_path / "bench.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in (rec, old)) + "\n")
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "200 at 1980 MHz: 0.999x torch.matmul [0.997-1.003]" in out
+    assert "200 at 1980 MHz: 0.993x torch.matmul |" in out
