@@ -56,6 +56,11 @@
 #          summed by red); 35 jobs, a smoke of 6 new specializations first (the timed shards
 #          skipped unless it passes), one client per shape, one seed, 30 s per job, <= 400 s.
 #          One device call:   bash benchmarks/gemm_bench.sh wave2       (carry: .whl for pyptx)
+#   pdl    bf16, session 19: the one-wave single-CTA mains (2048 x 1024 x 7168, 512 x 4096 x K:
+#          gemm_sm90.PDL) beside their programmatic-dependent-launch twins (role "pdl",
+#          `_t128pdl`: griddepcontrol, the launch attribute), one client per shape; run it
+#          with BENCH_ARGS="--back-to-back 20 ..." (the regime PDL can change) and without.
+#          One device call:   bash benchmarks/gemm_bench.sh pdl         (carry: .whl for pyptx)
 # The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
 # one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy
 # reference, uploads) overlaps the GPU's timing of another, and a shape's variants stay in one
@@ -86,10 +91,11 @@ role() {  # role GROUP -> a -k expression over the role tags
         smallfp8) echo "gemm_fp8 and (main or small or (alt and m128n14336k4096_))";;
         wave) echo "gemm_bf16 and (main or wave)";;
         wave2) echo "gemm_bf16 and (main or wave2)";;
+        pdl) echo "gemm_bf16 and (main or pdl)";;
         small2) echo "lowm";;       # gemm_bf16 and gemm_bf16_c2 (LOWM is bf16's only)
         small3) echo "small3";;     # the same for LOWM3
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
-                "smallfp8, wave, wave2, small2, small3)" >&2; return 1;;
+                "smallfp8, wave, wave2, small2, small3, pdl)" >&2; return 1;;
     esac
 }
 roles=""
@@ -98,15 +104,16 @@ wave=""
 wave2=""
 small2=""
 small3=""
+pdl=""
 for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
     case "$g" in
         small|smallfp8) small=1;; wave) wave=1;; wave2) wave2=1;; small2) small2=1;;
-        small3) small3=1;;
+        small3) small3=1;; pdl) pdl=1;;
     esac
 done
-for alone in wave wave2 small2 small3; do
+for alone in wave wave2 small2 small3 pdl; do
     if [ -n "${!alone}" ] && [ "$*" != "$alone" ]; then
         echo "gemm_bench: the $alone group runs alone (its own shapes, smoke and limits)" >&2
         exit 2
@@ -137,6 +144,13 @@ m2048n1024k7168_ or (m8192n4096k4096_ and skl))}"
     export TOTAL_LIMIT="${TOTAL_LIMIT-400}" SHARE_INPUTS="${SHARE_INPUTS-1}"
     SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
 as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.WAVE2_SHAPES))")}"
+    NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
+fi
+if [ -n "$pdl" ]; then  # the one-wave mains beside their PDL twins: one client per shape
+    export SMOKE="${SMOKE-gemm_sm90 and gemm_bf16 and pdl}"
+    export SMOKE_GATE="${SMOKE_GATE-1}" SHARE_INPUTS="${SHARE_INPUTS-1}"
+    SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
+as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.PDL))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
 fi
 lowm_group() {  # lowm_group SMOKE_K PLAN ROUNDS SECONDS: the shapes of gemm_sm90.PLAN, one

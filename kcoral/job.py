@@ -199,6 +199,10 @@ class Launch(Model):
     dynamic_smem: int = spec(Int(0, 1 << 24), 0)
     args: list = spec(ListOf(Obj(Arg), 256), [])
     params: "list | None" = spec(Optional(ListOf(Obj(Param), 256)), None)
+    # programmatic dependent launch: the kernel may start before the previous one in the
+    # stream has finished (it orders itself with griddepcontrol.wait); boards that cannot
+    # launch so run it as an ordinary launch, which is always correct
+    pdl: bool = spec(Bool(), False)
 
     def check(self, path, p):
         if self.cluster is not None and any(g % c for g, c in zip(self.grid, self.cluster)):

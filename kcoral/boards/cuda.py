@@ -9,7 +9,9 @@ driver call:
   ``cuModuleGetFunction`` per entry; > 48 KiB of dynamic shared memory needs
   ``cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)``; clusters > 8 CTAs need
   ``NON_PORTABLE_CLUSTER_SIZE_ALLOWED``.
-- launch: ``cuLaunchKernelEx`` with a cluster-dimension attribute when the launch has a cluster;
+- launch: ``cuLaunchKernelEx`` with a cluster-dimension attribute when the launch has a cluster
+  and the programmatic-stream-serialization attribute when it is a programmatic dependent
+  launch (``pdl``: the kernel executes ``griddepcontrol.wait``);
   parameters are packed per ``launch_metadata()["params"]`` (`pack_params`): a pointer is the
   8-byte device address, a scalar its value in its dtype, a tensor map the 128-byte
   ``CUtensorMap`` from ``cuTensorMapEncodeTiled`` by value.
@@ -367,6 +369,7 @@ class CudaDevice(Device):
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = launch["block"]
         cfg.sharedMemBytes = smem
         cfg.hStream = self.stream
+        attrs = []
         cl = launch.get("cluster")
         if cl and math.prod(cl) > 1:
             if math.prod(cl) > 8:
@@ -376,10 +379,17 @@ class CudaDevice(Device):
             attr = cu.CUlaunchAttribute()
             attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
             attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cl
-            cfg.attrs = [attr]
-            cfg.numAttrs = 1
-        else:
-            cfg.numAttrs = 0
+            attrs.append(attr)
+        if launch.get("pdl"):
+            # programmatic dependent launch (sm_90+): may overlap the previous kernel in the
+            # stream; the kernel's griddepcontrol.wait orders its reads after that kernel
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attr.value.programmaticStreamSerializationAllowed = 1
+            attrs.append(attr)
+        if attrs:
+            cfg.attrs = attrs
+        cfg.numAttrs = len(attrs)
         what = f"cuLaunchKernelEx({launch['entry']!r}, grid {launch['grid']})"
 
         def run():

@@ -23,8 +23,9 @@ def _run(tmp_path, *groups):
     (("wave", "small2"), "the wave group runs alone"),
     (("main", "small3"), "the small3 group runs alone"),
     (("wave2", "main"), "the wave2 group runs alone"),
+    (("pdl", "main"), "the pdl group runs alone"),
     (("small4",), "unknown group small4 (main, bf16, fp8, alt, sweep, all, small, smallfp8, "
-                  "wave, wave2, small2, small3)"),
+                  "wave, wave2, small2, small3, pdl)"),
 ])
 def test_groups_that_run_alone_and_unknown_groups_are_refused(tmp_path, groups, message):
     r = _run(tmp_path, *groups)

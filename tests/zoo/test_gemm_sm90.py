@@ -347,6 +347,26 @@ def test_lowm_cases_are_the_two_shapes_candidates_on_128_ctas():
     assert G.VARIANTS["t64k2p9d"]["EPI"] == "direct"   # 9 stages leave no room for staged C
 
 
+def test_pdl_cases_are_the_one_wave_mains_twins_launched_as_programmatic_dependents():
+    """Role "pdl" (benchmarks/gemm_bench.sh pdl, session 19): at each of gemm_sm90.PDL's shapes
+    the single-CTA `t128` main's twin with PDL=1 -- the same specialization plus griddepcontrol
+    (launch_dependents, then wait, after the barriers' set-up and before any global access),
+    so its launch carries the programmatic-stream-serialization attribute; bf16 only."""
+    want = {f"m{M}n{N}k{K}_t128pdl" for (M, N, K) in G.PDL}
+    got = {c.name: (s, c) for s in (G.SUITE, G.SUITE_PEERS) for c in s.cases if "pdl" in c.tags}
+    assert set(got) == want
+    for name, (s, c) in got.items():
+        twin = _case(s, name.replace("_t128pdl", "_t128"))
+        assert "main" in twin.tags and {**twin.params, "PDL": True} == c.params
+        ck = s.kernel.compile("sm_90a", **s.consts(c))
+        assert ck.launch_metadata()["pdl"] is True
+        ptx = ck.ptx
+        assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait")
+        assert ptx.index("griddepcontrol.wait") < ptx.index("cp.async.bulk.tensor")
+        assert s.kernel.compile("sm_90a", **s.consts(twin)).launch_metadata()["pdl"] is False
+    assert not [c for s in (G.SUITE_FP8, G.SUITE_FP8_C2) for c in s.cases if "pdl" in c.tags]
+
+
 def test_small3_cases_are_lowm3s_pairs_and_the_rings_hold_what_the_docs_say():
     """Role "small3" (benchmarks/gemm_bench.sh small3): exactly LOWM3's (kernel, variant) pairs,
     once each, bf16 only; the 128 x 64 split-K cases on 128 CTAs at M = 128 (64 tiles x 2

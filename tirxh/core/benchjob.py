@@ -131,7 +131,7 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
            "launches": [{"entry": md["entry"], "grid": grid + [1] * (3 - len(grid)),
                          "block": list(md["block"]), "cluster": md["cluster"],
                          "dynamic_smem": int(md["dynamic_smem"]), "params": md["params"],
-                         "args": args}],
+                         "args": args, "pdl": bool(md.get("pdl"))}],
            "checks": checks, "runs": runs, "baselines": bl,
            "timing": dict({"seed": int(seeds[0])}, **(timing or {})),
            "guards": dict({"seeds_before": before, "seeds_after": len(seeds) - before},

@@ -92,6 +92,16 @@ class CompiledKernel:
         """The traced IR as JSON (`tirxh.core.irjson`): what KCoral's ``sim`` board runs."""
         return ir_dumps(self.ir)
 
+    @property
+    def programmatic_dependent(self) -> bool:
+        """Whether the kernel is launched as a programmatic dependent launch (PDL: the launch
+        attribute programmatic stream serialization): exactly when it executes
+        ``griddepcontrol.wait``. Without the attribute that instruction does nothing, so a
+        kernel that waits on its prerequisite grid is written for PDL; with it, the kernel may
+        start (its CTAs run their prologue) while the previous kernel in the stream finishes,
+        and everything after the wait sees that kernel's memory."""
+        return any(i.spelling == "griddepcontrol.wait" for i in self.ir.instructions())
+
     def launch_metadata(self) -> dict:
         """The host-side ABI and launch facts (JSON-serializable; grid is per case)."""
         k = self.ir
@@ -102,6 +112,7 @@ class CompiledKernel:
             "block": list(k.block),
             "cluster": list(k.cluster) if k.cluster else None,
             "dynamic_smem": k.dynamic_smem,
+            "pdl": self.programmatic_dependent,
             "consts": {n: v for n, v in self.consts.items()},
             "transforms": list(self.transforms),
             "toolchain": toolchain_versions(),

@@ -131,7 +131,7 @@ def build_plan_job(name, steps, runs, outputs, tolerances, scratch=(), put=None,
         launches.append({"entry": entry, "grid": grid + [1] * (3 - len(grid)),
                          "block": list(md["block"]), "cluster": md["cluster"],
                          "dynamic_smem": int(md["dynamic_smem"]), "params": md["params"],
-                         "args": args})
+                         "args": args, "pdl": bool(md.get("pdl"))})
         ptx.append((entry, compiled.ptx))
     missing = [o for o in list(outputs) + list(scratch) if o not in buffers]
     if missing:

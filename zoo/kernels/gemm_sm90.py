@@ -322,6 +322,14 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
             pair[2][w].init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
     _cta_or_cluster_sync(2 if pair else CM)   # the pair's barriers initialized before use
+    if cfg.get("PDL"):
+        # programmatic dependent launch (session 19): the next kernel in the stream may launch
+        # now (its CTAs take SMs as this grid frees them and run their prologue), and nothing
+        # here touches global memory before the previous kernel's writes are visible. The
+        # launch carries the attribute because the kernel executes griddepcontrol.wait
+        # (`CompiledKernel.programmatic_dependent`).
+        T.ptx.griddepcontrol.launch_dependents()
+        T.ptx.griddepcontrol.wait()
 
     with T.role(wg == 0, dec=PRODUCER_REGS):
         with T.if_(tid == 0):
@@ -860,11 +868,11 @@ def _bf16_kernel(name: str, CM: int, pair: bool = False):
                GROUP: T.const = 16 // CM, RASTER: T.const = "m",
                SPLITK: T.const = 2 if pair else 1, REDUCE: T.const = "pair" if pair else "slots",
                STREAMK: T.const = False, SMS: T.const = H200_SMS, EPI_DEFER: T.const = False,
-               ASTAGES: T.const = 0):
+               ASTAGES: T.const = 0, PDL: T.const = False):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
                    REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=ASTAGES,
-                   PAIR=pair)
+                   PAIR=pair, PDL=PDL)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM, pair)(kernel)
 
@@ -907,6 +915,9 @@ VARIANTS = {
     "t256d": dict(BN=256, STAGES=4, EPI_BUFS=2, EPI_DEFER=True),
     "t256s3": dict(BN=256, STAGES=3, EPI_BUFS=4),   # 3 stages; the whole C tile at once
     "t128": dict(BN=128, STAGES=6, EPI_BUFS=2),     # 128 x 128 tiles: twice as many (small M)
+    # the same, launched as a programmatic dependent (PDL: the prologue under the previous
+    # kernel's tail; what back-to-back launches of one-wave shapes pay for, session 19)
+    "t128pdl": dict(BN=128, STAGES=6, EPI_BUFS=2, PDL=True),
     # split-K: S units per tile, so that a few tiles still occupy every SM
     "t128k4": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=4),
     "t128k8": dict(BN=128, STAGES=6, EPI_BUFS=2, SPLITK=8),
@@ -1095,6 +1106,13 @@ BF16_MAIN = {**{s: ("c2", "t256ds4") for s in DS4_MAIN},
              **{s: ("c1", v) for s, v in SMALL_MAIN.items()}}
 
 
+# the one-wave single-CTA mains whose back-to-back ratio trails their single-launch one
+# (2048 x 1024 x 7168: 0.999x launched alone, 0.975x with 20-launch samples, s17/d9), each as a
+# programmatic dependent launch (role "pdl", `gemm_bench.sh pdl`)
+PDL = {(2048, 1024, 7168): [("c1", "t128pdl")], (512, 4096, 4096): [("c1", "t128pdl")],
+       (512, 4096, 14336): [("c1", "t128pdl")]}
+
+
 def plan(M, N, K, fp8: bool = False) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster) or "k2" (a tile's two K-splits in a cluster: LOWM3's only), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
@@ -1141,6 +1159,7 @@ def plan(M, N, K, fp8: bool = False) -> list:
     out += [("c2", v, "wave2") for v in WAVE2.get((M, N, K), [])]
     out += [(kern, v, "lowm") for kern, v in LOWM.get((M, N, K), [])]
     out += [(kern, v, "small3") for kern, v in LOWM3.get((M, N, K), [])]
+    out += [(kern, v, "pdl") for kern, v in PDL.get((M, N, K), []) if not fp8]
     return out
 
 
@@ -1211,6 +1230,8 @@ def _bf16_suites(kernel, small: list):
 SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     T.case("m200n136k72", M=200, N=136, K=72),                       # tails in M, N and K
     T.case("m200n136k72_kn", M=200, N=136, K=72, B_KMAJOR=False),    # N-major B
+    # a programmatic dependent launch (griddepcontrol before any global access), tails
+    T.case("m200n136k72_pdl", M=200, N=136, K=72, BN=128, STAGES=6, PDL=True),
     T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, EPI_BUFS=1,
            SMS=1),                        # one CTA: four tiles, the ring wraps, two C rounds
     T.case("m130n135k40_direct", M=130, N=135, K=40, BN=128, EPI="direct"),
