@@ -105,31 +105,27 @@ def plan_items(paths) -> list:
             timing, why = {}, (rec.get("not_timed") or (result.get("error") or {}).get(
                 "message") or "not timed")[:160]
         else:
-            why = "" if timing.get("converged", True) else \
-                f"noise {timing.get('rel_noise', 0):.1%}"
-        clk = timing.get("sm_clock_mhz") or {}
-        med = timing["candidate"]["median_ms"] if timing else None
-        out.append({"kernel": PLAN, "case": name[len(PLAN) + 1:-1],
-                    "outcome": rec.get("verdict") or rec.get("state") or "?",
-                    "median_ms": med, "median_us": None if med is None else med * 1e3,
-                    "gbps": timing.get("gbps"),
-                    "ratios": {b: v.get("speedup") for b, v in
-                               (timing.get("baselines") or {}).items()},
-                    "clock": (clk.get("before"), clk.get("after")) if timing else None,
-                    "note": why, "verified": bool(result.get("verified"))})
+            why = ""
+        out.append(dict(_row(PLAN, name[len(PLAN) + 1:-1],
+                             rec.get("verdict") or rec.get("state") or "?", timing, why),
+                        verified=bool(result.get("verified"))))
     return out
 
 
 def _item(rec: dict) -> dict:
     timing, note = bench_timing(rec)
+    return _row(rec["kernel"], rec.get("case"), rec["outcome"], timing, note)
+
+
+def _row(kernel, case, outcome, timing: dict, note: str) -> dict:
+    """One item of the tables from its timing ({} when not timed) and why not."""
     clk = timing.get("sm_clock_mhz") or {}
     if timing and not timing.get("converged", True):
         note = f"noise {timing.get('rel_noise', 0):.1%}"
-    return {"kernel": rec["kernel"], "case": rec.get("case"), "outcome": rec["outcome"],
-            "median_ms": timing["candidate"]["median_ms"] if timing else None,
-            "median_us": timing["candidate"]["median_ms"] * 1e3 if timing else None,
-            "gbps": timing.get("gbps"),
-            "ratios": {n: b.get("speedup") for n, b in timing.get("baselines", {}).items()},
+    med = timing["candidate"]["median_ms"] if timing else None
+    return {"kernel": kernel, "case": case, "outcome": outcome, "median_ms": med,
+            "median_us": None if med is None else med * 1e3, "gbps": timing.get("gbps"),
+            "ratios": {n: b.get("speedup") for n, b in (timing.get("baselines") or {}).items()},
             "clock": (clk.get("before"), clk.get("after")) if timing else None, "note": note}
 
 

@@ -41,6 +41,16 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def launch_doc(md: dict, entry: str, grid, args: list) -> dict:
+    """One ``launches[i]`` of a KCoral job from a kernel's ``launch_metadata()`` (benchmark and
+    plan jobs alike: the launch facts -- cluster, dynamic shared memory, the ABI, PDL -- are
+    the kernel's, so a new one reaches both kinds of job here)."""
+    grid = [int(g) for g in grid]
+    return {"entry": entry, "grid": grid + [1] * (3 - len(grid)), "block": list(md["block"]),
+            "cluster": md["cluster"], "dynamic_smem": int(md["dynamic_smem"]),
+            "params": md["params"], "args": args, "pdl": bool(md.get("pdl"))}
+
+
 def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | None" = None,
               baselines=(), put=None, budgets: "dict | None" = None,
               before: "int | None" = None, guards: "dict | None" = None) -> Job:
@@ -128,10 +138,7 @@ def build_job(compiled, suite, case, seeds=CORRECTNESS_SEEDS, timing: "dict | No
     doc = {"name": where, "target": compiled.target,
            "module": _module(compiled, put),
            "buffers": buffers,
-           "launches": [{"entry": md["entry"], "grid": grid + [1] * (3 - len(grid)),
-                         "block": list(md["block"]), "cluster": md["cluster"],
-                         "dynamic_smem": int(md["dynamic_smem"]), "params": md["params"],
-                         "args": args, "pdl": bool(md.get("pdl"))}],
+           "launches": [launch_doc(md, md["entry"], grid, args)],
            "checks": checks, "runs": runs, "baselines": bl,
            "timing": dict({"seed": int(seeds[0])}, **(timing or {})),
            "guards": dict({"seeds_before": before, "seeds_after": len(seeds) - before},

@@ -25,7 +25,7 @@ import numpy as np
 
 from kcoral.blobs import array_bytes
 from kcoral.dtypes import dtype_of
-from .benchjob import _sha256, parse_doc, value_arg
+from .benchjob import _sha256, launch_doc, parse_doc, value_arg
 from .toolchain import ptx_to_cubin
 from .types import from_numpy
 
@@ -127,11 +127,7 @@ def build_plan_job(name, steps, runs, outputs, tolerances, scratch=(), put=None,
         md = compiled.launch_metadata()
         where = f"{name} launch {entry!r} ({md['entry']})"
         args = _launch_args(where, md, bind, first, buffers)
-        grid = [int(g) for g in grid]
-        launches.append({"entry": entry, "grid": grid + [1] * (3 - len(grid)),
-                         "block": list(md["block"]), "cluster": md["cluster"],
-                         "dynamic_smem": int(md["dynamic_smem"]), "params": md["params"],
-                         "args": args, "pdl": bool(md.get("pdl"))})
+        launches.append(launch_doc(md, entry, grid, args))
         ptx.append((entry, compiled.ptx))
     missing = [o for o in list(outputs) + list(scratch) if o not in buffers]
     if missing:
