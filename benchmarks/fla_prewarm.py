@@ -50,15 +50,24 @@ def _tensors(torch, B, T, H, lens):
     return t
 
 
-def plan(shapes, bwd=False) -> list:
+BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd")
+
+
+def plan(shapes, bwd=False, only=None) -> list:
     """(shape, baseline) in the order they are warmed: every shape's forward first, then the
     forward + backward (and the backward alone with ``bwd``). The forward is what the issue's
     forward goal divides by, and each first call of it costs 60-85 s where the forward +
     backward costs 130-165 s: on the H200 (session 11) shape-major order spent a 270 s budget
-    on pack6's three calls and left the 8 x 1024 pack's forward to autotune inside its job."""
+    on pack6's three calls and left the 8 x 1024 pack's forward to autotune inside its job.
+
+    `only` keeps the baselines a call's jobs actually time. kda_bench.sh's group fb times
+    ``fla.chunk_kda.fwd_bwd`` alone, and warming the forwards first cost it its measurement (H200,
+    session 20: the two forwards took 217 s of a 240 s budget, the H96 forward + backward was
+    killed half-compiled, and the plan's H96 job autotuned FLA inside its execution budget)."""
     grads = ("fla.chunk_kda.fwd_bwd",) + (("fla.chunk_kda.bwd",) if bwd else ())
-    return ([(n, "fla.chunk_kda") for n in shapes]
-            + [(n, g) for n in shapes for g in grads])
+    order = ([(n, "fla.chunk_kda") for n in shapes]
+             + [(n, g) for n in shapes for g in grads])
+    return [(n, b) for n, b in order if only is None or b in only]
 
 
 def _first_call(label, make):
@@ -78,12 +87,19 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES), help="forward shapes, in order")
     ap.add_argument("--decode", default=",".join(DECODE), help="decode shapes ('' for none)")
     ap.add_argument("--bwd", action="store_true", help="also FLA's backward alone (group bwd)")
+    ap.add_argument("--only", default="",
+                    help=f"comma-separated baselines to warm (default: all; of {', '.join(BASELINES)})")
     ap.add_argument("--budget", type=float, default=300.0,
                     help="seconds after which no new shape starts")
     a = ap.parse_args(argv)
     shapes = [n for n in a.shapes.split(",") if n]
     decode = [n for n in a.decode.split(",") if n]
     unknown = [n for n in shapes if n not in SHAPES] + [n for n in decode if n not in DECODE]
+    only = [b for b in a.only.split(",") if b] or None
+    unknown_baselines = [b for b in only or () if b not in BASELINES]
+    if unknown_baselines:
+        ap.error(f"unknown baseline(s) {', '.join(unknown_baselines)}: one of "
+                 f"{', '.join(BASELINES)}")
     if unknown:
         ap.error(f"unknown shape(s) {', '.join(unknown)}: forward {', '.join(SHAPES)}; "
                  f"decode {', '.join(DECODE)}")
@@ -96,7 +112,7 @@ def main(argv=None) -> int:
               "fla.chunk_kda.fwd_bwd": (fla_ops.ChunkKdaFwdBwd, True),
               "fla.chunk_kda.bwd": (fla_ops.ChunkKdaBwd, True)}
     tensors = {}
-    for name, baseline in plan(shapes, a.bwd):
+    for name, baseline in plan(shapes, a.bwd, only):
         if time.perf_counter() - start > a.budget:
             print(f"prewarm: budget spent before {name} {baseline}", flush=True)
             break

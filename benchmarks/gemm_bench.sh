@@ -56,10 +56,12 @@
 #          summed by red); 35 jobs, a smoke of 6 new specializations first (the timed shards
 #          skipped unless it passes), one client per shape, one seed, 30 s per job, <= 400 s.
 #          One device call:   bash benchmarks/gemm_bench.sh wave2       (carry: .whl for pyptx)
-#   pdl    bf16, session 19: the one-wave single-CTA mains (2048 x 1024 x 7168, 512 x 4096 x K:
-#          gemm_sm90.PDL) beside their programmatic-dependent-launch twins (role "pdl",
-#          `_t128pdl`: griddepcontrol, the launch attribute), one client per shape; run it
-#          with BENCH_ARGS="--back-to-back 20 ..." (the regime PDL can change) and without.
+#   pdl    bf16, sessions 19-20: the mains at gemm_sm90.PDL's shapes beside their
+#          programmatic-dependent-launch twins (role "pdl": `_t128pdl` at 512 x 4096 x K,
+#          `_t256ds4pdl` at 2048 x 4096 x 4096, 8192 x 1024 x 7168, 2048 x 4096 x 14336;
+#          griddepcontrol, the launch attribute; at 2048 x 1024 x 7168 the twin is the main
+#          since session 20, so it is timed alone), one client per shape; run it with
+#          BENCH_ARGS="--back-to-back 20 ..." (the regime PDL can change) and without.
 #          One device call:   bash benchmarks/gemm_bench.sh pdl         (carry: .whl for pyptx)
 # The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
 # one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy

@@ -64,3 +64,19 @@ def test_every_forward_is_warmed_before_any_forward_and_backward():
     with_bwd = fla_prewarm.plan(["t8192_h64"], bwd=True)
     assert with_bwd == [("t8192_h64", "fla.chunk_kda"), ("t8192_h64", "fla.chunk_kda.fwd_bwd"),
                         ("t8192_h64", "fla.chunk_kda.bwd")]
+
+
+def test_only_keeps_the_named_baselines_in_the_same_order():
+    """Group fb times FLA's forward + backward alone: warming the forwards first cost session
+    20's call its measurement (the H96 forward + backward was killed half-compiled)."""
+    order = fla_prewarm.plan(["t8192_h96", "t8192_h64"], only=["fla.chunk_kda.fwd_bwd"])
+    assert order == [("t8192_h96", "fla.chunk_kda.fwd_bwd"), ("t8192_h64", "fla.chunk_kda.fwd_bwd")]
+    assert fla_prewarm.plan(["t8192_h64"], bwd=True, only=None) == fla_prewarm.plan(["t8192_h64"],
+                                                                                     bwd=True)
+
+
+def test_unknown_baseline_is_refused_by_name_before_torch_is_needed(capsys):
+    with pytest.raises(SystemExit):
+        fla_prewarm.main(["--shapes", "t8192_h96", "--only", "fla.chunk_kda.fwd_bwd,fla.nope"])
+    err = capsys.readouterr().err
+    assert "unknown baseline(s) fla.nope" in err and "fla.chunk_kda.bwd" in err

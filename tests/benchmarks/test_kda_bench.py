@@ -46,6 +46,31 @@ def test_group_wsc_times_and_prewarms_the_shapes_it_is_given():
     assert "for s in ${WSC_SHAPES:-t8192_h96 t8192_h64}; do" in text
 
 
+def _prewarm_line(*groups) -> str:
+    r = run_script(*groups, timeout=120, KDA_BENCH_LIST="1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return next(line for line in r.stdout.splitlines() if line.startswith("prewarm: "))
+
+
+def test_fb_alone_warms_only_flas_forward_and_backward_at_its_shapes():
+    """Session 20: warming FLA's forwards first (which group fb never times) left its H96 forward
+    + backward half-compiled at the prewarm's limit; the plan's job then autotuned FLA inside its
+    execution budget and nothing came back."""
+    line = _prewarm_line("fb")
+    assert "--shapes t8192_h96,t8192_h64 " in line
+    assert "--only=fla.chunk_kda.fwd_bwd" in line and "--bwd" not in line
+    with_forward = _prewarm_line("ws", "fb")   # a forward group keeps every baseline
+    assert "--only= " in with_forward and "--bwd" in with_forward
+
+
+def test_fb_job_budget_ends_before_its_client_is_killed():
+    """A job that overruns must come back as its typed timeout: the daemon's execution budget is
+    the call's time left less a margin whenever that is shorter than FB_EXEC_S."""
+    text = SCRIPT.read_text()
+    assert 'exec_s=$(( left - 25 < ${FB_EXEC_S:-180} ? left - 25 : ${FB_EXEC_S:-180} ))' in text
+    assert '--exec-s "$exec_s"' in text
+
+
 def _jobs(*groups, **env) -> dict:
     """{job name: [kernel[case], ...]} of the groups' listing (which must succeed, and create
     no OUT)."""

@@ -136,7 +136,8 @@ def test_session_17_mains_follow_the_measurements():
     with t256 as alt; fp8 keeps t256 at M >= 2048 (no deferred-epilogue fp8 case was timed)."""
     for M, N, K in [(512, 4096, 4096), (512, 4096, 14336), (2048, 1024, 7168)]:
         name = f"m{M}n{N}k{K}_t128"
-        assert _mains(G.SUITE_PEERS, M, N, K) == {name}
+        pdl = (M, N, K) == (2048, 1024, 7168)   # session 20: its PDL twin is bf16's main
+        assert _mains(G.SUITE_PEERS, M, N, K) == {name + "pdl" if pdl else name}
         assert _mains(G.SUITE_FP8, M, N, K) == {name}
         assert not _mains(G.SUITE_C2_PEERS, M, N, K) and not _mains(G.SUITE_FP8_C2, M, N, K)
         assert "alt" in _case(G.SUITE_C2_PEERS, name).tags
@@ -347,23 +348,33 @@ def test_lowm_cases_are_the_two_shapes_candidates_on_128_ctas():
     assert G.VARIANTS["t64k2p9d"]["EPI"] == "direct"   # 9 stages leave no room for staged C
 
 
-def test_pdl_cases_are_the_one_wave_mains_twins_launched_as_programmatic_dependents():
-    """Role "pdl" (benchmarks/gemm_bench.sh pdl, session 19): at each of gemm_sm90.PDL's shapes
-    the single-CTA `t128` main's twin with PDL=1 -- the same specialization plus griddepcontrol
+def test_pdl_cases_are_the_mains_twins_launched_as_programmatic_dependents():
+    """Role "pdl" (benchmarks/gemm_bench.sh pdl, sessions 19 and 20): at each of gemm_sm90.PDL's
+    shapes a main's twin with PDL=1 -- the same specialization plus griddepcontrol
     (launch_dependents, then wait, after the barriers' set-up and before any global access),
-    so its launch carries the programmatic-stream-serialization attribute; bf16 only."""
-    want = {f"m{M}n{N}k{K}_t128pdl" for (M, N, K) in G.PDL}
-    got = {c.name: (s, c) for s in (G.SUITE, G.SUITE_PEERS) for c in s.cases if "pdl" in c.tags}
-    assert set(got) == want
+    so its launch carries the programmatic-stream-serialization attribute; bf16 only. Where
+    the twin measured at least as fast in both regimes (2048 x 1024 x 7168) it is the main
+    and the PDL-less form an alt."""
+    want = {f"m{M}n{N}k{K}_{v}": kern for (M, N, K), vs in G.PDL.items() for kern, v in vs}
+    got = {c.name: (s, c) for s in (G.SUITE, G.SUITE_PEERS, G.SUITE_C2, G.SUITE_C2_PEERS)
+           for c in s.cases if "pdl" in c.tags}
+    assert set(got) == set(want)
+    assert {n for n, k in want.items() if k == "c2"} == {
+        "m2048n4096k4096_t256ds4pdl", "m8192n1024k7168_t256ds4pdl", "m2048n4096k14336_t256ds4pdl"}
     for name, (s, c) in got.items():
-        twin = _case(s, name.replace("_t128pdl", "_t128"))
-        assert "main" in twin.tags and {**twin.params, "PDL": True} == c.params
+        assert s.kernel.name.endswith("_c2") == (want[name] == "c2"), name
+        twin = _case(s, name.removesuffix("pdl"))
+        roles = {"main", "alt"} & (set(twin.tags) | set(c.tags))
+        assert roles == {"main", "alt"} or "main" in twin.tags, name
+        assert {**twin.params, "PDL": True} == c.params
         ck = s.kernel.compile("sm_90a", **s.consts(c))
         assert ck.launch_metadata()["pdl"] is True
         ptx = ck.ptx
         assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait")
         assert ptx.index("griddepcontrol.wait") < ptx.index("cp.async.bulk.tensor")
         assert s.kernel.compile("sm_90a", **s.consts(twin)).launch_metadata()["pdl"] is False
+    assert "main" in _case(G.SUITE_PEERS, "m2048n1024k7168_t128pdl").tags
+    assert "alt" in _case(G.SUITE_PEERS, "m2048n1024k7168_t128").tags
     assert not [c for s in (G.SUITE_FP8, G.SUITE_FP8_C2) for c in s.cases if "pdl" in c.tags]
 
 

@@ -975,6 +975,9 @@ VARIANTS = {
     # chunks ("ds") or four of one ("ds4") under the next tile's first K slices
     "t256ds": dict(BN=256, STAGES=4, EPI_BUFS=2, EPI_DEFER="spread"),
     "t256ds4": dict(BN=256, STAGES=4, EPI_BUFS=1, EPI_DEFER="spread"),
+    # the same launched as a programmatic dependent: the next launch's set-up under this one's
+    # last wave (session 20: what the sustained regime's back-to-back samples pay for)
+    "t256ds4pdl": dict(BN=256, STAGES=4, EPI_BUFS=1, EPI_DEFER="spread", PDL=True),
     # the tail in K-lockstep (STREAMK="lock"): each tail unit's first k * T / 66 slices on its
     # own cluster from K = 0, the rest on the 66 - T idle clusters; alone and with "ds4"
     "t256skl": dict(BN=256, STAGES=4, EPI_BUFS=2, STREAMK="lock", REDUCE="red"),
@@ -1103,14 +1106,22 @@ SMALL_MAIN = {(128, 4096, 4096): "t64k2p", (128, 4096, 14336): "t128k4r",
               (512, 1024, 7168): "t64k2p"}
 # bf16's measured mains that override `plan`'s shape rules, applied after them in one place
 BF16_MAIN = {**{s: ("c2", "t256ds4") for s in DS4_MAIN},
-             **{s: ("c1", v) for s, v in SMALL_MAIN.items()}}
+             **{s: ("c1", v) for s, v in SMALL_MAIN.items()},
+             (2048, 1024, 7168): ("c1", "t128pdl")}   # session 20: PDL (below)
 
 
 # the one-wave single-CTA mains whose back-to-back ratio trails their single-launch one
 # (2048 x 1024 x 7168: 0.999x launched alone, 0.975x with 20-launch samples, s17/d9), each as a
-# programmatic dependent launch (role "pdl", `gemm_bench.sh pdl`)
+# programmatic dependent launch (role "pdl", `gemm_bench.sh pdl`). Session 20 (s20/d2, full
+# clock): 2048 x 1024 x 7168 `_t128pdl` 1.002x [1.001, 1.003] against `t128`'s 0.974x with
+# 20-launch samples, 1.000x [0.994, 1.003] against 1.002x launched singly: the main there
+# (BF16_MAIN). At 512 x 4096 x K no gain (0.984x / 0.974x against 0.990x / 0.979x
+# back to back): `t128` stays. Then the M >= 2048 shapes still short (2048 x 4096 x 4096
+# sustained 0.996x, 8192 x 1024 x 7168 0.993x, 2048 x 4096 x 14336 0.998x), where the
+# sustained regime is measured with back-to-back samples: their `_t256ds4` mains' twins.
 PDL = {(2048, 1024, 7168): [("c1", "t128pdl")], (512, 4096, 4096): [("c1", "t128pdl")],
-       (512, 4096, 14336): [("c1", "t128pdl")]}
+       (512, 4096, 14336): [("c1", "t128pdl")], (2048, 4096, 4096): [("c2", "t256ds4pdl")],
+       (8192, 1024, 7168): [("c2", "t256ds4pdl")], (2048, 4096, 14336): [("c2", "t256ds4pdl")]}
 
 
 def plan(M, N, K, fp8: bool = False) -> list:
@@ -1344,6 +1355,10 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
            EPI_BUFS=1, SMS=2, EPI_DEFER="spread"),
     T.case("m256n768k128_bn256_defer_spread4_flush", M=256, N=768, K=128, BN=256, STAGES=2,
            EPI_BUFS=1, SMS=2, EPI_DEFER="spread"),
+    # `t256ds4pdl`'s form: the cluster pair launched as a programmatic dependent (both
+    # attributes on one launch; griddepcontrol after the cluster's barrier set-up)
+    T.case("m200n512k264_bn256_defer_spread4_pdl", M=200, N=512, K=264, BN=256, STAGES=3,
+           EPI_BUFS=1, SMS=2, EPI_DEFER="spread", PDL=True),
     T.case("m200n512k200_bn256_splitk_red", M=200, N=512, K=200, BN=256, STAGES=2,
            EPI_BUFS=2, SPLITK=2, REDUCE="red", SMS=4),
 ])
