@@ -444,6 +444,11 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
     [ -z "$LIST" ] || return 0
     python3 benchmarks/kda_summary.py "$WORK"/*.jsonl --json "$OUT/summary.json" \
         >"$OUT/summary.md" 2>>"$LOGS/summary.log"
+    # every timed item by clock regime with each ratio's 95% interval (KCoral's speedup_ci95),
+    # appended to summary.md (no new file: a call returns few), so a comparison of two variants
+    # reads off the call without recomputing it (session 20 did, for decode `_pwtail`)
+    python3 benchmarks/regime_summary.py "$WORK"/*.jsonl >"$WORK/regimes.md" \
+        2>>"$LOGS/summary.log" && cat "$WORK/regimes.md" >>"$OUT/summary.md"
     tar -czf "$OUT/kda_bench.tar.gz" -C "$WORK" --exclude ./kcoral . 2>/dev/null
     (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' -print0 \
         | tar -czf "$OUT/triton-autotune.tgz" --null -T -) 2>/dev/null

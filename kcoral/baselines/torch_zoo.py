@@ -20,6 +20,9 @@ and ``copy`` write ``out``, as the zoo kernels do.
 | rope | x [T,H,D], cos, sin [T,D/2] | | rotate-half RoPE of x, in place |
 | transpose | x [R,C], out [C,R] | | out.copy_(x.t()) |
 | copy | x, out | | out.copy_(x) |
+
+``torch.copy_like`` (eager only, `CopyLike`) copies ``x`` into a buffer of its own: the copy
+floor at a kernel's own bytes, timed in its job.
 """
 
 from __future__ import annotations
@@ -142,9 +145,33 @@ class ZooOp(TorchBaseline):
         return run
 
 
+class CopyLike(TorchBaseline):
+    """``torch.copy_like``: a device-to-device copy of ``x``'s bytes into a buffer of its own
+    (allocated before timing, never a job buffer: nothing of the job is written).
+
+    Why: "90% of copy bandwidth" was a ratio to a remembered figure (4.25 TB/s, a large copy
+    measured once). A kernel that streams a buffer in place (KDA decode's state: read and
+    written once) is compared here with the copy of that same buffer under the same protocol
+    (L2 flush, events, the same clock), in the same job; the copy's own start-up and tail at
+    that size are then in both."""
+
+    name = "torch.copy_like"
+    roles = ("x",)
+
+    def make(self, t, args):
+        import torch  # optional dependency: torch
+        x = t["x"]
+        out = torch.empty_like(x)
+
+        def run():
+            out.copy_(x)
+        run._keep = (x, out)
+        return run
+
+
 def baselines() -> list:
-    """Every zoo baseline, eager then compiled, in OPS order."""
-    return [ZooOp(op, compiled) for op in OPS for compiled in (False, True)]
+    """Every zoo baseline: each op eager then compiled, in OPS order, then `CopyLike`."""
+    return [ZooOp(op, compiled) for op in OPS for compiled in (False, True)] + [CopyLike()]
 
 
 @hookimpl

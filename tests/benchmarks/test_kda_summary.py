@@ -192,3 +192,21 @@ def test_the_forward_backward_plans_lines_are_read_with_the_goal(tmp_path, capsy
     assert "kda_fwd_bwd[t20_h1_deep]: clean: cuda0: timing disabled" in out
     # the plan is not a forward: no forward row for its shapes
     assert "| t8192_h96 | t8192_h96 |" not in out
+
+
+def test_decode_is_read_against_both_copy_bandwidths(tmp_path, capsys):
+    """The decode goal (>= 90% of copy bandwidth) against the large-copy 4.25 TB/s and against
+    `torch.copy_like` in the same job: the state's 2 N H K V x 4 bytes over the copy's time."""
+    state_bytes = 2 * 64 * 64 * 128 * 128 * 4
+    r = state_bytes / (4200e9 * 0.1476e-3)            # a copy at 4200 GB/s in this job
+    log = _log(tmp_path, [
+        _item("kda_decode_cols", "n64_h64_t4_pw", 0.1476,
+              {"fla.fused_recurrent_kda": 2.7, "torch.copy_like": r}),
+        _item("kda_decode", "n256_h64_t1", 0.3, {"fla.fused_recurrent_kda": 1.8}),
+    ])
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "## Decode against copy bandwidth (goal >= 90%)" in out
+    assert "| kda_decode_cols[n64_h64_t4_pw] | 147.6 | 4000 | 94.1% | 4200 | 95.2% | yes/yes |" in out
+    assert "| kda_decode[n256_h64_t1] | 300.0 | 4000 | 94.1% | - | - | yes/- |" in out
+    assert "| 2.70x | 0.87x |" in out                  # the copy's ratio in the items' table

@@ -16,9 +16,9 @@ def test_each_op_is_registered_eager_and_compiled_when_torch_imports(monkeypatch
     monkeypatch.setattr(torch_zoo, "torch_available", lambda: True)
     reg = BaselineRegistry()
     torch_zoo.kcoral_register_baselines(reg)
-    assert len(reg.names()) == 2 * len(torch_zoo.OPS)
+    assert len(reg.names()) == 2 * len(torch_zoo.OPS) + 1
     assert {"torch.rms_norm", "torch.compile.rms_norm", "torch.rope",
-            "torch.compile.copy"} <= set(reg.names())
+            "torch.compile.copy", "torch.copy_like"} <= set(reg.names())
     monkeypatch.setattr(torch_zoo, "torch_available", lambda: False)
     empty = BaselineRegistry()
     torch_zoo.kcoral_register_baselines(empty)

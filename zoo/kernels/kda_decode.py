@@ -254,8 +254,11 @@ SUITE = T.suite(
     tolerance={"o": T.tolerance(rtol=2.0 ** -7, atol=1e-2, rms=5e-3),
                "state": T.tolerance(rtol=1e-4, atol=1e-4, rms=1e-5)},
     flops=_flops, bytes=_bytes,
-    # FLA's decode kernel on the same buffers: gate and L2 norm fused, the state in place
+    # FLA's decode kernel on the same buffers: gate and L2 norm fused, the state in place; and
+    # a copy of the state's bytes (read and written once, as here), the goal's "copy bandwidth"
+    # at this size in the same job (benchmarks/kda_summary.py's decode table)
     baselines=[{"name": "fla.fused_recurrent_kda", "args": dict(
         q="q", k="k", v="v", g="g_raw", beta="beta", A_log="A_log", dt_bias="dt_bias",
-        state="state", out="o", l2norm=True)}],
+        state="state", out="o", l2norm=True)},
+        {"name": "torch.copy_like", "args": dict(x="state")}],
 )
