@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from pathlib import Path
 
@@ -47,7 +46,6 @@ BASELINES = ("fla.chunk_kda", "fla.chunk_kda.fwd_bwd", "fla.chunk_kda.bwd",
              "fla.fused_recurrent_kda", "torch.copy_like")
 COPY = "torch.copy_like"     # the decodes' same-bytes copy of the state (kcoral torch_zoo)
 DECODE_GOAL = 0.90           # issue 18: decode at >= 90% of copy bandwidth
-DECODE_CASE = re.compile(r"^n(\d+)_h(\d+)_t(\d+)(?:_|$)")
 # kda_fwd_s0 is the backward's forward (it writes the chunk start states): not a shape's forward;
 # kda_fwd_bwd is the forward + backward plan (one job of seven launches), not a forward either
 PLAN = "kda_fwd_bwd"
@@ -71,10 +69,11 @@ def _cases() -> dict:
     sys.path.insert(0, str(ROOT / "zoo" / "kernels"))
     import kda_decode  # the zoo is a directory of kernel files on sys.path, not a package
     import kda_decode_bulk
+    import kda_decode_cols
     import kda_fwd
     import kda_fwd_slim
     out = {}
-    for module in (kda_fwd, kda_fwd_slim, kda_decode, kda_decode_bulk):
+    for module in (kda_fwd, kda_fwd_slim, kda_decode, kda_decode_bulk, kda_decode_cols):
         for attr in sorted(vars(module)):
             suite = getattr(module, attr)
             if not attr.startswith("SUITE") or not hasattr(suite, "cases"):
@@ -195,7 +194,7 @@ def markdown(summary: dict) -> str:
                      f"{_f(r['fla_fwd_ms'])} | {_f(r['ratio'], '{:.2f}x')} | {met} | "
                      f"{_f(r['fla_fwd_bwd_ms'])} | {_f(r['memory_ms'])} | "
                      f"{_f(r['chain_ms'])} ({r['chains']} x {r['steps']}) |")
-    lines += _decode(summary["items"])
+    lines += _decode(summary["items"], summary.get("cases") or {})
     lines += _backward(summary["items"])
     lines += _fwd_bwd(summary["items"], summary.get("plan_cases") or {})
     lines += not_timed(summary["items"])
@@ -220,12 +219,12 @@ def _backward(items: list) -> list:
     return out
 
 
-def _decode(items: list) -> list:
+def _decode(items: list, cases: dict) -> list:
     """The decodes against both readings of "copy bandwidth": the H200's large-copy 4.25 TB/s,
     and the copy of the same state in the same job (`COPY`: its bytes read and written once, as
     the decode does, under the same protocol and clock), whose rate is the state's 2 N H K V x 4
     bytes over its time (the ratio x the decode's median). The decode's rate counts its declared
-    bytes (the state and the tokens). Timing cases are named n{N}_h{H}_t{T}[_variant]."""
+    bytes (the state and the tokens); N and H are the case's (`_cases`)."""
     rows = [it for it in items if it["kernel"].startswith("kda_decode")
             and it["median_ms"] is not None and it["gbps"]]
     if not rows:
@@ -235,11 +234,10 @@ def _decode(items: list) -> list:
              "| of that copy | met (4.25 / same-bytes) |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for it in sorted(rows, key=lambda i: (i["case"] or "", i["kernel"])):
         big = it["gbps"] * 1e9 / COPY_BW
-        m, r = DECODE_CASE.match(it["case"] or ""), it["ratios"].get(COPY)
+        p, r = cases.get((it["kernel"], it["case"])), it["ratios"].get(COPY)
         copy_gbps = same = None
-        if m and r:
-            N, H = int(m.group(1)), int(m.group(2))
-            copy_gbps = 2 * N * H * 128 * 128 * 4 / (r * it["median_ms"] * 1e-3) / 1e9
+        if p and r:
+            copy_gbps = 2 * p["N"] * p["H"] * 128 * 128 * 4 / (r * it["median_ms"] * 1e-3) / 1e9
             same = it["gbps"] / copy_gbps
         met = "/".join("-" if f is None else ("yes" if f >= DECODE_GOAL else "no")
                        for f in (big, same))
@@ -282,7 +280,9 @@ def _plan_cases() -> dict:
 
 
 def render(items: list) -> str:
-    summary = summarize(items, _cases())
+    cases = _cases()
+    summary = summarize(items, cases)
+    summary["cases"] = cases
     summary["plan_cases"] = _plan_cases() if any(i["kernel"] == PLAN for i in items) else {}
     return markdown(summary)
 
