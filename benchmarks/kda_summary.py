@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from report_tables import (bench_phase, bench_result, bench_timing, cli, item_reports,
-                           json_lines, not_timed)
+                           not_timed, plan_lines)
 
 ROOT = Path(__file__).resolve().parents[1]
 COPY_BW = 4.25e12            # B/s, measured device-to-device copy on this H200
@@ -58,9 +58,15 @@ def is_kda(kernel) -> bool:
     return isinstance(kernel, str) and kernel.startswith("kda_")
 
 
+def is_plan(kernel) -> bool:
+    """The forward + backward plan's items: kda_fwd_bwd (plan f32) or kda_fwd_bwd_<plan>."""
+    return isinstance(kernel, str) and (kernel == PLAN or kernel.startswith(PLAN + "_"))
+
+
 def is_forward(kernel) -> bool:
     """A forward competes for its shape's fastest variant: any kda_fwd* kernel but NOT_FORWARD."""
-    return is_kda(kernel) and kernel.startswith("kda_fwd") and kernel not in NOT_FORWARD
+    return (is_kda(kernel) and kernel.startswith("kda_fwd") and kernel not in NOT_FORWARD
+            and not is_plan(kernel))
 
 
 def _cases() -> dict:
@@ -91,28 +97,14 @@ def read_items(paths) -> list:
 
 
 def plan_items(paths) -> list:
-    """The lines of benchmarks/kda_fwd_bwd_bench.py (`BenchResult.to_json`: "item" and KCoral's
-    "result", no "event"), one item each (a later line wins). Read apart from the item reports:
+    """The lines of benchmarks/kda_fwd_bwd_bench.py (report_tables.plan_lines), one item each,
+    for every plan (kda_fwd_bwd, kda_fwd_bwd_tc2, ...). Read apart from the item reports:
     session 19's fb call timed both shapes and its summary was empty, since only
-    ``item_report`` records were read."""
-    found: dict = {}
-    for rec in json_lines(paths):
-        name = rec.get("item") if "event" not in rec else None
-        if isinstance(name, str) and name.startswith(PLAN + "[") and name.endswith("]"):
-            found[name] = rec
-    out = []
-    for name, rec in found.items():
-        result = rec.get("result") or {}
-        timing = result.get("timing") or {}
-        if "candidate" not in timing:
-            timing, why = {}, (rec.get("not_timed") or (result.get("error") or {}).get(
-                "message") or "not timed")[:160]
-        else:
-            why = ""
-        out.append(dict(_row(PLAN, name[len(PLAN) + 1:-1],
-                             rec.get("verdict") or rec.get("state") or "?", timing, why),
-                        verified=bool(result.get("verified"))))
-    return out
+    ``item_report`` records were read; session 21's, since only the f32 plan's name was."""
+    return [dict(_row(ln["kernel"], ln["case"], ln["rec"].get("verdict") or ln["rec"].get(
+                 "state") or "?", ln["timing"], ln["why"]),
+                 verified=bool((ln["rec"].get("result") or {}).get("verified")))
+            for ln in plan_lines(paths) if is_plan(ln["kernel"])]
 
 
 def _item(rec: dict) -> dict:
@@ -210,10 +202,12 @@ def _backward(items: list) -> list:
     out = ["", "## Backward (kda_bwd; FLA's figures from the same job)", "",
            "| case | ms | FLA bwd ms | ratio | FLA fwd+bwd ms | ratio |",
            "| --- | --- | --- | --- | --- | --- |"]
-    for it in sorted(rows, key=lambda i: i["case"] or ""):
+    for it in sorted(rows, key=lambda i: (i["kernel"], i["case"] or "")):
         r_b, r_fb = (it["ratios"].get(n) for n in ("fla.chunk_kda.bwd", "fla.chunk_kda.fwd_bwd"))
         ms = it["median_ms"]
-        out.append(f"| {it['case']} | {_f(ms, '{:.3f}')} | "
+        plan = it["kernel"][len(PLAN) + 1:]
+        label = f"{it['case']} ({plan})" if plan else it["case"]
+        out.append(f"| {label} | {_f(ms, '{:.3f}')} | "
                    f"{_f(None if r_b is None else r_b * ms)} | {_f(r_b, '{:.2f}x')} | "
                    f"{_f(None if r_fb is None else r_fb * ms)} | {_f(r_fb, '{:.2f}x')} |")
     return out
@@ -251,21 +245,23 @@ def _fwd_bwd(items: list, cases: dict) -> list:
     """The forward + backward plan's timed cases against FLA's forward + backward (autograd)
     in the same job, the issue's goal (>= 3x), whether KCoral verified the case's outputs, and
     the forward's serial-chain floor (the backward walks the same chains in reverse)."""
-    rows = [it for it in items if it["kernel"] == PLAN and it["median_ms"] is not None]
+    rows = [it for it in items if is_plan(it["kernel"]) and it["median_ms"] is not None]
     if not rows:
         return []
     out = ["", f"## Forward + backward ({PLAN}, one job; goal >= {FWD_BWD_GOAL}x "
                "fla.chunk_kda.fwd_bwd)", "",
            "| case | ms | FLA fwd+bwd ms | ratio | met | verified | forward's chain floor ms "
            "(chains x steps) |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    for it in sorted(rows, key=lambda i: i["case"] or ""):
+    for it in sorted(rows, key=lambda i: (i["kernel"], i["case"] or "")):
         r = it["ratios"].get("fla.chunk_kda.fwd_bwd")
         ms = it["median_ms"]
         met = "-" if r is None else ("yes" if r >= FWD_BWD_GOAL else "NO")
         params = cases.get(it["case"])
         fl = floors(params) if params else None
         floor = "-" if fl is None else f"{_f(fl['chain_ms'])} ({fl['chains']} x {fl['steps']})"
-        out.append(f"| {it['case']} | {_f(ms, '{:.3f}')} | "
+        plan = it["kernel"][len(PLAN) + 1:]
+        label = f"{it['case']} ({plan})" if plan else it["case"]
+        out.append(f"| {label} | {_f(ms, '{:.3f}')} | "
                    f"{_f(None if r is None else r * ms)} | {_f(r, '{:.2f}x')} | {met} | "
                    f"{'yes' if it.get('verified') else 'no'} | "
                    f"{floor} |")
@@ -283,7 +279,7 @@ def render(items: list) -> str:
     cases = _cases()
     summary = summarize(items, cases)
     summary["cases"] = cases
-    summary["plan_cases"] = _plan_cases() if any(i["kernel"] == PLAN for i in items) else {}
+    summary["plan_cases"] = _plan_cases() if any(is_plan(i["kernel"]) for i in items) else {}
     return markdown(summary)
 
 

@@ -16,21 +16,26 @@ from __future__ import annotations
 
 import sys
 
-from report_tables import bench_timing, cli, item_reports, not_timed, regimes
+from report_tables import bench_timing, cli, item_reports, not_timed, plan_lines, regimes
 
 REGIMES = ("full", "sustained")
 
 
 def read_items(paths) -> list:
-    """One dict per item report of the logs (later lines win), benchmarked or not."""
-    return [item(rec) for rec in item_reports(paths, lambda r: bool(r.get("kernel")))]
+    """One dict per item report of the logs (later lines win), benchmarked or not, and one per
+    plan job's line (report_tables.plan_lines: session 21's fb call had no table)."""
+    return ([item(rec) for rec in item_reports(paths, lambda r: bool(r.get("kernel")))]
+            + [_item(ln["kernel"], ln["case"], ln["rec"].get("verdict") or "?", ln["timing"],
+                     ln["why"]) for ln in plan_lines(paths)])
 
 
 def item(rec: dict) -> dict:
-    out = {"kernel": rec["kernel"], "case": rec.get("case") or "", "outcome": rec["outcome"],
-           "median_us": None, "ratios": {}, "regimes": {}, "clock": None, "throttled": None,
-           "note": ""}
-    timing, out["note"] = bench_timing(rec)
+    return _item(rec["kernel"], rec.get("case") or "", rec["outcome"], *bench_timing(rec))
+
+
+def _item(kernel: str, case: str, outcome: str, timing: dict, note: str) -> dict:
+    out = {"kernel": kernel, "case": case, "outcome": outcome, "median_us": None, "ratios": {},
+           "regimes": {}, "clock": None, "throttled": None, "note": note}
     if not timing:
         return out
     clk = timing.get("sm_clock_mhz") or {}

@@ -37,6 +37,29 @@ def item_reports(paths, keep) -> list:
     return list(items.values())
 
 
+def plan_lines(paths) -> list:
+    """The lines of a plan job's client (benchmarks/kda_fwd_bwd_bench.py, `BenchResult.to_json`:
+    "item" named ``kernel[case]`` and KCoral's "result", no "event"), one per item (a later line
+    wins), each as {"kernel", "case", "rec", "timing", "why"}: the timing when it holds a
+    candidate median ({} and why not otherwise). Item reports carry no "item" key."""
+    found: dict = {}
+    for rec in json_lines(paths):
+        name = rec.get("item") if "event" not in rec else None
+        if isinstance(name, str) and name.endswith("]") and "[" in name:
+            found[name] = rec
+    out = []
+    for name, rec in found.items():
+        kernel, case = name[:-1].split("[", 1)
+        result = rec.get("result") or {}
+        timing = result.get("timing") or {}
+        why = ""
+        if "candidate" not in timing:
+            timing, why = {}, (rec.get("not_timed") or (result.get("error") or {}).get(
+                "message") or "not timed")[:160]
+        out.append({"kernel": kernel, "case": case, "rec": rec, "timing": timing, "why": why})
+    return out
+
+
 def bench_phase(rec: dict) -> "dict | None":
     """The item report's bench phase (None when the item was not benchmarked)."""
     return next((p for p in rec.get("phases", []) if p["phase"] == "bench"), None)

@@ -163,14 +163,15 @@ def test_any_new_forward_is_read_without_a_list(tmp_path, capsys):
     assert not S.is_kda(None) and not S.is_forward("kda_decode")
 
 
-def _plan_line(case, median_ms=None, ratio=None, verified=False, not_timed=None):
+def _plan_line(case, median_ms=None, ratio=None, verified=False, not_timed=None,
+               item="kda_fwd_bwd"):
     """One line of benchmarks/kda_fwd_bwd_bench.py (`BenchResult.to_json`): no "event"."""
     result = {"verified": verified}
     if median_ms is not None:
         result["timing"] = {"candidate": {"median_ms": median_ms}, "gbps": 300.0,
                             "sm_clock_mhz": {"before": 1980, "after": 1980},
                             "baselines": {"fla.chunk_kda.fwd_bwd": {"speedup": ratio}}}
-    return {"item": f"kda_fwd_bwd[{case}]", "state": "done",
+    return {"item": f"{item}[{case}]", "state": "done",
             "verdict": "incomplete" if not verified else "clean", "result": result,
             "timed": median_ms is not None, "not_timed": not_timed}
 
@@ -192,6 +193,25 @@ def test_the_forward_backward_plans_lines_are_read_with_the_goal(tmp_path, capsy
     assert "kda_fwd_bwd[t20_h1_deep]: clean: cuda0: timing disabled" in out
     # the plan is not a forward: no forward row for its shapes
     assert "| t8192_h96 | t8192_h96 |" not in out
+
+
+def test_every_plans_lines_are_read_each_row_naming_its_plan(tmp_path, capsys):
+    """Session 21's fb call (plan tc2: items kda_fwd_bwd_tc2[...]) timed H96 and its
+    summary.md was empty: only the f32 plan's item name was read. Every plan's are now, the
+    row naming a plan other than f32; the plans are not forwards."""
+    log = _log(tmp_path, [
+        _plan_line("t20_h1_deep", verified=True, not_timed="cuda0: timing disabled",
+                   item="kda_fwd_bwd_tc2"),
+        _plan_line("t8192_h96", 34.748, 0.348, item="kda_fwd_bwd_tc2"),
+        _plan_line("t8192_h96", 61.679, 0.196),
+    ])
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "| t8192_h96 (tc2) | 34.748 | 12.092 | 0.35x | NO | no | 0.083 (96 x 128) |" in out
+    assert "| t8192_h96 | 61.679 | 12.089 | 0.20x | NO | no |" in out
+    assert "kda_fwd_bwd_tc2[t20_h1_deep]: clean: cuda0: timing disabled" in out
+    assert S.is_plan("kda_fwd_bwd_tc2") and not S.is_forward("kda_fwd_bwd_tc2")
+    assert not S.is_plan("kda_fwd_pair") and not S.is_plan(None)
 
 
 def test_decode_is_read_against_both_copy_bandwidths(tmp_path, capsys):

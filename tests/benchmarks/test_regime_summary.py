@@ -90,3 +90,31 @@ def test_a_regime_ratio_carries_its_interval_when_the_daemon_gave_one(S, tmp_pat
     out = capsys.readouterr().out
     assert "200 at 1980 MHz: 0.999x torch.matmul [0.997-1.003]" in out
     assert "200 at 1980 MHz: 0.993x torch.matmul |" in out
+
+
+def test_a_plan_jobs_lines_are_items_too(S, tmp_path, capsys):
+    """A plan job's client (benchmarks/kda_fwd_bwd_bench.py) writes "item" + KCoral's "result"
+    lines, no item_report: session 21's fb call timed H96 and its regime table was empty. They
+    are read (a later line wins), timed or not, and the item reports beside them still are."""
+    timing = {"candidate": {"median_ms": 34.748}, "throttled": False,
+              "sm_clock_mhz": {"min": 1980, "max": 1980},
+              "baselines": {"fla.chunk_kda.fwd_bwd": {"speedup": 0.348}},
+              "regimes": {"full": {"rounds": 10, "clock_mhz": 1980.0, "baselines": {
+                  "fla.chunk_kda.fwd_bwd": {"speedup": 0.348, "speedup_ci95": [0.348, 0.349]}}}}}
+    log = tmp_path / "fb.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [
+        {"item": "kda_fwd_bwd_tc2[t8192_h96]", "verdict": "incomplete", "result": {}},
+        {"item": "kda_fwd_bwd_tc2[t8192_h96]", "verdict": "incomplete",
+         "result": {"timing": timing}},
+        {"item": "kda_fwd_bwd_tc2[t8192_h64]", "verdict": "incomplete", "result": {},
+         "not_timed": "timeout.exec: the job ran past its execution budget of 155 s"},
+        _item("vadd", "n64M", 0.188, {}, {"full": (10, 1980.0, {})}),
+    ]) + "\n")
+    assert S.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert ("| kda_fwd_bwd_tc2[t8192_h96] | 34748.00 us | 0.348x fla.chunk_kda.fwd_bwd | "
+            "10 at 1980 MHz: 0.348x fla.chunk_kda.fwd_bwd [0.348-0.349] | - | 1980-1980 |") in out
+    assert "| vadd[n64M] | 188.00 us |" in out
+    assert ("- kda_fwd_bwd_tc2[t8192_h64]: incomplete: timeout.exec: the job ran past its "
+            "execution budget of 155 s") in out
+    assert "2 items timed" in out

@@ -144,8 +144,9 @@ def test_session_17_mains_follow_the_measurements():
         assert "alt" in _case(G.SUITE_FP8_C2, name).tags
     assert G.DS4_MAIN <= set(G.SHAPES)
     assert not {s for s in G.DS4_MAIN if G.skt_main(*s)}               # one main a shape
-    for M, N, K in G.DS4_MAIN:
-        assert _mains(G.SUITE_C2_PEERS, M, N, K) == {f"m{M}n{N}k{K}_t256ds4"}
+    for M, N, K in G.DS4_MAIN:   # session 21: three of them run their PDL twin (PDL_DS4_MAIN)
+        pdl = "pdl" if (M, N, K) in G.PDL_DS4_MAIN else ""
+        assert _mains(G.SUITE_C2_PEERS, M, N, K) == {f"m{M}n{N}k{K}_t256ds4{pdl}"}
         assert "alt" in _case(G.SUITE_C2_PEERS, f"m{M}n{N}k{K}_t256").tags
         assert _mains(G.SUITE_FP8_C2, M, N, K) == {f"m{M}n{N}k{K}_t256"}
     assert _mains(G.SUITE_C2_PEERS, 2048, 14336, 4096) == {"m2048n14336k4096_t256"}  # untimed
@@ -353,8 +354,8 @@ def test_pdl_cases_are_the_mains_twins_launched_as_programmatic_dependents():
     shapes a main's twin with PDL=1 -- the same specialization plus griddepcontrol
     (launch_dependents, then wait, after the barriers' set-up and before any global access),
     so its launch carries the programmatic-stream-serialization attribute; bf16 only. Where
-    the twin measured at least as fast in both regimes (2048 x 1024 x 7168) it is the main
-    and the PDL-less form an alt."""
+    the twin measured at least as fast in both protocols (2048 x 1024 x 7168 in session 20, the
+    three c2 shapes in session 21) it is the main and the PDL-less form an alt."""
     want = {f"m{M}n{N}k{K}_{v}": kern for (M, N, K), vs in G.PDL.items() for kern, v in vs}
     got = {c.name: (s, c) for s in (G.SUITE, G.SUITE_PEERS, G.SUITE_C2, G.SUITE_C2_PEERS)
            for c in s.cases if "pdl" in c.tags}
@@ -375,6 +376,11 @@ def test_pdl_cases_are_the_mains_twins_launched_as_programmatic_dependents():
         assert s.kernel.compile("sm_90a", **s.consts(twin)).launch_metadata()["pdl"] is False
     assert "main" in _case(G.SUITE_PEERS, "m2048n1024k7168_t128pdl").tags
     assert "alt" in _case(G.SUITE_PEERS, "m2048n1024k7168_t128").tags
+    for shape in ("m2048n4096k4096", "m8192n1024k7168", "m2048n4096k14336"):   # session 21
+        s = next(s for s in (G.SUITE_C2, G.SUITE_C2_PEERS)
+                 if any(c.name == f"{shape}_t256ds4pdl" for c in s.cases))
+        assert "main" in _case(s, f"{shape}_t256ds4pdl").tags, shape
+        assert "alt" in _case(s, f"{shape}_t256ds4").tags, shape
     assert not [c for s in (G.SUITE_FP8, G.SUITE_FP8_C2) for c in s.cases if "pdl" in c.tags]
 
 

@@ -8,6 +8,10 @@ once, in shared memory): its small cases, its hand-back (`tok`, `ready`) load-be
 (a tenth warp prepares them; the producer keeps PREP = 0's loop): its small cases, its ring clean
 and its waits load-bearing, the producer's copies without waterfall loops."""
 
+import re
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import tirxh.lang as T
@@ -319,3 +323,39 @@ def test_inputs_reference_and_tolerances_are_kda_decodes():
     assert MOD.SUITE.inputs is MOD.D.inputs and MOD.SUITE.reference is MOD.D.reference
     assert ([repr(p) for p in MOD.kda_decode_cols.runtime_params]
             == [repr(p) for p in BULK.kda_decode_bulk.runtime_params])
+
+
+@pytest.mark.parametrize("name", ["n7_h1_t2_c2", "n7_h1_t2_c2_pw"])
+def test_the_iket_build_records_each_heads_phases_and_computes_the_same(name):
+    """`tirxh profile --iket` on kda_decode_cols (session 21: where T = 4's 3.2 us of fixed cost
+    beyond a copy's goes; QUEUE 93): the profiling build, run by numsim on a ring that wraps (7
+    heads on 2 CTAs: 4 and 3 heads through 3 stages), computes what the plain build computes
+    and records, per head, `wait_full` and `head` on each compute warp and `wait_done` on the
+    producer (its lane 0); the preparing warp of PREP = 2 records nothing. The queued command's
+    capacity holds the busiest warp at n64_h64_t4 (2 ranges x 2 events a head)."""
+    iket = pytest.importorskip("tirxh_iket.transform")
+    decode = pytest.importorskip("tirxh_iket.decode").decode
+    ns = pytest.importorskip("tirxh_numsim")
+    from .zoo_modules import simulate as simulate_one
+    case = next(c for c in MOD.SUITE.cases if c.name == name)
+    grid = MOD.SUITE.grid(case)
+    ck, layout = iket.compile_profiling_build(MOD.SUITE.kernel, "sm_90a", MOD.SUITE.consts(case),
+                                              capacity=64)
+    plain, inputs = simulate_one(MOD.SUITE, case)
+    trace = np.zeros(layout.buffer_bytes(grid) // 8, np.uint64)
+    prof = ns.run(ck, dict(inputs, iket_trace=trace), grid=grid)
+    assert prof.verdict == "clean"
+    for out in MOD.SUITE.outputs:
+        np.testing.assert_array_equal(prof.outputs[out], plain.outputs[out])
+    tl = decode(prof.outputs["iket_trace"].view(np.uint8), layout)
+    heads = {cta: len(range(cta, 7, 2)) for cta in range(2)}
+    assert tl.issues == []
+    assert {(w.cta, w.warp) for w in tl.warps} == {(c, w) for c in range(2) for w in range(9)}
+    for w in tl.warps:
+        want = ["wait_done"] if w.warp == MOD.PRODUCER else ["wait_full", "head"]
+        assert [s.name for s in w.spans] == want * heads[w.cta], (w.cta, w.warp)
+    script = (Path(__file__).resolve().parents[2] / "benchmarks" / "QUEUE.md").read_text()
+    m = re.search(r"kda_decode_cols\[n64_h64_t4\] --iket --iket-capacity (\d+)", script)
+    big = next(c for c in MOD.SUITE.cases if c.name == "n64_h64_t4").params
+    ctas = MOD._grid(big["N"], big["H"], big.get("CTAS", 132))[0]
+    assert m and int(m.group(1)) >= 4 * -(-big["N"] * big["H"] // ctas)

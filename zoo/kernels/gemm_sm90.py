@@ -1104,10 +1104,17 @@ DS4_MAIN = {(2048, 4096, 4096), (8192, 4096, 4096), (4096, 4096, 4096), (2048, 4
 SMALL_MAIN = {(128, 4096, 4096): "t64k2p", (128, 4096, 14336): "t128k4r",
               (128, 14336, 4096): "t128", (128, 1024, 7168): "t64k8r",
               (512, 1024, 7168): "t64k2p"}
+# Session 21 (docs/PERFORMANCE.md "Session 21", s21/d1 and d5): `_t256ds4pdl` at or above its
+# PDL-less twin in both protocols at these shapes -- 20-launch samples (mostly sustained) 1.018x /
+# 1.006x / 1.010x cuBLAS against 0.995x / 1.000x / 0.999x, launched singly at full clock 1.000x /
+# 1.001x / 0.993x against 1.004x / 1.002x / 0.991x (2048 x 4096 x 4096 / 2048 x 4096 x 14336 /
+# 8192 x 1024 x 7168; the first's single-launch tie inside both intervals): the main there.
+PDL_DS4_MAIN = {(2048, 4096, 4096), (2048, 4096, 14336), (8192, 1024, 7168)}
 # bf16's measured mains that override `plan`'s shape rules, applied after them in one place
 BF16_MAIN = {**{s: ("c2", "t256ds4") for s in DS4_MAIN},
              **{s: ("c1", v) for s, v in SMALL_MAIN.items()},
-             (2048, 1024, 7168): ("c1", "t128pdl")}   # session 20: PDL (below)
+             (2048, 1024, 7168): ("c1", "t128pdl"),   # session 20: PDL (below)
+             **{s: ("c2", "t256ds4pdl") for s in PDL_DS4_MAIN}}
 
 
 # the one-wave single-CTA mains whose back-to-back ratio trails their single-launch one
@@ -1118,7 +1125,8 @@ BF16_MAIN = {**{s: ("c2", "t256ds4") for s in DS4_MAIN},
 # (BF16_MAIN). At 512 x 4096 x K no gain (0.984x / 0.974x against 0.990x / 0.979x
 # back to back): `t128` stays. Then the M >= 2048 shapes still short (2048 x 4096 x 4096
 # sustained 0.996x, 8192 x 1024 x 7168 0.993x, 2048 x 4096 x 14336 0.998x), where the
-# sustained regime is measured with back-to-back samples: their `_t256ds4` mains' twins.
+# sustained regime is measured with back-to-back samples: their `_t256ds4` mains' twins, the
+# mains since session 21 (PDL_DS4_MAIN).
 PDL = {(2048, 1024, 7168): [("c1", "t128pdl")], (512, 4096, 4096): [("c1", "t128pdl")],
        (512, 4096, 14336): [("c1", "t128pdl")], (2048, 4096, 4096): [("c2", "t256ds4pdl")],
        (8192, 1024, 7168): [("c2", "t256ds4pdl")], (2048, 4096, 14336): [("c2", "t256ds4pdl")]}
@@ -1161,6 +1169,9 @@ def plan(M, N, K, fp8: bool = False) -> list:
     if best:                                    # measured faster: main, the old main an alt
         out = [(*best, "main")] + [(kern, v, "alt" if role == "main" else role)
                                    for kern, v, role in out if (kern, v) != best]
+        twin = (best[0], best[1].removesuffix("pdl"))   # a PDL main's PDL-less form: its alt
+        if twin != best and twin not in [(kern, v) for kern, v, _ in out]:
+            out.append((*twin, "alt"))
     if (M, N, K) in SWEEP_SHAPES:
         out.append(("c2", "t256s3", "sweep"))
     if (M, N, K) in SWEEP_SHAPES[1:3]:

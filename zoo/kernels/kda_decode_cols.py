@@ -80,13 +80,19 @@ producer warp runs PREP = 0's loop unchanged and the preparing warp waits on `to
 Numerics: kda_decode's (f32 state, ``ex2``/``rcp``/``rsqrt.approx``, the same gate, norms and
 butterfly); only an odd rg's 16-row sums run in the rotated row order.
 
+iket (session 21): the compute warps' ``wait_full`` (a head's state landing) and ``head`` (its
+tokens and the state's write-back) and the producer's ``wait_done`` (lane 0) are iket ranges,
+nothing in a normal build (the PTX is the same but for line numbers), so ``tirxh profile
+--iket`` shows when each CTA's first head lands and when each SM finishes: where T = 4's fixed
+cost beyond a copy's goes (docs/PERFORMANCE.md "Session 21: where T = 4's fixed cost goes").
+
 Techniques: 1-D bulk copies (TMA) in and out of a 3-stage shared-memory ring, a producer warp,
 mbarrier hand-back of a stage (no CTA barrier in the loop), padded chunks for conflict-free
 column-sliced rows, warp-shuffle butterfly reductions, shuffle broadcast of the gate, fused gate
 and L2 normalization, persistent CTAs.
 
 Tags: memory-bound, tma, mbarrier-pipeline, persistent, warp-specialized, warp-shuffle,
-linear-attention, fused-gate
+linear-attention, fused-gate, iket
 """
 
 from __future__ import annotations
@@ -106,7 +112,7 @@ from kda_decode import (FULL, K, LOG2E, V, _butterfly, _decay_and_sums,  # noqa:
                         _store_o, _unpack, _update, _update_normed)
 
 TAGS = ("memory-bound", "tma", "mbarrier-pipeline", "persistent", "warp-specialized",
-        "warp-shuffle", "linear-attention", "fused-gate")
+        "warp-shuffle", "linear-attention", "fused-gate", "iket")
 
 WARPS = 8                     # compute warps: 16 value columns each
 PRODUCER = WARPS              # the warp whose lane 0 issues the copies
@@ -315,7 +321,8 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             if PREP != 1:
                 prev = T.reg(T.u32, init=0)      # the stage of the previous head
                 with T.range(mine) as j:
-                    done[ring.stage].wait(ring.phase)
+                    with T.iket.range("wait_done"):
+                        done[ring.stage].wait(ring.phase)
                     store_or_defer(j, prev)
                     prev.set(ring.stage)
                     ring.advance()
@@ -388,38 +395,41 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                 c0 = [c1 * x for x in ahead[1:5]]
                 bts = [T.ptx.cvt.f32.bf16(b) for b in ahead[5:]]
                 plain_loads(T.ptx.min.u32(j + 1, mine - 1))
-            full[ring.stage].wait(ring.phase)
+            with T.iket.range("wait_full"):
+                full[ring.stage].wait(ring.phase)
             at = [st.at(ring.stage, first, col), st.at(ring.stage, second, col)]
-            S = [list(T.ptx.ld.shared.v4.f32(at[i // CROWS] + (i % CROWS) * V * 4))
-                 for i in range(2 * CROWS)]
-            for t in range(TT):
-                # q and k of the lane's rows in register order: 8 rows of each chunk
-                words = [w for i in (0, 1) for c in (first, second)
-                         for w in T.ptx.ld.shared.v4.b32(tk.at(ring.stage, t, i, c * CROWS))]
-                qr = [x for w in words[:8] for x in _unpack(w)]
-                kr = [x for w in words[8:] for x in _unpack(w)]
-                if PREP:
-                    # the decays of register rows 4i .. 4i + 3 (rows 4 src[i] .., padded by 4 rg),
-                    # the norms and beta: 5 LDS.128 instead of 12 MUFU, 16 SHFL and 48 FFMA
-                    dec = [list(T.ptx.ld.shared.v4.f32(pre.at(ring.stage, t,
-                                                              4 * src[i] + 4 * rg)))
-                           for i in range(4)]
-                    rk, rq, kq_hat, bt = T.ptx.ld.shared.v4.f32(pre.at(ring.stage, t, DPAD))
-                    vc = _values(ring.stage, t)
-                    # (the norms _decay_and_sums also returns are dead code: ptxas drops them)
-                    part = _decay_and_sums(S, kr, qr, lambda i: dec[i // 4][i % 4])[:8]
-                    out = _update_normed(S, kr, _butterfly(part), vc, bt, rk, rq, kq_hat)
-                else:
-                    gw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 2, 4 * lane))
-                    dec = [_decay_ftz(g, c1, c0[e]) for e, g in enumerate(x for w in gw
-                                                                          for x in _unpack(w))]
-                    vc = _values(ring.stage, t)
-                    part = _decay_and_sums(S, kr, qr, lambda i: T.ptx.mov.f32(
-                        T.ptx.shfl.sync.idx.b32(dec[i % 4], src[i // 4], 0x1F, FULL)))
-                    out = _update(S, kr, _butterfly(part), vc, bts[t])
-                _store_o(o.at(((n * TT + t) * H + h) * V + col), out, pred=rg == 0)
-            for i in range(2 * CROWS):
-                T.ptx.st.shared.v4.f32(at[i // CROWS] + (i % CROWS) * V * 4, S[i])
+            with T.iket.range("head"):
+                S = [list(T.ptx.ld.shared.v4.f32(at[i // CROWS] + (i % CROWS) * V * 4))
+                     for i in range(2 * CROWS)]
+                for t in range(TT):
+                    # q and k of the lane's rows in register order: 8 rows of each chunk
+                    words = [w for i in (0, 1) for c in (first, second)
+                             for w in T.ptx.ld.shared.v4.b32(tk.at(ring.stage, t, i, c * CROWS))]
+                    qr = [x for w in words[:8] for x in _unpack(w)]
+                    kr = [x for w in words[8:] for x in _unpack(w)]
+                    if PREP:
+                        # the decays of register rows 4i .. 4i + 3 (rows 4 src[i] .., padded by
+                        # 4 rg), the norms and beta: 5 LDS.128 instead of 12 MUFU, 16 SHFL and
+                        # 48 FFMA
+                        dec = [list(T.ptx.ld.shared.v4.f32(pre.at(ring.stage, t,
+                                                                  4 * src[i] + 4 * rg)))
+                               for i in range(4)]
+                        rk, rq, kq_hat, bt = T.ptx.ld.shared.v4.f32(pre.at(ring.stage, t, DPAD))
+                        vc = _values(ring.stage, t)
+                        # (the norms _decay_and_sums also returns are dead code: ptxas drops them)
+                        part = _decay_and_sums(S, kr, qr, lambda i: dec[i // 4][i % 4])[:8]
+                        out = _update_normed(S, kr, _butterfly(part), vc, bt, rk, rq, kq_hat)
+                    else:
+                        gw = T.ptx.ld.shared.v2.b32(tk.at(ring.stage, t, 2, 4 * lane))
+                        dec = [_decay_ftz(g, c1, c0[e]) for e, g in enumerate(x for w in gw
+                                                                              for x in _unpack(w))]
+                        vc = _values(ring.stage, t)
+                        part = _decay_and_sums(S, kr, qr, lambda i: T.ptx.mov.f32(
+                            T.ptx.shfl.sync.idx.b32(dec[i % 4], src[i // 4], 0x1F, FULL)))
+                        out = _update(S, kr, _butterfly(part), vc, bts[t])
+                    _store_o(o.at(((n * TT + t) * H + h) * V + col), out, pred=rg == 0)
+                for i in range(2 * CROWS):
+                    T.ptx.st.shared.v4.f32(at[i // CROWS] + (i % CROWS) * V * 4, S[i])
             T.ptx.fence.proxy.async_.shared__cta()   # generic writes -> the copy engine's reads
             done[ring.stage].arrive()
             ring.advance()
