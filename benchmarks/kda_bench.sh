@@ -93,6 +93,9 @@
 #   decodecols4 decodecols3's items and PREP=2's TAIL=1 twins (`_pwtail`, session 19: the last
 #             heads' stores deferred under the last head's compute), one job a shape; ~220 s:
 #             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols4`
+#   decodecols5 START=1's twins (`_st`, `_pwst`, session 21: the first head's load alone, then
+#             the other stages') after the control at n64_h64_t4 and n1024_h32_t2, one job a
+#             shape; ~220 s: `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols5`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -193,11 +196,13 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
-        |decodecols|decodecols2|decodecols3|decodecols4|bwd|local|reverse|chain|fb|s0|check|smoke|tc|tc2\
+        |decodecols|decodecols2|decodecols3|decodecols4|decodecols5|bwd|local|reverse|chain|fb|s0\
+        |check|smoke|tc|tc2\
         |prep2|tf32|calib\
         |prep3) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
-wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, decodecols3, decodecols4, bwd, local, reverse, \
+wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, decodecols3, decodecols4, decodecols5, bwd, \
+local, reverse, \
 chain, fb, s0, \
 check, smoke, tc, tc2, prep2, tf32, calib, prep3)"
            exit 2;;
@@ -278,7 +283,7 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
         [ -n "${PACKS_H64_ONLY:-}" ] || printf '%s_h96 ' "$s"; printf '%s_h64 ' "$s"; done);;
 esac
 case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*|*" decodecols "*|*" decodecols2 "*\
-    |*" decodecols3 "*|*" decodecols4 "*)
+    |*" decodecols3 "*|*" decodecols4 "*|*" decodecols5 "*)
     pw_decode=default;;
 esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
@@ -392,7 +397,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
-    " decodecols3 "|" decodecols4 ") SMOKE_K="kda_decode_cols";;
+    " decodecols3 "|" decodecols4 "|" decodecols5 ") SMOKE_K="kda_decode_cols";;
     *" decodebulk "*|*" decodecols "*|*" decodecols2 "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc) and not tf_";;
@@ -627,14 +632,22 @@ or v64ws8d)";;
             # kda_decode_cols's PREP=0 n64_h64_t4 (and its c128 replicate) and n1024_h32_t2,
             # then their PREP=2 twins ("pwarp", "alt": not "ring", not "prep", out of the smokes)
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols3 \
-                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and not tail";;
+                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and not tail \
+and not start";;
         decodecols4)
             # PREP=2's TAIL=1 twins (session 19: the last heads' stores under the last head's
             # compute) after the control, its c128 replicate and PREP=2 alone, at n64_h64_t4
             # (the T = 4 goal) and n1024_h32_t2, one job on shared inputs
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols4 \
                 "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and (not tail or \
-pwtail)";;
+pwtail) and not start";;
+        decodecols5)
+            # START=1's twins (session 21: the first head's load before the other stages') of
+            # the control and of PREP=2, after the control, at n64_h64_t4 (the T = 4 goal) and
+            # n1024_h32_t2, one job on shared inputs
+            EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols5 \
+                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not c128 and (main or ring \
+or start) and not prep and not tail";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

@@ -6,7 +6,9 @@ unpadded layout would not); the rotated rows' gate sources are load-bearing; one
 without spills; refused shapes. PREP = 1 (the producer warp prepares each head's gates and norms
 once, in shared memory): its small cases, its hand-back (`tok`, `ready`) load-bearing. PREP = 2
 (a tenth warp prepares them; the producer keeps PREP = 0's loop): its small cases, its ring clean
-and its waits load-bearing, the producer's copies without waterfall loops."""
+and its waits load-bearing, the producer's copies without waterfall loops. START = 1 (the first
+head's load before the other stages'): its rings clean, its copies' order. The iket build: the
+same results, each head's ranges recorded."""
 
 import re
 from pathlib import Path
@@ -67,7 +69,8 @@ def test_the_preparing_warp_covers_every_token_count_and_rings_that_wrap():
     assert {p.get("gate") for p in small} >= {"deep", "slow"}
     assert {-(-p["N"] * p["H"] // MOD._ctas(p["N"], p["H"], p.get("CTAS", 132))) for p in small
             } >= {1, 2, 4, 5}
-    big = [c for c in MOD.SUITE.cases if not c.small and c.params.get("PREP") == 2]
+    big = [c for c in MOD.SUITE.cases if not c.small and c.params.get("PREP") == 2
+           and not c.params.get("START")]                  # `_pwst`: START = 1's (below)
     shapes = [c.name for c in MOD.D.SUITE.cases if not c.small]
     assert sorted(c.name for c in big) == sorted([f"{n}_pw" for n in shapes] +
                                                  [f"{n}_pwtail" for n in shapes])
@@ -283,16 +286,19 @@ def test_one_persistent_cta_per_sm_without_spills():
     31 rounds on 132 and a 32nd on 4); the state registers and tokens fit without spilling."""
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
     bulk = {c.name for c in BULK.SUITE.cases if not c.small}
+    twins = ("prep", "tail", "pw", "pwtail", "st", "pwst")
     assert set(big) == bulk | {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
-                               for k in ("prep", "tail", "pw", "pwtail")}
-    assert all(("ring" in c.tags) != (c.params.get("PREP") == 2) for c in big.values())
+                               for k in twins}
+    # "ring" (decodecols2's) for PREP = 0 and 1 without START; PREP = 2's and START's twins not
+    assert all(("ring" in c.tags) == (c.params.get("PREP") != 2 and not c.params.get("START"))
+               for c in big.values())
     grids = {name: MOD.SUITE.grid(c)[0] for name, c in big.items()}
     want = {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
             "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
     assert grids == {**want, **{f"{n}_{k}": g for n, g in want.items() if "c128" not in n
-                                for k in ("prep", "tail", "pw", "pwtail")}}
-    assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4"]) == 1
-    assert resident_ctas_per_sm(MOD.SUITE, big["n64_h64_t4_prep"]) == 1
+                                for k in twins}}
+    for name in ("n64_h64_t4", "n64_h64_t4_prep", "n64_h64_t4_st", "n64_h64_t4_pwst"):
+        assert resident_ctas_per_sm(MOD.SUITE, big[name]) == 1, name
     assert spills(MOD.SUITE) == {}
 
 
@@ -359,3 +365,44 @@ def test_the_iket_build_records_each_heads_phases_and_computes_the_same(name):
     big = next(c for c in MOD.SUITE.cases if c.name == "n64_h64_t4").params
     ctas = MOD._grid(big["N"], big["H"], big.get("CTAS", 132))[0]
     assert m and int(m.group(1)) >= 4 * -(-big["N"] * big["H"] // ctas)
+
+
+@pytest.mark.parametrize("name", ["n7_h1_t2_c2_st", "n7_h1_t2_c2_pwst"])
+def test_the_first_head_first_ring_is_clean_under_sync_check(name):
+    """START = 1 (session 21): the producer's lane 0 waits on the first stage's `full` (phase 0,
+    completed by the copies' bytes alone) before it asks for the other stages; the compute
+    warps wait on the same phase. Beside PREP = 0 and PREP = 2, two CTAs of 4 and 3 heads."""
+    case = next(c for c in MOD.SUITE.cases if c.name == name)
+    sync, race = sync_race(MOD.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+@pytest.mark.parametrize("shape", ["n7_h1_t2_c2", "n64_h64_t4"])
+def test_the_first_head_first_asks_for_one_stage_before_its_first_wait(shape):
+    """What START = 1 changes (QUEUE 93's question: does the first head land among the other
+    stages' loads?): before the producer's first mbarrier wait, one stage's bulk copies (16
+    state chunks and 4 token rows a token) instead of STAGES'; every copy is still there. The
+    big twins `_st` and `_pwst` are tagged "start" and "alt", not "ring" (decodecols5 times
+    them; decodecols3 and 4 leave them out)."""
+    def copies(name):
+        c = next(c for c in MOD.SUITE.cases if c.name == name)
+        ptx = MOD.SUITE.kernel.compile("sm_90a", **MOD.SUITE.consts(c)).ptx
+        first = ptx[:ptx.index("mbarrier.try_wait")]
+        return (first.count("cp.async.bulk.shared::cluster.global"),
+                ptx.count("cp.async.bulk.shared::cluster.global"), c)
+    before, total, c = copies(shape)
+    assert before == c.params.get("STAGES", 3) * (MOD.CHUNKS + 4 * c.params["TT"])
+    for kind in ("st", "pwst"):
+        b, t, twin = copies(f"{shape}_{kind}")
+        assert (b, t) == (before // 3, total)
+        assert twin.params == {**c.params, "START": 1, **({"PREP": 2} if kind == "pwst" else {})}
+        if not c.small:
+            assert set(twin.tags) == {"start", "alt"}
+
+
+def test_the_first_head_first_is_refused_beside_prep_1():
+    """PREP = 1's producer warp prepares the first heads' gates beside their loads (all 32 lanes):
+    START = 1 is refused there, and any value but 0 or 1, naming the rule."""
+    assert any("START=1 needs PREP=0 or 2" in m for m in MOD.constraints(1, 3, 4, PREP=1, START=1))
+    assert any("START=2 must be 0 or 1" in m for m in MOD.constraints(1, 3, 4, START=2))
+    assert MOD.constraints(1, 3, 4, PREP=2, START=1) == []

@@ -80,6 +80,14 @@ producer warp runs PREP = 0's loop unchanged and the preparing warp waits on `to
 Numerics: kda_decode's (f32 state, ``ex2``/``rcp``/``rsqrt.approx``, the same gate, norms and
 butterfly); only an odd rg's 16-row sums run in the rotated row order.
 
+START = 1 (session 21): the first head first. A CTA used to ask for its first STAGES heads at
+once (the grid: 128 x 192 KB = 25 MB); if DRAM serves those requests interleaved, the first
+head lands with the others at ~6 us, and no refill can be asked for until head 0 is written
+back: DRAM idles for one head's compute (~3.4 us at TT = 4), the decode's fixed cost beyond a
+copy's (docs/PERFORMANCE.md "Session 21"). Here the producer's lane 0 waits on ``full[0]``
+(phase 0: the copies' bytes, no hand-back) before it asks for stages 1 .. STAGES - 1. With
+PREP = 0 or 2.
+
 iket (session 21): the compute warps' ``wait_full`` (a head's state landing) and ``head`` (its
 tokens and the state's write-back) and the producer's ``wait_done`` (lane 0) are iket ranges,
 nothing in a normal build (the PTX is the same but for line numbers), so ``tirxh profile
@@ -175,7 +183,8 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     g_raw: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
                     N: T.const, H: T.const, TT: T.const = 1, STAGES: T.const = 3,
-                    CTAS: T.const = 132, PREP: T.const = 0, TAIL: T.const = 0):
+                    CTAS: T.const = 132, PREP: T.const = 0, TAIL: T.const = 0,
+                    START: T.const = 0):
     st = T.shared(T.f32, (STAGES, CHUNKS, CSTRIDE), align=128)  # the heads' states, chunked
     tk = T.shared(T.bf16, (STAGES, TT, 4, K), align=128)        # their tokens: q, k, g_raw, v
     full = T.mbarrier(STAGES)       # a head's state and tokens landed (transaction bytes)
@@ -317,6 +326,9 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         with T.if_(lane == 0):
             for s in range(STAGES):
                 with T.if_(mine > s):
+                    if START and s == 1:
+                        # START = 1: the first head lands before the other stages are asked for
+                        full[0].wait(0)
                     load(s, s)
             if PREP != 1:
                 prev = T.reg(T.u32, init=0)      # the stage of the previous head
@@ -470,13 +482,18 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             compute()
 
 
-def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0):
+def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0, START=0):
     out = B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES, PREP))
     if PREP not in (0, 1, 2):
         out.append(f"PREP={PREP} must be 0 (each compute warp its gates), 1 (the producer "
                    "warp's, in shared memory) or 2 (a warp of their own's)")
     if TAIL not in (0, 1):
         out.append(f"TAIL={TAIL} must be 0 or 1 (the last heads' stores after the last load)")
+    if START not in (0, 1):
+        out.append(f"START={START} must be 0 or 1 (the first head's load before the others)")
+    elif START and PREP == 1:
+        out.append("START=1 needs PREP=0 or 2 (PREP=1's producer warp prepares the first heads' "
+                   "gates beside their loads)")
     return out
 
 
@@ -515,6 +532,13 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, [
     T.case("n5_h1_t3_c4_pwtail", N=5, H=1, TT=3, CTAS=4, PREP=2, TAIL=1),
     T.case("n2_h2_t1_pwtail", N=2, H=2, TT=1, PREP=2, TAIL=1),
     T.case("n5_h1_t4_deep_c1_p0tail", N=5, H=1, TT=4, CTAS=1, gate="deep", TAIL=1),
+    # START = 1 (session 21: the first head's load alone, then the other stages'), beside
+    # PREP = 0 and 2: CTAs of 4 and 3 heads, of 5 (deep gates), of one head (no second stage)
+    T.case("n7_h1_t2_c2_st", N=7, H=1, TT=2, CTAS=2, START=1),
+    T.case("n5_h1_t4_deep_c1_st", N=5, H=1, TT=4, CTAS=1, gate="deep", START=1),
+    T.case("n1_h3_t4_st", N=1, H=3, TT=4, START=1),
+    T.case("n7_h1_t2_c2_pwst", N=7, H=1, TT=2, CTAS=2, PREP=2, START=1),
+    T.case("n5_h3_t3_c3_pwst", N=5, H=3, TT=3, CTAS=3, PREP=2, START=1, gate="slow"),
 ] + [T.case(f"{c.name}_{kind}", small=False, tags=("ring",), PREP=1, **tail, **c.params)
      for kind, tail in (("prep", {}), ("tail", {"TAIL": 1}))
      for c in B.D.SUITE.cases if not c.small]
@@ -525,4 +549,9 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, [
   # and their TAIL = 1 twins (session 19: the last heads' stores under the last head's compute;
   # kda_bench.sh decodecols4 times them beside `_pw` and the control)
   + [T.case(f"{c.name}_pwtail", small=False, tags=("pwtail", "alt"), PREP=2, TAIL=1,
-            **c.params) for c in B.D.SUITE.cases if not c.small])
+            **c.params) for c in B.D.SUITE.cases if not c.small]
+  # and START = 1's twins of the control and of PREP = 2 (session 21; kda_bench.sh
+  # decodecols5 times them beside the control)
+  + [T.case(f"{c.name}_{kind}", small=False, tags=("start", "alt"), START=1, **prep, **c.params)
+     for kind, prep in (("st", {}), ("pwst", {"PREP": 2}))
+     for c in B.D.SUITE.cases if not c.small])
