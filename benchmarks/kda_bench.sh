@@ -93,9 +93,10 @@
 #   decodecols4 decodecols3's items and PREP=2's TAIL=1 twins (`_pwtail`, session 19: the last
 #             heads' stores deferred under the last head's compute), one job a shape; ~220 s:
 #             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols4`
-#   decodecols5 START=1's twins (`_st`, `_pwst`, session 21: the first head's load alone, then
-#             the other stages') after the control at n64_h64_t4 and n1024_h32_t2, one job a
-#             shape; ~220 s: `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols5`
+#   decodecols5 DYN=1's twins (`_dyn`, session 21: heads from a counter instead of the static
+#             walk) and START=1's (`_st`: the first head's load alone, then the other stages')
+#             after the control at n64_h64_t4 and n1024_h32_t2, one job a shape; ~220 s:
+#             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols5`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -633,21 +634,22 @@ or v64ws8d)";;
             # then their PREP=2 twins ("pwarp", "alt": not "ring", not "prep", out of the smokes)
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols3 \
                 "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and not tail \
-and not start";;
+and not start and not dyn";;
         decodecols4)
             # PREP=2's TAIL=1 twins (session 19: the last heads' stores under the last head's
             # compute) after the control, its c128 replicate and PREP=2 alone, at n64_h64_t4
             # (the T = 4 goal) and n1024_h32_t2, one job on shared inputs
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols4 \
                 "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not prep and (not tail or \
-pwtail) and not start";;
+pwtail) and not start and not dyn";;
         decodecols5)
-            # START=1's twins (session 21: the first head's load before the other stages') of
-            # the control and of PREP=2, after the control, at n64_h64_t4 (the T = 4 goal) and
+            # DYN=1's twins (session 21: each CTA takes its heads from a counter; the SMs' own
+            # rates differ by up to 35%), then START=1's (`_st`: the first head's load before the
+            # other stages'), after the control, at n64_h64_t4 (the T = 4 goal) and
             # n1024_h32_t2, one job on shared inputs
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols5 \
-                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not c128 and (main or ring \
-or start) and not prep and not tail";;
+                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not c128 and (ring or dyn \
+or start) and not prep and not tail and not pwst";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

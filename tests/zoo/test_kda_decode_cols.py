@@ -7,7 +7,8 @@ without spills; refused shapes. PREP = 1 (the producer warp prepares each head's
 once, in shared memory): its small cases, its hand-back (`tok`, `ready`) load-bearing. PREP = 2
 (a tenth warp prepares them; the producer keeps PREP = 0's loop): its small cases, its ring clean
 and its waits load-bearing, the producer's copies without waterfall loops. START = 1 (the first
-head's load before the other stages'): its rings clean, its copies' order. The iket build: the
+head's load before the other stages'): its rings clean, its copies' order. DYN = 1 (heads from a
+counter): its rings clean, its waits load-bearing, the counter never cleared. The iket build: the
 same results, each head's ranges recorded."""
 
 import re
@@ -286,18 +287,19 @@ def test_one_persistent_cta_per_sm_without_spills():
     31 rounds on 132 and a 32nd on 4); the state registers and tokens fit without spilling."""
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
     bulk = {c.name for c in BULK.SUITE.cases if not c.small}
-    twins = ("prep", "tail", "pw", "pwtail", "st", "pwst")
+    twins = ("prep", "tail", "pw", "pwtail", "st", "pwst", "dyn")
     assert set(big) == bulk | {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
                                for k in twins}
-    # "ring" (decodecols2's) for PREP = 0 and 1 without START; PREP = 2's and START's twins not
-    assert all(("ring" in c.tags) == (c.params.get("PREP") != 2 and not c.params.get("START"))
-               for c in big.values())
+    # "ring" (decodecols2's) for PREP = 0 and 1 without START or DYN; the other twins not
+    assert all(("ring" in c.tags) == (c.params.get("PREP") != 2 and not c.params.get("START")
+                                      and not c.params.get("DYN")) for c in big.values())
     grids = {name: MOD.SUITE.grid(c)[0] for name, c in big.items()}
     want = {"n256_h64_t1": 132, "n128_h96_t1": 131, "n64_h64_t4": 128,
             "n1024_h32_t2": 132, "n64_h64_t4_c128": 128}
     assert grids == {**want, **{f"{n}_{k}": g for n, g in want.items() if "c128" not in n
                                 for k in twins}}
-    for name in ("n64_h64_t4", "n64_h64_t4_prep", "n64_h64_t4_st", "n64_h64_t4_pwst"):
+    for name in ("n64_h64_t4", "n64_h64_t4_prep", "n64_h64_t4_st", "n64_h64_t4_pwst",
+                 "n64_h64_t4_dyn"):
         assert resident_ctas_per_sm(MOD.SUITE, big[name]) == 1, name
     assert spills(MOD.SUITE) == {}
 
@@ -322,23 +324,33 @@ def test_refused_shapes_name_the_case_and_the_rule():
 
 
 def test_inputs_reference_and_tolerances_are_kda_decodes():
-    """The same objects as kda_decode_bulk's, for the same runtime parameters: bench_with.py
-    --share-inputs makes a shape's arrays and float64 reference once for both kernels."""
-    for attr in ("inputs", "reference", "tolerance", "baselines"):
+    """kda_decode's reference, tolerance and baselines (the same objects as kda_decode_bulk's);
+    its inputs plus DYN's head counter `sched` (one zero u64), which every case takes (one
+    kernel signature: bulk's parameters, then `sched`). bench_with.py --share-inputs makes a
+    shape's arrays and float64 reference once for all of kda_decode_cols' variants (session 21:
+    no longer across kda_decode_bulk too, whose kernel takes no counter)."""
+    for attr in ("reference", "tolerance", "baselines"):
         assert getattr(MOD.SUITE, attr) == getattr(BULK.SUITE, attr), attr
-    assert MOD.SUITE.inputs is MOD.D.inputs and MOD.SUITE.reference is MOD.D.reference
-    assert ([repr(p) for p in MOD.kda_decode_cols.runtime_params]
+    assert MOD.SUITE.inputs is MOD.inputs and MOD.SUITE.reference is MOD.D.reference
+    case = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2")
+    ours, theirs = MOD.SUITE.make_inputs(case, 3), BULK.SUITE.make_inputs(case, 3)
+    assert set(ours) == set(theirs) | {"sched"}
+    assert all(np.array_equal(ours[n], theirs[n]) for n in theirs if n != "o")  # o: np.empty
+    assert ours["sched"].dtype == np.uint64 and ours["sched"].tolist() == [0]
+    assert ([repr(p) for p in MOD.kda_decode_cols.runtime_params][:-1]
             == [repr(p) for p in BULK.kda_decode_bulk.runtime_params])
+    assert MOD.kda_decode_cols.runtime_params[-1].name == "sched"
 
 
 @pytest.mark.parametrize("name", ["n7_h1_t2_c2", "n7_h1_t2_c2_pw"])
 def test_the_iket_build_records_each_heads_phases_and_computes_the_same(name):
     """`tirxh profile --iket` on kda_decode_cols (session 21: where T = 4's 3.2 us of fixed cost
-    beyond a copy's goes; QUEUE 93): the profiling build, run by numsim on a ring that wraps (7
+    beyond a copy's goes, s21/d6-d7): the profiling build, run by numsim on a ring that wraps (7
     heads on 2 CTAs: 4 and 3 heads through 3 stages), computes what the plain build computes
     and records, per head, `wait_full` and `head` on each compute warp and `wait_done` on the
-    producer (its lane 0); the preparing warp of PREP = 2 records nothing. The queued command's
-    capacity holds the busiest warp at n64_h64_t4 (2 ranges x 2 events a head)."""
+    producer (its lane 0); the preparing warp of PREP = 2 records nothing. The capacity session
+    21's profile ran at (docs/PERFORMANCE.md) holds the busiest warp at n64_h64_t4 (2 ranges x
+    2 events a head)."""
     iket = pytest.importorskip("tirxh_iket.transform")
     decode = pytest.importorskip("tirxh_iket.decode").decode
     ns = pytest.importorskip("tirxh_numsim")
@@ -360,8 +372,8 @@ def test_the_iket_build_records_each_heads_phases_and_computes_the_same(name):
     for w in tl.warps:
         want = ["wait_done"] if w.warp == MOD.PRODUCER else ["wait_full", "head"]
         assert [s.name for s in w.spans] == want * heads[w.cta], (w.cta, w.warp)
-    script = (Path(__file__).resolve().parents[2] / "benchmarks" / "QUEUE.md").read_text()
-    m = re.search(r"kda_decode_cols\[n64_h64_t4\] --iket --iket-capacity (\d+)", script)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "PERFORMANCE.md").read_text()
+    m = re.search(r"kda_decode_cols\[n64_h64_t4\] --iket\s+--iket-capacity (\d+)", docs)
     big = next(c for c in MOD.SUITE.cases if c.name == "n64_h64_t4").params
     ctas = MOD._grid(big["N"], big["H"], big.get("CTAS", 132))[0]
     assert m and int(m.group(1)) >= 4 * -(-big["N"] * big["H"] // ctas)
@@ -406,3 +418,61 @@ def test_the_first_head_first_is_refused_beside_prep_1():
     assert any("START=1 needs PREP=0 or 2" in m for m in MOD.constraints(1, 3, 4, PREP=1, START=1))
     assert any("START=2 must be 0 or 1" in m for m in MOD.constraints(1, 3, 4, START=2))
     assert MOD.constraints(1, 3, 4, PREP=2, START=1) == []
+
+
+DYN_RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2_dyn")
+
+
+@pytest.mark.parametrize("name", ["n7_h1_t2_c2_dyn", "n1_h3_t1_dyn"])
+def test_the_counter_walk_is_clean_under_sync_check(name):
+    """DYN = 1 (session 21): the producer's lane 0 takes each head from `sched`, writes it to
+    `hidx` and arrives on `asg`; the compute warps read head j + 1's index after its `asg`
+    phase and leave at END. 7 heads on 2 CTAs, and 3 heads on 3 CTAs (a CTA may take none)."""
+    case = next(c for c in MOD.SUITE.cases if c.name == name)
+    sync, race = sync_race(MOD.SUITE, case)
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings
+
+
+@pytest.mark.parametrize("old,new,code", [
+    ("                asg[na.stage].wait(na.phase)\n                nxt", "                nxt",
+     "race.read-write"),
+    ("                asg[s].init(1)", "                asg[s].init(2)", "deadlock"),
+], ids=["no-asg-wait", "asg-never-completes"])
+def test_each_ordering_of_the_counter_walk_is_needed(tmp_path, old, new, code):
+    """The compute warps reading the next head's index before the producer wrote it, and an
+    `asg` phase that one arrival cannot complete: each a finding."""
+    mod = mutant(tmp_path, "kda_decode_cols", [(old, new)])
+    found = [f for r in sync_race(mod.SUITE, DYN_RING) for f in r.findings]
+    assert code in {f.kind for f in found}, sorted({f.kind for f in found})
+
+
+@pytest.mark.parametrize("name", ["n7_h1_t2_c2_dyn", "n1_h3_t1_dyn"])
+def test_the_counter_needs_no_clearing_between_launches(name):
+    """A launch takes exactly N H + grid tickets (one a head, one END a CTA), so the head is the
+    ticket mod N H + grid whatever launch it is: numsim's results match the reference with the
+    counter left by 0, 5 and 2^32 / (N H + grid) launches (the last crosses 2^32: the 64-bit
+    remainder), and the launch leaves it N H + grid further on."""
+    ns = pytest.importorskip("tirxh_numsim")
+    case = next(c for c in MOD.SUITE.cases if c.name == name)
+    grid = MOD.SUITE.grid(case)
+    per = case.params["N"] * case.params["H"] + grid[0]
+    for start in (0, 5 * per, (2 ** 32 // per) * per):
+        inputs = MOD.SUITE.make_inputs(case, 0)
+        inputs["sched"] = np.array([start], np.uint64)
+        expected = MOD.SUITE.expected(case, inputs)
+        res = ns.run(MOD.SUITE.kernel, dict(inputs), grid=grid, consts=MOD.SUITE.consts(case),
+                     outputs=["o", "state", "sched"])
+        assert res.verdict == "clean"
+        for out in ("o", "state"):
+            assert MOD.SUITE.tolerance_for(out).compare(res.outputs[out], expected[out])["ok"]
+        assert int(res.outputs["sched"][0]) == start + per
+
+
+def test_the_counter_walk_is_refused_beside_prep_tail_and_start():
+    """DYN = 1 is written for PREP = 0's ring: PREP, TAIL or START beside it is refused, naming
+    them; and any value but 0 or 1."""
+    assert any("DYN=1 needs PREP=0, TAIL=0 and START=0" in m
+               for m in MOD.constraints(1, 3, 4, PREP=2, DYN=1))
+    assert any("DYN=1 needs" in m for m in MOD.constraints(1, 3, 4, TAIL=1, DYN=1))
+    assert any("DYN=2 must be 0" in m for m in MOD.constraints(1, 3, 4, DYN=2))
+    assert MOD.constraints(1, 3, 4, DYN=1) == []

@@ -246,14 +246,15 @@ RING_CASES = [
 ]
 
 
-def ring_suite(kernel, constraints, extra=()):
+def ring_suite(kernel, constraints, extra=(), inputs=None):
     """A suite of kda_decode's computation for a ring kernel (N, H, TT, STAGES, CTAS constants):
     kda_decode's own inputs and reference (N and H are the kernel's constants, not inputs: one
     function, so benchmarks/bench_with.py --share-inputs makes them once for every such kernel),
     its cases with the large ones tagged "ring" (benchmarks/kda_bench.sh's decode groups time
-    them beside the control's "main" ones), RING_CASES and the kernel's `extra` cases."""
+    them beside the control's "main" ones), RING_CASES and the kernel's `extra` cases;
+    `inputs`: kda_decode's by default (a kernel with more parameters adds its own to them)."""
     return T.suite(
-        kernel, inputs=D.inputs, reference=D.reference, outputs=["o", "state"],
+        kernel, inputs=inputs or D.inputs, reference=D.reference, outputs=["o", "state"],
         inplace=["state"], constraints=constraints,
         cases=[c if c.small else T.case(c.name, small=False, tags=("ring",), **c.params)
                for c in D.SUITE.cases] + RING_CASES + list(extra),

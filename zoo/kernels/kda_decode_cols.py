@@ -88,6 +88,17 @@ copy's (docs/PERFORMANCE.md "Session 21"). Here the producer's lane 0 waits on `
 (phase 0: the copies' bytes, no hand-back) before it asks for stages 1 .. STAGES - 1. With
 PREP = 0 or 2.
 
+DYN = 1 (session 21): heads from a counter. The static walk gives every CTA the same number of
+heads, but the SMs walk them at their own rates: iket timelines on the H200 (docs/PERFORMANCE.md
+"Session 21: where T = 4's fixed cost goes") showed 4.03-4.59 us a head at TT = 4 and 3.40-4.60
+at TT = 2, the same SMs fast or slow throughout, so the kernel ended with its slowest SM 8.7 us
+(33 us at TT = 2) after the median one. Here the producer's lane 0 takes each head with
+``atom.add`` on `sched` (one u64): a launch takes exactly N H + grid tickets (one a head, one END
+a CTA), so the head is the ticket mod N H + grid and the counter is never cleared. It writes the
+head to ``hidx[stage]`` and arrives on ``asg[stage]``; the compute warps read head j + 1's index
+after its ``asg`` phase (for the plain loads made a head ahead) and leave the loop at END. With
+PREP = 0 only, no TAIL or START.
+
 iket (session 21): the compute warps' ``wait_full`` (a head's state landing) and ``head`` (its
 tokens and the state's write-back) and the producer's ``wait_done`` (lane 0) are iket ranges,
 nothing in a normal build (the PTX is the same but for line numbers), so ``tirxh profile
@@ -95,6 +106,7 @@ nothing in a normal build (the PTX is the same but for line numbers), so ``tirxh
 cost beyond a copy's goes (docs/PERFORMANCE.md "Session 21: where T = 4's fixed cost goes").
 
 Techniques: 1-D bulk copies (TMA) in and out of a 3-stage shared-memory ring, a producer warp,
+a dynamic head scheduler on a self-resetting counter (DYN),
 mbarrier hand-back of a stage (no CTA barrier in the loop), padded chunks for conflict-free
 column-sliced rows, warp-shuffle butterfly reductions, shuffle broadcast of the gate, fused gate
 and L2 normalization, persistent CTAs.
@@ -107,6 +119,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import numpy as np
 
 import tirxh.lang as T
 
@@ -182,9 +196,9 @@ def smem_bytes(TT, STAGES, PREP=0):
 def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     g_raw: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
-                    N: T.const, H: T.const, TT: T.const = 1, STAGES: T.const = 3,
-                    CTAS: T.const = 132, PREP: T.const = 0, TAIL: T.const = 0,
-                    START: T.const = 0):
+                    sched: T.gptr[T.u64], N: T.const, H: T.const, TT: T.const = 1,
+                    STAGES: T.const = 3, CTAS: T.const = 132, PREP: T.const = 0,
+                    TAIL: T.const = 0, START: T.const = 0, DYN: T.const = 0):
     st = T.shared(T.f32, (STAGES, CHUNKS, CSTRIDE), align=128)  # the heads' states, chunked
     tk = T.shared(T.bf16, (STAGES, TT, 4, K), align=128)        # their tokens: q, k, g_raw, v
     full = T.mbarrier(STAGES)       # a head's state and tokens landed (transaction bytes)
@@ -193,6 +207,9 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         pre = T.shared(T.f32, (STAGES, TT, PRE), align=16)     # the tokens' prepared gates
         tok = T.mbarrier(STAGES)    # PREP: a head's tokens landed (its state lands on `full`)
         ready = T.mbarrier(STAGES)  # PREP: the producer warp prepared its gates (32 arrivals)
+    if DYN:
+        hidx = T.shared(T.u32, (STAGES,))   # DYN: the head each stage holds (END = N H: none)
+        asg = T.mbarrier(STAGES)    # DYN: the producer wrote a stage's `hidx` (1 arrival)
     tid = T.tid.x
     lane = T.laneid()
     warp = tid >> 5
@@ -204,6 +221,32 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
     def head_of(j):
         return B.head_of(cta, j, grid, H)
 
+    def split(hd):
+        """(head, n, h) of head index `hd` (DYN: taken from the counter, not the walk)."""
+        n = hd / H
+        return hd, n, hd - n * H
+
+    def take(stage):
+        """DYN, the producer's lane 0: the launch's next head from `sched` (a ticket: one a head,
+        then one END a CTA, so a launch takes exactly N H + grid and the counter never needs
+        clearing: the head is the ticket mod N H + grid) into hidx[stage], END (N H) when none
+        is left; arrives on asg[stage]. Returns the head."""
+        ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(sched.at(0), 1)
+        per_launch = N * H + grid
+        lo, hi = T.reg(T.u32), T.reg(T.u32)
+        T.ptx.mov.b64([lo, hi], ticket)
+        local = T.reg(T.u32, init=0)
+        with T.if_(hi == 0):                    # the first 2^32 tickets: a 32-bit remainder
+            local.set(lo - (lo / per_launch) * per_launch)
+        with T.else_():
+            n64 = T.ptx.cvt.u64.u32(per_launch)
+            local.set(T.ptx.cvt.u32.u64(T.ptx.sub.u64(
+                ticket, T.ptx.mul.lo.u64(T.ptx.div.u64(ticket, n64), n64))))
+        hd = T.ptx.min.u32(local, N * H)
+        T.ptx.st.shared.u32(hidx.at(stage), hd)
+        asg[stage].arrive()
+        return hd
+
     def state_copies(hd, stage):
         return [(st.at(stage, c, 0), state.at(hd * HEAD + c * chunk), chunk * 4)
                 for c in range(CHUNKS)]
@@ -212,7 +255,9 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         """The j-th head's state (16 padded chunks) and tokens into `stage` (PREP: the tokens
         first, on their own barrier `tok`, so that the producer warp prepares their gates
         without waiting for the 64 KB behind them)."""
-        hd, n, h = head_of(j)
+        load_head(*head_of(j), stage)
+
+    def load_head(hd, n, h, stage):
         if PREP == 0:
             B.load_head(full[stage], state_copies(hd, stage), tk, stage, (q, k, g_raw, v),
                         n, h, H, TT)
@@ -279,6 +324,8 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         for s in range(STAGES):
             full[s].init(1)
             done[s].init(32 * WARPS)
+            if DYN:
+                asg[s].init(1)
             if PREP:
                 tok[s].init(1)
                 ready[s].init(32)
@@ -322,15 +369,54 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             T.ptx.cp.async_.bulk.commit_group()
 
     ring = T.pipeline(STAGES)
+    def dynamic_producer():
+        """DYN, the producer's lane 0: the first STAGES heads from the counter, then kda_decode_
+        bulk's ring (the j-th head's store, the previous stage's refill once that store read it)
+        with each refill's head taken from the counter, until it says END; the walk ends with
+        the last head taken. A CTA may take no head at all (the others took them first)."""
+        taken = T.reg(T.u32, init=0)            # heads this CTA took
+        live = T.reg(T.u32, init=1)             # no END yet
+
+        def take_and_load(stage):
+            hd = take(stage)
+            with T.if_(hd < N * H):
+                load_head(*split(hd), stage)
+                taken.set(taken + 1)
+            with T.else_():
+                live.set(0)
+
+        for s in range(STAGES):
+            with T.if_(live != 0):
+                take_and_load(s)
+        prev = T.reg(T.u32, init=0)
+        j = T.reg(T.u32, init=0)
+        with T.while_(lambda: j < taken):
+            with T.iket.range("wait_done"):
+                done[ring.stage].wait(ring.phase)
+            hd = T.ptx.ld.shared.u32(hidx.at(ring.stage))
+            bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
+            for c in range(CHUNKS):
+                bulk_store(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c, 0), chunk * 4)
+            T.ptx.cp.async_.bulk.commit_group()
+            with T.if_((j > 0) & (live != 0)):
+                T.ptx.cp.async_.bulk.wait_group.read(1)   # the previous head's store has read
+                take_and_load(prev)
+            prev.set(ring.stage)
+            ring.advance()
+            j.set(j + 1)
+        T.ptx.cp.async_.bulk.wait_group(0)
+
     with T.if_(warp == PRODUCER, uniform=True):
         with T.if_(lane == 0):
-            for s in range(STAGES):
+            if DYN:
+                dynamic_producer()
+            for s in range(STAGES if not DYN else 0):
                 with T.if_(mine > s):
                     if START and s == 1:
                         # START = 1: the first head lands before the other stages are asked for
                         full[0].wait(0)
                     load(s, s)
-            if PREP != 1:
+            if PREP != 1 and not DYN:
                 prev = T.reg(T.u32, init=0)      # the stage of the previous head
                 with T.range(mine) as j:
                     with T.iket.range("wait_done"):
@@ -382,31 +468,27 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             ahead = [T.reg(T.f32, init=0.0) for _ in range(5)] + [T.reg(T.b16) for _ in range(TT)]
 
             def plain_loads(jj):
-                _, n, h = head_of(jj)
+                plain_loads_of(*head_of(jj)[1:])
+
+            def plain_loads_of(n, h):
                 ahead[0].set(T.ptx.ld.global_.nc.f32(A_log.at(h)))
                 for e, x in enumerate(T.ptx.ld.global_.nc.v4.f32(dt_bias.at(h * K + 4 * lane))):
                     ahead[1 + e].set(x)
                 for t in range(TT):
                     ahead[5 + t].set(T.ptx.ld.global_.nc.b16(beta.at((n * TT + t) * H + h)))
 
-            plain_loads(0)
+            if not DYN:
+                plain_loads(0)
+
         def _values(stage, t):
             """v of the lane's 4 columns."""
             return [x for w in T.ptx.ld.shared.v2.b32(tk.at(stage, t, 3, col)) for x in _unpack(w)]
 
-        with T.range(mine) as j:
-            hd, n, h = head_of(j)
-            if PREP:
-                tok[ring.stage].wait(ring.phase)
-                ready[ring.stage].wait(ring.phase)
-            else:
-                # exp(-z) = 2^(c1 g_raw + c0), c1 = -exp(A_log) log2(e), c0 = c1 dt_bias (the
-                # gate of rows 4 lane .. + 3); then the next head's loads (the last head reloads
-                # its own)
-                c1 = T.ptx.ex2.approx.f32(ahead[0] * LOG2E) * -LOG2E
-                c0 = [c1 * x for x in ahead[1:5]]
-                bts = [T.ptx.cvt.f32.bf16(b) for b in ahead[5:]]
-                plain_loads(T.ptx.min.u32(j + 1, mine - 1))
+        def one_head(n, h, gates):
+            """Head (n, h) of the ring's current stage: wait for it, run its tokens, write the
+            state back and hand the stage to the producer (`gates`: PREP = 0's c1, c0, beta)."""
+            if not PREP:
+                c1, c0, bts = gates
             with T.iket.range("wait_full"):
                 full[ring.stage].wait(ring.phase)
             at = [st.at(ring.stage, first, col), st.at(ring.stage, second, col)]
@@ -446,6 +528,44 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             done[ring.stage].arrive()
             ring.advance()
 
+        def gates_now():
+            """PREP = 0: exp(-z) = 2^(c1 g_raw + c0), c1 = -exp(A_log) log2(e), c0 = c1 dt_bias
+            (the gate of rows 4 lane .. + 3) and the tokens' beta, from the loads made a head
+            ahead."""
+            c1 = T.ptx.ex2.approx.f32(ahead[0] * LOG2E) * -LOG2E
+            return c1, [c1 * x for x in ahead[1:5]], [T.ptx.cvt.f32.bf16(b) for b in ahead[5:]]
+
+        if DYN:
+            # the heads the producer took, in its order: head j + 1's index (for its plain
+            # loads, a head ahead) once asg says it is written; END (N H) leaves the loop
+            na = T.pipeline(STAGES)
+            asg[na.stage].wait(na.phase)
+            cur = T.reg(T.u32, init=0)
+            cur.set(T.ptx.ld.shared.u32(hidx.at(na.stage)))
+            na.advance()
+            plain_loads_of(*split(T.ptx.min.u32(cur, N * H - 1))[1:])
+            with T.loop():
+                T.break_(cur >= N * H)
+                gates = gates_now()
+                asg[na.stage].wait(na.phase)
+                nxt = T.ptx.ld.shared.u32(hidx.at(na.stage))
+                na.advance()
+                plain_loads_of(*split(T.ptx.selp.u32(nxt, cur, nxt < N * H))[1:])
+                one_head(*split(cur)[1:], gates)
+                cur.set(nxt)
+            return
+        with T.range(mine) as j:
+            hd, n, h = head_of(j)
+            if PREP:
+                tok[ring.stage].wait(ring.phase)
+                ready[ring.stage].wait(ring.phase)
+            gates = None
+            if not PREP:
+                # the gates, then the next head's loads (the last head reloads its own)
+                gates = gates_now()
+                plain_loads(T.ptx.min.u32(j + 1, mine - 1))
+            one_head(n, h, gates)
+
     def preparer():
         """PREP = 2, warp 9: PREP = 1's gates of each head (`prep`), by a warp of its own. The
         producer warp keeps PREP = 0's loop (it waits on `done` alone, and never on the tokens
@@ -482,7 +602,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             compute()
 
 
-def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0, START=0):
+def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0, START=0, DYN=0):
     out = B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES, PREP))
     if PREP not in (0, 1, 2):
         out.append(f"PREP={PREP} must be 0 (each compute warp its gates), 1 (the producer "
@@ -494,14 +614,26 @@ def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0, START=0):
     elif START and PREP == 1:
         out.append("START=1 needs PREP=0 or 2 (PREP=1's producer warp prepares the first heads' "
                    "gates beside their loads)")
+    if DYN not in (0, 1):
+        out.append(f"DYN={DYN} must be 0 (the static walk) or 1 (heads from the counter)")
+    elif DYN and (PREP or TAIL or START):
+        out.append(f"DYN=1 needs PREP=0, TAIL=0 and START=0 (got PREP={PREP}, TAIL={TAIL}, "
+                   f"START={START}): the counter's walk is written for PREP = 0's ring only")
     return out
+
+
+def inputs(rng, N, H, TT=1, gate="mixed"):
+    """kda_decode's inputs and the head counter of DYN = 1 (`sched`, one u64, zero: a launch
+    takes exactly N H + grid tickets from it, so it never needs clearing; KCoral's guards leave
+    an all-zero buffer alone). Every case takes it (one kernel signature); DYN = 0 ignores it."""
+    return {**D.inputs(rng, N, H, TT, gate), "sched": np.zeros(1, np.uint64)}
 
 
 # kda_decode_bulk's suite (kda_decode's inputs, reference, cases with the large ones tagged
 # "ring", its wrapping rings; n64_h64_t4_c128 has here the same grid as n64_h64_t4, `_ctas`: a
 # replicate), and rings of odd sizes: one CTA walks 5 heads with saturated gates, three CTAs 5
 # each of 15, and 5 heads on CTAS = 4 take 3 CTAs (the balanced grid)
-SUITE = B.ring_suite(kda_decode_cols, constraints, [
+SUITE = B.ring_suite(kda_decode_cols, constraints, inputs=inputs, extra=[
     T.case("n5_h1_t4_deep_c1", N=5, H=1, TT=4, CTAS=1, gate="deep"),
     T.case("n5_h3_t3_c3", N=5, H=3, TT=3, CTAS=3),
     T.case("n5_h1_t2_c4", N=5, H=1, TT=2, CTAS=4),
@@ -539,6 +671,13 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, [
     T.case("n1_h3_t4_st", N=1, H=3, TT=4, START=1),
     T.case("n7_h1_t2_c2_pwst", N=7, H=1, TT=2, CTAS=2, PREP=2, START=1),
     T.case("n5_h3_t3_c3_pwst", N=5, H=3, TT=3, CTAS=3, PREP=2, START=1, gate="slow"),
+    # DYN = 1 (session 21: each CTA takes its heads from a counter, not the static walk; the
+    # SMs' own rates differ by up to 35%): 7 heads on 2 CTAs, 15 on 3 with slow gates, 5 on
+    # one CTA with deep gates, 3 heads on 3 CTAs (one each, or none), every token count
+    T.case("n7_h1_t2_c2_dyn", N=7, H=1, TT=2, CTAS=2, DYN=1),
+    T.case("n5_h3_t3_c3_dyn", N=5, H=3, TT=3, CTAS=3, DYN=1, gate="slow"),
+    T.case("n5_h1_t4_deep_c1_dyn", N=5, H=1, TT=4, CTAS=1, gate="deep", DYN=1),
+    T.case("n1_h3_t1_dyn", N=1, H=3, TT=1, DYN=1),
 ] + [T.case(f"{c.name}_{kind}", small=False, tags=("ring",), PREP=1, **tail, **c.params)
      for kind, tail in (("prep", {}), ("tail", {"TAIL": 1}))
      for c in B.D.SUITE.cases if not c.small]
@@ -550,8 +689,11 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, [
   # kda_bench.sh decodecols4 times them beside `_pw` and the control)
   + [T.case(f"{c.name}_pwtail", small=False, tags=("pwtail", "alt"), PREP=2, TAIL=1,
             **c.params) for c in B.D.SUITE.cases if not c.small]
-  # and START = 1's twins of the control and of PREP = 2 (session 21; kda_bench.sh
-  # decodecols5 times them beside the control)
+  # then DYN = 1's twins of the control (session 21: heads from a counter; kda_bench.sh
+  # decodecols5 times them after the control)
+  + [T.case(f"{c.name}_dyn", small=False, tags=("dyn", "alt"), DYN=1, **c.params)
+     for c in B.D.SUITE.cases if not c.small]
+  # and START = 1's twins of the control and of PREP = 2 (session 21; decodecols5 times `_st`)
   + [T.case(f"{c.name}_{kind}", small=False, tags=("start", "alt"), START=1, **prep, **c.params)
      for kind, prep in (("st", {}), ("pwst", {"PREP": 2}))
      for c in B.D.SUITE.cases if not c.small])
