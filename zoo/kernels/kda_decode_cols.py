@@ -251,6 +251,16 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         return [(st.at(stage, c, 0), state.at(hd * HEAD + c * chunk), chunk * 4)
                 for c in range(CHUNKS)]
 
+    def state_stores(hd, stage):
+        """`state_copies` the other way: (global dst, shared src, bytes) of head hd's chunks."""
+        return [(src, dst, nbytes) for dst, src, nbytes in state_copies(hd, stage)]
+
+    def store_head(hd, stage):
+        """Lane 0 of the producer: head hd's state back from `stage`, one bulk async-group."""
+        for dst, src, nbytes in state_stores(hd, stage):
+            T.ptx["cp.async.bulk.global.shared::cta.bulk_group"](dst, src, nbytes)
+        T.ptx.cp.async_.bulk.commit_group()
+
     def load(j, stage):
         """The j-th head's state (16 padded chunks) and tokens into `stage` (PREP: the tokens
         first, on their own barrier `tok`, so that the producer warp prepares their gates
@@ -334,10 +344,8 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
 
     def store_and_refill(j, prev):
         """Lane 0 of the producer: the j-th head's state back (kda_decode_bulk's ring)."""
-        hd = cta + j * grid
-        B.store_and_refill([(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c, 0),
-                             chunk * 4) for c in range(CHUNKS)],
-                           j, mine, STAGES, lambda: load(j + (STAGES - 1), prev))
+        B.store_and_refill(state_stores(cta + j * grid, ring.stage), j, mine, STAGES,
+                           lambda: load(j + (STAGES - 1), prev))
 
     def store_or_defer(j, prev):
         """Lane 0 of the producer once the j-th head is `done`: its store and the refill of the
@@ -362,13 +370,10 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         with T.if_(j + STAGES >= mine):
             last = mine - 1          # the CTA's last head: its stage's phase
             full[last % STAGES].wait((last / STAGES) & 1)
-            hd = cta + j * grid
-            for c in range(CHUNKS):
-                T.ptx["cp.async.bulk.global.shared::cta.bulk_group"](
-                    state.at(hd * HEAD + c * chunk), st.at(stage, c, 0), chunk * 4)
-            T.ptx.cp.async_.bulk.commit_group()
+            store_head(cta + j * grid, stage)
 
     ring = T.pipeline(STAGES)
+
     def dynamic_producer():
         """DYN, the producer's lane 0: the first STAGES heads from the counter, then kda_decode_
         bulk's ring (the j-th head's store, the previous stage's refill once that store read it)
@@ -393,11 +398,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         with T.while_(lambda: j < taken):
             with T.iket.range("wait_done"):
                 done[ring.stage].wait(ring.phase)
-            hd = T.ptx.ld.shared.u32(hidx.at(ring.stage))
-            bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
-            for c in range(CHUNKS):
-                bulk_store(state.at(hd * HEAD + c * chunk), st.at(ring.stage, c, 0), chunk * 4)
-            T.ptx.cp.async_.bulk.commit_group()
+            store_head(T.ptx.ld.shared.u32(hidx.at(ring.stage)), ring.stage)
             with T.if_((j > 0) & (live != 0)):
                 T.ptx.cp.async_.bulk.wait_group.read(1)   # the previous head's store has read
                 take_and_load(prev)
@@ -410,12 +411,14 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         with T.if_(lane == 0):
             if DYN:
                 dynamic_producer()
-            for s in range(STAGES if not DYN else 0):
-                with T.if_(mine > s):
-                    if START and s == 1:
-                        # START = 1: the first head lands before the other stages are asked for
-                        full[0].wait(0)
-                    load(s, s)
+            else:
+                for s in range(STAGES):
+                    with T.if_(mine > s):
+                        if START and s == 1:
+                            # START = 1: the first head lands before the other stages are asked
+                            # for
+                            full[0].wait(0)
+                        load(s, s)
             if PREP != 1 and not DYN:
                 prev = T.reg(T.u32, init=0)      # the stage of the previous head
                 with T.range(mine) as j:
@@ -555,7 +558,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                 cur.set(nxt)
             return
         with T.range(mine) as j:
-            hd, n, h = head_of(j)
+            _, n, h = head_of(j)
             if PREP:
                 tok[ring.stage].wait(ring.phase)
                 ready[ring.stage].wait(ring.phase)
