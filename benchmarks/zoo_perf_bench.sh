@@ -110,6 +110,13 @@
 #     the measured best, and `_v4_g1fu_sd2`), then their `_pk` forms; smoke over the small
 #     PK cases; run with TOTAL_LIMIT=200; predictions in docs/PERFORMANCE.md ("Session 15,
 #     branch topk11") and docs/TUNING.md ("top-k (session 15, branch topk11)")
+#   MODE=scan12: ONLY session 22's bf16 top-k in 4 KB steps (`_v8_g1fu_sd2_pk`: a step
+#     filtered as two groups of 4 vectors) after its in-job controls (the measured best
+#     `_v4_g1fu_w32_sd2_pk` and `_v4_g1fu_sd2_pk`), one shard; before it three iket timelines
+#     (a `wait` range a step, `row_end` a row: benchmarks/item_timeline.py reads them) of
+#     bf16's best at 32 and 16 warps an SM and of f32 8192's best, 60 s at most each
+#     (PROFILES='' skips them); smoke over the small bf16 `_v8` cases; run with
+#     TOTAL_LIMIT=330; predictions in docs/PERFORMANCE.md ("Session 22: top-k")
 #   MODE=cum9: ONLY session 12's `cumsum_persist` (zoo/kernels/cumsum_persist.py: persistent
 #     CTAs, a bulk-copy tile ring, tile k+1's load issued before tile k's look-back) beside
 #     cumsum_tma's measured best (`_k8` at 1 x 64M and 8 x 4M, the in-job controls, a shard of
@@ -361,6 +368,22 @@ elif [ "${MODE:-all}" = scan11 ]; then
     N_R1="${T11_B}_v4_g1fu_w32_sd2]@ or ${T11_B}_v4_g1fu_sd2]@ or \
 ${T11_B}_v4_g1fu_w32_sd2_pk]@ or ${T11_B}_v4_g1fu_sd2_pk]@"
     SHARDS_ALL="h200 and ($N_R1)"
+elif [ "${MODE:-all}" = scan12 ]; then
+    SMOKE_K="not h200 and topk_bf16_warp and _v8"
+    T12_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    N_R1="${T12_B}_v4_g1fu_w32_sd2_pk]@ or ${T12_B}_v4_g1fu_sd2_pk]@ or \
+${T12_B}_v8_g1fu_sd2_pk]@"
+    SHARDS_ALL="h200 and ($N_R1)"
+    # where a warp's time goes (iket: a `wait` a step, a `row_end` a row): bf16's best at 32
+    # and at 16 warps an SM, and f32 8192's best (74%); capacities hold the busiest warp's
+    # 2 (1 + rows x (steps + 1)) events with room for second reads
+    export PROFILES="${PROFILES-kernels/topk_warp.py::topk_bf16_warp[r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk] --iket --iket-capacity 160;\
+kernels/topk_warp.py::topk_bf16_warp[r8192_c32768_k64_st_a_v4_g1fu_sd2_pk] --iket --iket-capacity 320;\
+kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g1fu_sd] --iket --iket-capacity 192}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
+    # the traces (~13-22 MB each) may make the archive too large to come back: their figures
+    # are also written to $OUT/item_timeline.txt on the GPU host
+    ITEM_TIMELINE="--item row_end --wait wait"
 elif [ "${MODE:-all}" = cum9 ]; then
     SMOKE_K="not h200 and cumsum_persist"
     # the controls in a shard of their own: a shard runs in file order, and cumsum_persist.py
@@ -432,8 +455,8 @@ h200 and (reg_copy[r16384_c8192_pol]@)"
 elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'" \
-        "or 'scan11'" >&2
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
+        "'scan11' or 'scan12'" >&2
     exit 2
 fi
 }
@@ -468,3 +491,8 @@ SMOKE="$SMOKE_K" SMOKE_EXEC_S=15 SMOKE_LIMIT="${SMOKE_LIMIT:-60}" SHARDS="$SHARD
     TAIL="${TAIL:-12}" bash benchmarks/gpu_bench.sh
 OUT="${OUT:-$PWD/gpu_out}"
 python3 benchmarks/zoo_perf_summary.py /tmp/gpu_bench/bench_*.jsonl | tee "$OUT/zoo_perf_summary.md"
+if [ -n "${ITEM_TIMELINE:-}" ] && compgen -G "/tmp/gpu_bench/profile_*/" >/dev/null; then
+    # shellcheck disable=SC2086  # the options, split on purpose
+    python3 benchmarks/item_timeline.py $ITEM_TIMELINE /tmp/gpu_bench/profile_*/ \
+        | tee "$OUT/item_timeline.txt"
+fi

@@ -110,8 +110,8 @@ def test_an_unknown_mode_is_refused():
     r = _list("fast")
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
-        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12' or " \
-        "'scan11'" in r.stderr
+        "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12', " \
+        "'scan11' or 'scan12'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -285,6 +285,43 @@ def test_scan11_mode_leads_with_its_controls_then_the_pk_forms():
     assert sorted(smoke) == sorted([
         "topk_bf16_warp[r5_c1000_k33_pk]", "topk_bf16_warp[r5_c4104_k9_pk2]",
         "topk_bf16_warp[r3_c3000_k50_v4_pk]"]), smoke
+
+
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_scan12_mode_leads_with_its_controls_then_the_4k_steps():
+    """docs/PERFORMANCE.md's session-22 predictions name these items: bf16 8192 x 32768's
+    measured best (`_v4_g1fu_w32_sd2_pk`) and its 16-warp form as in-job controls, then the 4
+    KB steps (`_v8_g1fu_sd2_pk`); the smoke is the two small bf16 VECS 8 cases and no other."""
+    shards, smoke = _timed_and_smoke("scan12")
+    b = "topk_bf16_warp[r8192_c32768_k64_st_a"
+    assert shards == [[f"{b}_v4_g1fu_w32_sd2_pk]", f"{b}_v4_g1fu_sd2_pk]",
+                       f"{b}_v8_g1fu_sd2_pk]"]]
+    assert sorted(smoke) == ["topk_bf16_warp[r3_c4104_k50_v8sd2pk]",
+                             "topk_bf16_warp[r5_c3112_k64_v8]"]
+
+
+def test_scan12_timelines_hold_their_busiest_warp():
+    """The three iket profiles of MODE=scan12 name cases that exist, and each capacity holds
+    the busiest warp's events: 2 a range, a `wait` a step and a `row_end` a row on the warp
+    with the most rows (rows over the grid's warps, rounded up), a `seed` first, and room for
+    at least two rows read again (an `again` each). Too small a capacity loses events and the
+    timeline's counts (benchmarks/item_timeline.py then exits 1)."""
+    from tests.zoo.zoo_modules import load
+    mod = load("topk_warp")
+    block = re.search(r'scan12 \]; then(.*?)\nelif', SCRIPT.read_text(), re.S).group(1)
+    profiles = re.findall(r"kernels/topk_warp\.py::(\w+)\[(\w+)\] --iket --iket-capacity (\d+)",
+                          block)
+    assert len(profiles) == 3
+    for kernel, name, cap in profiles:
+        suite = mod.SUITE_F32 if kernel == "topk_f32_warp" else mod.SUITE_BF16
+        case = next(c for c in suite.cases if c.name == name)
+        p = suite.consts(case)
+        warps = suite.grid(case)[0] * p["WARPS"]
+        rows = -(-case.params["rows"] // warps)
+        vec = 4 if kernel == "topk_f32_warp" else 8
+        steps = -(-(-(-p["cols"] // vec) // 32) // p["VECS"])
+        need = 2 * ((1 if p["SEED"] else 0) + rows * (steps + 1) + 2)
+        assert need <= int(cap) <= need + 64, (name, need, cap)
 
 
 @pytest.mark.slow(reason="eleven tirxh bench --collect-only runs over the zoo")

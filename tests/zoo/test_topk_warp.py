@@ -51,7 +51,7 @@ def test_a_row_below_the_carried_threshold_is_scanned_again_and_exact():
 
 
 def test_without_the_fallback_exactly_the_shifted_rows_go_wrong(tmp_path):
-    mut = load_mutant("topk_warp", "        with T.if_(buf.count() < k, uniform=True):\n",
+    mut = load_mutant("topk_warp", "        with T.if_(buf.count() < k, uniform=True), T.iket.range(\"again\"):\n",
                       "        with T.if_(buf.count() > 0xFFFFFFF, uniform=True):\n", tmp_path)
     suite, case, inputs = _shifted_inputs()
     res, _ = simulate(mut.SUITE_F32, case, inputs=inputs)
@@ -62,7 +62,7 @@ def test_rows_like_the_last_need_no_second_read(tmp_path):
     """Normal rows, three per warp, the second read disabled: every row after a warp's first
     starts from the carried threshold (the rank-2k value, or the smallest entry cut to 12 bits
     where fewer were buffered) and is still exact, so the carried value was reached by k."""
-    mut = load_mutant("topk_warp", "        with T.if_(buf.count() < k, uniform=True):\n",
+    mut = load_mutant("topk_warp", "        with T.if_(buf.count() < k, uniform=True), T.iket.range(\"again\"):\n",
                       "        with T.if_(buf.count() > 0xFFFFFFF, uniform=True):\n", tmp_path)
     for k, cap in ((64, 320), (5, 512)):
         case = MOD.make_case("normal", rows=6, cols=2048, k=k, WARPS=2, CTAS=1, CAP=cap)
@@ -144,8 +144,9 @@ def test_sync_check_clean():
     ("bf16", dict(rows=1, cols=1024, k=4, STRICT=2, dt="bf16"), r"STRICT=2 must be 0 or 1"),
     ("f32", dict(rows=1, cols=1024, k=4, APPEND=2), r"APPEND=2 must be 0 \(per-lane shared "
                                                     r"atomics\) or 1"),
-    ("bf16", dict(rows=1, cols=1024, k=4, VECS=8, STAGES=16, CAP=512, APPEND=1, dt="bf16"),
-     r"VECS=8 vectors of 8 elements exceed the 32 bits"),
+    ("bf16", dict(rows=1, cols=1024, k=4, VECS=6, STAGES=12, CAP=512, APPEND=1, dt="bf16"),
+     r"VECS=6 vectors of 8 elements: APPEND=1 filters a step in groups of 4 vectors .* at "
+     r"most 4 or a multiple of it"),
     ("f32", dict(rows=1, cols=1024, k=4, CAP=64, APPEND=1), r"CAP=64 must be a multiple of 32 "
                                                             r"with room .* one append round "
                                                             r"\(32\): at least 96"),
@@ -548,3 +549,51 @@ def test_pk_compares_bf16_halves_in_place_bit_identical_and_cheaper():
     assert ops1["shl"] < ops0["shl"] and ops1["selp"] < ops0["selp"] / 4
     assert "max.f" not in ops1 and ops1["mov.unpack"] > 0
 
+
+
+def test_the_iket_build_records_each_step_wait_and_row_end_and_computes_the_same(tmp_path,
+                                                                                   capsys):
+    """`tirxh profile --iket` on topk_warp (session 22: does a warp wait for its data, or spend
+    its time at the row end? QUEUE 95): the profiling build, run by numsim on two warps whose
+    rows 2 and 3 lie far below the rows before them (each read a second time from -inf, nested
+    in its row end), computes what the plain build computes and records, per warp, a `wait` a
+    step and a `row_end` a row (the `again` inside it where the row was read again); with SEED,
+    one `seed` first. benchmarks/item_timeline.py counts the rows from it."""
+    iket = pytest.importorskip("tirxh_iket.transform")
+    decode = pytest.importorskip("tirxh_iket.decode").decode
+    ns = pytest.importorskip("tirxh_numsim")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "item_timeline", Path(__file__).resolve().parents[2] / "benchmarks" / "item_timeline.py")
+    it = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(it)
+    suite, case, inputs = _shifted_inputs()
+    seeded = MOD.make_case("shifted_sd", rows=4, cols=2048, k=8, WARPS=2, CTAS=1, VECS=4,
+                           STAGES=12, CAP=96, STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2)
+    for c, first in ((case, []), (seeded, ["seed"])):
+        steps = 2048 // 4 // 32 // suite.consts(c)["VECS"]   # 16 vectors a lane a row
+        grid = suite.grid(c)
+        ck, layout = iket.compile_profiling_build(suite.kernel, "sm_90a", suite.consts(c),
+                                                  capacity=64)
+        plain, _ = simulate(suite, c, inputs=inputs)
+        trace = np.zeros(layout.buffer_bytes(grid) // 8, np.uint64)
+        prof = ns.run(ck, dict(inputs, iket_trace=trace), grid=grid)
+        assert prof.verdict == "clean"
+        for out in suite.outputs:
+            np.testing.assert_array_equal(prof.outputs[out], plain.outputs[out])
+        tl = decode(prof.outputs["iket_trace"].view(np.uint8), layout)
+        assert tl.issues == [] and len(tl.warps) == 2
+        for w in tl.warps:   # warp w: rows w (near the others) and w + 2 (read again)
+            want = first + (["wait"] * steps + ["row_end"]) * 2 + ["again"]
+            assert [s.name for s in w.spans] == want, (c.name, w.warp)
+            again = w.spans[-1]
+            assert again.depth == 1 and w.spans[-2].start <= again.start <= again.end
+        a = it.analyze(tl, "row_end")
+        assert (a["warps"], a["items"], a["items_per_warp"]) == (2, 4, [2, 2])
+    # the command line on the files a profile returns (MODE=scan12 runs it on the GPU host)
+    node = tmp_path / "profile_0" / "node"
+    node.mkdir(parents=True)
+    (node / "iket_trace.bin").write_bytes(prof.outputs["iket_trace"].tobytes())
+    (node / "iket_trace.layout.json").write_text(layout.dumps())
+    assert it.main([str(tmp_path / "profile_0"), "--item", "row_end", "--wait", "wait"]) == 0
+    assert "2 warps on 1 SMs, 4 items (2-2 a warp)" in capsys.readouterr().out

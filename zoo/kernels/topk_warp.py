@@ -100,11 +100,20 @@ compared with its bf16 in place (``mov.b32 {lo, hi}``, ``setp.ge.bf16`` x 2: one
 the bits OR'ed in under the predicates (13-15 SASS a vector); the reach test compares the packed
 maximum's halves the same way. The same elements pass: outputs bit-identical to PK=0.
 
+iket (session 22): each step's ``cp.async.wait_group`` is a `wait` range, the row's end (the
+final refine, ranking and store) a `row_end`, a second read an `again` inside it and the first
+row's seed a `seed`; nothing in a normal build. ``tirxh profile --iket`` then shows whether a
+warp waits for its data, spends its time at the row end, or ends early beside slower warps
+(`benchmarks/item_timeline.py` reduces the trace to those shares). A step of more than 32
+elements (bf16 VECS 8, `_v8`: 4 KB steps, as f32's) is filtered and appended as groups of
+32 / VEC vectors, one APPEND mask and one ``vote.any`` each, under one commit group and wait.
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
 
-Tags: radix-select, warp-per-row, threshold-filter, cp-async, warp-ballot, redux, persistent
+Tags: radix-select, warp-per-row, threshold-filter, cp-async, warp-ballot, redux, persistent,
+iket
 Work: the row read once; numsim counts (PTX warp-instructions per row, normal data, a warp's
 first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, bf16 32768 k64
 22.8k / 13.0k.
@@ -123,7 +132,7 @@ if str(Path(__file__).parent) not in sys.path:
 import topk as _tk  # noqa: E402  (after the path set-up above)
 
 TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ballot", "redux",
-        "persistent")
+        "persistent", "iket")
 
 FULL = 0xFFFFFFFF
 MAX_COLS = 1 << 16
@@ -675,6 +684,9 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
     ring = _Ring(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, gw, grid_warps)
     steps = ring.steps
     ahead = STAGES // VECS - 1                         # steps in flight beyond the current
+    # APPEND=1's step mask has 32 bits: a step of more elements (bf16 VECS 8, session 22) is
+    # filtered and appended as groups of 32 // vec vectors, one mask and one vote each
+    group = min(VECS, 32 // vec) if APPEND else VECS
     mine = T.reg(T.u32, init=0)                       # this warp's rows: gw, gw + W, ...
     with T.if_(gw < rows, uniform=True):
         mine.set((rows - 1 - gw) / grid_warps + 1)
@@ -688,9 +700,10 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
     for _ in range(ahead):                             # the ring's first stages in flight
         ring.issue()
     if SEED:
-        seed = _seed(ring, gw < rows, k, cols, dt, ahead, SEED_MISS_BY_MODE[SEED])
-        if seed is not None:
-            buf.guess.set(seed)
+        with T.iket.range("seed"):
+            seed = _seed(ring, gw < rows, k, cols, dt, ahead, SEED_MISS_BY_MODE[SEED])
+            if seed is not None:
+                buf.guess.set(seed)
     row = T.reg(T.u32, init=gw)
     v = T.reg(T.u32, init=0)                           # the row's next vector step (x VECS)
     soff = T.reg(T.u32, init=0)                        # its stages' offset in the ring
@@ -734,7 +747,8 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
 
     with T.range(mine * (steps // VECS)):
         ring.issue()                                   # into the stages the last step read
-        T.ptx.cp.async_.wait_group(ahead)              # this step's stages landed
+        with T.iket.range("wait"):
+            T.ptx.cp.async_.wait_group(ahead)          # this step's stages landed
         vectors = []
         at = ring.sbase + soff
         for u in range(VECS):
@@ -745,17 +759,18 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                             lambda j, u=u: _element_bits(
                                 T.ptx.ld.shared.b32(ir.Addr(at + (j >> (vec // 8)) * 4,
                                                             u * 512)), j, dt)))
-        examine(vectors, (v * 32 + lane) * vec,
-                lambda e: _element_bits(T.ptx.ld.shared.b32(ir.Addr(
-                    at + (e >> LOG2[vec]) * 512 + ((e & (vec - 1)) >> (vec // 8)) * 4, 0)),
-                    e, dt))
+        for g in range(0, VECS, group):
+            examine(vectors[g:g + group], ((v + g if g else v) * 32 + lane) * vec,
+                    lambda e, g=g: _element_bits(T.ptx.ld.shared.b32(ir.Addr(
+                        at + (e >> LOG2[vec]) * 512 + ((e & (vec - 1)) >> (vec // 8)) * 4,
+                        g * 512)), e, dt))
         soff.set(soff + VECS * 512)
         T.ptx.mov.u32(soff, 0, pred=soff == ring.span)
         v.set(v + VECS)
-        with T.if_(v == steps, uniform=True):          # the row's last vectors: select it
+        with T.if_(v == steps, uniform=True), T.iket.range("row_end"):  # select the row
             # fewer than k elements reached the previous row's guess (the row is unlike it):
             # once more from -inf, straight from global memory (exact, slower)
-            with T.if_(buf.count() < k, uniform=True):
+            with T.if_(buf.count() < k, uniform=True), T.iket.range("again"):
                 buf.reset(NEG_INF)
                 with T.range(0, steps, VECS) as u0:
                     again = []
@@ -767,9 +782,12 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                         again.append((words, ucol < nvec, lambda ucol=ucol: ucol * vec,
                                       lambda j, ucol=ucol: _global_bits(
                                           x, row * cols + ucol * vec + j, dt)))
-                    examine(again, (u0 * 32 + lane) * vec,
-                            lambda e, u0=u0: _global_bits(
-                                x, row * cols + _step_col((u0 * 32 + lane) * vec, e, vec), dt))
+                    for g in range(0, VECS, group):
+                        def base(g=g, u0=u0):     # the group's first column (traced per use)
+                            return ((u0 + g if g else u0) * 32 + lane) * vec
+                        examine(again[g:g + group], base(),
+                                lambda e, base=base: _global_bits(
+                                    x, row * cols + _step_col(base(), e, vec), dt))
             # a row that started from a good guess ends with ~2k entries: a refine over 8 per
             # lane costs half of one over CAP / 32; FE (scan7): fewer, every count round and
             # compaction round of the row's end is E setp + E dependent adds
@@ -851,9 +869,10 @@ def _constraints(dt):
                           f"{_tk.MAX_K + room}"))
         if APPEND not in (0, 1):
             why.append(f"APPEND={APPEND} must be 0 (per-lane shared atomics) or 1 (warp rounds)")
-        elif APPEND and VECS * vec > 32:
-            why.append(f"VECS={VECS} vectors of {vec} elements exceed the 32 bits of APPEND=1's "
-                       "mask of a step's elements")
+        elif APPEND and VECS * vec > 32 and VECS % (32 // vec):
+            why.append(f"VECS={VECS} vectors of {vec} elements: APPEND=1 filters a step in "
+                       f"groups of {32 // vec} vectors (its 32-bit mask), so VECS must be at "
+                       f"most {32 // vec} or a multiple of it")
         if not 1 <= WARPS <= 32:
             why.append(f"WARPS={WARPS} must be in [1, 32]")
         elif smem_bytes(WARPS, STAGES, CAP) > SMEM_LIMIT:
@@ -1116,6 +1135,15 @@ SUITE_BF16 = T.suite(
                   PK=1),
         make_case("r3_c3000_k50_v4_pk", rows=3, cols=3000, k=50, WARPS=1, CTAS=1, VECS=4,
                   CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, PK=1),
+        # VECS 8 (session 22): 4 KB steps filtered as two groups of 4 vectors (APPEND's 32-bit
+        # mask each): seeded and PK over 4104 (513 vectors: the last step holds one, in its
+        # first group), k 64 from -inf without PK over 3112 (389 vectors: the last step's
+        # second group partly in the row; ties in row 0), 2 warps
+        make_case("r3_c4104_k50_v8sd2pk", rows=3, cols=4104, k=50, WARPS=1, CTAS=1, VECS=8,
+                  STAGES=24, CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2,
+                  PK=1),
+        make_case("r5_c3112_k64_v8", rows=5, cols=3112, k=64, WARPS=2, CTAS=1, VECS=8,
+                  STAGES=16, CAP=128, dt="bf16", STRICT=1, APPEND=1, FE=3, GUESS=1, FUSE=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
@@ -1152,6 +1180,11 @@ SUITE_BF16 = T.suite(
         # HSETP2 a word, no f32 expansion): the pass masks were 46% of a later row's PTX
         make_case("r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk", **_KB16, **_W32, SEED=2, PK=1),
         make_case("r8192_c32768_k64_st_a_v4_g1fu_sd2_pk", **_KB16, **_V4, FE=5, SEED=2, PK=1),
+        # scan12 (session 22, docs/TUNING.md "top-k (session 22)"): bf16 in 4 KB steps, as f32's
+        # `_v8` (f32 32768 `_v4_g1fu` -> `_v8_g1fu` 156.85 -> 152.78 us in one job): a step
+        # filtered as two groups of 4 vectors
+        make_case("r8192_c32768_k64_st_a_v8_g1fu_sd2_pk", **_KB16, **_V8, CAP=192, FE=5, SEED=2,
+                  PK=1),
     ],
     constraints=constraints_bf16,
 )
