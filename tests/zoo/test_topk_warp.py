@@ -116,7 +116,9 @@ def test_sync_check_clean():
                         (MOD.SUITE_F32, "r3_c8196_k50_v8_sd2"),
                         (MOD.SUITE_BF16, "r5_c4104_k9_sd2"),
                         (MOD.SUITE_BF16, "r5_c1000_k33_pk"), (MOD.SUITE_BF16, "r5_c4104_k9_pk2"),
-                        (MOD.SUITE_BF16, "r3_c3000_k50_v4_pk")):
+                        (MOD.SUITE_BF16, "r3_c3000_k50_v4_pk"),
+                        (MOD.SUITE_BF16, "r5_c4104_k50_v4_bk"),
+                        (MOD.SUITE_BF16, "r5_c3112_k64_v8_bk")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -597,3 +599,29 @@ def test_the_iket_build_records_each_step_wait_and_row_end_and_computes_the_same
     (node / "iket_trace.layout.json").write_text(layout.dumps())
     assert it.main([str(tmp_path / "profile_0"), "--item", "row_end", "--wait", "wait"]) == 0
     assert "2 warps on 1 SMs, 4 items (2-2 a warp)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("old,new,sync_kinds,race_kinds", [
+    # lane 0 refills the slot while other lanes may still read it (no order among the lanes)
+    ("        T.ptx.bar.warp.sync(FULL)     # every lane's reads of the slot (the last step's) "
+     "done\n", "\n", set(), {"race.divergent-lanes"}),
+    # the slot read before its bytes landed, copies still pending at exit
+    ("        self._bar(self.cslot).wait(self.cpar)\n", "\n",
+     {"exit.async-write-pending", "mbarrier.arrival-count"},
+     {"race.read-write", "race.write-write"}),
+    # the previous phase's parity: the wait passes at once on a refilled slot
+    ("        self._bar(self.cslot).wait(self.cpar)\n",
+     "        self._bar(self.cslot).wait(self.cpar ^ 1)\n", {"mbarrier.phase-overrun"}, set()),
+])
+def test_the_bulk_ring_orders_are_load_bearing(old, new, sync_kinds, race_kinds, tmp_path):
+    """BULK=1 (session 22): the checkers pass the bulk-copied ring (test_sync_check_clean) and
+    fail it without each of its orders: the warp's reads of a slot before lane 0 refills it, the
+    slot's phase before it is read, and the phase's parity."""
+    sc = pytest.importorskip("tirxh_sync_check")
+    mut = load_mutant("topk_warp", old, new, tmp_path)
+    suite = mut.SUITE_BF16
+    case = _case(suite, "r5_c4104_k50_v4_bk")
+    sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
+                                 consts=suite.consts(case), grid=suite.grid(case))
+    assert {f.kind for f in sync.findings} == sync_kinds
+    assert {f.kind for f in race.findings} == race_kinds
