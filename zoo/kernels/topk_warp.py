@@ -518,8 +518,11 @@ class _Ring:
     cursors are byte offsets and a 64-bit global pointer, advanced by adds, so a step costs
     ~10 instructions of bookkeeping for all its vectors."""
 
+    ALIGN = 16             # the ring's alignment (a bulk copy's destination wants 128)
+    LANE_POINTER = True    # the global cursor points at this lane's vector (bulk: the step's)
+
     def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step):
-        self.data = T.shared(T.b32, (WARPS * STAGES * 32 * 4,), name="ring", align=16)
+        self.data = T.shared(T.b32, (WARPS * STAGES * 32 * 4,), name="ring", align=self.ALIGN)
         self.rows, self.nvec, self.S, self.V = rows, nvec, STAGES, VECS
         self.lane = buf.lane
         self.steps = T.cdiv(T.cdiv(nvec, 32), VECS) * VECS    # vectors per lane per row
@@ -531,7 +534,8 @@ class _Ring:
         self.row = T.reg(T.u32, init=first_row)
         self.v = T.reg(T.u32, init=0)
         self.gp = T.reg(T.u64, init=0)
-        self.gp.set(x.at(first_row * cols + self.lane * vec).base)
+        self.gp.set(x.at(first_row * cols + self.lane * vec if self.LANE_POINTER else
+                         first_row * cols).base)
         # to the next row's first vector: W rows on, less the row's (padded) steps
         self.jump = T.ptx.cvt.u64.u32(row_step * (cols * esize)) - T.reg(
             T.u64, init=self.steps * 512)
@@ -588,30 +592,18 @@ class _BulkRing(_Ring):
     A row's last step copies only the row's bytes (a tail); no step past the warp's rows is
     asked for, so every copy is waited on before exit."""
 
+    ALIGN = 128
+    LANE_POINTER = False
+
     def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step):
-        self.data = T.shared(T.b32, (WARPS * STAGES * 32 * 4,), name="ring", align=128)
-        self.rows, self.nvec, self.S, self.V = rows, nvec, STAGES, VECS
-        self.lane = buf.lane
-        self.steps = T.cdiv(T.cdiv(nvec, 32), VECS) * VECS
-        self.tail = self.steps * 32 != nvec
+        super().__init__(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step)
         self.nst = STAGES // VECS                               # step slots a warp
         self.bars = T.mbarrier(WARPS * self.nst, name="full")
         self.wbase = self.data.ptr() + buf.warp * (STAGES * 512)  # the warp's ring
-        self.sbase = self.wbase + buf.lane * 16                    # this lane's vectors
         self.bbase = self.bars.buf.ptr() + buf.warp * (self.nst * 8)
-        self.span = STAGES * 512
-        esize = 16 // vec
-        self.row = T.reg(T.u32, init=first_row)
-        self.v = T.reg(T.u32, init=0)
-        self.gp = T.reg(T.u64, init=0)
-        self.gp.set(x.at(first_row * cols).base)               # the step's first byte
-        self.jump = T.ptx.cvt.u64.u32(row_step * (cols * esize)) - T.reg(
-            T.u64, init=self.steps * 512)
-        self.soff = T.reg(T.u32, init=0)                       # issue: the slot's offset
-        self.islot = T.reg(T.u32, init=0)
+        self.islot = T.reg(T.u32, init=0)                      # issue: the slot
         self.cslot = T.reg(T.u32, init=0)                      # wait: the slot and its parity
         self.cpar = T.reg(T.u32, init=0)
-        self.row_step = row_step
         with T.if_(buf.lane == 0):
             for i in range(self.nst):
                 T.MBarrierRef(ir.Addr(self.bbase, 8 * i)).init(1)
