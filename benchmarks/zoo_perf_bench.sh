@@ -110,14 +110,15 @@
 #     the measured best, and `_v4_g1fu_sd2`), then their `_pk` forms; smoke over the small
 #     PK cases; run with TOTAL_LIMIT=200; predictions in docs/PERFORMANCE.md ("Session 15,
 #     branch topk11") and docs/TUNING.md ("top-k (session 15, branch topk11)")
-#   MODE=scan12: ONLY session 22's bf16 top-k in 4 KB steps (`_v8_g1fu_sd2_pk`: a step
-#     filtered as two groups of 4 vectors; `_bk`: the same ring filled by lane 0's bulk copy
-#     a step) after its in-job controls (the measured best `_v4_g1fu_w32_sd2_pk` and
-#     `_v4_g1fu_sd2_pk`), one shard; before it three iket timelines
+#   MODE=scan12: ONLY session 22's top-k variants: bf16 in 4 KB steps (`_v8_g1fu_sd2_pk`: a
+#     step filtered as two groups of 4 vectors; `_bk`: the same ring filled by lane 0's bulk
+#     copy a step) and the measured best with its row end by one bitonic sort (`_so`) after
+#     their in-job controls (`_v4_g1fu_w32_sd2_pk`, `_v4_g1fu_sd2_pk`); f32 8192's best
+#     (`_v8_g1fu_sd`) and its `_so`, a shard each; before them three iket timelines
 #     (a `wait` range a step, `row_end` a row: benchmarks/item_timeline.py reads them) of
 #     bf16's best at 32 and 16 warps an SM and of f32 8192's best, 60 s at most each
-#     (PROFILES='' skips them); smoke over the small bf16 `_v8` and `_bk` cases; run with
-#     TOTAL_LIMIT=330; predictions in docs/PERFORMANCE.md ("Session 22: top-k")
+#     (PROFILES='' skips them); smoke over the small bf16 `_v8`, `_bk` and `_so` cases; run with
+#     TOTAL_LIMIT=360; predictions in docs/PERFORMANCE.md ("Session 22")
 #   MODE=cum9: ONLY session 12's `cumsum_persist` (zoo/kernels/cumsum_persist.py: persistent
 #     CTAs, a bulk-copy tile ring, tile k+1's load issued before tile k's look-back) beside
 #     cumsum_tma's measured best (`_k8` at 1 x 64M and 8 x 4M, the in-job controls, a shard of
@@ -370,11 +371,13 @@ elif [ "${MODE:-all}" = scan11 ]; then
 ${T11_B}_v4_g1fu_w32_sd2_pk]@ or ${T11_B}_v4_g1fu_sd2_pk]@"
     SHARDS_ALL="h200 and ($N_R1)"
 elif [ "${MODE:-all}" = scan12 ]; then
-    SMOKE_K="not h200 and topk_bf16_warp and (_v8 or _bk)"
+    SMOKE_K="not h200 and topk_bf16_warp and (_v8 or _bk or _so)"
     T12_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    T12_F="topk_f32_warp[r16384_c8192_k50_st_a"
     N_R1="${T12_B}_v4_g1fu_w32_sd2_pk]@ or ${T12_B}_v4_g1fu_sd2_pk]@ or \
-${T12_B}_v8_g1fu_sd2_pk]@ or ${T12_B}_v8_g1fu_sd2_pk_bk]@"
-    SHARDS_ALL="h200 and ($N_R1)"
+${T12_B}_v8_g1fu_sd2_pk]@ or ${T12_B}_v8_g1fu_sd2_pk_bk]@ or ${T12_B}_v4_g1fu_w32_sd2_pk_so]@"
+    N_R2="${T12_F}_v8_g1fu_sd]@ or ${T12_F}_v8_g1fu_sd_so]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)"
     # where a warp's time goes (iket: a `wait` a step, a `row_end` a row): bf16's best at 32
     # and at 16 warps an SM, and f32 8192's best (74%); capacities hold the busiest warp's
     # 2 (1 + rows x (steps + 1)) events with room for second reads

@@ -291,16 +291,22 @@ def test_scan11_mode_leads_with_its_controls_then_the_pk_forms():
 def test_scan12_mode_leads_with_its_controls_then_the_4k_steps():
     """docs/PERFORMANCE.md's session-22 predictions name these items: bf16 8192 x 32768's
     measured best (`_v4_g1fu_w32_sd2_pk`) and its 16-warp form as in-job controls, then the 4
-    KB steps (`_v8_g1fu_sd2_pk`) and their bulk-copied ring (`_bk`); the smoke is the small
-    bf16 VECS 8 and BULK cases and no other."""
+    KB steps (`_v8_g1fu_sd2_pk`), their bulk-copied ring (`_bk`) and the best's sorted row end
+    (`_so`); f32 8192's best and its `_so` in a shard of their own; the smoke is the small bf16
+    VECS 8, BULK and SORT cases and no other."""
     shards, smoke = _timed_and_smoke("scan12")
     b = "topk_bf16_warp[r8192_c32768_k64_st_a"
+    f = "topk_f32_warp[r16384_c8192_k50_st_a"
     assert shards == [[f"{b}_v4_g1fu_w32_sd2_pk]", f"{b}_v4_g1fu_sd2_pk]",
-                       f"{b}_v8_g1fu_sd2_pk]", f"{b}_v8_g1fu_sd2_pk_bk]"]]
+                       f"{b}_v8_g1fu_sd2_pk]", f"{b}_v8_g1fu_sd2_pk_bk]",
+                       f"{b}_v4_g1fu_w32_sd2_pk_so]"],
+                      [f"{f}_v8_g1fu_sd]", f"{f}_v8_g1fu_sd_so]"]]
     assert sorted(smoke) == ["topk_bf16_warp[r3_c4104_k50_v8sd2pk]",
+                             "topk_bf16_warp[r5_c3112_k64_so]",
                              "topk_bf16_warp[r5_c3112_k64_v8]",
                              "topk_bf16_warp[r5_c3112_k64_v8_bk]",
-                             "topk_bf16_warp[r5_c4104_k50_v4_bk]"]
+                             "topk_bf16_warp[r5_c4104_k50_v4_bk]",
+                             "topk_bf16_warp[r5_c4104_k50_v4_so]"]
 
 
 def test_scan12_timelines_hold_their_busiest_warp():

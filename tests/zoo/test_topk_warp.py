@@ -118,7 +118,9 @@ def test_sync_check_clean():
                         (MOD.SUITE_BF16, "r5_c1000_k33_pk"), (MOD.SUITE_BF16, "r5_c4104_k9_pk2"),
                         (MOD.SUITE_BF16, "r3_c3000_k50_v4_pk"),
                         (MOD.SUITE_BF16, "r5_c4104_k50_v4_bk"),
-                        (MOD.SUITE_BF16, "r5_c3112_k64_v8_bk")):
+                        (MOD.SUITE_BF16, "r5_c3112_k64_v8_bk"),
+                        (MOD.SUITE_BF16, "r5_c4104_k50_v4_so"),
+                        (MOD.SUITE_BF16, "r5_c3112_k64_so")):
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
@@ -625,3 +627,49 @@ def test_the_bulk_ring_orders_are_load_bearing(old, new, sync_kinds, race_kinds,
                                  consts=suite.consts(case), grid=suite.grid(case))
     assert {f.kind for f in sync.findings} == sync_kinds
     assert {f.kind for f in race.findings} == race_kinds
+
+
+@pytest.mark.parametrize("dt,cols,k,extra", [
+    ("f32", 2052, 50, dict(VECS=8, STAGES=24, CAP=160, FE=4, SEED=1)),
+    ("bf16", 4104, 9, dict(VECS=4, STAGES=12, CAP=96, SEED=2, PK=1)),
+    ("bf16", 2056, 64, dict(VECS=4, STAGES=16, CAP=256)),
+])
+def test_the_sorted_row_end_hands_on_the_same_guess_without_the_redux_chain(dt, cols, k, extra):
+    """SORT=1 (session 22): one bitonic sort in place of the final refine and the ranking.
+    Over 8 rows on one warp (normal rows, a row of ties whose guess must become -inf, a row far
+    below the others that is read again), the outputs are bit-identical to SORT=0's, and so is
+    every append (one ``bfind`` a round of appends): each row started from the same guess. The
+    sort's cost is fixed (128 entries): at k 50 and 64 it takes fewer warp-instructions than the
+    refine and ranking it replaces, at k 9 (a short refine, 5 ranking loads) more; at every k it
+    leaves out the refine's chain of ``redux.sync`` rounds (one a key bit), its point: that
+    chain's latency is the row end's."""
+    suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((8, cols)).astype(np.float32)
+    x[3] = rng.integers(-3, 4, cols)
+    x[5] -= 50.0
+    runs = []
+    for sort in (0, 1):
+        case = MOD.make_case("c", rows=8, cols=cols, k=k, WARPS=1, CTAS=1, STRICT=1, APPEND=1,
+                             GUESS=1, FUSE=1, SORT=sort, **extra, **({"dt": dt} if dt == "bf16"
+                                                                      else {}))
+        inputs = suite.make_inputs(case, 0)
+        inputs["x"][:] = x.astype(inputs["x"].dtype)
+        res, _ = simulate(suite, case, inputs=inputs)
+        assert_matches(suite, case, res, inputs)
+        runs.append(res)
+    plain, sort = runs
+    for name in ("values", "indices"):
+        assert np.asarray(sort.outputs[name]).tobytes() == np.asarray(plain.outputs[name]).tobytes()
+    ops0, ops1 = plain.stats["ops"], sort.stats["ops"]
+    # one ``bfind`` a round of appends (`_append_rounds`, nothing else): the same elements
+    # reached each row's threshold, so each row started from the same guess
+    assert ops1["bfind"] == ops0["bfind"] > 0
+    w0, w1 = plain.stats["warp_instructions"], sort.stats["warp_instructions"]
+    assert (w1 < w0) == (k >= 50), (w0, w1)
+    # the final refine's rounds (keybits + 16, one ``redux.sync`` each) gone from at least 6 of
+    # the 8 rows (the row of ties buffers more than 128 and keeps the refine); the in-row
+    # refines' rounds stay
+    rounds = (32 if dt == "f32" else 16) + 16
+    assert ops1["redux.sync"] <= ops0["redux.sync"] - 6 * rounds, (ops0["redux.sync"],
+                                                                  ops1["redux.sync"])

@@ -113,12 +113,18 @@ BULK=1 (session 22, the `_bk` cases; `_BulkRing`): the same ring filled by lane 
 question about the memory path (does the TMA engine stream these rows better?), not about
 instructions (numsim: +3% PTX a row).
 
+SORT=1 (session 22, the `_so` cases; `_sorted_end`): a row that ends with at most 128
+buffered entries is finished by ONE bitonic sort of u64 entries (key high, 0xFFFF - column low)
+across the warp, 4 a lane, instead of the final refine's keybits + 16 dependent ``redux.sync``
+rounds and the ranking's k/2 broadcast loads: the k first are stored as they stand and the next
+row's guess is what the refine would have set (outputs and appends identical in numsim).
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
 
 Tags: radix-select, warp-per-row, threshold-filter, cp-async, warp-ballot, redux, persistent,
-iket, bulk-copy, mbarrier
+iket, bulk-copy, mbarrier, bitonic-sort
 Work: the row read once; numsim counts (PTX warp-instructions per row, normal data, a warp's
 first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, bf16 32768 k64
 22.8k / 13.0k.
@@ -137,7 +143,7 @@ if str(Path(__file__).parent) not in sys.path:
 import topk as _tk  # noqa: E402  (after the path set-up above)
 
 TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ballot", "redux",
-        "persistent", "iket", "bulk-copy", "mbarrier")
+        "persistent", "iket", "bulk-copy", "mbarrier", "bitonic-sort")
 
 FULL = 0xFFFFFFFF
 MAX_COLS = 1 << 16
@@ -429,6 +435,10 @@ class _Buffer:
                 T.ptx.mov.f32(self.guess, NEG_INF, pred=ties * 4 > n)
         return _key_float(kth, keybits) if eq else None
 
+    def sorted_end(self, row, k, values, indices, keybits, dt):
+        """SORT=1: the row's end by one sort (`_sorted_end`): the k first stored, `guess` set."""
+        _sorted_end(self, row, k, values, indices, keybits, dt)
+
     def store(self, row, k, values, indices, keybits, dt):
         """The k entries of slots 0..k-1 ranked (larger key, then lower column, against all k by
         broadcast 16-byte loads: two pairs each) and stored."""
@@ -493,6 +503,121 @@ class _Buffer:
                 col = T.ptx.xor.b32(T.ptx.cvt.u32.u64(me), 0xFFFF)
                 T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(col))
         T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
+
+
+SORT_N = 128   # SORT=1: the row end's bitonic sort, 4 entries a lane
+
+
+def _sorted_end(buf, row, k, values, indices, keybits, dt):
+    """SORT=1 (session 22): the row's end over at most SORT_N buffered entries as ONE bitonic
+    sort of u64 entries (key high, 0xFFFF - column low: larger key, then lower column, first)
+    across the warp, 4 a lane (index 4 lane + e): 13 stages within a lane, 15 by
+    ``shfl.sync.bfly`` (7 PTX an entry each), no ``redux`` chain. The final refine it replaces
+    runs 48 (f32) or 32 (bf16) dependent rounds of count + ``redux.sync`` and the ranking k/2
+    broadcast loads, a ~2-4k-cycle chain during which the warp's ring asks for nothing (docs/
+    TUNING.md "top-k (session 22)"). After the sort rank r sits in lane r / 4, entry r % 4: the
+    k first are stored as they stand, the k-th's key (for STRICT's tie rule) and the guess's
+    rank entry come by one ``shfl.sync.idx`` each. `guess` is set exactly as `_Buffer.refine`
+    (final) sets it, so the rows after it run as they did."""
+    n = buf.count()
+    lane = buf.lane
+    ents = []
+    for e in range(4):   # slot lane + 32 e: conflict-free loads (where an entry starts is free)
+        slot = lane + 32 * e
+        ok = slot < n
+        bits = T.reg(T.u32, init=0)
+        col = T.reg(T.u32, init=0)
+        T.ptx.ld.shared.v2.u32([bits, col], buf.pairs.at(buf.base + 2 * slot), pred=ok)
+        ent = T.reg(T.u64, init=0)   # empty: 0, below every entry (a real key is never 0)
+        T.ptx.mov.b64(ent, T.ptx.mov.b64([T.ptx.xor.b32(col, 0xFFFF), _key(bits, dt)]), pred=ok)
+        ents.append(ent)
+    T.ptx.bar.warp.sync(FULL)   # read before the next row's appends overwrite
+
+    def exchange(lo, hi, desc):
+        """Entries `lo` < `hi` (by index) of one lane ordered: the larger first where `desc`."""
+        gt = ents[lo] > ents[hi]
+        mx = T.ptx.selp.b64(ents[lo], ents[hi], gt)
+        mn = T.ptx.selp.b64(ents[hi], ents[lo], gt)
+        if desc is True:
+            ents[lo], ents[hi] = mx, mn
+        elif desc is False:
+            ents[lo], ents[hi] = mn, mx
+        else:
+            ents[lo], ents[hi] = T.ptx.selp.b64(mx, mn, desc), T.ptx.selp.b64(mn, mx, desc)
+
+    size = 2
+    while size <= SORT_N:
+        j = size // 2
+        # a block of `size` indices sorts descending where (index & size) == 0
+        if size == SORT_N:
+            desc = True
+        elif size == 2:
+            desc = None   # by entry: e & 2
+        else:
+            desc = (lane & (size // 4)) == 0
+        while j >= 1:
+            if j < 4:     # both entries in this lane
+                for e in range(4):
+                    if e & j == 0:
+                        exchange(e, e | j, (e & 2 == 0) if desc is None else desc)
+            else:         # the partner is lane ^ (j / 4): keep this entry if it should be the
+                d = j // 4   # larger (the lower index of a descending block, the higher of
+                low = (lane & d) == 0    # an ascending one) and it is, or the smaller and is
+                same = low if size == SORT_N else low ^ desc   # take the larger: ~same
+                for e in range(4):
+                    lo32, hi32 = T.reg(T.u32), T.reg(T.u32)
+                    T.ptx.mov.b64([lo32, hi32], ents[e])
+                    other = T.ptx.mov.b64([T.ptx.shfl.sync.bfly.b32(lo32, d, 0x1F, FULL),
+                                           T.ptx.shfl.sync.bfly.b32(hi32, d, 0x1F, FULL)])
+                    gt = ents[e] > other
+                    if size == SORT_N:   # take the larger where low: the other where gt != low
+                        ents[e] = T.ptx.selp.b64(other, ents[e], gt ^ same)
+                    else:                # take the larger where low == desc
+                        ents[e] = T.ptx.selp.b64(ents[e], other, gt ^ same)
+            j //= 2
+        size *= 2
+
+    def key_at(rank):
+        """The key (high word) of the entry of `rank` (1-based; a register or an int)."""
+        r = rank - 1
+        if isinstance(r, int):
+            hi = T.ptx.cvt.u32.u64(ents[r % 4] >> 32)
+            return T.ptx.shfl.sync.idx.b32(hi, r // 4, 0x1F, FULL)
+        e = r & 3
+        ent = T.ptx.selp.b64(ents[1], ents[0], e == 1)
+        ent = T.ptx.selp.b64(ents[2], ent, e == 2)
+        ent = T.ptx.selp.b64(ents[3], ent, e == 3)
+        return T.ptx.shfl.sync.idx.b32(T.ptx.cvt.u32.u64(ent >> 32), r >> 2, 0x1F, FULL)
+
+    for e in range(4):   # ranks 4 lane + e below k: stored as they stand
+        r = lane * 4 + e
+        with T.if_(r < k):
+            out = row * k + r
+            bits = _value_bits(T.ptx.cvt.u32.u64(ents[e] >> 32), keybits)
+            if dt == "f32":
+                T.ptx.st.global_.b32(values.at(out), bits)
+            else:
+                T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
+            col = T.ptx.xor.b32(T.ptx.cvt.u32.u64(ents[e]), 0xFFFF)
+            T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(col))
+    # the next row's guess, as `_Buffer.refine` (final): the key of rank min(R, n) cut to its
+    # top 16 bits (R = `_guess_rank`), to 12 where fewer than R are buffered, GUESS=1's lower
+    # unit below 5k/4 entries, STRICT's -inf after a row of ties
+    grank = _guess_rank(k, buf.guess_mode)
+    far = T.ptx.and_.b32(key_at(T.ptx.min.u32(T.reg(T.u32, init=grank), n)),
+                         ((1 << keybits) - 1) ^ ((1 << (keybits - 16)) - 1))
+    T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1), pred=n < grank)
+    if buf.guess_mode:
+        unit = 1 << (keybits - 12)
+        low = T.ptx.sub.u32(T.ptx.max.u32(far, unit), unit)
+        T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)), pred=(n * 4) < 5 * k)
+    buf.guess.set(_key_float(far, keybits))
+    if buf.strict:
+        kth = key_at(k)
+        ties = T.reg(T.u32, init=0)
+        for ent in ents:
+            T.ptx.add.u32(ties, ties, 1, pred=T.ptx.cvt.u32.u64(ent >> 32) == kth)
+        T.ptx.mov.f32(buf.guess, NEG_INF, pred=T.ptx.redux.sync.add.u32(ties, FULL) * 4 > n)
 
 
 def _raw_bits(key, keybits):
@@ -767,7 +892,7 @@ def _seed(ring, live, k, cols, dt, ahead, miss=SEED_MISS):
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
-               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0):
+               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
@@ -887,12 +1012,20 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
             # a row that started from a good guess ends with ~2k entries: a refine over 8 per
             # lane costs half of one over CAP / 32; FE (scan7): fewer, every count round and
             # compaction round of the row's end is E setp + E dependent adds
-            small = FE or min(8, CAP // 32)
-            with T.if_(buf.count() <= 32 * small, uniform=True):
-                buf.refine(k, keybits, dt, final=True, E=small)
-            with T.else_():
-                buf.refine(k, keybits, dt, final=True)
-            buf.store(row, k, values, indices, keybits, dt)
+            def refine_and_store():
+                small = FE or min(8, CAP // 32)
+                with T.if_(buf.count() <= 32 * small, uniform=True):
+                    buf.refine(k, keybits, dt, final=True, E=small)
+                with T.else_():
+                    buf.refine(k, keybits, dt, final=True)
+                buf.store(row, k, values, indices, keybits, dt)
+            if SORT:   # session 22: at most SORT_N entries (nearly every row) by one sort
+                with T.if_(buf.count() <= SORT_N, uniform=True):
+                    buf.sorted_end(row, k, values, indices, keybits, dt)
+                with T.else_():
+                    refine_and_store()
+            else:
+                refine_and_store()
             buf.reset(buf.guess)
             v.set(0)
             row.set(row + grid_warps)
@@ -914,9 +1047,9 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
-                  BULK: T.const = 0):
+                  BULK: T.const = 0, SORT: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK, SORT=SORT)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -926,9 +1059,9 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                    APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                    GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
-                   PK: T.const = 0, BULK: T.const = 0):
+                   PK: T.const = 0, BULK: T.const = 0, SORT: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK, SORT)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -947,7 +1080,7 @@ def _constraints(dt):
     vec = _tk.VEC[dt]
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
-                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0):
+                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if not 1 <= k <= min(_tk.MAX_K, cols):
@@ -1005,6 +1138,9 @@ def _constraints(dt):
             why.append(f"SEED={SEED} must be 0 (a warp's first row from -inf), 1 (from the "
                        "lane maxima of its first steps, a 2% miss bound a row) or 2 (the same, "
                        "a 1e-4 bound)")
+        if SORT not in (0, 1):
+            why.append(f"SORT={SORT} must be 0 (the row's end by refine and ranking) or 1 (by one "
+                       f"bitonic sort of at most {SORT_N} entries)")
         if BULK not in (0, 1):
             why.append(f"BULK={BULK} must be 0 (each lane's cp.async a vector) or 1 (lane 0's "
                        "bulk copy a step on an mbarrier)")
@@ -1023,7 +1159,7 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
-              FUSE=0, SEED=0, PK=0, BULK=0, main=False):
+              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -1038,7 +1174,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"FUSE": FUSE} if FUSE else {}),
                   **({"SEED": SEED} if SEED else {}),
                   **({"PK": PK} if PK else {}),
-                  **({"BULK": BULK} if BULK else {}))
+                  **({"BULK": BULK} if BULK else {}),
+                  **({"SORT": SORT} if SORT else {}))
 
 
 # scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
@@ -1198,6 +1335,10 @@ SUITE_F32 = T.suite(
         make_case("r4096_c32768_k64_st_a_v8_g1fu_sd2", **_K64, **_V8, CAP=192, FE=5, SEED=2),
         make_case("r4096_c32768_k64_st_a_v4_g1fu_w32_sd2", **_K64, **_W32, SEED=2),
         make_case("r16384_c8192_k50_st_a_v4_g1fu_w32_sd2", **_K50, **_W32, SEED=2),
+        # scan12 (session 22): f32 8192's best (8 row ends a warp) with its row end by one
+        # bitonic sort (SORT=1): -380 PTX a row in numsim and no 48-round redux chain
+        make_case("r16384_c8192_k50_st_a_v8_g1fu_sd_so", **_K50, **_V8, CAP=160, FE=4, SEED=1,
+                  SORT=1),
     ],
     constraints=constraints_f32,
 )
@@ -1255,6 +1396,13 @@ SUITE_BF16 = T.suite(
         make_case("r5_c3112_k64_v8_bk", rows=5, cols=3112, k=64, WARPS=2, CTAS=1, VECS=8,
                   STAGES=16, CAP=128, dt="bf16", STRICT=1, APPEND=1, FE=3, GUESS=1, FUSE=1,
                   BULK=1),
+        # SORT=1 (session 22): the row end by one bitonic sort (at most 128 entries; more: the
+        # refine), the tie row 0 (its guess -inf), seeded rows, k 64 and 9
+        make_case("r5_c4104_k50_v4_so", rows=5, cols=4104, k=50, WARPS=2, CTAS=1, VECS=4,
+                  STAGES=12, CAP=96, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SEED=2,
+                  PK=1, SORT=1),
+        make_case("r5_c3112_k64_so", rows=5, cols=3112, k=64, WARPS=2, CTAS=1, VECS=4,
+                  STAGES=16, CAP=256, dt="bf16", STRICT=1, APPEND=1, GUESS=1, FUSE=1, SORT=1),
         make_case("r8192_c32768_k64", rows=8192, cols=32768, k=64, small=False, dt="bf16"),
         make_case("r8192_c32768_k64_v2", rows=8192, cols=32768, k=64, VECS=2, CAP=576,
                   small=False, dt="bf16"),
@@ -1301,6 +1449,10 @@ SUITE_BF16 = T.suite(
         # would be the TMA engine's stream, not fewer instructions
         make_case("r8192_c32768_k64_st_a_v8_g1fu_sd2_pk_bk", **_KB16, **_V8, CAP=192, FE=5,
                   SEED=2, PK=1, BULK=1),
+        # and the row end by one bitonic sort (SORT=1) on the measured best: -576 PTX a row in
+        # numsim, none of them in a redux chain
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk_so", **_KB16, **_W32, SEED=2, PK=1,
+                  SORT=1),
     ],
     constraints=constraints_bf16,
 )
