@@ -119,6 +119,12 @@
 #     bf16's best at 32 and 16 warps an SM and of f32 8192's best, 60 s at most each
 #     (PROFILES='' skips them); smoke over the small bf16 `_v8`, `_bk` and `_so` cases; run with
 #     TOTAL_LIMIT=360; predictions in docs/PERFORMANCE.md ("Session 22")
+#   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
+#     segment of the resident grid's tiles at a time, the second read from the L2) after its
+#     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
+#     `_p0` (no L2 policies), `_c16` (64 KB tiles), r8_c4M; an iket profile of the default first
+#     (50 s at most, PROFILES='' skips it); run with TOTAL_LIMIT=240; predictions in
+#     docs/PERFORMANCE.md ("Session 22")
 #   MODE=cum9: ONLY session 12's `cumsum_persist` (zoo/kernels/cumsum_persist.py: persistent
 #     CTAs, a bulk-copy tile ring, tile k+1's load issued before tile k's look-back) beside
 #     cumsum_tma's measured best (`_k8` at 1 x 64M and 8 x 4M, the in-job controls, a shard of
@@ -388,6 +394,16 @@ kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g1fu_sd] --iket --i
     # the traces (~13-22 MB each) may make the archive too large to come back: their figures
     # are also written to $OUT/item_timeline.txt on the GPU host
     ITEM_TIMELINE="--item row_end --wait wait"
+elif [ "${MODE:-all}" = cum13 ]; then
+    SMOKE_K="not h200 and cumsum_l2"
+    # the controls first, in a shard of their own: cumsum_tma's best at both sizes
+    C13_C="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r8_c4M_k8]@"
+    C13_1="cumsum_l2[r1_c64M]@ or cumsum_l2[r1_c64M_p0]@ or cumsum_l2[r1_c64M_c16]@ or \
+cumsum_l2[r8_c4M]@"
+    SHARDS_ALL="h200 and ($C13_C)|h200 and ($C13_1)"
+    # the phases of one launch: 32 segments x (reduce, scan, wait) on warp 0
+    export PROFILES="${PROFILES-kernels/cumsum_l2.py::cumsum_l2[r1_c64M] --iket --iket-capacity 224}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-50}"
 elif [ "${MODE:-all}" = cum9 ]; then
     SMOKE_K="not h200 and cumsum_persist"
     # the controls in a shard of their own: a shard runs in file order, and cumsum_persist.py
@@ -460,7 +476,7 @@ elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
-        "'scan11' or 'scan12'" >&2
+        "'scan11', 'scan12' or 'cum13'" >&2
     exit 2
 fi
 }

@@ -111,7 +111,7 @@ def test_an_unknown_mode_is_refused():
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12', " \
-        "'scan11' or 'scan12'" in r.stderr
+        "'scan11', 'scan12' or 'cum13'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -307,6 +307,19 @@ def test_scan12_mode_leads_with_its_controls_then_the_4k_steps():
                              "topk_bf16_warp[r5_c3112_k64_v8_bk]",
                              "topk_bf16_warp[r5_c4104_k50_v4_bk]",
                              "topk_bf16_warp[r5_c4104_k50_v4_so]"]
+
+
+@pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
+def test_cum13_mode_times_the_l2_scan_after_cumsum_tmas_best():
+    """docs/PERFORMANCE.md's session-22 predictions name these items: cumsum_tma `_k8` at both
+    sizes as in-job controls in a shard of their own, then cumsum_l2's four H200 cases; the
+    smoke is cumsum_l2's small cases and no other."""
+    shards, smoke = _timed_and_smoke("cum13")
+    assert shards == [["cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M_k8]"],
+                      ["cumsum_l2[r1_c64M]", "cumsum_l2[r1_c64M_p0]", "cumsum_l2[r1_c64M_c16]",
+                       "cumsum_l2[r8_c4M]"]]
+    assert sorted(smoke) == ["cumsum_l2[r1_c5000]", "cumsum_l2[r3_c2301_g40]",
+                             "cumsum_l2[r3_c3004]"]
 
 
 def test_scan12_timelines_hold_their_busiest_warp():

@@ -505,13 +505,17 @@ def make_case(name: str, rows: int, cols: int, BLOCK: int = 256, CHUNKS: int = 4
                   BLOCK=BLOCK, CHUNKS=CHUNKS, VEC=vec, LOOK=LOOK, EF=EF)
 
 
-def inputs(rng, rows, cols, BLOCK=256, CHUNKS=4, VEC=4):
-    ntiles = _ticket_grid(rows, cols, BLOCK, CHUNKS, VEC)
-    # multiples of 1/16 in [-8, 8]: every partial sum is exact in f32 (module docstring)
+def scan_inputs(rng, rows, cols, ntiles):
+    """A scan's inputs: x of multiples of 1/16 in [-8, 8] (every partial sum is exact in f32,
+    module docstring), the output, `ntiles` zero flag words and the zero ticket counter."""
     x = rng.integers(-128, 129, (rows, cols)).astype(np.float32) / 16
     return dict(x=x, out=np.empty((rows, cols), np.float32),
                 flags=np.zeros(ntiles, np.uint64), counter=np.zeros(1, np.uint64),
                 rows=rows, cols=cols)
+
+
+def inputs(rng, rows, cols, BLOCK=256, CHUNKS=4, VEC=4):
+    return scan_inputs(rng, rows, cols, _ticket_grid(rows, cols, BLOCK, CHUNKS, VEC))
 
 
 def reference(x):

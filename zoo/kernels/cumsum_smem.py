@@ -43,11 +43,10 @@ Tags: decoupled-look-back, vectorized, warp-shuffle, single-pass, scan, bulk-cop
 Work: 1 FLOP and 8 bytes per element.
 """
 
-import numpy as np
 
 import tirxh.lang as T
 from cumsum import (MAX_PER_THREAD, MAX_TOTALS, _scan_chunks, _tile_prefix, _warp_scan,
-                    reference, split_ticket)
+                    reference, scan_inputs, split_ticket)
 
 TAGS = ("decoupled-look-back", "vectorized", "warp-shuffle", "single-pass", "scan", "bulk-copy",
         "mbarrier")
@@ -254,11 +253,7 @@ def make_case(name, rows, cols, BLOCK=256, CHUNKS=6, SCH=13, LOOK=2, ORDER=0, SG
 
 
 def inputs(rng, rows, cols, BLOCK=256, CHUNKS=6, SCH=13):
-    # multiples of 1/16 in [-8, 8]: every partial sum is exact in f32 (`cumsum`'s docstring)
-    x = rng.integers(-128, 129, (rows, cols)).astype(np.float32) / 16
-    return dict(x=x, out=np.empty((rows, cols), np.float32),
-                flags=np.zeros(_grid(rows, cols, BLOCK, CHUNKS, SCH), np.uint64),
-                counter=np.zeros(1, np.uint64), rows=rows, cols=cols)
+    return scan_inputs(rng, rows, cols, _grid(rows, cols, BLOCK, CHUNKS, SCH))
 
 
 SUITE = T.suite(
