@@ -122,7 +122,8 @@
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
-#     `_p0` (no L2 policies), `_c16` (64 KB tiles), r8_c4M; an iket profile of the default first
+#     `_p0` (no L2 policies), `_c16` (64 KB tiles), r8_c4M, `_pp` (the next segment's loads
+#     in flight under the scan); an iket profile of the default first
 #     (50 s at most, PROFILES='' skips it); run with TOTAL_LIMIT=240; predictions in
 #     docs/PERFORMANCE.md ("Session 22")
 #   MODE=cum9: ONLY session 12's `cumsum_persist` (zoo/kernels/cumsum_persist.py: persistent
@@ -399,7 +400,7 @@ elif [ "${MODE:-all}" = cum13 ]; then
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
     C13_C="cumsum_tma[r1_c64M_k8]@ or cumsum_tma[r8_c4M_k8]@"
     C13_1="cumsum_l2[r1_c64M]@ or cumsum_l2[r1_c64M_p0]@ or cumsum_l2[r1_c64M_c16]@ or \
-cumsum_l2[r8_c4M]@"
+cumsum_l2[r8_c4M]@ or cumsum_l2[r1_c64M_pp]@"
     SHARDS_ALL="h200 and ($C13_C)|h200 and ($C13_1)"
     # the phases of one launch: 32 segments x (reduce, scan, wait) on warp 0
     export PROFILES="${PROFILES-kernels/cumsum_l2.py::cumsum_l2[r1_c64M] --iket --iket-capacity 224}"

@@ -312,14 +312,14 @@ def test_scan12_mode_leads_with_its_controls_then_the_4k_steps():
 @pytest.mark.slow(reason="a tirxh bench --collect-only run over the zoo")
 def test_cum13_mode_times_the_l2_scan_after_cumsum_tmas_best():
     """docs/PERFORMANCE.md's session-22 predictions name these items: cumsum_tma `_k8` at both
-    sizes as in-job controls in a shard of their own, then cumsum_l2's four H200 cases; the
+    sizes as in-job controls in a shard of their own, then cumsum_l2's five H200 cases; the
     smoke is cumsum_l2's small cases and no other."""
     shards, smoke = _timed_and_smoke("cum13")
     assert shards == [["cumsum_tma[r1_c64M_k8]", "cumsum_tma[r8_c4M_k8]"],
                       ["cumsum_l2[r1_c64M]", "cumsum_l2[r1_c64M_p0]", "cumsum_l2[r1_c64M_c16]",
-                       "cumsum_l2[r8_c4M]"]]
+                       "cumsum_l2[r8_c4M]", "cumsum_l2[r1_c64M_pp]"]]
     assert sorted(smoke) == ["cumsum_l2[r1_c5000]", "cumsum_l2[r3_c2301_g40]",
-                             "cumsum_l2[r3_c3004]"]
+                             "cumsum_l2[r3_c3004]", "cumsum_l2[r3_c3004_pp]"]
 
 
 def test_scan12_timelines_hold_their_busiest_warp():

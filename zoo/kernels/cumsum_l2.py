@@ -25,7 +25,8 @@ B(s): warp 0 reads the segment's G flags (ceil(G / 32) a lane) until each carrie
 
 Order: A(0), then A(s + 1) before B(s), so the wait for the slowest CTA's A(s) overlaps this
 CTA's loads of the next segment; the L2 then holds two segments (16.8 MB) and the outputs
-passing through. Waiting on other CTAs is safe because the grid is one wave (`constraints`:
+passing through. ``PIPE=1`` issues A(s + 1)'s loads before B(s) and sums them after it, so a
+CTA has HBM reads in flight through its scan too (32 more registers a thread). Waiting on other CTAs is safe because the grid is one wave (`constraints`:
 CTAS CTAs must fit the H200 at once; numsim's residency check agrees).
 
 iket: each CTA's ``reduce`` (A) and ``scan`` (B) phases are ranges, and warp 0's wait for a
@@ -74,7 +75,8 @@ def _grid(rows, cols, BLOCK=256, CHUNKS=8, VEC=4, CTAS=264):  # noqa: N803
 @T.kernel(grid=_grid, block=lambda BLOCK: BLOCK)
 def cumsum_l2(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
               counter: T.gptr[T.u64], rows: T.u32, cols: T.u32, BLOCK: T.const = 256,
-              CHUNKS: T.const = 8, VEC: T.const = 4, CTAS: T.const = 264, POL: T.const = 1):
+              CHUNKS: T.const = 8, VEC: T.const = 4, CTAS: T.const = 264, POL: T.const = 1,
+              PIPE: T.const = 0):
     tile_n = tile_elems(BLOCK, CHUNKS, VEC)
     nw = BLOCK // 32
     nt = nw * CHUNKS
@@ -128,10 +130,12 @@ def cumsum_l2(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
             chunks.append(v)
         return chunks, col0, base
 
-    def reduce_phase(s):
-        """A(s): the tile's sum into its flag (thread 0 adds the warps' sums in order)."""
+    def reduce_phase(s, chunks=None):
+        """A(s): the tile's sum into its flag (thread 0 adds the warps' sums in order);
+        `chunks`: its loads, issued earlier (PIPE=1)."""
         t = s * grid + cta
-        chunks, _, _ = load(t, "a")
+        if chunks is None:
+            chunks, _, _ = load(t, "a")
         part = None
         for v in chunks:
             for e in v:
@@ -208,13 +212,22 @@ def cumsum_l2(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
     with T.iket.range("reduce"):
         reduce_phase(0)
     with T.range(nseg) as s:
-        with T.if_(s + 1 < nseg, uniform=True), T.iket.range("reduce"):
-            reduce_phase(s + 1)
-        with T.iket.range("scan"):
-            scan_phase(s)
+        if PIPE:   # A(s + 1)'s loads in flight under B(s); its sum after
+            ahead = []
+            with T.if_(s + 1 < nseg, uniform=True):
+                ahead.append(load(s * grid + grid + cta, "a")[0])
+            with T.iket.range("scan"):
+                scan_phase(s)
+            with T.if_(s + 1 < nseg, uniform=True), T.iket.range("reduce"):
+                reduce_phase(s + 1, ahead[0])
+        else:
+            with T.if_(s + 1 < nseg, uniform=True), T.iket.range("reduce"):
+                reduce_phase(s + 1)
+            with T.iket.range("scan"):
+                scan_phase(s)
 
 
-def constraints(rows, cols, BLOCK, CHUNKS, VEC, CTAS, POL):
+def constraints(rows, cols, BLOCK, CHUNKS, VEC, CTAS, POL, PIPE=0):
     """The shapes `cumsum_l2` accepts (checked when the suite is declared): `cumsum`'s tile
     rules, and a grid that is one wave (every CTA waits on every other)."""
     why = tile_constraints(rows, cols, BLOCK, CHUNKS, VEC, 1, 0)
@@ -226,13 +239,17 @@ def constraints(rows, cols, BLOCK, CHUNKS, VEC, CTAS, POL):
                    f"{H200_SMS} SMs, one wave (every CTA waits on every other)")
     if POL not in (0, 1):
         why.append(f"POL={POL} must be 0 (no L2 policy) or 1 (evict-last, then evict-first)")
+    if PIPE not in (0, 1):
+        why.append(f"PIPE={PIPE} must be 0 (A(s + 1), then B(s)) or 1 (A(s + 1)'s loads in "
+                   "flight under B(s))")
     return why
 
 
-def make_case(name, rows, cols, BLOCK=256, CHUNKS=8, CTAS=264, POL=1, small=True):
+def make_case(name, rows, cols, BLOCK=256, CHUNKS=8, CTAS=264, POL=1, PIPE=0, small=True):
     vec = next(v for v in (4, 2, 1) if cols % v == 0)
     return T.case(name, small=small, tags=() if small else ("h200",), rows=rows, cols=cols,
-                  BLOCK=BLOCK, CHUNKS=CHUNKS, VEC=vec, CTAS=CTAS, POL=POL)
+                  BLOCK=BLOCK, CHUNKS=CHUNKS, VEC=vec, CTAS=CTAS, POL=POL,
+                  **({"PIPE": PIPE} if PIPE else {}))
 
 
 def inputs(rng, rows, cols, BLOCK=256, CHUNKS=8, VEC=4, CTAS=264):  # noqa: N803
@@ -250,12 +267,15 @@ SUITE = T.suite(
         # 40 CTAs (two flag words a lane of warp 0), 3 rows of 18 tiles of 128 in segments of
         # 40 and 14, VEC 1 (odd width), no L2 policy
         make_case("r3_c2301_g40", rows=3, cols=2301, BLOCK=32, CHUNKS=4, CTAS=40, POL=0),
+        # PIPE=1: A(s + 1)'s loads issued before B(s), summed after it (2 warps, a row carried)
+        make_case("r3_c3004_pp", rows=3, cols=3004, BLOCK=64, CHUNKS=2, CTAS=3, PIPE=1),
         # the H200's: 8K-element tiles, 264 CTAs (2 an SM: a segment of 8.4 MB), and 16K tiles
         # (64 KB: a segment of 16.9 MB, two in the L2 at once: 33.8 MB of 50)
         make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
         make_case("r1_c64M_p0", rows=1, cols=1 << 26, POL=0, small=False),
         make_case("r1_c64M_c16", rows=1, cols=1 << 26, CHUNKS=16, small=False),
         make_case("r8_c4M", rows=8, cols=1 << 22, small=False),
+        make_case("r1_c64M_pp", rows=1, cols=1 << 26, PIPE=1, small=False),
     ],
     tolerance=T.tolerance(rtol=0, atol=0),  # dyadic inputs: exact in any order
     constraints=constraints,
