@@ -8,7 +8,7 @@ through a dead time that does not shrink with the look-back's speed; the best, `
 `_k8`, stays at 83% of copy bandwidth after eight sessions of variants. Reduce-then-scan has no
 chain, but reads the data twice (12 bytes an element: 67% at most) -- unless the second read is
 served by the L2. The H200's L2 holds 50 MB; a segment of G tiles (G the resident grid, one tile
-a CTA) is 8.4 MB at the default shape. So per CTA c of a one-wave grid of G CTAs, segment s being
+a CTA) is 8.7 MB at the default shape. So per CTA c of a one-wave grid of G CTAs, segment s being
 tiles s G .. s G + G - 1 (this CTA's: s G + c):
 
 A(s): load the tile (``POL=1``: an ``L2::evict_last`` policy: it is read again), sum it (each
@@ -24,7 +24,7 @@ B(s): warp 0 reads the segment's G flags (ceil(G / 32) a lane) until each carrie
    (`cumsum`'s chunks and warp-totals scan) from that prefix, and stored.
 
 Order: A(0), then A(s + 1) before B(s), so the wait for the slowest CTA's A(s) overlaps this
-CTA's loads of the next segment; the L2 then holds two segments (16.8 MB) and the outputs
+CTA's loads of the next segment; the L2 then holds two segments (17.3 MB) and the outputs
 passing through. ``PIPE=1`` issues A(s + 1)'s loads before B(s) and sums them after it, so a
 CTA has HBM reads in flight through its scan too (32 more registers a thread). Waiting on other CTAs is safe because the grid is one wave (`constraints`:
 CTAS CTAs must fit the H200 at once; numsim's residency check agrees).
@@ -269,8 +269,8 @@ SUITE = T.suite(
         make_case("r3_c2301_g40", rows=3, cols=2301, BLOCK=32, CHUNKS=4, CTAS=40, POL=0),
         # PIPE=1: A(s + 1)'s loads issued before B(s), summed after it (2 warps, a row carried)
         make_case("r3_c3004_pp", rows=3, cols=3004, BLOCK=64, CHUNKS=2, CTAS=3, PIPE=1),
-        # the H200's: 8K-element tiles, 264 CTAs (2 an SM: a segment of 8.4 MB), and 16K tiles
-        # (64 KB: a segment of 16.9 MB, two in the L2 at once: 33.8 MB of 50)
+        # the H200's: 8K-element tiles, 264 CTAs (2 an SM: a segment of 8.7 MB), and 16K tiles
+        # (64 KB: a segment of 17.3 MB, two in the L2 at once: 34.6 MB of 50)
         make_case("r1_c64M", rows=1, cols=1 << 26, small=False),
         make_case("r1_c64M_p0", rows=1, cols=1 << 26, POL=0, small=False),
         make_case("r1_c64M_c16", rows=1, cols=1 << 26, CHUNKS=16, small=False),
