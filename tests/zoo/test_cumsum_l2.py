@@ -84,20 +84,11 @@ def _run(suite, case, per_warp):
                   consts=suite.consts(case), per_warp=per_warp), inputs
 
 
-@pytest.mark.parametrize("case", small_cases("cumsum_l2"), ids=lambda c: c.name)
-def test_small_case_is_exact_when_each_cta_runs_until_it_waits(case):
-    """numsim's per-warp mode runs every CTA alone until it blocks: CTA 0 reaches its first
-    segment's wait before any other CTA has published a sum, so the wait (not the schedule)
-    is what orders the reduce before the scan."""
-    res, inputs = _run(SUITE, case, per_warp=True)
-    assert_matches(SUITE, case, res, inputs)
-
-
 def test_without_the_epoch_check_a_cta_scans_from_sums_not_yet_published(tmp_path):
     """A flag is this launch's sum only when its tag carries this launch's epoch (and status A):
     without the check, a CTA that runs ahead reads zero (or the last launch's) sums. numsim's
     lockstep schedule publishes every sum before any CTA reads, so the per-warp schedule
-    (above) shows it."""
+    shows it (tests/zoo/test_scan_schedules.py runs every scan's small cases under it)."""
     mod = mutant(tmp_path, "cumsum_l2", [(FRESH, "                fresh = (hi >= 0) | ~ok\n")])
     for name in ("r1_c5000", "r3_c3004"):
         case = next(c for c in mod.SUITE.cases if c.name == name)
