@@ -408,31 +408,7 @@ class _Buffer:
         else:
             self.thr.set(_key_float(kth, keybits))
         if final:
-            # fewer than that rank buffered: exactly n elements of this row reach the
-            # smallest of them (none above it was dropped), so a row like it may hold fewer
-            # than k: start lower, the key cut to its top 12 bits (at most 1/8 of an octave)
-            T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1),
-                           pred=n < _guess_rank(k, self.guess_mode))
-            if self.guess_mode:
-                # GUESS=1 (session 11): the cut is idempotent, so a short row (a warp's first,
-                # whose buffer holds only what followed its last refine) hands the next row a
-                # guess that k-ish elements reach, and that row hands on the same guess: on
-                # 8192-column normal rows 12.7% of 8-row chains missed it once (a second read
-                # from global memory, +6.8k warp-instructions on that warp; a numpy model of
-                # this rule, docs/TUNING.md "top-k (session 11, branch topk8)"). Below 5k/4
-                # entries, one 12-bit unit lower (1/8 octave), not below -inf's key.
-                unit = 1 << (keybits - 12)
-                low = T.ptx.sub.u32(T.ptx.max.u32(far, unit), unit)
-                T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)),
-                              pred=(n * 4) < 5 * k)
-            self.guess.set(_key_float(far, keybits))
-            if self.strict:
-                # a row where over a quarter of the buffered entries equal the k-th (a row of
-                # ties: the strict filter dropped the rest of them) predicts nothing about the
-                # next; that one starts from -inf through the ring (a first row's cost) instead
-                # of missing the guess and reading the row again from global memory, one
-                # dependent load round trip a step. Exact either way.
-                T.ptx.mov.f32(self.guess, NEG_INF, pred=ties * 4 > n)
+            self.hand_on_guess(far, n, lambda: ties, k, keybits)
         return _key_float(kth, keybits) if eq else None
 
     def sorted_end(self, row, k, values, indices, keybits, dt):
@@ -494,15 +470,37 @@ class _Buffer:
                     T.ptx.add.u32(rank, rank, 1, pred=other > me)
         for mine, me, rank in entries:
             with T.if_(mine):
-                out = row * k + rank
-                bits = _value_bits(T.ptx.cvt.u32.u64(me >> 32), keybits)
-                if dt == "f32":
-                    T.ptx.st.global_.b32(values.at(out), bits)
-                else:
-                    T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
-                col = T.ptx.xor.b32(T.ptx.cvt.u32.u64(me), 0xFFFF)
-                T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(col))
+                _store_entry(values, indices, row * k + rank, me, keybits, dt)
         T.ptx.bar.warp.sync(FULL)          # ranked before the next row's appends overwrite
+
+    def hand_on_guess(self, far, n, ties, k, keybits):
+        """The next row's `guess` from `far`, the top 16 key bits of the entry of rank min(R,
+        n) (R = `_guess_rank`), at a row's end (`refine` final, `_sorted_end`); `ties()`: the
+        entries equal to the k-th (STRICT only)."""
+        # fewer than that rank buffered: exactly n elements of this row reach the
+        # smallest of them (none above it was dropped), so a row like it may hold fewer
+        # than k: start lower, the key cut to its top 12 bits (at most 1/8 of an octave)
+        T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1),
+                       pred=n < _guess_rank(k, self.guess_mode))
+        if self.guess_mode:
+            # GUESS=1 (session 11): the cut is idempotent, so a short row (a warp's first,
+            # whose buffer holds only what followed its last refine) hands the next row a
+            # guess that k-ish elements reach, and that row hands on the same guess: on
+            # 8192-column normal rows 12.7% of 8-row chains missed it once (a second read
+            # from global memory, +6.8k warp-instructions on that warp; a numpy model of
+            # this rule, docs/TUNING.md "top-k (session 11, branch topk8)"). Below 5k/4
+            # entries, one 12-bit unit lower (1/8 octave), not below -inf's key.
+            unit = 1 << (keybits - 12)
+            low = T.ptx.sub.u32(T.ptx.max.u32(far, unit), unit)
+            T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)), pred=(n * 4) < 5 * k)
+        self.guess.set(_key_float(far, keybits))
+        if self.strict:
+            # a row where over a quarter of the buffered entries equal the k-th (a row of
+            # ties: the strict filter dropped the rest of them) predicts nothing about the
+            # next; that one starts from -inf through the ring (a first row's cost) instead
+            # of missing the guess and reading the row again from global memory, one
+            # dependent load round trip a step. Exact either way.
+            T.ptx.mov.f32(self.guess, NEG_INF, pred=ties() * 4 > n)
 
 
 SORT_N = 128   # SORT=1: the row end's bitonic sort, 4 entries a lane
@@ -592,32 +590,31 @@ def _sorted_end(buf, row, k, values, indices, keybits, dt):
     for e in range(4):   # ranks 4 lane + e below k: stored as they stand
         r = lane * 4 + e
         with T.if_(r < k):
-            out = row * k + r
-            bits = _value_bits(T.ptx.cvt.u32.u64(ents[e] >> 32), keybits)
-            if dt == "f32":
-                T.ptx.st.global_.b32(values.at(out), bits)
-            else:
-                T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
-            col = T.ptx.xor.b32(T.ptx.cvt.u32.u64(ents[e]), 0xFFFF)
-            T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(col))
-    # the next row's guess, as `_Buffer.refine` (final): the key of rank min(R, n) cut to its
-    # top 16 bits (R = `_guess_rank`), to 12 where fewer than R are buffered, GUESS=1's lower
-    # unit below 5k/4 entries, STRICT's -inf after a row of ties
-    grank = _guess_rank(k, buf.guess_mode)
-    far = T.ptx.and_.b32(key_at(T.ptx.min.u32(T.reg(T.u32, init=grank), n)),
-                         ((1 << keybits) - 1) ^ ((1 << (keybits - 16)) - 1))
-    T.ptx.and_.b32(far, far, ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1), pred=n < grank)
-    if buf.guess_mode:
-        unit = 1 << (keybits - 12)
-        low = T.ptx.sub.u32(T.ptx.max.u32(far, unit), unit)
-        T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)), pred=(n * 4) < 5 * k)
-    buf.guess.set(_key_float(far, keybits))
-    if buf.strict:
+            _store_entry(values, indices, row * k + r, ents[e], keybits, dt)
+
+    def ties():
+        """The entries whose key equals the k-th's."""
         kth = key_at(k)
-        ties = T.reg(T.u32, init=0)
+        n_eq = T.reg(T.u32, init=0)
         for ent in ents:
-            T.ptx.add.u32(ties, ties, 1, pred=T.ptx.cvt.u32.u64(ent >> 32) == kth)
-        T.ptx.mov.f32(buf.guess, NEG_INF, pred=T.ptx.redux.sync.add.u32(ties, FULL) * 4 > n)
+            T.ptx.add.u32(n_eq, n_eq, 1, pred=T.ptx.cvt.u32.u64(ent >> 32) == kth)
+        return T.ptx.redux.sync.add.u32(n_eq, FULL)
+    # the next row's guess, as `_Buffer.refine` (final) hands it on: from the key of rank
+    # min(R, n) cut to its top 16 bits (R = `_guess_rank`)
+    rank = T.ptx.min.u32(T.reg(T.u32, init=_guess_rank(k, buf.guess_mode)), n)
+    far = T.ptx.and_.b32(key_at(rank), ((1 << keybits) - 1) ^ ((1 << (keybits - 16)) - 1))
+    buf.hand_on_guess(far, n, ties, k, keybits)
+
+
+def _store_entry(values, indices, out, ent, keybits, dt):
+    """Store one u64 entry (key high, 0xFFFF - column low) as the value and index at `out`."""
+    bits = _value_bits(T.ptx.cvt.u32.u64(ent >> 32), keybits)
+    if dt == "f32":
+        T.ptx.st.global_.b32(values.at(out), bits)
+    else:
+        T.ptx.st.global_.b16(values.at(out), T.ptx.cvt.u16.u32(bits))
+    col = T.ptx.xor.b32(T.ptx.cvt.u32.u64(ent), 0xFFFF)
+    T.ptx.st.global_.u64(indices.at(out), T.ptx.cvt.u64.u32(col))
 
 
 def _raw_bits(key, keybits):
