@@ -12,6 +12,7 @@ from tests.zoo._zoo import SMS, resident_ctas_per_sm
 from tests.zoo.zoo_modules import assert_matches, declare, load, load_mutant, simulate
 
 MOD = load("topk_warp")
+ZOO_TOPK = Path(MOD.__file__)
 CASES = [(s, c) for s in (MOD.SUITE_F32, MOD.SUITE_BF16) for c in s.cases if c.small]
 
 
@@ -606,7 +607,7 @@ def test_the_iket_build_records_each_step_wait_and_row_end_and_computes_the_same
 @pytest.mark.parametrize("old,new,sync_kinds,race_kinds", [
     # lane 0 refills the slot while other lanes may still read it (no order among the lanes)
     ("        T.ptx.bar.warp.sync(FULL)     # every lane's reads of the slot (the last step's) "
-     "done\n", "\n", set(), {"race.divergent-lanes"}),
+     "done\n", "\n", set(), {"race.divergent-lanes", "race.converged-lanes"}),
     # the slot read before its bytes landed, copies still pending at exit
     ("        self._bar(self.cslot).wait(self.cpar)\n", "\n",
      {"exit.async-write-pending", "mbarrier.arrival-count"},
@@ -627,6 +628,30 @@ def test_the_bulk_ring_orders_are_load_bearing(old, new, sync_kinds, race_kinds,
                                  consts=suite.consts(case), grid=suite.grid(case))
     assert {f.kind for f in sync.findings} == sync_kinds
     assert {f.kind for f in race.findings} == race_kinds
+
+
+@pytest.mark.parametrize("case,keep", [
+    ("r5_c4104_k50_v4_so", "        ents.append(ent)\n"),   # the sorted end's loads
+    ("r5_c1000_k33_fu", "                _store_entry(values, indices, row * k + rank, me, "
+     "keybits, dt)\n"),   # the fused ranking's broadcast loads
+])
+def test_a_row_ends_warp_sync_is_load_bearing(case, keep, tmp_path):
+    """The lanes read the buffer at a row's end (the sorted end's loads, the ranking's
+    broadcast loads), then the next row's appends overwrite it: only the ``bar.warp.sync``
+    after `keep` orders one lane's read before another lane's store (the shuffles in between
+    order no memory, the ring's cp.async group waits retire each lane's own copies). Without it
+    racecheck reports race.converged-lanes; before session 23 it took the converged warp's
+    lockstep as order and passed both mutants."""
+    sc = pytest.importorskip("tirxh_sync_check")
+    sync_line = ZOO_TOPK.read_text().split(keep)[1].splitlines(True)[0]
+    assert "bar.warp.sync(FULL)" in sync_line
+    mut = load_mutant("topk_warp", keep + sync_line, keep, tmp_path)
+    suite = mut.SUITE_BF16
+    c = _case(suite, case)
+    sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(c, 0), consts=suite.consts(c),
+                                 grid=suite.grid(c))
+    assert not sync.findings
+    assert {f.kind for f in race.findings} == {"race.converged-lanes"}
 
 
 @pytest.mark.parametrize("dt,cols,k,extra", [

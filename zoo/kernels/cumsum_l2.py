@@ -195,6 +195,10 @@ def cumsum_l2(x: T.gptr[T.f32], out: T.gptr[T.f32], flags: T.gptr[T.u64],
         """B(s): the tile again (from the L2), scanned from its prefix, stored."""
         t = s * grid + cta
         chunks, col0, base = load(t, "b")
+        # lane 31's stores of the warp's totals below overwrite the words every lane read at the
+        # end of B(s - 1): A(s + 1)'s barrier orders them, except in the last segment (no A);
+        # the warp's shuffles order no memory (race.converged-lanes)
+        T.ptx.bar.warp.sync(FULL)
         _scan_chunks(chunks, lane, lambda c: wt.at(c * nw + warp))
         T.ptx.bar.sync(0)
         with T.if_(warp == 0, uniform=True):

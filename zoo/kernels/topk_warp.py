@@ -296,11 +296,13 @@ class _Buffer:
         self.guess = T.reg(T.f32, init=NEG_INF)
 
     def reset(self, thr):
-        """An empty buffer (lane 0 writes the counter; ``bar.warp.sync`` orders it before the
-        appends of the other lanes; APPEND=1: the counter register) and the threshold `thr`."""
+        """An empty buffer (lane 0 writes the counter; ``bar.warp.sync`` orders it after the
+        lanes' last reads of it and before the appends of the other lanes; APPEND=1: the counter
+        register) and the threshold `thr`."""
         if self.rounds:
             self.n.set(0)
         else:
+            T.ptx.bar.warp.sync(FULL)
             with T.if_(self.lane == 0):
                 T.ptx.st.shared.u32(self.fill.at(self.warp), 0)
             T.ptx.bar.warp.sync(FULL)

@@ -103,6 +103,7 @@ def _store_then_read(read_only_wait: bool):
         lane = T.laneid()
         T.ptx.st.shared.u32(buf.at(lane), lane)
         T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.bar.warp.sync(0xFFFFFFFF)  # every lane's stores, before lane 0's copy reads them
         with T.if_(lane == 0):
             T.ptx.cp.async_.bulk.global_.shared__cta.bulk_group(y.at(0), buf.at(0), 128)
             T.ptx.cp.async_.bulk.commit_group()

@@ -30,7 +30,10 @@ generic-proxy write read by the async proxy (TMA, bulk copies, wgmma; shared or 
 without a ``fence.proxy.async`` covering that state space ordered between them
 (``proxy.missing-fence``); accesses outside their
 buffer (``memory.out-of-bounds``). A conflict that exists only because lanes of one warp are
-separate threads after divergence is ``race.divergent-lanes`` (`racereport`).
+separate threads after divergence is ``race.divergent-lanes`` (`racereport`); one between lanes of
+a converged warp, which the lane classes cannot see, is ``race.converged-lanes``
+(`convergedlanes`), and so is another warp's order to a lane's access through an elected lane's
+release that never acquired it (`lanepublish`).
 
 Morally strong accesses (atomics, ``.relaxed``/``.acquire`` loads) do not race in PTX's model,
 yet a strong *load* of bytes another thread's atomic read-modify-write (``red``/``atom``) updated
@@ -49,6 +52,8 @@ from tirxh_numsim import events as ev
 from tirxh_numsim.memory import CLUSTER_SHIFT, GLOBAL_BASE, GLOBAL_STRIDE, SharedLayout
 
 from . import provenance
+from .convergedlanes import ConvergedLanes
+from .lanepublish import Publications
 from .lanes import LaneClasses
 from .order import replay_order
 from .racereport import RaceReports
@@ -75,6 +80,9 @@ class RaceChecker(SyncEdges, RaceReports):
         self.nwarps = len(warps)
         self.lanes = LaneClasses(trace, self.widx)
         self.nthreads = self.lanes.n  # lane-class threads; async threads come after
+        self.converged = ConvergedLanes(self.nwarps, self.lanes.warp_of)
+        self.published = Publications(self.converged)
+        self.pos = self.cur = 0  # replay position and index of the event being handled
         aids = sorted({e.op_id for e in self.events if isinstance(e, ev.AsyncOp)} |
                       {e.async_id for e in self.events if isinstance(e, ev.MemAccess)
                        and e.async_id is not None})
@@ -182,6 +190,10 @@ class RaceChecker(SyncEdges, RaceReports):
         self.vc[t][t] += 1
         if e is not None and t < self.nthreads:
             self.rel_log.setdefault(t, []).append((int(snap[t]), e))
+            w = self.lanes.warp_of[t]
+            parts = self.lanes.parts.get(self.cur)
+            lanes = next((m for u, m in parts if u == t), 0) & e.lanes if parts else e.lanes
+            self.published.note_release(w, t, lanes, int(snap[t]), self.pos, e)
         return snap
 
     def release_all(self, ts: list, e) -> np.ndarray:
@@ -235,7 +247,8 @@ class RaceChecker(SyncEdges, RaceReports):
         # numsim's order, re-sequenced so that warpgroup-collective waits come after the
         # issues they depend on (see `order`)
         forks, joins = self.lanes.forks, self.lanes.joins
-        for i in replay_order(self.trace, self.bar_groups, self.replay_stuck):
+        for pos, i in enumerate(replay_order(self.trace, self.bar_groups, self.replay_stuck)):
+            self.pos, self.cur = pos, i
             for p, c in forks.get(i, ()):
                 self._fork(p, c)
             e = self.events[i]
@@ -251,6 +264,8 @@ class RaceChecker(SyncEdges, RaceReports):
                 self.async_op(i, e)
             elif isinstance(e, ev.FenceEvent):
                 self.fence(i, e)
+            self.converged.note_event(e, pos, self.widx.get((e.cta, e.warp)),
+                                      isinstance(e, ev.MemAccess) and self.sem(e) in _STRONG)
             for into, rest in joins.get(i, ()):
                 self._join(into, rest)
         for t in sorted(self.atomic_reads):
@@ -426,6 +441,11 @@ class RaceChecker(SyncEdges, RaceReports):
             self._async_conflicts(e, t, vc, reg, idx, lanes)
         elif is_async:
             self._proxy_fence(e, t, vc, reg, idx, has, wt)
+        # lanes of one warp with only lockstep between them; another warp's (or an async op's)
+        # order to a lane's access through a release that never saw it
+        self.published.check(self, e, t, reg, idx, writes, atomic)
+        if t < self.nthreads and not is_async:
+            self.converged.check(self, i, e, t, reg, idx, lanes, writes, atomic, self.pos)
         # update the shadow
         if writes and t < self.nthreads:
             self._note_rmw(e, t, reg, idx, atomic)

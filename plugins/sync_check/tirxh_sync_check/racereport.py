@@ -41,11 +41,7 @@ class RaceReports:
 
     def _race(self, kind, first, second, reg, offset, lane, message=None, t1=None,
               t2=None) -> None:
-        where = reg.name
-        if reg.name.startswith("('shared'") and self.layout is not None:
-            where = f"shared {self.layout.name_of(offset)} (cta {second.space_cta})"
-        elif reg.name.startswith("('global'"):
-            where = f"global {reg.name.split(',')[1].strip(' )')!s}+{offset}"
+        where = self.describe_region(reg, offset, second)
         if kind in ("race.read-write", "race.write-write") and t1 is not None and \
                 t2 is not None and self._divergent_lanes(first, second, t1, t2, where, lane):
             return
@@ -74,6 +70,15 @@ class RaceReports:
         self.add(Issue(kind, msg, event=primary, related=related, witness=witness,
                        addresses=[where], lanes=[lane] if lane >= 0 else [],
                        data={"space": second.space}))
+
+    def describe_region(self, reg, offset: int, e) -> str:
+        """Where byte `offset` of `reg` is, for a message about access `e`: the shared buffer's
+        name, or the global parameter and offset."""
+        if reg.name.startswith("('shared'") and self.layout is not None:
+            return f"shared {self.layout.name_of(offset)} (cta {e.space_cta})"
+        if reg.name.startswith("('global'"):
+            return f"global {reg.name.split(',')[1].strip(' )')!s}+{offset}"
+        return reg.name
 
     def _divergent_lanes(self, first, second, t1: int, t2: int, where: str, lane: int) -> bool:
         """Report the race as ``race.divergent-lanes`` when it is one (module docstring)."""

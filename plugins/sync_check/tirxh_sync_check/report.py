@@ -46,6 +46,7 @@ KINDS = {
     "race.stage-reuse": "error",
     "race.unordered-atomic-read": "error",
     "race.divergent-lanes": "error",
+    "race.converged-lanes": "error",
     "proxy.missing-fence": "error",
     "memory.out-of-bounds": "error",
 }

@@ -24,6 +24,7 @@ def _kernel(bug: bool):
         T.ptx.st.shared.u32(buf0.at(lane), lane * 3)
         T.ptx.st.shared.u32(buf1.at(lane), lane * 7)
         T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.bar.warp.sync(0xFFFFFFFF)  # every lane's stores, before lane 0's copy reads them
         with T.if_(lane == 0):
             T.ptx.cp.async_.bulk.global_.shared__cta.bulk_group(out.at(0), buf0.at(0), 128)
             T.ptx.cp.async_.bulk.commit_group()

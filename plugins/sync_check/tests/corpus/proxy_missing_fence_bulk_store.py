@@ -17,6 +17,7 @@ def buggy(out: T.gptr[T.u32]):
     buf = T.shared(T.u32, 32, align=128, name="buf")
     lane = T.laneid()
     T.ptx.st.shared.u32(buf.at(lane), lane * 5)  # EXPECT: proxy.missing-fence
+    T.ptx.bar.warp.sync(0xFFFFFFFF)  # every lane's stores, before lane 0's copy reads them
     with T.if_(lane == 0):
         T.ptx.cp.async_.bulk.global_.shared__cta.bulk_group(out.at(0), buf.at(0), 128)
         T.ptx.cp.async_.bulk.commit_group()
@@ -29,6 +30,7 @@ def fixed(out: T.gptr[T.u32]):
     lane = T.laneid()
     T.ptx.st.shared.u32(buf.at(lane), lane * 5)
     T.ptx.fence.proxy.async_.shared__cta()
+    T.ptx.bar.warp.sync(0xFFFFFFFF)  # every lane's stores, before lane 0's copy reads them
     with T.if_(lane == 0):
         T.ptx.cp.async_.bulk.global_.shared__cta.bulk_group(out.at(0), buf.at(0), 128)
         T.ptx.cp.async_.bulk.commit_group()

@@ -16,6 +16,7 @@ def buggy(out_map: T.tensormap, out: T.gptr[T.u32], out2: T.gptr[T.u32]):
     lane = T.laneid()
     T.ptx.st.shared.u32(buf.at(lane), lane * 3)
     T.ptx.fence.proxy.async_.shared__cta()
+    T.ptx.bar.warp.sync(0xFFFFFFFF)  # every lane's stores, before lane 0's copy reads them
     with T.if_(lane == 0):
         T.ptx.cp.async_.bulk.tensor._1d.global_.shared__cta.tile.bulk_group(out_map[0], buf)
         T.ptx.cp.async_.bulk.commit_group()
@@ -31,6 +32,7 @@ def fixed(out_map: T.tensormap, out: T.gptr[T.u32], out2: T.gptr[T.u32]):
     lane = T.laneid()
     T.ptx.st.shared.u32(buf.at(lane), lane * 3)
     T.ptx.fence.proxy.async_.shared__cta()
+    T.ptx.bar.warp.sync(0xFFFFFFFF)  # every lane's stores, before lane 0's copy reads them
     with T.if_(lane == 0):
         T.ptx.cp.async_.bulk.tensor._1d.global_.shared__cta.tile.bulk_group(out_map[0], buf)
         T.ptx.cp.async_.bulk.commit_group()

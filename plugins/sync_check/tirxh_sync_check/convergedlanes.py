@@ -1,0 +1,198 @@
+"""Lanes of one warp exchanging data through memory with nothing but lockstep between them.
+
+racecheck's threads are lane *classes* (`lanes`): a converged warp is one thread, so a lane's
+store and another lane's load of the same bytes are in program order there. The PTX memory
+model has no warps: every lane is a thread, and only ``bar.warp.sync`` (which "guarantees memory
+ordering among threads participating in barrier"), a CTA or cluster barrier, or a
+release/acquire chain orders one lane's access before another's. ``shfl.sync``, ``vote.sync``,
+``redux.sync`` and ``match.sync`` wait for their member lanes but promise no memory ordering; and
+ptxas, which compiles one thread, may move a lane's load of ``tmp[lane ^ 1]`` above its own store
+of ``tmp[lane]``. (NVIDIA's Volta guidance: code that assumes lanes' reads and writes are visible
+to the rest of the warp without ``__syncwarp()`` is invalid.)
+
+This check keeps, per lane, how many releases it has executed (a barrier arrival,
+``bar.warp.sync``, an mbarrier arrive, a fence, an atomic or strong access, an async op's issue)
+and, at each of its acquires (a barrier's release, ``bar.warp.sync``, an mbarrier wait, a
+cluster wait, a fence, an atomic or strong access, a wgmma group wait; not a ``cp.async`` or
+bulk group wait, which retires the lane's own copies only), how many releases of
+each lane of its warp came before; per byte, the lane of its last write and of its last plain
+read with that lane's release count then. An access by lane *b* of warp *W* to bytes lane
+*a* != *b* of *W* wrote (or, for a write, read) is unordered in numsim's execution unless a
+release of *a* after the first access came before an acquire of *b* before the second: every
+chain from *a* to *b* starts with the one and ends with the other. That is
+``race.converged-lanes``. The rule errs towards silence: such a release and acquire need not be
+linked (an elected lane's arrive and the warp's wait on another barrier excuse the pair); where
+several lanes read the byte in one instruction, any acquire of *b* since excuses it; and an
+elected lane's release of the rest of the warp's stores to *another* warp is judged at
+lane-class granularity (`racereport`), not here.
+
+Not checked: ``.aligned`` instructions' memory events (ldmatrix/stmatrix, wgmma operands: they
+name the lanes whose addresses were used, not the lanes that read or wrote), engine accesses,
+and pairs where both accesses are atomic or strong (morally strong: no race).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tirxh_numsim import events as ev
+
+from .report import Issue, describe_event
+
+MANY = -2  # several lanes read the byte in one instruction
+
+
+class ConvergedLanes:
+    """Per-lane release counts and acquire snapshots of every warp, and the lane shadow of each
+    `Region` (attached to the region as ``lane_shadow``)."""
+
+    def __init__(self, nwarps: int, warp_of: list):
+        n = max(nwarps, 1)
+        self.released = np.zeros((n, 32), np.int64)  # releases executed, per lane
+        self.known = np.zeros((n, 32, 32), np.int64)  # [w, b, a]: a's releases before b's acquire
+        self.acquired = np.full((n, 32), -1, np.int64)  # replay position of b's last acquire
+        self.warp_of = np.asarray(warp_of, np.int64)
+
+    # -- sync events -----------------------------------------------------------------------------
+    def note_event(self, e, pos: int, warp: "int | None", strong: bool) -> None:
+        """Count the releases and snapshot the acquires of the lanes executing `e` (warp index
+        `warp`) at replay position `pos`."""
+        if warp is None:
+            return
+        rel, acq = _release_acquire(e, strong)
+        lanes = e.lanes & (e.membermask if isinstance(e, ev.WarpSync) else 0xFFFFFFFF)
+        sel = [k for k in range(32) if lanes >> k & 1]
+        if not sel:
+            return
+        if rel:
+            self.released[warp, sel] += 1
+        if acq:
+            self.known[warp, sel, :] = self.released[warp]
+            self.acquired[warp, sel] = pos
+
+    # -- accesses --------------------------------------------------------------------------------
+    def check(self, checker, i: int, e, t: int, reg, idx, lanes, writes: bool,
+              atomic: bool, pos: int) -> None:
+        """Report the first byte of this access by lane thread `t` that another lane of its warp
+        accessed in conflict with no release of that lane before an acquire of this one between
+        them; then update the lane shadow. Pairs the vector clocks leave unordered are theirs to
+        report (`RaceChecker.access`)."""
+        sh = lane_shadow(reg)
+        vc = checker.clock(t)
+        aligned = ".aligned" in (getattr(e.instr, "spelling", "") or "")
+        w = int(self.warp_of[t])
+        lane = np.asarray(lanes, np.int64)
+        ok_lane = (lane >= 0) & ~aligned
+        b = np.clip(lane, 0, 31)
+        if ok_lane.any():
+            wl = sh["wlane"][idx]
+            raw = ok_lane & self._ordered_same_warp(reg.wt[idx], reg.wc[idx], vc, w) & \
+                (wl >= 0) & (wl != lane) & \
+                (self.known[w, b, np.clip(wl, 0, 31)] <= sh["wrel"][idx])
+            if atomic:
+                raw &= ~reg.watomic[idx]
+            if raw.any():
+                j = int(np.flatnonzero(raw)[0])
+                self._report(checker, checker.events[reg.we[idx[j]]], e, reg, int(idx[j]),
+                             int(wl[j]), int(lane[j]))
+            elif writes and not atomic:
+                rl = sh["rlane"][idx]
+                unlinked = np.where(
+                    rl == MANY, self.acquired[w, b] < sh["rseq"][idx],
+                    self.known[w, b, np.clip(rl, 0, 31)] <= sh["rrel"][idx])
+                war = ok_lane & self._ordered_same_warp(sh["rthread"][idx], sh["rclock"][idx],
+                                                        vc, w) & \
+                    (rl != -1) & (rl != lane) & unlinked
+                if war.any():
+                    j = int(np.flatnonzero(war)[0])
+                    first = checker.events[sh["revent"][idx[j]]]
+                    self._report(checker, first, e, reg, int(idx[j]), int(rl[j]), int(lane[j]))
+        # the shadow
+        if writes:
+            sh["wlane"][idx] = np.where(ok_lane, lane, -1)
+            sh["wrel"][idx] = self.released[w, b]
+            sh["wpos"][idx] = pos
+            sh["rthread"][idx] = -1
+        elif not atomic:
+            sh["rthread"][idx] = np.where(ok_lane, t, -1)
+            sh["rclock"][idx] = vc[t]
+            sh["rlane"][idx] = lane
+            sh["rrel"][idx] = self.released[w, b]
+            sh["rseq"][idx] = pos
+            sh["revent"][idx] = i
+            uniq, counts = np.unique(idx, return_counts=True)
+            shared_bytes = uniq[counts > 1]
+            if shared_bytes.size:
+                sh["rlane"][shared_bytes] = MANY
+
+    def _ordered_same_warp(self, threads, clocks, vc, w: int):
+        """Per byte: the other access was by a lane thread of warp `w`, and the vector clocks
+        order it before this one (unordered pairs are racecheck's own races)."""
+        ok = (threads >= 0) & (threads < len(self.warp_of))
+        th = np.where(ok, threads, 0)
+        return ok & (self.warp_of[th] == w) & (vc[th] >= clocks)
+
+    @staticmethod
+    def _report(checker, first, second, reg, offset: int, lane1: int, lane2: int) -> None:
+        where = checker.describe_region(reg, offset, second)
+        what = "its store" if first.access in ("write", "rmw") else "its load"
+        lane1_text = "several lanes" if lane1 == MANY else f"lane {lane1}"
+        msg = (f"{where}: {describe_event(second)} (lane {lane2}) accesses bytes that "
+               f"{describe_event(first)} ({lane1_text}, {what}) accessed earlier in the same "
+               "warp, and nothing but the warp's lockstep orders the two: the lanes of a warp "
+               "are separate threads (shfl/vote/redux.sync order no memory); put bar.warp.sync "
+               "between them")
+        checker.add(Issue("race.converged-lanes", msg, event=second, related=[first],
+                          witness=[f"1. {describe_event(first)} ({lane1_text})",
+                                   f"2. {describe_event(second)} (lane {lane2})",
+                                   f"no release by {lane1_text} after 1 comes before an "
+                                   f"acquire by lane {lane2} before 2 (no bar.warp.sync, "
+                                   "barrier, mbarrier arrive and wait, fence or atomic links "
+                                   "them)"],
+                          addresses=[where], lanes=[lane2]))
+
+
+def _release_acquire(e, strong: bool) -> "tuple[bool, bool]":
+    """Whether event `e` releases (publishes its lanes' earlier accesses) and whether it
+    acquires, for the lanes that execute it (conservatively: both where unsure)."""
+    if isinstance(e, ev.BarrierEvent):
+        return (not e.released, e.op == "sync" and e.released) if e.op != "warp" \
+            else (True, True)
+    if isinstance(e, ev.ClusterBarrierEvent):
+        return (e.op == "arrive" and not e.relaxed, e.op == "wait")
+    if isinstance(e, ev.MBarrierEvent):
+        if e.by_async is not None or e.op in ("init", "inval", "expect_tx", "complete_tx"):
+            return (False, False)
+        return (e.op == "arrive", e.op != "arrive")
+    if isinstance(e, ev.FenceEvent):  # a proxy fence orders proxies, not threads
+        return (not e.fence.startswith("fence.proxy"),) * 2
+    if isinstance(e, ev.WarpSync):
+        return (e.op == "bar.warp.sync",) * 2
+    if isinstance(e, ev.AsyncOp):
+        # an op carries its issuer's history to whoever waits on its mbarrier; a wait_group
+        # retires the executing thread's own cp.async / bulk groups only (wgmma's are the
+        # warpgroup's: one op issued by every lane)
+        return (e.stage == "issue", e.stage == "wait" and e.engine == "wgmma")
+    if isinstance(e, ev.MemAccess) and e.async_id is None and \
+            (e.atomic or e.access == "rmw" or strong):
+        return (True, True)
+    return (False, False)
+
+
+def lane_shadow(reg) -> dict:
+    """The lane shadow of `reg` (made, or grown with the region, on first use)."""
+    sh = getattr(reg, "lane_shadow", None)
+    if sh is None or len(sh["wlane"]) != reg.size:
+        n = reg.size
+        old = sh
+        sh = reg.lane_shadow = {
+            "wlane": np.full(n, -1, np.int8), "wrel": np.zeros(n, np.int64),
+            "wpos": np.zeros(n, np.int64),
+            "rthread": np.full(n, -1, np.int32), "rclock": np.zeros(n, np.int32),
+            "rlane": np.full(n, -1, np.int8), "rrel": np.zeros(n, np.int64),
+            "rseq": np.zeros(n, np.int64), "revent": np.full(n, -1, np.int32)}
+        if old is not None:  # a region that grew (hand-built traces)
+            m = len(old["wlane"])
+            for k in sh:
+                sh[k][:m] = old[k]
+    return sh
