@@ -119,6 +119,10 @@
 #     bf16's best at 32 and 16 warps an SM and of f32 8192's best, 60 s at most each
 #     (PROFILES='' skips them); smoke over the small bf16 `_v8`, `_bk` and `_so` cases; run with
 #     TOTAL_LIMIT=360; predictions in docs/PERFORMANCE.md ("Session 22")
+#   MODE=topk13: ONLY session 23's top-k rows from a counter (DYN=1, `_dyn`) beside their
+#     static-walk controls: bf16's best at 32 and 16 warps an SM, f32 8192's best (`_so`), a
+#     shard each dtype, and an iket timeline of f32 8192's `_dyn` first; smoke over the small
+#     `_dyn` cases; run with TOTAL_LIMIT=300; predictions in docs/PERFORMANCE.md ("Session 23")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -395,6 +399,19 @@ kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g1fu_sd] --iket --i
     # the traces (~13-22 MB each) may make the archive too large to come back: their figures
     # are also written to $OUT/item_timeline.txt on the GPU host
     ITEM_TIMELINE="--item row_end --wait wait"
+elif [ "${MODE:-all}" = topk13 ]; then
+    SMOKE_K="not h200 and topk and _dyn"
+    T13_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    T13_F="topk_f32_warp[r16384_c8192_k50_st_a"
+    N_R1="${T13_B}_v4_g1fu_w32_sd2_pk]@ or ${T13_B}_v4_g1fu_w32_sd2_pk_dyn]@ or \
+${T13_B}_v4_g1fu_sd2_pk]@ or ${T13_B}_v4_g1fu_sd2_pk_dyn]@"
+    N_R2="${T13_F}_v8_g1fu_sd_so]@ or ${T13_F}_v8_g1fu_sd_so_dyn]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)"
+    # the counter's walk on f32 8192 (the static walk's tail was 21% there): capacity for a
+    # fast warp's ~10 rows of 2 (1 + rows x (steps + 1)) events
+    export PROFILES="${PROFILES-kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g1fu_sd_so_dyn] --iket --iket-capacity 256}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
+    ITEM_TIMELINE="--item row_end --wait wait"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
@@ -477,7 +494,7 @@ elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
-        "'scan11', 'scan12' or 'cum13'" >&2
+        "'scan11', 'scan12', 'cum13' or 'topk13'" >&2
     exit 2
 fi
 }

@@ -171,6 +171,11 @@ def test_sync_check_clean():
                                                                   r"in place: it needs dt=bf16"),
     ("bf16", dict(rows=1, cols=1024, k=4, PK=1, dt="bf16"), r"PK=1 .* APPEND=1 \(got dt=bf16, "
                                                             r"APPEND=0\)"),
+    ("f32", dict(rows=1, cols=1024, k=4, DYN=2), r"DYN=2 must be 0 \(the static walk\) or 1"),
+    ("bf16", dict(rows=1, cols=4104, k=9, VECS=4, STAGES=12, CAP=96, dt="bf16", BULK=1, DYN=1),
+     r"DYN=1 needs BULK=0"),
+    ("f32", dict(rows=1, cols=512, k=4, VECS=2, STAGES=8, DYN=1),
+     r"DYN=1 needs a row of more steps \(2\) than the ring has in flight \(3\)"),
 ])
 def test_refused_shapes_name_the_case_and_the_constraint(dt, params, match):
     suite = MOD.SUITE_F32 if dt == "f32" else MOD.SUITE_BF16
@@ -698,3 +703,35 @@ def test_the_sorted_row_end_hands_on_the_same_guess_without_the_redux_chain(dt, 
     rounds = (32 if dt == "f32" else 16) + 16
     assert ops1["redux.sync"] <= ops0["redux.sync"] - 6 * rounds, (ops0["redux.sync"],
                                                                   ops1["redux.sync"])
+
+
+DYN_CASES = [(suite, c.name) for suite in (MOD.SUITE_F32, MOD.SUITE_BF16) for c in suite.cases
+             if c.small and c.params.get("DYN")]
+
+
+@pytest.mark.parametrize("suite,name", DYN_CASES, ids=[n for _, n in DYN_CASES])
+@pytest.mark.parametrize("per_warp", [False, True], ids=["lockstep", "per-warp"])
+def test_rows_from_the_counter_are_exact_and_the_counter_resets_itself(suite, name, per_warp):
+    """DYN=1 (session 23): every row taken exactly once whatever the warps' pace (numsim's
+    per-warp schedule lets one warp run until it waits: it takes rows ahead of the others), and a
+    launch takes exactly rows + grid warps tickets, so a second launch on the same counter is
+    right too (the counter is never cleared)."""
+    ns = pytest.importorskip("tirxh_numsim")
+    case = _case(suite, name)
+    inputs = suite.make_inputs(case, 0)
+    tickets = case.params["rows"] + suite.grid(case)[0] * case.params["WARPS"]
+    for launch in (1, 2):
+        res = ns.run(suite.kernel, inputs, grid=suite.grid(case), consts=suite.consts(case),
+                     outputs=list(suite.outputs) + ["sched"], per_warp=per_warp)
+        assert_matches(suite, case, res, inputs)
+        assert int(res.outputs["sched"][0]) == launch * tickets
+        inputs = dict(inputs, sched=res.outputs["sched"])
+
+
+def test_rows_from_the_counter_check_clean():
+    sc = pytest.importorskip("tirxh_sync_check")
+    for suite, name in DYN_CASES:
+        case = _case(suite, name)
+        sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
+                                     consts=suite.consts(case), grid=suite.grid(case))
+        assert [f.kind for f in sync.findings + race.findings] == [], name

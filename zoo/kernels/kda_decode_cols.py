@@ -130,6 +130,7 @@ if str(Path(__file__).parent) not in sys.path:
 import kda_decode as D  # noqa: E402 - after the path that finds it
 import kda_decode_bulk as B  # noqa: E402
 import kda_ref as R  # noqa: E402
+from tickets import take_item  # noqa: E402
 from kda_decode import (FULL, K, LOG2E, V, _butterfly, _decay_and_sums,  # noqa: E402
                         _store_o, _unpack, _update, _update_normed)
 
@@ -231,18 +232,7 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         then one END a CTA, so a launch takes exactly N H + grid and the counter never needs
         clearing: the head is the ticket mod N H + grid) into hidx[stage], END (N H) when none
         is left; arrives on asg[stage]. Returns the head."""
-        ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(sched.at(0), 1)
-        per_launch = N * H + grid
-        lo, hi = T.reg(T.u32), T.reg(T.u32)
-        T.ptx.mov.b64([lo, hi], ticket)
-        local = T.reg(T.u32, init=0)
-        with T.if_(hi == 0):                    # the first 2^32 tickets: a 32-bit remainder
-            local.set(lo - (lo / per_launch) * per_launch)
-        with T.else_():
-            n64 = T.ptx.cvt.u64.u32(per_launch)
-            local.set(T.ptx.cvt.u32.u64(T.ptx.sub.u64(
-                ticket, T.ptx.mul.lo.u64(T.ptx.div.u64(ticket, n64), n64))))
-        hd = T.ptx.min.u32(local, N * H)
+        hd = take_item(sched, N * H + grid, N * H)
         T.ptx.st.shared.u32(hidx.at(stage), hd)
         asg[stage].arrive()
         return hd

@@ -118,13 +118,23 @@ buffered entries is finished by ONE bitonic sort of u64 entries (key high, 0xFFF
 across the warp, 4 a lane, instead of the final refine's keybits + 16 dependent ``redux.sync``
 rounds and the ranking's k/2 broadcast loads: the k first are stored as they stand and the next
 row's guess is what the refine would have set (outputs and appends identical in numsim).
+Measured (session 23): 0.919x at f32 8192 (78.5% of copy bandwidth), no gain at bf16.
+
+DYN=1 (session 23, the `_dyn` cases): rows from a self-resetting counter (`tickets.take_item`,
+the decode's DYN scheme) instead of the static walk w, w + W, ...: the ring's issue cursor takes
+the next row when it reaches a row's end (lane 0's ``atom.add``, one ``shfl.sync``), and the
+consumer takes the cursor's row at its own row end (the cursor is less than a row ahead: a
+constraint). Why: iket timelines (session 23) put the static walk's tail at 21% of the kernel at
+f32 8192 (the last warp 181 us, the SMs' median 143) and 13% at bf16 with 32 warps an SM.
+Measured (session 23): 0.978-0.982x at bf16 with 32 warps an SM (84.0% of copy bandwidth), no
+gain at 16 warps or at f32 8192, where a row is ~17 us of a warp and the tail stays a row long.
 
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
 
 Tags: radix-select, warp-per-row, threshold-filter, cp-async, warp-ballot, redux, persistent,
-iket, bulk-copy, mbarrier, bitonic-sort
+iket, bulk-copy, mbarrier, bitonic-sort, dynamic-scheduling
 Work: the row read once; numsim counts (PTX warp-instructions per row, normal data, a warp's
 first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, bf16 32768 k64
 22.8k / 13.0k.
@@ -132,6 +142,8 @@ first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, 
 import math
 import sys
 from pathlib import Path
+
+import numpy as np
 
 import tirxh.lang as T
 from tirxh.core import ir
@@ -141,6 +153,7 @@ from tirxh.core import ir
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import topk as _tk  # noqa: E402  (after the path set-up above)
+from tickets import take_item  # noqa: E402
 
 TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ballot", "redux",
         "persistent", "iket", "bulk-copy", "mbarrier", "bitonic-sort")
@@ -645,7 +658,9 @@ class _Ring:
     ALIGN = 16             # the ring's alignment (a bulk copy's destination wants 128)
     LANE_POINTER = True    # the global cursor points at this lane's vector (bulk: the step's)
 
-    def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step):
+    def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step,
+                 take=None):
+        self.x, self.cols, self.vec, self.take = x, cols, vec, take
         self.data = T.shared(T.b32, (WARPS * STAGES * 32 * 4,), name="ring", align=self.ALIGN)
         self.rows, self.nvec, self.S, self.V = rows, nvec, STAGES, VECS
         self.lane = buf.lane
@@ -684,8 +699,13 @@ class _Ring:
         self.v.set(self.v + self.V)
         with T.if_(self.v == self.steps, uniform=True):
             self.v.set(0)
-            self.row.set(self.row + self.row_step)
-            T.ptx.add.u64(self.gp, self.gp, self.jump)
+            if self.take is None:
+                self.row.set(self.row + self.row_step)
+                T.ptx.add.u64(self.gp, self.gp, self.jump)
+            else:   # DYN=1: the next row from the counter (one END ticket a warp, then none)
+                with T.if_(self.row < self.rows, uniform=True):
+                    self.row.set(self.take())
+                self.gp.set(self.x.at(self.row * self.cols + self.lane * self.vec).base)
         self.soff.set(self.soff + self.V * 512)
         T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
 
@@ -719,8 +739,10 @@ class _BulkRing(_Ring):
     ALIGN = 128
     LANE_POINTER = False
 
-    def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step):
-        super().__init__(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step)
+    def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step,
+                 take=None):
+        super().__init__(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step,
+                         take)
         self.nst = STAGES // VECS                               # step slots a warp
         self.bars = T.mbarrier(WARPS * self.nst, name="full")
         self.wbase = self.data.ptr() + buf.warp * (STAGES * 512)  # the warp's ring
@@ -890,8 +912,18 @@ def _seed(ring, live, k, cols, dt, ahead, miss=SEED_MISS):
     return T.ptx.mov.f32(_value_bits(top, 32))
 
 
+def _take_row(sched, rows, grid_warps, lane):
+    """DYN=1 (session 23): the warp's next row from the counter (`tickets.take_item`: a launch
+    takes rows + grid_warps tickets, END = rows), taken by lane 0 and shuffled to every lane."""
+    got = T.reg(T.u32, init=0)
+    with T.if_(lane == 0):
+        got.set(take_item(sched, rows + grid_warps, rows))
+    return T.ptx.shfl.sync.idx.b32(got, 0, 0x1F, FULL)
+
+
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
-               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0):
+               APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
+               sched=None):
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
@@ -900,8 +932,12 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
     lane = buf.lane
     gw = T.ctaid.x * WARPS + buf.warp
     grid_warps = T.nctaid.x * WARPS
+    # DYN=1: rows from the counter as the ring's issue cursor reaches them (the consumer takes
+    # the cursor's row at its row end: the cursor is less than a row ahead); else w, w + W, ...
+    take = (lambda: _take_row(sched, rows, grid_warps, lane)) if DYN else None
+    first = take() if DYN else gw
     ring = (_BulkRing if BULK else _Ring)(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf,
-                                          gw, grid_warps)
+                                          first, grid_warps, take=take)
     steps = ring.steps
     ahead = STAGES // VECS - 1                         # steps in flight beyond the current
     # APPEND=1's step mask has 32 bits: a step of more elements (bf16 VECS 8, session 22) is
@@ -921,10 +957,10 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
         ring.issue()
     if SEED:
         with T.iket.range("seed"):
-            seed = _seed(ring, gw < rows, k, cols, dt, ahead, SEED_MISS_BY_MODE[SEED])
+            seed = _seed(ring, first < rows, k, cols, dt, ahead, SEED_MISS_BY_MODE[SEED])
             if seed is not None:
                 buf.guess.set(seed)
-    row = T.reg(T.u32, init=gw)
+    row = T.reg(T.u32, init=first)
     v = T.reg(T.u32, init=0)                           # the row's next vector step (x VECS)
     soff = T.reg(T.u32, init=0)                        # its stages' offset in the ring
     buf.reset(buf.guess)
@@ -965,7 +1001,9 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                         T.ptx.xor.b32(mask, mask, T.ptx.shl.b32(1, j))
                         buf.append(fetch(j), c0 + j)
 
-    with T.range(mine * (steps // VECS)):
+    with (T.loop() if DYN else T.range(mine * (steps // VECS))):
+        if DYN:
+            T.break_(row >= rows)                      # END: the counter had no row left
         ring.issue()                                   # into the stages the last step read
         with T.iket.range("wait"):
             ring.wait(ahead)                           # this step's stages landed
@@ -1027,7 +1065,7 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                 refine_and_store()
             buf.reset(buf.guess)
             v.set(0)
-            row.set(row + grid_warps)
+            row.set(ring.row if DYN else row + grid_warps)
     ring.drain()                                       # nothing in flight at exit
 
 
@@ -1041,29 +1079,42 @@ def _maxnreg(MAXREG):
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64],
-                  rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
+                  sched: T.gptr[T.u64], rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
-                  BULK: T.const = 0, SORT: T.const = 0):
+                  BULK: T.const = 0, SORT: T.const = 0, DYN: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK, SORT=SORT)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK, SORT=SORT, DYN=DYN, sched=sched)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64],
-                   rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
+                   sched: T.gptr[T.u64], rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                    STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                    APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                    GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
-                   PK: T.const = 0, BULK: T.const = 0, SORT: T.const = 0):
+                   PK: T.const = 0, BULK: T.const = 0, SORT: T.const = 0,
+                   DYN: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK, SORT)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK, SORT, DYN, sched)
 
 
 # -- cases ------------------------------------------------------------------------------------------
+
+def _suite_args(dt) -> dict:
+    """topk's suite arguments, its inputs with DYN=1's row counter (`sched`: one u64, zero; a
+    launch takes exactly rows + grid warps tickets, so it never needs clearing). Every case takes
+    it (one kernel signature); DYN=0 ignores it."""
+    args = _tk._suite_args(dt)
+    plain = args["inputs"]
+
+    def inputs(rng, rows, cols, k):
+        return {**plain(rng, rows, cols, k), "sched": np.zeros(1, np.uint64)}
+    return {**args, "inputs": inputs}
+
 
 SMEM_LIMIT = 227 * 1024
 
@@ -1079,9 +1130,18 @@ def _constraints(dt):
     vec = _tk.VEC[dt]
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
-                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0):
+                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
+        row_steps, in_flight = T.cdiv(T.cdiv(cols // vec, 32), VECS), STAGES // VECS - 1
+        if DYN not in (0, 1):
+            why.append(f"DYN={DYN} must be 0 (the static walk) or 1 (rows from the counter)")
+        elif DYN and BULK:
+            why.append("DYN=1 needs BULK=0 (the counter's walk is written for the lanes' ring)")
+        elif DYN and row_steps <= in_flight:
+            why.append(f"DYN=1 needs a row of more steps ({row_steps}) than the ring has in "
+                       f"flight ({in_flight}): the consumer takes its next row from the issue "
+                       "cursor, at most one row ahead")
         if not 1 <= k <= min(_tk.MAX_K, cols):
             why.append(f"k={k} must be in [1, min({_tk.MAX_K}, cols)]")
         if cols % vec:
@@ -1158,7 +1218,7 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
-              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, main=False):
+              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -1174,7 +1234,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"SEED": SEED} if SEED else {}),
                   **({"PK": PK} if PK else {}),
                   **({"BULK": BULK} if BULK else {}),
-                  **({"SORT": SORT} if SORT else {}))
+                  **({"SORT": SORT} if SORT else {}),
+                  **({"DYN": DYN} if DYN else {}))
 
 
 # scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
@@ -1186,9 +1247,10 @@ _G1FU = dict(STRICT=1, APPEND=1, GUESS=1, FUSE=1)
 _V4 = dict(VECS=4, STAGES=16, CAP=256, **_G1FU)
 _V8 = dict(VECS=8, STAGES=24, **_G1FU)
 _W32 = dict(VECS=4, STAGES=12, CAP=96, CTAS=528, MAXREG=64, **_G1FU)
+_G1FU_SMALL = dict(STRICT=1, APPEND=1, GUESS=1, FUSE=1)
 
 SUITE_F32 = T.suite(
-    topk_f32_warp, **_tk._suite_args("f32"),
+    topk_f32_warp, **_suite_args("f32"),
     cases=[
         # 5 rows on 2 warps (3 and 2 rows each); row 0 is heavy ties (-3..3: the column search)
         make_case("r5_c2052_k64", rows=5, cols=2052, k=64, WARPS=2, CTAS=1, CAP=320),
@@ -1338,12 +1400,22 @@ SUITE_F32 = T.suite(
         # bitonic sort (SORT=1): -380 PTX a row in numsim and no 48-round redux chain
         make_case("r16384_c8192_k50_st_a_v8_g1fu_sd_so", **_K50, **_V8, CAP=160, FE=4, SEED=1,
                   SORT=1),
+        # DYN=1 (session 23): rows from a counter (the timeline put the static walk's tail at 21%
+        # of the kernel: the last warp 181.0 us, the SMs' median 142.6)
+        make_case("r16384_c8192_k50_st_a_v8_g1fu_sd_so_dyn", **_K50, **_V8, CAP=160, FE=4,
+                  SEED=1, SORT=1, DYN=1),
+        # small: 9 rows on 4 warps (13 tickets), and on one warp of one CTA; APPEND=0's path
+        make_case("r9_c2056_k50_dyn", rows=9, cols=2056, k=50, WARPS=2, CTAS=2, VECS=8,
+                  STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, **_G1FU_SMALL),
+        make_case("r5_c2060_k64_dyn", rows=5, cols=2060, k=64, WARPS=1, CTAS=1, CAP=128,
+                  STRICT=1, APPEND=1, FUSE=1, DYN=1),
+        make_case("r7_c1000_k33_dyn", rows=7, cols=1000, k=33, WARPS=2, CTAS=2, CAP=320, DYN=1),
     ],
     constraints=constraints_f32,
 )
 
 SUITE_BF16 = T.suite(
-    topk_bf16_warp, **_tk._suite_args("bf16"),
+    topk_bf16_warp, **_suite_args("bf16"),
     cases=[
         make_case("r4_c1000_k33", rows=4, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320, dt="bf16"),
         make_case("r5_c1000_k33_st", rows=5, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320,
@@ -1452,6 +1524,14 @@ SUITE_BF16 = T.suite(
         # numsim, none of them in a redux chain
         make_case("r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk_so", **_KB16, **_W32, SEED=2, PK=1,
                   SORT=1),
+        # DYN=1 (session 23): rows from a counter (timeline: the last warp 165.1 us at 32 warps
+        # an SM, the SMs' median 143.4; 156.9 / 147.6 at 16)
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk_dyn", **_KB16, **_W32, SEED=2, PK=1,
+                  DYN=1),
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_sd2_pk_dyn", **_KB16, **_V4, FE=5, SEED=2,
+                  PK=1, DYN=1),
+        make_case("r7_c4104_k9_dyn", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
+                  STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, **_G1FU_SMALL),
     ],
     constraints=constraints_bf16,
 )

@@ -1,0 +1,32 @@
+"""A self-resetting work counter: persistent kernels that take their items from a counter
+(`kda_decode_cols` DYN = 1's heads, `topk_warp` DYN = 1's rows) instead of a static walk.
+
+A launch of G workers over N items takes exactly N + G tickets from one u64 counter with
+``atom.add``: one an item, then one END a worker (a worker that gets END takes no more). So the
+item of a ticket is the ticket mod N + G, and the counter never needs clearing between launches
+(KCoral's guards leave an all-zero input buffer alone, and a timing loop relaunches on it). Why
+a counter: the H200's SMs stream at rates up to 35% apart (docs/TUNING.md), and a static walk
+of equal item counts ends with the slowest.
+"""
+
+from __future__ import annotations
+
+import tirxh.lang as T
+
+
+def take_item(sched, per_launch, end):
+    """The next item from the counter at ``sched[0]`` (``atom.relaxed.gpu.add.u64``): the ticket
+    mod `per_launch` (N + G), clamped to `end` (N: no item left). The first 2^32 tickets take a
+    32-bit remainder (a 64-bit division is a ~70-instruction subroutine), later ones a 64-bit
+    one. Called by one lane; ~25 instructions an item."""
+    ticket = T.ptx.atom.relaxed.gpu.global_.add.u64(sched.at(0), 1)
+    lo, hi = T.reg(T.u32), T.reg(T.u32)
+    T.ptx.mov.b64([lo, hi], ticket)
+    local = T.reg(T.u32, init=0)
+    with T.if_(hi == 0):
+        local.set(lo - (lo / per_launch) * per_launch)
+    with T.else_():
+        n64 = T.ptx.cvt.u64.u32(per_launch)
+        local.set(T.ptx.cvt.u32.u64(T.ptx.sub.u64(
+            ticket, T.ptx.mul.lo.u64(T.ptx.div.u64(ticket, n64), n64))))
+    return T.ptx.min.u32(local, end)
