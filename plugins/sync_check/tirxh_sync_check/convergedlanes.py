@@ -57,9 +57,9 @@ class ConvergedLanes:
     def note_event(self, e, pos: int, warp: "int | None", strong: bool) -> None:
         """Count the releases and snapshot the acquires of the lanes executing `e` (warp index
         `warp`) at replay position `pos`."""
-        if warp is None:
+        rel, acq = _release_acquire(e, strong) if warp is not None else (False, False)
+        if not (rel or acq):
             return
-        rel, acq = _release_acquire(e, strong)
         lanes = e.lanes & (e.membermask if isinstance(e, ev.WarpSync) else 0xFFFFFFFF)
         sel = [k for k in range(32) if lanes >> k & 1]
         if not sel:
