@@ -156,7 +156,7 @@ import topk as _tk  # noqa: E402  (after the path set-up above)
 from tickets import take_item  # noqa: E402
 
 TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ballot", "redux",
-        "persistent", "iket", "bulk-copy", "mbarrier", "bitonic-sort")
+        "persistent", "iket", "bulk-copy", "mbarrier", "bitonic-sort", "dynamic-scheduling")
 
 FULL = 0xFFFFFFFF
 MAX_COLS = 1 << 16
