@@ -123,6 +123,12 @@
 #     static-walk controls: bf16's best at 32 and 16 warps an SM, f32 8192's best (`_so`), a
 #     shard each dtype, and an iket timeline of f32 8192's `_dyn` first; smoke over the small
 #     `_dyn` cases; run with TOTAL_LIMIT=300; predictions in docs/PERFORMANCE.md ("Session 23")
+#   MODE=topk14: ONLY session 24's GUESS=2 (`_g2fu`: the next row's guess mixed halfway with
+#     the last, so that no row is read twice) beside its GUESS=1 controls: f32 8192's best with
+#     rows from the counter and walked statically (a shard), bf16's best (a shard), and an iket
+#     timeline of f32 8192's `_g2fu` `_dyn` first (its `again` ranges should be gone); smoke
+#     over the small `_g2` cases; run with TOTAL_LIMIT=300; predictions in docs/PERFORMANCE.md
+#     ("Session 24")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -412,6 +418,19 @@ ${T13_B}_v4_g1fu_sd2_pk]@ or ${T13_B}_v4_g1fu_sd2_pk_dyn]@"
     export PROFILES="${PROFILES-kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g1fu_sd_so_dyn] --iket --iket-capacity 256}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
     ITEM_TIMELINE="--item row_end --wait wait"
+elif [ "${MODE:-all}" = topk14 ]; then
+    SMOKE_K="not h200 and topk and _g2"
+    T14_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    T14_F="topk_f32_warp[r16384_c8192_k50_st_a"
+    N_R1="${T14_F}_v8_g1fu_sd_so_dyn]@ or ${T14_F}_v8_g2fu_sd_so_dyn]@ or \
+${T14_F}_v8_g1fu_sd_so]@ or ${T14_F}_v8_g2fu_sd_so]@"
+    N_R2="${T14_B}_v4_g1fu_w32_sd2_pk_dyn]@ or ${T14_B}_v4_g2fu_w32_sd2_pk_dyn]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)"
+    # session 23's trace of `_g1fu` `_dyn` held 7 second reads on its last warps; this one's
+    # capacity as topk13's
+    export PROFILES="${PROFILES-kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn] --iket --iket-capacity 256}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
+    ITEM_TIMELINE="--item row_end --wait wait"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
@@ -494,7 +513,7 @@ elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
-        "'scan11', 'scan12', 'cum13' or 'topk13'" >&2
+        "'scan11', 'scan12', 'cum13', 'topk13' or 'topk14'" >&2
     exit 2
 fi
 }

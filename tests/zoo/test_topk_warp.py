@@ -390,6 +390,64 @@ def test_guess1_keeps_a_short_rows_successor_from_a_second_read(guess, misses):
     assert (_second_reads(res) > 0) == misses
 
 
+@pytest.mark.parametrize("guess,misses", [(1, True), (2, False)])
+def test_guess2_mixes_one_unlike_row_into_the_guess_without_a_second_read(guess, misses):
+    """Four normal rows of 8192 on one warp (k 50), row 2 scaled by 1.15 (its rank-91 value
+    ~2.6 where a normal row's is ~2.3): GUESS=1 hands row 3 that row's value alone, which ~35
+    of row 3's elements reach, and reads row 3 twice; GUESS=2 hands on the mean of the two
+    guesses' keys (rows 1 and 2), which more than k reach. The same miss at random, ~1e-4 of
+    a row's chances (benchmarks/topk_guess_model.py), put 5-7 second reads of 22-96 us in
+    session 23's f32 8192 traces, on the kernel's last warps. Exact either way."""
+    suite = MOD.SUITE_F32
+    case = MOD.make_case("chain", rows=4, cols=8192, k=50, WARPS=1, CTAS=1, VECS=4, STAGES=16,
+                         CAP=256, STRICT=1, APPEND=1, FE=5, GUESS=guess)
+    inputs = suite.make_inputs(case, 0)
+    x = np.random.default_rng(1).standard_normal((4, 8192)).astype(np.float32)
+    x[2] *= 1.15
+    inputs["x"][:] = x
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert_matches(suite, case, res, inputs)
+    assert (_second_reads(res) > 0) == misses
+
+
+def _guess2_rows(mod, shift):
+    """One warp over rows 0 (ties), 1, 2 (normal), 3 (normal + `shift`), 4, 5 (normal), k 37,
+    GUESS=2: (second-read warp-instructions, all warp-instructions), every row exact."""
+    suite = mod.SUITE_F32
+    case = mod.make_case("fresh", rows=6, cols=2052, k=37, WARPS=1, CTAS=1, VECS=4, STAGES=12,
+                         CAP=96, STRICT=1, APPEND=1, FE=3, GUESS=2, FUSE=1)
+    inputs = suite.make_inputs(case, 0)
+    x = np.random.default_rng(4).standard_normal((6, 2052)).astype(np.float32)
+    x[0] = np.random.default_rng(5).integers(-3, 4, 2052)
+    x[3] += shift
+    inputs["x"][:] = x
+    res, _ = simulate(suite, case, inputs=inputs)
+    assert_matches(suite, case, res, inputs)
+    return _second_reads(res), res.stats["warp_instructions"]
+
+
+def test_guess2_starts_afresh_after_a_second_read(tmp_path):
+    """Row 3 far above the rest: row 4's guess (the mean of row 2's and row 3's keys, ~11) is
+    reached by none of row 4, which is read twice; its guess missed, so row 4 hands on its own
+    value (cut to 12 bits), not a mean with the guess that missed, and row 5 is read once.
+    Without `forget_guess` row 5 is read twice too."""
+    once, _ = _guess2_rows(MOD, 50.0)
+    mut = load_mutant("topk_warp", "                buf.forget_guess()\n", "\n", tmp_path)
+    twice, _ = _guess2_rows(mut, 50.0)
+    assert once > 0 and twice > 1.8 * once, (once, twice)
+
+
+def test_guess2_starts_afresh_after_a_row_of_ties(tmp_path):
+    """The row of ties hands on -inf (its successor from -inf through the ring) and forgets the
+    history, so the next hand-on is that row's own value; kept, it would be mixed with -inf's
+    key (a value near -0: about half of row 2 appended, refine after refine)."""
+    _, fresh = _guess2_rows(MOD, -50.0)
+    mut = load_mutant("topk_warp", "                T.ptx.mov.u32(self.hist, 0, pred=ties() * 4 > n)\n",
+                      "                pass\n", tmp_path)
+    _, mixed = _guess2_rows(mut, -50.0)
+    assert mixed > 1.04 * fresh, (fresh, mixed)
+
+
 def test_fused_ranking_halves_the_row_ends_loads_and_frees_the_registers_at_k50():
     """FUSE=1 (scan8): one pass of k/2 broadcast ``ld.shared.v2.u64`` for both of a lane's
     entries at k = 50, one ``setp.gt.u64`` a compare; the same answer (the small `_fu` cases)

@@ -129,6 +129,14 @@ f32 8192 (the last warp 181 us, the SMs' median 143) and 13% at bf16 with 32 war
 Measured (session 23): 0.978-0.982x at bf16 with 32 warps an SM (84.0% of copy bandwidth), no
 gain at 16 warps or at f32 8192, where a row is ~17 us of a warp and the tail stays a row long.
 
+GUESS=2 (session 24, the `_g2fu` cases; docs/TUNING.md "a persistent kernel whose timeline's
+last warps each hold a long fallback range"): session 23's f32 8192 traces hold 5-7 rows read a
+second time (22-96 us each), and those warps end the kernel: a row's guess is the previous row's
+rank-91 value, which fewer than k of the next row reach ~1e-4 of the time (both rows vary). The
+next row's guess key is the mean of the last guess's and this row's (`_Buffer._mix_guess`), or
+this row's cut to 12 bits where there is no handed-on guess before (a warp's first row, a row
+read twice, after a row of ties): ~6e-6 misses a row in benchmarks/topk_guess_model.py.
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
@@ -307,6 +315,9 @@ class _Buffer:
         self.base = self.warp * (2 * CAP)
         self.thr = T.reg(T.f32, init=NEG_INF)
         self.guess = T.reg(T.f32, init=NEG_INF)
+        # GUESS=2: whether `guess` was handed on by a row's end (1) or is a seed, -inf or a
+        # row of ties' reset (0): only the first is mixed into the next row's
+        self.hist = T.reg(T.u32, init=0) if guess == 2 else None
 
     def reset(self, thr):
         """An empty buffer (lane 0 writes the counter; ``bar.warp.sync`` orders it after the
@@ -508,6 +519,8 @@ class _Buffer:
             unit = 1 << (keybits - 12)
             low = T.ptx.sub.u32(T.ptx.max.u32(far, unit), unit)
             T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)), pred=(n * 4) < 5 * k)
+        if self.guess_mode == 2:
+            self._mix_guess(far, keybits)
         self.guess.set(_key_float(far, keybits))
         if self.strict:
             # a row where over a quarter of the buffered entries equal the k-th (a row of
@@ -516,6 +529,32 @@ class _Buffer:
             # of missing the guess and reading the row again from global memory, one
             # dependent load round trip a step. Exact either way.
             T.ptx.mov.f32(self.guess, NEG_INF, pred=ties() * 4 > n)
+            if self.guess_mode == 2:
+                T.ptx.mov.u32(self.hist, 0, pred=ties() * 4 > n)
+
+    def _mix_guess(self, far, keybits):
+        """GUESS=2 (session 24): the next row's guess key halfway between the last guess's and
+        this row's `far`, so that one row's luck moves it half as far. The count of a row's
+        elements at or above the previous row's rank-R value varies with both rows (~sqrt(2R)):
+        at R = 91, k = 50 a row misses ~1e-4 of the time, and each miss reads the row again from
+        global memory, 22-96 us, at the kernel's end (session 23's traces: 5 and 7 second reads
+        a launch at f32 8192, the last warps). A running mean leaves mostly the next row's own
+        variance (0 misses in 120k modelled rows; benchmarks/topk_guess_model.py). Without a
+        handed-on guess before (a warp's first row, after a second read or a row of ties) there
+        is nothing to mix: the key is cut to 12 bits (at most 1/8 octave lower) instead."""
+        top12 = ((1 << keybits) - 1) ^ ((1 << (keybits - 12)) - 1)
+        fresh = self.hist == 0
+        T.ptx.and_.b32(far, far, top12, pred=fresh)
+        prev = _key(self.guess, "f32" if keybits == 32 else "bf16")
+        mixed = T.ptx.add.u32(T.ptx.shr.u32(prev, 1), T.ptx.shr.u32(far, 1))
+        # two -inf keys would average one below -inf's: a NaN threshold that nothing reaches
+        T.ptx.max.u32(far, mixed, (0x007FFFFF >> (32 - keybits)), pred=~fresh)
+        self.hist.set(1)
+
+    def forget_guess(self):
+        """GUESS=2: the row was read again (its guess missed): hand on from this row alone."""
+        if self.guess_mode == 2:
+            self.hist.set(0)
 
 
 SORT_N = 128   # SORT=1: the row end's bitonic sort, 4 entries a lane
@@ -1030,6 +1069,7 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
             # once more from -inf, straight from global memory (exact, slower)
             with T.if_(buf.count() < k, uniform=True), T.iket.range("again"):
                 buf.reset(NEG_INF)
+                buf.forget_guess()
                 with T.range(0, steps, VECS) as u0:
                     again = []
                     for u in range(VECS):
@@ -1187,9 +1227,10 @@ def _constraints(dt):
         if not 0 <= SKEW <= MAX_SKEW:
             why.append(f"SKEW={SKEW} (ns of start delay per warp phase) must be in [0, "
                        f"{MAX_SKEW}]: 3 SKEW within nanosleep's 1 ms")
-        if GUESS not in (0, 1):
-            why.append(f"GUESS={GUESS} must be 0 (the next row from rank 2k + 16) or 1 (rank "
-                       "3k/2 + 16, a short row's guess one 12-bit unit lower)")
+        if GUESS not in (0, 1, 2):
+            why.append(f"GUESS={GUESS} must be 0 (the next row from rank 2k + 16), 1 (rank "
+                       "3k/2 + 16, a short row's guess one 12-bit unit lower) or 2 (1's, mixed "
+                       "halfway with the last row's guess)")
         if FUSE not in (0, 1):
             why.append(f"FUSE={FUSE} must be 0 (a ranking pass per entry of a lane) or 1 (one "
                        "pass, u64 entries)")
@@ -1410,6 +1451,20 @@ SUITE_F32 = T.suite(
         make_case("r5_c2060_k64_dyn", rows=5, cols=2060, k=64, WARPS=1, CTAS=1, CAP=128,
                   STRICT=1, APPEND=1, FUSE=1, DYN=1),
         make_case("r7_c1000_k33_dyn", rows=7, cols=1000, k=33, WARPS=2, CTAS=2, CAP=320, DYN=1),
+        # GUESS=2 (session 24): the guess mixed halfway with the last row's. Session 23's traces
+        # of `_sd` and `_so_dyn` hold 5 and 7 rows read a second time (22-96 us each), and
+        # those warps end last: without them `_so_dyn`'s last warp ends at 142.6 us, not 160.0
+        make_case("r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn", **_K50, **{**_V8, "GUESS": 2},
+                  CAP=160, FE=4, SEED=1, SORT=1, DYN=1),
+        make_case("r16384_c8192_k50_st_a_v8_g2fu_sd_so", **_K50, **{**_V8, "GUESS": 2},
+                  CAP=160, FE=4, SEED=1, SORT=1),
+        # small: the DYN case's rows and rings; row 0 of ties (its successor from -inf, nothing
+        # mixed), odd k, a tail, a warp's later rows mixed
+        make_case("r9_c2056_k50_g2_dyn", rows=9, cols=2056, k=50, WARPS=2, CTAS=2, VECS=8,
+                  STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, DYN=1,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
+        make_case("r6_c2052_k37_g2s12", rows=6, cols=2052, k=37, WARPS=1, CTAS=1, VECS=4,
+                  STAGES=12, CAP=96, STRICT=1, APPEND=1, FE=3, GUESS=2, FUSE=1),
     ],
     constraints=constraints_f32,
 )
@@ -1532,6 +1587,13 @@ SUITE_BF16 = T.suite(
                   PK=1, DYN=1),
         make_case("r7_c4104_k9_dyn", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
                   STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, **_G1FU_SMALL),
+        # GUESS=2 (session 24) on the best bf16 (no second read in session 23's bf16 traces:
+        # ~2 rows a warp, a seeded first one)
+        make_case("r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn", **_KB16,
+                  **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1),
+        make_case("r7_c4104_k9_g2_dyn", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
+                  STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
     ],
     constraints=constraints_bf16,
 )
