@@ -21,9 +21,10 @@
 # first (here, without the FLA wheels, its job says why FLA is not there and times the kernel
 # alone). Env: SEEDS (default 1), EXEC_S (default 90), TOTAL_LIMIT, OUT; see gpu_bench.sh.
 # Each headline is the kernel's fastest measured case at its size (session 10: reduce_rows'
-# _w16_u1_pol_r32, rmsnorm's _tri_pol2, swiglu's _b128_u1_stcs, cumsum_tma's _k8, top-k's
-# one-warp-per-row _st_a_v4, and kda_decode_bulk beside kda_decode; docs/PERFORMANCE.md
-# "Session 10"); bf16 8192^3's stream-K tail `t256sktds4` (1.035x cuBLAS against `t256`'s
+# _w16_u1_pol_r32, rmsnorm's _tri_pol2, swiglu's _b128_u1_stcs, cumsum_tma's _k8, and
+# kda_decode_bulk beside kda_decode; docs/PERFORMANCE.md "Session 10"); top-k's one-warp-per-row
+# bests: f32 32768 `_w32_sd2` (86.4%, "Session 15"), bf16 `_w32_sd2_pk_dyn` (84.0%, "Session
+# 23"); bf16 8192^3's stream-K tail `t256sktds4` (1.035x cuBLAS against `t256`'s
 # 1.017x in one job, "Session 15").
 set -u
 cd "$(dirname "$0")/.."
@@ -41,7 +42,8 @@ G[softmax]="softmax[r16384_c8192]@ or softmax_tma[r16384_c8192_s4_b256]@ or \
 cross_entropy[r4096_c128256]@"
 G[activations]="swiglu[n64M_b128_u1_stcs]@ or gelu_tanh[n64M_u4]@ or rope[t16384_h32_d128]@"
 G[movement]="transpose[r16384_c8192]@ or tma_copy[r16384_c8192]@ or cumsum_tma[r1_c64M_k8]@ or \
-topk_f32_warp[r4096_c32768_k64_st_a_v4]@ or topk_bf16_warp[r8192_c32768_k64_st_a_v4]@"
+topk_f32_warp[r4096_c32768_k64_st_a_v4_g1fu_w32_sd2]@ or \
+topk_bf16_warp[r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk_dyn]@"
 ORDER="vector gemm decode kda norms softmax activations movement attention"
 declare -A HALF=([half1]="vector gemm decode norms" [half2]="softmax activations movement attention")
 mode=run

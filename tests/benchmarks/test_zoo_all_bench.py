@@ -57,8 +57,8 @@ def test_every_group_selects_its_items():
     for headline in ("reduce_rows[r8192_c8192_w16_u1_pol_r32]", "rmsnorm[r16384_c8192_tri_pol2]",
                      "add_rmsnorm[r16384_c8192]", "swiglu[n64M_b128_u1_stcs]",
                      "kda_decode_bulk[n256_h64_t1]", "cumsum_tma[r1_c64M_k8]",
-                     "topk_f32_warp[r4096_c32768_k64_st_a_v4]",
-                     "topk_bf16_warp[r8192_c32768_k64_st_a_v4]"):
+                     "topk_f32_warp[r4096_c32768_k64_st_a_v4_g1fu_w32_sd2]",
+                     "topk_bf16_warp[r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk_dyn]"):
         assert headline in listed, headline
 
 
