@@ -77,14 +77,18 @@ class ConvergedLanes:
         accessed in conflict with no release of that lane before an acquire of this one between
         them; then update the lane shadow. Pairs the vector clocks leave unordered are theirs to
         report (`RaceChecker.access`)."""
-        sh = lane_shadow(reg)
-        vc = checker.clock(t)
         aligned = ".aligned" in (getattr(e.instr, "spelling", "") or "")
-        w = int(self.warp_of[t])
         lane = np.asarray(lanes, np.int64)
         ok_lane = (lane >= 0) & ~aligned
+        any_lane = bool(ok_lane.any())
+        touched = lane_touched(reg)
+        if not (any_lane or touched):
+            return  # nothing to check, and the shadow stays as it is (no lane anywhere)
+        sh = lane_shadow(reg)
+        vc = checker.clock(t)
+        w = int(self.warp_of[t])
         b = np.clip(lane, 0, 31)
-        if ok_lane.any():
+        if any_lane and touched:
             wl = sh["wlane"][idx]
             raw = ok_lane & self._ordered_same_warp(reg.wt[idx], reg.wc[idx], vc, w) & \
                 (wl >= 0) & (wl != lane) & \
@@ -108,6 +112,8 @@ class ConvergedLanes:
                     first = checker.events[sh["revent"][idx[j]]]
                     self._report(checker, first, e, reg, int(idx[j]), int(rl[j]), int(lane[j]))
         # the shadow
+        if any_lane:
+            reg.lane_touched = True
         if writes:
             sh["wlane"][idx] = np.where(ok_lane, lane, -1)
             sh["wrel"][idx] = self.released[w, b]
@@ -177,6 +183,13 @@ def _release_acquire(e, strong: bool) -> "tuple[bool, bool]":
             (e.atomic or e.access == "rmw" or strong):
         return (True, True)
     return (False, False)
+
+
+def lane_touched(reg) -> bool:
+    """Whether a lane's plain access ever entered `reg`'s lane shadow. Until one has, no byte
+    of it has a writing or reading lane, so neither check has a candidate: most accesses (async
+    copies' tiles, wgmma operands, regions only one proxy touches) skip the shadow's masks."""
+    return getattr(reg, "lane_touched", False)
 
 
 def lane_shadow(reg) -> dict:

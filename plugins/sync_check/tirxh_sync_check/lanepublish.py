@@ -25,13 +25,11 @@ stays verified for every earlier value: a cache per thread keeps the checks chea
 
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
 
 from tirxh_numsim import events as ev
 
-from .convergedlanes import lane_shadow
+from .convergedlanes import lane_shadow, lane_touched
 from .report import Issue, describe_event
 
 
@@ -40,11 +38,7 @@ class Publications:
 
     def __init__(self, lanes_state):
         self.lanes = lanes_state  # convergedlanes.ConvergedLanes
-        self.pos: dict = {}  # warp -> [replay position]
-        self.thread: dict = {}  # warp -> [lane-class thread]
-        self.value: dict = {}  # warp -> [its clock value at the release]
-        self.cover: dict = {}  # warp -> [(32,) release counts covered, per lane]
-        self.event: dict = {}  # warp -> [the releasing event]
+        self.logs: dict = {}  # warp -> _Log of its publications, in replay order
         self.verified: dict = {}  # reader thread -> (lane threads, 32) writer clocks verified
 
     def note_release(self, warp: int, t: int, lanes: int, value: int, pos: int, e) -> None:
@@ -58,16 +52,17 @@ class Publications:
             return
         cover = self.lanes.known[warp, sel, :].max(axis=0)
         cover[sel] = self.lanes.released[warp, sel] + 1
-        self.pos.setdefault(warp, []).append(pos)
-        self.thread.setdefault(warp, []).append(t)
-        self.value.setdefault(warp, []).append(value)
-        self.cover.setdefault(warp, []).append(cover)
-        self.event.setdefault(warp, []).append(e)
+        log = self.logs.get(warp)
+        if log is None:
+            log = self.logs[warp] = _Log()
+        log.append(pos, t, value, cover, e)
 
     def check(self, checker, e, t2: int, reg, idx, writes: bool, atomic: bool) -> None:
         """Access `e` by thread `t2` (a lane class or an async op) to bytes `idx` of `reg`: report
         the first byte another warp's lane accessed in conflict whose order to this access came
         only through a release that did not cover that lane."""
+        if not lane_touched(reg):
+            return  # no byte of it has a lane's access to be published
         sh = lane_shadow(reg)
         nl = len(self.lanes.warp_of)
         vc = checker.clock(t2)
@@ -131,19 +126,18 @@ class Publications:
         covers lane `a` past release count `rel`; else the latest such publication known (the
         release the order came through), or False when none is known at all (an order through
         no release of this warp: not this check's to judge)."""
-        plist = self.pos.get(w, [])
-        s = bisect.bisect_right(plist, pos)
-        if s == len(plist):
+        log = self.logs.get(w)
+        if log is None:
             return False
-        ts = np.asarray(self.thread[w][s:])
-        vs = np.asarray(self.value[w][s:])
-        known = vc[ts] >= vs
+        s = int(np.searchsorted(log.pos[:log.n], pos, side="right"))
+        if s == log.n:
+            return False
+        known = vc[log.thread[s:log.n]] >= log.value[s:log.n]
         if not known.any():
             return False
-        cov = np.asarray([c[a] for c in self.cover[w][s:]])
-        if (known & (cov > rel)).any():
+        if (known & (log.cover[s:log.n, a] > rel)).any():
             return None
-        return self.event[w][s + int(np.flatnonzero(known)[-1])]
+        return log.event[s + int(np.flatnonzero(known)[-1])]
 
     @staticmethod
     def _report(checker, first, second, rel, reg, offset: int, lane: int) -> None:
@@ -160,3 +154,29 @@ class Publications:
                                    f"3. {describe_event(second)} (synchronizes with 2)",
                                    f"lane {lane} never released 1 to the lanes of 2"],
                           addresses=[where], lanes=[lane]))
+
+
+class _Log:
+    """One warp's publications as growing numpy columns (replay position, lane-class thread,
+    its clock value, per-lane cover), so a lookup slices arrays instead of rebuilding them."""
+
+    def __init__(self, capacity: int = 64):
+        self.n = 0
+        self.pos = np.zeros(capacity, np.int64)
+        self.thread = np.zeros(capacity, np.int64)
+        self.value = np.zeros(capacity, np.int64)
+        self.cover = np.zeros((capacity, 32), np.int64)
+        self.event: list = []
+
+    def append(self, pos: int, t: int, value: int, cover, e) -> None:
+        if self.n == len(self.pos):
+            grow = len(self.pos)
+            self.pos = np.concatenate([self.pos, np.zeros(grow, np.int64)])
+            self.thread = np.concatenate([self.thread, np.zeros(grow, np.int64)])
+            self.value = np.concatenate([self.value, np.zeros(grow, np.int64)])
+            self.cover = np.concatenate([self.cover, np.zeros((grow, 32), np.int64)])
+        n = self.n
+        self.pos[n], self.thread[n], self.value[n] = pos, t, value
+        self.cover[n] = cover
+        self.event.append(e)
+        self.n = n + 1
