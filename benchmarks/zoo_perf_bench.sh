@@ -129,6 +129,11 @@
 #     timeline of f32 8192's `_g2fu` `_dyn` first (its `again` ranges should be gone); smoke
 #     over the small `_g2` cases; run with TOTAL_LIMIT=300; predictions in docs/PERFORMANCE.md
 #     ("Session 24")
+#   MODE=topk15: ONLY session 24's half rows (SPLIT=2, `_sp2`: two items a row, merged by the
+#     second to finish) at 32768 columns beside the measured bests they build on: f32 (`_w32_sd2`,
+#     one row a warp) and bf16 (`_w32_sd2_pk_dyn`), a shard each, and an iket timeline of bf16's
+#     `_sp2` first; smoke over the small `_sp2` cases; run with TOTAL_LIMIT=300; predictions in
+#     docs/PERFORMANCE.md ("Session 24")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -431,6 +436,18 @@ ${T14_F}_v8_g1fu_sd_so]@ or ${T14_F}_v8_g2fu_sd_so]@"
     export PROFILES="${PROFILES-kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn] --iket --iket-capacity 256}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
     ITEM_TIMELINE="--item row_end --wait wait"
+elif [ "${MODE:-all}" = topk15 ]; then
+    SMOKE_K="not h200 and topk and _sp2"
+    T15_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    T15_F="topk_f32_warp[r4096_c32768_k64_st_a"
+    N_R1="${T15_F}_v4_g1fu_w32_sd2]@ or ${T15_F}_v4_g2fu_w32_sd2_dyn_sp2]@"
+    N_R2="${T15_B}_v4_g1fu_w32_sd2_pk_dyn]@ or ${T15_B}_v4_g2fu_w32_sd2_pk_dyn]@ or \
+${T15_B}_v4_g2fu_w32_sd2_pk_dyn_sp2]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)"
+    # ~4 half rows a warp of 16 steps: 2 (1 + items x (steps + 1)) events
+    export PROFILES="${PROFILES-kernels/topk_warp.py::topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_sp2] --iket --iket-capacity 256}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
+    ITEM_TIMELINE="--item row_end --wait wait"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
@@ -513,7 +530,7 @@ elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
-        "'scan11', 'scan12', 'cum13', 'topk13' or 'topk14'" >&2
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14' or 'topk15'" >&2
     exit 2
 fi
 }

@@ -111,7 +111,7 @@ def test_an_unknown_mode_is_refused():
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12', " \
-        "'scan11', 'scan12', 'cum13', 'topk13' or 'topk14'" in r.stderr
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14' or 'topk15'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -484,3 +484,12 @@ def test_topk14_mode_times_each_guess2_variant_beside_its_guess1_control():
         g2 = [i for i in shard if "_g2fu" in i]
         assert g2 and all(i.replace("_g2fu", "_g1fu") in shard for i in g2), shard
     assert smoke and all("_g2" in i for i in smoke)
+
+
+@pytest.mark.slow(reason="two tirxh bench --collect-only runs over the zoo")
+def test_topk15_mode_times_each_half_row_variant_after_the_best_it_builds_on():
+    shards, smoke = _timed_and_smoke("topk15")
+    assert len(shards) == 2
+    for shard in shards:
+        assert "_sp2" in shard[-1] and all("_sp2" not in i for i in shard[:-1]), shard
+    assert smoke and all("_sp2" in i for i in smoke)

@@ -161,8 +161,12 @@ def test_sync_check_clean():
      r"FE=4 .* must be 0 \(min\(8, CAP/32\)\) or in .* = \[1, 3\]"),
     ("f32", dict(rows=1, cols=1024, k=4, SKEW=300_000), r"SKEW=300000 \(ns of start delay per "
                                                         r"warp phase\) must be in \[0, 250000\]"),
-    ("f32", dict(rows=1, cols=1024, k=4, GUESS=2), r"GUESS=2 must be 0 \(the next row from rank "
-                                                   r"2k \+ 16\) or 1"),
+    ("f32", dict(rows=1, cols=1024, k=4, GUESS=3), r"GUESS=3 must be 0 \(the next row from rank "
+                                                   r"2k \+ 16\), 1 .* or 2"),
+    ("f32", dict(rows=1, cols=1024, k=4, SPLIT=4), r"SPLIT=4 must be 0 \(a row an item\) or 2"),
+    ("bf16", dict(rows=1, cols=1032, k=4, dt="bf16", SPLIT=2),
+     r"SPLIT=2 needs halves of whole vectors holding k \(cols=1032 a multiple of 16"),
+    ("f32", dict(rows=1, cols=96, k=64, SPLIT=2), r"k=64 <= cols / 2"),
     ("bf16", dict(rows=1, cols=1024, k=4, FUSE=3, dt="bf16"), r"FUSE=3 must be 0 \(a ranking "
                                                               r"pass per entry of a lane\) or 1"),
     ("f32", dict(rows=1, cols=1024, k=4, SEED=3), r"SEED=3 must be 0 \(a warp's first row from "
@@ -773,11 +777,12 @@ def test_rows_from_the_counter_are_exact_and_the_counter_resets_itself(suite, na
     """DYN=1 (session 23): every row taken exactly once whatever the warps' pace (numsim's
     per-warp schedule lets one warp run until it waits: it takes rows ahead of the others), and a
     launch takes exactly rows + grid warps tickets, so a second launch on the same counter is
-    right too (the counter is never cleared)."""
+    right too (the counter is never cleared; SPLIT=2: its items are half rows)."""
     ns = pytest.importorskip("tirxh_numsim")
     case = _case(suite, name)
     inputs = suite.make_inputs(case, 0)
-    tickets = case.params["rows"] + suite.grid(case)[0] * case.params["WARPS"]
+    items = case.params["rows"] * (2 if case.params.get("SPLIT") else 1)   # SPLIT: half rows
+    tickets = items + suite.grid(case)[0] * case.params["WARPS"]
     for launch in (1, 2):
         res = ns.run(suite.kernel, inputs, grid=suite.grid(case), consts=suite.consts(case),
                      outputs=list(suite.outputs) + ["sched"], per_warp=per_warp)
@@ -786,10 +791,64 @@ def test_rows_from_the_counter_are_exact_and_the_counter_resets_itself(suite, na
         inputs = dict(inputs, sched=res.outputs["sched"])
 
 
-def test_rows_from_the_counter_check_clean():
+def _assert_check_clean(cases):
+    """sync_check and racecheck find nothing on each (suite, case name) of `cases`."""
     sc = pytest.importorskip("tirxh_sync_check")
-    for suite, name in DYN_CASES:
+    for suite, name in cases:
         case = _case(suite, name)
         sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
                                      consts=suite.consts(case), grid=suite.grid(case))
         assert [f.kind for f in sync.findings + race.findings] == [], name
+
+
+def test_rows_from_the_counter_check_clean():
+    _assert_check_clean(DYN_CASES)
+
+
+SPLIT_CASES = [(suite, c.name) for suite in (MOD.SUITE_F32, MOD.SUITE_BF16)
+               for c in suite.cases if c.small and c.params.get("SPLIT")]
+
+
+@pytest.mark.parametrize("suite,name", SPLIT_CASES, ids=[n for _, n in SPLIT_CASES])
+@pytest.mark.parametrize("per_warp", [False, True], ids=["lockstep", "per-warp"])
+def test_half_rows_merge_exactly_and_their_counters_need_no_clearing(suite, name, per_warp):
+    """SPLIT=2 (session 24): a row's two halves end on different warps (per-warp: in either
+    order); the second to count in merges both halves' k into the row's k, exactly; each
+    launch adds 2 to every row's counter, so a second launch on the same counters (odd: second)
+    is right too."""
+    ns = pytest.importorskip("tirxh_numsim")
+    case = _case(suite, name)
+    inputs = suite.make_inputs(case, 0)
+    extra = ["pcount"] + (["sched"] if case.params.get("DYN") else [])
+    for launch in (1, 2):
+        res = ns.run(suite.kernel, inputs, grid=suite.grid(case), consts=suite.consts(case),
+                     outputs=list(suite.outputs) + extra, per_warp=per_warp)
+        assert_matches(suite, case, res, inputs)
+        assert res.outputs["pcount"].tolist() == [2 * launch] * case.params["rows"]
+        inputs = dict(inputs, **{k: res.outputs[k] for k in extra})
+
+
+def test_half_rows_check_clean():
+    _assert_check_clean(SPLIT_CASES)
+
+
+@pytest.mark.parametrize("old,new", [
+    ("    T.ptx.bar.warp.sync(FULL)          # every lane's partial stores before lane 0's "
+     "release\n", "\n"),
+    ("        old.set(T.ptx.atom.acq_rel.gpu.global_.add.u32(pcount.at(r), 1))\n",
+     "        old.set(T.ptx.atom.relaxed.gpu.global_.add.u32(pcount.at(r), 1))\n")],
+    ids=["no-warp-sync", "relaxed-count"])
+def test_the_merge_handover_is_load_bearing(old, new, tmp_path, request):
+    """Lane 0's count publishes the other lanes' partial stores only after ``bar.warp.sync``
+    (race.converged-lanes without it, where the row end is the sorted one: the refine's
+    ranking ends in its own), and only as a release/acquire (a relaxed count orders nothing:
+    the merging warp's loads race with the other half's stores)."""
+    sc = pytest.importorskip("tirxh_sync_check")
+    mut = load_mutant("topk_warp", old, new, tmp_path)
+    suite = mut.SUITE_F32
+    case = _case(suite, "r5_c4112_k50_g2_dyn_sp2")
+    sync, race = sc.check_kernel(suite.kernel, suite.make_inputs(case, 0),
+                                 consts=suite.consts(case), grid=suite.grid(case))
+    kinds = {f.kind for f in sync.findings + race.findings}
+    want = {"no-warp-sync": "race.converged-lanes", "relaxed-count": "race.read-write"}
+    assert kinds == {want[request.node.callspec.id]}, kinds

@@ -137,12 +137,22 @@ next row's guess key is the mean of the last guess's and this row's (`_Buffer._m
 this row's cut to 12 bits where there is no handed-on guess before (a warp's first row, a row
 read twice, after a row of ties): ~6e-6 misses a row in benchmarks/topk_guess_model.py.
 
+SPLIT=2 (session 24, the `_sp2` cases): the work items are half rows, the input seen as 2 rows
+x cols / 2 of the same bytes, so the ring, the guess, the seed and the counter run unchanged over
+items. An item's k go to `pvalues` / `pindices` (its slot), lane 0 counts it in on the row's
+`pcount` (``atom.acq_rel.gpu`` after ``bar.warp.sync``), and the second of the two (an odd
+count: the counter grows by 2 a row a launch, never cleared) loads both halves' k from the L2
+and stores the first k of one bitonic sort (`_merge_halves`). Why: at 32768 columns a warp
+held one or two rows of 50-75 us (session 23's bf16 timeline; f32 32768 `_w32` one row a warp),
+so the kernel ended with its slowest warp's last row; half rows halve that granularity for
+k x 12 (f32) or 10 (bf16) bytes a half row written and read back (~1%).
+
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
 are refused when the suite is declared.
 
 Tags: radix-select, warp-per-row, threshold-filter, cp-async, warp-ballot, redux, persistent,
-iket, bulk-copy, mbarrier, bitonic-sort, dynamic-scheduling
+iket, bulk-copy, mbarrier, bitonic-sort, dynamic-scheduling, split-merge
 Work: the row read once; numsim counts (PTX warp-instructions per row, normal data, a warp's
 first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, bf16 32768 k64
 22.8k / 13.0k.
@@ -164,7 +174,8 @@ import topk as _tk  # noqa: E402  (after the path set-up above)
 from tickets import take_item  # noqa: E402
 
 TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ballot", "redux",
-        "persistent", "iket", "bulk-copy", "mbarrier", "bitonic-sort", "dynamic-scheduling")
+        "persistent", "iket", "bulk-copy", "mbarrier", "bitonic-sort", "dynamic-scheduling",
+        "split-merge")
 
 FULL = 0xFFFFFFFF
 MAX_COLS = 1 << 16
@@ -560,30 +571,10 @@ class _Buffer:
 SORT_N = 128   # SORT=1: the row end's bitonic sort, 4 entries a lane
 
 
-def _sorted_end(buf, row, k, values, indices, keybits, dt):
-    """SORT=1 (session 22): the row's end over at most SORT_N buffered entries as ONE bitonic
-    sort of u64 entries (key high, 0xFFFF - column low: larger key, then lower column, first)
-    across the warp, 4 a lane (index 4 lane + e): 13 stages within a lane, 15 by
-    ``shfl.sync.bfly`` (7 PTX an entry each), no ``redux`` chain. The final refine it replaces
-    runs 48 (f32) or 32 (bf16) dependent rounds of count + ``redux.sync`` and the ranking k/2
-    broadcast loads, a ~2-4k-cycle chain during which the warp's ring asks for nothing (docs/
-    TUNING.md "top-k (session 22)"). After the sort rank r sits in lane r / 4, entry r % 4: the
-    k first are stored as they stand, the k-th's key (for STRICT's tie rule) and the guess's
-    rank entry come by one ``shfl.sync.idx`` each. `guess` is set exactly as `_Buffer.refine`
-    (final) sets it, so the rows after it run as they did."""
-    n = buf.count()
-    lane = buf.lane
-    ents = []
-    for e in range(4):   # slot lane + 32 e: conflict-free loads (where an entry starts is free)
-        slot = lane + 32 * e
-        ok = slot < n
-        bits = T.reg(T.u32, init=0)
-        col = T.reg(T.u32, init=0)
-        T.ptx.ld.shared.v2.u32([bits, col], buf.pairs.at(buf.base + 2 * slot), pred=ok)
-        ent = T.reg(T.u64, init=0)   # empty: 0, below every entry (a real key is never 0)
-        T.ptx.mov.b64(ent, T.ptx.mov.b64([T.ptx.xor.b32(col, 0xFFFF), _key(bits, dt)]), pred=ok)
-        ents.append(ent)
-    T.ptx.bar.warp.sync(FULL)   # read before the next row's appends overwrite
+def _bitonic_sort(ents, lane):
+    """The warp's 4 x 32 u64 entries (entry e of lane l is index 4 l + e) sorted descending by
+    one bitonic network: 13 stages within a lane, 15 by ``shfl.sync.bfly`` (`_sorted_end`)."""
+    ents = list(ents)
 
     def exchange(lo, hi, desc):
         """Entries `lo` < `hi` (by index) of one lane ordered: the larger first where `desc`."""
@@ -628,6 +619,35 @@ def _sorted_end(buf, row, k, values, indices, keybits, dt):
                         ents[e] = T.ptx.selp.b64(ents[e], other, gt ^ same)
             j //= 2
         size *= 2
+    return ents
+
+
+def _sorted_end(buf, row, k, values, indices, keybits, dt):
+    """SORT=1 (session 22): the row's end over at most SORT_N buffered entries as ONE bitonic
+    sort of u64 entries (key high, 0xFFFF - column low: larger key, then lower column, first)
+    across the warp, 4 a lane (index 4 lane + e): 13 stages within a lane, 15 by
+    ``shfl.sync.bfly`` (7 PTX an entry each), no ``redux`` chain. The final refine it replaces
+    runs 48 (f32) or 32 (bf16) dependent rounds of count + ``redux.sync`` and the ranking k/2
+    broadcast loads, a ~2-4k-cycle chain during which the warp's ring asks for nothing (docs/
+    TUNING.md "top-k (session 22)"). After the sort rank r sits in lane r / 4, entry r % 4: the
+    k first are stored as they stand, the k-th's key (for STRICT's tie rule) and the guess's
+    rank entry come by one ``shfl.sync.idx`` each. `guess` is set exactly as `_Buffer.refine`
+    (final) sets it, so the rows after it run as they did."""
+    n = buf.count()
+    lane = buf.lane
+    ents = []
+    for e in range(4):   # slot lane + 32 e: conflict-free loads (where an entry starts is free)
+        slot = lane + 32 * e
+        ok = slot < n
+        bits = T.reg(T.u32, init=0)
+        col = T.reg(T.u32, init=0)
+        T.ptx.ld.shared.v2.u32([bits, col], buf.pairs.at(buf.base + 2 * slot), pred=ok)
+        ent = T.reg(T.u64, init=0)   # empty: 0, below every entry (a real key is never 0)
+        T.ptx.mov.b64(ent, T.ptx.mov.b64([T.ptx.xor.b32(col, 0xFFFF), _key(bits, dt)]), pred=ok)
+        ents.append(ent)
+    T.ptx.bar.warp.sync(FULL)   # read before the next row's appends overwrite
+
+    ents = _bitonic_sort(ents, lane)
 
     def key_at(rank):
         """The key (high word) of the entry of `rank` (1-based; a register or an int)."""
@@ -658,6 +678,51 @@ def _sorted_end(buf, row, k, values, indices, keybits, dt):
     rank = T.ptx.min.u32(T.reg(T.u32, init=_guess_rank(k, buf.guess_mode)), n)
     far = T.ptx.and_.b32(key_at(rank), ((1 << keybits) - 1) ^ ((1 << (keybits - 16)) - 1))
     buf.hand_on_guess(far, n, ties, k, keybits)
+
+
+def _merge_halves(buf, item, k, final, parts, half, keybits, dt):
+    """SPLIT=2: this half row's k are in `parts` (values, indices: slot `item`); count it in on
+    the row's counter (``atom.acq_rel.gpu``, lane 0, after ``bar.warp.sync`` so that it
+    releases every lane's stores); the second of the two (an odd count before: the counter
+    grows by 2 a row a launch, never cleared) loads both halves' k (L2, ``ld.global.cg``) as
+    u64 entries (key high, 0xFFFF - column low; the upper half's columns + `half`), 4 a lane
+    (index 4 lane + e: half 0's first, 2k <= 128), and stores the first k of one bitonic sort
+    (`_bitonic_sort`) into `final`. Nothing of the buffer, the threshold or the guess changes:
+    the warp goes on with its next half row."""
+    pvalues, pindices, pcount = parts
+    lane = buf.lane
+    r = item >> 1
+    T.ptx.bar.warp.sync(FULL)          # every lane's partial stores before lane 0's release
+    old = T.reg(T.u32, init=0)
+    with T.if_(lane == 0):
+        old.set(T.ptx.atom.acq_rel.gpu.global_.add.u32(pcount.at(r), 1))
+    second = T.ptx.and_.b32(T.ptx.shfl.sync.idx.b32(old, 0, 0x1F, FULL), 1)
+    T.ptx.bar.warp.sync(FULL)          # lane 0's acquire before every lane's loads
+    with T.if_(second == 1, uniform=True):
+        ents = []
+        for e in range(4):
+            idx = lane * 4 + e                       # 0 .. 127: half idx / k, entry idx % k
+            upper = idx >= k
+            ok = idx < 2 * k
+            src = (r * 2) * k + idx                  # the halves' slots are adjacent
+            bits = T.reg(T.u32, init=0)
+            if dt == "f32":
+                T.ptx.ld.global_.cg.b32(bits, pvalues.at(src), pred=ok)
+            else:
+                h = T.reg(T.u16, init=0)
+                T.ptx.ld.global_.cg.u16(h, pvalues.at(src), pred=ok)
+                bits.set(T.ptx.shl.b32(T.ptx.cvt.u32.u16(h), 16))
+            col = T.reg(T.u64, init=0)
+            T.ptx.ld.global_.cg.u64(col, pindices.at(src), pred=ok)
+            c = T.ptx.cvt.u32.u64(col) + T.ptx.selp.u32(half, 0, upper)
+            ent = T.reg(T.u64, init=0)   # empty: 0, below every entry (a real key is never 0)
+            T.ptx.mov.b64(ent, T.ptx.mov.b64([T.ptx.xor.b32(c, 0xFFFF), _key(bits, dt)]),
+                          pred=ok)
+            ents.append(ent)
+        ents = _bitonic_sort(ents, lane)
+        for e in range(4):   # ranks 4 lane + e below k: stored as they stand
+            with T.if_(lane * 4 + e < k):
+                _store_entry(final[0], final[1], r * k + lane * 4 + e, ents[e], keybits, dt)
 
 
 def _store_entry(values, indices, out, ent, keybits, dt):
@@ -962,7 +1027,15 @@ def _take_row(sched, rows, grid_warps, lane):
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
                APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
-               sched=None):
+               sched=None, SPLIT=0, parts=None):
+    final = (values, indices)
+    if SPLIT:
+        # SPLIT=2 (session 24): the work items are half rows, the input seen as 2 rows x cols / 2
+        # (the same bytes): the ring, the guess, the seed and the counter run over items; each
+        # item's k land in `parts`' slot for it, and the second of a row's two to finish merges
+        rows = T.ptx.shl.b32(rows, 1)
+        cols = cols // 2
+        values, indices = parts[0], parts[1]
     vec = _tk.VEC[dt]
     keybits = 32 if dt == "f32" else 16
     nvec = cols // vec
@@ -1103,6 +1176,8 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                     refine_and_store()
             else:
                 refine_and_store()
+            if SPLIT:
+                _merge_halves(buf, row, k, final, parts, cols, keybits, dt)
             buf.reset(buf.guess)
             v.set(0)
             row.set(ring.row if DYN else row + grid_warps)
@@ -1119,27 +1194,32 @@ def _maxnreg(MAXREG):
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64],
-                  sched: T.gptr[T.u64], rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
+                  sched: T.gptr[T.u64], pvalues: T.gptr[T.f32], pindices: T.gptr[T.s64],
+                  pcount: T.gptr[T.u32], rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
                   STAGES: T.const = 8, VECS: T.const = 2, CAP: T.const = 512,
                   CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
-                  BULK: T.const = 0, SORT: T.const = 0, DYN: T.const = 0):
+                  BULK: T.const = 0, SORT: T.const = 0, DYN: T.const = 0,
+                  SPLIT: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK, SORT=SORT, DYN=DYN, sched=sched)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK, SORT=SORT, DYN=DYN, sched=sched,
+               SPLIT=SPLIT, parts=(pvalues, pindices, pcount))
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
 def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.s64],
-                   sched: T.gptr[T.u64], rows: T.u32, cols: T.const, k: T.const, WARPS: T.const = 8,
-                   STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
+                   sched: T.gptr[T.u64], pvalues: T.gptr[T.bf16], pindices: T.gptr[T.s64],
+                   pcount: T.gptr[T.u32], rows: T.u32, cols: T.const, k: T.const,
+                   WARPS: T.const = 8, STAGES: T.const = 8, VECS: T.const = 1, CAP: T.const = 512,
                    CTAS: T.const = 264, MAXREG: T.const = 128, STRICT: T.const = 0,
                    APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                    GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
                    PK: T.const = 0, BULK: T.const = 0, SORT: T.const = 0,
-                   DYN: T.const = 0):
+                   DYN: T.const = 0, SPLIT: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
-               APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK, SORT, DYN, sched)
+               APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK, SORT, DYN, sched, SPLIT,
+               (pvalues, pindices, pcount))
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -1152,7 +1232,13 @@ def _suite_args(dt) -> dict:
     plain = args["inputs"]
 
     def inputs(rng, rows, cols, k):
-        return {**plain(rng, rows, cols, k), "sched": np.zeros(1, np.uint64)}
+        got = plain(rng, rows, cols, k)
+        # SPLIT=2's scratch: k values and indices a half row, a u32 count a row (zero once:
+        # each launch adds 2 a row); every case takes it, SPLIT=0 ignores it
+        return {**got, "sched": np.zeros(1, np.uint64),
+                "pvalues": np.zeros(2 * rows * k, got["values"].dtype),
+                "pindices": np.zeros(2 * rows * k, np.int64),
+                "pcount": np.zeros(rows, np.uint32)}
     return {**args, "inputs": inputs}
 
 
@@ -1170,10 +1256,19 @@ def _constraints(dt):
     vec = _tk.VEC[dt]
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
-                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0):
+                    FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
+                    SPLIT=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
-        row_steps, in_flight = T.cdiv(T.cdiv(cols // vec, 32), VECS), STAGES // VECS - 1
+        if SPLIT not in (0, 2):
+            why.append(f"SPLIT={SPLIT} must be 0 (a row an item) or 2 (half rows, merged by "
+                       "the second to finish)")
+        elif SPLIT and (cols % (2 * vec) or k > cols // 2):
+            why.append(f"SPLIT=2 needs halves of whole vectors holding k (cols={cols} a "
+                       f"multiple of {2 * vec}, k={k} <= cols / 2)")
+        item_cols = cols // 2 if SPLIT else cols
+        row_steps = T.cdiv(T.cdiv(item_cols // vec, 32), VECS)
+        in_flight = STAGES // VECS - 1
         if DYN not in (0, 1):
             why.append(f"DYN={DYN} must be 0 (the static walk) or 1 (rows from the counter)")
         elif DYN and BULK:
@@ -1259,7 +1354,7 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
-              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0, main=False):
+              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0, SPLIT=0, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -1276,7 +1371,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"PK": PK} if PK else {}),
                   **({"BULK": BULK} if BULK else {}),
                   **({"SORT": SORT} if SORT else {}),
-                  **({"DYN": DYN} if DYN else {}))
+                  **({"DYN": DYN} if DYN else {}),
+                  **({"SPLIT": SPLIT} if SPLIT else {}))
 
 
 # scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
@@ -1465,6 +1561,21 @@ SUITE_F32 = T.suite(
                   **{**_G1FU_SMALL, "GUESS": 2}),
         make_case("r6_c2052_k37_g2s12", rows=6, cols=2052, k=37, WARPS=1, CTAS=1, VECS=4,
                   STAGES=12, CAP=96, STRICT=1, APPEND=1, FE=3, GUESS=2, FUSE=1),
+        # SPLIT=2 (session 24): half rows as the items, merged by the second of a row's two to
+        # finish. At 32768 columns a warp of `_w32` streams ONE row (4096 rows, 4224 warps), so
+        # the kernel is its slowest warp's row; halves give the counter two items a warp
+        make_case("r4096_c32768_k64_st_a_v4_g2fu_w32_sd2_dyn_sp2", **_K64,
+                  **{**_W32, "GUESS": 2}, SEED=2, DYN=1, SPLIT=2),
+        # small: the half rows of 5 rows on 4 warps from the counter (row 0 of ties, k 50 over
+        # 2056-column halves), 3 rows on 2 CTAs' single warps walked statically (APPEND=0's
+        # counter, k 64), 4 rows of 1000 (halves of 500: a tail inside each half)
+        make_case("r5_c4112_k50_g2_dyn_sp2", rows=5, cols=4112, k=50, WARPS=2, CTAS=2, VECS=4,
+                  STAGES=12, CAP=128, SEED=2, SORT=1, DYN=1, SPLIT=2,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
+        make_case("r3_c2064_k64_sp2", rows=3, cols=2064, k=64, WARPS=1, CTAS=2, CAP=320,
+                  SPLIT=2),
+        make_case("r4_c1000_k33_st_sp2", rows=4, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320,
+                  STRICT=1, SPLIT=2),
     ],
     constraints=constraints_f32,
 )
@@ -1593,6 +1704,13 @@ SUITE_BF16 = T.suite(
                   **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1),
         make_case("r7_c4104_k9_g2_dyn", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
                   STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
+        # SPLIT=2 (session 24) on the best bf16: 8192 rows on 4224 warps were ~2 rows of 50-75
+        # us a warp (session 23's timeline: the last warp 165.1 us, the SMs' median 143.4)
+        make_case("r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_sp2", **_KB16,
+                  **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1, SPLIT=2),
+        make_case("r5_c4112_k64_g2_dyn_sp2", rows=5, cols=4112, k=64, WARPS=2, CTAS=2, VECS=4,
+                  STAGES=12, CAP=128, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, SPLIT=2,
                   **{**_G1FU_SMALL, "GUESS": 2}),
     ],
     constraints=constraints_bf16,
