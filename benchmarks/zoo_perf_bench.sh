@@ -134,6 +134,13 @@
 #     one row a warp) and bf16 (`_w32_sd2_pk_dyn`), a shard each, and an iket timeline of bf16's
 #     `_sp2` first; smoke over the small `_sp2` cases; run with TOTAL_LIMIT=300; predictions in
 #     docs/PERFORMANCE.md ("Session 24")
+#   MODE=topk16: ONLY session 25's register fetch of a second read's appends (GFETCH=0, every
+#     case's now) beside each size's GFETCH=1 control (`_gf`, first in its shard): f32 8192
+#     (with GUESS=1 and the static walk), f32 32768 `_w32_sd2`, bf16 (with GUESS=2), and
+#     tma_copy's 536.9 MB (this device's copy rate in the job); an iket timeline of f32 8192's
+#     `_g2fu` `_dyn` first (its `again` ranges: 129-136 us in session 25's H100 trace); smoke
+#     over the small `_g2` and `_dyn` cases; run with TOTAL_LIMIT=300; predictions in
+#     docs/PERFORMANCE.md ("Session 25")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -449,6 +456,24 @@ ${T15_B}_v4_g2fu_w32_sd2_pk_dyn_sp2]@"
     export PROFILES="${PROFILES-kernels/topk_warp.py::topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_sp2] --iket --iket-capacity 256}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
     ITEM_TIMELINE="--item row_end --wait wait"
+elif [ "${MODE:-all}" = topk16 ]; then
+    SMOKE_K="not h200 and topk_warp and (_g2 or _dyn)"
+    T16_B="topk_bf16_warp[r8192_c32768_k64_st_a"
+    T16_F="topk_f32_warp[r16384_c8192_k50_st_a"
+    T16_W="topk_f32_warp[r4096_c32768_k64_st_a"
+    # each size's GFETCH=1 control first, then the register fetch (every case's now)
+    N_R1="${T16_F}_v8_g2fu_sd_so_dyn_gf]@ or ${T16_F}_v8_g2fu_sd_so_dyn]@ or \
+${T16_F}_v8_g1fu_sd_so_dyn]@ or ${T16_F}_v8_g2fu_sd_so]@"
+    N_R2="${T16_W}_v4_g1fu_w32_sd2_gf]@ or ${T16_W}_v4_g1fu_w32_sd2]@"
+    N_R3="${T16_B}_v4_g1fu_w32_sd2_pk_dyn_gf]@ or ${T16_B}_v4_g1fu_w32_sd2_pk_dyn]@ or \
+${T16_B}_v4_g2fu_w32_sd2_pk_dyn]@"
+    # the same 536.9 MB as f32 8192's reads, copied: this device's copy rate in this job
+    N_R4="tma_copy[r16384_c8192]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)|h200 and ($N_R4)"
+    # the second reads' length with the register fetch (session 25's H100 trace: 129-136 us)
+    export PROFILES="${PROFILES-kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn] --iket --iket-capacity 256}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
+    ITEM_TIMELINE="--item row_end --wait wait"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
@@ -531,7 +556,7 @@ elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
-        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14' or 'topk15'" >&2
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15' or 'topk16'" >&2
     exit 2
 fi
 }

@@ -111,7 +111,7 @@ def test_an_unknown_mode_is_refused():
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12', " \
-        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14' or 'topk15'" in r.stderr
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15' or 'topk16'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")

@@ -136,6 +136,8 @@ rank-91 value, which fewer than k of the next row reach ~1e-4 of the time (both 
 next row's guess key is the mean of the last guess's and this row's (`_Buffer._mix_guess`), or
 this row's cut to 12 bits where there is no handed-on guess before (a warp's first row, a row
 read twice, after a row of ties): ~6e-6 misses a row in benchmarks/topk_guess_model.py.
+Measured (session 25, an H100): 0.924x at f32 8192 `_dyn`, 0.982x on the static walk, 1.00x
+at bf16; its trace still held 2 second reads in 16,384 rows (1.2e-4: the model was wrong).
 
 SPLIT=2 (session 24, the `_sp2` cases): the work items are half rows, the input seen as 2 rows
 x cols / 2 of the same bytes, so the ring, the guess, the seed and the counter run unchanged over
@@ -145,7 +147,18 @@ count: the counter grows by 2 a row a launch, never cleared) loads both halves' 
 and stores the first k of one bitonic sort (`_merge_halves`). Why: at 32768 columns a warp
 held one or two rows of 50-75 us (session 23's bf16 timeline; f32 32768 `_w32` one row a warp),
 so the kernel ended with its slowest warp's last row; half rows halve that granularity for
-k x 12 (f32) or 10 (bf16) bytes a half row written and read back (~1%).
+k x 12 (f32) or 10 (bf16) bytes a half row written and read back (~1%). Measured (session 25,
+an H100): 1.123x (f32 32768) and 1.083x (bf16) the time of the whole-row controls, refuted:
+the tail shrank (bf16 11.5 -> 7.4 us) but an item's end with the merge costs 14.8 us against
+a whole row's 4.6 (iket). Kept as the measured record.
+
+GFETCH (session 25): a row read a second time (from -inf, the fallback of 4.) appends tens of
+elements before its buffer's k-th filters the rest; each was fetched again from global memory
+by its index (GFETCH=1, kept as the control): one dependent round trip an append, 129-136 us a
+second read of an f32 8192 row in session 25's H100 trace, on a kernel of ~200 us. Now
+(GFETCH=0, every case) it is picked from the step's vectors in registers by a ``selp`` tree on
+its index (`_register_bits`), so a second read costs its 8-16 load round trips and a first
+row's filtering.
 
 Every `cols` that is a multiple of VEC works (vectors past the row are neither copied nor
 examined); rows wider than 65536 columns (16-bit column search), k > 64 and rows * cols >= 2^32
@@ -248,6 +261,23 @@ def _global_bits(x, index, dt):
     if dt == "f32":
         return T.ptx.ld.global_.nc.b32(x.at(index))
     return T.ptx.shl.b32(T.ptx.cvt.u32.u16(T.ptx.ld.global_.nc.u16(x.at(index))), 16)
+
+
+def _register_bits(words, e, dt):
+    """Element e's f32 bits from a lane's vectors in registers (`words`: vector u's word i at
+    4 u + i; f32: element e is word e, bf16: half e % 2 of word e / 2), by a tree of ``selp``
+    on e's bits. A second read's appends take their elements here: fetching each by its index
+    from global memory was one dependent round trip an append, ~256 of them a row from -inf
+    (session 25's H100 trace: 129-136 us a second read of an 8192-column f32 row)."""
+    level = list(words)
+    idx = e if dt == "f32" else T.ptx.shr.u32(e, 1)
+    bit = 0
+    while len(level) > 1:
+        one = T.ptx.and_.b32(idx, 1 << bit) != 0
+        level = [T.ptx.selp.b32(level[i + 1], level[i], one) if i + 1 < len(level)
+                 else level[i] for i in range(0, len(level), 2)]
+        bit += 1
+    return _element_bits(level[0], e, dt)
 
 
 def _vector_max(words, dt):
@@ -1027,7 +1057,7 @@ def _take_row(sched, rows, grid_warps, lane):
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
                APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
-               sched=None, SPLIT=0, parts=None):
+               sched=None, SPLIT=0, parts=None, GFETCH=0):
     final = (values, indices)
     if SPLIT:
         # SPLIT=2 (session 24): the work items are half rows, the input seen as 2 rows x cols / 2
@@ -1150,15 +1180,22 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                         words = [T.reg(T.b32, init=0) for _ in range(4)]
                         T.ptx.ld.global_.nc.v4.b32(words, x.at(row * cols + ucol * vec),
                                                    pred=ucol < nvec)
-                        again.append((words, ucol < nvec, lambda ucol=ucol: ucol * vec,
-                                      lambda j, ucol=ucol: _global_bits(
-                                          x, row * cols + ucol * vec + j, dt)))
+                        if GFETCH:   # the control: each appended element loaded again
+                            fetch = (lambda j, ucol=ucol: _global_bits(
+                                x, row * cols + ucol * vec + j, dt))
+                        else:
+                            fetch = (lambda j, words=words: _register_bits(words, j, dt))
+                        again.append((words, ucol < nvec, lambda ucol=ucol: ucol * vec, fetch))
                     for g in range(0, VECS, group):
                         def base(g=g, u0=u0):     # the group's first column (traced per use)
                             return ((u0 + g if g else u0) * 32 + lane) * vec
-                        examine(again[g:g + group], base(),
-                                lambda e, base=base: _global_bits(
-                                    x, row * cols + _step_col(base(), e, vec), dt))
+                        if GFETCH:
+                            fetch_e = (lambda e, base=base: _global_bits(
+                                x, row * cols + _step_col(base(), e, vec), dt))
+                        else:   # element e of the group: vector e / vec, element e % vec
+                            fetch_e = (lambda e, g=g: _register_bits(
+                                [w for words, *_ in again[g:g + group] for w in words], e, dt))
+                        examine(again[g:g + group], base(), fetch_e)
             # a row that started from a good guess ends with ~2k entries: a refine over 8 per
             # lane costs half of one over CAP / 32; FE (scan7): fewer, every count round and
             # compaction round of the row's end is E setp + E dependent adds
@@ -1201,10 +1238,10 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
                   BULK: T.const = 0, SORT: T.const = 0, DYN: T.const = 0,
-                  SPLIT: T.const = 0):
+                  SPLIT: T.const = 0, GFETCH: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
                APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK, SORT=SORT, DYN=DYN, sched=sched,
-               SPLIT=SPLIT, parts=(pvalues, pindices, pcount))
+               SPLIT=SPLIT, parts=(pvalues, pindices, pcount), GFETCH=GFETCH)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -1216,10 +1253,10 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                    GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
                    PK: T.const = 0, BULK: T.const = 0, SORT: T.const = 0,
-                   DYN: T.const = 0, SPLIT: T.const = 0):
+                   DYN: T.const = 0, SPLIT: T.const = 0, GFETCH: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
                APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK, SORT, DYN, sched, SPLIT,
-               (pvalues, pindices, pcount))
+               (pvalues, pindices, pcount), GFETCH)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -1257,9 +1294,12 @@ def _constraints(dt):
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
                     FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
-                    SPLIT=0):
+                    SPLIT=0, GFETCH=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
+        if GFETCH not in (0, 1):
+            why.append(f"GFETCH={GFETCH} must be 0 (a second read appends from its registers) "
+                       "or 1 (fetched again from global memory, the control)")
         if SPLIT not in (0, 2):
             why.append(f"SPLIT={SPLIT} must be 0 (a row an item) or 2 (half rows, merged by "
                        "the second to finish)")
@@ -1354,7 +1394,7 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
-              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0, SPLIT=0, main=False):
+              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0, SPLIT=0, GFETCH=0, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -1372,7 +1412,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"BULK": BULK} if BULK else {}),
                   **({"SORT": SORT} if SORT else {}),
                   **({"DYN": DYN} if DYN else {}),
-                  **({"SPLIT": SPLIT} if SPLIT else {}))
+                  **({"SPLIT": SPLIT} if SPLIT else {}),
+                  **({"GFETCH": GFETCH} if GFETCH else {}))
 
 
 # scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
@@ -1576,6 +1617,12 @@ SUITE_F32 = T.suite(
                   SPLIT=2),
         make_case("r4_c1000_k33_st_sp2", rows=4, cols=1000, k=33, WARPS=2, CTAS=1, CAP=320,
                   STRICT=1, SPLIT=2),
+        # GFETCH=1 (session 25): the controls of a second read's appends from registers (now
+        # every case's): session 25's H100 trace of `_g2fu_sd_so_dyn` held 2 second reads of
+        # 129-136 us, each ~50 appends fetched again from global memory one round trip apiece
+        make_case("r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_gf", **_K50, **{**_V8, "GUESS": 2},
+                  CAP=160, FE=4, SEED=1, SORT=1, DYN=1, GFETCH=1),
+        make_case("r4096_c32768_k64_st_a_v4_g1fu_w32_sd2_gf", **_K64, **_W32, SEED=2, GFETCH=1),
     ],
     constraints=constraints_f32,
 )
@@ -1702,6 +1749,9 @@ SUITE_BF16 = T.suite(
         # ~2 rows a warp, a seeded first one)
         make_case("r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn", **_KB16,
                   **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1),
+        # GFETCH=1 (session 25): the control of a second read's appends from registers
+        make_case("r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk_dyn_gf", **_KB16, **_W32, SEED=2,
+                  PK=1, DYN=1, GFETCH=1),
         make_case("r7_c4104_k9_g2_dyn", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
                   STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1,
                   **{**_G1FU_SMALL, "GUESS": 2}),
