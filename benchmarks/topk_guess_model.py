@@ -15,6 +15,15 @@ rule, the misses a row and the entries a row ends with (the appends it paid for,
 the sorted row end, at most 128 entries, still applies).
 
     python benchmarks/topk_guess_model.py [--rows 200000] [--chain 8] [--cols 8192] [--k 50]
+    python benchmarks/topk_guess_model.py --seed-first 2048 21 --guess 2 [--short-unit fresh]
+
+Session 25: the kernel's warps start from SEED's threshold, not -inf (`--seed-first SAMPLE J`:
+the J-th lane maximum of the first SAMPLE columns, `_seed`), and a seeded first row ends short
+(~60-90 entries, below the rank 91), so its cut key is the whole hand-on: over 160,000 rows
+GUESS=2 then misses 5e-5 a row, 6 of its 8 misses on a chain's second row (the H100 trace's 2
+second reads were both a warp's second row); `--short-unit fresh` (the kernel's rule since
+session 25) lowers such a row's hand-on one 12-bit unit: 1 miss (6e-6), rows over 128 entries
+7.5% -> 8.5%; `--short-unit all` also 1 miss, but 14.2% over 128.
 
 Rows are standard normal (the suite's inputs but row 0's ties); only each row's top M elements
 (with their columns) are kept, the rest never reaching a guess: ~100k rows a minute. No GPU.
@@ -85,21 +94,42 @@ def hand_on(entries, k, rank, guess_mode=1):
     key = int(keys_of(entries[r - 1:r])[0])
     if n < rank:
         key &= 0xFFF00000                       # cut to 12 bits
-        if guess_mode and n * 4 < 5 * k:
+        if (guess_mode == 2) or (guess_mode and n * 4 < 5 * k):
             key = max(max(key, 1 << 20) - (1 << 20), 0x007FFFFF)
     else:
         key &= 0xFFFF0000                       # cut to 16 bits
     return value_of(key)
 
 
-def replay(vals, colsx, k, rank, cap, chain, steps_cols, guess_mode=1):
-    """Chains of `chain` rows, each from the previous row's guess (the first from -inf).
+def seed_of(vals, cols, sample, j, vec=4, lanes=32):
+    """SEED (`_seed` in the kernel): the j-th largest of the lanes' maxima over the row's first
+    `sample` columns (lane l holds vectors l, l + 32, ... of `vec` elements), -inf if fewer lanes
+    hold one. `vals`, `cols`: the row's top elements (enough of them: the j-th lane maximum lies
+    among the sample's top ~j + a few)."""
+    inside = cols < sample
+    best = {}
+    for v, c in zip(vals[inside], cols[inside]):   # descending: each lane's first is its max
+        best.setdefault(int(c // vec) % lanes, v)
+    ranked = sorted(best.values(), reverse=True)
+    return np.float32(ranked[j - 1]) if len(ranked) >= j else np.float32(-np.inf)
+
+
+def replay(vals, colsx, k, rank, cap, chain, steps_cols, guess_mode=1, seed=None,
+           short_unit=None):
+    """Chains of `chain` rows, each from the previous row's guess (the first from -inf, or with
+    `seed` = (sample columns, rank j) from SEED's threshold, as the kernel's warps start).
+    `short_unit`: "fresh": a row with no handed-on guess before it (GUESS=2's first row of a
+    chain, a row read twice) that ends below `rank` entries hands on one 12-bit unit lower
+    whatever its count; "all": every such short row (the kernel's GUESS=1 rule lowers only
+    below 5k/4).
     `guess_mode` 1: the kernel's GUESS=1; 2: GUESS=2 (`_Buffer._mix_guess`): the handed-on key
     is (last guess key >> 1) + (this row's >> 1), or, with no handed-on guess before (a chain's
     first row, a row read twice), this row's cut to 12 bits."""
     misses, ends, where = 0, [], []
     for i in range(0, len(vals) - chain + 1, chain):
         guess, hist = np.float32(-np.inf), False
+        if seed is not None:
+            guess = seed_of(vals[i], colsx[i], *seed)
         for j in range(i, i + chain):
             v, c = vals[j], colsx[j]
             if guess != -np.inf and (v >= guess).sum() < k:
@@ -110,7 +140,8 @@ def replay(vals, colsx, k, rank, cap, chain, steps_cols, guess_mode=1):
             else:
                 entries = row_end_entries(v, c, guess, k, cap, steps_cols)
             ends.append(len(entries))
-            g = hand_on(entries, k, rank)
+            lower = short_unit == "all" or (short_unit == "fresh" and not hist)
+            g = hand_on(entries, k, rank, 2 if lower else 1)
             if guess_mode == 2:
                 far = int(keys_of([g])[0])
                 if hist:
@@ -137,6 +168,12 @@ def main(argv=None):
     ap.add_argument("--ranks", type=int, nargs="+", default=None)
     ap.add_argument("--guess", type=int, nargs="+", default=[1, 2], help="GUESS modes")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--seed-first", type=int, nargs=2, metavar=("SAMPLE", "J"), default=None,
+                    help="start each chain from SEED's threshold: the J-th lane maximum over "
+                         "the first SAMPLE columns (f32 8192 _v8 SEED=1: 2048 20)")
+    ap.add_argument("--short-unit", choices=("fresh", "all"), default=None,
+                    help="short rows (below the rank) hand on one 12-bit unit lower: those "
+                         "with no guess handed on before them, or all")
     args = ap.parse_args(argv)
     k = args.k
     ranks = args.ranks or [3 * k // 2 + 16]
@@ -146,7 +183,8 @@ def main(argv=None):
           f"chains of {args.chain}")
     for rank in ranks:
         for mode in args.guess:
-            r = replay(vals, colsx, k, rank, args.cap, args.chain, args.step_cols, mode)
+            r = replay(vals, colsx, k, rank, args.cap, args.chain, args.step_cols, mode,
+                       seed=args.seed_first, short_unit=args.short_unit)
             lo = math.sqrt(r["misses"]) if r["misses"] else 0
             print(f"rank {rank:4d} GUESS={mode}: misses {r['misses']} ({r['miss_rate']:.2e} a row, "
                   f"+-{lo / r['rows']:.1e}), a launch of 16384 rows {r['miss_rate'] * 16384:.2f}; "

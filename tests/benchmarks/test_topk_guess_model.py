@@ -40,3 +40,25 @@ def test_a_row_unlike_the_last_misses_under_guess1_not_guess2():
     r2 = gm.replay(vals, cols, 50, 91, 160, 4, 1024, guess_mode=2)
     assert r1["misses"] >= 5 and all(w[0] == 3 for w in r1["where"])
     assert r2["misses"] * 4 <= r1["misses"], (r1["misses"], r2["misses"])
+
+
+def test_the_seed_is_the_jth_lane_maximum_of_the_sample():
+    """Lane l holds vectors l, l + 32, ... (4 elements each) of the first `sample` columns; the
+    seed is the j-th largest of the lanes' maxima, -inf when fewer lanes hold any."""
+    vals = np.array([9.0, 8.0, 7.0, 6.0, 5.0], np.float32)
+    cols = np.array([0, 3, 4, 200, 9000])       # lanes 0, 0, 1, 18; the last outside
+    assert gm.seed_of(vals, cols, 2048, 1) == 9.0
+    assert gm.seed_of(vals, cols, 2048, 2) == 7.0     # lane 0's second is not a lane maximum
+    assert gm.seed_of(vals, cols, 2048, 3) == 6.0
+    assert gm.seed_of(vals, cols, 2048, 4) == -np.inf
+
+
+def test_a_seeded_short_first_row_misses_its_successor_unless_lowered_a_unit():
+    """numpy seed 5000's two rows (tests/zoo/test_topk_warp.py runs the same pair in numsim):
+    from SEED=1's threshold the first row ends with 65 entries, its cut key reaches 49 of the
+    second; the unit lower for short rows with no guess before them removes that miss."""
+    vals, cols = gm.top_rows(np.random.default_rng(5000), 2, 8192, 320)
+    plain = gm.replay(vals, cols, 50, 91, 160, 2, 1024, 2, seed=(2048, 21))
+    assert plain["where"] == [(1, 65, 49)]
+    fresh = gm.replay(vals, cols, 50, 91, 160, 2, 1024, 2, seed=(2048, 21), short_unit="fresh")
+    assert fresh["misses"] == 0

@@ -137,7 +137,11 @@ next row's guess key is the mean of the last guess's and this row's (`_Buffer._m
 this row's cut to 12 bits where there is no handed-on guess before (a warp's first row, a row
 read twice, after a row of ties): ~6e-6 misses a row in benchmarks/topk_guess_model.py.
 Measured (session 25, an H100): 0.924x at f32 8192 `_dyn`, 0.982x on the static walk, 1.00x
-at bf16; its trace still held 2 second reads in 16,384 rows (1.2e-4: the model was wrong).
+at bf16; its trace still held 2 second reads in 16,384 rows, both a warp's second row: the
+model had started each chain from -inf, the kernel from SEED's threshold, which leaves a first
+row short (~60-90 entries) and its cut key the whole hand-on. Since session 25 such a row (no
+guess before it, fewer than the rank's entries) hands on one 12-bit unit lower (the model with
+seeded first rows: 5e-5 -> 6e-6 misses a row).
 
 SPLIT=2 (session 24, the `_sp2` cases): the work items are half rows, the input seen as 2 rows
 x cols / 2 of the same bytes, so the ring, the guess, the seed and the counter run unchanged over
@@ -559,7 +563,15 @@ class _Buffer:
             # entries, one 12-bit unit lower (1/8 octave), not below -inf's key.
             unit = 1 << (keybits - 12)
             low = T.ptx.sub.u32(T.ptx.max.u32(far, unit), unit)
-            T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)), pred=(n * 4) < 5 * k)
+            lower = (n * 4) < 5 * k
+            if self.guess_mode == 2:
+                # session 25: a short row with no guess handed on before it (a warp's seeded
+                # first row: SEED=1's threshold leaves ~60-90 entries) lowers by one unit too.
+                # The cut alone lowers by 0-1 unit, so its successor missed ~2e-4 of the time
+                # (the H100 trace's 2 second reads, both a warp's second row; the guess model
+                # with seeded first rows: 5e-5 misses a row, 6 of 8 on second rows -> 6e-6)
+                lower = lower | ((n < _guess_rank(k, 2)) & (self.hist == 0))
+            T.ptx.max.u32(far, low, (0x007FFFFF >> (32 - keybits)), pred=lower)
         if self.guess_mode == 2:
             self._mix_guess(far, keybits)
         self.guess.set(_key_float(far, keybits))
