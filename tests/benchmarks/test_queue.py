@@ -36,8 +36,18 @@ def queued_calls() -> list:
         cmds = [c for c in re.findall(r"`([^`]*bash benchmarks/[^`]*)`", line)]
         assert len(cmds) == 1, f"QUEUE row {m.group(1)}: one command running a benchmarks/ " \
             f"script expected, found {len(cmds)}"
-        part = next(p for p in cmds[0].split(";") if "bash benchmarks/" in p)
-        words = shlex.split(part.split(">")[0])
+        # the shell's words, `;` and `>` apart from them (a quoted `;`, as in a PROFILES list,
+        # stays inside its word); the part that runs the script, up to its redirection
+        lex = shlex.shlex(cmds[0], posix=True, punctuation_chars=";>&")
+        lex.whitespace_split = True
+        parts, words = [[]], None
+        for tok in lex:
+            if tok == ";":
+                parts.append([])
+            else:
+                parts[-1].append(tok)
+        words = next(w for w in parts if any(t.startswith("benchmarks/") for t in w))
+        words = words[:words.index(">")] if ">" in words else words
         env = {}
         while words and re.match(r"^[A-Z_]+=", words[0]):
             k, v = words.pop(0).split("=", 1)
