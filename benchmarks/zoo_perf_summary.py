@@ -9,6 +9,9 @@ each kernel and problem size against the two goals of issue 14: >= 90% of the ME
 bandwidth (4.25 TB/s on our H200, /work/shared/ANCHORS.md; the datasheet's 4.8 TB/s is the
 "floor" KCoral reports), and at least as fast as the faster of eager and torch.compile (both
 ratios >= 1.00). A ratio is baseline median / candidate median (> 1: the zoo kernel is faster).
+The copy bandwidth is the H200's: an item timed on another board (KCoral's result names the
+device) has no "of copy BW" figure and no bandwidth verdict ("-"), and the tables say which
+device timed what (session 25's calls ran on an H100 and read "NO" against the H200's rate).
 Items that failed or were not timed (a run cut short by its time limit leaves none for the
 items it never reached) are listed with the reason. Reads logs that end mid-run: each line is
 one finished item.
@@ -19,12 +22,13 @@ from __future__ import annotations
 import re
 import sys
 
-from report_tables import bench_timing, cli, item_reports, not_timed
+from report_tables import bench_result, bench_timing, cli, item_reports, not_timed
 
 # the problem size at the start of a case name: r16384_c8192_p256 -> r16384_c8192, n64M_ef -> n64M
 _SIZE = re.compile(r"^(r\d+_c\d+[KM]?|n\d+[KM]?)")
 COPY_GOAL = 0.90  # of the measured copy bandwidth
 COPY_GBPS = 4250.0  # device-to-device copy (read + write) measured on the H200, GB/s
+COPY_DEVICE = "H200"  # the board COPY_GBPS was measured on (a substring of its device name)
 COMPILED = "torch.compile."
 
 
@@ -40,13 +44,14 @@ def item(rec: dict) -> dict:
     out = {"kernel": rec["kernel"], "case": rec["case"],
            "size": _SIZE.match(rec["case"]).group(1), "outcome": rec["outcome"],
            "median_us": None, "gbps": None, "copy": None, "floor": None, "eager": None,
-           "compiled": None, "note": ""}
+           "compiled": None, "note": "",
+           "device": ((bench_result(rec) or {}).get("device") or {}).get("name")}
     timing, out["note"] = bench_timing(rec)
     if not timing:
         return out
     out.update(median_us=timing["candidate"]["median_ms"] * 1e3, gbps=timing.get("gbps"),
                floor=timing.get("floor_fraction"))
-    if out["gbps"]:
+    if out["gbps"] and on_copy_device(out):
         out["copy"] = out["gbps"] / COPY_GBPS
     for name, b in (timing.get("baselines") or {}).items():
         key = "compiled" if name.startswith(COMPILED) else "eager"
@@ -55,6 +60,12 @@ def item(rec: dict) -> dict:
     if not timing.get("converged", True):
         out["note"] = f"noise {timing.get('rel_noise') or 0:.1%}"
     return out
+
+
+def on_copy_device(it: dict) -> bool:
+    """Whether the item was timed where COPY_GBPS was measured (an unnamed device counts as
+    that board: reports from before KCoral named it)."""
+    return it.get("device") is None or COPY_DEVICE in it["device"]
 
 
 def faster(it: dict) -> "float | None":
@@ -113,9 +124,11 @@ def markdown(items: list) -> str:
     for it in sorted(items, key=lambda i: (i["kernel"], i["size"], i["case"])):
         med = f"{it['median_us']:.2f} us" if it["median_us"] is not None else it["outcome"]
         gbps = f"{it['gbps']:.0f}" if it["gbps"] else "-"
+        note = it["note"] if on_copy_device(it) else "; ".join(
+            x for x in (f"on {it['device']}", it["note"]) if x)
         lines.append(f"| {it['kernel']}[{it['case']}] | {med} | {gbps} | {_pct(it['copy'])} | "
                      f"{_pct(it['floor'])} | {_r(it['eager'])} | {_r(it['compiled'])} | "
-                     f"{_r(rel.get((it['kernel'], it['case'])))} | {it['note']} |")
+                     f"{_r(rel.get((it['kernel'], it['case'])))} | {note} |")
     lines += ["", f"## Fastest variant per size (issue 14: >= {COPY_GOAL:.0%} of the measured "
               f"copy bandwidth, {COPY_GBPS / 1000:.2f} TB/s, and >= 1.00x the faster of eager "
               "and torch.compile)", "",
@@ -127,6 +140,11 @@ def markdown(items: list) -> str:
         lines.append(f"| {it['kernel']} | {it['size']} | {it['case']} | {_pct(it['copy'])} | "
                      f"{_r(it['eager'])} | {_r(it['compiled'])} | {_r(faster(it))} | "
                      f"{_yes(bw_met)} | {_yes(beat)} |")
+    others = sorted({it["device"] for it in items if not on_copy_device(it)})
+    if others:
+        lines += ["", f"Timed on {', '.join(others)}, not the {COPY_DEVICE} whose copy rate the "
+                  "bandwidth goal uses: those items have no copy fraction and no bandwidth "
+                  "verdict; compare them only with items of the same job."]
     lines += not_timed(items)
     return "\n".join(lines) + "\n"
 

@@ -17,7 +17,7 @@ _spec.loader.exec_module(S)
 
 
 def _item(kernel, case, median_us=None, eager=None, compiled=None, floor=None, error=None,
-          gbps=4000.0):
+          gbps=4000.0, device=None):
     result = {"timing": {"skipped": "the sim board never times"}}
     if median_us is not None:
         bl = {}
@@ -29,6 +29,8 @@ def _item(kernel, case, median_us=None, eager=None, compiled=None, floor=None, e
                              "floor_fraction": floor, "converged": True, "baselines": bl}}
     if error:
         result = {"error": {"type": "timeout.exec", "message": error}}
+    if device:
+        result["device"] = {"name": device}
     return {"schema": "tirxh.report/1", "event": "item_report", "kernel": kernel, "case": case,
             "nodeid": f"kernels/zoo.py::{kernel}[{case}]@sm_90a",
             "outcome": "passed" if median_us else "failed",
@@ -106,3 +108,22 @@ def test_the_faster_baseline_is_the_smaller_ratio_and_needs_both():
     it = S.item(_item("swiglu", "n64M", 98.0, 1.69, 0.995))
     assert S.faster(it) == 0.995 and S.goals(it) == (True, False)
     assert S.faster(S.item(_item("swiglu", "n64M", 98.0, 1.69))) is None
+
+
+def test_an_item_timed_off_the_h200_gets_no_bandwidth_verdict(tmp_path, capsys):
+    """The goal's 4.25 TB/s is the H200's copy rate: an H100's item (session 25's calls) has no
+    copy fraction and no verdict, says where it ran, and the H200's items keep theirs."""
+    log = _log(tmp_path, [
+        _item("topk_f32_warp", "r16384_c8192_k50_x", 202.9, 9.5, 9.5, 0.8, gbps=2694.0,
+              device="NVIDIA H100 80GB HBM3"),
+        _item("topk_bf16_warp", "r8192_c32768_k64_y", 151.9, 10.0, 10.0, 0.8, gbps=3570.0,
+              device="NVIDIA H200"),
+    ])
+    items = {i["case"]: i for i in S.read_items([log])}
+    h100, h200 = items["r16384_c8192_k50_x"], items["r8192_c32768_k64_y"]
+    assert h100["copy"] is None and S.goals(h100) == (None, True)
+    assert h200["copy"] == pytest.approx(3570 / 4250) and S.goals(h200) == (False, True)
+    out = S.markdown(list(items.values()))
+    assert "on NVIDIA H100 80GB HBM3" in out and "Timed on NVIDIA H100 80GB HBM3" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("| topk_f32_warp | "))
+    assert row.split(" | ")[-2:] == ["-", "yes |"]
