@@ -167,6 +167,8 @@ def test_sync_check_clean():
     ("bf16", dict(rows=1, cols=1032, k=4, dt="bf16", SPLIT=2),
      r"SPLIT=2 needs halves of whole vectors holding k \(cols=1032 a multiple of 16"),
     ("f32", dict(rows=1, cols=96, k=64, SPLIT=2), r"k=64 <= cols / 2"),
+    ("bf16", dict(rows=1, cols=1024, k=4, GFETCH=2, dt="bf16"),
+     r"GFETCH=2 must be 0 \(a second read appends from its registers\) or 1"),
     ("bf16", dict(rows=1, cols=1024, k=4, FUSE=3, dt="bf16"), r"FUSE=3 must be 0 \(a ranking "
                                                               r"pass per entry of a lane\) or 1"),
     ("f32", dict(rows=1, cols=1024, k=4, SEED=3), r"SEED=3 must be 0 \(a warp's first row from "

@@ -271,7 +271,7 @@ def _register_bits(words, e, dt):
     """Element e's f32 bits from a lane's vectors in registers (`words`: vector u's word i at
     4 u + i; f32: element e is word e, bf16: half e % 2 of word e / 2), by a tree of ``selp``
     on e's bits. A second read's appends take their elements here: fetching each by its index
-    from global memory was one dependent round trip an append, ~256 of them a row from -inf
+    from global memory was one dependent round trip an append, ~50 of them a row from -inf
     (session 25's H100 trace: 129-136 us a second read of an 8192-column f32 row)."""
     level = list(words)
     idx = e if dt == "f32" else T.ptx.shr.u32(e, 1)
