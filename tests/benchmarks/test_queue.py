@@ -40,7 +40,7 @@ def queued_calls() -> list:
         # stays inside its word); the part that runs the script, up to its redirection
         lex = shlex.shlex(cmds[0], posix=True, punctuation_chars=";>&")
         lex.whitespace_split = True
-        parts, words = [[]], None
+        parts = [[]]
         for tok in lex:
             if tok == ";":
                 parts.append([])

@@ -1205,8 +1205,8 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
                             fetch_e = (lambda e, base=base: _global_bits(
                                 x, row * cols + _step_col(base(), e, vec), dt))
                         else:   # element e of the group: vector e / vec, element e % vec
-                            fetch_e = (lambda e, g=g: _register_bits(
-                                [w for words, *_ in again[g:g + group] for w in words], e, dt))
+                            flat = [w for words, *_ in again[g:g + group] for w in words]
+                            fetch_e = (lambda e, flat=flat: _register_bits(flat, e, dt))
                         examine(again[g:g + group], base(), fetch_e)
             # a row that started from a good guess ends with ~2k entries: a refine over 8 per
             # lane costs half of one over CAP / 32; FE (scan7): fewer, every count round and
