@@ -141,6 +141,12 @@
 #     `_g2fu` `_dyn` first (its `again` ranges: 129-136 us in session 25's H100 trace); smoke
 #     over the small `_g2` and `_dyn` cases; run with TOTAL_LIMIT=300; predictions in
 #     docs/PERFORMANCE.md ("Session 25")
+#   MODE=topk17: ONLY session 26's early tickets (TAKE=1/2, `_ta1`/`_ta2`: the next row's
+#     counter ticket asked 1-2 steps before the row's end, read there) after their `_dyn`
+#     controls, first in their shard: f32 8192 `_v8_g2fu_sd_so_dyn` and bf16
+#     `_v4_g2fu_w32_sd2_pk_dyn`; tma_copy's 536.9 MB (the copy rate in the job); an iket
+#     timeline and an ncu profile of f32's `_ta2` first; smoke over the small `_ta` cases; run
+#     with TOTAL_LIMIT=300; predictions in docs/PERFORMANCE.md ("Session 26")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -474,6 +480,21 @@ ${T16_B}_v4_g2fu_w32_sd2_pk_dyn]@"
     export PROFILES="${PROFILES-kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn] --iket --iket-capacity 256}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-60}"
     ITEM_TIMELINE="--item row_end --wait wait"
+elif [ "${MODE:-all}" = topk17 ]; then
+    SMOKE_K="not h200 and topk_warp and _ta"
+    T17_B="topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn"
+    T17_F="topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn"
+    # each size's `_dyn` control first (the ticket asked and read at once), then TAKE
+    N_R1="${T17_F}]@ or ${T17_F}_ta1]@ or ${T17_F}_ta2]@"
+    N_R2="${T17_B}]@ or ${T17_B}_ta2]@"
+    N_R3="tma_copy[r16384_c8192]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
+    # where the warps stall with the ticket asked early (session 26's ncu of `_dyn`: 20.7% of
+    # the samples on a ticket's first use), and the rows' timeline
+    export PROFILES="${PROFILES-kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2] --iket --iket-capacity 256;\
+kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2] --ncu --ncu-set full}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-150}"
+    ITEM_TIMELINE="--item row_end --wait wait"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
@@ -556,7 +577,7 @@ elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
-        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15' or 'topk16'" >&2
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16' or 'topk17'" >&2
     exit 2
 fi
 }

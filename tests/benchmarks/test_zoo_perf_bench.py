@@ -111,7 +111,8 @@ def test_an_unknown_mode_is_refused():
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12', " \
-        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15' or 'topk16'" in r.stderr
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16' or 'topk17'" \
+        in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -493,3 +494,13 @@ def test_topk15_mode_times_each_half_row_variant_after_the_best_it_builds_on():
     for shard in shards:
         assert "_sp2" in shard[-1] and all("_sp2" not in i for i in shard[:-1]), shard
     assert smoke and all("_sp2" in i for i in smoke)
+
+
+@pytest.mark.slow(reason="three tirxh bench --collect-only runs over the zoo")
+def test_topk17_mode_times_each_early_ticket_after_its_dyn_control():
+    shards, smoke = _timed_and_smoke("topk17")
+    assert len(shards) == 3 and shards[2] == ["tma_copy[r16384_c8192]"]
+    for shard in shards[:2]:
+        assert shard[0].endswith("_dyn]") and len(shard) >= 2, shard
+        assert all(i.startswith(shard[0][:-1] + "_ta") for i in shard[1:]), shard
+    assert smoke and all("_ta" in i for i in smoke)

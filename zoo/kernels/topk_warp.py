@@ -188,7 +188,7 @@ from tirxh.core import ir
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import topk as _tk  # noqa: E402  (after the path set-up above)
-from tickets import take_item  # noqa: E402
+from tickets import ask_ticket, take_item, ticket_item32  # noqa: E402
 
 TAGS = ("radix-select", "warp-per-row", "threshold-filter", "cp-async", "warp-ballot", "redux",
         "persistent", "iket", "bulk-copy", "mbarrier", "bitonic-sort", "dynamic-scheduling",
@@ -805,8 +805,9 @@ class _Ring:
     LANE_POINTER = True    # the global cursor points at this lane's vector (bulk: the step's)
 
     def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step,
-                 take=None):
+                 take=None, ask=None, lead=0):
         self.x, self.cols, self.vec, self.take = x, cols, vec, take
+        self.ask, self.lead = ask, lead     # TAKE: the next row's ticket asked `lead` steps early
         self.data = T.shared(T.b32, (WARPS * STAGES * 32 * 4,), name="ring", align=self.ALIGN)
         self.rows, self.nvec, self.S, self.V = rows, nvec, STAGES, VECS
         self.lane = buf.lane
@@ -843,6 +844,10 @@ class _Ring:
         T.ptx.cp.async_.commit_group()
         T.ptx.add.u64(self.gp, self.gp, self.V * 512)
         self.v.set(self.v + self.V)
+        if self.lead:   # TAKE: the ticket asked `lead` steps before the row's end, read there
+            with T.if_(self.v == self.steps - self.lead * self.V, uniform=True):
+                with T.if_(self.row < self.rows, uniform=True):
+                    self.ask()
         with T.if_(self.v == self.steps, uniform=True):
             self.v.set(0)
             if self.take is None:
@@ -1058,18 +1063,29 @@ def _seed(ring, live, k, cols, dt, ahead, miss=SEED_MISS):
     return T.ptx.mov.f32(_value_bits(top, 32))
 
 
-def _take_row(sched, rows, grid_warps, lane):
+def _take_row(sched, rows, grid_warps, lane, ticket=None):
     """DYN=1 (session 23): the warp's next row from the counter (`tickets.take_item`: a launch
-    takes rows + grid_warps tickets, END = rows), taken by lane 0 and shuffled to every lane."""
+    takes rows + grid_warps tickets, END = rows), taken by lane 0 and shuffled to every lane;
+    with `ticket` (TAKE), the row of the ticket lane 0 asked for earlier (`_ask_row`)."""
     got = T.reg(T.u32, init=0)
     with T.if_(lane == 0):
-        got.set(take_item(sched, rows + grid_warps, rows))
+        got.set(take_item(sched, rows + grid_warps, rows) if ticket is None else
+                ticket_item32(sched, ticket, rows + grid_warps, rows))
     return T.ptx.shfl.sync.idx.b32(got, 0, 0x1F, FULL)
+
+
+def _ask_row(sched, lane, ticket):
+    """TAKE (session 26): lane 0 asks the counter for the next row's ticket into `ticket`
+    (`tickets.ask_ticket`: the counter's low word), which nothing reads until the row's end
+    (`_take_row`): the warp does not wait for the atomic here. The ncu profile of f32 8192
+    `_dyn` (session 26) put 20.7% of the warps' stall samples on the first use of a ticket
+    asked and read at once."""
+    ask_ticket(sched, ticket, lane == 0)
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
                APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
-               sched=None, SPLIT=0, parts=None, GFETCH=0):
+               sched=None, SPLIT=0, parts=None, GFETCH=0, TAKE=0):
     final = (values, indices)
     if SPLIT:
         # SPLIT=2 (session 24): the work items are half rows, the input seen as 2 rows x cols / 2
@@ -1088,10 +1104,19 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
     grid_warps = T.nctaid.x * WARPS
     # DYN=1: rows from the counter as the ring's issue cursor reaches them (the consumer takes
     # the cursor's row at its row end: the cursor is less than a row ahead); else w, w + W, ...
+    # TAKE > 0 (session 26): the next row's ticket asked TAKE issue steps before the cursor
+    # reaches the row's end, read there (the first row's ticket asked and read at once)
     take = (lambda: _take_row(sched, rows, grid_warps, lane)) if DYN else None
+    ask = None
+    if TAKE:   # the counter's low word (tickets.ask_ticket); the first row asked and read here
+        ticket = T.reg(T.u32, init=0)
+        take = lambda: _take_row(sched, rows, grid_warps, lane, ticket)   # noqa: E731
+        ask = lambda: _ask_row(sched, lane, ticket)                       # noqa: E731
+        ask()
     first = take() if DYN else gw
     ring = (_BulkRing if BULK else _Ring)(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf,
-                                          first, grid_warps, take=take)
+                                          first, grid_warps, take=take,
+                                          **({"ask": ask, "lead": TAKE} if TAKE else {}))
     steps = ring.steps
     ahead = STAGES // VECS - 1                         # steps in flight beyond the current
     # APPEND=1's step mask has 32 bits: a step of more elements (bf16 VECS 8, session 22) is
@@ -1250,10 +1275,10 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
                   BULK: T.const = 0, SORT: T.const = 0, DYN: T.const = 0,
-                  SPLIT: T.const = 0, GFETCH: T.const = 0):
+                  SPLIT: T.const = 0, GFETCH: T.const = 0, TAKE: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
                APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK, SORT=SORT, DYN=DYN, sched=sched,
-               SPLIT=SPLIT, parts=(pvalues, pindices, pcount), GFETCH=GFETCH)
+               SPLIT=SPLIT, parts=(pvalues, pindices, pcount), GFETCH=GFETCH, TAKE=TAKE)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -1265,10 +1290,11 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                    GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
                    PK: T.const = 0, BULK: T.const = 0, SORT: T.const = 0,
-                   DYN: T.const = 0, SPLIT: T.const = 0, GFETCH: T.const = 0):
+                   DYN: T.const = 0, SPLIT: T.const = 0, GFETCH: T.const = 0,
+                   TAKE: T.const = 0):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
                APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK, SORT, DYN, sched, SPLIT,
-               (pvalues, pindices, pcount), GFETCH)
+               (pvalues, pindices, pcount), GFETCH, TAKE)
 
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -1306,7 +1332,7 @@ def _constraints(dt):
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
                     FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
-                    SPLIT=0, GFETCH=0):
+                    SPLIT=0, GFETCH=0, TAKE=0):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if GFETCH not in (0, 1):
@@ -1329,6 +1355,11 @@ def _constraints(dt):
             why.append(f"DYN=1 needs a row of more steps ({row_steps}) than the ring has in "
                        f"flight ({in_flight}): the consumer takes its next row from the issue "
                        "cursor, at most one row ahead")
+        if TAKE and not DYN:
+            why.append(f"TAKE={TAKE} needs DYN=1 (it asks the row counter early)")
+        elif TAKE and not 0 < TAKE < row_steps:
+            why.append(f"TAKE={TAKE} must be in [1, {row_steps - 1}]: the ticket is asked TAKE "
+                       f"of a row's {row_steps} steps before its end")
         if not 1 <= k <= min(_tk.MAX_K, cols):
             why.append(f"k={k} must be in [1, min({_tk.MAX_K}, cols)]")
         if cols % vec:
@@ -1406,7 +1437,8 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
-              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0, SPLIT=0, GFETCH=0, main=False):
+              FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0, SPLIT=0, GFETCH=0, TAKE=0,
+              main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -1425,7 +1457,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"SORT": SORT} if SORT else {}),
                   **({"DYN": DYN} if DYN else {}),
                   **({"SPLIT": SPLIT} if SPLIT else {}),
-                  **({"GFETCH": GFETCH} if GFETCH else {}))
+                  **({"GFETCH": GFETCH} if GFETCH else {}),
+                  **({"TAKE": TAKE} if TAKE else {}))
 
 
 # scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
@@ -1635,6 +1668,24 @@ SUITE_F32 = T.suite(
         make_case("r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_gf", **_K50, **{**_V8, "GUESS": 2},
                   CAP=160, FE=4, SEED=1, SORT=1, DYN=1, GFETCH=1),
         make_case("r4096_c32768_k64_st_a_v4_g1fu_w32_sd2_gf", **_K64, **_W32, SEED=2, GFETCH=1),
+        # TAKE (session 26): the next row's ticket asked TAKE steps before the row's end and
+        # read there. The ncu profile of `_v8_g2fu_sd_so_dyn` (session 26) put 20.7% of the
+        # warps' stall samples on the first use of a ticket asked and read at once: the
+        # atomic's round trip with HBM busy, the ring draining behind it at every row's end
+        make_case("r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta1", **_K50,
+                  **{**_V8, "GUESS": 2}, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=1),
+        make_case("r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2", **_K50,
+                  **{**_V8, "GUESS": 2}, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=2),
+        # small: rows of 3 steps (2 in flight), the ticket 1 and 2 steps early: with 2 the ask
+        # falls among the ring's first issues, before the loop; 7 rows on one warp
+        make_case("r9_c2056_k50_g2_dyn_ta1", rows=9, cols=2056, k=50, WARPS=2, CTAS=2, VECS=8,
+                  STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=1,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
+        make_case("r9_c2056_k50_g2_dyn_ta2", rows=9, cols=2056, k=50, WARPS=2, CTAS=2, VECS=8,
+                  STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=2,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
+        make_case("r7_c1000_k33_dyn_ta1", rows=7, cols=1000, k=33, WARPS=1, CTAS=1, CAP=320,
+                  DYN=1, TAKE=1),
     ],
     constraints=constraints_f32,
 )
@@ -1773,6 +1824,12 @@ SUITE_BF16 = T.suite(
                   **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1, SPLIT=2),
         make_case("r5_c4112_k64_g2_dyn_sp2", rows=5, cols=4112, k=64, WARPS=2, CTAS=2, VECS=4,
                   STAGES=12, CAP=128, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, SPLIT=2,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
+        # TAKE (session 26) on the best bf16: ~2 rows a warp, so one early ticket a warp
+        make_case("r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2", **_KB16,
+                  **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1, TAKE=2),
+        make_case("r7_c4104_k9_g2_dyn_ta2", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
+                  STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, TAKE=2,
                   **{**_G1FU_SMALL, "GUESS": 2}),
     ],
     constraints=constraints_bf16,
