@@ -142,7 +142,8 @@
 #     over the small `_g2` and `_dyn` cases; run with TOTAL_LIMIT=300; predictions in
 #     docs/PERFORMANCE.md ("Session 25")
 #   MODE=topk17: ONLY session 26's early tickets (TAKE=1/2/4, `_ta1`/`_ta2`/`_ta4`: the next
-#     row's counter ticket asked 1-4 steps before the row's end, read there) after their `_dyn`
+#     row's counter ticket asked 1-4 steps before the row's end, read there; `_ta2_q8`: 8
+#     counters, QUEUES=8) after their `_dyn`
 #     controls, first in their shard: f32 8192 `_v8_g2fu_sd_so_dyn` and bf16
 #     `_v4_g2fu_w32_sd2_pk_dyn`; tma_copy's 536.9 MB (the copy rate in the job); an iket
 #     timeline and an ncu profile of f32's `_ta2` first; smoke over the small `_ta` cases; run
@@ -485,8 +486,8 @@ elif [ "${MODE:-all}" = topk17 ]; then
     T17_B="topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn"
     T17_F="topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn"
     # each size's `_dyn` control first (the ticket asked and read at once), then TAKE
-    N_R1="${T17_F}]@ or ${T17_F}_ta1]@ or ${T17_F}_ta2]@ or ${T17_F}_ta4]@"
-    N_R2="${T17_B}]@ or ${T17_B}_ta2]@"
+    N_R1="${T17_F}]@ or ${T17_F}_ta1]@ or ${T17_F}_ta2]@ or ${T17_F}_ta4]@ or ${T17_F}_ta2_q8]@"
+    N_R2="${T17_B}]@ or ${T17_B}_ta2]@ or ${T17_B}_ta2_q8]@"
     N_R3="tma_copy[r16384_c8192]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
     # where the warps stall with the ticket asked early (session 26's ncu of `_dyn`: 20.7% of

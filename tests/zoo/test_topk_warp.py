@@ -184,6 +184,10 @@ def test_sync_check_clean():
     ("f32", dict(rows=1, cols=512, k=4, VECS=2, STAGES=8, DYN=1),
      r"DYN=1 needs a row of more steps \(2\) than the ring has in flight \(3\)"),
     ("f32", dict(rows=1, cols=2048, k=4, TAKE=1), r"TAKE=1 needs DYN=1"),
+    ("f32", dict(rows=9, cols=2056, k=4, DYN=1, QUEUES=2), r"QUEUES=2 needs TAKE"),
+    ("f32", dict(rows=9, cols=2056, k=4, WARPS=2, CTAS=2, VECS=8, STAGES=24, CAP=160, DYN=1,
+                 TAKE=1, QUEUES=5), r"QUEUES=5 must be in \[1, 4\] \(at most 16 counters, and "
+                                    r"a warp for each queue: 4 warps\)"),
     ("f32", dict(rows=1, cols=2056, k=4, VECS=8, STAGES=24, CAP=160, DYN=1, TAKE=3),
      r"TAKE=3 must be in \[1, 2\]: the ticket is asked TAKE of a row's 3 steps before its end"),
 ])
@@ -869,15 +873,22 @@ def test_rows_from_the_counter_are_exact_and_the_counter_resets_itself(suite, na
     items = case.params["rows"] * (2 if case.params.get("SPLIT") else 1)   # SPLIT: half rows
     tickets = items + suite.grid(case)[0] * case.params["WARPS"]
     take = case.params.get("TAKE", 0)
-    if take:   # TAKE: a counter left at a multiple of the tickets (a DYN=1 run) works too
-        inputs["sched"][:] = 3 * tickets
+    if not take:
+        inputs["sched"] = inputs["sched"][:1]   # DYN=1's one counter: every element written
+    else:   # TAKE: a counter left at a multiple of its tickets (a DYN=1 run) works too
+        Q, warps = case.params.get("QUEUES", 1), tickets - items   # noqa: N806
+        for q in range(Q):   # queue q: rows and warps = q (mod Q), its counter at 32 q
+            inputs["sched"][32 * q] = 3 * (len(range(q, items, Q)) + len(range(q, warps, Q)))
     for launch in (1, 2):
         res = ns.run(suite.kernel, inputs, grid=suite.grid(case), consts=suite.consts(case),
                      outputs=list(suite.outputs) + ([] if take else ["sched"]),  # TAKE: u32
                      per_warp=per_warp)
         assert_matches(suite, case, res, inputs)
-        # TAKE (session 26): the u32 counter goes back to 0 with the launch's last ticket
-        assert int(res.outputs["sched"][0]) == (0 if take else launch * tickets)
+        # TAKE (session 26): each u32 counter goes back to 0 with its queue's last ticket
+        if take:
+            assert not res.outputs["sched"].any()
+        else:
+            assert int(res.outputs["sched"][0]) == launch * tickets
         inputs = dict(inputs, sched=res.outputs["sched"])
 
 
@@ -909,6 +920,7 @@ def test_half_rows_merge_exactly_and_their_counters_need_no_clearing(suite, name
     ns = pytest.importorskip("tirxh_numsim")
     case = _case(suite, name)
     inputs = suite.make_inputs(case, 0)
+    inputs["sched"] = inputs["sched"][:1]   # DYN=1's one counter: every element written
     extra = ["pcount"] + (["sched"] if case.params.get("DYN") else [])
     for launch in (1, 2):
         res = ns.run(suite.kernel, inputs, grid=suite.grid(case), consts=suite.consts(case),
@@ -944,8 +956,8 @@ def test_the_merge_handover_is_load_bearing(old, new, tmp_path, request):
     assert kinds == {want[request.node.callspec.id]}, kinds
 
 
-TAKE_BIG = [(MOD.SUITE_F32, "r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2"),
-            (MOD.SUITE_BF16, "r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2")]
+TAKE_BIG = [(suite, c.name) for suite in (MOD.SUITE_F32, MOD.SUITE_BF16) for c in suite.cases
+            if not c.small and c.params.get("TAKE")]
 
 
 @pytest.mark.parametrize("suite,name", TAKE_BIG, ids=[n for _, n in TAKE_BIG])

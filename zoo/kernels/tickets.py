@@ -42,18 +42,18 @@ def take_item(sched, per_launch, end):
     return T.ptx.min.u32(local, end)
 
 
-def ask_ticket(sched, ticket, pred):
-    """Ask the low word of the counter at ``sched[0]`` for a ticket into the u32 `ticket`
-    (``atom.relaxed.gpu.add.u32``, under `pred`: one lane), unread: nothing waits for the round
-    trip until `ticket_item32` reads it."""
-    T.ptx.atom.relaxed.gpu.global_.add.u32(ticket, sched.at(0), 1, pred=pred)
+def ask_ticket(counter, ticket, pred):
+    """Ask the u32 counter at address `counter` (a u64 counter's low word) for a ticket into the
+    u32 `ticket` (``atom.relaxed.gpu.add.u32``, under `pred`: one lane), unread: nothing waits
+    for the round trip until `ticket_item32` reads it."""
+    T.ptx.atom.relaxed.gpu.global_.add.u32(ticket, counter, 1, pred=pred)
 
 
-def ticket_item32(sched, ticket, per_launch, end):
+def ticket_item32(counter, ticket, per_launch, end):
     """The item of a ticket from `ask_ticket`: its remainder mod `per_launch` (N + G), clamped
     to `end` (N); the launch's last ticket (remainder N + G - 1) sets the counter back to 0.
     Called by the lane that asked."""
     local = T.ptx.rem.u32(ticket, per_launch)
     with T.if_(local == per_launch - 1):
-        T.ptx.atom.relaxed.gpu.global_.exch.b32(sched.at(0), 0)
+        T.ptx.atom.relaxed.gpu.global_.exch.b32(counter, 0)
     return T.ptx.min.u32(local, end)

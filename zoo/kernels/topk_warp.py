@@ -1063,29 +1063,56 @@ def _seed(ring, live, k, cols, dt, ahead, miss=SEED_MISS):
     return T.ptx.mov.f32(_value_bits(top, 32))
 
 
-def _take_row(sched, rows, grid_warps, lane, ticket=None):
+def _take_row(sched, rows, grid_warps, lane, ticket=None, queue=None):
     """DYN=1 (session 23): the warp's next row from the counter (`tickets.take_item`: a launch
     takes rows + grid_warps tickets, END = rows), taken by lane 0 and shuffled to every lane;
-    with `ticket` (TAKE), the row of the ticket lane 0 asked for earlier (`_ask_row`)."""
+    with `ticket` (TAKE), the row of the ticket lane 0 asked for earlier (`_ask_row`) on its
+    queue's counter (`_Queue`)."""
     got = T.reg(T.u32, init=0)
     with T.if_(lane == 0):
-        got.set(take_item(sched, rows + grid_warps, rows) if ticket is None else
-                ticket_item32(sched, ticket, rows + grid_warps, rows))
+        if ticket is None:
+            got.set(take_item(sched, rows + grid_warps, rows))
+        else:
+            local = ticket_item32(queue.counter, ticket, queue.tickets, queue.rows)
+            got.set(local if queue.Q == 1 else T.ptx.selp.b32(
+                queue.q + local * queue.Q, rows, local < queue.rows))
     return T.ptx.shfl.sync.idx.b32(got, 0, 0x1F, FULL)
 
 
-def _ask_row(sched, lane, ticket):
-    """TAKE (session 26): lane 0 asks the counter for the next row's ticket into `ticket`
-    (`tickets.ask_ticket`: the counter's low word), which nothing reads until the row's end
-    (`_take_row`): the warp does not wait for the atomic here. The ncu profile of f32 8192
+def _ask_row(queue, lane, ticket):
+    """TAKE (session 26): lane 0 asks its queue's counter for the next row's ticket into
+    `ticket` (`tickets.ask_ticket`: the counter's low word), which nothing reads until the row's
+    end (`_take_row`): the warp does not wait for the atomic here. The ncu profile of f32 8192
     `_dyn` (session 26) put 20.7% of the warps' stall samples on the first use of a ticket
     asked and read at once."""
-    ask_ticket(sched, ticket, lane == 0)
+    ask_ticket(queue.counter, ticket, lane == 0)
+
+
+class _Queue:
+    """TAKE's row queues (QUEUES = Q, session 26): warp gw takes the rows r = q (mod Q) of queue
+    q = gw mod Q from its own counter, at ``sched[32 q]`` (256 bytes apart). Why: with one
+    counter every warp's ticket is an atomic on one address, ~125 a microsecond at f32 8192 on
+    the H200, and session 26's H100 profile still waited for a ticket asked two steps (~6 us)
+    earlier: the address's atomics queue. Each queue is a launch of its own (its rows and warps,
+    tickets mod their sum, reset by its last); Q = 1 is TAKE's single counter."""
+
+    STRIDE = 32            # u64 elements between two queues' counters
+
+    def __init__(self, sched, rows, grid_warps, gw, Q):   # noqa: N803
+        self.Q = Q
+        if Q == 1:
+            self.q, self.rows, self.counter = 0, rows, sched.at(0)
+            self.tickets = rows + grid_warps
+            return
+        self.q = T.reg(T.u32, init=T.ptx.rem.u32(gw, Q))
+        self.rows = T.reg(T.u32, init=(rows + (Q - 1) - self.q) / Q)
+        self.tickets = T.reg(T.u32, init=self.rows + (grid_warps + (Q - 1) - self.q) / Q)
+        self.counter = sched.at(self.q * self.STRIDE)
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
                APPEND=0, FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
-               sched=None, SPLIT=0, parts=None, GFETCH=0, TAKE=0):
+               sched=None, SPLIT=0, parts=None, GFETCH=0, TAKE=0, QUEUES=1):
     final = (values, indices)
     if SPLIT:
         # SPLIT=2 (session 24): the work items are half rows, the input seen as 2 rows x cols / 2
@@ -1110,8 +1137,9 @@ def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, 
     ask = None
     if TAKE:   # the counter's low word (tickets.ask_ticket); the first row asked and read here
         ticket = T.reg(T.u32, init=0)
-        take = lambda: _take_row(sched, rows, grid_warps, lane, ticket)   # noqa: E731
-        ask = lambda: _ask_row(sched, lane, ticket)                       # noqa: E731
+        queue = _Queue(sched, rows, grid_warps, gw, QUEUES)
+        take = lambda: _take_row(sched, rows, grid_warps, lane, ticket, queue)   # noqa: E731
+        ask = lambda: _ask_row(queue, lane, ticket)                              # noqa: E731
         ask()
     first = take() if DYN else gw
     ring = (_BulkRing if BULK else _Ring)(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf,
@@ -1275,10 +1303,12 @@ def topk_f32_warp(x: T.gptr[T.f32], values: T.gptr[T.f32], indices: T.gptr[T.s64
                   APPEND: T.const = 0, FE: T.const = 0, SKEW: T.const = 0,
                   GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
                   BULK: T.const = 0, SORT: T.const = 0, DYN: T.const = 0,
-                  SPLIT: T.const = 0, GFETCH: T.const = 0, TAKE: T.const = 0):
+                  SPLIT: T.const = 0, GFETCH: T.const = 0, TAKE: T.const = 0,
+                  QUEUES: T.const = 1):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "f32", STRICT,
                APPEND, FE, SKEW, GUESS, FUSE, SEED, BULK=BULK, SORT=SORT, DYN=DYN, sched=sched,
-               SPLIT=SPLIT, parts=(pvalues, pindices, pcount), GFETCH=GFETCH, TAKE=TAKE)
+               SPLIT=SPLIT, parts=(pvalues, pindices, pcount), GFETCH=GFETCH, TAKE=TAKE,
+               QUEUES=QUEUES)
 
 
 @T.kernel(grid=_grid, block=lambda WARPS: 32 * WARPS, maxnreg=_maxnreg)
@@ -1291,18 +1321,22 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
                    GUESS: T.const = 0, FUSE: T.const = 0, SEED: T.const = 0,
                    PK: T.const = 0, BULK: T.const = 0, SORT: T.const = 0,
                    DYN: T.const = 0, SPLIT: T.const = 0, GFETCH: T.const = 0,
-                   TAKE: T.const = 0):
+                   TAKE: T.const = 0, QUEUES: T.const = 1):
     _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, "bf16", STRICT,
                APPEND, FE, SKEW, GUESS, FUSE, SEED, PK, BULK, SORT, DYN, sched, SPLIT,
-               (pvalues, pindices, pcount), GFETCH, TAKE)
+               (pvalues, pindices, pcount), GFETCH, TAKE, QUEUES)
 
 
 # -- cases ------------------------------------------------------------------------------------------
 
+MAX_QUEUES = 16   # TAKE's row queues: counters 256 bytes apart in `sched` (4 KB)
+
+
 def _suite_args(dt) -> dict:
-    """topk's suite arguments, its inputs with DYN=1's row counter (`sched`: one u64, zero; a
-    launch takes exactly rows + grid warps tickets, so it never needs clearing). Every case takes
-    it (one kernel signature); DYN=0 ignores it."""
+    """topk's suite arguments, its inputs with DYN=1's row counter (`sched`: zeros; DYN=1 uses
+    element 0, QUEUES q's counter element 32 q; a launch takes exactly rows + grid warps tickets,
+    so it never needs clearing). Every case takes it (one kernel signature); DYN=0 ignores
+    it."""
     args = _tk._suite_args(dt)
     plain = args["inputs"]
 
@@ -1310,7 +1344,7 @@ def _suite_args(dt) -> dict:
         got = plain(rng, rows, cols, k)
         # SPLIT=2's scratch: k values and indices a half row, a u32 count a row (zero once:
         # each launch adds 2 a row); every case takes it, SPLIT=0 ignores it
-        return {**got, "sched": np.zeros(1, np.uint64),
+        return {**got, "sched": np.zeros(MAX_QUEUES * _Queue.STRIDE, np.uint64),
                 "pvalues": np.zeros(2 * rows * k, got["values"].dtype),
                 "pindices": np.zeros(2 * rows * k, np.int64),
                 "pcount": np.zeros(rows, np.uint32)}
@@ -1332,7 +1366,7 @@ def _constraints(dt):
 
     def constraints(rows, cols, k, WARPS, STAGES, VECS, CAP, CTAS, MAXREG, STRICT=0, APPEND=0,
                     FE=0, SKEW=0, GUESS=0, FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0,
-                    SPLIT=0, GFETCH=0, TAKE=0):
+                    SPLIT=0, GFETCH=0, TAKE=0, QUEUES=1):
         """The shapes the kernel accepts (checked when the suite is declared)."""
         why = []
         if GFETCH not in (0, 1):
@@ -1360,6 +1394,12 @@ def _constraints(dt):
         elif TAKE and not 0 < TAKE < row_steps:
             why.append(f"TAKE={TAKE} must be in [1, {row_steps - 1}]: the ticket is asked TAKE "
                        f"of a row's {row_steps} steps before its end")
+        grid_warps = min(CTAS, T.cdiv(rows * (2 if SPLIT else 1), WARPS)) * WARPS
+        if QUEUES != 1 and not TAKE:
+            why.append(f"QUEUES={QUEUES} needs TAKE (the queues' u32 counters)")
+        elif not 1 <= QUEUES <= min(MAX_QUEUES, grid_warps):
+            why.append(f"QUEUES={QUEUES} must be in [1, {min(MAX_QUEUES, grid_warps)}] (at "
+                       f"most {MAX_QUEUES} counters, and a warp for each queue: {grid_warps} warps)")
         if not 1 <= k <= min(_tk.MAX_K, cols):
             why.append(f"k={k} must be in [1, min({_tk.MAX_K}, cols)]")
         if cols % vec:
@@ -1438,7 +1478,7 @@ constraints_f32, constraints_bf16 = _constraints("f32"), _constraints("bf16")
 def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=264,
               MAXREG=128, small=True, dt="f32", STRICT=0, APPEND=0, FE=0, SKEW=0, GUESS=0,
               FUSE=0, SEED=0, PK=0, BULK=0, SORT=0, DYN=0, SPLIT=0, GFETCH=0, TAKE=0,
-              main=False):
+              QUEUES=1, main=False):
     """A case; large ones are the H200's (tag h200), never simulated; `main`: the size's
     measured fastest, the one a whole-zoo run times (``-k main``)."""
     VECS = VECS or (2 if dt == "f32" else 1)  # noqa: N806 (the kernel's parameter name)
@@ -1458,7 +1498,8 @@ def make_case(name, rows, cols, k, WARPS=8, STAGES=8, VECS=None, CAP=512, CTAS=2
                   **({"DYN": DYN} if DYN else {}),
                   **({"SPLIT": SPLIT} if SPLIT else {}),
                   **({"GFETCH": GFETCH} if GFETCH else {}),
-                  **({"TAKE": TAKE} if TAKE else {}))
+                  **({"TAKE": TAKE} if TAKE else {}),
+                  **({"QUEUES": QUEUES} if QUEUES != 1 else {}))
 
 
 # scan8's large cases (session 11): the three sizes, and GUESS + FUSE at 2 KB steps (16 warps an
@@ -1691,6 +1732,14 @@ SUITE_F32 = T.suite(
                   **{**_G1FU_SMALL, "GUESS": 2}),
         make_case("r7_c1000_k33_dyn_ta1", rows=7, cols=1000, k=33, WARPS=1, CTAS=1, CAP=320,
                   DYN=1, TAKE=1),
+        # QUEUES (session 26): 8 counters, warp gw taking rows = gw (mod 8) from counter gw mod
+        # 8, so that no one address takes every warp's atomic (~125 a microsecond at f32 8192)
+        make_case("r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8", **_K50,
+                  **{**_V8, "GUESS": 2}, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=2, QUEUES=8),
+        # small: 9 rows in 3 queues on 4 warps (queue 0 has two warps, 1 and 2 one each)
+        make_case("r9_c2056_k50_g2_dyn_ta2_q3", rows=9, cols=2056, k=50, WARPS=2, CTAS=2,
+                  VECS=8, STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=2, QUEUES=3,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
     ],
     constraints=constraints_f32,
 )
@@ -1835,6 +1884,11 @@ SUITE_BF16 = T.suite(
                   **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1, TAKE=2),
         make_case("r7_c4104_k9_g2_dyn_ta2", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
                   STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, TAKE=2,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
+        make_case("r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8", **_KB16,
+                  **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1, TAKE=2, QUEUES=8),
+        make_case("r7_c4104_k9_g2_dyn_ta2_q4", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
+                  STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, TAKE=2, QUEUES=4,
                   **{**_G1FU_SMALL, "GUESS": 2}),
     ],
     constraints=constraints_bf16,
