@@ -877,8 +877,9 @@ def test_rows_from_the_counter_are_exact_and_the_counter_resets_itself(suite, na
         inputs["sched"] = inputs["sched"][:1]   # DYN=1's one counter: every element written
     else:   # TAKE: a counter left at a multiple of its tickets (a DYN=1 run) works too
         Q, warps = case.params.get("QUEUES", 1), tickets - items   # noqa: N806
-        for q in range(Q):   # queue q: rows and warps = q (mod Q), its counter at 32 q
-            inputs["sched"][32 * q] = 3 * (len(range(q, items, Q)) + len(range(q, warps, Q)))
+        for q in range(Q):   # queue q: rows and warps = q (mod Q), a counter of its own
+            inputs["sched"][MOD._Queue.counter_index(Q, q)] = 3 * (
+                len(range(q, items, Q)) + len(range(q, warps, Q)))
     for launch in (1, 2):
         res = ns.run(suite.kernel, inputs, grid=suite.grid(case), consts=suite.consts(case),
                      outputs=list(suite.outputs) + ([] if take else ["sched"]),  # TAKE: u32
@@ -980,3 +981,22 @@ def test_an_early_ticket_lands_where_it_is_held(suite, name):
         assert not re.search(rf"\b{dest}\b", nxt), (sass[i], nxt)
     # every ticket from the u32 path: none asked and read at once on the u64 counter
     assert not [ins for ins in sass if ins.startswith("ATOMG.E.ADD.64")]
+
+
+def test_each_queue_count_has_counters_of_its_own():
+    """QUEUES (session 26): a shard's variants share their inputs, so a DYN=1 run (element 0,
+    left at a multiple of ITS tickets) then TAKE's 3 queues on the same `sched`: exact, and the
+    queues' counters back at 0 (on element 0 the reset of queue 0 came mid-launch)."""
+    ns = pytest.importorskip("tirxh_numsim")
+    suite = MOD.SUITE_F32
+    dyn, q3 = _case(suite, "r9_c2056_k50_g2_dyn"), _case(suite, "r9_c2056_k50_g2_dyn_ta2_q3")
+    inputs = suite.make_inputs(dyn, 0)
+    for case in (dyn, q3):
+        res = ns.run(suite.kernel, inputs, grid=suite.grid(case), consts=suite.consts(case),
+                     outputs=list(suite.outputs))
+        assert_matches(suite, case, res, inputs)
+        inputs = dict(inputs, sched=res.outputs["sched"])
+    assert int(inputs["sched"][0]) == 9 + 4                 # DYN=1's tickets, untouched
+    assert not inputs["sched"][1:].any()                     # the queues' counters reset
+    assert {MOD._Queue.counter_index(3, q) for q in range(3)}.isdisjoint(
+        {MOD._Queue.counter_index(Q, q) for Q in (1, 2, 4, 8) for q in range(Q)})

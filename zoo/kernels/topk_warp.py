@@ -1090,13 +1090,22 @@ def _ask_row(queue, lane, ticket):
 
 class _Queue:
     """TAKE's row queues (QUEUES = Q, session 26): warp gw takes the rows r = q (mod Q) of queue
-    q = gw mod Q from its own counter, at ``sched[32 q]`` (256 bytes apart). Why: with one
-    counter every warp's ticket is an atomic on one address, ~125 a microsecond at f32 8192 on
-    the H200, and session 26's H100 profile still waited for a ticket asked two steps (~6 us)
-    earlier: the address's atomics queue. Each queue is a launch of its own (its rows and warps,
-    tickets mod their sum, reset by its last); Q = 1 is TAKE's single counter."""
+    q = gw mod Q from its own counter, 256 bytes from the next. Why: with one counter every
+    warp's ticket is an atomic on one address, ~125 a microsecond at f32 8192 on the H200, and
+    session 26's H100 profile still waited for a ticket asked two steps (~6 us) earlier: the
+    address's atomics queue. Each queue is a launch of its own (its rows and warps, tickets mod
+    their sum, reset by its last); Q = 1 is TAKE's single counter, DYN=1's element 0.
 
-    STRIDE = 32            # u64 elements between two queues' counters
+    Each Q has counters of its own (`counter_index`): the variants of a shard share their
+    inputs, and a counter another Q left at a multiple of ITS tickets is not one of this
+    queue's, so the reset (`tickets.ticket_item32`) would come mid-launch."""
+
+    STRIDE = 32            # u64 elements between two counters
+
+    @staticmethod
+    def counter_index(Q, q):   # noqa: N803
+        """`sched`'s element for queue q of Q: 0 for Q = 1, then Q(Q - 1)/2 + q counters on."""
+        return _Queue.STRIDE * (Q * (Q - 1) // 2 + q)
 
     def __init__(self, sched, rows, grid_warps, gw, Q):   # noqa: N803
         self.Q = Q
@@ -1107,7 +1116,7 @@ class _Queue:
         self.q = T.reg(T.u32, init=T.ptx.rem.u32(gw, Q))
         self.rows = T.reg(T.u32, init=(rows + (Q - 1) - self.q) / Q)
         self.tickets = T.reg(T.u32, init=self.rows + (grid_warps + (Q - 1) - self.q) / Q)
-        self.counter = sched.at(self.q * self.STRIDE)
+        self.counter = sched.at(self.counter_index(Q, 0) + self.q * self.STRIDE)
 
 
 def _topk_warp(x, values, indices, rows, cols, k, WARPS, STAGES, VECS, CAP, dt, STRICT=0,
@@ -1329,14 +1338,14 @@ def topk_bf16_warp(x: T.gptr[T.bf16], values: T.gptr[T.bf16], indices: T.gptr[T.
 
 # -- cases ------------------------------------------------------------------------------------------
 
-MAX_QUEUES = 16   # TAKE's row queues: counters 256 bytes apart in `sched` (4 KB)
+MAX_QUEUES = 16   # TAKE's row queues: counters 256 bytes apart in `sched` (34 KB for Q <= 16)
 
 
 def _suite_args(dt) -> dict:
     """topk's suite arguments, its inputs with DYN=1's row counter (`sched`: zeros; DYN=1 uses
-    element 0, QUEUES q's counter element 32 q; a launch takes exactly rows + grid warps tickets,
-    so it never needs clearing). Every case takes it (one kernel signature); DYN=0 ignores
-    it."""
+    element 0, QUEUES = Q's queue q `_Queue.counter_index(Q, q)`; a launch takes exactly rows +
+    grid warps tickets, so it never needs clearing). Every case takes it (one kernel
+    signature); DYN=0 ignores it."""
     args = _tk._suite_args(dt)
     plain = args["inputs"]
 
@@ -1344,7 +1353,7 @@ def _suite_args(dt) -> dict:
         got = plain(rng, rows, cols, k)
         # SPLIT=2's scratch: k values and indices a half row, a u32 count a row (zero once:
         # each launch adds 2 a row); every case takes it, SPLIT=0 ignores it
-        return {**got, "sched": np.zeros(MAX_QUEUES * _Queue.STRIDE, np.uint64),
+        return {**got, "sched": np.zeros(_Queue.counter_index(MAX_QUEUES + 1, 0), np.uint64),
                 "pvalues": np.zeros(2 * rows * k, got["values"].dtype),
                 "pindices": np.zeros(2 * rows * k, np.int64),
                 "pcount": np.zeros(rows, np.uint32)}
