@@ -1403,7 +1403,7 @@ def _constraints(dt):
         elif TAKE and not 0 < TAKE < row_steps:
             why.append(f"TAKE={TAKE} must be in [1, {row_steps - 1}]: the ticket is asked TAKE "
                        f"of a row's {row_steps} steps before its end")
-        grid_warps = min(CTAS, T.cdiv(rows * (2 if SPLIT else 1), WARPS)) * WARPS
+        grid_warps = _grid(rows, WARPS, CTAS) * WARPS        # the launch's warps
         if QUEUES != 1 and not TAKE:
             why.append(f"QUEUES={QUEUES} needs TAKE (the queues' u32 counters)")
         elif not 1 <= QUEUES <= min(MAX_QUEUES, grid_warps):
