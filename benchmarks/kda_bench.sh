@@ -97,6 +97,9 @@
 #             walk) and START=1's (`_st`: the first head's load alone, then the other stages')
 #             after the control at n64_h64_t4 and n1024_h32_t2, one job a shape; ~220 s:
 #             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols5`
+#   decodecols6 TAKE=1's twins (`_dyn_ta`, session 27: each refill's ticket asked a head early)
+#             after the control and `_dyn` at n64_h64_t4 and n1024_h32_t2, one job a shape;
+#             ~220 s: `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols6`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -197,12 +200,14 @@ START=$(date +%s)
 WANT="${*:-main}"
 for g in $WANT; do
     case "$g" in main|variants|ws|wsb|wsbpacks|wsc|wsd|wse|wsf|slimpacks|decode|decodebulk\
-        |decodecols|decodecols2|decodecols3|decodecols4|decodecols5|bwd|local|reverse|chain|fb|s0\
+        |decodecols|decodecols2|decodecols3|decodecols4|decodecols5|decodecols6|bwd|local|reverse\
+        |chain|fb|s0\
         |check|smoke|tc|tc2\
         |prep2|tf32|calib\
         |prep3) ;;
         *) echo "kda_bench: unknown group $g (main, variants, ws, wsb, wsbpacks, wsc, wsd, wse, \
-wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, decodecols3, decodecols4, decodecols5, bwd, \
+wsf, slimpacks, decode, decodebulk, decodecols, decodecols2, decodecols3, decodecols4, decodecols5, \
+decodecols6, bwd, \
 local, reverse, \
 chain, fb, s0, \
 check, smoke, tc, tc2, prep2, tf32, calib, prep3)"
@@ -284,7 +289,7 @@ case " $WANT " in *" main "*|*" variants "*) pw_shapes="$SHAPES";;
         [ -n "${PACKS_H64_ONLY:-}" ] || printf '%s_h96 ' "$s"; printf '%s_h64 ' "$s"; done);;
 esac
 case " $WANT " in *" main "*|*" decode "*|*" decodebulk "*|*" decodecols "*|*" decodecols2 "*\
-    |*" decodecols3 "*|*" decodecols4 "*|*" decodecols5 "*)
+    |*" decodecols3 "*|*" decodecols4 "*|*" decodecols5 "*|*" decodecols6 "*)
     pw_decode=default;;
 esac
 case " $WANT " in *" bwd "*) pw_shapes="$pw_shapes $BWD_SHAPES"; pw_bwd=--bwd;; esac
@@ -398,7 +403,7 @@ or (kda_fwd_ahead and v64ws8q)";;
     *" wsd "*|*" slimpacks "*) SMOKE_K="kda_fwd_slim and not kda_fwd_pair";;
     *" s0 "*) SMOKE_K="(kda_fwd_s0 or kda_bwd)";;
     " chain ") SMOKE_K="kda_bwd_chain";;
-    " decodecols3 "|" decodecols4 "|" decodecols5 ") SMOKE_K="kda_decode_cols";;
+    " decodecols3 "|" decodecols4 "|" decodecols5 "|" decodecols6 ") SMOKE_K="kda_decode_cols";;
     *" decodebulk "*|*" decodecols "*|*" decodecols2 "*) SMOKE_K="kda_decode";;
     " tc ") SMOKE_K="(kda_bwd_chain_p or kda_bwd_pieces_tc or kda_bwd_prep_tc or kda_bwd_local)";;
     " tc2 ") SMOKE_K="(kda_bwd_pieces_tc or kda_bwd_prep_tc) and not tf_";;
@@ -649,7 +654,14 @@ pwtail) and not start and not dyn";;
             # n1024_h32_t2, one job on shared inputs
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols5 \
                 "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not c128 and (ring or dyn \
-or start) and not prep and not tail and not pwst";;
+or start) and not prep and not tail and not pwst and not take";;
+        decodecols6)
+            # TAKE=1's twins (session 27: each refill's ticket asked a head early, `_dyn_ta`)
+            # after the control and DYN=1's `_dyn`, at n64_h64_t4 (the T = 4 goal) and
+            # n1024_h32_t2, one job on shared inputs
+            EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols6 \
+                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not c128 and (ring or dyn) \
+and not prep and not tail";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own

@@ -287,7 +287,7 @@ def test_one_persistent_cta_per_sm_without_spills():
     31 rounds on 132 and a 32nd on 4); the state registers and tokens fit without spilling."""
     big = {c.name: c for c in MOD.SUITE.cases if not c.small}
     bulk = {c.name for c in BULK.SUITE.cases if not c.small}
-    twins = ("prep", "tail", "pw", "pwtail", "st", "pwst", "dyn")
+    twins = ("prep", "tail", "pw", "pwtail", "st", "pwst", "dyn", "dyn_ta")
     assert set(big) == bulk | {f"{c.name}_{k}" for c in MOD.D.SUITE.cases if not c.small
                                for k in twins}
     # "ring" (decodecols2's) for PREP = 0 and 1 without START or DYN; the other twins not
@@ -299,7 +299,7 @@ def test_one_persistent_cta_per_sm_without_spills():
     assert grids == {**want, **{f"{n}_{k}": g for n, g in want.items() if "c128" not in n
                                 for k in twins}}
     for name in ("n64_h64_t4", "n64_h64_t4_prep", "n64_h64_t4_st", "n64_h64_t4_pwst",
-                 "n64_h64_t4_dyn"):
+                 "n64_h64_t4_dyn", "n64_h64_t4_dyn_ta"):
         assert resident_ctas_per_sm(MOD.SUITE, big[name]) == 1, name
     assert spills(MOD.SUITE) == {}
 
@@ -423,7 +423,8 @@ def test_the_first_head_first_is_refused_beside_prep_1():
 DYN_RING = next(c for c in MOD.SUITE.cases if c.name == "n7_h1_t2_c2_dyn")
 
 
-@pytest.mark.parametrize("name", ["n7_h1_t2_c2_dyn", "n1_h3_t1_dyn"])
+@pytest.mark.parametrize("name", ["n7_h1_t2_c2_dyn", "n1_h3_t1_dyn", "n7_h1_t2_c2_dyn_ta",
+                                  "n1_h3_t1_dyn_ta"])
 def test_the_counter_walk_is_clean_under_sync_check(name):
     """DYN = 1 (session 21): the producer's lane 0 takes each head from `sched`, writes it to
     `hidx` and arrives on `asg`; the compute warps read head j + 1's index after its `asg`
@@ -468,6 +469,51 @@ def test_the_counter_needs_no_clearing_between_launches(name):
         assert int(res.outputs["sched"][0]) == start + per
 
 
+@pytest.mark.parametrize("per_warp", [False, True], ids=["lockstep", "per-warp"])
+@pytest.mark.parametrize("name", ["n7_h1_t2_c2_dyn_ta", "n5_h3_t3_c3_dyn_ta", "n1_h3_t1_dyn_ta"])
+def test_the_early_tickets_reset_the_counter_at_the_launchs_end(name, per_warp):
+    """TAKE = 1 (session 27): each refill's ticket asked a head early on the counter's low word.
+    The launch still takes exactly N H + grid tickets (every ticket asked is read), so the holder
+    of its last one sets the counter back to 0: numsim's results match the reference from a
+    counter of 0 and of 3 (N H + grid) (what DYN = 1's launches leave, on inputs a shard's
+    variants share), and the counter is 0 after each of two launches in a row, in lockstep and
+    in numsim's per-warp schedule (a warp runs until it waits: one CTA takes heads ahead). The
+    atomics write the counter's low word only, so `sched` is read back, not checked as an
+    output every element of which is written."""
+    ns = pytest.importorskip("tirxh_numsim")
+    case = next(c for c in MOD.SUITE.cases if c.name == name)
+    grid = MOD.SUITE.grid(case)
+    per = case.params["N"] * case.params["H"] + grid[0]
+    for start in (0, 3 * per):
+        inputs = MOD.SUITE.make_inputs(case, 0)
+        inputs["sched"] = np.array([start], np.uint64)
+        for _ in range(2):
+            expected = MOD.SUITE.expected(case, inputs)
+            res = ns.run(MOD.SUITE.kernel, dict(inputs), grid=grid,
+                         consts=MOD.SUITE.consts(case), outputs=["o", "state"],
+                         per_warp=per_warp)
+            assert res.verdict == "clean"
+            for out in ("o", "state"):
+                assert MOD.SUITE.tolerance_for(out).compare(res.outputs[out],
+                                                            expected[out])["ok"], (start, out)
+            assert int(res.outputs["sched"][0]) == 0
+            inputs = dict(inputs, state=res.outputs["state"], sched=res.outputs["sched"])
+
+
+def test_an_early_ticket_is_read_a_head_after_it_is_asked():
+    """TAKE = 1's SASS: the refill's ticket is the u32 atomic's own register, and the first
+    instruction that reads it is not the next one (DYN = 1's u64 ticket is read at once)."""
+    case = next(c for c in MOD.SUITE.cases if c.name == "n64_h64_t4_dyn_ta")
+    ck = MOD.SUITE.kernel.compile("sm_90a", **MOD.SUITE.consts(case))
+    sass = [ln.split("*/", 1)[1].strip() for ln in ck.sass.splitlines()
+            if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
+    adds = [i for i, ins in enumerate(sass) if ins.startswith("ATOMG.E.ADD.STRONG.GPU")]
+    assert adds and not [ins for ins in sass if ins.startswith("ATOMG.E.ADD.64")]
+    for i in adds:
+        dest = re.match(r"ATOMG\.E\.ADD\.STRONG\.GPU PT, (R\d+),", sass[i]).group(1)
+        assert not re.search(rf"\b{dest}\b", sass[i + 1]), (sass[i], sass[i + 1])
+
+
 def test_the_counter_walk_is_refused_beside_prep_tail_and_start():
     """DYN = 1 is written for PREP = 0's ring: PREP, TAIL or START beside it is refused, naming
     them; and any value but 0 or 1."""
@@ -476,3 +522,6 @@ def test_the_counter_walk_is_refused_beside_prep_tail_and_start():
     assert any("DYN=1 needs" in m for m in MOD.constraints(1, 3, 4, TAIL=1, DYN=1))
     assert any("DYN=2 must be 0" in m for m in MOD.constraints(1, 3, 4, DYN=2))
     assert MOD.constraints(1, 3, 4, DYN=1) == []
+    assert any("TAKE=1 needs DYN=1" in m for m in MOD.constraints(1, 3, 4, TAKE=1))
+    assert any("TAKE=2 must be 0 or 1" in m for m in MOD.constraints(1, 3, 4, DYN=1, TAKE=2))
+    assert MOD.constraints(1, 3, 4, DYN=1, TAKE=1) == []

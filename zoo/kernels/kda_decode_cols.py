@@ -99,6 +99,16 @@ head to ``hidx[stage]`` and arrives on ``asg[stage]``; the compute warps read he
 after its ``asg`` phase (for the plain loads made a head ahead) and leave the loop at END. With
 PREP = 0 only, no TAIL or START.
 
+TAKE = 1 (session 27, with DYN = 1): each refill's ticket asked a head early. DYN = 1 asked the
+counter and read the ticket at once, between a head's store and the refill of its stage, so each
+refill waited for the atomic's round trip through the loaded memory system (at TT = 4 `_dyn` ran
+1.012x the static walk's time where the walk's slowest SM ended 8.7 us after the median one;
+top-k's ncu profile put 20.7% of its stall samples on such a ticket). Here the producer's lane
+0 asks the next ticket (``tickets.ask_ticket``, the counter's low word) as soon as it took a
+head and reads it at the next refill (``tickets.ticket_item32``); the holder of the launch's
+last ticket sets the counter back to 0, and tickets are read mod N H + grid, so a counter DYN = 1
+left at a multiple below 2^32 works too.
+
 iket (session 21): the compute warps' ``wait_full`` (a head's state landing) and ``head`` (its
 tokens and the state's write-back) and the producer's ``wait_done`` (lane 0) are iket ranges,
 nothing in a normal build (the PTX is the same but for line numbers), so ``tirxh profile
@@ -130,7 +140,7 @@ if str(Path(__file__).parent) not in sys.path:
 import kda_decode as D  # noqa: E402 - after the path that finds it
 import kda_decode_bulk as B  # noqa: E402
 import kda_ref as R  # noqa: E402
-from tickets import take_item  # noqa: E402
+from tickets import ask_ticket, take_item, ticket_item32  # noqa: E402
 from kda_decode import (FULL, K, LOG2E, V, _butterfly, _decay_and_sums,  # noqa: E402
                         _store_o, _unpack, _update, _update_normed)
 
@@ -199,7 +209,8 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
                     dt_bias: T.gptr[T.f32], state: T.gptr[T.f32], o: T.gptr[T.bf16],
                     sched: T.gptr[T.u64], N: T.const, H: T.const, TT: T.const = 1,
                     STAGES: T.const = 3, CTAS: T.const = 132, PREP: T.const = 0,
-                    TAIL: T.const = 0, START: T.const = 0, DYN: T.const = 0):
+                    TAIL: T.const = 0, START: T.const = 0, DYN: T.const = 0,
+                    TAKE: T.const = 0):
     st = T.shared(T.f32, (STAGES, CHUNKS, CSTRIDE), align=128)  # the heads' states, chunked
     tk = T.shared(T.bf16, (STAGES, TT, 4, K), align=128)        # their tokens: q, k, g_raw, v
     full = T.mbarrier(STAGES)       # a head's state and tokens landed (transaction bytes)
@@ -227,12 +238,17 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         n = hd / H
         return hd, n, hd - n * H
 
-    def take(stage):
+    def take(stage, ticket=None):
         """DYN, the producer's lane 0: the launch's next head from `sched` (a ticket: one a head,
         then one END a CTA, so a launch takes exactly N H + grid and the counter never needs
         clearing: the head is the ticket mod N H + grid) into hidx[stage], END (N H) when none
-        is left; arrives on asg[stage]. Returns the head."""
-        hd = take_item(sched, N * H + grid, N * H)
+        is left; arrives on asg[stage]. Returns the head. TAKE: the head of `ticket`, asked
+        earlier on the counter's low word (`tickets.ticket_item32`: the launch's last ticket
+        sets the counter back to 0)."""
+        if ticket is None:
+            hd = take_item(sched, N * H + grid, N * H)
+        else:
+            hd = ticket_item32(sched.at(0), ticket, N * H + grid, N * H)
         T.ptx.st.shared.u32(hidx.at(stage), hd)
         asg[stage].arrive()
         return hd
@@ -371,10 +387,18 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
         the last head taken. A CTA may take no head at all (the others took them first)."""
         taken = T.reg(T.u32, init=0)            # heads this CTA took
         live = T.reg(T.u32, init=1)             # no END yet
+        # TAKE = 1 (session 27): the next refill's ticket asked as soon as a head is taken, one
+        # head (~4.4 us at TT = 4) before it is read, so the refill does not wait for the
+        # atomic's round trip through the loaded memory system
+        ticket = T.reg(T.u32, init=0) if TAKE else None
+        if TAKE:
+            ask_ticket(sched.at(0), ticket)
 
         def take_and_load(stage):
-            hd = take(stage)
+            hd = take(stage, ticket)
             with T.if_(hd < N * H):
+                if TAKE:    # before the copies: its round trip starts first
+                    ask_ticket(sched.at(0), ticket)
                 load_head(*split(hd), stage)
                 taken.set(taken + 1)
             with T.else_():
@@ -395,6 +419,10 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             prev.set(ring.stage)
             ring.advance()
             j.set(j + 1)
+        # TAKE: every ticket asked is read. One is asked after each head taken; while no END
+        # was read the loop runs on (taken >= STAGES >= 3 after the first stages, and each
+        # iteration from j = 1 reads one, a head adding an iteration), so the launch takes
+        # exactly N H + grid tickets and its last ticket's holder resets the counter
         T.ptx.cp.async_.bulk.wait_group(0)
 
     with T.if_(warp == PRODUCER, uniform=True):
@@ -595,7 +623,8 @@ def kda_decode_cols(q: T.gptr[T.bf16], k: T.gptr[T.bf16], v: T.gptr[T.bf16],
             compute()
 
 
-def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0, START=0, DYN=0):
+def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0, START=0, DYN=0,
+                TAKE=0):
     out = B.ring_constraints(N, H, TT, STAGES, CTAS, smem_bytes(TT, STAGES, PREP))
     if PREP not in (0, 1, 2):
         out.append(f"PREP={PREP} must be 0 (each compute warp its gates), 1 (the producer "
@@ -609,6 +638,10 @@ def constraints(N, H, TT=1, STAGES=3, CTAS=132, PREP=0, TAIL=0, START=0, DYN=0):
                    "gates beside their loads)")
     if DYN not in (0, 1):
         out.append(f"DYN={DYN} must be 0 (the static walk) or 1 (heads from the counter)")
+    elif TAKE not in (0, 1):
+        out.append(f"TAKE={TAKE} must be 0 or 1 (each refill's ticket asked a head early)")
+    elif TAKE and not DYN:
+        out.append("TAKE=1 needs DYN=1 (it asks the head counter early)")
     elif DYN and (PREP or TAIL or START):
         out.append(f"DYN=1 needs PREP=0, TAIL=0 and START=0 (got PREP={PREP}, TAIL={TAIL}, "
                    f"START={START}): the counter's walk is written for PREP = 0's ring only")
@@ -671,6 +704,11 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, inputs=inputs, extra=[
     T.case("n5_h3_t3_c3_dyn", N=5, H=3, TT=3, CTAS=3, DYN=1, gate="slow"),
     T.case("n5_h1_t4_deep_c1_dyn", N=5, H=1, TT=4, CTAS=1, gate="deep", DYN=1),
     T.case("n1_h3_t1_dyn", N=1, H=3, TT=1, DYN=1),
+    # TAKE = 1 (session 27: each refill's ticket asked a head early): the same four rings
+    T.case("n7_h1_t2_c2_dyn_ta", N=7, H=1, TT=2, CTAS=2, DYN=1, TAKE=1),
+    T.case("n5_h3_t3_c3_dyn_ta", N=5, H=3, TT=3, CTAS=3, DYN=1, TAKE=1, gate="slow"),
+    T.case("n5_h1_t4_deep_c1_dyn_ta", N=5, H=1, TT=4, CTAS=1, gate="deep", DYN=1, TAKE=1),
+    T.case("n1_h3_t1_dyn_ta", N=1, H=3, TT=1, DYN=1, TAKE=1),
 ] + [T.case(f"{c.name}_{kind}", small=False, tags=("ring",), PREP=1, **tail, **c.params)
      for kind, tail in (("prep", {}), ("tail", {"TAIL": 1}))
      for c in B.D.SUITE.cases if not c.small]
@@ -686,6 +724,10 @@ SUITE = B.ring_suite(kda_decode_cols, constraints, inputs=inputs, extra=[
   # decodecols5 times them after the control)
   + [T.case(f"{c.name}_dyn", small=False, tags=("dyn", "alt"), DYN=1, **c.params)
      for c in B.D.SUITE.cases if not c.small]
+  # and their TAKE = 1 twins (session 27: each refill's ticket asked a head early;
+  # kda_bench.sh decodecols6 times them beside `_dyn` and the control)
+  + [T.case(f"{c.name}_dyn_ta", small=False, tags=("dyn", "take", "alt"), DYN=1, TAKE=1,
+            **c.params) for c in B.D.SUITE.cases if not c.small]
   # and START = 1's twins of the control and of PREP = 2 (session 21; decodecols5 times `_st`)
   + [T.case(f"{c.name}_{kind}", small=False, tags=("start", "alt"), START=1, **prep, **c.params)
      for kind, prep in (("st", {}), ("pwst", {"PREP": 2}))

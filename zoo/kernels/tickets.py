@@ -42,11 +42,13 @@ def take_item(sched, per_launch, end):
     return T.ptx.min.u32(local, end)
 
 
-def ask_ticket(counter, ticket, pred):
+def ask_ticket(counter, ticket, pred=None):
     """Ask the u32 counter at address `counter` (a u64 counter's low word) for a ticket into the
-    u32 `ticket` (``atom.relaxed.gpu.add.u32``, under `pred`: one lane), unread: nothing waits
-    for the round trip until `ticket_item32` reads it."""
-    T.ptx.atom.relaxed.gpu.global_.add.u32(ticket, counter, 1, pred=pred)
+    u32 `ticket` (``atom.relaxed.gpu.add.u32``, under `pred`: one lane, or none when the caller
+    is one lane already), unread: nothing waits for the round trip until `ticket_item32` reads
+    it."""
+    T.ptx.atom.relaxed.gpu.global_.add.u32(ticket, counter, 1,
+                                            **({} if pred is None else {"pred": pred}))
 
 
 def ticket_item32(counter, ticket, per_launch, end):
