@@ -97,9 +97,9 @@
 #             walk) and START=1's (`_st`: the first head's load alone, then the other stages')
 #             after the control at n64_h64_t4 and n1024_h32_t2, one job a shape; ~220 s:
 #             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols5`
-#   decodecols6 TAKE=1's twins (`_dyn_ta`, session 27: each refill's ticket asked a head early)
-#             after the control and `_dyn` at n64_h64_t4 and n1024_h32_t2, one job a shape;
-#             ~220 s: `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols6`
+#   decodecols6 TAKE=1's twin (`_dyn_ta`, session 27: each refill's ticket asked a head early)
+#             after the control and `_dyn` at n64_h64_t4, one job; ~200 s:
+#             `OUT=$OUT/kda BUDGET=300 bash benchmarks/kda_bench.sh decodecols6`
 #   bwd       the backward (kda_bwd: dq, dk, dv, dg, dbeta, dh0) against fla.chunk_kda.fwd_bwd and
 #             fla.chunk_kda.bwd (FLA's backward alone), T8192 H96 and H64 first, then the varlen
 #             packs (BWD_SHAPES); its smoke and warm-up cover kda_bwd only (run it as its own call:
@@ -656,12 +656,13 @@ pwtail) and not start and not dyn";;
                 "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not c128 and (ring or dyn \
 or start) and not prep and not tail and not pwst and not take";;
         decodecols6)
-            # TAKE=1's twins (session 27: each refill's ticket asked a head early, `_dyn_ta`)
-            # after the control and DYN=1's `_dyn`, at n64_h64_t4 (the T = 4 goal) and
-            # n1024_h32_t2, one job on shared inputs
+            # TAKE=1's twin (session 27: each refill's ticket asked a head early, `_dyn_ta`)
+            # after the control and DYN=1's `_dyn`, at n64_h64_t4 (the T = 4 goal; T = 2 met
+            # with `_dyn`, and its items did not fit session 27's first run), one job on shared
+            # inputs
             EXEC_S="${DECODE_EXEC_S:-150}" SHARE_INPUTS=1 bench decodecols6 \
-                "kda_decode_cols and (n64_h64_t4 or n1024_h32_t2) and not c128 and (ring or dyn) \
-and not prep and not tail";;
+                "kda_decode_cols and n64_h64_t4 and not c128 and (ring or dyn) and not prep \
+and not tail";;
         bwd)
             # the float64 gradients (kda_ref.backward, head groups on a thread pool) with
             # single-threaded BLAS: T2048 H16 took 1.6 s so and 15-54 s with OpenBLAS's own
