@@ -246,16 +246,30 @@ def test_decodecols5_times_the_counter_walk_and_the_first_head_first_after_the_c
     """Group decodecols5 (session 21): the control at n64_h64_t4 and n1024_h32_t2, then DYN=1's
     twins (`_dyn`: heads from a counter), then START=1's (`_st`), one job a shape on shared
     inputs; the c128 replicate, PREP=1's and PREP=2's twins stay out; the smoke covers the
-    START=1 and DYN=1 small cases (37 small cases of kda_decode_cols)."""
+    START=1, DYN=1 and TAKE=1 small cases (41 small cases of kda_decode_cols); TAKE=1's twins
+    (`_dyn_ta`) are decodecols6's."""
     jobs = _jobs("decodecols5")
     assert jobs["decodecols5"] == ["kda_decode_cols[n64_h64_t4]", "kda_decode_cols[n1024_h32_t2]",
                                    "kda_decode_cols[n64_h64_t4_dyn]",
                                    "kda_decode_cols[n1024_h32_t2_dyn]",
                                    "kda_decode_cols[n64_h64_t4_st]",
                                    "kda_decode_cols[n1024_h32_t2_st]"]
-    assert len(jobs["smoke"]) == 37 and {"kda_decode_cols[n7_h1_t2_c2_pwst]",
+    assert len(jobs["smoke"]) == 41 and {"kda_decode_cols[n7_h1_t2_c2_pwst]",
                                          "kda_decode_cols[n1_h3_t1_dyn]"} <= set(jobs["smoke"])
     assert 'SHARE_INPUTS=1 bench decodecols5' in SCRIPT.read_text()
+
+
+def test_decodecols6_times_the_early_ticket_after_the_counter_walk_and_the_control():
+    """Group decodecols6 (session 27): at n64_h64_t4, the control, DYN=1's `_dyn` and TAKE=1's
+    `_dyn_ta` (each refill's ticket asked a head early), one job on shared inputs; the smoke
+    covers the TAKE=1 small cases."""
+    jobs = _jobs("decodecols6")
+    assert jobs["decodecols6"] == ["kda_decode_cols[n64_h64_t4]",
+                                   "kda_decode_cols[n64_h64_t4_dyn]",
+                                   "kda_decode_cols[n64_h64_t4_dyn_ta]"]
+    assert {"kda_decode_cols[n7_h1_t2_c2_dyn_ta]",
+            "kda_decode_cols[n1_h3_t1_dyn_ta]"} <= set(jobs["smoke"])
+    assert 'SHARE_INPUTS=1 bench decodecols6' in SCRIPT.read_text()
 
 
 def test_bench_args_reach_every_timed_job():
