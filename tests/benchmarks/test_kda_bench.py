@@ -17,6 +17,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "kda_bench.sh"
 
 
+def _cols_smoke() -> set:
+    """kda_decode_cols's small cases as smoke items: every one is in a decode group's smoke."""
+    from tests.zoo._zoo import load
+    return {f"kda_decode_cols[{c.name}]" for c in load("kda_decode_cols").SUITE.cases
+            if c.small}
+
+
 def run_script(*groups, timeout=30, **env):
     full = {**os.environ, "OUT": "/nonexistent/never-created", **env}
     return subprocess.run(["bash", str(SCRIPT), *groups], cwd=ROOT, env=full,
@@ -188,7 +195,7 @@ def test_decodecols_times_the_column_warps_after_the_bulk_ring_in_one_job():
     cases = ["n256_h64_t1", "n128_h96_t1", "n64_h64_t4", "n1024_h32_t2", "n64_h64_t4_c128"]
     assert jobs["decodecols"] == ([f"kda_decode_bulk[{c}]" for c in cases]
                                   + [f"kda_decode_cols[{c}]" for c in cases])
-    assert len([i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")]) == 37
+    assert {i for i in jobs["smoke"] if i.startswith("kda_decode_cols[")} == _cols_smoke()
     assert all(i.startswith("kda_decode") for i in jobs["smoke"])
     assert not [i for i in _jobs("decode")["decode"] if i.startswith("kda_decode_cols[")]
     assert 'SHARE_INPUTS=1 bench decodecols' in SCRIPT.read_text()
@@ -220,7 +227,7 @@ def test_decodecols3_times_the_preparing_warp_beside_the_control_in_one_job():
                                    "kda_decode_cols[n64_h64_t4_pw]",
                                    "kda_decode_cols[n1024_h32_t2_pw]"]
     # kda_decode_cols's 28 small cases, none of the large PREP=2 twins (tagged "alt")
-    assert len(jobs["smoke"]) == 37 and all(i.startswith("kda_decode_cols[") for i in jobs["smoke"])
+    assert set(jobs["smoke"]) == _cols_smoke()
     assert not {f"kda_decode_cols[{c}_pw]" for c in ("n256_h64_t1", "n128_h96_t1", "n64_h64_t4",
                                                       "n1024_h32_t2")} & set(jobs["smoke"])
     assert 'SHARE_INPUTS=1 bench decodecols3' in SCRIPT.read_text()
@@ -238,7 +245,7 @@ def test_decodecols4_times_the_deferred_stores_beside_decodecols3s_items():
                                    "kda_decode_cols[n1024_h32_t2_pw]",
                                    "kda_decode_cols[n64_h64_t4_pwtail]",
                                    "kda_decode_cols[n1024_h32_t2_pwtail]"]
-    assert len(jobs["smoke"]) == 37 and all(i.startswith("kda_decode_cols[") for i in jobs["smoke"])
+    assert set(jobs["smoke"]) == _cols_smoke()
     assert 'SHARE_INPUTS=1 bench decodecols4' in SCRIPT.read_text()
 
 
@@ -246,7 +253,7 @@ def test_decodecols5_times_the_counter_walk_and_the_first_head_first_after_the_c
     """Group decodecols5 (session 21): the control at n64_h64_t4 and n1024_h32_t2, then DYN=1's
     twins (`_dyn`: heads from a counter), then START=1's (`_st`), one job a shape on shared
     inputs; the c128 replicate, PREP=1's and PREP=2's twins stay out; the smoke covers the
-    START=1, DYN=1 and TAKE=1 small cases (41 small cases of kda_decode_cols); TAKE=1's twins
+    START=1, DYN=1 and TAKE=1 small cases (every small case of kda_decode_cols); TAKE=1's twins
     (`_dyn_ta`) are decodecols6's."""
     jobs = _jobs("decodecols5")
     assert jobs["decodecols5"] == ["kda_decode_cols[n64_h64_t4]", "kda_decode_cols[n1024_h32_t2]",
@@ -254,8 +261,8 @@ def test_decodecols5_times_the_counter_walk_and_the_first_head_first_after_the_c
                                    "kda_decode_cols[n1024_h32_t2_dyn]",
                                    "kda_decode_cols[n64_h64_t4_st]",
                                    "kda_decode_cols[n1024_h32_t2_st]"]
-    assert len(jobs["smoke"]) == 41 and {"kda_decode_cols[n7_h1_t2_c2_pwst]",
-                                         "kda_decode_cols[n1_h3_t1_dyn]"} <= set(jobs["smoke"])
+    assert set(jobs["smoke"]) == _cols_smoke() and {"kda_decode_cols[n7_h1_t2_c2_pwst]",
+                                                    "kda_decode_cols[n1_h3_t1_dyn]"} <= _cols_smoke()
     assert 'SHARE_INPUTS=1 bench decodecols5' in SCRIPT.read_text()
 
 
