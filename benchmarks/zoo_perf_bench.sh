@@ -148,6 +148,11 @@
 #     `_v4_g2fu_w32_sd2_pk_dyn`; tma_copy's 536.9 MB (the copy rate in the job); an iket
 #     timeline and an ncu profile of f32's `_ta2` first; smoke over the small `_ta` cases; run
 #     with TOTAL_LIMIT=300; predictions in docs/PERFORMANCE.md ("Session 26")
+#   MODE=topk18: ONLY session 27's lead and queue count around the new mains (`_ta2_q8`,
+#     f32 8192 143.92 us, 89.4%; bf16 148.54 us): `_ta1_q8`, `_ta1_q16`, `_ta2_q16` (f32),
+#     `_ta1_q8`, `_ta2_q16` (bf16), the main first in each shard; tma_copy's 536.9 MB; no
+#     profile; smoke over the small `_ta` cases; run with TOTAL_LIMIT=240; predictions in
+#     docs/PERFORMANCE.md ("Session 27")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -496,6 +501,16 @@ elif [ "${MODE:-all}" = topk17 ]; then
 kernels/topk_warp.py::topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2] --ncu --ncu-set full}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-150}"
     ITEM_TIMELINE="--item row_end --wait wait"
+elif [ "${MODE:-all}" = topk18 ]; then
+    SMOKE_K="not h200 and topk_warp and _ta"
+    T18_B="topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn"
+    T18_F="topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn"
+    # each size's main (`_ta2_q8`, session 27) first, then the lead and the queue count
+    N_R1="${T18_F}_ta2_q8]@ or ${T18_F}_ta1_q8]@ or ${T18_F}_ta1_q16]@ or ${T18_F}_ta2_q16]@"
+    N_R2="${T18_B}_ta2_q8]@ or ${T18_B}_ta1_q8]@ or ${T18_B}_ta2_q16]@"
+    N_R3="tma_copy[r16384_c8192]@"
+    SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
+    export PROFILES="${PROFILES-}"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
@@ -578,7 +593,8 @@ elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
-        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16' or 'topk17'" >&2
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16', 'topk17' or" \
+        "'topk18'" >&2
     exit 2
 fi
 }

@@ -111,7 +111,8 @@ def test_an_unknown_mode_is_refused():
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12', " \
-        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16' or 'topk17'" \
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16', 'topk17' or " \
+        "'topk18'" \
         in r.stderr
 
 
@@ -503,4 +504,17 @@ def test_topk17_mode_times_each_early_ticket_after_its_dyn_control():
     for shard in shards[:2]:
         assert shard[0].endswith("_dyn]") and len(shard) >= 2, shard
         assert all(i.startswith(shard[0][:-1] + "_ta") for i in shard[1:]), shard
+    assert smoke and all("_ta" in i for i in smoke)
+
+
+@pytest.mark.slow(reason="three tirxh bench --collect-only runs over the zoo")
+def test_topk18_mode_times_the_lead_and_queue_count_after_the_main():
+    """MODE=topk18 (session 27): each size's main (`_ta2_q8`) first, then its twins with another
+    lead or queue count; tma_copy's 536.9 MB alone; no profile."""
+    shards, smoke = _timed_and_smoke("topk18")
+    assert len(shards) == 3 and shards[2] == ["tma_copy[r16384_c8192]"]
+    for shard in shards[:2]:
+        assert shard[0].endswith("_dyn_ta2_q8]") and len(shard) >= 3, shard
+        stem = shard[0][:-len("_ta2_q8]")]
+        assert all(i.startswith(stem + "_ta") and i != shard[0] for i in shard[1:]), shard
     assert smoke and all("_ta" in i for i in smoke)
