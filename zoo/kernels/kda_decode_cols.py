@@ -107,7 +107,10 @@ top-k's ncu profile put 20.7% of its stall samples on such a ticket). Here the p
 0 asks the next ticket (``tickets.ask_ticket``, the counter's low word) as soon as it took a
 head and reads it at the next refill (``tickets.ticket_item32``); the holder of the launch's
 last ticket sets the counter back to 0, and tickets are read mod N H + grid, so a counter DYN = 1
-left at a multiple below 2^32 works too.
+left at a multiple below 2^32 works too. Measured (session 27, H200, same job): `n64_h64_t4_dyn_ta`
+141.68 us, 92.6% of 4.25 TB/s, against the static walk's 148.27 (0.956x) and `_dyn`'s 149.49; on
+an H100, where the ring hides the round trip, `_dyn` alone was 0.955x the static walk and TAKE
+added nothing (docs/PERFORMANCE.md "Session 27").
 
 iket (session 21): the compute warps' ``wait_full`` (a head's state landing) and ``head`` (its
 tokens and the state's write-back) and the producer's ``wait_done`` (lane 0) are iket ranges,
