@@ -4,6 +4,7 @@ through numsim exactly as ``tirxh check`` does (the numsim plugin's `check_case`
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -107,3 +108,18 @@ def spills(suite, target: str = "sm_90a") -> dict:
         if r.spill_stores or r.spill_loads or r.stack_frame:
             out[case.name] = r
     return out
+
+
+def ticket_atomics(suite, case, target: str = "sm_90a"):
+    """The compiled case's u32 counter atomics (``ATOMG.E.ADD.STRONG.GPU``), each with its result
+    register and the instruction after it, and its u64 ones (``ATOMG.E.ADD.64``), with the
+    kernel's resources: what `tickets.ask_ticket`'s early tickets rest on (the result lands in
+    the register the ticket is held in, and nothing reads it at once; a u64 ticket held across
+    a loop was split by ptxas and copied out right after the atomic, session 26)."""
+    ck = suite.kernel.compile(target, **suite.consts(case))
+    sass = [ln.split("*/", 1)[1].strip() for ln in ck.sass.splitlines()
+            if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
+    u32 = [(re.match(r"ATOMG\.E\.ADD\.STRONG\.GPU PT, (R\d+),", ins).group(1), ins, sass[i + 1])
+           for i, ins in enumerate(sass) if ins.startswith("ATOMG.E.ADD.STRONG.GPU")]
+    u64 = [ins for ins in sass if ins.startswith("ATOMG.E.ADD.64")]
+    return ck.resources, u32, u64

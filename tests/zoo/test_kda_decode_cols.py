@@ -19,7 +19,8 @@ import pytest
 
 import tirxh.lang as T
 
-from ._zoo import check, load, mutant, resident_ctas_per_sm, small_cases, spills, sync_race
+from ._zoo import (check, load, mutant, resident_ctas_per_sm, small_cases, spills, sync_race,
+                   ticket_atomics)
 
 MOD = load("kda_decode_cols")
 BULK = load("kda_decode_bulk")
@@ -504,14 +505,10 @@ def test_an_early_ticket_is_read_a_head_after_it_is_asked():
     """TAKE = 1's SASS: the refill's ticket is the u32 atomic's own register, and the first
     instruction that reads it is not the next one (DYN = 1's u64 ticket is read at once)."""
     case = next(c for c in MOD.SUITE.cases if c.name == "n64_h64_t4_dyn_ta")
-    ck = MOD.SUITE.kernel.compile("sm_90a", **MOD.SUITE.consts(case))
-    sass = [ln.split("*/", 1)[1].strip() for ln in ck.sass.splitlines()
-            if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
-    adds = [i for i, ins in enumerate(sass) if ins.startswith("ATOMG.E.ADD.STRONG.GPU")]
-    assert adds and not [ins for ins in sass if ins.startswith("ATOMG.E.ADD.64")]
-    for i in adds:
-        dest = re.match(r"ATOMG\.E\.ADD\.STRONG\.GPU PT, (R\d+),", sass[i]).group(1)
-        assert not re.search(rf"\b{dest}\b", sass[i + 1]), (sass[i], sass[i + 1])
+    _, adds, wide = ticket_atomics(MOD.SUITE, case)
+    assert adds and not wide
+    for dest, atom, nxt in adds:
+        assert not re.search(rf"\b{dest}\b", nxt), (atom, nxt)
 
 
 def test_the_counter_walk_is_refused_beside_prep_tail_and_start():

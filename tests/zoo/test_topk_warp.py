@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.zoo._zoo import SMS, resident_ctas_per_sm
+from tests.zoo._zoo import SMS, resident_ctas_per_sm, ticket_atomics
 from tests.zoo.zoo_modules import assert_matches, declare, load, load_mutant, simulate
 
 MOD = load("topk_warp")
@@ -968,19 +968,13 @@ def test_an_early_ticket_lands_where_it_is_held(suite, name):
     trip. With a u64 ticket ptxas copied the result into an unaligned register pair right
     after the atomic (``MOV R2, R6``: a wait for the atomic there), as the plain DYN=1 path
     waits at its first use (20.7% of f32 8192's stall samples in session 26's ncu profile)."""
-    case = _case(suite, name)
-    ck = suite.kernel.compile("sm_90a", **suite.consts(case))
-    assert (ck.resources.spill_stores, ck.resources.spill_loads) == (0, 0)
-    sass = [ln.split("*/", 1)[1].strip() for ln in ck.sass.splitlines()
-            if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
-    adds = [i for i, ins in enumerate(sass) if ins.startswith("ATOMG.E.ADD.STRONG.GPU")]
+    resources, adds, wide = ticket_atomics(suite, _case(suite, name))
+    assert (resources.spill_stores, resources.spill_loads) == (0, 0)
     assert len(adds) >= 2, "the first row's ticket and the loop's early asks"
-    for i in adds:
-        dest = re.match(r"ATOMG\.E\.ADD\.STRONG\.GPU PT, (R\d+),", sass[i]).group(1)
-        nxt = sass[i + 1]
-        assert not re.search(rf"\b{dest}\b", nxt), (sass[i], nxt)
+    for dest, atom, nxt in adds:
+        assert not re.search(rf"\b{dest}\b", nxt), (atom, nxt)
     # every ticket from the u32 path: none asked and read at once on the u64 counter
-    assert not [ins for ins in sass if ins.startswith("ATOMG.E.ADD.64")]
+    assert not wide
 
 
 def test_each_queue_count_has_counters_of_its_own():
