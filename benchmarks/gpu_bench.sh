@@ -21,6 +21,8 @@
 # GEMM that hangs on hardware would otherwise spend the whole budget on timeouts).
 # BENCH_ARGS: more `tirxh bench` options for the timed shards (e.g. '--min-rounds 300': jobs
 # long enough to reach the sustained clock, so each result has both regimes).
+# SHARD_ARGS: more options for single shards, '|'-separated in SHARDS' order (e.g.
+# '--l2-flush write|--l2-flush read': the same items timed under two L2 flushes, one client each).
 # PROFILES: `tirxh profile` runs against the same daemon before the timed shards, separated by
 # ';', each "NODEID OPTIONS" relative to zoo/ (e.g. 'kernels/attention.py::attention_fwd[CASE]
 # --ncu --ncu-set full'), PROFILE_LIMIT seconds each (default 120), and never past TOTAL_LIMIT
@@ -139,6 +141,7 @@ if [ -n "${TOTAL_LIMIT:-}" ]; then  # the whole run's cap: the shards get what i
     echo "timed shards: ${BENCH_LIMIT:-420}s left of TOTAL_LIMIT=${TOTAL_LIMIT}s"
 fi
 IFS='|' read -r -a shards <<<"${SHARDS-h200}"
+IFS='|' read -r -a shard_args <<<"${SHARD_ARGS:-}"
 if [ -n "${SMOKE_GATE:-}" ] && [ "$smoke_rc" != 0 ]; then
     echo "=== timed shards SKIPPED: the smoke pass exited $smoke_rc (SMOKE_GATE)"
     shards=()
@@ -148,7 +151,7 @@ i=0
 for k in "${shards[@]}"; do
     (timeout --kill-after=10 "${BENCH_LIMIT:-420}" python3 benchmarks/bench_with.py \
         --kcoral "$ADDR" --exec-s "${EXEC_S:-60}" ${SEEDS:+--seeds "$SEEDS"} \
-        ${SHARE_INPUTS:+--share-inputs} -k "$k" ${BENCH_ARGS:-} \
+        ${SHARE_INPUTS:+--share-inputs} -k "$k" ${BENCH_ARGS:-} ${shard_args[$i]:-} \
         --target sm_90a --report-log "$WORK/bench_$i.jsonl" >"$LOGS/shard_$i.log" 2>&1
      echo "shard $i ($k): rc=$? at +$(( $(date +%s) - START ))s" >>"$LOGS/shard_$i.log") &
     pids+=($!)

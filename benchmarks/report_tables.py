@@ -29,12 +29,24 @@ def json_lines(paths):
 
 def item_reports(paths, keep) -> list:
     """The ``item_report`` records of the logs for which ``keep(record)`` holds, one per node id
-    (a later line wins). ValueError names the file and line of a line that is not JSON."""
+    and L2 flush (`flush_label`: an item timed under two flushes is two items; a later line
+    wins). ValueError names the file and line of a line that is not JSON."""
     items: dict = {}
     for rec in json_lines(paths):
         if rec.get("event") == "item_report" and keep(rec):
-            items[rec["nodeid"]] = rec
+            items[rec["nodeid"], flush_label(rec)] = rec
     return list(items.values())
+
+
+def flush_label(rec: dict) -> str:
+    """How KCoral emptied the L2 before the item's samples, when not the protocol's default (a
+    memset, ``write``): ``"read flush"``, ``"no flush"``, or ``""``. Times under different
+    flushes are different measurements (kcoral/boards/l2_flush.py)."""
+    timing = bench_result(rec).get("timing") or {}
+    if timing.get("l2_flush") is False:
+        return "no flush"
+    by = timing.get("l2_flush_by")
+    return f"{by} flush" if by and by != "write" else ""
 
 
 def plan_lines(paths) -> list:

@@ -153,6 +153,12 @@
 #     `_ta1_q8`, `_ta2_q16` (bf16), the main first in each shard; tma_copy's 536.9 MB; no
 #     profile; smoke over the small `_ta` cases; run with TOTAL_LIMIT=240; predictions in
 #     docs/PERFORMANCE.md ("Session 27")
+#   MODE=flush1: ONLY the L2-flush question (session 28, kcoral/boards/l2_flush.py): the copy
+#     (tma_copy's 536.9 MB), top-k's two mains (f32 8192 and bf16 `_ta2_q8`) and cumsum_tma
+#     `_k8` (1 x 64M), each timed three times, one shard per flush: `--l2-flush write` (the
+#     protocol's memset), `read` (a read-only sweep) and `none`; a smoke over the small
+#     `_ta2_q` top-k cases, no profile; run with TOTAL_LIMIT=300; predictions in docs/PERFORMANCE.md
+#     ("Session 28")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -216,6 +222,7 @@ set -u
 cd "$(dirname "$0")/.."
 select_mode() {  # select_mode MODE: SMOKE_K and SHARDS_ALL (and PROFILES) for one mode
 local MODE=$1
+SHARD_ARGS_M=  # a mode's options per shard ('|'-separated, gpu_bench.sh's SHARD_ARGS)
 FILES="(activations.py or norms.py or softmax.py or cumsum.py)"
 SMOKE_K="not h200 and $FILES and (_p2 or _p3 or _ef or cta or _t128 or _l2 or _l4 or _u1)"
 SH_ACT="swiglu[n64M]@ or swiglu[n64M_ef]@ or swiglu[n64M_p396]@ or swiglu[n64M_p528_r64]@ or \
@@ -511,6 +518,14 @@ elif [ "${MODE:-all}" = topk18 ]; then
     N_R3="tma_copy[r16384_c8192]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
     export PROFILES="${PROFILES-}"
+elif [ "${MODE:-all}" = flush1 ]; then
+    SMOKE_K="not h200 and topk_warp and _ta2_q"
+    F1_ITEMS="tma_copy[r16384_c8192]@ or \
+topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8]@ or \
+topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8]@ or cumsum_tma[r1_c64M_k8]@"
+    SHARDS_ALL="h200 and ($F1_ITEMS)|h200 and ($F1_ITEMS)|h200 and ($F1_ITEMS)"
+    SHARD_ARGS_M="--l2-flush write|--l2-flush read|--l2-flush none"
+    export PROFILES="${PROFILES-}"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
@@ -593,8 +608,8 @@ elif [ "${MODE:-all}" != all ]; then
     echo "zoo_perf_bench: MODE=${MODE} must be 'all' (issue 14's variants), 'new', 's4'," \
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
-        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16', 'topk17' or" \
-        "'topk18'" >&2
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16', 'topk17'," \
+        "'topk18' or 'flush1'" >&2
     exit 2
 fi
 }
@@ -602,20 +617,29 @@ fi
 # union of their small cases, every mode's shards after it in the order given
 read -r -a MODES <<<"${MODE:-all}"
 [ "${#MODES[@]}" -gt 0 ] || MODES=(all)
-smoke_union=; shards_union=
+smoke_union=; shards_union=; args_union=
 for m in "${MODES[@]}"; do
     select_mode "$m"
     smoke_union="${smoke_union:+$smoke_union or }($SMOKE_K)"
-    shards_union="${shards_union:+$shards_union|}$SHARDS_ALL"
+    # each shard's own options, kept in step with the shards (empty for a mode without any)
+    IFS='|' read -r -a m_shards <<<"$SHARDS_ALL"
+    IFS='|' read -r -a m_args <<<"$SHARD_ARGS_M"
+    for j in "${!m_shards[@]}"; do
+        args_union="${args_union}${shards_union:+|}${m_args[$j]:-}"
+        shards_union="${shards_union:+$shards_union|}${m_shards[$j]}"
+    done
 done
-if [ "${#MODES[@]}" -gt 1 ]; then SMOKE_K=$smoke_union; SHARDS_ALL=$shards_union; fi
+SHARDS_ALL=$shards_union
+SHARD_ARGS_ALL=$args_union
+[ "${#MODES[@]}" -gt 1 ] && SMOKE_K=$smoke_union
 if [ "${1:-}" = "--list" ]; then
     cd zoo
     echo "== smoke (correctness only)"
     tirxh bench --collect-only -q -k "$SMOKE_K" 2>/dev/null | grep '::'
     IFS='|' read -r -a shards <<<"$SHARDS_ALL"
+    IFS='|' read -r -a shard_args <<<"$SHARD_ARGS_ALL"
     for i in "${!shards[@]}"; do
-        echo "== timed shard $i"
+        echo "== timed shard $i${shard_args[$i]:+ (${shard_args[$i]})}"
         tirxh bench --collect-only -q -k "${shards[$i]}" 2>/dev/null | grep '::'
     done
     exit 0
@@ -625,6 +649,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     exit 0
 fi
 SMOKE="$SMOKE_K" SMOKE_EXEC_S=15 SMOKE_LIMIT="${SMOKE_LIMIT:-60}" SHARDS="$SHARDS_ALL${EXTRA_SHARDS:+|$EXTRA_SHARDS}" \
+    SHARD_ARGS="$SHARD_ARGS_ALL" \
     SEEDS="${SEEDS:-1}" SHARE_INPUTS=1 EXEC_S="${EXEC_S:-45}" TOTAL_LIMIT="${TOTAL_LIMIT:-285}" \
     TAIL="${TAIL:-12}" bash benchmarks/gpu_bench.sh
 OUT="${OUT:-$PWD/gpu_out}"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import sys
 
-from report_tables import bench_result, bench_timing, cli, item_reports, not_timed
+from report_tables import bench_result, bench_timing, cli, flush_label, item_reports, not_timed
 
 # the problem size at the start of a case name: r16384_c8192_p256 -> r16384_c8192, n64M_ef -> n64M
 _SIZE = re.compile(r"^(r\d+_c\d+[KM]?|n\d+[KM]?)")
@@ -44,7 +44,7 @@ def item(rec: dict) -> dict:
     out = {"kernel": rec["kernel"], "case": rec["case"],
            "size": _SIZE.match(rec["case"]).group(1), "outcome": rec["outcome"],
            "median_us": None, "gbps": None, "copy": None, "floor": None, "eager": None,
-           "compiled": None, "note": "",
+           "compiled": None, "note": "", "flush": flush_label(rec),
            "device": ((bench_result(rec) or {}).get("device") or {}).get("name")}
     timing, out["note"] = bench_timing(rec)
     if not timing:
@@ -77,8 +77,9 @@ def faster(it: dict) -> "float | None":
 
 def goals(it: dict) -> "tuple[bool | None, bool | None]":
     """(>= 90% of the measured copy bandwidth, >= 1.00x the faster baseline); None where a
-    figure is missing."""
-    bw = None if it["copy"] is None else it["copy"] >= COPY_GOAL
+    figure is missing, and no bandwidth verdict for an item timed under another L2 flush than
+    the one COPY_GBPS was measured with (a memset's, as KCoral's default)."""
+    bw = None if it["copy"] is None or it["flush"] else it["copy"] >= COPY_GOAL
     best = faster(it)
     return bw, None if best is None else best >= 1.0
 
@@ -87,17 +88,18 @@ def vs_plain(items: list) -> dict:
     """(kernel, case) -> plain median / this median, where the kernel's plain case of the same
     size (the case named by the size alone) was timed in the same logs (> 1: faster than
     plain; separate jobs, so not a paired ratio)."""
-    plain = {(i["kernel"], i["case"]): i["median_us"] for i in items
+    plain = {(i["kernel"], i["case"], i["flush"]): i["median_us"] for i in items
              if i["case"] == i["size"] and i["median_us"]}
-    return {(i["kernel"], i["case"]): plain[i["kernel"], i["size"]] / i["median_us"]
-            for i in items if i["median_us"] and (i["kernel"], i["size"]) in plain}
+    return {(i["kernel"], i["case"], i["flush"]): plain[i["kernel"], i["size"], i["flush"]] /
+            i["median_us"] for i in items
+            if i["median_us"] and (i["kernel"], i["size"], i["flush"]) in plain}
 
 
 def best_per_size(items: list) -> list:
-    """The fastest timed item of each (kernel, size)."""
+    """The fastest timed item of each (kernel, size, L2 flush)."""
     best: dict = {}
     for it in items:
-        key = (it["kernel"], it["size"])
+        key = (it["kernel"], it["size"], it["flush"])
         if it["median_us"] is not None and (key not in best or
                                             it["median_us"] < best[key]["median_us"]):
             best[key] = it
@@ -112,6 +114,10 @@ def _yes(v) -> str:
     return {True: "yes", False: "NO", None: "-"}[v]
 
 
+def _flush(it: dict) -> str:
+    return f" ({it['flush']})" if it["flush"] else ""
+
+
 def _pct(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
@@ -121,14 +127,15 @@ def markdown(items: list) -> str:
     lines = ["## Every item", "", "| item | median | GB/s | of copy BW | floor | vs eager | "
              "vs compiled | vs plain | note |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for it in sorted(items, key=lambda i: (i["kernel"], i["size"], i["case"])):
+    for it in sorted(items, key=lambda i: (i["kernel"], i["size"], i["case"], i["flush"])):
         med = f"{it['median_us']:.2f} us" if it["median_us"] is not None else it["outcome"]
         gbps = f"{it['gbps']:.0f}" if it["gbps"] else "-"
         note = it["note"] if on_copy_device(it) else "; ".join(
             x for x in (f"on {it['device']}", it["note"]) if x)
-        lines.append(f"| {it['kernel']}[{it['case']}] | {med} | {gbps} | {_pct(it['copy'])} | "
-                     f"{_pct(it['floor'])} | {_r(it['eager'])} | {_r(it['compiled'])} | "
-                     f"{_r(rel.get((it['kernel'], it['case'])))} | {note} |")
+        lines.append(f"| {it['kernel']}[{it['case']}]{_flush(it)} | {med} | {gbps} | "
+                     f"{_pct(it['copy'])} | {_pct(it['floor'])} | {_r(it['eager'])} | "
+                     f"{_r(it['compiled'])} | "
+                     f"{_r(rel.get((it['kernel'], it['case'], it['flush'])))} | {note} |")
     lines += ["", f"## Fastest variant per size (issue 14: >= {COPY_GOAL:.0%} of the measured "
               f"copy bandwidth, {COPY_GBPS / 1000:.2f} TB/s, and >= 1.00x the faster of eager "
               "and torch.compile)", "",
@@ -137,7 +144,8 @@ def markdown(items: list) -> str:
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for it in best_per_size(items):
         bw_met, beat = goals(it)
-        lines.append(f"| {it['kernel']} | {it['size']} | {it['case']} | {_pct(it['copy'])} | "
+        lines.append(f"| {it['kernel']} | {it['size']} | {it['case']}{_flush(it)} | "
+                     f"{_pct(it['copy'])} | "
                      f"{_r(it['eager'])} | {_r(it['compiled'])} | {_r(faster(it))} | "
                      f"{_yes(bw_met)} | {_yes(beat)} |")
     others = sorted({it["device"] for it in items if not on_copy_device(it)})

@@ -26,8 +26,8 @@ canonical JSON form (defaults filled in) is `Job.doc`; boards and baselines read
                 "expected": {"out": "<sha>"}, "atol": {"out": 1e-6}},   # atol: optional
                {"seed": 2, "when": "after", ...}],
       "timing": {"enabled": true, "warmup": 3, "min_iters": 10, "max_iters": 2000,
-                 "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "seed": 0,
-                 "randomize": true, "cooldown_s": 0, "launch_gate": true, "repeat": 1},
+                 "budget_s": 2.0, "rel_noise": 0.01, "l2_flush": true, "l2_flush_by": "write",
+                 "seed": 0, "randomize": true, "cooldown_s": 0, "launch_gate": true, "repeat": 1},
       "baselines": [{"name": "torch.matmul", "args": {"a": "A", "b": "B", "out": "C"},
                      "optional": false}],
       "tools": [{"name": "ncu", "options": {"set": "basic"}}],
@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from .dtypes import NAMES as DTYPE_NAMES
 from .dtypes import dtype_of, scalar_problem
 from .errors import JobError, Refusal
+from .boards.l2_flush import FLUSH_MODES
 from .peaks import FLOPS_DTYPES
 from .schema import (
     DIGEST, DISPLAY, ENTRY, IDENT, PLUGIN, TAG, TARGET, Bool, Dim3, Int, Json, ListOf, MapOf,
@@ -248,7 +249,10 @@ class Timing(Model):
     it (`kcoral.boards.launch_gate`), so a baseline's host overhead is not timed as GPU time.
     ``repeat`` > 1 makes each sample that many back-to-back launches, timed together and
     divided (`kcoral.measure.back_to_back`): a short kernel then keeps the board busy enough
-    to reach its sustained clock."""
+    to reach its sustained clock. ``l2_flush`` empties the L2 before every timed sample;
+    ``l2_flush_by`` says how (`kcoral.boards.l2_flush`): ``write`` (a memset, the protocol's
+    default: the sample inherits the memset's dirty lines and pays their write-back) or
+    ``read`` (a read-only sweep: the write-back happens before the start event)."""
 
     enabled: bool = spec(Bool(), True)
     warmup: int = spec(Int(0, 10000), 3)
@@ -257,6 +261,7 @@ class Timing(Model):
     budget_s: float = spec(Num(0, 600, lo_open=True), 2.0)
     rel_noise: float = spec(Num(0, 1, lo_open=True), 0.01)
     l2_flush: bool = spec(Bool(), True)
+    l2_flush_by: str = spec(Str(choices=FLUSH_MODES), "write")
     seed: int = spec(SEED, 0)
     randomize: bool = spec(Bool(), True)
     cooldown_s: float = spec(Num(0, 60), 0.0)

@@ -339,6 +339,7 @@ class Session:
         gate = {"requested": bool(t.launch_gate), "gated_rounds": 0, "late_rounds": 0,
                 "state": "off"}
         idle = 0.0
+        flush = flush_of(t)
         mid = guards.mid_round()
         t0 = time.monotonic()
         converged = False
@@ -360,7 +361,7 @@ class Session:
                 c0 = clock()
                 gated = t.launch_gate and not gate["late_rounds"]
                 with self.wd.guard(f"timed round {n}"):
-                    ms = self.dev.timed_batch([fns[i] for i in order], t.l2_flush, gate=gated)
+                    ms = self.dev.timed_batch([fns[i] for i in order], flush, gate=gated)
                     ms = [m / t.repeat for m in ms]
                 c1 = clock()
                 if gated:
@@ -398,7 +399,8 @@ class Session:
                "elapsed_s": time.monotonic() - t0, "interleaved": names,
                "order": "random per round" if t.randomize and len(fns) > 1 else "fixed",
                "candidate_first_rounds": candidate_first,
-               "l2_flush": t.l2_flush, "launch_gate": gate, "repeat": t.repeat,
+               "l2_flush": t.l2_flush, "l2_flush_by": t.l2_flush_by if t.l2_flush else None,
+               "launch_gate": gate, "repeat": t.repeat,
                "sm_clock_mhz": dict(clocks, before=readings[0], after=readings[-1]),
                "throttled": throttled, "clocks_mhz": round_clocks, "baselines": {}}
         if not any(c is not None for c in readings):
@@ -441,7 +443,13 @@ class Session:
 
     def _timed_candidate(self) -> float:
         with self.wd.guard("a checked timed iteration"):
-            return self.dev.timed_batch([self.kernel], self.job.timing.l2_flush)[0]
+            return self.dev.timed_batch([self.kernel], flush_of(self.job.timing))[0]
+
+
+def flush_of(t) -> str:
+    """The L2 flush a board's `timed_batch` is asked for: ``""`` (none), ``write`` or
+    ``read`` (`kcoral.boards.l2_flush`)."""
+    return t.l2_flush_by if t.l2_flush else ""
 
 
 def back_to_back(fn, repeat: int):

@@ -107,9 +107,11 @@ class Device:
     #: it: a launcher waited for the device), ``off``, or ``unavailable: why``
     last_gate = "off"
 
-    def timed_batch(self, fns: list, l2_flush: bool, gate: bool = False) -> list:
+    def timed_batch(self, fns: list, l2_flush: "str | bool", gate: bool = False) -> list:
         """Run each fn once, in order, each after a flush and between two events; ms each.
-        With `gate`, a board that can holds the whole batch until it is enqueued."""
+        `l2_flush` is ``""`` (none), ``"write"`` or ``"read"`` (`kcoral.boards.l2_flush`; a
+        board that empties its cache one way only says which in its docs). With `gate`, a
+        board that can holds the whole batch until it is enqueued."""
         raise NotImplementedError
 
     def sm_clock_mhz(self) -> "float | None":

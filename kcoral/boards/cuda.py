@@ -15,7 +15,8 @@ driver call:
   parameters are packed per ``launch_metadata()["params"]`` (`pack_params`): a pointer is the
   8-byte device address, a scalar its value in its dtype, a tensor map the 128-byte
   ``CUtensorMap`` from ``cuTensorMapEncodeTiled`` by value.
-- timing: ``cuMemsetD32Async`` over a buffer of 2x the L2 size (flush), then
+- timing: an L2 flush over a buffer of 2x the L2 size (`kcoral.boards.l2_flush`: by writing,
+  ``cuMemsetD32Async``, or by reading, a read-only sweep kernel), then
   ``cuEventRecord``/launch/``cuEventRecord``; elapsed times read after one sync per batch. A
   gated batch (`kcoral.boards.launch_gate`) first enqueues ``cuStreamWaitValue32`` on a mapped
   host word and writes the word once the whole batch is enqueued.
@@ -32,6 +33,7 @@ import os
 import numpy as np
 
 from kcoral.boards import BoardSpec, Device
+from kcoral.boards.l2_flush import L2Flush, flush_mode
 from kcoral.boards.launch_gate import LaunchGate
 from kcoral.clocks import NvmlClock
 from kcoral.dtypes import dtype_of
@@ -204,10 +206,7 @@ class CudaDevice(Device):
         self.module = None
         self._info = self._query()
         self.l2 = self._info["l2_bytes"]
-        n = max(2 * self.l2, 1 << 20)
-        self.flush_words = n // 4
-        self.flush = int(self._check(cu.cuMemAlloc(self.flush_words * 4), "cuMemAlloc"))
-        self._flush_val = 0
+        self._flush = L2Flush(cu, self._check, self.stream, self.l2, self._info["sm_count"])
         self._events: list = []
         self._launch_gate: "LaunchGate | None" = None
         self._gate_error = ""
@@ -409,25 +408,22 @@ class CudaDevice(Device):
             self._events.append((a, b))
         return self._events[:n]
 
-    def flush_l2(self):
-        self._flush_val = (self._flush_val + 1) & 0xFFFFFFFF
-        self._check(self.cu.cuMemsetD32Async(self.flush, self._flush_val, self.flush_words,
-                                             self.stream), "cuMemsetD32Async(L2 flush)")
-
     def timed_batch(self, fns, l2_flush, gate=False):
-        """With `gate`, the round's work waits behind a `LaunchGate` until all of it is
+        """`l2_flush` is a mode of `kcoral.boards.l2_flush` (``write``, ``read``; True is
+        ``write``, falsy none). With `gate`, the round's work waits behind a `LaunchGate` until all of it is
         enqueued, so host launch overhead between the events is not timed (`last_gate` says
         whether it was: ``gated``, ``late`` when the gate's watcher had to open it, or
         ``unavailable: why``)."""
         cu = self.cu
+        mode = flush_mode(l2_flush)
         evs = self._event_pairs(len(fns))
         held = self._gate() if gate else None
         if held is not None:
             held.close()
         try:
             for fn, (a, b) in zip(fns, evs):
-                if l2_flush:
-                    self.flush_l2()
+                if mode:
+                    self._flush.sweep(mode)
                 self._check(cu.cuEventRecord(a, self.stream), "cuEventRecord")
                 fn()
                 self._check(cu.cuEventRecord(b, self.stream), "cuEventRecord")
@@ -463,6 +459,7 @@ class CudaDevice(Device):
             if self._launch_gate is not None:
                 self._launch_gate.free()
             self.free_all()
+            self._flush.free()
             self.cu.cuDevicePrimaryCtxRelease(self.dev)
         except Exception:
             pass

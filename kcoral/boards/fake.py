@@ -34,6 +34,7 @@ import time
 import numpy as np
 
 from kcoral.boards import BoardSpec, Device
+from kcoral.boards.l2_flush import flush_mode
 from kcoral.dtypes import dtype_of
 from kcoral.errors import JobFailure
 from kcoral.plugins import hookimpl
@@ -123,6 +124,7 @@ class FakeDevice(Device):
         self._pending_fault = False
         self.launches = 0  # of the candidate's kernels in this job (``hang_after``)
         self.rounds = 0    # timed rounds since the card was last cool (``throttle_after``)
+        self.last_flush = ""  # the L2 flush mode the last timed batch asked for
         self._last_round = 0.0
         self.busy_ms = 0.0  # modelled device time of every launch so far (`charge`)
         self.hot_launches = 0  # launches since the card was last cool (``throttle_after_launches``)
@@ -239,6 +241,7 @@ class FakeDevice(Device):
         overhead is not modelled, so a gate has nothing to hold."""
         self.last_gate = "unavailable: the fake board models no host launch overhead" \
             if gate else "off"
+        self.last_flush = flush_mode(l2_flush)  # a bad mode fails here as on the cuda board
         now = time.monotonic()
         if now - self._last_round >= COOL_S:
             self.rounds = self.hot_launches = 0  # the card idled: it is back at full clock

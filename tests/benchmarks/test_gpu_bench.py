@@ -2,7 +2,8 @@
 local boards, here numsim's): each PROFILES entry is one `tirxh profile` run against the daemon,
 its outcome printed with its phase lines, capped by PROFILE_LIMIT and by what is left of
 TOTAL_LIMIT (a killed one is named, and the script still ends with its archive); SHARDS='' times
-nothing; BENCH_ARGS reach every shard's `tirxh bench`; PREWARM runs before the daemon.
+nothing; BENCH_ARGS reach every shard's `tirxh bench`, SHARD_ARGS one shard's; PREWARM runs
+before the daemon.
 One test: the script works in a fixed folder (/tmp/gpu_bench), so two runs must not overlap."""
 
 import os
@@ -37,10 +38,15 @@ def test_profiles_shards_and_bench_args(tmp_path):
     assert "shard_" not in out
     assert (tmp_path / "a" / "gpu_bench.tar.gz").exists()
 
-    _run(tmp_path / "b", SHARDS="vadd[n1000]@", BENCH_ARGS="--min-rounds 0")
+    # BENCH_ARGS reach every shard, SHARD_ARGS' i-th entry shard i only
+    _run(tmp_path / "b", SHARDS="vadd[n1000]@|vadd[n1000]@", BENCH_ARGS="--min-rounds 0",
+         SHARD_ARGS="|--l2-flush evict")
     with tarfile.open(tmp_path / "b" / "gpu_bench.tar.gz") as tar:
         log = tar.extractfile("./logs/shard_0.log").read().decode()
+        log1 = tar.extractfile("./logs/shard_1.log").read().decode()
     assert "--min-rounds 0: expected 1 to 1000000 rounds" in log, log
+    assert "--l2-flush" not in log and "argument --l2-flush: invalid choice: 'evict'" in log1, \
+        log1
 
     # a profile past its limit is killed and named, and the script goes on to its archive.
     # 0.1 s: less than importing tirxh takes (~0.8 s here); a 1 s limit let CI's faster

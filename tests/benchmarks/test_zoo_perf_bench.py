@@ -111,9 +111,8 @@ def test_an_unknown_mode_is_refused():
     assert r.returncode == 2 and "MODE=fast must be 'all' (issue 14's variants), 'new', " \
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12', " \
-        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16', 'topk17' or " \
-        "'topk18'" \
-        in r.stderr
+        "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16', 'topk17', " \
+        "'topk18' or 'flush1'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -518,3 +517,27 @@ def test_topk18_mode_times_the_lead_and_queue_count_after_the_main():
         stem = shard[0][:-len("_ta2_q8]")]
         assert all(i.startswith(stem + "_ta") and i != shard[0] for i in shard[1:]), shard
     assert smoke and all("_ta" in i for i in smoke)
+
+
+@pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
+def test_flush1_mode_times_the_same_items_once_per_l2_flush():
+    """MODE=flush1 (session 28): the copy, top-k's two mains and cumsum_tma `_k8`, one shard per
+    L2 flush (`--l2-flush write`, `read`, `none`: gpu_bench.sh's SHARD_ARGS); and a second
+    mode's shards keep their own (no) options when modes are combined."""
+    r = _list("flush1")
+    assert r.returncode == 0, r.stderr
+    got = sections(r.stdout)
+    assert [k for k in got if k.startswith("timed shard")] == [
+        "timed shard 0 (--l2-flush write)", "timed shard 1 (--l2-flush read)",
+        "timed shard 2 (--l2-flush none)"]
+    items = [v for k, v in got.items() if k.startswith("timed shard")]
+    assert items[0] == items[1] == items[2] and sorted(items[0]) == [
+        "cumsum_tma[r1_c64M_k8]", "tma_copy[r16384_c8192]",
+        "topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8]",
+        "topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8]"]
+    assert got["smoke (correctness only)"] and all(
+        "_ta2_q" in i for i in got["smoke (correctness only)"])
+    both = sections(_list("topk18 flush1").stdout)
+    assert [k for k in both if k.startswith("timed shard")] == [
+        "timed shard 0", "timed shard 1", "timed shard 2", "timed shard 3 (--l2-flush write)",
+        "timed shard 4 (--l2-flush read)", "timed shard 5 (--l2-flush none)"]

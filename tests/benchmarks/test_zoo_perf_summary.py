@@ -127,3 +127,29 @@ def test_an_item_timed_off_the_h200_gets_no_bandwidth_verdict(tmp_path, capsys):
     assert "on NVIDIA H100 80GB HBM3" in out and "Timed on NVIDIA H100 80GB HBM3" in out
     row = next(ln for ln in out.splitlines() if ln.startswith("| topk_f32_warp | "))
     assert row.split(" | ")[-2:] == ["-", "yes |"]
+
+
+def _flushed(rec, l2_flush=True, by="write"):
+    rec["phases"][1]["data"]["result"]["timing"].update(l2_flush=l2_flush, l2_flush_by=by)
+    return rec
+
+
+def test_an_item_timed_under_each_flush_is_one_row_each(tmp_path):
+    """The flush question's call times one item under a memset, a read sweep and none
+    (kcoral/boards/l2_flush.py): three rows, each its own fastest, each named by its flush; only
+    the memset's, the anchor's flush, gets a bandwidth verdict."""
+    case = "r16384_c8192_k50_m"
+    log = _log(tmp_path, [
+        _flushed(_item("topk_f32_warp", case, 143.8, 9.0, 9.0, 0.8, gbps=3800.0)),
+        _flushed(_item("topk_f32_warp", case, 136.6, 9.5, 9.5, 0.8, gbps=4000.0), by="read"),
+        _flushed(_item("topk_f32_warp", case, 120.0, 9.9, 9.9, 0.9, gbps=4550.0), False, "read"),
+    ])
+    items = {i["flush"]: i for i in S.read_items([log])}
+    assert sorted(items) == ["", "no flush", "read flush"]
+    assert items[""]["median_us"] == 143.8 and items["read flush"]["median_us"] == 136.6
+    assert S.goals(items[""]) == (False, True) and S.goals(items["read flush"]) == (None, True)
+    out = S.markdown(list(items.values()))
+    best = [ln for ln in out.split("## Fastest")[1].splitlines() if ln.startswith("| topk")]
+    assert [ln.split(" | ")[2] for ln in best] == [case, f"{case} (no flush)",
+                                                 f"{case} (read flush)"]
+    assert f"| topk_f32_warp[{case}] (read flush) | 136.60 us |" in out

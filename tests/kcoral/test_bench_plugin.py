@@ -223,6 +223,18 @@ def test_back_to_back_samples_are_named_in_the_line():
     assert "50.00 us (IQR 1.00, n=40 x 20 back to back)" in r.summary
 
 
+def test_a_flush_other_than_the_default_is_named_in_the_line():
+    """Times under different L2 flushes are not comparable: the line says which it had."""
+    r = _res()
+    t = r.result["timing"]
+    t["l2_flush"], t["l2_flush_by"] = True, "write"
+    assert "(IQR 1.00, n=40)" in r.summary
+    t["l2_flush_by"] = "read"
+    assert "(IQR 1.00, n=40, L2 flushed by reading)" in r.summary
+    t["l2_flush"], t["l2_flush_by"] = False, None
+    assert "(IQR 1.00, n=40, no L2 flush)" in r.summary
+
+
 def test_both_regime_ratios_are_printed_when_they_differ():
     r = _res()
     t = r.result["timing"]

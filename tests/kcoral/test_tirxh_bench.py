@@ -119,18 +119,25 @@ def test_no_timing_is_a_correctness_pass_that_exits_on_what_it_verified(tirxh):
 
 def test_min_rounds_and_timing_budget_reach_the_job(tirxh, tmp_path):
     """The sustained clock regime needs long jobs: ``--min-rounds`` asks KCoral for that many
-    paired rounds and gives them a budget that lets them run (60 s unless told), and
-    ``--back-to-back`` busy ones (launches per sample)."""
+    paired rounds and gives them a budget that lets them run (60 s unless told),
+    ``--back-to-back`` busy ones (launches per sample), and ``--l2-flush`` says how the L2 is
+    emptied before each sample (`kcoral.boards.l2_flush`)."""
     d = start_daemon(tmp_path / "state", fake_boards=1)
     try:
         tirxh.project(vadd=VADD)
         tirxh.run("bench", "--kcoral", d.address, "--min-rounds", "300")
         tirxh.run("bench", "--kcoral", d.address, "--min-rounds", "5000", "--timing-budget", "30")
         tirxh.run("bench", "--kcoral", d.address, "--back-to-back", "7")
+        tirxh.run("bench", "--kcoral", d.address, "--l2-flush", "read")
+        tirxh.run("bench", "--kcoral", d.address, "--l2-flush", "none")
         timings = [json.loads(j["job_json"])["timing"] for j in d.store.list()]
-        assert {(t["min_iters"], t["max_iters"], t["budget_s"], t.get("repeat", 1))
-                for t in timings} == {(300, 2000, 60.0, 1), (5000, 5000, 30.0, 1),
-                                      (10, 2000, 2.0, 7)}
+        assert {(t["min_iters"], t["max_iters"], t["budget_s"], t.get("repeat", 1),
+                 t.get("l2_flush", True), t.get("l2_flush_by", "write"))
+                for t in timings} == {(300, 2000, 60.0, 1, True, "write"),
+                                      (5000, 5000, 30.0, 1, True, "write"),
+                                      (10, 2000, 2.0, 7, True, "write"),
+                                      (10, 2000, 2.0, 1, True, "read"),
+                                      (10, 2000, 2.0, 1, False, "write")}
         # (the fake board refuses cubins: what a board does with `repeat` is
         # tests/kcoral/test_measure.py's)
     finally:
@@ -141,6 +148,7 @@ def test_min_rounds_and_timing_budget_reach_the_job(tirxh, tmp_path):
     (["--min-rounds", "0"], "--min-rounds 0: expected 1 to 1000000 rounds"),
     (["--back-to-back", "0"], "--back-to-back 0: expected 1 to 1000 launches per sample"),
     (["--back-to-back", "1001"], "--back-to-back 1001: expected 1 to 1000 launches per sample"),
+    (["--l2-flush", "evict"], "--l2-flush: invalid choice: 'evict'"),
     (["--timing-budget", "601"], "--timing-budget 601.0: expected 0 < seconds <= 600"),
     (["--min-rounds", "100", "--exec-budget", "50"],
      "--timing-budget 60 s is not below the execution budget of 50 s"),

@@ -107,7 +107,7 @@ class BenchResult:
         c = t["candidate"]
         b2b = f" x {t['repeat']} back to back" if t.get("repeat", 1) > 1 else ""
         parts = [f"{self.item}: {c['median_ms'] * 1e3:.2f} us (IQR {c['iqr_ms'] * 1e3:.2f}, "
-                 f"n={c['n']}{b2b})"]
+                 f"n={c['n']}{b2b}{_flush_note(t)})"]
         if t.get("tflops"):
             parts.append(f"{t['tflops']:.1f} TFLOP/s")
         if t.get("gbps"):
@@ -185,6 +185,12 @@ def tirxh_addoption(parser):
                           "divided (KCoral's timing.repeat): a kernel much shorter than a "
                           "round's host time then keeps the board busy enough to reach its "
                           "sustained clock; with --min-rounds, both regimes for short kernels")
+    parser.addoption("--l2-flush", choices=("write", "read", "none"), default=None,
+                     help="how KCoral empties the L2 before each timed sample (timing."
+                          "l2_flush_by): 'write' (a memset, the default; the sample pays the "
+                          "write-back of its dirty lines), 'read' (a read-only sweep: no "
+                          "harness traffic in the timed window, as ncu's cache control), or "
+                          "'none' (inputs may stay in L2 between samples)")
     parser.addini("bench", "exec_s", "float", None,
                   "execution budget of each bench job on its board, seconds (a hung kernel is "
                   "stopped sooner by the per-launch watchdog)", check=_positive)
@@ -193,6 +199,15 @@ def tirxh_addoption(parser):
                   check=_seed_count(1))
     parser.addini("bench", "seeds_after", "int", 2,
                   "correctness runs on fresh seeds after timing", check=_seed_count(0))
+
+
+def _flush_note(t: dict) -> str:
+    """How the L2 was emptied, when not the protocol's default (a memset before each sample):
+    times taken under different flushes are not comparable, so the line says so."""
+    if t.get("l2_flush") is False:
+        return ", no L2 flush"
+    by = t.get("l2_flush_by")
+    return f", L2 flushed by {by}ing" if by and by != "write" else ""
 
 
 def _seed_count(least: int):
@@ -221,14 +236,19 @@ MAX_REPEAT = 1000        # KCoral's bound on timing.repeat
 
 
 def timing_overrides(config) -> dict:
-    """The job's timing fields from ``--min-rounds``, ``--timing-budget`` and
-    ``--back-to-back`` ({} for none): min_iters N with max_iters raised to match, budget_s (60 s
+    """The job's timing fields from ``--min-rounds``, ``--timing-budget``, ``--back-to-back``
+    and ``--l2-flush`` ({} for none): min_iters N with max_iters raised to match, budget_s (60 s
     by default when rounds are asked for: 2 s would end them first), repeat. Refused here, not
     on the board: a count or budget outside KCoral's bounds, and a timing budget at or above
     the job's execution budget (the board would kill the job mid-timing and report nothing)."""
     rounds, budget = config.getoption("min_rounds"), config.getoption("timing_budget")
     repeat = config.getoption("back_to_back")
+    flush = config.getoption("l2_flush")
     out: dict = {}
+    if flush == "none":
+        out["l2_flush"] = False
+    elif flush is not None:
+        out["l2_flush_by"] = flush
     if repeat is not None:
         if not 1 <= repeat <= MAX_REPEAT:
             raise UsageError(f"--back-to-back {repeat}: expected 1 to {MAX_REPEAT} launches "
