@@ -369,14 +369,21 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default f32)
-FB="python3 benchmarks/kda_fwd_bwd_bench.py --cache $WORK/fbcache --plan ${FB_PLAN:-f32}"
+# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default f32);
+# several plans ("tc2 tc3"): each shape times each plan in turn, one job each, after one FLA
+# prewarm (each job has FLA's forward + backward beside it: the plans' ratio is across jobs)
+read -r -a FB_PLANS <<<"${FB_PLAN:-f32}"
+FB=(python3 benchmarks/kda_fwd_bwd_bench.py --cache "$WORK/fbcache")   # the plans' client
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)
-    $FB --build-only --cases t20_h1_deep >"$LOGS/fb-prebuild-small.log" 2>&1 &
-    FBPRE_SMALL=$!
-    $FB --build-only --cases t8192_h64 >"$LOGS/fb-prebuild-h64.log" 2>&1 &
-    FBPRE_H64=$!;;
+    for p in "${FB_PLANS[@]}"; do
+        "${FB[@]}" --plan "$p" --build-only --cases t20_h1_deep \
+            >"$LOGS/fb-prebuild-small-$p.log" 2>&1 &
+        FBPRE_SMALL="$FBPRE_SMALL $!"
+        "${FB[@]}" --plan "$p" --build-only --cases t8192_h64 \
+            >"$LOGS/fb-prebuild-h64-$p.log" 2>&1 &
+        FBPRE_H64="$FBPRE_H64 $!"
+    done;;
 esac
 # the compiles only: a bare `wait` also waited for step 0's prewarm (536 s on the H200,
 # 2026-12-02: the whole call went by before the smoke started)
@@ -764,35 +771,46 @@ or kda_bwd_prep_only${CALIB_EXTRA:+ or $CALIB_EXTRA}) and $s and timing"
             # one fails. Large cases: synthetic inputs, no reference (~37 / ~25 ms a launch
             # predicted: docs/PERFORMANCE.md), their own execution budget (guards move ~10 GB
             # of scratch and outputs at H96).
-            [ -n "$FBPRE_SMALL" ] && wait "$FBPRE_SMALL"
-            echo "=== fb: the plan's small cases (+$(( $(date +%s) - START ))s)"
-            timeout --kill-after=5 "${FB_SMOKE_LIMIT:-200}" $FB --kcoral "$ADDR" --no-timing \
-                --exec-s "${FB_SMOKE_EXEC_S:-30}" --report "$WORK/fb-smoke.jsonl" \
-                >"$LOGS/fb-smoke.log" 2>&1
-            rc=$?
-            sed 's/^/    /' "$LOGS/fb-smoke.log" | tail -n 8
-            if [ "$rc" != 0 ]; then
-                echo "=== fb smoke FAILED (rc $rc): nothing timed"
-                kill "$FBPRE_H64" 2>/dev/null
+            # shellcheck disable=SC2086  # the pids, split on purpose
+            [ -n "$FBPRE_SMALL" ] && wait $FBPRE_SMALL
+            smoke_rc=0
+            for p in "${FB_PLANS[@]}"; do
+                echo "=== fb: plan $p's small cases (+$(( $(date +%s) - START ))s)"
+                timeout --kill-after=5 "${FB_SMOKE_LIMIT:-200}" "${FB[@]}" --plan "$p" \
+                    --kcoral "$ADDR" --no-timing --exec-s "${FB_SMOKE_EXEC_S:-30}" \
+                    --report "$WORK/fb-smoke-$p.jsonl" >"$LOGS/fb-smoke-$p.log" 2>&1
+                rc=$?
+                sed 's/^/    /' "$LOGS/fb-smoke-$p.log" | tail -n 8
+                [ "$rc" = 0 ] || smoke_rc=$rc
+            done
+            if [ "$smoke_rc" != 0 ]; then
+                echo "=== fb smoke FAILED (rc $smoke_rc): nothing timed"
+                # shellcheck disable=SC2086
+                kill $FBPRE_H64 2>/dev/null
                 results
                 continue
             fi
             wait_prewarm
             for s in ${FB_SHAPES:-t8192_h96 t8192_h64}; do
-                [ "$s" = t8192_h64 ] && [ -n "$FBPRE_H64" ] && wait "$FBPRE_H64"
-                left=$(( BUDGET - ($(date +%s) - START) ))
-                if [ "$left" -le 45 ]; then
-                    echo "=== budget spent: fb-$s not run" | tee -a "$WORK/skipped"
-                    continue
-                fi
-                # the daemon's execution budget ends before this client is killed, so a job
-                # that overruns comes back as its typed timeout, not as silence (session 20)
-                exec_s=$(( left - 25 < ${FB_EXEC_S:-180} ? left - 25 : ${FB_EXEC_S:-180} ))
-                echo "=== fb-$s (+$(( $(date +%s) - START ))s, execution budget ${exec_s} s)"
-                timeout --kill-after=5 "$left" $FB --kcoral "$ADDR" --cases "$s" \
-                    --exec-s "$exec_s" --report "$WORK/fb-$s.jsonl" \
-                    >>"$LOGS/fb-$s.log" 2>&1
-                sed 's/^/    /' "$LOGS/fb-$s.log" | tail -n 3
+                # shellcheck disable=SC2086
+                [ "$s" = t8192_h64 ] && [ -n "$FBPRE_H64" ] && wait $FBPRE_H64
+                for p in "${FB_PLANS[@]}"; do
+                    left=$(( BUDGET - ($(date +%s) - START) ))
+                    if [ "$left" -le 45 ]; then
+                        echo "=== budget spent: fb-$s-$p not run" | tee -a "$WORK/skipped"
+                        continue
+                    fi
+                    # the daemon's execution budget ends before this client is killed, so a
+                    # job that overruns comes back as its typed timeout, not as silence
+                    # (session 20)
+                    exec_s=$(( left - 25 < ${FB_EXEC_S:-180} ? left - 25 : ${FB_EXEC_S:-180} ))
+                    echo "=== fb-$s plan $p (+$(( $(date +%s) - START ))s, execution budget" \
+                        "${exec_s} s)"
+                    timeout --kill-after=5 "$left" "${FB[@]}" --plan "$p" --kcoral "$ADDR" \
+                        --cases "$s" --exec-s "$exec_s" --report "$WORK/fb-$s-$p.jsonl" \
+                        >>"$LOGS/fb-$s-$p.log" 2>&1
+                    sed 's/^/    /' "$LOGS/fb-$s-$p.log" | tail -n 3
+                done
             done
             cat "$WORK"/fb-*.jsonl >"$OUT/fb.jsonl" 2>/dev/null
             results;;

@@ -91,10 +91,10 @@ def build(case, put=None, seeds=(1, 2), timing=None, exec_s=None, cache=Path("/t
     steps = [(f"kda_fb_{st.name}", st.kernel.compile("sm_90a", **st.consts), st.grid, st.bind)
              for st in plan]
     return build_plan_job(
-        f"{item(plan_name)}[{case.name}]", steps, runs, M.OUTPUTS, M.TOLERANCE, scratch=M.SCRATCH,
-        put=put, baselines=M._baselines(case.lens is not None),
+        f"{item(plan_name)}[{case.name}]", steps, runs, M.OUTPUTS, M.TOLERANCE,
+        scratch=M.scratch(plan_name), put=put, baselines=M._baselines(case.lens is not None),
         work={"flops": M._flops(**case.params(), plan=plan_name),
-              "bytes": M._bytes(**case.params())},
+              "bytes": M._bytes(**case.params(), plan=plan_name)},
         timing=timing, budgets={"exec_s": exec_s} if exec_s else None,
         guards={"perturb": PERTURB}, assemble=_assemble(cache))
 

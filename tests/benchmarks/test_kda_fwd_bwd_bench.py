@@ -48,7 +48,9 @@ def test_plan_names_the_job_and_an_unknown_plan_is_refused(capsys):
     with pytest.raises(SystemExit):
         B.main(["--build-only", "--plan", "wgmma"])
     assert "invalid choice: 'wgmma'" in capsys.readouterr().err
-    assert '--plan ${FB_PLAN:-f32}' in (ROOT / "benchmarks" / "kda_bench.sh").read_text()
+    text = (ROOT / "benchmarks" / "kda_bench.sh").read_text()
+    assert 'read -r -a FB_PLANS <<<"${FB_PLAN:-f32}"' in text   # one plan, or several
+    assert text.count('"${FB[@]}" --plan "$p"') == 4   # both prebuilds, the smoke, the timing
 
 
 @pytest.mark.slow
@@ -61,3 +63,19 @@ def test_a_small_case_builds_a_valid_job_of_seven_launches(monkeypatch, tmp_path
     assert {c.buffer for c in job.checks} == set(B.M.OUTPUTS)
     assert job.baselines[0].name == "fla.chunk_kda.fwd_bwd"
     assert len(job.runs) == 2 and set(job.runs[0].expected) == set(B.M.OUTPUTS)
+
+
+@pytest.mark.slow
+def test_plan_tc3_builds_six_launches_with_its_walk_scratch_zeroed(monkeypatch, tmp_path):
+    """Plan "tc3": one prep launch for both walks; the forward walk's operands (nfrag_f, bt_f)
+    are scratch (zeroed on the board, never uploaded: 1.6 GB at T8192 H96), and the declared
+    bytes read the raw inputs once for both walks."""
+    monkeypatch.setattr(B, "_assemble", lambda cache: lambda ptx, target, prefer: (b"x", ""))
+    job = B.build(next(c for c in B.M.CASES if c.name == "t20_h1_deep"), cache=tmp_path,
+                  plan_name="tc3")
+    assert [ln.entry for ln in job.launches] == [
+        "kda_fb_fwd", "kda_fb_prep", "kda_fb_chain_f", "kda_fb_chain_b", "kda_fb_pieces",
+        "kda_fb_local"]
+    init = {b.name: b.init.kind for b in job.buffers}
+    assert init["nfrag_f"] == init["bt_f"] == init["nfrag"] == "zeros"
+    assert B.M._bytes(1, 8192, 96, plan="tc3") < B.M._bytes(1, 8192, 96, plan="tc2")

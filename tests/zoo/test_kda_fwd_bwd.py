@@ -77,7 +77,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     extra = MOD.TC._flops(1, 8192, 96) + MOD.PT._flops(1, 8192, 96) + MOD.PT._flops(
         1, 8192, 96, FORWARD=1) + MOD.LT._flops(1, 8192, 96)
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
-    with pytest.raises(ValueError, match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2'\]"):
+    with pytest.raises(ValueError,
+                       match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -93,6 +94,26 @@ def test_plan_tc2_is_tc_with_the_preps_p_m_and_t_on_tensor_cores():
         for s in tc]
     pm = 2 * MOD.TC.pm_macs(2) * 12288
     assert MOD._flops(1, 8192, 96, plan="tc2") - MOD._flops(1, 8192, 96, plan="tc") == 3 * pm
+
+
+def test_plan_tc3_preps_both_walks_in_one_launch():
+    """Plan "tc3": plan "tc2" with its two prep launches as one (kda_bwd_prep3, PREP=2), the
+    forward walk's operands in nfrag_f / bt_f for chain_f, the reverse walk's in nfrag / bt
+    for chain_b; every other launch (kernel, constants, grid, buffers) tc2's; its FLOPs count
+    the prep's P, M and T once for both walks."""
+    tc2, tc3 = MOD.steps(1, 8192, 96, plan="tc2"), MOD.steps(1, 8192, 96, plan="tc3")
+    assert [s.name for s in tc3] == ["fwd", "prep", "chain_f", "chain_b", "pieces", "local"]
+    assert tc3[1].kernel.name == "kda_bwd_prep3" and tc3[1].consts == dict(PREP=2)
+    assert tc3[1].grid == tc2[1].grid == tc2[3].grid
+    assert [tc3[1].buffer(p) for p in ("nfrag_f", "bt_f", "nfrag", "bt", "eg", "v", "do")] == [
+        "nfrag_f", "bt_f", "nfrag", "bt", "eg", "v", "do"]
+    assert [tc3[2].buffer(p) for p in ("nfrag", "bt", "eg")] == ["nfrag_f", "bt_f", "eg"]
+    assert [tc3[3].buffer(p) for p in ("nfrag", "bt", "eg")] == ["nfrag", "bt", "eg"]
+    assert tc3[2]._replace(bind=None) == tc2[2]._replace(bind=None)
+    assert tc3[3] == tc2[4] and tc3[4:] == tc2[5:] and tc3[0] == tc2[0]
+    assert set(MOD.scratch("tc3")) - set(MOD.scratch("tc2")) == {"nfrag_f", "bt_f"}
+    pm = 2 * MOD.TC.pm_macs(2) * 12288
+    assert MOD._flops(1, 8192, 96, plan="tc2") - MOD._flops(1, 8192, 96, plan="tc3") == pm
 
 
 def test_an_unknown_forward_variant_is_refused():
@@ -143,6 +164,33 @@ def test_plan_tc2_meets_the_public_rules(case):
     reps, worst = _worst(out, ref)
     assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
     assert max(worst.values()) < 0.25, worst
+
+
+@SLOW
+@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small][2:], ids=lambda c: c.name)
+def test_plan_tc3_gives_plan_tc2s_outputs_bit_for_bit(case):
+    """kda_bwd_prep3's walks are kda_bwd_prep_tc's at PREP=2 bit for bit
+    (tests/zoo/test_kda_bwd_prep3.py), so plan "tc3" is plan "tc2" to the last bit on 2 heads
+    of mixed gates and on the varlen pack (numsim, every launch), and within the public rules
+    (test_plan_tc2_meets_the_public_rules). A plan that swapped the walks' operands would
+    differ (and fail: chain_f would walk dO's operands)."""
+    x = MOD.inputs(np.random.default_rng(1), **case.params(), gate=case.gate)
+    tc2 = MOD.simulate(x, MOD.steps(**case.params(), plan="tc2"))
+    tc3 = MOD.simulate(x, MOD.steps(**case.params(), plan="tc3"))
+    for n in MOD.OUTPUTS:
+        assert np.array_equal(np.asarray(tc3[n]), np.asarray(tc2[n]), equal_nan=True), n
+
+
+@SLOW
+def test_plan_tc3_with_its_walks_swapped_is_caught():
+    """chain_f walking the reverse walk's operands: S0 of chunks 2 and 3 wrong (three chunks:
+    one chunk's S0 is h0 whatever the operands), the gradients past the rule."""
+    case = MOD.CASES[1]
+    plan = MOD.steps(**case.params(), plan="tc3")
+    plan[2] = plan[2]._replace(bind=dict(plan[2].bind, nfrag="nfrag", bt="bt"))
+    out, ref, _ = _run(case, plan)
+    reps, _ = _worst(out, ref)
+    assert not all(reps[n]["ok"] for n in MOD.OUTPUTS)
 
 
 @SLOW

@@ -32,7 +32,12 @@ named buffers, SCRATCH zeroed) with `fla.chunk_kda.fwd_bwd` as its baseline.
 Plan "tc" (`PLANS`) runs steps 2, 4, 6 and 7 with kda_bwd_prep_tc, kda_bwd_pieces_tc and
 kda_bwd_local_tc: the same inputs and outputs, their products on tensor cores (docs/TUNING.md
 "Forward + backward at 3x"). Plan "tc2" is "tc" with PREP=2 in steps 2, 4 and 6 (the prep's P,
-M and T on tensor cores as well: `PLAN_CONSTS`).
+M and T on tensor cores as well: `PLAN_CONSTS`). Plan "tc3" is "tc2" with steps 2 and 4 as ONE
+launch, kda_bwd_prep3 (both walks' operands from one prep, its fragments by ``ldmatrix`` from
+bf16 planes; each walk's outputs bit-identical to kda_bwd_prep_tc's at PREP=2), the forward
+walk's into the scratch `nfrag_f`, `bt_f`: six launches (``fwd``, ``prep``, ``chain_f``,
+``chain_b``, ``pieces``, ``local``). Measured alone at T8192 H96 (docs/PERFORMANCE.md,
+sessions 13 and 17): 7.88 ms against the two prep_tc launches' 5.22 + 4.58.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -64,6 +69,7 @@ import kda_bwd_chain_prep as PR  # noqa: E402
 import kda_bwd_local as BL  # noqa: E402
 import kda_bwd_local_tc as LT  # noqa: E402
 import kda_bwd_pieces_tc as TC  # noqa: E402
+import kda_bwd_prep3 as P3  # noqa: E402
 import kda_bwd_prep_tc as PT  # noqa: E402
 import kda_bwd_split as SP  # noqa: E402
 import kda_fwd as FW  # noqa: E402
@@ -81,10 +87,13 @@ SMALL_FORWARD = "v128wsb"          # small cases: the H96 forward (one warp-spec
 # ones, or their products on tensor cores); every other launch is the same
 PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_local),
          "tc": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
-         "tc2": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc)}
+         "tc2": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
+         "tc3": (P3.kda_bwd_prep3, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
-PLAN_CONSTS = {"tc2": dict(PREP=2)}
+PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2)}
+# plans whose prep is one launch for both walks (the forward walk's operands in nfrag_f, bt_f)
+ONE_PREP = ("tc3",)
 
 
 class Step(NamedTuple):
@@ -118,16 +127,28 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     pc = PLAN_CONSTS.get(plan, {})
     fc = _forward_consts(H, forward)
     walk = dict(nfrag="nfrag", bt="bt", eg="eg")
+    chains = CH._grid(B, T_, H, lens, CHAIN["WARPS"])
+    if plan in ONE_PREP:
+        return [
+            Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
+            Step("prep", prep, dict(pc), PR._grid(B, T_, H, lens), {}),
+            Step("chain_f", CH.kda_bwd_chain, dict(CHAIN, FORWARD=1), chains,
+                 dict(x0="h0", xs="s0", xn="hn", nfrag="nfrag_f", bt="bt_f", eg="eg")),
+            Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0), chains,
+                 dict(x0="dht", xs="ds1", xn="dh0", **walk)),
+            Step("pieces", pieces, dict(pc), PC._grid(B, T_, H, lens), {}),
+            Step("local", local, {}, BL._grid(B, T_, H, lens), {}),
+        ]
     return [
         Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
         Step("prep_f", prep, dict(FORWARD=1, **pc), PR._grid(B, T_, H, lens),
              dict(y="v", **walk)),
-        Step("chain_f", CH.kda_bwd_chain, dict(CHAIN, FORWARD=1),
-             CH._grid(B, T_, H, lens, CHAIN["WARPS"]), dict(x0="h0", xs="s0", xn="hn", **walk)),
+        Step("chain_f", CH.kda_bwd_chain, dict(CHAIN, FORWARD=1), chains,
+             dict(x0="h0", xs="s0", xn="hn", **walk)),
         Step("prep_b", prep, dict(FORWARD=0, **pc), PR._grid(B, T_, H, lens),
              dict(y="do", **walk)),
-        Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0),
-             CH._grid(B, T_, H, lens, CHAIN["WARPS"]), dict(x0="dht", xs="ds1", xn="dh0", **walk)),
+        Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0), chains,
+             dict(x0="dht", xs="ds1", xn="dh0", **walk)),
         Step("pieces", pieces, dict(pc), PC._grid(B, T_, H, lens), {}),
         Step("local", local, {}, BL._grid(B, T_, H, lens), {}),
     ]
@@ -139,12 +160,24 @@ FORWARD_OUTPUTS = ("o", "ht")
 GRADS = BW.GRADS
 OUTPUTS = FORWARD_OUTPUTS + GRADS
 SCRATCH = ("nfrag", "bt", "eg", "s0", "hn", "ds1") + SP.PIECES + ("gred", "cnt")
+# the forward walk's operands where one launch preps both walks (`ONE_PREP`)
+WALK_F = ("nfrag_f", "bt_f")
+
+
+def scratch(plan="f32") -> tuple:
+    """The plan's scratch buffers (zeroed before each run, never uploaded)."""
+    return SCRATCH + (WALK_F if plan in ONE_PREP else ())
 
 
 def _scratch(B, T_, H, lens):
+    """Every plan's scratch arrays (a plan binds the ones it uses; `np.zeros` allocates pages
+    on first write, so the walk buffers a plan does not bind cost no host memory)."""
     chunks = BL._chunks(B, T_, lens)
     N = B if lens is None else len(lens)
-    out = dict(PR._outputs(H, chunks), s0=np.zeros((chunks, H, K, V), np.float32),
+    walk = PR._outputs(H, chunks)
+    out = dict(walk, nfrag_f=np.zeros(walk["nfrag"].shape, walk["nfrag"].dtype),
+               bt_f=np.zeros(walk["bt"].shape, walk["bt"].dtype),
+               s0=np.zeros((chunks, H, K, V), np.float32),
                hn=np.zeros((N, H, K, V), np.float32), ds1=np.zeros((chunks, H, K, V), np.float32))
     pieces = PC._outputs(B, T_, H, chunks)
     out.update({n: pieces[n] for n in SP.PIECES})
@@ -222,6 +255,7 @@ def simulate(arrays, plan, before=None):
 _WRITES = {"kda_fwd": ("o", "ht"), "kda_bwd_chain_prep": PR.OUTPUTS,
            "kda_bwd_chain": CH.OUTPUTS, "kda_bwd_chain_pieces": PC.OUTPUTS,
            "kda_bwd_pieces_tc": TC.OUTPUTS, "kda_bwd_prep_tc": PT.OUTPUTS,
+           "kda_bwd_prep3": P3.OUTPUTS,
            "kda_bwd_local": BL.OUTPUTS + ("gred", "cnt"),
            "kda_bwd_local_tc": LT.OUTPUTS + ("gred", "cnt")}
 
@@ -240,26 +274,32 @@ def constraints(B, T_, H, lens=None, forward=None):
     return sorted(set(out))
 
 
-def _bytes(B, T_, H, lens=None):
-    """The sum of the seven launches' declared bytes (each kernel's own `_bytes`: inputs read,
-    outputs and scratch written, scratch read back by the next launch)."""
+def _bytes(B, T_, H, lens=None, plan="f32"):
+    """The sum of the launches' declared bytes (each kernel's own `_bytes`: inputs read,
+    outputs and scratch written, scratch read back by the next launch); a `ONE_PREP` plan's
+    prep reads the raw inputs once for both walks (kda_bwd_prep2._bytes)."""
     chain = CH._bytes(B, T_, H, lens, CHAIN["WARPS"])
-    return (FW._bytes(B, T_, H, lens) + 2 * PR._bytes(B, T_, H, lens) + 2 * chain
+    preps = (P3._bytes(B, T_, H, lens) if plan in ONE_PREP
+             else 2 * PR._bytes(B, T_, H, lens))
+    return (FW._bytes(B, T_, H, lens) + preps + 2 * chain
             + PC._bytes(B, T_, H, lens) + BL._bytes(B, T_, H, lens))
 
 
 def _flops(B, T_, H, lens=None, plan="f32"):
     """The forward's matrix products (kda_fwd._flops) and the two chains' split products
     (kda_bwd_chain._flops: three bf16 mma a multiply-add), with plan "tc" pieces 2a's (both
-    walks), 2c's and 3's split products (plan "tc2" with the preps' P, M and T); the parallel
+    walks), 2c's and 3's split products (plan "tc2" with the preps' P, M and T; "tc3" with
+    them once for both walks); the parallel
     pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
-    if plan in ("tc", "tc2"):
+    if plan in ("tc", "tc2", "tc3"):
         pc = PLAN_CONSTS.get(plan, {})
-        out += TC._flops(B, T_, H, lens, **pc) + sum(PT._flops(B, T_, H, lens, f, **pc)
-                                                     for f in (0, 1))
-        out += LT._flops(B, T_, H, lens)
+        if plan in ONE_PREP:   # both walks' products, the prep's once
+            out += P3._flops(B, T_, H, lens, **pc)
+        else:
+            out += sum(PT._flops(B, T_, H, lens, f, **pc) for f in (0, 1))
+        out += TC._flops(B, T_, H, lens, **pc) + LT._flops(B, T_, H, lens)
     return out
 
 
