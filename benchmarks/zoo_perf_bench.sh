@@ -157,8 +157,9 @@
 #     (tma_copy's 536.9 MB), top-k's two mains (f32 8192 and bf16 `_ta2_q8`) and cumsum_tma
 #     `_k8` (1 x 64M), each timed three times, one shard per flush: `--l2-flush write` (the
 #     protocol's memset), `read` (a read-only sweep) and `none`; a smoke over the small
-#     `_ta2_q` top-k cases, no profile; run with TOTAL_LIMIT=300; predictions in docs/PERFORMANCE.md
-#     ("Session 28")
+#     `_ta2_q` top-k cases; first an ncu profile (full set) of the copy, for its L2 and DRAM
+#     throughput beside top-k's (PROFILES='' skips it); run with TOTAL_LIMIT=400; predictions
+#     in docs/PERFORMANCE.md ("Session 28")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -525,7 +526,10 @@ topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8]@ or \
 topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8]@ or cumsum_tma[r1_c64M_k8]@"
     SHARDS_ALL="h200 and ($F1_ITEMS)|h200 and ($F1_ITEMS)|h200 and ($F1_ITEMS)"
     SHARD_ARGS_M="--l2-flush write|--l2-flush read|--l2-flush none"
-    export PROFILES="${PROFILES-}"
+    # the copy's own L2 and DRAM throughput under ncu, beside top-k's (s27/d9: L2 88.5%, DRAM
+    # 83.4%): whether top-k's cp.async ring costs the L2 more per byte than TMA boxes
+    export PROFILES="${PROFILES-kernels/tma_copy.py::tma_copy[r16384_c8192] --ncu --ncu-set full}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-100}"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
