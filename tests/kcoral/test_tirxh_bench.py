@@ -79,6 +79,22 @@ def test_a_bad_exec_budget_is_a_usage_error(tirxh):
     assert r.ret != 0 and "expected a positive number of seconds, got 0" in r.stderr, r
 
 
+def test_the_projects_l2_flush_reaches_the_job_and_the_option_overrides_it(tirxh, tmp_path):
+    d = start_daemon(tmp_path / "state", fake_boards=1)
+    try:
+        tirxh.project(vadd=VADD, toml=DEFAULT_TOML + '[bench]\nl2_flush = "read"\n')
+        tirxh.run("bench", "--kcoral", d.address)
+        tirxh.run("bench", "--kcoral", d.address, "--l2-flush", "none")
+        timings = [json.loads(j["job_json"])["timing"] for j in d.store.list()]
+        assert {(t.get("l2_flush", True), t.get("l2_flush_by", "write"))
+                for t in timings} == {(False, "write"), (True, "read")}
+    finally:
+        d.stop(1)
+    tirxh.project(vadd=VADD, toml=DEFAULT_TOML + '[bench]\nl2_flush = "evict"\n')
+    r = tirxh.run("bench")
+    assert r.ret != 0 and "l2_flush" in r.stderr and "got 'evict'" in r.stderr, r
+
+
 def test_seed_counts_reach_the_job(tirxh, tmp_path):
     d = start_daemon(tmp_path / "state", fake_boards=1)
     try:

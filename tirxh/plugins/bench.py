@@ -191,6 +191,10 @@ def tirxh_addoption(parser):
                           "write-back of its dirty lines), 'read' (a read-only sweep: no "
                           "harness traffic in the timed window, as ncu's cache control), or "
                           "'none' (inputs may stay in L2 between samples)")
+    parser.addini("bench", "l2_flush", "str", None,
+                  "how KCoral empties the L2 before each timed sample when --l2-flush is not "
+                  "given: write, read or none (default: KCoral's, write)",
+                  choices=("write", "read", "none"))
     parser.addini("bench", "exec_s", "float", None,
                   "execution budget of each bench job on its board, seconds (a hung kernel is "
                   "stopped sooner by the per-launch watchdog)", check=_positive)
@@ -237,13 +241,13 @@ MAX_REPEAT = 1000        # KCoral's bound on timing.repeat
 
 def timing_overrides(config) -> dict:
     """The job's timing fields from ``--min-rounds``, ``--timing-budget``, ``--back-to-back``
-    and ``--l2-flush`` ({} for none): min_iters N with max_iters raised to match, budget_s (60 s
+    and ``--l2-flush`` (else ``[bench] l2_flush``) ({} for none): min_iters N with max_iters raised to match, budget_s (60 s
     by default when rounds are asked for: 2 s would end them first), repeat. Refused here, not
     on the board: a count or budget outside KCoral's bounds, and a timing budget at or above
     the job's execution budget (the board would kill the job mid-timing and report nothing)."""
     rounds, budget = config.getoption("min_rounds"), config.getoption("timing_budget")
     repeat = config.getoption("back_to_back")
-    flush = config.getoption("l2_flush")
+    flush = config.getoption("l2_flush") or config.getini("bench", "l2_flush")
     out: dict = {}
     if flush == "none":
         out["l2_flush"] = False
