@@ -251,7 +251,7 @@ class Timing(Model):
     divided (`kcoral.measure.back_to_back`): a short kernel then keeps the board busy enough
     to reach its sustained clock. ``l2_flush`` empties the L2 before every timed sample;
     ``l2_flush_by`` says how (`kcoral.boards.l2_flush`): ``write`` (a memset, the protocol's
-    default: the sample inherits the memset's dirty lines and pays their write-back) or
+    default: the memset's dirty lines are written back inside the sample's window) or
     ``read`` (a read-only sweep: the write-back happens before the start event)."""
 
     enabled: bool = spec(Bool(), True)

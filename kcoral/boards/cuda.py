@@ -410,10 +410,10 @@ class CudaDevice(Device):
 
     def timed_batch(self, fns, l2_flush, gate=False):
         """`l2_flush` is a mode of `kcoral.boards.l2_flush` (``write``, ``read``; True is
-        ``write``, falsy none). With `gate`, the round's work waits behind a `LaunchGate` until all of it is
-        enqueued, so host launch overhead between the events is not timed (`last_gate` says
-        whether it was: ``gated``, ``late`` when the gate's watcher had to open it, or
-        ``unavailable: why``)."""
+        ``write``, falsy none). With `gate`, the round's work waits behind a `LaunchGate`
+        until all of it is enqueued, so host launch overhead between the events is not timed
+        (`last_gate` says whether it was: ``gated``, ``late`` when the gate's watcher had to
+        open it, or ``unavailable: why``)."""
         cu = self.cu
         mode = flush_mode(l2_flush)
         evs = self._event_pairs(len(fns))

@@ -6,11 +6,11 @@ kernel inherits:
 
 - ``write`` (the protocol since kcoral-measure/1, and triton's ``do_bench``, which measured
   the 4.25 TB/s copy anchor): ``cuMemsetD32Async`` over the buffer. The L2 ends full of the
-  memset's *dirty* lines, and the timed kernel's first misses evict them: their write-back
-  (up to the L2's size, ~50 MB on an H100/H200, ~12 us of HBM writes at 4.3 TB/s) is charged
-  to the kernel. On a ~140 us memory-bound kernel that is ~5%; ncu, whose cache control
-  invalidates the L2, reported top-k 5.0-5.8% shorter than KCoral's medians (docs/PERFORMANCE.md,
-  session 27).
+  memset's *dirty* lines, which the timed kernel's first misses evict: their write-back (up
+  to the L2's size, ~50 MB on an H100/H200, ~12 us of HBM writes at 4.3 TB/s) falls inside
+  the timed window. How much of it the kernel pays is what the two modes measure (a
+  hypothesis until then, docs/PERFORMANCE.md "Session 28": ncu, whose cache control
+  invalidates the L2, put top-k 5.0-5.8% below KCoral's medians in session 27).
 - ``read``: a read-only kernel (`SWEEP_PTX`) loads every 16 bytes of the same buffer once. The
   previous launch's dirty lines are written back *during the sweep*, before the start event,
   and the L2 ends full of clean lines that the timed kernel evicts for free: the state ncu's

@@ -187,8 +187,8 @@ def tirxh_addoption(parser):
                           "sustained clock; with --min-rounds, both regimes for short kernels")
     parser.addoption("--l2-flush", choices=("write", "read", "none"), default=None,
                      help="how KCoral empties the L2 before each timed sample (timing."
-                          "l2_flush_by): 'write' (a memset, the default; the sample pays the "
-                          "write-back of its dirty lines), 'read' (a read-only sweep: no "
+                          "l2_flush_by): 'write' (a memset, the default; its dirty lines are "
+                          "written back inside the sample's window), 'read' (a read-only sweep: no "
                           "harness traffic in the timed window, as ncu's cache control), or "
                           "'none' (inputs may stay in L2 between samples)")
     parser.addini("bench", "l2_flush", "str", None,
@@ -241,10 +241,11 @@ MAX_REPEAT = 1000        # KCoral's bound on timing.repeat
 
 def timing_overrides(config) -> dict:
     """The job's timing fields from ``--min-rounds``, ``--timing-budget``, ``--back-to-back``
-    and ``--l2-flush`` (else ``[bench] l2_flush``) ({} for none): min_iters N with max_iters raised to match, budget_s (60 s
-    by default when rounds are asked for: 2 s would end them first), repeat. Refused here, not
-    on the board: a count or budget outside KCoral's bounds, and a timing budget at or above
-    the job's execution budget (the board would kill the job mid-timing and report nothing)."""
+    and ``--l2-flush`` (else ``[bench] l2_flush``) ({} for none): min_iters N with max_iters
+    raised to match, budget_s (60 s by default when rounds are asked for: 2 s would end them
+    first), repeat, l2_flush / l2_flush_by. Refused here, not on the board: a count or
+    budget outside KCoral's bounds, and a timing budget at or above the job's execution
+    budget (the board would kill the job mid-timing and report nothing)."""
     rounds, budget = config.getoption("min_rounds"), config.getoption("timing_budget")
     repeat = config.getoption("back_to_back")
     flush = config.getoption("l2_flush") or config.getini("bench", "l2_flush")
