@@ -103,7 +103,8 @@ def plan_items(paths) -> list:
     ``item_report`` records were read; session 21's, since only the f32 plan's name was."""
     return [dict(_row(ln["kernel"], ln["case"], ln["rec"].get("verdict") or ln["rec"].get(
                  "state") or "?", ln["timing"], ln["why"]),
-                 verified=bool((ln["rec"].get("result") or {}).get("verified")))
+                 verified=bool((ln["rec"].get("result") or {}).get("verified")),
+                 split=ln["timing"].get("launch_split"))
             for ln in plan_lines(paths) if is_plan(ln["kernel"])]
 
 
@@ -265,6 +266,28 @@ def _fwd_bwd(items: list, cases: dict) -> list:
                    f"{_f(None if r is None else r * ms)} | {_f(r, '{:.2f}x')} | {met} | "
                    f"{'yes' if it.get('verified') else 'no'} | "
                    f"{floor} |")
+    return out + _launch_splits(rows)
+
+
+def _launch_splits(rows: list) -> list:
+    """Each timed plan's launches (KCoral's ``launch_split``: extra samples after the paired
+    rounds, an event between every two launches): each launch's median and share, and their
+    sum against the paired rounds' median."""
+    out = []
+    for it in sorted(rows, key=lambda i: (i["kernel"], i["case"] or "")):
+        split = it.get("split") or {}
+        plan = it["kernel"][len(PLAN) + 1:]
+        name = f"{it['case']}{f' ({plan})' if plan else ''}"
+        if "skipped" in split:
+            out += ["", f"Launches of {name}: not split ({split['skipped']})"]
+        if "launches" not in split:
+            continue
+        out += ["", f"Launches of {name}: {split['samples']} split samples, sum "
+                f"{_f(split['sum_ms'])} ms against the rounds' median "
+                f"{_f(split.get('candidate_median_ms'))} ms", "",
+                "| launch | median ms | IQR ms | share |", "| --- | --- | --- | --- |"]
+        out += [f"| {ln['entry']} | {_f(ln['median_ms'])} | {_f(ln['iqr_ms'])} | "
+                f"{_f(ln['share'], '{:.1%}')} |" for ln in split["launches"]]
     return out
 
 

@@ -252,7 +252,10 @@ class Timing(Model):
     to reach its sustained clock. ``l2_flush`` empties the L2 before every timed sample;
     ``l2_flush_by`` says how (`kcoral.boards.l2_flush`): ``write`` (a memset, the protocol's
     default: the memset's dirty lines are written back inside the sample's window) or
-    ``read`` (a read-only sweep: the write-back happens before the start event)."""
+    ``read`` (a read-only sweep: the write-back happens before the start event).
+    ``split_samples``: for a candidate of several launches (a plan), that many extra samples
+    after the paired rounds with an event between every two launches, each launch's median
+    reported (``launch_split``); 0 turns it off."""
 
     enabled: bool = spec(Bool(), True)
     warmup: int = spec(Int(0, 10000), 3)
@@ -267,6 +270,7 @@ class Timing(Model):
     cooldown_s: float = spec(Num(0, 60), 0.0)
     launch_gate: bool = spec(Bool(), True)
     repeat: int = spec(Int(1, 1000), 1)
+    split_samples: int = spec(Int(0, 1000), 10)
 
 
 @dataclass

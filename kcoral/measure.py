@@ -130,6 +130,7 @@ class Session:
 
     def _kernel_launcher(self):
         fns = [self.dev.launcher(ln, self.doc) for ln in self.doc["launches"]]
+        self._launch_fns = fns
         if len(fns) == 1:
             return fns[0]
 
@@ -386,6 +387,7 @@ class Session:
                 self.progress("timing", f"{n} samples, relative noise {noise:.2%}")
                 last_report = time.monotonic()
         guards.check_iteration(self._timed_candidate, "a timed iteration after the last round")
+        split = self._launch_split(flush)
         readings.append(clock())
         stats = {nm: summary(s) for nm, s in zip(names, samples)}
         clocks = clock_summary(readings, full)
@@ -424,7 +426,37 @@ class Session:
                                  {b.name: by_name[b.name] for b, _ in baselines},
                                  round_clocks, full)
         res.update(throughput(self.job.work, stats["candidate"]["median_ms"], self.dev.info()))
+        if split is not None:
+            if "skipped" not in split:
+                split["candidate_median_ms"] = stats["candidate"]["median_ms"]
+            res["launch_split"] = split
         return res
+
+    def _launch_split(self, flush: str) -> "dict | None":
+        """Where a multi-launch candidate's time goes (a plan of several kernels): after the
+        paired rounds, ``timing.split_samples`` extra samples of its launches back to back
+        after one flush, an event between every two (`Device.timed_split`), each launch's
+        median. Separate from the paired rounds, so the protocol's figures are unchanged;
+        None for a single launch or split_samples 0."""
+        n = self.job.timing.split_samples
+        if len(self._launch_fns) < 2 or not n:
+            return None
+        entries = [ln["entry"] for ln in self.doc["launches"]]
+        per: list = [[] for _ in entries]
+        try:
+            for i in range(n):
+                with self.wd.guard(f"launch split sample {i + 1}"):
+                    ms = self.dev.timed_split(self._launch_fns, flush)
+                for k, m in enumerate(ms):
+                    per[k].append(m)
+        except NotImplementedError:
+            return {"skipped": f"board kind {self.dev.kind!r} cannot time launches apart"}
+        stats = [summary(p) for p in per]
+        total = sum(st["median_ms"] for st in stats)
+        return {"samples": n, "sum_ms": total,
+                "launches": [{"entry": e, "median_ms": st["median_ms"], "iqr_ms": st["iqr_ms"],
+                              "share": st["median_ms"] / total if total > 0 else None}
+                             for e, st in zip(entries, stats)]}
 
     @staticmethod
     def _count_gate(gate: dict, state: str) -> None:

@@ -114,6 +114,12 @@ class Device:
         board that can holds the whole batch until it is enqueued."""
         raise NotImplementedError
 
+    def timed_split(self, fns: list, l2_flush: "str | bool") -> list:
+        """One sample of `fns` run back to back after one flush (a multi-launch candidate's
+        launches), each timed on its own: ms per fn. A board that cannot time launches apart
+        raises NotImplementedError (the result then says so)."""
+        raise NotImplementedError
+
     def sm_clock_mhz(self) -> "float | None":
         return None
 

@@ -417,16 +417,47 @@ class CudaDevice(Device):
         cu = self.cu
         mode = flush_mode(l2_flush)
         evs = self._event_pairs(len(fns))
-        held = self._gate() if gate else None
-        if held is not None:
-            held.close()
-        try:
+
+        def enqueue():
             for fn, (a, b) in zip(fns, evs):
                 if mode:
                     self._flush.sweep(mode)
                 self._check(cu.cuEventRecord(a, self.stream), "cuEventRecord")
                 fn()
                 self._check(cu.cuEventRecord(b, self.stream), "cuEventRecord")
+        self._held(enqueue, gate)
+        self._check(cu.cuEventSynchronize(evs[-1][1]), "cuEventSynchronize", "runtime")
+        return [float(self._check(cu.cuEventElapsedTime(a, b), "cuEventElapsedTime"))
+                for a, b in evs]
+
+    def timed_split(self, fns, l2_flush):
+        """One sample of several launches in a row (a plan's), after one flush, with an event
+        between every two: each launch's ms, behind the launch gate when there is one."""
+        cu = self.cu
+        mode = flush_mode(l2_flush)
+        pairs = self._event_pairs(-(-(len(fns) + 1) // 2))
+        evs = [e for pair in pairs for e in pair][:len(fns) + 1]
+
+        def enqueue():
+            if mode:
+                self._flush.sweep(mode)
+            self._check(cu.cuEventRecord(evs[0], self.stream), "cuEventRecord")
+            for fn, e in zip(fns, evs[1:]):
+                fn()
+                self._check(cu.cuEventRecord(e, self.stream), "cuEventRecord")
+        self._held(enqueue, True)
+        self._check(cu.cuEventSynchronize(evs[-1]), "cuEventSynchronize", "runtime")
+        return [float(self._check(cu.cuEventElapsedTime(a, b), "cuEventElapsedTime"))
+                for a, b in zip(evs, evs[1:])]
+
+    def _held(self, enqueue, gate: bool) -> None:
+        """`enqueue()` behind the launch gate when `gate` (and the board has one), and
+        `last_gate` set to how it went."""
+        held = self._gate() if gate else None
+        if held is not None:
+            held.close()
+        try:
+            enqueue()
         finally:
             if held is not None:
                 held.open()  # even on an error: never leave the stream waiting
@@ -434,9 +465,6 @@ class CudaDevice(Device):
             self.last_gate = "late" if held.late else "gated"
         else:
             self.last_gate = f"unavailable: {self._gate_error}" if gate else "off"
-        self._check(cu.cuEventSynchronize(evs[-1][1]), "cuEventSynchronize", "runtime")
-        return [float(self._check(cu.cuEventElapsedTime(a, b), "cuEventElapsedTime"))
-                for a, b in evs]
 
     def _gate(self) -> "LaunchGate | None":
         """The device's launch gate, made on first use; None (and `_gate_error`) when the

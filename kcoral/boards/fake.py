@@ -246,17 +246,28 @@ class FakeDevice(Device):
         if now - self._last_round >= COOL_S:
             self.rounds = self.hot_launches = 0  # the card idled: it is back at full clock
         clock = self._clock()
-        out = []
-        for f in fns:
-            start = self.busy_ms
-            f()
-            base = self.busy_ms - start or getattr(f, "time_ms", 0.01) * (
-                FULL_MHZ / clock) ** getattr(f, "clock_sensitivity", 0.0)
-            out.append(base * (1.0 + self._noise * float(self._rng.standard_normal())))
+        out = [self._run_modelled(f, clock) for f in fns]
         self.sync()
         self.rounds += 1
         self._last_round = time.monotonic()
         return out
+
+    def timed_split(self, fns, l2_flush):
+        """Each fn's modelled time as `timed_batch` gives it, all after one flush."""
+        self.last_flush = flush_mode(l2_flush)
+        clock = self._clock()
+        out = [self._run_modelled(f, clock) for f in fns]
+        self.sync()
+        return out
+
+    def _run_modelled(self, f, clock) -> float:
+        """Run `f`: the modelled ms of the launches it made (or of its own ``time_ms`` when it
+        launched none of this board's), with the board's seeded noise."""
+        start = self.busy_ms
+        f()
+        base = self.busy_ms - start or getattr(f, "time_ms", 0.01) * (
+            FULL_MHZ / clock) ** getattr(f, "clock_sensitivity", 0.0)
+        return base * (1.0 + self._noise * float(self._rng.standard_normal()))
 
     def sm_clock_mhz(self):
         return self._clock()

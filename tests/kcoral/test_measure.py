@@ -156,6 +156,11 @@ def _run(tmp_path, timing, fake=None, kernel=None, baseline=None, device=FakeDev
     doc = _vadd_doc(mod, [{"name": "fake.add", "args": dict(
         {"a": "a", "b": "b", "out": "out", "time_ms": 1.38}, **(baseline or {}))}],
         dict({"min_iters": 40, "max_iters": 40, "budget_s": 30}, **timing), fake)
+    return _timing_of(doc, blobs, device)
+
+
+def _timing_of(doc, blobs, device):
+    """Run the job `doc` on a fresh `device` (noise 0.1%): its result's timing."""
     job = Job.from_json(doc)
     dev = device(BoardSpec("f", "fake", "sm_90a", options={"noise": 0.001}))
     dev.begin_job(job.doc)
@@ -380,3 +385,39 @@ def test_a_run_atol_names_a_checked_buffer_and_a_bounded_number(atol, field, mes
         Job.from_json(doc)
     assert [(f, m) for f, m in ei.value.problems if f == field and message in m], \
         ei.value.problems
+
+
+def _two_launch_job(tmp_path, timing, device=FakeDevice):
+    """The fake vadd as a plan of two launches (``k`` 0.05 ms then ``k2`` 0.2 ms, both
+    writing out = a + b), on `device`."""
+    blobs = BlobStore(tmp_path)
+    mod = blobs.put(json.dumps({"kernels": {"k": {"op": "add", "time_ms": 0.05},
+                                            "k2": {"op": "add", "time_ms": 0.2}}}).encode())
+    doc = _vadd_doc(mod, [], dict({"min_iters": 10, "budget_s": 1.0}, **timing))
+    doc["launches"] = doc["launches"] + [dict(doc["launches"][0], entry="k2")]
+    return _timing_of(doc, blobs, device)
+
+
+def test_a_plans_time_is_split_by_launch(tmp_path):
+    """A candidate of several launches gets `split_samples` extra samples with an event
+    between launches: each launch's median and share, beside the paired rounds' median."""
+    t = _two_launch_job(tmp_path, {"split_samples": 12})
+    split = t["launch_split"]
+    assert split["samples"] == 12 and [ln["entry"] for ln in split["launches"]] == ["k", "k2"]
+    k, k2 = split["launches"]
+    assert k["median_ms"] == pytest.approx(0.05, rel=0.01)
+    assert k2["median_ms"] == pytest.approx(0.2, rel=0.01)
+    assert k["share"] == pytest.approx(0.2, rel=0.02) and split["sum_ms"] == pytest.approx(
+        split["candidate_median_ms"], rel=0.01)
+    assert "launch_split" not in _two_launch_job(tmp_path / "off", {"split_samples": 0})
+
+
+def test_a_single_launch_has_no_split_and_a_board_without_one_says_so(tmp_path):
+    assert "launch_split" not in _run(tmp_path, {})
+
+    class NoSplit(FakeDevice):
+        def timed_split(self, fns, l2_flush):
+            raise NotImplementedError
+
+    t = _two_launch_job(tmp_path / "b", {}, device=NoSplit)
+    assert t["launch_split"] == {"skipped": "board kind 'fake' cannot time launches apart"}
