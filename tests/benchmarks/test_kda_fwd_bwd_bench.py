@@ -66,16 +66,21 @@ def test_a_small_case_builds_a_valid_job_of_seven_launches(monkeypatch, tmp_path
 
 
 @pytest.mark.slow
-def test_plan_tc3_builds_six_launches_with_its_walk_scratch_zeroed(monkeypatch, tmp_path):
-    """Plan "tc3": one prep launch for both walks; the forward walk's operands (nfrag_f, bt_f)
-    are scratch (zeroed on the board, never uploaded: 1.6 GB at T8192 H96), and the declared
-    bytes read the raw inputs once for both walks."""
+@pytest.mark.parametrize("plan", ["tc3", "tc4"])
+def test_one_prep_plans_build_six_launches_with_their_scratch_zeroed(monkeypatch, tmp_path,
+                                                                     plan):
+    """Plans "tc3" and "tc4": one prep launch for both walks; the forward walk's operands
+    (nfrag_f, bt_f) and tc4's stored prep tiles (ptile) are scratch (zeroed on the board, never
+    uploaded: 1.6 and 1.2 GB at T8192 H96); the declared bytes read the raw inputs once for both
+    walks, and tc4's add the tiles' write and read."""
     monkeypatch.setattr(B, "_assemble", lambda cache: lambda ptx, target, prefer: (b"x", ""))
     job = B.build(next(c for c in B.M.CASES if c.name == "t20_h1_deep"), cache=tmp_path,
-                  plan_name="tc3")
+                  plan_name=plan)
     assert [ln.entry for ln in job.launches] == [
         "kda_fb_fwd", "kda_fb_prep", "kda_fb_chain_f", "kda_fb_chain_b", "kda_fb_pieces",
         "kda_fb_local"]
     init = {b.name: b.init.kind for b in job.buffers}
     assert init["nfrag_f"] == init["bt_f"] == init["nfrag"] == "zeros"
+    assert init.get("ptile") == ("zeros" if plan == "tc4" else None)
     assert B.M._bytes(1, 8192, 96, plan="tc3") < B.M._bytes(1, 8192, 96, plan="tc2")
+    assert B.M._bytes(1, 8192, 96, plan="tc4") > B.M._bytes(1, 8192, 96, plan="tc3")

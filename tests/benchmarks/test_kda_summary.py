@@ -214,6 +214,25 @@ def test_every_plans_lines_are_read_each_row_naming_its_plan(tmp_path, capsys):
     assert not S.is_plan("kda_fwd_pair") and not S.is_plan(None)
 
 
+def test_a_plans_launch_split_is_a_table_under_its_row(tmp_path, capsys):
+    """KCoral's ``launch_split`` (each launch's median from extra samples with an event between
+    launches) becomes a table per timed plan; a board that could not split says so."""
+    line = _plan_line("t8192_h96", 32.8, 0.369, item="kda_fwd_bwd_tc3")
+    line["result"]["timing"]["launch_split"] = {
+        "samples": 10, "sum_ms": 32.9, "candidate_median_ms": 32.8,
+        "launches": [{"entry": "kda_fb_fwd", "median_ms": 1.1, "iqr_ms": 0.01, "share": 0.0334},
+                     {"entry": "kda_fb_prep", "median_ms": 7.9, "iqr_ms": 0.02,
+                      "share": 0.2401}]}
+    other = _plan_line("t8192_h96", 34.7, 0.348, item="kda_fwd_bwd_tc2")
+    other["result"]["timing"]["launch_split"] = {"skipped": "board kind 'x' cannot"}
+    assert S.main([str(_log(tmp_path, [line, other]))]) == 0
+    out = capsys.readouterr().out
+    assert ("Launches of t8192_h96 (tc3): 10 split samples, sum 32.900 ms against the "
+            "rounds' median 32.800 ms") in out
+    assert "| kda_fb_prep | 7.900 | 0.020 | 24.0% |" in out
+    assert "Launches of t8192_h96 (tc2): not split (board kind 'x' cannot)" in out
+
+
 def test_decode_is_read_against_both_copy_bandwidths(tmp_path, capsys):
     """The decode goal (>= 90% of copy bandwidth) against the large-copy 4.25 TB/s and against
     `torch.copy_like` in the same job: the state's 2 N H K V x 4 bytes over the copy's time."""

@@ -78,7 +78,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
         1, 8192, 96, FORWARD=1) + MOD.LT._flops(1, 8192, 96)
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
     with pytest.raises(ValueError,
-                       match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3'\]"):
+                       match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3', 'tc4'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -114,6 +114,25 @@ def test_plan_tc3_preps_both_walks_in_one_launch():
     assert set(MOD.scratch("tc3")) - set(MOD.scratch("tc2")) == {"nfrag_f", "bt_f"}
     pm = 2 * MOD.TC.pm_macs(2) * 12288
     assert MOD._flops(1, 8192, 96, plan="tc2") - MOD._flops(1, 8192, 96, plan="tc3") == pm
+
+
+def test_plan_tc4_loads_the_preps_tiles_it_stored():
+    """Plan "tc4": plan "tc3" with kda_bwd_prep3s (the tiles stored into `ptile`) and
+    kda_bwd_pieces_ld (loaded, no PREP, no q, k, g_raw, beta) in its prep and pieces launches;
+    every other launch tc3's; its FLOPs drop the pieces' prep products."""
+    tc3, tc4 = MOD.steps(1, 8192, 96, plan="tc3"), MOD.steps(1, 8192, 96, plan="tc4")
+    assert [s.kernel.name for s in tc4] == ["kda_fwd", "kda_bwd_prep3s", "kda_bwd_chain",
+                                            "kda_bwd_chain", "kda_bwd_pieces_ld",
+                                            "kda_bwd_local_tc"]
+    assert tc4[1]._replace(kernel=None) == tc3[1]._replace(kernel=None)
+    assert tc4[4].consts == {} and tc4[4].grid == tc3[4].grid and tc4[4].buffer("ptile") == \
+        tc4[1].buffer("ptile") == "ptile"
+    assert {p.name for p in tc4[4].kernel.runtime_params}.isdisjoint({"q", "k", "g_raw", "beta"})
+    assert [s for i, s in enumerate(tc4) if i not in (1, 4)] == [
+        s for i, s in enumerate(tc3) if i not in (1, 4)]
+    assert set(MOD.scratch("tc4")) - set(MOD.scratch("tc3")) == {"ptile"}
+    pm = 2 * MOD.TC.pm_macs(2) * 12288
+    assert MOD._flops(1, 8192, 96, plan="tc3") - MOD._flops(1, 8192, 96, plan="tc4") == pm
 
 
 def test_an_unknown_forward_variant_is_refused():
@@ -168,17 +187,20 @@ def test_plan_tc2_meets_the_public_rules(case):
 
 @SLOW
 @pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small][2:], ids=lambda c: c.name)
-def test_plan_tc3_gives_plan_tc2s_outputs_bit_for_bit(case):
+def test_plans_tc3_and_tc4_give_plan_tc2s_outputs_bit_for_bit(case):
     """kda_bwd_prep3's walks are kda_bwd_prep_tc's at PREP=2 bit for bit
-    (tests/zoo/test_kda_bwd_prep3.py), so plan "tc3" is plan "tc2" to the last bit on 2 heads
-    of mixed gates and on the varlen pack (numsim, every launch), and within the public rules
-    (test_plan_tc2_meets_the_public_rules). A plan that swapped the walks' operands would
-    differ (and fail: chain_f would walk dO's operands)."""
+    (tests/zoo/test_kda_bwd_prep3.py), and kda_bwd_pieces_ld computes from the very f32 words
+    of the prep's tiles that kda_bwd_prep3s stored, so plans "tc3" and "tc4" are plan "tc2"
+    to the last bit on 2 heads of mixed gates and on the varlen pack (numsim, every launch),
+    and within the public rules (test_plan_tc2_meets_the_public_rules). A plan that swapped
+    the walks' operands, or loaded another chunk's tiles, would differ."""
     x = MOD.inputs(np.random.default_rng(1), **case.params(), gate=case.gate)
     tc2 = MOD.simulate(x, MOD.steps(**case.params(), plan="tc2"))
-    tc3 = MOD.simulate(x, MOD.steps(**case.params(), plan="tc3"))
-    for n in MOD.OUTPUTS:
-        assert np.array_equal(np.asarray(tc3[n]), np.asarray(tc2[n]), equal_nan=True), n
+    for plan in ("tc3", "tc4"):
+        got = MOD.simulate(x, MOD.steps(**case.params(), plan=plan))
+        for n in MOD.OUTPUTS:
+            assert np.array_equal(np.asarray(got[n]), np.asarray(tc2[n]), equal_nan=True), \
+                (plan, n)
 
 
 @SLOW

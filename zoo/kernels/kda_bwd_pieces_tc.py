@@ -67,6 +67,7 @@ import kda_bwd as BW  # noqa: E402 - after the path that finds it
 import kda_bwd_chain_pieces as PC  # noqa: E402
 import kda_bwd_chain_prep as PR  # noqa: E402
 import kda_bwd_local as BL  # noqa: E402
+import kda_bwd_prep_tiles as PTL  # noqa: E402
 import kda_bwd_reverse as BR  # noqa: E402
 import kda_ref as R  # noqa: E402
 from kda_chunk import C, K, V, mma, pack, unpack  # noqa: E402
@@ -469,6 +470,26 @@ def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16
                       PREP: T.const = 0, TF32: T.const = 0):
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP)    # dO in sm.do
+    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32)
+
+
+@T.kernel(grid=PC._grid, block=256)
+def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
+                      chunk_rows: T.gptr[T.s32], ptile: T.gptr[T.f32], s0: T.gptr[T.f32],
+                      ds1: T.gptr[T.f32], dv: T.gptr[T.f32], dqe: T.gptr[T.f32],
+                      dke: T.gptr[T.f32], dkl: T.gptr[T.f32], dm: T.gptr[T.f32],
+                      dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0):
+    """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
+    them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products."""
+    sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
+    PTL.load(sm, ck.c * ck.H + ck.h, ptile)
+    PTL.stage(sm.do, ck, do)
+    T.ptx.bar.sync(0)
+    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32)
+
+
+def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32):
+    """The module docstring's phases after the prep (its tiles published by a barrier)."""
     ln = _Lane(TF32)
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())

@@ -48,6 +48,7 @@ import kda_bwd_chain_prep as PR  # noqa: E402 - after the path that finds it
 import kda_bwd_pieces_tc as TC  # noqa: E402
 import kda_bwd_prep2 as P2  # noqa: E402
 import kda_bwd_prep_tc as PT  # noqa: E402
+import kda_bwd_prep_tiles as PTL  # noqa: E402
 from kda_chunk import C, K, TILE, Lanes, ld4, mma, pack  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
@@ -300,9 +301,33 @@ def kda_bwd_prep3(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                   chunk_rows: T.gptr[T.s32], nfrag_f: T.gptr[T.u32], bt_f: T.gptr[T.f32],
                   nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
                   PREP: T.const = 2):
+    _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
+                nfrag, bt, eg, PREP)
+
+
+@T.kernel(grid=PR._grid, block=256)
+def kda_bwd_prep3s(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                   v: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
+                   dt_bias: T.gptr[T.f32], do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
+                   chunk_rows: T.gptr[T.s32], nfrag_f: T.gptr[T.u32], bt_f: T.gptr[T.f32],
+                   nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
+                   ptile: T.gptr[T.f32], PREP: T.const = 2):
+    """kda_bwd_prep3, and the prep's tiles piece 2c reads stored into `ptile`
+    (kda_bwd_prep_tiles: plan "tc4" of kda_fwd_bwd computes the prep once for both)."""
+    _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
+                nfrag, bt, eg, PREP, ptile)
+
+
+def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
+                nfrag, bt, eg, PREP, ptile=None):
+    """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
+    last barrier has published them; the split's first round only reads them before its own
+    barrier)."""
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP)    # dO in sm.do
     hc = ck.c * ck.H + ck.h
+    if ptile is not None:
+        PTL.store(sm, hc, ptile)
     op = _Operands(sm)
     split_operands(sm, op)
     ln, lanes = TC._Lane(), Lanes()

@@ -37,7 +37,10 @@ launch, kda_bwd_prep3 (both walks' operands from one prep, its fragments by ``ld
 bf16 planes; each walk's outputs bit-identical to kda_bwd_prep_tc's at PREP=2), the forward
 walk's into the scratch `nfrag_f`, `bt_f`: six launches (``fwd``, ``prep``, ``chain_f``,
 ``chain_b``, ``pieces``, ``local``). Measured alone at T8192 H96 (docs/PERFORMANCE.md,
-sessions 13 and 17): 7.88 ms against the two prep_tc launches' 5.22 + 4.58.
+sessions 13 and 17): 7.88 ms against the two prep_tc launches' 5.22 + 4.58. Plan "tc4" is
+"tc3" whose prep launch (kda_bwd_prep3s) also stores the prep's tiles piece 2c reads into the
+scratch `ptile` and whose pieces launch (kda_bwd_pieces_ld) loads them instead of computing
+the prep a second time (kda_bwd_prep_tiles: `LOADED_PREP`).
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -71,6 +74,7 @@ import kda_bwd_local_tc as LT  # noqa: E402
 import kda_bwd_pieces_tc as TC  # noqa: E402
 import kda_bwd_prep3 as P3  # noqa: E402
 import kda_bwd_prep_tc as PT  # noqa: E402
+import kda_bwd_prep_tiles as PTL  # noqa: E402
 import kda_bwd_split as SP  # noqa: E402
 import kda_fwd as FW  # noqa: E402
 import kda_ref as R  # noqa: E402
@@ -88,12 +92,16 @@ SMALL_FORWARD = "v128wsb"          # small cases: the H96 forward (one warp-spec
 PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_local),
          "tc": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
          "tc2": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
-         "tc3": (P3.kda_bwd_prep3, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc)}
+         "tc3": (P3.kda_bwd_prep3, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
+         "tc4": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_tc)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
-PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2)}
+PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2)}
 # plans whose prep is one launch for both walks (the forward walk's operands in nfrag_f, bt_f)
-ONE_PREP = ("tc3",)
+ONE_PREP = ("tc3", "tc4")
+# plans whose pieces load the prep's tiles that launch stored (`ptile`) instead of computing
+# the prep again (kda_bwd_prep_tiles): their pieces launch takes no PREP
+LOADED_PREP = ("tc4",)
 
 
 class Step(NamedTuple):
@@ -136,7 +144,8 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
                  dict(x0="h0", xs="s0", xn="hn", nfrag="nfrag_f", bt="bt_f", eg="eg")),
             Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0), chains,
                  dict(x0="dht", xs="ds1", xn="dh0", **walk)),
-            Step("pieces", pieces, dict(pc), PC._grid(B, T_, H, lens), {}),
+            Step("pieces", pieces, {} if plan in LOADED_PREP else dict(pc),
+                 PC._grid(B, T_, H, lens), {}),
             Step("local", local, {}, BL._grid(B, T_, H, lens), {}),
         ]
     return [
@@ -166,7 +175,8 @@ WALK_F = ("nfrag_f", "bt_f")
 
 def scratch(plan="f32") -> tuple:
     """The plan's scratch buffers (zeroed before each run, never uploaded)."""
-    return SCRATCH + (WALK_F if plan in ONE_PREP else ())
+    return (SCRATCH + (WALK_F if plan in ONE_PREP else ())
+            + (("ptile",) if plan in LOADED_PREP else ()))
 
 
 def _scratch(B, T_, H, lens):
@@ -176,7 +186,7 @@ def _scratch(B, T_, H, lens):
     N = B if lens is None else len(lens)
     walk = PR._outputs(H, chunks)
     out = dict(walk, nfrag_f=np.zeros(walk["nfrag"].shape, walk["nfrag"].dtype),
-               bt_f=np.zeros(walk["bt"].shape, walk["bt"].dtype),
+               bt_f=np.zeros(walk["bt"].shape, walk["bt"].dtype), **PTL.outputs(H, chunks),
                s0=np.zeros((chunks, H, K, V), np.float32),
                hn=np.zeros((N, H, K, V), np.float32), ds1=np.zeros((chunks, H, K, V), np.float32))
     pieces = PC._outputs(B, T_, H, chunks)
@@ -255,7 +265,8 @@ def simulate(arrays, plan, before=None):
 _WRITES = {"kda_fwd": ("o", "ht"), "kda_bwd_chain_prep": PR.OUTPUTS,
            "kda_bwd_chain": CH.OUTPUTS, "kda_bwd_chain_pieces": PC.OUTPUTS,
            "kda_bwd_pieces_tc": TC.OUTPUTS, "kda_bwd_prep_tc": PT.OUTPUTS,
-           "kda_bwd_prep3": P3.OUTPUTS,
+           "kda_bwd_prep3": P3.OUTPUTS, "kda_bwd_prep3s": P3.OUTPUTS + ("ptile",),
+           "kda_bwd_pieces_ld": TC.OUTPUTS,
            "kda_bwd_local": BL.OUTPUTS + ("gred", "cnt"),
            "kda_bwd_local_tc": LT.OUTPUTS + ("gred", "cnt")}
 
@@ -281,8 +292,12 @@ def _bytes(B, T_, H, lens=None, plan="f32"):
     chain = CH._bytes(B, T_, H, lens, CHAIN["WARPS"])
     preps = (P3._bytes(B, T_, H, lens) if plan in ONE_PREP
              else 2 * PR._bytes(B, T_, H, lens))
-    return (FW._bytes(B, T_, H, lens) + preps + 2 * chain
-            + PC._bytes(B, T_, H, lens) + BL._bytes(B, T_, H, lens))
+    out = (FW._bytes(B, T_, H, lens) + preps + 2 * chain
+           + PC._bytes(B, T_, H, lens) + BL._bytes(B, T_, H, lens))
+    if plan in LOADED_PREP:   # ptile written and read; the pieces read no q, k, g_raw, beta
+        tile = BL._chunks(B, T_, lens) * H * PTL.WORDS * 4
+        out += 2 * tile - B * T_ * H * (3 * 2 * K + 2)
+    return out
 
 
 def _flops(B, T_, H, lens=None, plan="f32"):
@@ -293,13 +308,14 @@ def _flops(B, T_, H, lens=None, plan="f32"):
     pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
-    if plan in ("tc", "tc2", "tc3"):
+    if plan in ("tc", "tc2", "tc3", "tc4"):
         pc = PLAN_CONSTS.get(plan, {})
         if plan in ONE_PREP:   # both walks' products, the prep's once
             out += P3._flops(B, T_, H, lens, **pc)
         else:
             out += sum(PT._flops(B, T_, H, lens, f, **pc) for f in (0, 1))
-        out += TC._flops(B, T_, H, lens, **pc) + LT._flops(B, T_, H, lens)
+        out += TC._flops(B, T_, H, lens, **({} if plan in LOADED_PREP else pc))
+        out += LT._flops(B, T_, H, lens)
     return out
 
 

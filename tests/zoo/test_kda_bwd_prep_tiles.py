@@ -1,0 +1,130 @@
+"""zoo/kernels/kda_bwd_prep_tiles.py (the prep's tiles stored once by kda_bwd_prep3s and loaded
+by kda_bwd_pieces_ld, plan "tc4"): the store variant's walks are prep3's bit for bit; the pieces
+from the loaded tiles are kda_bwd_pieces_tc's (PREP=2) bit for bit, on one chunk and on a
+varlen pack of two heads; tiles loaded for the wrong chunk are caught; sync_check is clean on
+both kernels."""
+
+import numpy as np
+import pytest
+
+from tests.zoo._zoo import mutant
+from tests.zoo.zoo_modules import load
+
+P3 = load("kda_bwd_prep3")
+TC = load("kda_bwd_pieces_tc")
+PTL = load("kda_bwd_prep_tiles")
+SLOW = pytest.mark.slow   # numsim of 256 threads: a few s a chunk and kernel
+
+
+def _pieces_case(name):
+    return next(c for c in TC.SUITE.cases if c.name == name)
+
+
+def _run(kernel, x, case, outputs, consts):
+    import tirxh_numsim as ns
+    res = ns.run(kernel, x, grid=TC.SUITE.grid(case), outputs=outputs, consts=consts)
+    assert res.verdict == "clean", res.summary()
+    return res.outputs
+
+
+def _stored(case):
+    """kda_bwd_prep3s and kda_bwd_prep3 on the pieces case's raw inputs: (prep3s's outputs,
+    prep3's outputs, the pieces' inputs)."""
+    x = TC.SUITE.make_inputs(case, 0)
+    chunks, H = x["s0"].shape[:2]
+    walks = P3.P2._outputs(H, chunks)
+    raw = {n: x[n] for n in ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do",
+                             "chunk_tok", "chunk_rows")}
+    got = _run(P3.kda_bwd_prep3s, dict(raw, **walks, **PTL.outputs(H, chunks)), case,
+               list(P3.OUTPUTS) + ["ptile"], {"PREP": 2})
+    want = _run(P3.kda_bwd_prep3, dict(raw, **P3.P2._outputs(H, chunks)), case,
+                list(P3.OUTPUTS), {"PREP": 2})
+    return got, want, x
+
+
+def _pieces_args(tiles, x):
+    """kda_bwd_pieces_ld's arguments: the stored tiles, the case's v, dO, S0, dS1."""
+    args = {n: x[n] for n in ("v", "do", "chunk_tok", "chunk_rows", "s0", "ds1")}
+    args.update({n: np.zeros_like(x[n]) for n in TC.OUTPUTS}, ptile=tiles)
+    return args
+
+
+def _pieces_from(tiles, x, case, kernel=None):
+    """kda_bwd_pieces_ld (or `kernel`) on `_pieces_args`."""
+    return _run(kernel or TC.kda_bwd_pieces_ld, _pieces_args(tiles, x), case, list(TC.OUTPUTS),
+                {})
+
+
+def _pieces_tc(x, case):
+    y = {n: (np.zeros_like(a) if n in TC.OUTPUTS else a) for n, a in x.items()}
+    return _run(TC.kda_bwd_pieces_tc, y, case, list(TC.OUTPUTS), {"PREP": 2})
+
+
+def test_the_layout_holds_what_the_pieces_read():
+    assert (PTL.KE0, PTL.KL0, PTL.M0, PTL.T0, PTL.BETA0, PTL.EG0) == (
+        0, 8192, 16384, 20480, 24576, 24640)
+    assert PTL.WORDS == 24768 and PTL.outputs(2, 3)["ptile"].shape == (3, 2, PTL.WORDS)
+
+
+@pytest.mark.parametrize("name", ["t20_h1_deep", pytest.param("pack_80_1_30_h2", marks=SLOW)])
+def test_pieces_from_the_stored_tiles_are_bit_identical(name):
+    """prep3s's walks are prep3's, and the pieces computed from its stored tiles are the
+    pieces that compute the prep themselves (PREP=2), every output, bit for bit."""
+    case = _pieces_case(name)
+    got, want, x = _stored(case)
+    for n in P3.OUTPUTS:
+        assert np.array_equal(got[n], want[n]), n
+    loaded, own = _pieces_from(got["ptile"], x, case), _pieces_tc(x, case)
+    for n in TC.OUTPUTS:
+        assert np.array_equal(loaded[n], own[n]), n
+
+
+@SLOW
+def test_tiles_of_the_wrong_chunk_are_caught(tmp_path):
+    """Pieces that load the next chunk-head's tiles (one past the last: a zero tile appended)
+    differ from the pieces that compute their own prep on the pack's chunks."""
+    case = _pieces_case("pack_80_1_30_h2")
+    got, _, x = _stored(case)
+    mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
+        "PTL.load(sm, ck.c * ck.H + ck.h, ptile)", "PTL.load(sm, ck.c * ck.H + ck.h + 1, ptile)")])
+    tiles = np.concatenate([got["ptile"].reshape(-1, PTL.WORDS), np.zeros((1, PTL.WORDS),
+                                                                         np.float32)])
+    bad = _pieces_from(tiles, x, case, kernel=mut.kda_bwd_pieces_ld)
+    own = _pieces_tc(x, case)
+    assert not all(np.array_equal(bad[n], own[n]) for n in TC.OUTPUTS)
+
+
+@SLOW
+def test_sync_check_is_clean_on_both_kernels():
+    """One 20-row chunk: the store reads the prep's tiles between its last barrier and the
+    split's first (reads only); the load's shared stores and dO's staging before the barrier
+    the products start behind."""
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    case = _pieces_case("t20_h1_deep")
+    got, _, x = _stored(case)
+    chunks, H = x["s0"].shape[:2]
+    raw = {n: x[n] for n in ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do",
+                             "chunk_tok", "chunk_rows")}
+    runs = [(P3.kda_bwd_prep3s, dict(raw, **P3.P2._outputs(H, chunks),
+                                     **PTL.outputs(H, chunks)), {"PREP": 2}),
+            (TC.kda_bwd_pieces_ld, _pieces_args(got["ptile"], x), {})]
+    for kernel, args, consts in runs:
+        for result in analyze.check_kernel(kernel, args, consts=consts,
+                                           grid=TC.SUITE.grid(case)):
+            assert result.verdict == "clean", (kernel.name, [f.message for f in
+                                                             result.findings])
+
+
+@SLOW
+def test_the_loads_barrier_is_load_bearing(tmp_path):
+    """Without the barrier after the load and dO's staging, the products' fragment loads race
+    the other warps' shared stores of the tiles: sync_check reports it."""
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    case = _pieces_case("t20_h1_deep")
+    got, _, x = _stored(case)
+    mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
+        "    PTL.stage(sm.do, ck, do)\n    T.ptx.bar.sync(0)\n", "    PTL.stage(sm.do, ck, do)\n")])
+    verdicts = [r.verdict for r in analyze.check_kernel(
+        mut.kda_bwd_pieces_ld, _pieces_args(got["ptile"], x), consts={},
+        grid=TC.SUITE.grid(case))]
+    assert any(v != "clean" for v in verdicts), verdicts

@@ -1,0 +1,109 @@
+"""Kimi Delta Attention backward: the prep's tiles that piece 2c reads, stored once by the prep
+launch and loaded by the pieces launch (issue 18; kda_fwd_bwd plan "tc4").
+
+Why: plan "tc3" computes the chunk's prep (norms, gate, P, M, the inverse T, KE, QE, KL) in its
+prep launch (kda_bwd_prep3) and again, identically, in its pieces launch (kda_bwd_pieces_tc,
+PREP=2): the prep alone ran 2.65 ms at T8192 H96 (kda_bwd_prep_only, session 14), about a fifth
+of the pieces' 12.0 ms. What the pieces' products read of it is KE, KL [C, K], M, T [C, C],
+beta [C] and exp(G_C) [K]: 24,768 f32 words (97 KB) a chunk and head, 1.2 GB at T8192 H96
+written once and read once (~0.6 ms of HBM at 4.3 TB/s, against the prep's 2.65 ms). The
+values are the f32 words of the prep's own shared tiles, so the pieces compute from exactly
+what they would have computed: their outputs are bit-identical (tests/zoo/test_kda_fwd_bwd.py).
+
+Layout of `ptile` [chunks, H, WORDS] (f32, row-major within each matrix): KE at `KE0`, KL at
+`KL0`, M at `M0`, T at `T0`, beta at `BETA0`, exp(G_C) at `EG0`. Every thread moves one column
+of a matrix over a stride of rows (consecutive threads, consecutive words: coalesced global
+accesses; consecutive banks of the 129-word-stride tiles: conflict-free shared ones), `UNROLL`
+rows' loads in flight before their stores.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import tirxh.lang as T
+
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+import kda_bwd as BW  # noqa: E402 - after the path that finds it
+from kda_chunk import C, K  # noqa: E402
+
+KE0 = 0
+KL0 = KE0 + C * K
+M0 = KL0 + C * K
+T0 = M0 + C * C
+BETA0 = T0 + C * C
+EG0 = BETA0 + C
+WORDS = EG0 + K
+THREADS = 256
+UNROLL = 8
+
+
+def _matrices(sm):
+    """(offset, shared tile, columns) of each stored matrix (all C rows)."""
+    return [(KE0, sm.ke, K), (KL0, sm.kl_, K), (M0, sm.m, C), (T0, sm.t, C)]
+
+
+def _passes(cols):
+    """The thread's column and first row, and the rows a pass covers, for `cols` columns."""
+    per = THREADS // cols
+    return T.tid.x & (cols - 1), T.tid.x // cols, per
+
+
+def _vectors(sm):
+    """(offset, shared vector, length): beta and exp(G_C)."""
+    return [(BETA0, sm.beta, C), (EG0, sm.eg, K)]
+
+
+def store(sm, hc, ptile):
+    """The prep's tiles of (chunk, head) `hc` from shared memory into `ptile` (after the prep's
+    last barrier; reads only)."""
+    base = hc * WORDS
+    for off, tile, cols in _matrices(sm):
+        col, r0, per = _passes(cols)
+        with T.range(C // per // UNROLL) as i8:
+            rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
+            vals = [T.ptx.ld.shared.f32(tile.at(r, col)) for r in rows]
+            for r, x in zip(rows, vals):
+                T.ptx.st.global_.f32(ptile.at(base + off + r * cols + col), x)
+    for off, vec, n in _vectors(sm):
+        with T.if_(T.tid.x < n):
+            T.ptx.st.global_.f32(ptile.at(base + off + T.tid.x),
+                                 T.ptx.ld.shared.f32(vec.at(T.tid.x)))
+
+
+def load(sm, hc, ptile):
+    """`store`'s words of (chunk, head) `hc` back into the same shared tiles (the caller's
+    barrier publishes them)."""
+    base = hc * WORDS
+    for off, tile, cols in _matrices(sm):
+        col, r0, per = _passes(cols)
+        with T.range(C // per // UNROLL) as i8:
+            rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
+            vals = [T.ptx.ld.global_.f32(ptile.at(base + off + r * cols + col)) for r in rows]
+            for r, x in zip(rows, vals):
+                T.ptx.st.shared.f32(tile.at(r, col), x)
+    for off, vec, n in _vectors(sm):
+        with T.if_(T.tid.x < n):
+            T.ptx.st.shared.f32(vec.at(T.tid.x),
+                                T.ptx.ld.global_.f32(ptile.at(base + off + T.tid.x)))
+
+
+def stage(tile, ck, y):
+    """y (dO) of the chunk into `tile` as f32 (rows past the sequence zero): thread t, column
+    t % 128, rows 32 (t / 128) ..; the values kda_bwd_reverse._decayed stages."""
+    col = T.tid.x & (K - 1)
+    i0 = (T.tid.x >> 7) * (C // 2)
+    with T.range(C // 2 // UNROLL) as i8:
+        rows = [i0 + i8 * UNROLL + u for u in range(UNROLL)]
+        vals = [BW._bf16(y, ck.row(i) + col) for i in rows]
+        for i, x in zip(rows, vals):
+            T.ptx.st.shared.f32(tile.at(i, col), T.ptx.selp.f32(x, 0.0, i < ck.nv))
+
+
+def outputs(H, chunks):
+    """A zeroed `ptile` for `chunks` chunks of H heads."""
+    return {"ptile": np.zeros((chunks, H, WORDS), np.float32)}
