@@ -49,6 +49,11 @@ the public backward rule only at unit input scale (v, h0 ~ N(0, 1): `inputs(unit
 SUITE_TF32), not at kda_bwd's scale c = 32-128 (docs/PERFORMANCE.md "Session 12, branch
 kdaprec", "Session 12, branch kdatf32").
 
+kda_bwd_pieces_ld (session 28, plan "tc4" of kda_fwd_bwd): the same products with the prep's
+tiles (KE, KL, M, T, beta, exp(G_C)) loaded from `ptile`, where kda_bwd_prep3s stored them
+(kda_bwd_prep_tiles), and dO staged, instead of the prep computed a second time: bit-identical
+outputs (tests/zoo/test_kda_bwd_prep_tiles.py), no q, k, g_raw, beta read.
+
 Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
 """
 

@@ -28,6 +28,10 @@ Phases (256 threads, ``bar.sync`` between): kda_bwd_prep2's prep -> `split_opera
 then dO, Tb, T, M: each round's loads before its barrier, the planes over their sources) ->
 `reverse_walk` -> a barrier -> V staged (`stage_v`) -> `forward_walk`; exp(G_C) stored.
 
+kda_bwd_prep3s (session 28, plan "tc4" of kda_fwd_bwd) is the same launch that also stores the
+prep's tiles piece 2c reads into `ptile` (kda_bwd_prep_tiles.store, between the prep and the
+split), so kda_bwd_pieces_ld need not compute the prep again.
+
 Inputs, outputs, cases and timing cases: kda_bwd_prep2's (the same interface, so the plan can
 swap it in; `benchmarks/kda_bench.sh prep3` times both in one job).
 
