@@ -77,6 +77,12 @@ def test_keyword_selection(tirxh):
     assert r.ret == 0, r
     assert "collected 6 items / 5 deselected / 1 selected" in r.stdout
     assert "kernels/vadd.py::vadd[small]@sm_90a" in r.outlines
+    # a kernel without a Suite (scale) is compile-only: the keyword selects it, or leaves it out
+    r = tirxh.run("check", "--collect-only", "-q", "-k", "compile_only")
+    assert [ln for ln in r.outlines if "::" in ln] == ["kernels/scale.py::scale@sm_80",
+                                                      "kernels/scale.py::scale@sm_90a"]
+    r = tirxh.run("check", "--collect-only", "-q", "-k", "not compile_only")
+    assert not any("scale" in ln for ln in r.outlines if "::" in ln)
     r = tirxh.run("check", "--collect-only", "-k", "nothing-matches")
     assert r.ret == 5
     r = tirxh.run("check", "-k", "vadd and (")

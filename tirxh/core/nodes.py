@@ -142,10 +142,16 @@ class KernelItem(Node):
         return self.config.relpath(Path(self.kernel.loc.file)), int(self.kernel.loc.line)
 
     def keywords(self) -> list:
+        """What ``-k`` matches: the module, kernel, target and node id, and the case's name and
+        tags; an item without a case (a kernel with no Suite: compiled and analyzed, never
+        simulated or timed) carries ``compile_only``, so a selection can leave such items out
+        (``-k "kda_bwd and not compile_only"``)."""
         out = [self.module.name, self.module.nodeid, self.kernel.name, self.target, self.name]
         if self.case is not None:
             out.append(self.case.name)
             out.extend(self.case.tags)
+        else:
+            out.append("compile_only")
         return out
 
 
