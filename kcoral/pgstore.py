@@ -34,7 +34,7 @@ _NOW = "EXTRACT(EPOCH FROM clock_timestamp())"
 _RUNNING = ("running", "loaded", "correctness", "timing", "tools")
 CHUNK = 4 << 20
 
-_SCHEMA = f"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS kcoral_jobs (
     seq BIGSERIAL PRIMARY KEY,
     job_id TEXT UNIQUE NOT NULL,
@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS kcoral_jobs (
     finished DOUBLE PRECISION NOT NULL DEFAULT 0,
     origin TEXT NOT NULL DEFAULT '',
     daemon TEXT NOT NULL DEFAULT '',
-    tags TEXT[] NOT NULL DEFAULT '{{}}',
+    tags TEXT[] NOT NULL DEFAULT '{}',
     want_board TEXT NOT NULL DEFAULT '',
     require_timing BOOLEAN NOT NULL DEFAULT FALSE,
     has_ir BOOLEAN NOT NULL DEFAULT FALSE,

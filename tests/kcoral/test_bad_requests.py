@@ -2,8 +2,6 @@
 and the field it names, never UNKNOWN or INTERNAL with raw Python text, and never restarts a
 worker."""
 
-import json
-
 import grpc
 import pytest
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from tests.zoo._zoo import SMS, resident_ctas_per_sm, spills, sync_race
-from tests.zoo.zoo_modules import (assert_matches, declare, load, load_mutant, mismatches,
-                                  simulate)
+from tests.zoo.zoo_modules import assert_matches, declare, load, simulate
 
 MOD = load("softmax")
 

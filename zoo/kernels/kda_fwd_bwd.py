@@ -59,7 +59,6 @@ from pathlib import Path
 
 import numpy as np
 
-import tirxh.lang as T
 from tirxh.api import numpy_dtype
 
 # the zoo is a directory of kernel files, not a package (see kda_fwd.py)
