@@ -22,10 +22,10 @@
 # alone). Env: SEEDS (default 1), EXEC_S (default 90), TOTAL_LIMIT, OUT; see gpu_bench.sh.
 # Each headline is the kernel's fastest measured case at its size (session 10: reduce_rows'
 # _w16_u1_pol_r32, rmsnorm's _tri_pol2, swiglu's _b128_u1_stcs, cumsum_tma's _k8, and
-# kda_decode_bulk beside kda_decode; docs/PERFORMANCE.md "Session 10"); top-k's one-warp-per-row
-# bests: f32 32768 `_w32_sd2` (86.4%, "Session 15"), bf16 `_w32_sd2_pk_dyn` (84.0%, "Session
-# 23"); bf16 8192^3's stream-K tail `t256sktds4` (1.035x cuBLAS against `t256`'s
-# 1.017x in one job, "Session 15").
+# kda_decode_bulk beside kda_decode; docs/PERFORMANCE.md "Session 10"); top-k's: every
+# case topk_warp.py tags `main` (tests/benchmarks/test_zoo_all_bench.py checks it: f32 8192 and
+# bf16 `_ta2_q8`, "Session 27"; f32 32768 `_w32_sd2`, "Session 26"); bf16 8192^3's
+# stream-K tail `t256sktds4` (1.035x cuBLAS against `t256`'s 1.017x in one job, "Session 15").
 set -u
 cd "$(dirname "$0")/.."
 declare -A G
@@ -42,8 +42,9 @@ G[softmax]="softmax[r16384_c8192]@ or softmax_tma[r16384_c8192_s4_b256]@ or \
 cross_entropy[r4096_c128256]@"
 G[activations]="swiglu[n64M_b128_u1_stcs]@ or gelu_tanh[n64M_u4]@ or rope[t16384_h32_d128]@"
 G[movement]="transpose[r16384_c8192]@ or tma_copy[r16384_c8192]@ or cumsum_tma[r1_c64M_k8]@ or \
+topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8]@ or \
 topk_f32_warp[r4096_c32768_k64_st_a_v4_g1fu_w32_sd2]@ or \
-topk_bf16_warp[r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk_dyn]@"
+topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8]@"
 ORDER="vector gemm decode kda norms softmax activations movement attention"
 declare -A HALF=([half1]="vector gemm decode norms" [half2]="softmax activations movement attention")
 mode=run
@@ -81,6 +82,6 @@ gemm_bf16_c2[m200n136k72] or gemm_fp8_c2[m200n136k160] or attention_fwd[s384_cau
 decode_attention[b2_g4_p32_s2] or kda_decode[n2_h2_t1] or kda_fwd[t100_h1_v64ws8] or \
 rmsnorm[r3_c4096] or layernorm[r3_c4096] or quant_fp8[r3_c4096] or softmax[r3 or \
 cross_entropy[r3 or swiglu[n4099] or rope[ or transpose[r33 or tma_copy[r100 or \
-cumsum_smem[r3_c2604] or topk_f32_pipe[r5_c2052_k64] or topk_bf16_pipe[r4_c1000_k33])}" SMOKE_GATE=1 SHARDS="$shards" SEEDS="${SEEDS:-1}" SHARE_INPUTS=1 \
+cumsum_tma[r3_c2604] or (topk_warp and _ta2_q))}" SMOKE_GATE=1 SHARDS="$shards" SEEDS="${SEEDS:-1}" SHARE_INPUTS=1 \
     EXEC_S="${EXEC_S:-90}" TOTAL_LIMIT="${TOTAL_LIMIT:-540}" TAIL="${TAIL:-40}" \
     exec bash benchmarks/gpu_bench.sh

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from kcoral.boards.cuda import gpu_count
+from tests.zoo.zoo_modules import load
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "zoo_all_bench.sh"
 
@@ -57,9 +58,23 @@ def test_every_group_selects_its_items():
     for headline in ("reduce_rows[r8192_c8192_w16_u1_pol_r32]", "rmsnorm[r16384_c8192_tri_pol2]",
                      "add_rmsnorm[r16384_c8192]", "swiglu[n64M_b128_u1_stcs]",
                      "kda_decode_bulk[n256_h64_t1]", "cumsum_tma[r1_c64M_k8]",
+                     "topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8]",
                      "topk_f32_warp[r4096_c32768_k64_st_a_v4_g1fu_w32_sd2]",
-                     "topk_bf16_warp[r8192_c32768_k64_st_a_v4_g1fu_w32_sd2_pk_dyn]"):
+                     "topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8]"):
         assert headline in listed, headline
+
+
+def test_the_headlines_are_top_ks_mains():
+    """Every top-k case tagged `main` (the size's fastest measured: it changes when a faster
+    variant is measured, sessions 15-27) is a headline, so the whole-zoo run times the current
+    mains and not the ones before them (session 29 found two of three stale)."""
+    mod = load("topk_warp")
+    mains = [f"{suite.kernel.name}[{c.name}]@" for suite in (mod.SUITE_F32, mod.SUITE_BF16)
+             for c in suite.cases if "main" in c.tags]
+    assert len(mains) == 3
+    movement = _run("--shards", "movement").stdout
+    for m in mains:
+        assert m in movement, m
 
 
 def test_list_refuses_a_group_that_selects_nothing(tmp_path):
