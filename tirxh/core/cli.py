@@ -30,13 +30,14 @@ from .pluginmanager import (AUTOLOAD_ENV, PluginValidationError, build_plugin_ma
 from .profile import profile_session
 from .reports import SCHEMA
 from .runner import compile_item
+from .sass_phases import format_phases, phases
 from .scaffold import init_project
 
 RUN_COMMANDS = ("check", "bench", "build")
 # commands with -n; bench has it only to refuse it with the reason (see `_check_numprocesses`)
 PARALLEL_COMMANDS = ("check", "bench")
 COMMANDS = RUN_COMMANDS + ("show", "profile", "plugins", "init")
-SHOW_KINDS = ("ir", "ptx", "sass", "resources")
+SHOW_KINDS = ("ir", "ptx", "sass", "resources", "phases")
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -134,7 +135,9 @@ def build_argparser(parser, commands=()) -> argparse.ArgumentParser:
             p.add_argument("--builddir", metavar="DIR",
                            help="output directory (default: [build] builddir)")
     p = sub.add_parser("show", help="print one artifact of one item",
-                       description="print the IR, PTX, SASS or resources of one item")
+                       description="print the IR, PTX, SASS, resources or SASS phases (the "
+                                   "code between two waits for other threads: what each "
+                                   "issues, which source lines made it) of one item")
     _common(p)
     _run_options(p, parser)
     p.add_argument("nodeid", metavar="NODEID", help="path::kernel[case]@target (or a unique "
@@ -380,12 +383,16 @@ def _show(config) -> int:
         text = compiled.ptx
     elif kind == "sass":
         text = compiled.sass
+    elif kind == "phases":
+        ps = phases(compiled.sass)
+        text = (json.dumps([p.to_json() for p in ps]) if opt.json
+                else format_phases(ps, f"{item.nodeid}: SASS between waits"))
     else:
         text = json.dumps({"resources": compiled.resources.to_json(),
                            "launch": compiled.launch_metadata()}, indent=2, default=str)
     if opt.json:
         doc = {"schema": SCHEMA, "command": "show", "nodeid": item.nodeid, "kind": kind}
-        doc["content"] = json.loads(text) if kind == "resources" else text
+        doc["content"] = json.loads(text) if kind in ("resources", "phases") else text
         _print_json(doc)
     else:
         sys.stdout.write(text.rstrip("\n") + "\n")

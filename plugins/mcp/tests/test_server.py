@@ -64,7 +64,7 @@ def test_tools_are_listed_with_schemas(project):
     show = next(t for t in listed.tools if t.name == "show")
     assert show.input_schema["required"] == ["nodeid", "kind"]
     assert set(show.input_schema["properties"]["kind"]["enum"]) == {"ir", "ptx", "sass",
-                                                                    "resources"}
+                                                                    "resources", "phases"}
     assert {t["name"] for t in tool_listing(server)} == TOOLS
 
 

@@ -2,10 +2,10 @@
 
 Every tool runs one ``tirxh`` command with ``--json`` (`tirxh_mcp.runner`) and returns the document
 it printed, so an agent gets exactly what ``--json`` gives a script: ``check``, ``bench``,
-``profile``, ``show`` (IR, PTX, SASS, resources), ``zoo_list``/``zoo_search``/``zoo_show`` and
-``ptx_search``/``ptx_show``. A command that prints no document (a usage error: a bad node id, an
-unknown instruction) becomes a tool error carrying tirxh's message. Run-command documents carry
-``exitstatus``: failed items are a result to read, not a tool error.
+``profile``, ``show`` (IR, PTX, SASS, resources, SASS phases), ``zoo_list``/``zoo_search``/
+``zoo_show`` and ``ptx_search``/``ptx_show``. A command that prints no document (a usage error: a
+bad node id, an unknown instruction) becomes a tool error carrying tirxh's message. Run-command
+documents carry ``exitstatus``: failed items are a result to read, not a tool error.
 """
 
 from __future__ import annotations
@@ -91,10 +91,11 @@ def build_server(runner: TirxhRunner) -> MCPServer:
         return call(args)
 
     @server.tool()
-    def show(nodeid: str, kind: Literal["ir", "ptx", "sass", "resources"]) -> JSONDoc:
-        """One artifact of one item: the traced IR with source lines, the PTX, the SASS, or the
-        ptxas resources and launch facts: `tirxh show NODEID --KIND --json` (NODEID may be a
-        unique prefix)."""
+    def show(nodeid: str, kind: Literal["ir", "ptx", "sass", "resources", "phases"]) -> JSONDoc:
+        """One artifact of one item: the traced IR with source lines, the PTX, the SASS, the
+        ptxas resources and launch facts, or the SASS phases (the code between two waits for
+        other threads: instructions by class, loops, source lines): `tirxh show NODEID --KIND
+        --json` (NODEID may be a unique prefix)."""
         return call(["show", nodeid, f"--{kind}"])
 
     @server.tool()
