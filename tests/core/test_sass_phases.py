@@ -16,7 +16,7 @@ k:
         /*0000*/                   LDG.E R2, desc[UR4][R2.64] ;
         /*0010*/                   LDG.E.128 R4, desc[UR4][R6.64] ;
 	//## File "/p/kernels/k.py", line 11
-        /*0020*/                   STS [R0], R2 ;
+        /*0020*/                   STL [R1+0x4], R2 ;
         /*0030*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
 	//## File "/p/kernels/k.py", line 14
 .L_x_1:
@@ -40,7 +40,7 @@ def test_phases_end_at_waits_and_count_by_class():
     assert [p.ends_with for p in ps] == ["BAR.SYNC.DEFER_BLOCKING",
                                          "SYNCS.PHASECHK.TRANS64.TRYWAIT", ""]
     first, second, third = ps
-    assert first.instructions == 4 and first.counts == {"global_load": 2, "shared_store": 1}
+    assert first.instructions == 4 and first.counts == {"global_load": 2, "local": 1}
     assert first.lines == {"k.py:10": 2, "k.py:11": 2} and not first.loop
     assert second.counts == {"shared_load": 1, "tensor": 1, "branch": 1} and second.loop
     # a forward branch (to the end's self-loop) is not a loop of the phase

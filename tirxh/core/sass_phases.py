@@ -11,9 +11,9 @@ latency model is applied (the counts are facts of the binary; a model's constant
 guesses).
 
 A phase ends after an instruction that waits for other threads: ``BAR.SYNC`` / ``BAR.RED``
-(``bar.sync``, ``barrier.sync``, ``bar.red``) or ``SYNCS.PHASECHK`` (an mbarrier wait), so the
-retry loops ptxas places after the main path (an mbarrier wait's) show as phases of their own,
-in address order like every other code. Counts are per pass: a phase holding a backward branch
+(``bar.sync``, ``barrier.sync``, ``bar.red``) or ``SYNCS.PHASECHK`` (an mbarrier wait); phases
+are in address order, so the retry blocks ptxas places after the main path (an mbarrier wait's)
+come out as small phases of their own. Counts are per pass: a phase holding a backward branch
 (``loop``) runs its body as often as the loop trips. Source lines come from the ``//## File
 ..., line N`` records that ``nvdisasm -g`` prints from ptxas's line table (tirxh emits ``.loc``
 for every instruction): a helper's instructions name the helper's line.
@@ -35,6 +35,7 @@ CLASSES = (
     ("global_store", ("STG", "ST.")),
     ("shared_load", ("LDS", "LDSM")),
     ("shared_store", ("STS", "STSM")),
+    ("local", ("LDL", "STL")),                     # spills and local arrays
     ("tensor", ("HMMA", "HGMMA", "IMMA", "IGMMA", "QMMA", "QGMMA", "DMMA", "BMMA")),
     ("atomic", ("ATOM", "RED.", "ATOMS", "ATOMG")),
     ("mufu", ("MUFU",)),
@@ -115,7 +116,8 @@ def _branch_target(text: str, labels: dict) -> "int | None":
 
 
 def phases(sass: str) -> list:
-    """The phases of the first kernel in an ``nvdisasm -c -g`` listing (module docstring)."""
+    """The phases of an ``nvdisasm -c -g`` listing of one kernel (`tirxh show` compiles one
+    item: one entry), in address order (module docstring)."""
     ins, labels = _parse(sass)
     out: list = []
     cur = None
@@ -145,7 +147,7 @@ def phases(sass: str) -> list:
 
 
 _COLS = (("global_load", "LDG"), ("global_store", "STG"), ("shared_load", "LDS"),
-         ("shared_store", "STS"), ("tensor", "MMA"), ("async_copy", "ASYNC"),
+         ("shared_store", "STS"), ("local", "LOCAL"), ("tensor", "MMA"), ("async_copy", "ASYNC"),
          ("atomic", "ATOM"), ("mufu", "MUFU"), ("shuffle", "SHFL"))
 
 
