@@ -37,6 +37,8 @@ import re
 import sys
 from pathlib import Path
 
+from tirxh.core.sass_phases import instructions  # noqa: F401 - also this module's API (tests)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo" / "kernels"))
 import kda_fwd as F  # noqa: E402 - the zoo's kernel files are found through this path
 import kda_fwd_slim as FA  # noqa: E402
@@ -54,13 +56,7 @@ UNITS = ("blocks", "materialize+diag", "inverse")   # phases whose branches are 
 # 4 .. 7 issue after materialize; its chain includes materialize)
 PHASES_AHEAD = ("gate", "factors", "blocks", "materialize+inverse", "norms ahead")
 
-_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?P<text>[^;]*);")
 _REG = re.compile(r"\b(R\d+|P\d)\b")
-
-
-def instructions(sass: str) -> list[str]:
-    """The instruction texts of a ``cuobjdump -sass``/``nvdisasm`` listing, in order."""
-    return [m.group("text").strip() for m in _INSTR.finditer(sass)]
 
 
 def _width(op: str) -> int:

@@ -385,14 +385,14 @@ def _show(config) -> int:
         text = compiled.sass
     elif kind == "phases":
         ps = phases(compiled.sass)
-        text = (json.dumps([p.to_json() for p in ps]) if opt.json
-                else format_phases(ps, f"{item.nodeid}: SASS between waits"))
+        text = "" if opt.json else format_phases(ps, f"{item.nodeid}: SASS between waits")
     else:
         text = json.dumps({"resources": compiled.resources.to_json(),
                            "launch": compiled.launch_metadata()}, indent=2, default=str)
     if opt.json:
         doc = {"schema": SCHEMA, "command": "show", "nodeid": item.nodeid, "kind": kind}
-        doc["content"] = json.loads(text) if kind in ("resources", "phases") else text
+        doc["content"] = (json.loads(text) if kind == "resources"
+                          else [p.to_json() for p in ps] if kind == "phases" else text)
         _print_json(doc)
     else:
         sys.stdout.write(text.rstrip("\n") + "\n")

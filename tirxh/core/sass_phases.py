@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Phase", "phases", "format_phases", "CLASSES"]
+__all__ = ["Phase", "phases", "format_phases", "instructions", "CLASSES"]
 
 # instruction classes, by opcode prefix (the first that matches; SASS opcodes of sm_80/sm_90)
 CLASSES = (
@@ -106,6 +106,12 @@ def _parse(sass: str) -> tuple:
             pending = []
             out.append((addr, m.group("text").strip(), where))
     return out, labels
+
+
+def instructions(sass: str) -> list:
+    """The instruction texts of an ``nvdisasm``/``cuobjdump -sass`` listing, in order (what
+    other SASS readers, such as benchmarks/kda_sass_path.py, walk)."""
+    return [text for _, text, _ in _parse(sass)[0]]
 
 
 def _branch_target(text: str, labels: dict) -> "int | None":
