@@ -160,6 +160,12 @@
 #     `_ta2_q` top-k cases; first an ncu profile (full set) of the copy, for its L2 and DRAM
 #     throughput beside top-k's (PROFILES='' skips it); run with TOTAL_LIMIT=400; predictions
 #     in docs/PERFORMANCE.md ("Session 28")
+#   MODE=bulk1: ONLY session 30's bulk ring on the counter's walk (`_bk`: BULK=1 with DYN, TAKE
+#     and QUEUES) after each top-k main (`_ta2_q8`, f32 8192 and bf16), and tma_copy's 536.9 MB,
+#     under `--l2-flush write` and then `read` (a shard each); first an ncu profile (full set)
+#     of f32's main and of its `_bk` (PROFILES='' skips them); smoke over the small `_ta2_q`
+#     and `_bk` cases; run with TOTAL_LIMIT=330; predictions in docs/PERFORMANCE.md
+#     ("Session 30")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
 #     in-job controls (cumsum_tma `_k8` at both sizes, a shard of their own): the default,
@@ -530,6 +536,19 @@ topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8]@ or cumsum_t
     # 83.4%): whether top-k's cp.async ring costs the L2 more per byte than TMA boxes
     export PROFILES="${PROFILES-kernels/tma_copy.py::tma_copy[r16384_c8192] --ncu --ncu-set full}"
     export PROFILE_LIMIT="${PROFILE_LIMIT:-100}"
+elif [ "${MODE:-all}" = bulk1 ]; then
+    SMOKE_K="not h200 and topk_warp and (_ta2_q or _bk)"
+    B1_F="topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8"
+    B1_B="topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8"
+    B1_ITEMS="${B1_F}]@ or ${B1_F}_bk]@ or ${B1_B}]@ or ${B1_B}_bk]@ or tma_copy[r16384_c8192]@"
+    # each main first, then its bulk ring; the copy last; under the protocol's flush and the
+    # read flush (session 29: the write flush charges these readers ~2.5% more than the copy)
+    SHARDS_ALL="h200 and ($B1_ITEMS)|h200 and ($B1_ITEMS)"
+    SHARD_ARGS_M="--l2-flush write|--l2-flush read"
+    # the mechanism: the L2's throughput per DRAM byte of the main and its bulk ring, one card
+    export PROFILES="${PROFILES-kernels/topk_warp.py::${B1_F}] --ncu --ncu-set full;\
+kernels/topk_warp.py::${B1_F}_bk] --ncu --ncu-set full}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-170}"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes
@@ -613,7 +632,7 @@ elif [ "${MODE:-all}" != all ]; then
         "'s5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8'," \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12'," \
         "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16', 'topk17'," \
-        "'topk18' or 'flush1'" >&2
+        "'topk18', 'flush1' or 'bulk1'" >&2
     exit 2
 fi
 }

@@ -112,7 +112,7 @@ def test_an_unknown_mode_is_refused():
         "'s4', 's5', 'cum6', 's6', 'topk3', 'topk4', 'topk5', 'tma7', 'scan7', 'tma8', " \
         "'scan8', 'cum9', 'tma9', 'cum10', 'scan9', 'rms10', 'cum11', 'scan10', 'cum12', " \
         "'scan11', 'scan12', 'cum13', 'topk13', 'topk14', 'topk15', 'topk16', 'topk17', " \
-        "'topk18' or 'flush1'" in r.stderr
+        "'topk18', 'flush1' or 'bulk1'" in r.stderr
 
 
 @pytest.mark.slow(reason="four tirxh bench --collect-only runs over the zoo")
@@ -541,3 +541,24 @@ def test_flush1_mode_times_the_same_items_once_per_l2_flush():
     assert [k for k in both if k.startswith("timed shard")] == [
         "timed shard 0", "timed shard 1", "timed shard 2", "timed shard 3 (--l2-flush write)",
         "timed shard 4 (--l2-flush read)", "timed shard 5 (--l2-flush none)"]
+
+
+def test_bulk1_mode_times_each_bulk_ring_after_its_main_under_two_flushes():
+    """MODE=bulk1 (session 30): each top-k main (`_ta2_q8`) and then its bulk ring (`_bk`), and
+    the copy, once under the protocol's write flush and once under the read flush; the smoke
+    runs every small bulk-ring case."""
+    r = _list("bulk1")
+    assert r.returncode == 0, r.stderr
+    got = sections(r.stdout)
+    assert [k for k in got if k.startswith("timed shard")] == [
+        "timed shard 0 (--l2-flush write)", "timed shard 1 (--l2-flush read)"]
+    items = [v for k, v in got.items() if k.startswith("timed shard")]
+    f32 = "topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8"
+    bf16 = "topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8"
+    assert items[0] == items[1] == ["tma_copy[r16384_c8192]", f"{f32}]", f"{f32}_bk]",
+                                    f"{bf16}]", f"{bf16}_bk]"]
+    smoke = got["smoke (correctness only)"]
+    assert {i for i in smoke if i.endswith("_bk]")} == {
+        "topk_f32_warp[r9_c2056_k50_g2_dyn_ta2_q3_bk]", "topk_f32_warp[r7_c1000_k33_dyn_bk]",
+        "topk_bf16_warp[r5_c4104_k50_v4_bk]", "topk_bf16_warp[r5_c3112_k64_v8_bk]",
+        "topk_bf16_warp[r7_c4104_k9_g2_dyn_ta2_q4_bk]"}

@@ -179,8 +179,8 @@ def test_sync_check_clean():
     ("bf16", dict(rows=1, cols=1024, k=4, PK=1, dt="bf16"), r"PK=1 .* APPEND=1 \(got dt=bf16, "
                                                             r"APPEND=0\)"),
     ("f32", dict(rows=1, cols=1024, k=4, DYN=2), r"DYN=2 must be 0 \(the static walk\) or 1"),
-    ("bf16", dict(rows=1, cols=4104, k=9, VECS=4, STAGES=12, CAP=96, dt="bf16", BULK=1, DYN=1),
-     r"DYN=1 needs BULK=0"),
+    ("bf16", dict(rows=1, cols=4104, k=9, VECS=3, STAGES=12, CAP=96, dt="bf16", BULK=1),
+     r"BULK=1 needs VECS a power of two \(got 3\)"),
     ("f32", dict(rows=1, cols=512, k=4, VECS=2, STAGES=8, DYN=1),
      r"DYN=1 needs a row of more steps \(2\) than the ring has in flight \(3\)"),
     ("f32", dict(rows=1, cols=2048, k=4, TAKE=1), r"TAKE=1 needs DYN=1"),

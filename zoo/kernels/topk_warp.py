@@ -111,7 +111,10 @@ elements (bf16 VECS 8, `_v8`: 4 KB steps, as f32's) is filtered and appended as 
 BULK=1 (session 22, the `_bk` cases; `_BulkRing`): the same ring filled by lane 0's ONE
 ``cp.async.bulk`` a step on the step slot's mbarrier instead of each lane's ``cp.async``s: a
 question about the memory path (does the TMA engine stream these rows better?), not about
-instructions (numsim: +3% PTX a row).
+instructions (numsim: +3% PTX a row). Since session 30 it also runs the counter's walk (DYN,
+TAKE, QUEUES: `_ta2_q8_bk`): the mains' ncu profiles put the L2 nearer its peak than the DRAM
+(H200, f32 8192: 88.5% against 83.4%) while the copy's TMA stream costs the L2 0.92 of its
+DRAM throughput (H100), so the question is asked again at the mains.
 
 SORT=1 (session 22, the `_so` cases; `_sorted_end`): a row that ends with at most 128
 buffered entries is finished by ONE bitonic sort of u64 entries (key high, 0xFFFF - column low)
@@ -844,21 +847,32 @@ class _Ring:
         T.ptx.cp.async_.commit_group()
         T.ptx.add.u64(self.gp, self.gp, self.V * 512)
         self.v.set(self.v + self.V)
-        if self.lead:   # TAKE: the ticket asked `lead` steps before the row's end, read there
-            with T.if_(self.v == self.steps - self.lead * self.V, uniform=True):
-                with T.if_(self.row < self.rows, uniform=True):
-                    self.ask()
+        self.asks_ahead()
         with T.if_(self.v == self.steps, uniform=True):
             self.v.set(0)
             if self.take is None:
                 self.row.set(self.row + self.row_step)
                 T.ptx.add.u64(self.gp, self.gp, self.jump)
-            else:   # DYN=1: the next row from the counter (one END ticket a warp, then none)
-                with T.if_(self.row < self.rows, uniform=True):
-                    self.row.set(self.take())
-                self.gp.set(self.x.at(self.row * self.cols + self.lane * self.vec).base)
+            else:
+                self.next_row()
         self.soff.set(self.soff + self.V * 512)
         T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
+
+    def asks_ahead(self):
+        """TAKE: at `lead` steps before the row's end, the next row's ticket asked (read at the
+        row's end by `next_row`)."""
+        if self.lead:
+            with T.if_(self.v == self.steps - self.lead * self.V, uniform=True):
+                with T.if_(self.row < self.rows, uniform=True):
+                    self.ask()
+
+    def next_row(self):
+        """DYN=1: the next row from the counter (one END ticket a warp, then none) and the
+        global cursor at it (this lane's vector, or the row's start for a bulk ring)."""
+        with T.if_(self.row < self.rows, uniform=True):
+            self.row.set(self.take())
+        self.gp.set(self.x.at(self.row * self.cols + (self.lane * self.vec if self.LANE_POINTER
+                                                      else 0)).base)
 
     def wait_first(self, ahead, S):   # noqa: N803
         """Before the loop: the first S of the `ahead` steps in flight landed."""
@@ -891,14 +905,15 @@ class _BulkRing(_Ring):
     LANE_POINTER = False
 
     def __init__(self, x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step,
-                 take=None):
+                 take=None, ask=None, lead=0):
         super().__init__(x, rows, cols, nvec, vec, WARPS, STAGES, VECS, buf, first_row, row_step,
-                         take)
+                         take, ask, lead)
         self.nst = STAGES // VECS                               # step slots a warp
         self.bars = T.mbarrier(WARPS * self.nst, name="full")
-        self.wbase = self.data.ptr() + buf.warp * (STAGES * 512)  # the warp's ring
         self.bbase = self.bars.buf.ptr() + buf.warp * (self.nst * 8)
-        self.islot = T.reg(T.u32, init=0)                      # issue: the slot
+        # no register for the warp's ring base or the issue slot (the bf16 `_w32` build has 64
+        # registers a thread): lane 0's `sbase` is the ring's base, and the issue slot is the
+        # stage offset over a step's bytes (a power of two)
         self.cslot = T.reg(T.u32, init=0)                      # wait: the slot and its parity
         self.cpar = T.reg(T.u32, init=0)
         with T.if_(buf.lane == 0):
@@ -919,20 +934,22 @@ class _BulkRing(_Ring):
         if self.tail:                 # the vectors left in the row, at most a step's
             size = T.ptx.min.u32(T.ptx.mul.lo.u32(self.nvec - self.v * 32, 16), full)
         with T.if_((self.row < self.rows) & (self.lane == 0)):
-            bar = self._bar(self.islot)
+            bar = self._bar(self.soff >> (full.bit_length() - 1))
             bar.arrive_expect_tx(size)
             T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"](
-                ir.Addr(self.wbase + self.soff, 0), ir.Addr(self.gp, 0), size, bar)
+                ir.Addr(self.sbase + self.soff, 0), ir.Addr(self.gp, 0), size, bar)
         T.ptx.add.u64(self.gp, self.gp, full)
         self.v.set(self.v + self.V)
+        self.asks_ahead()
         with T.if_(self.v == self.steps, uniform=True):
             self.v.set(0)
-            self.row.set(self.row + self.row_step)
-            T.ptx.add.u64(self.gp, self.gp, self.jump)
+            if self.take is None:
+                self.row.set(self.row + self.row_step)
+                T.ptx.add.u64(self.gp, self.gp, self.jump)
+            else:
+                self.next_row()
         self.soff.set(self.soff + full)
         T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
-        self.islot.set(self.islot + 1)
-        T.ptx.mov.u32(self.islot, 0, pred=self.islot == self.nst)
 
     def wait_first(self, ahead, S):   # noqa: N803, ARG002 (the plain ring's signature)
         for i in range(S):            # phase 0 of the first S slots (the loop waits again)
@@ -1392,8 +1409,6 @@ def _constraints(dt):
         in_flight = STAGES // VECS - 1
         if DYN not in (0, 1):
             why.append(f"DYN={DYN} must be 0 (the static walk) or 1 (rows from the counter)")
-        elif DYN and BULK:
-            why.append("DYN=1 needs BULK=0 (the counter's walk is written for the lanes' ring)")
         elif DYN and row_steps <= in_flight:
             why.append(f"DYN=1 needs a row of more steps ({row_steps}) than the ring has in "
                        f"flight ({in_flight}): the consumer takes its next row from the issue "
@@ -1471,6 +1486,9 @@ def _constraints(dt):
         if BULK not in (0, 1):
             why.append(f"BULK={BULK} must be 0 (each lane's cp.async a vector) or 1 (lane 0's "
                        "bulk copy a step on an mbarrier)")
+        elif BULK and VECS & (VECS - 1):
+            why.append(f"BULK=1 needs VECS a power of two (got {VECS}): a step's slot is its "
+                       "stage offset shifted by the step's bytes")
         if PK not in (0, 1):
             why.append(f"PK={PK} must be 0 (elements compared as f32) or 1 (bf16 halves "
                        "compared in place)")
@@ -1762,6 +1780,20 @@ SUITE_F32 = T.suite(
         make_case("r9_c2056_k50_g2_dyn_ta2_q3", rows=9, cols=2056, k=50, WARPS=2, CTAS=2,
                   VECS=8, STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=2, QUEUES=3,
                   **{**_G1FU_SMALL, "GUESS": 2}),
+        # BULK=1 on the counter's walk (session 30): the main's ring filled by lane 0's one bulk
+        # copy a step (4 KB). Why: the main's ncu profile on the H200 (s27/d9) ran the L2 at
+        # 88.5% of its peak against the DRAM's 83.4%, and the copy's TMA stream on the H100
+        # (s29/d2) costs the L2 0.92 of its DRAM throughput, top-k's cp.async ring 1.00-1.06
+        make_case("r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8_bk", **_K50,
+                  **{**_V8, "GUESS": 2}, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=2, QUEUES=8,
+                  BULK=1),
+        # small: the same over a tail (2056: a row's last step copies 8 of 256 vectors), 9 rows
+        # in 3 queues on 4 warps, and without TAKE from the single counter
+        make_case("r9_c2056_k50_g2_dyn_ta2_q3_bk", rows=9, cols=2056, k=50, WARPS=2, CTAS=2,
+                  VECS=8, STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=2, QUEUES=3,
+                  BULK=1, **{**_G1FU_SMALL, "GUESS": 2}),
+        make_case("r7_c1000_k33_dyn_bk", rows=7, cols=1000, k=33, WARPS=2, CTAS=2, CAP=320,
+                  DYN=1, BULK=1),
     ],
     constraints=constraints_f32,
 )
@@ -1918,6 +1950,13 @@ SUITE_BF16 = T.suite(
         make_case("r7_c4104_k9_g2_dyn_ta2_q4", rows=7, cols=4104, k=9, WARPS=2, CTAS=2, VECS=4,
                   STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, TAKE=2, QUEUES=4,
                   **{**_G1FU_SMALL, "GUESS": 2}),
+        # BULK=1 on the counter's walk (session 30; the f32 suite says why): 2 KB steps, and
+        # small over a tail (4104: a row's last copy holds one vector) in 4 queues
+        make_case("r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8_bk", **_KB16,
+                  **{**_W32, "GUESS": 2}, SEED=2, PK=1, DYN=1, TAKE=2, QUEUES=8, BULK=1),
+        make_case("r7_c4104_k9_g2_dyn_ta2_q4_bk", rows=7, cols=4104, k=9, WARPS=2, CTAS=2,
+                  VECS=4, STAGES=12, CAP=96, dt="bf16", SEED=2, PK=1, SORT=1, DYN=1, TAKE=2,
+                  QUEUES=4, BULK=1, **{**_G1FU_SMALL, "GUESS": 2}),
     ],
     constraints=constraints_bf16,
 )
