@@ -161,7 +161,8 @@
 #     throughput beside top-k's (PROFILES='' skips it); run with TOTAL_LIMIT=400; predictions
 #     in docs/PERFORMANCE.md ("Session 28")
 #   MODE=bulk1: ONLY session 30's bulk ring on the counter's walk (`_bk`: BULK=1 with DYN, TAKE
-#     and QUEUES) after each top-k main (`_ta2_q8`, f32 8192 and bf16), and tma_copy's 536.9 MB,
+#     and QUEUES) after each top-k main (`_ta2_q8`, f32 8192 and bf16; f32 32768's static
+#     `_v4_g1fu_w32_sd2` and its `_bk`), and tma_copy's 536.9 MB,
 #     under `--l2-flush write` and then `read` (a shard each); first an ncu profile (full set)
 #     of f32's main and of its `_bk` (PROFILES='' skips them); smoke over the small `_ta2_q`
 #     and `_bk` cases; run with TOTAL_LIMIT=330; predictions in docs/PERFORMANCE.md
@@ -540,7 +541,9 @@ elif [ "${MODE:-all}" = bulk1 ]; then
     SMOKE_K="not h200 and topk_warp and (_ta2_q or _bk)"
     B1_F="topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8"
     B1_B="topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8"
-    B1_ITEMS="${B1_F}]@ or ${B1_F}_bk]@ or ${B1_B}]@ or ${B1_B}_bk]@ or tma_copy[r16384_c8192]@"
+    B1_W="topk_f32_warp[r4096_c32768_k64_st_a_v4_g1fu_w32_sd2"
+    B1_ITEMS="${B1_F}]@ or ${B1_F}_bk]@ or ${B1_W}]@ or ${B1_W}_bk]@ or ${B1_B}]@ or ${B1_B}_bk]@ \
+or tma_copy[r16384_c8192]@"
     # each main first, then its bulk ring; the copy last; under the protocol's flush and the
     # read flush (session 29: the write flush charges these readers ~2.5% more than the copy)
     SHARDS_ALL="h200 and ($B1_ITEMS)|h200 and ($B1_ITEMS)"

@@ -555,8 +555,9 @@ def test_bulk1_mode_times_each_bulk_ring_after_its_main_under_two_flushes():
     items = [v for k, v in got.items() if k.startswith("timed shard")]
     f32 = "topk_f32_warp[r16384_c8192_k50_st_a_v8_g2fu_sd_so_dyn_ta2_q8"
     bf16 = "topk_bf16_warp[r8192_c32768_k64_st_a_v4_g2fu_w32_sd2_pk_dyn_ta2_q8"
-    assert items[0] == items[1] == ["tma_copy[r16384_c8192]", f"{f32}]", f"{f32}_bk]",
-                                    f"{bf16}]", f"{bf16}_bk]"]
+    wide = "topk_f32_warp[r4096_c32768_k64_st_a_v4_g1fu_w32_sd2"
+    assert items[0] == items[1] == ["tma_copy[r16384_c8192]", f"{wide}]", f"{wide}_bk]",
+                                    f"{f32}]", f"{f32}_bk]", f"{bf16}]", f"{bf16}_bk]"]
     smoke = got["smoke (correctness only)"]
     assert {i for i in smoke if i.endswith("_bk]")} == {
         "topk_f32_warp[r9_c2056_k50_g2_dyn_ta2_q3_bk]", "topk_f32_warp[r7_c1000_k33_dyn_bk]",

@@ -1686,6 +1686,9 @@ SUITE_F32 = T.suite(
         make_case("r4096_c32768_k64_st_a_v8_g1fu_sd2", **_K64, **_V8, CAP=192, FE=5, SEED=2),
         make_case("r4096_c32768_k64_st_a_v4_g1fu_w32_sd2", **_K64, **_W32, SEED=2,
                   main=True),   # the fastest measured at this size: 147.02 us (session 15)
+        # session 30: the same filled by lane 0's bulk copy a step (2 KB; one row a warp, so
+        # the static walk is the main's too): QUEUE 106 beside the other two mains' `_bk`
+        make_case("r4096_c32768_k64_st_a_v4_g1fu_w32_sd2_bk", **_K64, **_W32, SEED=2, BULK=1),
         make_case("r16384_c8192_k50_st_a_v4_g1fu_w32_sd2", **_K50, **_W32, SEED=2),
         # scan12 (session 22): f32 8192's best (8 row ends a warp) with its row end by one
         # bitonic sort (SORT=1): -380 PTX a row in numsim and no 48-round redux chain
