@@ -164,8 +164,9 @@
 #     and QUEUES) after each top-k main (`_ta2_q8`, f32 8192 and bf16; f32 32768's static
 #     `_v4_g1fu_w32_sd2` and its `_bk`), and tma_copy's 536.9 MB,
 #     under `--l2-flush write` and then `read` (a shard each); first an ncu profile (full set)
-#     of f32's main and of its `_bk` (PROFILES='' skips them); smoke over the small `_ta2_q`
-#     and `_bk` cases; run with TOTAL_LIMIT=330; predictions in docs/PERFORMANCE.md
+#     of f32's main and of its `_bk`, and an iket profile of kda_bwd_local_tc[t8192_h64] (its
+#     phases' times; PROFILES='' skips them); smoke over the small `_ta2_q` and `_bk` cases;
+#     run with TOTAL_LIMIT=420; predictions in docs/PERFORMANCE.md
 #     ("Session 30")
 #   MODE=cum13: ONLY session 22's `cumsum_l2` (zoo/kernels/cumsum_l2.py: reduce-then-scan a
 #     segment of the resident grid's tiles at a time, the second read from the L2) after its
@@ -549,9 +550,11 @@ or tma_copy[r16384_c8192]@"
     SHARDS_ALL="h200 and ($B1_ITEMS)|h200 and ($B1_ITEMS)"
     SHARD_ARGS_M="--l2-flush write|--l2-flush read"
     # the mechanism: the L2's throughput per DRAM byte of the main and its bulk ring, one card
+    # and piece 3 of the KDA backward by phase (its iket ranges, session 30; 20 events a warp)
     export PROFILES="${PROFILES-kernels/topk_warp.py::${B1_F}] --ncu --ncu-set full;\
-kernels/topk_warp.py::${B1_F}_bk] --ncu --ncu-set full}"
-    export PROFILE_LIMIT="${PROFILE_LIMIT:-170}"
+kernels/topk_warp.py::${B1_F}_bk] --ncu --ncu-set full;\
+kernels/kda_bwd_local_tc.py::kda_bwd_local_tc[t8192_h64] --iket --iket-capacity 32}"
+    export PROFILE_LIMIT="${PROFILE_LIMIT:-120}"
 elif [ "${MODE:-all}" = cum13 ]; then
     SMOKE_K="not h200 and cumsum_l2"
     # the controls first, in a shard of their own: cumsum_tma's best at both sizes

@@ -280,26 +280,39 @@ def kda_bwd_local_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
     ln = TC._Lane()
-    BL._norms(sm, ck, q, k, beta)
+    # each phase an iket range, the barriers between them outside (nothing in a normal build):
+    # `tirxh profile --iket` then gives each phase's time a warp, and the gaps are the waits
+    # of the warps a phase leaves idle (session 29's phase table counts instructions only)
+    with T.iket.range("norms"):
+        BL._norms(sm, ck, q, k, beta)
     T.ptx.bar.sync(0)
-    BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
+    with T.iket.range("gate"):
+        BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
     T.ptx.bar.sync(0)
-    _pairs(sm, ln, ck, dtb)
+    with T.iket.range("pairs"):
+        _pairs(sm, ln, ck, dtb)
     T.ptx.bar.sync(0)
-    BL._inverse(sm)
+    with T.iket.range("inverse"):
+        BL._inverse(sm)
     T.ptx.bar.sync(0)
-    _x_and_staging(sm, ln, ck, dm)
+    with T.iket.range("x"):
+        _x_and_staging(sm, ln, ck, dm)
     T.ptx.bar.sync(0)
-    _da(sm, ln)
+    with T.iket.range("da"):
+        _da(sm, ln)
     T.ptx.bar.sync(0)
-    BL._dbeta(sm, ck, dbeta)
-    _elementwise(sm, ln, ck, q, k, (dqe, dke, dkl), colq)
+    with T.iket.range("grads"):   # dbeta, the pair gradients' products, the elementwise terms
+        BL._dbeta(sm, ck, dbeta)
+        _elementwise(sm, ln, ck, q, k, (dqe, dke, dkl), colq)
     T.ptx.bar.sync(0)
-    _fold_columns(sm, colq)
-    BL._scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg)
+    with T.iket.range("scan"):
+        _fold_columns(sm, colq)
+        BL._scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg)
     T.ptx.bar.sync(0)
-    BL._dq_dk(sm, ck, q, k, dq, dk)
-    BW._gate_params_grad(sm.gsum, sm.flag, gred, cnt, dA_log, ddt_bias, ck.h, ck.H)
+    with T.iket.range("dq_dk"):
+        BL._dq_dk(sm, ck, q, k, dq, dk)
+    with T.iket.range("params"):
+        BW._gate_params_grad(sm.gsum, sm.flag, gred, cnt, dA_log, ddt_bias, ck.h, ck.H)
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------
