@@ -429,7 +429,7 @@ elif [ "${MODE:-all}" = scan11 ]; then
 ${T11_B}_v4_g1fu_w32_sd2_pk]@ or ${T11_B}_v4_g1fu_sd2_pk]@"
     SHARDS_ALL="h200 and ($N_R1)"
 elif [ "${MODE:-all}" = scan12 ]; then
-    SMOKE_K="not h200 and topk_bf16_warp and (_v8 or _bk or _so)"
+    SMOKE_K="not h200 and topk_bf16_warp and (_v8 or _bk or _so) and not _dyn"
     T12_B="topk_bf16_warp[r8192_c32768_k64_st_a"
     T12_F="topk_f32_warp[r16384_c8192_k50_st_a"
     N_R1="${T12_B}_v4_g1fu_w32_sd2_pk]@ or ${T12_B}_v4_g1fu_sd2_pk]@ or \
