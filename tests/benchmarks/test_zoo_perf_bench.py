@@ -561,5 +561,6 @@ def test_bulk1_mode_times_each_bulk_ring_after_its_main_under_two_flushes():
     smoke = got["smoke (correctness only)"]
     assert {i for i in smoke if i.endswith("_bk]")} == {
         "topk_f32_warp[r9_c2056_k50_g2_dyn_ta2_q3_bk]", "topk_f32_warp[r7_c1000_k33_dyn_bk]",
+        "topk_f32_warp[r3_c8200_k9_g2_dyn_ta2_bk]", "topk_f32_warp[r3_c8200_k9_g2_sd_bk]",
         "topk_bf16_warp[r5_c4104_k50_v4_bk]", "topk_bf16_warp[r5_c3112_k64_v8_bk]",
         "topk_bf16_warp[r7_c4104_k9_g2_dyn_ta2_q4_bk]"}

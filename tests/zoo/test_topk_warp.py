@@ -994,3 +994,31 @@ def test_each_queue_count_has_counters_of_its_own():
     assert not inputs["sched"][1:].any()                     # the queues' counters reset
     assert {MOD._Queue.counter_index(3, q) for q in range(3)}.isdisjoint(
         {MOD._Queue.counter_index(Q, q) for Q in (1, 2, 4, 8) for q in range(Q)})
+
+
+@pytest.mark.parametrize("name", ["r3_c8200_k9_g2_sd_bk", "r3_c8200_k9_g2_dyn_ta2_bk"])
+def test_a_warp_without_a_first_row_does_not_wait_for_its_seed(name, tmp_path):
+    """BULK=1 with SEED (session 30): four warps over three rows, so one warp's first row is
+    none (the static walk's warp 3; the counter's END ticket). It asked for no bulk copy, and
+    the seed's wait for its slots' phase 0 would never return: both checkers call that a
+    deadlock, and the guarded wait checks clean (numsim: the outputs match)."""
+    sc = pytest.importorskip("tirxh_sync_check")
+    ns = pytest.importorskip("tirxh_numsim")
+    mut = load_mutant(
+        "topk_warp",
+        "        with T.if_(live, uniform=True) if live is not None else contextlib.nullcontext():\n",
+        "        with contextlib.nullcontext():\n", tmp_path)
+    for mod, stuck in ((mut, True), (MOD, False)):
+        suite = mod.SUITE_F32
+        case = _case(suite, name)
+        inputs = suite.make_inputs(case, 0)
+        sync, _ = sc.check_kernel(suite.kernel, inputs, consts=suite.consts(case),
+                                  grid=suite.grid(case))
+        res = ns.run(suite.kernel, inputs, grid=suite.grid(case), consts=suite.consts(case),
+                     outputs=list(suite.outputs))
+        kinds = {f.kind for f in sync.findings} | {f.kind for f in res.diagnostics}
+        if stuck:
+            assert "numsim.deadlock" in kinds and kinds & {"deadlock", "mbarrier.parity-never"}
+        else:
+            assert not kinds, kinds
+            assert_matches(suite, case, res, inputs)

@@ -177,6 +177,7 @@ Work: the row read once; numsim counts (PTX warp-instructions per row, normal da
 first row / later rows): f32 32768 k64 21.1k / 12.9k, f32 8192 k50 9.9k / 5.5k, bf16 32768 k64
 22.8k / 13.0k.
 """
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -874,8 +875,9 @@ class _Ring:
         self.gp.set(self.x.at(self.row * self.cols + (self.lane * self.vec if self.LANE_POINTER
                                                       else 0)).base)
 
-    def wait_first(self, ahead, S):   # noqa: N803
-        """Before the loop: the first S of the `ahead` steps in flight landed."""
+    def wait_first(self, ahead, S, live=None):   # noqa: N803, ARG002 (the bulk ring's)
+        """Before the loop: the first S of the `ahead` steps in flight landed (a thread's
+        cp.async groups: none asked for, none waited on, whatever `live` says)."""
         T.ptx.cp.async_.wait_group(ahead - S)
 
     def wait(self, ahead):
@@ -951,9 +953,14 @@ class _BulkRing(_Ring):
         self.soff.set(self.soff + full)
         T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
 
-    def wait_first(self, ahead, S):   # noqa: N803, ARG002 (the plain ring's signature)
-        for i in range(S):            # phase 0 of the first S slots (the loop waits again)
-            T.MBarrierRef(ir.Addr(self.bbase, 8 * i)).wait(0)
+    def wait_first(self, ahead, S, live=None):   # noqa: N803, ARG002 (the plain ring's)
+        """Phase 0 of the first S slots (the loop waits again), only where the warp has a
+        first row (`live`): a warp past the rows (the static walk's last CTA, or the counter's
+        END as its first ticket) asked for no copy, and its slots' phase 0 never completes
+        (numsim and sync_check: deadlock, the `r3_c8200_k9` cases)."""
+        with T.if_(live, uniform=True) if live is not None else contextlib.nullcontext():
+            for i in range(S):
+                T.MBarrierRef(ir.Addr(self.bbase, 8 * i)).wait(0)
 
     def wait(self, ahead):            # noqa: ARG002
         self._bar(self.cslot).wait(self.cpar)
@@ -1062,7 +1069,7 @@ def _seed(ring, live, k, cols, dt, ahead, miss=SEED_MISS):
     j = _seed_rank(k, cols, min(S * ring.V * 32, ring.nvec) * vec, miss)
     if j is None:
         return None
-    ring.wait_first(ahead, S)                  # the row's first S steps landed
+    ring.wait_first(ahead, S, live)            # the row's first S steps landed
     best = T.reg(T.f32, init=NEG_INF)
     for u in range(S * ring.V):
         ok = ring.ok(0, u)
@@ -1797,6 +1804,14 @@ SUITE_F32 = T.suite(
                   BULK=1, **{**_G1FU_SMALL, "GUESS": 2}),
         make_case("r7_c1000_k33_dyn_bk", rows=7, cols=1000, k=33, WARPS=2, CTAS=2, CAP=320,
                   DYN=1, BULK=1),
+        # small: more warps than rows (4 warps, 3 rows), seeded: a warp whose first row is none
+        # (the static walk's warp 3; the counter's END ticket) has no copy in flight to wait on
+        make_case("r3_c8200_k9_g2_dyn_ta2_bk", rows=3, cols=8200, k=9, WARPS=2, CTAS=2,
+                  VECS=8, STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, DYN=1, TAKE=2, BULK=1,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
+        make_case("r3_c8200_k9_g2_sd_bk", rows=3, cols=8200, k=9, WARPS=2, CTAS=2,
+                  VECS=8, STAGES=24, CAP=160, FE=4, SEED=1, SORT=1, BULK=1,
+                  **{**_G1FU_SMALL, "GUESS": 2}),
     ],
     constraints=constraints_f32,
 )
