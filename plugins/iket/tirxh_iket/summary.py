@@ -6,6 +6,16 @@ last event; it is *busy* while inside at least one top-level range; *idle* is th
 lifetime; a *bubble* is an idle gap between two consecutive top-level ranges of the same warp. The
 *tail* is how long the last SM kept working after the median SM finished.
 
+CTA phases. When every warp of every complete CTA records the same top-level ranges in the same
+order (a kernel whose phases are separated by ``bar.sync``, each warp entering each phase), a
+phase's *wall* in a CTA is the CTA's latest end of that range less its latest end of the range
+before (the first: less the CTA's first begin), and the walls add up to the CTA's time. A warp's
+own span does not give it: a warp idle in a phase records the barrier wait before the next one
+inside that next range (session 30's kda_bwd_local_tc trace, docs/PROFILING.md "Ranges across a
+barrier"), while the latest end is when the slowest warp, the one the barrier waits for, got
+there. The walls are medians and 90th percentiles over the CTAs; a kernel whose warps record
+different ranges (warp-specialized roles, persistent walks) has no phase table.
+
 Lost events. A warp that ran out of trace capacity kept its first events and its last one
 (`decode._pair`): its lifetime for busy/idle is its first events' (up to the gap), while the SM
 finish times still use its true last event. ``events_lost`` says how many, in how many warps, the
@@ -31,6 +41,50 @@ def _union(intervals) -> float:
     if cur_e is not None:
         total += cur_e - cur_s
     return total
+
+
+def cta_phases(tl: Timeline) -> "dict | None":
+    """The CTA phase table (module docstring), or None where the warps are not in lockstep: a
+    CTA with fewer warps than the grid's others (a warp without ranges, a lossy trace) is left
+    out, and one whose warps record another sequence of ranges than the rest means no table."""
+    ctas: dict = {}
+    for w in tl.warps:
+        ctas.setdefault((w.sm, w.cta), []).append(w)
+    if not ctas or tl.issues or any(w.dropped or w.cut for w in tl.warps):
+        return None
+    size = max(len(ws) for ws in ctas.values())
+    order, walls, totals = None, [], []
+    for ws in ctas.values():
+        if len(ws) != size:
+            continue
+        seqs = {tuple(s.name for s in w.spans if s.depth == 0) for w in ws}
+        if len(seqs) != 1:
+            return None
+        (seq,) = seqs
+        if not seq:
+            return None
+        if order is None:
+            order = seq
+        elif seq != order:
+            return None
+        tops = [[s for s in w.spans if s.depth == 0] for w in ws]
+        prev = min(t[0].start for t in tops)
+        first, row = prev, []
+        for i in range(len(order)):
+            end = max(t[i].end for t in tops)
+            row.append(end - prev)
+            prev = end
+        walls.append(row)
+        totals.append(prev - first)
+    if not order or len(order) < 2 or size < 2:
+        return None
+    w = np.array(walls)
+    total = float(np.median(totals))
+    return {"ctas": len(walls), "warps_per_cta": size, "cta_median_ns": total,
+            "phases": [{"name": n, "median_ns": float(np.median(w[:, i])),
+                        "p90_ns": float(np.percentile(w[:, i], 90)),
+                        "share": float(np.median(w[:, i])) / total if total else 0.0}
+                       for i, n in enumerate(order)]}
 
 
 def summarize(tl: Timeline, top: int = 5) -> dict:
@@ -84,7 +138,8 @@ def summarize(tl: Timeline, top: int = 5) -> dict:
     }
     return {"kernel": tl.kernel, "duration_ns": tl.duration, "timebase": tl.timebase,
             "clock_ghz": tl.clock_ghz, "warps": len(tl.warps), "roles": roles,
-            "bubbles": bubbles[:top], "balance": balance, "events_dropped": tl.dropped,
+            "bubbles": bubbles[:top], "balance": balance, "cta_phases": cta_phases(tl),
+            "events_dropped": tl.dropped,
             "events_lost": tl.loss(),
             "verdict": "incomplete" if tl.issues or not tl.warps else "ok",
             "issues": tl.issues[:20], "issues_total": len(tl.issues)}
@@ -109,6 +164,14 @@ def format_summary(s: dict) -> str:
         for b in s["bubbles"]:
             out.append(f"    {_us(b['gap_ns']):>11}  {b['role']} sm {b['sm']} cta {b['cta']} "
                        f"warp {b['warp']}: {b['after']} -> {b['before']} ({b['where']})")
+    ph = s.get("cta_phases")
+    if ph:
+        out.append(f"  CTA phases ({ph['ctas']} CTAs of {ph['warps_per_cta']} warps in lockstep; "
+                   "wall = the CTA's latest end of the range less its latest end of the one "
+                   f"before; CTA median {_us(ph['cta_median_ns'])}):")
+        for p in ph["phases"]:
+            out.append(f"    {p['name'][:24]:<24} {_us(p['median_ns']):>11} {p['share']:>6.1%}"
+                       f"   p90 {_us(p['p90_ns'])}")
     bal = s["balance"]
     out.append(f"  load balance: SM finish median {_us(bal['finish_median_ns'])}, p90 "
                f"{_us(bal['finish_p90_ns'])}, max {_us(bal['finish_max_ns'])}; tail "
