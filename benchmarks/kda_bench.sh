@@ -475,8 +475,9 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
 }
 
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
-    # (a kernel without a Suite, compile_only, has no case to run: kda_bwd_prep3s and
-    # kda_bwd_pieces_ld are plan tc4's, checked in tests/zoo and through the plan's own smoke)
+    # (a kernel without a Suite, compile_only, has no case to run: kda_bwd_prep3s,
+    # kda_bwd_pieces_ld and kda_bwd_local_ld are plans tc4 / tc5's, checked in tests/zoo and
+    # through the plan's own smoke)
     local sel="($SMOKE_K) and not main and not ring and not alt and not timing and not compile_only"
     if [ -n "$LIST" ]; then
         echo "== smoke"

@@ -402,7 +402,7 @@ ${T8_L}_st_a_v4_g1fu_w32]@"
     N_R3="${T8_B}_st_a_v4]@ or ${T8_B}_st_a_v4_g1fu]@ or ${T8_B}_st_a_v4_g1fu_w32]@"
     SHARDS_ALL="h200 and ($N_R1)|h200 and ($N_R2)|h200 and ($N_R3)"
 elif [ "${MODE:-all}" = scan9 ]; then
-    SMOKE_K="not h200 and topk_warp and _sd and not _sd2"
+    SMOKE_K="not h200 and topk_warp and _sd and not _sd2 and not _bk"
     T9_F="topk_f32_warp[r16384_c8192_k50_st_a"
     T9_L="topk_f32_warp[r4096_c32768_k64_st_a"
     T9_B="topk_bf16_warp[r8192_c32768_k64_st_a"

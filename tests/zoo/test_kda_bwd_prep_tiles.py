@@ -1,18 +1,20 @@
 """zoo/kernels/kda_bwd_prep_tiles.py (the prep's tiles stored once by kda_bwd_prep3s and loaded
-by kda_bwd_pieces_ld, plan "tc4"): the store variant's walks are prep3's bit for bit; the pieces
-from the loaded tiles are kda_bwd_pieces_tc's (PREP=2) bit for bit, on one chunk and on a
-varlen pack of two heads; tiles loaded for the wrong chunk are caught; sync_check is clean on
-both kernels."""
+by kda_bwd_pieces_ld, plan "tc4", and T alone by kda_bwd_local_ld, plan "tc5"): the store
+variant's walks are prep3's bit for bit; the pieces from the loaded tiles are
+kda_bwd_pieces_tc's (PREP=2) bit for bit, on one chunk and on a varlen pack of two heads; piece
+3 from the stored T meets the public rule within rounding of its own inverse; tiles loaded for
+the wrong chunk are caught; sync_check is clean on the three kernels."""
 
 import numpy as np
 import pytest
 
 from tests.zoo._zoo import mutant
-from tests.zoo.zoo_modules import load
+from tests.zoo.zoo_modules import assert_matches, load
 
 P3 = load("kda_bwd_prep3")
 TC = load("kda_bwd_pieces_tc")
 PTL = load("kda_bwd_prep_tiles")
+LT = load("kda_bwd_local_tc")
 SLOW = pytest.mark.slow   # numsim of 256 threads: a few s a chunk and kernel
 
 
@@ -128,3 +130,67 @@ def test_the_loads_barrier_is_load_bearing(tmp_path):
         mut.kda_bwd_pieces_ld, _pieces_args(got["ptile"], x), consts={},
         grid=TC.SUITE.grid(case))]
     assert any(v != "clean" for v in verdicts), verdicts
+
+
+def _local_case(name):
+    return next(c for c in LT.SUITE.cases if c.name == name)
+
+
+def _local_inputs(case):
+    """Piece 3's inputs of `case` with `ptile`: kda_bwd_prep3s's tiles of the same raw inputs."""
+    x = LT.SUITE.make_inputs(case, 0)
+    chunks, H = x["dqe"].shape[:2]
+    raw = {n: x[n] for n in ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do",
+                             "chunk_tok", "chunk_rows")}
+    tiles = _run(P3.kda_bwd_prep3s, dict(raw, **P3.P2._outputs(H, chunks),
+                                         **PTL.outputs(H, chunks)),
+                 case, ["ptile"], {"PREP": 2})["ptile"]
+    return dict(x, ptile=tiles)
+
+
+def _local_with_stored_t(case, kernel=None):
+    """kda_bwd_local_ld (or `kernel`) on `_local_inputs`: (its result, the inputs)."""
+    import tirxh_numsim as ns
+    x = _local_inputs(case)
+    res = ns.run(kernel or LT.kda_bwd_local_ld, x, grid=LT.SUITE.grid(case),
+                 outputs=list(LT.OUTPUTS))
+    return res, x
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
+def test_piece3_from_the_stored_t_is_its_own_within_rounding(name):
+    """kda_bwd_local_ld (plan "tc5"): T from the prep's blocked inverse instead of piece 3's
+    forward substitution, two chunks (a 22-row tail) of saturated gates and a varlen pack of two
+    heads: every output within the public rule, and within 1e-5 of kda_bwd_local_tc's largest
+    value (measured on 2026-12-06: <= 6e-7 relative, every output)."""
+    import tirxh_numsim as ns
+    case = _local_case(name)
+    res, x = _local_with_stored_t(case)
+    assert_matches(LT.SUITE, case, res, x)
+    own = ns.run(LT.kda_bwd_local_tc, x, grid=LT.SUITE.grid(case), outputs=list(LT.OUTPUTS))
+    for n in LT.OUTPUTS:
+        a, b = (np.asarray(r.outputs[n], np.float64) for r in (res, own))
+        assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max(), n
+
+
+@SLOW
+def test_piece3_with_another_chunks_t_is_caught(tmp_path):
+    """T loaded one (chunk, head) off: the gradients past the public rule."""
+    mut = mutant(tmp_path, "kda_bwd_local_tc", [(
+        "PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile)",
+        "PTL.load_t(sm.t, (ck.c * ck.H + ck.h + 1) % (ck.H * T.nctaid.y), ptile)")])
+    case = _local_case("pack_9_1_64_h2")
+    res, x = _local_with_stored_t(case, kernel=mut.kda_bwd_local_ld)
+    with pytest.raises(AssertionError):
+        assert_matches(LT.SUITE, case, res, x)
+
+
+@SLOW
+def test_sync_check_is_clean_on_piece3_from_the_stored_t():
+    """One 20-row chunk: T's shared stores before the barrier that X's products start behind."""
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    case = _local_case("t20_h1_deep")
+    for result in analyze.check_kernel(LT.kda_bwd_local_ld, _local_inputs(case), consts={},
+                                       grid=LT.SUITE.grid(case)):
+        assert result.verdict == "clean", [f.message for f in result.findings]

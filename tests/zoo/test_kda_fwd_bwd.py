@@ -78,7 +78,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
         1, 8192, 96, FORWARD=1) + MOD.LT._flops(1, 8192, 96)
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
     with pytest.raises(ValueError,
-                       match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3', 'tc4'\]"):
+                       match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3', 'tc4', "
+                             r"'tc5'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -133,6 +134,21 @@ def test_plan_tc4_loads_the_preps_tiles_it_stored():
     assert set(MOD.scratch("tc4")) - set(MOD.scratch("tc3")) == {"ptile"}
     pm = 2 * MOD.TC.pm_macs(2) * 12288
     assert MOD._flops(1, 8192, 96, plan="tc3") - MOD._flops(1, 8192, 96, plan="tc4") == pm
+
+
+def test_plan_tc5_loads_the_preps_t_into_piece_3():
+    """Plan "tc5": plan "tc4" with kda_bwd_local_ld (T from `ptile`, the same parameters and
+    one more) as piece 3; every other launch tc4's; its bytes add T's words read again, its
+    FLOPs are tc4's (the inverse ran on the CUDA cores, not counted)."""
+    tc4, tc5 = MOD.steps(1, 8192, 96, plan="tc4"), MOD.steps(1, 8192, 96, plan="tc5")
+    assert tc5[5].kernel.name == "kda_bwd_local_ld" and tc5[5].buffer("ptile") == "ptile"
+    own = [p.name for p in tc4[5].kernel.runtime_params]
+    assert [p.name for p in tc5[5].kernel.runtime_params] == own[:16] + ["ptile"] + own[16:]
+    assert tc5[:5] == tc4[:5] and tc5[5]._replace(kernel=None) == tc4[5]._replace(kernel=None)
+    assert MOD.scratch("tc5") == MOD.scratch("tc4")
+    assert MOD._bytes(1, 8192, 96, plan="tc5") - MOD._bytes(1, 8192, 96, plan="tc4") == \
+        128 * 96 * 64 * 64 * 4
+    assert MOD._flops(1, 8192, 96, plan="tc5") == MOD._flops(1, 8192, 96, plan="tc4")
 
 
 def test_an_unknown_forward_variant_is_refused():
@@ -201,6 +217,21 @@ def test_plans_tc3_and_tc4_give_plan_tc2s_outputs_bit_for_bit(case):
         for n in MOD.OUTPUTS:
             assert np.array_equal(np.asarray(got[n]), np.asarray(tc2[n]), equal_nan=True), \
                 (plan, n)
+
+
+@SLOW
+def test_plan_tc5_is_plan_tc4_within_rounding():
+    """Piece 3 from the prep's T (kda_bwd_local_ld) on 2 heads of mixed gates, every launch in
+    numsim: every output within the public rules and within 1e-5 of plan "tc4"'s largest value
+    (the prep's blocked inverse against piece 3's forward substitution)."""
+    case = MOD.CASES[2]
+    out, ref, x = _run(case, MOD.steps(**case.params(), plan="tc5"))
+    reps, worst = _worst(out, ref)
+    assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
+    tc4 = MOD.simulate(x, MOD.steps(**case.params(), plan="tc4"))
+    for n in MOD.OUTPUTS:
+        a, b = (np.asarray(v[n], np.float64) for v in (out, tc4))
+        assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max(), n
 
 
 @SLOW

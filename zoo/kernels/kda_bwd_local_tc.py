@@ -61,6 +61,7 @@ if str(Path(__file__).parent) not in sys.path:
 import kda_bwd as BW  # noqa: E402 - after the path that finds it
 import kda_bwd_local as BL  # noqa: E402
 import kda_bwd_pieces_tc as TC  # noqa: E402
+import kda_bwd_prep_tiles as PTL  # noqa: E402
 from kda_chunk import C, K, mma, pack, unpack  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
@@ -267,22 +268,16 @@ def _fold_columns(sm, colq):
                                 + T.ptx.ld.shared.f32(colq.at(2 * x + 1, d)))
 
 
-@T.kernel(grid=BL._grid, block=256)
-def kda_bwd_local_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
-                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
-                     chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
-                     dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
-                     dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32],
-                     gred: T.gptr[T.f32], cnt: T.gptr[T.u32],
-                     dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
-                     dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32]):
+def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
+            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None):
+    """Piece 3's phases (the module docstring), each an iket range with the barriers between
+    them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
+    wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
+    forward substitution (kda_bwd_local_ld: the prep launch's stored T)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
     ln = TC._Lane()
-    # each phase an iket range, the barriers between them outside (nothing in a normal build):
-    # `tirxh profile --iket` then gives each phase's time a warp, and the gaps are the waits
-    # of the warps a phase leaves idle (session 29's phase table counts instructions only)
     with T.iket.range("norms"):
         BL._norms(sm, ck, q, k, beta)
     T.ptx.bar.sync(0)
@@ -292,8 +287,11 @@ def kda_bwd_local_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     with T.iket.range("pairs"):
         _pairs(sm, ln, ck, dtb)
     T.ptx.bar.sync(0)
-    with T.iket.range("inverse"):
-        BL._inverse(sm)
+    with T.iket.range("inverse" if inverse is None else "t_load"):
+        if inverse is None:
+            BL._inverse(sm)
+        else:
+            inverse(sm, ck)
     T.ptx.bar.sync(0)
     with T.iket.range("x"):
         _x_and_staging(sm, ln, ck, dm)
@@ -313,6 +311,38 @@ def kda_bwd_local_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
         BL._dq_dk(sm, ck, q, k, dq, dk)
     with T.iket.range("params"):
         BW._gate_params_grad(sm.gsum, sm.flag, gred, cnt, dA_log, ddt_bias, ck.h, ck.H)
+
+
+@T.kernel(grid=BL._grid, block=256)
+def kda_bwd_local_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+                     chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
+                     dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
+                     dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32],
+                     gred: T.gptr[T.f32], cnt: T.gptr[T.u32],
+                     dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
+                     dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32]):
+    _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
+            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias)
+
+
+@T.kernel(grid=BL._grid, block=256)
+def kda_bwd_local_ld(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+                     chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
+                     dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
+                     dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32],
+                     gred: T.gptr[T.f32], cnt: T.gptr[T.u32], ptile: T.gptr[T.f32],
+                     dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
+                     dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32]):
+    """kda_bwd_local_tc with T loaded from the tiles kda_bwd_prep3s stored (`ptile`, plan
+    "tc5" of kda_fwd_bwd) instead of its own forward substitution: the same matrix (I +
+    Diag(beta) P)^-1 from the prep's blocked inverse (PREP=2), so equal within rounding, not
+    bit for bit. Why: session 30's iket profile put the inverse at 15.7% of a CTA's time (two
+    warps' 2,016-FMA chain), the load is 16 KB a CTA."""
+    _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
+            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
+            inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile))
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------

@@ -92,6 +92,18 @@ def load(sm, hc, ptile):
                                 T.ptx.ld.global_.f32(ptile.at(base + off + T.tid.x)))
 
 
+def load_t(tile, hc, ptile):
+    """T alone (the words at `T0`) of (chunk, head) `hc` into `tile` (kda_bwd_local_ld: piece
+    3's own inverse replaced by the prep's; the caller's barrier publishes it)."""
+    base = hc * WORDS + T0
+    col, r0, per = _passes(C)
+    with T.range(C // per // UNROLL) as i8:
+        rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
+        vals = [T.ptx.ld.global_.f32(ptile.at(base + r * C + col)) for r in rows]
+        for r, x in zip(rows, vals):
+            T.ptx.st.shared.f32(tile.at(r, col), x)
+
+
 def stage(tile, ck, y):
     """y (dO) of the chunk into `tile` as f32 (rows past the sequence zero): thread t, column
     t % 128, rows 32 (t / 128) ..; the values kda_bwd_reverse._decayed stages."""

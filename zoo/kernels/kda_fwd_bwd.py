@@ -40,7 +40,10 @@ walk's into the scratch `nfrag_f`, `bt_f`: six launches (``fwd``, ``prep``, ``ch
 sessions 13 and 17): 7.88 ms against the two prep_tc launches' 5.22 + 4.58. Plan "tc4" is
 "tc3" whose prep launch (kda_bwd_prep3s) also stores the prep's tiles piece 2c reads into the
 scratch `ptile` and whose pieces launch (kda_bwd_pieces_ld) loads them instead of computing
-the prep a second time (kda_bwd_prep_tiles: `LOADED_PREP`).
+the prep a second time (kda_bwd_prep_tiles: `LOADED_PREP`). Plan "tc5" is "tc4" whose piece 3
+(kda_bwd_local_ld) loads the prep's T from those tiles instead of inverting (`LOADED_T`; the
+inverse was 15.7% of piece 3's CTA time in session 30's profile): within rounding of "tc4",
+not bit for bit (the prep's blocked inverse against piece 3's forward substitution).
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -77,7 +80,7 @@ import kda_bwd_prep_tiles as PTL  # noqa: E402
 import kda_bwd_split as SP  # noqa: E402
 import kda_fwd as FW  # noqa: E402
 import kda_ref as R  # noqa: E402
-from kda_chunk import K, V  # noqa: E402
+from kda_chunk import C, K, V  # noqa: E402
 
 TAGS = ("linear-attention", "forward", "backward", "chunked-scan", "multi-launch", "varlen")
 
@@ -92,15 +95,19 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
          "tc2": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
          "tc3": (P3.kda_bwd_prep3, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
-         "tc4": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_tc)}
+         "tc4": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_tc),
+         "tc5": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_ld)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
-PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2)}
+PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
+               "tc5": dict(PREP=2)}
 # plans whose prep is one launch for both walks (the forward walk's operands in nfrag_f, bt_f)
-ONE_PREP = ("tc3", "tc4")
+ONE_PREP = ("tc3", "tc4", "tc5")
 # plans whose pieces load the prep's tiles that launch stored (`ptile`) instead of computing
 # the prep again (kda_bwd_prep_tiles): their pieces launch takes no PREP
-LOADED_PREP = ("tc4",)
+LOADED_PREP = ("tc4", "tc5")
+# plans whose piece 3 loads the prep's T from `ptile` instead of inverting (kda_bwd_local_ld)
+LOADED_T = ("tc5",)
 
 
 class Step(NamedTuple):
@@ -267,7 +274,8 @@ _WRITES = {"kda_fwd": ("o", "ht"), "kda_bwd_chain_prep": PR.OUTPUTS,
            "kda_bwd_prep3": P3.OUTPUTS, "kda_bwd_prep3s": P3.OUTPUTS + ("ptile",),
            "kda_bwd_pieces_ld": TC.OUTPUTS,
            "kda_bwd_local": BL.OUTPUTS + ("gred", "cnt"),
-           "kda_bwd_local_tc": LT.OUTPUTS + ("gred", "cnt")}
+           "kda_bwd_local_tc": LT.OUTPUTS + ("gred", "cnt"),
+           "kda_bwd_local_ld": LT.OUTPUTS + ("gred", "cnt")}
 
 
 def _writes(st, param):
@@ -296,6 +304,8 @@ def _bytes(B, T_, H, lens=None, plan="f32"):
     if plan in LOADED_PREP:   # ptile written and read; the pieces read no q, k, g_raw, beta
         tile = BL._chunks(B, T_, lens) * H * PTL.WORDS * 4
         out += 2 * tile - B * T_ * H * (3 * 2 * K + 2)
+    if plan in LOADED_T:      # piece 3 reads T's C x C words of each chunk and head again
+        out += BL._chunks(B, T_, lens) * H * C * C * 4
     return out
 
 
@@ -307,7 +317,7 @@ def _flops(B, T_, H, lens=None, plan="f32"):
     pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
-    if plan in ("tc", "tc2", "tc3", "tc4"):
+    if plan in ("tc", "tc2", "tc3", "tc4", "tc5"):
         pc = PLAN_CONSTS.get(plan, {})
         if plan in ONE_PREP:   # both walks' products, the prep's once
             out += P3._flops(B, T_, H, lens, **pc)
