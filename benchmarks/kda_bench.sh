@@ -369,11 +369,12 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc4,
-# the fastest measured: session 30 on an H100, 0.902x tc3's time at H96 and 0.852x tc2's at H64);
-# several plans ("tc2 tc3"): each shape times each plan in turn, one job each, after one FLA
-# prewarm (each job has FLA's forward + backward beside it: the plans' ratio is across jobs)
-read -r -a FB_PLANS <<<"${FB_PLAN:-tc4}"
+# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc5,
+# the fastest measured: session 30 on an H100, tc4 0.902x tc3's time at H96 and 0.852x tc2's at
+# H64, tc5 0.950x tc4's at H96); several plans ("tc2 tc3"): each shape times each plan in turn,
+# one job each, after one FLA prewarm (each job has FLA's forward + backward beside it: the
+# plans' ratio is across jobs)
+read -r -a FB_PLANS <<<"${FB_PLAN:-tc5}"
 FB=(python3 benchmarks/kda_fwd_bwd_bench.py --cache "$WORK/fbcache")   # the plans' client
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)
