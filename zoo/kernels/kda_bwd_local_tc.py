@@ -45,6 +45,13 @@ folded) the reverse scan and gate chain, the norms' dots -> dq, dk -> the gate p
 
 Shared memory: kda_bwd_local's 216 KB and the [4, K] column partials (2 KB).
 
+Each phase is an iket range (nothing in a normal build): session 30's profile at T8192 H64 (an
+H100) put a CTA's 120.6 us at `grads` 25.1%, `gate` 21.0%, `inverse` 15.7%, `scan` 13.2%
+(docs/PERFORMANCE.md "Session 30"; the summary's CTA phases, since a warp idle in a phase
+records the barrier's wait in its next range). kda_bwd_local_ld (plan "tc5" of kda_fwd_bwd) is
+this kernel with T loaded from the tiles the prep launch stored (kda_bwd_prep_tiles.load_t)
+instead of the two warps' forward substitution: 0.863x the launch's time, the plan 0.950x.
+
 Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
 """
 
