@@ -545,8 +545,9 @@ elif [ "${MODE:-all}" = bulk1 ]; then
     B1_W="topk_f32_warp[r4096_c32768_k64_st_a_v4_g1fu_w32_sd2"
     B1_ITEMS="${B1_F}]@ or ${B1_F}_bk]@ or ${B1_W}]@ or ${B1_W}_bk]@ or ${B1_B}]@ or ${B1_B}_bk]@ \
 or tma_copy[r16384_c8192]@"
-    # each main first, then its bulk ring; the copy last; under the protocol's flush and the
-    # read flush (session 29: the write flush charges these readers ~2.5% more than the copy)
+    # each main first, then its bulk ring (a shard runs in file order: the copy before them);
+    # under the protocol's flush and the read flush (session 29: the write flush charges these
+    # readers ~2.5% more than the copy)
     SHARDS_ALL="h200 and ($B1_ITEMS)|h200 and ($B1_ITEMS)"
     SHARD_ARGS_M="--l2-flush write|--l2-flush read"
     # the mechanism: the L2's throughput per DRAM byte of the main and its bulk ring, one card

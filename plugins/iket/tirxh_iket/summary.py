@@ -44,9 +44,10 @@ def _union(intervals) -> float:
 
 
 def cta_phases(tl: Timeline) -> "dict | None":
-    """The CTA phase table (module docstring), or None where the warps are not in lockstep: a
-    CTA with fewer warps than the grid's others (a warp without ranges, a lossy trace) is left
-    out, and one whose warps record another sequence of ranges than the rest means no table."""
+    """The CTA phase table (module docstring), or None: where a CTA's warps, or two CTAs,
+    record different sequences of top-level ranges, where fewer than two ranges or warps make
+    a phase, and where the trace lost events or left a range unpaired. A CTA with fewer warps
+    recorded than the fullest CTA (a warp that wrote no event) is left out of the table."""
     ctas: dict = {}
     for w in tl.warps:
         ctas.setdefault((w.sm, w.cta), []).append(w)
