@@ -29,14 +29,19 @@ def _run(kernel, x, case, outputs, consts):
     return res.outputs
 
 
+def _raw(x):
+    """The prep's inputs among a case's arrays."""
+    return {n: x[n] for n in ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do",
+                              "chunk_tok", "chunk_rows")}
+
+
 def _stored(case):
     """kda_bwd_prep3s and kda_bwd_prep3 on the pieces case's raw inputs: (prep3s's outputs,
     prep3's outputs, the pieces' inputs)."""
     x = TC.SUITE.make_inputs(case, 0)
     chunks, H = x["s0"].shape[:2]
     walks = P3.P2._outputs(H, chunks)
-    raw = {n: x[n] for n in ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do",
-                             "chunk_tok", "chunk_rows")}
+    raw = _raw(x)
     got = _run(P3.kda_bwd_prep3s, dict(raw, **walks, **PTL.outputs(H, chunks)), case,
                list(P3.OUTPUTS) + ["ptile"], {"PREP": 2})
     want = _run(P3.kda_bwd_prep3, dict(raw, **P3.P2._outputs(H, chunks)), case,
@@ -105,8 +110,7 @@ def test_sync_check_is_clean_on_both_kernels():
     case = _pieces_case("t20_h1_deep")
     got, _, x = _stored(case)
     chunks, H = x["s0"].shape[:2]
-    raw = {n: x[n] for n in ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do",
-                             "chunk_tok", "chunk_rows")}
+    raw = _raw(x)
     runs = [(P3.kda_bwd_prep3s, dict(raw, **P3.P2._outputs(H, chunks),
                                      **PTL.outputs(H, chunks)), {"PREP": 2}),
             (TC.kda_bwd_pieces_ld, _pieces_args(got["ptile"], x), {})]
@@ -140,8 +144,7 @@ def _local_inputs(case):
     """Piece 3's inputs of `case` with `ptile`: kda_bwd_prep3s's tiles of the same raw inputs."""
     x = LT.SUITE.make_inputs(case, 0)
     chunks, H = x["dqe"].shape[:2]
-    raw = {n: x[n] for n in ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do",
-                             "chunk_tok", "chunk_rows")}
+    raw = _raw(x)
     tiles = _run(P3.kda_bwd_prep3s, dict(raw, **P3.P2._outputs(H, chunks),
                                          **PTL.outputs(H, chunks)),
                  case, ["ptile"], {"PREP": 2})["ptile"]

@@ -75,17 +75,24 @@ def store(sm, hc, ptile):
                                  T.ptx.ld.shared.f32(vec.at(T.tid.x)))
 
 
+def _load_matrix(tile, base, cols, ptile, off=None):
+    """The C x `cols` matrix whose words start at `ptile` element `base` (+ `off`, a Python int
+    added inside each address) into `tile`."""
+    col, r0, per = _passes(cols)
+    with T.range(C // per // UNROLL) as i8:
+        rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
+        vals = [T.ptx.ld.global_.f32(ptile.at((base if off is None else base + off)
+                                              + r * cols + col)) for r in rows]
+        for r, x in zip(rows, vals):
+            T.ptx.st.shared.f32(tile.at(r, col), x)
+
+
 def load(sm, hc, ptile):
     """`store`'s words of (chunk, head) `hc` back into the same shared tiles (the caller's
     barrier publishes them)."""
     base = hc * WORDS
     for off, tile, cols in _matrices(sm):
-        col, r0, per = _passes(cols)
-        with T.range(C // per // UNROLL) as i8:
-            rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
-            vals = [T.ptx.ld.global_.f32(ptile.at(base + off + r * cols + col)) for r in rows]
-            for r, x in zip(rows, vals):
-                T.ptx.st.shared.f32(tile.at(r, col), x)
+        _load_matrix(tile, base, cols, ptile, off)
     for off, vec, n in _vectors(sm):
         with T.if_(T.tid.x < n):
             T.ptx.st.shared.f32(vec.at(T.tid.x),
@@ -95,13 +102,7 @@ def load(sm, hc, ptile):
 def load_t(tile, hc, ptile):
     """T alone (the words at `T0`) of (chunk, head) `hc` into `tile` (kda_bwd_local_ld: piece
     3's own inverse replaced by the prep's; the caller's barrier publishes it)."""
-    base = hc * WORDS + T0
-    col, r0, per = _passes(C)
-    with T.range(C // per // UNROLL) as i8:
-        rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
-        vals = [T.ptx.ld.global_.f32(ptile.at(base + r * C + col)) for r in rows]
-        for r, x in zip(rows, vals):
-            T.ptx.st.shared.f32(tile.at(r, col), x)
+    _load_matrix(tile, hc * WORDS + T0, C, ptile)
 
 
 def stage(tile, ck, y):

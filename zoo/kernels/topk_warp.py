@@ -849,6 +849,13 @@ class _Ring:
         T.ptx.add.u64(self.gp, self.gp, self.V * 512)
         self.v.set(self.v + self.V)
         self.asks_ahead()
+        self.row_end()
+        self.soff.set(self.soff + self.V * 512)
+        T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
+
+    def row_end(self):
+        """At the row's last step: the issue cursor to the next row (the static walk's W rows
+        on, or DYN=1's row from the counter)."""
         with T.if_(self.v == self.steps, uniform=True):
             self.v.set(0)
             if self.take is None:
@@ -856,8 +863,6 @@ class _Ring:
                 T.ptx.add.u64(self.gp, self.gp, self.jump)
             else:
                 self.next_row()
-        self.soff.set(self.soff + self.V * 512)
-        T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
 
     def asks_ahead(self):
         """TAKE: at `lead` steps before the row's end, the next row's ticket asked (read at the
@@ -943,13 +948,7 @@ class _BulkRing(_Ring):
         T.ptx.add.u64(self.gp, self.gp, full)
         self.v.set(self.v + self.V)
         self.asks_ahead()
-        with T.if_(self.v == self.steps, uniform=True):
-            self.v.set(0)
-            if self.take is None:
-                self.row.set(self.row + self.row_step)
-                T.ptx.add.u64(self.gp, self.gp, self.jump)
-            else:
-                self.next_row()
+        self.row_end()
         self.soff.set(self.soff + full)
         T.ptx.mov.u32(self.soff, 0, pred=self.soff == self.span)
 
