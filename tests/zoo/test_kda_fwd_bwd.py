@@ -79,7 +79,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
     with pytest.raises(ValueError,
                        match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3', 'tc4', "
-                             r"'tc5'\]"):
+                             r"'tc5', 'tc6'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -149,6 +149,25 @@ def test_plan_tc5_loads_the_preps_t_into_piece_3():
     assert MOD._bytes(1, 8192, 96, plan="tc5") - MOD._bytes(1, 8192, 96, plan="tc4") == \
         128 * 96 * 64 * 64 * 4
     assert MOD._flops(1, 8192, 96, plan="tc5") == MOD._flops(1, 8192, 96, plan="tc4")
+
+
+def test_plan_tc6_loads_the_gates_tiles_into_piece_3():
+    """Plan "tc6": plan "tc5" with kda_bwd_prep3g (prep3s and one more buffer, `gtile`) and
+    kda_bwd_local_lg (local_ld and `gtile`); chains and pieces tc5's; its bytes add the gate's
+    words written and read once, less piece 3's beta; its FLOPs are tc5's."""
+    tc5, tc6 = MOD.steps(1, 8192, 96, plan="tc5"), MOD.steps(1, 8192, 96, plan="tc6")
+    assert (tc6[1].kernel.name, tc6[5].kernel.name) == ("kda_bwd_prep3g", "kda_bwd_local_lg")
+    for i, extra in ((1, 16), (5, 17)):
+        own = [p.name for p in tc5[i].kernel.runtime_params]
+        assert [p.name for p in tc6[i].kernel.runtime_params] == \
+            own[:extra] + ["gtile"] + own[extra:]
+        assert tc6[i]._replace(kernel=None) == tc5[i]._replace(kernel=None)
+    assert [tc6[i] for i in (0, 2, 3, 4)] == [tc5[i] for i in (0, 2, 3, 4)]
+    assert MOD.scratch("tc6") == MOD.scratch("tc5") + ("gtile",)
+    words = 4 * 64 * 129 + 3 * 64
+    assert MOD._bytes(1, 8192, 96, plan="tc6") - MOD._bytes(1, 8192, 96, plan="tc5") == \
+        2 * 128 * 96 * words * 4 - 8192 * 96 * 2
+    assert MOD._flops(1, 8192, 96, plan="tc6") == MOD._flops(1, 8192, 96, plan="tc5")
 
 
 def test_an_unknown_forward_variant_is_refused():
@@ -232,6 +251,20 @@ def test_plan_tc5_is_plan_tc4_within_rounding():
     for n in MOD.OUTPUTS:
         a, b = (np.asarray(v[n], np.float64) for v in (out, tc4))
         assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max(), n
+
+
+@SLOW
+@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small][2:], ids=lambda c: c.name)
+def test_plan_tc6_gives_plan_tc5s_outputs_bit_for_bit(case):
+    """Piece 3 computes from the very words of the prep's norms and gate (the same functions
+    on the same inputs; tests/zoo/test_kda_bwd_gate_tiles.py), so plan "tc6" is plan "tc5" to
+    the last bit, every output, on 2 heads of mixed gates and on the varlen pack (numsim,
+    every launch; the two one-head cases too on 2026-12-06)."""
+    x = MOD.inputs(np.random.default_rng(1), **case.params(), gate=case.gate)
+    tc5 = MOD.simulate(x, MOD.steps(**case.params(), plan="tc5"))
+    got = MOD.simulate(x, MOD.steps(**case.params(), plan="tc6"))
+    for n in MOD.OUTPUTS:
+        assert np.array_equal(np.asarray(got[n]), np.asarray(tc5[n]), equal_nan=True), n
 
 
 @SLOW

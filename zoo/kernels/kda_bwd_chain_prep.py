@@ -158,19 +158,31 @@ def chunk_cta(chunk_tok, chunk_rows):
                                  T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
 
 
-def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None):
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None, gates=None):
     """kda_bwd_reverse's prep phases of one chunk (norms -> gate -> P, M -> T beside KE, QE,
     KL, exp(G_C) and y staged in sm.do), each ended by ``bar.sync``; shared with
     kda_bwd_pieces_tc, whose products read the same tiles. `pairs(sm)` and `inverse(sm)`, if
     given, replace the P, M phase (kda_bwd_reverse._pairs) and the T phase
-    (kda_bwd_local._inverse): kda_bwd_pieces_tc's tensor-core forms (its PREP constant)."""
+    (kda_bwd_local._inverse): kda_bwd_pieces_tc's tensor-core forms (its PREP constant).
+    `gates` (kda_bwd_prep_tiles.GateStore), if given, copies the norms' and gate's tiles out
+    while P, M and T are computed: `_decayed` overwrites KL, KD, QL, so its stores wait for the
+    copy behind one more barrier."""
+    if gates is not None:
+        gates.pad(sm)
     BL._norms(sm, ck, q, k, beta)
     T.ptx.bar.sync(0)
     BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
+    if gates is not None:
+        T.ptx.fence.proxy.async_.shared__cta()   # the tiles' generic writes -> the copy engine
     T.ptx.bar.sync(0)
+    if gates is not None:
+        gates.store(sm)
     (pairs or BR._pairs)(sm)
     T.ptx.bar.sync(0)
     (inverse or BL._inverse)(sm)
+    if gates is not None:
+        gates.stored()
+        T.ptx.bar.sync(0)
     BR._decayed(sm, ck, q, k, y)
     T.ptx.bar.sync(0)
 

@@ -51,6 +51,8 @@ H100) put a CTA's 120.6 us at `grads` 25.1%, `gate` 21.0%, `inverse` 15.7%, `sca
 records the barrier's wait in its next range). kda_bwd_local_ld (plan "tc5" of kda_fwd_bwd) is
 this kernel with T loaded from the tiles the prep launch stored (kda_bwd_prep_tiles.load_t)
 instead of the two warps' forward substitution: 0.863x the launch's time, the plan 0.950x.
+kda_bwd_local_lg (plan "tc6") loads the norms' and gate's tiles too (two bulk copies on an
+mbarrier, T's load under them), in place of the norms and gate phases.
 
 Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
 """
@@ -276,30 +278,36 @@ def _fold_columns(sm, colq):
 
 
 def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
-            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None):
+            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None):
     """Piece 3's phases (the module docstring), each an iket range with the barriers between
     them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
     wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
-    forward substitution (kda_bwd_local_ld: the prep launch's stored T)."""
+    forward substitution (kda_bwd_local_ld: the prep launch's stored T). With `gtile` (and
+    `inverse`), the norms' and gate's tiles come from the prep launch too (`_loaded_gates`)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
     ln = TC._Lane()
-    with T.iket.range("norms"):
-        BL._norms(sm, ck, q, k, beta)
-    T.ptx.bar.sync(0)
-    with T.iket.range("gate"):
-        BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
+    if gtile is None:
+        with T.iket.range("norms"):
+            BL._norms(sm, ck, q, k, beta)
+        T.ptx.bar.sync(0)
+        with T.iket.range("gate"):
+            BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
+    else:
+        with T.iket.range("gates_load"):
+            _loaded_gates(sm, ck, gtile, inverse)
     T.ptx.bar.sync(0)
     with T.iket.range("pairs"):
         _pairs(sm, ln, ck, dtb)
     T.ptx.bar.sync(0)
-    with T.iket.range("inverse" if inverse is None else "t_load"):
-        if inverse is None:
-            BL._inverse(sm)
-        else:
-            inverse(sm, ck)
-    T.ptx.bar.sync(0)
+    if gtile is None:
+        with T.iket.range("inverse" if inverse is None else "t_load"):
+            if inverse is None:
+                BL._inverse(sm)
+            else:
+                inverse(sm, ck)
+        T.ptx.bar.sync(0)
     with T.iket.range("x"):
         _x_and_staging(sm, ln, ck, dm)
     T.ptx.bar.sync(0)
@@ -350,6 +358,44 @@ def kda_bwd_local_ld(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile))
+
+
+def _loaded_gates(sm, ck, gtile, inverse):
+    """KL, KD, QL, G, rn and beta by two bulk copies from the prep's `gtile` (thread 0 arms an
+    mbarrier; kda_bwd_prep_tiles.load_gates), T by `inverse` meanwhile (sT is no tile of the
+    copies, and the pairs do not read it), then every thread waits on the copies and threads
+    0..127 take the block references from G's rows (the caller's barrier publishes them)."""
+    full = T.mbarrier(1)
+    with T.if_(T.tid.x == 0):
+        full[0].init(1)
+        T.ptx.fence.mbarrier_init.release.cluster()
+        PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full[0])
+    T.ptx.bar.sync(0)            # the mbarrier's initialisation, before anyone waits on it
+    inverse(sm, ck)
+    full[0].wait(0)
+    PTL.refs_from_g(sm, BL.BLK)
+
+
+@T.kernel(grid=BL._grid, block=256)
+def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                     beta: T.gptr[T.bf16], A_log: T.gptr[T.f32], dt_bias: T.gptr[T.f32],
+                     chunk_tok: T.gptr[T.s32], chunk_rows: T.gptr[T.s32],
+                     dqe: T.gptr[T.f32], dke: T.gptr[T.f32], dkl: T.gptr[T.f32],
+                     dm: T.gptr[T.f32], dtb: T.gptr[T.f32], dgs: T.gptr[T.f32],
+                     gred: T.gptr[T.f32], cnt: T.gptr[T.u32], ptile: T.gptr[T.f32],
+                     gtile: T.gptr[T.f32],
+                     dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
+                     dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32]):
+    """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
+    loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
+    its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
+    ._gate on the same inputs), so bit for bit kda_bwd_local_ld's outputs. Why: session 30's
+    profile put norms + gate at 25.9% of a CTA's time (their 194 scalar global loads queue
+    behind the other SMs' traffic); two bulk copies cost one thread a few instructions, and T's
+    load runs under them. `beta` is unread (kept: the plans bind one parameter list)."""
+    _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
+            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
+            inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile), gtile=gtile)
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------

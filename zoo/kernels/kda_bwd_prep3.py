@@ -30,7 +30,10 @@ then dO, Tb, T, M: each round's loads before its barrier, the planes over their 
 
 kda_bwd_prep3s (session 28, plan "tc4" of kda_fwd_bwd) is the same launch that also stores the
 prep's tiles piece 2c reads into `ptile` (kda_bwd_prep_tiles.store, between the prep and the
-split), so kda_bwd_pieces_ld need not compute the prep again.
+split), so kda_bwd_pieces_ld need not compute the prep again. kda_bwd_prep3g (session 31,
+plan "tc6") also copies the norms' and gate's tiles out for piece 3 (kda_bwd_prep_tiles.
+GateStore: two bulk copies issued after the gate's barrier, waited for before `_decayed`
+overwrites KL, KD, QL behind one more barrier).
 
 Inputs, outputs, cases and timing cases: kda_bwd_prep2's (the same interface, so the plan can
 swap it in; `benchmarks/kda_bench.sh prep3` times both in one job).
@@ -322,14 +325,29 @@ def kda_bwd_prep3s(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                 nfrag, bt, eg, PREP, ptile)
 
 
+@T.kernel(grid=PR._grid, block=256)
+def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
+                   v: T.gptr[T.bf16], beta: T.gptr[T.bf16], A_log: T.gptr[T.f32],
+                   dt_bias: T.gptr[T.f32], do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
+                   chunk_rows: T.gptr[T.s32], nfrag_f: T.gptr[T.u32], bt_f: T.gptr[T.f32],
+                   nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
+                   ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2):
+    """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
+    bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
+    kda_fwd_bwd computes them once for piece 3 too)."""
+    _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
+                nfrag, bt, eg, PREP, ptile, gtile)
+
+
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile=None):
+                nfrag, bt, eg, PREP, ptile=None, gtile=None):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
-    barrier)."""
+    barrier); with `gtile`, the gate's tiles copied out during the prep."""
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP)    # dO in sm.do
     hc = ck.c * ck.H + ck.h
+    gates = None if gtile is None else PTL.GateStore(hc, gtile)
+    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates)    # dO in sm.do
     if ptile is not None:
         PTL.store(sm, hc, ptile)
     op = _Operands(sm)

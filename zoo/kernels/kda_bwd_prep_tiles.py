@@ -120,3 +120,73 @@ def stage(tile, ck, y):
 def outputs(H, chunks):
     """A zeroed `ptile` for `chunks` chunks of H heads."""
     return {"ptile": np.zeros((chunks, H, WORDS), np.float32)}
+
+
+# --- the gate's tiles for piece 3 (plan "tc6") ---------------------------------------------------
+#
+# Piece 3 (kda_bwd_local_tc) begins with the same norms and gate phases as the prep
+# (kda_bwd_local._norms, ._gate on the same inputs: the same f32 words), 25.9% of its CTA time
+# in session 30's profile. Both kernels keep KL, KD, QL and G as four [C, K + 1] f32 tiles one
+# after another from the start of shared memory, and rn [2, C] with beta [C] right after each
+# other (tests/zoo/test_kda_bwd_prep_tiles.py checks both layouts), so each range moves as one
+# bulk copy of its shared-memory image, padding column included (never read): `gtile`
+# [chunks, H, GATE_WORDS]. The block references r_a are G's rows 0, 16, 32, 48
+# (kda_bwd_local._gate stores the same register into both), so piece 3 takes them from G.
+
+GATE_TILES = 4 * C * (K + 1)     # KL, KD, QL, G
+GATE_VECS = 2 * C + C            # rn (rk, scale rq) and beta
+GATE_WORDS = GATE_TILES + GATE_VECS
+
+
+class GateStore:
+    """The prep's half (kda_bwd_prep3g): `store` after the gate's barrier (every thread fenced
+    its writes for the copy engine before it: ``fence.proxy.async.shared::cta``), `stored`
+    before anything overwrites the tiles (the caller's barrier after it publishes the wait)."""
+
+    def __init__(self, hc, gtile):
+        self.base, self.gtile = hc * GATE_WORDS, gtile
+
+    def pad(self, sm):
+        """Threads 0..C-1 zero the padding word of their row of each tile (before the norms):
+        the copy reads every word of the image, and the gate writes no padding."""
+        with T.if_(T.tid.x < C):
+            for tile in (sm.kl, sm.kd, sm.ql, sm.g):
+                T.ptx.st.shared.f32(tile.at(T.tid.x, K), 0.0)
+
+    def store(self, sm):
+        """Thread 0: the two bulk copies into `gtile`, one bulk async-group."""
+        bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
+        with T.if_(T.tid.x == 0):
+            bulk_store(self.gtile.at(self.base), sm.kl.at(0, 0), GATE_TILES * 4)
+            bulk_store(self.gtile.at(self.base + GATE_TILES), sm.rn.at(0, 0), GATE_VECS * 4)
+            T.ptx.cp.async_.bulk.commit_group()
+
+    def stored(self):
+        """Thread 0 waits until the group is complete (read and written: nothing is left in
+        flight when the CTA exits)."""
+        with T.if_(T.tid.x == 0):
+            T.ptx.cp.async_.bulk.wait_group(0)
+
+
+def load_gates(sm, hc, gtile, bar):
+    """Thread 0: ``mbarrier.arrive.expect_tx`` on `bar` with the gate's bytes, then `GateStore`'s
+    two bulk copies of (chunk, head) `hc` back into kda_bwd_local's tiles (the same layout)."""
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    base = hc * GATE_WORDS
+    with T.if_(T.tid.x == 0):
+        bar.arrive_expect_tx(GATE_WORDS * 4)
+        bulk_load(sm.kl.at(0, 0), gtile.at(base), GATE_TILES * 4, bar)
+        bulk_load(sm.rn.at(0, 0), gtile.at(base + GATE_TILES), GATE_VECS * 4, bar)
+
+
+def refs_from_g(sm, blk):
+    """Threads 0..K-1, channel d: the block references r_a = G[a * blk, d] into sm.ref."""
+    d = T.tid.x
+    with T.if_(d < K):
+        for a in range(C // blk):
+            T.ptx.st.shared.f32(sm.ref.at(a, d), T.ptx.ld.shared.f32(sm.g.at(a * blk, d)))
+
+
+def gate_outputs(H, chunks):
+    """A zeroed `gtile` for `chunks` chunks of H heads."""
+    return {"gtile": np.zeros((chunks, H, GATE_WORDS), np.float32)}

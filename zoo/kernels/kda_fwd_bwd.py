@@ -43,7 +43,11 @@ scratch `ptile` and whose pieces launch (kda_bwd_pieces_ld) loads them instead o
 the prep a second time (kda_bwd_prep_tiles: `LOADED_PREP`). Plan "tc5" is "tc4" whose piece 3
 (kda_bwd_local_ld) loads the prep's T from those tiles instead of inverting (`LOADED_T`; the
 inverse was 15.7% of piece 3's CTA time in session 30's profile): within rounding of "tc4",
-not bit for bit (the prep's blocked inverse against piece 3's forward substitution).
+not bit for bit (the prep's blocked inverse against piece 3's forward substitution). Plan
+"tc6" is "tc5" whose prep launch (kda_bwd_prep3g) also copies the norms' and gate's tiles out
+(`gtile`, two bulk copies while P, M and T are computed) and whose piece 3 (kda_bwd_local_lg)
+loads them instead of running its own norms and gate (`LOADED_GATES`; 25.9% of piece 3's CTA
+time in session 30's profile): bit for bit "tc5" (the same functions on the same inputs).
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -96,18 +100,22 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc2": (PT.kda_bwd_prep_tc, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
          "tc3": (P3.kda_bwd_prep3, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
          "tc4": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_tc),
-         "tc5": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_ld)}
+         "tc5": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_ld),
+         "tc6": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
-               "tc5": dict(PREP=2)}
+               "tc5": dict(PREP=2), "tc6": dict(PREP=2)}
 # plans whose prep is one launch for both walks (the forward walk's operands in nfrag_f, bt_f)
-ONE_PREP = ("tc3", "tc4", "tc5")
+ONE_PREP = ("tc3", "tc4", "tc5", "tc6")
 # plans whose pieces load the prep's tiles that launch stored (`ptile`) instead of computing
 # the prep again (kda_bwd_prep_tiles): their pieces launch takes no PREP
-LOADED_PREP = ("tc4", "tc5")
+LOADED_PREP = ("tc4", "tc5", "tc6")
 # plans whose piece 3 loads the prep's T from `ptile` instead of inverting (kda_bwd_local_ld)
-LOADED_T = ("tc5",)
+LOADED_T = ("tc5", "tc6")
+# plans whose piece 3 loads the norms' and gate's tiles the prep copied out (`gtile`,
+# kda_bwd_prep_tiles.GateStore) instead of computing them (kda_bwd_local_lg)
+LOADED_GATES = ("tc6",)
 
 
 class Step(NamedTuple):
@@ -182,7 +190,8 @@ WALK_F = ("nfrag_f", "bt_f")
 def scratch(plan="f32") -> tuple:
     """The plan's scratch buffers (zeroed before each run, never uploaded)."""
     return (SCRATCH + (WALK_F if plan in ONE_PREP else ())
-            + (("ptile",) if plan in LOADED_PREP else ()))
+            + (("ptile",) if plan in LOADED_PREP else ())
+            + (("gtile",) if plan in LOADED_GATES else ()))
 
 
 def _scratch(B, T_, H, lens):
@@ -192,7 +201,7 @@ def _scratch(B, T_, H, lens):
     N = B if lens is None else len(lens)
     walk = PR._outputs(H, chunks)
     out = dict(walk, nfrag_f=np.zeros(walk["nfrag"].shape, walk["nfrag"].dtype),
-               bt_f=np.zeros(walk["bt"].shape, walk["bt"].dtype), **PTL.outputs(H, chunks),
+               bt_f=np.zeros(walk["bt"].shape, walk["bt"].dtype), **PTL.outputs(H, chunks), **PTL.gate_outputs(H, chunks),
                s0=np.zeros((chunks, H, K, V), np.float32),
                hn=np.zeros((N, H, K, V), np.float32), ds1=np.zeros((chunks, H, K, V), np.float32))
     pieces = PC._outputs(B, T_, H, chunks)
@@ -272,10 +281,12 @@ _WRITES = {"kda_fwd": ("o", "ht"), "kda_bwd_chain_prep": PR.OUTPUTS,
            "kda_bwd_chain": CH.OUTPUTS, "kda_bwd_chain_pieces": PC.OUTPUTS,
            "kda_bwd_pieces_tc": TC.OUTPUTS, "kda_bwd_prep_tc": PT.OUTPUTS,
            "kda_bwd_prep3": P3.OUTPUTS, "kda_bwd_prep3s": P3.OUTPUTS + ("ptile",),
+           "kda_bwd_prep3g": P3.OUTPUTS + ("ptile", "gtile"),
            "kda_bwd_pieces_ld": TC.OUTPUTS,
            "kda_bwd_local": BL.OUTPUTS + ("gred", "cnt"),
            "kda_bwd_local_tc": LT.OUTPUTS + ("gred", "cnt"),
-           "kda_bwd_local_ld": LT.OUTPUTS + ("gred", "cnt")}
+           "kda_bwd_local_ld": LT.OUTPUTS + ("gred", "cnt"),
+           "kda_bwd_local_lg": LT.OUTPUTS + ("gred", "cnt")}
 
 
 def _writes(st, param):
@@ -306,6 +317,8 @@ def _bytes(B, T_, H, lens=None, plan="f32"):
         out += 2 * tile - B * T_ * H * (3 * 2 * K + 2)
     if plan in LOADED_T:      # piece 3 reads T's C x C words of each chunk and head again
         out += BL._chunks(B, T_, lens) * H * C * C * 4
+    if plan in LOADED_GATES:  # gtile written and read; piece 3 reads no beta
+        out += 2 * BL._chunks(B, T_, lens) * H * PTL.GATE_WORDS * 4 - B * T_ * H * 2
     return out
 
 
@@ -317,7 +330,7 @@ def _flops(B, T_, H, lens=None, plan="f32"):
     pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
-    if plan in ("tc", "tc2", "tc3", "tc4", "tc5"):
+    if plan in ("tc", "tc2", "tc3", "tc4", "tc5", "tc6"):
         pc = PLAN_CONSTS.get(plan, {})
         if plan in ONE_PREP:   # both walks' products, the prep's once
             out += P3._flops(B, T_, H, lens, **pc)

@@ -1,0 +1,188 @@
+"""The gate's tiles copied out by kda_bwd_prep3g and loaded by kda_bwd_local_lg (plan "tc6" of
+kda_fwd_bwd; zoo/kernels/kda_bwd_prep_tiles.py, GateStore and load_gates): both kernels' shared
+memory keeps the copied ranges where the copies assume; prep3g's outputs are prep3s's bit for
+bit; piece 3 from the copied tiles is kda_bwd_local_ld bit for bit (one chunk, two chunks of
+saturated gates, a varlen pack of two heads); another chunk's tiles are caught; sync_check is
+clean on both kernels, and calls the prep without its wait for the copy or its proxy fence,
+and piece 3 without its wait on the mbarrier, a race."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from tests.zoo._zoo import mutant
+from tests.zoo.zoo_modules import assert_matches, load
+
+P3 = load("kda_bwd_prep3")
+PTL = load("kda_bwd_prep_tiles")
+LT = load("kda_bwd_local_tc")
+SLOW = pytest.mark.slow   # numsim of 256 threads: a few s a chunk and kernel
+_RAW = ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do", "chunk_tok", "chunk_rows")
+
+
+def _offsets(kernel, consts):
+    return {v.name: v.offset for v in kernel.specialize(**consts).shared}
+
+
+def test_both_kernels_keep_the_copied_ranges_where_the_copies_assume():
+    """KL, KD, QL, G: four [C, K + 1] f32 tiles from offset 0, one after another; rn [2, C]
+    then beta [C] right behind it: one bulk copy each, the same image in both kernels."""
+    tile = 64 * 129 * 4
+    prep = _offsets(P3.kda_bwd_prep3g, {"PREP": 2})
+    local = _offsets(LT.kda_bwd_local_lg, {})
+    assert [prep[f"sTile{i}"] for i in range(4)] == [0, tile, 2 * tile, 3 * tile]
+    assert [local[n] for n in ("sKL", "sKD", "sQL", "sGc")] == [0, tile, 2 * tile, 3 * tile]
+    for offs in (prep, local):
+        assert offs["sBeta"] == offs["sRn"] + 2 * 64 * 4 and offs["sRn"] % 16 == 0
+    assert PTL.GATE_TILES * 4 == 4 * tile and PTL.GATE_WORDS == 4 * 64 * 129 + 3 * 64
+    assert PTL.GATE_WORDS * 4 % 16 == 0   # every (chunk, head)'s image 16-byte aligned
+
+
+def _case(name):
+    return next(c for c in LT.SUITE.cases if c.name == name)
+
+
+def _run(kernel, x, case, outputs, consts):
+    import tirxh_numsim as ns
+    res = ns.run(kernel, x, grid=LT.SUITE.grid(case), outputs=outputs, consts=consts)
+    assert res.verdict == "clean", res.summary()
+    return res.outputs
+
+
+def _prep_args(x):
+    chunks, H = x["dqe"].shape[:2]
+    return dict({n: x[n] for n in _RAW}, **P3.P2._outputs(H, chunks), **PTL.outputs(H, chunks),
+                **PTL.gate_outputs(H, chunks))
+
+
+def _local_inputs(case, prep=None):
+    """Piece 3's inputs of `case` with `ptile` and `gtile` from kda_bwd_prep3g (or `prep`) on
+    the same raw inputs."""
+    x = LT.SUITE.make_inputs(case, 0)
+    tiles = _run(prep or P3.kda_bwd_prep3g, _prep_args(x), case, ["ptile", "gtile"],
+                 {"PREP": 2})
+    return dict(x, **tiles)
+
+
+def _local(kernel, x, case):
+    import tirxh_numsim as ns
+    return ns.run(kernel, x, grid=LT.SUITE.grid(case), outputs=list(LT.OUTPUTS))
+
+
+@SLOW
+def test_the_preps_outputs_are_prep3s_bit_for_bit():
+    """The copy-out adds a padding store, a fence, two bulk copies and a barrier: the walks'
+    outputs and `ptile` are kda_bwd_prep3s's to the last bit (two chunks, a 22-row tail)."""
+    case = _case("t86_h1_deep")
+    x = LT.SUITE.make_inputs(case, 0)
+    args = _prep_args(x)
+    outs = list(P3.OUTPUTS) + ["ptile"]
+    got = _run(P3.kda_bwd_prep3g, args, case, outs, {"PREP": 2})
+    want = _run(P3.kda_bwd_prep3s, {n: a for n, a in args.items() if n != "gtile"}, case, outs,
+                {"PREP": 2})
+    for n in outs:
+        assert np.array_equal(got[n], want[n]), n
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t20_h1_deep", "t86_h1_deep", "pack_9_1_64_h2"])
+def test_piece3_from_the_copied_tiles_is_local_ld_bit_for_bit(name):
+    """kda_bwd_local_lg computes from the prep's own norms and gate words (the same functions on
+    the same inputs), so every output equals kda_bwd_local_ld's to the last bit, and meets the
+    public rule."""
+    case = _case(name)
+    x = _local_inputs(case)
+    got = _local(LT.kda_bwd_local_lg, x, case)
+    assert got.verdict == "clean", got.summary()
+    assert_matches(LT.SUITE, case, got, x)
+    want = _local(LT.kda_bwd_local_ld, x, case)
+    for n in LT.OUTPUTS:
+        assert np.array_equal(got.outputs[n], want.outputs[n]), n
+
+
+@SLOW
+def test_piece3_with_another_chunks_gate_tiles_is_caught(tmp_path):
+    """The gate's tiles loaded one (chunk, head) off: the gradients past the public rule."""
+    mut = mutant(tmp_path, "kda_bwd_local_tc", [(
+        "PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full[0])",
+        "PTL.load_gates(sm, (ck.c * ck.H + ck.h + 1) % (ck.H * T.nctaid.y), gtile, full[0])")])
+    case = _case("pack_9_1_64_h2")
+    x = _local_inputs(case)
+    res = _local(mut.kda_bwd_local_lg, x, case)
+    with pytest.raises(AssertionError):
+        assert_matches(LT.SUITE, case, res, x)
+
+
+def _verdicts(kernel, args, consts, case):
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    return [(r.verdict, [f.message for f in r.findings])
+            for r in analyze.check_kernel(kernel, args, consts=consts,
+                                          grid=LT.SUITE.grid(case))]
+
+
+@SLOW
+def test_sync_check_is_clean_on_both_kernels():
+    """One 20-row chunk: the copy engine reads the gate's tiles after the fence and the barrier
+    and before the wait and barrier that `_decayed`'s stores start behind; piece 3's copies
+    land before every thread's wait on the mbarrier."""
+    case = _case("t20_h1_deep")
+    x = _local_inputs(case)
+    runs = [(P3.kda_bwd_prep3g, _prep_args(x), {"PREP": 2}),
+            (LT.kda_bwd_local_lg, x, {})]
+    for kernel, args, consts in runs:
+        for verdict, messages in _verdicts(kernel, args, consts, case):
+            assert verdict == "clean", (kernel.name, messages)
+
+
+def _prep_findings(tmp_path, monkeypatch, chain):
+    """sync_check's findings on kda_bwd_prep3g of one 20-row chunk, built from a chain of
+    mutants: `chain` is [(stem, edits, alias)], the first module mutated by `edits`, and each
+    later one importing the one before it (`alias`, the name it imports it as) in its place:
+    a kernel traces the modules its own module imported."""
+    prev = None
+    for stem, edits, alias in chain:
+        if prev is not None:
+            edits = edits + [(f"import {prev} as {alias} ", f"import {prev}_mutant as {alias} ")]
+        mod = mutant(tmp_path, stem, edits)
+        monkeypatch.setitem(sys.modules, f"{stem}_mutant", mod)
+        prev = stem
+    case = _case("t20_h1_deep")
+    verdicts = _verdicts(mod.kda_bwd_prep3g, _prep_args(LT.SUITE.make_inputs(case, 0)),
+                         {"PREP": 2}, case)
+    return " ".join(" ".join(m) for _, m in verdicts)
+
+
+@SLOW
+def test_the_preps_wait_for_the_copy_is_load_bearing(tmp_path, monkeypatch):
+    """Without thread 0's wait for the bulk group before the barrier `_decayed` starts behind,
+    its stores into KL, KD, QL race the copy engine's reads of them: sync_check says so."""
+    found = _prep_findings(tmp_path, monkeypatch, [
+        ("kda_bwd_prep_tiles", [("            T.ptx.cp.async_.bulk.wait_group(0)\n",
+                                 "            pass\n")], None),
+        ("kda_bwd_prep3", [], "PTL")])
+    assert "async read shared" in found, found
+
+
+@SLOW
+def test_the_preps_proxy_fence_is_load_bearing(tmp_path, monkeypatch):
+    """Without every thread's ``fence.proxy.async.shared::cta`` after the gate, the copy
+    engine may read the tiles' generic writes stale: sync_check says so (the prep's module
+    reached through kda_bwd_pieces_tc, whose prep calls it)."""
+    found = _prep_findings(tmp_path, monkeypatch, [
+        ("kda_bwd_chain_prep", [("        T.ptx.fence.proxy.async_.shared__cta()",
+                                 "        pass  #")], None),
+        ("kda_bwd_pieces_tc", [], "PR"),
+        ("kda_bwd_prep3", [], "TC")])
+    assert "fence.proxy.async" in found, found
+
+
+@SLOW
+def test_piece3s_wait_on_the_copies_is_load_bearing(tmp_path):
+    """Without every thread's wait on the mbarrier, the block references' loads of G (and the
+    pairs' reads of the tiles) race the bulk copies' writes: sync_check says so."""
+    mut = mutant(tmp_path, "kda_bwd_local_tc", [("    full[0].wait(0)\n", "")])
+    case = _case("t20_h1_deep")
+    x = _local_inputs(case)
+    verdicts = _verdicts(mut.kda_bwd_local_lg, x, {}, case)
+    assert any("async write shared" in " ".join(m) for _, m in verdicts), verdicts
