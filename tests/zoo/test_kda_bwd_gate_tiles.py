@@ -4,7 +4,8 @@ memory keeps the copied ranges where the copies assume; prep3g's outputs are pre
 bit; piece 3 from the copied tiles is kda_bwd_local_ld bit for bit (one chunk, two chunks of
 saturated gates, a varlen pack of two heads); another chunk's tiles are caught; sync_check is
 clean on both kernels, and calls the prep without its wait for the copy or its proxy fence,
-and piece 3 without its wait on the mbarrier, a race."""
+and piece 3 without its wait on the mbarrier, a race; the prep's STAGE=1 (q, k, g_raw staged
+for the norms and gate: plan "tc7") changes no bit, is clean, and its wait is load-bearing."""
 
 import sys
 
@@ -186,3 +187,37 @@ def test_piece3s_wait_on_the_copies_is_load_bearing(tmp_path):
     x = _local_inputs(case)
     verdicts = _verdicts(mut.kda_bwd_local_lg, x, {}, case)
     assert any("async write shared" in " ".join(m) for _, m in verdicts), verdicts
+
+
+@SLOW
+def test_the_staged_rows_change_no_bit_of_the_prep():
+    """STAGE=1 (kda_bwd_local.StagedRows): the norms and gate read the same bf16 words from
+    shared memory, so every output and both tile buffers equal STAGE=0's (two chunks, a 22-row
+    tail: the staged copies of the rows past it are masked as the global loads were)."""
+    case = _case("t86_h1_deep")
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    outs = list(P3.OUTPUTS) + ["ptile", "gtile"]
+    got = _run(P3.kda_bwd_prep3g, args, case, outs, {"PREP": 2, "STAGE": 1})
+    want = _run(P3.kda_bwd_prep3g, args, case, outs, {"PREP": 2})
+    for n in outs:
+        assert np.array_equal(got[n], want[n]), n
+
+
+@SLOW
+def test_sync_check_is_clean_on_the_staged_prep_and_its_wait_is_load_bearing(tmp_path,
+                                                                             monkeypatch):
+    """The staged rows land (every thread's ``cp.async.wait_group 0``, then a barrier) before
+    the norms and gate read them, and P's tile and M, which hold them, are written only after
+    the gate's barrier: clean; without the wait, sync_check calls the reads a race."""
+    case = _case("t20_h1_deep")
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    for verdict, messages in _verdicts(P3.kda_bwd_prep3g, args, {"PREP": 2, "STAGE": 1}, case):
+        assert verdict == "clean", messages
+    local = mutant(tmp_path, "kda_bwd_local", [(
+        "        T.ptx.cp.async_.wait_group(0)\n", "        pass\n")])
+    monkeypatch.setitem(sys.modules, "kda_bwd_local_mutant", local)
+    prep3 = mutant(tmp_path, "kda_bwd_prep3", [(
+        "import kda_bwd_local as BL ", "import kda_bwd_local_mutant as BL ")])
+    found = " ".join(" ".join(m) for _, m in _verdicts(
+        prep3.kda_bwd_prep3g, args, {"PREP": 2, "STAGE": 1}, case))
+    assert "not ordered by happens-before" in found, found

@@ -79,7 +79,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
     with pytest.raises(ValueError,
                        match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3', 'tc4', "
-                             r"'tc5', 'tc6'\]"):
+                             r"'tc5', 'tc6', 'tc7'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -168,6 +168,19 @@ def test_plan_tc6_loads_the_gates_tiles_into_piece_3():
     assert MOD._bytes(1, 8192, 96, plan="tc6") - MOD._bytes(1, 8192, 96, plan="tc5") == \
         2 * 128 * 96 * words * 4 - 8192 * 96 * 2
     assert MOD._flops(1, 8192, 96, plan="tc6") == MOD._flops(1, 8192, 96, plan="tc5")
+
+
+def test_plan_tc7_is_tc6_with_the_preps_rows_staged():
+    """Plan "tc7": plan "tc6" whose prep launch has STAGE=1 (q, k, g_raw staged for the norms
+    and gate; bit for bit STAGE=0: tests/zoo/test_kda_bwd_gate_tiles.py); every other launch,
+    the buffers, bytes and FLOPs tc6's."""
+    tc6, tc7 = MOD.steps(1, 8192, 96, plan="tc6"), MOD.steps(1, 8192, 96, plan="tc7")
+    assert tc7[1].consts == dict(tc6[1].consts, STAGE=1)
+    assert tc7[1]._replace(consts=None) == tc6[1]._replace(consts=None)
+    assert tc7[:1] + tc7[2:] == tc6[:1] + tc6[2:]
+    assert MOD.scratch("tc7") == MOD.scratch("tc6")
+    for f in (MOD._bytes, MOD._flops):
+        assert f(1, 8192, 96, plan="tc7") == f(1, 8192, 96, plan="tc6")
 
 
 def test_an_unknown_forward_variant_is_refused():
@@ -259,7 +272,8 @@ def test_plan_tc6_gives_plan_tc5s_outputs_bit_for_bit(case):
     """Piece 3 computes from the very words of the prep's norms and gate (the same functions
     on the same inputs; tests/zoo/test_kda_bwd_gate_tiles.py), so plan "tc6" is plan "tc5" to
     the last bit, every output, on 2 heads of mixed gates and on the varlen pack (numsim,
-    every launch; the two one-head cases too on 2026-12-06)."""
+    every launch; the two one-head cases too on 2026-12-06, and plan "tc7" equal to "tc6" on
+    all four)."""
     x = MOD.inputs(np.random.default_rng(1), **case.params(), gate=case.gate)
     tc5 = MOD.simulate(x, MOD.steps(**case.params(), plan="tc5"))
     got = MOD.simulate(x, MOD.steps(**case.params(), plan="tc6"))

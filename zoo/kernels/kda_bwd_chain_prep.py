@@ -158,7 +158,8 @@ def chunk_cta(chunk_tok, chunk_rows):
                                  T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
 
 
-def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None, gates=None):
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None, gates=None,
+         rows=None):
     """kda_bwd_reverse's prep phases of one chunk (norms -> gate -> P, M -> T beside KE, QE,
     KL, exp(G_C) and y staged in sm.do), each ended by ``bar.sync``; shared with
     kda_bwd_pieces_tc, whose products read the same tiles. `pairs(sm)` and `inverse(sm)`, if
@@ -166,12 +167,17 @@ def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None,
     (kda_bwd_local._inverse): kda_bwd_pieces_tc's tensor-core forms (its PREP constant).
     `gates` (kda_bwd_prep_tiles.GateStore), if given, copies the norms' and gate's tiles out
     while P, M and T are computed: `_decayed` overwrites KL, KD, QL, so its stores wait for the
-    copy behind one more barrier."""
+    copy behind one more barrier. `rows` (kda_bwd_local.StagedRows), if given, stages q, k and
+    g_raw for the norms and gate first, behind a barrier of its own."""
     if gates is not None:
         gates.pad(sm)
-    BL._norms(sm, ck, q, k, beta)
+    if rows is not None:
+        rows.stage(ck, {"q": q, "k": k, "g": g_raw})
+        rows.wait()
+        T.ptx.bar.sync(0)
+    BL._norms(sm, ck, q, k, beta, rows)
     T.ptx.bar.sync(0)
-    BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
+    BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias, rows)
     if gates is not None:
         T.ptx.fence.proxy.async_.shared__cta()   # the tiles' generic writes -> the copy engine
     T.ptx.bar.sync(0)

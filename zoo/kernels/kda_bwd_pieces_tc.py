@@ -449,14 +449,14 @@ def _blocked_inverse(sm):
     _inverse_tc(sm)
 
 
-def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0, gates=None):
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0, gates=None, rows=None):
     """kda_bwd_chain_prep.prep (norms -> gate -> P, M -> T beside KE, QE, KL, exp(G_C) and y
     staged in sm.do, each ended by ``bar.sync``) with PREP=1's P and M on tensor cores
     (`_pairs_tc`) and PREP=2's T blockwise (`_blocked_inverse`); PREP=0 is the f32 prep.
-    `gates`: kda_bwd_chain_prep.prep's."""
+    `gates`, `rows`: kda_bwd_chain_prep.prep's."""
     PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y,
             pairs=_pairs_tc if PREP else None, inverse=_blocked_inverse if PREP == 2 else None,
-            gates=gates)
+            gates=gates, rows=rows)
 
 
 def check_prep(PREP):

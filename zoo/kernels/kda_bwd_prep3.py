@@ -52,6 +52,7 @@ import tirxh.lang as T
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_bwd_chain_prep as PR  # noqa: E402 - after the path that finds it
+import kda_bwd_local as BL  # noqa: E402
 import kda_bwd_pieces_tc as TC  # noqa: E402
 import kda_bwd_prep2 as P2  # noqa: E402
 import kda_bwd_prep_tc as PT  # noqa: E402
@@ -331,23 +332,29 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    dt_bias: T.gptr[T.f32], do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
                    chunk_rows: T.gptr[T.s32], nfrag_f: T.gptr[T.u32], bt_f: T.gptr[T.f32],
                    nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
-                   ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2):
+                   ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2,
+                   STAGE: T.const = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
-    kda_fwd_bwd computes them once for piece 3 too)."""
+    kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
+    g_raw staged in shared memory first (kda_bwd_local.StagedRows, in P's tile and M: plan
+    "tc7"), the same words."""
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile, gtile)
+                nfrag, bt, eg, PREP, ptile, gtile, STAGE)
 
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile=None, gtile=None):
+                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
-    barrier); with `gtile`, the gate's tiles copied out during the prep."""
+    barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
+    raw rows staged for the norms and gate."""
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     hc = ck.c * ck.H + ck.h
     gates = None if gtile is None else PTL.GateStore(hc, gtile)
-    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates)    # dO in sm.do
+    rows = (BL.StagedRows({"q": (sm.p, 0), "k": (sm.p, C * K * 2), "g": (sm.m, 0)})
+            if STAGE else None)
+    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows)    # dO in sm.do
     if ptile is not None:
         PTL.store(sm, hc, ptile)
     op = _Operands(sm)

@@ -101,21 +101,22 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc3": (P3.kda_bwd_prep3, TC.kda_bwd_pieces_tc, LT.kda_bwd_local_tc),
          "tc4": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_tc),
          "tc5": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_ld),
-         "tc6": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc6": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc7": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
-               "tc5": dict(PREP=2), "tc6": dict(PREP=2)}
+               "tc5": dict(PREP=2), "tc6": dict(PREP=2), "tc7": dict(PREP=2, STAGE=1)}
 # plans whose prep is one launch for both walks (the forward walk's operands in nfrag_f, bt_f)
-ONE_PREP = ("tc3", "tc4", "tc5", "tc6")
+ONE_PREP = ("tc3", "tc4", "tc5", "tc6", "tc7")
 # plans whose pieces load the prep's tiles that launch stored (`ptile`) instead of computing
 # the prep again (kda_bwd_prep_tiles): their pieces launch takes no PREP
-LOADED_PREP = ("tc4", "tc5", "tc6")
+LOADED_PREP = ("tc4", "tc5", "tc6", "tc7")
 # plans whose piece 3 loads the prep's T from `ptile` instead of inverting (kda_bwd_local_ld)
-LOADED_T = ("tc5", "tc6")
+LOADED_T = ("tc5", "tc6", "tc7")
 # plans whose piece 3 loads the norms' and gate's tiles the prep copied out (`gtile`,
 # kda_bwd_prep_tiles.GateStore) instead of computing them (kda_bwd_local_lg)
-LOADED_GATES = ("tc6",)
+LOADED_GATES = ("tc6", "tc7")
 
 
 class Step(NamedTuple):
@@ -330,10 +331,10 @@ def _flops(B, T_, H, lens=None, plan="f32"):
     pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
-    if plan in ("tc", "tc2", "tc3", "tc4", "tc5", "tc6"):
+    if plan in ("tc", "tc2", "tc3", "tc4", "tc5", "tc6", "tc7"):
         pc = PLAN_CONSTS.get(plan, {})
         if plan in ONE_PREP:   # both walks' products, the prep's once
-            out += P3._flops(B, T_, H, lens, **pc)
+            out += P3._flops(B, T_, H, lens, PREP=pc["PREP"])   # STAGE moves no product
         else:
             out += sum(PT._flops(B, T_, H, lens, f, **pc) for f in (0, 1))
         out += TC._flops(B, T_, H, lens, **({} if plan in LOADED_PREP else pc))
