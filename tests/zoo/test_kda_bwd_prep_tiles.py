@@ -3,7 +3,9 @@ by kda_bwd_pieces_ld, plan "tc4", and T alone by kda_bwd_local_ld, plan "tc5"): 
 variant's walks are prep3's bit for bit; the pieces from the loaded tiles are
 kda_bwd_pieces_tc's (PREP=2) bit for bit, on one chunk and on a varlen pack of two heads; piece
 3 from the stored T meets the public rule within rounding of its own inverse; tiles loaded for
-the wrong chunk are caught; sync_check is clean on the three kernels."""
+the wrong chunk are caught; sync_check is clean on the three kernels. Plan "tc8"'s image layout
+(prep3g IMG=1, pieces_ld BULK=1: three bulk copies) sits where the prep's shared memory holds
+the tiles, gives the same pieces bit for bit, is clean, and its mbarrier wait load-bearing."""
 
 import numpy as np
 import pytest
@@ -73,6 +75,72 @@ def test_the_layout_holds_what_the_pieces_read():
     assert PTL.WORDS == 24768 and PTL.outputs(2, 3)["ptile"].shape == (3, 2, PTL.WORDS)
 
 
+def test_the_image_layout_is_the_preps_shared_memory():
+    """Plan "tc8"'s image: KE and KL as their [C, K + 1] tiles back to back, M and T, beta and
+    exp(G_C), each range where kda_bwd_reverse's shared memory (the prep's and the pieces')
+    holds it, so each moves as one bulk copy."""
+    tile, mat = 64 * 129, 64 * 64
+    assert (PTL.IKE0, PTL.IKL0, PTL.IM0, PTL.IT0, PTL.IBETA0, PTL.IEG0, PTL.IWORDS) == (
+        0, tile, 2 * tile, 2 * tile + mat, 2 * tile + 2 * mat, 2 * tile + 2 * mat + 64,
+        2 * tile + 2 * mat + 192)
+    assert PTL.IWORDS * 4 % 16 == 0 and PTL.image_outputs(2, 3)["pimg"].shape == (3, 2,
+                                                                                  PTL.IWORDS)
+    for kernel, consts in ((TC.kda_bwd_pieces_ld, {"BULK": 1}),
+                           (P3.kda_bwd_prep3g, {"PREP": 2, "IMG": 1})):
+        at = {v.name: v.offset for v in kernel.specialize(**consts).shared}
+        assert at["sTile1"] == at["sTile0"] + tile * 4, kernel.name
+        assert at["sT"] == at["sM"] + mat * 4 and at["sEg"] == at["sBeta"] + 64 * 4, kernel.name
+        assert all(at[n] % 16 == 0 for n in ("sTile0", "sM", "sBeta")), kernel.name
+
+
+def _stored_image(case, x):
+    """kda_bwd_prep3g's `ptile` in the image layout (IMG=1) on the case's raw inputs."""
+    chunks, H = x["s0"].shape[:2]
+    args = dict(_raw(x), **P3.P2._outputs(H, chunks), ptile=PTL.image_outputs(H, chunks)["pimg"],
+                **PTL.gate_outputs(H, chunks))
+    return _run(P3.kda_bwd_prep3g, args, case, ["ptile"], {"PREP": 2, "IMG": 1})["ptile"]
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t20_h1_deep", "pack_80_1_30_h2"])
+def test_pieces_from_the_image_by_bulk_copies_are_bit_identical(name):
+    """kda_bwd_pieces_ld BULK=1 on prep3g's image: the same words in the same tiles, so every
+    output equals the dense layout's thread loads to the last bit."""
+    case = _pieces_case(name)
+    got, _, x = _stored(case)
+    image = _stored_image(case, x)
+    bulk = _run(TC.kda_bwd_pieces_ld, _pieces_args(image, x), case, list(TC.OUTPUTS),
+                {"BULK": 1})
+    dense = _pieces_from(got["ptile"], x, case)
+    for n in TC.OUTPUTS:
+        assert np.array_equal(bulk[n], dense[n]), n
+
+
+@SLOW
+def test_sync_check_is_clean_on_the_image_and_the_mbarrier_wait_is_load_bearing(tmp_path):
+    """prep3g IMG=1 and pieces_ld BULK=1 on one 20-row chunk: clean; the pieces without their
+    wait on the copies' mbarrier: the products' reads race the copies' writes."""
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    case = _pieces_case("t20_h1_deep")
+    _, _, x = _stored(case)
+    image = _stored_image(case, x)
+    chunks, H = x["s0"].shape[:2]
+    prep_args = dict(_raw(x), **P3.P2._outputs(H, chunks), ptile=np.zeros_like(image),
+                     **PTL.gate_outputs(H, chunks))
+    mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
+        "    if BULK:\n        full[0].wait(0)\n", "")])
+    runs = [(P3.kda_bwd_prep3g, prep_args, {"PREP": 2, "IMG": 1}, True),
+            (TC.kda_bwd_pieces_ld, _pieces_args(image, x), {"BULK": 1}, True),
+            (mut.kda_bwd_pieces_ld, _pieces_args(image, x), {"BULK": 1}, False)]
+    for kernel, args, consts, clean in runs:
+        results = analyze.check_kernel(kernel, args, consts=consts, grid=TC.SUITE.grid(case))
+        found = " ".join(f.message for r in results for f in r.findings)
+        if clean:
+            assert all(r.verdict == "clean" for r in results), (kernel.name, found)
+        else:
+            assert "async write shared" in found, found
+
+
 @pytest.mark.parametrize("name", ["t20_h1_deep", pytest.param("pack_80_1_30_h2", marks=SLOW)])
 def test_pieces_from_the_stored_tiles_are_bit_identical(name):
     """prep3s's walks are prep3's, and the pieces computed from its stored tiles are the
@@ -93,7 +161,7 @@ def test_tiles_of_the_wrong_chunk_are_caught(tmp_path):
     case = _pieces_case("pack_80_1_30_h2")
     got, _, x = _stored(case)
     mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
-        "PTL.load(sm, ck.c * ck.H + ck.h, ptile)", "PTL.load(sm, ck.c * ck.H + ck.h + 1, ptile)")])
+        "PTL.load(sm, hc, ptile)", "PTL.load(sm, hc + 1, ptile)")])
     tiles = np.concatenate([got["ptile"].reshape(-1, PTL.WORDS), np.zeros((1, PTL.WORDS),
                                                                          np.float32)])
     bad = _pieces_from(tiles, x, case, kernel=mut.kda_bwd_pieces_ld)

@@ -79,7 +79,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
     with pytest.raises(ValueError,
                        match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3', 'tc4', "
-                             r"'tc5', 'tc6', 'tc7'\]"):
+                             r"'tc5', 'tc6', 'tc7', 'tc8'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -181,6 +181,25 @@ def test_plan_tc7_is_tc6_with_the_preps_rows_staged():
     assert MOD.scratch("tc7") == MOD.scratch("tc6")
     for f in (MOD._bytes, MOD._flops):
         assert f(1, 8192, 96, plan="tc7") == f(1, 8192, 96, plan="tc6")
+
+
+def test_plan_tc8_is_tc7_with_the_preps_tiles_as_an_image():
+    """Plan "tc8": plan "tc7" whose prep stores its tiles in the image layout (IMG=1) into the
+    scratch `pimg` (bound to the kernels' `ptile`), the pieces load them by bulk copies
+    (BULK=1) and piece 3 finds T there (IMG=1); chains and forward tc7's; the bytes add the
+    image's padding words read (bit for bit tc7 on the four small plan cases in numsim,
+    2026-12-06)."""
+    tc7, tc8 = MOD.steps(1, 8192, 96, plan="tc7"), MOD.steps(1, 8192, 96, plan="tc8")
+    for i, extra in zip((1, 4, 5), (dict(IMG=1), dict(BULK=1), dict(IMG=1))):
+        assert tc8[i].consts == dict(tc7[i].consts, **extra), i
+        assert tc8[i].bind == dict(ptile="pimg") and tc8[i].buffer("ptile") == "pimg"
+        assert tc8[i].kernel is tc7[i].kernel
+    assert [tc8[i] for i in (0, 2, 3)] == [tc7[i] for i in (0, 2, 3)]
+    assert MOD.scratch("tc8") == tuple("pimg" if n == "ptile" else n
+                                       for n in MOD.scratch("tc7"))
+    pad = 128 * 96 * 128 * 4
+    assert MOD._bytes(1, 8192, 96, plan="tc8") - MOD._bytes(1, 8192, 96, plan="tc7") == pad
+    assert MOD._flops(1, 8192, 96, plan="tc8") == MOD._flops(1, 8192, 96, plan="tc7")
 
 
 def test_an_unknown_forward_variant_is_refused():

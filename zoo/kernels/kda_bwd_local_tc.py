@@ -385,17 +385,20 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      gred: T.gptr[T.f32], cnt: T.gptr[T.u32], ptile: T.gptr[T.f32],
                      gtile: T.gptr[T.f32],
                      dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
-                     dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32]):
+                     dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32],
+                     IMG: T.const = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
     ._gate on the same inputs), so bit for bit kda_bwd_local_ld's outputs. Why: session 30's
     profile put norms + gate at 25.9% of a CTA's time (their 194 scalar global loads queue
     behind the other SMs' traffic); two bulk copies cost one thread a few instructions, and T's
-    load runs under them. `beta` is unread (kept: the plans bind one parameter list)."""
+    load runs under them. `beta` is unread (kept: the plans bind one parameter list). IMG=1:
+    `ptile` in kda_bwd_prep_tiles' image layout (plan "tc8")."""
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
-            inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile), gtile=gtile)
+            inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),
+            gtile=gtile)
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------

@@ -485,13 +485,28 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
                       chunk_rows: T.gptr[T.s32], ptile: T.gptr[T.f32], s0: T.gptr[T.f32],
                       ds1: T.gptr[T.f32], dv: T.gptr[T.f32], dqe: T.gptr[T.f32],
                       dke: T.gptr[T.f32], dkl: T.gptr[T.f32], dm: T.gptr[T.f32],
-                      dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0):
+                      dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0,
+                      BULK: T.const = 0):
     """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
-    them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products."""
+    them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products.
+    BULK=1 (plan "tc8"): `ptile` in the image layout, loaded by three bulk copies on an
+    mbarrier while dO is staged (kda_bwd_prep_tiles.load_image), instead of 97 scalar loads a
+    thread in rounds of 8; every thread waits on the mbarrier after the barrier that publishes
+    dO and the mbarrier's initialisation."""
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
-    PTL.load(sm, ck.c * ck.H + ck.h, ptile)
+    hc = ck.c * ck.H + ck.h
+    if BULK:
+        full = T.mbarrier(1)
+        with T.if_(T.tid.x == 0):
+            full[0].init(1)
+            T.ptx.fence.mbarrier_init.release.cluster()
+        PTL.load_image(sm, hc, ptile, full[0])
+    else:
+        PTL.load(sm, hc, ptile)
     PTL.stage(sm.do, ck, do)
     T.ptx.bar.sync(0)
+    if BULK:
+        full[0].wait(0)
     _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32)
 
 

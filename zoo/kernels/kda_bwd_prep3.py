@@ -333,18 +333,19 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    chunk_rows: T.gptr[T.s32], nfrag_f: T.gptr[T.u32], bt_f: T.gptr[T.f32],
                    nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
                    ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2,
-                   STAGE: T.const = 0):
+                   STAGE: T.const = 0, IMG: T.const = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
     g_raw staged in shared memory first (kda_bwd_local.StagedRows, in P's tile and M: plan
-    "tc7"), the same words."""
+    "tc7"), the same words. IMG=1: `ptile` in kda_bwd_prep_tiles' image layout (plan "tc8",
+    whose pieces launch loads it by bulk copies)."""
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile, gtile, STAGE)
+                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG)
 
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0):
+                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
     barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
@@ -356,7 +357,7 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
             if STAGE else None)
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows)    # dO in sm.do
     if ptile is not None:
-        PTL.store(sm, hc, ptile)
+        PTL.store(sm, hc, ptile, image=bool(IMG))
     op = _Operands(sm)
     split_operands(sm, op)
     ln, lanes = TC._Lane(), Lanes()

@@ -41,10 +41,24 @@ WORDS = EG0 + K
 THREADS = 256
 UNROLL = 8
 
+# The image layout (plan "tc8"): the same values where the prep's shared memory holds them, so
+# the pieces launch loads them by three bulk copies (`load_image`): KE and KL as their [C, K + 1]
+# tiles (padding words left zero), M and T back to back, then beta and exp(G_C).
+IKE0 = 0
+IKL0 = IKE0 + C * (K + 1)
+IM0 = IKL0 + C * (K + 1)
+IT0 = IM0 + C * C
+IBETA0 = IT0 + C * C
+IEG0 = IBETA0 + C
+IWORDS = IEG0 + K
 
-def _matrices(sm):
-    """(offset, shared tile, columns) of each stored matrix (all C rows)."""
-    return [(KE0, sm.ke, K), (KL0, sm.kl_, K), (M0, sm.m, C), (T0, sm.t, C)]
+
+def _matrices(sm, image=False):
+    """(offset, shared tile, columns, row stride) of each stored matrix (all C rows)."""
+    if image:
+        return [(IKE0, sm.ke, K, K + 1), (IKL0, sm.kl_, K, K + 1), (IM0, sm.m, C, C),
+                (IT0, sm.t, C, C)]
+    return [(KE0, sm.ke, K, K), (KL0, sm.kl_, K, K), (M0, sm.m, C, C), (T0, sm.t, C, C)]
 
 
 def _passes(cols):
@@ -53,23 +67,28 @@ def _passes(cols):
     return T.tid.x & (cols - 1), T.tid.x // cols, per
 
 
-def _vectors(sm):
+def _vectors(sm, image=False):
     """(offset, shared vector, length): beta and exp(G_C)."""
-    return [(BETA0, sm.beta, C), (EG0, sm.eg, K)]
+    return [(IBETA0 if image else BETA0, sm.beta, C), (IEG0 if image else EG0, sm.eg, K)]
 
 
-def store(sm, hc, ptile):
+def store(sm, hc, ptile, image=False):
     """The prep's tiles of (chunk, head) `hc` from shared memory into `ptile` (after the prep's
-    last barrier; reads only)."""
-    base = hc * WORDS
-    for off, tile, cols in _matrices(sm):
+    last barrier; reads only); `image`: in the image layout (`IWORDS` a chunk and head)."""
+    base = hc * (IWORDS if image else WORDS)
+    for off, tile, cols, stride in _matrices(sm, image):
         col, r0, per = _passes(cols)
         with T.range(C // per // UNROLL) as i8:
             rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
             vals = [T.ptx.ld.shared.f32(tile.at(r, col)) for r in rows]
             for r, x in zip(rows, vals):
-                T.ptx.st.global_.f32(ptile.at(base + off + r * cols + col), x)
-    for off, vec, n in _vectors(sm):
+                T.ptx.st.global_.f32(ptile.at(base + off + r * stride + col), x)
+    if image:   # the tiles' padding words, zero (the bulk copies read every word)
+        with T.if_(T.tid.x < 2 * C):
+            r = T.tid.x & (C - 1)
+            pad = base + IKE0 + (T.tid.x >> 6) * (IKL0 - IKE0) + r * (K + 1) + K
+            T.ptx.st.global_.f32(ptile.at(pad), 0.0)
+    for off, vec, n in _vectors(sm, image):
         with T.if_(T.tid.x < n):
             T.ptx.st.global_.f32(ptile.at(base + off + T.tid.x),
                                  T.ptx.ld.shared.f32(vec.at(T.tid.x)))
@@ -91,7 +110,7 @@ def load(sm, hc, ptile):
     """`store`'s words of (chunk, head) `hc` back into the same shared tiles (the caller's
     barrier publishes them)."""
     base = hc * WORDS
-    for off, tile, cols in _matrices(sm):
+    for off, tile, cols, _ in _matrices(sm):
         _load_matrix(tile, base, cols, ptile, off)
     for off, vec, n in _vectors(sm):
         with T.if_(T.tid.x < n):
@@ -99,10 +118,26 @@ def load(sm, hc, ptile):
                                 T.ptx.ld.global_.f32(ptile.at(base + off + T.tid.x)))
 
 
-def load_t(tile, hc, ptile):
-    """T alone (the words at `T0`) of (chunk, head) `hc` into `tile` (kda_bwd_local_ld: piece
-    3's own inverse replaced by the prep's; the caller's barrier publishes it)."""
-    _load_matrix(tile, hc * WORDS + T0, C, ptile)
+def load_t(tile, hc, ptile, image=False):
+    """T alone (the words at `T0`, or `IT0` in the image layout) of (chunk, head) `hc` into
+    `tile` (kda_bwd_local_ld: piece 3's own inverse replaced by the prep's; the caller's
+    barrier publishes it)."""
+    _load_matrix(tile, hc * IWORDS + IT0 if image else hc * WORDS + T0, C, ptile)
+
+
+def load_image(sm, hc, ptile, bar):
+    """Thread 0: ``mbarrier.arrive.expect_tx`` on `bar` with the image's bytes, then three bulk
+    copies of (chunk, head) `hc`'s image into the prep's own tiles (kda_bwd_pieces_ld BULK=1:
+    KE and KL, M and T, beta and exp(G_C) are each back to back in kda_bwd_reverse's shared
+    memory; tests/zoo/test_kda_bwd_gate_tiles.py checks it)."""
+    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
+    base = hc * IWORDS
+    with T.if_(T.tid.x == 0):
+        bar.arrive_expect_tx(IWORDS * 4)
+        for dst, off, words in ((sm.ke.at(0, 0), IKE0, IM0 - IKE0),
+                                (sm.m.at(0, 0), IM0, IBETA0 - IM0),
+                                (sm.beta.at(0), IBETA0, IWORDS - IBETA0)):
+            bulk_load(dst, ptile.at(base + off), words * 4, bar)
 
 
 def stage(tile, ck, y):
@@ -120,6 +155,11 @@ def stage(tile, ck, y):
 def outputs(H, chunks):
     """A zeroed `ptile` for `chunks` chunks of H heads."""
     return {"ptile": np.zeros((chunks, H, WORDS), np.float32)}
+
+
+def image_outputs(H, chunks):
+    """A zeroed `pimg` (the image layout's `ptile`) for `chunks` chunks of H heads."""
+    return {"pimg": np.zeros((chunks, H, IWORDS), np.float32)}
 
 
 # --- the gate's tiles for piece 3 (plan "tc6") ---------------------------------------------------

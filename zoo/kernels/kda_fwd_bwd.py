@@ -48,6 +48,10 @@ not bit for bit (the prep's blocked inverse against piece 3's forward substituti
 (`gtile`, two bulk copies while P, M and T are computed) and whose piece 3 (kda_bwd_local_lg)
 loads them instead of running its own norms and gate (`LOADED_GATES`; 25.9% of piece 3's CTA
 time in session 30's profile): bit for bit "tc5" (the same functions on the same inputs).
+Plan "tc7" is "tc6" whose prep stages q, k and g_raw in shared memory for its norms and gate
+(STAGE=1: one round of ``cp.async`` instead of dependent rounds of scalar loads); plan "tc8"
+is "tc7" whose prep stores its tiles as an image of its shared memory (`pimg`, IMG=1) that the
+pieces load by three bulk copies (BULK=1; `IMAGE`). Both are bit for bit "tc6".
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -102,21 +106,27 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc4": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_tc),
          "tc5": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_ld),
          "tc6": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc7": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc7": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc8": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
-               "tc5": dict(PREP=2), "tc6": dict(PREP=2), "tc7": dict(PREP=2, STAGE=1)}
+               "tc5": dict(PREP=2), "tc6": dict(PREP=2), "tc7": dict(PREP=2, STAGE=1),
+               "tc8": dict(PREP=2, STAGE=1, IMG=1)}
 # plans whose prep is one launch for both walks (the forward walk's operands in nfrag_f, bt_f)
-ONE_PREP = ("tc3", "tc4", "tc5", "tc6", "tc7")
+ONE_PREP = ("tc3", "tc4", "tc5", "tc6", "tc7", "tc8")
 # plans whose pieces load the prep's tiles that launch stored (`ptile`) instead of computing
 # the prep again (kda_bwd_prep_tiles): their pieces launch takes no PREP
-LOADED_PREP = ("tc4", "tc5", "tc6", "tc7")
+LOADED_PREP = ("tc4", "tc5", "tc6", "tc7", "tc8")
 # plans whose piece 3 loads the prep's T from `ptile` instead of inverting (kda_bwd_local_ld)
-LOADED_T = ("tc5", "tc6", "tc7")
+LOADED_T = ("tc5", "tc6", "tc7", "tc8")
 # plans whose piece 3 loads the norms' and gate's tiles the prep copied out (`gtile`,
 # kda_bwd_prep_tiles.GateStore) instead of computing them (kda_bwd_local_lg)
-LOADED_GATES = ("tc6", "tc7")
+LOADED_GATES = ("tc6", "tc7", "tc8")
+# plans whose prep stores its tiles in kda_bwd_prep_tiles' image layout (the scratch `pimg`,
+# bound to the kernels' `ptile`) and whose pieces load them by bulk copies: the constants of
+# their pieces and local launches
+IMAGE = {"tc8": (dict(BULK=1), dict(IMG=1))}
 
 
 class Step(NamedTuple):
@@ -152,16 +162,18 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     walk = dict(nfrag="nfrag", bt="bt", eg="eg")
     chains = CH._grid(B, T_, H, lens, CHAIN["WARPS"])
     if plan in ONE_PREP:
+        pieces_c, local_c = IMAGE.get(plan, ({}, {}))
+        img = dict(ptile="pimg") if plan in IMAGE else {}
         return [
             Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
-            Step("prep", prep, dict(pc), PR._grid(B, T_, H, lens), {}),
+            Step("prep", prep, dict(pc), PR._grid(B, T_, H, lens), img),
             Step("chain_f", CH.kda_bwd_chain, dict(CHAIN, FORWARD=1), chains,
                  dict(x0="h0", xs="s0", xn="hn", nfrag="nfrag_f", bt="bt_f", eg="eg")),
             Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0), chains,
                  dict(x0="dht", xs="ds1", xn="dh0", **walk)),
-            Step("pieces", pieces, {} if plan in LOADED_PREP else dict(pc),
-                 PC._grid(B, T_, H, lens), {}),
-            Step("local", local, {}, BL._grid(B, T_, H, lens), {}),
+            Step("pieces", pieces, dict(pieces_c) if plan in LOADED_PREP else dict(pc),
+                 PC._grid(B, T_, H, lens), img),
+            Step("local", local, dict(local_c), BL._grid(B, T_, H, lens), img),
         ]
     return [
         Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
@@ -191,7 +203,8 @@ WALK_F = ("nfrag_f", "bt_f")
 def scratch(plan="f32") -> tuple:
     """The plan's scratch buffers (zeroed before each run, never uploaded)."""
     return (SCRATCH + (WALK_F if plan in ONE_PREP else ())
-            + (("ptile",) if plan in LOADED_PREP else ())
+            + (("ptile",) if plan in LOADED_PREP and plan not in IMAGE else ())
+            + (("pimg",) if plan in IMAGE else ())
             + (("gtile",) if plan in LOADED_GATES else ()))
 
 
@@ -203,6 +216,7 @@ def _scratch(B, T_, H, lens):
     walk = PR._outputs(H, chunks)
     out = dict(walk, nfrag_f=np.zeros(walk["nfrag"].shape, walk["nfrag"].dtype),
                bt_f=np.zeros(walk["bt"].shape, walk["bt"].dtype), **PTL.outputs(H, chunks), **PTL.gate_outputs(H, chunks),
+               **PTL.image_outputs(H, chunks),
                s0=np.zeros((chunks, H, K, V), np.float32),
                hn=np.zeros((N, H, K, V), np.float32), ds1=np.zeros((chunks, H, K, V), np.float32))
     pieces = PC._outputs(B, T_, H, chunks)
@@ -320,6 +334,8 @@ def _bytes(B, T_, H, lens=None, plan="f32"):
         out += BL._chunks(B, T_, lens) * H * C * C * 4
     if plan in LOADED_GATES:  # gtile written and read; piece 3 reads no beta
         out += 2 * BL._chunks(B, T_, lens) * H * PTL.GATE_WORDS * 4 - B * T_ * H * 2
+    if plan in IMAGE:         # the pieces' bulk copies read the image's padding words too
+        out += BL._chunks(B, T_, lens) * H * (PTL.IWORDS - PTL.WORDS) * 4
     return out
 
 
@@ -331,7 +347,7 @@ def _flops(B, T_, H, lens=None, plan="f32"):
     pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
-    if plan in ("tc", "tc2", "tc3", "tc4", "tc5", "tc6", "tc7"):
+    if plan in ("tc", "tc2", "tc3", "tc4", "tc5", "tc6", "tc7", "tc8"):
         pc = PLAN_CONSTS.get(plan, {})
         if plan in ONE_PREP:   # both walks' products, the prep's once
             out += P3._flops(B, T_, H, lens, PREP=pc["PREP"])   # STAGE moves no product
