@@ -369,12 +369,12 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc5,
-# the fastest measured: session 30 on an H100, tc4 0.902x tc3's time at H96 and 0.852x tc2's at
-# H64, tc5 0.950x tc4's at H96); several plans ("tc2 tc3"): each shape times each plan in turn,
+# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc7,
+# the fastest measured: session 31 on an H100, tc7 0.949x tc5's time at H96 and 0.951x at H64;
+# tc8 ran tc7's time); several plans ("tc5 tc7"): each shape times each plan in turn,
 # one job each, after one FLA prewarm (each job has FLA's forward + backward beside it: the
 # plans' ratio is across jobs)
-read -r -a FB_PLANS <<<"${FB_PLAN:-tc5}"
+read -r -a FB_PLANS <<<"${FB_PLAN:-tc7}"
 FB=(python3 benchmarks/kda_fwd_bwd_bench.py --cache "$WORK/fbcache")   # the plans' client
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)
@@ -477,7 +477,8 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
 
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
     # (a kernel without a Suite, compile_only, has no case to run: kda_bwd_prep3s,
-    # kda_bwd_pieces_ld and kda_bwd_local_ld are plans tc4 / tc5's, checked in tests/zoo and
+    # kda_bwd_pieces_ld, kda_bwd_local_ld, kda_bwd_prep3g and kda_bwd_local_lg are plans tc4 to
+    # tc8's, checked in tests/zoo and
     # through the plan's own smoke)
     local sel="($SMOKE_K) and not main and not ring and not alt and not timing and not compile_only"
     if [ -n "$LIST" ]; then
