@@ -15,6 +15,11 @@ Layout of `ptile` [chunks, H, WORDS] (f32, row-major within each matrix): KE at 
 of a matrix over a stride of rows (consecutive threads, consecutive words: coalesced global
 accesses; consecutive banks of the 129-word-stride tiles: conflict-free shared ones), `UNROLL`
 rows' loads in flight before their stores.
+
+Two more layouts (session 31), both moved by bulk copies of shared-memory images: the gate's
+tiles for piece 3 (`gtile`, `GateStore` and `load_gates`: plan "tc6", 0.964x tc5's time) and
+the pieces' tiles as an image (`pimg`, `store(image=True)` and `load_image`: plan "tc8", no
+gain over "tc7"; docs/PERFORMANCE.md "Session 31").
 """
 
 from __future__ import annotations
@@ -129,7 +134,7 @@ def load_image(sm, hc, ptile, bar):
     """Thread 0: ``mbarrier.arrive.expect_tx`` on `bar` with the image's bytes, then three bulk
     copies of (chunk, head) `hc`'s image into the prep's own tiles (kda_bwd_pieces_ld BULK=1:
     KE and KL, M and T, beta and exp(G_C) are each back to back in kda_bwd_reverse's shared
-    memory; tests/zoo/test_kda_bwd_gate_tiles.py checks it)."""
+    memory; tests/zoo/test_kda_bwd_prep_tiles.py checks it)."""
     bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
     base = hc * IWORDS
     with T.if_(T.tid.x == 0):
@@ -168,7 +173,7 @@ def image_outputs(H, chunks):
 # (kda_bwd_local._norms, ._gate on the same inputs: the same f32 words), 25.9% of its CTA time
 # in session 30's profile. Both kernels keep KL, KD, QL and G as four [C, K + 1] f32 tiles one
 # after another from the start of shared memory, and rn [2, C] with beta [C] right after each
-# other (tests/zoo/test_kda_bwd_prep_tiles.py checks both layouts), so each range moves as one
+# other (tests/zoo/test_kda_bwd_gate_tiles.py checks both layouts), so each range moves as one
 # bulk copy of its shared-memory image, padding column included (never read): `gtile`
 # [chunks, H, GATE_WORDS]. The block references r_a are G's rows 0, 16, 32, 48
 # (kda_bwd_local._gate stores the same register into both), so piece 3 takes them from G.

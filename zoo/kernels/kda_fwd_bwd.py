@@ -51,7 +51,9 @@ time in session 30's profile): bit for bit "tc5" (the same functions on the same
 Plan "tc7" is "tc6" whose prep stages q, k and g_raw in shared memory for its norms and gate
 (STAGE=1: one round of ``cp.async`` instead of dependent rounds of scalar loads); plan "tc8"
 is "tc7" whose prep stores its tiles as an image of its shared memory (`pimg`, IMG=1) that the
-pieces load by three bulk copies (BULK=1; `IMAGE`). Both are bit for bit "tc6".
+pieces load by three bulk copies (BULK=1; `IMAGE`). Both are bit for bit "tc6". Measured in
+one call (session 31, an H100, T8192 H96): tc5 29.92, tc6 28.86, tc7 28.39, tc8 28.39 ms
+(docs/PERFORMANCE.md "Session 31"); tc7 is benchmarks/kda_bench.sh's default.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
