@@ -47,6 +47,15 @@ def simulate(suite, case, seed: int = 0):
     return inputs, res.outputs, suite.expected(case, inputs)
 
 
+def run_clean(kernel, args, grid, outputs, consts) -> dict:
+    """numsim of one launch of `kernel` on `args` (the kernel's own buffers, not a Suite's
+    case): its `outputs`, after asserting the verdict is clean."""
+    import tirxh_numsim as ns
+    res = ns.run(kernel, args, grid=grid, outputs=outputs, consts=consts)
+    assert res.verdict == "clean", res.summary()
+    return res.outputs
+
+
 def mutant(tmp_path, stem: str, edits):
     """The zoo module ``<stem>.py`` with each (old, new) of `edits` replaced (each old must occur
     exactly once), imported as a module of its own from `tmp_path` (its sibling imports found in

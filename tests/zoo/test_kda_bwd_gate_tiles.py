@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.zoo._zoo import mutant
+from tests.zoo._zoo import mutant, run_clean
 from tests.zoo.zoo_modules import assert_matches, load
 
 P3 = load("kda_bwd_prep3")
@@ -45,10 +45,7 @@ def _case(name):
 
 
 def _run(kernel, x, case, outputs, consts):
-    import tirxh_numsim as ns
-    res = ns.run(kernel, x, grid=LT.SUITE.grid(case), outputs=outputs, consts=consts)
-    assert res.verdict == "clean", res.summary()
-    return res.outputs
+    return run_clean(kernel, x, LT.SUITE.grid(case), outputs, consts)
 
 
 def _prep_args(x):
@@ -136,11 +133,11 @@ def test_sync_check_is_clean_on_both_kernels():
             assert verdict == "clean", (kernel.name, messages)
 
 
-def _prep_findings(tmp_path, monkeypatch, chain):
+def _prep_findings(tmp_path, monkeypatch, chain, consts=None):
     """sync_check's findings on kda_bwd_prep3g of one 20-row chunk, built from a chain of
     mutants: `chain` is [(stem, edits, alias)], the first module mutated by `edits`, and each
     later one importing the one before it (`alias`, the name it imports it as) in its place:
-    a kernel traces the modules its own module imported."""
+    a kernel traces the modules its own module imported. `consts`: the prep's (PREP=2)."""
     prev = None
     for stem, edits, alias in chain:
         if prev is not None:
@@ -150,7 +147,7 @@ def _prep_findings(tmp_path, monkeypatch, chain):
         prev = stem
     case = _case("t20_h1_deep")
     verdicts = _verdicts(mod.kda_bwd_prep3g, _prep_args(LT.SUITE.make_inputs(case, 0)),
-                         {"PREP": 2}, case)
+                         consts or {"PREP": 2}, case)
     return " ".join(" ".join(m) for _, m in verdicts)
 
 
@@ -213,11 +210,7 @@ def test_sync_check_is_clean_on_the_staged_prep_and_its_wait_is_load_bearing(tmp
     args = _prep_args(LT.SUITE.make_inputs(case, 0))
     for verdict, messages in _verdicts(P3.kda_bwd_prep3g, args, {"PREP": 2, "STAGE": 1}, case):
         assert verdict == "clean", messages
-    local = mutant(tmp_path, "kda_bwd_local", [(
-        "        T.ptx.cp.async_.wait_group(0)\n", "        pass\n")])
-    monkeypatch.setitem(sys.modules, "kda_bwd_local_mutant", local)
-    prep3 = mutant(tmp_path, "kda_bwd_prep3", [(
-        "import kda_bwd_local as BL ", "import kda_bwd_local_mutant as BL ")])
-    found = " ".join(" ".join(m) for _, m in _verdicts(
-        prep3.kda_bwd_prep3g, args, {"PREP": 2, "STAGE": 1}, case))
+    found = _prep_findings(tmp_path, monkeypatch, [
+        ("kda_bwd_local", [("        T.ptx.cp.async_.wait_group(0)\n", "        pass\n")], None),
+        ("kda_bwd_prep3", [], "BL")], {"PREP": 2, "STAGE": 1})
     assert "not ordered by happens-before" in found, found

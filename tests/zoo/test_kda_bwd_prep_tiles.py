@@ -10,7 +10,7 @@ the tiles, gives the same pieces bit for bit, is clean, and its mbarrier wait lo
 import numpy as np
 import pytest
 
-from tests.zoo._zoo import mutant
+from tests.zoo._zoo import mutant, run_clean
 from tests.zoo.zoo_modules import assert_matches, load
 
 P3 = load("kda_bwd_prep3")
@@ -25,10 +25,7 @@ def _pieces_case(name):
 
 
 def _run(kernel, x, case, outputs, consts):
-    import tirxh_numsim as ns
-    res = ns.run(kernel, x, grid=TC.SUITE.grid(case), outputs=outputs, consts=consts)
-    assert res.verdict == "clean", res.summary()
-    return res.outputs
+    return run_clean(kernel, x, TC.SUITE.grid(case), outputs, consts)
 
 
 def _raw(x):

@@ -365,14 +365,11 @@ def _loaded_gates(sm, ck, gtile, inverse):
     mbarrier; kda_bwd_prep_tiles.load_gates), T by `inverse` meanwhile (sT is no tile of the
     copies, and the pairs do not read it), then every thread waits on the copies and threads
     0..127 take the block references from G's rows (the caller's barrier publishes them)."""
-    full = T.mbarrier(1)
-    with T.if_(T.tid.x == 0):
-        full[0].init(1)
-        T.ptx.fence.mbarrier_init.release.cluster()
-        PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full[0])
+    full = PTL.one_shot_mbarrier()
+    PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full)
     T.ptx.bar.sync(0)            # the mbarrier's initialisation, before anyone waits on it
     inverse(sm, ck)
-    full[0].wait(0)
+    full.wait(0)
     PTL.refs_from_g(sm, BL.BLK)
 
 

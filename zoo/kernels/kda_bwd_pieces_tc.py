@@ -496,17 +496,14 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     hc = ck.c * ck.H + ck.h
     if BULK:
-        full = T.mbarrier(1)
-        with T.if_(T.tid.x == 0):
-            full[0].init(1)
-            T.ptx.fence.mbarrier_init.release.cluster()
-        PTL.load_image(sm, hc, ptile, full[0])
+        full = PTL.one_shot_mbarrier()
+        PTL.load_image(sm, hc, ptile, full)
     else:
         PTL.load(sm, hc, ptile)
     PTL.stage(sm.do, ck, do)
     T.ptx.bar.sync(0)
     if BULK:
-        full[0].wait(0)
+        full.wait(0)
     _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32)
 
 

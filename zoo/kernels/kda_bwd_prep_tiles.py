@@ -131,18 +131,34 @@ def load_t(tile, hc, ptile, image=False):
 
 
 def load_image(sm, hc, ptile, bar):
-    """Thread 0: ``mbarrier.arrive.expect_tx`` on `bar` with the image's bytes, then three bulk
-    copies of (chunk, head) `hc`'s image into the prep's own tiles (kda_bwd_pieces_ld BULK=1:
-    KE and KL, M and T, beta and exp(G_C) are each back to back in kda_bwd_reverse's shared
-    memory; tests/zoo/test_kda_bwd_prep_tiles.py checks it)."""
+    """Thread 0: the three bulk copies of (chunk, head) `hc`'s image into the prep's own tiles
+    on `bar` (`_bulk_in`; kda_bwd_pieces_ld BULK=1: KE and KL, M and T, beta and exp(G_C) are
+    each back to back in kda_bwd_reverse's shared memory; tests/zoo/test_kda_bwd_prep_tiles.py
+    checks it)."""
+    _bulk_in(bar, ptile, hc * IWORDS, [(sm.ke.at(0, 0), IKE0, IM0 - IKE0),
+                                       (sm.m.at(0, 0), IM0, IBETA0 - IM0),
+                                       (sm.beta.at(0), IBETA0, IWORDS - IBETA0)])
+
+
+def _bulk_in(bar, src, base, ranges):
+    """Thread 0: ``mbarrier.arrive.expect_tx`` on `bar` with the ranges' bytes, then one bulk
+    copy a range ((shared destination, word offset from `base` in `src`, words))."""
     bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
-    base = hc * IWORDS
     with T.if_(T.tid.x == 0):
-        bar.arrive_expect_tx(IWORDS * 4)
-        for dst, off, words in ((sm.ke.at(0, 0), IKE0, IM0 - IKE0),
-                                (sm.m.at(0, 0), IM0, IBETA0 - IM0),
-                                (sm.beta.at(0), IBETA0, IWORDS - IBETA0)):
-            bulk_load(dst, ptile.at(base + off), words * 4, bar)
+        bar.arrive_expect_tx(sum(words for _, _, words in ranges) * 4)
+        for dst, off, words in ranges:
+            bulk_load(dst, src.at(base + off if off else base), words * 4, bar)
+
+
+def one_shot_mbarrier():
+    """An mbarrier for one phase of bulk copies, initialised by thread 0 (arrival count 1:
+    its own ``arrive.expect_tx``); the caller's barrier publishes the initialisation before
+    any thread waits on it."""
+    full = T.mbarrier(1)
+    with T.if_(T.tid.x == 0):
+        full[0].init(1)
+        T.ptx.fence.mbarrier_init.release.cluster()
+    return full[0]
 
 
 def stage(tile, ck, y):
@@ -202,8 +218,9 @@ class GateStore:
         """Thread 0: the two bulk copies into `gtile`, one bulk async-group."""
         bulk_store = T.ptx["cp.async.bulk.global.shared::cta.bulk_group"]
         with T.if_(T.tid.x == 0):
-            bulk_store(self.gtile.at(self.base), sm.kl.at(0, 0), GATE_TILES * 4)
-            bulk_store(self.gtile.at(self.base + GATE_TILES), sm.rn.at(0, 0), GATE_VECS * 4)
+            for src, off, words in _gate_ranges(sm):
+                bulk_store(self.gtile.at(self.base + off if off else self.base), src,
+                           words * 4)
             T.ptx.cp.async_.bulk.commit_group()
 
     def stored(self):
@@ -213,15 +230,15 @@ class GateStore:
             T.ptx.cp.async_.bulk.wait_group(0)
 
 
+def _gate_ranges(sm):
+    """(shared start, word offset in a chunk and head's `gtile`, words): the two ranges."""
+    return [(sm.kl.at(0, 0), 0, GATE_TILES), (sm.rn.at(0, 0), GATE_TILES, GATE_VECS)]
+
+
 def load_gates(sm, hc, gtile, bar):
-    """Thread 0: ``mbarrier.arrive.expect_tx`` on `bar` with the gate's bytes, then `GateStore`'s
-    two bulk copies of (chunk, head) `hc` back into kda_bwd_local's tiles (the same layout)."""
-    bulk_load = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"]
-    base = hc * GATE_WORDS
-    with T.if_(T.tid.x == 0):
-        bar.arrive_expect_tx(GATE_WORDS * 4)
-        bulk_load(sm.kl.at(0, 0), gtile.at(base), GATE_TILES * 4, bar)
-        bulk_load(sm.rn.at(0, 0), gtile.at(base + GATE_TILES), GATE_VECS * 4, bar)
+    """Thread 0: `GateStore`'s two bulk copies of (chunk, head) `hc` back into kda_bwd_local's
+    tiles (the same layout) on `bar` (`_bulk_in`)."""
+    _bulk_in(bar, gtile, hc * GATE_WORDS, _gate_ranges(sm))
 
 
 def refs_from_g(sm, blk):
