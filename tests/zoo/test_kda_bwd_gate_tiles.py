@@ -103,8 +103,8 @@ def test_piece3_from_the_copied_tiles_is_local_ld_bit_for_bit(name):
 def test_piece3_with_another_chunks_gate_tiles_is_caught(tmp_path):
     """The gate's tiles loaded one (chunk, head) off: the gradients past the public rule."""
     mut = mutant(tmp_path, "kda_bwd_local_tc", [(
-        "PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full[0])",
-        "PTL.load_gates(sm, (ck.c * ck.H + ck.h + 1) % (ck.H * T.nctaid.y), gtile, full[0])")])
+        "PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full)",
+        "PTL.load_gates(sm, (ck.c * ck.H + ck.h + 1) % (ck.H * T.nctaid.y), gtile, full)")])
     case = _case("pack_9_1_64_h2")
     x = _local_inputs(case)
     res = _local(mut.kda_bwd_local_lg, x, case)
@@ -179,7 +179,7 @@ def test_the_preps_proxy_fence_is_load_bearing(tmp_path, monkeypatch):
 def test_piece3s_wait_on_the_copies_is_load_bearing(tmp_path):
     """Without every thread's wait on the mbarrier, the block references' loads of G (and the
     pairs' reads of the tiles) race the bulk copies' writes: sync_check says so."""
-    mut = mutant(tmp_path, "kda_bwd_local_tc", [("    full[0].wait(0)\n", "")])
+    mut = mutant(tmp_path, "kda_bwd_local_tc", [("    full.wait(0)\n", "")])
     case = _case("t20_h1_deep")
     x = _local_inputs(case)
     verdicts = _verdicts(mut.kda_bwd_local_lg, x, {}, case)

@@ -125,7 +125,7 @@ def test_sync_check_is_clean_on_the_image_and_the_mbarrier_wait_is_load_bearing(
     prep_args = dict(_raw(x), **P3.P2._outputs(H, chunks), ptile=np.zeros_like(image),
                      **PTL.gate_outputs(H, chunks))
     mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
-        "    if BULK:\n        full[0].wait(0)\n", "")])
+        "    if BULK:\n        full.wait(0)\n", "")])
     runs = [(P3.kda_bwd_prep3g, prep_args, {"PREP": 2, "IMG": 1}, True),
             (TC.kda_bwd_pieces_ld, _pieces_args(image, x), {"BULK": 1}, True),
             (mut.kda_bwd_pieces_ld, _pieces_args(image, x), {"BULK": 1}, False)]
