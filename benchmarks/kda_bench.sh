@@ -369,12 +369,12 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc7,
-# the fastest measured: session 31 on an H100, tc7 0.949x tc5's time at H96 and 0.951x at H64;
-# tc8 ran tc7's time); several plans ("tc5 tc7"): each shape times each plan in turn,
-# one job each, after one FLA prewarm (each job has FLA's forward + backward beside it: the
-# plans' ratio is across jobs)
-read -r -a FB_PLANS <<<"${FB_PLAN:-tc7}"
+# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc11,
+# the fastest measured: session 32 on an H100 at H96, tc11 0.775x tc7's time, its prep's and
+# piece 3's code rolled into runtime loops; tc9 ran 1.005x tc7's); several plans ("tc7
+# tc11"): each shape times each plan in turn, one job each, after one FLA prewarm (each job
+# has FLA's forward + backward beside it: the plans' ratio is across jobs)
+read -r -a FB_PLANS <<<"${FB_PLAN:-tc11}"
 FB=(python3 benchmarks/kda_fwd_bwd_bench.py --cache "$WORK/fbcache")   # the plans' client
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)
@@ -476,10 +476,10 @@ results() {  # summary.md / summary.json and every log so far (kda_bench.tar.gz)
 }
 
 smoke() {  # every variant's small cases on the GPU, correctness only; stop on a failure or hang
-    # (a kernel without a Suite, compile_only, has no case to run: kda_bwd_prep3s,
-    # kda_bwd_pieces_ld, kda_bwd_local_ld, kda_bwd_prep3g and kda_bwd_local_lg are plans tc4 to
-    # tc8's, checked in tests/zoo and
-    # through the plan's own smoke)
+    # (a kernel without a Suite, compile_only, has no case to run: kda_bwd_prep3s and
+    # kda_bwd_local_ld, plans tc4 and tc5's; kda_bwd_prep3g, kda_bwd_pieces_ld and
+    # kda_bwd_local_lg, plans tc6 to tc9's, have timing suites only, for profiles; all are
+    # checked in tests/zoo and through the plan's own smoke)
     local sel="($SMOKE_K) and not main and not ring and not alt and not timing and not compile_only"
     if [ -n "$LIST" ]; then
         echo "== smoke"

@@ -5,7 +5,10 @@ bit; piece 3 from the copied tiles is kda_bwd_local_ld bit for bit (one chunk, t
 saturated gates, a varlen pack of two heads); another chunk's tiles are caught; sync_check is
 clean on both kernels, and calls the prep without its wait for the copy or its proxy fence,
 and piece 3 without its wait on the mbarrier, a race; the prep's STAGE=1 (q, k, g_raw staged
-for the norms and gate: plan "tc7") changes no bit, is clean, and its wait is load-bearing."""
+for the norms and gate: plan "tc7") changes no bit, is clean, and its wait is load-bearing;
+ROLL=1 (the walks' products and the gate's rows as runtime loops: plan "tc10") and ROLL=2
+(more of its code rolled: plan "tc12") change no bit and are clean; so does piece 3's ROLL=1 (its scan, row dots and dq_dk as runtime loops:
+plan "tc11")."""
 
 import sys
 
@@ -63,9 +66,10 @@ def _local_inputs(case, prep=None):
     return dict(x, **tiles)
 
 
-def _local(kernel, x, case):
+def _local(kernel, x, case, consts=None):
     import tirxh_numsim as ns
-    return ns.run(kernel, x, grid=LT.SUITE.grid(case), outputs=list(LT.OUTPUTS))
+    return ns.run(kernel, x, grid=LT.SUITE.grid(case), outputs=list(LT.OUTPUTS),
+                  consts=consts or {})
 
 
 @SLOW
@@ -214,3 +218,52 @@ def test_sync_check_is_clean_on_the_staged_prep_and_its_wait_is_load_bearing(tmp
         ("kda_bwd_local", [("        T.ptx.cp.async_.wait_group(0)\n", "        pass\n")], None),
         ("kda_bwd_prep3", [], "BL")], {"PREP": 2, "STAGE": 1})
     assert "not ordered by happens-before" in found, found
+
+
+@SLOW
+@pytest.mark.parametrize("roll", [1, 2])
+def test_the_rolled_prep_changes_no_bit(roll):
+    """ROLL=1 (kda_bwd_local._gate_rolled, the walks' product loops not unrolled) and ROLL=2
+    (the norms' dots, the tiles' store and the walks' two halves too): the same instructions
+    per row, k-step and half in the same order, so every output and both tile buffers equal
+    STAGE=1's (two chunks, a 22-row tail: the rolled gate masks the rows past it)."""
+    case = _case("t86_h1_deep")
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    outs = list(P3.OUTPUTS) + ["ptile", "gtile"]
+    got = _run(P3.kda_bwd_prep3g, args, case, outs, {"PREP": 2, "STAGE": 1, "ROLL": roll})
+    want = _run(P3.kda_bwd_prep3g, args, case, outs, {"PREP": 2, "STAGE": 1})
+    for n in outs:
+        assert np.array_equal(got[n], want[n]), n
+
+
+@SLOW
+@pytest.mark.parametrize("roll", [1, 2])
+def test_sync_check_is_clean_on_the_rolled_prep(roll):
+    case = _case("t20_h1_deep")
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    consts = {"PREP": 2, "STAGE": 1, "ROLL": roll}
+    for verdict, messages in _verdicts(P3.kda_bwd_prep3g, args, consts, case):
+        assert verdict == "clean", messages
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
+def test_piece3_rolled_changes_no_bit(name):
+    """kda_bwd_local_lg ROLL=1 (kda_bwd_local._scan_rolled, the row dots and dq_dk in runtime
+    loops): every output equals ROLL=0's to the last bit (two chunks with a 22-row tail; a
+    varlen pack of two heads with a one-token sequence), and numsim finds it clean."""
+    case = _case(name)
+    x = _local_inputs(case)
+    got = _local(LT.kda_bwd_local_lg, x, case, {"ROLL": 1})
+    assert got.verdict == "clean", got.summary()
+    want = _local(LT.kda_bwd_local_lg, x, case)
+    for n in LT.OUTPUTS:
+        assert np.array_equal(got.outputs[n], want.outputs[n]), n
+
+
+@SLOW
+def test_sync_check_is_clean_on_the_rolled_piece3():
+    case = _case("t20_h1_deep")
+    x = _local_inputs(case)
+    for verdict, messages in _verdicts(LT.kda_bwd_local_lg, x, {"ROLL": 1}, case):
+        assert verdict == "clean", messages

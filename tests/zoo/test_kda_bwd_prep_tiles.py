@@ -262,3 +262,18 @@ def test_sync_check_is_clean_on_piece3_from_the_stored_t():
     for result in analyze.check_kernel(LT.kda_bwd_local_ld, _local_inputs(case), consts={},
                                        grid=LT.SUITE.grid(case)):
         assert result.verdict == "clean", [f.message for f in result.findings]
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t20_h1_deep", "pack_80_1_30_h2"])
+def test_pieces_with_s0_and_ds1_loaded_ahead_are_bit_identical(name):
+    """kda_bwd_pieces_ld AHEAD=1 (plan "tc9": S0's and dS1's words loaded a k-step ahead of
+    their products) multiplies the same words in the same order: every output equals AHEAD=0's
+    to the last bit, on one 20-row chunk and on the varlen pack of two heads."""
+    case = _pieces_case(name)
+    got, _, x = _stored(case)
+    ahead = _run(TC.kda_bwd_pieces_ld, _pieces_args(got["ptile"], x), case, list(TC.OUTPUTS),
+                 {"AHEAD": 1})
+    plain = _pieces_from(got["ptile"], x, case)
+    for n in TC.OUTPUTS:
+        assert np.array_equal(ahead[n], plain[n]), n

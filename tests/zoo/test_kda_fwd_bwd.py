@@ -9,6 +9,8 @@ import os
 import numpy as np
 import pytest
 
+import tirxh.lang as T
+
 from tests.zoo.zoo_modules import load
 
 MOD = load("kda_fwd_bwd")
@@ -78,8 +80,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
         1, 8192, 96, FORWARD=1) + MOD.LT._flops(1, 8192, 96)
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
     with pytest.raises(ValueError,
-                       match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc2', 'tc3', 'tc4', "
-                             r"'tc5', 'tc6', 'tc7', 'tc8'\]"):
+                       match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc10', 'tc11', "
+                             r"'tc12', 'tc2', 'tc3', 'tc4', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -200,6 +202,47 @@ def test_plan_tc8_is_tc7_with_the_preps_tiles_as_an_image():
     pad = 128 * 96 * 128 * 4
     assert MOD._bytes(1, 8192, 96, plan="tc8") - MOD._bytes(1, 8192, 96, plan="tc7") == pad
     assert MOD._flops(1, 8192, 96, plan="tc8") == MOD._flops(1, 8192, 96, plan="tc7")
+
+
+@pytest.mark.parametrize("plan, base, step, extra", [
+    ("tc9", "tc7", 4, dict(AHEAD=1)),    # the pieces load S0 and dS1 a k-step ahead
+    ("tc10", "tc7", 1, dict(ROLL=1)),    # the prep's walks' products and gate rows rolled
+    ("tc11", "tc10", 5, dict(ROLL=1)),   # piece 3's scan, row dots and dq_dk rolled
+    ("tc12", "tc11", 1, dict(ROLL=2)),   # more of the prep's code rolled
+])
+def test_session_32s_plans_each_add_one_launchs_constants(plan, base, step, extra):
+    """Plans "tc9" to "tc12" (session 32): `base` with one launch's constants added; every
+    other launch, the scratch, FLOPs and bytes `base`'s (each changed launch's outputs are
+    bit for bit its base's: tests/zoo/test_kda_bwd_prep_tiles.py, test_kda_bwd_gate_tiles.py)."""
+    old, new = MOD.steps(1, 8192, 96, plan=base), MOD.steps(1, 8192, 96, plan=plan)
+    assert new[step].consts == dict(old[step].consts, **extra)
+    assert new[step]._replace(consts=None) == old[step]._replace(consts=None)
+    assert new[:step] + new[step + 1:] == old[:step] + old[step + 1:]
+    assert MOD.scratch(plan) == MOD.scratch(base)
+    for f in (MOD._flops, MOD._bytes):
+        assert f(1, 8192, 96, plan=plan) == f(1, 8192, 96, plan=base)
+
+
+def test_plan_tc7s_launches_each_have_a_timing_suite_with_the_plans_constants():
+    """The suites `tirxh profile` reads for plan "tc7"'s prep, pieces and local launches
+    (session 32): the plan's kernel and constants (so the same cubin), and inputs that give
+    every parameter, stored tiles included, at a small shape (the pieces' second case is plan
+    "tc9"'s)."""
+    plan = MOD.steps(1, 8192, 64, plan="tc7")
+    suites = {1: MOD.P3.SUITE_G_TIMING, 4: MOD.TC.SUITE_LD_TIMING, 5: MOD.LT.SUITE_LG_TIMING}
+    for i, suite in suites.items():
+        case = suite.cases[0]
+        assert suite.kernel is plan[i].kernel and not case.small
+        assert suite.kernel.resolve_consts(case.params, strict=False) == \
+            suite.kernel.resolve_consts(plan[i].consts, strict=False), suite.kernel.name
+        tiny = T.case("tiny", small=False, **dict(case.params, T_=100, H=1))
+        x = suite.make_inputs(tiny)
+        tiles = [n for n in ("ptile", "gtile") if n in x]
+        assert all(x[n].shape[:2] == (2, 1) for n in tiles), suite.kernel.name
+    tc9, ahead = MOD.steps(1, 8192, 64, plan="tc9")[4], MOD.TC.SUITE_LD_TIMING.cases[1]
+    assert tc9.kernel.resolve_consts(ahead.params, strict=False) == \
+        tc9.kernel.resolve_consts(tc9.consts, strict=False) != \
+        tc9.kernel.resolve_consts(plan[4].consts, strict=False)
 
 
 def test_an_unknown_forward_variant_is_refused():

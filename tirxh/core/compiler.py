@@ -28,7 +28,8 @@ from .errors import CompileError
 from .irjson import dumps as ir_dumps
 from .legalize import legalize
 from .registry import default_isa, default_targets, default_transforms
-from .toolchain import Resources, cubin_to_sass, parse_resources, ptx_to_cubin, toolchain_versions
+from .toolchain import (Resources, cubin_to_sass, parse_resources, ptx_to_cubin, text_bytes,
+                        toolchain_versions)
 from .transforms import TransformContext, TransformRegistry, resolve
 
 STAGES = ("trace", "transform", "legalize", "emit", "assemble", "disassemble")
@@ -221,9 +222,11 @@ class Pipeline:
         if assemble:
             cubin, log, key, hit = self.assemble(ptx, k)
         t4 = time.perf_counter()
+        resources = parse_resources(log)
+        resources.code_bytes = text_bytes(cubin, k.name) if cubin else 0
         return CompiledKernel(
             name=k.name, target=self.target.name, consts=consts, ir=k, ptx=ptx, cubin=cubin,
-            log=log, resources=parse_resources(log), cache_hit=hit, key=key,
+            log=log, resources=resources, cache_hit=hit, key=key,
             transforms=outputs,
             timings={"trace_s": t1 - t0, "transform_s": t2 - t1, "emit_s": t3 - t2,
                      "assemble_s": t4 - t3},

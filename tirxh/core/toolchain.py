@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,10 @@ class Resources:
     barriers: int = 0
     cmem: int = 0
     warnings: list = field(default_factory=list)
+    # the entry function's SASS in bytes (its ``.text.<name>`` section; 0 when not assembled):
+    # not a ptxas figure, read from the cubin. Why: code that every CTA fetches again was most
+    # of two KDA backward launches' time (docs/TUNING.md, the `no_instruction` row)
+    code_bytes: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -62,6 +67,28 @@ def parse_resources(log: str) -> Resources:
     r.warnings = [ln.strip() for ln in log.splitlines()
                   if "warning" in ln.lower() or "Performance Loss" in ln or ln.startswith("note:")]
     return r
+
+
+def text_bytes(cubin: bytes, name: str) -> int:
+    """Size of section ``.text.<name>`` of an ELF64 little-endian cubin (0 when absent): the
+    section headers' names, read through the section-name string table."""
+    if not cubin or cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        return 0
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+
+    def header(i):   # (name offset, file offset, size) of section i
+        at = shoff + i * shentsize
+        return (struct.unpack_from("<I", cubin, at)[0],
+                *struct.unpack_from("<QQ", cubin, at + 0x18))
+    _, strtab, _ = header(shstrndx)
+    want = b".text." + name.encode()
+    for i in range(shnum):
+        off, _, size = header(i)
+        start = strtab + off
+        if cubin[start:cubin.index(b"\0", start)] == want:
+            return size
+    return 0
 
 
 def _nvjitlink():

@@ -278,12 +278,14 @@ def _fold_columns(sm, colq):
 
 
 def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
-            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None):
+            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None,
+            roll=False):
     """Piece 3's phases (the module docstring), each an iket range with the barriers between
     them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
     wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
     forward substitution (kda_bwd_local_ld: the prep launch's stored T). With `gtile` (and
-    `inverse`), the norms' and gate's tiles come from the prep launch too (`_loaded_gates`)."""
+    `inverse`), the norms' and gate's tiles come from the prep launch too (`_loaded_gates`).
+    `roll`: the scan, the row dots and dq_dk as runtime loops (kda_bwd_local_lg ROLL=1)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
@@ -320,10 +322,10 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     T.ptx.bar.sync(0)
     with T.iket.range("scan"):
         _fold_columns(sm, colq)
-        BL._scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg)
+        BL._scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll)
     T.ptx.bar.sync(0)
     with T.iket.range("dq_dk"):
-        BL._dq_dk(sm, ck, q, k, dq, dk)
+        BL._dq_dk(sm, ck, q, k, dq, dk, roll)
     with T.iket.range("params"):
         BW._gate_params_grad(sm.gsum, sm.flag, gred, cnt, dA_log, ddt_bias, ck.h, ck.H)
 
@@ -383,7 +385,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      gtile: T.gptr[T.f32],
                      dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
                      dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32],
-                     IMG: T.const = 0):
+                     IMG: T.const = 0, ROLL: T.const = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
@@ -392,11 +394,14 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     behind the other SMs' traffic); two bulk copies cost one thread a few instructions, and T's
     load runs under them. Measured (session 31, an H100, T8192 H96): the launch 0.861x
     local_ld's time, not the ~0.75x the phase's share predicted. `beta` is unread (kept: the plans bind one parameter list). IMG=1:
-    `ptile` in kda_bwd_prep_tiles' image layout (plan "tc8")."""
+    `ptile` in kda_bwd_prep_tiles' image layout (plan "tc8"). ROLL=1 (plan "tc11"): the scan,
+    the row dots and dq_dk as runtime loops, the same words (kda_bwd_local._scan_rolled): 6,680
+    SASS instructions, not 9,888, as kda_bwd_prep3g ROLL=1 shrank the prep (whose profile waited
+    on instruction fetch); measured (session 32, an H100, T8192 H96) 4.33 ms against 8.52."""
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),
-            gtile=gtile)
+            gtile=gtile, roll=bool(ROLL))
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------
@@ -430,3 +435,18 @@ SUITE = T.suite(
 SUITE_TIMING = T.suite(
     kda_bwd_local_tc, inputs=timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(BL.SUITE_TIMING.cases))
+
+
+def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
+    """kda_bwd_local_lg's timing inputs: kda_bwd_local's, and synthetic `ptile` and `gtile`
+    (kda_bwd_prep_tiles.synthetic: what plan "tc7"'s prep launch would have stored)."""
+    x = timing_inputs(rng, B, T_, H, lens, gate)
+    return dict(x, **PTL.synthetic(rng, H, len(x["chunk_tok"])))
+
+
+# plan "tc7"'s piece 3 alone at T8192 H64 (timing only): what `tirxh profile` (iket phases, ncu)
+# needs, since the plan job times its launches but profiles none of them
+SUITE_LG_TIMING = T.suite(
+    kda_bwd_local_lg, inputs=lg_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
+    bytes=_bytes, flops=_flops, flops_dtype="bf16",
+    cases=[c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"])

@@ -129,14 +129,18 @@ def _shared(tile, stride, transposed=False, exact=False):
     return _Src(lambda r, c: tile.at(r, c), 4 * stride, 4, ld, exact=exact)
 
 
-def _global(mat, transposed=False):
+def _global(mat, transposed=False, ahead=False):
     """A [K, V] f32 global state (``ld.global.f32``: L1 and L2 serve the repeats) as B[kk, v],
-    or B[v, kk] transposed."""
+    or B[v, kk] transposed. `ahead`: `_product` loads its next k-step's words before the
+    current one's mma (`_product_ahead`)."""
     def ld(a):
         return T.ptx.ld.global_.f32(a)
     if transposed:
-        return _Src(lambda r, c: mat.at(c * V + r), 4, 4 * V, ld)
-    return _Src(lambda r, c: mat.at(r * V + c), 4 * V, 4, ld)
+        src = _Src(lambda r, c: mat.at(c * V + r), 4, 4 * V, ld)
+    else:
+        src = _Src(lambda r, c: mat.at(r * V + c), 4 * V, 4, ld)
+    src.ahead = ahead
+    return src
 
 
 def _frag(src, base, sbase, coords, step):
@@ -185,6 +189,8 @@ def _product(ln, acc, a, b, n0s, ksteps):
     n-tile (they sit 8 cs apart). TF32=1 (`ln.tf32`): `_product_tf32` instead."""
     if ln.tf32:
         return _product_tf32(ln, acc, a, b, n0s, ksteps)
+    if getattr(b, "ahead", False):
+        return _product_ahead(ln, acc, a, b, n0s, ksteps)
     r = ln.m0 + ln.g
     with T.range(ksteps) as s:
         k0 = (s << 4) + 2 * ln.t
@@ -194,11 +200,55 @@ def _product(ln, acc, a, b, n0s, ksteps):
         bbase = b.at(k0, n0s[0] + ln.g)
         for j, n0 in enumerate(n0s):
             bhi, blo = _frag(b, bbase + 8 * j * b.cs, None, B_PAIRS, (1, 0))
-            if alo is not None:
-                mma(acc[j], alo, bhi)
-            if blo is not None:
-                mma(acc[j], ahi, blo)
-            mma(acc[j], ahi, bhi)
+            _split_mma(acc[j], ahi, alo, bhi, blo)
+
+
+def _split_mma(acc, ahi, alo, bhi, blo):
+    """One n-tile's split product: lo hi, hi lo, hi hi (an exact operand's missing lo part
+    skips its mma)."""
+    if alo is not None:
+        mma(acc, alo, bhi)
+    if blo is not None:
+        mma(acc, ahi, blo)
+    mma(acc, ahi, bhi)
+
+
+def _b_words(b, ln, n0s, k0):
+    """The f32 words of every n-tile's B fragment at k-step column k0: [n-tile][pair][2]."""
+    base = b.at(k0, n0s[0] + ln.g)
+    return [[b.pair(base + 8 * j * b.cs, None, dr, dc, (1, 0)) for dr, dc in B_PAIRS]
+            for j in range(len(n0s))]
+
+
+def _product_ahead(ln, acc, a, b, n0s, ksteps):
+    """`_product` with B's words one k-step ahead: each iteration issues the next k-step's
+    global loads (the last one reloads its own: the index is clamped) before the current
+    k-step's split and mma, and carries them in registers to the next. Why: session 32's ncu
+    profile of kda_bwd_pieces_ld put 32.5% of its warp samples on the split's first
+    ``cvt.rn.bf16x2`` waiting (long scoreboard) for these loads, issued right before it.
+    Measured (session 32, an H100, plan "tc9"): the launch 1.030x slower, so the waits were the
+    loads' throughput, not their latency; kept as a measured variant, not the default."""
+    r = ln.m0 + ln.g
+    first = _b_words(b, ln, n0s, 2 * ln.t)
+    cur = [[[T.reg(T.f32) for _ in pair] for pair in frag] for frag in first]
+    for regs, vals in zip(_flat(cur), _flat(first)):
+        regs.set(vals)
+    with T.range(ksteps) as s:
+        k0 = (s << 4) + 2 * ln.t
+        nxt = _b_words(b, ln, n0s, (T.ptx.min.u32(s + 1, ksteps - 1) << 4) + 2 * ln.t)
+        abase = a.at(r, k0)
+        asc = a.scale and a.scale(k0)
+        ahi, alo = _frag(a, abase, asc, A_PAIRS, (0, 1))
+        for j, frag in enumerate(cur):
+            split = [_split2(*pair) for pair in frag]
+            _split_mma(acc[j], ahi, alo, [h for h, _ in split], [lo for _, lo in split])
+        for regs, vals in zip(_flat(cur), _flat(nxt)):
+            regs.set(vals)
+
+
+def _flat(words):
+    """`_b_words`' registers in one list, n-tile by n-tile."""
+    return [x for frag in words for pair in frag for x in pair]
 
 
 TF32_MMA = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
@@ -486,7 +536,7 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
                       ds1: T.gptr[T.f32], dv: T.gptr[T.f32], dqe: T.gptr[T.f32],
                       dke: T.gptr[T.f32], dkl: T.gptr[T.f32], dm: T.gptr[T.f32],
                       dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0,
-                      BULK: T.const = 0):
+                      BULK: T.const = 0, AHEAD: T.const = 0):
     """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
     them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products.
     BULK=1 (plan "tc8"): `ptile` in the image layout, loaded by three bulk copies on an
@@ -504,18 +554,20 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     T.ptx.bar.sync(0)
     if BULK:
         full.wait(0)
-    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32)
+    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD)
 
 
-def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32):
-    """The module docstring's phases after the prep (its tiles published by a barrier)."""
+def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0):
+    """The module docstring's phases after the prep (its tiles published by a barrier).
+    AHEAD=1: the products that read S0 or dS1 from global memory load them a k-step ahead
+    (`_product_ahead`)."""
     ln = _Lane(TF32)
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
     wide = ln.cols(V)
     # R = V - KE S0 (rows past the sequence: V = 0, KE = 0) into the G tile
     acc = _acc(len(wide))
-    _product(ln, acc, _shared(sm.ke, SK), _global(S0), wide, K // 16)
+    _product(ln, acc, _shared(sm.ke, SK), _global(S0, ahead=AHEAD), wide, K // 16)
     for j, e, row, col in _elements(ln, wide):
         x = T.ptx.selp.f32(BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv)
         T.ptx.st.shared.f32(sm.r.at(row, col), x - acc[j][e])
@@ -525,15 +577,16 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32):
     acc = _acc(len(wide))
     _product(ln, acc, _tb(sm), _shared(sm.r, SK), wide, C // 16)
     _to_tile(ln, wide, acc, sm.dlt)
-    _piece_out(ln, ck, dqe, _shared(sm.do, SK, exact=True), _global(S0, True), V // 16)
+    _piece_out(ln, ck, dqe, _shared(sm.do, SK, exact=True), _global(S0, True, AHEAD),
+               V // 16)
     T.ptx.bar.sync(0)
     # dkl = Delta dS1^T, dm = lower(dO Delta^T); dDelta = M^T dO + KL dS1 kept in registers
-    _piece_out(ln, ck, dkl, _shared(sm.dlt, SK), _global(dS, True), V // 16)
+    _piece_out(ln, ck, dkl, _shared(sm.dlt, SK), _global(dS, True, AHEAD), V // 16)
     _lower_out(ln, ck, dm, _shared(sm.do, SK, exact=True), _shared(sm.dlt, SK, True))
     d_delta = _acc(len(wide))
     _product(ln, d_delta, _shared(sm.m, C, True), _shared(sm.do, SK, exact=True), wide,
              C // 16)
-    _product(ln, d_delta, _shared(sm.kl_, SK), _global(dS), wide, K // 16)
+    _product(ln, d_delta, _shared(sm.kl_, SK), _global(dS, ahead=AHEAD), wide, K // 16)
     T.ptx.bar.sync(0)
     _to_tile(ln, wide, d_delta, sm.dlt)
     T.ptx.bar.sync(0)
@@ -553,7 +606,8 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32):
     _to_tile(ln, wide, d_r, sm.r)
     T.ptx.bar.sync(0)
     # dke = -dR S0^T
-    _piece_out(ln, ck, dke, _shared(sm.r, SK), _global(S0, True), V // 16, sign=-1.0)
+    _piece_out(ln, ck, dke, _shared(sm.r, SK), _global(S0, True, AHEAD), V // 16,
+               sign=-1.0)
 
 
 # --- inputs, reference, cases: kda_bwd_chain_pieces's ------------------------------------------
@@ -691,3 +745,20 @@ SUITE_TIMING = T.suite(
     kda_bwd_pieces_tc, inputs=timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
     cases=_TIMING + tf32_twins(_TIMING))
+
+
+def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
+    """kda_bwd_pieces_ld's timing inputs: kda_bwd_pieces_tc's, and a synthetic `ptile`
+    (kda_bwd_prep_tiles.synthetic: what plan "tc7"'s prep launch would have stored)."""
+    x = timing_inputs(rng, B, T_, H, lens, gate)
+    return dict(x, **PTL.synthetic(rng, H, len(x["chunk_tok"]), ("ptile",)))
+
+
+# plan "tc7"'s pieces launch alone at T8192 H64 (timing only): for `tirxh profile` (ncu), as
+# kda_bwd_local_tc.SUITE_LG_TIMING; `ahead_`: plan "tc9"'s (AHEAD=1)
+_LD_CASES = [c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
+SUITE_LD_TIMING = T.suite(
+    kda_bwd_pieces_ld, inputs=ld_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
+    bytes=_bytes, flops=_flops, flops_dtype="bf16",
+    cases=_LD_CASES + [T.case("ahead_" + c.name, small=False, tags=c.tags, AHEAD=1,
+                              **c.params) for c in _LD_CASES])

@@ -183,8 +183,9 @@ def product(ln, lanes, acc, a, b, n0s, ksteps):
     """acc[j] += A[m0 .., :] B[:, n0s[j] ..] over 16 ksteps columns: kda_bwd_pieces_tc._product
     on fragments read from planes, the same mma in the same order (per k-step the A fragment,
     then per n-tile lo hi, hi lo, hi hi), so the sums are bit-identical. `a(s)` -> the A
-    fragment (hi, lo) of k-step s; `b(s, n0)` -> the B fragments of n-tiles n0, n0 + 8."""
-    with T.range(ksteps) as s:
+    fragment (hi, lo) of k-step s; `b(s, n0)` -> the B fragments of n-tiles n0, n0 + 8.
+    `ln.roll` (ROLL >= 1): a runtime loop (``.pragma "nounroll"``), one body instead of ksteps."""
+    with T.range(ksteps, unroll=1 if getattr(ln, "roll", 0) else None) as s:
         ahi, alo = a(s)
         for p in range(len(n0s) // 2):
             bhi, blo = b(s, n0s[2 * p])
@@ -242,11 +243,12 @@ def _store(ln, n0s, acc, pl, fn=None):
             pl.store_pair(row, col, *xs)
 
 
-def _mul(ln, lanes, a, b, at=False, rows=0):
+def _mul(ln, lanes, a, b, at=False, rows=0, lr=None):
     """A B ([C or K, C] x [C, K], contraction over the chunk's 64 rows) for the warp's m-tile
-    `rows` further down and its 8 n-tiles: A from planes `a` (row-major, or `at`: a's
-    transpose), B from planes `b` (k-major)."""
-    lr = ln.below(rows) if rows else ln
+    `rows` further down (or the roles `lr`) and its 8 n-tiles: A from planes `a` (row-major,
+    or `at`: a's transpose), B from planes `b` (k-major)."""
+    if lr is None:
+        lr = ln.below(rows) if rows else ln
     wide = ln.cols(K)
     acc = TC._acc(len(wide))
     afrag = (lambda s: a.at(lanes, lr.m0, s << 4)) if at else (
@@ -256,12 +258,26 @@ def _mul(ln, lanes, a, b, at=False, rows=0):
 
 
 def _n_and_b(ln, lanes, hc, nfrag, bt, left, right, y, bleft):
-    """N = -left^T right as kda_bwd_chain's fragment words; B^T = y^T bleft (y exact)."""
+    """N = -left^T right as kda_bwd_chain's fragment words; B^T = y^T bleft (y exact).
+    `ln.roll` >= 2 (ROLL=2): each product's two 64-row halves one runtime loop (`_halves`)."""
+    if getattr(ln, "roll", 0) >= 2:
+        return _halves(ln, lanes, hc, nfrag, bt, left, right, y, bleft)
     for rows in (0, C):
         lr, _, acc = _mul(ln, lanes, left, right, at=True, rows=rows)
         PT.n_words(lr, hc, nfrag, acc)
     for rows in (0, C):
         lr, wide, acc = _mul(ln, lanes, y, bleft, at=True, rows=rows)
+        PT.bt_rows(lr, hc, bt, wide, acc)
+
+
+def _halves(ln, lanes, hc, nfrag, bt, left, right, y, bleft):
+    """`_n_and_b` with the halves (rows 0 and C of the [2C, K] results) as two trips of a
+    runtime loop: the same instructions per half in the same order, so the same words."""
+    with T.range(2, unroll=1) as half:
+        lr, _, acc = _mul(ln, lanes, left, right, at=True, lr=ln.below(half * C))
+        PT.n_words(lr, hc, nfrag, acc)
+    with T.range(2, unroll=1) as half:
+        lr, wide, acc = _mul(ln, lanes, y, bleft, at=True, lr=ln.below(half * C))
         PT.bt_rows(lr, hc, bt, wide, acc)
 
 
@@ -333,19 +349,24 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    chunk_rows: T.gptr[T.s32], nfrag_f: T.gptr[T.u32], bt_f: T.gptr[T.f32],
                    nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
                    ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2,
-                   STAGE: T.const = 0, IMG: T.const = 0):
+                   STAGE: T.const = 0, IMG: T.const = 0, ROLL: T.const = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
     g_raw staged in shared memory first (kda_bwd_local.StagedRows, in P's tile and M: plan
     "tc7"), the same words. IMG=1: `ptile` in kda_bwd_prep_tiles' image layout (plan "tc8",
-    whose pieces launch loads it by bulk copies)."""
+    whose pieces launch loads it by bulk copies). ROLL=1: the walks' products and (with
+    STAGE=1) the gate's rows as runtime loops (plan "tc10"): session 32's ncu profile put 40% of this launch's
+    warp samples on instruction fetch (`no_instruction`) in its ~180 KB of straight-line code;
+    the same instructions in the same order, so the same words. Measured (session 32, an H100,
+    T8192 H96): 6.74 ms against 8.93. ROLL=2 (plan "tc12"): the norms' row dots, the tiles'
+    store and the walks' two halves rolled too (112 KB against ROLL=1's 136)."""
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG)
+                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL)
 
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0):
+                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
     barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
@@ -353,14 +374,15 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     hc = ck.c * ck.H + ck.h
     gates = None if gtile is None else PTL.GateStore(hc, gtile)
-    rows = (BL.StagedRows({"q": (sm.p, 0), "k": (sm.p, C * K * 2), "g": (sm.m, 0)})
-            if STAGE else None)
+    rows = (BL.StagedRows({"q": (sm.p, 0), "k": (sm.p, C * K * 2), "g": (sm.m, 0)},
+                          roll=ROLL) if STAGE else None)
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows)    # dO in sm.do
     if ptile is not None:
-        PTL.store(sm, hc, ptile, image=bool(IMG))
+        PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
     op = _Operands(sm)
     split_operands(sm, op)
     ln, lanes = TC._Lane(), Lanes()
+    ln.roll = ROLL
     reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)
     T.ptx.bar.sync(0)           # W (G slot) and QE's slot read for the last time
     stage_v(ck, v, op.v)
@@ -391,3 +413,19 @@ SUITE = T.suite(
 SUITE_TIMING = T.suite(
     kda_bwd_prep3, inputs=timing_inputs, outputs=["bt_f", "bt", "eg"], constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(P2.SUITE_TIMING.cases))
+
+
+def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
+    """kda_bwd_prep3g's timing inputs: kda_bwd_prep2's, and zeroed `ptile` and `gtile`."""
+    x = timing_inputs(rng, B, T_, H, lens, gate)
+    n = len(x["chunk_tok"])
+    return dict(x, **PTL.outputs(H, n), **PTL.gate_outputs(H, n))
+
+
+# plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
+# (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING
+SUITE_G_TIMING = T.suite(
+    kda_bwd_prep3g, inputs=g_timing_inputs, outputs=["bt_f", "bt", "eg"],
+    constraints=constraints, bytes=_bytes, flops=_flops, flops_dtype="bf16",
+    cases=[T.case(c.name, small=False, tags=c.tags, STAGE=1, **c.params)
+           for c in P2.SUITE_TIMING.cases if c.name == "t8192_h64"])

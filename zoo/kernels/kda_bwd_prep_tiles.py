@@ -77,13 +77,15 @@ def _vectors(sm, image=False):
     return [(IBETA0 if image else BETA0, sm.beta, C), (IEG0 if image else EG0, sm.eg, K)]
 
 
-def store(sm, hc, ptile, image=False):
+def store(sm, hc, ptile, image=False, roll=False):
     """The prep's tiles of (chunk, head) `hc` from shared memory into `ptile` (after the prep's
-    last barrier; reads only); `image`: in the image layout (`IWORDS` a chunk and head)."""
+    last barrier; reads only); `image`: in the image layout (`IWORDS` a chunk and head);
+    `roll`: each matrix's passes a runtime loop (``.pragma "nounroll"``: one body of UNROLL
+    rows instead of 2 or 4, the same words)."""
     base = hc * (IWORDS if image else WORDS)
     for off, tile, cols, stride in _matrices(sm, image):
         col, r0, per = _passes(cols)
-        with T.range(C // per // UNROLL) as i8:
+        with T.range(C // per // UNROLL, unroll=1 if roll else None) as i8:
             rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
             vals = [T.ptx.ld.shared.f32(tile.at(r, col)) for r in rows]
             for r, x in zip(rows, vals):
@@ -252,3 +254,11 @@ def refs_from_g(sm, blk):
 def gate_outputs(H, chunks):
     """A zeroed `gtile` for `chunks` chunks of H heads."""
     return {"gtile": np.zeros((chunks, H, GATE_WORDS), np.float32)}
+
+
+def synthetic(rng, H, chunks, names=("ptile", "gtile")):
+    """The stored tiles of a timing case (a plan's later launch profiled or timed alone, with
+    no prep launch before it): each of `names` at its layout's size, uniform in [-1, 0) (finite
+    exponentials wherever a launch takes one; the time does not depend on the values)."""
+    words = {"ptile": WORDS, "pimg": IWORDS, "gtile": GATE_WORDS}
+    return {n: rng.random((chunks, H, words[n]), np.float32) - np.float32(1) for n in names}

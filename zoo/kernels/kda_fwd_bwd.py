@@ -53,7 +53,14 @@ Plan "tc7" is "tc6" whose prep stages q, k and g_raw in shared memory for its no
 is "tc7" whose prep stores its tiles as an image of its shared memory (`pimg`, IMG=1) that the
 pieces load by three bulk copies (BULK=1; `IMAGE`). Both are bit for bit "tc6". Measured in
 one call (session 31, an H100, T8192 H96): tc5 29.92, tc6 28.86, tc7 28.39, tc8 28.39 ms
-(docs/PERFORMANCE.md "Session 31"); tc7 is benchmarks/kda_bench.sh's default.
+(docs/PERFORMANCE.md "Session 31"). Plan "tc9" is "tc7" whose pieces load S0 and dS1 a k-step
+ahead (AHEAD=1; measured 1.005x tc7's time, session 32). Plan "tc10" is "tc7" whose prep runs
+its walks' products and its gate's rows as runtime loops (ROLL=1: 136 KB of SASS, not 180),
+"tc11" is "tc10" whose piece 3 rolls its scan, row dots and dq_dk too (kda_bwd_local_lg
+ROLL=1: 104 KB, not 154), and "tc12" is "tc11" with the prep's ROLL=2 (112 KB); all four
+bit for bit "tc7" (`LAUNCH_CONSTS`). Measured in one call (session 32, an H100, T8192 H96):
+tc7 28.57, tc10 26.35, **tc11 22.15 ms** (0.650x FLA's forward + backward); tc11 is
+benchmarks/kda_bench.sh's default (tc12 not yet measured).
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -109,26 +116,38 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc5": (P3.kda_bwd_prep3s, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_ld),
          "tc6": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc7": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc8": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc8": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc9": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc10": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc11": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc12": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc5": dict(PREP=2), "tc6": dict(PREP=2), "tc7": dict(PREP=2, STAGE=1),
-               "tc8": dict(PREP=2, STAGE=1, IMG=1)}
+               "tc8": dict(PREP=2, STAGE=1, IMG=1), "tc9": dict(PREP=2, STAGE=1),
+               "tc10": dict(PREP=2, STAGE=1, ROLL=1), "tc11": dict(PREP=2, STAGE=1, ROLL=1),
+               "tc12": dict(PREP=2, STAGE=1, ROLL=2)}
 # plans whose prep is one launch for both walks (the forward walk's operands in nfrag_f, bt_f)
-ONE_PREP = ("tc3", "tc4", "tc5", "tc6", "tc7", "tc8")
+ONE_PREP = ("tc3", "tc4", "tc5", "tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
 # plans whose pieces load the prep's tiles that launch stored (`ptile`) instead of computing
 # the prep again (kda_bwd_prep_tiles): their pieces launch takes no PREP
-LOADED_PREP = ("tc4", "tc5", "tc6", "tc7", "tc8")
+LOADED_PREP = ("tc4", "tc5", "tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
 # plans whose piece 3 loads the prep's T from `ptile` instead of inverting (kda_bwd_local_ld)
-LOADED_T = ("tc5", "tc6", "tc7", "tc8")
+LOADED_T = ("tc5", "tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
 # plans whose piece 3 loads the norms' and gate's tiles the prep copied out (`gtile`,
 # kda_bwd_prep_tiles.GateStore) instead of computing them (kda_bwd_local_lg)
-LOADED_GATES = ("tc6", "tc7", "tc8")
+LOADED_GATES = ("tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
 # plans whose prep stores its tiles in kda_bwd_prep_tiles' image layout (the scratch `pimg`,
 # bound to the kernels' `ptile`) and whose pieces load them by bulk copies: the constants of
 # their pieces and local launches
 IMAGE = {"tc8": (dict(BULK=1), dict(IMG=1))}
+# more constants of a plan's pieces and local launches: "tc9" loads S0 and dS1 a k-step ahead
+# of the pieces' products (kda_bwd_pieces_ld AHEAD=1: session 32's ncu profile put 32.5% of the
+# pieces' warp samples on waits for those loads; measured 1.03x slower), "tc11" rolls piece 3's
+# scan, row dots and dq_dk into runtime loops (kda_bwd_local_lg ROLL=1), as "tc10" its prep's
+LAUNCH_CONSTS = {"tc9": (dict(AHEAD=1), {}), "tc11": ({}, dict(ROLL=1)),
+                 "tc12": ({}, dict(ROLL=1))}
 
 
 class Step(NamedTuple):
@@ -165,6 +184,8 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     chains = CH._grid(B, T_, H, lens, CHAIN["WARPS"])
     if plan in ONE_PREP:
         pieces_c, local_c = IMAGE.get(plan, ({}, {}))
+        more_pieces, more_local = LAUNCH_CONSTS.get(plan, ({}, {}))
+        pieces_c, local_c = dict(pieces_c, **more_pieces), dict(local_c, **more_local)
         img = dict(ptile="pimg") if plan in IMAGE else {}
         return [
             Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
@@ -349,7 +370,7 @@ def _flops(B, T_, H, lens=None, plan="f32"):
     pieces on the CUDA cores are not counted
     (their products are ~3x the forward's)."""
     out = FW._flops(B, T_, H) + 2 * CH._flops(B, T_, H, lens)
-    if plan in ("tc", "tc2", "tc3", "tc4", "tc5", "tc6", "tc7", "tc8"):
+    if plan != "f32":
         pc = PLAN_CONSTS.get(plan, {})
         if plan in ONE_PREP:   # both walks' products, the prep's once
             out += P3._flops(B, T_, H, lens, PREP=pc["PREP"])   # STAGE moves no product
@@ -413,4 +434,3 @@ def _check_cases():
 
 
 _check_cases()
-
