@@ -687,7 +687,7 @@ and not tail";;
         local)
             # synthetic pieces (no float64 reference on the host): seconds of input per shape
             for s in ${LOCAL_SHAPES:-t8192_h96 t8192_h64 pack6_h96}; do
-                bench "local-$s" "kda_bwd_local and $s and timing"
+                bench "local-$s" "kda_bwd_local and not kda_bwd_local_lg and $s and timing"
             done;;
         reverse)
             # a synthetic S0 (no float64 forward on the host): seconds of input per shape; its
@@ -754,7 +754,7 @@ $s and timing"
             # shape (the ratio prep3 / prep2 is the prediction's figure)
             for s in ${PREP3_SHAPES:-t8192_h96 t8192_h64}; do
                 EXEC_S="${CHAIN_EXEC_S:-180}" bench "prep3-$s" "(kda_bwd_prep2 or \
-kda_bwd_prep3) and $s and timing"
+kda_bwd_prep3) and not kda_bwd_prep3g and $s and timing"
             done;;
         calib)
             # the prep alone (kda_bwd_prep_only) beside the two launches it is the first part
