@@ -7,8 +7,8 @@ clean on both kernels, and calls the prep without its wait for the copy or its p
 and piece 3 without its wait on the mbarrier, a race; the prep's STAGE=1 (q, k, g_raw staged
 for the norms and gate: plan "tc7") changes no bit, is clean, and its wait is load-bearing;
 ROLL=1 (the walks' products and the gate's rows as runtime loops: plan "tc10") and ROLL=2
-(more of its code rolled: plan "tc12") change no bit and are clean; so does piece 3's ROLL=1 (its scan, row dots and dq_dk as runtime loops:
-plan "tc11")."""
+(more of its code rolled: plan "tc12") change no bit and are clean; so does piece 3's ROLL=1
+(its scan, row dots and dq_dk as runtime loops: plan "tc11")."""
 
 import sys
 
@@ -223,7 +223,7 @@ def test_sync_check_is_clean_on_the_staged_prep_and_its_wait_is_load_bearing(tmp
 @SLOW
 @pytest.mark.parametrize("roll", [1, 2])
 def test_the_rolled_prep_changes_no_bit(roll):
-    """ROLL=1 (kda_bwd_local._gate_rolled, the walks' product loops not unrolled) and ROLL=2
+    """ROLL=1 (kda_bwd_local._gate's rows rolled, the walks' product loops not unrolled) and ROLL=2
     (the norms' dots, the tiles' store and the walks' two halves too): the same instructions
     per row, k-step and half in the same order, so every output and both tile buffers equal
     STAGE=1's (two chunks, a 22-row tail: the rolled gate masks the rows past it)."""
@@ -249,7 +249,7 @@ def test_sync_check_is_clean_on_the_rolled_prep(roll):
 @SLOW
 @pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
 def test_piece3_rolled_changes_no_bit(name):
-    """kda_bwd_local_lg ROLL=1 (kda_bwd_local._scan_rolled, the row dots and dq_dk in runtime
+    """kda_bwd_local_lg ROLL=1 (the scan, the row dots and dq_dk as kda_chunk.trips' runtime
     loops): every output equals ROLL=0's to the last bit (two chunks with a 22-row tail; a
     varlen pack of two heads with a one-token sequence), and numsim finds it clean."""
     case = _case(name)

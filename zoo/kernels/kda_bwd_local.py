@@ -62,7 +62,7 @@ if str(Path(__file__).parent) not in sys.path:
 import kda_bwd as BW  # noqa: E402 - after the path that finds it
 import kda_bwd_split as SP  # noqa: E402
 import kda_ref as R  # noqa: E402
-from kda_chunk import unpack  # noqa: E402
+from kda_chunk import Running, trips, unpack  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "varlen")
 
@@ -109,22 +109,14 @@ def _row_norm(ptr, offset):
 
 def _norm_of(words, roll=False):
     """`_row_norm` of the row whose 16-byte piece v (8 bf16) `words(v)` loads as 4 words;
-    `roll`: four runtime trips of four pieces, the four sums started at -0 (fma(x, x, -0) is
-    x x to the bit: the same words)."""
-    if roll:
-        accs = [T.reg(T.f32, init=-0.0) for _ in range(4)]
-        with T.range(K // 32, unroll=1) as vv:
-            for v4 in range(4):
-                for i, w in enumerate(words(vv * 4 + v4)):
-                    for x in unpack(w):
-                        accs[i].set(T.ptx.fma.rn.f32(x, x, accs[i]))
-    else:
-        accs = [None] * 4
-        for v in range(K // 8):
-            for i, w in enumerate(words(v)):
-                for x in unpack(w):
-                    accs[i] = x * x if accs[i] is None else T.ptx.fma.rn.f32(x, x, accs[i])
-    return T.ptx.rsqrt.approx.f32((accs[0] + accs[1]) + (accs[2] + accs[3]) + R.L2_EPS)
+    `roll`: four runtime trips of four pieces (`trips`, `Running`: the same words)."""
+    accs = [Running(roll) for _ in range(4)]
+    for b, u in trips(K // 8, 4, roll):
+        for i, w in enumerate(words(b * 4 + u)):
+            for x in unpack(w):
+                accs[i].fma(x, x)
+    a = [acc.value for acc in accs]
+    return T.ptx.rsqrt.approx.f32((a[0] + a[1]) + (a[2] + a[3]) + R.L2_EPS)
 
 
 class StagedRows:
@@ -142,7 +134,7 @@ class StagedRows:
     NAMES = ("q", "k", "g")
 
     def __init__(self, bases, roll=0):
-        self.bases, self.roll = bases, roll   # 1: the gate rolled (`_gate_rolled`); 2: the norms too
+        self.bases, self.roll = bases, roll   # 1: `_gate`'s rows rolled; 2: the norms' too
 
     def stage(self, ck, srcs):
         """Every thread: its 16-byte pieces t + 256 u (row (t + 256 u) / 16) of each tensor in
@@ -163,17 +155,16 @@ class StagedRows:
         """The thread's copies landed (the caller's barrier publishes everyone's)."""
         T.ptx.cp.async_.wait_group(0)
 
-    def elem(self, name, i, d):
-        """Row i, channel d of tensor `name` as f32 (``ld.shared.b16``, ``cvt.f32.bf16``)."""
+    def elem(self, name, b, u, d):
+        """Row BLK b + u, channel d of tensor `name` as f32 (``ld.shared.b16``,
+        ``cvt.f32.bf16``): b a trace-time int (one address a row) or a runtime loop's register
+        (one address a block, `_gate` rolled)."""
         buf, off = self.bases[name]
-        return T.ptx.cvt.f32.bf16(T.ptx.ld.shared.b16(
-            ir.Addr(buf.ptr(off) + d * 2, i * self.ROW)))
-
-    def block_elem(self, name, a, u, d):
-        """`elem` of row BLK a + u (a a register, u a trace-time int): one address a block."""
-        buf, off = self.bases[name]
-        return T.ptx.cvt.f32.bf16(T.ptx.ld.shared.b16(
-            ir.Addr(buf.ptr(off) + d * 2 + a * (BLK * self.ROW), u * self.ROW)))
+        if isinstance(b, int):
+            at = ir.Addr(buf.ptr(off) + d * 2, (b * BLK + u) * self.ROW)
+        else:
+            at = ir.Addr(buf.ptr(off) + d * 2 + b * (BLK * self.ROW), u * self.ROW)
+        return T.ptx.cvt.f32.bf16(T.ptx.ld.shared.b16(at))
 
     def norm(self, name, t):
         """`_row_norm` of row t of tensor `name` (16 ``ld.shared.v4.b32``)."""
@@ -238,67 +229,42 @@ def _norms(sm, ck, q, k, beta, rows=None):
 def _gate(sm, ck, q, k, g_raw, A_log, dt_bias, rows=None):
     """Threads 0..127, channel d: the gate of every row, G (log2 units), the block references
     r_a, and KL = k^ L, KD = k^ D, QL = qs L (L = 2^(G - r_a), D = 1 / L); q, k and g_raw
-    from `rows` (`StagedRows`) if given (`_gate_rolled` where they say `roll`)."""
-    if rows is not None and rows.roll:
-        return _gate_rolled(sm, ck, A_log, dt_bias, rows)
+    from `rows` (`StagedRows`) if given. Staged rows that say `roll` run the rows as a runtime
+    loop over the blocks (`trips`: ~2,900 SASS instructions fewer, kda_bwd_prep3g ROLL >= 1),
+    the same words."""
+    roll = rows is not None and rows.roll
     d = T.tid.x
     with T.if_(d < K):
         _, c1, c0, _ = _gate_consts(A_log, dt_bias, ck, d)
-        G = ref = None
-        for i in range(C):
-            off = ck.row(i) + d
-            valid = i < ck.nv
+        G, ref = Running(roll), None
+        for b, u in trips(C, BLK, roll):
+            i = b * BLK + u
             if rows is None:
+                off = ck.row(i) + d
+
                 def load(n, off=off):
                     return _bf16({"g": g_raw, "k": k, "q": q}[n], off)
             else:
-                def load(n, i=i):
-                    return rows.elem(n, i, d)
+                if not roll:
+                    ck.row(i) + d    # traced as it always was (dead code: ptxas drops it)
+
+                def load(n, b=b, u=u):
+                    return rows.elem(n, b, u, d)
+            valid = i < ck.nv
             s = _sigmoid(load("g"), c1, c0)[1]
-            g2 = T.ptx.selp.f32(s * G2, 0.0, valid)
-            G = g2 if i == 0 else G + g2
-            if i % BLK == 0:
-                ref = G
-                T.ptx.st.shared.f32(sm.ref.at(i // BLK, d), ref)
-            lf = T.ptx.ex2.approx.f32(G - ref)
-            df = T.ptx.ex2.approx.f32(ref - G)
+            G.add(T.ptx.selp.f32(s * G2, 0.0, valid))
+            if u == 0:
+                ref = G.snapshot()
+                T.ptx.st.shared.f32(sm.ref.at(b, d), ref)
+            lf = T.ptx.ex2.approx.f32(G.value - ref)
+            df = T.ptx.ex2.approx.f32(ref - G.value)
             kn = load("k") * T.ptx.ld.shared.f32(sm.rn.at(0, i))
             qn = load("q") * T.ptx.ld.shared.f32(sm.rn.at(1, i))
             T.ptx.st.shared.f32(sm.kl.at(i, d), kn * lf)
             T.ptx.st.shared.f32(sm.kd.at(i, d), kn * df)
             T.ptx.st.shared.f32(sm.ql.at(i, d), qn * lf)
-            T.ptx.st.shared.f32(sm.g.at(i, d), G)
+            T.ptx.st.shared.f32(sm.g.at(i, d), G.value)
 
-
-def _gate_rolled(sm, ck, A_log, dt_bias, rows):
-    """`_gate` from staged rows as a runtime loop over the C / BLK row blocks (``.pragma
-    "nounroll"``, a block's BLK rows unrolled in the body): each row's instructions and their
-    order are `_gate`'s, and the running sum starts at -0 (-0 + x is x to the bit, as `_gate`'s
-    first G = g2), so every word it stores is `_gate`'s. Why: `_gate` unrolls all C rows,
-    ~2,900 SASS instructions that four warps run once a CTA (kda_bwd_prep3g ROLL=1, session
-    32: the prep's code overflowed the instruction cache)."""
-    d = T.tid.x
-    with T.if_(d < K):
-        _, c1, c0, _ = _gate_consts(A_log, dt_bias, ck, d)
-        G = T.reg(T.f32, init=-0.0)
-        with T.range(C // BLK, unroll=1) as a:
-            ref = None
-            for u in range(BLK):
-                i = a * BLK + u
-                valid = i < ck.nv
-                s = _sigmoid(rows.block_elem("g", a, u, d), c1, c0)[1]
-                G.set(G + T.ptx.selp.f32(s * G2, 0.0, valid))
-                if u == 0:
-                    ref = T.ptx.mov.f32(G)
-                    T.ptx.st.shared.f32(sm.ref.at(a, d), ref)
-                lf = T.ptx.ex2.approx.f32(G - ref)
-                df = T.ptx.ex2.approx.f32(ref - G)
-                kn = rows.block_elem("k", a, u, d) * T.ptx.ld.shared.f32(sm.rn.at(0, i))
-                qn = rows.block_elem("q", a, u, d) * T.ptx.ld.shared.f32(sm.rn.at(1, i))
-                T.ptx.st.shared.f32(sm.kl.at(i, d), kn * lf)
-                T.ptx.st.shared.f32(sm.kd.at(i, d), kn * df)
-                T.ptx.st.shared.f32(sm.ql.at(i, d), qn * lf)
-                T.ptx.st.shared.f32(sm.g.at(i, d), G)
 
 def _zeros(n):
     return [T.reg(T.f32, init=0.0) for _ in range(n)]
@@ -469,86 +435,46 @@ def _scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll=False):
     """Threads 0..127, channel d: dg = reverse cumulative sum of dG (with the chunk's last-row
     terms), the gate's chain (stored where valid) and the gate parameters' sums into sGateSum.
     Threads 128..255: the norms' row dots k^ . dk^ and q^ . dq^ into sDot. `roll`: the rows
-    and the dots' pieces as runtime loops (`_scan_rolled`; kda_bwd_local_lg ROLL=1)."""
+    and the dots' pieces as runtime loops (`trips`, `Running`: the same words;
+    kda_bwd_local_lg ROLL=1)."""
     t = T.tid.x
     with T.if_(t < K):
         d = t
         a, c1, c0, dtb = _gate_consts(A_log, dt_bias, ck, d)
-        run = (T.ptx.ld.shared.f32(sm.col.at(0, d)) + T.ptx.ld.shared.f32(sm.col.at(1, d))
-               + T.ptx.ld.global_.f32(dgs.at((ck.c * ck.H + ck.h) * K + d)))
-        if roll:
-            sdt, sa = _scan_rolled(sm, ck, g_raw, (a, c1, c0, dtb), run, d, dg)
-        else:
-            sdt = sa = None
-            for i in reversed(range(C)):
-                run, dgr, gr = _scan_row(sm, ck, g_raw, (a, c1, c0), run, i, d, dg)
-                sdt = dgr if sdt is None else sdt + dgr
-                sa = dgr * (gr + dtb) if sa is None else T.ptx.fma.rn.f32(dgr, gr + dtb, sa)
-        T.ptx.st.shared.f32(sm.gsum.at(0, d), sdt)
-        T.ptx.st.shared.f32(sm.gsum.at(1, d), sa)
+        run = Running(roll, T.ptx.ld.shared.f32(sm.col.at(0, d))
+                      + T.ptx.ld.shared.f32(sm.col.at(1, d))
+                      + T.ptx.ld.global_.f32(dgs.at((ck.c * ck.H + ck.h) * K + d)))
+        sdt, sa = Running(roll), Running(roll)
+        for b, u in trips(C, BLK, roll, reverse=True):
+            i = b * BLK + u
+            run.add(T.ptx.ld.shared.f32(sm.kd.at(i, d)))
+            off = ck.row(i) + d
+            gr = _bf16(g_raw, off)
+            e, s = _sigmoid(gr, c1, c0)
+            valid = i < ck.nv
+            dgr = T.ptx.selp.f32(run.value * (a * R.LOWER_BOUND) * s * (e * s), 0.0, valid)
+            T.ptx.st.global_.f32(dg.at(off), dgr, pred=valid)
+            sdt.add(dgr)
+            sa.fma(dgr, gr + dtb)
+        T.ptx.st.shared.f32(sm.gsum.at(0, d), sdt.value)
+        T.ptx.st.shared.f32(sm.gsum.at(1, d), sa.value)
     row = t & (C - 1)
     for x, (src, buf, lo) in enumerate(((k, sm.kl, K), (q, sm.ql, K + C))):
         with T.if_((t >= lo) & (t < lo + C)):    # x = 0: k^ . dk^; 1: qs . dqs
             _row_dot(sm, ck, src, buf, x, row, roll)
 
 
-def _scan_rolled(sm, ck, g_raw, consts, run, d, dg):
-    """`_scan_and_dots`' reverse scan as a runtime loop over the row blocks, last first, a
-    block's BLK rows unrolled in the body: each row's instructions in `_scan_and_dots`' order,
-    the sums started at -0 (-0 + x and fma(x, y, -0) are x and x y to the bit, as the unrolled
-    scan's first terms), so the same words. Returns the registers (sum dg, sum dg (g_raw +
-    dt_bias))."""
-    a, c1, c0, dtb = consts
-    acc = T.reg(T.f32)
-    acc.set(run)
-    sdt, sa = T.reg(T.f32, init=-0.0), T.reg(T.f32, init=-0.0)
-    with T.range(C // BLK, unroll=1) as blk:
-        b = (C // BLK - 1) - blk
-        for u in reversed(range(BLK)):
-            run, dgr, gr = _scan_row(sm, ck, g_raw, (a, c1, c0), acc, b * BLK + u, d, dg)
-            acc.set(run)
-            sdt.set(sdt + dgr)
-            sa.set(T.ptx.fma.rn.f32(dgr, gr + dtb, sa))
-    return sdt, sa
-
-
-def _scan_row(sm, ck, g_raw, consts, run, i, d, dg):
-    """One row of the reverse scan, channel d: the running sum with row i's dG term (sKD)
-    added, and the gate's chain dg of row i (stored where valid); returns (the sum, dg, g_raw
-    of the row)."""
-    a, c1, c0 = consts
-    run = run + T.ptx.ld.shared.f32(sm.kd.at(i, d))
-    off = ck.row(i) + d
-    gr = _bf16(g_raw, off)
-    e, s = _sigmoid(gr, c1, c0)
-    valid = i < ck.nv
-    dgr = T.ptx.selp.f32(run * (a * R.LOWER_BOUND) * s * (e * s), 0.0, valid)
-    T.ptx.st.global_.f32(dg.at(off), dgr, pred=valid)
-    return run, dgr, gr
-
-
 def _row_dot(sm, ck, src, buf, x, row, roll=False):
     """(raw row of `src`) . (row of `buf`) x its norm factor (rk, or scale rq) into sDot[x];
-    `roll`: four runtime trips of four 16-byte pieces, the dot started at -0 (the same
-    words)."""
+    `roll`: four runtime trips of four 16-byte pieces (the same words)."""
     off = ck.row(row)
-
-    def terms(v):   # (raw value, buf's value) of 16-byte piece v, in the unrolled loop's order
+    dot = Running(roll)
+    for b, u in trips(K // 8, 4, roll):
+        v = b * 4 + u
         for w, wd in enumerate(T.ptx.ld.global_.nc.v4.b32(src.at(off + 8 * v))):
             for e, val in enumerate(unpack(wd)):
-                yield val, T.ptx.ld.shared.f32(buf.at(row, 8 * v + 2 * w + e))
-    if roll:
-        dot = T.reg(T.f32, init=-0.0)
-        with T.range(K // 32, unroll=1) as vv:
-            for v4 in range(4):
-                for val, dy in terms(vv * 4 + v4):
-                    dot.set(T.ptx.fma.rn.f32(val, dy, dot))
-    else:
-        dot = None
-        for v in range(K // 8):
-            for val, dy in terms(v):
-                dot = val * dy if dot is None else T.ptx.fma.rn.f32(val, dy, dot)
-    T.ptx.st.shared.f32(sm.dot.at(x, row), dot * T.ptx.ld.shared.f32(sm.rn.at(x, row)))
+                dot.fma(val, T.ptx.ld.shared.f32(buf.at(row, 8 * v + 2 * w + e)))
+    T.ptx.st.shared.f32(sm.dot.at(x, row), dot.value * T.ptx.ld.shared.f32(sm.rn.at(x, row)))
 
 
 def _dq_dk(sm, ck, q, k, dq, dk, roll=False):
@@ -557,30 +483,22 @@ def _dq_dk(sm, ck, q, k, dq, dk, roll=False):
     rows' global loads can be in flight together; `roll`: four runtime trips of 8 rows."""
     t = T.tid.x
     d, hf = t & (K - 1), t >> 7
-    if roll:
-        with T.range(C // 16, unroll=1) as i8:
-            for u in range(8):
-                _dq_dk_row(sm, ck, q, k, dq, dk, d, hf + 2 * (i8 * 8 + u))
-    else:
-        for ii in range(C // 2):
-            _dq_dk_row(sm, ck, q, k, dq, dk, d, hf + 2 * ii)
-
-
-def _dq_dk_row(sm, ck, q, k, dq, dk, d, i):
-    off = ck.row(i) + d
-    valid = i < ck.nv
-    rk = T.ptx.ld.shared.f32(sm.rn.at(0, i))
-    rqs = T.ptx.ld.shared.f32(sm.rn.at(1, i))           # scale rq
-    kh, qs = _bf16(k, off) * rk, _bf16(q, off) * rqs
-    dkh = T.ptx.ld.shared.f32(sm.kl.at(i, d))
-    dqs = T.ptx.ld.shared.f32(sm.ql.at(i, d))
-    # k: (k^ . dk^) = dot(k, dk^) rk; q: q^ . dq^ = (qs / scale) . (scale dqs) = qs . dqs
-    T.ptx.st.global_.f32(dk.at(off), rk * (dkh - kh * T.ptx.ld.shared.f32(sm.dot.at(0, i))),
-                         pred=valid)
-    dqh = dqs * SCALE
-    qh = qs * (1.0 / SCALE)
-    T.ptx.st.global_.f32(dq.at(off), (rqs * (1.0 / SCALE))
-                         * (dqh - qh * T.ptx.ld.shared.f32(sm.dot.at(1, i))), pred=valid)
+    for b, u in trips(C // 2, 8, roll):
+        i = hf + 2 * (b * 8 + u)
+        off = ck.row(i) + d
+        valid = i < ck.nv
+        rk = T.ptx.ld.shared.f32(sm.rn.at(0, i))
+        rqs = T.ptx.ld.shared.f32(sm.rn.at(1, i))           # scale rq
+        kh, qs = _bf16(k, off) * rk, _bf16(q, off) * rqs
+        dkh = T.ptx.ld.shared.f32(sm.kl.at(i, d))
+        dqs = T.ptx.ld.shared.f32(sm.ql.at(i, d))
+        # k: (k^ . dk^) = dot(k, dk^) rk; q: q^ . dq^ = (qs / scale) . (scale dqs) = qs . dqs
+        T.ptx.st.global_.f32(dk.at(off), rk * (dkh - kh * T.ptx.ld.shared.f32(sm.dot.at(0, i))),
+                             pred=valid)
+        dqh = dqs * SCALE
+        qh = qs * (1.0 / SCALE)
+        T.ptx.st.global_.f32(dq.at(off), (rqs * (1.0 / SCALE))
+                             * (dqh - qh * T.ptx.ld.shared.f32(sm.dot.at(1, i))), pred=valid)
 
 
 def _chunks(B, T_, lens=None):

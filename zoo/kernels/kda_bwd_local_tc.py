@@ -395,7 +395,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     load runs under them. Measured (session 31, an H100, T8192 H96): the launch 0.861x
     local_ld's time, not the ~0.75x the phase's share predicted. `beta` is unread (kept: the plans bind one parameter list). IMG=1:
     `ptile` in kda_bwd_prep_tiles' image layout (plan "tc8"). ROLL=1 (plan "tc11"): the scan,
-    the row dots and dq_dk as runtime loops, the same words (kda_bwd_local._scan_rolled): 6,680
+    the row dots and dq_dk as runtime loops, the same words (kda_chunk.trips, .Running): 6,680
     SASS instructions, not 9,888, as kda_bwd_prep3g ROLL=1 shrank the prep (whose profile waited
     on instruction fetch); measured (session 32, an H100, T8192 H96) 4.33 ms against 8.52."""
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,

@@ -104,9 +104,9 @@ class _Src:
     `exact`: every element is a bf16 value (dO staged from its bf16 input), so its lo part is
     zero and the products skip the mma that would multiply it."""
 
-    def __init__(self, at, rs, cs, ld, scale=None, exact=False):
+    def __init__(self, at, rs, cs, ld, scale=None, exact=False, ahead=False):
         self.at, self.rs, self.cs, self.ld, self.scale = at, rs, cs, ld, scale
-        self.exact = exact
+        self.exact, self.ahead = exact, ahead
 
     def one(self, base, sbase, r, c):
         """The f32 element at (r, c) from `base` (times its scale)."""
@@ -162,8 +162,8 @@ class _Lane:
     """The warp's tile roles: g = lane / 4, t = lane % 4, its m-tile (rows m0 .. m0 + 15) and
     column half (w / 4)."""
 
-    def __init__(self, tf32=0):
-        self.tf32 = tf32
+    def __init__(self, tf32=0, roll=0):
+        self.tf32, self.roll = tf32, roll   # roll: kda_bwd_prep3's product loops (ROLL)
         lane = T.laneid()
         w = T.tid.x >> 5
         self.g, self.t = lane >> 2, lane & 3

@@ -57,7 +57,7 @@ import kda_bwd_pieces_tc as TC  # noqa: E402
 import kda_bwd_prep2 as P2  # noqa: E402
 import kda_bwd_prep_tc as PT  # noqa: E402
 import kda_bwd_prep_tiles as PTL  # noqa: E402
-from kda_chunk import C, K, TILE, Lanes, ld4, mma, pack  # noqa: E402
+from kda_chunk import C, K, TILE, Lanes, ld4, mma, pack, trips  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
         "varlen")
@@ -185,7 +185,7 @@ def product(ln, lanes, acc, a, b, n0s, ksteps):
     then per n-tile lo hi, hi lo, hi hi), so the sums are bit-identical. `a(s)` -> the A
     fragment (hi, lo) of k-step s; `b(s, n0)` -> the B fragments of n-tiles n0, n0 + 8.
     `ln.roll` (ROLL >= 1): a runtime loop (``.pragma "nounroll"``), one body instead of ksteps."""
-    with T.range(ksteps, unroll=1 if getattr(ln, "roll", 0) else None) as s:
+    with T.range(ksteps, unroll=1 if ln.roll else None) as s:
         ahi, alo = a(s)
         for p in range(len(n0s) // 2):
             bhi, blo = b(s, n0s[2 * p])
@@ -243,12 +243,11 @@ def _store(ln, n0s, acc, pl, fn=None):
             pl.store_pair(row, col, *xs)
 
 
-def _mul(ln, lanes, a, b, at=False, rows=0, lr=None):
+def _mul(ln, lanes, a, b, at=False, rows=0):
     """A B ([C or K, C] x [C, K], contraction over the chunk's 64 rows) for the warp's m-tile
-    `rows` further down (or the roles `lr`) and its 8 n-tiles: A from planes `a` (row-major,
-    or `at`: a's transpose), B from planes `b` (k-major)."""
-    if lr is None:
-        lr = ln.below(rows) if rows else ln
+    `rows` further down (an int, or a runtime loop's register) and its 8 n-tiles: A from
+    planes `a` (row-major, or `at`: a's transpose), B from planes `b` (k-major)."""
+    lr = ln if isinstance(rows, int) and not rows else ln.below(rows)
     wide = ln.cols(K)
     acc = TC._acc(len(wide))
     afrag = (lambda s: a.at(lanes, lr.m0, s << 4)) if at else (
@@ -258,26 +257,14 @@ def _mul(ln, lanes, a, b, at=False, rows=0, lr=None):
 
 
 def _n_and_b(ln, lanes, hc, nfrag, bt, left, right, y, bleft):
-    """N = -left^T right as kda_bwd_chain's fragment words; B^T = y^T bleft (y exact).
-    `ln.roll` >= 2 (ROLL=2): each product's two 64-row halves one runtime loop (`_halves`)."""
-    if getattr(ln, "roll", 0) >= 2:
-        return _halves(ln, lanes, hc, nfrag, bt, left, right, y, bleft)
-    for rows in (0, C):
-        lr, _, acc = _mul(ln, lanes, left, right, at=True, rows=rows)
+    """N = -left^T right as kda_bwd_chain's fragment words; B^T = y^T bleft (y exact), each
+    in its two 64-row halves; `ln.roll` >= 2 (ROLL=2): the halves two trips of a runtime loop
+    (`trips`: the same words)."""
+    for half, _ in trips(2, 1, ln.roll >= 2):
+        lr, _, acc = _mul(ln, lanes, left, right, at=True, rows=half * C)
         PT.n_words(lr, hc, nfrag, acc)
-    for rows in (0, C):
-        lr, wide, acc = _mul(ln, lanes, y, bleft, at=True, rows=rows)
-        PT.bt_rows(lr, hc, bt, wide, acc)
-
-
-def _halves(ln, lanes, hc, nfrag, bt, left, right, y, bleft):
-    """`_n_and_b` with the halves (rows 0 and C of the [2C, K] results) as two trips of a
-    runtime loop: the same instructions per half in the same order, so the same words."""
-    with T.range(2, unroll=1) as half:
-        lr, _, acc = _mul(ln, lanes, left, right, at=True, lr=ln.below(half * C))
-        PT.n_words(lr, hc, nfrag, acc)
-    with T.range(2, unroll=1) as half:
-        lr, wide, acc = _mul(ln, lanes, y, bleft, at=True, lr=ln.below(half * C))
+    for half, _ in trips(2, 1, ln.roll >= 2):
+        lr, wide, acc = _mul(ln, lanes, y, bleft, at=True, rows=half * C)
         PT.bt_rows(lr, hc, bt, wide, acc)
 
 
@@ -356,8 +343,9 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     g_raw staged in shared memory first (kda_bwd_local.StagedRows, in P's tile and M: plan
     "tc7"), the same words. IMG=1: `ptile` in kda_bwd_prep_tiles' image layout (plan "tc8",
     whose pieces launch loads it by bulk copies). ROLL=1: the walks' products and (with
-    STAGE=1) the gate's rows as runtime loops (plan "tc10"): session 32's ncu profile put 40% of this launch's
-    warp samples on instruction fetch (`no_instruction`) in its ~180 KB of straight-line code;
+    STAGE=1) the gate's rows as runtime loops (plan "tc10"): session 32's ncu profile put 40%
+    of this launch's warp samples on instruction fetch (`no_instruction`) in its ~180 KB of
+    straight-line code;
     the same instructions in the same order, so the same words. Measured (session 32, an H100,
     T8192 H96): 6.74 ms against 8.93. ROLL=2 (plan "tc12"): the norms' row dots, the tiles'
     store and the walks' two halves rolled too (112 KB against ROLL=1's 136)."""
@@ -381,8 +369,7 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
         PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
     op = _Operands(sm)
     split_operands(sm, op)
-    ln, lanes = TC._Lane(), Lanes()
-    ln.roll = ROLL
+    ln, lanes = TC._Lane(roll=ROLL), Lanes()
     reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)
     T.ptx.bar.sync(0)           # W (G slot) and QE's slot read for the last time
     stage_v(ck, v, op.v)

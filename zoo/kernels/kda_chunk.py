@@ -37,6 +37,57 @@ D_STRIDE = 20              # f32 words per row of a diagonal inverse block
 
 # --- small helpers ---------------------------------------------------------------------------
 
+def trips(n, block, roll, reverse=False):
+    """(b, u) for item b block + u of n, in blocks of `block` (`reverse`: last first): trace-time
+    ints (the loop unrolled whole), or with `roll` b the register of a runtime loop over the
+    blocks (``.pragma "nounroll"``) and a block's items unrolled in its body. The caller's
+    code per item is the same either way; only the code size differs (session 32: the KDA
+    backward's prep and piece 3 spent most of their time fetching unrolled code)."""
+    nb = n // block
+    items = list(reversed(range(block))) if reverse else list(range(block))
+    if not roll:
+        for b in (reversed(range(nb)) if reverse else range(nb)):
+            for u in items:
+                yield b, u
+        return
+    with T.range(nb, unroll=1) as t:
+        b = (nb - 1) - t if reverse else t
+        for u in items:
+            yield b, u
+
+
+class Running:
+    """A running f32 sum (`add`) or dot (`fma`) over `trips`: unrolled, its first term as it
+    is (x, or x y) and each later one a new value; rolled, a register (started at `start`, or
+    at -0) updated in place. -0 + x is x and fma(x, y, -0) is x y to the bit, so both forms
+    give the same words. `value` is the sum so far; `snapshot` a copy that later terms leave
+    alone."""
+
+    def __init__(self, roll, start=None):
+        self.roll, self.value = roll, start
+        if roll:
+            self.value = T.reg(T.f32, init=-0.0 if start is None else None)
+            if start is not None:
+                self.value.set(start)
+
+    def add(self, x):
+        if self.roll:
+            self.value.set(self.value + x)
+        else:
+            self.value = x if self.value is None else self.value + x
+        return self.value
+
+    def fma(self, x, y):
+        if self.roll:
+            self.value.set(T.ptx.fma.rn.f32(x, y, self.value))
+        else:
+            self.value = x * y if self.value is None else T.ptx.fma.rn.f32(x, y, self.value)
+        return self.value
+
+    def snapshot(self):
+        return T.ptx.mov.f32(self.value) if self.roll else self.value
+
+
 def unpack(word):
     """bf16x2 -> (lo, hi) f32: ``shl.b32`` / ``and.b32`` and ``mov.f32``."""
     return (T.ptx.mov.f32(T.ptx.shl.b32(word, 16)),

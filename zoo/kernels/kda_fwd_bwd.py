@@ -51,9 +51,9 @@ time in session 30's profile): bit for bit "tc5" (the same functions on the same
 Plan "tc7" is "tc6" whose prep stages q, k and g_raw in shared memory for its norms and gate
 (STAGE=1: one round of ``cp.async`` instead of dependent rounds of scalar loads); plan "tc8"
 is "tc7" whose prep stores its tiles as an image of its shared memory (`pimg`, IMG=1) that the
-pieces load by three bulk copies (BULK=1; `IMAGE`). Both are bit for bit "tc6". Measured in
-one call (session 31, an H100, T8192 H96): tc5 29.92, tc6 28.86, tc7 28.39, tc8 28.39 ms
-(docs/PERFORMANCE.md "Session 31"). Plan "tc9" is "tc7" whose pieces load S0 and dS1 a k-step
+pieces load by three bulk copies (BULK=1; `IMAGE`, `LAUNCH_CONSTS`). Both are bit for bit
+"tc6". Measured in one call (session 31, an H100, T8192 H96): tc5 29.92, tc6 28.86, tc7
+28.39, tc8 28.39 ms (docs/PERFORMANCE.md "Session 31"). Plan "tc9" is "tc7" whose pieces load S0 and dS1 a k-step
 ahead (AHEAD=1; measured 1.005x tc7's time, session 32). Plan "tc10" is "tc7" whose prep runs
 its walks' products and its gate's rows as runtime loops (ROLL=1: 136 KB of SASS, not 180),
 "tc11" is "tc10" whose piece 3 rolls its scan, row dots and dq_dk too (kda_bwd_local_lg
@@ -139,15 +139,16 @@ LOADED_T = ("tc5", "tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
 # kda_bwd_prep_tiles.GateStore) instead of computing them (kda_bwd_local_lg)
 LOADED_GATES = ("tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
 # plans whose prep stores its tiles in kda_bwd_prep_tiles' image layout (the scratch `pimg`,
-# bound to the kernels' `ptile`) and whose pieces load them by bulk copies: the constants of
-# their pieces and local launches
-IMAGE = {"tc8": (dict(BULK=1), dict(IMG=1))}
-# more constants of a plan's pieces and local launches: "tc9" loads S0 and dS1 a k-step ahead
-# of the pieces' products (kda_bwd_pieces_ld AHEAD=1: session 32's ncu profile put 32.5% of the
-# pieces' warp samples on waits for those loads; measured 1.03x slower), "tc11" rolls piece 3's
-# scan, row dots and dq_dk into runtime loops (kda_bwd_local_lg ROLL=1), as "tc10" its prep's
-LAUNCH_CONSTS = {"tc9": (dict(AHEAD=1), {}), "tc11": ({}, dict(ROLL=1)),
-                 "tc12": ({}, dict(ROLL=1))}
+# bound to the kernels' `ptile`) and whose pieces load them by bulk copies (their constants in
+# LAUNCH_CONSTS)
+IMAGE = ("tc8",)
+# the constants of a plan's pieces and local launches (ONE_PREP plans): "tc8" the image's bulk
+# loads; "tc9" loads S0 and dS1 a k-step ahead of the pieces' products (kda_bwd_pieces_ld
+# AHEAD=1: session 32's ncu profile put 32.5% of the pieces' warp samples on waits for those
+# loads; measured 1.03x slower); "tc11" and "tc12" roll piece 3's scan, row dots and dq_dk into
+# runtime loops (kda_bwd_local_lg ROLL=1), as "tc10" its prep's
+LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
+                 "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1))}
 
 
 class Step(NamedTuple):
@@ -183,9 +184,7 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     walk = dict(nfrag="nfrag", bt="bt", eg="eg")
     chains = CH._grid(B, T_, H, lens, CHAIN["WARPS"])
     if plan in ONE_PREP:
-        pieces_c, local_c = IMAGE.get(plan, ({}, {}))
-        more_pieces, more_local = LAUNCH_CONSTS.get(plan, ({}, {}))
-        pieces_c, local_c = dict(pieces_c, **more_pieces), dict(local_c, **more_local)
+        pieces_c, local_c = LAUNCH_CONSTS.get(plan, ({}, {}))
         img = dict(ptile="pimg") if plan in IMAGE else {}
         return [
             Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
