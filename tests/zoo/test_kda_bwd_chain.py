@@ -42,8 +42,9 @@ def test_mutants_are_caught(old, new, tmp_path):
     assert mismatches(mut.SUITE, case, res, inputs)
 
 
-@pytest.mark.parametrize("params", [dict(T_=66, WARPS=2), dict(T_=150, WARPS=2, STAGED=1)],
-                         ids=["global", "staged"])
+@pytest.mark.parametrize("params", [dict(T_=66, WARPS=2), dict(T_=150, WARPS=2, STAGED=1),
+                                    dict(T_=150, WARPS=2, STAGED=1, FRAGS=1)],
+                         ids=["global", "staged", "staged_frags"])
 def test_sync_check_is_clean(params):
     """Global: two chunks (64 + 2 rows), two warps, no shared memory and no barrier, each
     warp reads the operands and writes its own value rows of xs and xn. Staged: three chunks
@@ -218,3 +219,37 @@ def test_the_chunked_backward_chains_to_the_public_rule(gate, lens, H, kernels):
     for n in GRADS:
         rep = BW.TOLERANCE.compare(np.asarray(got[n], np.float32), ref[n].astype(np.float32))
         assert rep["ok"], (n, rep)
+
+
+@pytest.mark.parametrize("params", [dict(WARPS=2, FORWARD=1), dict(WARPS=8, STAGED=1)],
+                         ids=["global_forward", "staged_reverse"])
+def test_split_fragments_are_the_f32_states_split(params):
+    """FRAGS=1 (plan "tc13"): xs holds each chunk's state as the split A fragments the chain
+    multiplies by, which are `state_fragments` of the f32 state FRAGS=0 stores, word for word
+    (three chunks under saturated gates); the final state is unchanged."""
+    out = {}
+    for frags in (0, 1):
+        case = T.case("three_chunks", B=1, T_=150, H=1, gate="deep", FRAGS=frags, **params)
+        res, _ = simulate(MOD.SUITE, case)
+        assert res.verdict == "clean", res.summary()
+        out[frags] = res.outputs
+    want = MOD.state_fragments(out[0]["xs"])
+    assert np.array_equal(np.asarray(out[1]["xs"]).view(np.uint32).reshape(want.shape), want)
+    assert np.array_equal(out[1]["xn"], out[0]["xn"])
+
+
+def test_state_fragments_round_trip():
+    rng = np.random.default_rng(1)
+    S = (rng.standard_normal((2, 3, 128, 128)) * np.exp(rng.uniform(-8, 2, (2, 3, 128, 128))))
+    frag = MOD.state_fragments(S)
+    assert frag.shape == (2, 3, 8, 8, 2, 32, 4) and frag.dtype == np.uint32
+    assert frag.nbytes == S.astype(np.float32).nbytes       # the f32 state's bytes
+    hi, lo = MOD.bf16_split(S)
+    np.testing.assert_array_equal(MOD.unsplit_state(frag),
+                                  hi.astype(np.float64) + lo.astype(np.float64))
+    # one element's place: the lo part's word 3 (A register a3: rows g + 8, channels 2t + 8)
+    # holds S[16 s + 2t + 9, 16 vb + g + 8] in its high half
+    s_, t, vb, g = 3, 2, 5, 6
+    word = frag[1, 2, vb, s_, 1, 4 * g + t, 3]
+    bits = np.uint16(word >> 16)
+    assert bits == lo[1, 2, 16 * s_ + 2 * t + 9, 16 * vb + g + 8].view(np.uint16)

@@ -14,6 +14,7 @@ from tests.zoo._zoo import mutant, run_clean
 from tests.zoo.zoo_modules import assert_matches, load
 
 P3 = load("kda_bwd_prep3")
+CH = load("kda_bwd_chain")
 TC = load("kda_bwd_pieces_tc")
 PTL = load("kda_bwd_prep_tiles")
 LT = load("kda_bwd_local_tc")
@@ -277,3 +278,42 @@ def test_pieces_with_s0_and_ds1_loaded_ahead_are_bit_identical(name):
     plain = _pieces_from(got["ptile"], x, case)
     for n in TC.OUTPUTS:
         assert np.array_equal(ahead[n], plain[n]), n
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t20_h1_deep", "pack_80_1_30_h2"])
+def test_pieces_from_the_chains_split_fragments_match_but_for_dgs(name):
+    """kda_bwd_pieces_ld FRAGS=1 (plan "tc13") on S0 and dS1 as the chains' split fragments
+    (kda_bwd_chain.state_fragments of the same f32 states): its products multiply the same hi
+    and lo words in the same order (the transposed uses through ``movmatrix``), so every
+    output but dgs equals FRAGS=0's to the last bit, on one 20-row chunk and on the varlen
+    pack of two heads; dgs sums hi + lo (~16 bits of each state) in another order: within
+    2^-12 of FRAGS=0's."""
+    case = _pieces_case(name)
+    got, _, x = _stored(case)
+    args = _pieces_args(got["ptile"], x)
+    for n in ("s0", "ds1"):
+        args[n] = CH.state_fragments(x[n]).view(np.float32).reshape(x[n].shape)
+    split = _run(TC.kda_bwd_pieces_ld, args, case, list(TC.OUTPUTS), {"FRAGS": 1})
+    plain = _pieces_from(got["ptile"], x, case)
+    for n in TC.OUTPUTS:
+        if n != "dgs":
+            assert np.array_equal(split[n], plain[n]), n
+    scale = np.abs(plain["dgs"]).max()
+    assert scale > 0
+    np.testing.assert_allclose(split["dgs"], plain["dgs"], rtol=2 ** -12, atol=2 ** -12 * scale)
+
+
+@SLOW
+def test_sync_check_is_clean_on_the_pieces_from_split_fragments():
+    """kda_bwd_pieces_ld FRAGS=1 on one 20-row chunk: its global loads and ``movmatrix``
+    (a warp collective every lane reaches) change no barrier."""
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    case = _pieces_case("t20_h1_deep")
+    got, _, x = _stored(case)
+    args = _pieces_args(got["ptile"], x)
+    for n in ("s0", "ds1"):
+        args[n] = CH.state_fragments(x[n]).view(np.float32).reshape(x[n].shape)
+    for result in analyze.check_kernel(TC.kda_bwd_pieces_ld, args, consts={"FRAGS": 1},
+                                       grid=TC.SUITE.grid(case)):
+        assert result.verdict == "clean", [f.message for f in result.findings]

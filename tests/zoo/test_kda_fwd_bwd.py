@@ -81,7 +81,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
     with pytest.raises(ValueError,
                        match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc10', 'tc11', "
-                             r"'tc12', 'tc2', 'tc3', 'tc4', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
+                             r"'tc12', 'tc13', 'tc14', 'tc2', 'tc3', 'tc4', 'tc5', 'tc6', 'tc7', "
+                             r"'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -223,6 +224,22 @@ def test_session_32s_plans_each_add_one_launchs_constants(plan, base, step, extr
         assert f(1, 8192, 96, plan=plan) == f(1, 8192, 96, plan=base)
 
 
+@pytest.mark.parametrize("plan, base", [("tc13", "tc11"), ("tc14", "tc12")])
+def test_plans_tc13_and_tc14_read_the_states_as_split_fragments(plan, base):
+    """Plans "tc13" and "tc14": "tc11" and "tc12" with FRAGS=1 on both chains (each chunk's
+    state stored as the split fragments, kda_bwd_chain.state_fragments, in the f32 state's
+    bytes) and on the pieces (which read them: kda_bwd_pieces_ld._Split); every other
+    launch, the scratch, FLOPs and bytes their base's."""
+    old, new = MOD.steps(1, 8192, 96, plan=base), MOD.steps(1, 8192, 96, plan=plan)
+    for i in (2, 3, 4):
+        assert new[i].consts == dict(old[i].consts, FRAGS=1), i
+        assert new[i]._replace(consts=None) == old[i]._replace(consts=None), i
+    assert [new[i] for i in (0, 1, 5)] == [old[i] for i in (0, 1, 5)]
+    assert MOD.scratch(plan) == MOD.scratch(base)
+    for f in (MOD._flops, MOD._bytes):
+        assert f(1, 8192, 96, plan=plan) == f(1, 8192, 96, plan=base)
+
+
 def test_plan_tc7s_launches_each_have_a_timing_suite_with_the_plans_constants():
     """The suites `tirxh profile` reads for plan "tc7"'s prep, pieces and local launches
     (session 32): the plan's kernel and constants (so the same cubin), and inputs that give
@@ -311,6 +328,19 @@ def test_plans_tc3_and_tc4_give_plan_tc2s_outputs_bit_for_bit(case):
         for n in MOD.OUTPUTS:
             assert np.array_equal(np.asarray(got[n]), np.asarray(tc2[n]), equal_nan=True), \
                 (plan, n)
+
+
+@SLOW
+def test_plan_tc13_meets_the_public_rules():
+    """Plan "tc13" on 2 heads of mixed gates, every launch in numsim (the chains' split
+    fragments through the pieces): every output within the public rules. Its outputs are
+    tc11's bit for bit but for dgs's sum (dg, dA_log, ddt_bias): the chain's and the pieces'
+    own tests show each step (tests/zoo/test_kda_bwd_chain.py, test_kda_bwd_prep_tiles.py)."""
+    case = MOD.CASES[2]
+    out, ref, _ = _run(case, MOD.steps(**case.params(), plan="tc13"))
+    reps, worst = _worst(out, ref)
+    assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
+    assert max(worst.values()) < 0.25, worst
 
 
 @SLOW

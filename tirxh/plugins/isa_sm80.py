@@ -1,9 +1,10 @@
-"""Ampere bindings (binding set ``sm80``, sm_80 and newer): cp.async, ldmatrix, mma.sync and the
-mbarrier operations that exist since sm_80.
+"""Ampere bindings (binding set ``sm80``, sm_80 and newer): cp.async, ldmatrix, movmatrix, mma.sync
+and the mbarrier operations that exist since sm_80.
 
-Sources: PTX ISA 9.0 sections 9.7.9.25 (cp.async), 9.7.14.5.15 (ldmatrix), 9.7.14.5.14 (mma.sync
-fragment shapes), 9.7.13.15 (mbarrier). One table entry per binding; operand lists that depend on
-the shape (MMA fragments) are computed from the modifiers by small functions next to the table.
+Sources: PTX ISA 9.0 sections 9.7.9.25 (cp.async), 9.7.14.5.15 (ldmatrix), 9.7.14.5.17
+(movmatrix), 9.7.14.5.14 (mma.sync fragment shapes), 9.7.13.15 (mbarrier). One table entry per
+binding; operand lists that depend on the shape (MMA fragments) are computed from the modifiers by
+small functions next to the table.
 
 mbarrier forms that arrived with sm_90 (``.cluster`` scope, ``.shared::cluster``, the arrive count
 operand) are accepted by the same bindings so that one name covers one instruction; the target
@@ -137,6 +138,16 @@ BINDINGS = [
       effects=Effects(read="$ss", sync="warp"), example="ldmatrix.sync.aligned.m8n8.x4.shared.b16",
       examples=("ldmatrix.sync.aligned.m8n8.x2.trans.shared::cta.b16",
                 "ldmatrix.sync.aligned.m8n8.x1.shared.b16"), **ISET),
+    # 9.7.14.5.17 movmatrix (sm_75, PTX ISA 7.8; in this set: there is no sm_75 binding set) -------
+    B("movmatrix", "movmatrix", (slot("sync", "sync"), slot("aligned", "aligned"),
+                                 slot("shape", "m8n8"), slot("trans", "trans"),
+                                 slot("type", "b16")),
+      ops("d:b32 a:b32"),
+      "Warp-collective transpose of an 8x8 b16 matrix in registers: lane l holds row l/4, "
+      "columns 2(l%4) (low half) and 2(l%4)+1 (high half), of a and of the transpose d. "
+      "Needs sm_75; in the sm80 set as there is no sm_75 set.",
+      effects=Effects(sync="warp"), example="movmatrix.sync.aligned.m8n8.trans.b16",
+      **dict(ISET, min_sm=75, ptx_isa=(7, 8))),
     # 9.7.14.5.14 mma.sync -------------------------------------------------------------------------
     B("mma.sync", "mma", (slot("sync", "sync"), slot("aligned", "aligned"),
                           slot("shape", "m16n8k4 m16n8k8 m16n8k16 m16n8k32"),

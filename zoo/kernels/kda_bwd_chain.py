@@ -48,6 +48,12 @@ m16n8 C fragments, as kda_fwd's state), and per chunk
       instruction, no conflict). N then crosses L2 once per CTA; with WARPS = 8 a CTA is a
       whole head (one CTA an SM: 128 KB of shared memory, 242 registers).
 
+FRAGS=1 (plan "tc13" of kda_fwd_bwd): step 2's split A fragments of dS^T are stored instead
+of step 1's f32 state (`_store_split`, `state_fragments`: the same 64 KB a chunk, two
+``st.global.v4.b32`` of 512 contiguous bytes a warp and k-step), which hold the B fragments
+kda_bwd_pieces_ld FRAGS=1 multiplies by: the pieces no longer load the state element by
+element and split it again for each of their five products that read it.
+
 Inputs: nfrag (above; kda_bwd_split.chain_operands' N as `fragments`), bt [chunks, H, V, K],
 eg [chunks, H, K] f32 (B^T and exp(G_C) of every chunk), x0 [N, H, K, V] f32 (dht; h0 with
 FORWARD), cu_seqlens [N + 1], chunk_off [N + 1] (each sequence's first chunk), order [N]
@@ -129,11 +135,14 @@ def _split(st):
     return his, los
 
 
-def _step(st, ln, hc, bt, eg, frag):
+def _step(st, ln, hc, bt, eg, frag, xs=None):
     """One chunk (head-chunk index hc = chunk * H + h): dS^T <- dS^T Diag(eg) + B^T + dS^T N^T
     with dS^T's operand split (module docstring, steps 2-4); `frag(s, j)` loads the lane's
-    four words of N's fragments for k-step s and n-tile j (global or shared memory)."""
+    four words of N's fragments for k-step s and n-tile j (global or shared memory). `xs`
+    (FRAGS=1): the split is also the chunk's stored state (`_store_split`)."""
     ahi, alo = _split(st)
+    if xs is not None:
+        _store_split(ahi, alo, ln, xs, hc)
     brow = bt.at((hc * V + ln.v0 + ln.g) * K + 2 * ln.t)
     erow = eg.at(hc * K + 2 * ln.t)
     for j in range(NT):
@@ -152,23 +161,47 @@ def _step(st, ln, hc, bt, eg, frag):
             mma(st[j], ahi[s], hi)
 
 
+def split_offset(vb, s, part):
+    """u32 words from a chunk's first word of the FRAGS=1 state to the 128 words (32 lanes x 4)
+    of value block vb (16 rows), k-step s (16 key channels) and part (0 the hi A fragment, 1
+    the lo one): `state_fragments`' layout."""
+    return ((vb * KS + s) * 2 + part) * 128
+
+
+def _store_split(ahi, alo, ln, xs, hc):
+    """FRAGS=1: the state's split A fragments (dS^T, value rows v0 .. v0 + 15) stored where
+    the f32 state went, as the words kda_bwd_pieces_ld FRAGS=1 multiplies by: per k-step the
+    hi and the lo fragment, each one ``st.global.v4.b32`` (512 contiguous bytes a warp) of
+    the very registers the mma reads (a word order of their own cost ptxas ~900 moves and
+    14 KB of code). Why: the pieces read S0 and dS1 three and two times, each time split again
+    element by element from scalar f32 loads (session 32's ncu profile: 32.5% of their warp
+    samples waited on those loads); the chain has the split in registers already, and two of
+    a fragment's words are a B fragment there (`state_fragments`)."""
+    base = xs.at(hc * (K * V) + split_offset(ln.v0 >> 4, 0, 0) + 4 * ln.lane)
+    for s in range(KS):
+        for part, words in enumerate((ahi[s], alo[s])):
+            T.ptx.st.global_.v4.b32(base + 4 * split_offset(0, s, part), words)
+
+
 def _frag_offset(s, j):
     """Bytes from a lane's first word of a chunk's `nfrag` to its words of (s, j)."""
     return 4 * (s * NT + j) * 32 * 4
 
 
-def _walk_global(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD):
+def _walk_global(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, FRAGS=0):
     """STAGED=0: each warp reads N's fragments straight from global memory (L2)."""
     with T.range(nch) as i:
         c = cbase + (i if FORWARD else nch - 1 - i)
         hc = c * H + h
-        _state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
+        if not FRAGS:
+            _state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
         fbase = nfrag.at(hc * FRAG + 4 * ln.lane)
         _step(st, ln, hc, bt, eg,
-              lambda s, j: T.ptx.ld.global_.nc.v4.b32(fbase + _frag_offset(s, j)))
+              lambda s, j: T.ptx.ld.global_.nc.v4.b32(fbase + _frag_offset(s, j)),
+              xs if FRAGS else None)
 
 
-def _walk_staged(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, WARPS):
+def _walk_staged(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, WARPS, FRAGS=0):
     """STAGED=1: N's 64 KB of a chunk copied once per CTA into a two-stage shared ring (one
     ``cp.async.bulk`` by thread 0 on the stage's `full` mbarrier, transaction bytes), each warp
     reading its fragments with ``ld.shared.v4.b32`` (512 contiguous bytes a warp instruction),
@@ -204,11 +237,13 @@ def _walk_staged(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, WARPS):
                 empty[nxt].wait(((i - 1) >> 1) & 1)
             load(i + 1, nxt)
         hc = chunk_of(i) * H + h
-        _state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
+        if not FRAGS:
+            _state_io(st, ln, xs, hc * (K * V) + ln.v0 + ln.g, load=False)
         sbase = sn.at(ring.stage, ln.lane * 4)
         full[ring.stage].wait(ring.phase)
         _step(st, ln, hc, bt, eg,
-              lambda s, j: T.ptx.ld.shared.v4.b32(sbase + _frag_offset(s, j)))
+              lambda s, j: T.ptx.ld.shared.v4.b32(sbase + _frag_offset(s, j)),
+              xs if FRAGS else None)
         empty[ring.stage].arrive()
         ring.advance()
 
@@ -226,7 +261,8 @@ def _block(WARPS=2):
 def kda_bwd_chain(nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
                   x0: T.gptr[T.f32], cu_seqlens: T.gptr[T.s32], chunk_off: T.gptr[T.s32],
                   order: T.gptr[T.s32], xs: T.gptr[T.f32], xn: T.gptr[T.f32],
-                  WARPS: T.const = 2, FORWARD: T.const = 0, STAGED: T.const = 0):
+                  WARPS: T.const = 2, FORWARD: T.const = 0, STAGED: T.const = 0,
+                  FRAGS: T.const = 0):
     H, h = T.nctaid.y, T.ctaid.y
     n = T.ptx.ld.global_.nc.u32(order.at(T.ctaid.z))        # longest sequences first
     start = T.ptx.ld.global_.nc.u32(cu_seqlens.at(n))
@@ -238,9 +274,9 @@ def kda_bwd_chain(nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
     sbase = (n * H + h) * (K * V) + ln.v0 + ln.g
     _state_io(st, ln, x0, sbase, load=True)
     if STAGED:
-        _walk_staged(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, WARPS)
+        _walk_staged(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, WARPS, FRAGS)
     else:
-        _walk_global(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD)
+        _walk_global(st, ln, nch, cbase, H, h, nfrag, bt, eg, xs, FORWARD, FRAGS)
     _state_io(st, ln, xn, sbase, load=False)
 
 
@@ -258,43 +294,72 @@ def bf16_split(x):
     return hi, lo
 
 
+def _pack_pairs(x, i0, j0, i1, j1):
+    """u32 words of bf16 pairs: x[..., i0, j0] in the low half, x[..., i1, j1] in the high."""
+    lo_half = x[..., i0, j0].view(np.uint16).astype(np.uint32)
+    return lo_half | (x[..., i1, j1].view(np.uint16).astype(np.uint32) << 16)
+
+
+def _unpack_pairs(word):
+    """(low, high) halves of u32 words of bf16 pairs, as float64."""
+    return [((word >> sh) & 0xFFFF).astype(np.uint16).view(_BF16).astype(np.float64)
+            for sh in (0, 16)]
+
+
+LANE_G, LANE_T = np.arange(32) // 4, np.arange(32) % 4     # the fragments' (g, t) of each lane
+
+
 def fragments(Nmat):
     """The chain's `nfrag` layout of N [..., K, K] (float): [..., 8, 16, 32, 4] u32, k-step s,
     n-tile j, lane (g, t), then the hi B fragment (b0, b1) and the lo one. The product's B
     operand is N^T (k = the input channel, n = the output channel), so b0 holds N[8j + g, 16s +
     2t], N[8j + g, 16s + 2t + 1] (the first in the low half) and b1 the same 8 channels on."""
     hi, lo = bf16_split(Nmat)
-    lead = np.shape(Nmat)[:-2]
-    out = np.zeros(lead + (KS, NT, 32, 4), np.uint32)
-    lanes = np.arange(32)
-    g, t = lanes // 4, lanes % 4
-    for s in range(KS):
-        for j in range(NT):
-            rows = 8 * j + g
-            for w, (part, off) in enumerate(((hi, 0), (hi, 8), (lo, 0), (lo, 8))):
-                a = part[..., rows, 16 * s + 2 * t + off].view(np.uint16).astype(np.uint32)
-                b = part[..., rows, 16 * s + 2 * t + off + 1].view(np.uint16).astype(np.uint32)
-                out[..., s, j, :, w] = a | (b << 16)
+    out = np.zeros(np.shape(Nmat)[:-2] + (KS, NT, 32, 4), np.uint32)
+    for s, j, w in np.ndindex(KS, NT, 4):
+        rows, cols = 8 * j + LANE_G, 16 * s + 2 * LANE_T + 8 * (w & 1)
+        out[..., s, j, :, w] = _pack_pairs((hi, lo)[w >> 1], rows, cols, rows, cols + 1)
     return out
 
 
 def unsplit(frag):
     """N (float64, hi + lo) back from `fragments` (what the kernel multiplies by)."""
-    lead = frag.shape[:-4]
-    out = np.zeros(lead + (K, K))
-    lanes = np.arange(32)
-    g, t = lanes // 4, lanes % 4
+    out = np.zeros(frag.shape[:-4] + (K, K))
+    for s, j, w in np.ndindex(KS, NT, 4):
+        rows, cols = 8 * j + LANE_G, 16 * s + 2 * LANE_T + 8 * (w & 1)
+        for e, half in enumerate(_unpack_pairs(frag[..., s, j, :, w])):
+            out[..., rows, cols + e] += half
+    return out
 
-    def half(word, shift):
-        bits = ((word >> shift) & 0xFFFF).astype(np.uint16)
-        return bits.view(_BF16).astype(np.float64)
-    for s in range(KS):
-        for j in range(NT):
-            rows = 8 * j + g
-            for w, off in enumerate((0, 8, 0, 8)):
-                word = frag[..., s, j, :, w]
-                for e in range(2):
-                    out[..., rows, 16 * s + 2 * t + off + e] += half(word, 16 * e)
+
+def state_fragments(S):
+    """The FRAGS=1 layout of states S [..., K, V] (indexed [channel, value], kda_fwd's): [...,
+    8 value blocks vb, 8 k-steps s, 2 parts (hi, lo: `bf16_split`), 32 lanes (g, t), 4] u32,
+    word w the A fragment register a_w of S^T's 16 x 16 block: the bf16 pair (S[c, v], S[c +
+    1, v]) (the first in the low half) with v = 16 vb + g + 8 (w & 1), c = 16 s + 2t + 8 (w >>
+    1). Words (0, 2) and (1, 3) are B fragments of S as a [K, V] operand (value columns 16 vb
+    .. + 7 and + 8 .. + 15); kda_bwd_pieces_ld turns each word into S^T's by ``movmatrix``.
+    The same bytes as the f32 state."""
+    parts = bf16_split(S)
+    out = np.zeros(np.shape(S)[:-2] + (V // 16, KS, 2, 32, 4), np.uint32)
+    for vb, s, part, w in np.ndindex(V // 16, KS, 2, 4):
+        rows, cols = _state_place(vb, s, w)
+        out[..., vb, s, part, :, w] = _pack_pairs(parts[part], rows, cols, rows + 1, cols)
+    return out
+
+
+def _state_place(vb, s, w):
+    """(channels, values) of the first elements of word w's pairs, lane by lane."""
+    return 16 * s + 2 * LANE_T + 8 * (w >> 1), 16 * vb + LANE_G + 8 * (w & 1)
+
+
+def unsplit_state(frag):
+    """S (float64, hi + lo) back from `state_fragments`."""
+    out = np.zeros(frag.shape[:-5] + (K, V))
+    for vb, s, part, w in np.ndindex(V // 16, KS, 2, 4):
+        rows, cols = _state_place(vb, s, w)
+        for e, half in enumerate(_unpack_pairs(frag[..., vb, s, part, :, w])):
+            out[..., rows + e, cols] += half
     return out
 
 
@@ -380,7 +445,7 @@ def timing_inputs(rng, B, T_, H, lens=None):
                 chunk_off=chunk_off, order=order, **_outputs(H, N, chunks))
 
 
-def constraints(B, T_, H, lens=None, WARPS=2, FORWARD=0, STAGED=0):
+def constraints(B, T_, H, lens=None, WARPS=2, FORWARD=0, STAGED=0, FRAGS=0):
     out, N = R.shape_problems(B, T_, H, lens, "z")
     if WARPS not in (1, 2, 4, 8):
         out.append(f"WARPS={WARPS} must be 1, 2, 4 or 8 (16 value columns each, V = {V})")
@@ -390,6 +455,9 @@ def constraints(B, T_, H, lens=None, WARPS=2, FORWARD=0, STAGED=0):
     if STAGED not in (0, 1):
         out.append(f"STAGED={STAGED} must be 0 (N read by every warp from global memory) or "
                    f"1 (staged once per CTA in shared memory)")
+    if FRAGS not in (0, 1):
+        out.append(f"FRAGS={FRAGS} must be 0 (xs the f32 states) or 1 (their split fragments: "
+                   f"state_fragments)")
     chunks = -(-T_ // C) * B if lens is None else sum(-(-x // C) for x in lens)
     if max(chunks * FRAG, chunks * K * V, N * K * V) * H >= 1 << 32:
         out.append(f"B={B}, T_={T_}, H={H}: nfrag and xs ({chunks} chunks x H x 64 KB) must "

@@ -52,7 +52,11 @@ kdaprec", "Session 12, branch kdatf32").
 kda_bwd_pieces_ld (session 28, plan "tc4" of kda_fwd_bwd): the same products with the prep's
 tiles (KE, KL, M, T, beta, exp(G_C)) loaded from `ptile`, where kda_bwd_prep3s stored them
 (kda_bwd_prep_tiles), and dO staged, instead of the prep computed a second time: bit-identical
-outputs (tests/zoo/test_kda_bwd_prep_tiles.py), no q, k, g_raw, beta read.
+outputs (tests/zoo/test_kda_bwd_prep_tiles.py), no q, k, g_raw, beta read. With FRAGS=1
+(session 33, plan "tc13") S0 and dS1 come as the chains' split fragments (kda_bwd_chain
+FRAGS=1): one ``ld.global.v4.b32`` gives a B fragment pair's hi and lo words, and the products
+of S0^T and dS1^T turn each word into the transposed block's by ``movmatrix.trans``; the
+outputs are FRAGS=0's bit for bit but dgs (its sum from hi + lo: `_dgs_split`).
 
 Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
 """
@@ -69,6 +73,7 @@ import tirxh.lang as T
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_bwd as BW  # noqa: E402 - after the path that finds it
+import kda_bwd_chain as CH  # noqa: E402
 import kda_bwd_chain_pieces as PC  # noqa: E402
 import kda_bwd_chain_prep as PR  # noqa: E402
 import kda_bwd_local as BL  # noqa: E402
@@ -136,11 +141,51 @@ def _global(mat, transposed=False, ahead=False):
     def ld(a):
         return T.ptx.ld.global_.f32(a)
     if transposed:
-        src = _Src(lambda r, c: mat.at(c * V + r), 4, 4 * V, ld)
-    else:
-        src = _Src(lambda r, c: mat.at(r * V + c), 4 * V, 4, ld)
-    src.ahead = ahead
-    return src
+        return _Src(lambda r, c: mat.at(c * V + r), 4, 4 * V, ld, ahead=ahead)
+    return _Src(lambda r, c: mat.at(r * V + c), 4 * V, 4, ld, ahead=ahead)
+
+
+class _Split:
+    """S0 or dS1 of one chunk and head as the chain's FRAGS=1 words (kda_bwd_chain.
+    state_fragments, at element `off` of the global tensor): every B fragment arrives split,
+    two ``ld.global.v4.b32`` (hi and lo) for two n-tiles, instead of four scalar f32 loads and
+    a split each. As the [K, V] operand S (k = the channel) words (0, 2) and (1, 3) of a
+    stored fragment are B fragments; as S^T (k = the value) each word goes through
+    ``movmatrix.trans`` (the 8 x 8 block's transpose in the same register layout), words
+    (0, 1) and (2, 3) then the B fragments."""
+
+    exact, ahead = False, False
+
+    def __init__(self, buf, off, transposed=False):
+        self.buf, self.off, self.transposed = buf, off, transposed
+
+    def fragments(self, ln, s, n0):
+        """[(hi, lo)] B fragments of the warp's 8 n-tiles n0 + 8 j at k-step s (runtime)."""
+        blk = n0 >> 4                     # the n-tiles' first 16-wide block
+        if self.transposed:               # k-step = value block s, n = channel blocks
+            base = self.buf.at(self.off + (((s << 3) + blk) << 8) + 4 * T.laneid())
+            step = CH.split_offset(0, 1, 0)
+        else:                             # k-step = channel block s, n = value blocks
+            base = self.buf.at(self.off + (((blk << 3) + s) << 8) + 4 * T.laneid())
+            step = CH.split_offset(1, 0, 0)
+        out = []
+        for jj in SPLIT_BLOCKS:
+            hi, lo = [T.ptx.ld.global_.v4.b32(base + 4 * (jj * step + CH.split_offset(0, 0, p)))
+                      for p in range(2)]
+            if self.transposed:
+                hi, lo = [_movt(x) for x in hi], [_movt(x) for x in lo]
+                pairs = ((0, 1), (2, 3))
+            else:
+                pairs = ((0, 2), (1, 3))
+            out += [([hi[a], hi[b]], [lo[a], lo[b]]) for a, b in pairs]
+        return out
+
+
+SPLIT_BLOCKS = range(4)       # a warp's 8 n-tiles: 4 blocks of 16
+
+
+def _movt(word):
+    return T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(word)
 
 
 def _frag(src, base, sbase, coords, step):
@@ -189,9 +234,16 @@ def _product(ln, acc, a, b, n0s, ksteps):
     n-tile (they sit 8 cs apart). TF32=1 (`ln.tf32`): `_product_tf32` instead."""
     if ln.tf32:
         return _product_tf32(ln, acc, a, b, n0s, ksteps)
-    if getattr(b, "ahead", False):
+    if b.ahead:
         return _product_ahead(ln, acc, a, b, n0s, ksteps)
     r = ln.m0 + ln.g
+    if isinstance(b, _Split):
+        with T.range(ksteps) as s:
+            k0 = (s << 4) + 2 * ln.t
+            ahi, alo = _frag(a, a.at(r, k0), a.scale and a.scale(k0), A_PAIRS, (0, 1))
+            for j, (bhi, blo) in enumerate(b.fragments(ln, s, n0s[0])):
+                _split_mma(acc[j], ahi, alo, bhi, blo)
+        return
     with T.range(ksteps) as s:
         k0 = (s << 4) + 2 * ln.t
         abase = a.at(r, k0)
@@ -347,6 +399,38 @@ def _dgs(ck, sm, s0, ds1, dgs):
             s = s + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(T.ptx.mov.b32(s), m, 0x1F, FULL))
         T.ptx.st.global_.f32(dgs.at((ck.c * ck.H + ck.h) * K + kk),
                              s * T.ptx.ld.shared.f32(sm.eg.at(kk)), pred=lane == 0)
+
+
+def _dgs_split(ck, sm, s0, ds1, dgs):
+    """`_dgs` from the split fragments (FRAGS=1): warp w, key rows 16 w .. 16 w + 15 (k-step
+    w of the stored words), lane (g, t) its channels 2t, 2t + 1, 2t + 8, 2t + 9 of value rows
+    g, g + 8 of every value block (``ld.global.v4.b32`` of each state's hi and lo words a
+    block), each element hi + lo (f32), then the sums over g by a 3-step butterfly; lanes 0-3
+    store. Not bit for bit `_dgs` (hi + lo carries ~16 bits of the f32 states, and the order
+    of the sum differs): within 2^-12 of it."""
+    lane = T.laneid()
+    w = T.tid.x >> 5
+    sums = [None] * 4                      # c = 2 e + p: channel 2t + 8 p + e
+    for vb in range(V // 16):
+        words = []
+        for mat in (s0, ds1):
+            hi, lo = [T.ptx.ld.global_.v4.b32(mat.at((w << 8) + 4 * lane)
+                                              + 4 * CH.split_offset(vb, 0, p))
+                      for p in range(2)]
+            words.append((hi, lo))
+        for c in range(4):
+            e, p = c >> 1, c & 1
+            for a in (2 * p, 2 * p + 1):   # value rows g and g + 8
+                x, y = [unpack(hi[a])[e] + unpack(lo[a])[e] for hi, lo in words]
+                sums[c] = x * y if sums[c] is None else T.ptx.fma.rn.f32(x, y, sums[c])
+    t = lane & 3
+    for c, total in enumerate(sums):
+        for m in (4, 8, 16):
+            total = total + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(T.ptx.mov.b32(total), m,
+                                                                   0x1F, FULL))
+        kk = (w << 4) + 2 * t + 8 * (c & 1) + (c >> 1)
+        T.ptx.st.global_.f32(dgs.at((ck.c * ck.H + ck.h) * K + kk),
+                             total * T.ptx.ld.shared.f32(sm.eg.at(kk)), pred=lane < 4)
 
 
 # --- the prep's P and M on tensor cores (PREP=1) ------------------------------------------------
@@ -536,13 +620,15 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
                       ds1: T.gptr[T.f32], dv: T.gptr[T.f32], dqe: T.gptr[T.f32],
                       dke: T.gptr[T.f32], dkl: T.gptr[T.f32], dm: T.gptr[T.f32],
                       dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0,
-                      BULK: T.const = 0, AHEAD: T.const = 0):
+                      BULK: T.const = 0, AHEAD: T.const = 0, FRAGS: T.const = 0):
     """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
     them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products.
     BULK=1 (plan "tc8"): `ptile` in the image layout, loaded by three bulk copies on an
     mbarrier while dO is staged (kda_bwd_prep_tiles.load_image), instead of 97 scalar loads a
     thread in rounds of 8; every thread waits on the mbarrier after the barrier that publishes
-    dO and the mbarrier's initialisation."""
+    dO and the mbarrier's initialisation. FRAGS=1 (plan "tc13"): `s0` and `ds1` hold the
+    chains' split fragments (kda_bwd_chain FRAGS=1), read by `_Split`; dgs from them
+    (`_dgs_split`)."""
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     hc = ck.c * ck.H + ck.h
     if BULK:
@@ -554,39 +640,46 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     T.ptx.bar.sync(0)
     if BULK:
         full.wait(0)
-    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD)
+    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD, FRAGS)
 
 
-def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0):
+def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0, FRAGS=0):
     """The module docstring's phases after the prep (its tiles published by a barrier).
     AHEAD=1: the products that read S0 or dS1 from global memory load them a k-step ahead
-    (`_product_ahead`)."""
+    (`_product_ahead`). FRAGS=1: S0 and dS1 are the chains' split fragments (`_Split`)."""
     ln = _Lane(TF32)
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
+
+    def state(mat, transposed=False):
+        if FRAGS:
+            return _Split(mat.ptr, mat.off, transposed)
+        return _global(mat, transposed, AHEAD)
     wide = ln.cols(V)
     # R = V - KE S0 (rows past the sequence: V = 0, KE = 0) into the G tile
     acc = _acc(len(wide))
-    _product(ln, acc, _shared(sm.ke, SK), _global(S0, ahead=AHEAD), wide, K // 16)
+    _product(ln, acc, _shared(sm.ke, SK), state(S0), wide, K // 16)
     for j, e, row, col in _elements(ln, wide):
         x = T.ptx.selp.f32(BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv)
         T.ptx.st.shared.f32(sm.r.at(row, col), x - acc[j][e])
-    _dgs(ck, sm, S0, dS, dgs)
+    if FRAGS:
+        _dgs_split(ck, sm, S0, dS, dgs)
+    else:
+        _dgs(ck, sm, S0, dS, dgs)
     T.ptx.bar.sync(0)
     # Delta = T Diag(beta) R into the P tile; dqe = dO S0^T
     acc = _acc(len(wide))
     _product(ln, acc, _tb(sm), _shared(sm.r, SK), wide, C // 16)
     _to_tile(ln, wide, acc, sm.dlt)
-    _piece_out(ln, ck, dqe, _shared(sm.do, SK, exact=True), _global(S0, True, AHEAD),
-               V // 16)
+    _piece_out(ln, ck, dqe, _shared(sm.do, SK, exact=True), state(S0, True), V // 16)
     T.ptx.bar.sync(0)
     # dkl = Delta dS1^T, dm = lower(dO Delta^T); dDelta = M^T dO + KL dS1 kept in registers
-    _piece_out(ln, ck, dkl, _shared(sm.dlt, SK), _global(dS, True, AHEAD), V // 16)
+    _piece_out(ln, ck, dkl, _shared(sm.dlt, SK), state(dS, True), V // 16)
     _lower_out(ln, ck, dm, _shared(sm.do, SK, exact=True), _shared(sm.dlt, SK, True))
     d_delta = _acc(len(wide))
     _product(ln, d_delta, _shared(sm.m, C, True), _shared(sm.do, SK, exact=True), wide,
              C // 16)
-    _product(ln, d_delta, _shared(sm.kl_, SK), _global(dS, ahead=AHEAD), wide, K // 16)
+    _product(ln, d_delta, _shared(sm.kl_, SK), state(dS), wide, K // 16)
     T.ptx.bar.sync(0)
     _to_tile(ln, wide, d_delta, sm.dlt)
     T.ptx.bar.sync(0)
@@ -606,8 +699,7 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     _to_tile(ln, wide, d_r, sm.r)
     T.ptx.bar.sync(0)
     # dke = -dR S0^T
-    _piece_out(ln, ck, dke, _shared(sm.r, SK), _global(S0, True, AHEAD), V // 16,
-               sign=-1.0)
+    _piece_out(ln, ck, dke, _shared(sm.r, SK), state(S0, True), V // 16, sign=-1.0)
 
 
 # --- inputs, reference, cases: kda_bwd_chain_pieces's ------------------------------------------
@@ -644,8 +736,21 @@ def check_tf32(TF32):
         f"TF32={TF32} must be 0 (split bf16 products) or 1 (single-pass tf32)"]
 
 
-def constraints(B, T_, H, lens=None, PREP=0, TF32=0):
-    return PC.constraints(B, T_, H, lens) + check_prep(PREP) + check_tf32(TF32)
+def check_frags(FRAGS, TF32=0, AHEAD=0):
+    """The rule of kda_bwd_pieces_ld's FRAGS constant (1: S0 and dS1 as split fragments, which
+    only the split products read: not with TF32 or AHEAD, whose loads are element by
+    element)."""
+    if FRAGS not in (0, 1):
+        return [f"FRAGS={FRAGS} must be 0 (f32 states) or 1 (the chains' split fragments)"]
+    if FRAGS and (TF32 or AHEAD):
+        return [f"FRAGS=1 reads split fragments, which TF32={TF32} and AHEAD={AHEAD} do not: "
+                f"leave both 0"]
+    return []
+
+
+def constraints(B, T_, H, lens=None, PREP=0, TF32=0, AHEAD=0, FRAGS=0):
+    return (PC.constraints(B, T_, H, lens) + check_prep(PREP) + check_tf32(TF32)
+            + check_frags(FRAGS, TF32, AHEAD))
 
 
 def pm_macs(PREP):
@@ -755,10 +860,13 @@ def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 
 # plan "tc7"'s pieces launch alone at T8192 H64 (timing only): for `tirxh profile` (ncu), as
-# kda_bwd_local_tc.SUITE_LG_TIMING; `ahead_`: plan "tc9"'s (AHEAD=1)
+# kda_bwd_local_tc.SUITE_LG_TIMING; `ahead_`: plan "tc9"'s (AHEAD=1), `frags_`: plan "tc13"'s
+# (FRAGS=1: the synthetic S0 and dS1 read as fragment words; the time does not depend on them)
 _LD_CASES = [c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
 SUITE_LD_TIMING = T.suite(
     kda_bwd_pieces_ld, inputs=ld_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=_LD_CASES + [T.case("ahead_" + c.name, small=False, tags=c.tags, AHEAD=1,
-                              **c.params) for c in _LD_CASES])
+    cases=_LD_CASES + [T.case(prefix + c.name, small=False, tags=c.tags, **extra, **c.params)
+                       for prefix, extra in (("ahead_", dict(AHEAD=1)),
+                                             ("frags_", dict(FRAGS=1)))
+                       for c in _LD_CASES])

@@ -60,7 +60,11 @@ its walks' products and its gate's rows as runtime loops (ROLL=1: 136 KB of SASS
 ROLL=1: 104 KB, not 154), and "tc12" is "tc11" with the prep's ROLL=2 (112 KB); all four
 bit for bit "tc7" (`LAUNCH_CONSTS`). Measured in one call (session 32, an H100, T8192 H96):
 tc7 28.57, tc10 26.35, **tc11 22.15 ms** (0.650x FLA's forward + backward); tc11 is
-benchmarks/kda_bench.sh's default (tc12 not yet measured).
+benchmarks/kda_bench.sh's default (tc12 not yet measured). Plan "tc13" (session 33) is
+"tc11" whose chains store each chunk's state as the split fragments the pieces multiply by
+(kda_bwd_chain FRAGS=1, `CHAIN_CONSTS`) and whose pieces read them (kda_bwd_pieces_ld
+FRAGS=1): bit for bit "tc11" but for dgs's sum (dg, dA_log, ddt_bias within rounding);
+"tc14" is "tc12" with the same fragments ("tc13"'s outputs bit for bit).
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -120,24 +124,36 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc9": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc10": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc11": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc12": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc12": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc13": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc14": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc5": dict(PREP=2), "tc6": dict(PREP=2), "tc7": dict(PREP=2, STAGE=1),
                "tc8": dict(PREP=2, STAGE=1, IMG=1), "tc9": dict(PREP=2, STAGE=1),
                "tc10": dict(PREP=2, STAGE=1, ROLL=1), "tc11": dict(PREP=2, STAGE=1, ROLL=1),
-               "tc12": dict(PREP=2, STAGE=1, ROLL=2)}
+               "tc12": dict(PREP=2, STAGE=1, ROLL=2), "tc13": dict(PREP=2, STAGE=1, ROLL=1),
+               "tc14": dict(PREP=2, STAGE=1, ROLL=2)}
+
+
+def _from(first):
+    """Plans "tc<first>" and every later "tc<n>": each plan from "tc3" on keeps what the ones
+    before it changed (the tuples below)."""
+    return tuple(p for p in PLANS if p[2:].isdigit() and int(p[2:]) >= first)
+
+
+
 # plans whose prep is one launch for both walks (the forward walk's operands in nfrag_f, bt_f)
-ONE_PREP = ("tc3", "tc4", "tc5", "tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
+ONE_PREP = _from(3)
 # plans whose pieces load the prep's tiles that launch stored (`ptile`) instead of computing
 # the prep again (kda_bwd_prep_tiles): their pieces launch takes no PREP
-LOADED_PREP = ("tc4", "tc5", "tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
+LOADED_PREP = _from(4)
 # plans whose piece 3 loads the prep's T from `ptile` instead of inverting (kda_bwd_local_ld)
-LOADED_T = ("tc5", "tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
+LOADED_T = _from(5)
 # plans whose piece 3 loads the norms' and gate's tiles the prep copied out (`gtile`,
 # kda_bwd_prep_tiles.GateStore) instead of computing them (kda_bwd_local_lg)
-LOADED_GATES = ("tc6", "tc7", "tc8", "tc9", "tc10", "tc11", "tc12")
+LOADED_GATES = _from(6)
 # plans whose prep stores its tiles in kda_bwd_prep_tiles' image layout (the scratch `pimg`,
 # bound to the kernels' `ptile`) and whose pieces load them by bulk copies (their constants in
 # LAUNCH_CONSTS)
@@ -146,9 +162,15 @@ IMAGE = ("tc8",)
 # loads; "tc9" loads S0 and dS1 a k-step ahead of the pieces' products (kda_bwd_pieces_ld
 # AHEAD=1: session 32's ncu profile put 32.5% of the pieces' warp samples on waits for those
 # loads; measured 1.03x slower); "tc11" and "tc12" roll piece 3's scan, row dots and dq_dk into
-# runtime loops (kda_bwd_local_lg ROLL=1), as "tc10" its prep's
+# runtime loops (kda_bwd_local_lg ROLL=1), as "tc10" its prep's; "tc13" is "tc11" whose
+# pieces read S0 and dS1 as the chains' split fragments (FRAGS=1, `CHAIN_CONSTS`), and
+# "tc14" is "tc12" with the same
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
-                 "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1))}
+                 "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
+                 "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1))}
+# the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
+# fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
+CHAIN_CONSTS = {"tc13": dict(FRAGS=1), "tc14": dict(FRAGS=1)}
 
 
 class Step(NamedTuple):
@@ -183,15 +205,16 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     fc = _forward_consts(H, forward)
     walk = dict(nfrag="nfrag", bt="bt", eg="eg")
     chains = CH._grid(B, T_, H, lens, CHAIN["WARPS"])
+    chain = dict(CHAIN, **CHAIN_CONSTS.get(plan, {}))
     if plan in ONE_PREP:
         pieces_c, local_c = LAUNCH_CONSTS.get(plan, ({}, {}))
         img = dict(ptile="pimg") if plan in IMAGE else {}
         return [
             Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
             Step("prep", prep, dict(pc), PR._grid(B, T_, H, lens), img),
-            Step("chain_f", CH.kda_bwd_chain, dict(CHAIN, FORWARD=1), chains,
+            Step("chain_f", CH.kda_bwd_chain, dict(chain, FORWARD=1), chains,
                  dict(x0="h0", xs="s0", xn="hn", nfrag="nfrag_f", bt="bt_f", eg="eg")),
-            Step("chain_b", CH.kda_bwd_chain, dict(CHAIN, FORWARD=0), chains,
+            Step("chain_b", CH.kda_bwd_chain, dict(chain, FORWARD=0), chains,
                  dict(x0="dht", xs="ds1", xn="dh0", **walk)),
             Step("pieces", pieces, dict(pieces_c) if plan in LOADED_PREP else dict(pc),
                  PC._grid(B, T_, H, lens), img),

@@ -1,4 +1,4 @@
-"""mma.sync, ldmatrix/stmatrix and wgmma against numpy matmuls.
+"""mma.sync, ldmatrix/stmatrix, movmatrix and wgmma against numpy matmuls and transposes.
 
 The fragment and shared-memory layouts are written here independently of numsim's decoder, from
 the PTX ISA tables ("Matrix Fragments for mma.m16n8k*", "Shared Memory Matrix Layout" with the
@@ -220,6 +220,52 @@ def test_ldmatrix_stmatrix_roundtrip(trans):
             m = M[i].T if trans else M[i]
             assert frag[lane, i] == int(m[g, 2 * t]) | (int(m[g, 2 * t + 1]) << 16)
     assert np.array_equal(res.outputs["back"], M.reshape(-1))  # stmatrix inverts ldmatrix
+
+
+# --- movmatrix ------------------------------------------------------------------------------------
+
+MOVMATRIX = T.ptx["movmatrix.sync.aligned.m8n8.trans.b16"]
+
+
+def _movmatrix_kernel(divergent: bool):
+    """Each warp transposes its 8x8 b16 matrix: lane l's word is row l // 4, columns 2(l % 4)
+    (low half) and 2(l % 4) + 1, which is word l of the row-major matrix (PTX ISA, movmatrix)."""
+    @T.kernel(grid=1, block=64)
+    def k(src: T.gptr[T.u32], dst: T.gptr[T.u32]):
+        lane = T.tid.x
+        x = T.ptx.ld.global_.b32(src.at(lane))
+        y = T.reg(T.u32, init=0)
+        if divergent:
+            with T.if_(T.laneid() < 16):
+                T.ptx.mov.b32(y, MOVMATRIX(x))
+        else:
+            T.ptx.mov.b32(y, MOVMATRIX(x))
+        T.ptx.st.global_.b32(dst.at(lane), y)
+    return k
+
+
+def test_movmatrix_transposes_each_warps_matrix():
+    M = (np.arange(2 * 64, dtype=np.float32) - 60).astype(BF).reshape(2, 8, 8)  # all distinct
+    res = ns.run(_movmatrix_kernel(False), dict(src=M.reshape(-1).view(np.uint32),
+                                                dst=np.zeros(64, np.uint32)), grid=(1,))
+    assert res.verdict == "clean", res.summary()
+    got = res.outputs["dst"].reshape(2, 32)
+    for w in range(2):
+        want = M[w].T
+        for lane in range(32):
+            g, t = lane // 4, lane % 4
+            lo, hi = want[g, 2 * t: 2 * t + 2].view(np.uint16)
+            assert got[w, lane] == int(lo) | (int(hi) << 16), (w, lane)
+    assert np.array_equal(got.view(BF).reshape(2, 8, 8), M.transpose(0, 2, 1))
+
+
+def test_movmatrix_in_a_partial_warp_is_an_error():
+    """.aligned: lanes 16-31 do not supply their rows; as for mma.sync, numsim says so."""
+    res = ns.run(_movmatrix_kernel(True), dict(src=np.arange(64, dtype=np.uint32),
+                                               dst=np.zeros(64, np.uint32)), grid=(1,))
+    f = [f for f in res.diagnostics if f.kind == "numsim.partial-warp"]
+    assert f and "movmatrix executed by a partial warp" in f[0].message, res.summary()
+    assert res.verdict == "error"
 
 
 # --- wgmma ----------------------------------------------------------------------------------------

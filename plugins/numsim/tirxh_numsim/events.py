@@ -215,7 +215,7 @@ class ClusterBarrierEvent(Event):
 @dataclass
 class WarpSync(Event):
     """A warp-collective instruction (shfl.sync, vote.sync, redux.sync, match.sync,
-    bar.warp.sync, elect.sync; also mma.sync, which is .aligned and has no member mask): op the
+    bar.warp.sync, elect.sync; also mma.sync and movmatrix, .aligned with no member mask): op the
     binding name; membermask the operand (the first executing lane's); lanes those that executed
     it; exited the lanes of the warp that had exited (they need not take part)."""
 

@@ -1,4 +1,5 @@
-"""Matrix instructions: ldmatrix / stmatrix, mma.sync and wgmma (with shared-memory descriptors).
+"""Matrix instructions: ldmatrix / stmatrix / movmatrix, mma.sync and wgmma (with shared-memory
+descriptors).
 
 Fragment layouts follow the PTX ISA sections "Matrix Fragments for mma.m16n8k*" and "Register
 Fragments and Shared Memory Matrix Layouts" for wgmma (g = lane / 4, t = lane % 4):
@@ -55,7 +56,40 @@ def _lane_gt():
     return lane // 4, lane % 4
 
 
-# --- ldmatrix / stmatrix --------------------------------------------------------------------------
+# --- ldmatrix / stmatrix / movmatrix --------------------------------------------------------------
+
+def _frag_words(mats: np.ndarray) -> np.ndarray:
+    """(..., 8, 8) b16 matrices -> (..., 32) b32 fragments, the layout of ldmatrix, stmatrix and
+    movmatrix: lane l holds row l // 4, columns 2(l % 4) (low half) and 2(l % 4) + 1 (high)."""
+    g, t = _lane_gt()
+    return mats[..., g, 2 * t].astype(np.uint32) | (mats[..., g, 2 * t + 1].astype(np.uint32) << 16)
+
+
+def _frag_matrix(words: np.ndarray) -> np.ndarray:
+    """The inverse of `_frag_words`: (..., 32) b32 fragments -> (..., 8, 8) uint16 matrices."""
+    g, t = _lane_gt()
+    words = words.astype(np.uint32)
+    mats = np.zeros(words.shape[:-1] + (8, 8), np.uint16)
+    mats[..., g, 2 * t] = (words & 0xFFFF).astype(np.uint16)
+    mats[..., g, 2 * t + 1] = (words >> 16).astype(np.uint16)
+    return mats
+
+
+def _warp_words(w, reg) -> np.ndarray:
+    """(nwarps, 32) b32 values of `reg` in every lane, executing or not: a warp-collective
+    instruction reads its operand from all 32 lanes."""
+    return np.broadcast_to(w.read(reg, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
+
+
+def _full_warp(w, instr, mask) -> None:
+    """A ``numsim.partial-warp`` error unless every warp executing `instr` does so with all 32
+    lanes: ``.aligned`` register collectives (mma.sync, movmatrix) take operands from every lane,
+    so a missing lane hands the others a stale register (PTX ISA: behaviour undefined)."""
+    act = mask.reshape(w.nwarps, WARP)
+    if not act[act.any(axis=1)].all():
+        w.m.finding("numsim.partial-warp", f"{instr.binding.name} executed by a partial warp "
+                    "(.aligned needs all 32 lanes)", instr, w=w)
+
 
 def _mat_rows(w, instr, mask, addr_op, num):
     """Row addresses: lanes 8i..8i+7 give the rows of matrix i (shape (nwarps, num, 8)); each
@@ -89,12 +123,8 @@ def _ldmatrix(w, instr, mask):
         mats[:, :, :, c] = words[:, : 8 * num].reshape(w.nwarps, num, 8)
     if trans:
         mats = mats.transpose(0, 1, 3, 2)
-    g, t = _lane_gt()
-    dests = list(ops[0])
-    for i, d in enumerate(dests):
-        lo = mats[:, i, g, 2 * t].astype(np.uint32)
-        hi = mats[:, i, g, 2 * t + 1].astype(np.uint32)
-        w.write(d, (lo | (hi << 16)).reshape(-1), mask)
+    for i, d in enumerate(ops[0]):
+        w.write(d, _frag_words(mats[:, i]).reshape(-1), mask)
 
 
 @semantic("stmatrix")
@@ -106,12 +136,9 @@ def _stmatrix(w, instr, mask):
     ops = instr.operands
     rows = _mat_rows(w, instr, mask, ops[0], num)
     active = mask.reshape(w.nwarps, WARP).any(axis=1)
-    g, t = _lane_gt()
     mats = np.zeros((w.nwarps, num, 8, 8), np.uint16)
-    for i, r in enumerate(list(ops[1])):
-        v = np.broadcast_to(w.read(r, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
-        mats[:, i, g, 2 * t] = (v & 0xFFFF).astype(np.uint16)
-        mats[:, i, g, 2 * t + 1] = (v >> 16).astype(np.uint16)
+    for i, r in enumerate(ops[1]):
+        mats[:, i] = _frag_matrix(_warp_words(w, r))
     if trans:
         mats = mats.transpose(0, 1, 3, 2)
     src_mask = np.zeros((w.nwarps, WARP), bool)
@@ -124,6 +151,18 @@ def _stmatrix(w, instr, mask):
         words[:, : 8 * num] = mats[:, :, :, c].reshape(w.nwarps, -1)
         w.m.store(w, instr, ss, base.reshape(-1) + np.uint64(2 * c), src_mask.reshape(-1), 2,
                   words.reshape(-1))
+
+
+@semantic("movmatrix")
+def _movmatrix(w, instr, mask):
+    """Warp-collective transpose of an 8x8 b16 matrix in registers, in the ldmatrix fragment
+    layout before and after (lane l: row l // 4, columns 2(l % 4) and 2(l % 4) + 1). A partial
+    warp is a ``numsim.partial-warp`` error, as for mma.sync."""
+    _full_warp(w, instr, mask)
+    aligned_event(w, instr, mask)
+    d, a = instr.operands[:2]
+    mats = _frag_matrix(_warp_words(w, a))
+    w.write(d, _frag_words(mats.transpose(0, 2, 1)).reshape(-1), mask)
 
 
 # --- fragments -----------------------------------------------------------------------------------
@@ -149,7 +188,7 @@ def _a_fragment(w, regs, atype: str, K: int) -> np.ndarray:
     g, t = _lane_gt()
     A = np.zeros((w.nwarps, 16, K), np.float64)
     for i, r in enumerate(regs):
-        v = np.broadcast_to(w.read(r, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
+        v = _warp_words(w, r)
         vals = _as_f64(_unpack(v, el), atype)  # (nw, 32, e)
         row = g + 8 * (i % 2)
         col0 = e * t + (K // 2) * (i // 2)
@@ -165,7 +204,7 @@ def _b_fragment(w, regs, atype: str, K: int) -> np.ndarray:
     g, t = _lane_gt()
     B = np.zeros((w.nwarps, K, 8), np.float64)
     for i, r in enumerate(regs):
-        v = np.broadcast_to(w.read(r, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
+        v = _warp_words(w, r)
         vals = _as_f64(_unpack(v, el), atype)
         for j in range(e):
             B[:, e * t + (K // 2) * i + j, g] = vals[:, :, j]
@@ -318,7 +357,7 @@ def _acc_read(w, regs, dtype: str, rows_of, cols_of, shape) -> np.ndarray:
     out = np.zeros((w.nwarps,) + shape, np.float64)
     for i, r in enumerate(regs):
         if dtype == "f16":
-            v = np.broadcast_to(w.read(r, T("b32")), (w.L,)).reshape(w.nwarps, WARP)
+            v = _warp_words(w, r)
             pair = _unpack(v, np.dtype(np.float16)).astype(np.float64)
             for j in range(2):
                 out[:, rows_of(i, j), cols_of(i, j)] = pair[:, :, j]
@@ -360,9 +399,7 @@ def _mma_sync(w, instr, mask):
     K = int(shape.split("k")[1])
     atype, btype, dtype = mods["atype"], mods["btype"], mods["dtype"]
     d, a, b, c = (list(x) for x in instr.operands[:4])
-    if not mask.reshape(w.nwarps, WARP)[mask.reshape(w.nwarps, WARP).any(axis=1)].all():
-        w.m.finding("numsim.partial-warp", "mma.sync executed by a partial warp (.aligned needs "
-                    "all 32 lanes)", instr, w=w)
+    _full_warp(w, instr, mask)
     aligned_event(w, instr, mask)
     A = _a_fragment(w, a, atype, K)
     B = _b_fragment(w, b, btype, K)

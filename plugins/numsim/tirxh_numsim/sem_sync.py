@@ -133,8 +133,9 @@ def _bar_warp(w, instr, mask):
 
 def aligned_event(w, instr, mask) -> None:
     """Record an ``.aligned`` warp-collective instruction without a member mask (mma.sync,
-    ldmatrix, stmatrix) as a `WarpSync` event with the lanes that executed it: its memory events
-    name only the lanes whose addresses it used, and sync_check needs the executing ones."""
+    movmatrix, ldmatrix, stmatrix) as a `WarpSync` event with the lanes that executed it: its
+    memory events name only the lanes whose addresses it used, and sync_check needs the executing
+    ones."""
     w.event(ev.WarpSync, instr, mask, op=instr.binding.name, exited=w.exited)
 
 

@@ -4,6 +4,7 @@ lanes that executed a collective, .aligned instructions, and the branch named as
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tirxh.lang as T
 from tirxh_numsim import events as ev
@@ -65,3 +66,45 @@ def test_aligned_finding_names_the_splitting_branch_as_related():
     assert f, sync.findings
     assert [r.line for r in f[0].related] == [f[0].where.line - 1]  # the `with T.if_` line
     assert f[0].related[0].label.startswith("the branch")
+
+
+@T.kernel(block=32)
+def movmatrix_in_branch(out: T.gptr[T.u32]):
+    lane = T.laneid()
+    x = T.reg(T.u32, init=lane)
+    with T.if_(lane < 16):
+        T.ptx.mov.b32(x, T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(x))
+    T.ptx.st.global_.u32(out.at(lane), x)
+
+
+@T.kernel(block=32)
+def mma_sync_in_branch(out: T.gptr[T.u32]):
+    lane = T.laneid()
+    x = T.reg(T.u32, init=lane)
+    d = T.fragment(T.f32, 4, init=0.0)
+    with T.if_(lane < 16):
+        T.ptx.mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32(d, [x, x], [x], d)
+    T.ptx.st.global_.u32(out.at(lane), x)
+
+
+@pytest.mark.parametrize("kernel", [movmatrix_in_branch, mma_sync_in_branch],
+                         ids=["movmatrix", "mma.sync"])
+def test_divergent_register_collective_is_aligned_divergent(kernel):
+    """movmatrix, like mma.sync, takes a register from every lane of the warp: under a branch on
+    the lane id it is ``warp.aligned-divergent`` at its line, the branch the related location."""
+    sync, _ = check_kernel(kernel, dict(out=np.zeros(32, np.uint32)), grid=(1,))
+    (f,) = [f for f in sync.findings if f.kind == "warp.aligned-divergent"]
+    assert f.severity == "error" and "lanes 0-15 of warp 0" in f.message, f.message
+    assert [r.line for r in f.related] == [f.where.line - 1]
+
+
+@T.kernel(block=64)
+def movmatrix_converged(out: T.gptr[T.u32]):
+    lane = T.laneid()
+    y = T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(T.reg(T.u32, init=lane))
+    T.ptx.st.global_.u32(out.at(T.tid.x), y)
+
+
+def test_converged_movmatrix_is_clean():
+    sync, race = check_kernel(movmatrix_converged, dict(out=np.zeros(64, np.uint32)), grid=(1,))
+    assert (sync.verdict, race.verdict) == ("clean", "clean"), sync.findings + race.findings

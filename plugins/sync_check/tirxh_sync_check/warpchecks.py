@@ -21,8 +21,8 @@
   membermask): ``warp.membermask`` (issue 13 class 3). numsim runs the lanes of one divergent
   branch together, so lanes of the mask sitting in another branch, even at a matching
   instruction, count as not executing it;
-- every other ``.aligned`` instruction (wgmma, mma.sync, ldmatrix/stmatrix, ...) is executed by
-  every non-exited lane of the warp: ``warp.aligned-divergent``.
+- every other ``.aligned`` instruction (wgmma, mma.sync, movmatrix, ldmatrix/stmatrix, ...) is
+  executed by every non-exited lane of the warp: ``warp.aligned-divergent``.
 
 A finding's primary line is the instruction; the branch that split the warp (the innermost
 construct around it) is a related location.
