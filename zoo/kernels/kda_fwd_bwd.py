@@ -60,11 +60,14 @@ its walks' products and its gate's rows as runtime loops (ROLL=1: 136 KB of SASS
 ROLL=1: 104 KB, not 154), and "tc12" is "tc11" with the prep's ROLL=2 (112 KB); all four
 bit for bit "tc7" (`LAUNCH_CONSTS`). Measured in one call (session 32, an H100, T8192 H96):
 tc7 28.57, tc10 26.35, **tc11 22.15 ms** (0.650x FLA's forward + backward); tc11 is
-benchmarks/kda_bench.sh's default (tc12 not yet measured). Plan "tc13" (session 33) is
-"tc11" whose chains store each chunk's state as the split fragments the pieces multiply by
+was benchmarks/kda_bench.sh's default until session 33. Plan "tc13" (session 33) is "tc11"
+whose chains store each chunk's state as the split fragments the pieces multiply by
 (kda_bwd_chain FRAGS=1, `CHAIN_CONSTS`) and whose pieces read them (kda_bwd_pieces_ld
 FRAGS=1): bit for bit "tc11" but for dgs's sum (dg, dA_log, ddt_bias within rounding);
-"tc14" is "tc12" with the same fragments ("tc13"'s outputs bit for bit).
+"tc14" is "tc12" with the same fragments ("tc13"'s outputs bit for bit). Measured in one
+call each (session 33, an H100, T8192 H96): tc11 22.25, tc13 19.77 ms (the pieces 8.38 ->
+5.92); tc13 19.80, **tc14 17.86 ms** (the prep 6.73 -> 4.90; 0.806x FLA's forward +
+backward); tc14 is kda_bench.sh's default.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
