@@ -236,6 +236,17 @@ def test_cache_hint_adds_the_policy_operand():
     assert [o.name for o in b.operand_specs(mods)] == ["d", "m"]
 
 
+def test_remembered_operand_specs_follow_the_modifiers():
+    """operand_specs remembers each modifiers' answer (tracing asks at every call): asking for
+    one form after another, in either order, still gives each form its own operands."""
+    b, v4 = ISA.lookup("ld.global.v4.f32")
+    b2, v2 = ISA.lookup("ld.global.v2.f32")
+    assert b is b2
+    for _ in range(2):
+        assert b.operand_specs(v4)[0].count == 4 and b.operand_specs(v2)[0].count == 2
+    assert b.operand_specs(dict(v4)) == b.operand_specs(v4)
+
+
 # --- target legality -----------------------------------------------------------------------------
 
 def _wgmma_kernel():

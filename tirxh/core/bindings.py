@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Callable, Iterable, Sequence
 
 from .errors import SpellingError
@@ -231,8 +232,26 @@ class Binding:
         return ((self.example,) if self.example else ()) + tuple(self.examples)
 
     def operand_specs(self, modifiers: dict) -> tuple:
+        """The operands of this binding's form with `modifiers` filled in, remembered per
+        modifiers: a trace asks for them at every instruction call, and resolving them again
+        was ~30% of tracing a kernel (topk_warp, session 33)."""
+        try:
+            key = tuple(sorted(modifiers.items()))
+            return self._specs_seen[key]
+        except TypeError:                   # a modifier value that is not hashable
+            key = None
+        except KeyError:
+            pass
         ops = self.operands(modifiers) if callable(self.operands) else self.operands
-        return tuple(_resolve_spec(o, modifiers) for o in ops)
+        specs = tuple(_resolve_spec(o, modifiers) for o in ops)
+        if key is not None:
+            self._specs_seen[key] = specs
+        return specs
+
+    @cached_property
+    def _specs_seen(self) -> dict:
+        """`operand_specs`' memory (in the instance's __dict__: the dataclass is frozen)."""
+        return {}
 
     def effects_for(self, modifiers: dict) -> Effects:
         return self.effects.resolve(modifiers)
