@@ -56,6 +56,15 @@ def _pieces_args(tiles, x):
     return args
 
 
+def _split_args(tiles, x):
+    """`_pieces_args` with S0 and dS1 as the chains' split fragments (FRAGS=1), in their
+    f32 buffers' bytes."""
+    args = _pieces_args(tiles, x)
+    for n in ("s0", "ds1"):
+        args[n] = CH.state_fragments(x[n]).view(np.float32).reshape(x[n].shape)
+    return args
+
+
 def _pieces_from(tiles, x, case, kernel=None):
     """kda_bwd_pieces_ld (or `kernel`) on `_pieces_args`."""
     return _run(kernel or TC.kda_bwd_pieces_ld, _pieces_args(tiles, x), case, list(TC.OUTPUTS),
@@ -291,9 +300,7 @@ def test_pieces_from_the_chains_split_fragments_match_but_for_dgs(name):
     2^-12 of FRAGS=0's."""
     case = _pieces_case(name)
     got, _, x = _stored(case)
-    args = _pieces_args(got["ptile"], x)
-    for n in ("s0", "ds1"):
-        args[n] = CH.state_fragments(x[n]).view(np.float32).reshape(x[n].shape)
+    args = _split_args(got["ptile"], x)
     split = _run(TC.kda_bwd_pieces_ld, args, case, list(TC.OUTPUTS), {"FRAGS": 1})
     plain = _pieces_from(got["ptile"], x, case)
     for n in TC.OUTPUTS:
@@ -311,9 +318,7 @@ def test_sync_check_is_clean_on_the_pieces_from_split_fragments():
     analyze = pytest.importorskip("tirxh_sync_check.analyze")
     case = _pieces_case("t20_h1_deep")
     got, _, x = _stored(case)
-    args = _pieces_args(got["ptile"], x)
-    for n in ("s0", "ds1"):
-        args[n] = CH.state_fragments(x[n]).view(np.float32).reshape(x[n].shape)
+    args = _split_args(got["ptile"], x)
     for result in analyze.check_kernel(TC.kda_bwd_pieces_ld, args, consts={"FRAGS": 1},
                                        grid=TC.SUITE.grid(case)):
         assert result.verdict == "clean", [f.message for f in result.findings]

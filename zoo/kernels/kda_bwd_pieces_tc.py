@@ -113,6 +113,13 @@ class _Src:
         self.at, self.rs, self.cs, self.ld, self.scale = at, rs, cs, ld, scale
         self.exact, self.ahead = exact, ahead
 
+    def fragments(self, ln, s, k0, n0s):
+        """(hi, lo) B fragments of the n-tiles at n0s, k-step column k0 (lane's rows), one
+        n-tile at a time: its loads and split right before its mma (`_product`)."""
+        base = self.at(k0, n0s[0] + ln.g)
+        for j in range(len(n0s)):
+            yield _frag(self, base + 8 * j * self.cs, None, B_PAIRS, (1, 0))
+
     def one(self, base, sbase, r, c):
         """The f32 element at (r, c) from `base` (times its scale)."""
         x = self.ld(base + r * self.rs + c * self.cs)
@@ -154,14 +161,14 @@ class _Split:
     ``movmatrix.trans`` (the 8 x 8 block's transpose in the same register layout), words
     (0, 1) and (2, 3) then the B fragments."""
 
-    exact, ahead = False, False
+    ahead = False                 # `_product` asks every B source
 
     def __init__(self, buf, off, transposed=False):
         self.buf, self.off, self.transposed = buf, off, transposed
 
-    def fragments(self, ln, s, n0):
-        """[(hi, lo)] B fragments of the warp's 8 n-tiles n0 + 8 j at k-step s (runtime)."""
-        blk = n0 >> 4                     # the n-tiles' first 16-wide block
+    def fragments(self, ln, s, k0, n0s):
+        """[(hi, lo)] B fragments of the warp's 8 n-tiles n0s at k-step s (runtime)."""
+        blk = n0s[0] >> 4                 # the n-tiles' first 16-wide block
         if self.transposed:               # k-step = value block s, n = channel blocks
             base = self.buf.at(self.off + (((s << 3) + blk) << 8) + 4 * T.laneid())
             step = CH.split_offset(0, 1, 0)
@@ -237,21 +244,10 @@ def _product(ln, acc, a, b, n0s, ksteps):
     if b.ahead:
         return _product_ahead(ln, acc, a, b, n0s, ksteps)
     r = ln.m0 + ln.g
-    if isinstance(b, _Split):
-        with T.range(ksteps) as s:
-            k0 = (s << 4) + 2 * ln.t
-            ahi, alo = _frag(a, a.at(r, k0), a.scale and a.scale(k0), A_PAIRS, (0, 1))
-            for j, (bhi, blo) in enumerate(b.fragments(ln, s, n0s[0])):
-                _split_mma(acc[j], ahi, alo, bhi, blo)
-        return
     with T.range(ksteps) as s:
         k0 = (s << 4) + 2 * ln.t
-        abase = a.at(r, k0)
-        asc = a.scale and a.scale(k0)
-        ahi, alo = _frag(a, abase, asc, A_PAIRS, (0, 1))
-        bbase = b.at(k0, n0s[0] + ln.g)
-        for j, n0 in enumerate(n0s):
-            bhi, blo = _frag(b, bbase + 8 * j * b.cs, None, B_PAIRS, (1, 0))
+        ahi, alo = _frag(a, a.at(r, k0), a.scale and a.scale(k0), A_PAIRS, (0, 1))
+        for j, (bhi, blo) in enumerate(b.fragments(ln, s, k0, n0s)):
             _split_mma(acc[j], ahi, alo, bhi, blo)
 
 
