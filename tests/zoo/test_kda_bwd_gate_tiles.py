@@ -221,10 +221,11 @@ def test_sync_check_is_clean_on_the_staged_prep_and_its_wait_is_load_bearing(tmp
 
 
 @SLOW
-@pytest.mark.parametrize("roll", [1, 2])
+@pytest.mark.parametrize("roll", [1, 2, 3])
 def test_the_rolled_prep_changes_no_bit(roll):
-    """ROLL=1 (kda_bwd_local._gate's rows rolled, the walks' product loops not unrolled) and ROLL=2
-    (the norms' dots, the tiles' store and the walks' two halves too): the same instructions
+    """ROLL=1 (kda_bwd_local._gate's rows rolled, the walks' product loops not unrolled), ROLL=2
+    (the norms' dots, the tiles' store and the walks' two halves too) and ROLL=3 (T's blocked
+    inverse too: plan "tc15"): the same instructions
     per row, k-step and half in the same order, so every output and both tile buffers equal
     STAGE=1's (two chunks, a 22-row tail: the rolled gate masks the rows past it)."""
     case = _case("t86_h1_deep")
@@ -237,7 +238,7 @@ def test_the_rolled_prep_changes_no_bit(roll):
 
 
 @SLOW
-@pytest.mark.parametrize("roll", [1, 2])
+@pytest.mark.parametrize("roll", [1, 2, 3])
 def test_sync_check_is_clean_on_the_rolled_prep(roll):
     case = _case("t20_h1_deep")
     args = _prep_args(LT.SUITE.make_inputs(case, 0))
@@ -247,14 +248,16 @@ def test_sync_check_is_clean_on_the_rolled_prep(roll):
 
 
 @SLOW
-@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
-def test_piece3_rolled_changes_no_bit(name):
+@pytest.mark.parametrize("name, roll", [("t86_h1_deep", 1), ("pack_9_1_64_h2", 1),
+                                        ("t86_h1_deep", 2), ("pack_9_1_64_h2", 2)])
+def test_piece3_rolled_changes_no_bit(name, roll):
     """kda_bwd_local_lg ROLL=1 (the scan, the row dots and dq_dk as kda_chunk.trips' runtime
-    loops): every output equals ROLL=0's to the last bit (two chunks with a 22-row tail; a
-    varlen pack of two heads with a one-token sequence), and numsim finds it clean."""
+    loops) and ROLL=2 (the elementwise terms too: plan "tc15"): every output equals ROLL=0's
+    to the last bit (two chunks with a 22-row tail; a varlen pack of two heads with a
+    one-token sequence), and numsim finds it clean."""
     case = _case(name)
     x = _local_inputs(case)
-    got = _local(LT.kda_bwd_local_lg, x, case, {"ROLL": 1})
+    got = _local(LT.kda_bwd_local_lg, x, case, {"ROLL": roll})
     assert got.verdict == "clean", got.summary()
     want = _local(LT.kda_bwd_local_lg, x, case)
     for n in LT.OUTPUTS:
@@ -262,8 +265,9 @@ def test_piece3_rolled_changes_no_bit(name):
 
 
 @SLOW
-def test_sync_check_is_clean_on_the_rolled_piece3():
+@pytest.mark.parametrize("roll", [1, 2])
+def test_sync_check_is_clean_on_the_rolled_piece3(roll):
     case = _case("t20_h1_deep")
     x = _local_inputs(case)
-    for verdict, messages in _verdicts(LT.kda_bwd_local_lg, x, {"ROLL": 1}, case):
+    for verdict, messages in _verdicts(LT.kda_bwd_local_lg, x, {"ROLL": roll}, case):
         assert verdict == "clean", messages

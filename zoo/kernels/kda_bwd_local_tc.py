@@ -221,50 +221,91 @@ def _grads(sm, ln):
     return dap, dam, dbs
 
 
-def _elementwise(sm, ln, ck, q, k, pieces, colq):
+def _elementwise(sm, ln, ck, q, k, pieces, colq, roll=False):
     """After the products (and a barrier: they read KL, KD, QL of every row), per accumulator
     pair (row i, channels d, d + 1): dqs, dk^, dG (kda_bwd_local._elementwise's terms) over QL,
-    KL, KD; the column sums of dkl k^ exp(G_C - G) over the warp's rows into colq[a]."""
-    dap, dam, dbs = _grads(sm, ln)
+    KL, KD; the column sums of dkl k^ exp(G_C - G) over the warp's rows into colq[a]. `roll`
+    (kda_bwd_local_lg ROLL=2): `_elementwise_rolled`."""
+    grads = _grads(sm, ln)
     T.ptx.bar.sync(0)
+    if roll:
+        return _elementwise_rolled(sm, ln, ck, q, k, pieces, colq, grads)
     n0s = ln.cols(K)
     a = ln.m0 >> 4
     cols = []
     for j, n0 in enumerate(n0s):
         d = n0 + 2 * ln.t
-        GC = [T.ptx.ld.shared.f32(sm.g.at(C - 1, d + e)) for e in range(2)]
-        ref = [T.ptx.ld.shared.f32(sm.ref.at(a, d + e)) for e in range(2)]
-        col = [None, None]
-        for h in range(2):
-            i = ln.m0 + ln.g + 8 * h
-            off = ck.row(i) + d
-            kh = [x * T.ptx.ld.shared.f32(sm.rn.at(0, i))
-                  for x in unpack(T.ptx.ld.global_.nc.b32(k.at(off)))]
-            qs = [x * T.ptx.ld.shared.f32(sm.rn.at(1, i))
-                  for x in unpack(T.ptx.ld.global_.nc.b32(q.at(off)))]
-            xq, xk, xl = (T.ptx.ld.global_.v2.f32(p.at(ck.piece(i, K) + d)) for p in pieces)
-            for e in range(2):
-                x = 2 * h + e
-                G = T.ptx.ld.shared.f32(sm.g.at(i, d + e))
-                lf, df = T.ptx.ex2.approx.f32(G - ref[e]), T.ptx.ex2.approx.f32(ref[e] - G)
-                eg, egc = T.ptx.ex2.approx.f32(G), T.ptx.ex2.approx.f32(GC[e] - G)
-                p_, m_, b_ = dap[j][x] * lf, dam[j][x] * lf, dbs[j][x] * df
-                dqs = T.ptx.fma.rn.f32(xq[e], eg, m_)
-                dkh = T.ptx.fma.rn.f32(xk[e], eg, T.ptx.fma.rn.f32(xl[e], egc, p_ + b_))
-                kl = kh[e] * egc
-                dG = (xq[e] * (qs[e] * eg) + xk[e] * (kh[e] * eg) - xl[e] * kl
-                      + kh[e] * (p_ - b_) + qs[e] * m_)
-                col[e] = xl[e] * kl if col[e] is None else T.ptx.fma.rn.f32(xl[e], kl, col[e])
-                T.ptx.st.shared.f32(sm.ql.at(i, d + e), dqs)
-                T.ptx.st.shared.f32(sm.kl.at(i, d + e), dkh)
-                T.ptx.st.shared.f32(sm.kd.at(i, d + e), dG)
-        cols.append((d, col))
-    for d, col in cols:               # sum over the 8 row groups g (lane bits 2..4)
+        cols.append((d, _tile_terms(sm, ln, ck, q, k, pieces, a, d, [acc[j] for acc in grads])))
+    for d, col in cols:
+        _column_sums(ln, colq, a, d, col)
+
+
+# n-tiles of `_elementwise_rolled`'s loop body (its trips: 8 / ELEMENTWISE_TILES)
+ELEMENTWISE_TILES = 2
+
+
+def _elementwise_rolled(sm, ln, ck, q, k, pieces, colq, grads):
+    """`_elementwise` over the warp's 8 n-tiles as a runtime loop of ELEMENTWISE_TILES tiles a
+    trip: a trip takes accumulators 0 .. ELEMENTWISE_TILES - 1 and then moves the rest down
+    (``mov``: 72 a trip), since registers cannot be indexed at run time; each tile's column
+    sums right after it. The same terms in the same order, so the same words. Why: the
+    unrolled form was 1,951 of the launch's 6,680 SASS instructions, straight-line code that
+    every CTA fetches again (kda_bwd_prep3g ROLL=3 has the same reason)."""
+    a = ln.m0 >> 4
+    n = len(ln.cols(K))
+    with T.range(n // ELEMENTWISE_TILES, unroll=1) as trip:
+        for u in range(ELEMENTWISE_TILES):
+            d = ln.half * (K // 2) + ((trip * ELEMENTWISE_TILES + u) << 3) + 2 * ln.t
+            col = _tile_terms(sm, ln, ck, q, k, pieces, a, d, [acc[u] for acc in grads])
+            _column_sums(ln, colq, a, d, col)
+        for acc in grads:
+            for j in range(n - ELEMENTWISE_TILES):
+                for e in range(4):
+                    acc[j][e].set(acc[j + ELEMENTWISE_TILES][e])
+
+
+def _tile_terms(sm, ln, ck, q, k, pieces, a, d, tile):
+    """One n-tile's elementwise terms (channels d, d + 1 of rows m0 + g, m0 + g + 8 of m-tile
+    a), from its accumulators `tile` = (da_P, da_M, db) of `_grads`: dqs, dk^, dG stored over
+    QL, KL, KD; returns the lane's two column partials of dkl k^ exp(G_C - G)."""
+    dap, dam, dbs = tile
+    GC = [T.ptx.ld.shared.f32(sm.g.at(C - 1, d + e)) for e in range(2)]
+    ref = [T.ptx.ld.shared.f32(sm.ref.at(a, d + e)) for e in range(2)]
+    col = [None, None]
+    for h in range(2):
+        i = ln.m0 + ln.g + 8 * h
+        off = ck.row(i) + d
+        kh = [x * T.ptx.ld.shared.f32(sm.rn.at(0, i))
+              for x in unpack(T.ptx.ld.global_.nc.b32(k.at(off)))]
+        qs = [x * T.ptx.ld.shared.f32(sm.rn.at(1, i))
+              for x in unpack(T.ptx.ld.global_.nc.b32(q.at(off)))]
+        xq, xk, xl = (T.ptx.ld.global_.v2.f32(p.at(ck.piece(i, K) + d)) for p in pieces)
         for e in range(2):
-            s = col[e]
-            for m in (4, 8, 16):
-                s = s + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(T.ptx.mov.b32(s), m, 0x1F, FULL))
-            T.ptx.st.shared.f32(colq.at(a, d + e), s, pred=ln.g == 0)
+            x = 2 * h + e
+            G = T.ptx.ld.shared.f32(sm.g.at(i, d + e))
+            lf, df = T.ptx.ex2.approx.f32(G - ref[e]), T.ptx.ex2.approx.f32(ref[e] - G)
+            eg, egc = T.ptx.ex2.approx.f32(G), T.ptx.ex2.approx.f32(GC[e] - G)
+            p_, m_, b_ = dap[x] * lf, dam[x] * lf, dbs[x] * df
+            dqs = T.ptx.fma.rn.f32(xq[e], eg, m_)
+            dkh = T.ptx.fma.rn.f32(xk[e], eg, T.ptx.fma.rn.f32(xl[e], egc, p_ + b_))
+            kl = kh[e] * egc
+            dG = (xq[e] * (qs[e] * eg) + xk[e] * (kh[e] * eg) - xl[e] * kl
+                  + kh[e] * (p_ - b_) + qs[e] * m_)
+            col[e] = xl[e] * kl if col[e] is None else T.ptx.fma.rn.f32(xl[e], kl, col[e])
+            T.ptx.st.shared.f32(sm.ql.at(i, d + e), dqs)
+            T.ptx.st.shared.f32(sm.kl.at(i, d + e), dkh)
+            T.ptx.st.shared.f32(sm.kd.at(i, d + e), dG)
+    return col
+
+
+def _column_sums(ln, colq, a, d, col):
+    """The column partials `col` of channels d, d + 1 summed over the 8 row groups g (lane bits
+    2..4) into colq[a] (lanes g = 0 store)."""
+    for e in range(2):
+        s = col[e]
+        for m in (4, 8, 16):
+            s = s + T.ptx.mov.f32(T.ptx.shfl.sync.bfly.b32(T.ptx.mov.b32(s), m, 0x1F, FULL))
+        T.ptx.st.shared.f32(colq.at(a, d + e), s, pred=ln.g == 0)
 
 
 def _fold_columns(sm, colq):
@@ -318,7 +359,7 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     T.ptx.bar.sync(0)
     with T.iket.range("grads"):   # dbeta, the pair gradients' products, the elementwise terms
         BL._dbeta(sm, ck, dbeta)
-        _elementwise(sm, ln, ck, q, k, (dqe, dke, dkl), colq)
+        _elementwise(sm, ln, ck, q, k, (dqe, dke, dkl), colq, roll >= 2)
     T.ptx.bar.sync(0)
     with T.iket.range("scan"):
         _fold_columns(sm, colq)
@@ -397,11 +438,14 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     `ptile` in kda_bwd_prep_tiles' image layout (plan "tc8"). ROLL=1 (plan "tc11"): the scan,
     the row dots and dq_dk as runtime loops, the same words (kda_chunk.trips, .Running): 6,680
     SASS instructions, not 9,888, as kda_bwd_prep3g ROLL=1 shrank the prep (whose profile waited
-    on instruction fetch); measured (session 32, an H100, T8192 H96) 4.33 ms against 8.52."""
+    on instruction fetch); measured (session 32, an H100, T8192 H96) 4.33 ms against 8.52.
+    ROLL=2 (plan "tc15"): the elementwise terms too (`_elementwise_rolled`: 5,344 instructions,
+    83 KB), the same words; measured (session 34, an H100) 4.28 ms against ROLL=1's 4.34 at
+    T8192 H96, 2.90 against 2.91 at H64: what was left to fetch cost little."""
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),
-            gtile=gtile, roll=bool(ROLL))
+            gtile=gtile, roll=ROLL)
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------

@@ -56,7 +56,12 @@ outputs (tests/zoo/test_kda_bwd_prep_tiles.py), no q, k, g_raw, beta read. With 
 (session 33, plan "tc13") S0 and dS1 come as the chains' split fragments (kda_bwd_chain
 FRAGS=1): one ``ld.global.v4.b32`` gives a B fragment pair's hi and lo words, and the products
 of S0^T and dS1^T turn each word into the transposed block's by ``movmatrix.trans``; the
-outputs are FRAGS=0's bit for bit but dgs (its sum from hi + lo: `_dgs_split`).
+outputs are FRAGS=0's bit for bit but dgs (its sum from hi + lo: `_dgs_split`). With PLANES=1
+(session 34, plan "tc16") the G and P tiles hold R, Delta, dDelta and dR as split bf16 planes
+(kda_bwd_prep3.Planes, stored split by the warp that computes them) whose fragments the
+products read by ``ldmatrix.x4`` (`_Plane`, `_Slots`), instead of every warp loading f32
+elements and splitting them again a k-step; PLANES=2 (plan "tc17") also keeps the products'
+k-steps runtime loops. Both bit for bit PLANES=0.
 
 Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
 """
@@ -80,7 +85,7 @@ import kda_bwd_local as BL  # noqa: E402
 import kda_bwd_prep_tiles as PTL  # noqa: E402
 import kda_bwd_reverse as BR  # noqa: E402
 import kda_ref as R  # noqa: E402
-from kda_chunk import C, K, V, mma, pack, unpack  # noqa: E402
+from kda_chunk import C, K, V, Lanes, mma, pack, unpack  # noqa: E402
 
 SK = BR.SK               # row stride (f32 words) of the prep's [C, 128] tiles
 
@@ -119,6 +124,10 @@ class _Src:
         base = self.at(k0, n0s[0] + ln.g)
         for j in range(len(n0s)):
             yield _frag(self, base + 8 * j * self.cs, None, B_PAIRS, (1, 0))
+
+    def a_fragment(self, ln, s, r, k0):
+        """(hi, lo) A fragment of rows r, r + 8 at k-step column k0 (the lane's)."""
+        return _frag(self, self.at(r, k0), self.scale and self.scale(k0), A_PAIRS, (0, 1))
 
     def one(self, base, sbase, r, c):
         """The f32 element at (r, c) from `base` (times its scale)."""
@@ -191,6 +200,33 @@ class _Split:
 SPLIT_BLOCKS = range(4)       # a warp's 8 n-tiles: 4 blocks of 16
 
 
+class _Plane:
+    """An f32 [C, 128] matrix held as split bf16 planes (kda_bwd_prep3.Planes: hi and lo,
+    128-byte swizzled) and read by ``ldmatrix.x4`` (PLANES=1): as the A operand (row-major),
+    as the B operand stored k-major (B[k, n] = this[k, n]: ``.trans``) or, `n_major`, its
+    transpose (B[k, n] = this[n, k]: no ``.trans``), two n-tiles a load and plane. The words
+    are the f32 source's split (hi = rn(x), lo = rn(x - hi) elementwise, as `_split2`), so
+    the products' sums are the same bits."""
+
+    ahead = False                 # `_product` asks every B source
+
+    def __init__(self, planes, lanes, n_major=False):
+        self.pl, self.lanes, self.n_major = planes, lanes, n_major
+
+    def a_fragment(self, ln, s, r, k0):
+        return self.pl.a(self.lanes, ln.m0, s << 4)
+
+    def fragments(self, ln, s, k0, n0s):
+        out = []
+        for p in range(len(n0s) // 2):
+            if self.n_major:
+                hi, lo = self.pl._ld(self.lanes, "B", n0s[2 * p], s << 4, False)
+            else:
+                hi, lo = self.pl.b(self.lanes, s << 4, n0s[2 * p])
+            out += [(hi[2 * o:2 * o + 2], lo[2 * o:2 * o + 2]) for o in range(2)]
+        return out
+
+
 def _movt(word):
     return T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(word)
 
@@ -244,9 +280,9 @@ def _product(ln, acc, a, b, n0s, ksteps):
     if b.ahead:
         return _product_ahead(ln, acc, a, b, n0s, ksteps)
     r = ln.m0 + ln.g
-    with T.range(ksteps) as s:
+    with T.range(ksteps, unroll=1 if ln.roll else None) as s:
         k0 = (s << 4) + 2 * ln.t
-        ahi, alo = _frag(a, a.at(r, k0), a.scale and a.scale(k0), A_PAIRS, (0, 1))
+        ahi, alo = a.a_fragment(ln, s, r, k0)
         for j, (bhi, blo) in enumerate(b.fragments(ln, s, k0, n0s)):
             _split_mma(acc[j], ahi, alo, bhi, blo)
 
@@ -497,6 +533,12 @@ def _diag_inverse(sm):
         with T.if_(lane < 16):
             for i in range(16):
                 T.ptx.st.shared.f32(sm.t.at(r0 + i, r0 + j), x[i])
+    _upper_zeros(sm, w)
+
+
+def _upper_zeros(sm, w):
+    """Warps w = 4..7 write the zeros of T's six blocks above the diagonal (12 elements a
+    thread)."""
     with T.if_(w >= NB, uniform=True):
         u = T.tid.x - 32 * NB                    # 0..127
         for q in range(12):                      # 6 blocks x 256 elements over 128 threads
@@ -579,14 +621,86 @@ def _blocked_inverse(sm):
     _inverse_tc(sm)
 
 
-def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0, gates=None, rows=None):
+def _diag_inverse_rolled(sm):
+    """`_diag_inverse` with its 16 rows as a runtime loop (kda_bwd_prep3g ROLL=3): the column's
+    x in 16 registers that start at 0, row i's sum over all 15 earlier slots (P's diagonal
+    block is zero on and above the diagonal, and the slots past i - 1 still hold 0, so each
+    extra ``fma`` adds +0 to the sum: the same words), x_i written into its slot by ``selp``
+    (a register cannot be indexed at run time). Why: the unrolled substitution was 571 of the
+    prep's 7,224 SASS instructions, straight-line code every CTA fetches again."""
+    w, lane = T.tid.x >> 5, T.laneid()
+    j = lane & 15
+    with T.if_(w < NB, uniform=True):
+        r0 = w << 4
+        x = [T.reg(T.f32, init=0.0) for _ in range(16)]
+        x[0].set(T.ptx.selp.f32(1.0, 0.0, j == 0))
+        with T.range(1, 16, unroll=1) as i:
+            s = T.ptx.ld.shared.f32(sm.p.at(r0 + i, r0)) * x[0]
+            for m in range(1, 15):
+                s = T.ptx.fma.rn.f32(T.ptx.ld.shared.f32(sm.p.at(r0 + i, r0 + m)), x[m], s)
+            xi = T.ptx.fma.rn.f32(-T.ptx.ld.shared.f32(sm.beta.at(r0 + i)), s,
+                                  T.ptx.selp.f32(1.0, 0.0, j == i))
+            for m in range(1, 16):
+                x[m].set(T.ptx.selp.f32(xi, x[m], i == m))
+        with T.if_(lane < 16):
+            for i in range(16):
+                T.ptx.st.shared.f32(sm.t.at(r0 + i, r0 + j), x[i])
+    _upper_zeros(sm, w)
+
+
+def _inverse_tc_rolled(sm):
+    """`_inverse_tc` as runtime loops (kda_bwd_prep3g ROLL=3): warp b < 3 (b = w) walks a = b +
+    1 .. 3 and m = b .. a - 1, reading U_m's C fragments back from sm.t, where `_diag_inverse`
+    (m = b) or an earlier trip (m > b: U_m = T_mb^T, stored as computed) put them, instead of
+    keeping them in registers indexed at trace time. Each lane reads back only the elements it
+    stored (U_m's C fragment is the layout it was stored from), so program order alone orders
+    them: no barrier. The same products in the same order: the same words. Why: the unrolled form was 1,289 SASS instructions (the three
+    warps' branches, each a's and m's products spelled out)."""
+    ln = _Lane()
+    w = T.tid.x >> 5
+    g, t = ln.g, ln.t
+    with T.if_(w < NB - 1, uniform=True):
+        b = w
+        with T.range(b + 1, NB, unroll=1) as a:
+            s = _acc(2)
+            with T.range(b, a, unroll=1) as m:
+                um = [[T.ptx.ld.shared.f32(sm.t.at((m << 4) + 8 * n + 2 * t + (e & 1),
+                                                   (b << 4) + g + 8 * (e >> 1)))
+                       for e in range(4)] for n in range(2)]
+                af = _split_a(*um)
+                for n in range(2):
+                    row = (a << 4) + 8 * n + g
+                    bf = _split_b(sm.p, row, (m << 4) + 2 * t,
+                                  T.ptx.ld.shared.f32(sm.beta.at(row)))
+                    _mma3(s[n], af, bf)
+            af = _split_a(*s)
+            ua = _acc(2)
+            for n in range(2):
+                _mma3(ua[n], af, _split_b(sm.t, (a << 4) + 8 * n + g, (a << 4) + 2 * t))
+            for n in range(2):
+                for e in range(4):
+                    T.ptx.st.shared.f32(sm.t.at((a << 4) + 8 * n + 2 * t + (e & 1),
+                                                (b << 4) + g + 8 * (e >> 1)),
+                                        T.ptx.neg.f32(ua[n][e]))
+
+
+def _blocked_inverse_rolled(sm):
+    """`_blocked_inverse` with both parts as runtime loops (ROLL=3)."""
+    _diag_inverse_rolled(sm)
+    T.ptx.bar.sync(0)
+    _inverse_tc_rolled(sm)
+
+
+def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0, gates=None, rows=None,
+         roll=False):
     """kda_bwd_chain_prep.prep (norms -> gate -> P, M -> T beside KE, QE, KL, exp(G_C) and y
     staged in sm.do, each ended by ``bar.sync``) with PREP=1's P and M on tensor cores
     (`_pairs_tc`) and PREP=2's T blockwise (`_blocked_inverse`); PREP=0 is the f32 prep.
-    `gates`, `rows`: kda_bwd_chain_prep.prep's."""
+    `gates`, `rows`: kda_bwd_chain_prep.prep's; `roll`: PREP=2's T as runtime loops
+    (`_blocked_inverse_rolled`)."""
+    inverse = (_blocked_inverse_rolled if roll else _blocked_inverse) if PREP == 2 else None
     PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y,
-            pairs=_pairs_tc if PREP else None, inverse=_blocked_inverse if PREP == 2 else None,
-            gates=gates, rows=rows)
+            pairs=_pairs_tc if PREP else None, inverse=inverse, gates=gates, rows=rows)
 
 
 def check_prep(PREP):
@@ -616,7 +730,8 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
                       ds1: T.gptr[T.f32], dv: T.gptr[T.f32], dqe: T.gptr[T.f32],
                       dke: T.gptr[T.f32], dkl: T.gptr[T.f32], dm: T.gptr[T.f32],
                       dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0,
-                      BULK: T.const = 0, AHEAD: T.const = 0, FRAGS: T.const = 0):
+                      BULK: T.const = 0, AHEAD: T.const = 0, FRAGS: T.const = 0,
+                      PLANES: T.const = 0):
     """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
     them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products.
     BULK=1 (plan "tc8"): `ptile` in the image layout, loaded by three bulk copies on an
@@ -636,16 +751,54 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     T.ptx.bar.sync(0)
     if BULK:
         full.wait(0)
-    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD, FRAGS)
+    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD, FRAGS, PLANES)
 
 
-def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0, FRAGS=0):
+class _Slots:
+    """The G and P tiles (R, then dR; Delta, then dDelta) as the products' operands: f32 tiles
+    (PLANES=0) or split bf16 planes in the same bytes (PLANES=1: each element split once, when
+    it is stored, instead of again by every warp and k-step that loads it; `_Plane`)."""
+
+    def __init__(self, sm, planes):
+        self.sm, self.planes = sm, None
+        if planes:
+            import kda_bwd_prep3 as P3    # imports this module: resolved at trace time
+            self.lanes = Lanes()
+            self.planes = {"r": P3.Planes(sm.r.ptr(), V), "dlt": P3.Planes(sm.dlt.ptr(), V)}
+
+    def src(self, name, transposed=False):
+        """Tile `name` as an A or k-major B operand, or (`transposed`) as B = tile^T."""
+        if self.planes is None:
+            return _shared(getattr(self.sm, name), SK, transposed)
+        return _Plane(self.planes[name], self.lanes, n_major=transposed)
+
+    def store(self, ln, n0s, acc, name, fn=None):
+        """The warp's accumulators (fn(row, col, x) of each element, if given) into tile
+        `name`."""
+        if self.planes is None and fn is None:
+            return _to_tile(ln, n0s, acc, getattr(self.sm, name))
+        for row, col, xs in _pairs_of(ln, n0s, acc):
+            if fn is not None:
+                xs = [fn(row, col + e, x) for e, x in enumerate(xs)]
+            if self.planes is None:
+                for e, x in enumerate(xs):
+                    T.ptx.st.shared.f32(getattr(self.sm, name).at(row, col + e), x)
+            else:
+                self.planes[name].store_pair(row, col, *xs)
+
+
+def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0, FRAGS=0,
+              PLANES=0):
     """The module docstring's phases after the prep (its tiles published by a barrier).
     AHEAD=1: the products that read S0 or dS1 from global memory load them a k-step ahead
-    (`_product_ahead`). FRAGS=1: S0 and dS1 are the chains' split fragments (`_Split`)."""
-    ln = _Lane(TF32)
+    (`_product_ahead`). FRAGS=1: S0 and dS1 are the chains' split fragments (`_Split`).
+    PLANES=1: R, Delta, dDelta and dR as split planes (`_Slots`); PLANES=2 also keeps every
+    product's k-steps a runtime loop (ptxas unrolls the plane products otherwise: 87 KB of
+    SASS, not 60)."""
+    ln = _Lane(TF32, roll=PLANES >= 2)
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
+    slots = _Slots(sm, PLANES)
 
     def state(mat, transposed=False):
         if FRAGS:
@@ -655,9 +808,13 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     # R = V - KE S0 (rows past the sequence: V = 0, KE = 0) into the G tile
     acc = _acc(len(wide))
     _product(ln, acc, _shared(sm.ke, SK), state(S0), wide, K // 16)
-    for j, e, row, col in _elements(ln, wide):
-        x = T.ptx.selp.f32(BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv)
-        T.ptx.st.shared.f32(sm.r.at(row, col), x - acc[j][e])
+    if PLANES:
+        slots.store(ln, wide, acc, "r", lambda row, col, x: T.ptx.selp.f32(
+            BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv) - x)
+    else:
+        for j, e, row, col in _elements(ln, wide):
+            x = T.ptx.selp.f32(BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv)
+            T.ptx.st.shared.f32(sm.r.at(row, col), x - acc[j][e])
     if FRAGS:
         _dgs_split(ck, sm, S0, dS, dgs)
     else:
@@ -665,23 +822,23 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     T.ptx.bar.sync(0)
     # Delta = T Diag(beta) R into the P tile; dqe = dO S0^T
     acc = _acc(len(wide))
-    _product(ln, acc, _tb(sm), _shared(sm.r, SK), wide, C // 16)
-    _to_tile(ln, wide, acc, sm.dlt)
+    _product(ln, acc, _tb(sm), slots.src("r"), wide, C // 16)
+    slots.store(ln, wide, acc, "dlt")
     _piece_out(ln, ck, dqe, _shared(sm.do, SK, exact=True), state(S0, True), V // 16)
     T.ptx.bar.sync(0)
     # dkl = Delta dS1^T, dm = lower(dO Delta^T); dDelta = M^T dO + KL dS1 kept in registers
-    _piece_out(ln, ck, dkl, _shared(sm.dlt, SK), state(dS, True), V // 16)
-    _lower_out(ln, ck, dm, _shared(sm.do, SK, exact=True), _shared(sm.dlt, SK, True))
+    _piece_out(ln, ck, dkl, slots.src("dlt"), state(dS, True), V // 16)
+    _lower_out(ln, ck, dm, _shared(sm.do, SK, exact=True), slots.src("dlt", True))
     d_delta = _acc(len(wide))
     _product(ln, d_delta, _shared(sm.m, C, True), _shared(sm.do, SK, exact=True), wide,
              C // 16)
     _product(ln, d_delta, _shared(sm.kl_, SK), state(dS), wide, K // 16)
     T.ptx.bar.sync(0)
-    _to_tile(ln, wide, d_delta, sm.dlt)
+    slots.store(ln, wide, d_delta, "dlt")
     T.ptx.bar.sync(0)
     # dR = Diag(beta) T^T dDelta (= dv, stored where the row is valid); dtb = lower(dDelta R^T)
     acc = _acc(len(wide))
-    _product(ln, acc, _shared(sm.t, C, True), _shared(sm.dlt, SK), wide, C // 16)
+    _product(ln, acc, _shared(sm.t, C, True), slots.src("dlt"), wide, C // 16)
     d_r = []
     for h, (row, col, xs) in enumerate(_pairs_of(ln, wide, acc)):
         bj = T.ptx.ld.shared.f32(sm.beta.at(row))
@@ -690,12 +847,12 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
         if h % 2 == 0:
             d_r.append([])
         d_r[-1] += xs
-    _lower_out(ln, ck, dtb, _shared(sm.dlt, SK), _shared(sm.r, SK, True))
+    _lower_out(ln, ck, dtb, slots.src("dlt"), slots.src("r", True))
     T.ptx.bar.sync(0)
-    _to_tile(ln, wide, d_r, sm.r)
+    slots.store(ln, wide, d_r, "r")
     T.ptx.bar.sync(0)
     # dke = -dR S0^T
-    _piece_out(ln, ck, dke, _shared(sm.r, SK), state(S0, True), V // 16, sign=-1.0)
+    _piece_out(ln, ck, dke, slots.src("r"), state(S0, True), V // 16, sign=-1.0)
 
 
 # --- inputs, reference, cases: kda_bwd_chain_pieces's ------------------------------------------
@@ -744,9 +901,21 @@ def check_frags(FRAGS, TF32=0, AHEAD=0):
     return []
 
 
-def constraints(B, T_, H, lens=None, PREP=0, TF32=0, AHEAD=0, FRAGS=0):
+def check_planes(PLANES, TF32=0, AHEAD=0):
+    """The rule of kda_bwd_pieces_ld's PLANES constant (1: R, Delta, dDelta, dR as split
+    planes; 2: and the products' k-steps rolled), which only the split products read."""
+    if PLANES not in (0, 1, 2):
+        return [f"PLANES={PLANES} must be 0 (f32 tiles), 1 (split planes) or 2 (split planes, "
+                f"products rolled)"]
+    if PLANES and (TF32 or AHEAD):
+        return [f"PLANES={PLANES} feeds the split products, which TF32={TF32} and AHEAD={AHEAD} "
+                f"replace: leave both 0"]
+    return []
+
+
+def constraints(B, T_, H, lens=None, PREP=0, TF32=0, AHEAD=0, FRAGS=0, PLANES=0):
     return (PC.constraints(B, T_, H, lens) + check_prep(PREP) + check_tf32(TF32)
-            + check_frags(FRAGS, TF32, AHEAD))
+            + check_frags(FRAGS, TF32, AHEAD) + check_planes(PLANES, TF32, AHEAD))
 
 
 def pm_macs(PREP):

@@ -349,7 +349,11 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     the same instructions in the same order, so the same words. Measured (session 32, an H100,
     T8192 H96): 6.74 ms against 8.93. ROLL=2 (plan "tc12"): the norms' row dots, the tiles'
     store and the walks' two halves rolled too (112 KB against ROLL=1's 136): measured
-    (session 33, an H100, plan "tc14" against "tc13") 4.90 ms against ROLL=1's 6.73."""
+    (session 33, an H100, plan "tc14" against "tc13") 4.90 ms against ROLL=1's 6.73. ROLL=3
+    (plan "tc15"): T's blocked inverse too (kda_bwd_pieces_tc._blocked_inverse_rolled: 93 KB),
+    the same words; measured (session 34, an H100, T8192 H96) 5.07 ms against ROLL=2's 4.88:
+    below ~110 KB the code's size no longer paid, and the rolled substitution's longer chains
+    cost more than the fetches saved. Kept as a measured variant, not the default."""
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL)
 
@@ -365,7 +369,8 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     gates = None if gtile is None else PTL.GateStore(hc, gtile)
     rows = (BL.StagedRows({"q": (sm.p, 0), "k": (sm.p, C * K * 2), "g": (sm.m, 0)},
                           roll=ROLL) if STAGE else None)
-    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows)    # dO in sm.do
+    TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows,
+            roll=ROLL >= 3)                                    # dO in sm.do
     if ptile is not None:
         PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
     op = _Operands(sm)

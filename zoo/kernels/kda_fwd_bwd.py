@@ -67,7 +67,11 @@ FRAGS=1): bit for bit "tc11" but for dgs's sum (dg, dA_log, ddt_bias within roun
 "tc14" is "tc12" with the same fragments ("tc13"'s outputs bit for bit). Measured in one
 call each (session 33, an H100, T8192 H96): tc11 22.25, tc13 19.77 ms (the pieces 8.38 ->
 5.92); tc13 19.80, **tc14 17.86 ms** (the prep 6.73 -> 4.90; 0.806x FLA's forward +
-backward); tc14 is kda_bench.sh's default.
+backward); tc14 is kda_bench.sh's default. Plan "tc15" (session 34) is "tc14" with the prep's
+T inverse and piece 3's elementwise terms rolled (kda_bwd_prep3g ROLL=3, kda_bwd_local_lg
+ROLL=2): bit for bit tc14, measured 18.06 ms against tc14's 17.96 (an H100, T8192 H96: the
+prep 1.038x slower, piece 3 0.988x). Plans "tc16" and "tc17" are "tc14" whose pieces hold
+R, Delta, dDelta and dR as split planes (kda_bwd_pieces_ld PLANES=1, 2): bit for bit tc14.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -129,7 +133,10 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc11": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc12": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc13": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc14": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc14": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc15": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc16": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc17": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -137,7 +144,8 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc8": dict(PREP=2, STAGE=1, IMG=1), "tc9": dict(PREP=2, STAGE=1),
                "tc10": dict(PREP=2, STAGE=1, ROLL=1), "tc11": dict(PREP=2, STAGE=1, ROLL=1),
                "tc12": dict(PREP=2, STAGE=1, ROLL=2), "tc13": dict(PREP=2, STAGE=1, ROLL=1),
-               "tc14": dict(PREP=2, STAGE=1, ROLL=2)}
+               "tc14": dict(PREP=2, STAGE=1, ROLL=2), "tc15": dict(PREP=2, STAGE=1, ROLL=3),
+               "tc16": dict(PREP=2, STAGE=1, ROLL=2), "tc17": dict(PREP=2, STAGE=1, ROLL=2)}
 
 
 def _from(first):
@@ -167,13 +175,19 @@ IMAGE = ("tc8",)
 # loads; measured 1.03x slower); "tc11" and "tc12" roll piece 3's scan, row dots and dq_dk into
 # runtime loops (kda_bwd_local_lg ROLL=1), as "tc10" its prep's; "tc13" is "tc11" whose
 # pieces read S0 and dS1 as the chains' split fragments (FRAGS=1, `CHAIN_CONSTS`), and
-# "tc14" is "tc12" with the same
+# "tc14" is "tc12" with the same; "tc15" is "tc14" whose piece 3 rolls its elementwise terms
+# too (kda_bwd_local_lg ROLL=2) and whose prep its blocked inverse (ROLL=3, `PLAN_CONSTS`);
+# "tc16" and "tc17" are "tc14" whose pieces hold R, Delta, dDelta and dR as split bf16 planes
+# read by ldmatrix (kda_bwd_pieces_ld PLANES=1; PLANES=2 with the products' k-steps rolled)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
-                 "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1))}
+                 "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
+                 "tc15": (dict(FRAGS=1), dict(ROLL=2)),
+                 "tc16": (dict(FRAGS=1, PLANES=1), dict(ROLL=1)),
+                 "tc17": (dict(FRAGS=1, PLANES=2), dict(ROLL=1))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
-CHAIN_CONSTS = {"tc13": dict(FRAGS=1), "tc14": dict(FRAGS=1)}
+CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17")}
 
 
 class Step(NamedTuple):
