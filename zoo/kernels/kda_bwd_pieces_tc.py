@@ -201,29 +201,30 @@ SPLIT_BLOCKS = range(4)       # a warp's 8 n-tiles: 4 blocks of 16
 
 
 class _Plane:
-    """An f32 [C, 128] matrix held as split bf16 planes (kda_bwd_prep3.Planes: hi and lo,
-    128-byte swizzled) and read by ``ldmatrix.x4`` (PLANES=1): as the A operand (row-major),
-    as the B operand stored k-major (B[k, n] = this[k, n]: ``.trans``) or, `n_major`, its
-    transpose (B[k, n] = this[n, k]: no ``.trans``), two n-tiles a load and plane. The words
-    are the f32 source's split (hi = rn(x), lo = rn(x - hi) elementwise, as `_split2`), so
-    the products' sums are the same bits."""
+    """An f32 matrix held as split bf16 planes (kda_bwd_prep3.Planes: hi and lo, 128-byte
+    swizzled; an exact one hi only) and read by ``ldmatrix.x4`` (PLANES >= 1): as the A
+    operand (row-major) or the B operand stored k-major (B[k, n] = this[k, n]), or,
+    `transposed`, as the operand this^T (A by ``.trans``, B stored n-major), two n-tiles a
+    load and plane. The words are the f32 source's split (hi = rn(x), lo = rn(x - hi)
+    elementwise, as `_split2`), so the products' sums are the same bits."""
 
     ahead = False                 # `_product` asks every B source
 
-    def __init__(self, planes, lanes, n_major=False):
-        self.pl, self.lanes, self.n_major = planes, lanes, n_major
+    def __init__(self, planes, lanes, transposed=False):
+        self.pl, self.lanes, self.transposed = planes, lanes, transposed
 
     def a_fragment(self, ln, s, r, k0):
+        if self.transposed:
+            return self.pl.at(self.lanes, ln.m0, s << 4)
         return self.pl.a(self.lanes, ln.m0, s << 4)
 
     def fragments(self, ln, s, k0, n0s):
         out = []
         for p in range(len(n0s) // 2):
-            if self.n_major:
-                hi, lo = self.pl._ld(self.lanes, "B", n0s[2 * p], s << 4, False)
-            else:
-                hi, lo = self.pl.b(self.lanes, s << 4, n0s[2 * p])
-            out += [(hi[2 * o:2 * o + 2], lo[2 * o:2 * o + 2]) for o in range(2)]
+            load = self.pl.bt if self.transposed else self.pl.b
+            hi, lo = load(self.lanes, s << 4, n0s[2 * p])
+            out += [(hi[2 * o:2 * o + 2], None if lo is None else lo[2 * o:2 * o + 2])
+                    for o in range(2)]
         return out
 
 
@@ -755,22 +756,34 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
 
 
 class _Slots:
-    """The G and P tiles (R, then dR; Delta, then dDelta) as the products' operands: f32 tiles
-    (PLANES=0) or split bf16 planes in the same bytes (PLANES=1: each element split once, when
-    it is stored, instead of again by every warp and k-step that loads it; `_Plane`)."""
+    """The products' shared operands: f32 tiles (PLANES=0) or split bf16 planes in the same
+    bytes (`_Plane`: each element split once, when it is stored, instead of again by every
+    warp and k-step that loads it). PLANES=1 and 2: the G and P tiles (R, then dR; Delta, then
+    dDelta), split as the products store them; PLANES=3: every operand, the prep's tiles
+    (KE, KL, Tb = T Diag(beta), T, M) and dO split once after they are loaded
+    (kda_bwd_prep3.split_operands: the planes kda_bwd_prep3's walks read, in the same
+    slots)."""
 
     def __init__(self, sm, planes):
         self.sm, self.planes = sm, None
         if planes:
             import kda_bwd_prep3 as P3    # imports this module: resolved at trace time
             self.lanes = Lanes()
-            self.planes = {"r": P3.Planes(sm.r.ptr(), V), "dlt": P3.Planes(sm.dlt.ptr(), V)}
+            op = P3._Operands(sm)
+            self.planes = {"r": op.r, "dlt": op.u}
+            if planes >= 3:
+                P3.split_operands(sm, op)
+                self.planes.update(ke=op.ke, kl_=op.kl, do=op.do, tb=op.tb, t=op.t, m=op.m)
 
     def src(self, name, transposed=False):
-        """Tile `name` as an A or k-major B operand, or (`transposed`) as B = tile^T."""
-        if self.planes is None:
-            return _shared(getattr(self.sm, name), SK, transposed)
-        return _Plane(self.planes[name], self.lanes, n_major=transposed)
+        """Operand `name` (a tile of kda_bwd_reverse._Smem, or "tb": T Diag(beta)) as an A or
+        k-major B operand, or (`transposed`) as the operand tile^T."""
+        if self.planes is not None and name in self.planes:
+            return _Plane(self.planes[name], self.lanes, transposed)
+        if name == "tb":
+            return _tb(self.sm)
+        stride = C if name in ("m", "t") else SK
+        return _shared(getattr(self.sm, name), stride, transposed, exact=name == "do")
 
     def store(self, ln, n0s, acc, name, fn=None):
         """The warp's accumulators (fn(row, col, x) of each element, if given) into tile
@@ -794,7 +807,7 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     (`_product_ahead`). FRAGS=1: S0 and dS1 are the chains' split fragments (`_Split`).
     PLANES=1: R, Delta, dDelta and dR as split planes (`_Slots`); PLANES=2 also keeps every
     product's k-steps a runtime loop (ptxas unrolls the plane products otherwise: 87 KB of
-    SASS, not 60)."""
+    SASS, not 60); PLANES=3: every shared operand as planes, the products rolled as in 2."""
     ln = _Lane(TF32, roll=PLANES >= 2)
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
@@ -807,7 +820,7 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     wide = ln.cols(V)
     # R = V - KE S0 (rows past the sequence: V = 0, KE = 0) into the G tile
     acc = _acc(len(wide))
-    _product(ln, acc, _shared(sm.ke, SK), state(S0), wide, K // 16)
+    _product(ln, acc, slots.src("ke"), state(S0), wide, K // 16)
     if PLANES:
         slots.store(ln, wide, acc, "r", lambda row, col, x: T.ptx.selp.f32(
             BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv) - x)
@@ -822,23 +835,22 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     T.ptx.bar.sync(0)
     # Delta = T Diag(beta) R into the P tile; dqe = dO S0^T
     acc = _acc(len(wide))
-    _product(ln, acc, _tb(sm), slots.src("r"), wide, C // 16)
+    _product(ln, acc, slots.src("tb"), slots.src("r"), wide, C // 16)
     slots.store(ln, wide, acc, "dlt")
-    _piece_out(ln, ck, dqe, _shared(sm.do, SK, exact=True), state(S0, True), V // 16)
+    _piece_out(ln, ck, dqe, slots.src("do"), state(S0, True), V // 16)
     T.ptx.bar.sync(0)
     # dkl = Delta dS1^T, dm = lower(dO Delta^T); dDelta = M^T dO + KL dS1 kept in registers
     _piece_out(ln, ck, dkl, slots.src("dlt"), state(dS, True), V // 16)
-    _lower_out(ln, ck, dm, _shared(sm.do, SK, exact=True), slots.src("dlt", True))
+    _lower_out(ln, ck, dm, slots.src("do"), slots.src("dlt", True))
     d_delta = _acc(len(wide))
-    _product(ln, d_delta, _shared(sm.m, C, True), _shared(sm.do, SK, exact=True), wide,
-             C // 16)
-    _product(ln, d_delta, _shared(sm.kl_, SK), state(dS), wide, K // 16)
+    _product(ln, d_delta, slots.src("m", True), slots.src("do"), wide, C // 16)
+    _product(ln, d_delta, slots.src("kl_"), state(dS), wide, K // 16)
     T.ptx.bar.sync(0)
     slots.store(ln, wide, d_delta, "dlt")
     T.ptx.bar.sync(0)
     # dR = Diag(beta) T^T dDelta (= dv, stored where the row is valid); dtb = lower(dDelta R^T)
     acc = _acc(len(wide))
-    _product(ln, acc, _shared(sm.t, C, True), slots.src("dlt"), wide, C // 16)
+    _product(ln, acc, slots.src("t", True), slots.src("dlt"), wide, C // 16)
     d_r = []
     for h, (row, col, xs) in enumerate(_pairs_of(ln, wide, acc)):
         bj = T.ptx.ld.shared.f32(sm.beta.at(row))
@@ -903,10 +915,11 @@ def check_frags(FRAGS, TF32=0, AHEAD=0):
 
 def check_planes(PLANES, TF32=0, AHEAD=0):
     """The rule of kda_bwd_pieces_ld's PLANES constant (1: R, Delta, dDelta, dR as split
-    planes; 2: and the products' k-steps rolled), which only the split products read."""
-    if PLANES not in (0, 1, 2):
-        return [f"PLANES={PLANES} must be 0 (f32 tiles), 1 (split planes) or 2 (split planes, "
-                f"products rolled)"]
+    planes; 2: and the products' k-steps rolled; 3: every shared operand as planes, rolled),
+    which only the split products read."""
+    if PLANES not in (0, 1, 2, 3):
+        return [f"PLANES={PLANES} must be 0 (f32 tiles), 1 (R and Delta as split planes), 2 "
+                f"(and the products rolled) or 3 (every operand as planes)"]
     if PLANES and (TF32 or AHEAD):
         return [f"PLANES={PLANES} feeds the split products, which TF32={TF32} and AHEAD={AHEAD} "
                 f"replace: leave both 0"]

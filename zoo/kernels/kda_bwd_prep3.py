@@ -136,6 +136,10 @@ class Planes:
         n0 .. n0 + 15: registers 0, 1 the n-tile n0, 2, 3 the n-tile n0 + 8."""
         return self._ld(lanes, "A", k0, n0, True)
 
+    def bt(self, lanes, k0, n0):
+        """`b` of the transpose, B[k, n] = this[n, k] (stored n-major: no ``.trans``)."""
+        return self._ld(lanes, "B", n0, k0, False)
+
 
 def rows_of(tile):
     """A chunk reader of a [C, 129]-stride f32 tile (the prep's): 8 ``ld.shared.f32``; its

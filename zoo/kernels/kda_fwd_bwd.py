@@ -71,7 +71,8 @@ backward); tc14 is kda_bench.sh's default. Plan "tc15" (session 34) is "tc14" wi
 T inverse and piece 3's elementwise terms rolled (kda_bwd_prep3g ROLL=3, kda_bwd_local_lg
 ROLL=2): bit for bit tc14, measured 18.06 ms against tc14's 17.96 (an H100, T8192 H96: the
 prep 1.038x slower, piece 3 0.988x). Plans "tc16" and "tc17" are "tc14" whose pieces hold
-R, Delta, dDelta and dR as split planes (kda_bwd_pieces_ld PLANES=1, 2): bit for bit tc14.
+R, Delta, dDelta and dR as split planes (kda_bwd_pieces_ld PLANES=1, 2), and "tc18" whose
+pieces hold every shared operand so (PLANES=3): bit for bit tc14.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -136,7 +137,8 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc14": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc15": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc16": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc17": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc17": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc18": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -145,7 +147,8 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc10": dict(PREP=2, STAGE=1, ROLL=1), "tc11": dict(PREP=2, STAGE=1, ROLL=1),
                "tc12": dict(PREP=2, STAGE=1, ROLL=2), "tc13": dict(PREP=2, STAGE=1, ROLL=1),
                "tc14": dict(PREP=2, STAGE=1, ROLL=2), "tc15": dict(PREP=2, STAGE=1, ROLL=3),
-               "tc16": dict(PREP=2, STAGE=1, ROLL=2), "tc17": dict(PREP=2, STAGE=1, ROLL=2)}
+               "tc16": dict(PREP=2, STAGE=1, ROLL=2), "tc17": dict(PREP=2, STAGE=1, ROLL=2),
+               "tc18": dict(PREP=2, STAGE=1, ROLL=2)}
 
 
 def _from(first):
@@ -178,16 +181,18 @@ IMAGE = ("tc8",)
 # "tc14" is "tc12" with the same; "tc15" is "tc14" whose piece 3 rolls its elementwise terms
 # too (kda_bwd_local_lg ROLL=2) and whose prep its blocked inverse (ROLL=3, `PLAN_CONSTS`);
 # "tc16" and "tc17" are "tc14" whose pieces hold R, Delta, dDelta and dR as split bf16 planes
-# read by ldmatrix (kda_bwd_pieces_ld PLANES=1; PLANES=2 with the products' k-steps rolled)
+# read by ldmatrix (kda_bwd_pieces_ld PLANES=1; PLANES=2 with the products' k-steps rolled);
+# "tc18" whose pieces hold every shared operand as planes (PLANES=3)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
                  "tc15": (dict(FRAGS=1), dict(ROLL=2)),
                  "tc16": (dict(FRAGS=1, PLANES=1), dict(ROLL=1)),
-                 "tc17": (dict(FRAGS=1, PLANES=2), dict(ROLL=1))}
+                 "tc17": (dict(FRAGS=1, PLANES=2), dict(ROLL=1)),
+                 "tc18": (dict(FRAGS=1, PLANES=3), dict(ROLL=1))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
-CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17")}
+CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18")}
 
 
 class Step(NamedTuple):
