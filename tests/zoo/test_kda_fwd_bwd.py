@@ -305,8 +305,15 @@ def test_small_case_meets_the_public_rules(case):
     assert max(worst.values()) < 0.1, worst
 
 
+# superseded plans ("tc" .. "tc6", none the default since session 28) run on the varlen pack
+# alone, the richest of the small cases (two chunks, a one-token sequence, a tail, two heads):
+# their measured figures on the four are in the docstrings; the full set cost ~190 s of CI
+# worker time (session 34)
+SUPERSEDED_CASES = [c for c in MOD.CASES if c.name == "pack_80_1_30_h2"]
+
+
 @SLOW
-@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SUPERSEDED_CASES, ids=lambda c: c.name)
 def test_plan_tc_meets_the_public_rules(case):
     """Plan "tc" (2a, 2c and 3 on tensor cores), every launch in numsim: every output within
     the public rules; the gradients' worst |error| / allowance on 2026-12-02: 0.109 (dbeta,
@@ -321,7 +328,7 @@ def test_plan_tc_meets_the_public_rules(case):
 
 
 @SLOW
-@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SUPERSEDED_CASES, ids=lambda c: c.name)
 def test_plan_tc2_meets_the_public_rules(case):
     """Plan "tc2" (plan "tc" with the preps' P, M and T as split mma), every launch in numsim:
     every output within the public rules, the gradients' worst |error| / allowance within
@@ -333,7 +340,7 @@ def test_plan_tc2_meets_the_public_rules(case):
 
 
 @SLOW
-@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small][2:], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SUPERSEDED_CASES, ids=lambda c: c.name)
 def test_plans_tc3_and_tc4_give_plan_tc2s_outputs_bit_for_bit(case):
     """kda_bwd_prep3's walks are kda_bwd_prep_tc's at PREP=2 bit for bit
     (tests/zoo/test_kda_bwd_prep3.py), and kda_bwd_pieces_ld computes from the very f32 words
@@ -379,7 +386,7 @@ def test_plan_tc5_is_plan_tc4_within_rounding():
 
 
 @SLOW
-@pytest.mark.parametrize("case", [c for c in MOD.CASES if c.small][2:], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SUPERSEDED_CASES, ids=lambda c: c.name)
 def test_plan_tc6_gives_plan_tc5s_outputs_bit_for_bit(case):
     """Piece 3 computes from the very words of the prep's norms and gate (the same functions
     on the same inputs; tests/zoo/test_kda_bwd_gate_tiles.py), so plan "tc6" is plan "tc5" to
