@@ -312,10 +312,10 @@ def test_pieces_from_the_chains_split_fragments_match_but_for_dgs(name):
 
 
 def test_the_planes_rule_names_the_constant_and_what_it_excludes():
-    """PLANES feeds the split products only: 4, or PLANES with TF32 or AHEAD (whose
+    """PLANES feeds the split products only: 5, or PLANES with TF32 or AHEAD (whose
     products read f32 elements), is refused with the constant named; 0, 1, 2 pass."""
-    assert [TC.check_planes(p) for p in (0, 1, 2, 3)] == [[], [], [], []]
-    assert "PLANES=4 must be" in TC.check_planes(4)[0]
+    assert [TC.check_planes(p) for p in (0, 1, 2, 3, 4)] == [[], [], [], [], []]
+    assert "PLANES=5 must be" in TC.check_planes(5)[0]
     assert "TF32=1 and AHEAD=0" in TC.check_planes(1, TF32=1)[0]
     assert "AHEAD=1" in TC.constraints(1, 64, 1, PLANES=2, AHEAD=1)[0]
 
@@ -323,13 +323,13 @@ def test_the_planes_rule_names_the_constant_and_what_it_excludes():
 @SLOW
 @pytest.mark.parametrize("name, planes", [("t20_h1_deep", 1), ("pack_80_1_30_h2", 1),
                                           ("pack_80_1_30_h2", 2), ("t20_h1_deep", 3),
-                                          ("pack_80_1_30_h2", 3)])
+                                          ("pack_80_1_30_h2", 3), ("t20_h1_deep", 4)])
 def test_pieces_on_split_planes_are_bit_identical(name, planes):
-    """kda_bwd_pieces_ld PLANES=1, 2 and 3 (plans "tc16", "tc17", "tc18": R, Delta, dDelta and
+    """kda_bwd_pieces_ld PLANES=1 to 4 (plans "tc16" to "tc19": R, Delta, dDelta and
     dR split once into bf16 planes as they are stored, their fragments by ``ldmatrix``;
     PLANES=2 with the products' k-steps as runtime loops; 3 with every shared operand on
-    planes, the loaded tiles split once): the same hi and lo words multiplied in the same
-    order, so every output equals PLANES=0's to the last bit (FRAGS=1's split states, one
+    planes, the loaded tiles split once; 4 as 3, unrolled): the same hi and lo words
+    multiplied in the same order, so every output equals PLANES=0's to the last bit (FRAGS=1's split states, one
     20-row chunk and the varlen pack of two heads)."""
     case = _pieces_case(name)
     got, _, x = _stored(case)

@@ -81,7 +81,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     assert MOD._flops(1, 8192, 96, plan="tc") - MOD._flops(1, 8192, 96) == extra
     with pytest.raises(ValueError,
                        match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc10', 'tc11', "
-                             r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', "
+                             r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', 'tc19', "
                              r"'tc2', 'tc3', 'tc4', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
@@ -245,9 +245,10 @@ def test_plans_tc13_and_tc14_read_the_states_as_split_fragments(plan, base):
     ("tc16", {4: dict(PLANES=1)}),                    # the pieces' R, Delta, dR on planes
     ("tc17", {4: dict(PLANES=2)}),                    # ... with their products rolled
     ("tc18", {4: dict(PLANES=3)}),                    # every shared operand on planes
+    ("tc19", {4: dict(PLANES=4)}),                    # ... unrolled by ptxas
 ])
 def test_session_34s_plans_change_only_their_launches_constants(plan, changed):
-    """Plans "tc15" to "tc18" (session 34): "tc14" with the named launches' constants
+    """Plans "tc15" to "tc19" (session 34): "tc14" with the named launches' constants
     replaced; every other launch, the scratch, FLOPs and bytes tc14's (each changed launch's
     outputs are bit for bit tc14's: tests/zoo/test_kda_bwd_gate_tiles.py,
     test_kda_bwd_prep_tiles.py)."""

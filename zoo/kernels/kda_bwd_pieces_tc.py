@@ -771,7 +771,7 @@ class _Slots:
             self.lanes = Lanes()
             op = P3._Operands(sm)
             self.planes = {"r": op.r, "dlt": op.u}
-            if planes >= 3:
+            if planes >= 3:              # PLANES=3 and 4: every operand
                 P3.split_operands(sm, op)
                 self.planes.update(ke=op.ke, kl_=op.kl, do=op.do, tb=op.tb, t=op.t, m=op.m)
 
@@ -807,8 +807,9 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     (`_product_ahead`). FRAGS=1: S0 and dS1 are the chains' split fragments (`_Split`).
     PLANES=1: R, Delta, dDelta and dR as split planes (`_Slots`); PLANES=2 also keeps every
     product's k-steps a runtime loop (ptxas unrolls the plane products otherwise: 87 KB of
-    SASS, not 60); PLANES=3: every shared operand as planes, the products rolled as in 2."""
-    ln = _Lane(TF32, roll=PLANES >= 2)
+    SASS, not 60); PLANES=3: every shared operand as planes, the products rolled as in 2;
+    PLANES=4: every operand as planes, the products as ptxas unrolls them (as 1)."""
+    ln = _Lane(TF32, roll=PLANES in (2, 3))
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
     slots = _Slots(sm, PLANES)
@@ -917,9 +918,10 @@ def check_planes(PLANES, TF32=0, AHEAD=0):
     """The rule of kda_bwd_pieces_ld's PLANES constant (1: R, Delta, dDelta, dR as split
     planes; 2: and the products' k-steps rolled; 3: every shared operand as planes, rolled),
     which only the split products read."""
-    if PLANES not in (0, 1, 2, 3):
+    if PLANES not in (0, 1, 2, 3, 4):
         return [f"PLANES={PLANES} must be 0 (f32 tiles), 1 (R and Delta as split planes), 2 "
-                f"(and the products rolled) or 3 (every operand as planes)"]
+                f"(and the products rolled), 3 (every operand as planes, rolled) or 4 (every "
+                f"operand as planes)"]
     if PLANES and (TF32 or AHEAD):
         return [f"PLANES={PLANES} feeds the split products, which TF32={TF32} and AHEAD={AHEAD} "
                 f"replace: leave both 0"]
