@@ -49,7 +49,7 @@ def test_plan_names_the_job_and_an_unknown_plan_is_refused(capsys):
         B.main(["--build-only", "--plan", "wgmma"])
     assert "invalid choice: 'wgmma'" in capsys.readouterr().err
     text = (ROOT / "benchmarks" / "kda_bench.sh").read_text()
-    assert 'read -r -a FB_PLANS <<<"${FB_PLAN:-tc16}"' in text   # one plan, or several
+    assert 'read -r -a FB_PLANS <<<"${FB_PLAN:-tc19}"' in text   # one plan, or several
     assert text.count('"${FB[@]}" --plan "$p"') == 4   # both prebuilds, the smoke, the timing
 
 

@@ -61,7 +61,10 @@ outputs are FRAGS=0's bit for bit but dgs (its sum from hi + lo: `_dgs_split`). 
 (kda_bwd_prep3.Planes, stored split by the warp that computes them) whose fragments the
 products read by ``ldmatrix.x4`` (`_Plane`, `_Slots`), instead of every warp loading f32
 elements and splitting them again a k-step; PLANES=2 (plan "tc17") also keeps the products'
-k-steps runtime loops. Both bit for bit PLANES=0.
+k-steps runtime loops; PLANES=3 and 4 (plans "tc18", "tc19") every shared operand, the loaded
+tiles split once (kda_bwd_prep3.split_operands), 3 rolled and 4 unrolled. All bit for bit
+PLANES=0. Measured (session 34, an H100, T8192 H96, inside the plans): PLANES=0 5.92 ms, 1
+4.35, 2 5.17, 3 4.87, 4 3.84.
 
 Tags: linear-attention, backward, chunked, fused-gate, mma-sync, split-bf16, varlen
 """
@@ -655,8 +658,9 @@ def _inverse_tc_rolled(sm):
     (m = b) or an earlier trip (m > b: U_m = T_mb^T, stored as computed) put them, instead of
     keeping them in registers indexed at trace time. Each lane reads back only the elements it
     stored (U_m's C fragment is the layout it was stored from), so program order alone orders
-    them: no barrier. The same products in the same order: the same words. Why: the unrolled form was 1,289 SASS instructions (the three
-    warps' branches, each a's and m's products spelled out)."""
+    them: no barrier. The same products in the same order: the same words. Why: the unrolled
+    form was 1,289 SASS instructions (the three warps' branches, each a's and m's products
+    spelled out)."""
     ln = _Lane()
     w = T.tid.x >> 5
     g, t = ln.g, ln.t

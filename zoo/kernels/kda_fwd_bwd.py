@@ -67,12 +67,15 @@ FRAGS=1): bit for bit "tc11" but for dgs's sum (dg, dA_log, ddt_bias within roun
 "tc14" is "tc12" with the same fragments ("tc13"'s outputs bit for bit). Measured in one
 call each (session 33, an H100, T8192 H96): tc11 22.25, tc13 19.77 ms (the pieces 8.38 ->
 5.92); tc13 19.80, **tc14 17.86 ms** (the prep 6.73 -> 4.90; 0.806x FLA's forward +
-backward); tc14 is kda_bench.sh's default. Plan "tc15" (session 34) is "tc14" with the prep's
+backward); tc14 was kda_bench.sh's default. Plan "tc15" (session 34) is "tc14" with the prep's
 T inverse and piece 3's elementwise terms rolled (kda_bwd_prep3g ROLL=3, kda_bwd_local_lg
 ROLL=2): bit for bit tc14, measured 18.06 ms against tc14's 17.96 (an H100, T8192 H96: the
 prep 1.038x slower, piece 3 0.988x). Plans "tc16" and "tc17" are "tc14" whose pieces hold
-R, Delta, dDelta and dR as split planes (kda_bwd_pieces_ld PLANES=1, 2), and "tc18" whose
-pieces hold every shared operand so (PLANES=3): bit for bit tc14.
+R, Delta, dDelta and dR as split planes (kda_bwd_pieces_ld PLANES=1, 2), and "tc18" and
+"tc19" whose pieces hold every shared operand so (PLANES=3 rolled, 4 unrolled): bit for bit
+tc14. Measured (session 34, an H100, T8192 H96): tc16 16.33 ms (the pieces 5.92 -> 4.35),
+**tc19 15.71 ms** (the pieces 3.84; 0.916x FLA's forward + backward; 10.98 ms, 0.855x at
+H64); tc19 is kda_bench.sh's default.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
