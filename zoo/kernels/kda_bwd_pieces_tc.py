@@ -763,8 +763,8 @@ class _Slots:
     """The products' shared operands: f32 tiles (PLANES=0) or split bf16 planes in the same
     bytes (`_Plane`: each element split once, when it is stored, instead of again by every
     warp and k-step that loads it). PLANES=1 and 2: the G and P tiles (R, then dR; Delta, then
-    dDelta), split as the products store them; PLANES=3: every operand, the prep's tiles
-    (KE, KL, Tb = T Diag(beta), T, M) and dO split once after they are loaded
+    dDelta), split as the products store them; PLANES=3 and 4: every operand, the prep's
+    tiles (KE, KL, Tb = T Diag(beta), T, M) and dO split once after they are loaded
     (kda_bwd_prep3.split_operands: the planes kda_bwd_prep3's walks read, in the same
     slots)."""
 
@@ -790,18 +790,16 @@ class _Slots:
         return _shared(getattr(self.sm, name), stride, transposed, exact=name == "do")
 
     def store(self, ln, n0s, acc, name, fn=None):
-        """The warp's accumulators (fn(row, col, x) of each element, if given) into tile
-        `name`."""
-        if self.planes is None and fn is None:
+        """The warp's accumulators into tile `name`; on planes, fn(row, col, x) of each
+        element if given (the f32 form's callers apply theirs as they store)."""
+        if self.planes is None:
+            if fn is not None:
+                raise ValueError("_Slots.store: fn applies to planes only")
             return _to_tile(ln, n0s, acc, getattr(self.sm, name))
         for row, col, xs in _pairs_of(ln, n0s, acc):
             if fn is not None:
                 xs = [fn(row, col + e, x) for e, x in enumerate(xs)]
-            if self.planes is None:
-                for e, x in enumerate(xs):
-                    T.ptx.st.shared.f32(getattr(self.sm, name).at(row, col + e), x)
-            else:
-                self.planes[name].store_pair(row, col, *xs)
+            self.planes[name].store_pair(row, col, *xs)
 
 
 def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0, FRAGS=0,
@@ -920,8 +918,8 @@ def check_frags(FRAGS, TF32=0, AHEAD=0):
 
 def check_planes(PLANES, TF32=0, AHEAD=0):
     """The rule of kda_bwd_pieces_ld's PLANES constant (1: R, Delta, dDelta, dR as split
-    planes; 2: and the products' k-steps rolled; 3: every shared operand as planes, rolled),
-    which only the split products read."""
+    planes; 2: and the products' k-steps rolled; 3: every shared operand as planes, rolled;
+    4: every shared operand as planes), which only the split products read."""
     if PLANES not in (0, 1, 2, 3, 4):
         return [f"PLANES={PLANES} must be 0 (f32 tiles), 1 (R and Delta as split planes), 2 "
                 f"(and the products rolled), 3 (every operand as planes, rolled) or 4 (every "
