@@ -220,6 +220,15 @@ def test_sync_check_is_clean_on_the_staged_prep_and_its_wait_is_load_bearing(tmp
     assert "not ordered by happens-before" in found, found
 
 
+def test_a_roll_the_kernels_lack_is_refused_at_trace_time():
+    """ROLL values past the ones each kernel has (prep3g 0-3, piece 3 0-2) name the kernel
+    and the constant instead of building the largest roll silently."""
+    with pytest.raises(Exception, match=r"kda_bwd_prep3g: ROLL=4 must be 0, 1, 2 or 3"):
+        P3.kda_bwd_prep3g.ptx("sm_90a", ROLL=4)
+    with pytest.raises(Exception, match=r"kda_bwd_local_lg: ROLL=3 must be 0, 1 or 2"):
+        LT.kda_bwd_local_lg.ptx("sm_90a", ROLL=3)
+
+
 @SLOW
 @pytest.mark.parametrize("roll", [1, 2, 3])
 def test_the_rolled_prep_changes_no_bit(roll):

@@ -318,6 +318,9 @@ def test_the_planes_rule_names_the_constant_and_what_it_excludes():
     assert "PLANES=5 must be" in TC.check_planes(5)[0]
     assert "TF32=1 and AHEAD=0" in TC.check_planes(1, TF32=1)[0]
     assert "AHEAD=1" in TC.constraints(1, 64, 1, PLANES=2, AHEAD=1)[0]
+    # a plan binds the constants without a suite's constraints: the trace refuses them too
+    with pytest.raises(Exception, match=r"kda_bwd_pieces_ld: PLANES=5 must be"):
+        TC.kda_bwd_pieces_ld.ptx("sm_90a", PLANES=5)
 
 
 @SLOW

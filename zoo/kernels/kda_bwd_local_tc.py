@@ -442,6 +442,8 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     ROLL=2 (plan "tc15"): the elementwise terms too (`_elementwise_rolled`: 5,344 instructions,
     83 KB), the same words; measured (session 34, an H100) 4.28 ms against ROLL=1's 4.34 at
     T8192 H96, 2.90 against 2.91 at H64: what was left to fetch cost little."""
+    if ROLL not in (0, 1, 2):      # the plans bind constants without a suite's constraints
+        raise ValueError(f"kda_bwd_local_lg: ROLL={ROLL} must be 0, 1 or 2")
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),

@@ -745,6 +745,9 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     dO and the mbarrier's initialisation. FRAGS=1 (plan "tc13"): `s0` and `ds1` hold the
     chains' split fragments (kda_bwd_chain FRAGS=1), read by `_Split`; dgs from them
     (`_dgs_split`)."""
+    bad = check_frags(FRAGS, TF32, AHEAD) + check_planes(PLANES, TF32, AHEAD)
+    if bad:                          # the plans bind constants without a suite's constraints
+        raise ValueError("kda_bwd_pieces_ld: " + "; ".join(bad))
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     hc = ck.c * ck.H + ck.h
     if BULK:

@@ -358,6 +358,8 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     the same words; measured (session 34, an H100, T8192 H96) 5.07 ms against ROLL=2's 4.88:
     below ~110 KB the code's size no longer paid, and the rolled substitution's longer chains
     cost more than the fetches saved. Kept as a measured variant, not the default."""
+    if ROLL not in (0, 1, 2, 3):   # the plans bind constants without a suite's constraints
+        raise ValueError(f"kda_bwd_prep3g: ROLL={ROLL} must be 0, 1, 2 or 3")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL)
 
