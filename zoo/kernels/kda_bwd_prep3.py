@@ -356,8 +356,8 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     (session 33, an H100, plan "tc14" against "tc13") 4.90 ms against ROLL=1's 6.73. ROLL=3
     (plan "tc15"): T's blocked inverse too (kda_bwd_pieces_tc._blocked_inverse_rolled: 93 KB),
     the same words; measured (session 34, an H100, T8192 H96) 5.07 ms against ROLL=2's 4.88:
-    below ~110 KB the code's size no longer paid, and the rolled substitution's longer chains
-    cost more than the fetches saved. Kept as a measured variant, not the default."""
+    below ~110 KB the code's size no longer paid (the likely cost, not profiled: the rolled
+    substitution's longer dependent chains). Kept as a measured variant, not the default."""
     if ROLL not in (0, 1, 2, 3):   # the plans bind constants without a suite's constraints
         raise ValueError(f"kda_bwd_prep3g: ROLL={ROLL} must be 0, 1, 2 or 3")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
