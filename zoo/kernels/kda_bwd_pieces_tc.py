@@ -223,8 +223,8 @@ class _Plane:
 
     def fragments(self, ln, s, k0, n0s):
         out = []
+        load = self.pl.bt if self.transposed else self.pl.b
         for p in range(len(n0s) // 2):
-            load = self.pl.bt if self.transposed else self.pl.b
             hi, lo = load(self.lanes, s << 4, n0s[2 * p])
             out += [(hi[2 * o:2 * o + 2], None if lo is None else lo[2 * o:2 * o + 2])
                     for o in range(2)]
