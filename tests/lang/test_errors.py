@@ -149,6 +149,33 @@ def test_missing_constant():
         k.specialize()
 
 
+def test_a_constant_outside_its_declared_values_is_refused_at_the_kernels_line():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32], ROLL: T.const.one_of(0, 1, 2) = 0):
+        T.ptx.st.global_.u32(out.at(0), ROLL)
+
+    assert k.resolve_consts({"ROLL": 2}) == {"ROLL": 2}
+    assert ".visible .entry k" in k.ptx("sm_90a", ROLL=1)   # a declared value builds
+    for strict in (True, False):   # the plans resolve non-strictly: refused there too
+        with pytest.raises(TraceError, match=r"kernel 'k': constant ROLL=3 is not one of the "
+                           r"values the kernel has code for: 0, 1, 2") as ei:
+            k.resolve_consts({"ROLL": 3}, strict=strict)
+        assert ei.value.loc.file == HERE
+    with pytest.raises(TraceError, match="ROLL=4 is not one of"):
+        k.ptx("sm_90a", ROLL=4)
+    assert repr(T.const.one_of(0, 1)) == "T.const.one_of(0, 1)"
+
+
+def test_a_default_outside_the_declared_values_is_refused_where_the_kernel_is_defined():
+    with pytest.raises(TraceError, match=r"the default of constant N=5 is not one of") as ei:
+        @T.kernel(block=32)
+        def k(out: T.gptr[T.u32], N: T.const.one_of(1, 2) = 5):
+            pass
+    assert ei.value.loc.file == HERE
+    with pytest.raises(ValueError, match="at least one value"):
+        T.const.one_of()
+
+
 def test_block_too_large_for_target():
     @T.kernel(block=2048)
     def k(out: T.gptr[T.u32]):

@@ -15,6 +15,8 @@ import sys
 import numpy as np
 import pytest
 
+from tirxh.api import TraceError
+
 from tests.zoo._zoo import mutant, run_clean
 from tests.zoo.zoo_modules import assert_matches, load
 
@@ -221,11 +223,14 @@ def test_sync_check_is_clean_on_the_staged_prep_and_its_wait_is_load_bearing(tmp
 
 
 def test_a_roll_the_kernels_lack_is_refused_at_trace_time():
-    """ROLL values past the ones each kernel has (prep3g 0-3, piece 3 0-2) name the kernel
-    and the constant instead of building the largest roll silently."""
-    with pytest.raises(Exception, match=r"kda_bwd_prep3g: ROLL=4 must be 0, 1, 2 or 3"):
+    """ROLL values past the ones each kernel has (prep3g 0-3, piece 3 0-2: their
+    ``T.const.one_of``) name the kernel and the constant instead of building the largest roll
+    silently, however the constants are bound (a plan binds them without a suite)."""
+    with pytest.raises(TraceError, match=r"'kda_bwd_prep3g': constant ROLL=4 is not one of "
+                       r"the values the kernel has code for: 0, 1, 2, 3"):
         P3.kda_bwd_prep3g.ptx("sm_90a", ROLL=4)
-    with pytest.raises(Exception, match=r"kda_bwd_local_lg: ROLL=3 must be 0, 1 or 2"):
+    with pytest.raises(TraceError, match=r"'kda_bwd_local_lg': constant ROLL=3 is not one of "
+                       r"the values the kernel has code for: 0, 1, 2"):
         LT.kda_bwd_local_lg.ptx("sm_90a", ROLL=3)
 
 

@@ -283,6 +283,19 @@ def test_plan_tc7s_launches_each_have_a_timing_suite_with_the_plans_constants():
         tc9.kernel.resolve_consts(plan[4].consts, strict=False)
 
 
+def test_the_tc19_profile_cases_build_plan_tc19s_launches():
+    """The H16 cases `tirxh profile --iket` runs (tc19_t8192_h16) bind plan "tc19"'s constants
+    to its prep, pieces and piece 3 launches: a phase table measured on them is the plan's."""
+    plan = MOD.steps(1, 8192, 16, plan="tc19")
+    suites = {1: MOD.P3.SUITE_G_TIMING, 4: MOD.TC.SUITE_LD_TIMING, 5: MOD.LT.SUITE_LG_TIMING}
+    for i, suite in suites.items():
+        case = next(c for c in suite.cases if c.name == "tc19_t8192_h16")
+        assert suite.kernel is plan[i].kernel and not case.small
+        assert (case.params["T_"], case.params["H"]) == (8192, 16)
+        assert suite.kernel.resolve_consts(case.params, strict=False) == \
+            suite.kernel.resolve_consts(plan[i].consts, strict=False), suite.kernel.name
+
+
 def test_an_unknown_forward_variant_is_refused():
     with pytest.raises(ValueError, match="forward variant 'v99' is not one of kda_fwd's"):
         MOD.steps(1, 64, 1, forward="v99")

@@ -168,28 +168,37 @@ def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None,
     `gates` (kda_bwd_prep_tiles.GateStore), if given, copies the norms' and gate's tiles out
     while P, M and T are computed: `_decayed` overwrites KL, KD, QL, so its stores wait for the
     copy behind one more barrier. `rows` (kda_bwd_local.StagedRows), if given, stages q, k and
-    g_raw for the norms and gate first, behind a barrier of its own."""
+    g_raw for the norms and gate first, behind a barrier of its own. Each phase is an iket
+    range, the barriers outside (nothing in a normal build): `tirxh profile --iket` of a
+    launch that calls this gives each phase's wall."""
     if gates is not None:
         gates.pad(sm)
     if rows is not None:
-        rows.stage(ck, {"q": q, "k": k, "g": g_raw})
-        rows.wait()
+        with T.iket.range("rows"):
+            rows.stage(ck, {"q": q, "k": k, "g": g_raw})
+            rows.wait()
         T.ptx.bar.sync(0)
-    BL._norms(sm, ck, q, k, beta, rows)
+    with T.iket.range("norms"):
+        BL._norms(sm, ck, q, k, beta, rows)
     T.ptx.bar.sync(0)
-    BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias, rows)
-    if gates is not None:
-        T.ptx.fence.proxy.async_.shared__cta()   # the tiles' generic writes -> the copy engine
+    with T.iket.range("gate"):
+        BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias, rows)
+        if gates is not None:
+            T.ptx.fence.proxy.async_.shared__cta()   # the tiles' generic writes -> the copy engine
     T.ptx.bar.sync(0)
-    if gates is not None:
-        gates.store(sm)
-    (pairs or BR._pairs)(sm)
+    with T.iket.range("pairs"):
+        if gates is not None:
+            gates.store(sm)
+        (pairs or BR._pairs)(sm)
     T.ptx.bar.sync(0)
-    (inverse or BL._inverse)(sm)
+    with T.iket.range("inverse"):
+        (inverse or BL._inverse)(sm)
+        if gates is not None:
+            gates.stored()
     if gates is not None:
-        gates.stored()
         T.ptx.bar.sync(0)
-    BR._decayed(sm, ck, q, k, y)
+    with T.iket.range("decayed"):
+        BR._decayed(sm, ck, q, k, y)
     T.ptx.bar.sync(0)
 
 

@@ -426,7 +426,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      gtile: T.gptr[T.f32],
                      dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
                      dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32],
-                     IMG: T.const = 0, ROLL: T.const = 0):
+                     IMG: T.const = 0, ROLL: T.const.one_of(0, 1, 2) = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
@@ -442,8 +442,6 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     ROLL=2 (plan "tc15"): the elementwise terms too (`_elementwise_rolled`: 5,344 instructions,
     83 KB), the same words; measured (session 34, an H100) 4.28 ms against ROLL=1's 4.34 at
     T8192 H96, 2.90 against 2.91 at H64: what was left to fetch cost little."""
-    if ROLL not in (0, 1, 2):      # the plans bind constants without a suite's constraints
-        raise ValueError(f"kda_bwd_local_lg: ROLL={ROLL} must be 0, 1 or 2")
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),
@@ -491,8 +489,10 @@ def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 
 # plan "tc7"'s piece 3 alone at T8192 H64 (timing only): what `tirxh profile` (iket phases, ncu)
-# needs, since the plan job times its launches but profiles none of them
+# needs, since the plan job times its launches but profiles none of them; `tc19_t8192_h16`:
+# plan "tc19"'s (ROLL=1) at H16, for iket (as kda_bwd_prep3's)
 SUITE_LG_TIMING = T.suite(
     kda_bwd_local_lg, inputs=lg_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
-    cases=[c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"])
+    cases=[c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
+    + [T.case("tc19_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), ROLL=1)])

@@ -750,12 +750,13 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
         raise ValueError("kda_bwd_pieces_ld: " + "; ".join(bad))
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     hc = ck.c * ck.H + ck.h
-    if BULK:
-        full = PTL.one_shot_mbarrier()
-        PTL.load_image(sm, hc, ptile, full)
-    else:
-        PTL.load(sm, hc, ptile)
-    PTL.stage(sm.do, ck, do)
+    with T.iket.range("tiles_load"):
+        if BULK:
+            full = PTL.one_shot_mbarrier()
+            PTL.load_image(sm, hc, ptile, full)
+        else:
+            PTL.load(sm, hc, ptile)
+        PTL.stage(sm.do, ck, do)
     T.ptx.bar.sync(0)
     if BULK:
         full.wait(0)
@@ -813,7 +814,8 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     PLANES=1: R, Delta, dDelta and dR as split planes (`_Slots`); PLANES=2 also keeps every
     product's k-steps a runtime loop (ptxas unrolls the plane products otherwise: 87 KB of
     SASS, not 60); PLANES=3: every shared operand as planes, the products rolled as in 2;
-    PLANES=4: every operand as planes, the products as ptxas unrolls them (as 1)."""
+    PLANES=4: every operand as planes, the products as ptxas unrolls them (as 1). Each
+    product is an iket range, the barriers outside (nothing in a normal build)."""
     ln = _Lane(TF32, roll=PLANES in (2, 3))
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
@@ -825,52 +827,63 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
         return _global(mat, transposed, AHEAD)
     wide = ln.cols(V)
     # R = V - KE S0 (rows past the sequence: V = 0, KE = 0) into the G tile
-    acc = _acc(len(wide))
-    _product(ln, acc, slots.src("ke"), state(S0), wide, K // 16)
-    if PLANES:
-        slots.store(ln, wide, acc, "r", lambda row, col, x: T.ptx.selp.f32(
-            BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv) - x)
-    else:
-        for j, e, row, col in _elements(ln, wide):
-            x = T.ptx.selp.f32(BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv)
-            T.ptx.st.shared.f32(sm.r.at(row, col), x - acc[j][e])
-    if FRAGS:
-        _dgs_split(ck, sm, S0, dS, dgs)
-    else:
-        _dgs(ck, sm, S0, dS, dgs)
+    with T.iket.range("r"):
+        acc = _acc(len(wide))
+        _product(ln, acc, slots.src("ke"), state(S0), wide, K // 16)
+        if PLANES:
+            slots.store(ln, wide, acc, "r", lambda row, col, x: T.ptx.selp.f32(
+                BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv) - x)
+        else:
+            for j, e, row, col in _elements(ln, wide):
+                x = T.ptx.selp.f32(BW._bf16(v, ck.row(row) + col), 0.0, row < ck.nv)
+                T.ptx.st.shared.f32(sm.r.at(row, col), x - acc[j][e])
+    with T.iket.range("dgs"):
+        if FRAGS:
+            _dgs_split(ck, sm, S0, dS, dgs)
+        else:
+            _dgs(ck, sm, S0, dS, dgs)
     T.ptx.bar.sync(0)
     # Delta = T Diag(beta) R into the P tile; dqe = dO S0^T
-    acc = _acc(len(wide))
-    _product(ln, acc, slots.src("tb"), slots.src("r"), wide, C // 16)
-    slots.store(ln, wide, acc, "dlt")
-    _piece_out(ln, ck, dqe, slots.src("do"), state(S0, True), V // 16)
+    with T.iket.range("delta"):
+        acc = _acc(len(wide))
+        _product(ln, acc, slots.src("tb"), slots.src("r"), wide, C // 16)
+        slots.store(ln, wide, acc, "dlt")
+    with T.iket.range("dqe"):
+        _piece_out(ln, ck, dqe, slots.src("do"), state(S0, True), V // 16)
     T.ptx.bar.sync(0)
     # dkl = Delta dS1^T, dm = lower(dO Delta^T); dDelta = M^T dO + KL dS1 kept in registers
-    _piece_out(ln, ck, dkl, slots.src("dlt"), state(dS, True), V // 16)
-    _lower_out(ln, ck, dm, slots.src("do"), slots.src("dlt", True))
-    d_delta = _acc(len(wide))
-    _product(ln, d_delta, slots.src("m", True), slots.src("do"), wide, C // 16)
-    _product(ln, d_delta, slots.src("kl_"), state(dS), wide, K // 16)
+    with T.iket.range("dkl_dm"):
+        _piece_out(ln, ck, dkl, slots.src("dlt"), state(dS, True), V // 16)
+        _lower_out(ln, ck, dm, slots.src("do"), slots.src("dlt", True))
+    with T.iket.range("ddelta"):
+        d_delta = _acc(len(wide))
+        _product(ln, d_delta, slots.src("m", True), slots.src("do"), wide, C // 16)
+        _product(ln, d_delta, slots.src("kl_"), state(dS), wide, K // 16)
     T.ptx.bar.sync(0)
-    slots.store(ln, wide, d_delta, "dlt")
+    with T.iket.range("ddelta_store"):
+        slots.store(ln, wide, d_delta, "dlt")
     T.ptx.bar.sync(0)
     # dR = Diag(beta) T^T dDelta (= dv, stored where the row is valid); dtb = lower(dDelta R^T)
-    acc = _acc(len(wide))
-    _product(ln, acc, slots.src("t", True), slots.src("dlt"), wide, C // 16)
-    d_r = []
-    for h, (row, col, xs) in enumerate(_pairs_of(ln, wide, acc)):
-        bj = T.ptx.ld.shared.f32(sm.beta.at(row))
-        xs = [x * bj for x in xs]
-        T.ptx.st.global_.v2.f32(dv.at(ck.row(row) + col), xs, pred=row < ck.nv)
-        if h % 2 == 0:
-            d_r.append([])
-        d_r[-1] += xs
-    _lower_out(ln, ck, dtb, slots.src("dlt"), slots.src("r", True))
+    with T.iket.range("dr"):
+        acc = _acc(len(wide))
+        _product(ln, acc, slots.src("t", True), slots.src("dlt"), wide, C // 16)
+        d_r = []
+        for h, (row, col, xs) in enumerate(_pairs_of(ln, wide, acc)):
+            bj = T.ptx.ld.shared.f32(sm.beta.at(row))
+            xs = [x * bj for x in xs]
+            T.ptx.st.global_.v2.f32(dv.at(ck.row(row) + col), xs, pred=row < ck.nv)
+            if h % 2 == 0:
+                d_r.append([])
+            d_r[-1] += xs
+    with T.iket.range("dtb"):
+        _lower_out(ln, ck, dtb, slots.src("dlt"), slots.src("r", True))
     T.ptx.bar.sync(0)
-    slots.store(ln, wide, d_r, "r")
+    with T.iket.range("dr_store"):
+        slots.store(ln, wide, d_r, "r")
     T.ptx.bar.sync(0)
     # dke = -dR S0^T
-    _piece_out(ln, ck, dke, slots.src("r"), state(S0, True), V // 16, sign=-1.0)
+    with T.iket.range("dke"):
+        _piece_out(ln, ck, dke, slots.src("r"), state(S0, True), V // 16, sign=-1.0)
 
 
 # --- inputs, reference, cases: kda_bwd_chain_pieces's ------------------------------------------
@@ -1046,7 +1059,8 @@ def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 # plan "tc7"'s pieces launch alone at T8192 H64 (timing only): for `tirxh profile` (ncu), as
 # kda_bwd_local_tc.SUITE_LG_TIMING; `ahead_`: plan "tc9"'s (AHEAD=1), `frags_`: plan "tc13"'s
-# (FRAGS=1: the synthetic S0 and dS1 read as fragment words; the time does not depend on them)
+# (FRAGS=1: the synthetic S0 and dS1 read as fragment words; the time does not depend on them);
+# `tc19_t8192_h16`: plan "tc19"'s (FRAGS=1, PLANES=4) at H16, for iket (as kda_bwd_prep3's)
 _LD_CASES = [c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
 SUITE_LD_TIMING = T.suite(
     kda_bwd_pieces_ld, inputs=ld_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
@@ -1054,4 +1068,6 @@ SUITE_LD_TIMING = T.suite(
     cases=_LD_CASES + [T.case(prefix + c.name, small=False, tags=c.tags, **extra, **c.params)
                        for prefix, extra in (("ahead_", dict(AHEAD=1)),
                                              ("frags_", dict(FRAGS=1)))
-                       for c in _LD_CASES])
+                       for c in _LD_CASES]
+    + [T.case("tc19_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), FRAGS=1,
+              PLANES=4)])

@@ -340,7 +340,8 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    chunk_rows: T.gptr[T.s32], nfrag_f: T.gptr[T.u32], bt_f: T.gptr[T.f32],
                    nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
                    ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2,
-                   STAGE: T.const = 0, IMG: T.const = 0, ROLL: T.const = 0):
+                   STAGE: T.const = 0, IMG: T.const = 0,
+                   ROLL: T.const.one_of(0, 1, 2, 3) = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
@@ -358,8 +359,6 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     the same words; measured (session 34, an H100, T8192 H96) 5.07 ms against ROLL=2's 4.88:
     below ~110 KB the code's size no longer paid (the likely cost, not profiled: the rolled
     substitution's longer dependent chains). Kept as a measured variant, not the default."""
-    if ROLL not in (0, 1, 2, 3):   # the plans bind constants without a suite's constraints
-        raise ValueError(f"kda_bwd_prep3g: ROLL={ROLL} must be 0, 1, 2 or 3")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL)
 
@@ -378,14 +377,18 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows,
             roll=ROLL >= 3)                                    # dO in sm.do
     if ptile is not None:
-        PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
+        with T.iket.range("tiles_store"):
+            PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
     op = _Operands(sm)
-    split_operands(sm, op)
+    with T.iket.range("split"):
+        split_operands(sm, op)
     ln, lanes = TC._Lane(roll=ROLL), Lanes()
-    reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)
+    with T.iket.range("reverse_walk"):
+        reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)
     T.ptx.bar.sync(0)           # W (G slot) and QE's slot read for the last time
-    stage_v(ck, v, op.v)
-    forward_walk(sm, op, ln, lanes, hc, nfrag_f, bt_f)
+    with T.iket.range("forward_walk"):   # V's staging, then the walk
+        stage_v(ck, v, op.v)
+        forward_walk(sm, op, ln, lanes, hc, nfrag_f, bt_f)
     with T.if_(T.tid.x < K):
         d = T.tid.x
         T.ptx.st.global_.f32(eg.at(hc * K + d), T.ptx.ld.shared.f32(sm.eg.at(d)))
@@ -422,9 +425,13 @@ def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 
 # plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
-# (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING
+# (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING; `tc19_t8192_h16`: plan "tc19"'s prep (ROLL=2)
+# at H16 (2,048 CTAs, ~15 waves an H100: a CTA's phases as at H96, its inputs a quarter of
+# H64's, so an iket profile builds and uploads in seconds)
 SUITE_G_TIMING = T.suite(
     kda_bwd_prep3g, inputs=g_timing_inputs, outputs=["bt_f", "bt", "eg"],
     constraints=constraints, bytes=_bytes, flops=_flops, flops_dtype="bf16",
     cases=[T.case(c.name, small=False, tags=c.tags, STAGE=1, **c.params)
-           for c in P2.SUITE_TIMING.cases if c.name == "t8192_h64"])
+           for c in P2.SUITE_TIMING.cases if c.name == "t8192_h64"]
+    + [T.case("tc19_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",),
+              STAGE=1, ROLL=2)])

@@ -30,6 +30,14 @@ class ParamDecl:
     kind: str  # ptr | scalar | tensormap | const
     dtype: "DType | None"
     default: Any = inspect.Parameter.empty
+    choices: "tuple | None" = None   # a const's allowed values (``T.const.one_of``)
+
+    def refusal(self, value) -> "str | None":
+        """Why `value` cannot bind this constant, or None."""
+        if self.choices is None or value in self.choices:
+            return None
+        return (f"constant {self.name}={value!r} is not one of the values the kernel has "
+                f"code for: {', '.join(map(repr, self.choices))}")
 
 
 def call_with_matching(fn: Callable, values: dict) -> Any:
@@ -91,7 +99,12 @@ class Kernel:
             elif isinstance(ann, TensorMapType):
                 out.append(ParamDecl(p.name, "tensormap", None))
             elif isinstance(ann, ConstType) or ann is ConstType:
-                out.append(ParamDecl(p.name, "const", None, p.default))
+                decl = ParamDecl(p.name, "const", None, p.default,
+                                 getattr(ann, "choices", None))
+                if p.default is not p.empty and decl.refusal(p.default):
+                    raise tr.TraceError(f"kernel {fn.__name__!r}: the default of "
+                                        f"{decl.refusal(p.default)}", self_loc(fn))
+                out.append(decl)
             elif isinstance(ann, DType):
                 if ann.kind == "pred":
                     raise tr.TraceError(f"parameter {p.name!r}: a predicate cannot be a kernel "
@@ -110,13 +123,17 @@ class Kernel:
     def resolve_consts(self, values: dict, strict: bool = True) -> dict:
         """The constants of this kernel taken from `values` (or their defaults). A constant with
         neither is an error, or, with ``strict=False``, left out (so that tracing later reports
-        it at the kernel's line)."""
+        it at the kernel's line); a value outside a ``T.const.one_of`` declaration is an error
+        either way, at the kernel's line."""
         out = {}
         for p in self.params:
             if p.kind != "const":
                 continue
             if p.name in values:
                 out[p.name] = values[p.name]
+                if p.refusal(values[p.name]):
+                    raise tr.TraceError(f"kernel {self.name!r}: {p.refusal(values[p.name])}",
+                                        self.loc)
             elif p.default is not inspect.Parameter.empty:
                 out[p.name] = p.default
             elif strict:

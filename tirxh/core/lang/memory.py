@@ -45,16 +45,29 @@ tensormap = TensorMapType()
 
 
 class ConstType:
-    """Annotation ``T.const`` (or ``T.const[int]``): a compile-time constant that specializes."""
+    """Annotation ``T.const`` (or ``T.const[int]``): a compile-time constant that specializes.
+    ``T.const.one_of(0, 1, 2)`` also names the only values the kernel has code for: any other
+    value is refused when the constants are resolved (`Kernel.resolve_consts`), wherever they
+    came from (a suite's case, a multi-launch plan, a direct ``compile``), instead of tracing
+    whichever branch the body's ``if`` chain falls into."""
 
-    def __init__(self, py=None):
-        self.py = py
+    def __init__(self, py=None, choices=None):
+        self.py, self.choices = py, choices
 
     def __getitem__(self, py):
-        return ConstType(py)
+        return ConstType(py, self.choices)
+
+    def one_of(self, *values):
+        if not values:
+            raise ValueError("T.const.one_of needs at least one value")
+        for v in values:
+            hash(v)   # a value must be usable as a specialization key
+        return ConstType(self.py, tuple(values))
 
     def __repr__(self):
-        return "T.const"
+        if self.choices is None:
+            return "T.const"
+        return f"T.const.one_of({', '.join(map(repr, self.choices))})"
 
 
 const = ConstType()
