@@ -252,6 +252,37 @@ def test_the_rolled_prep_changes_no_bit(roll):
 
 
 @SLOW
+@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
+def test_the_gate_on_both_halves_changes_no_bit(name):
+    """GATE=1 (kda_bwd_local._gate_halves: the second half of the CTA runs the first half's
+    running sum again before its own rows) on plan tc19's prep (ROLL=2): every output and
+    both tile buffers equal GATE=0's, on two chunks with a 22-row tail and on a varlen pack
+    (a 9-row and a one-row sequence: rows past the sequence inside the first half)."""
+    case = _case(name)
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    outs = list(P3.OUTPUTS) + ["ptile", "gtile"]
+    base = {"PREP": 2, "STAGE": 1, "ROLL": 2}
+    got = _run(P3.kda_bwd_prep3g, args, case, outs, dict(base, GATE=1))
+    want = _run(P3.kda_bwd_prep3g, args, case, outs, base)
+    for n in outs:
+        assert np.array_equal(got[n], want[n]), n
+
+
+def test_the_gate_on_both_halves_needs_the_staged_rows():
+    with pytest.raises(Exception, match="GATE=1 reads the staged rows: it needs STAGE=1"):
+        P3.kda_bwd_prep3g.ptx("sm_90a", GATE=1)
+
+
+@SLOW
+def test_sync_check_is_clean_on_the_gate_on_both_halves():
+    case = _case("t20_h1_deep")
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    consts = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}
+    for verdict, messages in _verdicts(P3.kda_bwd_prep3g, args, consts, case):
+        assert verdict == "clean", messages
+
+
+@SLOW
 @pytest.mark.parametrize("roll", [1, 2, 3])
 def test_sync_check_is_clean_on_the_rolled_prep(roll):
     case = _case("t20_h1_deep")

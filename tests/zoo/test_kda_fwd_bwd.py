@@ -82,7 +82,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     with pytest.raises(ValueError,
                        match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc10', 'tc11', "
                              r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', 'tc19', "
-                             r"'tc2', 'tc3', 'tc4', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
+                             r"'tc2', 'tc20', 'tc3', 'tc4', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -246,6 +246,7 @@ def test_plans_tc13_and_tc14_read_the_states_as_split_fragments(plan, base):
     ("tc17", {4: dict(PLANES=2)}),                    # ... with their products rolled
     ("tc18", {4: dict(PLANES=3)}),                    # every shared operand on planes
     ("tc19", {4: dict(PLANES=4)}),                    # ... unrolled by ptxas
+    ("tc20", {1: dict(GATE=1), 4: dict(PLANES=4)}),   # session 35: the gate on both halves
 ])
 def test_session_34s_plans_change_only_their_launches_constants(plan, changed):
     """Plans "tc15" to "tc19" (session 34): "tc14" with the named launches' constants
@@ -294,6 +295,21 @@ def test_the_tc19_profile_cases_build_plan_tc19s_launches():
         assert (case.params["T_"], case.params["H"]) == (8192, 16)
         assert suite.kernel.resolve_consts(case.params, strict=False) == \
             suite.kernel.resolve_consts(plan[i].consts, strict=False), suite.kernel.name
+
+
+@pytest.mark.parametrize("name", ["tc19_t8192_h16", "frags_t8192_h64"])
+def test_the_fragment_timing_cases_feed_finite_fragment_words(name):
+    """FRAGS=1 reads S0 and dS1 as bf16 pairs: synthetic f32 states read that way hold Inf and
+    NaN halves, and the first run's correctness step refused the launch (session 35, d1)."""
+    suite = MOD.TC.SUITE_LD_TIMING
+    case = next(c for c in suite.cases if c.name == name)
+    x = suite.make_inputs(T.case("tiny", small=False, **dict(case.params, T_=100, H=1)))
+    for buf in ("s0", "ds1"):
+        words = x[buf].view(np.uint32)
+        halves = np.concatenate([words & 0xFFFF, words >> 16])
+        assert not (((halves >> 7) & 0xFF) == 0xFF).any(), buf
+        back = MOD.CH.unsplit_state(words.reshape(x[buf].shape[:-2] + (8, 8, 2, 32, 4)))
+        assert np.isfinite(back).all() and np.abs(back).max() > 0, buf
 
 
 def test_an_unknown_forward_variant_is_refused():

@@ -266,6 +266,43 @@ def _gate(sm, ck, q, k, g_raw, A_log, dt_bias, rows=None):
             T.ptx.st.shared.f32(sm.g.at(i, d), G.value)
 
 
+def _gate_halves(sm, ck, q, k, g_raw, A_log, dt_bias, rows):
+    """`_gate` on all 256 threads (kda_bwd_prep3g GATE=1): thread t takes channel t % 128 and
+    the rows of its half, t / 128 (blocks 0-1, or 2-3), from the staged `rows` only. A thread
+    of the second half first runs the first half's running sum on its own (the sigmoids and
+    adds alone: no exponentials, loads of k and q, or stores), so its G starts from the same
+    register value by the same instructions in the same order: the same words as `_gate`.
+    Why: `_gate` runs its 64 dependent rows on four warps, one an SM sub-partition, with no
+    other warp to issue while it waits (session 35's profile of plan tc19's prep at T8192 H16
+    on an H200: 7.68 us, 15.7% of a CTA)."""
+    t = T.tid.x
+    d, half = t & (K - 1), t >> 7
+    _, c1, c0, _ = _gate_consts(A_log, dt_bias, ck, d)
+    G = Running(True)
+    first = half * (NB // 2)
+
+    def gate(b, u):
+        return _sigmoid(rows.elem("g", b, u, d), c1, c0)[1]
+    with T.range(first, unroll=1) as b:     # the rows before the half's own: G alone
+        for u in range(BLK):
+            G.add(T.ptx.selp.f32(gate(b, u) * G2, 0.0, b * BLK + u < ck.nv))
+    with T.range(first, first + NB // 2, unroll=1) as b:
+        for u in range(BLK):
+            i = b * BLK + u
+            G.add(T.ptx.selp.f32(gate(b, u) * G2, 0.0, i < ck.nv))
+            if u == 0:
+                ref = G.snapshot()
+                T.ptx.st.shared.f32(sm.ref.at(b, d), ref)
+            lf = T.ptx.ex2.approx.f32(G.value - ref)
+            df = T.ptx.ex2.approx.f32(ref - G.value)
+            kn = rows.elem("k", b, u, d) * T.ptx.ld.shared.f32(sm.rn.at(0, i))
+            qn = rows.elem("q", b, u, d) * T.ptx.ld.shared.f32(sm.rn.at(1, i))
+            T.ptx.st.shared.f32(sm.kl.at(i, d), kn * lf)
+            T.ptx.st.shared.f32(sm.kd.at(i, d), kn * df)
+            T.ptx.st.shared.f32(sm.ql.at(i, d), qn * lf)
+            T.ptx.st.shared.f32(sm.g.at(i, d), G.value)
+
+
 def _zeros(n):
     return [T.reg(T.f32, init=0.0) for _ in range(n)]
 

@@ -226,18 +226,22 @@ def _elementwise(sm, ln, ck, q, k, pieces, colq, roll=False):
     pair (row i, channels d, d + 1): dqs, dk^, dG (kda_bwd_local._elementwise's terms) over QL,
     KL, KD; the column sums of dkl k^ exp(G_C - G) over the warp's rows into colq[a]. `roll`
     (kda_bwd_local_lg ROLL=2): `_elementwise_rolled`."""
-    grads = _grads(sm, ln)
+    with T.iket.range("pair_products"):
+        grads = _grads(sm, ln)
     T.ptx.bar.sync(0)
-    if roll:
-        return _elementwise_rolled(sm, ln, ck, q, k, pieces, colq, grads)
-    n0s = ln.cols(K)
-    a = ln.m0 >> 4
-    cols = []
-    for j, n0 in enumerate(n0s):
-        d = n0 + 2 * ln.t
-        cols.append((d, _tile_terms(sm, ln, ck, q, k, pieces, a, d, [acc[j] for acc in grads])))
-    for d, col in cols:
-        _column_sums(ln, colq, a, d, col)
+    with T.iket.range("elementwise"):
+        if roll:
+            _elementwise_rolled(sm, ln, ck, q, k, pieces, colq, grads)
+            return
+        n0s = ln.cols(K)
+        a = ln.m0 >> 4
+        cols = []
+        for j, n0 in enumerate(n0s):
+            d = n0 + 2 * ln.t
+            cols.append((d, _tile_terms(sm, ln, ck, q, k, pieces, a, d,
+                                        [acc[j] for acc in grads])))
+        for d, col in cols:
+            _column_sums(ln, colq, a, d, col)
 
 
 # n-tiles of `_elementwise_rolled`'s loop body (its trips: 8 / ELEMENTWISE_TILES)
@@ -357,9 +361,9 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     with T.iket.range("da"):
         _da(sm, ln)
     T.ptx.bar.sync(0)
-    with T.iket.range("grads"):   # dbeta, the pair gradients' products, the elementwise terms
-        BL._dbeta(sm, ck, dbeta)
-        _elementwise(sm, ln, ck, q, k, (dqe, dke, dkl), colq, roll >= 2)
+    with T.iket.range("dbeta"):   # then `_elementwise`'s ranges: pair_products, elementwise
+        BL._dbeta(sm, ck, dbeta)   # (sessions 30-35's "grads" was the three together)
+    _elementwise(sm, ln, ck, q, k, (dqe, dke, dkl), colq, roll >= 2)
     T.ptx.bar.sync(0)
     with T.iket.range("scan"):
         _fold_columns(sm, colq)

@@ -75,6 +75,8 @@ import copy
 import sys
 from pathlib import Path
 
+import numpy as np
+
 import tirxh.lang as T
 
 # the zoo is a directory of kernel files, not a package (see kda_fwd.py)
@@ -697,15 +699,16 @@ def _blocked_inverse_rolled(sm):
 
 
 def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0, gates=None, rows=None,
-         roll=False):
+         roll=False, gate=None):
     """kda_bwd_chain_prep.prep (norms -> gate -> P, M -> T beside KE, QE, KL, exp(G_C) and y
     staged in sm.do, each ended by ``bar.sync``) with PREP=1's P and M on tensor cores
     (`_pairs_tc`) and PREP=2's T blockwise (`_blocked_inverse`); PREP=0 is the f32 prep.
-    `gates`, `rows`: kda_bwd_chain_prep.prep's; `roll`: PREP=2's T as runtime loops
+    `gates`, `rows`, `gate`: kda_bwd_chain_prep.prep's; `roll`: PREP=2's T as runtime loops
     (`_blocked_inverse_rolled`)."""
     inverse = (_blocked_inverse_rolled if roll else _blocked_inverse) if PREP == 2 else None
     PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y,
-            pairs=_pairs_tc if PREP else None, inverse=inverse, gates=gates, rows=rows)
+            pairs=_pairs_tc if PREP else None, inverse=inverse, gates=gates, rows=rows,
+            gate=gate)
 
 
 def check_prep(PREP):
@@ -1050,10 +1053,17 @@ SUITE_TIMING = T.suite(
     cases=_TIMING + tf32_twins(_TIMING))
 
 
-def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
+def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", FRAGS=0):
     """kda_bwd_pieces_ld's timing inputs: kda_bwd_pieces_tc's, and a synthetic `ptile`
-    (kda_bwd_prep_tiles.synthetic: what plan "tc7"'s prep launch would have stored)."""
+    (kda_bwd_prep_tiles.synthetic: what plan "tc7"'s prep launch would have stored). FRAGS=1:
+    S0 and dS1 as the chains' split fragments of the same synthetic states
+    (kda_bwd_chain.state_fragments), since f32 words read as bf16 pairs hold Inf and NaN
+    patterns (1 in 256 low halves): the launch's first run on them wrote non-finite outputs,
+    which the protocol's correctness step refuses before any timing or profile."""
     x = timing_inputs(rng, B, T_, H, lens, gate)
+    if FRAGS:
+        for name in ("s0", "ds1"):
+            x[name] = CH.state_fragments(x[name]).view(np.float32).reshape(x[name].shape)
     return dict(x, **PTL.synthetic(rng, H, len(x["chunk_tok"]), ("ptile",)))
 
 

@@ -275,14 +275,17 @@ def _n_and_b(ln, lanes, hc, nfrag, bt, left, right, y, bleft):
 def reverse_walk(sm, op, ln, lanes, hc, nfrag, bt):
     """W = Tb KE (planes into the G slot); U = QE - M W (QE still f32; planes into the P
     slot); N = -W^T KL; B^T = dO^T U: kda_bwd_prep_tc.walk's FORWARD=0 products."""
-    _, wide, acc = _mul(ln, lanes, op.tb, op.ke)
-    _store(ln, wide, acc, op.r)
+    with T.iket.range("w"):
+        _, wide, acc = _mul(ln, lanes, op.tb, op.ke)
+        _store(ln, wide, acc, op.r)
     T.ptx.bar.sync(0)
-    _, wide, acc = _mul(ln, lanes, op.m, op.r)
-    _store(ln, wide, acc, op.u,
-           lambda r, c, x: T.ptx.ld.shared.f32(sm.qe.at(r, c)) - x)
+    with T.iket.range("u"):
+        _, wide, acc = _mul(ln, lanes, op.m, op.r)
+        _store(ln, wide, acc, op.u,
+               lambda r, c, x: T.ptx.ld.shared.f32(sm.qe.at(r, c)) - x)
     T.ptx.bar.sync(0)
-    _n_and_b(ln, lanes, hc, nfrag, bt, op.r, op.kl, op.do, op.u)
+    with T.iket.range("n_b"):
+        _n_and_b(ln, lanes, hc, nfrag, bt, op.r, op.kl, op.do, op.u)
 
 
 def stage_v(ck, v, pl):
@@ -303,10 +306,12 @@ def forward_walk(sm, op, ln, lanes, hc, nfrag, bt):
     """X = Diag(beta) T^T KL (planes into the G slot, after the reverse walk's last read of
     W); N = -X^T KE; B^T = V^T X: kda_bwd_prep_tc.walk's FORWARD=1 products. The barrier after
     X also publishes V."""
-    _, wide, acc = _mul(ln, lanes, op.t, op.kl, at=True)
-    _store(ln, wide, acc, op.r, lambda r, c, x: x * T.ptx.ld.shared.f32(sm.beta.at(r)))
+    with T.iket.range("x"):
+        _, wide, acc = _mul(ln, lanes, op.t, op.kl, at=True)
+        _store(ln, wide, acc, op.r, lambda r, c, x: x * T.ptx.ld.shared.f32(sm.beta.at(r)))
     T.ptx.bar.sync(0)
-    _n_and_b(ln, lanes, hc, nfrag, bt, op.r, op.ke, op.v, op.r)
+    with T.iket.range("n_b_f"):
+        _n_and_b(ln, lanes, hc, nfrag, bt, op.r, op.ke, op.v, op.r)
 
 
 @T.kernel(grid=PR._grid, block=256)
@@ -341,7 +346,7 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
                    ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2,
                    STAGE: T.const = 0, IMG: T.const = 0,
-                   ROLL: T.const.one_of(0, 1, 2, 3) = 0):
+                   ROLL: T.const.one_of(0, 1, 2, 3) = 0, GATE: T.const.one_of(0, 1) = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
@@ -358,13 +363,17 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     (plan "tc15"): T's blocked inverse too (kda_bwd_pieces_tc._blocked_inverse_rolled: 93 KB),
     the same words; measured (session 34, an H100, T8192 H96) 5.07 ms against ROLL=2's 4.88:
     below ~110 KB the code's size no longer paid (the likely cost, not profiled: the rolled
-    substitution's longer dependent chains). Kept as a measured variant, not the default."""
+    substitution's longer dependent chains). Kept as a measured variant, not the default.
+    GATE=1 (with STAGE=1): the gate's rows on all eight warps, each half of the CTA taking
+    half the rows (kda_bwd_local._gate_halves), the same words."""
+    if GATE and not STAGE:   # the plans bind constants without a suite's constraints
+        raise ValueError("kda_bwd_prep3g: GATE=1 reads the staged rows: it needs STAGE=1")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL)
+                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE)
 
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0):
+                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0, GATE=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
     barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
@@ -375,7 +384,7 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     rows = (BL.StagedRows({"q": (sm.p, 0), "k": (sm.p, C * K * 2), "g": (sm.m, 0)},
                           roll=ROLL) if STAGE else None)
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows,
-            roll=ROLL >= 3)                                    # dO in sm.do
+            roll=ROLL >= 3, gate=BL._gate_halves if GATE else None)   # dO in sm.do
     if ptile is not None:
         with T.iket.range("tiles_store"):
             PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
@@ -383,12 +392,11 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     with T.iket.range("split"):
         split_operands(sm, op)
     ln, lanes = TC._Lane(roll=ROLL), Lanes()
-    with T.iket.range("reverse_walk"):
-        reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)
+    reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)    # its iket ranges: w, u, n_b
     T.ptx.bar.sync(0)           # W (G slot) and QE's slot read for the last time
-    with T.iket.range("forward_walk"):   # V's staging, then the walk
+    with T.iket.range("stage_v"):
         stage_v(ck, v, op.v)
-        forward_walk(sm, op, ln, lanes, hc, nfrag_f, bt_f)
+    forward_walk(sm, op, ln, lanes, hc, nfrag_f, bt_f)   # x, n_b_f
     with T.if_(T.tid.x < K):
         d = T.tid.x
         T.ptx.st.global_.f32(eg.at(hc * K + d), T.ptx.ld.shared.f32(sm.eg.at(d)))
@@ -426,12 +434,12 @@ def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 # plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
 # (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING; `tc19_t8192_h16`: plan "tc19"'s prep (ROLL=2)
-# at H16 (2,048 CTAs, ~15 waves an H100: a CTA's phases as at H96, its inputs a quarter of
-# H64's, so an iket profile builds and uploads in seconds)
+# at H16 (`tc20_`: plan "tc20"'s, GATE=1): 2,048 CTAs, ~15 waves an H100, a CTA's phases as
+# at H96 and its inputs a quarter of H64's, so an iket profile builds and uploads in seconds
 SUITE_G_TIMING = T.suite(
     kda_bwd_prep3g, inputs=g_timing_inputs, outputs=["bt_f", "bt", "eg"],
     constraints=constraints, bytes=_bytes, flops=_flops, flops_dtype="bf16",
     cases=[T.case(c.name, small=False, tags=c.tags, STAGE=1, **c.params)
            for c in P2.SUITE_TIMING.cases if c.name == "t8192_h64"]
-    + [T.case("tc19_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",),
-              STAGE=1, ROLL=2)])
+    + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",),
+              STAGE=1, ROLL=2, **extra) for p, extra in ((19, {}), (20, dict(GATE=1)))])
