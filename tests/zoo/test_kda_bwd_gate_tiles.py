@@ -252,6 +252,22 @@ def test_the_rolled_prep_changes_no_bit(roll):
 
 
 @SLOW
+@pytest.mark.parametrize("decay", [1, 2])
+def test_the_decayed_operands_loaded_16_or_32_rows_a_round_change_no_bit(decay):
+    """DECAY=1, 2 (kda_bwd_reverse._decayed with 16, 32 rows a loop iteration: plans tc21,
+    tc22) on GATE=1's prep: every output and both tile buffers equal DECAY=0's (two chunks
+    with a 22-row tail: the rows past it staged as zeros)."""
+    case = _case("t86_h1_deep")
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    outs = list(P3.OUTPUTS) + ["ptile", "gtile"]
+    base = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}
+    got = _run(P3.kda_bwd_prep3g, args, case, outs, dict(base, DECAY=decay))
+    want = _run(P3.kda_bwd_prep3g, args, case, outs, base)
+    for n in outs:
+        assert np.array_equal(got[n], want[n]), n
+
+
+@SLOW
 @pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
 def test_the_gate_on_both_halves_changes_no_bit(name):
     """GATE=1 (kda_bwd_local._gate_halves: the second half of the CTA runs the first half's

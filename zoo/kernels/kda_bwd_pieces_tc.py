@@ -699,16 +699,16 @@ def _blocked_inverse_rolled(sm):
 
 
 def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0, gates=None, rows=None,
-         roll=False, gate=None):
+         roll=False, gate=None, decay_unroll=None):
     """kda_bwd_chain_prep.prep (norms -> gate -> P, M -> T beside KE, QE, KL, exp(G_C) and y
     staged in sm.do, each ended by ``bar.sync``) with PREP=1's P and M on tensor cores
     (`_pairs_tc`) and PREP=2's T blockwise (`_blocked_inverse`); PREP=0 is the f32 prep.
-    `gates`, `rows`, `gate`: kda_bwd_chain_prep.prep's; `roll`: PREP=2's T as runtime loops
+    `gates`, `rows`, `gate`, `decay_unroll`: kda_bwd_chain_prep.prep's; `roll`: PREP=2's T as runtime loops
     (`_blocked_inverse_rolled`)."""
     inverse = (_blocked_inverse_rolled if roll else _blocked_inverse) if PREP == 2 else None
     PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y,
             pairs=_pairs_tc if PREP else None, inverse=inverse, gates=gates, rows=rows,
-            gate=gate)
+            gate=gate, decay_unroll=decay_unroll)
 
 
 def check_prep(PREP):

@@ -346,7 +346,8 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    nfrag: T.gptr[T.u32], bt: T.gptr[T.f32], eg: T.gptr[T.f32],
                    ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2,
                    STAGE: T.const = 0, IMG: T.const = 0,
-                   ROLL: T.const.one_of(0, 1, 2, 3) = 0, GATE: T.const.one_of(0, 1) = 0):
+                   ROLL: T.const.one_of(0, 1, 2, 3) = 0, GATE: T.const.one_of(0, 1) = 0,
+                   DECAY: T.const.one_of(0, 1, 2) = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
@@ -365,15 +366,20 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     below ~110 KB the code's size no longer paid (the likely cost, not profiled: the rolled
     substitution's longer dependent chains). Kept as a measured variant, not the default.
     GATE=1 (with STAGE=1): the gate's rows on all eight warps, each half of the CTA taking
-    half the rows (kda_bwd_local._gate_halves), the same words."""
+    half the rows (kda_bwd_local._gate_halves), the same words. DECAY=1, 2: the decayed
+    operands' phase (kda_bwd_reverse._decayed) with 16, 32 rows' global loads in flight a loop
+    iteration instead of 8 (session 35's profile: 5.89 us, 12% of a CTA, for 64 rows' loads of
+    k, q and dO in 8 dependent rounds), the same arithmetic; the loop body grows with them
+    (SASS 117.9 KB with GATE=1, 139.9 KB at DECAY=2)."""
     if GATE and not STAGE:   # the plans bind constants without a suite's constraints
         raise ValueError("kda_bwd_prep3g: GATE=1 reads the staged rows: it needs STAGE=1")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE)
+                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE, DECAY)
 
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0, GATE=0):
+                nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0, GATE=0,
+                DECAY=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
     barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
@@ -384,7 +390,8 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     rows = (BL.StagedRows({"q": (sm.p, 0), "k": (sm.p, C * K * 2), "g": (sm.m, 0)},
                           roll=ROLL) if STAGE else None)
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows,
-            roll=ROLL >= 3, gate=BL._gate_halves if GATE else None)   # dO in sm.do
+            roll=ROLL >= 3, gate=BL._gate_halves if GATE else None,
+            decay_unroll=(None, 16, 32)[DECAY])                # dO in sm.do
     if ptile is not None:
         with T.iket.range("tiles_store"):
             PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
@@ -434,7 +441,7 @@ def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 # plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
 # (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING; `tc19_t8192_h16`: plan "tc19"'s prep (ROLL=2)
-# at H16 (`tc20_`: plan "tc20"'s, GATE=1): 2,048 CTAs, ~15 waves an H100, a CTA's phases as
+# at H16 (`tc20_` to `tc22_`: plans "tc20" to "tc22"'s): 2,048 CTAs, ~15 waves an H100, a CTA's phases as
 # at H96 and its inputs a quarter of H64's, so an iket profile builds and uploads in seconds
 SUITE_G_TIMING = T.suite(
     kda_bwd_prep3g, inputs=g_timing_inputs, outputs=["bt_f", "bt", "eg"],
@@ -442,4 +449,6 @@ SUITE_G_TIMING = T.suite(
     cases=[T.case(c.name, small=False, tags=c.tags, STAGE=1, **c.params)
            for c in P2.SUITE_TIMING.cases if c.name == "t8192_h64"]
     + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",),
-              STAGE=1, ROLL=2, **extra) for p, extra in ((19, {}), (20, dict(GATE=1)))])
+              STAGE=1, ROLL=2, **extra)
+       for p, extra in ((19, {}), (20, dict(GATE=1)), (21, dict(GATE=1, DECAY=1)),
+                        (22, dict(GATE=1, DECAY=2)))])

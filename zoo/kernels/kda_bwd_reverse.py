@@ -163,18 +163,20 @@ def _pairs(sm):
         T.ptx.st.shared.f32(sm.m.at(i, j), T.ptx.selp.f32(acc_m[r], 0.0, j <= i))
 
 
-def _decayed(sm, ck, q, k, do):
+def _decayed(sm, ck, q, k, do, unroll=UNROLL):
     """Threads 0..127, channel d: KE = k^ 2^G, QE = qs 2^G, KL = k^ 2^(G_C - G) over the block
     operands (free since P and M), and exp(G_C). Threads 128..255, column v: dO staged (rows
-    past the sequence zero) over the block references (free since P and M)."""
+    past the sequence zero) over the block references (free since P and M). `unroll` rows a
+    loop iteration (a divisor of C): their global loads in flight together, the same
+    arithmetic (kda_bwd_prep3g DECAY=1: 32)."""
     t = T.tid.x
     with T.if_(t < K):
         d = t
         GC = T.ptx.ld.shared.f32(sm.g.at(C - 1, d))
         T.ptx.st.shared.f32(sm.eg.at(d), T.ptx.ex2.approx.f32(GC))
-        with T.range(C // UNROLL) as i8:      # UNROLL rows' global loads in flight at once
-            for u in range(UNROLL):
-                i = i8 * UNROLL + u
+        with T.range(C // unroll) as i8:      # `unroll` rows' global loads in flight
+            for u in range(unroll):
+                i = i8 * unroll + u
                 G = T.ptx.ld.shared.f32(sm.g.at(i, d))
                 e = T.ptx.ex2.approx.f32(G)
                 off = ck.row(i) + d
@@ -185,9 +187,9 @@ def _decayed(sm, ck, q, k, do):
                 T.ptx.st.shared.f32(sm.kl_.at(i, d), kn * T.ptx.ex2.approx.f32(GC - G))
     with T.if_(t >= K):
         v = t - K
-        with T.range(C // UNROLL) as i8:
-            for u in range(UNROLL):
-                i = i8 * UNROLL + u
+        with T.range(C // unroll) as i8:
+            for u in range(unroll):
+                i = i8 * unroll + u
                 x = _bf16(do, ck.row(i) + v)
                 T.ptx.st.shared.f32(sm.do.at(i, v), T.ptx.selp.f32(x, 0.0, i < ck.nv))
 

@@ -76,7 +76,8 @@ R, Delta, dDelta and dR as split planes (kda_bwd_pieces_ld PLANES=1, 2), and "tc
 tc14. Measured (session 34, an H100, T8192 H96): tc16 16.33 ms (the pieces 5.92 -> 4.35),
 **tc19 15.71 ms** (the pieces 3.84; 0.916x FLA's forward + backward; 10.98 ms, 0.855x at
 H64); tc19 is kda_bench.sh's default. Plan "tc20" (session 35) is "tc19" whose prep runs the
-gate's rows on both halves of the CTA (kda_bwd_prep3g GATE=1): bit for bit tc19.
+gate's rows on both halves of the CTA (kda_bwd_prep3g GATE=1), "tc21" and "tc22" "tc20" whose
+prep loads 16 and 32 rows a round for its decayed operands (DECAY=1, 2): bit for bit tc19.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -144,7 +145,9 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc17": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc18": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc19": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc20": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc20": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc21": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc22": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -155,7 +158,9 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc14": dict(PREP=2, STAGE=1, ROLL=2), "tc15": dict(PREP=2, STAGE=1, ROLL=3),
                "tc16": dict(PREP=2, STAGE=1, ROLL=2), "tc17": dict(PREP=2, STAGE=1, ROLL=2),
                "tc18": dict(PREP=2, STAGE=1, ROLL=2), "tc19": dict(PREP=2, STAGE=1, ROLL=2),
-               "tc20": dict(PREP=2, STAGE=1, ROLL=2, GATE=1)}
+               "tc20": dict(PREP=2, STAGE=1, ROLL=2, GATE=1),
+               "tc21": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, DECAY=1),
+               "tc22": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, DECAY=2)}
 
 
 def _from(first):
@@ -190,7 +195,8 @@ IMAGE = ("tc8",)
 # "tc16" and "tc17" are "tc14" whose pieces hold R, Delta, dDelta and dR as split bf16 planes
 # read by ldmatrix (kda_bwd_pieces_ld PLANES=1; PLANES=2 with the products' k-steps rolled);
 # "tc18" whose pieces hold every shared operand as planes (PLANES=3; "tc19" unrolled, PLANES=4);
-# "tc20" is "tc19" whose prep runs the gate's rows on all eight warps (kda_bwd_prep3g GATE=1)
+# "tc20" is "tc19" whose prep runs the gate's rows on all eight warps (kda_bwd_prep3g GATE=1);
+# "tc21" and "tc22" are "tc20" whose prep loads 16 and 32 rows a round in `_decayed` (DECAY=1, 2)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -199,11 +205,13 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc17": (dict(FRAGS=1, PLANES=2), dict(ROLL=1)),
                  "tc18": (dict(FRAGS=1, PLANES=3), dict(ROLL=1)),
                  "tc19": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
-                 "tc20": (dict(FRAGS=1, PLANES=4), dict(ROLL=1))}
+                 "tc20": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
+                 "tc21": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
+                 "tc22": (dict(FRAGS=1, PLANES=4), dict(ROLL=1))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",
-                                            "tc19", "tc20")}
+                                            "tc19", "tc20", "tc21", "tc22")}
 
 
 class Step(NamedTuple):
