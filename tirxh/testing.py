@@ -1,5 +1,6 @@
-"""Test support for tirxh and its plugins: the ``gpu`` marker (a pytest plugin), and
-`check_plugin` for a plugin's own tests.
+"""Test support for tirxh and its plugins: the ``gpu`` marker (a pytest plugin), the
+`zoo_index` fixture for tests that run tirxh with a private cache, and `check_plugin` for a
+plugin's own tests.
 
 Loaded for the project's own suite with ``-p tirxh.testing`` (pyproject ``addopts``); a plugin
 distribution's tests may load it the same way. Tests marked ``@pytest.mark.gpu`` are skipped,
@@ -10,10 +11,13 @@ check for code that decides at run time.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 
+from tirxh.core.cache import default_cache_dir
 from tirxh.core.pluginmanager import TirxhPluginManager
+from tirxh.kb.zooindex import INDEX_DIR
 
 
 @functools.lru_cache(maxsize=None)
@@ -44,6 +48,25 @@ def check_plugin(plugin, name: str) -> TirxhPluginManager:
     pm.register(plugin, name=name)
     pm.check_pending()
     return pm
+
+
+@pytest.fixture(scope="session")
+def zoo_index():
+    """The user's own zoo instruction index (`tirxh.kb.zooindex`), for tests that give tirxh a
+    private artifact cache: `share_zoo_index` links it into theirs. Its entries are keyed by
+    content, so sharing them between test projects, xdist workers and runs is safe, and the
+    zoo, minutes of tracing, is traced once rather than by each such test (a lock keeps two
+    workers from tracing one kernel twice)."""
+    shared = default_cache_dir() / INDEX_DIR
+    shared.mkdir(parents=True, exist_ok=True)
+    return shared
+
+
+def share_zoo_index(cache_dir: Path, index: Path) -> None:
+    """Make the private cache `cache_dir` use the shared `index` (the `zoo_index` fixture)."""
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    (cache_dir / INDEX_DIR).symlink_to(index, target_is_directory=True)
 
 
 def pytest_configure(config):

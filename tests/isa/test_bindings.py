@@ -247,6 +247,21 @@ def test_remembered_operand_specs_follow_the_modifiers():
     assert b.operand_specs(dict(v4)) == b.operand_specs(v4)
 
 
+def test_remembered_candidates_are_fresh_and_forgotten_when_a_binding_is_added():
+    """candidates remembers each spelling's match (tracing asks at every call), hands every
+    caller its own modifier dicts, and a binding added later is seen."""
+    isa = InstructionSet()
+    isa.add(Binding("toy", "toy", (slot("t", "u32 f32"),), operands("d:$t a:$t"), "a toy"))
+    first = isa.candidates("toy.u32")
+    first[0][1]["t"] = "mangled"
+    assert [(b.name, m) for b, m in isa.candidates("toy.u32")] == [("toy", {"t": "u32"})]
+    with pytest.raises(SpellingError):
+        isa.candidates("toy.s32")
+    isa.add(Binding("toy.s", "toy", (slot("t", "s32"),), operands("d:$t a:$t"), "signed"))
+    assert [b.name for b, _ in isa.candidates("toy.s32")] == ["toy.s"]
+    assert [b.name for b, _ in isa.candidates("toy.u32")] == ["toy"]
+
+
 # --- target legality -----------------------------------------------------------------------------
 
 def _wgmma_kernel():

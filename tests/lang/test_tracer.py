@@ -5,6 +5,7 @@ import pytest
 import tirxh.lang as T
 from tirxh.core import ir
 from tirxh.core.errors import TraceError
+from tirxh.core.irprint import format_kernel
 
 
 def _instrs(k, **consts):
@@ -93,6 +94,18 @@ def test_specializations_are_cached_per_constants():
 
     assert k.specialize(N=1) is k.specialize(N=1)
     assert k.specialize(N=1) is not k.specialize(N=2)
+
+
+def test_specialize_once_traces_the_same_ir_and_keeps_none():
+    @T.kernel(block=32)
+    def k(out: T.gptr[T.u32], N: T.const = 3):
+        for i in range(N):
+            T.ptx.st.global_.u32(out.at(i), N)
+
+    once = k.specialize_once(N=2)
+    assert once is not k.specialize_once(N=2) and k._cache == {}
+    assert format_kernel(once) == format_kernel(k.specialize(N=2))
+    assert format_kernel(k.specialize_once()) == format_kernel(k.specialize())
 
 
 def test_shared_variables_share_one_window():

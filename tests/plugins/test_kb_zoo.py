@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import tirxh.kb.zoo as tirxh_zoo
+
 from ..core.pytester import REPO
 from ..kb.conftest import FACTORY, ODD, PAIR, README, TOML
 from ..zoo.zoo_modules import small_cases
@@ -95,6 +97,31 @@ def test_another_zoo_and_its_problems(tirxh, testzoo):
     assert r.ret == 0  # showing a kernel is not failed by another module
     r.fnmatch_lines(["PTX instructions (0 specializations traced, INCOMPLETE):",
                      "  trace failed: kernels/odd.py::broken: TraceError*"])
+
+
+def test_listings_read_from_the_index_are_those_traced(tirxh, testzoo, monkeypatch):
+    """The instruction index changes no listing: `zoo search`, `zoo show` and `ptx show` print
+    the same when every kernel is traced (an empty index) as when its uses are read back."""
+    index = tirxh.cache / "zoo-instructions"
+    index.unlink()  # a private, empty index instead of the shared one
+    commands = [("zoo", "search", "st.global.f32", "--json"), ("zoo", "search", "tail"),
+                ("zoo", "show", "relu", "--json"), ("zoo", "show", "double"),
+                ("ptx", "show", "st.global.f32", "--json"), ("ptx", "show", "ld")]
+
+    def run_all():
+        return [tirxh.run(*c, "--zoo", str(testzoo)) for c in commands]
+    cold = run_all()
+    assert [r.ret for r in cold] == [0] * len(commands), cold
+    assert len(list(index.glob("*.json"))) == 5  # every kernel of the zoo that traces
+    traced = []
+    real = tirxh_zoo.trace_use
+    monkeypatch.setattr(tirxh_zoo, "trace_use",
+                        lambda kernel, params, ident, isa: traced.append(ident) or
+                        real(kernel, params, ident, isa))
+    warm = run_all()
+    assert set(traced) == {"kernels/odd.py::broken"}  # never stored: it does not trace
+    assert [(r.ret, r.stdout, r.stderr) for r in warm] == [(r.ret, r.stdout, r.stderr)
+                                                          for r in cold]
 
 
 @pytest.mark.parametrize("args, match", [

@@ -360,6 +360,9 @@ class InstructionSet:
     by_name: dict = field(default_factory=dict)
     by_opcode: dict = field(default_factory=dict)
     owners: dict = field(default_factory=dict)
+    # spelling -> its candidates, as `candidates` found them: a trace asks at every instruction
+    # call, and matching the slots again was ~15% of tracing topk_warp; `add` forgets them
+    _seen: dict = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, binding: Binding, owner: str = "?") -> None:
         if binding.name in self.by_name:
@@ -368,6 +371,7 @@ class InstructionSet:
         self.by_name[binding.name] = binding
         self.by_opcode.setdefault(binding.opcode, []).append(binding)
         self.owners[binding.name] = owner
+        self._seen.clear()
 
     def extend(self, bindings: Iterable[Binding], owner: str = "?") -> None:
         for b in bindings:
@@ -389,7 +393,14 @@ class InstructionSet:
         Several bindings share a spelling when only the operands tell the forms apart
         (``wgmma.mma_async`` with A from shared memory or registers, ``mov.b64 d, {a, b}``); the
         tracer takes the first whose operands fit. Raises `SpellingError` when none does.
+        Each call gets its own modifier dicts (an instruction keeps the one it was given).
         """
+        found = self._seen.get(spelling)
+        if found is None:
+            found = self._seen[spelling] = self._match(spelling)
+        return [(b, dict(mods)) for b, mods in found]
+
+    def _match(self, spelling: str) -> list:
         tokens = spelling.split(".")
         opcode, rest = tokens[0], tokens[1:]
         cands = self.by_opcode.get(opcode)

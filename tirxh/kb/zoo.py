@@ -11,7 +11,8 @@ and describes each ``@T.kernel`` defined there as a `ZooKernel`:
   sizes) with their FLOPs and bytes, the tolerance and the baselines;
 - the PTX instructions it uses, traced from the IR of every distinct specialization its cases ask
   for: binding names and exact spellings (a trace that fails is recorded, and the use list then
-  says it is incomplete rather than pretending to be whole);
+  says it is incomplete rather than pretending to be whole); kept on disk by content
+  (`tirxh.kb.zooindex`);
 - measured figures: the rows of the zoo README's tables that name its module.
 
 A module that fails to import is a problem (``tirxh zoo list`` fails on it); malformed or
@@ -24,21 +25,18 @@ import difflib
 import importlib.resources
 import importlib.util
 import inspect
-import json
-import os
 import re
 import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
-from ..core.cache import cache_key, default_cache_dir
 from ..core.config import CONFIG_NAME, load_toml
 from ..core.errors import UsageError
 from ..core.lang.kernel import Kernel
 from ..core.suite import Suite, Tolerance
 from .textsearch import match, terms_of
+from .zooindex import IndexEntry, InstructionUse, ZooSources, lookup_or_trace, trace_use
 
 ZOO_PACKAGE = "tirxh.zoo"
 # ``Tags: a, b,`` and its continuation lines, up to a blank line or the next ``Field:`` line
@@ -72,65 +70,6 @@ def zoo_root(path: "str | Path | None" = None) -> Path:
 # -------------------------------------------------------------------------------------------------
 
 @dataclass
-class InstructionUse:
-    """The instructions a kernel's traced IR holds: binding name -> exact spellings, and the
-    specializations that could not be traced (then the list is incomplete)."""
-
-    bindings: dict = field(default_factory=dict)
-    errors: list = field(default_factory=list)
-    specializations: int = 0
-
-    @property
-    def complete(self) -> bool:
-        return not self.errors
-
-    def spellings(self) -> list:
-        return sorted({s for ss in self.bindings.values() for s in ss})
-
-    def to_json(self) -> dict:
-        return {"complete": self.complete, "specializations": self.specializations,
-                "bindings": [{"binding": b, "spellings": ss}
-                             for b, ss in sorted(self.bindings.items())],
-                "errors": list(self.errors)}
-
-
-class _UseCache:
-    """A kernel's traced instruction use on disk, under ``<cache dir>/zoo-instructions``. The key
-    holds every Python source beside the kernel's module (its shared helpers live there: a change
-    to ``hopper.py`` retraces the kernels that import it), the kernel's name, the tirxh version and
-    the names of the instruction set's bindings. A cache that cannot be read or written is
-    skipped, never an error: the trace is the truth, the file only saves its time."""
-
-    def __init__(self, kernel: "ZooKernel", isa):
-        sources = sorted(kernel.module.path.parent.glob("*.py"))
-        parts = ["zoo-instructions/1", __version__, kernel.name, kernel.module.relpath,
-                 "\n".join(sorted(b.name for b in isa))]
-        for f in sources:
-            try:
-                parts += [f.name, f.read_bytes()]
-            except OSError:
-                parts += [f.name, "?"]
-        self.path = default_cache_dir() / "zoo-instructions" / f"{cache_key(*parts)}.json"
-
-    def load(self) -> "InstructionUse | None":
-        try:
-            d = json.loads(self.path.read_text())
-            return InstructionUse({b["binding"]: list(b["spellings"]) for b in d["bindings"]},
-                                  [], int(d["specializations"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def store(self, use: InstructionUse) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(use.to_json()))
-            os.replace(tmp, self.path)
-        except OSError:
-            pass
-
-
-@dataclass
 class ZooModule:
     """One kernel module of the zoo; `error` holds the traceback of a failed import, `warnings`
     what is inconsistent in its declarations (tags)."""
@@ -142,6 +81,7 @@ class ZooModule:
     warnings: list = field(default_factory=list)
     error: str = ""
     kernels: list = field(default_factory=list)
+    sources: "ZooSources | None" = None  # the zoo's sources before import (the index's keys)
 
 
 @dataclass(eq=False)
@@ -204,42 +144,18 @@ class ZooKernel:
 
     def instructions(self, isa) -> InstructionUse:
         """Trace every distinct specialization the cases ask for (the defaults without a suite)
-        with the instruction set `isa`; cached per kernel, in memory and on disk
-        (`_UseCache`: tracing the whole zoo took 12 s, so every `tirxh zoo search` paid it)."""
-        if self._uses is not None:
-            return self._uses
-        disk = _UseCache(self, isa)
-        cached = disk.load()
-        if cached is not None:
-            self._uses = cached
-            return cached
-        use = self._trace(isa)
-        if use.complete:  # a failed trace is retried next time, not remembered
-            disk.store(use)
-        self._uses = use
-        return use
+        with the instruction set `isa`; kept per kernel, in memory and on disk
+        (`tirxh.kb.zooindex`: tracing the whole zoo takes minutes, and every `tirxh zoo search`
+        and `tirxh ptx show` needs it)."""
+        if self._uses is None:
+            entry = IndexEntry(self.module.sources, self.module.path, self.module.relpath,
+                               self.name, isa)
+            self._uses = lookup_or_trace(entry, lambda: self._trace(isa))
+        return self._uses
 
     def _trace(self, isa) -> InstructionUse:
-        use = InstructionUse()
-        seen = set()
         params = [(c.name, c.params) for _, s in self.suites for c in s.cases] or [(None, {})]
-        for case, values in params:
-            where = f"{self.ident}" + (f"[{case}]" if case else "")
-            try:
-                consts = self.kernel.resolve_consts(values)
-                key = tuple(sorted((k, repr(v)) for k, v in consts.items()))
-                if key in seen:
-                    continue
-                seen.add(key)
-                k_ir = self.kernel.specialize(isa=isa, **consts)
-            except Exception as e:  # a kernel that does not trace is reported, not skipped
-                use.errors.append(f"{where}: {type(e).__name__}: {e}")
-                continue
-            use.specializations += 1
-            for ins in k_ir.instructions():
-                use.bindings.setdefault(ins.binding.name, set()).add(ins.spelling)
-        use.bindings = {b: sorted(ss) for b, ss in use.bindings.items()}
-        return use
+        return trace_use(self.kernel, params, self.ident, isa)
 
     def summary_json(self, default_targets: list) -> dict:
         return {"name": self.name, "id": self.ident, "module": self.module.relpath,
@@ -393,8 +309,11 @@ def load_zoo(path: "str | Path | None" = None) -> Zoo:
             if p.is_file() and p.suffix == ".py" and p not in seen:
                 seen.add(p)
                 files.append(p)
+    # read before any import: the instruction index keys on what the modules were loaded from
+    sources = ZooSources(root, [root] + [p.parent for p in files])
     modules = [_load_module(root, p) for p in files]
     for m in modules:
+        m.sources = sources
         for k in m.kernels:
             k.figures = figures.get(m.relpath, [])
     return Zoo(root, modules, list(targets))

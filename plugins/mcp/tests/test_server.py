@@ -14,6 +14,7 @@ pytest.importorskip("mcp", reason="tirxh-mcp needs the mcp SDK: pip install 'mcp
 
 from mcp import Client  # noqa: E402
 
+from tirxh.testing import share_zoo_index  # noqa: E402
 from tirxh_mcp.runner import TirxhRunner  # noqa: E402
 from tirxh_mcp.server import build_server, tool_listing  # noqa: E402
 
@@ -22,10 +23,13 @@ TOOLS = {"check", "bench", "profile", "show", "zoo_list", "zoo_search", "zoo_sho
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A starter project (`tirxh init`) and hermetic tirxh children: a private artifact cache,
-    installed plugins not autoloaded (numsim and sync_check come in with -p)."""
+def project(tmp_path, monkeypatch, zoo_index):
+    """A starter project (`tirxh init`) and hermetic tirxh children: a private artifact cache
+    but for the shared zoo instruction index (tirxh.testing: `zoo search` and `ptx show` trace
+    the whole zoo, minutes, unless another test or run already did), installed plugins not
+    autoloaded (numsim and sync_check come in with -p)."""
     monkeypatch.setenv("TIRXH_CACHE_DIR", str(tmp_path / "cache"))
+    share_zoo_index(tmp_path / "cache", zoo_index)
     monkeypatch.setenv("TIRXH_DISABLE_PLUGIN_AUTOLOAD", "1")
     subprocess.run([sys.executable, "-m", "tirxh", "init", str(tmp_path / "demo")], check=True,
                    capture_output=True)
@@ -34,6 +38,7 @@ def project(tmp_path, monkeypatch):
 
 def _runner(project, plugins=()):
     # 900 s: under load (CI beside a README run on 2 cores) `ptx show` traced the zoo past 300 s
+    # when its index was cold
     return TirxhRunner(cwd=project, rootdir=project, plugins=list(plugins), timeout=900)
 
 

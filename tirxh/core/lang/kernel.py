@@ -171,6 +171,13 @@ class Kernel:
             hit = self._cache[key] = self._trace(consts, isa)
         return hit
 
+    def specialize_once(self, isa=None, **consts) -> ir.KernelIR:
+        """Trace the body for these constants as `specialize` does, but keep no copy: for a
+        caller that reads each IR once and drops it (the zoo's instruction index traces ~860
+        specializations; keeping them all made Python's cycle collector rescan them, ~30% of
+        the time)."""
+        return self._trace(self.resolve_consts(consts), isa if isa is not None else default_isa())
+
     def _trace(self, consts: dict, isa) -> ir.KernelIR:
         t = tr.Trace(self.name, isa)
         t.smem_layout = self.smem_layout
