@@ -250,20 +250,27 @@ def _gate(sm, ck, q, k, g_raw, A_log, dt_bias, rows=None):
 
                 def load(n, b=b, u=u):
                     return rows.elem(n, b, u, d)
-            valid = i < ck.nv
-            s = _sigmoid(load("g"), c1, c0)[1]
-            G.add(T.ptx.selp.f32(s * G2, 0.0, valid))
-            if u == 0:
-                ref = G.snapshot()
-                T.ptx.st.shared.f32(sm.ref.at(b, d), ref)
-            lf = T.ptx.ex2.approx.f32(G.value - ref)
-            df = T.ptx.ex2.approx.f32(ref - G.value)
-            kn = load("k") * T.ptx.ld.shared.f32(sm.rn.at(0, i))
-            qn = load("q") * T.ptx.ld.shared.f32(sm.rn.at(1, i))
-            T.ptx.st.shared.f32(sm.kl.at(i, d), kn * lf)
-            T.ptx.st.shared.f32(sm.kd.at(i, d), kn * df)
-            T.ptx.st.shared.f32(sm.ql.at(i, d), qn * lf)
-            T.ptx.st.shared.f32(sm.g.at(i, d), G.value)
+            ref = _gate_row(sm, ck, G, ref, load, c1, c0, b, u, i, d)
+
+
+def _gate_row(sm, ck, G, ref, load, c1, c0, b, u, i, d):
+    """One row i (= b BLK + u) of the gate for channel d (`_gate`, `_gate_halves`): G advanced by
+    the row's gate, the block reference taken at its first row (returned, for the block's later
+    rows), KL, KD, QL and G stored; `load(name)` gives the row's g, k or q as f32."""
+    valid = i < ck.nv
+    G.add(T.ptx.selp.f32(_sigmoid(load("g"), c1, c0)[1] * G2, 0.0, valid))
+    if u == 0:
+        ref = G.snapshot()
+        T.ptx.st.shared.f32(sm.ref.at(b, d), ref)
+    lf = T.ptx.ex2.approx.f32(G.value - ref)
+    df = T.ptx.ex2.approx.f32(ref - G.value)
+    kn = load("k") * T.ptx.ld.shared.f32(sm.rn.at(0, i))
+    qn = load("q") * T.ptx.ld.shared.f32(sm.rn.at(1, i))
+    T.ptx.st.shared.f32(sm.kl.at(i, d), kn * lf)
+    T.ptx.st.shared.f32(sm.kd.at(i, d), kn * df)
+    T.ptx.st.shared.f32(sm.ql.at(i, d), qn * lf)
+    T.ptx.st.shared.f32(sm.g.at(i, d), G.value)
+    return ref
 
 
 def _gate_halves(sm, ck, q, k, g_raw, A_log, dt_bias, rows):
@@ -281,26 +288,15 @@ def _gate_halves(sm, ck, q, k, g_raw, A_log, dt_bias, rows):
     G = Running(True)
     first = half * (NB // 2)
 
-    def gate(b, u):
-        return _sigmoid(rows.elem("g", b, u, d), c1, c0)[1]
     with T.range(first, unroll=1) as b:     # the rows before the half's own: G alone
         for u in range(BLK):
-            G.add(T.ptx.selp.f32(gate(b, u) * G2, 0.0, b * BLK + u < ck.nv))
+            gate = _sigmoid(rows.elem("g", b, u, d), c1, c0)[1]
+            G.add(T.ptx.selp.f32(gate * G2, 0.0, b * BLK + u < ck.nv))
+    ref = None
     with T.range(first, first + NB // 2, unroll=1) as b:
         for u in range(BLK):
-            i = b * BLK + u
-            G.add(T.ptx.selp.f32(gate(b, u) * G2, 0.0, i < ck.nv))
-            if u == 0:
-                ref = G.snapshot()
-                T.ptx.st.shared.f32(sm.ref.at(b, d), ref)
-            lf = T.ptx.ex2.approx.f32(G.value - ref)
-            df = T.ptx.ex2.approx.f32(ref - G.value)
-            kn = rows.elem("k", b, u, d) * T.ptx.ld.shared.f32(sm.rn.at(0, i))
-            qn = rows.elem("q", b, u, d) * T.ptx.ld.shared.f32(sm.rn.at(1, i))
-            T.ptx.st.shared.f32(sm.kl.at(i, d), kn * lf)
-            T.ptx.st.shared.f32(sm.kd.at(i, d), kn * df)
-            T.ptx.st.shared.f32(sm.ql.at(i, d), qn * lf)
-            T.ptx.st.shared.f32(sm.g.at(i, d), G.value)
+            ref = _gate_row(sm, ck, G, ref, lambda n, b=b, u=u: rows.elem(n, b, u, d), c1, c0,
+                            b, u, b * BLK + u, d)
 
 
 def _zeros(n):

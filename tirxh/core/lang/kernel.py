@@ -101,9 +101,10 @@ class Kernel:
             elif isinstance(ann, ConstType) or ann is ConstType:
                 decl = ParamDecl(p.name, "const", None, p.default,
                                  getattr(ann, "choices", None))
-                if p.default is not p.empty and decl.refusal(p.default):
-                    raise tr.TraceError(f"kernel {fn.__name__!r}: the default of "
-                                        f"{decl.refusal(p.default)}", self_loc(fn))
+                why = decl.refusal(p.default) if p.default is not p.empty else None
+                if why:
+                    raise tr.TraceError(f"kernel {fn.__name__!r}: the default of {why}",
+                                        self_loc(fn))
                 out.append(decl)
             elif isinstance(ann, DType):
                 if ann.kind == "pred":
@@ -131,9 +132,9 @@ class Kernel:
                 continue
             if p.name in values:
                 out[p.name] = values[p.name]
-                if p.refusal(values[p.name]):
-                    raise tr.TraceError(f"kernel {self.name!r}: {p.refusal(values[p.name])}",
-                                        self.loc)
+                why = p.refusal(values[p.name])
+                if why:
+                    raise tr.TraceError(f"kernel {self.name!r}: {why}", self.loc)
             elif p.default is not inspect.Parameter.empty:
                 out[p.name] = p.default
             elif strict:
