@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ MANY = VADD.replace('cases=[T.case("small", n=1000), T.case("big", n=1 << 20)]',
 WORKER_ANALYZER = '''
 import os
 import signal
+import time
 
 from tirxh.api import AnalyzerResult, Finding
 
@@ -34,6 +36,8 @@ def tirxh_check_item(item, config):
         os.kill(os.getpid(), signal.SIGSEGV)
     if "[c2]" in item.nodeid and os.environ.get("CRASH") == "exit":
         os._exit(3)
+    if "[c0]" in item.nodeid and os.environ.get("SLOW"):
+        time.sleep(float(os.environ["SLOW"]))
     if "[c1]" in item.nodeid and os.environ.get("CRASH") == "memory":
         raise MemoryError("the simulation ran out of memory")
     if "[c1]" in item.nodeid and os.environ.get("FAIL"):
@@ -204,6 +208,31 @@ def test_a_crashing_worker_makes_its_item_an_error_and_the_rest_run(many, monkey
     assert f"crashed while running this item: {reason}" in crashed["phases"][0]["longrepr"]
     assert doc["summary"]["error"] == 1 and doc["summary"]["passed"] == 5
     assert len(doc["items"]) == 6  # none lost: a new worker took the dead one's place
+
+
+def test_progress_goes_to_stderr_while_the_report_waits(many, monkeypatch):
+    """c0 (first in collection order) sleeps, so every other report waits on it: stderr says
+    how far the run is and what it waits on; stdout is still a serial run's."""
+    serial = many.run("check", "-k", "not broken")
+    monkeypatch.setenv("SLOW", "3")
+    par = many.run("check", "-n", "2", "-k", "not broken", "--progress-every", "0.5")
+    assert par.ret == serial.ret == 0, par
+    assert _body(par.stdout) == _body(serial.stdout)
+    lines = [ln for ln in par.stderr.splitlines() if ln.startswith("tirxh: ")]
+    assert lines, par.stderr
+    assert all(" of 6 items finished; the report waits on kernels/b_many.py::vadd[c0]@sm_90a"
+               in ln for ln in lines), lines
+    # c0 was handed out first or second, so some line shows it running on a worker
+    assert any(re.search(r"vadd\[c0\]@sm_90a \(gw\d+, \d+s\)", ln) for ln in lines), lines
+    quiet = many.run("check", "-n", "2", "-k", "not broken", "--progress-every", "0")
+    assert quiet.ret == 0 and "items finished" not in quiet.stderr, quiet
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "inf", "nan"])
+def test_a_bad_progress_interval_is_a_usage_error(many, value):
+    r = many.run("check", "-n", "2", "--progress-every", value)
+    assert r.ret == 4, r
+    assert "--progress-every" in r.stderr, r.stderr
 
 
 def test_memory_error_in_an_analyzer_is_an_error_naming_it(many, monkeypatch):

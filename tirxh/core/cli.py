@@ -131,6 +131,11 @@ def build_argparser(parser, commands=()) -> argparse.ArgumentParser:
                                 "default 0: in this process); the report is a serial run's"
                            + ("" if name == "check" else "; `tirxh bench` refuses it (a "
                               "board runs one job at a time)"))
+            p.add_argument("--progress-every", type=nonnegative_seconds, default=60.0,
+                           metavar="S",
+                           help="with -n: while the report waits on an item still running, "
+                                "say on stderr how many items finished and what is running, "
+                                "at most every S seconds (default 60; 0: never)")
         if name == "build":
             p.add_argument("--builddir", metavar="DIR",
                            help="output directory (default: [build] builddir)")
@@ -207,6 +212,15 @@ def configure(argv: list, worker: "dict | None" = None):
         sys.stderr.write("\n".join(format_plugin_table(pm.plugin_infos(), pm.blocked_names))
                          + "\n")
     return config
+
+
+def nonnegative_seconds(text: str) -> float:
+    """A non-negative number of seconds (argparse ``type``: its ValueError is a usage error
+    naming the option)."""
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(text)
+    return value
 
 
 def _check_numprocesses(ns) -> None:

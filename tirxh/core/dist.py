@@ -12,6 +12,11 @@ Design (learned from pytest-xdist, written for this harness):
   process alone runs the reporting hooks, so the terminal output, ``--json``, JUnit and the
   report log are those of a serial run apart from timings (and which of two items with the same
   PTX found the other's cubin in the artifact cache).
+- **Progress**: while the in-order stream is held back by an item still running (the longest
+  items start first, and a report waits for every item before it), ``tirxh_progress`` is
+  called at most every ``--progress-every`` seconds (default 60, 0: never) with how many items
+  have finished and what the stream waits on: the terminal reporter writes it to stderr, so a
+  long run is seen to move and stdout stays a serial run's.
 - **-x**: once an item fails, items after it in collection order are no longer handed out (those
   in flight are stopped); items before it still run, so the first failure reported is the one a
   serial run would have stopped at, and the output is the serial one.
@@ -32,6 +37,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import time
 from typing import Iterator
 
 from . import durations
@@ -110,6 +116,7 @@ class _Worker:
         child.close()
         self.ready = False
         self.index: "int | None" = None
+        self.since = 0.0  # time.monotonic() when `index` was handed out
 
     def send(self, msg) -> bool:
         try:
@@ -169,7 +176,7 @@ class _Run:
             if not self.pending:
                 return
             index = self.pending.popleft()
-            w.index = index
+            w.index, w.since = index, time.monotonic()
             w.send(("run", index, self.items[index].nodeid))
 
     def finish(self, index: int, rep: ItemReport) -> None:
@@ -218,13 +225,22 @@ class _Run:
                 f"{exit_reason(w.proc.exitcode)}"))
         w.conn.close()
 
-    def wait(self) -> None:
-        """Block until a worker says something or ends, and handle it."""
+    def progress(self, nxt: int) -> dict:
+        """`tirxh_progress`'s arguments while the stream waits on item `nxt`."""
+        now = time.monotonic()
+        running = sorted((w.id, self.items[w.index].nodeid, now - w.since)
+                         for w in self.workers if w.index is not None)
+        return dict(finished=nxt + len(self.done), total=len(self.items),
+                    waiting_on=self.items[nxt].nodeid, running=running)
+
+    def wait(self, timeout: "float | None" = None) -> None:
+        """Block until a worker says something or ends (or `timeout` seconds pass), and handle
+        it."""
         if not self.workers:  # every item is pending, in flight or done: this cannot happen
             raise RuntimeError("tirxh -n: items are left but no worker is running")
         conns = {w.conn: w for w in self.workers}
         sentinels = {w.proc.sentinel: w for w in self.workers}
-        for obj in multiprocessing.connection.wait([*conns, *sentinels]):
+        for obj in multiprocessing.connection.wait([*conns, *sentinels], timeout):
             w = conns.get(obj) or sentinels.get(obj)
             if w not in self.workers:  # already handled in this round
                 continue
@@ -248,18 +264,24 @@ def run_in_workers(config, items: list, n: int, exitfirst: bool = False) \
     stops every worker.
     """
     run = _Run(config, items, n, exitfirst)
+    every = float(config.getoption("progress_every", 0) or 0)
     hard = True
     try:
         nxt = 0
+        last = time.monotonic()  # the last report yielded or progress told
         while nxt < run.stop_at:
             while nxt < run.stop_at and nxt in run.done:
                 yield run.done.pop(nxt)
                 nxt += 1
+                last = time.monotonic()
             if nxt >= run.stop_at:
                 break
+            if every > 0 and time.monotonic() - last >= every:
+                config.pm.hook.tirxh_progress(config=config, **run.progress(nxt))
+                last = time.monotonic()
             run.start_workers()
             run.dispatch()
-            run.wait()
+            run.wait(max(every - (time.monotonic() - last), 0.0) if every > 0 else None)
         hard = False
     finally:
         for w in run.workers:

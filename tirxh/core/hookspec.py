@@ -335,6 +335,21 @@ def tirxh_report(report, config):
 
 
 @hookspec
+def tirxh_progress(config, finished, total, waiting_on, running):
+    """Called by ``-n`` while the report stream is held back: reports come in collection order,
+    so an item that is still running holds back every report after it; at most every
+    ``--progress-every`` seconds.
+
+    :param config: the run's `tirxh.core.config.Config`.
+    :param finished: items finished so far, reported or held back (an int).
+    :param total: items in the run.
+    :param waiting_on: the node id of the item the stream waits on.
+    :param running: ``(worker id, node id, seconds running)`` for each item in flight.
+    :return: ignored.
+    """
+
+
+@hookspec
 def tirxh_report_header(config, start_path):
     """Add lines to the terminal's session header (as ``pytest_report_header``); called once,
     after tirxh's own header lines, when the terminal reporter writes the header (not with

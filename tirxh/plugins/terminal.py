@@ -30,6 +30,12 @@ def tirxh_configure(config):
     config.pm.register(TerminalReporter(config), "terminalreporter")
 
 
+def _minutes(seconds: float) -> str:
+    """``4m 05s`` (or ``12s``): how long an item has been running."""
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m {s:02d}s" if m else f"{s}s"
+
+
 def should_color(option_value: str, stream) -> bool:
     if option_value == "yes":
         return True
@@ -81,6 +87,24 @@ class TerminalReporter:
     @hookimpl
     def tirxh_report(self, report, config):
         getattr(self, "_on_" + report.event)(report)
+
+    @hookimpl
+    def tirxh_progress(self, config, finished, total, waiting_on, running):
+        """A line on stderr (stdout stays a serial run's output): how far a parallel run is
+        while its in-order report waits; shown unless ``-qq``."""
+        if self.verbosity < -1:
+            return
+        longest = max(running, key=lambda r: r[2], default=None)
+        held = next((r for r in running if r[1] == waiting_on), None)
+        text = f"tirxh: {finished} of {total} items finished; the report waits on {waiting_on}"
+        if held is not None:
+            text += f" ({held[0]}, {_minutes(held[2])})"
+        if longest is not None and longest is not held:
+            text += f"; longest running: {longest[1]} ({longest[0]}, {_minutes(longest[2])})"
+        if self.col:  # mid-line on stdout (a module's dots): keep the two streams' lines apart
+            sys.stdout.flush()
+        sys.stderr.write(("\n" if self.col and sys.stderr.isatty() else "") + text + "\n")
+        sys.stderr.flush()
 
     def _on_session_start(self, rep):
         if self.verbosity < 0:
