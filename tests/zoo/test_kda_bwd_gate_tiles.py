@@ -251,20 +251,26 @@ def test_the_rolled_prep_changes_no_bit(roll):
         assert np.array_equal(got[n], want[n]), n
 
 
+def _assert_prep_unchanged(name, base, **change):
+    """kda_bwd_prep3g with `base`'s constants and `change` on top gives every output and both
+    tile buffers of `base` alone, bit for bit (numsim, case `name`)."""
+    case = _case(name)
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    outs = list(P3.OUTPUTS) + ["ptile", "gtile"]
+    got = _run(P3.kda_bwd_prep3g, args, case, outs, dict(base, **change))
+    want = _run(P3.kda_bwd_prep3g, args, case, outs, base)
+    for n in outs:
+        assert np.array_equal(got[n], want[n]), n
+
+
 @SLOW
 @pytest.mark.parametrize("decay", [1, 2])
 def test_the_decayed_operands_loaded_16_or_32_rows_a_round_change_no_bit(decay):
     """DECAY=1, 2 (kda_bwd_reverse._decayed with 16, 32 rows a loop iteration: plans tc21,
     tc22) on GATE=1's prep: every output and both tile buffers equal DECAY=0's (two chunks
     with a 22-row tail: the rows past it staged as zeros)."""
-    case = _case("t86_h1_deep")
-    args = _prep_args(LT.SUITE.make_inputs(case, 0))
-    outs = list(P3.OUTPUTS) + ["ptile", "gtile"]
-    base = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}
-    got = _run(P3.kda_bwd_prep3g, args, case, outs, dict(base, DECAY=decay))
-    want = _run(P3.kda_bwd_prep3g, args, case, outs, base)
-    for n in outs:
-        assert np.array_equal(got[n], want[n]), n
+    _assert_prep_unchanged("t86_h1_deep", {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1},
+                           DECAY=decay)
 
 
 @SLOW
@@ -274,14 +280,18 @@ def test_the_gate_on_both_halves_changes_no_bit(name):
     running sum again before its own rows) on plan tc19's prep (ROLL=2): every output and
     both tile buffers equal GATE=0's, on two chunks with a 22-row tail and on a varlen pack
     (a 9-row and a one-row sequence: rows past the sequence inside the first half)."""
-    case = _case(name)
-    args = _prep_args(LT.SUITE.make_inputs(case, 0))
-    outs = list(P3.OUTPUTS) + ["ptile", "gtile"]
-    base = {"PREP": 2, "STAGE": 1, "ROLL": 2}
-    got = _run(P3.kda_bwd_prep3g, args, case, outs, dict(base, GATE=1))
-    want = _run(P3.kda_bwd_prep3g, args, case, outs, base)
-    for n in outs:
-        assert np.array_equal(got[n], want[n]), n
+    _assert_prep_unchanged(name, {"PREP": 2, "STAGE": 1, "ROLL": 2}, GATE=1)
+
+
+@SLOW
+@pytest.mark.parametrize("vstage", [1, 2])
+@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
+def test_v_staged_by_16_byte_chunks_changes_no_bit(name, vstage):
+    """VSTAGE=1, 2 (kda_bwd_prep3.stage_v_chunks, stage_v_async: plans tc23, tc24) on GATE=1's
+    prep: every output and both tile buffers equal VSTAGE=0's, on two chunks with a 22-row
+    tail and on a varlen pack (V's rows past each sequence staged as zeros either way:
+    VSTAGE=2's copies zero-fill them)."""
+    _assert_prep_unchanged(name, {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}, VSTAGE=vstage)
 
 
 def test_the_gate_on_both_halves_needs_the_staged_rows():
@@ -290,12 +300,32 @@ def test_the_gate_on_both_halves_needs_the_staged_rows():
 
 
 @SLOW
-def test_sync_check_is_clean_on_the_gate_on_both_halves():
+def test_sync_check_is_clean_on_the_gate_on_both_halves_and_v_by_cp_async():
+    """GATE=1 with VSTAGE=2 (plan tc24): the gate's two halves, and V's copies into QE's slot
+    issued after U's barrier, waited for before the barrier that publishes V (one check for
+    both: each check was ~80 s on a loaded 2-core machine)."""
     case = _case("t20_h1_deep")
     args = _prep_args(LT.SUITE.make_inputs(case, 0))
-    consts = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}
+    consts = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1, "VSTAGE": 2}
     for verdict, messages in _verdicts(P3.kda_bwd_prep3g, args, consts, case):
         assert verdict == "clean", messages
+
+
+@SLOW
+def test_v_copies_not_waited_for_are_caught(tmp_path):
+    """VSTAGE=2 without the cp.async wait before the barrier that publishes V: the forward
+    walk's ldmatrix may read V's bytes before the copies land (racecheck), and the copies may
+    still be writing when the CTA exits (synccheck)."""
+    mut = mutant(tmp_path, "kda_bwd_prep3", [(
+        "T.ptx.cp.async_.wait_group(0)   # the barrier below publishes V", "pass")])
+    case = _case("t20_h1_deep")
+    args = _prep_args(LT.SUITE.make_inputs(case, 0))
+    consts = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1, "VSTAGE": 2}
+    sync, race = _verdicts(mut.kda_bwd_prep3g, args, consts, case)
+    assert sync[0] == "error" and any("may still be writing shared memory when the CTA exits"
+                                      in m for m in sync[1]), sync
+    assert race[0] == "error" and any("read/write conflict on shared" in m
+                                      for m in race[1]), race
 
 
 @SLOW

@@ -272,9 +272,10 @@ def _n_and_b(ln, lanes, hc, nfrag, bt, left, right, y, bleft):
         PT.bt_rows(lr, hc, bt, wide, acc)
 
 
-def reverse_walk(sm, op, ln, lanes, hc, nfrag, bt):
+def reverse_walk(sm, op, ln, lanes, hc, nfrag, bt, after_u=None):
     """W = Tb KE (planes into the G slot); U = QE - M W (QE still f32; planes into the P
-    slot); N = -W^T KL; B^T = dO^T U: kda_bwd_prep_tc.walk's FORWARD=0 products."""
+    slot); N = -W^T KL; B^T = dO^T U: kda_bwd_prep_tc.walk's FORWARD=0 products. `after_u()`
+    runs once U's barrier has freed QE's slot (VSTAGE=2: V's copies issued there)."""
     with T.iket.range("w"):
         _, wide, acc = _mul(ln, lanes, op.tb, op.ke)
         _store(ln, wide, acc, op.r)
@@ -284,6 +285,8 @@ def reverse_walk(sm, op, ln, lanes, hc, nfrag, bt):
         _store(ln, wide, acc, op.u,
                lambda r, c, x: T.ptx.ld.shared.f32(sm.qe.at(r, c)) - x)
     T.ptx.bar.sync(0)
+    if after_u is not None:
+        after_u()
     with T.iket.range("n_b"):
         _n_and_b(ln, lanes, hc, nfrag, bt, op.r, op.kl, op.do, op.u)
 
@@ -300,6 +303,42 @@ def stage_v(ck, v, pl):
             x = T.ptx.ld.global_.nc.b16(v.at(ck.row(i) + col))
             T.ptx.st.shared.b16(pl.base + Planes.offset(i, col),
                                 T.ptx.selp.b16(x, 0, i < ck.nv))
+
+
+def _v_chunks():
+    """(row, first column) of this thread's 16-byte chunks of V's [C, K] bf16 tile: chunks
+    t + 256 j, 16 a row."""
+    out = []
+    for j in range(C * K // 8 // 256):
+        q_ = T.tid.x + 256 * j
+        out.append((q_ >> 4, (q_ & 15) << 3))
+    return out
+
+
+def stage_v_chunks(ck, v, pl):
+    """`stage_v` by 16-byte chunks: thread t takes chunks q = t + 256 j (j < 4) of the chunk's
+    1,024 (row q / 16, columns 8 (q % 16) ..), all four ``ld.global.nc.v4.b32`` in flight
+    before any store, and stores each with one ``st.shared.v4.b32`` (a quarter warp's 8 chunks
+    are one 128-byte line: conflict-free); rows past the sequence zero. The same plane bytes.
+    Why: `stage_v` issues 32 two-byte loads a thread in rounds of 8, four dependent global
+    round trips (session 36's profile: 3.84 us, 8% of a CTA, for 16 KB)."""
+    held = [(row, col, T.ptx.ld.global_.nc.v4.b32(v.at(ck.row(row) + col)))
+            for row, col in _v_chunks()]
+    for row, col, words in held:
+        T.ptx.st.shared.v4.b32(pl.base + Planes.offset(row, col),
+                               [T.ptx.selp.b32(w, 0, row < ck.nv) for w in words])
+
+
+def stage_v_async(ck, v, pl):
+    """`stage_v_chunks` by ``cp.async.cg`` (16 bytes a copy, the thread's four in one commit
+    group; rows past the sequence zero-filled: src-size 0): issued as soon as QE's slot is free
+    (after U), so the copies land while N and B^T are multiplied; the caller waits for the
+    group before the barrier that publishes V. The same plane bytes."""
+    for row, col in _v_chunks():
+        T.ptx.cp.async_.cg.shared.global_(pl.base + Planes.offset(row, col),
+                                          v.at(ck.row(row) + col), 16,
+                                          T.ptx.selp.u32(16, 0, row < ck.nv))
+    T.ptx.cp.async_.commit_group()
 
 
 def forward_walk(sm, op, ln, lanes, hc, nfrag, bt):
@@ -347,7 +386,7 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2,
                    STAGE: T.const = 0, IMG: T.const = 0,
                    ROLL: T.const.one_of(0, 1, 2, 3) = 0, GATE: T.const.one_of(0, 1) = 0,
-                   DECAY: T.const.one_of(0, 1, 2) = 0):
+                   DECAY: T.const.one_of(0, 1, 2) = 0, VSTAGE: T.const.one_of(0, 1, 2) = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
@@ -370,16 +409,20 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     operands' phase (kda_bwd_reverse._decayed) with 16, 32 rows' global loads in flight a loop
     iteration instead of 8 (session 35's profile: 5.89 us, 12% of a CTA, for 64 rows' loads of
     k, q and dO in 8 dependent rounds), the same arithmetic; the loop body grows with them
-    (SASS 117.9 KB with GATE=1, 139.9 KB at DECAY=2)."""
+    (SASS 117.9 KB with GATE=1, 139.9 KB at DECAY=2); measured (session 36, an H100, T8192
+    H96) DECAY=2 1.40x slower than DECAY=0 in the prep launch, every phase slower: kept as a
+    measured variant. VSTAGE=1: V staged by 16-byte chunks (`stage_v_chunks`), the same
+    plane bytes; VSTAGE=2: by ``cp.async`` issued after U, landing during N and B^T
+    (`stage_v_async`), the same plane bytes."""
     if GATE and not STAGE:   # the plans bind constants without a suite's constraints
         raise ValueError("kda_bwd_prep3g: GATE=1 reads the staged rows: it needs STAGE=1")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE, DECAY)
+                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE, DECAY, VSTAGE)
 
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0, GATE=0,
-                DECAY=0):
+                DECAY=0, VSTAGE=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
     barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
@@ -399,10 +442,20 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     with T.iket.range("split"):
         split_operands(sm, op)
     ln, lanes = TC._Lane(roll=ROLL), Lanes()
-    reverse_walk(sm, op, ln, lanes, hc, nfrag, bt)    # its iket ranges: w, u, n_b
+
+    def v_copies():
+        with T.iket.range("stage_v"):
+            stage_v_async(ck, v, op.v)
+
+    # its iket ranges: w, u, (VSTAGE=2: stage_v), n_b
+    reverse_walk(sm, op, ln, lanes, hc, nfrag, bt, v_copies if VSTAGE == 2 else None)
+    if VSTAGE == 2:
+        with T.iket.range("v_wait"):
+            T.ptx.cp.async_.wait_group(0)   # the barrier below publishes V
     T.ptx.bar.sync(0)           # W (G slot) and QE's slot read for the last time
-    with T.iket.range("stage_v"):
-        stage_v(ck, v, op.v)
+    if VSTAGE < 2:
+        with T.iket.range("stage_v"):
+            (stage_v_chunks if VSTAGE else stage_v)(ck, v, op.v)
     forward_walk(sm, op, ln, lanes, hc, nfrag_f, bt_f)   # x, n_b_f
     with T.if_(T.tid.x < K):
         d = T.tid.x
@@ -441,8 +494,9 @@ def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 # plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
 # (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING; `tc19_t8192_h16`: plan "tc19"'s prep (ROLL=2)
-# at H16 (`tc20_` to `tc22_`: plans "tc20" to "tc22"'s): 2,048 CTAs, ~15 waves an H100, a CTA's phases as
-# at H96 and its inputs a quarter of H64's, so an iket profile builds and uploads in seconds
+# at H16 (`tc20_` to `tc24_`: plans "tc20" to "tc24"'s): 2,048 CTAs, ~15 waves an H100, a
+# CTA's phases as at H96 and its inputs a quarter of H64's, so an iket profile builds and
+# uploads in seconds
 SUITE_G_TIMING = T.suite(
     kda_bwd_prep3g, inputs=g_timing_inputs, outputs=["bt_f", "bt", "eg"],
     constraints=constraints, bytes=_bytes, flops=_flops, flops_dtype="bf16",
@@ -451,4 +505,5 @@ SUITE_G_TIMING = T.suite(
     + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",),
               STAGE=1, ROLL=2, **extra)
        for p, extra in ((19, {}), (20, dict(GATE=1)), (21, dict(GATE=1, DECAY=1)),
-                        (22, dict(GATE=1, DECAY=2)))])
+                        (22, dict(GATE=1, DECAY=2)), (23, dict(GATE=1, VSTAGE=1)),
+                        (24, dict(GATE=1, VSTAGE=2)))])

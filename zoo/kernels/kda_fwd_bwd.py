@@ -75,9 +75,14 @@ R, Delta, dDelta and dR as split planes (kda_bwd_pieces_ld PLANES=1, 2), and "tc
 "tc19" whose pieces hold every shared operand so (PLANES=3 rolled, 4 unrolled): bit for bit
 tc14. Measured (session 34, an H100, T8192 H96): tc16 16.33 ms (the pieces 5.92 -> 4.35),
 **tc19 15.71 ms** (the pieces 3.84; 0.916x FLA's forward + backward; 10.98 ms, 0.855x at
-H64); tc19 is kda_bench.sh's default. Plan "tc20" (session 35) is "tc19" whose prep runs the
+H64). Plan "tc20" (session 35) is "tc19" whose prep runs the
 gate's rows on both halves of the CTA (kda_bwd_prep3g GATE=1), "tc21" and "tc22" "tc20" whose
 prep loads 16 and 32 rows a round for its decayed operands (DECAY=1, 2): bit for bit tc19.
+Measured in one call (session 36, an H100, T8192 H96): tc19 15.82 ms, **tc20 15.63 ms** (the
+prep 4.93 -> 4.72; 0.920x FLA's forward + backward), tc22 17.51 (the prep 6.62: its larger
+loop body slowed every phase); tc20 is kda_bench.sh's default. Plan "tc23" (session 36) is
+"tc20" whose prep stages V by 16-byte chunks (VSTAGE=1), "tc24" by ``cp.async`` copies
+issued after U that land while N and B^T are multiplied (VSTAGE=2): bit for bit tc19.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -147,7 +152,9 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc19": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc20": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc21": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc22": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc22": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc23": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc24": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -160,7 +167,9 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc18": dict(PREP=2, STAGE=1, ROLL=2), "tc19": dict(PREP=2, STAGE=1, ROLL=2),
                "tc20": dict(PREP=2, STAGE=1, ROLL=2, GATE=1),
                "tc21": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, DECAY=1),
-               "tc22": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, DECAY=2)}
+               "tc22": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, DECAY=2),
+               "tc23": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=1),
+               "tc24": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2)}
 
 
 def _from(first):
@@ -196,7 +205,9 @@ IMAGE = ("tc8",)
 # read by ldmatrix (kda_bwd_pieces_ld PLANES=1; PLANES=2 with the products' k-steps rolled);
 # "tc18" whose pieces hold every shared operand as planes (PLANES=3; "tc19" unrolled, PLANES=4);
 # "tc20" is "tc19" whose prep runs the gate's rows on all eight warps (kda_bwd_prep3g GATE=1);
-# "tc21" and "tc22" are "tc20" whose prep loads 16 and 32 rows a round in `_decayed` (DECAY=1, 2)
+# "tc21" and "tc22" are "tc20" whose prep loads 16 and 32 rows a round in `_decayed` (DECAY=1, 2);
+# "tc23" is "tc20" whose prep stages V by 16-byte chunks (kda_bwd_prep3g VSTAGE=1), "tc24" by
+# cp.async issued after U, landing during N and B^T (VSTAGE=2)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -207,11 +218,14 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc19": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
                  "tc20": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
                  "tc21": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
-                 "tc22": (dict(FRAGS=1, PLANES=4), dict(ROLL=1))}
+                 "tc22": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
+                 "tc23": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
+                 "tc24": (dict(FRAGS=1, PLANES=4), dict(ROLL=1))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",
-                                            "tc19", "tc20", "tc21", "tc22")}
+                                            "tc19", "tc20", "tc21", "tc22", "tc23",
+                                            "tc24")}
 
 
 class Step(NamedTuple):
