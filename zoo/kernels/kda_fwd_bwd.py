@@ -80,9 +80,12 @@ gate's rows on both halves of the CTA (kda_bwd_prep3g GATE=1), "tc21" and "tc22"
 prep loads 16 and 32 rows a round for its decayed operands (DECAY=1, 2): bit for bit tc19.
 Measured in one call (session 36, an H100, T8192 H96): tc19 15.82 ms, **tc20 15.63 ms** (the
 prep 4.93 -> 4.72; 0.920x FLA's forward + backward), tc22 17.51 (the prep 6.62: its larger
-loop body slowed every phase); tc20 is kda_bench.sh's default. Plan "tc23" (session 36) is
-"tc20" whose prep stages V by 16-byte chunks (VSTAGE=1), "tc24" by ``cp.async`` copies
-issued after U that land while N and B^T are multiplied (VSTAGE=2): bit for bit tc19.
+loop body slowed every phase). Plan "tc23" (session 36) is "tc20" whose prep stages V by
+16-byte chunks (VSTAGE=1), "tc24" by ``cp.async`` copies issued after U that land while N and
+B^T are multiplied (VSTAGE=2): bit for bit tc19.
+Measured in one call (session 36, **the H200**, T8192 H96): tc20 14.70 ms (0.828x FLA),
+**tc24 14.40 ms** (the prep 4.51 -> 4.19; **0.846x** FLA's forward + backward); tc24 is
+kda_bench.sh's default.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
