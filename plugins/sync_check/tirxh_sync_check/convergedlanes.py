@@ -38,6 +38,7 @@ import numpy as np
 from tirxh_numsim import events as ev
 
 from .report import Issue, describe_event
+from .vclock import any_true, duplicated, lane_index
 
 MANY = -2  # several lanes read the byte in one instruction
 
@@ -52,6 +53,10 @@ class ConvergedLanes:
         self.known = np.zeros((n, 32, 32), np.int64)  # [w, b, a]: a's releases before b's acquire
         self.acquired = np.full((n, 32), -1, np.int64)  # replay position of b's last acquire
         self.warp_of = np.asarray(warp_of, np.int64)
+        # each warp's lane-class threads (`lanes` made them all before the replay)
+        self.warp_threads: list = [[] for _ in range(n)]
+        for t, w in enumerate(warp_of):
+            self.warp_threads[w].append(t)
 
     # -- sync events -----------------------------------------------------------------------------
     def note_event(self, e, pos: int, warp: "int | None", strong: bool) -> None:
@@ -79,61 +84,107 @@ class ConvergedLanes:
         report (`RaceChecker.access`)."""
         aligned = ".aligned" in (getattr(e.instr, "spelling", "") or "")
         lane = np.asarray(lanes, np.int64)
-        ok_lane = (lane >= 0) & ~aligned
-        any_lane = bool(ok_lane.any())
+        # bytes a lane accessed as itself (not an .aligned instruction's, not lane -1's)
+        ok_lane = np.zeros(len(lane), bool) if aligned else lane >= 0
+        n_ok = np.count_nonzero(ok_lane)
+        any_lane = n_ok > 0
         touched = lane_touched(reg)
         if not (any_lane or touched):
             return  # nothing to check, and the shadow stays as it is (no lane anywhere)
         sh = lane_shadow(reg)
         vc = checker.clock(t)
         w = int(self.warp_of[t])
-        b = np.clip(lane, 0, 31)
+        b = lane_index(lane)
         if any_lane and touched:
-            wl = sh["wlane"][idx]
-            raw = ok_lane & self._ordered_same_warp(reg.wt[idx], reg.wc[idx], vc, w) & \
-                (wl >= 0) & (wl != lane) & \
-                (self.known[w, b, np.clip(wl, 0, 31)] <= sh["wrel"][idx])
-            if atomic:
-                raw &= ~reg.watomic[idx]
-            if raw.any():
-                j = int(np.flatnonzero(raw)[0])
+            j, wl = self._unlinked_write(reg, sh, idx, lane, ok_lane, b, vc, w, atomic)
+            if j is not None:
                 self._report(checker, checker.events[reg.we[idx[j]]], e, reg, int(idx[j]),
                              int(wl[j]), int(lane[j]))
             elif writes and not atomic:
-                rl = sh["rlane"][idx]
-                unlinked = np.where(
-                    rl == MANY, self.acquired[w, b] < sh["rseq"][idx],
-                    self.known[w, b, np.clip(rl, 0, 31)] <= sh["rrel"][idx])
-                war = ok_lane & self._ordered_same_warp(sh["rthread"][idx], sh["rclock"][idx],
-                                                        vc, w) & \
-                    (rl != -1) & (rl != lane) & unlinked
-                if war.any():
-                    j = int(np.flatnonzero(war)[0])
+                j, rl = self._unlinked_read(sh, idx, lane, ok_lane, b, vc, w)
+                if j is not None:
                     first = checker.events[sh["revent"][idx[j]]]
                     self._report(checker, first, e, reg, int(idx[j]), int(rl[j]), int(lane[j]))
-        # the shadow
+        self._update_shadow(reg, sh, i, t, idx, lane, ok_lane, n_ok, b, vc, w, writes, atomic,
+                            pos)
+
+    def _unlinked_write(self, reg, sh, idx, lane, ok_lane, b, vc, w: int, atomic: bool):
+        """(index into `idx` of the first byte another lane of warp `w` last wrote with no
+        release of it before an acquire of this byte's lane since, or None; the writing lanes).
+        The masks are ANDed most selective first (usually the last write is no ordered one of
+        this warp's): once one is empty the rest could only narrow an empty mask."""
+        raw = self._ordered_same_warp(reg.wt[idx], reg.wc[idx], vc, w)
+        if not any_true(raw):
+            return None, None
+        wl = sh["wlane"][idx]
+        raw &= ok_lane & (wl >= 0) & (wl != lane)
+        if not any_true(raw):
+            return None, wl
+        if atomic:
+            raw &= ~reg.watomic[idx]
+        raw &= self.known[w][b, lane_index(wl)] <= sh["wrel"][idx]
+        if not any_true(raw):
+            return None, wl
+        return int(np.flatnonzero(raw)[0]), wl
+
+    def _unlinked_read(self, sh, idx, lane, ok_lane, b, vc, w: int):
+        """The same for a plain write after another lane's (or several lanes') read: (index of
+        the first such byte or None, the reading lanes)."""
+        rl = sh["rlane"][idx]
+        war = ok_lane & (rl != -1) & (rl != lane)
+        if not any_true(war):
+            return None, rl
+        war &= self._ordered_same_warp(sh["rthread"][idx], sh["rclock"][idx], vc, w)
+        war &= np.where(rl == MANY, self.acquired[w][b] < sh["rseq"][idx],
+                        self.known[w][b, lane_index(rl)] <= sh["rrel"][idx])
+        if not any_true(war):
+            return None, rl
+        return int(np.flatnonzero(war)[0]), rl
+
+    def _update_shadow(self, reg, sh, i: int, t: int, idx, lane, ok_lane, n_ok: int, b, vc,
+                       w: int, writes: bool, atomic: bool, pos: int) -> None:
+        """Record this access in the lane shadow. A byte whose writing lane is -1 (``wlane``) or
+        whose reading thread is -1 (``rthread``) has no lane access to check, and neither check
+        reads its other fields: an access with no lane of its own (an .aligned instruction's)
+        only clears those two. `n_ok`: how many bytes `ok_lane` marks as a lane's own."""
+        any_lane = n_ok > 0
         if any_lane:
             reg.lane_touched = True
+        everyone = n_ok == len(ok_lane)
         if writes:
-            sh["wlane"][idx] = np.where(ok_lane, lane, -1)
-            sh["wrel"][idx] = self.released[w, b]
-            sh["wpos"][idx] = pos
+            if not any_lane:
+                sh["wlane"][idx] = -1
+            else:
+                sh["wlane"][idx] = lane if everyone else np.where(ok_lane, lane, -1)
+                sh["wrel"][idx] = self.released[w][b]
+                sh["wpos"][idx] = pos
             sh["rthread"][idx] = -1
         elif not atomic:
-            sh["rthread"][idx] = np.where(ok_lane, t, -1)
+            if not any_lane:
+                sh["rthread"][idx] = -1
+                return
+            sh["rthread"][idx] = t if everyone else np.where(ok_lane, t, -1)
             sh["rclock"][idx] = vc[t]
             sh["rlane"][idx] = lane
-            sh["rrel"][idx] = self.released[w, b]
+            sh["rrel"][idx] = self.released[w][b]
             sh["rseq"][idx] = pos
             sh["revent"][idx] = i
-            uniq, counts = np.unique(idx, return_counts=True)
-            shared_bytes = uniq[counts > 1]
-            if shared_bytes.size:
+            shared_bytes = duplicated(idx)  # several lanes read them in this one instruction
+            if len(shared_bytes):
                 sh["rlane"][shared_bytes] = MANY
 
     def _ordered_same_warp(self, threads, clocks, vc, w: int):
         """Per byte: the other access was by a lane thread of warp `w`, and the vector clocks
         order it before this one (unordered pairs are racecheck's own races)."""
+        mine = self.warp_threads[w]
+        if len(mine) <= 4:
+            # the usual case, a warp of a few lane classes (one per side of an elect): "a thread
+            # of warp `w`" is one of them, each with a scalar clock entry; the same mask as the
+            # general lines below, in fewer numpy calls
+            out = (threads == mine[0]) & (clocks <= vc[mine[0]])
+            for u in mine[1:]:
+                out |= (threads == u) & (clocks <= vc[u])
+            return out
         ok = (threads >= 0) & (threads < len(self.warp_of))
         th = np.where(ok, threads, 0)
         return ok & (self.warp_of[th] == w) & (vc[th] >= clocks)

@@ -25,12 +25,15 @@ stays verified for every earlier value: a cache per thread keeps the checks chea
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from tirxh_numsim import events as ev
 
 from .convergedlanes import lane_shadow, lane_touched
 from .report import Issue, describe_event
+from .vclock import any_true, lane_index
 
 
 class Publications:
@@ -72,13 +75,13 @@ class Publications:
         cand = (wt >= 0) & (wt < nl) & (wl >= 0)
         if atomic:
             cand &= ~reg.watomic[idx]
-        found = self._first_uncovered(checker, t2, vc, mine, cand, wt, reg.wc[idx], wl,
-                                      sh["wrel"][idx], sh["wpos"][idx])
+        found = self._first_uncovered(t2, vc, mine, cand, wt, wl, idx, reg.wc, sh["wrel"],
+                                      sh["wpos"])
         if found is None and writes and not atomic:
             rt, rl = sh["rthread"][idx], sh["rlane"][idx]
             cand = (rt >= 0) & (rt < nl) & (rl >= 0)
-            found = self._first_uncovered(checker, t2, vc, mine, cand, rt, sh["rclock"][idx],
-                                          rl, sh["rrel"][idx], sh["rseq"][idx])
+            found = self._first_uncovered(t2, vc, mine, cand, rt, rl, idx, sh["rclock"],
+                                          sh["rrel"], sh["rseq"])
             if found is not None:
                 j, rel = found
                 self._report(checker, checker.events[sh["revent"][idx[j]]], e, rel, reg,
@@ -89,32 +92,42 @@ class Publications:
             self._report(checker, checker.events[reg.we[idx[j]]], e, rel, reg, int(idx[j]),
                          int(wl[j]))
 
-    def _first_uncovered(self, checker, t2, vc, mine, cand, threads, clocks, lanes, rels,
-                         poss):
+    def _first_uncovered(self, t2, vc, mine, cand, threads, lanes, idx, clock_of, rel_of,
+                         pos_of):
         """(byte index, the release it came through) of the first candidate byte whose access
-        is ordered before this one by the clocks but by no publication covering its lane."""
-        if not cand.any():
+        is ordered before this one by the clocks but by no publication covering its lane.
+        `threads` and `lanes` are the accesses' lane classes and lanes at `idx`; `clock_of`,
+        `rel_of`, `pos_of` the shadow's whole columns of their clocks, release counts and
+        positions, read only once some byte is a candidate."""
+        if not any_true(cand):
             return None
+        clocks = clock_of[idx]
         th = np.where(cand, threads, 0)
-        w1 = self.lanes.warp_of[th]
-        cand = cand & (w1 != mine) & (vc[th] >= clocks)
-        if not cand.any():
-            return None
+        # the verified-pairs cache first: it is what usually empties the mask (the order of
+        # the ANDs does not change it)
         cache = self.verified.get(t2)
         if cache is None:
             cache = self.verified[t2] = np.zeros((len(self.lanes.warp_of), 32), np.int64)
-        ln = np.clip(lanes, 0, 31)
-        cand &= clocks > cache[th, ln]
-        if not cand.any():
+        ln = lane_index(lanes)
+        cand = cand & (clocks > cache[th, ln])
+        if not any_true(cand):
             return None
+        w1 = self.lanes.warp_of[th]
+        cand &= (w1 != mine) & (vc[th] >= clocks)
+        if not any_true(cand):
+            return None
+        # one Python tuple per candidate byte, from whole-column tolist()s (per-element int()
+        # of numpy scalars dominated this loop); each distinct access is judged once, in order
+        js = np.flatnonzero(cand)
+        rows = zip(js.tolist(), th[js].tolist(), ln[js].tolist(), clocks[js].tolist(),
+                   rel_of[idx[js]].tolist(), pos_of[idx[js]].tolist(), w1[js].tolist())
         done: set = set()
-        for j in np.flatnonzero(cand).tolist():
-            key = (int(th[j]), int(ln[j]), int(clocks[j]), int(rels[j]), int(poss[j]))
+        for j, t1, a, c1, r1, p1, w in rows:
+            key = (t1, a, c1, r1, p1)
             if key in done:
                 continue
             done.add(key)
-            t1, a, c1, r1, p1 = key
-            leak = self._covered(vc, int(w1[j]), a, r1, p1)
+            leak = self._covered(vc, w, a, r1, p1)
             if leak is None:
                 cache[t1, a] = max(int(cache[t1, a]), c1)
             elif leak is not False:
@@ -129,13 +142,13 @@ class Publications:
         log = self.logs.get(w)
         if log is None:
             return False
-        s = int(np.searchsorted(log.pos[:log.n], pos, side="right"))
+        s = bisect.bisect_right(log.positions, pos)  # the publications after `pos`
         if s == log.n:
             return False
         known = vc[log.thread[s:log.n]] >= log.value[s:log.n]
-        if not known.any():
+        if not any_true(known):
             return False
-        if (known & (log.cover[s:log.n, a] > rel)).any():
+        if any_true(known & (log.cover[s:log.n, a] > rel)):
             return None
         return log.event[s + int(np.flatnonzero(known)[-1])]
 
@@ -167,6 +180,7 @@ class _Log:
         self.value = np.zeros(capacity, np.int64)
         self.cover = np.zeros((capacity, 32), np.int64)
         self.event: list = []
+        self.positions: list = []  # `pos` as a list, for `bisect` (no numpy call per lookup)
 
     def append(self, pos: int, t: int, value: int, cover, e) -> None:
         if self.n == len(self.pos):
@@ -179,4 +193,5 @@ class _Log:
         self.pos[n], self.thread[n], self.value[n] = pos, t, value
         self.cover[n] = cover
         self.event.append(e)
+        self.positions.append(pos)
         self.n = n + 1

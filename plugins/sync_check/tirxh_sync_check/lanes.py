@@ -77,7 +77,7 @@ class LaneClasses:
             m = e.lanes & live
             if not m:
                 continue
-            if _splits(e):
+            if m != live and _splits(e):  # (all live lanes: nothing to split)
                 self._split(classes, owned, m, live & ~m, i)
             self.parts[i] = [(t, c & m) for t, c in sorted(classes.items()) if c & m]
             joined = _join_lanes(e, m)

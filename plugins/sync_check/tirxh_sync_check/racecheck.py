@@ -59,7 +59,7 @@ from .order import replay_order
 from .racereport import RaceReports
 from .racesync import FENCE_FOR, SyncEdges, binding, fence_covers
 from .report import Issue, describe_event
-from .vclock import AsyncRead, Region, byte_indices, new_clock
+from .vclock import AsyncRead, Region, any_true, byte_indices, new_clock, ranges_array
 
 _STRONG = ("relaxed", "acquire", "release", "acq_rel", "volatile")
 
@@ -110,6 +110,7 @@ class RaceChecker(SyncEdges, RaceReports):
         self.dead: set = set()  # lane classes merged into another (their clocks are stale)
         self.layout = SharedLayout.of(kir) if kir is not None else None
         self.sources = provenance.shared_sources(kir) if kir is not None else {}
+        self.symbol_bounds: dict = {}  # shared variable name -> (start, end) or None (`_bounds`)
         self.gbufs: list = []  # (base, end, name)
         if kir is not None and buffers:
             for i, p in enumerate(kir.params):
@@ -320,18 +321,19 @@ class RaceChecker(SyncEdges, RaceReports):
                 self._mem_thread(i, e, t, sub)
 
     def _mem_thread(self, i: int, e, t: int, ranges: list) -> None:
+        arr = ranges_array(ranges)  # (lane, start, end) rows: converted once
         if e.space == "global":
-            groups = self._global_groups(e, ranges)
+            groups = self._global_groups(e, arr)
         else:
-            groups = self._shared_groups(e, ranges)
+            groups = self._shared_groups(e, arr, ranges)
         for key, size, base, rs in groups:
             reg = self.region(key, size)
             idx, lanes = byte_indices(rs, base)
             if size is None:  # no layout known: the region is as large as what was touched
                 reg.grow(int(idx.max()) + 1 if idx.size else 0)
                 size = reg.size
-            bad = (idx < 0) | (idx >= size)
-            if bad.any():
+            if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= size):
+                bad = (idx < 0) | (idx >= size)
                 j = int(np.flatnonzero(bad)[0])
                 if key[0] == "shared":  # past the shared window (global ones are reported above)
                     self._oob(e, "the shared window", int(idx[j]), int(idx[j]) + 1, size,
@@ -341,47 +343,59 @@ class RaceChecker(SyncEdges, RaceReports):
                 continue
             self.access(i, e, t, reg, idx, lanes)
 
-    def _global_groups(self, e, ranges) -> list:
-        arr = np.asarray(ranges, np.int64)
+    def _global_groups(self, e, arr: np.ndarray) -> list:
+        """The ranges `arr` (an int64 array of ``(lane, start, end)`` rows) split by the global
+        buffer they fall in: ``[(region key, size, base, rows)]``; reports bytes past a buffer's
+        end and addresses in no buffer."""
         if not self.gbufs:  # buffer sizes unknown: one growing region per numsim allocation slot
             slots = arr[:, 1] // GLOBAL_STRIDE
             return [(("global", f"slot{int(k)}"), None, int(k) * GLOBAL_STRIDE,
-                     arr[slots == k].tolist()) for k in np.unique(slots)]
+                     arr[slots == k]) for k in np.unique(slots)]
         out = []
         assigned = np.zeros(len(arr), bool)
+        lo, hi = int(arr[:, 1].min()), int(arr[:, 1].max())
         for bi, (base, end, name) in enumerate(self.gbufs):
+            if hi < base or lo >= base + GLOBAL_STRIDE:
+                continue  # no start in this buffer's slot (the mask below would be empty)
             inb = (arr[:, 1] >= base) & (arr[:, 1] < base + GLOBAL_STRIDE)
-            if not inb.any():
+            if not any_true(inb):
                 continue
             assigned |= inb
             sub = arr[inb]
             over = sub[:, 2] > end
-            if over.any():
+            if any_true(over):
                 j = int(np.flatnonzero(over)[0])
                 self._oob(e, name, int(sub[j, 1]) - base, int(sub[j, 2]) - base,
                           end - base, int(sub[j, 0]))
-            out.append((("global", name), end - base, base, sub.tolist()))
+            out.append((("global", name), end - base, base, sub))
         if not assigned.all():
             j = int(np.flatnonzero(~assigned)[0])
             self._oob(e, "no buffer", int(arr[j, 1]), int(arr[j, 2]), 0, int(arr[j, 0]))
         return out
 
-    def _shared_groups(self, e, ranges) -> list:
+    def _shared_groups(self, e, arr: np.ndarray, ranges) -> list:
+        """The ranges (`ranges`, and as the int64 array `arr`) split by the CTA whose shared
+        window they address: ``[(region key, size, 0, ranges)]``; reports an access outside the
+        shared variable its address was computed from (`provenance`) and unknown cluster
+        ranks."""
         size = self.layout.size if self.layout is not None else None
         name = self.sources.get(id(e.instr)) if e.instr is not None else None
         if name is not None and self.layout is not None and e.proxy == ev.GENERIC:
-            start = self.layout.symbols.get(name)
-            end = None
-            for s, en, n in self.layout.regions:
-                if n == name and s == start:
-                    end = en
-            if name == "tirx_dsmem":
-                end = self.layout.size
-            if start is not None and end is not None:
-                for lane, a, b in e.ranges:
-                    if a < start or b > end:
-                        self._oob(e, name, a - start, b - start, end - start, lane)
-                        break
+            bounds = self._bounds(name)
+            if bounds is not None:
+                start, end = bounds
+                # the whole instruction's ranges (not only this lane class's): as before the
+                # split, the first range outside the variable is reported
+                full = arr if ranges is e.ranges else ranges_array(e.ranges)
+                if int(full[:, 1].min()) < start or int(full[:, 2].max()) > end:
+                    bad = (full[:, 1] < start) | (full[:, 2] > end)
+                    lane, a, b = full[int(np.flatnonzero(bad)[0])].tolist()
+                    self._oob(e, name, a - start, b - start, end - start, lane)
+        starts = arr[:, 1]
+        if int(starts.min()) >= 0 and int(starts.max()) >> CLUSTER_SHIFT == 0:
+            # no address carries a cluster rank (the usual case): every range is in this CTA's
+            # own window, at its own offset (what the loop below computes, without the loop)
+            return [(("shared", e.space_cta), size, 0, arr)]
         # a shared::cluster address of another CTA is (rank + 1) << CLUSTER_SHIFT | offset
         # (numsim's address model): split the ranges by the CTA whose memory they address
         by_cta: dict = {}
@@ -394,6 +408,21 @@ class RaceChecker(SyncEdges, RaceReports):
             off = a & ((1 << CLUSTER_SHIFT) - 1)
             by_cta.setdefault(cta, []).append((lane, off, off + (b - a)))
         return [(("shared", c), size, 0, r) for c, r in sorted(by_cta.items())]
+
+    def _bounds(self, name: str) -> "tuple[int, int] | None":
+        """[start, end) of shared variable `name` in the layout (None when it has none);
+        memoized, since the layout is fixed and every shared access asks."""
+        if name not in self.symbol_bounds:
+            start = self.layout.symbols.get(name)
+            end = None
+            for s, en, n in self.layout.regions:
+                if n == name and s == start:
+                    end = en
+            if name == "tirx_dsmem":
+                end = self.layout.size
+            self.symbol_bounds[name] = (start, end) if start is not None and end is not None \
+                else None
+        return self.symbol_bounds[name]
 
     def _oob(self, e, name, a, b, size, lane) -> None:
         self.add(Issue("memory.out-of-bounds",
@@ -413,12 +442,12 @@ class RaceChecker(SyncEdges, RaceReports):
         wt = reg.wt[idx]
         has = wt >= 0
         other = has & (wt != t)
-        if other.any():
+        if any_true(other):
             known = vc[np.where(other, wt, 0)]
             unordered = other & (reg.wc[idx] > known)
             if atomic:
                 unordered &= ~reg.watomic[idx]
-            if unordered.any():
+            if any_true(unordered):
                 j = int(np.flatnonzero(unordered)[0])
                 first = self.events[reg.we[idx[j]]]
                 kind = "race.write-write" if writes else "race.read-write"
@@ -431,7 +460,7 @@ class RaceChecker(SyncEdges, RaceReports):
                 late = rc > vc[reg.cols][None, :]
                 if t < self.nthreads and reg.colidx[t] >= 0:
                     late[:, reg.colidx[t]] = False
-                if late.any():
+                if any_true(late):
                     j, u = (int(x[0]) for x in np.nonzero(late))
                     first = self.events[reg.re[idx[j], u]]
                     if not (atomic and first.atomic):
