@@ -101,8 +101,8 @@ class TerminalReporter:
             text += f" ({held[0]}, {_minutes(held[2])})"
         if longest is not None and longest is not held:
             text += f"; longest running: {longest[1]} ({longest[0]}, {_minutes(longest[2])})"
-        if self.col:  # mid-line on stdout (a module's dots): keep the two streams' lines apart
-            sys.stdout.flush()
+        # stdout is flushed at every write (`write`); mid-line on a terminal (a module's dots),
+        # start the line on a line of its own
         sys.stderr.write(("\n" if self.col and sys.stderr.isatty() else "") + text + "\n")
         sys.stderr.flush()
 
