@@ -369,13 +369,14 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc24,
-# the fastest measured: session 36 on the H200 at H96, tc24 0.979x tc20's time (V copied by
-# cp.async during N and B^T), and on an H100 tc20 0.988x tc19's (the prep's gate on all eight
-# warps); session 34: tc19 0.959x tc16's, tc16 0.913x tc14's); several
+# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc32,
+# the fastest measured: session 37 on an H100 at H96, tc32 0.909x tc24's time in one call (the
+# pieces' tiles by 16-byte loads; L2 prefetches one phase ahead in piece 3, the pieces and the
+# prep); session 36 on the H200, tc24 0.979x tc20's (V copied by cp.async during N and B^T);
+# session 34: tc19 0.959x tc16's, tc16 0.913x tc14's); several
 # plans ("tc14 tc19"): each shape times each plan in turn, one job each, after one FLA prewarm
 # (each job has FLA's forward + backward beside it: the plans' ratio is across jobs)
-read -r -a FB_PLANS <<<"${FB_PLAN:-tc24}"
+read -r -a FB_PLANS <<<"${FB_PLAN:-tc32}"
 FB=(python3 benchmarks/kda_fwd_bwd_bench.py --cache "$WORK/fbcache")   # the plans' client
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)

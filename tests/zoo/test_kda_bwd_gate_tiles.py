@@ -18,6 +18,8 @@ import pytest
 
 from tirxh.api import TraceError
 
+from tests.zoo._kda_prep import case as _case
+from tests.zoo._kda_prep import prep_args as _prep_args
 from tests.zoo._zoo import mutant, run_clean
 from tests.zoo.zoo_modules import assert_matches, load
 
@@ -25,7 +27,6 @@ P3 = load("kda_bwd_prep3")
 PTL = load("kda_bwd_prep_tiles")
 LT = load("kda_bwd_local_tc")
 SLOW = pytest.mark.slow   # numsim of 256 threads: a few s a chunk and kernel
-_RAW = ("q", "k", "g_raw", "v", "beta", "A_log", "dt_bias", "do", "chunk_tok", "chunk_rows")
 
 
 def _offsets(kernel, consts):
@@ -46,18 +47,8 @@ def test_both_kernels_keep_the_copied_ranges_where_the_copies_assume():
     assert PTL.GATE_WORDS * 4 % 16 == 0   # every (chunk, head)'s image 16-byte aligned
 
 
-def _case(name):
-    return next(c for c in LT.SUITE.cases if c.name == name)
-
-
 def _run(kernel, x, case, outputs, consts):
     return run_clean(kernel, x, LT.SUITE.grid(case), outputs, consts)
-
-
-def _prep_args(x):
-    chunks, H = x["dqe"].shape[:2]
-    return dict({n: x[n] for n in _RAW}, **P3.P2._outputs(H, chunks), **PTL.outputs(H, chunks),
-                **PTL.gate_outputs(H, chunks))
 
 
 def _local_inputs(case, prep=None):
@@ -268,13 +259,16 @@ def test_the_rolled_prep_changes_no_bit(roll):
 
 
 @SLOW
-@pytest.mark.parametrize("decay", [1, 2])
-def test_the_decayed_operands_loaded_16_or_32_rows_a_round_change_no_bit(decay):
+@pytest.mark.parametrize("name, decay", [("t86_h1_deep", 1), ("t86_h1_deep", 2),
+                                         ("t86_h1_deep", 3), ("t86_h1_deep", 4),
+                                         ("pack_9_1_64_h2", 4)])
+def test_the_decayed_operands_other_ways_change_no_bit(name, decay):
     """DECAY=1, 2 (kda_bwd_reverse._decayed with 16, 32 rows a loop iteration: plans tc21,
-    tc22) on GATE=1's prep: every output and both tile buffers equal DECAY=0's (two chunks
-    with a 22-row tail: the rows past it staged as zeros)."""
-    _assert_prep_unchanged("t86_h1_deep", {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1},
-                           DECAY=decay)
+    tc22), DECAY=3, 4 (kda_bwd_prep3.decayed_chunks: 16-byte loads, 4 from a trip ahead: plans
+    tc25, tc26) on GATE=1's prep: every output and both tile buffers equal DECAY=0's (two
+    chunks with a 22-row tail, and a varlen pack: the rows past each sequence staged as
+    zeros, k and q read from the clamped last row)."""
+    _assert_prep_unchanged(name, {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}, DECAY=decay)
 
 
 @SLOW
@@ -298,19 +292,31 @@ def test_v_staged_by_16_byte_chunks_changes_no_bit(name, vstage):
     _assert_prep_unchanged(name, {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}, VSTAGE=vstage)
 
 
+@SLOW
+@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
+def test_the_decayed_lines_prefetched_change_no_bit(name):
+    """PREFETCH=1 (kda_bwd_prep3.prefetch_decayed, hints: plan tc31) on GATE=1's prep: every
+    output and both tile buffers equal PREFETCH=0's (two chunks with a 22-row tail; a varlen
+    pack)."""
+    _assert_prep_unchanged(name, {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}, PREFETCH=1)
+
+
 def test_the_gate_on_both_halves_needs_the_staged_rows():
     with pytest.raises(Exception, match="GATE=1 reads the staged rows: it needs STAGE=1"):
         P3.kda_bwd_prep3g.ptx("sm_90a", GATE=1)
 
 
 @SLOW
-def test_sync_check_is_clean_on_the_gate_on_both_halves_and_v_by_cp_async():
-    """GATE=1 with VSTAGE=2 (plan tc24): the gate's two halves, and V's copies into QE's slot
-    issued after U's barrier, waited for before the barrier that publishes V (one check for
-    both: each check was ~80 s on a loaded 2-core machine)."""
+def test_sync_check_is_clean_on_the_preps_latest_variants():
+    """GATE=1 with VSTAGE=2, DECAY=4 and PREFETCH=1 (plan tc26's prep and tc31's prefetches):
+    the gate's two halves, V's copies into QE's slot issued after U's barrier, waited for
+    before the barrier that publishes V, the decayed operands' 16-byte loads a trip ahead, and
+    their lines prefetched after the gate (one check for all: each check was ~80 s on a loaded
+    2-core machine)."""
     case = _case("t20_h1_deep")
     args = _prep_args(LT.SUITE.make_inputs(case, 0))
-    consts = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1, "VSTAGE": 2}
+    consts = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1, "VSTAGE": 2, "DECAY": 4,
+              "PREFETCH": 1}
     for verdict, messages in _verdicts(P3.kda_bwd_prep3g, args, consts, case):
         assert verdict == "clean", messages
 

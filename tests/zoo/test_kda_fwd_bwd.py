@@ -82,7 +82,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
     with pytest.raises(ValueError,
                        match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc10', 'tc11', "
                              r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', 'tc19', "
-                             r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc3', 'tc4', "
+                             r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc25', 'tc26', "
+                             r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc4', "
                              r"'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
@@ -252,6 +253,19 @@ def test_plans_tc13_and_tc14_read_the_states_as_split_fragments(plan, base):
     ("tc22", {1: dict(GATE=1, DECAY=2), 4: dict(PLANES=4)}),   # ... 32
     ("tc23", {1: dict(GATE=1, VSTAGE=1), 4: dict(PLANES=4)}),  # session 36: V by 16-byte chunks
     ("tc24", {1: dict(GATE=1, VSTAGE=2), 4: dict(PLANES=4)}),  # ... by cp.async, after U
+    ("tc25", {1: dict(GATE=1, VSTAGE=2, DECAY=3), 4: dict(PLANES=4)}),  # s37: 16-byte decayed
+    ("tc26", {1: dict(GATE=1, VSTAGE=2, DECAY=4), 4: dict(PLANES=4)}),  # ... a trip ahead
+    ("tc27", {1: dict(GATE=1, VSTAGE=2, DECAY=3), 4: dict(PLANES=4, VLOAD=1)}),  # 16-byte tiles
+    ("tc28", {1: dict(GATE=1, VSTAGE=2, DECAY=3), 4: dict(PLANES=4, VLOAD=1),
+              5: dict(PREFETCH=1)}),                   # piece 3's elementwise lines into L2 first
+    ("tc29", {1: dict(GATE=1, VSTAGE=2, DECAY=3), 4: dict(PLANES=4, VLOAD=1),
+              5: dict(PREFETCH=2)}),                   # ... right before the pair products
+    ("tc30", {1: dict(GATE=1, VSTAGE=2, DECAY=3), 4: dict(PLANES=4, VLOAD=1, PREFETCH=1),
+              5: dict(PREFETCH=2)}),                   # the pieces' S0, dS1, V lines into L2
+    ("tc31", {1: dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1), 4: dict(PLANES=4, VLOAD=1),
+              5: dict(PREFETCH=2)}),                   # the prep's decayed lines
+    ("tc32", {1: dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1),
+              4: dict(PLANES=4, VLOAD=1, PREFETCH=1), 5: dict(PREFETCH=2)}),   # both
 ])
 def test_session_34s_plans_change_only_their_launches_constants(plan, changed):
     """Plans "tc15" to "tc19" (session 34): "tc14" with the named launches' constants

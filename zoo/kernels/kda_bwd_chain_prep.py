@@ -159,7 +159,7 @@ def chunk_cta(chunk_tok, chunk_rows):
 
 
 def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None, gates=None,
-         rows=None, gate=None, decay_unroll=None):
+         rows=None, gate=None, decayed=None):
     """kda_bwd_reverse's prep phases of one chunk (norms -> gate -> P, M -> T beside KE, QE,
     KL, exp(G_C) and y staged in sm.do), each ended by ``bar.sync``; shared with
     kda_bwd_pieces_tc, whose products read the same tiles. `pairs(sm)` and `inverse(sm)`, if
@@ -169,10 +169,10 @@ def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None,
     while P, M and T are computed: `_decayed` overwrites KL, KD, QL, so its stores wait for the
     copy behind one more barrier. `rows` (kda_bwd_local.StagedRows), if given, stages q, k and
     g_raw for the norms and gate first, behind a barrier of its own; `gate`, if given, replaces
-    the gate phase (kda_bwd_local._gate_halves, which reads `rows`); `decay_unroll`: the rows
-    of `_decayed`'s loop iteration (kda_bwd_reverse.UNROLL if None). Each phase is an iket
-    range, the barriers outside (nothing in a normal build): `tirxh profile --iket` of a
-    launch that calls this gives each phase's wall."""
+    the gate phase (kda_bwd_local._gate_halves, which reads `rows`); `decayed(sm, ck, q, k,
+    y)`, if given, replaces the decayed operands' phase (kda_bwd_reverse._decayed). Each
+    phase is an iket range, the barriers outside (nothing in a normal build): `tirxh profile
+    --iket` of a launch that calls this gives each phase's wall."""
     if gates is not None:
         gates.pad(sm)
     if rows is not None:
@@ -200,7 +200,7 @@ def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, pairs=None, inverse=None,
     if gates is not None:
         T.ptx.bar.sync(0)
     with T.iket.range("decayed"):
-        BR._decayed(sm, ck, q, k, y, decay_unroll or BR.UNROLL)
+        (decayed or BR._decayed)(sm, ck, q, k, y)
     T.ptx.bar.sync(0)
 
 

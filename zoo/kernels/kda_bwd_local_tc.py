@@ -312,6 +312,25 @@ def _column_sums(ln, colq, a, d, col):
         T.ptx.st.shared.f32(colq.at(a, d + e), s, pred=ln.g == 0)
 
 
+def _prefetch(ck, q, k, pieces):
+    """``prefetch.global.L2`` of every 128-byte line `_tile_terms` will read, four a thread:
+    the three pieces' rows of the chunk and head (C rows of K f32, 512 bytes: four lines a row;
+    thread t takes row t / 4, line t % 4 of each) and the C rows of k (warps 0..3) and q (warps
+    4..7) at `ck.row` (rows past the sequence clamped as the loads clamp them; 256 bytes: two
+    lines a row, thread t row (t / 2) % C, line t % 2). Addresses as the loads form theirs, so
+    each lies inside its tensor. Why: session 36's iket profile (an H100, T8192 H16) put
+    `elementwise` at 12.80 of a CTA's 45.06 us, ~2 us of it issue: the rest its ~128 KB of
+    dependent global loads' latency (kda_bwd_local_lg PREFETCH)."""
+    t = T.tid.x
+    i, d = t >> 2, (t & 3) << 5
+    for p in pieces:
+        T.ptx.prefetch.global_.L2(p.at(ck.piece(i, K) + d))
+    off = ck.row((t >> 1) & (C - 1)) + ((t & 1) << 6)
+    is_k = t < 2 * C
+    T.ptx.prefetch.global_.L2(k.at(off), pred=is_k)
+    T.ptx.prefetch.global_.L2(q.at(off), pred=~is_k)
+
+
 def _fold_columns(sm, colq):
     """Threads 0..127, channel d: kda_bwd_local's two column partials from the four m-tiles'
     (the same thread reads them in the scan)."""
@@ -324,17 +343,23 @@ def _fold_columns(sm, colq):
 
 def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None,
-            roll=False):
+            roll=False, prefetch=0):
     """Piece 3's phases (the module docstring), each an iket range with the barriers between
     them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
     wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
     forward substitution (kda_bwd_local_ld: the prep launch's stored T). With `gtile` (and
     `inverse`), the norms' and gate's tiles come from the prep launch too (`_loaded_gates`).
-    `roll`: the scan, the row dots and dq_dk as runtime loops (kda_bwd_local_lg ROLL=1)."""
+    `roll`: the scan, the row dots and dq_dk as runtime loops (kda_bwd_local_lg ROLL=1).
+    `prefetch`: `_prefetch` of the elementwise terms' lines first (1) or right before the pair
+    products (2) (kda_bwd_local_lg PREFETCH)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
     ln = TC._Lane()
+    pieces = (dqe, dke, dkl)
+    if prefetch == 1:
+        with T.iket.range("prefetch"):
+            _prefetch(ck, q, k, pieces)
     if gtile is None:
         with T.iket.range("norms"):
             BL._norms(sm, ck, q, k, beta)
@@ -363,7 +388,10 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     T.ptx.bar.sync(0)
     with T.iket.range("dbeta"):   # then `_elementwise`'s ranges: pair_products, elementwise
         BL._dbeta(sm, ck, dbeta)   # (sessions 30-35's "grads" was the three together)
-    _elementwise(sm, ln, ck, q, k, (dqe, dke, dkl), colq, roll >= 2)
+    if prefetch == 2:
+        with T.iket.range("prefetch"):
+            _prefetch(ck, q, k, pieces)
+    _elementwise(sm, ln, ck, q, k, pieces, colq, roll >= 2)
     T.ptx.bar.sync(0)
     with T.iket.range("scan"):
         _fold_columns(sm, colq)
@@ -430,7 +458,8 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      gtile: T.gptr[T.f32],
                      dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
                      dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32],
-                     IMG: T.const = 0, ROLL: T.const.one_of(0, 1, 2) = 0):
+                     IMG: T.const = 0, ROLL: T.const.one_of(0, 1, 2) = 0,
+                     PREFETCH: T.const.one_of(0, 1, 2) = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
@@ -445,11 +474,17 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     on instruction fetch); measured (session 32, an H100, T8192 H96) 4.33 ms against 8.52.
     ROLL=2 (plan "tc15"): the elementwise terms too (`_elementwise_rolled`: 5,344 instructions,
     83 KB), the same words; measured (session 34, an H100) 4.28 ms against ROLL=1's 4.34 at
-    T8192 H96, 2.90 against 2.91 at H64: what was left to fetch cost little."""
+    T8192 H96, 2.90 against 2.91 at H64: what was left to fetch cost little.
+    PREFETCH=1: ``prefetch.global.L2`` of every line the elementwise terms load (the three
+    pieces' 96 KB and k's and q's 64 rows: `_prefetch`, four a thread) at the launch's start;
+    PREFETCH=2: the same right before the pair products (~7 us ahead, so less likely evicted
+    first). Why: session 36's iket profile (an H100, T8192 H16, ROLL=1) put `elementwise` at
+    12.80 of a CTA's 45.06 us, most of it waiting on those dependent loads. Hints only: the
+    same words as PREFETCH=0."""
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),
-            gtile=gtile, roll=ROLL)
+            gtile=gtile, roll=ROLL, prefetch=PREFETCH)
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------
@@ -494,9 +529,12 @@ def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 # plan "tc7"'s piece 3 alone at T8192 H64 (timing only): what `tirxh profile` (iket phases, ncu)
 # needs, since the plan job times its launches but profiles none of them; `tc19_t8192_h16`:
-# plan "tc19"'s (ROLL=1) at H16, for iket (as kda_bwd_prep3's)
+# plan "tc19"'s (ROLL=1) at H16, for iket (as kda_bwd_prep3's); `tc28_`, `tc29_`: plans "tc28"
+# and "tc29"'s (PREFETCH=1, 2)
 SUITE_LG_TIMING = T.suite(
     kda_bwd_local_lg, inputs=lg_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
     cases=[c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
-    + [T.case("tc19_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), ROLL=1)])
+    + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), ROLL=1,
+              **extra)
+       for p, extra in ((19, {}), (28, dict(PREFETCH=1)), (29, dict(PREFETCH=2)))])

@@ -699,16 +699,16 @@ def _blocked_inverse_rolled(sm):
 
 
 def prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y, PREP=0, gates=None, rows=None,
-         roll=False, gate=None, decay_unroll=None):
+         roll=False, gate=None, decayed=None):
     """kda_bwd_chain_prep.prep (norms -> gate -> P, M -> T beside KE, QE, KL, exp(G_C) and y
     staged in sm.do, each ended by ``bar.sync``) with PREP=1's P and M on tensor cores
     (`_pairs_tc`) and PREP=2's T blockwise (`_blocked_inverse`); PREP=0 is the f32 prep.
-    `gates`, `rows`, `gate`, `decay_unroll`: kda_bwd_chain_prep.prep's; `roll`: PREP=2's T as runtime loops
-    (`_blocked_inverse_rolled`)."""
+    `gates`, `rows`, `gate`, `decayed`: kda_bwd_chain_prep.prep's; `roll`: PREP=2's T as
+    runtime loops (`_blocked_inverse_rolled`)."""
     inverse = (_blocked_inverse_rolled if roll else _blocked_inverse) if PREP == 2 else None
     PR.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, y,
             pairs=_pairs_tc if PREP else None, inverse=inverse, gates=gates, rows=rows,
-            gate=gate, decay_unroll=decay_unroll)
+            gate=gate, decayed=decayed)
 
 
 def check_prep(PREP):
@@ -732,6 +732,28 @@ def kda_bwd_pieces_tc(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16
     _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32)
 
 
+def _prefetch_state(ck, v, s0, ds1):
+    """``prefetch.global.L2`` of every 128-byte line of the chunk's S0 and dS1 and of the V rows
+    `r` reads (kda_bwd_pieces_ld PREFETCH=1), 4.5 a thread: each state is the 64 KB at
+    element `ck.state()` (FRAGS=1's split fragments, `_Split` and `_dgs_split`, fill the f32
+    state's very bytes, and every product of S0 or dS1 reads all of them: 512 lines; thread t
+    lines t and t + 256 of each), and V's C rows of 256 bytes at `ck.row` (rows past the
+    sequence clamped as `r`'s loads clamp them; threads t < 2C: row t / 2, line t % 2).
+    Addresses as the loads form theirs, so each lies inside its tensor. Why: an iket profile
+    (an H100, T8192 H16, one 8-warp CTA an SM, phases serial) put `r` at 9.22 of a CTA's
+    39.17 us and dgs, dqe, dkl_dm, ddelta and dke, which read S0 or dS1 too, at 17.9 more;
+    issued at tiles_load's end, the states' 128 KB and V's 16 KB come from HBM into L2 while
+    the operands are split, ahead of those phases' dependent loads (kda_bwd_local_lg
+    PREFETCH=2 cut its elementwise phase from 12.8 to 7.17 us so). VLOAD=1's `load_wide`
+    stores its loads' words inside its loop, so ptxas places these after those stores (its
+    loads returned), not among the loads."""
+    t = T.tid.x
+    for mat in (s0, ds1):
+        for j in range(2):
+            T.ptx.prefetch.global_.L2(mat.at(ck.state() + ((t + (j << 8)) << 5)))
+    T.ptx.prefetch.global_.L2(v.at(ck.row(t >> 1) + ((t & 1) << 6)), pred=t < 2 * C)
+
+
 @T.kernel(grid=PC._grid, block=256)
 def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
                       chunk_rows: T.gptr[T.s32], ptile: T.gptr[T.f32], s0: T.gptr[T.f32],
@@ -739,7 +761,8 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
                       dke: T.gptr[T.f32], dkl: T.gptr[T.f32], dm: T.gptr[T.f32],
                       dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0,
                       BULK: T.const = 0, AHEAD: T.const = 0, FRAGS: T.const = 0,
-                      PLANES: T.const = 0):
+                      PLANES: T.const = 0, VLOAD: T.const.one_of(0, 1) = 0,
+                      PREFETCH: T.const.one_of(0, 1) = 0):
     """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
     them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products.
     BULK=1 (plan "tc8"): `ptile` in the image layout, loaded by three bulk copies on an
@@ -747,8 +770,15 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     thread in rounds of 8; every thread waits on the mbarrier after the barrier that publishes
     dO and the mbarrier's initialisation. FRAGS=1 (plan "tc13"): `s0` and `ds1` hold the
     chains' split fragments (kda_bwd_chain FRAGS=1), read by `_Split`; dgs from them
-    (`_dgs_split`)."""
+    (`_dgs_split`). VLOAD=1 (BULK=0): the tiles and dO by 16-byte loads, all of a thread's
+    in flight at once (kda_bwd_prep_tiles.load_wide: the tiles_load phase was 9.47 us of a
+    42.5 us CTA in session 36's profile, H100, T8192 H16); the same shared words.
+    PREFETCH=1: ``prefetch.global.L2`` of S0's, dS1's and `r`'s V lines after the tiles'
+    loads, before the barrier (`_prefetch_state`: `r` was 9.22 us of a 39.17 us CTA,
+    H100, T8192 H16); a hint, so the same words as PREFETCH=0."""
     bad = check_frags(FRAGS, TF32, AHEAD) + check_planes(PLANES, TF32, AHEAD)
+    if BULK and VLOAD:
+        bad.append("VLOAD=1 replaces BULK=0's thread loads; BULK=1 loads by bulk copies")
     if bad:                          # the plans bind constants without a suite's constraints
         raise ValueError("kda_bwd_pieces_ld: " + "; ".join(bad))
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
@@ -757,9 +787,15 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
         if BULK:
             full = PTL.one_shot_mbarrier()
             PTL.load_image(sm, hc, ptile, full)
+            PTL.stage(sm.do, ck, do)
+        elif VLOAD:
+            PTL.load_wide(sm, hc, ptile, ck, do)    # dO too: one round of loads
         else:
             PTL.load(sm, hc, ptile)
-        PTL.stage(sm.do, ck, do)
+            PTL.stage(sm.do, ck, do)
+        if PREFETCH:
+            with T.iket.range("prefetch"):
+                _prefetch_state(ck, v, s0, ds1)
     T.ptx.bar.sync(0)
     if BULK:
         full.wait(0)
@@ -1070,7 +1106,8 @@ def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", FRAGS=0):
 # plan "tc7"'s pieces launch alone at T8192 H64 (timing only): for `tirxh profile` (ncu), as
 # kda_bwd_local_tc.SUITE_LG_TIMING; `ahead_`: plan "tc9"'s (AHEAD=1), `frags_`: plan "tc13"'s
 # (FRAGS=1: the synthetic S0 and dS1 read as fragment words; the time does not depend on them);
-# `tc19_t8192_h16`: plan "tc19"'s (FRAGS=1, PLANES=4) at H16, for iket (as kda_bwd_prep3's)
+# `tc19_t8192_h16`: plan "tc19"'s (FRAGS=1, PLANES=4) at H16, for iket (as kda_bwd_prep3's);
+# `tc27_`: plan "tc27"'s (VLOAD=1); `tc30_`: tc27's with PREFETCH=1
 _LD_CASES = [c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
 SUITE_LD_TIMING = T.suite(
     kda_bwd_pieces_ld, inputs=ld_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
@@ -1079,5 +1116,6 @@ SUITE_LD_TIMING = T.suite(
                        for prefix, extra in (("ahead_", dict(AHEAD=1)),
                                              ("frags_", dict(FRAGS=1)))
                        for c in _LD_CASES]
-    + [T.case("tc19_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), FRAGS=1,
-              PLANES=4)])
+    + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), FRAGS=1,
+              PLANES=4, **extra) for p, extra in ((19, {}), (27, dict(VLOAD=1)),
+                                                   (30, dict(VLOAD=1, PREFETCH=1)))])

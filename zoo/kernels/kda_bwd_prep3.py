@@ -57,7 +57,8 @@ import kda_bwd_pieces_tc as TC  # noqa: E402
 import kda_bwd_prep2 as P2  # noqa: E402
 import kda_bwd_prep_tc as PT  # noqa: E402
 import kda_bwd_prep_tiles as PTL  # noqa: E402
-from kda_chunk import C, K, TILE, Lanes, ld4, mma, pack, trips  # noqa: E402
+import kda_bwd_reverse as BR  # noqa: E402
+from kda_chunk import C, K, TILE, Lanes, ld4, mma, pack, trips, unpack  # noqa: E402
 
 TAGS = ("linear-attention", "backward", "chunked", "fused-gate", "mma-sync", "split-bf16",
         "varlen")
@@ -341,6 +342,91 @@ def stage_v_async(ck, v, pl):
     T.ptx.cp.async_.commit_group()
 
 
+# columns of `decayed_chunks`' loop trip: a warp's 8 rows x 4 chunks of 8 channels
+SLICE = 32
+
+
+def decayed_chunks(sm, ck, q, k, do, ahead=False):
+    """kda_bwd_reverse._decayed by 16-byte loads: KE = k^ 2^G, QE = qs 2^G, KL = k^ 2^(G_C - G)
+    and dO staged (rows past the sequence zero), the same products of the same words, and
+    exp(G_C). Thread t takes rows 8 (t / 32) + t % 8 and the 8 channels 8 ((t % 32) / 8) +
+    32 j .. of each of the K / 32 trips j of a runtime loop: one ``ld.global.nc.v4.b32`` of
+    k, q and dO each a trip (a quarter warp's rows are 64 contiguous bytes of each row), and a
+    warp's 32 lanes store each of their 8 elements at banks (row + channel) mod 32, all
+    distinct. `ahead` (DECAY=4): the next trip's loads issued before this trip's arithmetic,
+    held in registers across the loop's back edge. Why: `_decayed` loads two bytes an element
+    in 8 dependent rounds of 8 rows (session 36's profile, an H100: 6.91 us, 14% of a CTA, for
+    48 KB; V's staging by 16-byte loads went from 3.84 to 2.05 us), and unrolling it further
+    grew the loop body until every phase slowed (DECAY=2)."""
+    t = T.tid.x
+    with T.if_(t < K):
+        T.ptx.st.shared.f32(sm.eg.at(t), T.ptx.ex2.approx.f32(
+            T.ptx.ld.shared.f32(sm.g.at(C - 1, t))))
+    lane = t & 31
+    row = ((t >> 5) << 3) + (lane & 7)
+    sub = (lane >> 3) << 3
+    src = ck.row(row) + sub
+    rk = T.ptx.ld.shared.f32(sm.rn.at(0, row))
+    rq = T.ptx.ld.shared.f32(sm.rn.at(1, row))
+    valid = row < ck.nv
+
+    def loads(j):
+        return [T.ptx.ld.global_.nc.v4.b32(p.at(src + j * SLICE)) for p in (k, q, do)]
+
+    def trip(j, words):
+        col = j * SLICE + sub
+        kx, qx, dx = ([x for w in ws for x in unpack(w)] for ws in words)
+        for e in range(8):
+            c = col + e
+            G = T.ptx.ld.shared.f32(sm.g.at(row, c))
+            eg = T.ptx.ex2.approx.f32(G)
+            kn, qn = kx[e] * rk, qx[e] * rq
+            T.ptx.st.shared.f32(sm.ke.at(row, c), kn * eg)
+            T.ptx.st.shared.f32(sm.qe.at(row, c), qn * eg)
+            GC = T.ptx.ld.shared.f32(sm.g.at(C - 1, c))
+            T.ptx.st.shared.f32(sm.kl_.at(row, c), kn * T.ptx.ex2.approx.f32(GC - G))
+            T.ptx.st.shared.f32(sm.do.at(row, c), T.ptx.selp.f32(dx[e], 0.0, valid))
+
+    trips_ = K // SLICE
+    if not ahead:
+        with T.range(trips_, unroll=1) as j:
+            trip(j, loads(j))
+        return
+    held = [[T.reg(T.b32, init=w) for w in ws] for ws in loads(0)]
+    with T.range(trips_, unroll=1) as j:
+        nxt = loads((j + 1) & (trips_ - 1))     # the last trip's reload of trip 0 is unused
+        trip(j, held)
+        for hs, ws in zip(held, nxt):
+            for h, w in zip(hs, ws):
+                h.set(w)
+
+
+def prefetch_decayed(ck, q, k, do):
+    """``prefetch.global.L2`` of every 128-byte line the decayed operands' phase reads: the
+    chunk's 64 rows of k and dO (threads 0..127) and of q (threads 128..255), 256 bytes a
+    row: thread t row (t / 2) % 64, line t % 2, at `ck.row` (rows past the sequence clamped
+    as the loads clamp them), so each address lies inside its tensor. Issued as the gate
+    phase ends (kda_bwd_prep3g PREFETCH=1), ~8.7 us before the decayed phase (pairs and the
+    inverse between). Why: the phase stayed at 5.63 us with 16-byte loads, a trip ahead or
+    not (session 37, an H100, T8192 H16), and piece 3's elementwise terms went from 12.8 to
+    7.2 us with their lines prefetched one phase ahead (kda_bwd_local_lg PREFETCH=2)."""
+    t = T.tid.x
+    off = ck.row((t >> 1) & (C - 1)) + ((t & 1) << 6)
+    first = t < 2 * C
+    T.ptx.prefetch.global_.L2(k.at(off), pred=first)
+    T.ptx.prefetch.global_.L2(do.at(off), pred=first)
+    T.ptx.prefetch.global_.L2(q.at(off), pred=~first)
+
+
+def _gate_then_prefetch(gate, do):
+    """The gate phase `gate` (kda_bwd_chain_prep.prep's signature), then `prefetch_decayed`
+    (inside the gate's iket range, before the barrier that ends it)."""
+    def run(sm, ck, q, k, g_raw, A_log, dt_bias, rows):
+        gate(sm, ck, q, k, g_raw, A_log, dt_bias, rows)
+        prefetch_decayed(ck, q, k, do)
+    return run
+
+
 def forward_walk(sm, op, ln, lanes, hc, nfrag, bt):
     """X = Diag(beta) T^T KL (planes into the G slot, after the reverse walk's last read of
     W); N = -X^T KE; B^T = V^T X: kda_bwd_prep_tc.walk's FORWARD=1 products. The barrier after
@@ -386,7 +472,8 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    ptile: T.gptr[T.f32], gtile: T.gptr[T.f32], PREP: T.const = 2,
                    STAGE: T.const = 0, IMG: T.const = 0,
                    ROLL: T.const.one_of(0, 1, 2, 3) = 0, GATE: T.const.one_of(0, 1) = 0,
-                   DECAY: T.const.one_of(0, 1, 2) = 0, VSTAGE: T.const.one_of(0, 1, 2) = 0):
+                   DECAY: T.const.one_of(0, 1, 2, 3, 4) = 0,
+                   VSTAGE: T.const.one_of(0, 1, 2) = 0, PREFETCH: T.const.one_of(0, 1) = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
@@ -411,18 +498,39 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     k, q and dO in 8 dependent rounds), the same arithmetic; the loop body grows with them
     (SASS 117.9 KB with GATE=1, 139.9 KB at DECAY=2); measured (session 36, an H100, T8192
     H96) DECAY=2 1.40x slower than DECAY=0 in the prep launch, every phase slower: kept as a
-    measured variant. VSTAGE=1: V staged by 16-byte chunks (`stage_v_chunks`), the same
+    measured variant. DECAY=3: the phase by 16-byte loads in a runtime loop of four trips
+    (`decayed_chunks`), DECAY=4 with each trip's loads issued a trip ahead; the same words.
+    VSTAGE=1: V staged by 16-byte chunks (`stage_v_chunks`), the same
     plane bytes; VSTAGE=2: by ``cp.async`` issued after U, landing during N and B^T
-    (`stage_v_async`), the same plane bytes."""
+    (`stage_v_async`), the same plane bytes. PREFETCH=1: the decayed phase's lines of k, q and
+    dO prefetched into L2 as the gate phase ends (`prefetch_decayed`), hints only: the same
+    words."""
     if GATE and not STAGE:   # the plans bind constants without a suite's constraints
         raise ValueError("kda_bwd_prep3g: GATE=1 reads the staged rows: it needs STAGE=1")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
-                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE, DECAY, VSTAGE)
+                nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE, DECAY, VSTAGE,
+                PREFETCH)
+
+
+def _gate_phase(GATE, PREFETCH, do):
+    """The gate phase of GATE (None: kda_bwd_local._gate as it is), and PREFETCH=1's
+    prefetches after it."""
+    gate = BL._gate_halves if GATE else (BL._gate if PREFETCH else None)
+    return _gate_then_prefetch(gate, do) if PREFETCH else gate
+
+
+def _decayed_phase(DECAY):
+    """The decayed operands' phase of DECAY (None: kda_bwd_reverse._decayed as it is)."""
+    if DECAY in (1, 2):
+        return lambda sm, ck, q, k, y: BR._decayed(sm, ck, q, k, y, (16, 32)[DECAY - 1])
+    if DECAY in (3, 4):
+        return lambda sm, ck, q, k, y: decayed_chunks(sm, ck, q, k, y, ahead=DECAY == 4)
+    return None
 
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0, GATE=0,
-                DECAY=0, VSTAGE=0):
+                DECAY=0, VSTAGE=0, PREFETCH=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
     barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
@@ -433,8 +541,8 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     rows = (BL.StagedRows({"q": (sm.p, 0), "k": (sm.p, C * K * 2), "g": (sm.m, 0)},
                           roll=ROLL) if STAGE else None)
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows,
-            roll=ROLL >= 3, gate=BL._gate_halves if GATE else None,
-            decay_unroll=(None, 16, 32)[DECAY])                # dO in sm.do
+            roll=ROLL >= 3, gate=_gate_phase(GATE, PREFETCH, do),
+            decayed=_decayed_phase(DECAY))                     # dO in sm.do
     if ptile is not None:
         with T.iket.range("tiles_store"):
             PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
@@ -494,7 +602,7 @@ def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 # plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
 # (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING; `tc19_t8192_h16`: plan "tc19"'s prep (ROLL=2)
-# at H16 (`tc20_` to `tc24_`: plans "tc20" to "tc24"'s): 2,048 CTAs, ~15 waves an H100, a
+# at H16 (`tc20_` to `tc26_`, `tc31_`: those plans'): 2,048 CTAs, ~15 waves an H100, a
 # CTA's phases as at H96 and its inputs a quarter of H64's, so an iket profile builds and
 # uploads in seconds
 SUITE_G_TIMING = T.suite(
@@ -506,4 +614,6 @@ SUITE_G_TIMING = T.suite(
               STAGE=1, ROLL=2, **extra)
        for p, extra in ((19, {}), (20, dict(GATE=1)), (21, dict(GATE=1, DECAY=1)),
                         (22, dict(GATE=1, DECAY=2)), (23, dict(GATE=1, VSTAGE=1)),
-                        (24, dict(GATE=1, VSTAGE=2)))])
+                        (24, dict(GATE=1, VSTAGE=2)), (25, dict(GATE=1, VSTAGE=2, DECAY=3)),
+                        (26, dict(GATE=1, VSTAGE=2, DECAY=4)),
+                        (31, dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1)))])

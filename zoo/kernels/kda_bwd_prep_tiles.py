@@ -14,7 +14,8 @@ Layout of `ptile` [chunks, H, WORDS] (f32, row-major within each matrix): KE at 
 `KL0`, M at `M0`, T at `T0`, beta at `BETA0`, exp(G_C) at `EG0`. Every thread moves one column
 of a matrix over a stride of rows (consecutive threads, consecutive words: coalesced global
 accesses; consecutive banks of the 129-word-stride tiles: conflict-free shared ones), `UNROLL`
-rows' loads in flight before their stores.
+rows' loads in flight before their stores; or (`load_wide`, kda_bwd_pieces_ld VLOAD=1) by
+16-byte loads, all of a thread's in flight at once, the same words into the same tiles.
 
 Two more layouts (session 31), both moved by bulk copies of shared-memory images: the gate's
 tiles for piece 3 (`gtile`, `GateStore` and `load_gates`: plan "tc6", 0.964x tc5's time) and
@@ -34,7 +35,7 @@ import tirxh.lang as T
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_bwd as BW  # noqa: E402 - after the path that finds it
-from kda_chunk import C, K  # noqa: E402
+from kda_chunk import C, K, unpack  # noqa: E402
 
 KE0 = 0
 KL0 = KE0 + C * K
@@ -123,6 +124,87 @@ def load(sm, hc, ptile):
         with T.if_(T.tid.x < n):
             T.ptx.st.shared.f32(vec.at(T.tid.x),
                                 T.ptx.ld.global_.f32(ptile.at(base + off + T.tid.x)))
+
+
+def load_wide(sm, hc, ptile, ck, y):
+    """`load`'s words and `stage`'s dO (kda_bwd_pieces_ld VLOAD=1) by 16-byte global loads,
+    every one of the thread's 30 in flight before its first shared store (`_wide`). Why: `load`
+    issues 97 scalar loads a thread in dependent rounds of 8 and `stage` 32 two-byte loads in
+    rounds of 8, about 16 global round trips: 9.47 us of a 42.5 us CTA (session 36's profile,
+    H100, T8192 H16; one 8-warp CTA an SM, its phases serial, so the latency is exposed). The
+    same words in the same shared locations (the caller's barrier publishes them).
+
+    The body is a one-trip runtime loop (``.pragma "nounroll"``): straight-line, ptxas filled
+    the loads' latency with the products' address arithmetic hoisted above the barrier (by a
+    rough count of the SASS, 34 registers written before it and read after it; 20 in the loop,
+    17 with `load`'s loops) and spilled 16 bytes in the products; in the loop it does not (255
+    registers, no spills, as with `load`)."""
+    with T.range(1, unroll=1):
+        _wide(sm, hc, ptile, ck, y)
+
+
+def _wide(sm, hc, ptile, ck, y):
+    """`load_wide`'s loads, then its stores: eight ``ld.global.nc.v4.f32`` of KE and of KL, four
+    of M and of T (`_quads`), one ``ld.global.nc.f32`` of beta and of exp(G_C) (every thread
+    loads a word inside the vector; n threads store it), four ``ld.global.nc.v4.b32`` of dO
+    (`_do_chunks`; rows past the sequence read the last row, `_Chunk.row`, and store zeros):
+    114 registers of values at the launch's start, where little else is live."""
+    base = hc * WORDS
+    tiles = [(tile, r, c, T.ptx.ld.global_.nc.v4.f32(ptile.at(base + off + r * cols + c)))
+             for off, tile, cols, _ in _matrices(sm) for r, c in _quads(cols)]
+    vecs = [(vec, n, T.ptx.ld.global_.nc.f32(ptile.at(base + off + (T.tid.x & (n - 1)))))
+            for off, vec, n in _vectors(sm)]
+    rows = [(r, c, T.ptx.ld.global_.nc.v4.b32(y.at(ck.row(r) + c))) for r, c in _do_chunks()]
+    for tile, r, c, xs in tiles:
+        _put(tile, r, c, list(xs))
+    for vec, n, x in vecs:
+        T.ptx.st.shared.f32(vec.at(T.tid.x & (n - 1)), x, pred=T.tid.x < n)
+    for r, c, words in rows:
+        xs = [x for w in words for x in unpack(T.ptx.selp.b32(w, 0, r < ck.nv))]
+        _put(sm.do, r, c, xs)
+
+
+def _quads(cols):
+    """(row, first column) of each of this thread's 16-byte pieces of a C x `cols` f32 matrix
+    (`cols` 64 or 128, S = `cols` / 32 segments of 32 columns a row): warp w's j-th piece is
+    the matrix's unit u = w + 8 j of 4 rows by 32 columns (row block b = u / S, segment
+    s = u % S = w % S), lane l row 4 b + l / 8, columns 32 s + 4 (l % 8) .. (so the thread's
+    rows step by 32 / S). A quarter warp reads one 128-byte
+    line (coalesced), and at each of the four scalar stores into a 129-word-stride tile the
+    bank (row + col) mod 32 = (l / 8 + 4 (l % 8) + const) mod 32 differs in every lane
+    (conflict-free; a quarter warp's 16-byte stores into a 64-word-stride tile are one
+    128-byte line)."""
+    segs = cols // 32
+    w, lane = T.tid.x >> 5, T.tid.x & 31
+    row = ((w >> (segs.bit_length() - 1)) << 2) + (lane >> 3)
+    col = ((w & (segs - 1)) << 5) + ((lane & 7) << 2)
+    step = 4 * (8 // segs)           # rows between the warp's units: 8 warps a round
+    return [(row + step * j, col) for j in range(C * cols // 4 // THREADS)]
+
+
+def _do_chunks():
+    """(row, first column) of each of this thread's 16-byte chunks of dO's [C, K] bf16 rows:
+    warp w's j-th covers 8 rows and 32 columns (unit w + 8 j: row block b = w / 4 + 2 j,
+    segment s = w % 4), lane l row 8 b + l / 4, columns 32 s + 8 (l % 4) .. Four lanes read 64
+    contiguous bytes (two full sectors), and at each of the eight scalar stores the bank
+    (l / 4 + 8 (l % 4) + const) mod 32 differs in every lane."""
+    w, lane = T.tid.x >> 5, T.tid.x & 31
+    row = ((w >> 2) << 3) + (lane >> 2)
+    col = ((w & 3) << 5) + ((lane & 3) << 3)
+    return [(row + 16 * j, col) for j in range(C * K // 8 // THREADS)]
+
+
+def _put(tile, r, c, xs):
+    """f32 values `xs` into `tile` at row r, columns c ..: one ``st.shared.v4.f32`` each 4 where
+    the row stride keeps 16 bytes aligned (M, T: 64 words), else one ``st.shared.f32`` each
+    (KE, KL, dO: 129 words)."""
+    at = tile.at(r, c)
+    if tile.shape[-1] % 4 == 0:
+        for i in range(0, len(xs), 4):
+            T.ptx.st.shared.v4.f32(at + 4 * i, xs[i:i + 4])
+    else:
+        for e, x in enumerate(xs):
+            T.ptx.st.shared.f32(at + 4 * e, x)
 
 
 def load_t(tile, hc, ptile, image=False):

@@ -85,7 +85,22 @@ loop body slowed every phase). Plan "tc23" (session 36) is "tc20" whose prep sta
 B^T are multiplied (VSTAGE=2): bit for bit tc19.
 Measured in one call (session 36, **the H200**, T8192 H96): tc20 14.70 ms (0.828x FLA),
 **tc24 14.40 ms** (the prep 4.51 -> 4.19; **0.846x** FLA's forward + backward); tc24 is
-kda_bench.sh's default.
+kda_bench.sh's default. Plans "tc25" and "tc26" (session 37) are "tc24" whose prep stages its
+decayed operands (KE, QE, KL, dO) by 16-byte loads in four trips (kda_bwd_prep3g DECAY=3),
+each trip's loads issued a trip ahead (DECAY=4): bit for bit tc19. Plan "tc27" is "tc25"
+whose pieces launch loads the prep's stored tiles and dO by 16-byte loads, all of a thread's
+in flight at once (kda_bwd_pieces_ld VLOAD=1); "tc28" and "tc29" are "tc27" whose piece 3
+prefetches the lines its elementwise terms read into L2 at its start or right before the pair
+products (kda_bwd_local_lg PREFETCH=1, 2): bit for bit tc19. Measured in one call (session
+37, an H100, T8192 H96, full clock): tc25 15.09 ms (0.946x FLA), tc27 14.53 (the pieces 3.76
+-> 3.31), tc28 14.70 (piece 3 slower: its prefetches compete with the gate tiles' copies),
+**tc29 14.09 ms** (piece 3 4.33 -> 3.83; **1.012x** FLA's forward + backward). "tc30" is
+"tc29" whose pieces prefetch the lines of S0, dS1 and V into L2 once their tiles have loaded
+(kda_bwd_pieces_ld PREFETCH=1), "tc31" "tc29" whose prep prefetches the decayed phase's lines
+of k, q and dO as its gate phase ends (kda_bwd_prep3g PREFETCH=1), "tc32" both. Measured in
+one call (session 37, an H100, T8192 H96, full clock): tc24 15.16 ms (0.941x FLA), tc29 14.08,
+tc30 13.79 (the pieces 3.32 -> 3.02), tc31 14.05 (the prep 4.24 -> 4.19), **tc32 13.78 ms**
+(**1.035x** FLA's forward + backward; 0.909x tc24's time); tc32 is kda_bench.sh's default.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -157,7 +172,15 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc21": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc22": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc23": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc24": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc24": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc25": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc26": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc27": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc28": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc29": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc30": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc31": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc32": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -172,7 +195,13 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc21": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, DECAY=1),
                "tc22": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, DECAY=2),
                "tc23": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=1),
-               "tc24": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2)}
+               "tc24": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2),
+               "tc25": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3),
+               "tc26": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=4),
+               **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3)
+                  for p in ("tc27", "tc28", "tc29", "tc30")},
+               **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1)
+                  for p in ("tc31", "tc32")}}
 
 
 def _from(first):
@@ -210,7 +239,14 @@ IMAGE = ("tc8",)
 # "tc20" is "tc19" whose prep runs the gate's rows on all eight warps (kda_bwd_prep3g GATE=1);
 # "tc21" and "tc22" are "tc20" whose prep loads 16 and 32 rows a round in `_decayed` (DECAY=1, 2);
 # "tc23" is "tc20" whose prep stages V by 16-byte chunks (kda_bwd_prep3g VSTAGE=1), "tc24" by
-# cp.async issued after U, landing during N and B^T (VSTAGE=2)
+# cp.async issued after U, landing during N and B^T (VSTAGE=2); "tc25" and "tc26" are "tc24"
+# whose prep loads its decayed operands by 16 bytes (DECAY=3), a trip ahead (DECAY=4); "tc27"
+# is "tc25" whose pieces load the prep's tiles and dO by 16 bytes, all at once
+# (kda_bwd_pieces_ld VLOAD=1); "tc28" and "tc29" are "tc27" whose piece 3 prefetches its
+# elementwise terms' lines into L2 at its start, right before the pair products
+# (kda_bwd_local_lg PREFETCH=1, 2); "tc30" is "tc29" whose pieces prefetch S0's, dS1's and
+# V's lines once their tiles have loaded (kda_bwd_pieces_ld PREFETCH=1), "tc31" "tc29" whose prep
+# prefetches the decayed phase's lines after the gate (kda_bwd_prep3g PREFETCH=1), "tc32" both
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -223,12 +259,23 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc21": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
                  "tc22": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
                  "tc23": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
-                 "tc24": (dict(FRAGS=1, PLANES=4), dict(ROLL=1))}
+                 "tc24": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
+                 "tc25": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
+                 "tc26": (dict(FRAGS=1, PLANES=4), dict(ROLL=1)),
+                 "tc27": (dict(FRAGS=1, PLANES=4, VLOAD=1), dict(ROLL=1)),
+                 "tc28": (dict(FRAGS=1, PLANES=4, VLOAD=1), dict(ROLL=1, PREFETCH=1)),
+                 "tc29": (dict(FRAGS=1, PLANES=4, VLOAD=1), dict(ROLL=1, PREFETCH=2)),
+                 "tc30": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1),
+                          dict(ROLL=1, PREFETCH=2)),
+                 "tc31": (dict(FRAGS=1, PLANES=4, VLOAD=1), dict(ROLL=1, PREFETCH=2)),
+                 "tc32": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1),
+                          dict(ROLL=1, PREFETCH=2))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",
                                             "tc19", "tc20", "tc21", "tc22", "tc23",
-                                            "tc24")}
+                                            "tc24", "tc25", "tc26", "tc27", "tc28",
+                                            "tc29", "tc30", "tc31", "tc32")}
 
 
 class Step(NamedTuple):

@@ -1,0 +1,137 @@
+"""kda_bwd_local_lg PREFETCH (zoo/kernels/kda_bwd_local_tc.py `_prefetch`): ``prefetch.global.L2``
+of every 128-byte line the elementwise terms load, at the launch's start (1) or right before the
+pair products (2). With the plan's other constants (kda_fwd_bwd LAUNCH_CONSTS["tc24"]: ROLL=1)
+both give PREFETCH=0's outputs bit for bit (two chunks with a 22-row tail; a varlen pack of two
+heads with a one-token sequence) and numsim finds them clean; sync_check is clean; the PTX has
+the five prefetches (four a thread) only where asked; and, traced in numsim, every prefetched
+address lies inside its tensor and each CTA's prefetched lines are exactly the lines its
+`_tile_terms` loads read (rows past the sequence clamped alike)."""
+
+import re
+
+import numpy as np
+import pytest
+
+from tests.zoo._kda_prep import LT, P3, prep_args
+from tests.zoo._kda_prep import case as _case
+from tests.zoo._prefetch import LINE, traced
+from tests.zoo._zoo import mutant, run_clean
+from tests.zoo.zoo_modules import load
+
+FB = load("kda_fwd_bwd")
+SLOW = pytest.mark.slow   # numsim of 256 threads: a few s a chunk and kernel
+PLAN = FB.LAUNCH_CONSTS["tc24"][1]          # piece 3's constants in the current plan
+
+
+def _local_inputs(case):
+    """Piece 3's inputs of `case` with `ptile` and `gtile` from kda_bwd_prep3g on the same raw
+    inputs."""
+    x = LT.SUITE.make_inputs(case, 0)
+    tiles = run_clean(P3.kda_bwd_prep3g, prep_args(x), LT.SUITE.grid(case), ["ptile", "gtile"],
+                      {"PREP": 2})
+    return dict(x, **tiles)
+
+
+def _local(x, case, consts):
+    import tirxh_numsim as ns
+    return ns.run(LT.kda_bwd_local_lg, x, grid=LT.SUITE.grid(case), outputs=list(LT.OUTPUTS),
+                  consts=consts)
+
+
+def test_plan_uses_piece3_with_roll_1():
+    """The constants these tests take as the plan's (if the plan moves on, so should they)."""
+    assert PLAN == {"ROLL": 1}
+    assert FB.PLANS["tc24"][2].name == LT.kda_bwd_local_lg.name
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 2])
+def test_the_ptx_has_five_prefetches_only_where_asked(prefetch):
+    """Three pieces' lines and one of k's or q's (predicated on the warp): five instructions, four
+    issued a thread; none with PREFETCH=0. PREFETCH=1 before the gate tiles' bulk copies (the
+    launch's start), PREFETCH=2 after them, with the pair products' mma.sync still to come."""
+    ptx = LT.kda_bwd_local_lg.ptx("sm_90a", **PLAN, PREFETCH=prefetch)
+    lines = [ln.strip() for ln in ptx.splitlines()
+             if ln.strip() and not ln.strip().startswith(".")]
+    at = [i for i, ln in enumerate(lines) if re.match(r"(@!?%p\d+\s+)?prefetch", ln)]
+    assert len(at) == (0 if prefetch == 0 else 5), at
+    assert all(re.match(r"(@!?%p\d+\s+)?prefetch\.global\.L2\s+\[", lines[i]) for i in at)
+    assert sum(lines[i].startswith("@") for i in at) == (2 if prefetch else 0)
+    if prefetch:
+        bulk = min(i for i, ln in enumerate(lines) if ln.startswith("cp.async.bulk"))
+        assert (max(at) < bulk) if prefetch == 1 else (min(at) > bulk)
+        if prefetch == 2:
+            mmas = [i for i, ln in enumerate(lines) if ln.startswith("mma.sync")]
+            assert any(i > max(at) for i in mmas)         # the pair products follow
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
+def test_prefetch_changes_no_bit(name):
+    """PREFETCH=1 and 2 (hints: no data effect) give every output of PREFETCH=0 to the last bit
+    (two chunks with a 22-row tail; a varlen pack of two heads with a one-token sequence), and
+    numsim finds them clean."""
+    case = _case(name)
+    x = _local_inputs(case)
+    want = _local(x, case, dict(PLAN))
+    assert want.verdict == "clean", want.summary()
+    for prefetch in (1, 2):
+        got = _local(x, case, dict(PLAN, PREFETCH=prefetch))
+        assert got.verdict == "clean", got.summary()
+        for n in LT.OUTPUTS:
+            assert np.array_equal(got.outputs[n], want.outputs[n]), (prefetch, n)
+
+
+@SLOW
+def test_sync_check_is_clean_with_prefetch():
+    analyze = pytest.importorskip("tirxh_sync_check.analyze")
+    case = _case("t20_h1_deep")
+    x = _local_inputs(case)
+    for r in analyze.check_kernel(LT.kda_bwd_local_lg, x, consts=dict(PLAN, PREFETCH=1),
+                                  grid=LT.SUITE.grid(case)):
+        assert r.verdict == "clean", [f.message for f in r.findings]
+
+
+def _traced(monkeypatch, mod, case, consts):
+    """numsim of `mod`'s kda_bwd_local_lg on `case`, traced (tests/zoo/_prefetch.traced): the
+    recorded prefetches, per CTA the lines prefetched and the lines `_tile_terms`' global loads
+    read, and the number of CTAs."""
+    seen, got, want = traced(monkeypatch, mod.kda_bwd_local_lg, _local_inputs(case),
+                             LT.SUITE.grid(case), list(LT.OUTPUTS), consts, [mod._tile_terms],
+                             TENSORS)
+    return seen, got, want, int(np.prod(LT.SUITE.grid(case)))
+
+
+TENSORS = {"q", "k", "dqe", "dke", "dkl"}
+
+
+@SLOW
+@pytest.mark.parametrize("prefetch", [1, 2])
+def test_prefetched_lines_are_in_bounds_and_are_the_elementwise_lines(monkeypatch, prefetch):
+    """A varlen pack (two heads, three chunks of 9, 1 and 64 rows: rows past the sequence in
+    two of them), traced: every prefetch address lies inside q, k, dqe, dke or dkl, 4 a thread;
+    per CTA the set of prefetched 128-byte lines equals the set of lines `_tile_terms`' global
+    loads read (a line missed, one too many, another chunk's or head's, or a row not clamped
+    fails: `test_unclamped_rows_are_caught`)."""
+    seen, got, want, ctas = _traced(monkeypatch, LT, _case("pack_9_1_64_h2"),
+                                    dict(PLAN, PREFETCH=prefetch))
+    assert len(seen) == 4 * 256 * ctas
+    assert {b for _, _, b in seen} == TENSORS, {b for _, _, b in seen}
+    assert sorted(want) == list(range(ctas))
+    pieces = 3 * 64 * 512 // LINE                     # the pieces' lines; k's and q's fewer
+    for c in range(ctas):                             # where rows are clamped
+        assert got[c] == want[c], (c, len(got[c] - want[c]), len(want[c] - got[c]))
+        assert pieces < len(want[c]) <= pieces + 2 * 64 * 256 // LINE
+
+
+@SLOW
+def test_unclamped_rows_are_caught(tmp_path, monkeypatch):
+    """The check can fail: `_prefetch` with k's and q's rows not clamped to the sequence, on two
+    chunks with a 22-row tail at the tensors' end: the tail's CTA prefetches past q's and k's
+    ends (the bounds check sees it) and its lines are not the loads' (the full chunk's are)."""
+    mut = mutant(tmp_path, "kda_bwd_local_tc", [(
+        "off = ck.row((t >> 1) & (C - 1)) + ((t & 1) << 6)",
+        "off = ((ck.tok0 + ((t >> 1) & (C - 1))) * ck.H + ck.h) * K + ((t & 1) << 6)")])
+    seen, got, want, _ = _traced(monkeypatch, mut, _case("t86_h1_deep"),
+                                    dict(PLAN, PREFETCH=1))
+    assert None in {b for _, _, b in seen}             # past the tensors' end
+    assert got[0] == want[0] and got[1] != want[1]
