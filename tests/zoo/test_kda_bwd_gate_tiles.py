@@ -295,10 +295,11 @@ def test_v_staged_by_16_byte_chunks_changes_no_bit(name, vstage):
 @SLOW
 @pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
 def test_the_decayed_lines_prefetched_change_no_bit(name):
-    """PREFETCH=1 (kda_bwd_prep3.prefetch_decayed, hints: plan tc31) on GATE=1's prep: every
-    output and both tile buffers equal PREFETCH=0's (two chunks with a 22-row tail; a varlen
-    pack)."""
-    _assert_prep_unchanged(name, {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}, PREFETCH=1)
+    """PREFETCH=1 (kda_bwd_prep3.prefetch_decayed: plan tc31) with NEXT=1 (prefetch_next_rows:
+    plan tc35), hints, on GATE=1's prep: every output and both tile buffers equal neither's
+    (two chunks with a 22-row tail; a varlen pack)."""
+    _assert_prep_unchanged(name, {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1}, PREFETCH=1,
+                           NEXT=1)
 
 
 def test_the_gate_on_both_halves_needs_the_staged_rows():
@@ -308,7 +309,8 @@ def test_the_gate_on_both_halves_needs_the_staged_rows():
 
 @SLOW
 def test_sync_check_is_clean_on_the_preps_latest_variants():
-    """GATE=1 with VSTAGE=2, DECAY=4 and PREFETCH=1 (plan tc26's prep and tc31's prefetches):
+    """GATE=1 with VSTAGE=2, DECAY=4, PREFETCH=1 and NEXT=1 (plan tc26's prep, tc31's and tc35's
+    prefetches):
     the gate's two halves, V's copies into QE's slot issued after U's barrier, waited for
     before the barrier that publishes V, the decayed operands' 16-byte loads a trip ahead, and
     their lines prefetched after the gate (one check for all: each check was ~80 s on a loaded
@@ -316,7 +318,7 @@ def test_sync_check_is_clean_on_the_preps_latest_variants():
     case = _case("t20_h1_deep")
     args = _prep_args(LT.SUITE.make_inputs(case, 0))
     consts = {"PREP": 2, "STAGE": 1, "ROLL": 2, "GATE": 1, "VSTAGE": 2, "DECAY": 4,
-              "PREFETCH": 1}
+              "PREFETCH": 1, "NEXT": 1}
     for verdict, messages in _verdicts(P3.kda_bwd_prep3g, args, consts, case):
         assert verdict == "clean", messages
 

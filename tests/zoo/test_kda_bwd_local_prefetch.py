@@ -7,6 +7,7 @@ the five prefetches (four a thread) only where asked; and, traced in numsim, eve
 address lies inside its tensor and each CTA's prefetched lines are exactly the lines its
 `_tile_terms` loads read (rows past the sequence clamped alike)."""
 
+import functools
 import re
 
 import numpy as np
@@ -25,7 +26,13 @@ PLAN = FB.LAUNCH_CONSTS["tc24"][1]          # piece 3's constants in the current
 
 def _local_inputs(case):
     """Piece 3's inputs of `case` with `ptile` and `gtile` from kda_bwd_prep3g on the same raw
-    inputs."""
+    inputs (a fresh dict of one cached run a case: numsim copies its inputs)."""
+    return dict(_local_inputs_of(case.name))
+
+
+@functools.lru_cache(maxsize=4)
+def _local_inputs_of(name):
+    case = _case(name)
     x = LT.SUITE.make_inputs(case, 0)
     tiles = run_clean(P3.kda_bwd_prep3g, prep_args(x), LT.SUITE.grid(case), ["ptile", "gtile"],
                       {"PREP": 2})
@@ -67,15 +74,15 @@ def test_the_ptx_has_five_prefetches_only_where_asked(prefetch):
 @SLOW
 @pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
 def test_prefetch_changes_no_bit(name):
-    """PREFETCH=1 and 2 (hints: no data effect) give every output of PREFETCH=0 to the last bit
-    (two chunks with a 22-row tail; a varlen pack of two heads with a one-token sequence), and
-    numsim finds them clean."""
+    """PREFETCH=1, and 2 with NEXT=1 (hints: no data effect) give every output of PREFETCH=0 to
+    the last bit (two chunks with a 22-row tail; a varlen pack of two heads with a one-token
+    sequence), and numsim finds them clean."""
     case = _case(name)
     x = _local_inputs(case)
     want = _local(x, case, dict(PLAN))
     assert want.verdict == "clean", want.summary()
     for prefetch in (1, 2):
-        got = _local(x, case, dict(PLAN, PREFETCH=prefetch))
+        got = _local(x, case, dict(PLAN, PREFETCH=prefetch, NEXT=prefetch // 2))
         assert got.verdict == "clean", got.summary()
         for n in LT.OUTPUTS:
             assert np.array_equal(got.outputs[n], want.outputs[n]), (prefetch, n)
@@ -86,7 +93,7 @@ def test_sync_check_is_clean_with_prefetch():
     analyze = pytest.importorskip("tirxh_sync_check.analyze")
     case = _case("t20_h1_deep")
     x = _local_inputs(case)
-    for r in analyze.check_kernel(LT.kda_bwd_local_lg, x, consts=dict(PLAN, PREFETCH=1),
+    for r in analyze.check_kernel(LT.kda_bwd_local_lg, x, consts=dict(PLAN, PREFETCH=1, NEXT=1),
                                   grid=LT.SUITE.grid(case)):
         assert r.verdict == "clean", [f.message for f in r.findings]
 
@@ -105,7 +112,7 @@ TENSORS = {"q", "k", "dqe", "dke", "dkl"}
 
 
 @SLOW
-@pytest.mark.parametrize("prefetch", [1, 2])
+@pytest.mark.parametrize("prefetch", [2])   # the plans' (1 differs only in where it stands)
 def test_prefetched_lines_are_in_bounds_and_are_the_elementwise_lines(monkeypatch, prefetch):
     """A varlen pack (two heads, three chunks of 9, 1 and 64 rows: rows past the sequence in
     two of them), traced: every prefetch address lies inside q, k, dqe, dke or dkl, 4 a thread;
@@ -135,3 +142,49 @@ def test_unclamped_rows_are_caught(tmp_path, monkeypatch):
                                     dict(PLAN, PREFETCH=1))
     assert None in {b for _, _, b in seen}             # past the tensors' end
     assert got[0] == want[0] and got[1] != want[1]
+
+
+@pytest.mark.parametrize("nxt", [0, 132])
+def test_next_adds_six_prefetches_before_dq_dk(nxt):
+    """NEXT: five lines of the next wave's gate tiles and stored T a thread (1,166 lines: the
+    fifth split between the two, six instructions), all predicated on that CTA existing, after
+    PREFETCH=2's five and a barrier (the scan's), before dq_dk's stores."""
+    ptx = LT.kda_bwd_local_lg.ptx("sm_90a", **PLAN, PREFETCH=2, NEXT=nxt)
+    lines = [ln.strip() for ln in ptx.splitlines()
+             if ln.strip() and not ln.strip().startswith(".")]
+    at = [i for i, ln in enumerate(lines) if re.match(r"(@!?%p\d+\s+)?prefetch", ln)]
+    assert len(at) == 5 + (6 if nxt else 0), at
+    if nxt:
+        last = at[5:]
+        assert all(lines[i].startswith("@") for i in last)
+        bars = [i for i, ln in enumerate(lines) if ln.startswith("bar.sync")]
+        assert any(max(at[:5]) < i < min(last) for i in bars)     # after the elementwise's
+        assert any(ln.startswith("st.global") for ln in lines[max(last):])
+
+
+def test_next_is_refused_with_the_image_layout():
+    with pytest.raises(Exception, match="NEXT must be a CTA count >= 0 and needs IMG=0"):
+        LT.kda_bwd_local_lg.ptx("sm_90a", IMG=1, NEXT=132)
+
+
+def _traced_next(monkeypatch, mod, case, nxt):
+    """numsim of `mod`'s kda_bwd_local_lg with NEXT=`nxt` on `case`, traced: the prefetches, per
+    CTA the lines prefetched and those its `gates_load` (the gate tiles' bulk copies,
+    kda_bwd_prep_tiles._bulk_in, and T's loads, _load_matrix) read."""
+    seen, got, want = traced(monkeypatch, mod.kda_bwd_local_lg, _local_inputs(case),
+                             LT.SUITE.grid(case), list(LT.OUTPUTS), dict(PLAN, NEXT=nxt),
+                             [mod.PTL._bulk_in, mod.PTL._load_matrix], {"gtile", "ptile"})
+    return seen, got, want, int(np.prod(LT.SUITE.grid(case)))
+
+
+@SLOW
+def test_next_prefetches_the_lines_of_the_cta_a_wave_ahead(monkeypatch):
+    """A varlen pack (two heads, three chunks: 6 CTAs) with NEXT=2: CTA c prefetches exactly
+    the lines CTA c + 2's `gates_load` reads (1,038 of gate tiles, 128 of T), all inside gtile
+    and ptile; CTAs 4 and 5 prefetch nothing."""
+    seen, got, want, ctas = _traced_next(monkeypatch, LT, _case("pack_9_1_64_h2"), 2)
+    assert {b for _, _, b in seen} == {"gtile", "ptile"}
+    assert sorted(got) == list(range(ctas - 2)) and sorted(want) == list(range(ctas))
+    for c in range(ctas - 2):
+        assert got[c] == want[c + 2], (c, len(got[c] - want[c + 2]), len(want[c + 2] - got[c]))
+        assert len(want[c + 2]) == LT.GATE_LINES + LT.T_LINES

@@ -23,6 +23,7 @@ TC = load("kda_bwd_pieces_tc")
 SLOW = pytest.mark.slow   # numsim of 256 threads: a few s a chunk and kernel
 PLAN = {"FRAGS": 1, "PLANES": 4, "VLOAD": 1}   # the current plan's constants (tc27)
 TENSORS = {"s0", "ds1", "v"}
+TILE_LINES = 774                                  # a (chunk, head)'s stored tiles
 STATE_LINES = 2 * 64 * 1024 // LINE               # S0's and dS1's 64 KB of a chunk and head
 V_LINES = 64 * 256 // LINE                        # V's C rows of 256 bytes (fewer if clamped)
 
@@ -64,24 +65,26 @@ def test_the_timing_case_is_tc27_with_prefetch():
 
 @SLOW
 def test_prefetch_changes_no_bit():
-    """PREFETCH=1 (a hint: no data effect) against PREFETCH=0, every output to the last bit, on
-    the varlen pack of two heads (chunks of 64, 16, 1 and 30 rows: rows past the sequence in
-    three), numsim clean."""
+    """PREFETCH=1 with NEXT=2 (hints: no data effect) against neither, every output to the last
+    bit, on the varlen pack of two heads (chunks of 64, 16, 1 and 30 rows: rows past the
+    sequence in three; CTAs 6 and 7 have no CTA two ahead), numsim clean."""
     case = _case("pack_80_1_30_h2")
     args = _split_args(case)
     want, got = [run_clean(TC.kda_bwd_pieces_ld, args, TC.SUITE.grid(case), list(TC.OUTPUTS),
-                           dict(PLAN, PREFETCH=p)) for p in (0, 1)]
+                           dict(PLAN, PREFETCH=p, NEXT=2 * p)) for p in (0, 1)]
     for n in TC.OUTPUTS:
         assert np.array_equal(got[n], want[n]), n
 
 
 @SLOW
 def test_sync_check_is_clean_with_prefetch():
-    """One 20-row chunk: the prefetches touch no shared memory and order nothing."""
+    """One 20-row chunk, PREFETCH=1 and NEXT=1 (no next CTA: predicated off): the prefetches
+    touch no shared memory and order nothing."""
     analyze = pytest.importorskip("tirxh_sync_check.analyze")
     case = _case("t20_h1_deep")
     for r in analyze.check_kernel(TC.kda_bwd_pieces_ld, _split_args(case),
-                                  consts=dict(PLAN, PREFETCH=1), grid=TC.SUITE.grid(case)):
+                                  consts=dict(PLAN, PREFETCH=1, NEXT=1),
+                                  grid=TC.SUITE.grid(case)):
         assert r.verdict == "clean", [f.message for f in r.findings]
 
 
@@ -97,43 +100,97 @@ def _traced(monkeypatch, mod, case):
 
 @SLOW
 def test_prefetched_lines_are_in_bounds_and_are_the_loaded_lines(monkeypatch):
-    """The varlen pack of two heads (chunks of 64, 16, 1 and 30 rows), traced: every prefetch
-    address lies inside s0, ds1 or v, 4.5 a thread; per CTA the set of prefetched 128-byte
-    lines equals the set of lines its loads of S0, dS1 (`_Split`, `_dgs_split`) and V (`r`)
-    read: all 1,024 of the states' and two a valid row of V's (a line missed, one too many,
-    another chunk's or head's, or a row not clamped fails: `test_unclamped_rows_are_caught`)."""
-    seen, got, want, ctas = _traced(monkeypatch, TC, _case("pack_80_1_30_h2"))
+    """150 tokens (chunks of 64, 64 and 22 rows), traced: every prefetch address lies inside
+    s0, ds1 or v, 4.5 a thread; per CTA the set of prefetched 128-byte lines equals the set of
+    lines its loads of S0, dS1 (`_Split`, `_dgs_split`) and V (`r`) read: all 1,024 of the
+    states' and two a valid row of V's (a line missed, one too many, another chunk's, or a row
+    not clamped fails: `test_unclamped_rows_are_caught`)."""
+    seen, got, want, ctas = _traced(monkeypatch, TC, _case("t150_h1_deep"))
     assert len(seen) == (4 * 256 + 128) * ctas
     assert {b for _, _, b in seen} == TENSORS, {b for _, _, b in seen}
     assert sorted(want) == list(range(ctas))
     for c in range(ctas):
         assert got[c] == want[c], (c, len(got[c] - want[c]), len(want[c] - got[c]))
         assert STATE_LINES < len(want[c]) <= STATE_LINES + V_LINES
-    assert {len(w) - STATE_LINES for w in want.values()} == {2 * n for n in (64, 16, 1, 30)}
+    assert sorted(len(w) - STATE_LINES for w in want.values()) == [2 * 22, 2 * 64, 2 * 64]
 
 
 @SLOW
 def test_unclamped_rows_are_caught(tmp_path, monkeypatch):
-    """The check can fail: `_prefetch_state` with V's rows not clamped to the sequence, on the
-    pack: the last sequence's CTAs (30 rows at the tensor's end) prefetch past v's end (the
-    bounds check sees it), and every CTA of a short chunk prefetches lines its loads never
-    read; the full chunks' (64 rows) stay exact."""
+    """The check can fail: `_prefetch_state` with V's rows not clamped to the sequence, on 150
+    tokens (chunks of 64, 64 and 22 rows): the last CTA (22 rows at the tensor's end)
+    prefetches past v's end (the bounds check sees it) and lines its loads never read; the
+    full chunks' stay exact."""
     mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
         "v.at(ck.row(t >> 1) + ((t & 1) << 6))",
         "v.at((ck.tok0 + (t >> 1)) * ck.H * K + ck.h * K + ((t & 1) << 6))")])
-    seen, got, want, ctas = _traced(monkeypatch, mut, _case("pack_80_1_30_h2"))
+    seen, got, want, ctas = _traced(monkeypatch, mut, _case("t150_h1_deep"))
     assert None in {b for _, _, b in seen}             # past v's end
     full = {c for c in range(ctas) if len(want[c]) == STATE_LINES + V_LINES}
-    assert len(full) == 2                              # the first chunk, both heads
+    assert len(full) == 2                              # the two 64-row chunks
     assert all((got[c] == want[c]) == (c in full) for c in range(ctas))
 
 
 def test_prefetch_compiles_without_spills():
-    """nvJitLink on this machine, the plan's constants: PREFETCH=0 and 1 both 255 registers, no
-    spills (PREFETCH=1's SASS 117,632 bytes against 116,096: its five CCTL.E.PF2 after the
-    tiles' shared stores, before the barrier)."""
-    got = {p: TC.kda_bwd_pieces_ld.compile("sm_90a", **PLAN, PREFETCH=p).resources
-           for p in (0, 1)}
+    """nvJitLink on this machine, the plan's constants: PREFETCH=0, and PREFETCH=1 with NEXT=132
+    (plan tc33's), both 255 registers, no spills (SASS 116,096 bytes; 117,632 with PREFETCH=1
+    alone, its five CCTL.E.PF2 after the tiles' shared stores; 118,272 with NEXT too)."""
+    got = {p: TC.kda_bwd_pieces_ld.compile("sm_90a", **PLAN, PREFETCH=p,
+                                           NEXT=132 * p).resources for p in (0, 1)}
     for r in got.values():
         assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
         assert 256 * r.registers <= 65536, r
+
+
+@pytest.mark.parametrize("nxt", [0, 132])
+def test_next_adds_five_prefetches_before_the_last_product(nxt):
+    """NEXT: four lines of the next wave's tiles a thread (the fourth predicated: 774 lines)
+    and one of its dO (threads 0..127), all predicated on that CTA existing, after the last
+    ``bar.sync`` (before dke's loads of S0)."""
+    ptx = TC.kda_bwd_pieces_ld.ptx("sm_90a", **PLAN, NEXT=nxt)
+    lines = [ln.strip() for ln in ptx.splitlines()
+             if ln.strip() and not ln.strip().startswith(".")]
+    at = [i for i, ln in enumerate(lines) if re.match(r"(@!?%p\d+\s+)?prefetch", ln)]
+    assert len(at) == (5 if nxt else 0), at
+    if nxt:
+        assert all(lines[i].startswith("@") for i in at)
+        bar = max(i for i, ln in enumerate(lines) if ln.startswith("bar.sync"))
+        assert bar < min(at) and any(ln.startswith("ld.global.v4.b32") for ln in lines[max(at):])
+
+
+def test_next_is_refused_with_bulk_copies():
+    with pytest.raises(Exception, match="NEXT prefetches the stored layout's words"):
+        TC.kda_bwd_pieces_ld.ptx("sm_90a", BULK=1, NEXT=132)
+
+
+def _traced_next(monkeypatch, mod, case, nxt):
+    """numsim of `mod`'s kda_bwd_pieces_ld with NEXT=`nxt` on `case`, traced: the prefetches,
+    per CTA the lines prefetched and those its `tiles_load` (kda_bwd_prep_tiles._wide) read."""
+    seen, got, want = traced(monkeypatch, mod.kda_bwd_pieces_ld, _split_args(case),
+                             TC.SUITE.grid(case), list(TC.OUTPUTS), dict(PLAN, NEXT=nxt),
+                             [mod.PTL._wide], {"ptile", "do"})
+    return seen, got, want, int(np.prod(TC.SUITE.grid(case)))
+
+
+@SLOW
+def test_next_prefetches_the_lines_of_the_cta_a_wave_ahead(monkeypatch):
+    """150 tokens (3 CTAs: chunks of 64, 64 and 22 rows) with NEXT=1: CTA c prefetches exactly
+    the lines CTA c + 1's `tiles_load` reads (its 774 lines of stored tiles and two a valid row
+    of its dO: the last chunk's rows clamped alike), all inside ptile and dO; the last CTA
+    prefetches nothing."""
+    seen, got, want, ctas = _traced_next(monkeypatch, TC, _case("t150_h1_deep"), 1)
+    assert {b for _, _, b in seen} == {"ptile", "do"}
+    assert sorted(got) == list(range(ctas - 1)) and sorted(want) == list(range(ctas))
+    for c in range(ctas - 1):
+        assert got[c] == want[c + 1], (c, len(got[c] - want[c + 1]), len(want[c + 1] - got[c]))
+    assert len(want[2]) == TILE_LINES + 2 * 22
+
+
+@SLOW
+def test_a_next_off_by_one_is_caught(tmp_path, monkeypatch):
+    """The check can fail: `_prefetch_next` one CTA too far: CTA 0 prefetches CTA 2's lines."""
+    mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
+        "nxt = T.ctaid.y * H + T.ctaid.x + stride",
+        "nxt = T.ctaid.y * H + T.ctaid.x + stride + 1")])
+    _, got, want, _ = _traced_next(monkeypatch, mut, _case("t150_h1_deep"), 1)
+    assert got[0] == want[2] and got[0] != want[1] and 1 not in got

@@ -83,8 +83,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
                        match=r"plan 'wgmma' is not one of \['f32', 'tc', 'tc10', 'tc11', "
                              r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', 'tc19', "
                              r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc25', 'tc26', "
-                             r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc4', "
-                             r"'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
+                             r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc33', "
+                             r"'tc34', 'tc35', 'tc4', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -266,6 +266,14 @@ def test_plans_tc13_and_tc14_read_the_states_as_split_fragments(plan, base):
               5: dict(PREFETCH=2)}),                   # the prep's decayed lines
     ("tc32", {1: dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1),
               4: dict(PLANES=4, VLOAD=1, PREFETCH=1), 5: dict(PREFETCH=2)}),   # both
+    ("tc33", {1: dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1),
+              4: dict(PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132), 5: dict(PREFETCH=2)}),  # a wave on
+    ("tc34", {1: dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1),
+              4: dict(PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132),
+              5: dict(PREFETCH=2, NEXT=132)}),                               # ... piece 3's too
+    ("tc35", {1: dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1, NEXT=132),
+              4: dict(PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132),
+              5: dict(PREFETCH=2, NEXT=132)}),                               # ... the prep's too
 ])
 def test_session_34s_plans_change_only_their_launches_constants(plan, changed):
     """Plans "tc15" to "tc19" (session 34): "tc14" with the named launches' constants

@@ -331,6 +331,38 @@ def _prefetch(ck, q, k, pieces):
     T.ptx.prefetch.global_.L2(q.at(off), pred=~is_k)
 
 
+# 128-byte lines of one (chunk, head)'s gate tiles (PTL.GATE_WORDS f32: 1,038 lines) and of its
+# stored T (C x C f32: 128 lines); each starts on a line
+GATE_LINES = PTL.GATE_WORDS * 4 // 128
+T_LINES = C * C * 4 // 128
+
+
+def _prefetch_next(gtile, ptile, stride):
+    """``prefetch.global.L2`` of every line the `gates_load` phase of CTA hc + `stride` will read
+    (kda_bwd_local_lg NEXT = `stride`, the CTAs resident at once: one an SM), hc = ctaid.y H +
+    ctaid.x this CTA's (chunk, head) and launch order: its gate tiles (GATE_LINES from element
+    (hc + stride) GATE_WORDS of `gtile`, the two bulk copies' words) and its stored T (T_LINES
+    from (hc + stride) WORDS + T0 of `ptile`, `PTL.load_t`'s); thread t lines t + 256 j of
+    both, one run; none past the grid's last CTA. Issued before dq_dk, ~4 us before this CTA
+    ends and the next wave's starts. Why: `gates_load` is the launch's first phase (2.05 us,
+    p90 8.45, of a 39.17 us CTA: session 37, an H100, T8192 H16), its 146 KB from HBM with
+    nothing of its own CTA to hide them behind; the pieces launch's NEXT is the same."""
+    t = T.tid.x
+    nxt = T.ctaid.y * T.nctaid.x + T.ctaid.x + stride
+    ok = nxt < T.nctaid.x * T.nctaid.y
+    total = GATE_LINES + T_LINES
+    for j in range(T.cdiv(total, 256)):
+        q_ = t + (j << 8)
+        gate = q_ < GATE_LINES
+        if (j + 1) * 256 <= GATE_LINES:
+            T.ptx.prefetch.global_.L2(gtile.at(nxt * PTL.GATE_WORDS + (q_ << 5)), pred=ok)
+            continue
+        T.ptx.prefetch.global_.L2(gtile.at(nxt * PTL.GATE_WORDS + (q_ << 5)), pred=ok & gate)
+        tl = q_ - GATE_LINES
+        T.ptx.prefetch.global_.L2(ptile.at(nxt * PTL.WORDS + PTL.T0 + (tl << 5)),
+                                  pred=ok & ~gate & (q_ < total))
+
+
 def _fold_columns(sm, colq):
     """Threads 0..127, channel d: kda_bwd_local's two column partials from the four m-tiles'
     (the same thread reads them in the scan)."""
@@ -343,7 +375,7 @@ def _fold_columns(sm, colq):
 
 def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None,
-            roll=False, prefetch=0):
+            roll=False, prefetch=0, before_dq_dk=None):
     """Piece 3's phases (the module docstring), each an iket range with the barriers between
     them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
     wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
@@ -351,7 +383,8 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     `inverse`), the norms' and gate's tiles come from the prep launch too (`_loaded_gates`).
     `roll`: the scan, the row dots and dq_dk as runtime loops (kda_bwd_local_lg ROLL=1).
     `prefetch`: `_prefetch` of the elementwise terms' lines first (1) or right before the pair
-    products (2) (kda_bwd_local_lg PREFETCH)."""
+    products (2) (kda_bwd_local_lg PREFETCH). `before_dq_dk()`, if given, runs before the
+    dq_dk phase (kda_bwd_local_lg NEXT: the next wave's prefetches)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
@@ -397,6 +430,9 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
         _fold_columns(sm, colq)
         BL._scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll)
     T.ptx.bar.sync(0)
+    if before_dq_dk is not None:
+        with T.iket.range("next"):
+            before_dq_dk()
     with T.iket.range("dq_dk"):
         BL._dq_dk(sm, ck, q, k, dq, dk, roll)
     with T.iket.range("params"):
@@ -459,7 +495,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
                      dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32],
                      IMG: T.const = 0, ROLL: T.const.one_of(0, 1, 2) = 0,
-                     PREFETCH: T.const.one_of(0, 1, 2) = 0):
+                     PREFETCH: T.const.one_of(0, 1, 2) = 0, NEXT: T.const = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
@@ -480,11 +516,17 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     PREFETCH=2: the same right before the pair products (~7 us ahead, so less likely evicted
     first). Why: session 36's iket profile (an H100, T8192 H16, ROLL=1) put `elementwise` at
     12.80 of a CTA's 45.06 us, most of it waiting on those dependent loads. Hints only: the
-    same words as PREFETCH=0."""
+    same words as PREFETCH=0. NEXT=S (IMG=0; S the CTAs resident at once, 132 on an H100 or
+    H200): the lines `gates_load` of CTA hc + S will read prefetched before dq_dk
+    (`_prefetch_next`); hints too."""
+    if NEXT < 0 or (NEXT and IMG):   # the plans bind constants without a suite's constraints
+        raise ValueError(f"kda_bwd_local_lg: NEXT must be a CTA count >= 0 and needs IMG=0 "
+                         f"(the stored layout's T), got NEXT={NEXT}, IMG={IMG}")
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),
-            gtile=gtile, roll=ROLL, prefetch=PREFETCH)
+            gtile=gtile, roll=ROLL, prefetch=PREFETCH,
+            before_dq_dk=(lambda: _prefetch_next(gtile, ptile, NEXT)) if NEXT else None)
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------
@@ -530,11 +572,12 @@ def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 # plan "tc7"'s piece 3 alone at T8192 H64 (timing only): what `tirxh profile` (iket phases, ncu)
 # needs, since the plan job times its launches but profiles none of them; `tc19_t8192_h16`:
 # plan "tc19"'s (ROLL=1) at H16, for iket (as kda_bwd_prep3's); `tc28_`, `tc29_`: plans "tc28"
-# and "tc29"'s (PREFETCH=1, 2)
+# and "tc29"'s (PREFETCH=1, 2); `tc34_`: "tc34"'s (PREFETCH=2, NEXT=132)
 SUITE_LG_TIMING = T.suite(
     kda_bwd_local_lg, inputs=lg_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
     cases=[c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
     + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), ROLL=1,
               **extra)
-       for p, extra in ((19, {}), (28, dict(PREFETCH=1)), (29, dict(PREFETCH=2)))])
+       for p, extra in ((19, {}), (28, dict(PREFETCH=1)), (29, dict(PREFETCH=2)),
+                        (34, dict(PREFETCH=2, NEXT=132)))])

@@ -754,6 +754,38 @@ def _prefetch_state(ck, v, s0, ds1):
     T.ptx.prefetch.global_.L2(v.at(ck.row(t >> 1) + ((t & 1) << 6)), pred=t < 2 * C)
 
 
+# 128-byte lines of one (chunk, head)'s stored tiles (PTL.WORDS f32: 774 lines, each
+# (chunk, head)'s words start on a line)
+TILE_LINES = PTL.WORDS * 4 // 128
+
+
+def _prefetch_next(chunk_tok, chunk_rows, ptile, do, stride):
+    """``prefetch.global.L2`` of every line the `tiles_load` phase of CTA hc + `stride` will read
+    (kda_bwd_pieces_ld NEXT = `stride`, the number of CTAs resident at once: one an SM), where
+    hc = ctaid.y H + ctaid.x is this CTA's (chunk, head) and launch order: its stored tiles
+    (TILE_LINES lines from element (hc + stride) WORDS; thread t lines t + 256 j) and its
+    chunk's 64 dO rows (threads t < 2C: row t / 2 at `_Chunk.row`, clamped as `load_wide`
+    clamps it, line t % 2); none past the grid's last CTA (the chunk index clamped so the
+    chunk map's loads stay inside it). Issued before the last phase, ~4 us before this CTA
+    ends and the CTA of the next wave starts. Why: `tiles_load` is the launch's first phase,
+    so no phase of its own CTA can hide it (5.89 of a 33.54 us CTA with VLOAD=1 and PREFETCH=1,
+    session 37, an H100, T8192 H16), but the CTA one wave earlier can bring its lines into
+    L2 (prefetched one phase ahead, piece 3's elementwise terms went from 12.8 to 7.2 us)."""
+    t = T.tid.x
+    H, n = T.nctaid.x, T.nctaid.x * T.nctaid.y
+    nxt = T.ctaid.y * H + T.ctaid.x + stride
+    ok = nxt < n
+    base = nxt * PTL.WORDS
+    for j in range(T.cdiv(TILE_LINES, 256)):
+        q_ = t + (j << 8)
+        live = ok if (j + 1) * 256 <= TILE_LINES else ok & (q_ < TILE_LINES)
+        T.ptx.prefetch.global_.L2(ptile.at(base + (q_ << 5)), pred=live)
+    c = T.ptx.min.u32(nxt / H, T.nctaid.y - 1)
+    ck = BR._Chunk(nxt - c * H, H, T.ptx.ld.global_.nc.u32(chunk_tok.at(c)),
+                   T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
+    T.ptx.prefetch.global_.L2(do.at(ck.row(t >> 1) + ((t & 1) << 6)), pred=ok & (t < 2 * C))
+
+
 @T.kernel(grid=PC._grid, block=256)
 def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T.s32],
                       chunk_rows: T.gptr[T.s32], ptile: T.gptr[T.f32], s0: T.gptr[T.f32],
@@ -762,7 +794,7 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
                       dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0,
                       BULK: T.const = 0, AHEAD: T.const = 0, FRAGS: T.const = 0,
                       PLANES: T.const = 0, VLOAD: T.const.one_of(0, 1) = 0,
-                      PREFETCH: T.const.one_of(0, 1) = 0):
+                      PREFETCH: T.const.one_of(0, 1) = 0, NEXT: T.const = 0):
     """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
     them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products.
     BULK=1 (plan "tc8"): `ptile` in the image layout, loaded by three bulk copies on an
@@ -775,8 +807,13 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     42.5 us CTA in session 36's profile, H100, T8192 H16); the same shared words.
     PREFETCH=1: ``prefetch.global.L2`` of S0's, dS1's and `r`'s V lines after the tiles'
     loads, before the barrier (`_prefetch_state`: `r` was 9.22 us of a 39.17 us CTA,
-    H100, T8192 H16); a hint, so the same words as PREFETCH=0."""
+    H100, T8192 H16); a hint, so the same words as PREFETCH=0. NEXT=S (BULK=0; S the CTAs
+    resident at once, 132 on an H100 or H200): the lines `tiles_load` of CTA hc + S will read
+    prefetched before the last product (`_prefetch_next`: `tiles_load` was 5.89 us of a 33.54
+    us CTA); hints too."""
     bad = check_frags(FRAGS, TF32, AHEAD) + check_planes(PLANES, TF32, AHEAD)
+    if BULK and NEXT:
+        bad.append("NEXT prefetches the stored layout's words; BULK=1 reads the image layout")
     if BULK and VLOAD:
         bad.append("VLOAD=1 replaces BULK=0's thread loads; BULK=1 loads by bulk copies")
     if bad:                          # the plans bind constants without a suite's constraints
@@ -799,7 +836,14 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     T.ptx.bar.sync(0)
     if BULK:
         full.wait(0)
-    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD, FRAGS, PLANES)
+    if NEXT < 0:                     # the plans bind constants without a suite's constraints
+        raise ValueError(f"kda_bwd_pieces_ld: NEXT must be a CTA count >= 0, got {NEXT}")
+
+    def before_last():
+        with T.iket.range("next"):
+            _prefetch_next(chunk_tok, chunk_rows, ptile, do, NEXT)
+    _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD, FRAGS, PLANES,
+              before_last if NEXT else None)
 
 
 class _Slots:
@@ -846,15 +890,16 @@ class _Slots:
 
 
 def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0, FRAGS=0,
-              PLANES=0):
+              PLANES=0, before_last=None):
     """The module docstring's phases after the prep (its tiles published by a barrier).
     AHEAD=1: the products that read S0 or dS1 from global memory load them a k-step ahead
     (`_product_ahead`). FRAGS=1: S0 and dS1 are the chains' split fragments (`_Split`).
     PLANES=1: R, Delta, dDelta and dR as split planes (`_Slots`); PLANES=2 also keeps every
     product's k-steps a runtime loop (ptxas unrolls the plane products otherwise: 87 KB of
     SASS, not 60); PLANES=3: every shared operand as planes, the products rolled as in 2;
-    PLANES=4: every operand as planes, the products as ptxas unrolls them (as 1). Each
-    product is an iket range, the barriers outside (nothing in a normal build)."""
+    PLANES=4: every operand as planes, the products as ptxas unrolls them (as 1).
+    `before_last()`, if given, runs before the last product (dke). Each product is an iket
+    range, the barriers outside (nothing in a normal build)."""
     ln = _Lane(TF32, roll=PLANES in (2, 3))
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
@@ -920,6 +965,8 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     with T.iket.range("dr_store"):
         slots.store(ln, wide, d_r, "r")
     T.ptx.bar.sync(0)
+    if before_last is not None:      # kda_bwd_pieces_ld NEXT: the next wave's prefetches
+        before_last()
     # dke = -dR S0^T
     with T.iket.range("dke"):
         _piece_out(ln, ck, dke, slots.src("r"), state(S0, True), V // 16, sign=-1.0)
@@ -1107,7 +1154,7 @@ def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", FRAGS=0):
 # kda_bwd_local_tc.SUITE_LG_TIMING; `ahead_`: plan "tc9"'s (AHEAD=1), `frags_`: plan "tc13"'s
 # (FRAGS=1: the synthetic S0 and dS1 read as fragment words; the time does not depend on them);
 # `tc19_t8192_h16`: plan "tc19"'s (FRAGS=1, PLANES=4) at H16, for iket (as kda_bwd_prep3's);
-# `tc27_`: plan "tc27"'s (VLOAD=1); `tc30_`: tc27's with PREFETCH=1
+# `tc27_`: plan "tc27"'s (VLOAD=1); `tc30_`: tc27's with PREFETCH=1; `tc33_`: tc30's with NEXT=132
 _LD_CASES = [c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
 SUITE_LD_TIMING = T.suite(
     kda_bwd_pieces_ld, inputs=ld_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
@@ -1118,4 +1165,5 @@ SUITE_LD_TIMING = T.suite(
                        for c in _LD_CASES]
     + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), FRAGS=1,
               PLANES=4, **extra) for p, extra in ((19, {}), (27, dict(VLOAD=1)),
-                                                   (30, dict(VLOAD=1, PREFETCH=1)))])
+                                                   (30, dict(VLOAD=1, PREFETCH=1)),
+                                                   (33, dict(VLOAD=1, PREFETCH=1, NEXT=132)))])

@@ -401,6 +401,12 @@ def decayed_chunks(sm, ck, q, k, do, ahead=False):
                 h.set(w)
 
 
+def _half_row(ck, t):
+    """Element offset of thread t's 128-byte line of a [B, T, H, 128] bf16 tensor in the
+    prefetches: row (t / 2) % C of the chunk at `ck.row` (clamped to the sequence), half t % 2."""
+    return ck.row((t >> 1) & (C - 1)) + ((t & 1) << 6)
+
+
 def prefetch_decayed(ck, q, k, do):
     """``prefetch.global.L2`` of every 128-byte line the decayed operands' phase reads: the
     chunk's 64 rows of k and dO (threads 0..127) and of q (threads 128..255), 256 bytes a
@@ -411,11 +417,36 @@ def prefetch_decayed(ck, q, k, do):
     not (session 37, an H100, T8192 H16), and piece 3's elementwise terms went from 12.8 to
     7.2 us with their lines prefetched one phase ahead (kda_bwd_local_lg PREFETCH=2)."""
     t = T.tid.x
-    off = ck.row((t >> 1) & (C - 1)) + ((t & 1) << 6)
+    off = _half_row(ck, t)
     first = t < 2 * C
     T.ptx.prefetch.global_.L2(k.at(off), pred=first)
     T.ptx.prefetch.global_.L2(do.at(off), pred=first)
     T.ptx.prefetch.global_.L2(q.at(off), pred=~first)
+
+
+def prefetch_next_rows(chunk_tok, chunk_rows, q, k, g_raw, stride):
+    """``prefetch.global.L2`` of every line the `rows` phase of CTA hc + `stride` will copy
+    (kda_bwd_prep3g NEXT = `stride`, the CTAs resident at once: one an SM), hc = ctaid.y H +
+    ctaid.x this CTA's (chunk, head) and launch order: the 64 rows of q, k and g_raw of its
+    chunk and head at `_Chunk.row` (clamped as kda_bwd_local.StagedRows.stage clamps them),
+    256 bytes a row: threads 0..127 row t / 2, line t % 2 of q and of g_raw, threads 128..255
+    of k; none past the grid's last CTA (the chunk index clamped so the chunk map's loads stay
+    inside it). Issued before the forward walk, ~7 us before this CTA ends and the next wave's
+    starts. Why: `rows` is the launch's first phase (2.82 us of a 43.26 us CTA: session 37, an
+    H100, T8192 H16), its 48 KB from HBM with nothing of its own CTA to hide them behind;
+    kda_bwd_pieces_ld NEXT is the same."""
+    t = T.tid.x
+    H = T.nctaid.x
+    nxt = T.ctaid.y * H + T.ctaid.x + stride
+    ok = nxt < H * T.nctaid.y
+    c = T.ptx.min.u32(nxt / H, T.nctaid.y - 1)
+    ck = BR._Chunk(nxt - c * H, H, T.ptx.ld.global_.nc.u32(chunk_tok.at(c)),
+                   T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
+    off = _half_row(ck, t)
+    first = t < 2 * C
+    T.ptx.prefetch.global_.L2(q.at(off), pred=ok & first)
+    T.ptx.prefetch.global_.L2(g_raw.at(off), pred=ok & first)
+    T.ptx.prefetch.global_.L2(k.at(off), pred=ok & ~first)
 
 
 def _gate_then_prefetch(gate, do):
@@ -473,7 +504,8 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    STAGE: T.const = 0, IMG: T.const = 0,
                    ROLL: T.const.one_of(0, 1, 2, 3) = 0, GATE: T.const.one_of(0, 1) = 0,
                    DECAY: T.const.one_of(0, 1, 2, 3, 4) = 0,
-                   VSTAGE: T.const.one_of(0, 1, 2) = 0, PREFETCH: T.const.one_of(0, 1) = 0):
+                   VSTAGE: T.const.one_of(0, 1, 2) = 0, PREFETCH: T.const.one_of(0, 1) = 0,
+                   NEXT: T.const = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
@@ -504,12 +536,17 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     plane bytes; VSTAGE=2: by ``cp.async`` issued after U, landing during N and B^T
     (`stage_v_async`), the same plane bytes. PREFETCH=1: the decayed phase's lines of k, q and
     dO prefetched into L2 as the gate phase ends (`prefetch_decayed`), hints only: the same
-    words."""
+    words. NEXT=S (STAGE=1; S the CTAs resident at once, 132 on an H100 or H200): the rows
+    the `rows` phase of CTA hc + S will copy prefetched before the forward walk
+    (`prefetch_next_rows`); hints too."""
+    if NEXT < 0 or (NEXT and not STAGE):
+        raise ValueError(f"kda_bwd_prep3g: NEXT must be a CTA count >= 0 and needs STAGE=1 "
+                         f"(the staged rows it prefetches), got NEXT={NEXT}, STAGE={STAGE}")
     if GATE and not STAGE:   # the plans bind constants without a suite's constraints
         raise ValueError("kda_bwd_prep3g: GATE=1 reads the staged rows: it needs STAGE=1")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE, DECAY, VSTAGE,
-                PREFETCH)
+                PREFETCH, NEXT)
 
 
 def _gate_phase(GATE, PREFETCH, do):
@@ -530,7 +567,7 @@ def _decayed_phase(DECAY):
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0, GATE=0,
-                DECAY=0, VSTAGE=0, PREFETCH=0):
+                DECAY=0, VSTAGE=0, PREFETCH=0, NEXT=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
     barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
@@ -564,6 +601,9 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     if VSTAGE < 2:
         with T.iket.range("stage_v"):
             (stage_v_chunks if VSTAGE else stage_v)(ck, v, op.v)
+    if NEXT:
+        with T.iket.range("next"):
+            prefetch_next_rows(chunk_tok, chunk_rows, q, k, g_raw, NEXT)
     forward_walk(sm, op, ln, lanes, hc, nfrag_f, bt_f)   # x, n_b_f
     with T.if_(T.tid.x < K):
         d = T.tid.x
@@ -602,7 +642,7 @@ def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
 
 # plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
 # (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING; `tc19_t8192_h16`: plan "tc19"'s prep (ROLL=2)
-# at H16 (`tc20_` to `tc26_`, `tc31_`: those plans'): 2,048 CTAs, ~15 waves an H100, a
+# at H16 (`tc20_` to `tc26_`, `tc31_`, `tc35_`: those plans'): 2,048 CTAs, ~15 waves an H100, a
 # CTA's phases as at H96 and its inputs a quarter of H64's, so an iket profile builds and
 # uploads in seconds
 SUITE_G_TIMING = T.suite(
@@ -616,4 +656,5 @@ SUITE_G_TIMING = T.suite(
                         (22, dict(GATE=1, DECAY=2)), (23, dict(GATE=1, VSTAGE=1)),
                         (24, dict(GATE=1, VSTAGE=2)), (25, dict(GATE=1, VSTAGE=2, DECAY=3)),
                         (26, dict(GATE=1, VSTAGE=2, DECAY=4)),
-                        (31, dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1)))])
+                        (31, dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1)),
+                        (35, dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1, NEXT=132)))])

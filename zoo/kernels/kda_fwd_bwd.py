@@ -101,6 +101,11 @@ of k, q and dO as its gate phase ends (kda_bwd_prep3g PREFETCH=1), "tc32" both. 
 one call (session 37, an H100, T8192 H96, full clock): tc24 15.16 ms (0.941x FLA), tc29 14.08,
 tc30 13.79 (the pieces 3.32 -> 3.02), tc31 14.05 (the prep 4.24 -> 4.19), **tc32 13.78 ms**
 (**1.035x** FLA's forward + backward; 0.909x tc24's time); tc32 is kda_bench.sh's default.
+Plan "tc33" (session 37) is "tc32" whose pieces launch prefetches, before its last product,
+the lines the first phase of the CTA one wave ahead (132 CTAs: one an SM on an H100 or H200)
+will load (kda_bwd_pieces_ld NEXT=132), "tc34" also piece 3's, before its dq_dk phase
+(kda_bwd_local_lg NEXT=132), "tc35" also the prep's, before its forward walk (kda_bwd_prep3g
+NEXT=132): bit for bit tc19.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -180,7 +185,10 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc29": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc30": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc31": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc32": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc32": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc33": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc34": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc35": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -201,7 +209,9 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3)
                   for p in ("tc27", "tc28", "tc29", "tc30")},
                **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1)
-                  for p in ("tc31", "tc32")}}
+                  for p in ("tc31", "tc32", "tc33", "tc34")},
+               "tc35": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
+                            NEXT=132)}
 
 
 def _from(first):
@@ -246,7 +256,11 @@ IMAGE = ("tc8",)
 # elementwise terms' lines into L2 at its start, right before the pair products
 # (kda_bwd_local_lg PREFETCH=1, 2); "tc30" is "tc29" whose pieces prefetch S0's, dS1's and
 # V's lines once their tiles have loaded (kda_bwd_pieces_ld PREFETCH=1), "tc31" "tc29" whose prep
-# prefetches the decayed phase's lines after the gate (kda_bwd_prep3g PREFETCH=1), "tc32" both
+# prefetches the decayed phase's lines after the gate (kda_bwd_prep3g PREFETCH=1), "tc32" both;
+# "tc33" is "tc32" whose pieces prefetch the tiles_load lines of the CTA one wave (132 CTAs)
+# ahead before their last product (kda_bwd_pieces_ld NEXT=132), "tc34" also piece 3's
+# gates_load lines before its dq_dk (kda_bwd_local_lg NEXT=132), "tc35" also the prep's rows
+# before its forward walk (kda_bwd_prep3g NEXT=132)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -269,13 +283,18 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                           dict(ROLL=1, PREFETCH=2)),
                  "tc31": (dict(FRAGS=1, PLANES=4, VLOAD=1), dict(ROLL=1, PREFETCH=2)),
                  "tc32": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1),
-                          dict(ROLL=1, PREFETCH=2))}
+                          dict(ROLL=1, PREFETCH=2)),
+                 "tc33": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132),
+                          dict(ROLL=1, PREFETCH=2)),
+                 **{p: (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132),
+                        dict(ROLL=1, PREFETCH=2, NEXT=132)) for p in ("tc34", "tc35")}}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",
                                             "tc19", "tc20", "tc21", "tc22", "tc23",
                                             "tc24", "tc25", "tc26", "tc27", "tc28",
-                                            "tc29", "tc30", "tc31", "tc32")}
+                                            "tc29", "tc30", "tc31", "tc32", "tc33",
+                                            "tc34", "tc35")}
 
 
 class Step(NamedTuple):
