@@ -169,11 +169,10 @@ def _quads(cols):
     (`cols` 64 or 128, S = `cols` / 32 segments of 32 columns a row): warp w's j-th piece is
     the matrix's unit u = w + 8 j of 4 rows by 32 columns (row block b = u / S, segment
     s = u % S = w % S), lane l row 4 b + l / 8, columns 32 s + 4 (l % 8) .. (so the thread's
-    rows step by 32 / S). A quarter warp reads one 128-byte
-    line (coalesced), and at each of the four scalar stores into a 129-word-stride tile the
-    bank (row + col) mod 32 = (l / 8 + 4 (l % 8) + const) mod 32 differs in every lane
-    (conflict-free; a quarter warp's 16-byte stores into a 64-word-stride tile are one
-    128-byte line)."""
+    rows step by 32 / S). A quarter warp reads one 128-byte line (coalesced), and at each of
+    the four scalar stores into a 129-word-stride tile the bank (row + col) mod 32 = (l / 8 +
+    4 (l % 8) + const) mod 32 differs in every lane (conflict-free; a quarter warp's 16-byte
+    stores into a 64-word-stride tile are one 128-byte line)."""
     segs = cols // 32
     w, lane = T.tid.x >> 5, T.tid.x & 31
     row = ((w >> (segs.bit_length() - 1)) << 2) + (lane >> 3)
