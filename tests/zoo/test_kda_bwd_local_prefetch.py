@@ -145,15 +145,15 @@ def test_unclamped_rows_are_caught(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("nxt", [0, 132])
-def test_next_adds_six_prefetches_before_dq_dk(nxt):
-    """NEXT: five lines of the next wave's gate tiles and stored T a thread (1,166 lines: the
-    fifth split between the two, six instructions), all predicated on that CTA existing, after
-    PREFETCH=2's five and a barrier (the scan's), before dq_dk's stores."""
+def test_next_adds_nine_prefetches_before_dq_dk(nxt):
+    """NEXT: six lines a thread of the next wave's gate tiles, stored T, dtb and dm (1,422
+    lines: rounds 5 and 6 split between runs, nine instructions), all predicated on that CTA
+    existing, after PREFETCH=2's five and a barrier (the scan's), before dq_dk's stores."""
     ptx = LT.kda_bwd_local_lg.ptx("sm_90a", **PLAN, PREFETCH=2, NEXT=nxt)
     lines = [ln.strip() for ln in ptx.splitlines()
              if ln.strip() and not ln.strip().startswith(".")]
     at = [i for i, ln in enumerate(lines) if re.match(r"(@!?%p\d+\s+)?prefetch", ln)]
-    assert len(at) == 5 + (6 if nxt else 0), at
+    assert len(at) == 5 + (9 if nxt else 0), at
     if nxt:
         last = at[5:]
         assert all(lines[i].startswith("@") for i in last)
@@ -167,24 +167,29 @@ def test_next_is_refused_with_the_image_layout():
         LT.kda_bwd_local_lg.ptx("sm_90a", IMG=1, NEXT=132)
 
 
+NEXT_TENSORS = {"gtile", "ptile", "dtb", "dm"}
+
+
 def _traced_next(monkeypatch, mod, case, nxt):
     """numsim of `mod`'s kda_bwd_local_lg with NEXT=`nxt` on `case`, traced: the prefetches, per
     CTA the lines prefetched and those its `gates_load` (the gate tiles' bulk copies,
-    kda_bwd_prep_tiles._bulk_in, and T's loads, _load_matrix) read."""
+    kda_bwd_prep_tiles._bulk_in, and T's loads, _load_matrix) and its dtb and dm staging
+    (`_stage`) read."""
     seen, got, want = traced(monkeypatch, mod.kda_bwd_local_lg, _local_inputs(case),
                              LT.SUITE.grid(case), list(LT.OUTPUTS), dict(PLAN, NEXT=nxt),
-                             [mod.PTL._bulk_in, mod.PTL._load_matrix], {"gtile", "ptile"})
+                             [mod.PTL._bulk_in, mod.PTL._load_matrix, mod._stage], NEXT_TENSORS)
     return seen, got, want, int(np.prod(LT.SUITE.grid(case)))
 
 
 @SLOW
 def test_next_prefetches_the_lines_of_the_cta_a_wave_ahead(monkeypatch):
     """A varlen pack (two heads, three chunks: 6 CTAs) with NEXT=2: CTA c prefetches exactly
-    the lines CTA c + 2's `gates_load` reads (1,038 of gate tiles, 128 of T), all inside gtile
-    and ptile; CTAs 4 and 5 prefetch nothing."""
+    the lines CTA c + 2's `gates_load` and dtb and dm staging read (1,038 of gate tiles, 128 of
+    T, of dtb and of dm), all inside gtile, ptile, dtb and dm; CTAs 4 and 5 prefetch
+    nothing."""
     seen, got, want, ctas = _traced_next(monkeypatch, LT, _case("pack_9_1_64_h2"), 2)
-    assert {b for _, _, b in seen} == {"gtile", "ptile"}
+    assert {b for _, _, b in seen} == NEXT_TENSORS
     assert sorted(got) == list(range(ctas - 2)) and sorted(want) == list(range(ctas))
     for c in range(ctas - 2):
         assert got[c] == want[c + 2], (c, len(got[c] - want[c + 2]), len(want[c + 2] - got[c]))
-        assert len(want[c + 2]) == LT.GATE_LINES + LT.T_LINES
+        assert len(want[c + 2]) == LT.GATE_LINES + 3 * LT.T_LINES

@@ -331,36 +331,29 @@ def _prefetch(ck, q, k, pieces):
     T.ptx.prefetch.global_.L2(q.at(off), pred=~is_k)
 
 
-# 128-byte lines of one (chunk, head)'s gate tiles (PTL.GATE_WORDS f32: 1,038 lines) and of its
-# stored T (C x C f32: 128 lines); each starts on a line
+# 128-byte lines of one (chunk, head)'s gate tiles (PTL.GATE_WORDS f32: 1,038 lines) and of a
+# C x C f32 matrix of it (its stored T, its dtb and dm pieces: 128 lines); each starts on a line
 GATE_LINES = PTL.GATE_WORDS * 4 // 128
 T_LINES = C * C * 4 // 128
 
 
-def _prefetch_next(gtile, ptile, stride):
-    """``prefetch.global.L2`` of every line the `gates_load` phase of CTA hc + `stride` will read
+def _prefetch_next(gtile, ptile, dtb, dm, stride):
+    """``prefetch.global.L2`` of every line CTA hc + `stride` will read in its first phases
     (kda_bwd_local_lg NEXT = `stride`, the CTAs resident at once: one an SM), hc = ctaid.y H +
-    ctaid.x this CTA's (chunk, head) and launch order: its gate tiles (GATE_LINES from element
-    (hc + stride) GATE_WORDS of `gtile`, the two bulk copies' words) and its stored T (T_LINES
-    from (hc + stride) WORDS + T0 of `ptile`, `PTL.load_t`'s); thread t lines t + 256 j of
-    both, one run; none past the grid's last CTA. Issued before dq_dk, ~4 us before this CTA
-    ends and the next wave's starts. Why: `gates_load` is the launch's first phase (2.05 us,
-    p90 8.45, of a 39.17 us CTA: session 37, an H100, T8192 H16), its 146 KB from HBM with
-    nothing of its own CTA to hide them behind; the pieces launch's NEXT is the same."""
-    t = T.tid.x
+    ctaid.x this CTA's (chunk, head) and launch order: `gates_load`'s gate tiles (GATE_LINES
+    from element (hc + stride) GATE_WORDS of `gtile`, the two bulk copies' words) and stored
+    T (T_LINES from (hc + stride) WORDS + T0 of `ptile`, `PTL.load_t`'s), and the dtb and dm
+    pieces `pairs` and `x` stage (`_stage`: T_LINES each from (hc + stride) C C), as one run
+    (`PTL.prefetch_runs`: thread t lines t + 256 j); none past the grid's last CTA. Issued
+    before dq_dk, ~4 us before this CTA ends and the next wave's starts. Why: `gates_load` is
+    the launch's first phase (2.05 us, p90 8.45, of a 39.17 us CTA: session 37, an H100, T8192
+    H16), its 146 KB from HBM with nothing of its own CTA to hide them behind, and `pairs` and
+    `x` each open on a staging round trip; the pieces launch's NEXT is the same."""
     nxt = T.ctaid.y * T.nctaid.x + T.ctaid.x + stride
-    ok = nxt < T.nctaid.x * T.nctaid.y
-    total = GATE_LINES + T_LINES
-    for j in range(T.cdiv(total, 256)):
-        q_ = t + (j << 8)
-        gate = q_ < GATE_LINES
-        if (j + 1) * 256 <= GATE_LINES:
-            T.ptx.prefetch.global_.L2(gtile.at(nxt * PTL.GATE_WORDS + (q_ << 5)), pred=ok)
-            continue
-        T.ptx.prefetch.global_.L2(gtile.at(nxt * PTL.GATE_WORDS + (q_ << 5)), pred=ok & gate)
-        tl = q_ - GATE_LINES
-        T.ptx.prefetch.global_.L2(ptile.at(nxt * PTL.WORDS + PTL.T0 + (tl << 5)),
-                                  pred=ok & ~gate & (q_ < total))
+    PTL.prefetch_runs([(gtile, nxt * PTL.GATE_WORDS, GATE_LINES),
+                       (ptile, nxt * PTL.WORDS + PTL.T0, T_LINES),
+                       (dtb, nxt * (C * C), T_LINES), (dm, nxt * (C * C), T_LINES)],
+                      nxt < T.nctaid.x * T.nctaid.y)
 
 
 def _fold_columns(sm, colq):
@@ -526,7 +519,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),
             gtile=gtile, roll=ROLL, prefetch=PREFETCH,
-            before_dq_dk=(lambda: _prefetch_next(gtile, ptile, NEXT)) if NEXT else None)
+            before_dq_dk=(lambda: _prefetch_next(gtile, ptile, dtb, dm, NEXT)) if NEXT else None)
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------

@@ -775,11 +775,7 @@ def _prefetch_next(chunk_tok, chunk_rows, ptile, do, stride):
     H, n = T.nctaid.x, T.nctaid.x * T.nctaid.y
     nxt = T.ctaid.y * H + T.ctaid.x + stride
     ok = nxt < n
-    base = nxt * PTL.WORDS
-    for j in range(T.cdiv(TILE_LINES, 256)):
-        q_ = t + (j << 8)
-        live = ok if (j + 1) * 256 <= TILE_LINES else ok & (q_ < TILE_LINES)
-        T.ptx.prefetch.global_.L2(ptile.at(base + (q_ << 5)), pred=live)
+    PTL.prefetch_runs([(ptile, nxt * PTL.WORDS, TILE_LINES)], ok)
     c = T.ptx.min.u32(nxt / H, T.nctaid.y - 1)
     ck = BR._Chunk(nxt - c * H, H, T.ptx.ld.global_.nc.u32(chunk_tok.at(c)),
                    T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)

@@ -206,6 +206,30 @@ def _put(tile, r, c, xs):
             T.ptx.st.shared.f32(at + 4 * e, x)
 
 
+def prefetch_runs(runs, ok):
+    """``prefetch.global.L2`` of every line of `runs`, (f32 tensor, first element, lines) each
+    starting on a 128-byte line, as one concatenated run of lines: thread t takes lines t +
+    256 j, one instruction a (j, run) pair that meets (predicated on the line lying in that
+    run), all predicated on `ok` too. Used by the launches' NEXT prefetches (the CTA one wave
+    ahead: kda_bwd_pieces_ld, kda_bwd_local_lg)."""
+    t = T.tid.x
+    total = sum(n for _, _, n in runs)
+    for j in range(T.cdiv(total, THREADS)):
+        lo, hi = j * THREADS, (j + 1) * THREADS
+        q_ = t + lo
+        first = 0
+        for ptr, base, n in runs:
+            if first < hi and first + n > lo:
+                live = ok
+                if first > lo:
+                    live = live & (q_ >= first)
+                if first + n < hi:
+                    live = live & (q_ < first + n)
+                line = q_ if first == 0 else q_ - first
+                T.ptx.prefetch.global_.L2(ptr.at(base + (line << 5)), pred=live)
+            first += n
+
+
 def load_t(tile, hc, ptile, image=False):
     """T alone (the words at `T0`, or `IT0` in the image layout) of (chunk, head) `hc` into
     `tile` (kda_bwd_local_ld: piece 3's own inverse replaced by the prep's; the caller's

@@ -259,7 +259,7 @@ IMAGE = ("tc8",)
 # prefetches the decayed phase's lines after the gate (kda_bwd_prep3g PREFETCH=1), "tc32" both;
 # "tc33" is "tc32" whose pieces prefetch the tiles_load lines of the CTA one wave (132 CTAs)
 # ahead before their last product (kda_bwd_pieces_ld NEXT=132), "tc34" also piece 3's
-# gates_load lines before its dq_dk (kda_bwd_local_lg NEXT=132), "tc35" also the prep's rows
+# gates_load, dtb and dm lines before its dq_dk (kda_bwd_local_lg NEXT=132), "tc35" also the prep's rows
 # before its forward walk (kda_bwd_prep3g NEXT=132)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
