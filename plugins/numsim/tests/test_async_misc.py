@@ -201,3 +201,21 @@ def test_mad_f_and_mov_pack4():
                          q=np.array([0x1111, 0x2222, 0x3333, 0x4444], np.uint16)), grid=(1,))
     assert res.verdict == "clean", res.summary()
     assert res.outputs["out"][0] == 0x4444333322221111
+
+
+def test_a_prefetch_outside_every_buffer_is_for_review():
+    """``prefetch.global.L2`` has no data effect, but an address in no buffer (here one element
+    past `src`'s end, from the lane that would read a row past the data) is a review finding,
+    once for the instruction, naming the lane and the address; in bounds it is clean."""
+    @T.kernel(grid=1, block=32)
+    def k(src: T.gptr[T.u32], out: T.gptr[T.u32], N: T.const = 32):
+        tid = T.tid.x
+        T.ptx.prefetch.global_.L2(src.at(tid + (32 - N)))
+        T.ptx.st.global_.u32(out.at(tid), tid)
+    args = dict(src=np.zeros(32, np.uint32), out=np.zeros(32, np.uint32))
+    assert ns.run(k, args, grid=(1,)).verdict == "clean"
+    res = ns.run(k, args, grid=(1,), consts={"N": 31})
+    assert res.verdict == "review", res.summary()
+    (f,) = res.diagnostics
+    assert f.kind == "numsim.prefetch-out-of-bounds" and f.lanes == [31], f
+    assert np.array_equal(res.outputs["out"], np.arange(32, dtype=np.uint32))

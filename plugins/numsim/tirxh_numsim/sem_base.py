@@ -813,8 +813,25 @@ def _st(w, instr, mask):
         w.m.store(w, instr, ss, base + np.uint64(k * dt.nbytes), mask, dt.nbytes, words)
 
 
-semantic("prefetch", fidelity="ordering_only", note="A cache hint; no data effect.")(
-    lambda w, i, m: None)
+@semantic("prefetch", fidelity="ordering_only",
+          note="A cache hint; no data effect. A .global address in no buffer is a review "
+               "finding.")
+def _prefetch(w, instr, mask):
+    """A cache hint: nothing to model but its address. A ``.global`` address that lies in no
+    buffer is a `review` finding (numsim.prefetch-out-of-bounds): harmless to every value here,
+    but the PTX ISA does not say what the hardware does with it, and a prefetch address is
+    almost always formed like a load's, so one outside every tensor is usually a load's bug
+    (rows not clamped to the sequence) in a line nothing else reads."""
+    lanes = np.flatnonzero(mask)
+    if instr.modifiers.get("ss") != "global" or not lanes.size:
+        return
+    addrs = np.broadcast_to(np.asarray(w.address(instr.operands[0]), np.uint64), (w.L,))[lanes]
+    _, _, ok = w.m.gmem.locate(addrs, 1)
+    if not ok.all():
+        w.m.finding("numsim.prefetch-out-of-bounds",
+                    f"{instr.spelling} of an address in no buffer (a hint: no value changes, "
+                    f"but the address is likely formed wrong)", instr, severity="review",
+                    lanes=lanes[~ok], addresses=addrs[~ok], w=w, at_lane=int(lanes[~ok][0]))
 # the opaque policy word numsim hands out: the hardware's encoding is undocumented, and the only
 # legal use of the word is as the cache-policy operand of an .L2::cache_hint access, which
 # numsim (no cache model) ignores
