@@ -204,7 +204,8 @@ def test_the_loads_barrier_is_load_bearing(tmp_path):
     case = _pieces_case("t20_h1_deep")
     got, _, x = _stored(case)
     mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
-        "    PTL.stage(sm.do, ck, do)\n    T.ptx.bar.sync(0)\n", "    PTL.stage(sm.do, ck, do)\n")])
+        "                _prefetch_state(ck, v, s0, ds1)\n    T.ptx.bar.sync(0)\n",
+        "                _prefetch_state(ck, v, s0, ds1)\n")])
     verdicts = [r.verdict for r in analyze.check_kernel(
         mut.kda_bwd_pieces_ld, _pieces_args(got["ptile"], x), consts={},
         grid=TC.SUITE.grid(case))]

@@ -754,16 +754,11 @@ def _prefetch_state(ck, v, s0, ds1):
     T.ptx.prefetch.global_.L2(v.at(ck.row(t >> 1) + ((t & 1) << 6)), pred=t < 2 * C)
 
 
-# 128-byte lines of one (chunk, head)'s stored tiles (PTL.WORDS f32: 774 lines, each
-# (chunk, head)'s words start on a line)
-TILE_LINES = PTL.WORDS * 4 // 128
-
-
 def _prefetch_next(chunk_tok, chunk_rows, ptile, do, stride):
     """``prefetch.global.L2`` of every line the `tiles_load` phase of CTA hc + `stride` will read
     (kda_bwd_pieces_ld NEXT = `stride`, the number of CTAs resident at once: one an SM), where
     hc = ctaid.y H + ctaid.x is this CTA's (chunk, head) and launch order: its stored tiles
-    (TILE_LINES lines from element (hc + stride) WORDS; thread t lines t + 256 j) and its
+    (774 lines from element (hc + stride) WORDS; thread t lines t + 256 j) and its
     chunk's 64 dO rows (threads t < 2C: row t / 2 at `_Chunk.row`, clamped as `load_wide`
     clamps it, line t % 2); none past the grid's last CTA (the chunk index clamped so the
     chunk map's loads stay inside it). Issued before the last phase, ~4 us before this CTA
@@ -775,7 +770,7 @@ def _prefetch_next(chunk_tok, chunk_rows, ptile, do, stride):
     H, n = T.nctaid.x, T.nctaid.x * T.nctaid.y
     nxt = T.ctaid.y * H + T.ctaid.x + stride
     ok = nxt < n
-    PTL.prefetch_runs([(ptile, nxt * PTL.WORDS, TILE_LINES)], ok)
+    PTL.prefetch_runs([(ptile, nxt * PTL.WORDS, PTL.WORDS * 4 // 128)], ok)   # 774 lines
     c = T.ptx.min.u32(nxt / H, T.nctaid.y - 1)
     ck = BR._Chunk(nxt - c * H, H, T.ptx.ld.global_.nc.u32(chunk_tok.at(c)),
                    T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
