@@ -189,8 +189,11 @@ def test_next_prefetches_the_lines_of_the_cta_a_wave_ahead(monkeypatch):
 @SLOW
 def test_a_next_off_by_one_is_caught(tmp_path, monkeypatch):
     """The check can fail: `_prefetch_next` one CTA too far: CTA 0 prefetches CTA 2's lines."""
+    ptl = mutant(tmp_path, "kda_bwd_prep_tiles", [(
+        "nxt = T.ctaid.y * T.nctaid.x + T.ctaid.x + stride",
+        "nxt = T.ctaid.y * T.nctaid.x + T.ctaid.x + stride + 1")])
     mut = mutant(tmp_path, "kda_bwd_pieces_tc", [(
-        "nxt = T.ctaid.y * H + T.ctaid.x + stride",
-        "nxt = T.ctaid.y * H + T.ctaid.x + stride + 1")])
+        "import kda_bwd_prep_tiles as PTL", "PTL = None")])
+    mut.PTL = ptl
     _, got, want, _ = _traced_next(monkeypatch, mut, _case("t150_h1_deep"), 1)
     assert got[0] == want[2] and got[0] != want[1] and 1 not in got

@@ -349,11 +349,10 @@ def _prefetch_next(gtile, ptile, dtb, dm, stride):
     the launch's first phase (2.05 us, p90 8.45, of a 39.17 us CTA: session 37, an H100, T8192
     H16), its 146 KB from HBM with nothing of its own CTA to hide them behind, and `pairs` and
     `x` each open on a staging round trip; the pieces launch's NEXT is the same."""
-    nxt = T.ctaid.y * T.nctaid.x + T.ctaid.x + stride
+    nxt, ok = PTL.next_wave(stride)
     PTL.prefetch_runs([(gtile, nxt * PTL.GATE_WORDS, GATE_LINES),
                        (ptile, nxt * PTL.WORDS + PTL.T0, T_LINES),
-                       (dtb, nxt * (C * C), T_LINES), (dm, nxt * (C * C), T_LINES)],
-                      nxt < T.nctaid.x * T.nctaid.y)
+                       (dtb, nxt * (C * C), T_LINES), (dm, nxt * (C * C), T_LINES)], ok)
 
 
 def _fold_columns(sm, colq):

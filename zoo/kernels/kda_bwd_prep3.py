@@ -436,12 +436,8 @@ def prefetch_next_rows(chunk_tok, chunk_rows, q, k, g_raw, stride):
     H100, T8192 H16), its 48 KB from HBM with nothing of its own CTA to hide them behind;
     kda_bwd_pieces_ld NEXT is the same."""
     t = T.tid.x
-    H = T.nctaid.x
-    nxt = T.ctaid.y * H + T.ctaid.x + stride
-    ok = nxt < H * T.nctaid.y
-    c = T.ptx.min.u32(nxt / H, T.nctaid.y - 1)
-    ck = BR._Chunk(nxt - c * H, H, T.ptx.ld.global_.nc.u32(chunk_tok.at(c)),
-                   T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
+    nxt, ok = PTL.next_wave(stride)
+    ck = PTL.chunk_of(chunk_tok, chunk_rows, nxt)
     off = _half_row(ck, t)
     first = t < 2 * C
     T.ptx.prefetch.global_.L2(q.at(off), pred=ok & first)

@@ -35,6 +35,7 @@ import tirxh.lang as T
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 import kda_bwd as BW  # noqa: E402 - after the path that finds it
+import kda_bwd_reverse as BR  # noqa: E402
 from kda_chunk import C, K, unpack  # noqa: E402
 
 KE0 = 0
@@ -204,6 +205,24 @@ def _put(tile, r, c, xs):
     else:
         for e, x in enumerate(xs):
             T.ptx.st.shared.f32(at + 4 * e, x)
+
+
+def next_wave(stride):
+    """(hc + `stride`, whether that CTA is in the grid): the (chunk, head) of the CTA that
+    starts about when this one ends (hc = ctaid.y H + ctaid.x is the launch order, and
+    `stride` CTAs are resident at once: one an SM), for the launches' NEXT prefetches."""
+    nxt = T.ctaid.y * T.nctaid.x + T.ctaid.x + stride
+    return nxt, nxt < T.nctaid.x * T.nctaid.y
+
+
+def chunk_of(chunk_tok, chunk_rows, hc):
+    """The chunk of (chunk, head) `hc` as kda_bwd_reverse._Chunk (its `row` clamps to the
+    sequence as the loads do), its chunk index clamped to the grid so that the chunk map's
+    loads stay inside it when `hc` is past the last CTA."""
+    H = T.nctaid.x
+    c = T.ptx.min.u32(hc / H, T.nctaid.y - 1)
+    return BR._Chunk(hc - c * H, H, T.ptx.ld.global_.nc.u32(chunk_tok.at(c)),
+                     T.ptx.ld.global_.nc.u32(chunk_rows.at(c)), c, 0)
 
 
 def prefetch_runs(runs, ok):
