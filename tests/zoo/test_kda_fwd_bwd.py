@@ -84,7 +84,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
                              r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', 'tc19', "
                              r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc25', 'tc26', "
                              r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc33', "
-                             r"'tc34', 'tc35', 'tc4', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
+                             r"'tc34', 'tc35', 'tc36', 'tc4', 'tc5', 'tc6', 'tc7', 'tc8', "
+                             r"'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -289,6 +290,26 @@ def test_session_34s_plans_change_only_their_launches_constants(plan, changed):
         assert f(1, 8192, 96, plan=plan) == f(1, 8192, 96, plan="tc14")
 
 
+def test_plan_tc36_is_tc35_with_p_stored_by_the_prep_and_loaded_by_piece_3():
+    """Plan "tc36" (session 38): tc35's launches with the prep's PSTORE=1 and piece 3's
+    PLOAD=1 alone, both bound to `gtilep` (the gate's tiles and P: GATE_WORDS_P a chunk) for
+    their `gtile`; its declared bytes add P's C x C f32 words of each chunk and head, written
+    once and read once."""
+    old, new = MOD.steps(1, 8192, 96, plan="tc35"), MOD.steps(1, 8192, 96, plan="tc36")
+    changed = {1: dict(PSTORE=1), 5: dict(PLOAD=1)}
+    for i, (a, b) in enumerate(zip(old, new)):
+        assert b.consts == dict(a.consts, **changed.get(i, {})), i
+        bind = dict(a.bind, gtile="gtilep") if i in changed else a.bind
+        assert b._replace(consts=None) == a._replace(consts=None, bind=bind), i
+    assert MOD.scratch("tc36") == tuple("gtilep" if n == "gtile" else n
+                                        for n in MOD.scratch("tc35"))
+    x = MOD.inputs(np.random.default_rng(0), 1, 70, 2)
+    assert x["gtilep"].shape == (2, 2, MOD.PTL.GATE_WORDS + 64 * 64)
+    assert MOD._flops(1, 8192, 96, plan="tc36") == MOD._flops(1, 8192, 96, plan="tc35")
+    assert (MOD._bytes(1, 8192, 96, plan="tc36") - MOD._bytes(1, 8192, 96, plan="tc35")
+            == 2 * 128 * 96 * 64 * 64 * 4)
+
+
 def test_plan_tc7s_launches_each_have_a_timing_suite_with_the_plans_constants():
     """The suites `tirxh profile` reads for plan "tc7"'s prep, pieces and local launches
     (session 32): the plan's kernel and constants (so the same cubin), and inputs that give
@@ -428,17 +449,20 @@ def test_plan_tc13_meets_the_public_rules():
 
 
 @SLOW
-def test_plan_tc5_is_plan_tc4_within_rounding():
-    """Piece 3 from the prep's T (kda_bwd_local_ld) on 2 heads of mixed gates, every launch in
-    numsim: every output within the public rules and within 1e-5 of plan "tc4"'s largest value
-    (the prep's blocked inverse against piece 3's forward substitution)."""
+@pytest.mark.parametrize("plan, base", [("tc5", "tc4"), ("tc36", "tc35")])
+def test_plan_is_its_base_within_rounding(plan, base):
+    """On 2 heads of mixed gates, every launch in numsim: every output within the public rules
+    and within 1e-5 of the base plan's largest value. "tc5": piece 3 from the prep's T
+    (kda_bwd_local_ld: the prep's blocked inverse against piece 3's forward substitution);
+    "tc36": piece 3 from the prep's P (kda_bwd_local_lg PLOAD=1: the prep folds each decay
+    factor into KD's fragment, piece 3 into KL's)."""
     case = MOD.CASES[2]
-    out, ref, x = _run(case, MOD.steps(**case.params(), plan="tc5"))
+    out, ref, x = _run(case, MOD.steps(**case.params(), plan=plan))
     reps, worst = _worst(out, ref)
     assert all(r["ok"] for r in reps.values()), {n: r for n, r in reps.items() if not r["ok"]}
-    tc4 = MOD.simulate(x, MOD.steps(**case.params(), plan="tc4"))
+    want = MOD.simulate(x, MOD.steps(**case.params(), plan=base))
     for n in MOD.OUTPUTS:
-        a, b = (np.asarray(v[n], np.float64) for v in (out, tc4))
+        a, b = (np.asarray(v[n], np.float64) for v in (out, want))
         assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max(), n
 
 

@@ -105,11 +105,14 @@ class _Decayed(TC._Src):
                     TC._Src(self.at, self.rs, self.cs, self.ld), base, None, dr, dc, step))]
 
 
-def _pairs(sm, ln, ck, dtb):
+def _pairs(sm, ln, ck, dtb, loaded=False):
     """P[i, j] = sum_d KL[i, d] F_ab[d] KD[j, d] for j < i, 0 elsewhere (mma): the warp's
     m-tile a against its two column blocks b (skipped past the diagonal, b > a: zeros stored);
-    first dtb staged in sAP (free until dA)."""
+    first dtb staged in sAP (free until dA). `loaded`: P is in sP already (the prep's,
+    kda_bwd_local_lg PLOAD=1), only dtb is staged."""
     _stage(sm.ap, ck, dtb)
+    if loaded:
+        return
     a = ln.m0 >> 4
     kdt = TC._shared(sm.kd, SK, transposed=True)
     for bl in range(2):
@@ -337,7 +340,7 @@ GATE_LINES = PTL.GATE_WORDS * 4 // 128
 T_LINES = C * C * 4 // 128
 
 
-def _prefetch_next(gtile, ptile, dtb, dm, stride):
+def _prefetch_next(gtile, ptile, dtb, dm, stride, p=False):
     """``prefetch.global.L2`` of every line CTA hc + `stride` will read in its first phases
     (kda_bwd_local_lg NEXT = `stride`, the CTAs resident at once: one an SM), hc = ctaid.y H +
     ctaid.x this CTA's (chunk, head) and launch order: `gates_load`'s gate tiles (GATE_LINES
@@ -348,9 +351,10 @@ def _prefetch_next(gtile, ptile, dtb, dm, stride):
     before dq_dk, ~4 us before this CTA ends and the next wave's starts. Why: `gates_load` is
     the launch's first phase (2.05 us, p90 8.45, of a 39.17 us CTA: session 37, an H100, T8192
     H16), its 146 KB from HBM with nothing of its own CTA to hide them behind, and `pairs` and
-    `x` each open on a staging round trip; the pieces launch's NEXT is the same."""
+    `x` each open on a staging round trip; the pieces launch's NEXT is the same. `p`: `gtile`
+    with the prep's P after the gate's words (PLOAD=1), T_LINES more in the same run."""
     nxt, ok = PTL.next_wave(stride)
-    PTL.prefetch_runs([(gtile, nxt * PTL.GATE_WORDS, GATE_LINES),
+    PTL.prefetch_runs([(gtile, nxt * PTL.gate_words(p), GATE_LINES + (T_LINES if p else 0)),
                        (ptile, nxt * PTL.WORDS + PTL.T0, T_LINES),
                        (dtb, nxt * (C * C), T_LINES), (dm, nxt * (C * C), T_LINES)], ok)
 
@@ -367,7 +371,7 @@ def _fold_columns(sm, colq):
 
 def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None,
-            roll=False, prefetch=0, before_dq_dk=None):
+            roll=False, prefetch=0, before_dq_dk=None, p_stored=False):
     """Piece 3's phases (the module docstring), each an iket range with the barriers between
     them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
     wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
@@ -376,7 +380,9 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     `roll`: the scan, the row dots and dq_dk as runtime loops (kda_bwd_local_lg ROLL=1).
     `prefetch`: `_prefetch` of the elementwise terms' lines first (1) or right before the pair
     products (2) (kda_bwd_local_lg PREFETCH). `before_dq_dk()`, if given, runs before the
-    dq_dk phase (kda_bwd_local_lg NEXT: the next wave's prefetches)."""
+    dq_dk phase (kda_bwd_local_lg NEXT: the next wave's prefetches). `p_stored`: `gtile` holds
+    the prep's P too (its stride GATE_WORDS_P) and `inverse` loads it into sP, so `pairs`
+    only stages dtb (kda_bwd_local_lg PLOAD=1)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
@@ -393,10 +399,10 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
             BL._gate(sm, ck, q, k, g_raw, A_log, dt_bias)
     else:
         with T.iket.range("gates_load"):
-            _loaded_gates(sm, ck, gtile, inverse)
+            _loaded_gates(sm, ck, gtile, inverse, p_stored)
     T.ptx.bar.sync(0)
     with T.iket.range("pairs"):
-        _pairs(sm, ln, ck, dtb)
+        _pairs(sm, ln, ck, dtb, p_stored)
     T.ptx.bar.sync(0)
     if gtile is None:
         with T.iket.range("inverse" if inverse is None else "t_load"):
@@ -463,13 +469,13 @@ def kda_bwd_local_ld(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
             inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile))
 
 
-def _loaded_gates(sm, ck, gtile, inverse):
+def _loaded_gates(sm, ck, gtile, inverse, p=False):
     """KL, KD, QL, G, rn and beta by two bulk copies from the prep's `gtile` (thread 0 arms an
     mbarrier; kda_bwd_prep_tiles.load_gates), T by `inverse` meanwhile (sT is no tile of the
     copies, and the pairs do not read it), then every thread waits on the copies and threads
     0..127 take the block references from G's rows (the caller's barrier publishes them)."""
     full = PTL.one_shot_mbarrier()
-    PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full)
+    PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full, p)
     T.ptx.bar.sync(0)            # the mbarrier's initialisation, before anyone waits on it
     inverse(sm, ck)
     full.wait(0)
@@ -487,7 +493,8 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      dq: T.gptr[T.f32], dk: T.gptr[T.f32], dg: T.gptr[T.f32],
                      dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32],
                      IMG: T.const = 0, ROLL: T.const.one_of(0, 1, 2) = 0,
-                     PREFETCH: T.const.one_of(0, 1, 2) = 0, NEXT: T.const = 0):
+                     PREFETCH: T.const.one_of(0, 1, 2) = 0, NEXT: T.const = 0,
+                     PLOAD: T.const.one_of(0, 1) = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
@@ -510,15 +517,27 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     12.80 of a CTA's 45.06 us, most of it waiting on those dependent loads. Hints only: the
     same words as PREFETCH=0. NEXT=S (IMG=0; S the CTAs resident at once, 132 on an H100 or
     H200): the lines `gates_load` of CTA hc + S will read prefetched before dq_dk
-    (`_prefetch_next`); hints too."""
+    (`_prefetch_next`); hints too. PLOAD=1 (the prep with PSTORE=1, plan "tc36"): P loaded
+    from `gtile` (after the gate's words) beside T, under the gate tiles' copies, in place of
+    the `pairs`
+    phase's split products (5.12 of a 39.17 us CTA: session 37, an H100, T8192 H16); the
+    prep's P folds each decay factor into KD's fragment where this kernel folds it into KL's,
+    so the words differ by rounding (equal within it, not bit for bit)."""
     if NEXT < 0 or (NEXT and IMG):   # the plans bind constants without a suite's constraints
         raise ValueError(f"kda_bwd_local_lg: NEXT must be a CTA count >= 0 and needs IMG=0 "
                          f"(the stored layout's T), got NEXT={NEXT}, IMG={IMG}")
+
+    def inverse(sm, ck):
+        hc = ck.c * ck.H + ck.h
+        PTL.load_t(sm.t, hc, ptile, bool(IMG))
+        if PLOAD:
+            PTL.load_p(sm.p, hc, gtile)
+
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
-            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias,
-            inverse=lambda sm, ck: PTL.load_t(sm.t, ck.c * ck.H + ck.h, ptile, bool(IMG)),
-            gtile=gtile, roll=ROLL, prefetch=PREFETCH,
-            before_dq_dk=(lambda: _prefetch_next(gtile, ptile, dtb, dm, NEXT)) if NEXT else None)
+            dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=inverse,
+            gtile=gtile, roll=ROLL, prefetch=PREFETCH, p_stored=bool(PLOAD),
+            before_dq_dk=((lambda: _prefetch_next(gtile, ptile, dtb, dm, NEXT, bool(PLOAD)))
+                          if NEXT else None))
 
 
 # --- inputs, reference, cases: kda_bwd_local's ---------------------------------------------------

@@ -501,7 +501,7 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
                    ROLL: T.const.one_of(0, 1, 2, 3) = 0, GATE: T.const.one_of(0, 1) = 0,
                    DECAY: T.const.one_of(0, 1, 2, 3, 4) = 0,
                    VSTAGE: T.const.one_of(0, 1, 2) = 0, PREFETCH: T.const.one_of(0, 1) = 0,
-                   NEXT: T.const = 0):
+                   NEXT: T.const = 0, PSTORE: T.const.one_of(0, 1) = 0):
     """kda_bwd_prep3s, and the norms' and gate's tiles piece 3 reads copied into `gtile` by two
     bulk copies while P, M and T are computed (kda_bwd_prep_tiles.GateStore: plan "tc6" of
     kda_fwd_bwd computes them once for piece 3 too). STAGE=1: the norms and gate read q, k and
@@ -534,7 +534,12 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     dO prefetched into L2 as the gate phase ends (`prefetch_decayed`), hints only: the same
     words. NEXT=S (STAGE=1; S the CTAs resident at once, 132 on an H100 or H200): the rows
     the `rows` phase of CTA hc + S will copy prefetched before the forward walk
-    (`prefetch_next_rows`); hints too."""
+    (`prefetch_next_rows`); hints too. PSTORE=1: P, the strict-lower pairs its `pairs` phase
+    computed (kept in sP: nothing after the inverse writes it), stored in `gtile` after the
+    gate's words (kda_bwd_prep_tiles.GateStore.store_p, GATE_P0: a (chunk, head) then takes
+    GATE_WORDS_P) for piece 3 to load instead of computing it again (kda_bwd_local_lg
+    PLOAD=1, plan "tc36"): 16 KB more a chunk written. Why: session 37's iket profile (an H100, T8192 H16) put piece 3's `pairs` at 5.12 of a
+    39.17 us CTA, the same product the prep has already made."""
     if NEXT < 0 or (NEXT and not STAGE):
         raise ValueError(f"kda_bwd_prep3g: NEXT must be a CTA count >= 0 and needs STAGE=1 "
                          f"(the staged rows it prefetches), got NEXT={NEXT}, STAGE={STAGE}")
@@ -542,7 +547,7 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
         raise ValueError("kda_bwd_prep3g: GATE=1 reads the staged rows: it needs STAGE=1")
     _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile, gtile, STAGE, IMG, ROLL, GATE, DECAY, VSTAGE,
-                PREFETCH, NEXT)
+                PREFETCH, NEXT, PSTORE)
 
 
 def _gate_phase(GATE, PREFETCH, do):
@@ -563,14 +568,14 @@ def _decayed_phase(DECAY):
 
 def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows, nfrag_f, bt_f,
                 nfrag, bt, eg, PREP, ptile=None, gtile=None, STAGE=0, IMG=0, ROLL=0, GATE=0,
-                DECAY=0, VSTAGE=0, PREFETCH=0, NEXT=0):
+                DECAY=0, VSTAGE=0, PREFETCH=0, NEXT=0, PSTORE=0):
     """The module docstring's phases; with `ptile`, the prep's tiles stored there first (its
     last barrier has published them; the split's first round only reads them before its own
     barrier); with `gtile`, the gate's tiles copied out during the prep; with STAGE=1, the
     raw rows staged for the norms and gate."""
     sm, ck = PR.chunk_cta(chunk_tok, chunk_rows)
     hc = ck.c * ck.H + ck.h
-    gates = None if gtile is None else PTL.GateStore(hc, gtile)
+    gates = None if gtile is None else PTL.GateStore(hc, gtile, p=bool(PSTORE))
     rows = (BL.StagedRows({"q": (sm.p, 0), "k": (sm.p, C * K * 2), "g": (sm.m, 0)},
                           roll=ROLL) if STAGE else None)
     TC.prep(sm, ck, q, k, g_raw, beta, A_log, dt_bias, do, PREP, gates, rows,
@@ -579,6 +584,8 @@ def _both_walks(q, k, g_raw, v, beta, A_log, dt_bias, do, chunk_tok, chunk_rows,
     if ptile is not None:
         with T.iket.range("tiles_store"):
             PTL.store(sm, hc, ptile, image=bool(IMG), roll=ROLL >= 2)
+            if PSTORE:
+                gates.store_p(sm, roll=ROLL >= 2)
     op = _Operands(sm)
     with T.iket.range("split"):
         split_operands(sm, op)

@@ -86,12 +86,7 @@ def store(sm, hc, ptile, image=False, roll=False):
     rows instead of 2 or 4, the same words)."""
     base = hc * (IWORDS if image else WORDS)
     for off, tile, cols, stride in _matrices(sm, image):
-        col, r0, per = _passes(cols)
-        with T.range(C // per // UNROLL, unroll=1 if roll else None) as i8:
-            rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
-            vals = [T.ptx.ld.shared.f32(tile.at(r, col)) for r in rows]
-            for r, x in zip(rows, vals):
-                T.ptx.st.global_.f32(ptile.at(base + off + r * stride + col), x)
+        _store_matrix(tile, cols, ptile, base + off, stride, roll)
     if image:   # the tiles' padding words, zero (the bulk copies read every word)
         with T.if_(T.tid.x < 2 * C):
             r = T.tid.x & (C - 1)
@@ -101,6 +96,18 @@ def store(sm, hc, ptile, image=False, roll=False):
         with T.if_(T.tid.x < n):
             T.ptx.st.global_.f32(ptile.at(base + off + T.tid.x),
                                  T.ptx.ld.shared.f32(vec.at(T.tid.x)))
+
+
+def _store_matrix(tile, cols, dst, at, stride, roll=False):
+    """The C x `cols` shared `tile` into `dst` from element `at`, rows `stride` words apart
+    (`store`'s passes: consecutive threads on consecutive columns, UNROLL rows' shared loads
+    before their global stores; `roll`: the passes a runtime loop)."""
+    col, r0, per = _passes(cols)
+    with T.range(C // per // UNROLL, unroll=1 if roll else None) as i8:
+        rows = [r0 + per * (i8 * UNROLL + u) for u in range(UNROLL)]
+        vals = [T.ptx.ld.shared.f32(tile.at(r, col)) for r in rows]
+        for r, x in zip(rows, vals):
+            T.ptx.st.global_.f32(dst.at(at + r * stride + col), x)
 
 
 def _load_matrix(tile, base, cols, ptile, off=None):
@@ -323,6 +330,17 @@ def image_outputs(H, chunks):
 GATE_TILES = 4 * C * (K + 1)     # KL, KD, QL, G
 GATE_VECS = 2 * C + C            # rn (rk, scale rq) and beta
 GATE_WORDS = GATE_TILES + GATE_VECS
+# With P (plan "tc36": kda_bwd_prep3g PSTORE=1, kda_bwd_local_lg PLOAD=1): the prep's P, the
+# chunk's strict-lower pairs (zeros on and above the diagonal), row-major at GATE_P0 after the
+# gate's words, so a (chunk, head) takes GATE_WORDS_P (a line-aligned 16 KB more: the
+# bulk copies' addresses stay 16-byte aligned); the plans without P keep GATE_WORDS.
+GATE_P0 = GATE_WORDS
+GATE_WORDS_P = GATE_P0 + C * C
+
+
+def gate_words(p=False):
+    """A (chunk, head)'s words in `gtile`: with P (`p`) or without."""
+    return GATE_WORDS_P if p else GATE_WORDS
 
 
 class GateStore:
@@ -330,8 +348,8 @@ class GateStore:
     its writes for the copy engine before it: ``fence.proxy.async.shared::cta``), `stored`
     before anything overwrites the tiles (the caller's barrier after it publishes the wait)."""
 
-    def __init__(self, hc, gtile):
-        self.base, self.gtile = hc * GATE_WORDS, gtile
+    def __init__(self, hc, gtile, p=False):
+        self.base, self.gtile = hc * gate_words(p), gtile
 
     def pad(self, sm):
         """Threads 0..C-1 zero the padding word of their row of each tile (before the norms):
@@ -349,6 +367,12 @@ class GateStore:
                            words * 4)
             T.ptx.cp.async_.bulk.commit_group()
 
+    def store_p(self, sm, roll=False):
+        """Every thread: the prep's P (sP, [C, K + 1] words a row: not the layout of piece 3's
+        sP, so not a bulk copy of its image) at `GATE_P0`, row-major, after the prep's last
+        barrier (reads only; nothing after the inverse writes sP); `roll`: `store`'s."""
+        _store_matrix(sm.p, C, self.gtile, self.base + GATE_P0, C, roll)
+
     def stored(self):
         """Thread 0 waits until the group is complete (read and written: nothing is left in
         flight when the CTA exits)."""
@@ -361,10 +385,16 @@ def _gate_ranges(sm):
     return [(sm.kl.at(0, 0), 0, GATE_TILES), (sm.rn.at(0, 0), GATE_TILES, GATE_VECS)]
 
 
-def load_gates(sm, hc, gtile, bar):
+def load_gates(sm, hc, gtile, bar, p=False):
     """Thread 0: `GateStore`'s two bulk copies of (chunk, head) `hc` back into kda_bwd_local's
-    tiles (the same layout) on `bar` (`_bulk_in`)."""
-    _bulk_in(bar, gtile, hc * GATE_WORDS, _gate_ranges(sm))
+    tiles (the same layout) on `bar` (`_bulk_in`); `p`: `gtile` has P's words too."""
+    _bulk_in(bar, gtile, hc * gate_words(p), _gate_ranges(sm))
+
+
+def load_p(tile, hc, gtile):
+    """`GateStore.store_p`'s P of (chunk, head) `hc` into `tile` (kda_bwd_local_lg PLOAD=1:
+    piece 3's pair products replaced by the prep's; the caller's barrier publishes it)."""
+    _load_matrix(tile, hc * GATE_WORDS_P + GATE_P0, C, gtile)
 
 
 def refs_from_g(sm, blk):
@@ -375,14 +405,15 @@ def refs_from_g(sm, blk):
             T.ptx.st.shared.f32(sm.ref.at(a, d), T.ptx.ld.shared.f32(sm.g.at(a * blk, d)))
 
 
-def gate_outputs(H, chunks):
-    """A zeroed `gtile` for `chunks` chunks of H heads."""
-    return {"gtile": np.zeros((chunks, H, GATE_WORDS), np.float32)}
+def gate_outputs(H, chunks, p=False):
+    """A zeroed `gtile` for `chunks` chunks of H heads (`p`: with P's words)."""
+    return {"gtile": np.zeros((chunks, H, gate_words(p)), np.float32)}
 
 
-def synthetic(rng, H, chunks, names=("ptile", "gtile")):
+def synthetic(rng, H, chunks, names=("ptile", "gtile"), p=False):
     """The stored tiles of a timing case (a plan's later launch profiled or timed alone, with
     no prep launch before it): each of `names` at its layout's size, uniform in [-1, 0) (finite
-    exponentials wherever a launch takes one; the time does not depend on the values)."""
-    words = {"ptile": WORDS, "pimg": IWORDS, "gtile": GATE_WORDS}
+    exponentials wherever a launch takes one; the time does not depend on the values); `p`:
+    `gtile` with P's words (plan "tc36")."""
+    words = {"ptile": WORDS, "pimg": IWORDS, "gtile": gate_words(p)}
     return {n: rng.random((chunks, H, words[n]), np.float32) - np.float32(1) for n in names}

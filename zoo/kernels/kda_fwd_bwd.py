@@ -105,7 +105,11 @@ Plan "tc33" (session 37) is "tc32" whose pieces launch prefetches, before its la
 the lines the first phase of the CTA one wave ahead (132 CTAs: one an SM on an H100 or H200)
 will load (kda_bwd_pieces_ld NEXT=132), "tc34" also piece 3's, before its dq_dk phase
 (kda_bwd_local_lg NEXT=132), "tc35" also the prep's, before its forward walk (kda_bwd_prep3g
-NEXT=132): bit for bit tc19.
+NEXT=132): bit for bit tc19. Plan "tc36" (session 38) is "tc35" whose prep stores P (its pairs
+phase's strict-lower product, 16 KB a chunk) beside the pieces' tiles and whose piece 3 loads
+it with T under the gate tiles' copies instead of computing it again (kda_bwd_prep3g PSTORE=1,
+kda_bwd_local_lg PLOAD=1): equal to tc35 within rounding (the two products fold the decay
+factors into different operands), not bit for bit.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -188,7 +192,8 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc32": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc33": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc34": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc35": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc35": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc36": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -211,7 +216,9 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1)
                   for p in ("tc31", "tc32", "tc33", "tc34")},
                "tc35": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
-                            NEXT=132)}
+                            NEXT=132),
+               "tc36": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
+                            NEXT=132, PSTORE=1)}
 
 
 def _from(first):
@@ -235,6 +242,9 @@ LOADED_GATES = _from(6)
 # bound to the kernels' `ptile`) and whose pieces load them by bulk copies (their constants in
 # LAUNCH_CONSTS)
 IMAGE = ("tc8",)
+# plans whose prep stores P after the gate's tiles and whose piece 3 loads it (PSTORE=1,
+# PLOAD=1): their `gtile` is the scratch `gtilep` (kda_bwd_prep_tiles.GATE_WORDS_P a chunk)
+LOADED_P = _from(36)
 # the constants of a plan's pieces and local launches (ONE_PREP plans): "tc8" the image's bulk
 # loads; "tc9" loads S0 and dS1 a k-step ahead of the pieces' products (kda_bwd_pieces_ld
 # AHEAD=1: session 32's ncu profile put 32.5% of the pieces' warp samples on waits for those
@@ -260,7 +270,10 @@ IMAGE = ("tc8",)
 # "tc33" is "tc32" whose pieces prefetch the tiles_load lines of the CTA one wave (132 CTAs)
 # ahead before their last product (kda_bwd_pieces_ld NEXT=132), "tc34" also piece 3's
 # gates_load, dtb and dm lines before its dq_dk (kda_bwd_local_lg NEXT=132), "tc35" also the prep's rows
-# before its forward walk (kda_bwd_prep3g NEXT=132)
+# before its forward walk (kda_bwd_prep3g NEXT=132); "tc36" is "tc35" whose prep stores P
+# beside the pieces' tiles (kda_bwd_prep3g PSTORE=1) and whose piece 3 loads it with T instead
+# of its pairs phase's products (kda_bwd_local_lg PLOAD=1: equal within rounding, not bit for
+# bit)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -287,14 +300,16 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc33": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132),
                           dict(ROLL=1, PREFETCH=2)),
                  **{p: (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132),
-                        dict(ROLL=1, PREFETCH=2, NEXT=132)) for p in ("tc34", "tc35")}}
+                        dict(ROLL=1, PREFETCH=2, NEXT=132)) for p in ("tc34", "tc35")},
+                 "tc36": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132),
+                          dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",
                                             "tc19", "tc20", "tc21", "tc22", "tc23",
                                             "tc24", "tc25", "tc26", "tc27", "tc28",
                                             "tc29", "tc30", "tc31", "tc32", "tc33",
-                                            "tc34", "tc35")}
+                                            "tc34", "tc35", "tc36")}
 
 
 class Step(NamedTuple):
@@ -333,16 +348,17 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     if plan in ONE_PREP:
         pieces_c, local_c = LAUNCH_CONSTS.get(plan, ({}, {}))
         img = dict(ptile="pimg") if plan in IMAGE else {}
+        gates = dict(img, gtile="gtilep") if plan in LOADED_P else img   # prep and piece 3
         return [
             Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
-            Step("prep", prep, dict(pc), PR._grid(B, T_, H, lens), img),
+            Step("prep", prep, dict(pc), PR._grid(B, T_, H, lens), gates),
             Step("chain_f", CH.kda_bwd_chain, dict(chain, FORWARD=1), chains,
                  dict(x0="h0", xs="s0", xn="hn", nfrag="nfrag_f", bt="bt_f", eg="eg")),
             Step("chain_b", CH.kda_bwd_chain, dict(chain, FORWARD=0), chains,
                  dict(x0="dht", xs="ds1", xn="dh0", **walk)),
             Step("pieces", pieces, dict(pieces_c) if plan in LOADED_PREP else dict(pc),
                  PC._grid(B, T_, H, lens), img),
-            Step("local", local, dict(local_c), BL._grid(B, T_, H, lens), img),
+            Step("local", local, dict(local_c), BL._grid(B, T_, H, lens), gates),
         ]
     return [
         Step("fwd", FW.kda_fwd, fc, FW._grid(B, H, lens, fc["BV"]), {}),
@@ -374,7 +390,7 @@ def scratch(plan="f32") -> tuple:
     return (SCRATCH + (WALK_F if plan in ONE_PREP else ())
             + (("ptile",) if plan in LOADED_PREP and plan not in IMAGE else ())
             + (("pimg",) if plan in IMAGE else ())
-            + (("gtile",) if plan in LOADED_GATES else ()))
+            + (("gtilep" if plan in LOADED_P else "gtile",) if plan in LOADED_GATES else ()))
 
 
 def _scratch(B, T_, H, lens):
@@ -386,6 +402,7 @@ def _scratch(B, T_, H, lens):
     out = dict(walk, nfrag_f=np.zeros(walk["nfrag"].shape, walk["nfrag"].dtype),
                bt_f=np.zeros(walk["bt"].shape, walk["bt"].dtype), **PTL.outputs(H, chunks), **PTL.gate_outputs(H, chunks),
                **PTL.image_outputs(H, chunks),
+               gtilep=PTL.gate_outputs(H, chunks, p=True)["gtile"],
                s0=np.zeros((chunks, H, K, V), np.float32),
                hn=np.zeros((N, H, K, V), np.float32), ds1=np.zeros((chunks, H, K, V), np.float32))
     pieces = PC._outputs(B, T_, H, chunks)
@@ -503,6 +520,8 @@ def _bytes(B, T_, H, lens=None, plan="f32"):
         out += BL._chunks(B, T_, lens) * H * C * C * 4
     if plan in LOADED_GATES:  # gtile written and read; piece 3 reads no beta
         out += 2 * BL._chunks(B, T_, lens) * H * PTL.GATE_WORDS * 4 - B * T_ * H * 2
+    if plan in LOADED_P:      # P's C x C words of each chunk and head written and read
+        out += 2 * BL._chunks(B, T_, lens) * H * C * C * 4
     if plan in IMAGE:         # the pieces' bulk copies read the image's padding words too
         out += BL._chunks(B, T_, lens) * H * (PTL.IWORDS - PTL.WORDS) * 4
     return out
