@@ -573,17 +573,18 @@ SUITE_TIMING = T.suite(
     bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(BL.SUITE_TIMING.cases))
 
 
-def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
+def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", PLOAD=0):
     """kda_bwd_local_lg's timing inputs: kda_bwd_local's, and synthetic `ptile` and `gtile`
-    (kda_bwd_prep_tiles.synthetic: what plan "tc7"'s prep launch would have stored)."""
+    (kda_bwd_prep_tiles.synthetic: what plan "tc7"'s prep launch would have stored; with P's
+    words for PLOAD=1)."""
     x = timing_inputs(rng, B, T_, H, lens, gate)
-    return dict(x, **PTL.synthetic(rng, H, len(x["chunk_tok"])))
+    return dict(x, **PTL.synthetic(rng, H, len(x["chunk_tok"]), p=bool(PLOAD)))
 
 
 # plan "tc7"'s piece 3 alone at T8192 H64 (timing only): what `tirxh profile` (iket phases, ncu)
 # needs, since the plan job times its launches but profiles none of them; `tc19_t8192_h16`:
 # plan "tc19"'s (ROLL=1) at H16, for iket (as kda_bwd_prep3's); `tc28_`, `tc29_`: plans "tc28"
-# and "tc29"'s (PREFETCH=1, 2); `tc34_`: "tc34"'s (PREFETCH=2, NEXT=132)
+# and "tc29"'s (PREFETCH=1, 2); `tc34_`: "tc34"'s (PREFETCH=2, NEXT=132); `tc36_`: "tc36"'s
 SUITE_LG_TIMING = T.suite(
     kda_bwd_local_lg, inputs=lg_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
@@ -591,4 +592,5 @@ SUITE_LG_TIMING = T.suite(
     + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), ROLL=1,
               **extra)
        for p, extra in ((19, {}), (28, dict(PREFETCH=1)), (29, dict(PREFETCH=2)),
-                        (34, dict(PREFETCH=2, NEXT=132)))])
+                        (34, dict(PREFETCH=2, NEXT=132)),
+                        (36, dict(PREFETCH=2, NEXT=132, PLOAD=1)))])

@@ -636,16 +636,17 @@ SUITE_TIMING = T.suite(
     bytes=_bytes, flops=_flops, flops_dtype="bf16", cases=list(P2.SUITE_TIMING.cases))
 
 
-def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed"):
-    """kda_bwd_prep3g's timing inputs: kda_bwd_prep2's, and zeroed `ptile` and `gtile`."""
+def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", PSTORE=0):
+    """kda_bwd_prep3g's timing inputs: kda_bwd_prep2's, and zeroed `ptile` and `gtile` (with
+    P's words for PSTORE=1)."""
     x = timing_inputs(rng, B, T_, H, lens, gate)
     n = len(x["chunk_tok"])
-    return dict(x, **PTL.outputs(H, n), **PTL.gate_outputs(H, n))
+    return dict(x, **PTL.outputs(H, n), **PTL.gate_outputs(H, n, p=bool(PSTORE)))
 
 
 # plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
 # (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING; `tc19_t8192_h16`: plan "tc19"'s prep (ROLL=2)
-# at H16 (`tc20_` to `tc26_`, `tc31_`, `tc35_`: those plans'): 2,048 CTAs, ~15 waves an H100, a
+# at H16 (`tc20_` to `tc26_`, `tc31_`, `tc35_`, `tc36_`: those plans'): 2,048 CTAs, ~15 waves an H100, a
 # CTA's phases as at H96 and its inputs a quarter of H64's, so an iket profile builds and
 # uploads in seconds
 SUITE_G_TIMING = T.suite(
@@ -660,4 +661,6 @@ SUITE_G_TIMING = T.suite(
                         (24, dict(GATE=1, VSTAGE=2)), (25, dict(GATE=1, VSTAGE=2, DECAY=3)),
                         (26, dict(GATE=1, VSTAGE=2, DECAY=4)),
                         (31, dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1)),
-                        (35, dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1, NEXT=132)))])
+                        (35, dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1, NEXT=132)),
+                        (36, dict(GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1, NEXT=132,
+                                  PSTORE=1)))])
