@@ -193,3 +193,43 @@ def test_next_prefetches_the_lines_of_the_cta_a_wave_ahead(monkeypatch):
     for c in range(ctas - 2):
         assert got[c] == want[c + 2], (c, len(got[c] - want[c + 2]), len(want[c + 2] - got[c]))
         assert len(want[c + 2]) == LT.GATE_LINES + 3 * LT.T_LINES
+
+
+# --- GRAW=1 (plan "tc37"): g_raw's rows for the scan, with PREFETCH's lines ----------------------
+
+def test_graw_adds_one_prefetch_and_needs_prefetch():
+    """One more instruction (warps 0..3: predicated), only with PREFETCH; refused without."""
+    counts = []
+    for graw in (0, 1):
+        ptx = LT.kda_bwd_local_lg.ptx("sm_90a", **PLAN, PREFETCH=2, GRAW=graw)
+        counts.append(sum(1 for ln in ptx.splitlines()
+                          if re.match(r"\s*(@!?%p\d+\s+)?prefetch", ln)))
+    assert counts == [5, 6]
+    with pytest.raises(Exception, match="GRAW=1 adds g_raw's rows to PREFETCH's lines"):
+        LT.kda_bwd_local_lg.ptx("sm_90a", **PLAN, GRAW=1)
+
+
+@SLOW
+def test_graw_changes_no_bit_and_prefetches_the_scans_rows(monkeypatch):
+    """A varlen pack (two heads, chunks of 9, 1 and 64 rows: rows past the sequence clamped),
+    traced: GRAW=1's outputs are GRAW=0's bit for bit, and per CTA the g_raw lines it
+    prefetches are exactly the lines the launch's g_raw loads (the scan's) read, all inside
+    g_raw."""
+    case = _case("pack_9_1_64_h2")
+    consts = dict(PLAN, PREFETCH=2)
+    want_out = _local(_local_inputs(case), case, consts)
+    seen, _, want = traced(monkeypatch, LT.kda_bwd_local_lg, _local_inputs(case),
+                           LT.SUITE.grid(case), list(LT.OUTPUTS), dict(consts, GRAW=1), None,
+                           {"g_raw"})
+    got = {}
+    for c, a, b in seen:
+        assert b is not None, a                         # every prefetch inside some tensor
+        if b == "g_raw":
+            got.setdefault(c, set()).add(a // LINE)
+    ctas = int(np.prod(LT.SUITE.grid(case)))
+    assert sorted(got) == sorted(want) == list(range(ctas))
+    for c in range(ctas):
+        assert got[c] == want[c], (c, len(got[c] - want[c]), len(want[c] - got[c]))
+    out = _local(_local_inputs(case), case, dict(consts, GRAW=1))
+    for n in LT.OUTPUTS:
+        assert np.array_equal(out.outputs[n], want_out.outputs[n]), n

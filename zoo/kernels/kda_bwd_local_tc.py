@@ -315,7 +315,7 @@ def _column_sums(ln, colq, a, d, col):
         T.ptx.st.shared.f32(colq.at(a, d + e), s, pred=ln.g == 0)
 
 
-def _prefetch(ck, q, k, pieces):
+def _prefetch(ck, q, k, pieces, g_raw=None):
     """``prefetch.global.L2`` of every 128-byte line `_tile_terms` will read, four a thread:
     the three pieces' rows of the chunk and head (C rows of K f32, 512 bytes: four lines a row;
     thread t takes row t / 4, line t % 4 of each) and the C rows of k (warps 0..3) and q (warps
@@ -323,7 +323,8 @@ def _prefetch(ck, q, k, pieces):
     lines a row, thread t row (t / 2) % C, line t % 2). Addresses as the loads form theirs, so
     each lies inside its tensor. Why: session 36's iket profile (an H100, T8192 H16) put
     `elementwise` at 12.80 of a CTA's 45.06 us, ~2 us of it issue: the rest its ~128 KB of
-    dependent global loads' latency (kda_bwd_local_lg PREFETCH)."""
+    dependent global loads' latency (kda_bwd_local_lg PREFETCH). With `g_raw`, its C rows too
+    (warps 0..3, as k's), which the scan reads a row at a time (kda_bwd_local_lg GRAW=1)."""
     t = T.tid.x
     i, d = t >> 2, (t & 3) << 5
     for p in pieces:
@@ -332,6 +333,8 @@ def _prefetch(ck, q, k, pieces):
     is_k = t < 2 * C
     T.ptx.prefetch.global_.L2(k.at(off), pred=is_k)
     T.ptx.prefetch.global_.L2(q.at(off), pred=~is_k)
+    if g_raw is not None:
+        T.ptx.prefetch.global_.L2(g_raw.at(off), pred=is_k)
 
 
 # 128-byte lines of one (chunk, head)'s gate tiles (PTL.GATE_WORDS f32: 1,038 lines) and of a
@@ -371,7 +374,7 @@ def _fold_columns(sm, colq):
 
 def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None,
-            roll=False, prefetch=0, before_dq_dk=None, p_stored=False):
+            roll=False, prefetch=0, before_dq_dk=None, p_stored=False, graw=False):
     """Piece 3's phases (the module docstring), each an iket range with the barriers between
     them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
     wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
@@ -382,7 +385,8 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     products (2) (kda_bwd_local_lg PREFETCH). `before_dq_dk()`, if given, runs before the
     dq_dk phase (kda_bwd_local_lg NEXT: the next wave's prefetches). `p_stored`: `gtile` holds
     the prep's P too (its stride GATE_WORDS_P) and `inverse` loads it into sP, so `pairs`
-    only stages dtb (kda_bwd_local_lg PLOAD=1)."""
+    only stages dtb (kda_bwd_local_lg PLOAD=1). `graw`: `_prefetch` takes g_raw's rows too
+    (kda_bwd_local_lg GRAW=1)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
@@ -390,7 +394,7 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     pieces = (dqe, dke, dkl)
     if prefetch == 1:
         with T.iket.range("prefetch"):
-            _prefetch(ck, q, k, pieces)
+            _prefetch(ck, q, k, pieces, g_raw if graw else None)
     if gtile is None:
         with T.iket.range("norms"):
             BL._norms(sm, ck, q, k, beta)
@@ -421,7 +425,7 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
         BL._dbeta(sm, ck, dbeta)   # (sessions 30-35's "grads" was the three together)
     if prefetch == 2:
         with T.iket.range("prefetch"):
-            _prefetch(ck, q, k, pieces)
+            _prefetch(ck, q, k, pieces, g_raw if graw else None)
     _elementwise(sm, ln, ck, q, k, pieces, colq, roll >= 2)
     T.ptx.bar.sync(0)
     with T.iket.range("scan"):
@@ -494,7 +498,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32],
                      IMG: T.const = 0, ROLL: T.const.one_of(0, 1, 2) = 0,
                      PREFETCH: T.const.one_of(0, 1, 2) = 0, NEXT: T.const = 0,
-                     PLOAD: T.const.one_of(0, 1) = 0):
+                     PLOAD: T.const.one_of(0, 1) = 0, GRAW: T.const.one_of(0, 1) = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
@@ -522,7 +526,15 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     the `pairs`
     phase's split products (5.12 of a 39.17 us CTA: session 37, an H100, T8192 H16); the
     prep's P folds each decay factor into KD's fragment where this kernel folds it into KL's,
-    so the words differ by rounding (equal within it, not bit for bit)."""
+    so the words differ by rounding (equal within it, not bit for bit). GRAW=1 (with
+    PREFETCH): g_raw's C rows prefetched with the elementwise terms' lines (one more
+    instruction, warps 0..3), ~15 us before the scan reads them a row at a time, 16 rows a
+    trip in four dependent trips (plan "tc37"); a hint: the same words. Why: session 37's
+    profile put `scan` at 6.14 of a 39.17 us CTA, its g_raw rows the one operand of the
+    launch's later phases nothing brought into L2."""
+    if GRAW and not PREFETCH:
+        raise ValueError("kda_bwd_local_lg: GRAW=1 adds g_raw's rows to PREFETCH's lines: it "
+                         "needs PREFETCH=1 or 2")
     if NEXT < 0 or (NEXT and IMG):   # the plans bind constants without a suite's constraints
         raise ValueError(f"kda_bwd_local_lg: NEXT must be a CTA count >= 0 and needs IMG=0 "
                          f"(the stored layout's T), got NEXT={NEXT}, IMG={IMG}")
@@ -535,7 +547,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
 
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=inverse,
-            gtile=gtile, roll=ROLL, prefetch=PREFETCH, p_stored=bool(PLOAD),
+            gtile=gtile, roll=ROLL, prefetch=PREFETCH, p_stored=bool(PLOAD), graw=bool(GRAW),
             before_dq_dk=((lambda: _prefetch_next(gtile, ptile, dtb, dm, NEXT, bool(PLOAD)))
                           if NEXT else None))
 
@@ -584,7 +596,8 @@ def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", PLOAD=0):
 # plan "tc7"'s piece 3 alone at T8192 H64 (timing only): what `tirxh profile` (iket phases, ncu)
 # needs, since the plan job times its launches but profiles none of them; `tc19_t8192_h16`:
 # plan "tc19"'s (ROLL=1) at H16, for iket (as kda_bwd_prep3's); `tc28_`, `tc29_`: plans "tc28"
-# and "tc29"'s (PREFETCH=1, 2); `tc34_`: "tc34"'s (PREFETCH=2, NEXT=132); `tc36_`: "tc36"'s
+# and "tc29"'s (PREFETCH=1, 2); `tc34_`: "tc34"'s (PREFETCH=2, NEXT=132); `tc36_`, `tc37_`:
+# "tc36"'s and "tc37"'s
 SUITE_LG_TIMING = T.suite(
     kda_bwd_local_lg, inputs=lg_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
@@ -593,4 +606,5 @@ SUITE_LG_TIMING = T.suite(
               **extra)
        for p, extra in ((19, {}), (28, dict(PREFETCH=1)), (29, dict(PREFETCH=2)),
                         (34, dict(PREFETCH=2, NEXT=132)),
-                        (36, dict(PREFETCH=2, NEXT=132, PLOAD=1)))])
+                        (36, dict(PREFETCH=2, NEXT=132, PLOAD=1)),
+                        (37, dict(PREFETCH=2, NEXT=132, PLOAD=1, GRAW=1)))])
