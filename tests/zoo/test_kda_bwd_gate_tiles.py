@@ -101,8 +101,8 @@ def test_piece3_from_the_copied_tiles_is_local_ld_bit_for_bit(name):
 def test_piece3_with_another_chunks_gate_tiles_is_caught(tmp_path):
     """The gate's tiles loaded one (chunk, head) off: the gradients past the public rule."""
     mut = mutant(tmp_path, "kda_bwd_local_tc", [(
-        "PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full)",
-        "PTL.load_gates(sm, (ck.c * ck.H + ck.h + 1) % (ck.H * T.nctaid.y), gtile, full)")])
+        "PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full, p)",
+        "PTL.load_gates(sm, (ck.c * ck.H + ck.h + 1) % (ck.H * T.nctaid.y), gtile, full, p)")])
     case = _case("pack_9_1_64_h2")
     x = _local_inputs(case)
     res = _local(mut.kda_bwd_local_lg, x, case)
