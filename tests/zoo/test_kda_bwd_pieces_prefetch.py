@@ -197,3 +197,43 @@ def test_a_next_off_by_one_is_caught(tmp_path, monkeypatch):
     mut.PTL = ptl
     _, got, want, _ = _traced_next(monkeypatch, mut, _case("t150_h1_deep"), 1)
     assert got[0] == want[2] and got[0] != want[1] and 1 not in got
+
+
+# --- NEXTAT=1 (plan "tc38"): NEXT's prefetches before dR, not before dke ----------------------
+
+def test_nextat_moves_the_five_prefetches_before_dr():
+    """The same five predicated prefetches, now between ddelta's store barrier and dR's dv
+    stores (``st.global.v2.f32``), with two barriers after them (dR's, then dke's), not after
+    the last one."""
+    ptx = TC.kda_bwd_pieces_ld.ptx("sm_90a", **PLAN, NEXT=132, NEXTAT=1)
+    lines = [ln.strip() for ln in ptx.splitlines()
+             if ln.strip() and not ln.strip().startswith(".")]
+    at = [i for i, ln in enumerate(lines) if re.match(r"(@!?%p\d+\s+)?prefetch", ln)]
+    assert len(at) == 5 and all(lines[i].startswith("@") for i in at)
+    bars = [i for i, ln in enumerate(lines) if ln.startswith("bar.sync")]
+    assert bars[-3] < min(at) and max(at) < bars[-2]
+    assert any(re.match(r"(@!?%p\d+\s+)?st\.global\.v2\.f32", ln)
+               for ln in lines[max(at):bars[-2]])
+
+
+def test_nextat_needs_next():
+    with pytest.raises(Exception, match="NEXTAT=1 moves NEXT's prefetches: it needs NEXT"):
+        TC.kda_bwd_pieces_ld.ptx("sm_90a", **PLAN, NEXTAT=1)
+
+
+@SLOW
+def test_nextat_changes_no_bit_and_prefetches_the_same_lines(monkeypatch):
+    """On 150 tokens (3 CTAs, a 22-row tail) with NEXT=1: NEXTAT=1's outputs are NEXTAT=0's bit
+    for bit, and CTA c still prefetches exactly CTA c + 1's `tiles_load` lines."""
+    case = _case("t150_h1_deep")
+    want = run_clean(TC.kda_bwd_pieces_ld, _split_args(case), TC.SUITE.grid(case),
+                     list(TC.OUTPUTS), dict(PLAN, NEXT=1))
+    seen, got, lines = traced(monkeypatch, TC.kda_bwd_pieces_ld, _split_args(case),
+                              TC.SUITE.grid(case), list(TC.OUTPUTS),
+                              dict(PLAN, NEXT=1, NEXTAT=1), [TC.PTL._wide], {"ptile", "do"})
+    for c in range(2):
+        assert got[c] == lines[c + 1], c
+    out = run_clean(TC.kda_bwd_pieces_ld, _split_args(case), TC.SUITE.grid(case),
+                    list(TC.OUTPUTS), dict(PLAN, NEXT=1, NEXTAT=1))
+    for n in TC.OUTPUTS:
+        assert np.array_equal(out[n], want[n]), n

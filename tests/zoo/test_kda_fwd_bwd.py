@@ -84,8 +84,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
                              r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', 'tc19', "
                              r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc25', 'tc26', "
                              r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc33', "
-                             r"'tc34', 'tc35', 'tc36', 'tc37', 'tc4', 'tc5', 'tc6', 'tc7', "
-                             r"'tc8', 'tc9'\]"):
+                             r"'tc34', 'tc35', 'tc36', 'tc37', 'tc38', 'tc4', 'tc5', 'tc6', "
+                             r"'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -310,14 +310,19 @@ def test_plan_tc36_is_tc35_with_p_stored_by_the_prep_and_loaded_by_piece_3():
             == 2 * 128 * 96 * 64 * 64 * 4)
 
 
-def test_plan_tc37_is_tc36_with_piece_3s_g_raw_prefetched():
-    """Plan "tc37": tc36 with piece 3's GRAW=1 alone (a hint: the same buffers and bytes)."""
-    old, new = MOD.steps(1, 8192, 96, plan="tc36"), MOD.steps(1, 8192, 96, plan="tc37")
+@pytest.mark.parametrize("plan, base, step, extra", [
+    ("tc37", "tc36", 5, dict(GRAW=1)),      # piece 3's g_raw rows prefetched for the scan
+    ("tc38", "tc37", 4, dict(NEXTAT=1)),    # the pieces' NEXT prefetches before dR
+])
+def test_plans_tc37_and_tc38_add_one_hint_to_one_launch(plan, base, step, extra):
+    """Plans "tc37" and "tc38": their base with one launch's constants added (hints: the same
+    buffers and bytes)."""
+    old, new = MOD.steps(1, 8192, 96, plan=base), MOD.steps(1, 8192, 96, plan=plan)
     for i, (a, b) in enumerate(zip(old, new)):
-        assert b == (a._replace(consts=dict(a.consts, GRAW=1)) if i == 5 else a), i
-    assert MOD.scratch("tc37") == MOD.scratch("tc36")
+        assert b == (a._replace(consts=dict(a.consts, **extra)) if i == step else a), i
+    assert MOD.scratch(plan) == MOD.scratch(base)
     for f in (MOD._flops, MOD._bytes):
-        assert f(1, 8192, 96, plan="tc37") == f(1, 8192, 96, plan="tc36")
+        assert f(1, 8192, 96, plan=plan) == f(1, 8192, 96, plan=base)
 
 
 def test_plan_tc7s_launches_each_have_a_timing_suite_with_the_plans_constants():

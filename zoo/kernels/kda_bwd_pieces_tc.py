@@ -781,7 +781,8 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
                       dtb: T.gptr[T.f32], dgs: T.gptr[T.f32], TF32: T.const = 0,
                       BULK: T.const = 0, AHEAD: T.const = 0, FRAGS: T.const = 0,
                       PLANES: T.const = 0, VLOAD: T.const.one_of(0, 1) = 0,
-                      PREFETCH: T.const.one_of(0, 1) = 0, NEXT: T.const = 0):
+                      PREFETCH: T.const.one_of(0, 1) = 0, NEXT: T.const = 0,
+                      NEXTAT: T.const.one_of(0, 1) = 0):
     """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
     them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products.
     BULK=1 (plan "tc8"): `ptile` in the image layout, loaded by three bulk copies on an
@@ -797,8 +798,13 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     H100, T8192 H16); a hint, so the same words as PREFETCH=0. NEXT=S (BULK=0; S the CTAs
     resident at once, 132 on an H100 or H200): the lines `tiles_load` of CTA hc + S will read
     prefetched before the last product (`_prefetch_next`: `tiles_load` was 5.89 us of a 33.54
-    us CTA); hints too."""
+    us CTA); hints too. NEXTAT=1 (with NEXT): those prefetches before dR instead (`dr`, `dtb`
+    and `dr_store` read shared memory only, ~3.6 us before dke). Why: session 38's profile (an
+    H100, T8192 H16) put `dke` at 6.14 us with NEXT's 774 lines issued right before it, 4.35
+    without: its own loads of S0 queued behind them."""
     bad = check_frags(FRAGS, TF32, AHEAD) + check_planes(PLANES, TF32, AHEAD)
+    if NEXTAT and not NEXT:
+        bad.append("NEXTAT=1 moves NEXT's prefetches: it needs NEXT")
     if BULK and NEXT:
         bad.append("NEXT prefetches the stored layout's words; BULK=1 reads the image layout")
     if BULK and VLOAD:
@@ -830,7 +836,7 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
         with T.iket.range("next"):
             _prefetch_next(chunk_tok, chunk_rows, ptile, do, NEXT)
     _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD, FRAGS, PLANES,
-              before_last if NEXT else None)
+              before_last if NEXT else None, early=bool(NEXTAT))
 
 
 class _Slots:
@@ -877,7 +883,7 @@ class _Slots:
 
 
 def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0, FRAGS=0,
-              PLANES=0, before_last=None):
+              PLANES=0, before_last=None, early=False):
     """The module docstring's phases after the prep (its tiles published by a barrier).
     AHEAD=1: the products that read S0 or dS1 from global memory load them a k-step ahead
     (`_product_ahead`). FRAGS=1: S0 and dS1 are the chains' split fragments (`_Split`).
@@ -885,8 +891,9 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     product's k-steps a runtime loop (ptxas unrolls the plane products otherwise: 87 KB of
     SASS, not 60); PLANES=3: every shared operand as planes, the products rolled as in 2;
     PLANES=4: every operand as planes, the products as ptxas unrolls them (as 1).
-    `before_last()`, if given, runs before the last product (dke). Each product is an iket
-    range, the barriers outside (nothing in a normal build)."""
+    `before_last()`, if given, runs before the last product (dke), or with `early` before dR
+    (whose two products and dtb's read shared memory only). Each product is an iket range,
+    the barriers outside (nothing in a normal build)."""
     ln = _Lane(TF32, roll=PLANES in (2, 3))
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
@@ -935,6 +942,8 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
         slots.store(ln, wide, d_delta, "dlt")
     T.ptx.bar.sync(0)
     # dR = Diag(beta) T^T dDelta (= dv, stored where the row is valid); dtb = lower(dDelta R^T)
+    if before_last is not None and early:    # kda_bwd_pieces_ld NEXT with NEXTAT=1
+        before_last()
     with T.iket.range("dr"):
         acc = _acc(len(wide))
         _product(ln, acc, slots.src("t", True), slots.src("dlt"), wide, C // 16)
@@ -952,7 +961,7 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     with T.iket.range("dr_store"):
         slots.store(ln, wide, d_r, "r")
     T.ptx.bar.sync(0)
-    if before_last is not None:      # kda_bwd_pieces_ld NEXT: the next wave's prefetches
+    if before_last is not None and not early:   # kda_bwd_pieces_ld NEXT: the next wave's
         before_last()
     # dke = -dR S0^T
     with T.iket.range("dke"):
@@ -1141,7 +1150,8 @@ def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", FRAGS=0):
 # kda_bwd_local_tc.SUITE_LG_TIMING; `ahead_`: plan "tc9"'s (AHEAD=1), `frags_`: plan "tc13"'s
 # (FRAGS=1: the synthetic S0 and dS1 read as fragment words; the time does not depend on them);
 # `tc19_t8192_h16`: plan "tc19"'s (FRAGS=1, PLANES=4) at H16, for iket (as kda_bwd_prep3's);
-# `tc27_`: plan "tc27"'s (VLOAD=1); `tc30_`: tc27's with PREFETCH=1; `tc33_`: tc30's with NEXT=132
+# `tc27_`: plan "tc27"'s (VLOAD=1); `tc30_`: tc27's with PREFETCH=1; `tc33_`: tc30's with NEXT=132;
+# `tc38_`: tc33's with NEXTAT=1
 _LD_CASES = [c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
 SUITE_LD_TIMING = T.suite(
     kda_bwd_pieces_ld, inputs=ld_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
@@ -1153,4 +1163,6 @@ SUITE_LD_TIMING = T.suite(
     + [T.case(f"tc{p}_t8192_h16", B=1, T_=8192, H=16, small=False, tags=("timing",), FRAGS=1,
               PLANES=4, **extra) for p, extra in ((19, {}), (27, dict(VLOAD=1)),
                                                    (30, dict(VLOAD=1, PREFETCH=1)),
-                                                   (33, dict(VLOAD=1, PREFETCH=1, NEXT=132)))])
+                                                   (33, dict(VLOAD=1, PREFETCH=1, NEXT=132)),
+                                                   (38, dict(VLOAD=1, PREFETCH=1, NEXT=132,
+                                                             NEXTAT=1)))])
