@@ -475,9 +475,10 @@ def kda_bwd_local_ld(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
 
 def _loaded_gates(sm, ck, gtile, inverse, p=False):
     """KL, KD, QL, G, rn and beta by two bulk copies from the prep's `gtile` (thread 0 arms an
-    mbarrier; kda_bwd_prep_tiles.load_gates), T by `inverse` meanwhile (sT is no tile of the
-    copies, and the pairs do not read it), then every thread waits on the copies and threads
-    0..127 take the block references from G's rows (the caller's barrier publishes them)."""
+    mbarrier; kda_bwd_prep_tiles.load_gates; `p`: `gtile` has P's words too), T (and with
+    PLOAD=1 P) by `inverse` meanwhile (sT and sP are no tiles of the copies), then every
+    thread waits on the copies and threads 0..127 take the block references from G's rows
+    (the caller's barrier publishes them)."""
     full = PTL.one_shot_mbarrier()
     PTL.load_gates(sm, ck.c * ck.H + ck.h, gtile, full, p)
     T.ptx.bar.sync(0)            # the mbarrier's initialisation, before anyone waits on it
@@ -523,15 +524,16 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     H200): the lines `gates_load` of CTA hc + S will read prefetched before dq_dk
     (`_prefetch_next`); hints too. PLOAD=1 (the prep with PSTORE=1, plan "tc36"): P loaded
     from `gtile` (after the gate's words) beside T, under the gate tiles' copies, in place of
-    the `pairs`
-    phase's split products (5.12 of a 39.17 us CTA: session 37, an H100, T8192 H16); the
-    prep's P folds each decay factor into KD's fragment where this kernel folds it into KL's,
-    so the words differ by rounding (equal within it, not bit for bit). GRAW=1 (with
-    PREFETCH): g_raw's C rows prefetched with the elementwise terms' lines (one more
-    instruction, warps 0..3), ~15 us before the scan reads them a row at a time, 16 rows a
-    trip in four dependent trips (plan "tc37"); a hint: the same words. Why: session 37's
-    profile put `scan` at 6.14 of a 39.17 us CTA, its g_raw rows the one operand of the
-    launch's later phases nothing brought into L2."""
+    the `pairs` phase's split products (5.12 of a 39.17 us CTA: session 37, an H100, T8192
+    H16); the prep's P folds each decay factor into KD's fragment where this kernel folds it
+    into KL's, so dbeta (the one output P enters) differs by rounding: equal within it, not
+    bit for bit. Measured (session 38, an H100, T8192 H96): `pairs` 5.12 -> 0.51 us, the
+    launch 0.939x PLOAD=0's time. GRAW=1 (with PREFETCH): g_raw's C rows prefetched with the
+    elementwise terms' lines (one more instruction, warps 0..3), ~15 us before the scan reads
+    them a row at a time (plan "tc37"); a hint: the same words. Why: session 37's profile put
+    `scan` at 6.14 of a 39.17 us CTA, g_raw the one operand of the later phases nothing
+    prefetched. Measured (session 38): the launch 0.989x, `scan` unmoved (6.40 us): the scan
+    does not wait on g_raw."""
     if GRAW and not PREFETCH:
         raise ValueError("kda_bwd_local_lg: GRAW=1 adds g_raw's rows to PREFETCH's lines: it "
                          "needs PREFETCH=1 or 2")

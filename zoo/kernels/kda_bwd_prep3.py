@@ -538,8 +538,10 @@ def kda_bwd_prep3g(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16],
     computed (kept in sP: nothing after the inverse writes it), stored in `gtile` after the
     gate's words (kda_bwd_prep_tiles.GateStore.store_p, GATE_P0: a (chunk, head) then takes
     GATE_WORDS_P) for piece 3 to load instead of computing it again (kda_bwd_local_lg
-    PLOAD=1, plan "tc36"): 16 KB more a chunk written. Why: session 37's iket profile (an H100, T8192 H16) put piece 3's `pairs` at 5.12 of a
-    39.17 us CTA, the same product the prep has already made."""
+    PLOAD=1, plan "tc36"): 16 KB more a chunk written. Why: session 37's iket profile (an
+    H100, T8192 H16) put piece 3's `pairs` at 5.12 of a 39.17 us CTA, the same product the
+    prep has already made. Measured (session 38, an H100, T8192 H96): this launch ~1.020x
+    PSTORE=0's time, piece 3 0.939x, the plan 0.988x."""
     if NEXT < 0 or (NEXT and not STAGE):
         raise ValueError(f"kda_bwd_prep3g: NEXT must be a CTA count >= 0 and needs STAGE=1 "
                          f"(the staged rows it prefetches), got NEXT={NEXT}, STAGE={STAGE}")
@@ -646,9 +648,9 @@ def g_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", PSTORE=0):
 
 # plan "tc7"'s prep launch alone (STAGE=1) at T8192 H64, timing only: for `tirxh profile`
 # (ncu), as kda_bwd_local_tc.SUITE_LG_TIMING; `tc19_t8192_h16`: plan "tc19"'s prep (ROLL=2)
-# at H16 (`tc20_` to `tc26_`, `tc31_`, `tc35_`, `tc36_`: those plans'): 2,048 CTAs, ~15 waves an H100, a
-# CTA's phases as at H96 and its inputs a quarter of H64's, so an iket profile builds and
-# uploads in seconds
+# at H16 (`tc20_` to `tc26_`, `tc31_`, `tc35_`, `tc36_`: those plans'): 2,048 CTAs, ~15 waves
+# an H100, a CTA's phases as at H96 and its inputs a quarter of H64's, so an iket profile
+# builds and uploads in seconds
 SUITE_G_TIMING = T.suite(
     kda_bwd_prep3g, inputs=g_timing_inputs, outputs=["bt_f", "bt", "eg"],
     constraints=constraints, bytes=_bytes, flops=_flops, flops_dtype="bf16",
