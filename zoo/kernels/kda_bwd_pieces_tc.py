@@ -832,11 +832,11 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     if NEXT < 0:                     # the plans bind constants without a suite's constraints
         raise ValueError(f"kda_bwd_pieces_ld: NEXT must be a CTA count >= 0, got {NEXT}")
 
-    def before_last():
+    def next_wave():
         with T.iket.range("next"):
             _prefetch_next(chunk_tok, chunk_rows, ptile, do, NEXT)
     _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD, FRAGS, PLANES,
-              before_last if NEXT else None, early=bool(NEXTAT))
+              {("dr" if NEXTAT else "dke"): next_wave} if NEXT else {})
 
 
 class _Slots:
@@ -883,7 +883,7 @@ class _Slots:
 
 
 def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0, FRAGS=0,
-              PLANES=0, before_last=None, early=False):
+              PLANES=0, before=None):
     """The module docstring's phases after the prep (its tiles published by a barrier).
     AHEAD=1: the products that read S0 or dS1 from global memory load them a k-step ahead
     (`_product_ahead`). FRAGS=1: S0 and dS1 are the chains' split fragments (`_Split`).
@@ -891,9 +891,11 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     product's k-steps a runtime loop (ptxas unrolls the plane products otherwise: 87 KB of
     SASS, not 60); PLANES=3: every shared operand as planes, the products rolled as in 2;
     PLANES=4: every operand as planes, the products as ptxas unrolls them (as 1).
-    `before_last()`, if given, runs before the last product (dke), or with `early` before dR
-    (whose two products and dtb's read shared memory only). Each product is an iket range,
-    the barriers outside (nothing in a normal build)."""
+    `before`: {phase name: fn}, each fn() run right before that phase (kda_bwd_pieces_ld NEXT:
+    the next wave's prefetches before "dke", or with NEXTAT=1 before "dr", whose two products
+    and dtb's read shared memory only). Each product is an iket range, the barriers outside
+    (nothing in a normal build)."""
+    before = before or {}
     ln = _Lane(TF32, roll=PLANES in (2, 3))
     S0 = BR._Mat(s0, ck.state())
     dS = BR._Mat(ds1, ck.state())
@@ -942,8 +944,8 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
         slots.store(ln, wide, d_delta, "dlt")
     T.ptx.bar.sync(0)
     # dR = Diag(beta) T^T dDelta (= dv, stored where the row is valid); dtb = lower(dDelta R^T)
-    if before_last is not None and early:    # kda_bwd_pieces_ld NEXT with NEXTAT=1
-        before_last()
+    if "dr" in before:
+        before["dr"]()
     with T.iket.range("dr"):
         acc = _acc(len(wide))
         _product(ln, acc, slots.src("t", True), slots.src("dlt"), wide, C // 16)
@@ -961,8 +963,8 @@ def _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD=0
     with T.iket.range("dr_store"):
         slots.store(ln, wide, d_r, "r")
     T.ptx.bar.sync(0)
-    if before_last is not None and not early:   # kda_bwd_pieces_ld NEXT: the next wave's
-        before_last()
+    if "dke" in before:
+        before["dke"]()
     # dke = -dR S0^T
     with T.iket.range("dke"):
         _piece_out(ln, ck, dke, slots.src("r"), state(S0, True), V // 16, sign=-1.0)
