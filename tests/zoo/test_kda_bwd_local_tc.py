@@ -98,3 +98,20 @@ def test_same_interface_as_the_f32_kernel():
     ccc, cck = 64 ** 3, 64 * 64 * 128
     per = 3 * (2 * ccc + 10 * cck // 16) + 6 * 4 * 10 * cck // 16
     assert MOD._flops(1, 8192, 96) == 2 * per * 12288
+
+
+def test_the_scan_splits_into_its_two_halves_under_iket():
+    """`tirxh profile --iket` of piece 3: inside `scan`, warps 0..3 record `scan_chain` (the
+    reverse scan and gate chain) and warps 4..7 `row_dots` (the norms' dots), so the summary's
+    per-role means say which half the `scan` wall waits for; a normal build's PTX is the
+    unannotated kernel's (the ranges emit nothing)."""
+    from tirxh.core.compiler import compile_kernel
+    lg = load("kda_bwd_local_tc").kda_bwd_local_lg
+    consts = load("kda_fwd_bwd").LAUNCH_CONSTS["tc37"][1]
+    built = compile_kernel(lg, "sm_90a", consts, assemble=False, transforms=("iket",))
+    sites = [(s.kind, s.name) for s in built.transforms["iket"].sites]
+    i = sites.index(("begin", "scan"))
+    assert sites[i:i + 6] == [("begin", "scan"), ("begin", "scan_chain"), ("end", "scan_chain"),
+                              ("begin", "row_dots"), ("end", "row_dots"), ("end", "scan")]
+    plain = compile_kernel(lg, "sm_90a", consts, assemble=False).ptx
+    assert "iket" not in plain and plain.count("bar.sync") == built.ptx.count("bar.sync")

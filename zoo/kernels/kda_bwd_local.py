@@ -469,9 +469,11 @@ def _scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll=False):
     terms), the gate's chain (stored where valid) and the gate parameters' sums into sGateSum.
     Threads 128..255: the norms' row dots k^ . dk^ and q^ . dq^ into sDot. `roll`: the rows
     and the dots' pieces as runtime loops (`trips`, `Running`: the same words;
-    kda_bwd_local_lg ROLL=1)."""
+    kda_bwd_local_lg ROLL=1). The two halves are iket ranges of their own (`scan_chain` on
+    warps 0..3, `row_dots` on 4..7; nothing in a normal build): the summary's per-role means
+    say which half the CTA's `scan` wall waits for."""
     t = T.tid.x
-    with T.if_(t < K):
+    with T.if_(t < K), T.iket.range("scan_chain"):
         d = t
         a, c1, c0, dtb = _gate_consts(A_log, dt_bias, ck, d)
         run = Running(roll, T.ptx.ld.shared.f32(sm.col.at(0, d))
@@ -493,8 +495,8 @@ def _scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll=False):
         T.ptx.st.shared.f32(sm.gsum.at(1, d), sa.value)
     row = t & (C - 1)
     for x, (src, buf, lo) in enumerate(((k, sm.kl, K), (q, sm.ql, K + C))):
-        with T.if_((t >= lo) & (t < lo + C)):    # x = 0: k^ . dk^; 1: qs . dqs
-            _row_dot(sm, ck, src, buf, x, row, roll)
+        with T.if_((t >= lo) & (t < lo + C)), T.iket.range("row_dots"):    # x = 0: k^ . dk^
+            _row_dot(sm, ck, src, buf, x, row, roll)                   # 1: qs . dqs
 
 
 def _row_dot(sm, ck, src, buf, x, row, roll=False):
