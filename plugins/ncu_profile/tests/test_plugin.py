@@ -85,6 +85,10 @@ def test_profile_item_ncu_and_sanitizer(monkeypatch, tmp_path, vadd_item, read):
     assert {f for f, _ in table.values()} == {str(ROOT / "zoo/kernels/vadd.py")}
     assert ncu.summary["hotspot_coverage"] == map_hotspots(ncu.summary["sass_samples"], table)[1]
     assert ncu.summary["hotspot_coverage"]["mapped"] > 0
+    spots = map_hotspots(ncu.summary["sass_samples"], table, plugin.HOTSPOTS_KEPT)[0]
+    assert ncu.summary["hotspots"] == [h.__dict__ for h in spots]
+    assert len(spots) > 10 or len(spots) == len({table[r["address"]] for r in
+                                                 ncu.summary["sass_samples"] if r["samples"]})
     assert "ncu profile of vadd" in ncu.text
     assert (tmp_path / plugin._safe(item.name) / "profile.ncu-rep").read_bytes() == b"NVRP"
     assert san.verdict == "error" and san.analysis.findings[0].kind == "memory.out-of-bounds"
