@@ -84,7 +84,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
                              r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', 'tc19', "
                              r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc25', 'tc26', "
                              r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc33', "
-                             r"'tc34', 'tc35', 'tc36', 'tc37', 'tc38', 'tc4', 'tc5', 'tc6', "
+                             r"'tc34', 'tc35', 'tc36', 'tc37', 'tc38', 'tc39', 'tc4', 'tc5', 'tc6', "
                              r"'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
@@ -338,6 +338,21 @@ def test_the_byte_floor():
     assert round(gb["tc37"] - base, 2) == 5.70
     goal_ms = 12.188 / 3
     assert gb["tc"] / 4.3 > goal_ms and round(gb["tc37"] / 4.3, 2) == 5.56
+
+
+def test_plan_tc39_is_tc38_with_the_scans_operands_staged():
+    """Plan "tc39": tc38 whose piece 3 stages its scan's operands in shared memory in place of
+    GRAW's L2 prefetch of g_raw's rows (both change no word: the same buffers and bytes)."""
+    old, new = MOD.steps(1, 8192, 96, plan="tc38"), MOD.steps(1, 8192, 96, plan="tc39")
+    for i, (a, b) in enumerate(zip(old, new)):
+        if i == 5:
+            consts = {n: v for n, v in a.consts.items() if n != "GRAW"}
+            assert a.consts["GRAW"] == 1 and b == a._replace(consts=dict(consts, GSTAGE=1))
+        else:
+            assert b == a, i
+    assert MOD.scratch("tc39") == MOD.scratch("tc38")
+    for f in (MOD._flops, MOD._bytes):
+        assert f(1, 8192, 96, plan="tc39") == f(1, 8192, 96, plan="tc38")
 
 
 def test_plan_tc7s_launches_each_have_a_timing_suite_with_the_plans_constants():

@@ -136,20 +136,22 @@ class StagedRows:
     def __init__(self, bases, roll=0):
         self.bases, self.roll = bases, roll   # 1: `_gate`'s rows rolled; 2: the norms' too
 
-    def stage(self, ck, srcs):
+    def stage(self, ck, srcs, commit=True):
         """Every thread: its 16-byte pieces t + 256 u (row (t + 256 u) / 16) of each tensor in
-        `srcs` (name -> global bf16 tensor [B, T, H, K]), one commit group; rows past the chunk
-        copy its last valid row (ck.row clamps; the norms and gate mask them)."""
+        `srcs` (name -> global bf16 tensor [B, T, H, K]; in NAMES' order), one commit group
+        (`commit`=False: the caller commits, with copies of its own in the group); rows past
+        the chunk copy its last valid row (ck.row clamps; the norms and gate mask them)."""
         per = C * (self.ROW // 16) // 256
         t = T.tid.x
-        for name in self.NAMES:
+        for name in (n for n in self.NAMES if n in srcs):
             buf, off = self.bases[name]
             dst = buf.ptr(off) + t * 16
             for u in range(per):
                 j = t + 256 * u
                 src = srcs[name].at(ck.row(j >> 4) + (j & 15) * 8)
                 T.ptx.cp.async_.cg.shared.global_(ir.Addr(dst, 4096 * u), src, 16)
-        T.ptx.cp.async_.commit_group()
+        if commit:
+            T.ptx.cp.async_.commit_group()
 
     def wait(self):
         """The thread's copies landed (the caller's barrier publishes everyone's)."""
@@ -197,8 +199,15 @@ class _Chunk:
 def _gate_consts(A_log, dt_bias, ck, d):
     """(exp(A_log), c1, c0, dt_bias[d]) of the head: exp(-z) = 2^(c1 g_raw + c0), c1 =
     -exp(A_log) log2(e), c0 = c1 dt_bias[d]."""
-    a = T.ptx.ex2.approx.f32(T.ptx.ld.global_.nc.f32(A_log.at(ck.h)) * LOG2E)
-    dtb = T.ptx.ld.global_.nc.f32(dt_bias.at(ck.h * K + d))
+    return _gate_consts_of(lambda: T.ptx.ld.global_.nc.f32(A_log.at(ck.h)),
+                           lambda: T.ptx.ld.global_.nc.f32(dt_bias.at(ck.h * K + d)))
+
+
+def _gate_consts_of(a_log, dt_bias):
+    """`_gate_consts` from the loads `a_log()` of A_log[h] and `dt_bias()` of dt_bias[h, d]
+    (called in that order, between the instructions they always sat between)."""
+    a = T.ptx.ex2.approx.f32(a_log() * LOG2E)
+    dtb = dt_bias()
     c1 = a * -LOG2E
     return a, c1, c1 * dtb, dtb
 
@@ -464,27 +473,32 @@ def _elementwise(sm, ck, q, k, pieces):
     T.ptx.st.shared.f32(sm.col.at(hf, d), col)
 
 
-def _scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll=False):
+def _scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll=False, staged=None):
     """Threads 0..127, channel d: dg = reverse cumulative sum of dG (with the chunk's last-row
     terms), the gate's chain (stored where valid) and the gate parameters' sums into sGateSum.
     Threads 128..255: the norms' row dots k^ . dk^ and q^ . dq^ into sDot. `roll`: the rows
     and the dots' pieces as runtime loops (`trips`, `Running`: the same words;
     kda_bwd_local_lg ROLL=1). The two halves are iket ranges of their own (`scan_chain` on
     warps 0..3, `row_dots` on 4..7; nothing in a normal build): the summary's per-role means
-    say which half the CTA's `scan` wall waits for."""
+    say which half the CTA's `scan` wall waits for. `staged` (kda_bwd_local_tc.ScanStage):
+    g_raw's rows, dgs's, dt_bias's and A_log's words from shared memory, copied there
+    earlier, instead of global loads (the same words: the same outputs)."""
     t = T.tid.x
     with T.if_(t < K), T.iket.range("scan_chain"):
         d = t
-        a, c1, c0, dtb = _gate_consts(A_log, dt_bias, ck, d)
-        run = Running(roll, T.ptx.ld.shared.f32(sm.col.at(0, d))
-                      + T.ptx.ld.shared.f32(sm.col.at(1, d))
-                      + T.ptx.ld.global_.f32(dgs.at((ck.c * ck.H + ck.h) * K + d)))
+        if staged is None:
+            a, c1, c0, dtb = _gate_consts(A_log, dt_bias, ck, d)
+        else:
+            a, c1, c0, dtb = _gate_consts_of(staged.a_log, lambda: staged.dt_bias(d))
+        cols = T.ptx.ld.shared.f32(sm.col.at(0, d)) + T.ptx.ld.shared.f32(sm.col.at(1, d))
+        run = Running(roll, cols + (T.ptx.ld.global_.f32(dgs.at((ck.c * ck.H + ck.h) * K + d))
+                                    if staged is None else staged.dgs(d)))
         sdt, sa = Running(roll), Running(roll)
         for b, u in trips(C, BLK, roll, reverse=True):
             i = b * BLK + u
             run.add(T.ptx.ld.shared.f32(sm.kd.at(i, d)))
             off = ck.row(i) + d
-            gr = _bf16(g_raw, off)
+            gr = _bf16(g_raw, off) if staged is None else staged.graw(b, u, d)
             e, s = _sigmoid(gr, c1, c0)
             valid = i < ck.nv
             dgr = T.ptx.selp.f32(run.value * (a * R.LOWER_BOUND) * s * (e * s), 0.0, valid)

@@ -362,6 +362,58 @@ def _prefetch_next(gtile, ptile, dtb, dm, stride, p=False):
                        (dtb, nxt * (C * C), T_LINES), (dm, nxt * (C * C), T_LINES)], ok)
 
 
+class ScanStage:
+    """The scan's operands copied into shared memory ahead of it (kda_bwd_local_lg GSTAGE=1):
+    g_raw's C rows (`StagedRows` "g", 16 KB, into sT) and the head's dgs row, dt_bias row and
+    A_log word (1,028 bytes at the start of sX), one ``cp.async`` group a thread, issued once
+    `da` (the last reader of sT and sX) is behind a barrier and waited for before the barrier
+    that opens the scan. Why: session 39's profile (an H100, T8192 H16) put the scan's
+    `scan_chain` (warps 0..3) at 6.05 us of a 35.71 us CTA and the row dots at 1.78, and its
+    ncu samples on the scan's global loads (g_raw's four dependent rounds of 16 rows, and the
+    prologue's A_log -> ex2 and dgs loads) even with g_raw prefetched to L2 (GRAW=1): an L2 hit
+    is still ~1 us a round at one CTA an SM. The same words, read as the global path reads
+    them (`cvt.f32.bf16` of the same bf16; rows past the sequence clamped alike): the same
+    outputs, bit for bit."""
+
+    DT_BIAS, A_LOG = K * 4, 2 * K * 4       # byte offsets in sX (dgs's row at 0)
+
+    def __init__(self, sm):
+        self.rows = BL.StagedRows({"g": (sm.t, 0)})
+        self.vec = sm.x
+
+    def stage(self, ck, g_raw, dgs, dt_bias, A_log):
+        """Every thread: its four 16-byte pieces of g_raw's rows; threads 0..31 dgs's row and
+        32..63 dt_bias's (16 bytes each), thread 64 A_log's word; one commit group."""
+        self.rows.stage(ck, {"g": g_raw}, commit=False)
+        t = T.tid.x
+        with T.if_(t < 32):
+            T.ptx.cp.async_.cg.shared.global_(
+                self.vec.ptr(0) + t * 16, dgs.at((ck.c * ck.H + ck.h) * K + t * 4), 16)
+        with T.if_((t >= 32) & (t < 64)):
+            T.ptx.cp.async_.cg.shared.global_(
+                self.vec.ptr(self.DT_BIAS) + (t - 32) * 16,
+                dt_bias.at(ck.h * K + (t - 32) * 4), 16)
+        with T.if_(t == 64):
+            T.ptx.cp.async_.ca.shared.global_(self.vec.ptr(self.A_LOG), A_log.at(ck.h), 4)
+        T.ptx.cp.async_.commit_group()
+
+    def wait(self):
+        """This thread's copies landed (the caller's barrier publishes everyone's)."""
+        T.ptx.cp.async_.wait_group(0)
+
+    def graw(self, b, u, d):
+        return self.rows.elem("g", b, u, d)
+
+    def dgs(self, d):
+        return T.ptx.ld.shared.f32(self.vec.ptr(0) + d * 4)
+
+    def dt_bias(self, d):
+        return T.ptx.ld.shared.f32(self.vec.ptr(self.DT_BIAS) + d * 4)
+
+    def a_log(self):
+        return T.ptx.ld.shared.f32(self.vec.ptr(self.A_LOG))
+
+
 def _fold_columns(sm, colq):
     """Threads 0..127, channel d: kda_bwd_local's two column partials from the four m-tiles'
     (the same thread reads them in the scan)."""
@@ -374,7 +426,8 @@ def _fold_columns(sm, colq):
 
 def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None,
-            roll=False, prefetch=0, before_dq_dk=None, p_stored=False, graw=False):
+            roll=False, prefetch=0, before_dq_dk=None, p_stored=False, graw=False,
+            gstage=False):
     """Piece 3's phases (the module docstring), each an iket range with the barriers between
     them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
     wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
@@ -386,7 +439,8 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     dq_dk phase (kda_bwd_local_lg NEXT: the next wave's prefetches). `p_stored`: `gtile` holds
     the prep's P too (its stride GATE_WORDS_P) and `inverse` loads it into sP, so `pairs`
     only stages dtb (kda_bwd_local_lg PLOAD=1). `graw`: `_prefetch` takes g_raw's rows too
-    (kda_bwd_local_lg GRAW=1)."""
+    (kda_bwd_local_lg GRAW=1). `gstage`: the scan's operands copied into shared memory
+    (`ScanStage`) after `da`, the scan reading them there (kda_bwd_local_lg GSTAGE=1)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
@@ -423,14 +477,20 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     T.ptx.bar.sync(0)
     with T.iket.range("dbeta"):   # then `_elementwise`'s ranges: pair_products, elementwise
         BL._dbeta(sm, ck, dbeta)   # (sessions 30-35's "grads" was the three together)
-    if prefetch == 2:
+    staged = ScanStage(sm) if gstage else None
+    if prefetch == 2 or staged is not None:
         with T.iket.range("prefetch"):
-            _prefetch(ck, q, k, pieces, g_raw if graw else None)
+            if prefetch == 2:
+                _prefetch(ck, q, k, pieces, g_raw if graw else None)
+            if staged is not None:
+                staged.stage(ck, g_raw, dgs, dt_bias, A_log)
     _elementwise(sm, ln, ck, q, k, pieces, colq, roll >= 2)
+    if staged is not None:
+        staged.wait()
     T.ptx.bar.sync(0)
     with T.iket.range("scan"):
         _fold_columns(sm, colq)
-        BL._scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll)
+        BL._scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll, staged)
     T.ptx.bar.sync(0)
     if before_dq_dk is not None:
         with T.iket.range("next"):
@@ -499,7 +559,8 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      dbeta: T.gptr[T.f32], dA_log: T.gptr[T.f32], ddt_bias: T.gptr[T.f32],
                      IMG: T.const = 0, ROLL: T.const.one_of(0, 1, 2) = 0,
                      PREFETCH: T.const.one_of(0, 1, 2) = 0, NEXT: T.const = 0,
-                     PLOAD: T.const.one_of(0, 1) = 0, GRAW: T.const.one_of(0, 1) = 0):
+                     PLOAD: T.const.one_of(0, 1) = 0, GRAW: T.const.one_of(0, 1) = 0,
+                     GSTAGE: T.const.one_of(0, 1) = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
@@ -533,7 +594,12 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     them a row at a time (plan "tc37"); a hint: the same words. Why: session 37's profile put
     `scan` at 6.14 of a 39.17 us CTA, g_raw the one operand of the later phases nothing
     prefetched. Measured (session 38): the launch 0.989x, `scan` unmoved (6.40 us): the scan
-    does not wait on g_raw."""
+    does not wait on g_raw in L2 alone. GSTAGE=1 (GRAW=0; plan "tc39"): g_raw's rows, dgs's
+    and dt_bias's rows and A_log copied into shared memory (`ScanStage`, ``cp.async`` after
+    `da`, ~15 us ahead) and the scan reading them there: bit for bit GSTAGE=0's outputs."""
+    if GSTAGE and GRAW:
+        raise ValueError("kda_bwd_local_lg: GSTAGE=1 copies g_raw's rows into shared memory; "
+                         "GRAW=1's L2 prefetch of the same rows is redundant: give one of them")
     if GRAW and not PREFETCH:
         raise ValueError("kda_bwd_local_lg: GRAW=1 adds g_raw's rows to PREFETCH's lines: it "
                          "needs PREFETCH=1 or 2")
@@ -550,6 +616,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=inverse,
             gtile=gtile, roll=ROLL, prefetch=PREFETCH, p_stored=bool(PLOAD), graw=bool(GRAW),
+            gstage=bool(GSTAGE),
             before_dq_dk=((lambda: _prefetch_next(gtile, ptile, dtb, dm, NEXT, bool(PLOAD)))
                           if NEXT else None))
 
@@ -598,8 +665,8 @@ def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", PLOAD=0):
 # plan "tc7"'s piece 3 alone at T8192 H64 (timing only): what `tirxh profile` (iket phases, ncu)
 # needs, since the plan job times its launches but profiles none of them; `tc19_t8192_h16`:
 # plan "tc19"'s (ROLL=1) at H16, for iket (as kda_bwd_prep3's); `tc28_`, `tc29_`: plans "tc28"
-# and "tc29"'s (PREFETCH=1, 2); `tc34_`: "tc34"'s (PREFETCH=2, NEXT=132); `tc36_`, `tc37_`:
-# "tc36"'s and "tc37"'s
+# and "tc29"'s (PREFETCH=1, 2); `tc34_`: "tc34"'s (PREFETCH=2, NEXT=132); `tc36_`, `tc37_`,
+# `tc39_`: "tc36"'s, "tc37"'s and "tc39"'s
 SUITE_LG_TIMING = T.suite(
     kda_bwd_local_lg, inputs=lg_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
@@ -609,4 +676,5 @@ SUITE_LG_TIMING = T.suite(
        for p, extra in ((19, {}), (28, dict(PREFETCH=1)), (29, dict(PREFETCH=2)),
                         (34, dict(PREFETCH=2, NEXT=132)),
                         (36, dict(PREFETCH=2, NEXT=132, PLOAD=1)),
-                        (37, dict(PREFETCH=2, NEXT=132, PLOAD=1, GRAW=1)))])
+                        (37, dict(PREFETCH=2, NEXT=132, PLOAD=1, GRAW=1)),
+                        (39, dict(PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1)))])

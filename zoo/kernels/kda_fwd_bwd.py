@@ -115,6 +115,10 @@ one call (session 38, an H100, T8192 H96, full clock): tc32 13.84 ms, tc35 13.67
 (piece 3 3.74 -> 3.51), **tc37 13.43 ms** (**1.068x** FLA's forward + backward; 0.970x
 tc32's time); tc37 is kda_bench.sh's default. "tc38" is "tc37" whose pieces issue their NEXT
 prefetches before dR, not right before dke (kda_bwd_pieces_ld NEXTAT=1): bit for bit tc37.
+Measured in one call (session 39, an H100, T8192 H96, full clock): tc37 13.45 ms, **tc38 13.38
+ms** (**1.075x**; the pieces 3.05 -> 3.00). "tc39" is "tc38" whose piece 3 copies its scan's
+operands (g_raw's rows, dgs's and dt_bias's rows, A_log) into shared memory once `da` is done
+and its scan reads them there (kda_bwd_local_lg GSTAGE=1, GRAW=0): bit for bit tc38.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -200,7 +204,8 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc35": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc36": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc37": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc38": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc38": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc39": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -225,7 +230,7 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc35": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
                             NEXT=132),
                **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
-                          NEXT=132, PSTORE=1) for p in ("tc36", "tc37", "tc38")}}
+                          NEXT=132, PSTORE=1) for p in ("tc36", "tc37", "tc38", "tc39")}}
 
 
 def _from(first):
@@ -282,7 +287,9 @@ LOADED_P = _from(36)
 # of its pairs phase's products (kda_bwd_local_lg PLOAD=1: equal within rounding, not bit for
 # bit); "tc37" is "tc36" whose piece 3 prefetches g_raw's rows for its scan with the
 # elementwise terms' lines (kda_bwd_local_lg GRAW=1); "tc38" is "tc37" whose pieces issue
-# their NEXT prefetches before dR instead of before dke (kda_bwd_pieces_ld NEXTAT=1)
+# their NEXT prefetches before dR instead of before dke (kda_bwd_pieces_ld NEXTAT=1); "tc39"
+# is "tc38" whose piece 3 stages its scan's operands in shared memory instead of prefetching
+# g_raw's rows into L2 (kda_bwd_local_lg GSTAGE=1, GRAW=0)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -315,14 +322,17 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc37": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132),
                           dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GRAW=1)),
                  "tc38": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=1),
-                          dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GRAW=1))}
+                          dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GRAW=1)),
+                 "tc39": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=1),
+                          dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",
                                             "tc19", "tc20", "tc21", "tc22", "tc23",
                                             "tc24", "tc25", "tc26", "tc27", "tc28",
                                             "tc29", "tc30", "tc31", "tc32", "tc33",
-                                            "tc34", "tc35", "tc36", "tc37", "tc38")}
+                                            "tc34", "tc35", "tc36", "tc37", "tc38",
+                                            "tc39")}
 
 
 class Step(NamedTuple):
