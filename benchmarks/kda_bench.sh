@@ -369,8 +369,10 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc37,
-# the fastest measured: session 38 on an H100 at H96, tc37 0.970x tc32's time in one call (the
+# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc39,
+# the fastest measured: session 39 on an H100 at H96, tc39 0.978x tc38's time in one call (piece
+# 3's scan operands staged in shared memory; tc38 0.995x tc37's: the pieces' next-wave
+# prefetches before dR); session 38, tc37 0.970x tc32's time in one call (the
 # next wave's first-phase lines prefetched in the three backward launches, piece 3 loading the
 # prep's P, g_raw's rows prefetched for its scan); session 37, tc32 0.909x tc24's (the
 # pieces' tiles by 16-byte loads; L2 prefetches one phase ahead in piece 3, the pieces and the
@@ -378,7 +380,7 @@ done
 # session 34: tc19 0.959x tc16's, tc16 0.913x tc14's); several
 # plans ("tc14 tc19"): each shape times each plan in turn, one job each, after one FLA prewarm
 # (each job has FLA's forward + backward beside it: the plans' ratio is across jobs)
-read -r -a FB_PLANS <<<"${FB_PLAN:-tc37}"
+read -r -a FB_PLANS <<<"${FB_PLAN:-tc39}"
 FB=(python3 benchmarks/kda_fwd_bwd_bench.py --cache "$WORK/fbcache")   # the plans' client
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)

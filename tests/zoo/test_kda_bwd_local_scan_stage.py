@@ -5,7 +5,9 @@ other constants it gives tc38's piece 3 outputs (GRAW=1) bit for bit on two chun
 22-row tail and on a varlen pack with a one-token sequence, numsim clean; sync_check is clean
 with it and finds the race when the copies' wait is dropped; the PTX has the copies, one
 group, its wait before the scan's barrier and no global load left in the scan; GSTAGE with
-GRAW is refused."""
+GRAW is refused. QKSTAGE=1 (plan "tc40"): q's and k's rows too, after the pair products' barrier,
+for the row dots and dq_dk: bit for bit tc39, sync_check clean, its PTX a second group of eight
+copies and no 16-byte global load left in the row dots; refused without GSTAGE."""
 
 import re
 
@@ -22,6 +24,7 @@ FB = load("kda_fwd_bwd")
 SLOW = pytest.mark.slow       # numsim of 256 threads: a few s a chunk and kernel
 TC38 = FB.LAUNCH_CONSTS["tc38"][1]
 TC39 = FB.LAUNCH_CONSTS["tc39"][1]
+TC40 = FB.LAUNCH_CONSTS["tc40"][1]
 
 
 def _lines(consts):
@@ -111,3 +114,51 @@ def test_a_dropped_wait_is_a_race(tmp_path):
     mut = mutant(tmp_path, "kda_bwd_local_tc", [("        staged.wait()\n", "        pass\n")])
     verdicts = [r.verdict for r in _sync(mut, dict(TC39, NEXT=1))]
     assert any(v != "clean" for v in verdicts), verdicts
+
+
+# --- QKSTAGE=1 (plan "tc40"): q's and k's rows for the row dots and dq_dk --------------------------
+
+def test_plan_tc40_is_tc39s_piece_3_with_qkstage():
+    assert TC40 == dict(TC39, QKSTAGE=1)
+
+
+def test_qkstage_is_a_second_group_after_the_pair_products():
+    """Eight more copies (four of q's rows, four of k's) after the last mma.sync (the products'
+    barrier between), a second commit, still one wait; the row dots' 32 ``ld.global.nc.v4``
+    and dq_dk's 2-byte loads of q and k gone."""
+    old, new = _lines(TC39), _lines(TC40)
+
+    def copies(lines):
+        return [i for i, ln in enumerate(lines) if re.match(r"cp\.async\.c[ag]\.", _op(ln))]
+    assert len(copies(new)) == len(copies(old)) + 8 == 15
+    mmas = [i for i, ln in enumerate(new) if ln.startswith("mma.sync")]
+    later = [i for i in copies(new) if i > max(mmas)]
+    assert len(later) == 8
+    assert any(ln.startswith("bar.sync") for ln in new[max(mmas):min(later)])
+    assert sum(ln.startswith("cp.async.commit_group") for ln in new) == 2
+    assert sum(ln.startswith("cp.async.wait_group") for ln in new) == 1
+
+    def count(lines, pat):
+        return sum(1 for ln in lines if re.match(pat, _op(ln)))
+    assert count(old, r"ld\.global\.nc\.v4") - count(new, r"ld\.global\.nc\.v4") > 0
+    assert count(new, r"ld\.global\.nc\.(u16|b16)") < count(old, r"ld\.global\.nc\.(u16|b16)")
+
+
+def test_qkstage_needs_gstage():
+    with pytest.raises(Exception, match="QKSTAGE=1 adds q's and k's rows to GSTAGE's"):
+        LT.kda_bwd_local_lg.ptx("sm_90a", **dict(TC38, QKSTAGE=1))
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
+def test_qkstage_changes_no_bit(name):
+    want, got = _local(name, dict(TC39)), _local(name, dict(TC40))
+    assert want.verdict == "clean" and got.verdict == "clean", got.summary()
+    for n in LT.OUTPUTS:
+        assert np.array_equal(got.outputs[n], want.outputs[n]), n
+
+
+@SLOW
+def test_sync_check_is_clean_with_qkstage():
+    for r in _sync(LT, dict(TC40, NEXT=1)):
+        assert r.verdict == "clean", [f.message for f in r.findings]

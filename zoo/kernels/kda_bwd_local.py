@@ -168,6 +168,19 @@ class StagedRows:
             at = ir.Addr(buf.ptr(off) + d * 2 + b * (BLK * self.ROW), u * self.ROW)
         return T.ptx.cvt.f32.bf16(T.ptx.ld.shared.b16(at))
 
+    def at(self, name, i, d):
+        """Row i (an expression), channel d of tensor `name` as f32 (`elem`'s conversion)."""
+        buf, off = self.bases[name]
+        return T.ptx.cvt.f32.bf16(T.ptx.ld.shared.b16(buf.ptr(off) + i * self.ROW + d * 2))
+
+    def words(self, name, t):
+        """Row t's 16-byte piece v (8 bf16) of tensor `name` as 4 words: a function of v
+        (`_row_dot`'s `words`)."""
+        buf, off = self.bases[name]
+        row = buf.ptr(off) + t * self.ROW
+        return lambda v: T.ptx.ld.shared.v4.b32(ir.Addr(row, 16 * v) if isinstance(v, int)
+                                                else row + 16 * v)
+
     def norm(self, name, t):
         """`_row_norm` of row t of tensor `name` (16 ``ld.shared.v4.b32``)."""
         buf, off = self.bases[name]
@@ -508,28 +521,35 @@ def _scan_and_dots(sm, ck, q, k, g_raw, A_log, dt_bias, dgs, dg, roll=False, sta
         T.ptx.st.shared.f32(sm.gsum.at(0, d), sdt.value)
         T.ptx.st.shared.f32(sm.gsum.at(1, d), sa.value)
     row = t & (C - 1)
+    rows = None if staged is None else staged.qk
     for x, (src, buf, lo) in enumerate(((k, sm.kl, K), (q, sm.ql, K + C))):
         with T.if_((t >= lo) & (t < lo + C)), T.iket.range("row_dots"):    # x = 0: k^ . dk^
-            _row_dot(sm, ck, src, buf, x, row, roll)                   # 1: qs . dqs
+            _row_dot(sm, ck, src, buf, x, row, roll,                   # 1: qs . dqs
+                     None if rows is None else rows.words("kq"[x], row))
 
 
-def _row_dot(sm, ck, src, buf, x, row, roll=False):
+def _row_dot(sm, ck, src, buf, x, row, roll=False, words=None):
     """(raw row of `src`) . (row of `buf`) x its norm factor (rk, or scale rq) into sDot[x];
-    `roll`: four runtime trips of four 16-byte pieces (the same words)."""
+    `roll`: four runtime trips of four 16-byte pieces (the same words); `words(v)`, if given,
+    the row's 16-byte piece v from elsewhere (`StagedRows.words`: the same words)."""
     off = ck.row(row)
     dot = Running(roll)
     for b, u in trips(K // 8, 4, roll):
         v = b * 4 + u
-        for w, wd in enumerate(T.ptx.ld.global_.nc.v4.b32(src.at(off + 8 * v))):
+        piece = (T.ptx.ld.global_.nc.v4.b32(src.at(off + 8 * v)) if words is None
+                 else words(v))
+        for w, wd in enumerate(piece):
             for e, val in enumerate(unpack(wd)):
                 dot.fma(val, T.ptx.ld.shared.f32(buf.at(row, 8 * v + 2 * w + e)))
     T.ptx.st.shared.f32(sm.dot.at(x, row), dot.value * T.ptx.ld.shared.f32(sm.rn.at(x, row)))
 
 
-def _dq_dk(sm, ck, q, k, dq, dk, roll=False):
+def _dq_dk(sm, ck, q, k, dq, dk, roll=False, rows=None):
     """Every thread, channel d, rows hf, hf + 2, ..: dk = rk (dk^ - k^ (k^ . dk^)) and dq = rq
     (dq^ - q^ (q^ . dq^)) with dq^ = scale dqs (sDot holds the dots over k^, qs). Unrolled: the
-    rows' global loads can be in flight together; `roll`: four runtime trips of 8 rows."""
+    rows' global loads can be in flight together; `roll`: four runtime trips of 8 rows; `rows`
+    (`StagedRows` with "q" and "k"), if given, q's and k's rows from shared memory (the same
+    words)."""
     t = T.tid.x
     d, hf = t & (K - 1), t >> 7
     for b, u in trips(C // 2, 8, roll):
@@ -538,7 +558,10 @@ def _dq_dk(sm, ck, q, k, dq, dk, roll=False):
         valid = i < ck.nv
         rk = T.ptx.ld.shared.f32(sm.rn.at(0, i))
         rqs = T.ptx.ld.shared.f32(sm.rn.at(1, i))           # scale rq
-        kh, qs = _bf16(k, off) * rk, _bf16(q, off) * rqs
+        if rows is None:
+            kh, qs = _bf16(k, off) * rk, _bf16(q, off) * rqs
+        else:
+            kh, qs = rows.at("k", i, d) * rk, rows.at("q", i, d) * rqs
         dkh = T.ptx.ld.shared.f32(sm.kl.at(i, d))
         dqs = T.ptx.ld.shared.f32(sm.ql.at(i, d))
         # k: (k^ . dk^) = dot(k, dk^) rk; q: q^ . dq^ = (qs / scale) . (scale dqs) = qs . dqs

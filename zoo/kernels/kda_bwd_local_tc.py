@@ -224,14 +224,19 @@ def _grads(sm, ln):
     return dap, dam, dbs
 
 
-def _elementwise(sm, ln, ck, q, k, pieces, colq, roll=False):
+def _elementwise(sm, ln, ck, q, k, pieces, colq, roll=False, after_products=None):
     """After the products (and a barrier: they read KL, KD, QL of every row), per accumulator
     pair (row i, channels d, d + 1): dqs, dk^, dG (kda_bwd_local._elementwise's terms) over QL,
     KL, KD; the column sums of dkl k^ exp(G_C - G) over the warp's rows into colq[a]. `roll`
-    (kda_bwd_local_lg ROLL=2): `_elementwise_rolled`."""
+    (kda_bwd_local_lg ROLL=2): `_elementwise_rolled`. `after_products()`, if given, runs right
+    after the products' barrier (kda_bwd_local_lg QKSTAGE=1: q's and k's rows copied into the
+    P, dM and dtb tiles the products were the last to read)."""
     with T.iket.range("pair_products"):
         grads = _grads(sm, ln)
     T.ptx.bar.sync(0)
+    if after_products is not None:
+        with T.iket.range("stage_qk"):
+            after_products()
     with T.iket.range("elementwise"):
         if roll:
             _elementwise_rolled(sm, ln, ck, q, k, pieces, colq, grads)
@@ -377,9 +382,17 @@ class ScanStage:
 
     DT_BIAS, A_LOG = K * 4, 2 * K * 4       # byte offsets in sX (dgs's row at 0)
 
-    def __init__(self, sm):
+    def __init__(self, sm, qk=False):
         self.rows = BL.StagedRows({"g": (sm.t, 0)})
         self.vec = sm.x
+        # QKSTAGE=1: q's and k's rows for the row dots and dq_dk, into sDM and sAP (free once
+        # the pair products are behind their barrier)
+        self.qk = BL.StagedRows({"q": (sm.dm, 0), "k": (sm.ap, 0)}) if qk else None
+
+    def stage_qk(self, ck, q, k):
+        """Every thread: its four 16-byte pieces of q's and of k's rows, a second group (the
+        same `wait`)."""
+        self.qk.stage(ck, {"q": q, "k": k})
 
     def stage(self, ck, g_raw, dgs, dt_bias, A_log):
         """Every thread: its four 16-byte pieces of g_raw's rows; threads 0..31 dgs's row and
@@ -427,7 +440,7 @@ def _fold_columns(sm, colq):
 def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=None, gtile=None,
             roll=False, prefetch=0, before_dq_dk=None, p_stored=False, graw=False,
-            gstage=False):
+            gstage=False, qkstage=False):
     """Piece 3's phases (the module docstring), each an iket range with the barriers between
     them outside (nothing in a normal build): `tirxh profile --iket` then gives each phase's
     wall in the summary's CTA phase table. `inverse(sm, ck)` fills sT (T) instead of the
@@ -440,7 +453,9 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     the prep's P too (its stride GATE_WORDS_P) and `inverse` loads it into sP, so `pairs`
     only stages dtb (kda_bwd_local_lg PLOAD=1). `graw`: `_prefetch` takes g_raw's rows too
     (kda_bwd_local_lg GRAW=1). `gstage`: the scan's operands copied into shared memory
-    (`ScanStage`) after `da`, the scan reading them there (kda_bwd_local_lg GSTAGE=1)."""
+    (`ScanStage`) after `da`, the scan reading them there (kda_bwd_local_lg GSTAGE=1);
+    `qkstage` (with `gstage`): q's and k's rows too, after the pair products, for the row dots
+    and dq_dk (kda_bwd_local_lg QKSTAGE=1)."""
     sm = BL._Smem()
     colq = T.shared(T.f32, (NB, K), name="sColQ", align=16)
     ck = BL._Chunk(chunk_tok, chunk_rows)
@@ -477,14 +492,15 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
     T.ptx.bar.sync(0)
     with T.iket.range("dbeta"):   # then `_elementwise`'s ranges: pair_products, elementwise
         BL._dbeta(sm, ck, dbeta)   # (sessions 30-35's "grads" was the three together)
-    staged = ScanStage(sm) if gstage else None
+    staged = ScanStage(sm, qkstage) if gstage else None
     if prefetch == 2 or staged is not None:
         with T.iket.range("prefetch"):
             if prefetch == 2:
                 _prefetch(ck, q, k, pieces, g_raw if graw else None)
             if staged is not None:
                 staged.stage(ck, g_raw, dgs, dt_bias, A_log)
-    _elementwise(sm, ln, ck, q, k, pieces, colq, roll >= 2)
+    _elementwise(sm, ln, ck, q, k, pieces, colq, roll >= 2,
+                 (lambda: staged.stage_qk(ck, q, k)) if qkstage else None)
     if staged is not None:
         staged.wait()
     T.ptx.bar.sync(0)
@@ -496,7 +512,7 @@ def _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, 
         with T.iket.range("next"):
             before_dq_dk()
     with T.iket.range("dq_dk"):
-        BL._dq_dk(sm, ck, q, k, dq, dk, roll)
+        BL._dq_dk(sm, ck, q, k, dq, dk, roll, staged.qk if staged is not None else None)
     with T.iket.range("params"):
         BW._gate_params_grad(sm.gsum, sm.flag, gred, cnt, dA_log, ddt_bias, ck.h, ck.H)
 
@@ -560,7 +576,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
                      IMG: T.const = 0, ROLL: T.const.one_of(0, 1, 2) = 0,
                      PREFETCH: T.const.one_of(0, 1, 2) = 0, NEXT: T.const = 0,
                      PLOAD: T.const.one_of(0, 1) = 0, GRAW: T.const.one_of(0, 1) = 0,
-                     GSTAGE: T.const.one_of(0, 1) = 0):
+                     GSTAGE: T.const.one_of(0, 1) = 0, QKSTAGE: T.const.one_of(0, 1) = 0):
     """kda_bwd_local_ld with the norms' and gate's tiles (KL, KD, QL, G, rn, beta: 130 KB)
     loaded from what kda_bwd_prep3g copied out (`gtile`, plan "tc6" of kda_fwd_bwd) instead of
     its own norms and gate phases: the same f32 words (both run kda_bwd_local._norms and
@@ -596,7 +612,15 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     prefetched. Measured (session 38): the launch 0.989x, `scan` unmoved (6.40 us): the scan
     does not wait on g_raw in L2 alone. GSTAGE=1 (GRAW=0; plan "tc39"): g_raw's rows, dgs's
     and dt_bias's rows and A_log copied into shared memory (`ScanStage`, ``cp.async`` after
-    `da`, ~15 us ahead) and the scan reading them there: bit for bit GSTAGE=0's outputs."""
+    `da`, ~15 us ahead) and the scan reading them there: bit for bit GSTAGE=0's outputs.
+    Measured (session 39, an H100): `scan` 6.40 -> 2.82 us at T8192 H16, the launch 0.915x
+    GSTAGE=0's time at H96. QKSTAGE=1 (with GSTAGE=1; plan "tc40"): q's and k's rows copied
+    into sDM and sAP right after the pair products' barrier (`ScanStage.stage_qk`, the
+    `stage_qk` range), read there by the row dots and dq_dk (2.26 and 2.82 us of tc39's 32.51
+    us CTA, each on q's and k's global loads): bit for bit."""
+    if QKSTAGE and not GSTAGE:
+        raise ValueError("kda_bwd_local_lg: QKSTAGE=1 adds q's and k's rows to GSTAGE's "
+                         "copies: it needs GSTAGE=1")
     if GSTAGE and GRAW:
         raise ValueError("kda_bwd_local_lg: GSTAGE=1 copies g_raw's rows into shared memory; "
                          "GRAW=1's L2 prefetch of the same rows is redundant: give one of them")
@@ -616,7 +640,7 @@ def kda_bwd_local_lg(q: T.gptr[T.bf16], k: T.gptr[T.bf16], g_raw: T.gptr[T.bf16]
     _piece3(q, k, g_raw, beta, A_log, dt_bias, chunk_tok, chunk_rows, dqe, dke, dkl, dm, dtb,
             dgs, gred, cnt, dq, dk, dg, dbeta, dA_log, ddt_bias, inverse=inverse,
             gtile=gtile, roll=ROLL, prefetch=PREFETCH, p_stored=bool(PLOAD), graw=bool(GRAW),
-            gstage=bool(GSTAGE),
+            gstage=bool(GSTAGE), qkstage=bool(QKSTAGE),
             before_dq_dk=((lambda: _prefetch_next(gtile, ptile, dtb, dm, NEXT, bool(PLOAD)))
                           if NEXT else None))
 
@@ -666,7 +690,7 @@ def lg_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", PLOAD=0):
 # needs, since the plan job times its launches but profiles none of them; `tc19_t8192_h16`:
 # plan "tc19"'s (ROLL=1) at H16, for iket (as kda_bwd_prep3's); `tc28_`, `tc29_`: plans "tc28"
 # and "tc29"'s (PREFETCH=1, 2); `tc34_`: "tc34"'s (PREFETCH=2, NEXT=132); `tc36_`, `tc37_`,
-# `tc39_`: "tc36"'s, "tc37"'s and "tc39"'s
+# `tc39_`, `tc40_`: those plans'
 SUITE_LG_TIMING = T.suite(
     kda_bwd_local_lg, inputs=lg_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
     bytes=_bytes, flops=_flops, flops_dtype="bf16",
@@ -677,4 +701,5 @@ SUITE_LG_TIMING = T.suite(
                         (34, dict(PREFETCH=2, NEXT=132)),
                         (36, dict(PREFETCH=2, NEXT=132, PLOAD=1)),
                         (37, dict(PREFETCH=2, NEXT=132, PLOAD=1, GRAW=1)),
-                        (39, dict(PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1)))])
+                        (39, dict(PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1)),
+                        (40, dict(PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1)))])
