@@ -86,9 +86,11 @@ def _local(name, consts):
 
 @SLOW
 @pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
-def test_gstage_changes_no_bit(name):
-    """tc39's piece 3 against tc38's: every output to the last bit, both numsim-clean."""
-    want, got = _local(name, dict(TC38)), _local(name, dict(TC39))
+@pytest.mark.parametrize("base, plan", [(TC38, TC39), (TC39, TC40)], ids=["gstage", "qkstage"])
+def test_staging_changes_no_bit(name, base, plan):
+    """tc39's piece 3 against tc38's (GSTAGE), tc40's against tc39's (QKSTAGE): every output to
+    the last bit, both numsim-clean."""
+    want, got = _local(name, dict(base)), _local(name, dict(plan))
     assert want.verdict == "clean" and got.verdict == "clean", got.summary()
     for n in LT.OUTPUTS:
         assert np.array_equal(got.outputs[n], want.outputs[n]), n
@@ -102,8 +104,9 @@ def _sync(mod, consts):
 
 
 @SLOW
-def test_sync_check_is_clean_with_gstage():
-    for r in _sync(LT, dict(TC39, NEXT=1)):
+@pytest.mark.parametrize("plan", [TC39, TC40], ids=["gstage", "qkstage"])
+def test_sync_check_is_clean_with_staging(plan):
+    for r in _sync(LT, dict(plan, NEXT=1)):
         assert r.verdict == "clean", [f.message for f in r.findings]
 
 
@@ -147,18 +150,3 @@ def test_qkstage_is_a_second_group_after_the_pair_products():
 def test_qkstage_needs_gstage():
     with pytest.raises(Exception, match="QKSTAGE=1 adds q's and k's rows to GSTAGE's"):
         LT.kda_bwd_local_lg.ptx("sm_90a", **dict(TC38, QKSTAGE=1))
-
-
-@SLOW
-@pytest.mark.parametrize("name", ["t86_h1_deep", "pack_9_1_64_h2"])
-def test_qkstage_changes_no_bit(name):
-    want, got = _local(name, dict(TC39)), _local(name, dict(TC40))
-    assert want.verdict == "clean" and got.verdict == "clean", got.summary()
-    for n in LT.OUTPUTS:
-        assert np.array_equal(got.outputs[n], want.outputs[n]), n
-
-
-@SLOW
-def test_sync_check_is_clean_with_qkstage():
-    for r in _sync(LT, dict(TC40, NEXT=1)):
-        assert r.verdict == "clean", [f.message for f in r.findings]

@@ -174,20 +174,17 @@ class StagedRows:
         return T.ptx.cvt.f32.bf16(T.ptx.ld.shared.b16(buf.ptr(off) + i * self.ROW + d * 2))
 
     def words(self, name, t):
-        """Row t's 16-byte piece v (8 bf16) of tensor `name` as 4 words: a function of v
-        (`_row_dot`'s `words`)."""
+        """Row t's 16-byte piece v (8 bf16) of tensor `name` as 4 words: a function of v, a
+        trace-time int (a constant offset) or a runtime loop's register (`norm`'s and
+        `_row_dot`'s `words`)."""
         buf, off = self.bases[name]
         row = buf.ptr(off) + t * self.ROW
         return lambda v: T.ptx.ld.shared.v4.b32(ir.Addr(row, 16 * v) if isinstance(v, int)
                                                 else row + 16 * v)
 
     def norm(self, name, t):
-        """`_row_norm` of row t of tensor `name` (16 ``ld.shared.v4.b32``)."""
-        buf, off = self.bases[name]
-        row = buf.ptr(off) + t * self.ROW
-        if self.roll >= 2:
-            return _norm_of(lambda v: T.ptx.ld.shared.v4.b32(row + 16 * v), roll=True)
-        return _norm_of(lambda v: T.ptx.ld.shared.v4.b32(ir.Addr(row, 16 * v)))
+        """`_row_norm` of row t of tensor `name` (16 ``ld.shared.v4.b32``: `words`)."""
+        return _norm_of(self.words(name, t), roll=self.roll >= 2)
 
 
 class _Chunk:
