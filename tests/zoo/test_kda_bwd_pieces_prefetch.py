@@ -142,20 +142,26 @@ def test_prefetch_compiles_without_spills():
         assert 256 * r.registers <= 65536, r
 
 
+def _prefetches(**consts):
+    """The launch's PTX lines (directives dropped), the indices of its ``prefetch`` lines and
+    of its ``bar.sync`` lines, with the plan's constants and `consts`."""
+    ptx = TC.kda_bwd_pieces_ld.ptx("sm_90a", **PLAN, **consts)
+    lines = [ln.strip() for ln in ptx.splitlines()
+             if ln.strip() and not ln.strip().startswith(".")]
+    at = [i for i, ln in enumerate(lines) if re.match(r"(@!?%p\d+\s+)?prefetch", ln)]
+    return lines, at, [i for i, ln in enumerate(lines) if ln.startswith("bar.sync")]
+
+
 @pytest.mark.parametrize("nxt", [0, 132])
 def test_next_adds_five_prefetches_before_the_last_product(nxt):
     """NEXT: four lines of the next wave's tiles a thread (the fourth predicated: 774 lines)
     and one of its dO (threads 0..127), all predicated on that CTA existing, after the last
     ``bar.sync`` (before dke's loads of S0)."""
-    ptx = TC.kda_bwd_pieces_ld.ptx("sm_90a", **PLAN, NEXT=nxt)
-    lines = [ln.strip() for ln in ptx.splitlines()
-             if ln.strip() and not ln.strip().startswith(".")]
-    at = [i for i, ln in enumerate(lines) if re.match(r"(@!?%p\d+\s+)?prefetch", ln)]
+    lines, at, bars = _prefetches(NEXT=nxt)
     assert len(at) == (5 if nxt else 0), at
     if nxt:
         assert all(lines[i].startswith("@") for i in at)
-        bar = max(i for i, ln in enumerate(lines) if ln.startswith("bar.sync"))
-        assert bar < min(at) and any(ln.startswith("ld.global.v4.b32") for ln in lines[max(at):])
+        assert bars[-1] < min(at) and any(ln.startswith("ld.global.v4.b32") for ln in lines[max(at):])
 
 
 def test_next_is_refused_with_bulk_copies():
@@ -205,15 +211,25 @@ def test_nextat_moves_the_five_prefetches_before_dr():
     """The same five predicated prefetches, now between ddelta's store barrier and dR's dv
     stores (``st.global.v2.f32``), with two barriers after them (dR's, then dke's), not after
     the last one."""
-    ptx = TC.kda_bwd_pieces_ld.ptx("sm_90a", **PLAN, NEXT=132, NEXTAT=1)
-    lines = [ln.strip() for ln in ptx.splitlines()
-             if ln.strip() and not ln.strip().startswith(".")]
-    at = [i for i, ln in enumerate(lines) if re.match(r"(@!?%p\d+\s+)?prefetch", ln)]
+    lines, at, bars = _prefetches(NEXT=132, NEXTAT=1)
     assert len(at) == 5 and all(lines[i].startswith("@") for i in at)
-    bars = [i for i, ln in enumerate(lines) if ln.startswith("bar.sync")]
     assert bars[-3] < min(at) and max(at) < bars[-2]
     assert any(re.match(r"(@!?%p\d+\s+)?st\.global\.v2\.f32", ln)
                for ln in lines[max(at):bars[-2]])
+
+
+def test_nextat_2_splits_the_prefetches_between_dr_and_dke():
+    """NEXTAT=2: the same five predicated prefetches, two (the first half of the tiles' lines)
+    where NEXTAT=1 puts them (before dR's dv stores, two barriers before the last) and three
+    (the second half and dO's row) where NEXTAT=0 puts them (after the last barrier, before
+    dke's products)."""
+    lines, at, bars = _prefetches(NEXT=132, NEXTAT=2)
+    assert len(at) == 5 and all(lines[i].startswith("@") for i in at)
+    early = [i for i in at if bars[-3] < i < bars[-2]]
+    late = [i for i in at if i > bars[-1]]
+    assert len(early) == 2 and len(late) == 3
+    assert any(re.match(r"(@!?%p\d+\s+)?st\.global\.v2\.f32", ln)
+               for ln in lines[max(early):bars[-2]])
 
 
 def test_nextat_needs_next():
@@ -222,18 +238,20 @@ def test_nextat_needs_next():
 
 
 @SLOW
-def test_nextat_changes_no_bit_and_prefetches_the_same_lines(monkeypatch):
-    """On 150 tokens (3 CTAs, a 22-row tail) with NEXT=1: NEXTAT=1's outputs are NEXTAT=0's bit
-    for bit, and CTA c still prefetches exactly CTA c + 1's `tiles_load` lines."""
+@pytest.mark.parametrize("at", [1, 2])
+def test_nextat_changes_no_bit_and_prefetches_the_same_lines(monkeypatch, at):
+    """On 150 tokens (3 CTAs, a 22-row tail) with NEXT=1: NEXTAT=1's and 2's outputs are
+    NEXTAT=0's bit for bit, and CTA c still prefetches exactly CTA c + 1's `tiles_load` lines
+    (NEXTAT=2: its two halves together)."""
     case = _case("t150_h1_deep")
     want = run_clean(TC.kda_bwd_pieces_ld, _split_args(case), TC.SUITE.grid(case),
                      list(TC.OUTPUTS), dict(PLAN, NEXT=1))
     seen, got, lines = traced(monkeypatch, TC.kda_bwd_pieces_ld, _split_args(case),
                               TC.SUITE.grid(case), list(TC.OUTPUTS),
-                              dict(PLAN, NEXT=1, NEXTAT=1), [TC.PTL._wide], {"ptile", "do"})
+                              dict(PLAN, NEXT=1, NEXTAT=at), [TC.PTL._wide], {"ptile", "do"})
     for c in range(2):
         assert got[c] == lines[c + 1], c
     out = run_clean(TC.kda_bwd_pieces_ld, _split_args(case), TC.SUITE.grid(case),
-                    list(TC.OUTPUTS), dict(PLAN, NEXT=1, NEXTAT=1))
+                    list(TC.OUTPUTS), dict(PLAN, NEXT=1, NEXTAT=at))
     for n in TC.OUTPUTS:
         assert np.array_equal(out[n], want[n]), n

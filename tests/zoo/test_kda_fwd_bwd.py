@@ -84,8 +84,8 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
                              r"'tc12', 'tc13', 'tc14', 'tc15', 'tc16', 'tc17', 'tc18', 'tc19', "
                              r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc25', 'tc26', "
                              r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc33', "
-                             r"'tc34', 'tc35', 'tc36', 'tc37', 'tc38', 'tc39', 'tc4', 'tc40', 'tc5', 'tc6', "
-                             r"'tc7', 'tc8', 'tc9'\]"):
+                             r"'tc34', 'tc35', 'tc36', 'tc37', 'tc38', 'tc39', 'tc4', 'tc40', "
+                             r"'tc41', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -362,6 +362,18 @@ def test_plan_tc40_is_tc39_with_q_and_k_staged_too():
     assert MOD.scratch("tc40") == MOD.scratch("tc39")
     for f in (MOD._flops, MOD._bytes):
         assert f(1, 8192, 96, plan="tc40") == f(1, 8192, 96, plan="tc39")
+
+
+def test_plan_tc41_is_tc40_with_the_pieces_next_prefetches_split():
+    old, new = MOD.steps(1, 8192, 96, plan="tc40"), MOD.steps(1, 8192, 96, plan="tc41")
+    for i, (a, b) in enumerate(zip(old, new)):
+        if i == 4:
+            assert a.consts["NEXTAT"] == 1 and b == a._replace(consts=dict(a.consts, NEXTAT=2))
+        else:
+            assert b == a, i
+    assert MOD.scratch("tc41") == MOD.scratch("tc40")
+    for f in (MOD._flops, MOD._bytes):
+        assert f(1, 8192, 96, plan="tc41") == f(1, 8192, 96, plan="tc40")
 
 
 def test_plan_tc7s_launches_each_have_a_timing_suite_with_the_plans_constants():

@@ -754,7 +754,7 @@ def _prefetch_state(ck, v, s0, ds1):
     T.ptx.prefetch.global_.L2(v.at(ck.row(t >> 1) + ((t & 1) << 6)), pred=t < 2 * C)
 
 
-def _prefetch_next(chunk_tok, chunk_rows, ptile, do, stride):
+def _prefetch_next(chunk_tok, chunk_rows, ptile, do, stride, part=None):
     """``prefetch.global.L2`` of every line the `tiles_load` phase of CTA hc + `stride` will read
     (kda_bwd_pieces_ld NEXT = `stride`, the number of CTAs resident at once: one an SM), where
     hc = ctaid.y H + ctaid.x is this CTA's (chunk, head) and launch order: its stored tiles
@@ -765,10 +765,17 @@ def _prefetch_next(chunk_tok, chunk_rows, ptile, do, stride):
     ends and the CTA of the next wave starts. Why: `tiles_load` is the launch's first phase,
     so no phase of its own CTA can hide it (5.89 of a 33.54 us CTA with VLOAD=1 and PREFETCH=1,
     session 37, an H100, T8192 H16), but the CTA one wave earlier can bring its lines into
-    L2 (prefetched one phase ahead, piece 3's elementwise terms went from 12.8 to 7.2 us)."""
+    L2 (prefetched one phase ahead, piece 3's elementwise terms went from 12.8 to 7.2 us).
+    `part` (kda_bwd_pieces_ld NEXTAT=2): 0 the first half of the tiles' lines only, 1 the
+    second half and the dO rows; None all of them."""
     t = T.tid.x
     nxt, ok = PTL.next_wave(stride)
-    PTL.prefetch_runs([(ptile, nxt * PTL.WORDS, PTL.WORDS * 4 // 128)], ok)   # 774 lines
+    lines = PTL.WORDS * 4 // 128                                               # 774 lines
+    half = lines // 2
+    first, n = {None: (0, lines), 0: (0, half), 1: (half, lines - half)}[part]
+    PTL.prefetch_runs([(ptile, nxt * PTL.WORDS + first * 32, n)], ok)
+    if part == 0:
+        return
     ck = PTL.chunk_of(chunk_tok, chunk_rows, nxt)
     T.ptx.prefetch.global_.L2(do.at(ck.row(t >> 1) + ((t & 1) << 6)), pred=ok & (t < 2 * C))
 
@@ -782,7 +789,7 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
                       BULK: T.const = 0, AHEAD: T.const = 0, FRAGS: T.const = 0,
                       PLANES: T.const = 0, VLOAD: T.const.one_of(0, 1) = 0,
                       PREFETCH: T.const.one_of(0, 1) = 0, NEXT: T.const = 0,
-                      NEXTAT: T.const.one_of(0, 1) = 0):
+                      NEXTAT: T.const.one_of(0, 1, 2) = 0):
     """kda_bwd_pieces_tc with the prep's tiles loaded from `ptile` (kda_bwd_prep3s stored
     them: kda_bwd_prep_tiles) instead of computed again, and dO staged; the same products.
     BULK=1 (plan "tc8"): `ptile` in the image layout, loaded by three bulk copies on an
@@ -801,10 +808,14 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     us CTA); hints too. NEXTAT=1 (with NEXT): those prefetches before dR instead (`dr`, `dtb`
     and `dr_store` read shared memory only, ~3.6 us before dke). Why: session 38's profile (an
     H100, T8192 H16) put `dke` at 6.14 us with NEXT's 774 lines issued right before it, 4.35
-    without: its own loads of S0 queued behind them."""
+    without: its own loads of S0 queued behind them. NEXTAT=2: half the tiles' lines before
+    dR, the other half and dO's rows before dke (the same five instructions a thread). Why:
+    NEXTAT=1 (session 39, the same card and shape) took `dke` to 5.12 us but the next CTA's
+    `tiles_load` from 2.82 to 4.61 (more of its lines not yet in L2, or gone, when it starts):
+    half at each point splits the queue that `dke` waits behind and the age of the lines."""
     bad = check_frags(FRAGS, TF32, AHEAD) + check_planes(PLANES, TF32, AHEAD)
     if NEXTAT and not NEXT:
-        bad.append("NEXTAT=1 moves NEXT's prefetches: it needs NEXT")
+        bad.append(f"NEXTAT={NEXTAT} moves NEXT's prefetches: it needs NEXT")
     if BULK and NEXT:
         bad.append("NEXT prefetches the stored layout's words; BULK=1 reads the image layout")
     if BULK and VLOAD:
@@ -832,11 +843,17 @@ def kda_bwd_pieces_ld(v: T.gptr[T.bf16], do: T.gptr[T.bf16], chunk_tok: T.gptr[T
     if NEXT < 0:                     # the plans bind constants without a suite's constraints
         raise ValueError(f"kda_bwd_pieces_ld: NEXT must be a CTA count >= 0, got {NEXT}")
 
-    def next_wave():
-        with T.iket.range("next"):
-            _prefetch_next(chunk_tok, chunk_rows, ptile, do, NEXT)
+    def next_wave(part=None):
+        def issue():
+            with T.iket.range("next" if part is None else f"next{part}"):
+                _prefetch_next(chunk_tok, chunk_rows, ptile, do, NEXT, part)
+        return issue
+    before = {}
+    if NEXT:
+        before = ({"dr": next_wave(0), "dke": next_wave(1)} if NEXTAT == 2
+                  else {("dr" if NEXTAT else "dke"): next_wave()})
     _products(sm, ck, v, s0, ds1, dv, dqe, dke, dkl, dm, dtb, dgs, TF32, AHEAD, FRAGS, PLANES,
-              {("dr" if NEXTAT else "dke"): next_wave} if NEXT else {})
+              before)
 
 
 class _Slots:
@@ -1153,7 +1170,7 @@ def ld_timing_inputs(rng, B, T_, H, lens=None, gate="mixed", FRAGS=0):
 # (FRAGS=1: the synthetic S0 and dS1 read as fragment words; the time does not depend on them);
 # `tc19_t8192_h16`: plan "tc19"'s (FRAGS=1, PLANES=4) at H16, for iket (as kda_bwd_prep3's);
 # `tc27_`: plan "tc27"'s (VLOAD=1); `tc30_`: tc27's with PREFETCH=1; `tc33_`: tc30's with NEXT=132;
-# `tc38_`: tc33's with NEXTAT=1
+# `tc38_`: tc33's with NEXTAT=1; `tc41_`: with NEXTAT=2
 _LD_CASES = [c for c in BL.SUITE_TIMING.cases if c.name == "t8192_h64"]
 SUITE_LD_TIMING = T.suite(
     kda_bwd_pieces_ld, inputs=ld_timing_inputs, outputs=list(OUTPUTS), constraints=constraints,
@@ -1167,4 +1184,6 @@ SUITE_LD_TIMING = T.suite(
                                                    (30, dict(VLOAD=1, PREFETCH=1)),
                                                    (33, dict(VLOAD=1, PREFETCH=1, NEXT=132)),
                                                    (38, dict(VLOAD=1, PREFETCH=1, NEXT=132,
-                                                             NEXTAT=1)))])
+                                                             NEXTAT=1)),
+                                                   (41, dict(VLOAD=1, PREFETCH=1, NEXT=132,
+                                                             NEXTAT=2)))])

@@ -122,7 +122,9 @@ and its scan reads them there (kda_bwd_local_lg GSTAGE=1, GRAW=0): bit for bit t
 in one call (session 39, an H100, T8192 H96, full clock): **tc39 13.07 ms** (**1.090x**; 0.978x
 tc38's time; piece 3 3.45 -> 3.16); 9.10 ms at H64 (1.020x); tc39 is kda_bench.sh's default.
 "tc40" is "tc39" whose piece 3 also copies q's and k's rows into shared memory after its pair
-products, for its row dots and dq_dk (kda_bwd_local_lg QKSTAGE=1): bit for bit tc39.
+products, for its row dots and dq_dk (kda_bwd_local_lg QKSTAGE=1): bit for bit tc39. "tc41" is
+"tc40" whose pieces issue half of their NEXT prefetches before dR and the rest before dke
+(kda_bwd_pieces_ld NEXTAT=2): bit for bit tc40.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -210,7 +212,8 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc37": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc38": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc39": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc40": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc40": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc41": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -235,7 +238,8 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                "tc35": dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
                             NEXT=132),
                **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
-                          NEXT=132, PSTORE=1) for p in ("tc36", "tc37", "tc38", "tc39", "tc40")}}
+                          NEXT=132, PSTORE=1)
+                  for p in ("tc36", "tc37", "tc38", "tc39", "tc40", "tc41")}}
 
 
 def _from(first):
@@ -295,7 +299,9 @@ LOADED_P = _from(36)
 # their NEXT prefetches before dR instead of before dke (kda_bwd_pieces_ld NEXTAT=1); "tc39"
 # is "tc38" whose piece 3 stages its scan's operands in shared memory instead of prefetching
 # g_raw's rows into L2 (kda_bwd_local_lg GSTAGE=1, GRAW=0); "tc40" is "tc39" whose piece 3
-# stages q's and k's rows too, after its pair products (kda_bwd_local_lg QKSTAGE=1)
+# stages q's and k's rows too, after its pair products (kda_bwd_local_lg QKSTAGE=1); "tc41"
+# is "tc40" whose pieces split their NEXT prefetches, half the tiles' lines before dR, the rest
+# and dO's rows before dke (kda_bwd_pieces_ld NEXTAT=2)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -332,6 +338,8 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc39": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=1),
                           dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1)),
                  "tc40": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=1),
+                          dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1)),
+                 "tc41": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=2),
                           dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
@@ -340,7 +348,7 @@ CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17
                                             "tc24", "tc25", "tc26", "tc27", "tc28",
                                             "tc29", "tc30", "tc31", "tc32", "tc33",
                                             "tc34", "tc35", "tc36", "tc37", "tc38",
-                                            "tc39", "tc40")}
+                                            "tc39", "tc40", "tc41")}
 
 
 class Step(NamedTuple):
