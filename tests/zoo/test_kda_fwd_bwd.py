@@ -340,6 +340,27 @@ def test_the_byte_floor():
     assert gb["tc"] / 4.3 > goal_ms and round(gb["tc37"] / 4.3, 2) == 5.56
 
 
+def test_the_flop_rate_the_goal_needs():
+    """docs/PERFORMANCE.md "Session 40": plan tc39's prep, pieces and piece 3 declare 1.21 TFLOP
+    of split tensor-core products at T8192 H96 (34.7, 43.0 and 20.8 MFLOP a chunk and head).
+    Under issue 18's goal on the H200 (FLA's 12.19 ms / 3) they get what the forward (1.088 ms
+    there, session 36) and the two chains at the byte floor (2.43 GB each at 4.3 TB/s) leave,
+    1.84 ms: 657 TFLOP/s, two thirds of the card's 989 TFLOP/s dense-bf16 peak and 5.6x the
+    rate they run at on the H100 (10.305 ms, session 39 d3)."""
+    pc, n = MOD.PLAN_CONSTS["tc39"], 8192 // 64 * 96
+    parts = (MOD.P3._flops(1, 8192, 96, None, PREP=pc["PREP"]), MOD.TC._flops(1, 8192, 96, None),
+             MOD.LT._flops(1, 8192, 96, None))
+    assert [round(f / n / 1e6, 1) for f in parts] == [34.7, 43.0, 20.8]
+    intra = sum(parts)
+    assert round(intra / 1e12, 2) == 1.21
+    chain_ms = MOD.CH._bytes(1, 8192, 96, None, MOD.CHAIN["WARPS"]) / 4.3e9
+    left_ms = 12.188 / 3 - 1.088 - 2 * chain_ms
+    assert round(left_ms, 2) == 1.84
+    rate = intra / left_ms / 1e9                       # TFLOP/s
+    assert round(rate) == 657 and 0.66 < rate / 989 < 0.67
+    assert round(rate / (intra / 10.305 / 1e9), 1) == 5.6
+
+
 def test_plan_tc39_is_tc38_with_the_scans_operands_staged():
     """Plan "tc39": tc38 whose piece 3 stages its scan's operands in shared memory in place of
     GRAW's L2 prefetch of g_raw's rows (both change no word: the same buffers and bytes)."""
