@@ -253,3 +253,20 @@ def test_state_fragments_round_trip():
     word = frag[1, 2, vb, s_, 1, 4 * g + t, 3]
     bits = np.uint16(word >> 16)
     assert bits == lo[1, 2, 16 * s_ + 2 * t + 9, 16 * vb + g + 8].view(np.uint16)
+
+
+@pytest.mark.parametrize("forward", [1, 0], ids=["forward", "reverse"])
+def test_a_head_split_over_two_ctas_changes_no_word(forward):
+    """kda_fwd_bwd plan "tc42" runs a head's chain as two CTAs of four warps (`SPLIT_HEADS`):
+    staged, FRAGS=1, three chunks under saturated gates, both walks: WARPS=4's xs and xn are
+    WARPS=8's word for word (each warp's 16 value columns are computed alike either way)."""
+    out = {}
+    for warps in (8, 4):
+        case = T.case("three_chunks", B=1, T_=150, H=1, gate="deep", FRAGS=1, STAGED=1,
+                      WARPS=warps, FORWARD=forward)
+        res, _ = simulate(MOD.SUITE, case)
+        assert res.verdict == "clean", res.summary()
+        out[warps] = res.outputs
+    for name in ("xs", "xn"):
+        assert np.array_equal(np.asarray(out[4][name]).view(np.uint32),
+                              np.asarray(out[8][name]).view(np.uint32)), name

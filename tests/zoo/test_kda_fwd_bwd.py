@@ -85,7 +85,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
                              r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc25', 'tc26', "
                              r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc33', "
                              r"'tc34', 'tc35', 'tc36', 'tc37', 'tc38', 'tc39', 'tc4', 'tc40', "
-                             r"'tc41', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
+                             r"'tc41', 'tc42', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -323,6 +323,27 @@ def test_plans_tc37_and_tc38_add_one_hint_to_one_launch(plan, base, step, extra)
     assert MOD.scratch(plan) == MOD.scratch(base)
     for f in (MOD._flops, MOD._bytes):
         assert f(1, 8192, 96, plan=plan) == f(1, 8192, 96, plan=base)
+
+
+def test_plan_tc42_splits_a_heads_chain_where_the_doubled_grid_fits_one_wave():
+    """Plan "tc42": tc41 whose chains run each head as two CTAs of four warps where 2 H
+    sequences <= 132 (T8192 H64: a (2, 64, 1) grid, not (1, 64, 1)); at H96 (192 > 132) and
+    for the packs it is tc41 launch for launch. The same buffers and declared work."""
+    for H, split in ((64, True), (96, False)):
+        old, new = MOD.steps(1, 8192, H, plan="tc41"), MOD.steps(1, 8192, H, plan="tc42")
+        for i, (a, b) in enumerate(zip(old, new)):
+            if split and i in (2, 3):
+                assert a.consts["WARPS"] == 8 and a.grid == (1, H, 1)
+                assert b == a._replace(consts=dict(a.consts, WARPS=4), grid=(2, H, 1)), i
+            else:
+                assert b == a, (H, i)
+    lens = [1300, 547, 2048, 963, 271, 3063]
+    assert (MOD.steps(1, sum(lens), 64, lens, plan="tc42")
+            == MOD.steps(1, sum(lens), 64, lens, plan="tc41"))
+    assert MOD.chain_consts(1, 64, 2, plan="tc42")["WARPS"] == 4     # the small cases split
+    assert MOD.scratch("tc42") == MOD.scratch("tc41")
+    for f in (MOD._flops, MOD._bytes):
+        assert f(1, 8192, 64, plan="tc42") == f(1, 8192, 64, plan="tc41")
 
 
 def test_the_byte_floor():

@@ -124,7 +124,9 @@ tc38's time; piece 3 3.45 -> 3.16); 9.10 ms at H64 (1.020x); tc39 is kda_bench.s
 "tc40" is "tc39" whose piece 3 also copies q's and k's rows into shared memory after its pair
 products, for its row dots and dq_dk (kda_bwd_local_lg QKSTAGE=1): bit for bit tc39. "tc41" is
 "tc40" whose pieces issue half of their NEXT prefetches before dR and the rest before dke
-(kda_bwd_pieces_ld NEXTAT=2): bit for bit tc40.
+(kda_bwd_pieces_ld NEXTAT=2): bit for bit tc40. "tc42" is "tc41" whose chains run a head as two
+CTAs of four warps where the doubled grid fits one wave (T8192 H64: 128 CTAs, not 64; H96
+keeps 96 CTAs of eight: `SPLIT_HEADS`): bit for bit tc41 (the value columns are independent).
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -169,6 +171,8 @@ TAGS = ("linear-attention", "forward", "backward", "chunked-scan", "multi-launch
 # docs/PERFORMANCE.md, session 7; the chain's s8: one CTA a head, N staged once per CTA)
 FORWARDS = {96: "v128wsb", 64: "v64ws8b"}
 CHAIN = dict(WARPS=8, STAGED=1)
+# CTAs resident at once in the plans' launches: one an SM on an H100 or H200 (132 SMs)
+RESIDENT = 132
 SMALL_FORWARD = "v128wsb"          # small cases: the H96 forward (one warp-specialized CTA)
 # the plans: which kernels compute pieces 2a (both walks), 2c and 3 (the f32 correctness-first
 # ones, or their products on tensor cores); every other launch is the same
@@ -213,7 +217,8 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc38": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc39": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc40": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc41": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc41": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc42": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -239,7 +244,7 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                             NEXT=132),
                **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
                           NEXT=132, PSTORE=1)
-                  for p in ("tc36", "tc37", "tc38", "tc39", "tc40", "tc41")}}
+                  for p in ("tc36", "tc37", "tc38", "tc39", "tc40", "tc41", "tc42")}}
 
 
 def _from(first):
@@ -301,7 +306,8 @@ LOADED_P = _from(36)
 # g_raw's rows into L2 (kda_bwd_local_lg GSTAGE=1, GRAW=0); "tc40" is "tc39" whose piece 3
 # stages q's and k's rows too, after its pair products (kda_bwd_local_lg QKSTAGE=1); "tc41"
 # is "tc40" whose pieces split their NEXT prefetches, half the tiles' lines before dR, the rest
-# and dO's rows before dke (kda_bwd_pieces_ld NEXTAT=2)
+# and dO's rows before dke (kda_bwd_pieces_ld NEXTAT=2); "tc42" is "tc41" with `SPLIT_HEADS`'
+# chains
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -339,8 +345,9 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                           dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1)),
                  "tc40": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=1),
                           dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1)),
-                 "tc41": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=2),
-                          dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1))}
+                 **{p: (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=2),
+                        dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1))
+                    for p in ("tc41", "tc42")}}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",
@@ -348,7 +355,23 @@ CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17
                                             "tc24", "tc25", "tc26", "tc27", "tc28",
                                             "tc29", "tc30", "tc31", "tc32", "tc33",
                                             "tc34", "tc35", "tc36", "tc37", "tc38",
-                                            "tc39", "tc40", "tc41")}
+                                            "tc39", "tc40", "tc41", "tc42")}
+# plans whose chains run each head as two CTAs of four warps (64 value columns each) where
+# twice the heads of every sequence still fit one wave (`RESIDENT` CTAs), else as one CTA of
+# eight (`chain_consts`). Why: at T8192 H64 one CTA a head leaves 68 of 132 SMs idle, and
+# each chain ran at 2.34 TB/s (0.691 ms for 1.62 GB, session 39 d5, an H100) against 2.80
+# at H96, where 96 CTAs pull: a head's step is the CTA's latency, not HBM's bandwidth.
+SPLIT_HEADS = ("tc42",)
+
+
+def chain_consts(B, T_, H, lens=None, plan="f32") -> dict:
+    """The constants of plan `plan`'s two chain launches at this shape (`CHAIN`, the plan's
+    `CHAIN_CONSTS`, and WARPS=4 where `SPLIT_HEADS` splits a head in two)."""
+    out = dict(CHAIN, **CHAIN_CONSTS.get(plan, {}))
+    sequences = B if lens is None else len(lens)
+    if plan in SPLIT_HEADS and 2 * H * sequences <= RESIDENT:
+        out["WARPS"] = 4
+    return out
 
 
 class Step(NamedTuple):
@@ -382,8 +405,8 @@ def steps(B, T_, H, lens=None, forward=None, plan="f32") -> list:
     pc = PLAN_CONSTS.get(plan, {})
     fc = _forward_consts(H, forward)
     walk = dict(nfrag="nfrag", bt="bt", eg="eg")
-    chains = CH._grid(B, T_, H, lens, CHAIN["WARPS"])
-    chain = dict(CHAIN, **CHAIN_CONSTS.get(plan, {}))
+    chain = chain_consts(B, T_, H, lens, plan)
+    chains = CH._grid(B, T_, H, lens, chain["WARPS"])
     if plan in ONE_PREP:
         pieces_c, local_c = LAUNCH_CONSTS.get(plan, ({}, {}))
         img = dict(ptile="pimg") if plan in IMAGE else {}
