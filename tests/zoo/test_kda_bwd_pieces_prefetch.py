@@ -161,7 +161,8 @@ def test_next_adds_five_prefetches_before_the_last_product(nxt):
     assert len(at) == (5 if nxt else 0), at
     if nxt:
         assert all(lines[i].startswith("@") for i in at)
-        assert bars[-1] < min(at) and any(ln.startswith("ld.global.v4.b32") for ln in lines[max(at):])
+        assert bars[-1] < min(at)
+        assert any(ln.startswith("ld.global.v4.b32") for ln in lines[max(at):])
 
 
 def test_next_is_refused_with_bulk_copies():

@@ -310,15 +310,19 @@ def test_plan_tc36_is_tc35_with_p_stored_by_the_prep_and_loaded_by_piece_3():
             == 2 * 128 * 96 * 64 * 64 * 4)
 
 
-@pytest.mark.parametrize("plan, base, step, extra", [
-    ("tc37", "tc36", 5, dict(GRAW=1)),      # piece 3's g_raw rows prefetched for the scan
-    ("tc38", "tc37", 4, dict(NEXTAT=1)),    # the pieces' NEXT prefetches before dR
+@pytest.mark.parametrize("plan, base, step, extra, was", [
+    ("tc37", "tc36", 5, dict(GRAW=1), {}),      # piece 3's g_raw rows prefetched for the scan
+    ("tc38", "tc37", 4, dict(NEXTAT=1), {}),    # the pieces' NEXT prefetches before dR
+    ("tc40", "tc39", 5, dict(QKSTAGE=1), {}),   # piece 3 stages q's and k's rows too
+    ("tc41", "tc40", 4, dict(NEXTAT=2), dict(NEXTAT=1)),   # the pieces' NEXT split dR / dke
 ])
-def test_plans_tc37_and_tc38_add_one_hint_to_one_launch(plan, base, step, extra):
-    """Plans "tc37" and "tc38": their base with one launch's constants added (hints: the same
-    buffers and bytes)."""
+def test_plans_that_change_one_launchs_constants(plan, base, step, extra, was):
+    """Plans "tc37", "tc38", "tc40" and "tc41": their base with one launch's constants set
+    (`was`: what the base had there); the same buffers and declared work."""
     old, new = MOD.steps(1, 8192, 96, plan=base), MOD.steps(1, 8192, 96, plan=plan)
     for i, (a, b) in enumerate(zip(old, new)):
+        if i == step:
+            assert {n: a.consts[n] for n in was} == was
         assert b == (a._replace(consts=dict(a.consts, **extra)) if i == step else a), i
     assert MOD.scratch(plan) == MOD.scratch(base)
     for f in (MOD._flops, MOD._bytes):
@@ -395,27 +399,6 @@ def test_plan_tc39_is_tc38_with_the_scans_operands_staged():
     assert MOD.scratch("tc39") == MOD.scratch("tc38")
     for f in (MOD._flops, MOD._bytes):
         assert f(1, 8192, 96, plan="tc39") == f(1, 8192, 96, plan="tc38")
-
-
-def test_plan_tc40_is_tc39_with_q_and_k_staged_too():
-    old, new = MOD.steps(1, 8192, 96, plan="tc39"), MOD.steps(1, 8192, 96, plan="tc40")
-    for i, (a, b) in enumerate(zip(old, new)):
-        assert b == (a._replace(consts=dict(a.consts, QKSTAGE=1)) if i == 5 else a), i
-    assert MOD.scratch("tc40") == MOD.scratch("tc39")
-    for f in (MOD._flops, MOD._bytes):
-        assert f(1, 8192, 96, plan="tc40") == f(1, 8192, 96, plan="tc39")
-
-
-def test_plan_tc41_is_tc40_with_the_pieces_next_prefetches_split():
-    old, new = MOD.steps(1, 8192, 96, plan="tc40"), MOD.steps(1, 8192, 96, plan="tc41")
-    for i, (a, b) in enumerate(zip(old, new)):
-        if i == 4:
-            assert a.consts["NEXTAT"] == 1 and b == a._replace(consts=dict(a.consts, NEXTAT=2))
-        else:
-            assert b == a, i
-    assert MOD.scratch("tc41") == MOD.scratch("tc40")
-    for f in (MOD._flops, MOD._bytes):
-        assert f(1, 8192, 96, plan="tc41") == f(1, 8192, 96, plan="tc40")
 
 
 def test_plan_tc7s_launches_each_have_a_timing_suite_with_the_plans_constants():
