@@ -85,7 +85,7 @@ def test_plan_tc_swaps_pieces_2a_2c_and_3_alone():
                              r"'tc2', 'tc20', 'tc21', 'tc22', 'tc23', 'tc24', 'tc25', 'tc26', "
                              r"'tc27', 'tc28', 'tc29', 'tc3', 'tc30', 'tc31', 'tc32', 'tc33', "
                              r"'tc34', 'tc35', 'tc36', 'tc37', 'tc38', 'tc39', 'tc4', 'tc40', "
-                             r"'tc41', 'tc42', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
+                             r"'tc41', 'tc42', 'tc43', 'tc5', 'tc6', 'tc7', 'tc8', 'tc9'\]"):
         MOD.steps(1, 64, 1, plan="wgmma")
 
 
@@ -348,6 +348,21 @@ def test_plan_tc42_splits_a_heads_chain_where_the_doubled_grid_fits_one_wave():
     assert MOD.scratch("tc42") == MOD.scratch("tc41")
     for f in (MOD._flops, MOD._bytes):
         assert f(1, 8192, 64, plan="tc42") == f(1, 8192, 64, plan="tc41")
+
+
+def test_plan_tc43_is_tc42_with_tc39s_piece_3():
+    """Plan "tc43" keeps the two changes session 41 measured faster on tc39 (the pieces'
+    NEXTAT=2, the split chains) and drops the one it measured slower (piece 3's QKSTAGE=1):
+    tc42 launch for launch but piece 3, which is tc39's, at both head counts."""
+    for H in (64, 96):
+        tc39, tc42 = MOD.steps(1, 8192, H, plan="tc39"), MOD.steps(1, 8192, H, plan="tc42")
+        tc43 = MOD.steps(1, 8192, H, plan="tc43")
+        assert tc43[:5] == tc42[:5] and tc43[5:] == tc39[5:], H
+        assert tc43[5].consts.get("QKSTAGE", 0) == 0 and tc43[4].consts["NEXTAT"] == 2
+    assert MOD.steps(1, 8192, 64, plan="tc43")[2].grid == (2, 64, 1)
+    assert MOD.scratch("tc43") == MOD.scratch("tc42")
+    for f in (MOD._flops, MOD._bytes):
+        assert f(1, 8192, 96, plan="tc43") == f(1, 8192, 96, plan="tc39")
 
 
 def test_the_byte_floor():

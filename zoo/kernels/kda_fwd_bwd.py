@@ -127,6 +127,10 @@ products, for its row dots and dq_dk (kda_bwd_local_lg QKSTAGE=1): bit for bit t
 (kda_bwd_pieces_ld NEXTAT=2): bit for bit tc40. "tc42" is "tc41" whose chains run a head as two
 CTAs of four warps where the doubled grid fits one wave (T8192 H64: 128 CTAs, not 64; H96
 keeps 96 CTAs of eight: `SPLIT_HEADS`): bit for bit tc41 (the value columns are independent).
+Measured in one session (41, an H100, full clock): tc40 13.13 ms at H96 (its piece 3 3.26 against
+tc39's 3.14-3.18: the staging lost), tc41 13.15 (its pieces 2.94 against 2.99-3.03), and at H64
+tc42 9.07 against tc41's 9.18 (each chain 0.69 -> 0.63-0.64). "tc43" is "tc42" with tc39's piece 3
+(no QKSTAGE): the two changes that measured faster, on tc39.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
@@ -218,7 +222,8 @@ PLANS = {"f32": (PR.kda_bwd_chain_prep, PC.kda_bwd_chain_pieces, BL.kda_bwd_loca
          "tc39": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc40": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
          "tc41": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
-         "tc42": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
+         "tc42": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg),
+         "tc43": (P3.kda_bwd_prep3g, TC.kda_bwd_pieces_ld, LT.kda_bwd_local_lg)}
 # constants a plan adds to its prep (both walks) and pieces launches: "tc2" is "tc" with the
 # prep's P, M and T on tensor cores (kda_bwd_pieces_tc's PREP=2)
 PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
@@ -244,7 +249,7 @@ PLAN_CONSTS = {"tc2": dict(PREP=2), "tc3": dict(PREP=2), "tc4": dict(PREP=2),
                             NEXT=132),
                **{p: dict(PREP=2, STAGE=1, ROLL=2, GATE=1, VSTAGE=2, DECAY=3, PREFETCH=1,
                           NEXT=132, PSTORE=1)
-                  for p in ("tc36", "tc37", "tc38", "tc39", "tc40", "tc41", "tc42")}}
+                  for p in ("tc36", "tc37", "tc38", "tc39", "tc40", "tc41", "tc42", "tc43")}}
 
 
 def _from(first):
@@ -307,7 +312,7 @@ LOADED_P = _from(36)
 # stages q's and k's rows too, after its pair products (kda_bwd_local_lg QKSTAGE=1); "tc41"
 # is "tc40" whose pieces split their NEXT prefetches, half the tiles' lines before dR, the rest
 # and dO's rows before dke (kda_bwd_pieces_ld NEXTAT=2); "tc42" is "tc41" with `SPLIT_HEADS`'
-# chains
+# chains; "tc43" is "tc42" with tc39's piece 3 (QKSTAGE measured slower in session 41)
 LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                  "tc11": ({}, dict(ROLL=1)), "tc12": ({}, dict(ROLL=1)),
                  "tc13": (dict(FRAGS=1), dict(ROLL=1)), "tc14": (dict(FRAGS=1), dict(ROLL=1)),
@@ -347,7 +352,9 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                           dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1)),
                  **{p: (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=2),
                         dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1))
-                    for p in ("tc41", "tc42")}}
+                    for p in ("tc41", "tc42")},
+                 "tc43": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=2),
+                          dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1))}
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",
@@ -355,13 +362,13 @@ CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17
                                             "tc24", "tc25", "tc26", "tc27", "tc28",
                                             "tc29", "tc30", "tc31", "tc32", "tc33",
                                             "tc34", "tc35", "tc36", "tc37", "tc38",
-                                            "tc39", "tc40", "tc41", "tc42")}
+                                            "tc39", "tc40", "tc41", "tc42", "tc43")}
 # plans whose chains run each head as two CTAs of four warps (64 value columns each) where
 # twice the heads of every sequence still fit one wave (`RESIDENT` CTAs), else as one CTA of
 # eight (`chain_consts`). Why: at T8192 H64 one CTA a head leaves 68 of 132 SMs idle, and
 # each chain ran at 2.34 TB/s (0.691 ms for 1.62 GB, session 39 d5, an H100) against 2.80
 # at H96, where 96 CTAs pull: a head's step is the CTA's latency, not HBM's bandwidth.
-SPLIT_HEADS = ("tc42",)
+SPLIT_HEADS = ("tc42", "tc43")
 
 
 def chain_consts(B, T_, H, lens=None, plan="f32") -> dict:
