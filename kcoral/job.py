@@ -502,11 +502,26 @@ class Job(Model):
                 if t.options:
                     bad.add(f"tools[{i}].options", f"tool {t.name!r} takes no options")
             elif model is not UNCHECKED:
-                model._parse(t.options, f"tools[{i}].options", bad)
+                parsed = model._parse(t.options, f"tools[{i}].options", bad)
+                self._check_tool_baseline(getattr(parsed, "baseline", None), i, baselines,
+                                          names, bad, missing)
         if bad:
             raise JobError(bad + missing)
         if missing:
             raise JobError(missing, Refusal.NO_BOARD)
+
+    def _check_tool_baseline(self, name, i, baselines, names, bad, missing) -> None:
+        """A tool that runs one of the job's baselines (ncu's ``baseline`` option) names one
+        the job declares and the board has installed."""
+        if not name:
+            return
+        mine = [b.name for b in self.baselines]
+        if name not in mine:
+            bad.add(f"tools[{i}].options.baseline", f"{name!r} is not one of the job's "
+                                                    f"baselines {mine}")
+        elif name not in baselines:
+            missing.add(f"tools[{i}].options.baseline", f"unknown baseline {name!r}; "
+                                                        f"installed: {names}")
 
     # --- serialization ------------------------------------------------------------------------
     @property

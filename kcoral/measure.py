@@ -153,6 +153,16 @@ class Session:
                 missing[b.name] = e.message
         return out, missing
 
+    def baseline_launcher(self, name: str):
+        """The launcher of the job's baseline `name` with the job's args for it (what a
+        profiler runs in place of the candidate: ``kcoral.runjob --baseline``); `JobFailure`
+        ``validation.baseline`` when the job names no such baseline."""
+        for b in self.job.baselines:
+            if b.name == name:
+                return self._baseline(b.name, b.args)
+        raise JobFailure("validation.baseline", f"baseline {name!r} is not one of the job's "
+                         f"baselines {[b.name for b in self.job.baselines]}")
+
     def _baseline(self, name: str, args: dict, out_override: "dict | None" = None):
         try:
             bl = self.baselines.get(name)

@@ -1,10 +1,15 @@
-"""``python -m kcoral.runjob JOB.json [--out DIR] [--blobs DIR] [--iterations N] [--check]``
+"""``python -m kcoral.runjob JOB.json [--out DIR] [--blobs DIR] [--iterations N] [--check]
+[--baseline NAME]``
 
 Runs one declarative job's launches on the local GPU without a daemon: the target process for
 ``ncu`` and ``compute-sanitizer`` (tools in `kcoral.tools` start it). It loads the module,
 fills the buffers from the timing seed, runs the launches `--iterations` times, synchronizes,
 and writes ``result.json`` (and with ``--save-outputs`` each output buffer as ``NAME.npy``) under
 ``--out``. ``--check`` runs the job's correctness runs instead and fails (exit 1) on a mismatch.
+``--baseline NAME`` runs the job's baseline NAME instead of the kernel: once to warm it up
+(torch.compile compiles, cuBLAS chooses and loads its kernel), then `--iterations` times inside
+the device's profiler range (`kcoral.boards.Device.profiler_range`), so that ``ncu
+--profile-from-start off`` sees the baseline's own launches and nothing else.
 Blobs are read from ``--blobs`` or the ``_blob_root`` the job was written with.
 
 Exit status: 0 ok, 1 correctness mismatch, 2 usage/validation error, 3 device fault.
@@ -35,6 +40,8 @@ def main(argv=None) -> int:
     ap.add_argument("--blobs", default=None, help="blob store directory")
     ap.add_argument("--iterations", type=int, default=1)
     ap.add_argument("--check", action="store_true", help="run the correctness runs")
+    ap.add_argument("--baseline", default=None,
+                    help="run this baseline of the job (in a profiler range) instead of the kernel")
     ap.add_argument("--save-outputs", action="store_true")
     ap.add_argument("--board-type", default="cuda", help="cuda (default) or fake")
     ap.add_argument("--device", type=int, default=0)
@@ -71,6 +78,17 @@ def main(argv=None) -> int:
         s.setup()
         if a.check:
             result["correctness"] = s.correctness("before") + s.correctness("after")
+        elif a.baseline:
+            run = s.baseline_launcher(a.baseline)
+            s.fill_inputs(job.timing.seed)
+            run()  # the warm-up call, outside the range
+            dev.sync()
+            dev.profiler_range(True)
+            for _ in range(a.iterations):
+                run()
+            dev.sync()
+            dev.profiler_range(False)
+            result["baseline"] = a.baseline
         else:
             s.fill_inputs(job.timing.seed)
             for _ in range(a.iterations):

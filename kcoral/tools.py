@@ -41,14 +41,16 @@ from .schema import Model
 
 
 def runjob_command(job_json, out_dir, board, save_outputs: bool = False,
-                   iterations: int = 1) -> list:
+                   iterations: int = 1, baseline: "str | None" = None) -> list:
     """The argv of ``python -m kcoral.runjob`` on `board` (a `kcoral.boards.BoardSpec`): the
     job file and the output directory are the tool's, under its workdir; the board type and
-    device ordinal are the board's."""
+    device ordinal are the board's; `baseline` (a name the job's schema validated, one of the
+    job's baselines) runs that baseline instead of the kernel."""
     cmd = [sys.executable, "-m", "kcoral.runjob", str(job_json), "--out", str(out_dir),
            "--board-type", board.type, "--device", str(int(board.options.get("ordinal", 0))),
            "--iterations", str(int(iterations))]
-    return cmd + (["--save-outputs"] if save_outputs else [])
+    return cmd + (["--save-outputs"] if save_outputs else []) + \
+        (["--baseline", baseline] if baseline else [])
 
 
 def inside(workdir: pathlib.Path, path) -> pathlib.Path:

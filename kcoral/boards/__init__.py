@@ -127,6 +127,13 @@ class Device:
         """The device-side handle of a buffer (a pointer for cuda; an array for fake)."""
         raise NotImplementedError
 
+    def profiler_range(self, on: bool) -> None:
+        """Open (`on`) or close the capture range of a profiler attached to this process.
+        Why: a baseline's call is not one known kernel (torch.compile's first call compiles,
+        cuBLAS picks its kernel at run time), so ncu profiles the launches between the two
+        (``--profile-from-start off``) instead of naming a kernel. A board without a profiler
+        API ignores it."""
+
     def free_all(self) -> None:
         pass
 

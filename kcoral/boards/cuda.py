@@ -400,6 +400,12 @@ class CudaDevice(Device):
     def sync(self):
         self._check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize", "runtime")
 
+    def profiler_range(self, on: bool) -> None:
+        """``cuProfilerStart`` / ``cuProfilerStop``: the range ncu captures under
+        ``--profile-from-start off`` (`Device.profiler_range`)."""
+        call = "cuProfilerStart" if on else "cuProfilerStop"
+        self._check(getattr(self.cu, call)(), call, "runtime")
+
     def _event_pairs(self, n):
         cu = self.cu
         while len(self._events) < n:

@@ -100,3 +100,15 @@ def test_an_unknown_flush_is_refused_before_anything_is_enqueued():
     with pytest.raises(ValueError, match="'evict' is not one of"):
         dev.timed_split([_launch(dev, "a")], "evict")
     assert dev.cu.log == []
+
+
+def test_the_profiler_range_is_cuProfilerStart_and_Stop():
+    """`profiler_range` brackets what ncu ``--profile-from-start off`` captures (a baseline's
+    call under ``ncu --baseline``): cuProfilerStart, then cuProfilerStop."""
+    dev = _board()
+    dev.cu.cuProfilerStart = lambda: dev.cu.tick("start") or (0,)
+    dev.cu.cuProfilerStop = lambda: dev.cu.tick("stop") or (0,)
+    dev.profiler_range(True)
+    _launch(dev, "baseline")()
+    dev.profiler_range(False)
+    assert dev.cu.log == ["start", ("launch", "baseline"), "stop"]

@@ -172,3 +172,49 @@ def test_runjob_without_a_daemon(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kcoral.runjob", str(tmp_path / "nope.json")],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "nope.json" in r.stderr
+
+
+def test_runjob_runs_a_baseline_inside_the_profiler_range(tmp_path, monkeypatch):
+    """``runjob --baseline fake.add``: the baseline runs (it writes out), once before the
+    profiler range and `--iterations` times inside it, and the kernel never; a name the job
+    does not declare exits 2, naming the ones it does."""
+    from kcoral import runjob
+    from kcoral.blobs import BlobStore
+    from kcoral.boards import fake
+    from kcoral.job import Job
+
+    store = BlobStore(tmp_path / "blobs")
+    put = type("Put", (), {"put_blob": lambda self, d: store.put(d),
+                           "put_array": lambda self, a: store.put_array(a)})()
+    job = Job.from_json(fake_job(put, uploaded=False,
+                                 baselines=[{"name": "fake.add",
+                                             "args": {"a": "a", "b": "b", "out": "out"}}]))
+    job.blob_root = str(store.root)
+    job.write_json(tmp_path / "job.json")
+    events = []
+    monkeypatch.setattr(fake.FakeDevice, "profiler_range",
+                        lambda self, on: events.append("on" if on else "off"))
+    prepare = fake.FakeBaseline.prepare
+
+    def counted(self, device, doc, args):
+        run = prepare(self, device, doc, args)
+
+        def call():
+            events.append("call")
+            run()
+        return call
+    monkeypatch.setattr(fake.FakeBaseline, "prepare", counted)
+    monkeypatch.setattr(fake.FakeDevice, "launcher", lambda self, ln, doc: lambda: events.append(
+        "kernel"))
+    argv = [str(tmp_path / "job.json"), "--board-type", "fake", "--out", str(tmp_path / "o"),
+            "--save-outputs", "--iterations", "2"]
+    assert runjob.main(argv + ["--baseline", "fake.add"]) == 0
+    assert events == ["call", "on", "call", "call", "off"]
+    out = np.load(tmp_path / "o" / "out.npy")   # poisoned (NaN) by the fill, then written
+    assert out.shape == (1000,) and np.isfinite(out).all()
+    assert json.loads((tmp_path / "o" / "result.json").read_text())["baseline"] == "fake.add"
+    assert runjob.main(argv + ["--baseline", "torch.matmul"]) == 2
+    res = json.loads((tmp_path / "o" / "result.json").read_text())
+    assert res["error"]["type"] == "validation.baseline"
+    assert "'torch.matmul' is not one of the job's baselines ['fake.add']" in \
+        res["error"]["message"]

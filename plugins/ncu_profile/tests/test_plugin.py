@@ -119,3 +119,33 @@ def test_refused_job_is_an_error_report(monkeypatch, tmp_path, vadd_item):
     rep = plugin.tirxh_profile_item(item=item, compiled=ck, config=_config(["--ncu"]),
                                     request={"out": tmp_path})
     assert rep.verdict == "error" and "no board for target" in rep.text
+
+
+def test_profile_item_ncu_baseline(monkeypatch, tmp_path, vadd_item, read):
+    """``--ncu-baseline NAME`` asks the ncu tool to profile the item's baseline NAME; a name the
+    item does not declare is an error report naming the ones it does, and nothing is sent."""
+    from kcoral.job import BaselineRequest
+    from tirxh_ncu_profile.tools import summarize_baseline
+    item, ck = vadd_item
+    build = plugin.build_job
+
+    def with_baselines(*a, **k):
+        job = build(*a, **k)
+        job.baselines = [BaselineRequest(name="torch.add", args={"a": "a", "b": "b",
+                                                                  "out": "c"})]
+        return job
+    monkeypatch.setattr(plugin, "build_job", with_baselines)
+    client = FakeClient({"ncu": {"status": "ok", "artifacts": {}, "summary": summarize_baseline(
+        read("ncu_vadd_basic_details.csv"), "torch.add")}})
+    monkeypatch.setattr(plugin, "client_for", lambda config: client)
+    rep = plugin.tirxh_profile_item(item=item, compiled=ck, request={"out": tmp_path},
+                                    config=_config(["--ncu", "--ncu-baseline", "torch.mm"]))
+    assert rep.verdict == "error" and not client.docs
+    assert "--ncu-baseline 'torch.mm': item" in rep.text and "['torch.add']" in rep.text
+    assert plugin.request_from_config(_config(["--ncu", "--ncu-baseline", "torch.add"]))[
+        "ncu"] == {"set": "basic", "metrics": [], "baseline": "torch.add"}
+    rep = plugin.tirxh_profile_item(item=item, compiled=ck, request={"out": tmp_path},
+                                    config=_config(["--ncu", "--ncu-baseline", "torch.add"]))
+    assert client.docs[0]["tools"][0]["options"]["baseline"] == "torch.add"
+    assert rep.verdict is None and rep.summary["kernels"][0]["kernel"] == "vadd"
+    assert rep.text.startswith("ncu profile of baseline torch.add: 1 launch(es)")

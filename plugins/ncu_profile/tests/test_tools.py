@@ -84,7 +84,9 @@ def test_board_without_ncu_answers_clearly(monkeypatch, tmp_path):
     assert "compute-sanitizer not found" in tools.SanitizerTool().available(board)
 
 
-def test_ncu_tool_run_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, job):
+def _fake_ncu(monkeypatch, tmp_path, details, source):
+    """KCORAL_NCU: a stand-in ncu that logs its argv to calls.txt, writes a report for ``-o``
+    and prints `details` / `source` for the two exports; returns the work dir and the log."""
     log = tmp_path / "calls.txt"
     ncu = _fake(tmp_path, "ncu", f"""
         import sys, pathlib
@@ -93,13 +95,19 @@ def test_ncu_tool_run_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, job):
         if "-o" in args:
             pathlib.Path(args[args.index("-o") + 1] + ".ncu-rep").write_bytes(b"NVRP fake")
         elif "details" in args:
-            sys.stdout.write(open({str(fixtures / 'ncu_vadd_basic_details.csv')!r}).read())
+            sys.stdout.write(open({str(details)!r}).read())
         elif "source" in args:
-            sys.stdout.write(open({str(fixtures / 'ncu_vadd_source_sass.csv')!r}).read())
+            sys.stdout.write(open({str(source)!r}).read())
     """)
     monkeypatch.setenv("KCORAL_NCU", ncu)
     work = tmp_path / "work"
     work.mkdir()
+    return work, log
+
+
+def test_ncu_tool_run_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, job):
+    work, log = _fake_ncu(monkeypatch, tmp_path, fixtures / "ncu_vadd_basic_details.csv",
+                          fixtures / "ncu_vadd_source_sass.csv")
     res = tools.NcuTool().run(job, work, BOARD)
     calls = log.read_text().splitlines()
     assert "--set full" in calls[0] and "kcoral.runjob" in calls[0]
@@ -168,3 +176,82 @@ def test_loads_into_kcorals_plugin_manager():
     from kcoral.plugins import build
     regs = build(extra_plugins=["tirxh_ncu_profile.tools"], autoload=False)
     assert {"ncu", "compute-sanitizer"} <= set(regs.tools.names())
+
+
+# -- a baseline profiled in place of the kernel ----------------------------------------------------
+
+BASELINE_JOB = dict(JOB, baselines=[{"name": "torch.matmul", "args": {"M": 64, "N": 64, "K": 64}},
+                                    {"name": "torch.add", "args": {}, "optional": True}],
+                    tools=[{"name": "ncu", "options": {"baseline": "torch.matmul"}}])
+
+
+def test_ncu_baseline_command_line(tmp_path):
+    cmd = tools.ncu_baseline_command("ncu", tmp_path / "rep", ["python", "-m", "x"], "basic")
+    assert "--kernel-name" not in cmd
+    i = cmd.index("--profile-from-start")
+    assert cmd[i:i + 4] == ["--profile-from-start", "off", "--launch-count",
+                            str(tools.BASELINE_LAUNCHES)]
+    assert cmd[-3:] == ["python", "-m", "x"] and "--clock-control" in cmd
+
+
+def test_profiling_job_keeps_only_the_profiled_baseline():
+    d = tools.profiling_job(BASELINE_JOB, "torch.add")
+    assert d["baselines"] == [{"name": "torch.add", "args": {}, "optional": False}]
+    assert tools.profiling_job(BASELINE_JOB)["baselines"] == []
+    with pytest.raises(tools.ToolError, match=r"'torch.mm' is not one of the job's baselines "
+                                              r"\['torch.matmul', 'torch.add'\]"):
+        tools.profiling_job(BASELINE_JOB, "torch.mm")
+
+
+def test_a_baseline_name_is_validated_where_the_job_is_accepted():
+    """The daemon refuses (before queueing) an ncu baseline the job does not declare, one not
+    installed on the board, and a name that is not a plugin name."""
+    job = kcoral_job.Job.from_json(BASELINE_JOB)
+    tool_names = {"ncu": tools.NcuTool()}
+
+    class Reg(dict):  # a registry: names(), in, get
+        def names(self):
+            return sorted(self)
+    job.validate_plugins(Reg({"torch.matmul": 1}), Reg(tool_names), timed=False)
+    with pytest.raises(JobError) as ei:   # installed here, but the job does not declare it
+        kcoral_job.Job.from_json(dict(BASELINE_JOB, tools=[
+            {"name": "ncu", "options": {"baseline": "fake.add"}}])).validate_plugins(
+                Reg({"torch.matmul": 1, "fake.add": 1}), Reg(tool_names), timed=False)
+    assert "tools[0].options.baseline" in str(ei.value)
+    assert "'fake.add' is not one of the job's baselines ['torch.matmul', 'torch.add']" \
+        in str(ei.value)
+    with pytest.raises(JobError, match=r"unknown baseline 'torch.matmul'; installed: "
+                                       r"\['fake.add'\]"):
+        job.validate_plugins(Reg({"fake.add": 1}), Reg(tool_names), timed=False)
+    with pytest.raises(JobError, match="not a valid baseline name"):   # never a path
+        kcoral_job.Job.from_json(dict(BASELINE_JOB, tools=[
+            {"name": "ncu", "options": {"baseline": "../x"}}])).validate_plugins(
+                Reg({"torch.matmul": 1}), Reg(tool_names), timed=False)
+
+
+def _two_launches(read) -> str:
+    """A details export of two launches: the vadd fixture's, then the gemm fixture's as ID 1."""
+    gemm = read("ncu_gemm_full_details.csv").splitlines()
+    return read("ncu_vadd_basic_details.csv").rstrip("\n") + "\n" + "\n".join(
+        '"1"' + line[3:] for line in gemm[1:] if line.startswith('"0"')) + "\n"
+
+
+def test_ncu_tool_profiles_a_baseline_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, read):
+    (tmp_path / "two.csv").write_text(_two_launches(read))
+    work, log = _fake_ncu(monkeypatch, tmp_path, tmp_path / "two.csv",
+                          fixtures / "ncu_vadd_source_sass.csv")
+    res = tools.NcuTool().run(kcoral_job.Job.from_json(BASELINE_JOB), work, BOARD)
+    call = log.read_text().splitlines()[0]
+    assert "--profile-from-start off" in call and "--kernel-name" not in call
+    assert call.endswith("--baseline torch.matmul")
+    s = res.summary
+    assert s["baseline"] == "torch.matmul" and s["launches_in_report"] == 2
+    assert [k["kernel"] for k in s["kernels"]] == ["vadd", "gemm_wgmma"]
+    assert s["duration_ns"] == pytest.approx(sum(k["duration_ns"] for k in s["kernels"]))
+    assert "hotspots" not in s and all("hotspots" not in k for k in s["kernels"])
+    trimmed = json.loads((work / "job.json").read_text())
+    assert [b["name"] for b in trimmed["baselines"]] == ["torch.matmul"]
+    from tirxh_ncu_profile.report import format_baseline
+    text = format_baseline(s)
+    assert text.startswith("ncu profile of baseline torch.matmul: 2 launch(es)")
+    assert "[1] gemm_wgmma" in text and "grid (132, 1, 1), block (384, 1, 1)" in text

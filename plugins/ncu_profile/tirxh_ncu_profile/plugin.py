@@ -18,7 +18,7 @@ from kcoral.job import ToolRequest
 from tirxh.api import AnalyzerResult, Finding, build_job, client_for, hookimpl, worst
 
 from .ncu_csv import HotSpot
-from .report import format_ncu
+from .report import format_baseline, format_ncu
 from .sanitizer import TOOLS
 from .source_map import line_table, map_hotspots
 from .tools import SETS, NcuOptions, SanitizerOptions
@@ -59,6 +59,9 @@ def tirxh_addoption(parser):
                      help="profile --ncu: the ncu section set (default basic)")
     parser.addoption("--ncu-metrics", dest="ncu_metrics", default=None,
                      metavar="M1,M2", help="profile --ncu: extra raw ncu metrics")
+    parser.addoption("--ncu-baseline", dest="ncu_baseline", default=None, metavar="NAME",
+                     help="profile --ncu: profile the item's baseline NAME (e.g. torch.matmul: "
+                          "its kernels, launch configuration and counters) instead of the item")
     parser.addoption("--sanitizer", default=None, choices=TOOLS,
                      help="profile: run the item under compute-sanitizer with this tool")
 
@@ -66,8 +69,10 @@ def tirxh_addoption(parser):
 def request_from_config(config) -> dict:
     """The ncu/sanitizer part of a profile request from parsed options (for the CLI)."""
     metrics = config.getoption("ncu_metrics")
-    return {"ncu": {"set": config.getoption("ncu_set") or "basic",
-                    "metrics": [m for m in (metrics or "").split(",") if m]}
+    baseline = config.getoption("ncu_baseline")
+    return {"ncu": dict({"set": config.getoption("ncu_set") or "basic",
+                         "metrics": [m for m in (metrics or "").split(",") if m]},
+                        **({"baseline": baseline} if baseline else {}))
             if config.getoption("ncu") else None,
             "sanitizer": config.getoption("sanitizer")}
 
@@ -88,6 +93,11 @@ def tirxh_profile_item(item, compiled, config, request):
         if req.get("sanitizer"):
             tools.append({"name": "compute-sanitizer", "options": SanitizerOptions.parse(
                 {"tool": req["sanitizer"]}, "--sanitizer").to_doc()})
+        want = (req.get("ncu") or {}).get("baseline")
+        mine = [b.name for b in job.baselines]
+        if want and want not in mine:
+            raise ValueError(f"--ncu-baseline {want!r}: item {item.name} declares the "
+                             f"baselines {mine}")
     except ValueError as e:  # kcoral.errors.JobError, naming the option
         return ProfileReport(item.name, "ncu" if req.get("ncu") else "compute-sanitizer",
                              "error", {"reason": str(e)}, f"profile: {e}")
@@ -138,7 +148,8 @@ def _report(item, compiled, tool, got, result, client, out: pathlib.Path) -> Pro
             s["hotspot_coverage"] = cov
         (out / "ncu_summary.json").write_text(json.dumps(s, indent=1))
         arts["ncu_summary.json"] = out / "ncu_summary.json"
-        return ProfileReport(item.name, name, None, s, format_ncu(s), arts)
+        text = format_baseline(s) if "kernels" in s else format_ncu(s)
+        return ProfileReport(item.name, name, None, s, text, arts)
     findings = [Finding.from_json(f) for f in got.get("findings") or []]
     verdict = got.get("verdict") or worst(*(f.severity for f in findings))
     analysis = AnalyzerResult(f"sanitizer.{s.get('tool', '?')}", verdict, findings,

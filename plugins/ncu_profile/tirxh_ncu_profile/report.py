@@ -69,3 +69,37 @@ def format_ncu(s: dict, top: int = 5) -> str:
     if s.get("missing"):
         out.append(f"  not in this report: {', '.join(s['missing'])}")
     return "\n".join(out)
+
+
+def _cluster(metrics: dict) -> str:
+    """The cluster shape from the details page's launch statistics, when ncu exported one."""
+    rows = {k.split("/", 1)[-1]: v for k, v in (metrics or {}).items()
+            if k.startswith("Launch Statistics/Cluster")}
+    size = rows.get("Cluster Size")
+    return f", cluster {size[1]}" if size and size[1] not in (None, "", 0, "0") else ""
+
+
+def format_baseline(s: dict, top: int = 3) -> str:
+    """`s`: a summary dict from `tools.summarize_baseline`: one block per captured launch."""
+    ks = s.get("kernels") or []
+    out = [f"ncu profile of baseline {s.get('baseline', '?')}: {len(ks)} launch(es), "
+           f"{_fmt(s.get('duration_ns'), 'ns')} in all"]
+    for i, k in enumerate(ks):
+        smem = (k.get("static_smem_bytes") or 0) + (k.get("dynamic_smem_bytes") or 0)
+        out.append(f"  [{i}] {k.get('kernel', '?')}")
+        out.append(f"      grid {k.get('grid') or '?'}, block {k.get('block') or '?'}"
+                   f"{_cluster(k.get('metrics'))}, {_fmt(k.get('registers_per_thread'), '')} "
+                   f"registers, {_fmt(smem, 'bytes')} shared, waves "
+                   f"{_fmt(k.get('waves_per_sm'), '')}")
+        out.append(f"      {_fmt(k.get('duration_ns'), 'ns')}, SM "
+                   f"{_fmt(k.get('sm_throughput_pct'), 'pct')}, DRAM "
+                   f"{_fmt(k.get('dram_throughput_pct'), 'pct')}, L2 hit "
+                   f"{_fmt(k.get('l2_hit_pct'), 'pct')}, occupancy "
+                   f"{_fmt(k.get('achieved_occupancy_pct'), 'pct')} of "
+                   f"{_fmt(k.get('theoretical_occupancy_pct'), 'pct')}")
+        if k.get("stalls"):
+            out.append("      stalls: " + ", ".join(f"{st['reason']} {st['ratio']:.2f}"
+                                                     for st in k["stalls"][:top]))
+    if s.get("missing"):
+        out.append(f"  not in this report: {', '.join(s['missing'])}")
+    return "\n".join(out)

@@ -14,6 +14,15 @@ ncu::
     ncu --clock-control none --set basic|full [--section SourceCounters --section WarpStateStats]
         --metrics <RAW_METRICS + user's> --import-source yes
         --kernel-name <entry> --launch-count 1 -o rep -f python -m kcoral.runjob JOB.json ...
+
+ncu of one of the job's baselines (option ``baseline``: what the kernel is compared with,
+profiled the same way, so that "why is cuBLAS faster here" has counters and a launch
+configuration to answer with): the job keeps that baseline, ``runjob --baseline NAME`` calls it
+once to warm it up and then inside the CUDA profiler range, and ncu captures that range's
+launches, at most `BASELINE_LAUNCHES` of them, whatever their kernels are called::
+
+    ncu --clock-control none --set basic|full [...] --metrics <...> --profile-from-start off
+        --launch-count 16 -o rep -f python -m kcoral.runjob JOB.json ... --baseline NAME
     ncu --import rep.ncu-rep --csv --page details --print-units base
     ncu --import rep.ncu-rep --csv --page source --print-source sass
 
@@ -33,7 +42,7 @@ import subprocess
 from dataclasses import dataclass
 
 from kcoral.job import Job
-from kcoral.schema import Int, ListOf, Model, Str, spec
+from kcoral.schema import PLUGIN, Int, ListOf, Model, Optional, Str, spec
 from kcoral.tools import Tool, ToolResult, runjob_command
 
 from . import ncu_csv, sanitizer
@@ -49,6 +58,9 @@ METRIC = r"[A-Za-z][A-Za-z0-9_.:]{0,127}"
 # the per-reason stall breakdown; --set full includes both already.
 SAMPLING_SECTIONS = ("SourceCounters", "WarpStateStats")
 RUN_TIMEOUT_S = 900
+# the most launches ncu captures of a baseline's call: torch.matmul is one kernel, a compiled
+# norm one or two; the bound keeps a baseline that launches in a loop from profiling for minutes
+BASELINE_LAUNCHES = 16
 _SEARCH = ("/opt/nvidia/nsight-compute",)
 
 
@@ -85,12 +97,18 @@ def _board_gpu_reason(board) -> "str | None":
     return None
 
 
-def profiling_job(doc: dict) -> dict:
-    """A copy of job `doc` that launches the kernel once: first correctness run, no timing."""
+def profiling_job(doc: dict, baseline: "str | None" = None) -> dict:
+    """A copy of job `doc` that launches the kernel once: first correctness run, no timing, no
+    baselines but `baseline` (the one a baseline profile runs; ToolError if the job has none
+    of that name)."""
     d = copy.deepcopy(doc)
     d.setdefault("timing", {})["enabled"] = False
     d["runs"] = d.get("runs", [])[:1]
-    d["baselines"] = []
+    keep = [b for b in d.get("baselines", []) if baseline and b.get("name") == baseline]
+    if baseline and not keep:
+        raise ToolError(f"ncu options: baseline {baseline!r} is not one of the job's baselines "
+                        f"{[b.get('name') for b in d.get('baselines', [])]}")
+    d["baselines"] = [dict(b, optional=False) for b in keep]
     d["tools"] = []
     return d
 
@@ -103,6 +121,9 @@ class NcuOptions(Model):
     set: str = spec(Str(choices=SETS), "basic")
     metrics: list = spec(ListOf(Str(METRIC, what="ncu metric name"), 64), [])
     launch: int = spec(Int(0, 63), 0)
+    # profile this baseline of the job (its launches, whatever kernels they are) instead of the
+    # candidate's launch; the daemon checks that the job names it (`Job.validate_plugins`)
+    baseline: "str | None" = spec(Optional(Str(PLUGIN, what="baseline name")), None)
 
 
 @dataclass
@@ -114,8 +135,9 @@ class SanitizerOptions(Model):
     print_limit: int = spec(Int(1, 10000), 100)
 
 
-def _write_job(job, workdir: pathlib.Path) -> "tuple[pathlib.Path, pathlib.Path]":
-    trimmed = Job.from_json(profiling_job(job.doc))
+def _write_job(job, workdir: pathlib.Path,
+               baseline: "str | None" = None) -> "tuple[pathlib.Path, pathlib.Path]":
+    trimmed = Job.from_json(profiling_job(job.doc, baseline))
     trimmed.blob_root = getattr(job, "blob_root", None)  # runjob reads the blobs from there
     path, out = workdir / "job.json", workdir / "runjob_out"
     out.mkdir(parents=True, exist_ok=True)
@@ -146,6 +168,16 @@ def ncu_profile_command(ncu: str, report: pathlib.Path, entry: str, target: list
             "--launch-count", "1", "-o", str(report), "-f", *target]
 
 
+def ncu_baseline_command(ncu: str, report: pathlib.Path, target: list,
+                         section_set: str = "basic", metrics=()) -> list:
+    """`ncu_profile_command` for a baseline's call: the launches inside the profiler range
+    (``--profile-from-start off``), up to `BASELINE_LAUNCHES`, instead of one named kernel."""
+    cmd = ncu_profile_command(ncu, report, "", target, section_set, metrics)
+    i = cmd.index("--kernel-name")
+    cmd[i:i + 4] = ["--profile-from-start", "off", "--launch-count", str(BASELINE_LAUNCHES)]
+    return cmd
+
+
 def ncu_export_commands(ncu: str, rep: pathlib.Path) -> dict:
     return {"details": [ncu, "--import", str(rep), "--csv", "--page", "details",
                         "--print-units", "base"],
@@ -174,16 +206,18 @@ class NcuTool(Tool):
         if ncu is None:
             raise ToolError(self.available(board) or "ncu not found")
         opts = job.tool_options(self.name, NcuOptions)
-        entry = _launch(job, opts.launch).entry
-        job_json, out = _write_job(job, workdir)
+        entry = "" if opts.baseline else _launch(job, opts.launch).entry
+        job_json, out = _write_job(job, workdir, opts.baseline)
         rep = workdir / "profile"
-        cmd = ncu_profile_command(ncu, rep, entry, runjob_command(job_json, out, board),
-                                  opts.set, opts.metrics)
+        target = runjob_command(job_json, out, board, baseline=opts.baseline)
+        cmd = ncu_baseline_command(ncu, rep, target, opts.set, opts.metrics) if opts.baseline \
+            else ncu_profile_command(ncu, rep, entry, target, opts.set, opts.metrics)
         p = _run(cmd, "ncu")
         (workdir / "ncu_profile.log").write_text(p.stdout + p.stderr)
         rep_file = workdir / "profile.ncu-rep"
+        what = f"baseline {opts.baseline!r}" if opts.baseline else repr(entry)
         if not rep_file.exists():  # no report at all (a non-zero exit alone may be the job's)
-            raise ToolError(f"ncu failed (exit {p.returncode}) profiling {entry!r}; last "
+            raise ToolError(f"ncu failed (exit {p.returncode}) profiling {what}; last "
                             f"output:\n{(p.stdout + p.stderr)[-3000:]}")
         arts = {"profile.ncu-rep": rep_file, "ncu_profile.log": workdir / "ncu_profile.log"}
         texts = {}
@@ -196,7 +230,8 @@ class NcuTool(Tool):
                 texts[page] = q.stdout
         if "details" not in texts:
             raise ToolError(f"ncu could not export the details page of {rep_file}")
-        summary = summarize_exports(texts["details"], texts.get("source"), entry=entry)
+        summary = summarize_baseline(texts["details"], opts.baseline) if opts.baseline \
+            else summarize_exports(texts["details"], texts.get("source"), entry=entry)
         summary["exit_code"] = p.returncode
         (workdir / "ncu_summary.json").write_text(json.dumps(summary, indent=1))
         arts["ncu_summary.json"] = workdir / "ncu_summary.json"
@@ -227,6 +262,26 @@ def summarize_exports(details: str, source: "str | None" = None, entry: str = ""
         out["missing"].append("hotspots")
         out["hotspots_note"] = "not sampled: ncu could not export the source page"
     return out
+
+
+def summarize_baseline(details: str, baseline: str) -> dict:
+    """The JSON summary of a baseline's profiled call: every launch the range captured, in
+    order, each with the facts of `summarize_exports` but hot spots (a library's kernel has no
+    source here); ToolError when the range captured none (the baseline launched nothing on the
+    GPU, or not on this process's context)."""
+    launches = ncu_csv.parse_details(details)
+    if not launches:
+        raise ToolError(f"ncu captured no launch of baseline {baseline!r}")
+    kernels = []
+    for s in launches:
+        d = s.to_json()
+        for k in ("hotspots", "stalls"):
+            d.pop(k, None)
+        d["stalls"] = [{"reason": r, "ratio": v} for r, v in s.stalls[:5]]
+        kernels.append(d)
+    return {"baseline": baseline, "kernels": kernels, "launches_in_report": len(launches),
+            "duration_ns": sum(k.get("duration_ns") or 0.0 for k in kernels),
+            "missing": sorted({m for k in kernels for m in k.get("missing", [])})}
 
 
 # -- compute-sanitizer ----------------------------------------------------------------------------
