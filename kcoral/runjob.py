@@ -46,6 +46,10 @@ def main(argv=None) -> int:
     ap.add_argument("--board-type", default="cuda", help="cuda (default) or fake")
     ap.add_argument("--device", type=int, default=0)
     a = ap.parse_args(argv)
+    if a.check and a.baseline:
+        print("kcoral.runjob: --check and --baseline: one or the other (the correctness runs "
+              "check the kernel, a baseline run profiles the baseline)", file=sys.stderr)
+        return 2
 
     try:
         doc = json.loads(pathlib.Path(a.job).read_text())

@@ -128,7 +128,6 @@ class FakeDevice(Device):
         self._last_round = 0.0
         self.busy_ms = 0.0  # modelled device time of every launch so far (`charge`)
         self.hot_launches = 0  # launches since the card was last cool (``throttle_after_launches``)
-        self.profiled: list = []  # the profiler ranges opened and closed, in order (True/False)
 
     def info(self) -> dict:
         return {"name": "fake numpy device", "kind": "fake", "driver": "none",
@@ -228,9 +227,6 @@ class FakeDevice(Device):
         timed function made, so a sample of several back-to-back launches costs their sum."""
         self.busy_ms += launch.time_ms * (FULL_MHZ / self._clock()) ** launch.clock_sensitivity
         self.hot_launches += 1
-
-    def profiler_range(self, on: bool) -> None:
-        self.profiled.append(bool(on))
 
     def sync(self):
         if self._pending_fault:

@@ -213,6 +213,7 @@ def test_runjob_runs_a_baseline_inside_the_profiler_range(tmp_path, monkeypatch)
     out = np.load(tmp_path / "o" / "out.npy")   # poisoned (NaN) by the fill, then written
     assert out.shape == (1000,) and np.isfinite(out).all()
     assert json.loads((tmp_path / "o" / "result.json").read_text())["baseline"] == "fake.add"
+    assert runjob.main(argv + ["--baseline", "fake.add", "--check"]) == 2
     assert runjob.main(argv + ["--baseline", "torch.matmul"]) == 2
     res = json.loads((tmp_path / "o" / "result.json").read_text())
     assert res["error"]["type"] == "validation.baseline"

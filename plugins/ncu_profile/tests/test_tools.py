@@ -255,3 +255,15 @@ def test_ncu_tool_profiles_a_baseline_with_a_fake_ncu(monkeypatch, tmp_path, fix
     text = format_baseline(s)
     assert text.startswith("ncu profile of baseline torch.matmul: 2 launch(es)")
     assert "[1] gemm_wgmma" in text and "grid (132, 1, 1), block (384, 1, 1)" in text
+
+
+def test_a_baselines_cluster_rows_are_shown_as_ncu_exports_them():
+    from tirxh_ncu_profile.report import format_baseline
+    k = {"kernel": "sm90_xmma_gemm_bf16", "grid": "(132, 1, 1)", "block": "(384, 1, 1)",
+         "metrics": {"Launch Statistics/Cluster Size": ["", "2"],
+                     "Launch Statistics/Cluster Scheduling Policy": ["", "Spread"],
+                     "Launch Statistics/Grid Size": ["", "132"]}}
+    text = format_baseline({"baseline": "torch.matmul", "kernels": [k], "duration_ns": 1.5e5})
+    assert "grid (132, 1, 1), block (384, 1, 1), cluster scheduling policy Spread, " \
+           "cluster size 2," in text
+    assert "cluster" not in format_baseline({"baseline": "b", "kernels": [dict(k, metrics={})]})

@@ -72,11 +72,13 @@ def format_ncu(s: dict, top: int = 5) -> str:
 
 
 def _cluster(metrics: dict) -> str:
-    """The cluster shape from the details page's launch statistics, when ncu exported one."""
-    rows = {k.split("/", 1)[-1]: v for k, v in (metrics or {}).items()
-            if k.startswith("Launch Statistics/Cluster")}
-    size = rows.get("Cluster Size")
-    return f", cluster {size[1]}" if size and size[1] not in (None, "", 0, "0") else ""
+    """The cluster rows of the details page's launch statistics (those whose name starts with
+    "Cluster": the size, the scheduling policy), as ncu exported them; "" when it exported
+    none (a kernel launched without clusters, or an ncu that does not report them)."""
+    rows = [(k.split("/", 1)[1], v) for k, v in sorted((metrics or {}).items())
+            if k.startswith("Launch Statistics/Cluster")]
+    return "".join(f", {name.lower()} {val[1]}" for name, val in rows
+                   if val and val[1] not in (None, ""))
 
 
 def format_baseline(s: dict, top: int = 3) -> str:
