@@ -369,8 +369,11 @@ print('%-20s regs %3d  spills %d/%d  stack %d  dynamic smem %6d' % (k.name + ' '
 done
 # group fb: the plan's merged modules (ptxas, ~80 s each on one core) assembled meanwhile, the
 # small cases' (which H96 shares) and H64's, into the cache its jobs read
-# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc39,
-# the fastest measured: session 39 on an H100 at H96, tc39 0.978x tc38's time in one call (piece
+# FB_PLAN=tc: the plan with pieces 2a and 2c on tensor cores (kda_fwd_bwd.PLANS; default tc43,
+# the fastest measured: session 41 on an H100 at H64, tc43 0.986x tc39's time in one call (the
+# pieces' NEXT prefetches split between dR and dke, the chains' heads as two CTAs where they
+# fit one wave; at H96 its launches are tc39's but the pieces, 0.973-0.985x there); session 39
+# on an H100 at H96, tc39 0.978x tc38's time in one call (piece
 # 3's scan operands staged in shared memory; tc38 0.995x tc37's: the pieces' next-wave
 # prefetches before dR); session 38, tc37 0.970x tc32's time in one call (the
 # next wave's first-phase lines prefetched in the three backward launches, piece 3 loading the
@@ -380,7 +383,7 @@ done
 # session 34: tc19 0.959x tc16's, tc16 0.913x tc14's); several
 # plans ("tc14 tc19"): each shape times each plan in turn, one job each, after one FLA prewarm
 # (each job has FLA's forward + backward beside it: the plans' ratio is across jobs)
-read -r -a FB_PLANS <<<"${FB_PLAN:-tc39}"
+read -r -a FB_PLANS <<<"${FB_PLAN:-tc43}"
 FB=(python3 benchmarks/kda_fwd_bwd_bench.py --cache "$WORK/fbcache")   # the plans' client
 FBPRE_SMALL=; FBPRE_H64=
 case " $WANT " in *" fb "*)

@@ -120,7 +120,7 @@ ms** (**1.075x**; the pieces 3.05 -> 3.00). "tc39" is "tc38" whose piece 3 copie
 operands (g_raw's rows, dgs's and dt_bias's rows, A_log) into shared memory once `da` is done
 and its scan reads them there (kda_bwd_local_lg GSTAGE=1, GRAW=0): bit for bit tc38. Measured
 in one call (session 39, an H100, T8192 H96, full clock): **tc39 13.07 ms** (**1.090x**; 0.978x
-tc38's time; piece 3 3.45 -> 3.16); 9.10 ms at H64 (1.020x); tc39 is kda_bench.sh's default.
+tc38's time; piece 3 3.45 -> 3.16); 9.10 ms at H64 (1.020x).
 "tc40" is "tc39" whose piece 3 also copies q's and k's rows into shared memory after its pair
 products, for its row dots and dq_dk (kda_bwd_local_lg QKSTAGE=1): bit for bit tc39. "tc41" is
 "tc40" whose pieces issue half of their NEXT prefetches before dR and the rest before dke
@@ -130,7 +130,9 @@ keeps 96 CTAs of eight: `SPLIT_HEADS`): bit for bit tc41 (the value columns are 
 Measured in one session (41, an H100, full clock): tc40 13.13 ms at H96 (its piece 3 3.26 against
 tc39's 3.14-3.18: the staging lost), tc41 13.15 (its pieces 2.94 against 2.99-3.03), and at H64
 tc42 9.07 against tc41's 9.18 (each chain 0.69 -> 0.63-0.64). "tc43" is "tc42" with tc39's piece 3
-(no QKSTAGE): the two changes that measured faster, on tc39.
+(no QKSTAGE): the two changes that measured faster, on tc39. Measured (session 41, an H100,
+T8192 H64, full clock, one call): **tc43 8.985 ms** (**1.034x** FLA), 0.986x tc39's 9.112;
+tc43 is kda_bench.sh's default.
 
 Inputs (kda_bwd's): q, k, g_raw, v, do [B, T, H, 128] bf16; beta [B, T, H] bf16; A_log [H],
 dt_bias [H, K], h0, dht [N, H, K, V] f32; cu_seqlens, chunk_off [N + 1], order [N] s32, and the
