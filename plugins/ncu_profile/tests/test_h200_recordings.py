@@ -8,12 +8,10 @@ import csv
 import gzip
 import io
 import json
-import stat
-import sys
-import textwrap
 
 import pytest
 
+from ncu_fakes import fake_ncu
 from tirxh_ncu_profile import tools
 from tirxh_ncu_profile.ncu_csv import parse_details, parse_source, source_sampled
 from tirxh_ncu_profile.report import format_ncu
@@ -143,24 +141,10 @@ def test_ncu_tool_asks_for_samples_under_basic(monkeypatch, tmp_path, h200):
     """The tool adds SourceCounters/WarpStateStats to --set basic (not to full) and summarizes
     the recorded exports end to end through a stand-in ncu."""
     kjob = pytest.importorskip("kcoral.job")
-    log = tmp_path / "calls.txt"
-    ncu = tmp_path / "ncu"
     det, src = tmp_path / "d.csv", tmp_path / "s.csv"
     det.write_text(h200("ncu_gemm_details.csv"))
     src.write_text(h200("ncu_gemm_source.csv"))
-    ncu.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
-        import sys, pathlib
-        args = sys.argv[1:]
-        open({str(log)!r}, "a").write(" ".join(args) + "\\n")
-        if "-o" in args:
-            pathlib.Path(args[args.index("-o") + 1] + ".ncu-rep").write_bytes(b"NVRP fake")
-        elif "details" in args:
-            sys.stdout.write(open({str(det)!r}).read())
-        elif "source" in args:
-            sys.stdout.write(open({str(src)!r}).read())
-    """))
-    ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("KCORAL_NCU", str(ncu))
+    work, log = fake_ncu(monkeypatch, tmp_path, det, src)
     job = kjob.Job.from_json({
         "name": "gemm", "target": "sm_90a", "module": {"format": "cubin", "blob": "0" * 64},
         "buffers": [{"name": "c", "dtype": "f32", "shape": [16], "output": True}],
@@ -169,7 +153,7 @@ def test_ncu_tool_asks_for_samples_under_basic(monkeypatch, tmp_path, h200):
         "runs": [{"seed": 1, "when": "before"}],
         "tools": [{"name": "ncu", "options": {"set": "basic"}}]})
     from kcoral.boards import BoardSpec
-    res = tools.NcuTool().run(job, tmp_path, BoardSpec("cuda0", "cuda", "sm_90a"))
+    res = tools.NcuTool().run(job, work, BoardSpec("cuda0", "cuda", "sm_90a"))
     first = log.read_text().splitlines()[0].split()
     assert first[first.index("--set") + 1] == "basic"
     assert [first[i + 1] for i, a in enumerate(first) if a == "--section"] == \

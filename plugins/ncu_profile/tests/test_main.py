@@ -69,3 +69,32 @@ def test_profile_command_usage(capsys):
     from tirxh.api import ExitCode
     assert main(["profile", "--ncu"]) == ExitCode.USAGE_ERROR
     assert capsys.readouterr().err.startswith("usage: python -m tirxh_ncu_profile profile NODEID")
+
+
+def test_run_profiles_a_job_or_its_baseline_on_this_machine(monkeypatch, tmp_path, fixtures,
+                                                            capsys):
+    """``run JOB.json --ncu [--baseline NAME]``: the job under ncu on this machine's GPU (a
+    board of type cuda, ordinal --device), as a KCoral board would run it; a stand-in ncu here.
+    A baseline the job does not declare is exit 2, naming the ones it does."""
+    from ncu_fakes import fake_ncu
+    work, log = fake_ncu(monkeypatch, tmp_path, fixtures / "ncu_vadd_basic_details.csv",
+                         fixtures / "ncu_vadd_source_sass.csv")
+    job = {"name": "vadd[n4096]", "target": "sm_90a", "_blob_root": str(tmp_path / "blobs"),
+           "module": {"format": "cubin", "blob": "0" * 64},
+           "buffers": [{"name": "out", "dtype": "f32", "shape": [4096], "output": True}],
+           "launches": [{"entry": "vadd", "grid": [16, 1, 1], "block": [256, 1, 1],
+                         "args": [{"buffer": "out"}]}],
+           "baselines": [{"name": "torch.add", "args": {}}]}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job))
+    assert main(["run", str(path), "--ncu", "--device", "1", "--workdir", str(work)]) == 0
+    assert "ncu profile of vadd" in capsys.readouterr().out
+    assert "--kernel-name vadd" in log.read_text() and "--device 1" in log.read_text()
+    assert main(["run", str(path), "--ncu", "--baseline", "torch.add",
+                 "--workdir", str(work)]) == 0
+    assert capsys.readouterr().out.startswith("ncu profile of baseline torch.add: 1 launch(es)")
+    assert log.read_text().splitlines()[-3].endswith("--baseline torch.add")
+    assert main(["run", str(path), "--ncu", "--baseline", "torch.mm",
+                 "--workdir", str(work)]) == 2
+    assert "'torch.mm' is not one of the job's baselines ['torch.add']" in \
+        capsys.readouterr().err

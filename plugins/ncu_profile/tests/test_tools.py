@@ -1,9 +1,7 @@
 """The KCoral tools end to end on a CPU: fake ncu/compute-sanitizer binaries replay fixtures."""
 
 import json
-import stat
 import sys
-import textwrap
 import types
 
 import pytest
@@ -11,6 +9,7 @@ import pytest
 from kcoral.boards import BoardSpec
 from kcoral.errors import JobError
 import tirxh.api
+from ncu_fakes import fake_binary, fake_ncu
 from tirxh_ncu_profile import tools
 
 kcoral_job = pytest.importorskip("kcoral.job")
@@ -28,13 +27,6 @@ JOB = {
     "tools": [{"name": "ncu", "options": {"set": "full", "metrics": ["sm__inst_executed.sum"]}},
               {"name": "compute-sanitizer", "options": {"tool": "memcheck"}}],
 }
-
-
-def _fake(tmp_path, name, body):
-    p = tmp_path / name
-    p.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
-    p.chmod(p.stat().st_mode | stat.S_IEXEC)
-    return str(p)
 
 
 @pytest.fixture
@@ -84,29 +76,8 @@ def test_board_without_ncu_answers_clearly(monkeypatch, tmp_path):
     assert "compute-sanitizer not found" in tools.SanitizerTool().available(board)
 
 
-def _fake_ncu(monkeypatch, tmp_path, details, source):
-    """KCORAL_NCU: a stand-in ncu that logs its argv to calls.txt, writes a report for ``-o``
-    and prints `details` / `source` for the two exports; returns the work dir and the log."""
-    log = tmp_path / "calls.txt"
-    ncu = _fake(tmp_path, "ncu", f"""
-        import sys, pathlib
-        args = sys.argv[1:]
-        open({str(log)!r}, "a").write(" ".join(args) + "\\n")
-        if "-o" in args:
-            pathlib.Path(args[args.index("-o") + 1] + ".ncu-rep").write_bytes(b"NVRP fake")
-        elif "details" in args:
-            sys.stdout.write(open({str(details)!r}).read())
-        elif "source" in args:
-            sys.stdout.write(open({str(source)!r}).read())
-    """)
-    monkeypatch.setenv("KCORAL_NCU", ncu)
-    work = tmp_path / "work"
-    work.mkdir()
-    return work, log
-
-
-def test_ncu_tool_run_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, job):
-    work, log = _fake_ncu(monkeypatch, tmp_path, fixtures / "ncu_vadd_basic_details.csv",
+def test_ncu_tool_run_with_afake_ncu(monkeypatch, tmp_path, fixtures, job):
+    work, log = fake_ncu(monkeypatch, tmp_path, fixtures / "ncu_vadd_basic_details.csv",
                           fixtures / "ncu_vadd_source_sass.csv")
     res = tools.NcuTool().run(job, work, BOARD)
     calls = log.read_text().splitlines()
@@ -121,7 +92,7 @@ def test_ncu_tool_run_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, job):
 
 
 def test_ncu_tool_reports_failure(monkeypatch, tmp_path, job):
-    ncu = _fake(tmp_path, "ncu", """
+    ncu = fake_binary(tmp_path, "ncu", """
         import sys
         sys.stderr.write("==ERROR== ERR_NVGPUCTRPERM - no permission to access counters\\n")
         sys.exit(1)
@@ -134,7 +105,7 @@ def test_ncu_tool_reports_failure(monkeypatch, tmp_path, job):
 
 def test_sanitizer_tool_run_with_a_fake_binary(monkeypatch, tmp_path, fixtures, job):
     """Replays the memcheck log recorded on the H200 (fixtures/h200/memcheck_oob.log)."""
-    cs = _fake(tmp_path, "compute-sanitizer", f"""
+    cs = fake_binary(tmp_path, "compute-sanitizer", f"""
         import sys
         sys.stdout.write(open({str(fixtures / 'h200' / 'memcheck_oob.log')!r}).read())
         sys.exit(1)
@@ -236,9 +207,9 @@ def _two_launches(read) -> str:
         '"1"' + line[3:] for line in gemm[1:] if line.startswith('"0"')) + "\n"
 
 
-def test_ncu_tool_profiles_a_baseline_with_a_fake_ncu(monkeypatch, tmp_path, fixtures, read):
+def test_ncu_tool_profiles_a_baseline_with_afake_ncu(monkeypatch, tmp_path, fixtures, read):
     (tmp_path / "two.csv").write_text(_two_launches(read))
-    work, log = _fake_ncu(monkeypatch, tmp_path, tmp_path / "two.csv",
+    work, log = fake_ncu(monkeypatch, tmp_path, tmp_path / "two.csv",
                           fixtures / "ncu_vadd_source_sass.csv")
     res = tools.NcuTool().run(kcoral_job.Job.from_json(BASELINE_JOB), work, BOARD)
     call = log.read_text().splitlines()[0]

@@ -2,7 +2,8 @@
 
     summarize --details D.csv [--source S.csv] [--sass K.sass | --cubin K.cubin] [--json OUT]
     sanitizer LOG --tool memcheck [--block 256,1,1] [--json OUT]
-    run JOB.json (--ncu [--set basic|full] [--metrics M,..] | --sanitizer TOOL) --workdir DIR
+    run JOB.json (--ncu [--set basic|full] [--metrics M,..] [--baseline NAME] | --sanitizer TOOL)
+        [--device N] --workdir DIR
     profile NODEID [--ncu [--ncu-set S] [--ncu-metrics M,..]] [--sanitizer T] [--iket] [--out DIR]
 
 ``summarize``/``sanitizer`` read exports recorded anywhere (a CPU machine is enough); ``run``
@@ -18,12 +19,13 @@ import json
 import pathlib
 import sys
 
+from kcoral.boards import BoardSpec
 from kcoral.job import Job
 from tirxh.api import cubin_to_sass
 
 from . import ncu_csv, sanitizer, tools
 from .profile_cmd import main as profile_main
-from .report import format_ncu
+from .report import format_baseline, format_ncu
 from .tools import summarize_exports
 
 
@@ -60,8 +62,9 @@ def _run(a) -> int:
     root = doc.pop("_blob_root", None)
     tool_opts = []
     if a.ncu:
-        tool_opts.append({"name": "ncu", "options": {
-            "set": a.set, "metrics": [m for m in (a.metrics or "").split(",") if m]}})
+        tool_opts.append({"name": "ncu", "options": dict(
+            {"set": a.set, "metrics": [m for m in (a.metrics or "").split(",") if m]},
+            **({"baseline": a.baseline} if a.baseline else {}))})
     if a.sanitizer:
         tool_opts.append({"name": "compute-sanitizer", "options": {"tool": a.sanitizer}})
     if not tool_opts:
@@ -70,19 +73,26 @@ def _run(a) -> int:
     doc["tools"] = tool_opts
     job = Job.from_json(doc)
     job.blob_root = root
+    # this machine's GPU `device`, as a board of type cuda: the tools start runjob for it
+    board = BoardSpec(name=f"cuda{a.device}", type="cuda", target=job.target,
+                      options={"ordinal": a.device})
     work = pathlib.Path(a.workdir)
     code = 0
     for t in tool_opts:
         tool = tools.NcuTool() if t["name"] == "ncu" else tools.SanitizerTool()
-        why = tool.available(None)
+        why = tool.available(board)
         if why:
             print(f"{t['name']}: {why}", file=sys.stderr)
             return 2
         wd = work / t["name"]
         wd.mkdir(parents=True, exist_ok=True)
-        r = tool.run(job, wd)
+        try:
+            r = tool.run(job, wd, board)
+        except tools.ToolError as e:
+            print(f"{t['name']}: {e}", file=sys.stderr)
+            return 2
         if t["name"] == "ncu":
-            print(format_ncu(r.summary))
+            print(format_baseline(r.summary) if "kernels" in r.summary else format_ncu(r.summary))
         else:
             print(r.summary["summary"] + f" -> {r.verdict}")
             for f in r.findings:
@@ -116,7 +126,9 @@ def main(argv=None) -> int:
     p.add_argument("--ncu", action="store_true")
     p.add_argument("--set", default="basic", choices=("basic", "full"))
     p.add_argument("--metrics")
+    p.add_argument("--baseline", help="--ncu: profile this baseline of the job instead")
     p.add_argument("--sanitizer", choices=sanitizer.TOOLS)
+    p.add_argument("--device", type=int, default=0, help="the GPU's ordinal (default 0)")
     p.add_argument("--workdir", default="profile_out")
     a = ap.parse_args(argv)
     try:
