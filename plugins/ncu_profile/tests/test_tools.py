@@ -238,3 +238,9 @@ def test_a_baselines_cluster_rows_are_shown_as_ncu_exports_them():
     assert "grid (132, 1, 1), block (384, 1, 1), cluster scheduling policy Spread, " \
            "cluster size 2," in text
     assert "cluster" not in format_baseline({"baseline": "b", "kernels": [dict(k, metrics={})]})
+
+
+def test_a_baseline_range_that_captured_nothing_is_a_tool_error():
+    with pytest.raises(tools.ToolError, match="ncu captured no launch of baseline 'torch.add'"):
+        tools.summarize_baseline('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n',
+                                 "torch.add")

@@ -269,9 +269,10 @@ def summarize_baseline(details: str, baseline: str) -> dict:
     order, each with the facts of `summarize_exports` but hot spots (a library's kernel has no
     source here); ToolError when the range captured none (the baseline launched nothing on the
     GPU, or not on this process's context)."""
-    launches = ncu_csv.parse_details(details)
-    if not launches:
-        raise ToolError(f"ncu captured no launch of baseline {baseline!r}")
+    try:
+        launches = ncu_csv.parse_details(details)
+    except ncu_csv.NcuParseError as e:  # an empty table: the range held no launch
+        raise ToolError(f"ncu captured no launch of baseline {baseline!r}: {e}") from None
     kernels = []
     for s in launches:
         d = s.to_json()
