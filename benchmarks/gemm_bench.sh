@@ -63,6 +63,10 @@
 #          since session 20, so it is timed alone), one client per shape; run it with
 #          BENCH_ARGS="--back-to-back 20 ..." (the regime PDL can change) and without.
 #          One device call:   bash benchmarks/gemm_bench.sh pdl         (carry: .whl for pyptx)
+#   tall   bf16, session 41: the 256 x 128 tile (`_t256x128`, cuBLAS's at 8192 x 1024 x 7168)
+#          beside the mains at gemm_sm90.TALL's shapes (the two 1.94-wave shapes), in a cluster
+#          and alone; one client per shape, a smoke of the new specializations first.
+#          One device call:   bash benchmarks/gemm_bench.sh tall        (carry: .whl for pyptx)
 # The shapes are dealt largest first over SHARDS (default 4) concurrent `tirxh bench` clients of
 # one KCoral daemon (benchmarks/gpu_bench.sh): building a job on the host (inputs, the numpy
 # reference, uploads) overlaps the GPU's timing of another, and a shape's variants stay in one
@@ -78,8 +82,12 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
-mkdir -p "$OUT"
-if [ -z "${GPU_BENCH_DRY:-}" ] && ! nvidia-smi -L >/dev/null 2>&1; then
+# GEMM_BENCH_LIST=1 (anywhere, no GPU, seconds): the smoke's and every shard's items as
+# `tirxh bench --collect-only` selects them, one "== NAME" line before each, and nothing run
+# (tests/benchmarks/test_queue.py reads a queued call this way)
+LIST="${GEMM_BENCH_LIST:-}"
+[ -n "$LIST" ] || mkdir -p "$OUT"
+if [ -z "$LIST" ] && [ -z "${GPU_BENCH_DRY:-}" ] && ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gemm_bench: SKIPPED: no NVIDIA GPU here (nvidia-smi -L failed); on the CPU the same"
     echo "kernels are checked with: cd zoo && tirxh check -k gemm_sm90"
     exit 0
@@ -94,10 +102,11 @@ role() {  # role GROUP -> a -k expression over the role tags
         wave) echo "gemm_bf16 and (main or wave)";;
         wave2) echo "gemm_bf16 and (main or wave2)";;
         pdl) echo "gemm_bf16 and (main or pdl)";;
+        tall) echo "gemm_bf16 and (main or tall)";;
         small2) echo "lowm";;       # gemm_bf16 and gemm_bf16_c2 (LOWM is bf16's only)
         small3) echo "small3";;     # the same for LOWM3
         *) echo "gemm_bench: unknown group $1 (main, bf16, fp8, alt, sweep, all, small," \
-                "smallfp8, wave, wave2, small2, small3, pdl)" >&2; return 1;;
+                "smallfp8, wave, wave2, small2, small3, pdl, tall)" >&2; return 1;;
     esac
 }
 roles=""
@@ -107,15 +116,16 @@ wave2=""
 small2=""
 small3=""
 pdl=""
+tall=""
 for g in ${*:-main}; do
     r=$(role "$g") || exit 2
     roles="${roles:+$roles or }($r)"
     case "$g" in
         small|smallfp8) small=1;; wave) wave=1;; wave2) wave2=1;; small2) small2=1;;
-        small3) small3=1;; pdl) pdl=1;;
+        small3) small3=1;; pdl) pdl=1;; tall) tall=1;;
     esac
 done
-for alone in wave wave2 small2 small3 pdl; do
+for alone in wave wave2 small2 small3 pdl tall; do
     if [ -n "${!alone}" ] && [ "$*" != "$alone" ]; then
         echo "gemm_bench: the $alone group runs alone (its own shapes, smoke and limits)" >&2
         exit 2
@@ -155,6 +165,13 @@ if [ -n "$pdl" ]; then  # the one-wave mains beside their PDL twins: one client 
 as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.PDL))")}"
     NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
 fi
+if [ -n "$tall" ]; then  # the 256 x 128 tile beside the mains: one client per shape
+    export SMOKE="${SMOKE-gemm_sm90 and gemm_bf16 and tall}"
+    export SMOKE_GATE="${SMOKE_GATE-1}" SHARE_INPUTS="${SHARE_INPUTS-1}"
+    SHAPES="${SHAPES:-$(cd zoo/kernels && PYTHONPATH="$PWD/../.." python3 -c "import gemm_sm90 \
+as g; print(' '.join(f'm{M}n{N}k{K}' for M, N, K in g.TALL))")}"
+    NSHARDS="${NSHARDS:-$(echo "$SHAPES" | wc -w)}"
+fi
 lowm_group() {  # lowm_group SMOKE_K PLAN ROUNDS SECONDS: the shapes of gemm_sm90.PLAN, one
     # client each, the new specializations (SMOKE_K) first, >= ROUNDS paired rounds per job
     # within SECONDS of timing, <= 200 s
@@ -191,6 +208,18 @@ for p in "${part[@]}"; do
     SHARDS="${SHARDS:+$SHARDS|}gemm_sm90 and ($p) and ($roles)"
 done
 echo "gemm_bench: $n clients over: ${shapes}"
+if [ -n "$LIST" ]; then
+    list_items() { (cd zoo && python3 -m tirxh bench --collect-only -q -k "$1" 2>&1) | grep '::'; }
+    [ -z "${SMOKE:-}" ] || { echo "== smoke"; list_items "$SMOKE"; }
+    j=0
+    IFS='|' read -r -a listed <<<"$SHARDS"
+    for sh in "${listed[@]}"; do
+        echo "== shard $j"
+        list_items "$sh"
+        j=$((j + 1))
+    done
+    exit 0
+fi
 
 # pyptx's first call (~20 s on a fresh machine: its shim and the kernel's cubin) before the
 # daemon, not inside the first job that has pyptx beside it (session 13: that job ran past its

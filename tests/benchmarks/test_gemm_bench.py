@@ -24,8 +24,9 @@ def _run(tmp_path, *groups):
     (("main", "small3"), "the small3 group runs alone"),
     (("wave2", "main"), "the wave2 group runs alone"),
     (("pdl", "main"), "the pdl group runs alone"),
+    (("tall", "main"), "the tall group runs alone"),
     (("small4",), "unknown group small4 (main, bf16, fp8, alt, sweep, all, small, smallfp8, "
-                  "wave, wave2, small2, small3, pdl)"),
+                  "wave, wave2, small2, small3, pdl, tall)"),
 ])
 def test_groups_that_run_alone_and_unknown_groups_are_refused(tmp_path, groups, message):
     r = _run(tmp_path, *groups)

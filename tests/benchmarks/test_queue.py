@@ -21,6 +21,7 @@ QUEUE = ROOT / "benchmarks" / "QUEUE.md"
 LISTERS = {  # script -> (extra environment, extra arguments) of its list mode
     "benchmarks/kda_bench.sh": ({"KDA_BENCH_LIST": "1"}, []),
     "benchmarks/zoo_perf_bench.sh": ({}, ["--list"]),
+    "benchmarks/gemm_bench.sh": ({"GEMM_BENCH_LIST": "1"}, []),
 }
 
 

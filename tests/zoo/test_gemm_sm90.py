@@ -463,6 +463,8 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
 @pytest.mark.slow
 @pytest.mark.parametrize("suite,case", [("SUITE", "m256n256k64_persistent"),
                                         ("SUITE_C2", "m256n256k64_persistent"),
+                                        # BM 256: two row blocks a consumer, the ring wraps
+                                        ("SUITE", "m512n256k64_tall_persistent"),
                                         ("SUITE", "m128n128k256_splitk"),
                                         ("SUITE", "m128n128k256_splitk_red"),
                                         ("SUITE", "m200n136k296_bn64_red"),
@@ -717,3 +719,22 @@ def test_every_variant_assembles_without_local_memory(suite, case):
     ck = s.kernel.compile("sm_90a", **s.consts(_case(s, case)))
     assert not re.search(r"\b(LDL|STL)\b", ck.sass), "local memory (a spill across setmaxnreg?)"
     assert not any("C7508" in w for w in ck.resources.warnings), ck.resources.warnings
+
+
+def test_the_256_row_tile_takes_the_plain_path_only():
+    """BM = 256 (`t256x128`): two accumulator sets of BN / 2 registers a consumer, built for
+    whole tiles stored as they finish; split-K, stream-K, the deferred epilogue, BN > 128 and
+    other heights are refused by name, not run as BM = 128."""
+    plain = dict(BM=256, BN=128, SPLITK=1, STREAMK=False, EPI_DEFER=False, EPI="tma",
+                 ASTAGES=0, PAIR=False)
+    G._check_tall(plain)
+    G._check_tall(dict(plain, BM=128, BN=256, SPLITK=4))   # BM 128: every path as before
+    for bad, word in ((dict(SPLITK=2), "SPLITK"), (dict(EPI_DEFER=True), "EPI_DEFER"),
+                      (dict(STREAMK="tail"), "STREAMK"), (dict(BN=256), "BN = 256"),
+                      (dict(BM=192), "BM = 192")):
+        with pytest.raises(ValueError, match=word):
+            G._check_tall(dict(plain, **bad))
+    assert G.VARIANTS["t256x128"]["BM"] == 256
+    assert [(k, v) for k, v, role in G.plan(8192, 1024, 7168) if role == "tall"] == \
+        [("c2", "t256x128"), ("c1", "t256x128")]
+    assert not [r for *_, r in G.plan(8192, 1024, 7168, fp8=True) if r == "tall"]

@@ -76,7 +76,7 @@ def bf16_inputs(BM: int, CM: int, sms: int | None = None):
     bf16 = numpy_dtype("bf16")
 
     def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1, REDUCE="slots",
-               STREAMK=False, SMS=sms):
+               STREAMK=False, SMS=sms, BM=BM):
         check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2, SPLITK)
 
         def make():  # N(0, 1) / K^(1/4): unit-variance outputs at every K

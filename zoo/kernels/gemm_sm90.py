@@ -99,7 +99,8 @@ from gemm_host import (BF16_TOLERANCE, FP8_TOLERANCE, bf16_inputs, bf16_referenc
                        fp8_reference)
 from hopper import CHUNK, CHUNK_BYTES, WG, bf16x2, desc, log2, stmatrix_chunk, stmatrix_lanes
 
-BM = 128                 # rows of C per CTA tile: two consumer warpgroups x 64 rows
+BM = 128                 # rows of C per CTA tile: two consumer warpgroups x 64 rows (the default;
+                         # BM = 256, the bf16 kernels' `t256x128`: each warpgroup 128 rows)
 CONSUMERS = 2
 H200_SMS = 132           # the persistent grid: one CTA per SM of the H200
 # setmaxnreg moves registers within the CTA's own pool (PTX ISA: setmaxnreg), which holds what the
@@ -164,9 +165,10 @@ class _Schedule:
     """
 
     def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int,
-                 streamk: bool = False):
+                 streamk: bool = False, BM: int = BM):
         self.tiles_n = (N + (BN - 1)) >> log2(BN)
         tiles_m = (M + (BM - 1)) >> log2(BM)
+        self.BM = BM
         self.units_m = (tiles_m + (CM - 1)) >> log2(CM) if CM > 1 else tiles_m
         self.units = self.units_m * self.tiles_n * S if S > 1 else self.units_m * self.tiles_n
         self.major = self.units_m if RASTER == "m" else self.tiles_n
@@ -265,13 +267,13 @@ class _Schedule:
             if self.streamk in ("tail", "lock"):
                 tail_q = q - self.dp * self.workers
                 slot = tail_q * self.CM + self.rank if self.CM > 1 else tail_q
-            return _Unit(tm * BM, tn * self.BN, slot, 0, kb, ke, count=count,
+            return _Unit(tm * self.BM, tn * self.BN, slot, 0, kb, ke, count=count,
                          need=self.k_tiles, partial=count != self.k_tiles)
         if S == 1:
-            return _Unit(tm * BM, tn * self.BN, None, 0, 0, self.k_tiles)
+            return _Unit(tm * self.BM, tn * self.BN, None, 0, 0, self.k_tiles)
         kb = (split * self.k_tiles) / S
         ke = ((split + 1) * self.k_tiles) / S
-        return _Unit(tm * BM, tn * self.BN, tm * self.tiles_n + tn, split, kb, ke, need=S)
+        return _Unit(tm * self.BM, tn * self.BN, tm * self.tiles_n + tn, split, kb, ke, need=S)
 
 
 # --- the kernel body ---------------------------------------------------------------------------
@@ -281,12 +283,13 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     factories below); `ws`/`cnt` the split-K workspace and counters; `scales` the fp8 kernels'
     (scale_a, scale_b) pointers."""
     BN, STAGES, CM = cfg["BN"], cfg["STAGES"], cfg["CM"]
-    esize, epi = cfg["ESIZE"], cfg["EPI"]
+    esize, epi, bm = cfg["ESIZE"], cfg["EPI"], cfg.get("BM", BM)
+    _check_tall(cfg)
     BK = 128 // esize                       # K elements in one 128-byte row
-    a_bytes, b_bytes = BM * 128, BN * 128    # per stage
+    a_bytes, b_bytes = bm * 128, BN * 128    # per stage
     elem = T.bf16 if esize == 2 else T.e4m3
     astages = _a_stages(cfg)
-    sA = T.shared(elem, (astages or STAGES, BM, BK), align=1024, swizzle=128, dynamic=True,
+    sA = T.shared(elem, (astages or STAGES, bm, BK), align=1024, swizzle=128, dynamic=True,
                   name="sA")
     sB = T.shared(elem, (STAGES, BN, BK), align=1024, swizzle=128, dynamic=True, name="sB")
     nbufs = cfg["EPI_BUFS"] if epi == "tma" else 0
@@ -308,7 +311,7 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     def sched():  # built inside each role: no value lives across setmaxnreg (ptxas would spill)
         k_tiles = (K + (BK - 1)) >> (6 if esize == 2 else 7)
         return _Schedule(M, N, k_tiles, BN, CM, cfg["GROUP"], cfg["RASTER"], cfg["SPLITK"],
-                         cfg["STREAMK"])
+                         cfg["STREAMK"], bm)
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -341,6 +344,25 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
                   scales, T.tid.x, pair)
     if CM > 1 or pair:  # no CTA may exit while its peer can still arrive on its barriers
         _cta_or_cluster_sync(2)
+
+
+def _check_tall(cfg) -> None:
+    """BM = 256 (`t256x128`, session 41: cuBLAS's tile at 8192 x 1024 x 7168 is 256 x 128):
+    each consumer warpgroup owns 128 rows, two ``m64nBNk16`` a K step into two accumulator
+    sets. Built for the plain persistent path only: whole tiles, C staged and stored by TMA
+    as it finishes, A and B in one ring; the rest is refused, not silently run at BM = 128."""
+    bm = cfg.get("BM", BM)
+    if bm == BM:
+        return
+    if bm != 256:
+        raise ValueError(f"BM = {bm}: expected 128 (one 64-row block a consumer) or 256 (two)")
+    odd = {k: cfg[k] for k, plain in (("SPLITK", 1), ("STREAMK", False), ("EPI_DEFER", False),
+                                       ("EPI", "tma"), ("ASTAGES", 0), ("PAIR", False))
+           if cfg.get(k, plain) != plain}
+    if odd or cfg["BN"] > 128:
+        raise ValueError(f"BM = 256 takes BN <= 128 (two accumulator sets of BN / 2 registers) "
+                         f"and the plain path (no split-K, stream-K, deferred or direct "
+                         f"epilogue, A ring or pair); got BN = {cfg['BN']}, {odd}")
 
 
 def _cta_or_cluster_sync(CM: int):
@@ -458,13 +480,16 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
     kstep = 32 // esize                       # wgmma K: 16 bf16 or 32 fp8 (32 bytes)
     ab = "bf16.bf16" if esize == 2 else "e4m3.e4m3"
     mma = T.ptx[f"wgmma.mma_async.sync.aligned.m64n{BN}k{kstep}.f32.{ab}"]
-    a_bytes, b_bytes = BM * 128, BN * 128
+    bm = cfg.get("BM", BM)
+    blocks = bm // (64 * CONSUMERS)           # 64-row blocks a warpgroup owns: 1, or 2 (BM 256)
+    a_bytes, b_bytes = bm * 128, BN * 128
     scale = None
     if scales is not None:
         scale = T.ptx.mul.rn.f32(T.ptx.ld.global_.f32(scales[0].at(0)),
                                  T.ptx.ld.global_.f32(scales[1].at(0)))
     cw = (tid >> 7) - 1
-    acc = T.fragment(T.f32, BN // 2)
+    accs = [T.fragment(T.f32, BN // 2) for _ in range(blocks)]
+    acc = accs[0]                             # the one set every path but BM 256's uses
     ring = T.pipeline(STAGES)
     prev = T.reg(T.u32, init=0)               # the stage of the previous K slice
     if a_bars:                                # A's ring: its own cursor and previous stage
@@ -473,7 +498,7 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
     flag = T.shared(T.u32, (CONSUMERS,), name="flag") if _reduces(cfg) and not pair else None
     if pair:    # (sR, r_full, r_free, the parity of this unit's hand-over)
         pair = (*pair, T.reg(T.u32, init=0))
-    da0 = desc(sA.ptr() + cw * (64 * 128), 16, 1024)
+    da0s = [desc(sA.ptr() + (cw * blocks + j) * (64 * 128), 16, 1024) for j in range(blocks)]
     db0 = desc(sB.ptr(), 16, 1024) if kmajor else desc(sB.ptr(), BK * 128, 1024)
     b_step = 2 if kmajor else 128             # one K step in the descriptor's 16-byte units
     peer_empty = T.ptx.mapa.shared__cluster.u32(_ptr(empty), sched.rank ^ 1) if CM > 1 else None
@@ -513,17 +538,20 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
                 full[st].wait(ring.phase)
                 if a_bars:
                     a_bars[0][ast].wait(a_ring.phase)
-            da = da0 + T.ptx.cvt.u64.u32(ast * (a_bytes >> 4))
+            a_off = T.ptx.cvt.u64.u32(ast * (a_bytes >> 4))
+            das = [d0 + a_off for d0 in da0s]
             db = db0 + T.ptx.cvt.u64.u32(st * (b_bytes >> 4))
             accumulate = kt != u.kb  # scale-d: a unit's first K slice overwrites the accumulators
             with T.iket.range("mma"):
                 T.ptx.wgmma.fence.sync.aligned()
                 for kk in range(BK // kstep):
                     d = accumulate if kk == 0 else T.ptx.mov.pred(1)
-                    if esize == 2:
-                        mma(acc, da + 2 * kk, db + b_step * kk, d, 1, 1, 0, 0 if kmajor else 1)
-                    else:
-                        mma(acc, da + 2 * kk, db + b_step * kk, d, 1, 1)
+                    for a_j, da in zip(accs, das):   # BM 256: two row blocks, one B
+                        if esize == 2:
+                            mma(a_j, da + 2 * kk, db + b_step * kk, d, 1, 1, 0,
+                                0 if kmajor else 1)
+                        else:
+                            mma(a_j, da + 2 * kk, db + b_step * kk, d, 1, 1)
                 T.ptx.wgmma.commit_group.sync.aligned()
                 T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous slice's group retired
             with T.if_(leader & accumulate):
@@ -563,7 +591,9 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
                 pn0.set(u.n0)
                 pending.set(True)
             else:
-                _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale)
+                for j, a_j in enumerate(accs):   # row block j: rows (cw * blocks + j) * 64
+                    _epilogue(cfg, a_j, sC, c_map, c, M, N, u, cw, tid, leader, scale,
+                              row0=u.m0 + (cw * blocks + j) * 64)
 
         if not _reduces(cfg):
             finish()
@@ -589,10 +619,12 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
             T.ptx.cp.async_.bulk.wait_group(0)  # the last stores completed before the CTA exits
 
 
-def _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale):
+def _epilogue(cfg, acc, sC, c_map, c, M, N, u, cw, tid, leader, scale, row0=None):
+    """`row0`: the first row of C that `acc` holds (default: the warpgroup's 64 rows of a
+    128-row tile, u.m0 + 64 cw)."""
     with T.iket.range("epilogue"):
         if cfg["EPI"] == "tma":
-            _epilogue_tma(cfg, acc, sC, c_map, u.m0, u.n0, cw, tid, leader, scale)
+            _epilogue_tma(cfg, acc, sC, c_map, u.m0, u.n0, cw, tid, leader, scale, row0=row0)
         else:
             _epilogue_direct(cfg, acc, c, M, N, u.m0, u.n0, cw, tid, scale)
 
@@ -786,7 +818,7 @@ def _scaled(acc, i, scale):
 
 
 def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=None,
-                  rounds=None):
+                  rounds=None, row0=None):
     """Accumulators -> bf16 -> 128B-swizzled 64 x 64 chunks (``stmatrix.x4``) -> TMA stores,
     in rounds of EPI_BUFS chunks (`rounds`: only those, by index; the spread deferred epilogue
     stores one round per K slice).
@@ -795,6 +827,7 @@ def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=No
     column group 2s + l / 16 (s = the stmatrix of the chunk), swizzled by XOR with the row % 8.
     """
     BN, nbufs = cfg["BN"], cfg["EPI_BUFS"]
+    row0 = m0 + cw * 64 if row0 is None else row0   # the warpgroup's first row of C here
     store = T.ptx["cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"]
     base = sC.ptr() + cw * (max(nbufs, 1) * CHUNK_BYTES)
     col_off = stmatrix_lanes(base, tid)
@@ -814,7 +847,7 @@ def _epilogue_tma(cfg, acc, sC, c_map, m0, n0, cw, tid, leader, scale, packed=No
         T.ptx.bar.sync(bar_id, WG)
         with T.if_(leader):
             for ci in group:
-                store(c_map[n0 + ci * CHUNK, m0 + cw * 64], base + (ci - r0) * CHUNK_BYTES)
+                store(c_map[n0 + ci * CHUNK, row0], base + (ci - r0) * CHUNK_BYTES)
             T.ptx.cp.async_.bulk.commit_group()
 
 
@@ -843,7 +876,7 @@ def _grid(CM: int, pair: bool = False):
     """The persistent grid: one CTA per SM (SMS), never more CTAs than work units; `pair`
     (2-CTA clusters over the K-splits): an even count, so that CTAs 2c and 2c + 1 always take
     the two splits of one tile."""
-    def grid(M, N, K, BN, SPLITK, SMS, STREAMK):
+    def grid(M, N, K, BN, SPLITK, SMS, STREAMK, BM=BM):
         units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * SPLITK
         if STREAMK:  # every worker gets >= 1 slice: at least cdiv(K, 128) slices per unit
             units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * T.cdiv(K, 128)
@@ -868,11 +901,11 @@ def _bf16_kernel(name: str, CM: int, pair: bool = False):
                GROUP: T.const = 16 // CM, RASTER: T.const = "m",
                SPLITK: T.const = 2 if pair else 1, REDUCE: T.const = "pair" if pair else "slots",
                STREAMK: T.const = False, SMS: T.const = H200_SMS, EPI_DEFER: T.const = False,
-               ASTAGES: T.const = 0, PDL: T.const = False):
+               ASTAGES: T.const = 0, PDL: T.const = False, BM: T.const = BM):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
                    REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=ASTAGES,
-                   PAIR=pair, PDL=PDL)
+                   PAIR=pair, PDL=PDL, BM=BM)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM, pair)(kernel)
 
@@ -911,6 +944,9 @@ SHAPES = ([(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)]
 # 64 x 64 bf16 chunk 8 KB per consumer
 VARIANTS = {
     "t256": dict(BN=256, STAGES=4, EPI_BUFS=2),     # 4 stages; C staged in two rounds
+    # the tile turned over, 256 x 128 (cuBLAS's at 8192 x 1024 x 7168, session 41's ncu of it):
+    # each consumer 128 rows, two m64n128k16 a K step; 4 stages of 48 KB as t256's, 224 KB
+    "t256x128": dict(BM=256, BN=128, STAGES=4, EPI_BUFS=2),
     # the epilogue deferred: a tile's C (packed to bf16) is stored under the next tile's MMAs
     "t256d": dict(BN=256, STAGES=4, EPI_BUFS=2, EPI_DEFER=True),
     "t256s3": dict(BN=256, STAGES=3, EPI_BUFS=4),   # 3 stages; the whole C tile at once
@@ -1132,6 +1168,15 @@ PDL = {(2048, 1024, 7168): [("c1", "t128pdl")], (512, 4096, 4096): [("c1", "t128
        (8192, 1024, 7168): [("c2", "t256ds4pdl")], (2048, 4096, 14336): [("c2", "t256ds4pdl")]}
 
 
+# the 256 x 128 tile (role "tall", `gemm_bench.sh tall`, session 41): cuBLAS's nvjet kernel at
+# 8192 x 1024 x 7168 is our structure (persistent, 2-CTA clusters, 4 stages of 64-wide K
+# slices, 168 registers) with a 256 x 128 tile, 2.8% ahead of `_t256ds4pdl` under ncu and 0.7%
+# in KCoral's single launches: the last M >= 2048 shape below 1.00x. Timed beside the mains at
+# the two 1.94-wave shapes, in a cluster and alone.
+TALL = {(8192, 1024, 7168): [("c2", "t256x128"), ("c1", "t256x128")],
+        (2048, 4096, 4096): [("c2", "t256x128"), ("c1", "t256x128")]}
+
+
 def plan(M, N, K, fp8: bool = False) -> list:
     """What is timed at one shape: [(kernel, variant, role)], kernel "c1" (one CTA) or "c2" (a
     2-CTA cluster) or "k2" (a tile's two K-splits in a cluster: LOWM3's only), role "main" (the predicted fastest), "alt" (the runner-up) or "sweep" (the
@@ -1182,6 +1227,7 @@ def plan(M, N, K, fp8: bool = False) -> list:
     out += [(kern, v, "lowm") for kern, v in LOWM.get((M, N, K), [])]
     out += [(kern, v, "small3") for kern, v in LOWM3.get((M, N, K), [])]
     out += [(kern, v, "pdl") for kern, v in PDL.get((M, N, K), []) if not fp8]
+    out += [(kern, v, "tall") for kern, v in TALL.get((M, N, K), []) if not fp8]
     return out
 
 
@@ -1196,7 +1242,7 @@ def _large(kernel: str, fp8: bool) -> list:
             continue
         roles = {}               # variant -> its roles, in plan order
         for kern, v, role in plan(M, N, K, fp8):
-            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm", "small3",
+            if kern == kernel and not (fp8 and role in ("sweep", "wave", "lowm", "small3", "tall",
                                                         "wave2")):
                 roles.setdefault(v, []).append(role)
         for v, tags in roles.items():
@@ -1251,6 +1297,12 @@ def _bf16_suites(kernel, small: list):
 
 SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
     T.case("m200n136k72", M=200, N=136, K=72),                       # tails in M, N and K
+    # the 256 x 128 tile (`t256x128`): three row tiles (the last 88 rows), two column tiles
+    # (the last 72), three K slices (the last 8 wide), on 2 CTAs: both row blocks of each
+    # consumer, tails, a CTA's second tile; then one CTA through 4 tiles, the ring wrapping
+    T.case("m600n200k136_tall", M=600, N=200, K=136, BM=256, BN=128, STAGES=4, SMS=2),
+    T.case("m512n256k64_tall_persistent", M=512, N=256, K=64, BM=256, BN=128, STAGES=2,
+           EPI_BUFS=1, SMS=1),
     T.case("m200n136k72_kn", M=200, N=136, K=72, B_KMAJOR=False),    # N-major B
     # a programmatic dependent launch (griddepcontrol before any global access), tails
     T.case("m200n136k72_pdl", M=200, N=136, K=72, BN=128, STAGES=6, PDL=True),
@@ -1334,6 +1386,8 @@ SUITE, SUITE_PEERS = _bf16_suites(gemm_bf16, [
 
 SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
     T.case("m200n136k72", M=200, N=136, K=72),
+    # the 256 x 128 tile in a cluster: two row tiles of one pair sharing B, tails in N and K
+    T.case("m600n200k136_tall", M=600, N=200, K=136, BM=256, BN=128, STAGES=4, SMS=2),
     T.case("m100n256k128_kn", M=100, N=256, K=128, B_KMAJOR=False),  # the peer's tile is empty
     T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2),
     T.case("m256n256k64_persistent_defer", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2,
