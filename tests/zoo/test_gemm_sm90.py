@@ -465,6 +465,8 @@ def test_grid_is_persistent_and_clusters_pair_tiles():
                                         ("SUITE_C2", "m256n256k64_persistent"),
                                         # BM 256: two row blocks a consumer, the ring wraps
                                         ("SUITE", "m512n256k64_tall_persistent"),
+                                        # PAIR_N: A's halves multicast across the pair
+                                        ("SUITE_C2", "m256n256k64_tall_n"),
                                         ("SUITE", "m128n128k256_splitk"),
                                         ("SUITE", "m128n128k256_splitk_red"),
                                         ("SUITE", "m200n136k296_bn64_red"),
@@ -736,5 +738,9 @@ def test_the_256_row_tile_takes_the_plain_path_only():
             G._check_tall(dict(plain, **bad))
     assert G.VARIANTS["t256x128"]["BM"] == 256
     assert [(k, v) for k, v, role in G.plan(8192, 1024, 7168) if role == "tall"] == \
-        [("c2", "t256x128"), ("c1", "t256x128")]
+        [("c2", "t256x128"), ("c2", "t256x128n"), ("c1", "t256x128")]
     assert not [r for *_, r in G.plan(8192, 1024, 7168, fp8=True) if r == "tall"]
+    G._check_pair_n(dict(plain, CM=2, PAIR_N=True))
+    for bad, word in ((dict(CM=1), "CM = 1"), (dict(CM=2, SPLITK=2), "SPLITK")):
+        with pytest.raises(ValueError, match=word):
+            G._check_pair_n(dict(plain, PAIR_N=True, **bad))

@@ -76,7 +76,7 @@ def bf16_inputs(BM: int, CM: int, sms: int | None = None):
     bf16 = numpy_dtype("bf16")
 
     def inputs(rng, M, N, K, BN=256, B_KMAJOR=True, EPI="tma", SPLITK=1, REDUCE="slots",
-               STREAMK=False, SMS=sms, BM=BM):
+               STREAMK=False, SMS=sms, BM=BM, PAIR_N=False):
         check_shape("gemm_bf16", M, N, K, B_KMAJOR, EPI, 2, SPLITK)
 
         def make():  # N(0, 1) / K^(1/4): unit-variance outputs at every K
@@ -86,11 +86,13 @@ def bf16_inputs(BM: int, CM: int, sms: int | None = None):
             return {"a": a.astype(bf16), "b": b.astype(bf16)}
         key = rng_key(rng, "bf16", M, N, K, B_KMAJOR)
         ab = _CACHE.arrays(key, make) if M * N * K > _LARGE else make()
-        bbox = (BN // CM, 64) if B_KMAJOR else (64, CHUNK)
+        # a cluster splits the slice it shares: B's rows (along M), or A's (PAIR_N: along N)
+        bbox = (BN // (1 if PAIR_N else CM), 64) if B_KMAJOR else (64, CHUNK)
+        abox = (BM // CM if PAIR_N else BM, 64)
         return dict(ab, c=np.empty((M, N), bf16), M=M, N=N, K=K,
                     **splitk_buffers(M, N, BM, BN, CM, SPLITK, REDUCE, STREAMK,
                                      None if SMS is None else SMS // CM),
-                    a_map=T.TensorMap("a", box=(BM, 64), swizzle=128, l2_promotion=256),
+                    a_map=T.TensorMap("a", box=abox, swizzle=128, l2_promotion=256),
                     b_map=T.TensorMap("b", box=bbox, swizzle=128, l2_promotion=256),
                     c_map=c_map(EPI))
     return inputs

@@ -43,7 +43,12 @@ Algorithm (docs/TUNING.md has the reasoning and the measured gain of each step):
   vertically adjacent tiles (same B panel); each loads its own A and half of B with
   ``.multicast::cluster`` into both CTAs, halving B's L2-to-SM traffic. A stage is refilled only
   when the consumers of both CTAs released it (each consumer arrives on its own and on the peer's
-  `empty` mbarrier through ``mapa``), and a cluster barrier brackets the kernel.
+  `empty` mbarrier through ``mapa``), and a cluster barrier brackets the kernel. PAIR_N (the
+  ``t256x128n`` variant) turns the pair: horizontally adjacent tiles (same A panel), each CTA
+  loading half of A's rows multicast and its own B.
+- **256-row tiles** (BM = 256, the ``t256x128*`` variants, session 41: cuBLAS's tile at 8192 x
+  1024 x 7168): each consumer owns 128 rows as two 64-row blocks, two ``wgmma.m64n128k16`` a
+  K step into two accumulator sets, C stored per block; the plain path only (`_check_tall`).
 - **Split-K** (SPLITK = S > 1, for shapes with few tiles): a unit is one of S K-ranges of a
   tile; every split stores its f32 partial in its own workspace slot and counts itself in with
   an acq_rel atomic; the split that arrives last sums the S slots in split order (bitwise the
@@ -165,14 +170,18 @@ class _Schedule:
     """
 
     def __init__(self, M, N, k_tiles, BN: int, CM: int, GROUP: int, RASTER: str, S: int,
-                 streamk: bool = False, BM: int = BM):
+                 streamk: bool = False, BM: int = BM, pair_n: bool = False):
         self.tiles_n = (N + (BN - 1)) >> log2(BN)
         tiles_m = (M + (BM - 1)) >> log2(BM)
         self.BM = BM
-        self.units_m = (tiles_m + (CM - 1)) >> log2(CM) if CM > 1 else tiles_m
-        self.units = self.units_m * self.tiles_n * S if S > 1 else self.units_m * self.tiles_n
-        self.major = self.units_m if RASTER == "m" else self.tiles_n
-        self.span = (self.tiles_n if RASTER == "m" else self.units_m) * GROUP
+        # a cluster's CTAs take adjacent tiles along M (same B panel, B multicast) or, with
+        # `pair_n` (PAIR_N), along N (same A panel, A multicast): one unit per cluster
+        self.pair_n = CM > 1 and pair_n
+        self.units_m = (tiles_m + (CM - 1)) >> log2(CM) if CM > 1 and not pair_n else tiles_m
+        self.units_n = (self.tiles_n + (CM - 1)) >> log2(CM) if self.pair_n else self.tiles_n
+        self.units = self.units_m * self.units_n * S if S > 1 else self.units_m * self.units_n
+        self.major = self.units_m if RASTER == "m" else self.units_n
+        self.span = (self.units_n if RASTER == "m" else self.units_m) * GROUP
         self.GROUP, self.RASTER, self.CM, self.BN, self.S = GROUP, RASTER, CM, BN, S
         self.k_tiles = k_tiles
         self.rank = T.cluster_ctarank() if CM > 1 else 0
@@ -254,8 +263,11 @@ class _Schedule:
         r = q - g * self.span
         width = T.ptx.min.u32(self.major - first, self.GROUP)
         a, b = first + r % width, r / width
-        um, tn = (a, b) if self.RASTER == "m" else (b, a)
-        tm = um * self.CM + self.rank if self.CM > 1 else um
+        um, un = (a, b) if self.RASTER == "m" else (b, a)
+        if self.pair_n:
+            tm, tn = um, un * self.CM + self.rank
+        else:
+            tm, tn = (um * self.CM + self.rank if self.CM > 1 else um), un
         if self.streamk:  # this worker's slices of tile q: [max(lo, base), min(hi, end))
             base = q * self.k_tiles
             kb = T.ptx.max.u32(lo, base) - base
@@ -285,6 +297,7 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     BN, STAGES, CM = cfg["BN"], cfg["STAGES"], cfg["CM"]
     esize, epi, bm = cfg["ESIZE"], cfg["EPI"], cfg.get("BM", BM)
     _check_tall(cfg)
+    _check_pair_n(cfg)
     BK = 128 // esize                       # K elements in one 128-byte row
     a_bytes, b_bytes = bm * 128, BN * 128    # per stage
     elem = T.bf16 if esize == 2 else T.e4m3
@@ -311,7 +324,7 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     def sched():  # built inside each role: no value lives across setmaxnreg (ptxas would spill)
         k_tiles = (K + (BK - 1)) >> (6 if esize == 2 else 7)
         return _Schedule(M, N, k_tiles, BN, CM, cfg["GROUP"], cfg["RASTER"], cfg["SPLITK"],
-                         cfg["STREAMK"], bm)
+                         cfg["STREAMK"], bm, cfg.get("PAIR_N", False))
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -344,6 +357,22 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
                   scales, T.tid.x, pair)
     if CM > 1 or pair:  # no CTA may exit while its peer can still arrive on its barriers
         _cta_or_cluster_sync(2)
+
+
+def _check_pair_n(cfg) -> None:
+    """PAIR_N (`t256x128n`, session 41: cuBLAS's 8192 x 1024 x 7168 kernel pairs its CTAs
+    along N, `1x2`): the two CTAs of a cluster take horizontally adjacent tiles and share A
+    (each loads half of A's rows, multicast to both, and its own B). A 2-CTA cluster on the
+    plain path only; the rest is refused."""
+    if not cfg.get("PAIR_N"):
+        return
+    odd = {k: cfg[k] for k, plain in (("SPLITK", 1), ("STREAMK", False), ("EPI_DEFER", False),
+                                       ("ASTAGES", 0), ("PAIR", False))
+           if cfg.get(k, plain) != plain}
+    if cfg["CM"] != 2 or odd:
+        raise ValueError(f"PAIR_N takes a 2-CTA cluster (gemm_bf16_c2) and the plain path (no "
+                         f"split-K, stream-K, deferred epilogue, A ring or pair); got "
+                         f"CM = {cfg['CM']}, {odd}")
 
 
 def _check_tall(cfg) -> None:
@@ -412,6 +441,8 @@ def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bars, a_bytes, b_
     bytes from HBM) in flight, the shallow one A (an L2 hit, the same rows for every CTA)."""
     BN, CM, STAGES, kmajor = cfg["BN"], cfg["CM"], cfg["STAGES"], cfg["B_KMAJOR"]
     BK = 128 // cfg["ESIZE"]
+    pair_n = cfg.get("PAIR_N", False)     # A's halves multicast, B this CTA's own
+    b_cm = 1 if pair_n else CM            # the CTAs that share (and split) a B slice
     load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"]
     mcast = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
                   ".mbarrier::complete_tx::bytes.multicast::cluster"]
@@ -423,15 +454,15 @@ def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bars, a_bytes, b_
     def load_b(st, k0, n0, bars):  # into stage st, arriving on bars[st]
         dst = b_base + st * b_bytes
         if kmajor:   # one box of BN (or BN / 2 per CTA) rows of 128 bytes
-            if CM == 1:
+            if b_cm == 1:
                 load(dst, b_map[k0, n0], bars[st])
             else:
                 half = sched.rank * (b_bytes // 2)
                 mcast(dst + half, b_map[k0, n0 + sched.rank * (BN // 2)], bars[st], 3)
         else:        # BN / 64 boxes of BK rows x 64 columns
             boxes = BN // CHUNK
-            for j in range(boxes // CM):
-                if CM == 1:
+            for j in range(boxes // b_cm):
+                if b_cm == 1:
                     load(dst + j * (BK * 128), b_map[n0 + j * CHUNK, k0], bars[st])
                 else:
                     jj = sched.rank * (boxes // 2) + j
@@ -453,7 +484,12 @@ def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bars, a_bytes, b_
             with T.range(u.kb, u.ke) as kt:
                 st = slot((full, empty), ring, a_bytes + b_bytes)
                 k0 = kt * BK
-                load(a_base + st * a_bytes, a_map[k0, m0], full[st])
+                if pair_n:   # this CTA's half of A's rows, into both CTAs
+                    half = sched.rank * (a_bytes // 2)
+                    mcast(a_base + st * a_bytes + half,
+                          a_map[k0, m0 + sched.rank * (cfg.get("BM", BM) // 2)], full[st], 3)
+                else:
+                    load(a_base + st * a_bytes, a_map[k0, m0], full[st])
                 load_b(st, k0, n0, full)
                 ring.advance()
         else:
@@ -876,8 +912,10 @@ def _grid(CM: int, pair: bool = False):
     """The persistent grid: one CTA per SM (SMS), never more CTAs than work units; `pair`
     (2-CTA clusters over the K-splits): an even count, so that CTAs 2c and 2c + 1 always take
     the two splits of one tile."""
-    def grid(M, N, K, BN, SPLITK, SMS, STREAMK, BM=BM):
+    def grid(M, N, K, BN, SPLITK, SMS, STREAMK, BM=BM, PAIR_N=False):
         units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * SPLITK
+        if PAIR_N:   # clusters along N
+            units = T.cdiv(M, BM) * T.cdiv(T.cdiv(N, BN), CM)
         if STREAMK:  # every worker gets >= 1 slice: at least cdiv(K, 128) slices per unit
             units = T.cdiv(T.cdiv(M, BM), CM) * T.cdiv(N, BN) * T.cdiv(K, 128)
         if pair:
@@ -901,11 +939,12 @@ def _bf16_kernel(name: str, CM: int, pair: bool = False):
                GROUP: T.const = 16 // CM, RASTER: T.const = "m",
                SPLITK: T.const = 2 if pair else 1, REDUCE: T.const = "pair" if pair else "slots",
                STREAMK: T.const = False, SMS: T.const = H200_SMS, EPI_DEFER: T.const = False,
-               ASTAGES: T.const = 0, PDL: T.const = False, BM: T.const = BM):
+               ASTAGES: T.const = 0, PDL: T.const = False, BM: T.const = BM,
+               PAIR_N: T.const = False):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=B_KMAJOR, ESIZE=2, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
                    REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=ASTAGES,
-                   PAIR=pair, PDL=PDL, BM=BM)
+                   PAIR=pair, PDL=PDL, BM=BM, PAIR_N=PAIR_N)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K)
     return _launch(name, CM, pair)(kernel)
 
@@ -947,6 +986,8 @@ VARIANTS = {
     # the tile turned over, 256 x 128 (cuBLAS's at 8192 x 1024 x 7168, session 41's ncu of it):
     # each consumer 128 rows, two m64n128k16 a K step; 4 stages of 48 KB as t256's, 224 KB
     "t256x128": dict(BM=256, BN=128, STAGES=4, EPI_BUFS=2),
+    # the same with the cluster's CTAs side by side along N, sharing A (cuBLAS's "1x2")
+    "t256x128n": dict(BM=256, BN=128, STAGES=4, EPI_BUFS=2, PAIR_N=True),
     # the epilogue deferred: a tile's C (packed to bf16) is stored under the next tile's MMAs
     "t256d": dict(BN=256, STAGES=4, EPI_BUFS=2, EPI_DEFER=True),
     "t256s3": dict(BN=256, STAGES=3, EPI_BUFS=4),   # 3 stages; the whole C tile at once
@@ -1173,8 +1214,8 @@ PDL = {(2048, 1024, 7168): [("c1", "t128pdl")], (512, 4096, 4096): [("c1", "t128
 # slices, 168 registers) with a 256 x 128 tile, 2.8% ahead of `_t256ds4pdl` under ncu and 0.7%
 # in KCoral's single launches: the last M >= 2048 shape below 1.00x. Timed beside the mains at
 # the two 1.94-wave shapes, in a cluster and alone.
-TALL = {(8192, 1024, 7168): [("c2", "t256x128"), ("c1", "t256x128")],
-        (2048, 4096, 4096): [("c2", "t256x128"), ("c1", "t256x128")]}
+TALL = {(8192, 1024, 7168): [("c2", "t256x128"), ("c2", "t256x128n"), ("c1", "t256x128")],
+        (2048, 4096, 4096): [("c2", "t256x128"), ("c2", "t256x128n"), ("c1", "t256x128")]}
 
 
 def plan(M, N, K, fp8: bool = False) -> list:
@@ -1388,6 +1429,13 @@ SUITE_C2, SUITE_C2_PEERS = _bf16_suites(gemm_bf16_c2, [
     T.case("m200n136k72", M=200, N=136, K=72),
     # the 256 x 128 tile in a cluster: two row tiles of one pair sharing B, tails in N and K
     T.case("m600n200k136_tall", M=600, N=200, K=136, BM=256, BN=128, STAGES=4, SMS=2),
+    # ... and side by side along N sharing A (PAIR_N): one cluster through three row tiles;
+    # then N = 120, where the second CTA's tile lies wholly past N (zero-filled B, no store)
+    T.case("m600n200k136_tall_n", M=600, N=200, K=136, BM=256, BN=128, STAGES=4, SMS=2,
+           PAIR_N=True),
+    T.case("m300n120k72_tall_n", M=300, N=120, K=72, BM=256, BN=128, STAGES=4, PAIR_N=True),
+    T.case("m256n256k64_tall_n", M=256, N=256, K=64, BM=256, BN=128, STAGES=2, EPI_BUFS=1,
+           PAIR_N=True),                  # one cluster, one unit: what sync_check runs
     T.case("m100n256k128_kn", M=100, N=256, K=128, B_KMAJOR=False),  # the peer's tile is empty
     T.case("m256n256k64_persistent", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2),
     T.case("m256n256k64_persistent_defer", M=256, N=256, K=64, BN=128, STAGES=2, SMS=2,
