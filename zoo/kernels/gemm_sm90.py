@@ -359,6 +359,17 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
         _cta_or_cluster_sync(2)
 
 
+# the plain persistent path: whole tiles, C staged and stored by TMA as each finishes, A and B
+# in one ring (what BM = 256 and PAIR_N were built for)
+PLAIN_PATH = {"SPLITK": 1, "STREAMK": False, "EPI_DEFER": False, "EPI": "tma", "ASTAGES": 0,
+              "PAIR": False}
+
+
+def _off_plain_path(cfg, keys) -> dict:
+    """The constants among `keys` whose value in `cfg` leaves `PLAIN_PATH`."""
+    return {k: cfg[k] for k in keys if cfg.get(k, PLAIN_PATH[k]) != PLAIN_PATH[k]}
+
+
 def _check_pair_n(cfg) -> None:
     """PAIR_N (`t256x128n`, session 41: cuBLAS's 8192 x 1024 x 7168 kernel pairs its CTAs
     along N, `1x2`): the two CTAs of a cluster take horizontally adjacent tiles and share A
@@ -366,9 +377,7 @@ def _check_pair_n(cfg) -> None:
     plain path only; the rest is refused."""
     if not cfg.get("PAIR_N"):
         return
-    odd = {k: cfg[k] for k, plain in (("SPLITK", 1), ("STREAMK", False), ("EPI_DEFER", False),
-                                       ("ASTAGES", 0), ("PAIR", False))
-           if cfg.get(k, plain) != plain}
+    odd = _off_plain_path(cfg, ("SPLITK", "STREAMK", "EPI_DEFER", "ASTAGES", "PAIR"))
     if cfg["CM"] != 2 or odd:
         raise ValueError(f"PAIR_N takes a 2-CTA cluster (gemm_bf16_c2) and the plain path (no "
                          f"split-K, stream-K, deferred epilogue, A ring or pair); got "
@@ -385,9 +394,7 @@ def _check_tall(cfg) -> None:
         return
     if bm != 256:
         raise ValueError(f"BM = {bm}: expected 128 (one 64-row block a consumer) or 256 (two)")
-    odd = {k: cfg[k] for k, plain in (("SPLITK", 1), ("STREAMK", False), ("EPI_DEFER", False),
-                                       ("EPI", "tma"), ("ASTAGES", 0), ("PAIR", False))
-           if cfg.get(k, plain) != plain}
+    odd = _off_plain_path(cfg, ("SPLITK", "STREAMK", "EPI_DEFER", "EPI", "ASTAGES", "PAIR"))
     if odd or cfg["BN"] > 128:
         raise ValueError(f"BM = 256 takes BN <= 128 (two accumulator sets of BN / 2 registers) "
                          f"and the plain path (no split-K, stream-K, deferred or direct "
