@@ -295,7 +295,7 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     factories below); `ws`/`cnt` the split-K workspace and counters; `scales` the fp8 kernels'
     (scale_a, scale_b) pointers."""
     BN, STAGES, CM = cfg["BN"], cfg["STAGES"], cfg["CM"]
-    esize, epi, bm = cfg["ESIZE"], cfg["EPI"], cfg.get("BM", BM)
+    esize, epi, bm = cfg["ESIZE"], cfg["EPI"], cfg["BM"]
     _check_tall(cfg)
     _check_pair_n(cfg)
     BK = 128 // esize                       # K elements in one 128-byte row
@@ -324,7 +324,7 @@ def _gemm(cfg: dict, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=None):
     def sched():  # built inside each role: no value lives across setmaxnreg (ptxas would spill)
         k_tiles = (K + (BK - 1)) >> (6 if esize == 2 else 7)
         return _Schedule(M, N, k_tiles, BN, CM, cfg["GROUP"], cfg["RASTER"], cfg["SPLITK"],
-                         cfg["STREAMK"], bm, cfg.get("PAIR_N", False))
+                         cfg["STREAMK"], bm, cfg["PAIR_N"])
 
     with T.if_(tid == 0):
         for s in range(STAGES):
@@ -375,7 +375,7 @@ def _check_pair_n(cfg) -> None:
     along N, `1x2`): the two CTAs of a cluster take horizontally adjacent tiles and share A
     (each loads half of A's rows, multicast to both, and its own B). A 2-CTA cluster on the
     plain path only; the rest is refused."""
-    if not cfg.get("PAIR_N"):
+    if not cfg["PAIR_N"]:
         return
     odd = _off_plain_path(cfg, ("SPLITK", "STREAMK", "EPI_DEFER", "ASTAGES", "PAIR"))
     if cfg["CM"] != 2 or odd:
@@ -389,7 +389,7 @@ def _check_tall(cfg) -> None:
     each consumer warpgroup owns 128 rows, two ``m64nBNk16`` a K step into two accumulator
     sets. Built for the plain persistent path only: whole tiles, C staged and stored by TMA
     as it finishes, A and B in one ring; the rest is refused, not silently run at BM = 128."""
-    bm = cfg.get("BM", BM)
+    bm = cfg["BM"]
     if bm == BM:
         return
     if bm != 256:
@@ -448,7 +448,7 @@ def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bars, a_bytes, b_
     bytes from HBM) in flight, the shallow one A (an L2 hit, the same rows for every CTA)."""
     BN, CM, STAGES, kmajor = cfg["BN"], cfg["CM"], cfg["STAGES"], cfg["B_KMAJOR"]
     BK = 128 // cfg["ESIZE"]
-    pair_n = cfg.get("PAIR_N", False)     # A's halves multicast, B this CTA's own
+    pair_n = cfg["PAIR_N"]                # A's halves multicast, B this CTA's own
     b_cm = 1 if pair_n else CM            # the CTAs that share (and split) a B slice
     load = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"]
     mcast = T.ptx["cp.async.bulk.tensor.2d.shared::cluster.global.tile"
@@ -494,7 +494,7 @@ def _producer(cfg, sched, a_map, b_map, sA, sB, full, empty, a_bars, a_bytes, b_
                 if pair_n:   # this CTA's half of A's rows, into both CTAs
                     half = sched.rank * (a_bytes // 2)
                     mcast(a_base + st * a_bytes + half,
-                          a_map[k0, m0 + sched.rank * (cfg.get("BM", BM) // 2)], full[st], 3)
+                          a_map[k0, m0 + sched.rank * (cfg["BM"] // 2)], full[st], 3)
                 else:
                     load(a_base + st * a_bytes, a_map[k0, m0], full[st])
                 load_b(st, k0, n0, full)
@@ -523,7 +523,7 @@ def _consumer(cfg, sched, sA, sB, sC, full, empty, a_bars, c_map, c, ws, cnt, M,
     kstep = 32 // esize                       # wgmma K: 16 bf16 or 32 fp8 (32 bytes)
     ab = "bf16.bf16" if esize == 2 else "e4m3.e4m3"
     mma = T.ptx[f"wgmma.mma_async.sync.aligned.m64n{BN}k{kstep}.f32.{ab}"]
-    bm = cfg.get("BM", BM)
+    bm = cfg["BM"]
     blocks = bm // (64 * CONSUMERS)           # 64-row blocks a warpgroup owns: 1, or 2 (BM 256)
     a_bytes, b_bytes = bm * 128, BN * 128
     scale = None
@@ -968,7 +968,7 @@ def _fp8_kernel(name: str, CM: int):
         cfg = dict(BN=BN, STAGES=STAGES, CM=CM, B_KMAJOR=True, ESIZE=1, EPI=EPI,
                    EPI_BUFS=EPI_BUFS, GROUP=GROUP, RASTER=RASTER, SPLITK=SPLITK,
                    REDUCE=REDUCE, STREAMK=STREAMK, EPI_DEFER=EPI_DEFER, ASTAGES=0,
-                   PAIR=False)
+                   PAIR=False, BM=BM, PAIR_N=False)
         _gemm(cfg, a_map, b_map, c_map, c, ws, cnt, M, N, K, scales=(scale_a, scale_b))
     return _launch(name, CM)(kernel)
 

@@ -354,9 +354,8 @@ LAUNCH_CONSTS = {"tc8": (dict(BULK=1), dict(IMG=1)), "tc9": (dict(AHEAD=1), {}),
                           dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1)),
                  **{p: (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=2),
                         dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1, QKSTAGE=1))
-                    for p in ("tc41", "tc42")},
-                 "tc43": (dict(FRAGS=1, PLANES=4, VLOAD=1, PREFETCH=1, NEXT=132, NEXTAT=2),
-                          dict(ROLL=1, PREFETCH=2, NEXT=132, PLOAD=1, GSTAGE=1))}
+                    for p in ("tc41", "tc42")}}
+LAUNCH_CONSTS["tc43"] = (LAUNCH_CONSTS["tc42"][0], LAUNCH_CONSTS["tc39"][1])   # see above
 # the constants a plan adds to both chains: "tc13" stores each chunk's state as the split
 # fragments the pieces multiply by (kda_bwd_chain FRAGS=1) instead of f32, in the same bytes
 CHAIN_CONSTS = {p: dict(FRAGS=1) for p in ("tc13", "tc14", "tc15", "tc16", "tc17", "tc18",

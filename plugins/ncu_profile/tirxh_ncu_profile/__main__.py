@@ -25,7 +25,7 @@ from tirxh.api import cubin_to_sass
 
 from . import ncu_csv, sanitizer, tools
 from .profile_cmd import main as profile_main
-from .report import format_baseline, format_ncu
+from .report import format_ncu, format_summary
 from .tools import summarize_exports
 
 
@@ -62,9 +62,8 @@ def _run(a) -> int:
     root = doc.pop("_blob_root", None)
     tool_opts = []
     if a.ncu:
-        tool_opts.append({"name": "ncu", "options": dict(
-            {"set": a.set, "metrics": [m for m in (a.metrics or "").split(",") if m]},
-            **({"baseline": a.baseline} if a.baseline else {}))})
+        tool_opts.append({"name": "ncu",
+                          "options": tools.ncu_request(a.set, a.metrics, a.baseline)})
     if a.sanitizer:
         tool_opts.append({"name": "compute-sanitizer", "options": {"tool": a.sanitizer}})
     if not tool_opts:
@@ -92,7 +91,7 @@ def _run(a) -> int:
             print(f"{t['name']}: {e}", file=sys.stderr)
             return 2
         if t["name"] == "ncu":
-            print(format_baseline(r.summary) if "kernels" in r.summary else format_ncu(r.summary))
+            print(format_summary(r.summary))
         else:
             print(r.summary["summary"] + f" -> {r.verdict}")
             for f in r.findings:

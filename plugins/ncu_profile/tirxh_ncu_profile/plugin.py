@@ -18,10 +18,10 @@ from kcoral.job import ToolRequest
 from tirxh.api import AnalyzerResult, Finding, build_job, client_for, hookimpl, worst
 
 from .ncu_csv import HotSpot
-from .report import format_baseline, format_ncu
+from .report import format_summary
 from .sanitizer import TOOLS
 from .source_map import line_table, map_hotspots
-from .tools import SETS, NcuOptions, SanitizerOptions
+from .tools import SETS, NcuOptions, SanitizerOptions, ncu_request
 
 # Source lines the summary (and so the JSON document) keeps, hottest first; the text report
 # prints five. Why 40: a kernel of fifteen barrier-separated phases (the KDA backward's) spreads
@@ -68,11 +68,8 @@ def tirxh_addoption(parser):
 
 def request_from_config(config) -> dict:
     """The ncu/sanitizer part of a profile request from parsed options (for the CLI)."""
-    metrics = config.getoption("ncu_metrics")
-    baseline = config.getoption("ncu_baseline")
-    return {"ncu": dict({"set": config.getoption("ncu_set") or "basic",
-                         "metrics": [m for m in (metrics or "").split(",") if m]},
-                        **({"baseline": baseline} if baseline else {}))
+    return {"ncu": ncu_request(config.getoption("ncu_set"), config.getoption("ncu_metrics"),
+                               config.getoption("ncu_baseline"))
             if config.getoption("ncu") else None,
             "sanitizer": config.getoption("sanitizer")}
 
@@ -148,8 +145,7 @@ def _report(item, compiled, tool, got, result, client, out: pathlib.Path) -> Pro
             s["hotspot_coverage"] = cov
         (out / "ncu_summary.json").write_text(json.dumps(s, indent=1))
         arts["ncu_summary.json"] = out / "ncu_summary.json"
-        text = format_baseline(s) if "kernels" in s else format_ncu(s)
-        return ProfileReport(item.name, name, None, s, text, arts)
+        return ProfileReport(item.name, name, None, s, format_summary(s), arts)
     findings = [Finding.from_json(f) for f in got.get("findings") or []]
     verdict = got.get("verdict") or worst(*(f.severity for f in findings))
     analysis = AnalyzerResult(f"sanitizer.{s.get('tool', '?')}", verdict, findings,

@@ -105,3 +105,9 @@ def format_baseline(s: dict, top: int = 3) -> str:
     if s.get("missing"):
         out.append(f"  not in this report: {', '.join(s['missing'])}")
     return "\n".join(out)
+
+
+def format_summary(s: dict) -> str:
+    """The ncu tool's summary as text: a baseline's launches (`format_baseline`) or the
+    item's one (`format_ncu`)."""
+    return format_baseline(s) if "kernels" in s else format_ncu(s)

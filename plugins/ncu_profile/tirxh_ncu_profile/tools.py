@@ -113,6 +113,15 @@ def profiling_job(doc: dict, baseline: "str | None" = None) -> dict:
     return d
 
 
+def ncu_request(section_set: str = "basic", metrics: "str | None" = None,
+                baseline: "str | None" = None) -> dict:
+    """The ``ncu`` tool's options from command-line text (``--ncu-set``, ``--ncu-metrics
+    M1,M2``, ``--ncu-baseline``): what `NcuOptions` then validates."""
+    return dict({"set": section_set or "basic",
+                 "metrics": [m for m in (metrics or "").split(",") if m]},
+                **({"baseline": baseline} if baseline else {}))
+
+
 @dataclass
 class NcuOptions(Model):
     """``tools: [{"name": "ncu", "options": {...}}]``: the section set, extra raw metrics, and
@@ -157,25 +166,25 @@ def _run(cmd: list, what: str, timeout: int = RUN_TIMEOUT_S) -> subprocess.Compl
 # -- ncu ------------------------------------------------------------------------------------------
 
 def ncu_profile_command(ncu: str, report: pathlib.Path, entry: str, target: list,
-                        section_set: str = "basic", metrics=()) -> list:
+                        section_set: str = "basic", metrics=(), select=None) -> list:
+    """`select`: which launches ncu profiles (default: one launch of kernel `entry`)."""
     if section_set not in SETS:
         raise ValueError(f"ncu --set {section_set!r}: expected one of {SETS}")
     wanted = list(dict.fromkeys(list(ncu_csv.RAW_METRICS) + list(metrics)))
     sections = [] if section_set == "full" else \
         [a for sec in SAMPLING_SECTIONS for a in ("--section", sec)]
     return [ncu, "--clock-control", "none", "--set", section_set, *sections,
-            "--metrics", ",".join(wanted), "--import-source", "yes", "--kernel-name", entry,
-            "--launch-count", "1", "-o", str(report), "-f", *target]
+            "--metrics", ",".join(wanted), "--import-source", "yes",
+            *(select or ["--kernel-name", entry, "--launch-count", "1"]),
+            "-o", str(report), "-f", *target]
 
 
 def ncu_baseline_command(ncu: str, report: pathlib.Path, target: list,
                          section_set: str = "basic", metrics=()) -> list:
     """`ncu_profile_command` for a baseline's call: the launches inside the profiler range
     (``--profile-from-start off``), up to `BASELINE_LAUNCHES`, instead of one named kernel."""
-    cmd = ncu_profile_command(ncu, report, "", target, section_set, metrics)
-    i = cmd.index("--kernel-name")
-    cmd[i:i + 4] = ["--profile-from-start", "off", "--launch-count", str(BASELINE_LAUNCHES)]
-    return cmd
+    return ncu_profile_command(ncu, report, "", target, section_set, metrics, select=[
+        "--profile-from-start", "off", "--launch-count", str(BASELINE_LAUNCHES)])
 
 
 def ncu_export_commands(ncu: str, rep: pathlib.Path) -> dict:
